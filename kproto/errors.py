@@ -1,0 +1,99 @@
+"""The exceptions kproto raises.
+
+Every error kproto raises on purpose derives from :class:`KprotoError`, so a caller that feeds bytes from
+the network can catch one class and know nothing else escapes.  The hierarchy is small on purpose::
+
+    KprotoError
+    ├── DecodeError              bytes that do not parse (offset + field path)
+    │   └── LimitExceededError   input asking for more than a configured limit allows
+    ├── EncodeError              a value that cannot be written
+    │   └── UnsupportedVersionError
+    ├── ProtocolError            a peer that breaks the conversation rules (correlation ids, states)
+    └── BrokerError              an error code answered by a broker (one subclass per code,
+                                 see :mod:`kproto.error_codes`)
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+__all__ = [
+    "KprotoError",
+    "DecodeError",
+    "LimitExceededError",
+    "EncodeError",
+    "UnsupportedVersionError",
+    "ProtocolError",
+    "BrokerError",
+]
+
+
+class KprotoError(Exception):
+    """Root of every exception kproto raises deliberately."""
+
+
+class DecodeError(KprotoError, ValueError):
+    """Bytes that cannot be decoded.
+
+    ``offset`` is the absolute byte offset (from the start of the buffer handed to the decoder) where the
+    problem was found; ``path`` names the field, e.g. ``topics[3].partitions[0].offset``; ``reason`` is the
+    bare description.  ``str()`` gives all three in one line::
+
+        topics[3].partitions[0].offset: need 8 bytes at offset 412, 3 left
+    """
+
+    def __init__(self, reason: str, offset: Optional[int] = None, path: str = "") -> None:
+        self.reason = reason
+        self.offset = offset
+        self.path = path
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        text = self.reason
+        if self.offset is not None and " offset " not in text:
+            text = f"{text} (at offset {self.offset})"
+        return f"{self.path}: {text}" if self.path else text
+
+    def within(self, prefix: str) -> "DecodeError":
+        """Prefix the field path with the enclosing field (used while the error unwinds)."""
+        if self.path:
+            sep = "" if self.path.startswith("[") else "."
+            self.path = f"{prefix}{sep}{self.path}"
+        else:
+            self.path = prefix
+        self.args = (self._render(),)
+        return self
+
+    def __reduce__(self):  # keep offset/path across pickling (Spark executors, multiprocessing)
+        return (self.__class__, (self.reason, self.offset, self.path))
+
+
+class LimitExceededError(DecodeError):
+    """Input that asks for more than a configured limit (frame size, decompressed size, nesting)."""
+
+
+class EncodeError(KprotoError, ValueError):
+    """A value that cannot be encoded (wrong type, out of range, string too long, ...)."""
+
+
+class UnsupportedVersionError(EncodeError):
+    """The api key or version is not known, or a set field cannot be carried by the requested version."""
+
+
+class ProtocolError(KprotoError):
+    """A peer broke the rules of the conversation (unknown correlation id, wrong state, ...)."""
+
+
+class BrokerError(KprotoError):
+    """An error code answered by a broker.
+
+    Subclasses exist for every code of the 0.8/0.9 protocol (``kproto.error_codes.error_class``);
+    ``code`` is the numeric code, ``retriable`` whether a client may retry the request.
+    """
+
+    code: int = -1
+    retriable: bool = False
+    description: str = ""
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(message or self.description)

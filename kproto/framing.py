@@ -1,0 +1,190 @@
+"""Frames: the int32 size prefix, the request/response headers, and splitting a byte stream into frames.
+
+A frame is the bytes as they travel: ``size`` (int32, not counting itself), the header, the body.  Offsets
+in every :class:`~kproto.errors.DecodeError` raised here are offsets into the frame, size prefix included,
+so they point at the byte a hex dump shows.
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional, Tuple, Union
+
+from kproto._generated.headers import RequestHeader, ResponseHeader
+from kproto.apis import APIS, ApiInfo
+from kproto.errors import DecodeError, EncodeError, LimitExceededError, UnsupportedVersionError
+from kproto.message_base import Message
+from kproto.wire import I32, trailing_bytes
+
+__all__ = [
+    "DEFAULT_MAX_FRAME_SIZE", "RequestHeader", "ResponseHeader", "FrameReader", "encode_request", "decode_request",
+    "decode_request_header", "encode_response", "decode_response", "check_frame",
+]
+
+#: Largest frame accepted by default: Kafka's ``socket.request.max.bytes`` default (100 MiB).
+DEFAULT_MAX_FRAME_SIZE = 100 * 1024 * 1024
+
+Bytes = Union[bytes, bytearray, memoryview]
+
+
+def _api_for(api_key: int, version: int, what: str) -> ApiInfo:
+    info = APIS.get(api_key)
+    if info is None:
+        raise UnsupportedVersionError(f"unknown api key {api_key} in {what}")
+    if version not in info.versions:
+        raise UnsupportedVersionError(
+            f"{info.name} has no version {version} (kproto knows {info.min_version}-{info.max_version})")
+    return info
+
+
+def _frame(parts: List[bytes]) -> bytes:
+    size = sum(len(p) for p in parts)
+    if size > 0x7FFFFFFF:
+        raise EncodeError(f"frame of {size} bytes does not fit an int32 size")
+    parts[0] = I32.pack(size)
+    return b"".join(parts)
+
+
+def encode_request(msg: Message, version: int, correlation_id: int, client_id: Optional[str] = "") -> bytes:
+    """The size-prefixed frame of request ``msg`` in ``version``.
+
+    ``client_id`` ``None`` is written as a null string; ControlledShutdown v0's header has no client id at
+    all, so it is not written there.
+    """
+    if getattr(msg, "KIND", None) != "request":
+        raise EncodeError(f"{type(msg).__name__} is not a request message")
+    info = _api_for(msg.API_KEY, version, "encode_request")  # type: ignore[arg-type]
+    header = RequestHeader(api_key=info.api_key, api_version=version, correlation_id=correlation_id,
+                           client_id=client_id)
+    parts: List[bytes] = [b""]
+    header.encode_into(parts, info.request_header_version(version))
+    msg.encode_into(parts, version)
+    return _frame(parts)
+
+
+def encode_response(msg: Message, version: int, correlation_id: int) -> bytes:
+    """The size-prefixed frame of response ``msg`` in ``version``."""
+    if getattr(msg, "KIND", None) != "response":
+        raise EncodeError(f"{type(msg).__name__} is not a response message")
+    _api_for(msg.API_KEY, version, "encode_response")  # type: ignore[arg-type]
+    parts: List[bytes] = [b""]
+    ResponseHeader(correlation_id=correlation_id).encode_into(parts, 0)
+    msg.encode_into(parts, version)
+    return _frame(parts)
+
+
+def check_frame(frame: Bytes, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> bytes:
+    """``frame`` as bytes, after checking that its size prefix matches its length."""
+    buf = frame if type(frame) is bytes else bytes(frame)
+    if len(buf) < 4:
+        raise DecodeError(f"need 4 bytes at offset 0, {len(buf)} left", 0, "size")
+    size = I32.unpack_from(buf, 0)[0]
+    if size < 0 or size > max_frame_size:
+        raise LimitExceededError(f"frame size {size} outside 0..{max_frame_size}", 0, "size")
+    if size != len(buf) - 4:
+        raise DecodeError(f"frame size {size} disagrees with the {len(buf) - 4} bytes that follow it", 0, "size")
+    return buf
+
+
+def decode_request_header(frame: Bytes) -> Tuple[RequestHeader, int]:
+    """The request header and the offset where the body starts, for any api key (known or not).
+
+    Unknown api keys are read with header v1 (every request but ControlledShutdown v0 uses it).
+    """
+    buf = check_frame(frame)
+    if len(buf) < 8:
+        raise DecodeError(f"need 4 bytes at offset 4, {len(buf) - 4} left", 4, "api_key")
+    api_key, version = buf[4] << 8 | buf[5], buf[6] << 8 | buf[7]
+    api_key -= (api_key & 0x8000) << 1
+    version -= (version & 0x8000) << 1
+    info = APIS.get(api_key)
+    header_version = 1
+    if info is not None and version in info.versions:
+        header_version = info.request_header_version(version)
+    header, pos = RequestHeader.decode_from(buf, 4, len(buf), header_version)
+    if header_version == 0:
+        header.client_id = None
+    return header, pos
+
+
+def decode_request(frame: Bytes) -> Tuple[RequestHeader, Message]:
+    """``(header, message)`` from a request frame; the api key and version come from the header."""
+    buf = check_frame(frame)
+    header, pos = decode_request_header(buf)
+    info = _api_for(header.api_key, header.api_version, "request header")
+    msg, end = info.request.decode_from(buf, pos, len(buf), header.api_version)
+    if end != len(buf):
+        raise trailing_bytes(f"{info.request.__name__} v{header.api_version}", end, len(buf))
+    return header, msg
+
+
+def decode_response(frame: Bytes, api_key: int, version: int) -> Tuple[ResponseHeader, Message]:
+    """``(header, message)`` from a response frame; a response does not say what it answers, so the
+    caller gives the api key and version of the request it pairs with."""
+    buf = check_frame(frame)
+    info = _api_for(api_key, version, "decode_response")
+    header, pos = ResponseHeader.decode_from(buf, 4, len(buf), 0)
+    msg, end = info.response.decode_from(buf, pos, len(buf), version)
+    if end != len(buf):
+        raise trailing_bytes(f"{info.response.__name__} v{version}", end, len(buf))
+    return header, msg
+
+
+class FrameReader:
+    """Split a byte stream into frames, whatever the chunking.
+
+    ``feed(data)`` returns the frames completed by ``data`` (each including its size prefix).  A length
+    prefix that is negative or larger than ``max_frame_size`` raises :class:`LimitExceededError` at once,
+    before anything is buffered for it, and the reader stays failed: a stream that lost its framing cannot
+    be trusted again.  Memory held is at most one frame plus one ``feed``.
+    """
+
+    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+        if max_frame_size < 0:
+            raise ValueError("max_frame_size must be >= 0")
+        self.max_frame_size = max_frame_size
+        self._buf = bytearray()
+        self._start = 0
+        self._consumed = 0  # stream offset of self._buf[0], for error offsets
+        self._error: Optional[DecodeError] = None
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received but not yet returned as part of a frame."""
+        return len(self._buf) - self._start
+
+    @property
+    def stream_offset(self) -> int:
+        """Stream offset of the first byte not yet returned."""
+        return self._consumed + self._start
+
+    def feed(self, data: Bytes) -> List[bytes]:
+        if self._error is not None:
+            raise self._error
+        self._buf += data
+        frames: List[bytes] = []
+        buf = self._buf
+        start = self._start
+        while len(buf) - start >= 4:
+            size = I32.unpack_from(buf, start)[0]
+            if size < 0 or size > self.max_frame_size:
+                self._error = LimitExceededError(
+                    f"frame size {size} outside 0..{self.max_frame_size}", self._consumed + start, "size")
+                raise self._error
+            end = start + 4 + size
+            if end > len(buf):
+                break
+            frames.append(bytes(buf[start:end]))
+            start = end
+        if start:
+            del buf[:start]
+            self._consumed += start
+            start = 0
+        self._start = start
+        return frames
+
+    def close(self) -> None:
+        """Declare the end of the stream: bytes of an incomplete frame left over are an error."""
+        if self._error is None and self.buffered:
+            raise DecodeError(f"stream ended inside a frame ({self.buffered} bytes of it received)",
+                              self.stream_offset, "size")
+

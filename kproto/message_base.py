@@ -1,0 +1,151 @@
+"""Behaviour shared by every generated struct and message class.
+
+A generated class declares its layout as data (``_FIELDS``, ``_DECODERS``, ``_ENCODERS``); this base class
+turns that into value equality, a readable repr, lossless ``to_dict``/``from_dict`` and the public
+``encode``/``decode`` entry points.  The per-version codec functions themselves live in the generated
+modules, where they can be compiled.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any, Callable, ClassVar, Dict, List, Optional, Tuple, Type, TypeVar, Union
+
+from kproto.errors import EncodeError, KprotoError, UnsupportedVersionError
+from kproto.records.record_set import RecordSet
+from kproto.wire import encode_failure, trailing_bytes
+
+__all__ = ["Struct", "Message", "as_record_set"]
+
+S = TypeVar("S", bound="Struct")
+M = TypeVar("M", bound="Message")
+
+#: How a field is shaped, for the generic methods: a scalar (int/bool/str/bytes), a record set, a list of
+#: structs or a list of scalars.
+SCALAR, RECORDS, STRUCTS, SCALARS = "scalar", "records", "structs", "scalars"
+
+Decoder = Callable[[bytes, int, int], Tuple[Any, int]]
+Encoder = Callable[[Any, List[bytes]], None]
+
+
+def as_record_set(value: Union[None, RecordSet, bytes, bytearray, memoryview]) -> Optional[RecordSet]:
+    """Accept raw bytes wherever a record set is expected."""
+    if value is None or type(value) is RecordSet:
+        return value
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return RecordSet(value)
+    if isinstance(value, RecordSet):
+        return value
+    raise EncodeError(f"a record set must be RecordSet, bytes or None, not {type(value).__name__}")
+
+
+class Struct:
+    """Base of every generated struct: value semantics driven by the class's ``_FIELDS`` table."""
+
+    __slots__ = ()
+    #: (attribute, shape, struct class or None) in wire order.
+    _FIELDS: ClassVar[Tuple[Tuple[str, str, Any], ...]] = ()
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return all(getattr(self, name) == getattr(other, name) for name, _, _ in self._FIELDS)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable values
+
+    def __repr__(self) -> str:
+        parts = ", ".join(f"{name}={getattr(self, name)!r}" for name, _, _ in self._FIELDS)
+        return f"{type(self).__qualname__}({parts})"
+
+    def to_dict(self) -> Dict[str, Any]:
+        """Fields in wire order as plain values: nested dicts and lists; record sets as their raw bytes."""
+        out: Dict[str, Any] = {}
+        for name, shape, _ in self._FIELDS:
+            value = getattr(self, name)
+            if shape == STRUCTS:
+                value = [item.to_dict() for item in value]
+            elif shape == SCALARS:
+                value = list(value)
+            elif shape == RECORDS and value is not None:
+                value = value.raw if isinstance(value, RecordSet) else bytes(value)
+            out[name] = value
+        return out
+
+    @classmethod
+    def from_dict(cls: Type[S], data: Dict[str, Any]) -> S:
+        """The inverse of :meth:`to_dict`; missing keys take their defaults, unknown keys are an error."""
+        if not isinstance(data, dict):
+            raise EncodeError(f"{cls.__qualname__}.from_dict needs a dict, not {type(data).__name__}")
+        known = {name: (shape, sub) for name, shape, sub in cls._FIELDS}
+        unknown = sorted(set(data) - set(known))
+        if unknown:
+            raise EncodeError(f"{cls.__qualname__}: unknown field(s) {', '.join(unknown)}")
+        kwargs: Dict[str, Any] = {}
+        for name, value in data.items():
+            shape, sub = known[name]
+            if shape == STRUCTS:
+                if not isinstance(value, list):
+                    raise EncodeError(f"{cls.__qualname__}.{name}: expected a list")
+                value = [item if isinstance(item, sub) else sub.from_dict(item) for item in value]
+            kwargs[name] = value
+        return cls(**kwargs)
+
+
+class Message(Struct):
+    """Base of every generated request, response, header and embedded schema.
+
+    ``encode(version)`` gives the body bytes; ``decode(data, version)`` parses body bytes, and bytes left
+    over after the last field are an error.
+    """
+
+    __slots__ = ()
+    API_KEY: ClassVar[Optional[int]] = None
+    KIND: ClassVar[str] = ""
+    #: (lowest, highest) valid version.
+    VERSIONS: ClassVar[Tuple[int, int]] = (0, 0)
+    _DECODERS: ClassVar[Dict[int, Decoder]] = {}
+    _ENCODERS: ClassVar[Dict[int, Encoder]] = {}
+
+    @classmethod
+    def _unsupported(cls, version: object) -> UnsupportedVersionError:
+        lo, hi = cls.VERSIONS
+        return UnsupportedVersionError(f"{cls.__qualname__} has no version {version!r} (valid: {lo}-{hi})")
+
+    @classmethod
+    def decode(cls: Type[M], data: Union[bytes, bytearray, memoryview], version: int) -> M:
+        """Decode a body of exactly ``len(data)`` bytes; raises :class:`~kproto.errors.DecodeError`."""
+        buf = data if type(data) is bytes else bytes(data)
+        obj, pos = cls.decode_from(buf, 0, len(buf), version)
+        if pos != len(buf):
+            raise trailing_bytes(f"{cls.__qualname__} v{version}", pos, len(buf))
+        return obj
+
+    @classmethod
+    def decode_from(cls: Type[M], buf: bytes, pos: int, end: int, version: int) -> Tuple[M, int]:
+        """Decode starting at ``pos`` without reading past ``end``; return the object and the end position.
+
+        Offsets in errors are positions in ``buf``, so a body decoded inside a frame reports frame offsets.
+        """
+        decoder = cls._DECODERS.get(version)
+        if decoder is None:
+            raise cls._unsupported(version)
+        return decoder(buf, pos, end)
+
+    def encode(self, version: int) -> bytes:
+        """The body bytes of this message in ``version``."""
+        out: List[bytes] = []
+        self.encode_into(out, version)
+        return b"".join(out)
+
+    def encode_into(self, out: List[bytes], version: int) -> None:
+        """Append the body's pieces to ``out`` (lets framing add a header without copying the body)."""
+        encoder = self._ENCODERS.get(version)
+        if encoder is None:
+            raise self._unsupported(version)
+        try:
+            encoder(self, out)
+        except KprotoError:
+            raise
+        except (struct.error, TypeError, ValueError, AttributeError, OverflowError) as exc:
+            # A value of the wrong type or out of range for its wire type.
+            raise encode_failure(f"{type(self).__qualname__} v{version}", exc) from exc

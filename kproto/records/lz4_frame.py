@@ -1,0 +1,159 @@
+"""Kafka's LZ4 framing (codec 3), including the magic 0 "broken header checksum".
+
+Kafka wraps LZ4 blocks in the standard LZ4 frame format, restricted to independent blocks and no content
+checksum or dictionary.  Kafka 0.8.2/0.9 computed the frame descriptor checksum (HC) over the 4 magic bytes
+too; every later release keeps writing that broken HC for magic 0 and the correct one for magic 1
+(``protocol.md`` §4.5).  We write the HC Kafka writes for the message magic and, for magic 0, accept both.
+
+The block codec is cramjam's; the frame is parsed here so that the decompressed size can be capped block by
+block and every malformed length becomes a :class:`~kproto.errors.DecodeError`.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import cramjam
+
+from kproto.errors import DecodeError, LimitExceededError
+
+__all__ = ["xxh32", "lz4_frame_encode", "lz4_frame_decode", "header_checksum"]
+
+_MASK32 = 0xFFFFFFFF
+_P1, _P2, _P3, _P4, _P5 = 2654435761, 2246822519, 3266489917, 668265263, 374761393
+
+_MAGIC = b"\x04\x22\x4d\x18"
+_FLG_WRITTEN = 0x60  # version 01, independent blocks, no checksums, no content size
+_BD_WRITTEN = 0x40  # 64 KiB maximum block size
+_WRITE_BLOCK = 64 * 1024
+_BLOCK_MAX_BY_ID = {4: 64 * 1024, 5: 256 * 1024, 6: 1024 * 1024, 7: 4 * 1024 * 1024}
+_STORED_RAW = 0x80000000
+_U32LE = struct.Struct("<I")
+
+
+def _rotl(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & _MASK32
+
+
+def _round(acc: int, lane: int) -> int:
+    return (_rotl((acc + lane * _P2) & _MASK32, 13) * _P1) & _MASK32
+
+
+def xxh32(data: bytes, seed: int = 0) -> int:
+    """XXH32 of ``data``; used only for the few bytes of an LZ4 frame descriptor, so plain Python suffices."""
+    n = len(data)
+    i = 0
+    if n >= 16:
+        v1 = (seed + _P1 + _P2) & _MASK32
+        v2 = (seed + _P2) & _MASK32
+        v3 = seed & _MASK32
+        v4 = (seed - _P1) & _MASK32
+        while i <= n - 16:
+            a, b, c, d = struct.unpack_from("<4I", data, i)
+            v1, v2, v3, v4 = _round(v1, a), _round(v2, b), _round(v3, c), _round(v4, d)
+            i += 16
+        h = (_rotl(v1, 1) + _rotl(v2, 7) + _rotl(v3, 12) + _rotl(v4, 18)) & _MASK32
+    else:
+        h = (seed + _P5) & _MASK32
+    h = (h + n) & _MASK32
+    while i + 4 <= n:
+        (lane,) = _U32LE.unpack_from(data, i)
+        h = (_rotl((h + lane * _P3) & _MASK32, 17) * _P4) & _MASK32
+        i += 4
+    while i < n:
+        h = (_rotl((h + data[i] * _P5) & _MASK32, 11) * _P1) & _MASK32
+        i += 1
+    h ^= h >> 15
+    h = (h * _P2) & _MASK32
+    h ^= h >> 13
+    h = (h * _P3) & _MASK32
+    h ^= h >> 16
+    return h
+
+
+def header_checksum(header: bytes, *, broken: bool) -> int:
+    """HC of a frame header ``header`` (magic .. last descriptor byte): spec-correct, or Kafka's magic 0 form."""
+    covered = header if broken else header[4:]
+    return (xxh32(covered) >> 8) & 0xFF
+
+
+def lz4_frame_encode(data: bytes, *, magic: int) -> bytes:
+    """Frame ``data`` as Kafka does: 64 KiB independent blocks, broken HC for magic 0, correct HC for magic 1."""
+    header = _MAGIC + bytes((_FLG_WRITTEN, _BD_WRITTEN))
+    parts = [header, bytes((header_checksum(header, broken=magic == 0),))]
+    view = memoryview(data)
+    for start in range(0, len(data), _WRITE_BLOCK):
+        chunk = view[start : start + _WRITE_BLOCK]
+        block = bytes(cramjam.lz4.compress_block(chunk, store_size=False))
+        if len(block) < len(chunk):
+            parts.append(_U32LE.pack(len(block)))
+            parts.append(block)
+        else:  # incompressible: store as is, flagged by the high bit of the size
+            parts.append(_U32LE.pack(len(chunk) | _STORED_RAW))
+            parts.append(bytes(chunk))
+    parts.append(b"\x00\x00\x00\x00")
+    return b"".join(parts)
+
+
+def _check_header(frame: bytes, magic: int, position: int) -> tuple:
+    """Validate the frame header; return (index of the first block, max block size, block checksum flag)."""
+    if len(frame) < 7 or frame[:4] != _MAGIC:
+        raise DecodeError("lz4 payload does not start with the LZ4 frame magic 04 22 4d 18", position)
+    flg, bd = frame[4], frame[5]
+    if flg >> 6 != 1:
+        raise DecodeError(f"lz4 frame version {flg >> 6} is not 1", position + 4)
+    if flg & 0x03:
+        raise DecodeError("lz4 frame uses a dictionary or reserved FLG bits, which Kafka never writes", position + 4)
+    if not flg & 0x20:
+        raise DecodeError("lz4 frame with dependent blocks is not supported (Kafka writes independent blocks)", position + 4)
+    block_max = _BLOCK_MAX_BY_ID.get((bd >> 4) & 0x07)
+    if block_max is None or bd & 0x8F:
+        raise DecodeError(f"lz4 frame BD byte 0x{bd:02x} is invalid", position + 5)
+    end = 6 + (8 if flg & 0x08 else 0)  # an optional 8-byte content size precedes HC
+    if len(frame) < end + 1:
+        raise DecodeError("lz4 frame header is truncated", position)
+    header, hc = frame[:end], frame[end]
+    if hc != header_checksum(header, broken=False) and not (magic == 0 and hc == header_checksum(header, broken=True)):
+        raise DecodeError(f"lz4 frame header checksum 0x{hc:02x} does not match", position + end)
+    return end + 1, block_max, bool(flg & 0x10), bool(flg & 0x04)
+
+
+def lz4_frame_decode(frame: bytes, *, magic: int, limit: int, position: int = 0) -> bytes:
+    """Decode one Kafka LZ4 frame; ``limit`` caps the output, ``position`` is where ``frame`` sits in the input."""
+    pos, block_max, block_checksum, content_checksum = _check_header(frame, magic, position)
+    n = len(frame)
+    out = bytearray()
+    scratch = bytearray(block_max)
+    while True:
+        if n - pos < 4:
+            raise DecodeError("lz4 frame ends without its end mark", position + pos)
+        (word,) = _U32LE.unpack_from(frame, pos)
+        pos += 4
+        if word == 0:
+            break
+        size = word & ~_STORED_RAW
+        if size > block_max:
+            raise DecodeError(f"lz4 block of {size} bytes exceeds the frame's {block_max}-byte maximum", position + pos - 4)
+        if n - pos < size + (4 if block_checksum else 0):
+            raise DecodeError(f"lz4 block of {size} bytes runs past the end of the frame", position + pos - 4)
+        block = frame[pos : pos + size]
+        if word & _STORED_RAW:
+            produced = size
+            chunk = block
+        else:
+            try:
+                produced = cramjam.lz4.decompress_block_into(block, scratch)
+            except Exception as exc:  # cramjam raises DecompressionError (and others) on bad blocks
+                raise DecodeError(f"lz4 block does not decompress: {exc}", position + pos) from None
+            chunk = memoryview(scratch)[:produced]
+        if len(out) + produced > limit:
+            raise LimitExceededError(f"lz4 payload decompresses to more than the {limit}-byte limit", position + pos)
+        out += chunk
+        pos += size + (4 if block_checksum else 0)
+    if content_checksum:
+        if n - pos < 4:
+            raise DecodeError("lz4 frame is missing its content checksum", position + pos)
+        pos += 4
+    if pos != n:
+        raise DecodeError(f"{n - pos} bytes follow the lz4 frame", position + pos)
+    return bytes(out)

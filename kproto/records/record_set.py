@@ -1,0 +1,78 @@
+"""The value of a ``records`` field: a message set kept as the raw bytes seen on the wire.
+
+The generated request/response codecs store a :class:`RecordSet` for every ``records`` (MessageSet) field.
+Keeping the bytes untouched means a response decoded and re-encoded is byte-identical, and nobody pays for
+decoding messages they never look at: messages are decoded only on iteration or :meth:`RecordSet.decode`.
+
+This module imports nothing of kproto beyond :mod:`kproto.errors` at import time, because the generated
+codecs import it and must stay importable on their own.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Optional, Union
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from kproto.records.message_set import Message, MessageSet
+
+__all__ = ["RecordSet"]
+
+
+class RecordSet:
+    """A message set as raw wire bytes, decoded lazily.
+
+    ``RecordSet(raw)`` wraps bytes exactly as they appear on the wire (without the int32 size prefix the
+    enclosing request/response carries).  ``bytes(rs)``/``rs.raw`` give them back unchanged, ``len(rs)`` is
+    their length, two record sets are equal when their bytes are.
+    """
+
+    __slots__ = ("_raw",)
+
+    def __init__(self, raw: Union[bytes, bytearray, memoryview] = b"") -> None:
+        self._raw = raw if type(raw) is bytes else bytes(raw)
+
+    @property
+    def raw(self) -> bytes:
+        """The message set bytes exactly as on the wire."""
+        return self._raw
+
+    def __bytes__(self) -> bytes:
+        return self._raw
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, RecordSet):
+            return self._raw == other._raw
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._raw)
+
+    def __repr__(self) -> str:
+        return f"RecordSet({len(self._raw)} bytes)"
+
+    def decode(self, **options: Any) -> "MessageSet":
+        """Decode the messages (see :func:`kproto.records.decode_message_set` for ``options``)."""
+        from kproto.records.message_set import decode_message_set
+
+        return decode_message_set(self._raw, **options)
+
+    def __iter__(self) -> Iterator["Message"]:
+        return iter(self.decode())
+
+    @classmethod
+    def from_messages(
+        cls,
+        messages: Iterable[Any],
+        *,
+        magic: int = 0,
+        codec: Optional[str] = None,
+        base_offset: int = 0,
+        **options: Any,
+    ) -> "RecordSet":
+        """Encode ``messages`` (see :func:`kproto.records.encode_message_set`) into a new record set."""
+        from kproto.records.message_set import encode_message_set
+
+        return cls(encode_message_set(messages, magic=magic, codec=codec, base_offset=base_offset, **options))

@@ -1,0 +1,19 @@
+"""The schema model loaded from ``specs/``: versions, fields, structs, messages, APIs, error codes."""
+
+from kproto.schema.loader import SpecError, default_spec_dir, load_specs
+from kproto.schema.model import (
+    ApiSpec,
+    ErrorCodeSpec,
+    FieldSpec,
+    MessageSpec,
+    SchemaSet,
+    StructSpec,
+    TypeRef,
+    snake_case,
+)
+from kproto.schema.versions import Versions
+
+__all__ = [
+    "ApiSpec", "ErrorCodeSpec", "FieldSpec", "MessageSpec", "SchemaSet", "SpecError", "StructSpec", "TypeRef",
+    "Versions", "default_spec_dir", "load_specs", "snake_case",
+]

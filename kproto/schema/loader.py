@@ -1,0 +1,395 @@
+"""Load and validate the spec files into the schema model.
+
+Every rule of ``specs/README.md`` is checked here; a violation raises :class:`SpecError` naming the file
+and the field path, so a wrong spec never reaches the generator.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Dict, List, Optional, Tuple
+
+from kproto.schema.model import (
+    FIXED_TYPES,
+    NULLABLE_TYPES,
+    PRIMITIVE_TYPES,
+    ApiSpec,
+    ErrorCodeSpec,
+    FieldSpec,
+    MessageSpec,
+    SchemaSet,
+    StructSpec,
+    TypeRef,
+
+)
+from kproto.schema.versions import VersionRangeError, Versions
+
+__all__ = ["SpecError", "load_specs", "default_spec_dir", "parse_spec_text"]
+
+_FIELD_KEYS = {"name", "type", "versions", "nullableVersions", "default", "ignorable", "about", "fields",
+               "entityType", "errorCodeContext"}
+_SECTION_KEYS = {"validVersions", "flexibleVersions", "headerVersions", "fields", "commonStructs", "about"}
+_API_KEYS = {"kind", "apiKey", "name", "oldNames", "about", "request", "response"}
+_HEADER_KEYS = {"kind", "name", "about", "validVersions", "flexibleVersions", "fields"}
+_DATA_KEYS = {"kind", "name", "about", "validVersions", "flexibleVersions", "fields", "versionPrefix", "commonStructs"}
+_ERROR_KEYS = {"code", "name", "oldNames", "modernName", "retriable", "introduced", "about", "contexts", "note"}
+_ENTITY_TYPES = {"topicName": "string", "groupId": "string", "brokerId": "int32", "transactionalId": "string",
+                 "producerId": "int64"}
+
+
+class SpecError(ValueError):
+    """A spec file that breaks the format rules; the message names the file and the field."""
+
+
+def default_spec_dir() -> str:
+    """The repository's ``specs/`` next to the package, or the copy shipped inside an installed package."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for candidate in (os.path.join(os.path.dirname(here), "specs"), os.path.join(here, "_specs")):
+        if os.path.isdir(candidate):
+            return candidate
+    raise FileNotFoundError("kproto spec files not found (expected specs/ beside the package)")
+
+
+def parse_spec_text(text: str, source: str) -> Dict[str, Any]:
+    """Strict JSON after removing whole-line ``//`` comments."""
+    lines = [line for line in text.splitlines() if not line.lstrip().startswith("//")]
+    try:
+        value = json.loads("\n".join(lines))
+    except json.JSONDecodeError as exc:
+        raise SpecError(f"{source}: not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise SpecError(f"{source}: top level must be an object")
+    return value
+
+
+class _Context:
+    """Where we are while loading, for error messages."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def fail(self, where: str, message: str) -> SpecError:
+        return SpecError(f"{self.source}: {where}: {message}" if where else f"{self.source}: {message}")
+
+
+def _versions(ctx: _Context, where: str, text: Any, highest: int) -> Versions:
+    try:
+        return Versions.parse(text).closed(highest)
+    except VersionRangeError as exc:
+        raise ctx.fail(where, str(exc)) from None
+
+
+def _check_keys(ctx: _Context, where: str, obj: Dict[str, Any], allowed: set, required: Tuple[str, ...]) -> None:
+    unknown = sorted(set(obj) - allowed)
+    if unknown:
+        raise ctx.fail(where, f"unknown key(s) {', '.join(unknown)}")
+    for key in required:
+        if key not in obj:
+            raise ctx.fail(where, f"missing key {key!r}")
+
+
+def _default(ctx: _Context, where: str, spec: Dict[str, Any], type_ref: TypeRef, nullable: Versions,
+             versions: Versions) -> Any:
+    raw = spec.get("default")
+    kind = type_ref.kind
+    if raw is None:
+        if kind in FIXED_TYPES:
+            return False if kind == "bool" else 0
+        if kind == "string":
+            return ""
+        if kind in ("bytes", "records"):
+            return b""
+        if kind == "array":
+            return []
+        raise ctx.fail(where, "struct fields cannot have defaults")
+    if raw == "null":
+        if kind not in NULLABLE_TYPES or nullable != versions:
+            raise ctx.fail(where, "default 'null' needs a field nullable in all its versions")
+        return None
+    if kind in ("int8", "int16", "int32", "int64"):
+        try:
+            value = int(str(raw), 0)
+        except ValueError:
+            raise ctx.fail(where, f"default {raw!r} is not an integer") from None
+        bits = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}[kind]
+        if not -(1 << (bits - 1)) <= value < (1 << (bits - 1)):
+            raise ctx.fail(where, f"default {raw!r} does not fit {kind}")
+        return value
+    if kind == "bool":
+        if str(raw) not in ("true", "false"):
+            raise ctx.fail(where, f"default {raw!r} is not true/false")
+        return str(raw) == "true"
+    if kind == "string":
+        return str(raw)
+    raise ctx.fail(where, f"type {kind} cannot have a default other than null")
+
+
+class _StructBuilder:
+    """Turns field lists into StructSpecs, resolving common structs and checking names."""
+
+    def __init__(self, ctx: _Context, highest: int, common: Dict[str, Dict[str, Any]]) -> None:
+        self.ctx = ctx
+        self.highest = highest
+        self.common_specs = common
+        self.common_built: Dict[str, StructSpec] = {}
+        self.struct_names: Dict[str, str] = {}
+
+    def claim_struct_name(self, name: str, where: str) -> None:
+        if name in self.struct_names:
+            raise self.ctx.fail(where, f"duplicate struct name {name!r} (also at {self.struct_names[name]})")
+        self.struct_names[name] = where
+
+    def struct(self, name: str, fields: List[Any], versions: Versions, where: str) -> StructSpec:
+        if not isinstance(fields, list):
+            raise self.ctx.fail(where, "'fields' must be a list")
+        built: List[FieldSpec] = []
+        names: Dict[str, int] = {}
+        attrs: Dict[str, str] = {}
+        for index, spec in enumerate(fields):
+            fwhere = f"{where}.{spec.get('name', f'#{index}')}" if isinstance(spec, dict) else f"{where}#{index}"
+            f = self.field(spec, versions, fwhere)
+            if f.name in names:
+                raise self.ctx.fail(fwhere, f"duplicate field name {f.name!r}")
+            if f.attr in attrs:
+                raise self.ctx.fail(fwhere, f"field {f.name!r} clashes with {attrs[f.attr]!r} as {f.attr!r}")
+            names[f.name] = index
+            attrs[f.attr] = f.name
+            built.append(f)
+        return StructSpec(name=name, fields=built, versions=versions)
+
+    def field(self, spec: Any, parent_versions: Versions, where: str) -> FieldSpec:
+        ctx = self.ctx
+        if not isinstance(spec, dict):
+            raise ctx.fail(where, "a field must be an object")
+        _check_keys(ctx, where, spec, _FIELD_KEYS, ("name", "type", "versions"))
+        name = spec["name"]
+        if not isinstance(name, str) or not name[:1].isupper() or not name.isidentifier():
+            raise ctx.fail(where, f"field name {name!r} must be a PascalCase identifier")
+        versions = _versions(ctx, where + " versions", spec["versions"], self.highest)
+        if versions.empty:
+            raise ctx.fail(where, "field has no versions")
+        if not versions.within(parent_versions):
+            raise ctx.fail(where, f"versions {versions} outside the enclosing versions {parent_versions}")
+        type_ref = self.type_ref(spec, versions, where)
+        nullable = _versions(ctx, where + " nullableVersions", spec.get("nullableVersions", "none"), self.highest)
+        if not nullable.empty:
+            if type_ref.kind not in NULLABLE_TYPES:
+                raise ctx.fail(where, f"type {type_ref.describe()} cannot be nullable")
+            if not nullable.within(versions):
+                raise ctx.fail(where, f"nullableVersions {nullable} outside versions {versions}")
+        elif "fields" in spec and not type_ref.is_array and not type_ref.is_struct:
+            raise ctx.fail(where, "'fields' given for a primitive type")
+        ignorable = spec.get("ignorable", False)
+        if not isinstance(ignorable, bool):
+            raise ctx.fail(where, "'ignorable' must be true or false")
+        entity = spec.get("entityType")
+        if entity is not None and entity not in _ENTITY_TYPES:
+            raise ctx.fail(where, f"unknown entityType {entity!r}")
+        context = spec.get("errorCodeContext")
+        if context is not None and (type_ref.kind != "int16" or not name.endswith("ErrorCode")):
+            raise ctx.fail(where, "errorCodeContext only applies to int16 *ErrorCode fields")
+        return FieldSpec(
+            name=name,
+            type=type_ref,
+            versions=versions,
+            nullable_versions=nullable,
+            default=_default(ctx, where, spec, type_ref, nullable, versions),
+            ignorable=ignorable,
+            about=str(spec.get("about", "")),
+            entity_type=entity,
+            error_code_context=context,
+        )
+
+    def type_ref(self, spec: Dict[str, Any], versions: Versions, where: str) -> TypeRef:
+        text = spec["type"]
+        if not isinstance(text, str):
+            raise self.ctx.fail(where, "'type' must be a string")
+        if text.startswith("[]"):
+            inner = text[2:]
+            if inner in PRIMITIVE_TYPES:
+                if "fields" in spec:
+                    raise self.ctx.fail(where, f"'fields' given for an array of {inner}")
+                if inner == "records":
+                    raise self.ctx.fail(where, "an array of record sets is not a type")
+                return TypeRef("array", element=TypeRef(inner))
+            return TypeRef("array", element=self.struct_ref(inner, spec, versions, where))
+        if text in PRIMITIVE_TYPES:
+            return TypeRef(text)
+        if text[:1].isupper():
+            return self.struct_ref(text, spec, versions, where)
+        raise self.ctx.fail(where, f"unknown type {text!r}")
+
+    def struct_ref(self, name: str, spec: Dict[str, Any], versions: Versions, where: str) -> TypeRef:
+        if not name.isidentifier() or not name[:1].isupper():
+            raise self.ctx.fail(where, f"unknown type {spec['type']!r}")
+        if "fields" in spec:
+            if name in self.common_specs:
+                raise self.ctx.fail(where, f"struct {name!r} is both inline and a common struct")
+            self.claim_struct_name(name, where)
+            return TypeRef("struct", struct=self.struct(name, spec["fields"], versions, where))
+        if name in self.common_specs:
+            if name not in self.common_built:
+                common = self.common_specs[name]
+                cwhere = f"commonStructs.{name}"
+                cversions = _versions(self.ctx, cwhere, common.get("versions", "0+"), self.highest)
+                self.claim_struct_name(name, cwhere)
+                self.common_built[name] = self.struct(name, common.get("fields", []), cversions, cwhere)
+            return TypeRef("struct", struct=self.common_built[name])
+        raise self.ctx.fail(where, f"unknown type {spec['type']!r} (no inline fields and no common struct)")
+
+
+def _header_versions(ctx: _Context, where: str, raw: Any, valid: Versions, default: int) -> List[Tuple[Versions, int]]:
+    if raw is None:
+        return [(valid, default)]
+    if not isinstance(raw, dict) or not raw:
+        raise ctx.fail(where, "headerVersions must be a non-empty object")
+    out: List[Tuple[Versions, int]] = []
+    highest = valid.hi if valid.hi is not None else valid.lo
+    for key, header in raw.items():
+        versions = _versions(ctx, where, key, highest)
+        if not isinstance(header, int) or header < 0:
+            raise ctx.fail(where, f"header version for {key!r} must be a non-negative integer")
+        for seen, _ in out:
+            if not seen.intersect(versions).empty:
+                raise ctx.fail(where, f"header version ranges {seen} and {versions} overlap")
+        out.append((versions, header))
+    for version in valid:
+        if not any(version in v for v, _ in out):
+            raise ctx.fail(where, f"version {version} has no header version")
+    return out
+
+
+def _message(ctx: _Context, section: Any, name: str, kind: str, api_key: Optional[int], where: str,
+             default_header: Optional[int], version_prefix: Optional[str] = None) -> MessageSpec:
+    if not isinstance(section, dict):
+        raise ctx.fail(where, "must be an object")
+    allowed = _SECTION_KEYS if kind in ("request", "response") else (_HEADER_KEYS | _DATA_KEYS)
+    _check_keys(ctx, where, section, allowed, ("validVersions", "fields"))
+    valid = Versions.parse(section["validVersions"]) if isinstance(section["validVersions"], str) else None
+    if valid is None or valid.empty or valid.hi is None:
+        raise ctx.fail(where, "validVersions must be a closed, non-empty range like '0-2'")
+    highest = valid.hi
+    flexible = _versions(ctx, where + " flexibleVersions", section.get("flexibleVersions", "none"), highest)
+    if not flexible.empty:
+        raise ctx.fail(where, "flexible versions (KIP-482) are not implemented yet; use 'none'")
+    common_list = section.get("commonStructs", [])
+    if not isinstance(common_list, list):
+        raise ctx.fail(where, "commonStructs must be a list")
+    common: Dict[str, Dict[str, Any]] = {}
+    for item in common_list:
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+            raise ctx.fail(where + ".commonStructs", "each common struct needs a name")
+        if item["name"] in common:
+            raise ctx.fail(where + ".commonStructs", f"duplicate struct name {item['name']!r}")
+        common[item["name"]] = item
+    builder = _StructBuilder(ctx, highest, common)
+    builder.claim_struct_name(name, where)
+    root = builder.struct(name, section["fields"], valid, where)
+    unused = sorted(set(common) - set(builder.common_built))
+    if unused:
+        raise ctx.fail(where + ".commonStructs", f"unused common struct(s) {', '.join(unused)}")
+    headers: List[Tuple[Versions, int]] = []
+    if default_header is not None:
+        headers = _header_versions(ctx, where + ".headerVersions", section.get("headerVersions"), valid,
+                                   default_header)
+    elif "headerVersions" in section:
+        raise ctx.fail(where, "headerVersions only applies to requests and responses")
+    return MessageSpec(name=name, kind=kind, api_key=api_key, valid_versions=valid, flexible_versions=flexible,
+                       header_versions=headers, root=root, about=str(section.get("about", "")),
+                       source=ctx.source, version_prefix=version_prefix)
+
+
+def _api(ctx: _Context, doc: Dict[str, Any]) -> ApiSpec:
+    _check_keys(ctx, "", doc, _API_KEYS, ("kind", "apiKey", "name", "request", "response"))
+    key = doc["apiKey"]
+    if not isinstance(key, int) or not 0 <= key < 32768:
+        raise ctx.fail("apiKey", f"{key!r} is not a valid api key")
+    name = doc["name"]
+    if not isinstance(name, str) or not name.isidentifier() or not name[:1].isupper():
+        raise ctx.fail("name", f"{name!r} must be a PascalCase identifier")
+    old = doc.get("oldNames", [])
+    if not isinstance(old, list) or not all(isinstance(n, str) for n in old):
+        raise ctx.fail("oldNames", "must be a list of strings")
+    request = _message(ctx, doc["request"], name + "Request", "request", key, "request", 1)
+    response = _message(ctx, doc["response"], name + "Response", "response", key, "response", 0)
+    about = str(doc.get("about", ""))
+    for message, role in ((request, "request"), (response, "response")):
+        if not message.about:
+            message.about = f"The {role} of {name} (api key {key}). {about}".strip()
+    return ApiSpec(api_key=key, name=name, old_names=list(old), about=str(doc.get("about", "")),
+                   request=request, response=response, source=ctx.source)
+
+
+def _errors(ctx: _Context, doc: Dict[str, Any]) -> List[ErrorCodeSpec]:
+    _check_keys(ctx, "", doc, {"kind", "codes", "about"}, ("kind", "codes"))
+    out: List[ErrorCodeSpec] = []
+    seen_codes: Dict[int, str] = {}
+    seen_names: Dict[str, int] = {}
+    for index, item in enumerate(doc["codes"]):
+        where = f"codes[{index}]"
+        if not isinstance(item, dict):
+            raise ctx.fail(where, "must be an object")
+        _check_keys(ctx, where, item, _ERROR_KEYS, ("code", "name", "retriable"))
+        code, name = item["code"], item["name"]
+        if not isinstance(code, int) or not -32768 <= code < 32768:
+            raise ctx.fail(where, f"code {code!r} is not an int16")
+        if code in seen_codes:
+            raise ctx.fail(where, f"duplicate code {code}")
+        names = [name] + list(item.get("oldNames", []))
+        for n in names:
+            if not isinstance(n, str) or not n.isidentifier() or n.upper() != n:
+                raise ctx.fail(where, f"error name {n!r} must be UPPER_SNAKE")
+            if n in seen_names:
+                raise ctx.fail(where, f"duplicate error name {n!r} (code {seen_names[n]})")
+            seen_names[n] = code
+        seen_codes[code] = name
+        if not isinstance(item["retriable"], bool):
+            raise ctx.fail(where, "retriable must be true or false")
+        out.append(ErrorCodeSpec(code=code, name=name, old_names=list(item.get("oldNames", [])),
+                                 modern_name=item.get("modernName"), retriable=item["retriable"],
+                                 introduced=item.get("introduced"), about=str(item.get("about", "")),
+                                 contexts=dict(item.get("contexts", {})), note=item.get("note")))
+    return sorted(out, key=lambda e: e.code)
+
+
+def load_specs(directory: Optional[str] = None) -> SchemaSet:
+    """Load and validate every ``*.json`` spec in ``directory`` (default: the project's ``specs/``)."""
+    directory = directory or default_spec_dir()
+    apis: Dict[int, ApiSpec] = {}
+    headers: Dict[str, MessageSpec] = {}
+    data: Dict[str, MessageSpec] = {}
+    errors: List[ErrorCodeSpec] = []
+    names: Dict[str, str] = {}
+    for filename in sorted(os.listdir(directory)):
+        if not filename.endswith(".json"):
+            continue
+        path = os.path.join(directory, filename)
+        ctx = _Context(filename)
+        with open(path, encoding="utf-8") as handle:
+            doc = parse_spec_text(handle.read(), filename)
+        kind = doc.get("kind")
+        if kind == "api":
+            api = _api(ctx, doc)
+            if api.api_key in apis:
+                raise ctx.fail("apiKey", f"api key {api.api_key} also defined in {apis[api.api_key].source}")
+            for n in [api.name] + api.old_names:
+                if n in names:
+                    raise ctx.fail("name", f"api name {n!r} also used in {names[n]}")
+                names[n] = filename
+            apis[api.api_key] = api
+        elif kind in ("header", "data"):
+            _check_keys(ctx, "", doc, _HEADER_KEYS if kind == "header" else _DATA_KEYS, ("kind", "name"))
+            prefix = doc.get("versionPrefix")
+            if prefix not in (None, "int16"):
+                raise ctx.fail("versionPrefix", "only 'int16' is supported")
+            spec = _message(ctx, doc, doc["name"], kind, None, "", None, prefix)
+            (headers if kind == "header" else data)[spec.name] = spec
+        elif kind == "errors":
+            if errors:
+                raise ctx.fail("", "a second errors file")
+            errors = _errors(ctx, doc)
+        else:
+            raise ctx.fail("kind", f"unknown kind {kind!r}")
+    return SchemaSet(apis=apis, headers=headers, data=data, errors=errors)
+

@@ -1,0 +1,181 @@
+"""The schema model: what the spec files say, validated and with every version range closed.
+
+The generator, the construct reference decoder and the tools that index traffic all read this model; none
+of them reads the JSON files directly.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple, Union
+
+from kproto.schema.versions import Versions
+
+#: Fixed-width primitive types and their struct format characters.
+FIXED_TYPES: Dict[str, str] = {"int8": "b", "int16": "h", "int32": "i", "int64": "q", "bool": "?"}
+#: Length-prefixed primitive types.
+VARIABLE_TYPES = ("string", "bytes", "records")
+PRIMITIVE_TYPES = tuple(FIXED_TYPES) + VARIABLE_TYPES
+#: Types that may carry ``nullableVersions``.
+NULLABLE_TYPES = ("string", "bytes", "records")
+#: Smallest number of bytes any value of the type occupies on the wire (bounds array counts).
+MIN_WIRE_SIZE: Dict[str, int] = {"int8": 1, "int16": 2, "int32": 4, "int64": 8, "bool": 1,
+                                  "string": 2, "bytes": 4, "records": 4}
+
+
+def snake_case(name: str) -> str:
+    """``PartitionIndex`` → ``partition_index``; ``ISR`` style runs stay together (``IsrReplicas`` → ``isr_replicas``)."""
+    text = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", name)
+    text = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", text)
+    return text.lower()
+
+
+@dataclass
+class TypeRef:
+    """A field's type: a primitive, an array of something, or a struct."""
+
+    kind: str  # a primitive name, "array" or "struct"
+    element: Optional["TypeRef"] = None
+    struct: Optional["StructSpec"] = None
+
+    @property
+    def is_array(self) -> bool:
+        return self.kind == "array"
+
+    @property
+    def is_struct(self) -> bool:
+        return self.kind == "struct"
+
+    @property
+    def is_fixed(self) -> bool:
+        return self.kind in FIXED_TYPES
+
+    def min_wire_size(self, version: int) -> int:
+        if self.kind == "array":
+            return 4
+        if self.kind == "struct":
+            assert self.struct is not None
+            return sum(f.type.min_wire_size(version) for f in self.struct.fields_for(version))
+        return MIN_WIRE_SIZE[self.kind]
+
+    def describe(self) -> str:
+        if self.kind == "array":
+            assert self.element is not None
+            return "[]" + self.element.describe()
+        if self.kind == "struct":
+            assert self.struct is not None
+            return self.struct.name
+        return self.kind
+
+
+@dataclass
+class FieldSpec:
+    """One field of a struct, with the versions that carry it."""
+
+    name: str
+    type: TypeRef
+    versions: Versions
+    nullable_versions: Versions
+    default: Union[int, bool, str, bytes, None, list]
+    ignorable: bool
+    about: str
+    entity_type: Optional[str] = None
+    error_code_context: Optional[str] = None
+
+    @property
+    def attr(self) -> str:
+        return snake_case(self.name)
+
+    def nullable_in(self, version: int) -> bool:
+        return version in self.nullable_versions
+
+
+@dataclass
+class StructSpec:
+    """A struct: the root of a message, an array element, or a common struct."""
+
+    name: str
+    fields: List[FieldSpec]
+    versions: Versions
+
+    def fields_for(self, version: int) -> List[FieldSpec]:
+        return [f for f in self.fields if version in f.versions]
+
+    def nested_structs(self) -> List["StructSpec"]:
+        """Every struct reachable from this one, depth first, each once."""
+        seen: List[StructSpec] = []
+
+        def walk(struct: StructSpec) -> None:
+            for f in struct.fields:
+                t = f.type.element if f.type.is_array else f.type
+                if t is not None and t.is_struct and t.struct is not None and t.struct not in seen:
+                    seen.append(t.struct)
+                    walk(t.struct)
+
+        walk(self)
+        return seen
+
+
+@dataclass
+class MessageSpec:
+    """A request, response, header or embedded data schema."""
+
+    name: str  # class name, e.g. "ProduceRequest"
+    kind: str  # "request", "response", "header", "data"
+    api_key: Optional[int]
+    valid_versions: Versions
+    flexible_versions: Versions
+    header_versions: List[Tuple[Versions, int]]
+    root: StructSpec
+    about: str
+    source: str
+    version_prefix: Optional[str] = None
+
+    def header_version(self, version: int) -> int:
+        for versions, header in self.header_versions:
+            if version in versions:
+                return header
+        raise KeyError(version)
+
+
+@dataclass
+class ApiSpec:
+    """One API: its key, names and the request/response pair."""
+
+    api_key: int
+    name: str
+    old_names: List[str]
+    about: str
+    request: MessageSpec
+    response: MessageSpec
+    source: str
+
+
+@dataclass
+class ErrorCodeSpec:
+    code: int
+    name: str
+    old_names: List[str]
+    modern_name: Optional[str]
+    retriable: bool
+    introduced: Optional[str]
+    about: str
+    contexts: Dict[str, str] = field(default_factory=dict)
+    note: Optional[str] = None
+
+
+@dataclass
+class SchemaSet:
+    """Everything loaded from a spec directory."""
+
+    apis: Dict[int, ApiSpec]
+    headers: Dict[str, MessageSpec]
+    data: Dict[str, MessageSpec]
+    errors: List[ErrorCodeSpec]
+
+    def messages(self) -> List[MessageSpec]:
+        out: List[MessageSpec] = []
+        for api in sorted(self.apis.values(), key=lambda a: a.api_key):
+            out += [api.request, api.response]
+        return out

@@ -1,0 +1,80 @@
+"""Build of kproto's optional Cython extensions.
+
+Two kinds of module are compiled:
+
+* ``kproto/_fast/*.pyx`` — the hand-written hot core (message set framing, CRC32, record decode/encode);
+* ``kproto/_generated/*.py`` — the generated codecs, compiled as they are (pure-Python mode) with the
+  type declarations of their generated ``.pxd`` companions, so one source serves both backends.
+
+The extensions are optional: without a compiler the package still installs and runs on its pure-Python
+twins, and says so (``kproto.backend``).  ``KPROTO_REQUIRE_FAST=1`` turns a failed build into an error,
+which CI uses so that a broken extension cannot pass unnoticed.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+
+from setuptools import Extension, setup
+from setuptools.command.build_py import build_py
+
+REQUIRE_FAST = os.environ.get("KPROTO_REQUIRE_FAST") == "1"
+SKIP_FAST = os.environ.get("KPROTO_PURE_BUILD") == "1"
+
+
+def _extensions() -> list:
+    if SKIP_FAST:
+        return []
+    try:
+        from Cython.Build import cythonize
+    except ImportError:
+        if REQUIRE_FAST:
+            raise
+        return []
+    optional = not REQUIRE_FAST
+    fast = [
+        Extension(
+            "kproto._fast." + os.path.splitext(os.path.basename(path))[0],
+            [path],
+            libraries=["z"],
+            extra_compile_args=["-O3"],
+            optional=optional,
+        )
+        for path in sorted(glob.glob("kproto/_fast/*.pyx"))
+    ]
+    generated = [
+        Extension(
+            "kproto._generated." + os.path.splitext(os.path.basename(path))[0],
+            [path],
+            extra_compile_args=["-O2"],
+            optional=optional,
+        )
+        for path in sorted(glob.glob("kproto/_generated/*.py"))
+        if os.path.exists(path[:-3] + ".pxd")
+    ]
+    return cythonize(
+        fast + generated,
+        language_level=3,
+        compiler_directives={
+            "boundscheck": False,
+            "wraparound": False,
+            "cdivision": True,
+            "embedsignature": True,
+        },
+    )
+
+
+class BuildPyWithSpecs(build_py):
+    """Ship the schema files inside the package so installed copies can load them too."""
+
+    def run(self) -> None:
+        super().run()
+        target = os.path.join(self.build_lib, "kproto", "_specs")
+        os.makedirs(target, exist_ok=True)
+        for path in glob.glob("specs/*.json"):
+            shutil.copy(path, target)
+
+
+setup(ext_modules=_extensions(), cmdclass={"build_py": BuildPyWithSpecs})
