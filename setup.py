@@ -54,16 +54,17 @@ def _extensions() -> list:
         for path in sorted(glob.glob("kproto/_generated/*.py"))
         if os.path.exists(path[:-3] + ".pxd")
     ]
-    return cythonize(
-        fast + generated,
-        language_level=3,
-        compiler_directives={
-            "boundscheck": False,
-            "wraparound": False,
-            "cdivision": True,
-            "embedsignature": True,
-        },
-    )
+    directives = {"boundscheck": False, "wraparound": False, "cdivision": True, "embedsignature": True}
+    # The generated modules must behave exactly like their pure-Python selves, so Cython may not turn
+    # their annotations into type checks.
+    generated_directives = dict(directives, annotation_typing=False, binding=True)
+    # Hand-written modules on the codec path, compiled as they are (their source stays the pure path).
+    plain = [
+        Extension(module, [module.replace(".", "/") + ".py"], extra_compile_args=["-O2"], optional=optional)
+        for module in ("kproto.message_base", "kproto.framing", "kproto.wire")
+    ]
+    return cythonize(fast, language_level=3, compiler_directives=directives) + cythonize(
+        generated + plain, language_level=3, compiler_directives=generated_directives)
 
 
 class BuildPyWithSpecs(build_py):

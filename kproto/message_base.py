@@ -11,9 +11,9 @@ from __future__ import annotations
 import struct
 from typing import Any, Callable, ClassVar, Dict, List, Optional, Tuple, Type, TypeVar, Union
 
-from kproto.errors import EncodeError, KprotoError, UnsupportedVersionError
+from kproto.errors import DecodeError, EncodeError, KprotoError, UnsupportedVersionError
 from kproto.records.record_set import RecordSet
-from kproto.wire import encode_failure, trailing_bytes
+from kproto.wire import I16, encode_failure, trailing_bytes
 
 __all__ = ["Struct", "Message", "as_record_set"]
 
@@ -130,6 +130,33 @@ class Message(Struct):
         if decoder is None:
             raise cls._unsupported(version)
         return decoder(buf, pos, end)
+
+    @classmethod
+    def decode_embedded(cls: Type[M], data: Union[bytes, bytearray, memoryview]) -> Tuple[int, M]:
+        """``(version, message)`` from bytes that start with their own int16 version (the consumer
+        protocol's schemas).  A newer version than kproto knows is read with the newest layout it knows
+        and its extra trailing bytes are ignored, as 0.9 clients did; an older one is an error."""
+        if not getattr(cls, "VERSION_PREFIX", False):
+            raise TypeError(f"{cls.__qualname__} does not carry its own version")
+        buf = data if type(data) is bytes else bytes(data)
+        if len(buf) < 2:
+            raise DecodeError(f"need 2 bytes at offset 0, {len(buf)} left", 0, "version")
+        version = I16.unpack_from(buf, 0)[0]
+        lo, hi = cls.VERSIONS
+        if version < lo:
+            raise DecodeError(f"{cls.__qualname__} version {version} is below {lo}", 0, "version")
+        obj, pos = cls.decode_from(buf, 2, len(buf), min(version, hi))
+        if version <= hi and pos != len(buf):
+            raise trailing_bytes(f"{cls.__qualname__} v{version}", pos, len(buf))
+        return version, obj
+
+    def encode_embedded(self, version: int = 0) -> bytes:
+        """The int16 version followed by the body (the inverse of :meth:`decode_embedded`)."""
+        if not getattr(self, "VERSION_PREFIX", False):
+            raise TypeError(f"{type(self).__qualname__} does not carry its own version")
+        out: List[bytes] = [I16.pack(version)]
+        self.encode_into(out, version)
+        return b"".join(out)
 
     def encode(self, version: int) -> bytes:
         """The body bytes of this message in ``version``."""

@@ -7,6 +7,12 @@ from __future__ import annotations
 import struct as _struct
 from typing import List, Optional
 
+try:
+    import cython  # compiled: C reads below; pure Python: Cython's shadow module
+except ImportError:  # pure Python without Cython installed
+    class cython:  # type: ignore[no-redef]
+        compiled = False
+
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
 from kproto.message_base import RECORDS, SCALAR, SCALARS, STRUCTS, Message, Struct, as_record_set
@@ -17,13 +23,43 @@ __all__ = ['ConsumerProtocolAssignment', 'ConsumerProtocolSubscription']
 _new = object.__new__
 _unpack_from = _struct.unpack_from
 _pack = _struct.pack
+_S_b = _struct.Struct(">b")
 _S_h = _struct.Struct(">h")
 _S_i = _struct.Struct(">i")
+_S_q = _struct.Struct(">q")
 _L0 = (('assigned_partitions', 0, 4),)
 _L1 = (('user_data', 0, 4),)
 _L2 = (('topic', 0, 2),)
 _L3 = (('partitions', 0, 4),)
 _L4 = (('topics', 0, 4),)
+
+
+def _read_b(buf, pos):
+    if cython.compiled:
+        return cython.cast(cython.schar, buf[pos])
+    return _S_b.unpack_from(buf, pos)[0]
+
+
+def _read_h(buf, pos):
+    if cython.compiled:
+        return cython.cast(cython.short, (buf[pos] << 8) | buf[pos + 1])
+    return _S_h.unpack_from(buf, pos)[0]
+
+
+def _read_i(buf, pos):
+    if cython.compiled:
+        return cython.cast(cython.int, (cython.cast(cython.uint, buf[pos]) << 24) | (buf[pos + 1] << 16)
+                           | (buf[pos + 2] << 8) | buf[pos + 3])
+    return _S_i.unpack_from(buf, pos)[0]
+
+
+def _read_q(buf, pos):
+    if cython.compiled:
+        hi = cython.cast(cython.ulonglong, _read_i(buf, pos))
+        lo = cython.cast(cython.ulonglong, _read_i(buf, pos + 4)) & 0xFFFFFFFF
+        return cython.cast(cython.longlong, (hi << 32) | lo)
+    return _S_q.unpack_from(buf, pos)[0]
+
 
 class ConsumerProtocolAssignment_TopicPartition(Struct):
     """TopicPartition (part of ConsumerProtocolAssignment).
@@ -101,7 +137,10 @@ def _dec_ConsumerProtocolAssignment_v0(buf, pos, end):
     """Decode ConsumerProtocolAssignment (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 4:
         raise _w.short_run(_L0, pos, end)
-    n_assigned_partitions = _S_i.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_assigned_partitions = _read_i(buf, pos)
+    else:
+        n_assigned_partitions = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     if n_assigned_partitions < 0 or n_assigned_partitions > (end - pos) // 6:
         raise _w.bad_count('assigned_partitions', pos - 4, n_assigned_partitions, end, 6)
@@ -114,7 +153,10 @@ def _dec_ConsumerProtocolAssignment_v0(buf, pos, end):
         f_assigned_partitions.append(item)
     if end - pos < 4:
         raise _w.short_run(_L1, pos, end)
-    n_user_data = _S_i.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_user_data = _read_i(buf, pos)
+    else:
+        n_user_data = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     if n_user_data >= 0:
         if end - pos < n_user_data:
@@ -152,7 +194,10 @@ def _dec_ConsumerProtocolAssignment_TopicPartition_v0(buf, pos, end):
     """Decode ConsumerProtocolAssignment_TopicPartition (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 2:
         raise _w.short_run(_L2, pos, end)
-    n_topic = _S_h.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_topic = _read_h(buf, pos)
+    else:
+        n_topic = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if n_topic >= 0:
         if end - pos < n_topic:
@@ -166,11 +211,17 @@ def _dec_ConsumerProtocolAssignment_TopicPartition_v0(buf, pos, end):
         raise _w.bad_length('topic', pos - 2, n_topic, False)
     if end - pos < 4:
         raise _w.short_run(_L3, pos, end)
-    n_partitions = _S_i.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_partitions = _read_i(buf, pos)
+    else:
+        n_partitions = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     if n_partitions < 0 or n_partitions > (end - pos) // 4:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 4)
-    f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
+    if cython.compiled:
+        f_partitions = [_read_i(buf, pos + 4 * i) for i in range(n_partitions)]
+    else:
+        f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
     pos += n_partitions * 4
     obj = _new(ConsumerProtocolAssignment_TopicPartition)
     obj.topic = f_topic
@@ -201,7 +252,10 @@ def _dec_ConsumerProtocolSubscription_v0(buf, pos, end):
     """Decode ConsumerProtocolSubscription (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 4:
         raise _w.short_run(_L4, pos, end)
-    n_topics = _S_i.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_topics = _read_i(buf, pos)
+    else:
+        n_topics = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     if n_topics < 0 or n_topics > (end - pos) // 2:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 2)
@@ -222,7 +276,10 @@ def _dec_ConsumerProtocolSubscription_v0(buf, pos, end):
         pos += m
     if end - pos < 4:
         raise _w.short_run(_L1, pos, end)
-    n_user_data = _S_i.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_user_data = _read_i(buf, pos)
+    else:
+        n_user_data = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     if n_user_data >= 0:
         if end - pos < n_user_data:

@@ -7,6 +7,12 @@ from __future__ import annotations
 import struct as _struct
 from typing import List, Optional
 
+try:
+    import cython  # compiled: C reads below; pure Python: Cython's shadow module
+except ImportError:  # pure Python without Cython installed
+    class cython:  # type: ignore[no-redef]
+        compiled = False
+
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
 from kproto.message_base import RECORDS, SCALAR, SCALARS, STRUCTS, Message, Struct, as_record_set
@@ -17,13 +23,43 @@ __all__ = ['ControlledShutdownRequest', 'ControlledShutdownResponse']
 _new = object.__new__
 _unpack_from = _struct.unpack_from
 _pack = _struct.pack
+_S_b = _struct.Struct(">b")
 _S_h = _struct.Struct(">h")
 _S_hi = _struct.Struct(">hi")
 _S_i = _struct.Struct(">i")
+_S_q = _struct.Struct(">q")
 _L0 = (('broker_id', 0, 4),)
 _L1 = (('error_code', 0, 2), ('remaining_partitions', 2, 4))
 _L2 = (('topic_name', 0, 2),)
 _L3 = (('partition_index', 0, 4),)
+
+
+def _read_b(buf, pos):
+    if cython.compiled:
+        return cython.cast(cython.schar, buf[pos])
+    return _S_b.unpack_from(buf, pos)[0]
+
+
+def _read_h(buf, pos):
+    if cython.compiled:
+        return cython.cast(cython.short, (buf[pos] << 8) | buf[pos + 1])
+    return _S_h.unpack_from(buf, pos)[0]
+
+
+def _read_i(buf, pos):
+    if cython.compiled:
+        return cython.cast(cython.int, (cython.cast(cython.uint, buf[pos]) << 24) | (buf[pos + 1] << 16)
+                           | (buf[pos + 2] << 8) | buf[pos + 3])
+    return _S_i.unpack_from(buf, pos)[0]
+
+
+def _read_q(buf, pos):
+    if cython.compiled:
+        hi = cython.cast(cython.ulonglong, _read_i(buf, pos))
+        lo = cython.cast(cython.ulonglong, _read_i(buf, pos + 4)) & 0xFFFFFFFF
+        return cython.cast(cython.longlong, (hi << 32) | lo)
+    return _S_q.unpack_from(buf, pos)[0]
+
 
 class ControlledShutdownRequest(Message):
     """The request of ControlledShutdown (api key 7). A broker asks the controller to move leadership away from it before it shuts down.
@@ -98,7 +134,10 @@ def _dec_ControlledShutdownRequest_v0(buf, pos, end):
     """Decode ControlledShutdownRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 4:
         raise _w.short_run(_L0, pos, end)
-    f_broker_id = _S_i.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        f_broker_id = _read_i(buf, pos)
+    else:
+        f_broker_id = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     obj = _new(ControlledShutdownRequest)
     obj.broker_id = f_broker_id
@@ -114,7 +153,11 @@ def _dec_ControlledShutdownResponse_v0(buf, pos, end):
     """Decode ControlledShutdownResponse (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 6:
         raise _w.short_run(_L1, pos, end)
-    f_error_code, n_remaining_partitions = _S_hi.unpack_from(buf, pos)
+    if cython.compiled:
+        f_error_code = _read_h(buf, pos)
+        n_remaining_partitions = _read_i(buf, pos + 2)
+    else:
+        f_error_code, n_remaining_partitions = _S_hi.unpack_from(buf, pos)
     pos += 6
     if n_remaining_partitions < 0 or n_remaining_partitions > (end - pos) // 6:
         raise _w.bad_count('remaining_partitions', pos - 4, n_remaining_partitions, end, 6)
@@ -144,7 +187,10 @@ def _dec_ControlledShutdownResponse_RemainingPartition_v0(buf, pos, end):
     """Decode ControlledShutdownResponse_RemainingPartition (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 2:
         raise _w.short_run(_L2, pos, end)
-    n_topic_name = _S_h.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_topic_name = _read_h(buf, pos)
+    else:
+        n_topic_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if n_topic_name >= 0:
         if end - pos < n_topic_name:
@@ -158,7 +204,10 @@ def _dec_ControlledShutdownResponse_RemainingPartition_v0(buf, pos, end):
         raise _w.bad_length('topic_name', pos - 2, n_topic_name, False)
     if end - pos < 4:
         raise _w.short_run(_L3, pos, end)
-    f_partition_index = _S_i.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        f_partition_index = _read_i(buf, pos)
+    else:
+        f_partition_index = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     obj = _new(ControlledShutdownResponse_RemainingPartition)
     obj.topic_name = f_topic_name

@@ -7,6 +7,12 @@ from __future__ import annotations
 import struct as _struct
 from typing import List, Optional
 
+try:
+    import cython  # compiled: C reads below; pure Python: Cython's shadow module
+except ImportError:  # pure Python without Cython installed
+    class cython:  # type: ignore[no-redef]
+        compiled = False
+
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
 from kproto.message_base import RECORDS, SCALAR, SCALARS, STRUCTS, Message, Struct, as_record_set
@@ -17,9 +23,11 @@ __all__ = ['DescribeGroupsRequest', 'DescribeGroupsResponse']
 _new = object.__new__
 _unpack_from = _struct.unpack_from
 _pack = _struct.pack
+_S_b = _struct.Struct(">b")
 _S_h = _struct.Struct(">h")
 _S_hh = _struct.Struct(">hh")
 _S_i = _struct.Struct(">i")
+_S_q = _struct.Struct(">q")
 _L0 = (('groups', 0, 4),)
 _L1 = (('error_code', 0, 2), ('group_id', 2, 2))
 _L2 = (('group_state', 0, 2),)
@@ -31,6 +39,34 @@ _L7 = (('client_id', 0, 2),)
 _L8 = (('client_host', 0, 2),)
 _L9 = (('member_metadata', 0, 4),)
 _L10 = (('member_assignment', 0, 4),)
+
+
+def _read_b(buf, pos):
+    if cython.compiled:
+        return cython.cast(cython.schar, buf[pos])
+    return _S_b.unpack_from(buf, pos)[0]
+
+
+def _read_h(buf, pos):
+    if cython.compiled:
+        return cython.cast(cython.short, (buf[pos] << 8) | buf[pos + 1])
+    return _S_h.unpack_from(buf, pos)[0]
+
+
+def _read_i(buf, pos):
+    if cython.compiled:
+        return cython.cast(cython.int, (cython.cast(cython.uint, buf[pos]) << 24) | (buf[pos + 1] << 16)
+                           | (buf[pos + 2] << 8) | buf[pos + 3])
+    return _S_i.unpack_from(buf, pos)[0]
+
+
+def _read_q(buf, pos):
+    if cython.compiled:
+        hi = cython.cast(cython.ulonglong, _read_i(buf, pos))
+        lo = cython.cast(cython.ulonglong, _read_i(buf, pos + 4)) & 0xFFFFFFFF
+        return cython.cast(cython.longlong, (hi << 32) | lo)
+    return _S_q.unpack_from(buf, pos)[0]
+
 
 class DescribeGroupsRequest(Message):
     """The request of DescribeGroups (api key 15). Reports the state, protocol and members of groups.
@@ -143,7 +179,10 @@ def _dec_DescribeGroupsRequest_v0(buf, pos, end):
     """Decode DescribeGroupsRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 4:
         raise _w.short_run(_L0, pos, end)
-    n_groups = _S_i.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_groups = _read_i(buf, pos)
+    else:
+        n_groups = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     if n_groups < 0 or n_groups > (end - pos) // 2:
         raise _w.bad_count('groups', pos - 4, n_groups, end, 2)
@@ -185,7 +224,10 @@ def _dec_DescribeGroupsResponse_v0(buf, pos, end):
     """Decode DescribeGroupsResponse (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 4:
         raise _w.short_run(_L0, pos, end)
-    n_groups = _S_i.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_groups = _read_i(buf, pos)
+    else:
+        n_groups = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     if n_groups < 0 or n_groups > (end - pos) // 14:
         raise _w.bad_count('groups', pos - 4, n_groups, end, 14)
@@ -214,7 +256,11 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v0(buf, pos, end):
     """Decode DescribeGroupsResponse_DescribedGroup (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 4:
         raise _w.short_run(_L1, pos, end)
-    f_error_code, n_group_id = _S_hh.unpack_from(buf, pos)
+    if cython.compiled:
+        f_error_code = _read_h(buf, pos)
+        n_group_id = _read_h(buf, pos + 2)
+    else:
+        f_error_code, n_group_id = _S_hh.unpack_from(buf, pos)
     pos += 4
     if n_group_id >= 0:
         if end - pos < n_group_id:
@@ -228,7 +274,10 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v0(buf, pos, end):
         raise _w.bad_length('group_id', pos - 2, n_group_id, False)
     if end - pos < 2:
         raise _w.short_run(_L2, pos, end)
-    n_group_state = _S_h.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_group_state = _read_h(buf, pos)
+    else:
+        n_group_state = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if n_group_state >= 0:
         if end - pos < n_group_state:
@@ -242,7 +291,10 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v0(buf, pos, end):
         raise _w.bad_length('group_state', pos - 2, n_group_state, False)
     if end - pos < 2:
         raise _w.short_run(_L3, pos, end)
-    n_protocol_type = _S_h.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_protocol_type = _read_h(buf, pos)
+    else:
+        n_protocol_type = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if n_protocol_type >= 0:
         if end - pos < n_protocol_type:
@@ -256,7 +308,10 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v0(buf, pos, end):
         raise _w.bad_length('protocol_type', pos - 2, n_protocol_type, False)
     if end - pos < 2:
         raise _w.short_run(_L4, pos, end)
-    n_protocol_data = _S_h.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_protocol_data = _read_h(buf, pos)
+    else:
+        n_protocol_data = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if n_protocol_data >= 0:
         if end - pos < n_protocol_data:
@@ -270,7 +325,10 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v0(buf, pos, end):
         raise _w.bad_length('protocol_data', pos - 2, n_protocol_data, False)
     if end - pos < 4:
         raise _w.short_run(_L5, pos, end)
-    n_members = _S_i.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_members = _read_i(buf, pos)
+    else:
+        n_members = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     if n_members < 0 or n_members > (end - pos) // 14:
         raise _w.bad_count('members', pos - 4, n_members, end, 14)
@@ -348,7 +406,10 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v0(buf, pos, end):
     """Decode DescribeGroupsResponse_DescribedGroupMember (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 2:
         raise _w.short_run(_L6, pos, end)
-    n_member_id = _S_h.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_member_id = _read_h(buf, pos)
+    else:
+        n_member_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if n_member_id >= 0:
         if end - pos < n_member_id:
@@ -362,7 +423,10 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v0(buf, pos, end):
         raise _w.bad_length('member_id', pos - 2, n_member_id, False)
     if end - pos < 2:
         raise _w.short_run(_L7, pos, end)
-    n_client_id = _S_h.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_client_id = _read_h(buf, pos)
+    else:
+        n_client_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if n_client_id >= 0:
         if end - pos < n_client_id:
@@ -376,7 +440,10 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v0(buf, pos, end):
         raise _w.bad_length('client_id', pos - 2, n_client_id, False)
     if end - pos < 2:
         raise _w.short_run(_L8, pos, end)
-    n_client_host = _S_h.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_client_host = _read_h(buf, pos)
+    else:
+        n_client_host = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if n_client_host >= 0:
         if end - pos < n_client_host:
@@ -390,7 +457,10 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v0(buf, pos, end):
         raise _w.bad_length('client_host', pos - 2, n_client_host, False)
     if end - pos < 4:
         raise _w.short_run(_L9, pos, end)
-    n_member_metadata = _S_i.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_member_metadata = _read_i(buf, pos)
+    else:
+        n_member_metadata = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     if n_member_metadata >= 0:
         if end - pos < n_member_metadata:
@@ -401,7 +471,10 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v0(buf, pos, end):
         raise _w.bad_length('member_metadata', pos - 4, n_member_metadata, False)
     if end - pos < 4:
         raise _w.short_run(_L10, pos, end)
-    n_member_assignment = _S_i.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_member_assignment = _read_i(buf, pos)
+    else:
+        n_member_assignment = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     if n_member_assignment >= 0:
         if end - pos < n_member_assignment:

@@ -7,6 +7,12 @@ from __future__ import annotations
 import struct as _struct
 from typing import List, Optional
 
+try:
+    import cython  # compiled: C reads below; pure Python: Cython's shadow module
+except ImportError:  # pure Python without Cython installed
+    class cython:  # type: ignore[no-redef]
+        compiled = False
+
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
 from kproto.message_base import RECORDS, SCALAR, SCALARS, STRUCTS, Message, Struct, as_record_set
@@ -17,12 +23,14 @@ __all__ = ['FetchRequest', 'FetchResponse']
 _new = object.__new__
 _unpack_from = _struct.unpack_from
 _pack = _struct.pack
+_S_b = _struct.Struct(">b")
 _S_h = _struct.Struct(">h")
 _S_i = _struct.Struct(">i")
 _S_ihqi = _struct.Struct(">ihqi")
 _S_ii = _struct.Struct(">ii")
 _S_iiii = _struct.Struct(">iiii")
 _S_iqi = _struct.Struct(">iqi")
+_S_q = _struct.Struct(">q")
 _L0 = (('replica_id', 0, 4), ('max_wait_ms', 4, 4), ('min_bytes', 8, 4), ('topics', 12, 4))
 _L1 = (('topic', 0, 2),)
 _L2 = (('partitions', 0, 4),)
@@ -30,6 +38,34 @@ _L3 = (('partition', 0, 4), ('fetch_offset', 4, 8), ('partition_max_bytes', 12, 
 _L4 = (('responses', 0, 4),)
 _L5 = (('throttle_time_ms', 0, 4), ('responses', 4, 4))
 _L6 = (('partition_index', 0, 4), ('error_code', 4, 2), ('high_watermark', 6, 8), ('records', 14, 4))
+
+
+def _read_b(buf, pos):
+    if cython.compiled:
+        return cython.cast(cython.schar, buf[pos])
+    return _S_b.unpack_from(buf, pos)[0]
+
+
+def _read_h(buf, pos):
+    if cython.compiled:
+        return cython.cast(cython.short, (buf[pos] << 8) | buf[pos + 1])
+    return _S_h.unpack_from(buf, pos)[0]
+
+
+def _read_i(buf, pos):
+    if cython.compiled:
+        return cython.cast(cython.int, (cython.cast(cython.uint, buf[pos]) << 24) | (buf[pos + 1] << 16)
+                           | (buf[pos + 2] << 8) | buf[pos + 3])
+    return _S_i.unpack_from(buf, pos)[0]
+
+
+def _read_q(buf, pos):
+    if cython.compiled:
+        hi = cython.cast(cython.ulonglong, _read_i(buf, pos))
+        lo = cython.cast(cython.ulonglong, _read_i(buf, pos + 4)) & 0xFFFFFFFF
+        return cython.cast(cython.longlong, (hi << 32) | lo)
+    return _S_q.unpack_from(buf, pos)[0]
+
 
 class FetchRequest_FetchPartition(Struct):
     """FetchPartition (part of FetchRequest).
@@ -182,7 +218,13 @@ def _dec_FetchRequest_v0(buf, pos, end):
     """Decode FetchRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 16:
         raise _w.short_run(_L0, pos, end)
-    f_replica_id, f_max_wait_ms, f_min_bytes, n_topics = _S_iiii.unpack_from(buf, pos)
+    if cython.compiled:
+        f_replica_id = _read_i(buf, pos)
+        f_max_wait_ms = _read_i(buf, pos + 4)
+        f_min_bytes = _read_i(buf, pos + 8)
+        n_topics = _read_i(buf, pos + 12)
+    else:
+        f_replica_id, f_max_wait_ms, f_min_bytes, n_topics = _S_iiii.unpack_from(buf, pos)
     pos += 16
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6)
@@ -214,7 +256,10 @@ def _dec_FetchRequest_FetchTopic_v0(buf, pos, end):
     """Decode FetchRequest_FetchTopic (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 2:
         raise _w.short_run(_L1, pos, end)
-    n_topic = _S_h.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_topic = _read_h(buf, pos)
+    else:
+        n_topic = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if n_topic >= 0:
         if end - pos < n_topic:
@@ -228,7 +273,10 @@ def _dec_FetchRequest_FetchTopic_v0(buf, pos, end):
         raise _w.bad_length('topic', pos - 2, n_topic, False)
     if end - pos < 4:
         raise _w.short_run(_L2, pos, end)
-    n_partitions = _S_i.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_partitions = _read_i(buf, pos)
+    else:
+        n_partitions = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     if n_partitions < 0 or n_partitions > (end - pos) // 16:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 16)
@@ -269,7 +317,12 @@ def _dec_FetchRequest_FetchPartition_v0(buf, pos, end):
     """Decode FetchRequest_FetchPartition (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 16:
         raise _w.short_run(_L3, pos, end)
-    f_partition, f_fetch_offset, f_partition_max_bytes = _S_iqi.unpack_from(buf, pos)
+    if cython.compiled:
+        f_partition = _read_i(buf, pos)
+        f_fetch_offset = _read_q(buf, pos + 4)
+        f_partition_max_bytes = _read_i(buf, pos + 12)
+    else:
+        f_partition, f_fetch_offset, f_partition_max_bytes = _S_iqi.unpack_from(buf, pos)
     pos += 16
     obj = _new(FetchRequest_FetchPartition)
     obj.partition = f_partition
@@ -287,7 +340,10 @@ def _dec_FetchResponse_v0(buf, pos, end):
     """Decode FetchResponse (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 4:
         raise _w.short_run(_L4, pos, end)
-    n_responses = _S_i.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_responses = _read_i(buf, pos)
+    else:
+        n_responses = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     if n_responses < 0 or n_responses > (end - pos) // 6:
         raise _w.bad_count('responses', pos - 4, n_responses, end, 6)
@@ -317,7 +373,11 @@ def _dec_FetchResponse_v1(buf, pos, end):
     """Decode FetchResponse (v1 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 8:
         raise _w.short_run(_L5, pos, end)
-    f_throttle_time_ms, n_responses = _S_ii.unpack_from(buf, pos)
+    if cython.compiled:
+        f_throttle_time_ms = _read_i(buf, pos)
+        n_responses = _read_i(buf, pos + 4)
+    else:
+        f_throttle_time_ms, n_responses = _S_ii.unpack_from(buf, pos)
     pos += 8
     if n_responses < 0 or n_responses > (end - pos) // 6:
         raise _w.bad_count('responses', pos - 4, n_responses, end, 6)
@@ -347,7 +407,10 @@ def _dec_FetchResponse_FetchableTopicResponse_v0(buf, pos, end):
     """Decode FetchResponse_FetchableTopicResponse (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 2:
         raise _w.short_run(_L1, pos, end)
-    n_topic = _S_h.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_topic = _read_h(buf, pos)
+    else:
+        n_topic = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if n_topic >= 0:
         if end - pos < n_topic:
@@ -361,7 +424,10 @@ def _dec_FetchResponse_FetchableTopicResponse_v0(buf, pos, end):
         raise _w.bad_length('topic', pos - 2, n_topic, False)
     if end - pos < 4:
         raise _w.short_run(_L2, pos, end)
-    n_partitions = _S_i.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_partitions = _read_i(buf, pos)
+    else:
+        n_partitions = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     if n_partitions < 0 or n_partitions > (end - pos) // 18:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 18)
@@ -402,7 +468,13 @@ def _dec_FetchResponse_PartitionData_v0(buf, pos, end):
     """Decode FetchResponse_PartitionData (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 18:
         raise _w.short_run(_L6, pos, end)
-    f_partition_index, f_error_code, f_high_watermark, n_records = _S_ihqi.unpack_from(buf, pos)
+    if cython.compiled:
+        f_partition_index = _read_i(buf, pos)
+        f_error_code = _read_h(buf, pos + 4)
+        f_high_watermark = _read_q(buf, pos + 6)
+        n_records = _read_i(buf, pos + 14)
+    else:
+        f_partition_index, f_error_code, f_high_watermark, n_records = _S_ihqi.unpack_from(buf, pos)
     pos += 18
     if n_records >= 0:
         if end - pos < n_records:

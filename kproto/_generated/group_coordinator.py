@@ -7,6 +7,12 @@ from __future__ import annotations
 import struct as _struct
 from typing import List, Optional
 
+try:
+    import cython  # compiled: C reads below; pure Python: Cython's shadow module
+except ImportError:  # pure Python without Cython installed
+    class cython:  # type: ignore[no-redef]
+        compiled = False
+
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
 from kproto.message_base import RECORDS, SCALAR, SCALARS, STRUCTS, Message, Struct, as_record_set
@@ -17,12 +23,42 @@ __all__ = ['GroupCoordinatorRequest', 'GroupCoordinatorResponse']
 _new = object.__new__
 _unpack_from = _struct.unpack_from
 _pack = _struct.pack
+_S_b = _struct.Struct(">b")
 _S_h = _struct.Struct(">h")
 _S_hih = _struct.Struct(">hih")
 _S_i = _struct.Struct(">i")
+_S_q = _struct.Struct(">q")
 _L0 = (('key', 0, 2),)
 _L1 = (('error_code', 0, 2), ('node_id', 2, 4), ('host', 6, 2))
 _L2 = (('port', 0, 4),)
+
+
+def _read_b(buf, pos):
+    if cython.compiled:
+        return cython.cast(cython.schar, buf[pos])
+    return _S_b.unpack_from(buf, pos)[0]
+
+
+def _read_h(buf, pos):
+    if cython.compiled:
+        return cython.cast(cython.short, (buf[pos] << 8) | buf[pos + 1])
+    return _S_h.unpack_from(buf, pos)[0]
+
+
+def _read_i(buf, pos):
+    if cython.compiled:
+        return cython.cast(cython.int, (cython.cast(cython.uint, buf[pos]) << 24) | (buf[pos + 1] << 16)
+                           | (buf[pos + 2] << 8) | buf[pos + 3])
+    return _S_i.unpack_from(buf, pos)[0]
+
+
+def _read_q(buf, pos):
+    if cython.compiled:
+        hi = cython.cast(cython.ulonglong, _read_i(buf, pos))
+        lo = cython.cast(cython.ulonglong, _read_i(buf, pos + 4)) & 0xFFFFFFFF
+        return cython.cast(cython.longlong, (hi << 32) | lo)
+    return _S_q.unpack_from(buf, pos)[0]
+
 
 class GroupCoordinatorRequest(Message):
     """The request of GroupCoordinator (api key 10). Finds the broker that coordinates a consumer group and stores its offsets.
@@ -83,7 +119,10 @@ def _dec_GroupCoordinatorRequest_v0(buf, pos, end):
     """Decode GroupCoordinatorRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 2:
         raise _w.short_run(_L0, pos, end)
-    n_key = _S_h.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_key = _read_h(buf, pos)
+    else:
+        n_key = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if n_key >= 0:
         if end - pos < n_key:
@@ -119,7 +158,12 @@ def _dec_GroupCoordinatorResponse_v0(buf, pos, end):
     """Decode GroupCoordinatorResponse (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 8:
         raise _w.short_run(_L1, pos, end)
-    f_error_code, f_node_id, n_host = _S_hih.unpack_from(buf, pos)
+    if cython.compiled:
+        f_error_code = _read_h(buf, pos)
+        f_node_id = _read_i(buf, pos + 2)
+        n_host = _read_h(buf, pos + 6)
+    else:
+        f_error_code, f_node_id, n_host = _S_hih.unpack_from(buf, pos)
     pos += 8
     if n_host >= 0:
         if end - pos < n_host:
@@ -133,7 +177,10 @@ def _dec_GroupCoordinatorResponse_v0(buf, pos, end):
         raise _w.bad_length('host', pos - 2, n_host, False)
     if end - pos < 4:
         raise _w.short_run(_L2, pos, end)
-    f_port = _S_i.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        f_port = _read_i(buf, pos)
+    else:
+        f_port = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     obj = _new(GroupCoordinatorResponse)
     obj.error_code = f_error_code

@@ -7,6 +7,12 @@ from __future__ import annotations
 import struct as _struct
 from typing import List, Optional
 
+try:
+    import cython  # compiled: C reads below; pure Python: Cython's shadow module
+except ImportError:  # pure Python without Cython installed
+    class cython:  # type: ignore[no-redef]
+        compiled = False
+
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
 from kproto.message_base import RECORDS, SCALAR, SCALARS, STRUCTS, Message, Struct, as_record_set
@@ -17,12 +23,43 @@ __all__ = ['RequestHeader', 'ResponseHeader']
 _new = object.__new__
 _unpack_from = _struct.unpack_from
 _pack = _struct.pack
+_S_b = _struct.Struct(">b")
+_S_h = _struct.Struct(">h")
 _S_hhi = _struct.Struct(">hhi")
 _S_hhih = _struct.Struct(">hhih")
 _S_i = _struct.Struct(">i")
+_S_q = _struct.Struct(">q")
 _L0 = (('api_key', 0, 2), ('api_version', 2, 2), ('correlation_id', 4, 4))
 _L1 = (('api_key', 0, 2), ('api_version', 2, 2), ('correlation_id', 4, 4), ('client_id', 8, 2))
 _L2 = (('correlation_id', 0, 4),)
+
+
+def _read_b(buf, pos):
+    if cython.compiled:
+        return cython.cast(cython.schar, buf[pos])
+    return _S_b.unpack_from(buf, pos)[0]
+
+
+def _read_h(buf, pos):
+    if cython.compiled:
+        return cython.cast(cython.short, (buf[pos] << 8) | buf[pos + 1])
+    return _S_h.unpack_from(buf, pos)[0]
+
+
+def _read_i(buf, pos):
+    if cython.compiled:
+        return cython.cast(cython.int, (cython.cast(cython.uint, buf[pos]) << 24) | (buf[pos + 1] << 16)
+                           | (buf[pos + 2] << 8) | buf[pos + 3])
+    return _S_i.unpack_from(buf, pos)[0]
+
+
+def _read_q(buf, pos):
+    if cython.compiled:
+        hi = cython.cast(cython.ulonglong, _read_i(buf, pos))
+        lo = cython.cast(cython.ulonglong, _read_i(buf, pos + 4)) & 0xFFFFFFFF
+        return cython.cast(cython.longlong, (hi << 32) | lo)
+    return _S_q.unpack_from(buf, pos)[0]
+
 
 class RequestHeader(Message):
     """The fields that open every request, after the int32 size.
@@ -81,7 +118,12 @@ def _dec_RequestHeader_v0(buf, pos, end):
     """Decode RequestHeader (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 8:
         raise _w.short_run(_L0, pos, end)
-    f_api_key, f_api_version, f_correlation_id = _S_hhi.unpack_from(buf, pos)
+    if cython.compiled:
+        f_api_key = _read_h(buf, pos)
+        f_api_version = _read_h(buf, pos + 2)
+        f_correlation_id = _read_i(buf, pos + 4)
+    else:
+        f_api_key, f_api_version, f_correlation_id = _S_hhi.unpack_from(buf, pos)
     pos += 8
     obj = _new(RequestHeader)
     obj.api_key = f_api_key
@@ -100,7 +142,13 @@ def _dec_RequestHeader_v1(buf, pos, end):
     """Decode RequestHeader (v1 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 10:
         raise _w.short_run(_L1, pos, end)
-    f_api_key, f_api_version, f_correlation_id, n_client_id = _S_hhih.unpack_from(buf, pos)
+    if cython.compiled:
+        f_api_key = _read_h(buf, pos)
+        f_api_version = _read_h(buf, pos + 2)
+        f_correlation_id = _read_i(buf, pos + 4)
+        n_client_id = _read_h(buf, pos + 8)
+    else:
+        f_api_key, f_api_version, f_correlation_id, n_client_id = _S_hhih.unpack_from(buf, pos)
     pos += 10
     if n_client_id >= 0:
         if end - pos < n_client_id:
@@ -141,7 +189,10 @@ def _dec_ResponseHeader_v0(buf, pos, end):
     """Decode ResponseHeader (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 4:
         raise _w.short_run(_L2, pos, end)
-    f_correlation_id = _S_i.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        f_correlation_id = _read_i(buf, pos)
+    else:
+        f_correlation_id = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     obj = _new(ResponseHeader)
     obj.correlation_id = f_correlation_id

@@ -7,6 +7,12 @@ from __future__ import annotations
 import struct as _struct
 from typing import List, Optional
 
+try:
+    import cython  # compiled: C reads below; pure Python: Cython's shadow module
+except ImportError:  # pure Python without Cython installed
+    class cython:  # type: ignore[no-redef]
+        compiled = False
+
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
 from kproto.message_base import RECORDS, SCALAR, SCALARS, STRUCTS, Message, Struct, as_record_set
@@ -17,11 +23,42 @@ __all__ = ['HeartbeatRequest', 'HeartbeatResponse']
 _new = object.__new__
 _unpack_from = _struct.unpack_from
 _pack = _struct.pack
+_S_b = _struct.Struct(">b")
 _S_h = _struct.Struct(">h")
+_S_i = _struct.Struct(">i")
 _S_ih = _struct.Struct(">ih")
+_S_q = _struct.Struct(">q")
 _L0 = (('group_id', 0, 2),)
 _L1 = (('generation_id', 0, 4), ('member_id', 4, 2))
 _L2 = (('error_code', 0, 2),)
+
+
+def _read_b(buf, pos):
+    if cython.compiled:
+        return cython.cast(cython.schar, buf[pos])
+    return _S_b.unpack_from(buf, pos)[0]
+
+
+def _read_h(buf, pos):
+    if cython.compiled:
+        return cython.cast(cython.short, (buf[pos] << 8) | buf[pos + 1])
+    return _S_h.unpack_from(buf, pos)[0]
+
+
+def _read_i(buf, pos):
+    if cython.compiled:
+        return cython.cast(cython.int, (cython.cast(cython.uint, buf[pos]) << 24) | (buf[pos + 1] << 16)
+                           | (buf[pos + 2] << 8) | buf[pos + 3])
+    return _S_i.unpack_from(buf, pos)[0]
+
+
+def _read_q(buf, pos):
+    if cython.compiled:
+        hi = cython.cast(cython.ulonglong, _read_i(buf, pos))
+        lo = cython.cast(cython.ulonglong, _read_i(buf, pos + 4)) & 0xFFFFFFFF
+        return cython.cast(cython.longlong, (hi << 32) | lo)
+    return _S_q.unpack_from(buf, pos)[0]
+
 
 class HeartbeatRequest(Message):
     """The request of Heartbeat (api key 12). Keeps a member's session alive and tells it when the group is rebalancing.
@@ -79,7 +116,10 @@ def _dec_HeartbeatRequest_v0(buf, pos, end):
     """Decode HeartbeatRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 2:
         raise _w.short_run(_L0, pos, end)
-    n_group_id = _S_h.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_group_id = _read_h(buf, pos)
+    else:
+        n_group_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if n_group_id >= 0:
         if end - pos < n_group_id:
@@ -93,7 +133,11 @@ def _dec_HeartbeatRequest_v0(buf, pos, end):
         raise _w.bad_length('group_id', pos - 2, n_group_id, False)
     if end - pos < 6:
         raise _w.short_run(_L1, pos, end)
-    f_generation_id, n_member_id = _S_ih.unpack_from(buf, pos)
+    if cython.compiled:
+        f_generation_id = _read_i(buf, pos)
+        n_member_id = _read_h(buf, pos + 4)
+    else:
+        f_generation_id, n_member_id = _S_ih.unpack_from(buf, pos)
     pos += 6
     if n_member_id >= 0:
         if end - pos < n_member_id:
@@ -142,7 +186,10 @@ def _dec_HeartbeatResponse_v0(buf, pos, end):
     """Decode HeartbeatResponse (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 2:
         raise _w.short_run(_L2, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        f_error_code = _read_h(buf, pos)
+    else:
+        f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     obj = _new(HeartbeatResponse)
     obj.error_code = f_error_code

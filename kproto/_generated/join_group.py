@@ -7,6 +7,12 @@ from __future__ import annotations
 import struct as _struct
 from typing import List, Optional
 
+try:
+    import cython  # compiled: C reads below; pure Python: Cython's shadow module
+except ImportError:  # pure Python without Cython installed
+    class cython:  # type: ignore[no-redef]
+        compiled = False
+
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
 from kproto.message_base import RECORDS, SCALAR, SCALARS, STRUCTS, Message, Struct, as_record_set
@@ -17,10 +23,12 @@ __all__ = ['JoinGroupRequest', 'JoinGroupResponse']
 _new = object.__new__
 _unpack_from = _struct.unpack_from
 _pack = _struct.pack
+_S_b = _struct.Struct(">b")
 _S_h = _struct.Struct(">h")
 _S_hih = _struct.Struct(">hih")
 _S_i = _struct.Struct(">i")
 _S_ih = _struct.Struct(">ih")
+_S_q = _struct.Struct(">q")
 _L0 = (('group_id', 0, 2),)
 _L1 = (('session_timeout_ms', 0, 4), ('member_id', 4, 2))
 _L2 = (('protocol_type', 0, 2),)
@@ -31,6 +39,34 @@ _L6 = (('error_code', 0, 2), ('generation_id', 2, 4), ('protocol_name', 6, 2))
 _L7 = (('leader', 0, 2),)
 _L8 = (('member_id', 0, 2),)
 _L9 = (('members', 0, 4),)
+
+
+def _read_b(buf, pos):
+    if cython.compiled:
+        return cython.cast(cython.schar, buf[pos])
+    return _S_b.unpack_from(buf, pos)[0]
+
+
+def _read_h(buf, pos):
+    if cython.compiled:
+        return cython.cast(cython.short, (buf[pos] << 8) | buf[pos + 1])
+    return _S_h.unpack_from(buf, pos)[0]
+
+
+def _read_i(buf, pos):
+    if cython.compiled:
+        return cython.cast(cython.int, (cython.cast(cython.uint, buf[pos]) << 24) | (buf[pos + 1] << 16)
+                           | (buf[pos + 2] << 8) | buf[pos + 3])
+    return _S_i.unpack_from(buf, pos)[0]
+
+
+def _read_q(buf, pos):
+    if cython.compiled:
+        hi = cython.cast(cython.ulonglong, _read_i(buf, pos))
+        lo = cython.cast(cython.ulonglong, _read_i(buf, pos + 4)) & 0xFFFFFFFF
+        return cython.cast(cython.longlong, (hi << 32) | lo)
+    return _S_q.unpack_from(buf, pos)[0]
+
 
 class JoinGroupRequest_JoinGroupRequestProtocol(Struct):
     """JoinGroupRequestProtocol (part of JoinGroupRequest).
@@ -149,7 +185,10 @@ def _dec_JoinGroupRequest_v0(buf, pos, end):
     """Decode JoinGroupRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 2:
         raise _w.short_run(_L0, pos, end)
-    n_group_id = _S_h.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_group_id = _read_h(buf, pos)
+    else:
+        n_group_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if n_group_id >= 0:
         if end - pos < n_group_id:
@@ -163,7 +202,11 @@ def _dec_JoinGroupRequest_v0(buf, pos, end):
         raise _w.bad_length('group_id', pos - 2, n_group_id, False)
     if end - pos < 6:
         raise _w.short_run(_L1, pos, end)
-    f_session_timeout_ms, n_member_id = _S_ih.unpack_from(buf, pos)
+    if cython.compiled:
+        f_session_timeout_ms = _read_i(buf, pos)
+        n_member_id = _read_h(buf, pos + 4)
+    else:
+        f_session_timeout_ms, n_member_id = _S_ih.unpack_from(buf, pos)
     pos += 6
     if n_member_id >= 0:
         if end - pos < n_member_id:
@@ -177,7 +220,10 @@ def _dec_JoinGroupRequest_v0(buf, pos, end):
         raise _w.bad_length('member_id', pos - 2, n_member_id, False)
     if end - pos < 2:
         raise _w.short_run(_L2, pos, end)
-    n_protocol_type = _S_h.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_protocol_type = _read_h(buf, pos)
+    else:
+        n_protocol_type = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if n_protocol_type >= 0:
         if end - pos < n_protocol_type:
@@ -191,7 +237,10 @@ def _dec_JoinGroupRequest_v0(buf, pos, end):
         raise _w.bad_length('protocol_type', pos - 2, n_protocol_type, False)
     if end - pos < 4:
         raise _w.short_run(_L3, pos, end)
-    n_protocols = _S_i.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_protocols = _read_i(buf, pos)
+    else:
+        n_protocols = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     if n_protocols < 0 or n_protocols > (end - pos) // 6:
         raise _w.bad_count('protocols', pos - 4, n_protocols, end, 6)
@@ -257,7 +306,10 @@ def _dec_JoinGroupRequest_JoinGroupRequestProtocol_v0(buf, pos, end):
     """Decode JoinGroupRequest_JoinGroupRequestProtocol (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 2:
         raise _w.short_run(_L4, pos, end)
-    n_name = _S_h.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_name = _read_h(buf, pos)
+    else:
+        n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if n_name >= 0:
         if end - pos < n_name:
@@ -271,7 +323,10 @@ def _dec_JoinGroupRequest_JoinGroupRequestProtocol_v0(buf, pos, end):
         raise _w.bad_length('name', pos - 2, n_name, False)
     if end - pos < 4:
         raise _w.short_run(_L5, pos, end)
-    n_metadata = _S_i.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_metadata = _read_i(buf, pos)
+    else:
+        n_metadata = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     if n_metadata >= 0:
         if end - pos < n_metadata:
@@ -313,7 +368,12 @@ def _dec_JoinGroupResponse_v0(buf, pos, end):
     """Decode JoinGroupResponse (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 8:
         raise _w.short_run(_L6, pos, end)
-    f_error_code, f_generation_id, n_protocol_name = _S_hih.unpack_from(buf, pos)
+    if cython.compiled:
+        f_error_code = _read_h(buf, pos)
+        f_generation_id = _read_i(buf, pos + 2)
+        n_protocol_name = _read_h(buf, pos + 6)
+    else:
+        f_error_code, f_generation_id, n_protocol_name = _S_hih.unpack_from(buf, pos)
     pos += 8
     if n_protocol_name >= 0:
         if end - pos < n_protocol_name:
@@ -327,7 +387,10 @@ def _dec_JoinGroupResponse_v0(buf, pos, end):
         raise _w.bad_length('protocol_name', pos - 2, n_protocol_name, False)
     if end - pos < 2:
         raise _w.short_run(_L7, pos, end)
-    n_leader = _S_h.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_leader = _read_h(buf, pos)
+    else:
+        n_leader = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if n_leader >= 0:
         if end - pos < n_leader:
@@ -341,7 +404,10 @@ def _dec_JoinGroupResponse_v0(buf, pos, end):
         raise _w.bad_length('leader', pos - 2, n_leader, False)
     if end - pos < 2:
         raise _w.short_run(_L8, pos, end)
-    n_member_id = _S_h.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_member_id = _read_h(buf, pos)
+    else:
+        n_member_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if n_member_id >= 0:
         if end - pos < n_member_id:
@@ -355,7 +421,10 @@ def _dec_JoinGroupResponse_v0(buf, pos, end):
         raise _w.bad_length('member_id', pos - 2, n_member_id, False)
     if end - pos < 4:
         raise _w.short_run(_L9, pos, end)
-    n_members = _S_i.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_members = _read_i(buf, pos)
+    else:
+        n_members = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     if n_members < 0 or n_members > (end - pos) // 6:
         raise _w.bad_count('members', pos - 4, n_members, end, 6)
@@ -422,7 +491,10 @@ def _dec_JoinGroupResponse_JoinGroupResponseMember_v0(buf, pos, end):
     """Decode JoinGroupResponse_JoinGroupResponseMember (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 2:
         raise _w.short_run(_L8, pos, end)
-    n_member_id = _S_h.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_member_id = _read_h(buf, pos)
+    else:
+        n_member_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if n_member_id >= 0:
         if end - pos < n_member_id:
@@ -436,7 +508,10 @@ def _dec_JoinGroupResponse_JoinGroupResponseMember_v0(buf, pos, end):
         raise _w.bad_length('member_id', pos - 2, n_member_id, False)
     if end - pos < 4:
         raise _w.short_run(_L5, pos, end)
-    n_metadata = _S_i.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_metadata = _read_i(buf, pos)
+    else:
+        n_metadata = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     if n_metadata >= 0:
         if end - pos < n_metadata:

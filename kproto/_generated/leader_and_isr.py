@@ -7,6 +7,12 @@ from __future__ import annotations
 import struct as _struct
 from typing import List, Optional
 
+try:
+    import cython  # compiled: C reads below; pure Python: Cython's shadow module
+except ImportError:  # pure Python without Cython installed
+    class cython:  # type: ignore[no-redef]
+        compiled = False
+
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
 from kproto.message_base import RECORDS, SCALAR, SCALARS, STRUCTS, Message, Struct, as_record_set
@@ -17,6 +23,7 @@ __all__ = ['LeaderAndIsrRequest', 'LeaderAndIsrResponse']
 _new = object.__new__
 _unpack_from = _struct.unpack_from
 _pack = _struct.pack
+_S_b = _struct.Struct(">b")
 _S_h = _struct.Struct(">h")
 _S_hi = _struct.Struct(">hi")
 _S_i = _struct.Struct(">i")
@@ -24,6 +31,7 @@ _S_ih = _struct.Struct(">ih")
 _S_ii = _struct.Struct(">ii")
 _S_iii = _struct.Struct(">iii")
 _S_iiiii = _struct.Struct(">iiiii")
+_S_q = _struct.Struct(">q")
 _L0 = (('controller_id', 0, 4), ('controller_epoch', 4, 4), ('ungrouped_partition_states', 8, 4))
 _L1 = (('live_leaders', 0, 4),)
 _L2 = (('topic_name', 0, 2),)
@@ -33,6 +41,34 @@ _L5 = (('broker_id', 0, 4), ('host_name', 4, 2))
 _L6 = (('port', 0, 4),)
 _L7 = (('error_code', 0, 2), ('partition_errors', 2, 4))
 _L8 = (('partition_index', 0, 4), ('error_code', 4, 2))
+
+
+def _read_b(buf, pos):
+    if cython.compiled:
+        return cython.cast(cython.schar, buf[pos])
+    return _S_b.unpack_from(buf, pos)[0]
+
+
+def _read_h(buf, pos):
+    if cython.compiled:
+        return cython.cast(cython.short, (buf[pos] << 8) | buf[pos + 1])
+    return _S_h.unpack_from(buf, pos)[0]
+
+
+def _read_i(buf, pos):
+    if cython.compiled:
+        return cython.cast(cython.int, (cython.cast(cython.uint, buf[pos]) << 24) | (buf[pos + 1] << 16)
+                           | (buf[pos + 2] << 8) | buf[pos + 3])
+    return _S_i.unpack_from(buf, pos)[0]
+
+
+def _read_q(buf, pos):
+    if cython.compiled:
+        hi = cython.cast(cython.ulonglong, _read_i(buf, pos))
+        lo = cython.cast(cython.ulonglong, _read_i(buf, pos + 4)) & 0xFFFFFFFF
+        return cython.cast(cython.longlong, (hi << 32) | lo)
+    return _S_q.unpack_from(buf, pos)[0]
+
 
 class LeaderAndIsrRequest_LeaderAndIsrLiveLeader(Struct):
     """LeaderAndIsrLiveLeader (part of LeaderAndIsrRequest).
@@ -180,7 +216,12 @@ def _dec_LeaderAndIsrRequest_v0(buf, pos, end):
     """Decode LeaderAndIsrRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 12:
         raise _w.short_run(_L0, pos, end)
-    f_controller_id, f_controller_epoch, n_ungrouped_partition_states = _S_iii.unpack_from(buf, pos)
+    if cython.compiled:
+        f_controller_id = _read_i(buf, pos)
+        f_controller_epoch = _read_i(buf, pos + 4)
+        n_ungrouped_partition_states = _read_i(buf, pos + 8)
+    else:
+        f_controller_id, f_controller_epoch, n_ungrouped_partition_states = _S_iii.unpack_from(buf, pos)
     pos += 12
     if n_ungrouped_partition_states < 0 or n_ungrouped_partition_states > (end - pos) // 30:
         raise _w.bad_count('ungrouped_partition_states', pos - 4, n_ungrouped_partition_states, end, 30)
@@ -193,7 +234,10 @@ def _dec_LeaderAndIsrRequest_v0(buf, pos, end):
         f_ungrouped_partition_states.append(item)
     if end - pos < 4:
         raise _w.short_run(_L1, pos, end)
-    n_live_leaders = _S_i.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_live_leaders = _read_i(buf, pos)
+    else:
+        n_live_leaders = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     if n_live_leaders < 0 or n_live_leaders > (end - pos) // 10:
         raise _w.bad_count('live_leaders', pos - 4, n_live_leaders, end, 10)
@@ -230,7 +274,10 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(buf, pos, end):
     """Decode LeaderAndIsrRequest_LeaderAndIsrPartitionState (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 2:
         raise _w.short_run(_L2, pos, end)
-    n_topic_name = _S_h.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_topic_name = _read_h(buf, pos)
+    else:
+        n_topic_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if n_topic_name >= 0:
         if end - pos < n_topic_name:
@@ -244,19 +291,36 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(buf, pos, end):
         raise _w.bad_length('topic_name', pos - 2, n_topic_name, False)
     if end - pos < 20:
         raise _w.short_run(_L3, pos, end)
-    f_partition_index, f_controller_epoch, f_leader, f_leader_epoch, n_isr = _S_iiiii.unpack_from(buf, pos)
+    if cython.compiled:
+        f_partition_index = _read_i(buf, pos)
+        f_controller_epoch = _read_i(buf, pos + 4)
+        f_leader = _read_i(buf, pos + 8)
+        f_leader_epoch = _read_i(buf, pos + 12)
+        n_isr = _read_i(buf, pos + 16)
+    else:
+        f_partition_index, f_controller_epoch, f_leader, f_leader_epoch, n_isr = _S_iiiii.unpack_from(buf, pos)
     pos += 20
     if n_isr < 0 or n_isr > (end - pos) // 4:
         raise _w.bad_count('isr', pos - 4, n_isr, end, 4)
-    f_isr = list(_unpack_from(">%di" % n_isr, buf, pos))
+    if cython.compiled:
+        f_isr = [_read_i(buf, pos + 4 * i) for i in range(n_isr)]
+    else:
+        f_isr = list(_unpack_from(">%di" % n_isr, buf, pos))
     pos += n_isr * 4
     if end - pos < 8:
         raise _w.short_run(_L4, pos, end)
-    f_partition_epoch, n_replicas = _S_ii.unpack_from(buf, pos)
+    if cython.compiled:
+        f_partition_epoch = _read_i(buf, pos)
+        n_replicas = _read_i(buf, pos + 4)
+    else:
+        f_partition_epoch, n_replicas = _S_ii.unpack_from(buf, pos)
     pos += 8
     if n_replicas < 0 or n_replicas > (end - pos) // 4:
         raise _w.bad_count('replicas', pos - 4, n_replicas, end, 4)
-    f_replicas = list(_unpack_from(">%di" % n_replicas, buf, pos))
+    if cython.compiled:
+        f_replicas = [_read_i(buf, pos + 4 * i) for i in range(n_replicas)]
+    else:
+        f_replicas = list(_unpack_from(">%di" % n_replicas, buf, pos))
     pos += n_replicas * 4
     obj = _new(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
     obj.topic_name = f_topic_name
@@ -297,7 +361,11 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(buf, pos, end):
     """Decode LeaderAndIsrRequest_LeaderAndIsrLiveLeader (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 6:
         raise _w.short_run(_L5, pos, end)
-    f_broker_id, n_host_name = _S_ih.unpack_from(buf, pos)
+    if cython.compiled:
+        f_broker_id = _read_i(buf, pos)
+        n_host_name = _read_h(buf, pos + 4)
+    else:
+        f_broker_id, n_host_name = _S_ih.unpack_from(buf, pos)
     pos += 6
     if n_host_name >= 0:
         if end - pos < n_host_name:
@@ -311,7 +379,10 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(buf, pos, end):
         raise _w.bad_length('host_name', pos - 2, n_host_name, False)
     if end - pos < 4:
         raise _w.short_run(_L6, pos, end)
-    f_port = _S_i.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        f_port = _read_i(buf, pos)
+    else:
+        f_port = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     obj = _new(LeaderAndIsrRequest_LeaderAndIsrLiveLeader)
     obj.broker_id = f_broker_id
@@ -340,7 +411,11 @@ def _dec_LeaderAndIsrResponse_v0(buf, pos, end):
     """Decode LeaderAndIsrResponse (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 6:
         raise _w.short_run(_L7, pos, end)
-    f_error_code, n_partition_errors = _S_hi.unpack_from(buf, pos)
+    if cython.compiled:
+        f_error_code = _read_h(buf, pos)
+        n_partition_errors = _read_i(buf, pos + 2)
+    else:
+        f_error_code, n_partition_errors = _S_hi.unpack_from(buf, pos)
     pos += 6
     if n_partition_errors < 0 or n_partition_errors > (end - pos) // 8:
         raise _w.bad_count('partition_errors', pos - 4, n_partition_errors, end, 8)
@@ -370,7 +445,10 @@ def _dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(buf, pos, end):
     """Decode LeaderAndIsrResponse_LeaderAndIsrPartitionError (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 2:
         raise _w.short_run(_L2, pos, end)
-    n_topic_name = _S_h.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_topic_name = _read_h(buf, pos)
+    else:
+        n_topic_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if n_topic_name >= 0:
         if end - pos < n_topic_name:
@@ -384,7 +462,11 @@ def _dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(buf, pos, end):
         raise _w.bad_length('topic_name', pos - 2, n_topic_name, False)
     if end - pos < 6:
         raise _w.short_run(_L8, pos, end)
-    f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
+    if cython.compiled:
+        f_partition_index = _read_i(buf, pos)
+        f_error_code = _read_h(buf, pos + 4)
+    else:
+        f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     obj = _new(LeaderAndIsrResponse_LeaderAndIsrPartitionError)
     obj.topic_name = f_topic_name

@@ -7,6 +7,12 @@ from __future__ import annotations
 import struct as _struct
 from typing import List, Optional
 
+try:
+    import cython  # compiled: C reads below; pure Python: Cython's shadow module
+except ImportError:  # pure Python without Cython installed
+    class cython:  # type: ignore[no-redef]
+        compiled = False
+
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
 from kproto.message_base import RECORDS, SCALAR, SCALARS, STRUCTS, Message, Struct, as_record_set
@@ -17,11 +23,42 @@ __all__ = ['ListGroupsRequest', 'ListGroupsResponse']
 _new = object.__new__
 _unpack_from = _struct.unpack_from
 _pack = _struct.pack
+_S_b = _struct.Struct(">b")
 _S_h = _struct.Struct(">h")
 _S_hi = _struct.Struct(">hi")
+_S_i = _struct.Struct(">i")
+_S_q = _struct.Struct(">q")
 _L0 = (('error_code', 0, 2), ('groups', 2, 4))
 _L1 = (('group_id', 0, 2),)
 _L2 = (('protocol_type', 0, 2),)
+
+
+def _read_b(buf, pos):
+    if cython.compiled:
+        return cython.cast(cython.schar, buf[pos])
+    return _S_b.unpack_from(buf, pos)[0]
+
+
+def _read_h(buf, pos):
+    if cython.compiled:
+        return cython.cast(cython.short, (buf[pos] << 8) | buf[pos + 1])
+    return _S_h.unpack_from(buf, pos)[0]
+
+
+def _read_i(buf, pos):
+    if cython.compiled:
+        return cython.cast(cython.int, (cython.cast(cython.uint, buf[pos]) << 24) | (buf[pos + 1] << 16)
+                           | (buf[pos + 2] << 8) | buf[pos + 3])
+    return _S_i.unpack_from(buf, pos)[0]
+
+
+def _read_q(buf, pos):
+    if cython.compiled:
+        hi = cython.cast(cython.ulonglong, _read_i(buf, pos))
+        lo = cython.cast(cython.ulonglong, _read_i(buf, pos + 4)) & 0xFFFFFFFF
+        return cython.cast(cython.longlong, (hi << 32) | lo)
+    return _S_q.unpack_from(buf, pos)[0]
+
 
 class ListGroupsRequest(Message):
     """The request of ListGroups (api key 16). Lists the groups a broker coordinates.
@@ -102,7 +139,11 @@ def _dec_ListGroupsResponse_v0(buf, pos, end):
     """Decode ListGroupsResponse (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 6:
         raise _w.short_run(_L0, pos, end)
-    f_error_code, n_groups = _S_hi.unpack_from(buf, pos)
+    if cython.compiled:
+        f_error_code = _read_h(buf, pos)
+        n_groups = _read_i(buf, pos + 2)
+    else:
+        f_error_code, n_groups = _S_hi.unpack_from(buf, pos)
     pos += 6
     if n_groups < 0 or n_groups > (end - pos) // 4:
         raise _w.bad_count('groups', pos - 4, n_groups, end, 4)
@@ -132,7 +173,10 @@ def _dec_ListGroupsResponse_ListedGroup_v0(buf, pos, end):
     """Decode ListGroupsResponse_ListedGroup (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 2:
         raise _w.short_run(_L1, pos, end)
-    n_group_id = _S_h.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_group_id = _read_h(buf, pos)
+    else:
+        n_group_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if n_group_id >= 0:
         if end - pos < n_group_id:
@@ -146,7 +190,10 @@ def _dec_ListGroupsResponse_ListedGroup_v0(buf, pos, end):
         raise _w.bad_length('group_id', pos - 2, n_group_id, False)
     if end - pos < 2:
         raise _w.short_run(_L2, pos, end)
-    n_protocol_type = _S_h.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_protocol_type = _read_h(buf, pos)
+    else:
+        n_protocol_type = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if n_protocol_type >= 0:
         if end - pos < n_protocol_type:

@@ -7,6 +7,12 @@ from __future__ import annotations
 import struct as _struct
 from typing import List, Optional
 
+try:
+    import cython  # compiled: C reads below; pure Python: Cython's shadow module
+except ImportError:  # pure Python without Cython installed
+    class cython:  # type: ignore[no-redef]
+        compiled = False
+
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
 from kproto.message_base import RECORDS, SCALAR, SCALARS, STRUCTS, Message, Struct, as_record_set
@@ -17,17 +23,47 @@ __all__ = ['ListOffsetsRequest', 'ListOffsetsResponse']
 _new = object.__new__
 _unpack_from = _struct.unpack_from
 _pack = _struct.pack
+_S_b = _struct.Struct(">b")
 _S_h = _struct.Struct(">h")
 _S_i = _struct.Struct(">i")
 _S_ihi = _struct.Struct(">ihi")
 _S_ii = _struct.Struct(">ii")
 _S_iqi = _struct.Struct(">iqi")
+_S_q = _struct.Struct(">q")
 _L0 = (('replica_id', 0, 4), ('topics', 4, 4))
 _L1 = (('name', 0, 2),)
 _L2 = (('partitions', 0, 4),)
 _L3 = (('partition_index', 0, 4), ('timestamp', 4, 8), ('max_num_offsets', 12, 4))
 _L4 = (('topics', 0, 4),)
 _L5 = (('partition_index', 0, 4), ('error_code', 4, 2), ('old_style_offsets', 6, 4))
+
+
+def _read_b(buf, pos):
+    if cython.compiled:
+        return cython.cast(cython.schar, buf[pos])
+    return _S_b.unpack_from(buf, pos)[0]
+
+
+def _read_h(buf, pos):
+    if cython.compiled:
+        return cython.cast(cython.short, (buf[pos] << 8) | buf[pos + 1])
+    return _S_h.unpack_from(buf, pos)[0]
+
+
+def _read_i(buf, pos):
+    if cython.compiled:
+        return cython.cast(cython.int, (cython.cast(cython.uint, buf[pos]) << 24) | (buf[pos + 1] << 16)
+                           | (buf[pos + 2] << 8) | buf[pos + 3])
+    return _S_i.unpack_from(buf, pos)[0]
+
+
+def _read_q(buf, pos):
+    if cython.compiled:
+        hi = cython.cast(cython.ulonglong, _read_i(buf, pos))
+        lo = cython.cast(cython.ulonglong, _read_i(buf, pos + 4)) & 0xFFFFFFFF
+        return cython.cast(cython.longlong, (hi << 32) | lo)
+    return _S_q.unpack_from(buf, pos)[0]
+
 
 class ListOffsetsRequest_ListOffsetsPartition(Struct):
     """ListOffsetsPartition (part of ListOffsetsRequest).
@@ -168,7 +204,11 @@ def _dec_ListOffsetsRequest_v0(buf, pos, end):
     """Decode ListOffsetsRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 8:
         raise _w.short_run(_L0, pos, end)
-    f_replica_id, n_topics = _S_ii.unpack_from(buf, pos)
+    if cython.compiled:
+        f_replica_id = _read_i(buf, pos)
+        n_topics = _read_i(buf, pos + 4)
+    else:
+        f_replica_id, n_topics = _S_ii.unpack_from(buf, pos)
     pos += 8
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6)
@@ -198,7 +238,10 @@ def _dec_ListOffsetsRequest_ListOffsetsTopic_v0(buf, pos, end):
     """Decode ListOffsetsRequest_ListOffsetsTopic (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 2:
         raise _w.short_run(_L1, pos, end)
-    n_name = _S_h.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_name = _read_h(buf, pos)
+    else:
+        n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if n_name >= 0:
         if end - pos < n_name:
@@ -212,7 +255,10 @@ def _dec_ListOffsetsRequest_ListOffsetsTopic_v0(buf, pos, end):
         raise _w.bad_length('name', pos - 2, n_name, False)
     if end - pos < 4:
         raise _w.short_run(_L2, pos, end)
-    n_partitions = _S_i.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_partitions = _read_i(buf, pos)
+    else:
+        n_partitions = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     if n_partitions < 0 or n_partitions > (end - pos) // 16:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 16)
@@ -253,7 +299,12 @@ def _dec_ListOffsetsRequest_ListOffsetsPartition_v0(buf, pos, end):
     """Decode ListOffsetsRequest_ListOffsetsPartition (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 16:
         raise _w.short_run(_L3, pos, end)
-    f_partition_index, f_timestamp, f_max_num_offsets = _S_iqi.unpack_from(buf, pos)
+    if cython.compiled:
+        f_partition_index = _read_i(buf, pos)
+        f_timestamp = _read_q(buf, pos + 4)
+        f_max_num_offsets = _read_i(buf, pos + 12)
+    else:
+        f_partition_index, f_timestamp, f_max_num_offsets = _S_iqi.unpack_from(buf, pos)
     pos += 16
     obj = _new(ListOffsetsRequest_ListOffsetsPartition)
     obj.partition_index = f_partition_index
@@ -271,7 +322,10 @@ def _dec_ListOffsetsResponse_v0(buf, pos, end):
     """Decode ListOffsetsResponse (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 4:
         raise _w.short_run(_L4, pos, end)
-    n_topics = _S_i.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_topics = _read_i(buf, pos)
+    else:
+        n_topics = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6)
@@ -300,7 +354,10 @@ def _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v0(buf, pos, end):
     """Decode ListOffsetsResponse_ListOffsetsTopicResponse (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 2:
         raise _w.short_run(_L1, pos, end)
-    n_name = _S_h.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_name = _read_h(buf, pos)
+    else:
+        n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if n_name >= 0:
         if end - pos < n_name:
@@ -314,7 +371,10 @@ def _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v0(buf, pos, end):
         raise _w.bad_length('name', pos - 2, n_name, False)
     if end - pos < 4:
         raise _w.short_run(_L2, pos, end)
-    n_partitions = _S_i.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_partitions = _read_i(buf, pos)
+    else:
+        n_partitions = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     if n_partitions < 0 or n_partitions > (end - pos) // 10:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 10)
@@ -355,11 +415,19 @@ def _dec_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(buf, pos, end):
     """Decode ListOffsetsResponse_ListOffsetsPartitionResponse (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 10:
         raise _w.short_run(_L5, pos, end)
-    f_partition_index, f_error_code, n_old_style_offsets = _S_ihi.unpack_from(buf, pos)
+    if cython.compiled:
+        f_partition_index = _read_i(buf, pos)
+        f_error_code = _read_h(buf, pos + 4)
+        n_old_style_offsets = _read_i(buf, pos + 6)
+    else:
+        f_partition_index, f_error_code, n_old_style_offsets = _S_ihi.unpack_from(buf, pos)
     pos += 10
     if n_old_style_offsets < 0 or n_old_style_offsets > (end - pos) // 8:
         raise _w.bad_count('old_style_offsets', pos - 4, n_old_style_offsets, end, 8)
-    f_old_style_offsets = list(_unpack_from(">%dq" % n_old_style_offsets, buf, pos))
+    if cython.compiled:
+        f_old_style_offsets = [_read_q(buf, pos + 8 * i) for i in range(n_old_style_offsets)]
+    else:
+        f_old_style_offsets = list(_unpack_from(">%dq" % n_old_style_offsets, buf, pos))
     pos += n_old_style_offsets * 8
     obj = _new(ListOffsetsResponse_ListOffsetsPartitionResponse)
     obj.partition_index = f_partition_index

@@ -7,6 +7,12 @@ from __future__ import annotations
 import struct as _struct
 from typing import List, Optional
 
+try:
+    import cython  # compiled: C reads below; pure Python: Cython's shadow module
+except ImportError:  # pure Python without Cython installed
+    class cython:  # type: ignore[no-redef]
+        compiled = False
+
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
 from kproto.message_base import RECORDS, SCALAR, SCALARS, STRUCTS, Message, Struct, as_record_set
@@ -17,11 +23,13 @@ __all__ = ['MetadataRequest', 'MetadataResponse']
 _new = object.__new__
 _unpack_from = _struct.unpack_from
 _pack = _struct.pack
+_S_b = _struct.Struct(">b")
 _S_h = _struct.Struct(">h")
 _S_hh = _struct.Struct(">hh")
 _S_hiii = _struct.Struct(">hiii")
 _S_i = _struct.Struct(">i")
 _S_ih = _struct.Struct(">ih")
+_S_q = _struct.Struct(">q")
 _L0 = (('topics', 0, 4),)
 _L1 = (('name', 0, 2),)
 _L2 = (('brokers', 0, 4),)
@@ -31,6 +39,34 @@ _L5 = (('error_code', 0, 2), ('name', 2, 2))
 _L6 = (('partitions', 0, 4),)
 _L7 = (('error_code', 0, 2), ('partition_index', 2, 4), ('leader_id', 6, 4), ('replica_nodes', 10, 4))
 _L8 = (('isr_nodes', 0, 4),)
+
+
+def _read_b(buf, pos):
+    if cython.compiled:
+        return cython.cast(cython.schar, buf[pos])
+    return _S_b.unpack_from(buf, pos)[0]
+
+
+def _read_h(buf, pos):
+    if cython.compiled:
+        return cython.cast(cython.short, (buf[pos] << 8) | buf[pos + 1])
+    return _S_h.unpack_from(buf, pos)[0]
+
+
+def _read_i(buf, pos):
+    if cython.compiled:
+        return cython.cast(cython.int, (cython.cast(cython.uint, buf[pos]) << 24) | (buf[pos + 1] << 16)
+                           | (buf[pos + 2] << 8) | buf[pos + 3])
+    return _S_i.unpack_from(buf, pos)[0]
+
+
+def _read_q(buf, pos):
+    if cython.compiled:
+        hi = cython.cast(cython.ulonglong, _read_i(buf, pos))
+        lo = cython.cast(cython.ulonglong, _read_i(buf, pos + 4)) & 0xFFFFFFFF
+        return cython.cast(cython.longlong, (hi << 32) | lo)
+    return _S_q.unpack_from(buf, pos)[0]
+
 
 class MetadataRequest_MetadataRequestTopic(Struct):
     """MetadataRequestTopic (part of MetadataRequest).
@@ -177,7 +213,10 @@ def _dec_MetadataRequest_v0(buf, pos, end):
     """Decode MetadataRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 4:
         raise _w.short_run(_L0, pos, end)
-    n_topics = _S_i.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_topics = _read_i(buf, pos)
+    else:
+        n_topics = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     if n_topics < 0 or n_topics > (end - pos) // 2:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 2)
@@ -206,7 +245,10 @@ def _dec_MetadataRequest_MetadataRequestTopic_v0(buf, pos, end):
     """Decode MetadataRequest_MetadataRequestTopic (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 2:
         raise _w.short_run(_L1, pos, end)
-    n_name = _S_h.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_name = _read_h(buf, pos)
+    else:
+        n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if n_name >= 0:
         if end - pos < n_name:
@@ -242,7 +284,10 @@ def _dec_MetadataResponse_v0(buf, pos, end):
     """Decode MetadataResponse (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 4:
         raise _w.short_run(_L2, pos, end)
-    n_brokers = _S_i.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_brokers = _read_i(buf, pos)
+    else:
+        n_brokers = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     if n_brokers < 0 or n_brokers > (end - pos) // 10:
         raise _w.bad_count('brokers', pos - 4, n_brokers, end, 10)
@@ -255,7 +300,10 @@ def _dec_MetadataResponse_v0(buf, pos, end):
         f_brokers.append(item)
     if end - pos < 4:
         raise _w.short_run(_L0, pos, end)
-    n_topics = _S_i.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_topics = _read_i(buf, pos)
+    else:
+        n_topics = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     if n_topics < 0 or n_topics > (end - pos) // 8:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 8)
@@ -290,7 +338,11 @@ def _dec_MetadataResponse_MetadataResponseBroker_v0(buf, pos, end):
     """Decode MetadataResponse_MetadataResponseBroker (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 6:
         raise _w.short_run(_L3, pos, end)
-    f_node_id, n_host = _S_ih.unpack_from(buf, pos)
+    if cython.compiled:
+        f_node_id = _read_i(buf, pos)
+        n_host = _read_h(buf, pos + 4)
+    else:
+        f_node_id, n_host = _S_ih.unpack_from(buf, pos)
     pos += 6
     if n_host >= 0:
         if end - pos < n_host:
@@ -304,7 +356,10 @@ def _dec_MetadataResponse_MetadataResponseBroker_v0(buf, pos, end):
         raise _w.bad_length('host', pos - 2, n_host, False)
     if end - pos < 4:
         raise _w.short_run(_L4, pos, end)
-    f_port = _S_i.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        f_port = _read_i(buf, pos)
+    else:
+        f_port = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     obj = _new(MetadataResponse_MetadataResponseBroker)
     obj.node_id = f_node_id
@@ -333,7 +388,11 @@ def _dec_MetadataResponse_MetadataResponseTopic_v0(buf, pos, end):
     """Decode MetadataResponse_MetadataResponseTopic (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 4:
         raise _w.short_run(_L5, pos, end)
-    f_error_code, n_name = _S_hh.unpack_from(buf, pos)
+    if cython.compiled:
+        f_error_code = _read_h(buf, pos)
+        n_name = _read_h(buf, pos + 2)
+    else:
+        f_error_code, n_name = _S_hh.unpack_from(buf, pos)
     pos += 4
     if n_name >= 0:
         if end - pos < n_name:
@@ -347,7 +406,10 @@ def _dec_MetadataResponse_MetadataResponseTopic_v0(buf, pos, end):
         raise _w.bad_length('name', pos - 2, n_name, False)
     if end - pos < 4:
         raise _w.short_run(_L6, pos, end)
-    n_partitions = _S_i.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_partitions = _read_i(buf, pos)
+    else:
+        n_partitions = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     if n_partitions < 0 or n_partitions > (end - pos) // 18:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 18)
@@ -389,19 +451,34 @@ def _dec_MetadataResponse_MetadataResponsePartition_v0(buf, pos, end):
     """Decode MetadataResponse_MetadataResponsePartition (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 14:
         raise _w.short_run(_L7, pos, end)
-    f_error_code, f_partition_index, f_leader_id, n_replica_nodes = _S_hiii.unpack_from(buf, pos)
+    if cython.compiled:
+        f_error_code = _read_h(buf, pos)
+        f_partition_index = _read_i(buf, pos + 2)
+        f_leader_id = _read_i(buf, pos + 6)
+        n_replica_nodes = _read_i(buf, pos + 10)
+    else:
+        f_error_code, f_partition_index, f_leader_id, n_replica_nodes = _S_hiii.unpack_from(buf, pos)
     pos += 14
     if n_replica_nodes < 0 or n_replica_nodes > (end - pos) // 4:
         raise _w.bad_count('replica_nodes', pos - 4, n_replica_nodes, end, 4)
-    f_replica_nodes = list(_unpack_from(">%di" % n_replica_nodes, buf, pos))
+    if cython.compiled:
+        f_replica_nodes = [_read_i(buf, pos + 4 * i) for i in range(n_replica_nodes)]
+    else:
+        f_replica_nodes = list(_unpack_from(">%di" % n_replica_nodes, buf, pos))
     pos += n_replica_nodes * 4
     if end - pos < 4:
         raise _w.short_run(_L8, pos, end)
-    n_isr_nodes = _S_i.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_isr_nodes = _read_i(buf, pos)
+    else:
+        n_isr_nodes = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     if n_isr_nodes < 0 or n_isr_nodes > (end - pos) // 4:
         raise _w.bad_count('isr_nodes', pos - 4, n_isr_nodes, end, 4)
-    f_isr_nodes = list(_unpack_from(">%di" % n_isr_nodes, buf, pos))
+    if cython.compiled:
+        f_isr_nodes = [_read_i(buf, pos + 4 * i) for i in range(n_isr_nodes)]
+    else:
+        f_isr_nodes = list(_unpack_from(">%di" % n_isr_nodes, buf, pos))
     pos += n_isr_nodes * 4
     obj = _new(MetadataResponse_MetadataResponsePartition)
     obj.error_code = f_error_code

@@ -7,6 +7,12 @@ from __future__ import annotations
 import struct as _struct
 from typing import List, Optional
 
+try:
+    import cython  # compiled: C reads below; pure Python: Cython's shadow module
+except ImportError:  # pure Python without Cython installed
+    class cython:  # type: ignore[no-redef]
+        compiled = False
+
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
 from kproto.message_base import RECORDS, SCALAR, SCALARS, STRUCTS, Message, Struct, as_record_set
@@ -17,11 +23,13 @@ __all__ = ['OffsetCommitRequest', 'OffsetCommitResponse']
 _new = object.__new__
 _unpack_from = _struct.unpack_from
 _pack = _struct.pack
+_S_b = _struct.Struct(">b")
 _S_h = _struct.Struct(">h")
 _S_i = _struct.Struct(">i")
 _S_ih = _struct.Struct(">ih")
 _S_iqh = _struct.Struct(">iqh")
 _S_iqqh = _struct.Struct(">iqqh")
+_S_q = _struct.Struct(">q")
 _S_qi = _struct.Struct(">qi")
 _L0 = (('group_id', 0, 2),)
 _L1 = (('topics', 0, 4),)
@@ -32,6 +40,34 @@ _L5 = (('partitions', 0, 4),)
 _L6 = (('partition_index', 0, 4), ('committed_offset', 4, 8), ('committed_metadata', 12, 2))
 _L7 = (('partition_index', 0, 4), ('committed_offset', 4, 8), ('commit_timestamp', 12, 8), ('committed_metadata', 20, 2))
 _L8 = (('partition_index', 0, 4), ('error_code', 4, 2))
+
+
+def _read_b(buf, pos):
+    if cython.compiled:
+        return cython.cast(cython.schar, buf[pos])
+    return _S_b.unpack_from(buf, pos)[0]
+
+
+def _read_h(buf, pos):
+    if cython.compiled:
+        return cython.cast(cython.short, (buf[pos] << 8) | buf[pos + 1])
+    return _S_h.unpack_from(buf, pos)[0]
+
+
+def _read_i(buf, pos):
+    if cython.compiled:
+        return cython.cast(cython.int, (cython.cast(cython.uint, buf[pos]) << 24) | (buf[pos + 1] << 16)
+                           | (buf[pos + 2] << 8) | buf[pos + 3])
+    return _S_i.unpack_from(buf, pos)[0]
+
+
+def _read_q(buf, pos):
+    if cython.compiled:
+        hi = cython.cast(cython.ulonglong, _read_i(buf, pos))
+        lo = cython.cast(cython.ulonglong, _read_i(buf, pos + 4)) & 0xFFFFFFFF
+        return cython.cast(cython.longlong, (hi << 32) | lo)
+    return _S_q.unpack_from(buf, pos)[0]
+
 
 class OffsetCommitRequest_OffsetCommitRequestPartition(Struct):
     """OffsetCommitRequestPartition (part of OffsetCommitRequest).
@@ -181,7 +217,10 @@ def _dec_OffsetCommitRequest_v0(buf, pos, end):
     """Decode OffsetCommitRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 2:
         raise _w.short_run(_L0, pos, end)
-    n_group_id = _S_h.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_group_id = _read_h(buf, pos)
+    else:
+        n_group_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if n_group_id >= 0:
         if end - pos < n_group_id:
@@ -195,7 +234,10 @@ def _dec_OffsetCommitRequest_v0(buf, pos, end):
         raise _w.bad_length('group_id', pos - 2, n_group_id, False)
     if end - pos < 4:
         raise _w.short_run(_L1, pos, end)
-    n_topics = _S_i.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_topics = _read_i(buf, pos)
+    else:
+        n_topics = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6)
@@ -239,7 +281,10 @@ def _dec_OffsetCommitRequest_v1(buf, pos, end):
     """Decode OffsetCommitRequest (v1 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 2:
         raise _w.short_run(_L0, pos, end)
-    n_group_id = _S_h.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_group_id = _read_h(buf, pos)
+    else:
+        n_group_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if n_group_id >= 0:
         if end - pos < n_group_id:
@@ -253,7 +298,11 @@ def _dec_OffsetCommitRequest_v1(buf, pos, end):
         raise _w.bad_length('group_id', pos - 2, n_group_id, False)
     if end - pos < 6:
         raise _w.short_run(_L2, pos, end)
-    f_generation_id_or_member_epoch, n_member_id = _S_ih.unpack_from(buf, pos)
+    if cython.compiled:
+        f_generation_id_or_member_epoch = _read_i(buf, pos)
+        n_member_id = _read_h(buf, pos + 4)
+    else:
+        f_generation_id_or_member_epoch, n_member_id = _S_ih.unpack_from(buf, pos)
     pos += 6
     if n_member_id >= 0:
         if end - pos < n_member_id:
@@ -267,7 +316,10 @@ def _dec_OffsetCommitRequest_v1(buf, pos, end):
         raise _w.bad_length('member_id', pos - 2, n_member_id, False)
     if end - pos < 4:
         raise _w.short_run(_L1, pos, end)
-    n_topics = _S_i.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_topics = _read_i(buf, pos)
+    else:
+        n_topics = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6)
@@ -322,7 +374,10 @@ def _dec_OffsetCommitRequest_v2(buf, pos, end):
     """Decode OffsetCommitRequest (v2 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 2:
         raise _w.short_run(_L0, pos, end)
-    n_group_id = _S_h.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_group_id = _read_h(buf, pos)
+    else:
+        n_group_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if n_group_id >= 0:
         if end - pos < n_group_id:
@@ -336,7 +391,11 @@ def _dec_OffsetCommitRequest_v2(buf, pos, end):
         raise _w.bad_length('group_id', pos - 2, n_group_id, False)
     if end - pos < 6:
         raise _w.short_run(_L2, pos, end)
-    f_generation_id_or_member_epoch, n_member_id = _S_ih.unpack_from(buf, pos)
+    if cython.compiled:
+        f_generation_id_or_member_epoch = _read_i(buf, pos)
+        n_member_id = _read_h(buf, pos + 4)
+    else:
+        f_generation_id_or_member_epoch, n_member_id = _S_ih.unpack_from(buf, pos)
     pos += 6
     if n_member_id >= 0:
         if end - pos < n_member_id:
@@ -350,7 +409,11 @@ def _dec_OffsetCommitRequest_v2(buf, pos, end):
         raise _w.bad_length('member_id', pos - 2, n_member_id, False)
     if end - pos < 12:
         raise _w.short_run(_L3, pos, end)
-    f_retention_time_ms, n_topics = _S_qi.unpack_from(buf, pos)
+    if cython.compiled:
+        f_retention_time_ms = _read_q(buf, pos)
+        n_topics = _read_i(buf, pos + 8)
+    else:
+        f_retention_time_ms, n_topics = _S_qi.unpack_from(buf, pos)
     pos += 12
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6)
@@ -405,7 +468,10 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v0(buf, pos, end):
     """Decode OffsetCommitRequest_OffsetCommitRequestTopic (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 2:
         raise _w.short_run(_L4, pos, end)
-    n_name = _S_h.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_name = _read_h(buf, pos)
+    else:
+        n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if n_name >= 0:
         if end - pos < n_name:
@@ -419,7 +485,10 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v0(buf, pos, end):
         raise _w.bad_length('name', pos - 2, n_name, False)
     if end - pos < 4:
         raise _w.short_run(_L5, pos, end)
-    n_partitions = _S_i.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_partitions = _read_i(buf, pos)
+    else:
+        n_partitions = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     if n_partitions < 0 or n_partitions > (end - pos) // 14:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 14)
@@ -460,7 +529,10 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v1(buf, pos, end):
     """Decode OffsetCommitRequest_OffsetCommitRequestTopic (v1 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 2:
         raise _w.short_run(_L4, pos, end)
-    n_name = _S_h.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_name = _read_h(buf, pos)
+    else:
+        n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if n_name >= 0:
         if end - pos < n_name:
@@ -474,7 +546,10 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v1(buf, pos, end):
         raise _w.bad_length('name', pos - 2, n_name, False)
     if end - pos < 4:
         raise _w.short_run(_L5, pos, end)
-    n_partitions = _S_i.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_partitions = _read_i(buf, pos)
+    else:
+        n_partitions = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     if n_partitions < 0 or n_partitions > (end - pos) // 22:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 22)
@@ -515,7 +590,12 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v0(buf, pos, end):
     """Decode OffsetCommitRequest_OffsetCommitRequestPartition (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 14:
         raise _w.short_run(_L6, pos, end)
-    f_partition_index, f_committed_offset, n_committed_metadata = _S_iqh.unpack_from(buf, pos)
+    if cython.compiled:
+        f_partition_index = _read_i(buf, pos)
+        f_committed_offset = _read_q(buf, pos + 4)
+        n_committed_metadata = _read_h(buf, pos + 12)
+    else:
+        f_partition_index, f_committed_offset, n_committed_metadata = _S_iqh.unpack_from(buf, pos)
     pos += 14
     if n_committed_metadata >= 0:
         if end - pos < n_committed_metadata:
@@ -558,7 +638,13 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v1(buf, pos, end):
     """Decode OffsetCommitRequest_OffsetCommitRequestPartition (v1 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 22:
         raise _w.short_run(_L7, pos, end)
-    f_partition_index, f_committed_offset, f_commit_timestamp, n_committed_metadata = _S_iqqh.unpack_from(buf, pos)
+    if cython.compiled:
+        f_partition_index = _read_i(buf, pos)
+        f_committed_offset = _read_q(buf, pos + 4)
+        f_commit_timestamp = _read_q(buf, pos + 12)
+        n_committed_metadata = _read_h(buf, pos + 20)
+    else:
+        f_partition_index, f_committed_offset, f_commit_timestamp, n_committed_metadata = _S_iqqh.unpack_from(buf, pos)
     pos += 22
     if n_committed_metadata >= 0:
         if end - pos < n_committed_metadata:
@@ -599,7 +685,10 @@ def _dec_OffsetCommitResponse_v0(buf, pos, end):
     """Decode OffsetCommitResponse (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 4:
         raise _w.short_run(_L1, pos, end)
-    n_topics = _S_i.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_topics = _read_i(buf, pos)
+    else:
+        n_topics = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6)
@@ -628,7 +717,10 @@ def _dec_OffsetCommitResponse_OffsetCommitResponseTopic_v0(buf, pos, end):
     """Decode OffsetCommitResponse_OffsetCommitResponseTopic (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 2:
         raise _w.short_run(_L4, pos, end)
-    n_name = _S_h.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_name = _read_h(buf, pos)
+    else:
+        n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if n_name >= 0:
         if end - pos < n_name:
@@ -642,7 +734,10 @@ def _dec_OffsetCommitResponse_OffsetCommitResponseTopic_v0(buf, pos, end):
         raise _w.bad_length('name', pos - 2, n_name, False)
     if end - pos < 4:
         raise _w.short_run(_L5, pos, end)
-    n_partitions = _S_i.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_partitions = _read_i(buf, pos)
+    else:
+        n_partitions = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     if n_partitions < 0 or n_partitions > (end - pos) // 6:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 6)
@@ -683,7 +778,11 @@ def _dec_OffsetCommitResponse_OffsetCommitResponsePartition_v0(buf, pos, end):
     """Decode OffsetCommitResponse_OffsetCommitResponsePartition (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 6:
         raise _w.short_run(_L8, pos, end)
-    f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
+    if cython.compiled:
+        f_partition_index = _read_i(buf, pos)
+        f_error_code = _read_h(buf, pos + 4)
+    else:
+        f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     obj = _new(OffsetCommitResponse_OffsetCommitResponsePartition)
     obj.partition_index = f_partition_index

@@ -7,6 +7,12 @@ from __future__ import annotations
 import struct as _struct
 from typing import List, Optional
 
+try:
+    import cython  # compiled: C reads below; pure Python: Cython's shadow module
+except ImportError:  # pure Python without Cython installed
+    class cython:  # type: ignore[no-redef]
+        compiled = False
+
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
 from kproto.message_base import RECORDS, SCALAR, SCALARS, STRUCTS, Message, Struct, as_record_set
@@ -17,9 +23,11 @@ __all__ = ['OffsetFetchRequest', 'OffsetFetchResponse']
 _new = object.__new__
 _unpack_from = _struct.unpack_from
 _pack = _struct.pack
+_S_b = _struct.Struct(">b")
 _S_h = _struct.Struct(">h")
 _S_i = _struct.Struct(">i")
 _S_iqh = _struct.Struct(">iqh")
+_S_q = _struct.Struct(">q")
 _L0 = (('group_id', 0, 2),)
 _L1 = (('topics', 0, 4),)
 _L2 = (('name', 0, 2),)
@@ -27,6 +35,34 @@ _L3 = (('partition_indexes', 0, 4),)
 _L4 = (('partitions', 0, 4),)
 _L5 = (('partition_index', 0, 4), ('committed_offset', 4, 8), ('metadata', 12, 2))
 _L6 = (('error_code', 0, 2),)
+
+
+def _read_b(buf, pos):
+    if cython.compiled:
+        return cython.cast(cython.schar, buf[pos])
+    return _S_b.unpack_from(buf, pos)[0]
+
+
+def _read_h(buf, pos):
+    if cython.compiled:
+        return cython.cast(cython.short, (buf[pos] << 8) | buf[pos + 1])
+    return _S_h.unpack_from(buf, pos)[0]
+
+
+def _read_i(buf, pos):
+    if cython.compiled:
+        return cython.cast(cython.int, (cython.cast(cython.uint, buf[pos]) << 24) | (buf[pos + 1] << 16)
+                           | (buf[pos + 2] << 8) | buf[pos + 3])
+    return _S_i.unpack_from(buf, pos)[0]
+
+
+def _read_q(buf, pos):
+    if cython.compiled:
+        hi = cython.cast(cython.ulonglong, _read_i(buf, pos))
+        lo = cython.cast(cython.ulonglong, _read_i(buf, pos + 4)) & 0xFFFFFFFF
+        return cython.cast(cython.longlong, (hi << 32) | lo)
+    return _S_q.unpack_from(buf, pos)[0]
+
 
 class OffsetFetchRequest_OffsetFetchRequestTopic(Struct):
     """OffsetFetchRequestTopic (part of OffsetFetchRequest).
@@ -147,7 +183,10 @@ def _dec_OffsetFetchRequest_v0(buf, pos, end):
     """Decode OffsetFetchRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 2:
         raise _w.short_run(_L0, pos, end)
-    n_group_id = _S_h.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_group_id = _read_h(buf, pos)
+    else:
+        n_group_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if n_group_id >= 0:
         if end - pos < n_group_id:
@@ -161,7 +200,10 @@ def _dec_OffsetFetchRequest_v0(buf, pos, end):
         raise _w.bad_length('group_id', pos - 2, n_group_id, False)
     if end - pos < 4:
         raise _w.short_run(_L1, pos, end)
-    n_topics = _S_i.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_topics = _read_i(buf, pos)
+    else:
+        n_topics = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6)
@@ -202,7 +244,10 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestTopic_v0(buf, pos, end):
     """Decode OffsetFetchRequest_OffsetFetchRequestTopic (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 2:
         raise _w.short_run(_L2, pos, end)
-    n_name = _S_h.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_name = _read_h(buf, pos)
+    else:
+        n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if n_name >= 0:
         if end - pos < n_name:
@@ -216,11 +261,17 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestTopic_v0(buf, pos, end):
         raise _w.bad_length('name', pos - 2, n_name, False)
     if end - pos < 4:
         raise _w.short_run(_L3, pos, end)
-    n_partition_indexes = _S_i.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_partition_indexes = _read_i(buf, pos)
+    else:
+        n_partition_indexes = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     if n_partition_indexes < 0 or n_partition_indexes > (end - pos) // 4:
         raise _w.bad_count('partition_indexes', pos - 4, n_partition_indexes, end, 4)
-    f_partition_indexes = list(_unpack_from(">%di" % n_partition_indexes, buf, pos))
+    if cython.compiled:
+        f_partition_indexes = [_read_i(buf, pos + 4 * i) for i in range(n_partition_indexes)]
+    else:
+        f_partition_indexes = list(_unpack_from(">%di" % n_partition_indexes, buf, pos))
     pos += n_partition_indexes * 4
     obj = _new(OffsetFetchRequest_OffsetFetchRequestTopic)
     obj.name = f_name
@@ -251,7 +302,10 @@ def _dec_OffsetFetchResponse_v0(buf, pos, end):
     """Decode OffsetFetchResponse (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 4:
         raise _w.short_run(_L1, pos, end)
-    n_topics = _S_i.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_topics = _read_i(buf, pos)
+    else:
+        n_topics = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6)
@@ -280,7 +334,10 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseTopic_v0(buf, pos, end):
     """Decode OffsetFetchResponse_OffsetFetchResponseTopic (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 2:
         raise _w.short_run(_L2, pos, end)
-    n_name = _S_h.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_name = _read_h(buf, pos)
+    else:
+        n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if n_name >= 0:
         if end - pos < n_name:
@@ -294,7 +351,10 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseTopic_v0(buf, pos, end):
         raise _w.bad_length('name', pos - 2, n_name, False)
     if end - pos < 4:
         raise _w.short_run(_L4, pos, end)
-    n_partitions = _S_i.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_partitions = _read_i(buf, pos)
+    else:
+        n_partitions = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     if n_partitions < 0 or n_partitions > (end - pos) // 16:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 16)
@@ -335,7 +395,12 @@ def _dec_OffsetFetchResponse_OffsetFetchResponsePartition_v0(buf, pos, end):
     """Decode OffsetFetchResponse_OffsetFetchResponsePartition (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 14:
         raise _w.short_run(_L5, pos, end)
-    f_partition_index, f_committed_offset, n_metadata = _S_iqh.unpack_from(buf, pos)
+    if cython.compiled:
+        f_partition_index = _read_i(buf, pos)
+        f_committed_offset = _read_q(buf, pos + 4)
+        n_metadata = _read_h(buf, pos + 12)
+    else:
+        f_partition_index, f_committed_offset, n_metadata = _S_iqh.unpack_from(buf, pos)
     pos += 14
     if n_metadata >= 0:
         if end - pos < n_metadata:
@@ -351,7 +416,10 @@ def _dec_OffsetFetchResponse_OffsetFetchResponsePartition_v0(buf, pos, end):
         raise _w.bad_length('metadata', pos - 2, n_metadata, True)
     if end - pos < 2:
         raise _w.short_run(_L6, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        f_error_code = _read_h(buf, pos)
+    else:
+        f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     obj = _new(OffsetFetchResponse_OffsetFetchResponsePartition)
     obj.partition_index = f_partition_index

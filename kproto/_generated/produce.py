@@ -7,6 +7,12 @@ from __future__ import annotations
 import struct as _struct
 from typing import List, Optional
 
+try:
+    import cython  # compiled: C reads below; pure Python: Cython's shadow module
+except ImportError:  # pure Python without Cython installed
+    class cython:  # type: ignore[no-redef]
+        compiled = False
+
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
 from kproto.message_base import RECORDS, SCALAR, SCALARS, STRUCTS, Message, Struct, as_record_set
@@ -17,11 +23,13 @@ __all__ = ['ProduceRequest', 'ProduceResponse']
 _new = object.__new__
 _unpack_from = _struct.unpack_from
 _pack = _struct.pack
+_S_b = _struct.Struct(">b")
 _S_h = _struct.Struct(">h")
 _S_hii = _struct.Struct(">hii")
 _S_i = _struct.Struct(">i")
 _S_ihq = _struct.Struct(">ihq")
 _S_ii = _struct.Struct(">ii")
+_S_q = _struct.Struct(">q")
 _L0 = (('acks', 0, 2), ('timeout_ms', 2, 4), ('topic_data', 6, 4))
 _L1 = (('name', 0, 2),)
 _L2 = (('partition_data', 0, 4),)
@@ -30,6 +38,34 @@ _L4 = (('responses', 0, 4),)
 _L5 = (('throttle_time_ms', 0, 4),)
 _L6 = (('partition_responses', 0, 4),)
 _L7 = (('index', 0, 4), ('error_code', 4, 2), ('base_offset', 6, 8))
+
+
+def _read_b(buf, pos):
+    if cython.compiled:
+        return cython.cast(cython.schar, buf[pos])
+    return _S_b.unpack_from(buf, pos)[0]
+
+
+def _read_h(buf, pos):
+    if cython.compiled:
+        return cython.cast(cython.short, (buf[pos] << 8) | buf[pos + 1])
+    return _S_h.unpack_from(buf, pos)[0]
+
+
+def _read_i(buf, pos):
+    if cython.compiled:
+        return cython.cast(cython.int, (cython.cast(cython.uint, buf[pos]) << 24) | (buf[pos + 1] << 16)
+                           | (buf[pos + 2] << 8) | buf[pos + 3])
+    return _S_i.unpack_from(buf, pos)[0]
+
+
+def _read_q(buf, pos):
+    if cython.compiled:
+        hi = cython.cast(cython.ulonglong, _read_i(buf, pos))
+        lo = cython.cast(cython.ulonglong, _read_i(buf, pos + 4)) & 0xFFFFFFFF
+        return cython.cast(cython.longlong, (hi << 32) | lo)
+    return _S_q.unpack_from(buf, pos)[0]
+
 
 class ProduceRequest_PartitionProduceData(Struct):
     """PartitionProduceData (part of ProduceRequest).
@@ -173,7 +209,12 @@ def _dec_ProduceRequest_v0(buf, pos, end):
     """Decode ProduceRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 10:
         raise _w.short_run(_L0, pos, end)
-    f_acks, f_timeout_ms, n_topic_data = _S_hii.unpack_from(buf, pos)
+    if cython.compiled:
+        f_acks = _read_h(buf, pos)
+        f_timeout_ms = _read_i(buf, pos + 2)
+        n_topic_data = _read_i(buf, pos + 6)
+    else:
+        f_acks, f_timeout_ms, n_topic_data = _S_hii.unpack_from(buf, pos)
     pos += 10
     if n_topic_data < 0 or n_topic_data > (end - pos) // 6:
         raise _w.bad_count('topic_data', pos - 4, n_topic_data, end, 6)
@@ -204,7 +245,10 @@ def _dec_ProduceRequest_TopicProduceData_v0(buf, pos, end):
     """Decode ProduceRequest_TopicProduceData (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 2:
         raise _w.short_run(_L1, pos, end)
-    n_name = _S_h.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_name = _read_h(buf, pos)
+    else:
+        n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if n_name >= 0:
         if end - pos < n_name:
@@ -218,7 +262,10 @@ def _dec_ProduceRequest_TopicProduceData_v0(buf, pos, end):
         raise _w.bad_length('name', pos - 2, n_name, False)
     if end - pos < 4:
         raise _w.short_run(_L2, pos, end)
-    n_partition_data = _S_i.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_partition_data = _read_i(buf, pos)
+    else:
+        n_partition_data = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     if n_partition_data < 0 or n_partition_data > (end - pos) // 8:
         raise _w.bad_count('partition_data', pos - 4, n_partition_data, end, 8)
@@ -259,7 +306,11 @@ def _dec_ProduceRequest_PartitionProduceData_v0(buf, pos, end):
     """Decode ProduceRequest_PartitionProduceData (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 8:
         raise _w.short_run(_L3, pos, end)
-    f_index, n_records = _S_ii.unpack_from(buf, pos)
+    if cython.compiled:
+        f_index = _read_i(buf, pos)
+        n_records = _read_i(buf, pos + 4)
+    else:
+        f_index, n_records = _S_ii.unpack_from(buf, pos)
     pos += 8
     if n_records >= 0:
         if end - pos < n_records:
@@ -293,7 +344,10 @@ def _dec_ProduceResponse_v0(buf, pos, end):
     """Decode ProduceResponse (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 4:
         raise _w.short_run(_L4, pos, end)
-    n_responses = _S_i.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_responses = _read_i(buf, pos)
+    else:
+        n_responses = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     if n_responses < 0 or n_responses > (end - pos) // 6:
         raise _w.bad_count('responses', pos - 4, n_responses, end, 6)
@@ -323,7 +377,10 @@ def _dec_ProduceResponse_v1(buf, pos, end):
     """Decode ProduceResponse (v1 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 4:
         raise _w.short_run(_L4, pos, end)
-    n_responses = _S_i.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_responses = _read_i(buf, pos)
+    else:
+        n_responses = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     if n_responses < 0 or n_responses > (end - pos) // 6:
         raise _w.bad_count('responses', pos - 4, n_responses, end, 6)
@@ -336,7 +393,10 @@ def _dec_ProduceResponse_v1(buf, pos, end):
         f_responses.append(item)
     if end - pos < 4:
         raise _w.short_run(_L5, pos, end)
-    f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        f_throttle_time_ms = _read_i(buf, pos)
+    else:
+        f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     obj = _new(ProduceResponse)
     obj.responses = f_responses
@@ -358,7 +418,10 @@ def _dec_ProduceResponse_TopicProduceResponse_v0(buf, pos, end):
     """Decode ProduceResponse_TopicProduceResponse (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 2:
         raise _w.short_run(_L1, pos, end)
-    n_name = _S_h.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_name = _read_h(buf, pos)
+    else:
+        n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if n_name >= 0:
         if end - pos < n_name:
@@ -372,7 +435,10 @@ def _dec_ProduceResponse_TopicProduceResponse_v0(buf, pos, end):
         raise _w.bad_length('name', pos - 2, n_name, False)
     if end - pos < 4:
         raise _w.short_run(_L6, pos, end)
-    n_partition_responses = _S_i.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_partition_responses = _read_i(buf, pos)
+    else:
+        n_partition_responses = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     if n_partition_responses < 0 or n_partition_responses > (end - pos) // 14:
         raise _w.bad_count('partition_responses', pos - 4, n_partition_responses, end, 14)
@@ -413,7 +479,12 @@ def _dec_ProduceResponse_PartitionProduceResponse_v0(buf, pos, end):
     """Decode ProduceResponse_PartitionProduceResponse (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 14:
         raise _w.short_run(_L7, pos, end)
-    f_index, f_error_code, f_base_offset = _S_ihq.unpack_from(buf, pos)
+    if cython.compiled:
+        f_index = _read_i(buf, pos)
+        f_error_code = _read_h(buf, pos + 4)
+        f_base_offset = _read_q(buf, pos + 6)
+    else:
+        f_index, f_error_code, f_base_offset = _S_ihq.unpack_from(buf, pos)
     pos += 14
     obj = _new(ProduceResponse_PartitionProduceResponse)
     obj.index = f_index

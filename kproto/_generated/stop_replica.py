@@ -7,6 +7,12 @@ from __future__ import annotations
 import struct as _struct
 from typing import List, Optional
 
+try:
+    import cython  # compiled: C reads below; pure Python: Cython's shadow module
+except ImportError:  # pure Python without Cython installed
+    class cython:  # type: ignore[no-redef]
+        compiled = False
+
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
 from kproto.message_base import RECORDS, SCALAR, SCALARS, STRUCTS, Message, Struct, as_record_set
@@ -17,17 +23,47 @@ __all__ = ['StopReplicaRequest', 'StopReplicaResponse']
 _new = object.__new__
 _unpack_from = _struct.unpack_from
 _pack = _struct.pack
+_S_b = _struct.Struct(">b")
 _S_h = _struct.Struct(">h")
 _S_hi = _struct.Struct(">hi")
 _S_i = _struct.Struct(">i")
 _S_ih = _struct.Struct(">ih")
 _S_iiBi = _struct.Struct(">ii?i")
 _S_iibi = _struct.Struct(">iibi")
+_S_q = _struct.Struct(">q")
 _L0 = (('controller_id', 0, 4), ('controller_epoch', 4, 4), ('delete_partitions', 8, 1), ('ungrouped_partitions', 9, 4))
 _L1 = (('topic_name', 0, 2),)
 _L2 = (('partition_index', 0, 4),)
 _L3 = (('error_code', 0, 2), ('partition_errors', 2, 4))
 _L4 = (('partition_index', 0, 4), ('error_code', 4, 2))
+
+
+def _read_b(buf, pos):
+    if cython.compiled:
+        return cython.cast(cython.schar, buf[pos])
+    return _S_b.unpack_from(buf, pos)[0]
+
+
+def _read_h(buf, pos):
+    if cython.compiled:
+        return cython.cast(cython.short, (buf[pos] << 8) | buf[pos + 1])
+    return _S_h.unpack_from(buf, pos)[0]
+
+
+def _read_i(buf, pos):
+    if cython.compiled:
+        return cython.cast(cython.int, (cython.cast(cython.uint, buf[pos]) << 24) | (buf[pos + 1] << 16)
+                           | (buf[pos + 2] << 8) | buf[pos + 3])
+    return _S_i.unpack_from(buf, pos)[0]
+
+
+def _read_q(buf, pos):
+    if cython.compiled:
+        hi = cython.cast(cython.ulonglong, _read_i(buf, pos))
+        lo = cython.cast(cython.ulonglong, _read_i(buf, pos + 4)) & 0xFFFFFFFF
+        return cython.cast(cython.longlong, (hi << 32) | lo)
+    return _S_q.unpack_from(buf, pos)[0]
+
 
 class StopReplicaRequest_StopReplicaPartitionV0(Struct):
     """StopReplicaPartitionV0 (part of StopReplicaRequest).
@@ -134,7 +170,13 @@ def _dec_StopReplicaRequest_v0(buf, pos, end):
     """Decode StopReplicaRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 13:
         raise _w.short_run(_L0, pos, end)
-    f_controller_id, f_controller_epoch, f_delete_partitions, n_ungrouped_partitions = _S_iibi.unpack_from(buf, pos)
+    if cython.compiled:
+        f_controller_id = _read_i(buf, pos)
+        f_controller_epoch = _read_i(buf, pos + 4)
+        f_delete_partitions = _read_b(buf, pos + 8)
+        n_ungrouped_partitions = _read_i(buf, pos + 9)
+    else:
+        f_controller_id, f_controller_epoch, f_delete_partitions, n_ungrouped_partitions = _S_iibi.unpack_from(buf, pos)
     pos += 13
     if f_delete_partitions != 0 and f_delete_partitions != 1:
         raise _w.bad_bool('delete_partitions', pos - 5, f_delete_partitions)
@@ -169,7 +211,10 @@ def _dec_StopReplicaRequest_StopReplicaPartitionV0_v0(buf, pos, end):
     """Decode StopReplicaRequest_StopReplicaPartitionV0 (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 2:
         raise _w.short_run(_L1, pos, end)
-    n_topic_name = _S_h.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_topic_name = _read_h(buf, pos)
+    else:
+        n_topic_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if n_topic_name >= 0:
         if end - pos < n_topic_name:
@@ -183,7 +228,10 @@ def _dec_StopReplicaRequest_StopReplicaPartitionV0_v0(buf, pos, end):
         raise _w.bad_length('topic_name', pos - 2, n_topic_name, False)
     if end - pos < 4:
         raise _w.short_run(_L2, pos, end)
-    f_partition_index = _S_i.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        f_partition_index = _read_i(buf, pos)
+    else:
+        f_partition_index = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     obj = _new(StopReplicaRequest_StopReplicaPartitionV0)
     obj.topic_name = f_topic_name
@@ -211,7 +259,11 @@ def _dec_StopReplicaResponse_v0(buf, pos, end):
     """Decode StopReplicaResponse (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 6:
         raise _w.short_run(_L3, pos, end)
-    f_error_code, n_partition_errors = _S_hi.unpack_from(buf, pos)
+    if cython.compiled:
+        f_error_code = _read_h(buf, pos)
+        n_partition_errors = _read_i(buf, pos + 2)
+    else:
+        f_error_code, n_partition_errors = _S_hi.unpack_from(buf, pos)
     pos += 6
     if n_partition_errors < 0 or n_partition_errors > (end - pos) // 8:
         raise _w.bad_count('partition_errors', pos - 4, n_partition_errors, end, 8)
@@ -241,7 +293,10 @@ def _dec_StopReplicaResponse_StopReplicaPartitionError_v0(buf, pos, end):
     """Decode StopReplicaResponse_StopReplicaPartitionError (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 2:
         raise _w.short_run(_L1, pos, end)
-    n_topic_name = _S_h.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_topic_name = _read_h(buf, pos)
+    else:
+        n_topic_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if n_topic_name >= 0:
         if end - pos < n_topic_name:
@@ -255,7 +310,11 @@ def _dec_StopReplicaResponse_StopReplicaPartitionError_v0(buf, pos, end):
         raise _w.bad_length('topic_name', pos - 2, n_topic_name, False)
     if end - pos < 6:
         raise _w.short_run(_L4, pos, end)
-    f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
+    if cython.compiled:
+        f_partition_index = _read_i(buf, pos)
+        f_error_code = _read_h(buf, pos + 4)
+    else:
+        f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     obj = _new(StopReplicaResponse_StopReplicaPartitionError)
     obj.topic_name = f_topic_name

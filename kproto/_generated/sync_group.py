@@ -7,6 +7,12 @@ from __future__ import annotations
 import struct as _struct
 from typing import List, Optional
 
+try:
+    import cython  # compiled: C reads below; pure Python: Cython's shadow module
+except ImportError:  # pure Python without Cython installed
+    class cython:  # type: ignore[no-redef]
+        compiled = False
+
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
 from kproto.message_base import RECORDS, SCALAR, SCALARS, STRUCTS, Message, Struct, as_record_set
@@ -17,16 +23,46 @@ __all__ = ['SyncGroupRequest', 'SyncGroupResponse']
 _new = object.__new__
 _unpack_from = _struct.unpack_from
 _pack = _struct.pack
+_S_b = _struct.Struct(">b")
 _S_h = _struct.Struct(">h")
 _S_hi = _struct.Struct(">hi")
 _S_i = _struct.Struct(">i")
 _S_ih = _struct.Struct(">ih")
+_S_q = _struct.Struct(">q")
 _L0 = (('group_id', 0, 2),)
 _L1 = (('generation_id', 0, 4), ('member_id', 4, 2))
 _L2 = (('assignments', 0, 4),)
 _L3 = (('member_id', 0, 2),)
 _L4 = (('assignment', 0, 4),)
 _L5 = (('error_code', 0, 2), ('assignment', 2, 4))
+
+
+def _read_b(buf, pos):
+    if cython.compiled:
+        return cython.cast(cython.schar, buf[pos])
+    return _S_b.unpack_from(buf, pos)[0]
+
+
+def _read_h(buf, pos):
+    if cython.compiled:
+        return cython.cast(cython.short, (buf[pos] << 8) | buf[pos + 1])
+    return _S_h.unpack_from(buf, pos)[0]
+
+
+def _read_i(buf, pos):
+    if cython.compiled:
+        return cython.cast(cython.int, (cython.cast(cython.uint, buf[pos]) << 24) | (buf[pos + 1] << 16)
+                           | (buf[pos + 2] << 8) | buf[pos + 3])
+    return _S_i.unpack_from(buf, pos)[0]
+
+
+def _read_q(buf, pos):
+    if cython.compiled:
+        hi = cython.cast(cython.ulonglong, _read_i(buf, pos))
+        lo = cython.cast(cython.ulonglong, _read_i(buf, pos + 4)) & 0xFFFFFFFF
+        return cython.cast(cython.longlong, (hi << 32) | lo)
+    return _S_q.unpack_from(buf, pos)[0]
+
 
 class SyncGroupRequest_SyncGroupRequestAssignment(Struct):
     """SyncGroupRequestAssignment (part of SyncGroupRequest).
@@ -110,7 +146,10 @@ def _dec_SyncGroupRequest_v0(buf, pos, end):
     """Decode SyncGroupRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 2:
         raise _w.short_run(_L0, pos, end)
-    n_group_id = _S_h.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_group_id = _read_h(buf, pos)
+    else:
+        n_group_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if n_group_id >= 0:
         if end - pos < n_group_id:
@@ -124,7 +163,11 @@ def _dec_SyncGroupRequest_v0(buf, pos, end):
         raise _w.bad_length('group_id', pos - 2, n_group_id, False)
     if end - pos < 6:
         raise _w.short_run(_L1, pos, end)
-    f_generation_id, n_member_id = _S_ih.unpack_from(buf, pos)
+    if cython.compiled:
+        f_generation_id = _read_i(buf, pos)
+        n_member_id = _read_h(buf, pos + 4)
+    else:
+        f_generation_id, n_member_id = _S_ih.unpack_from(buf, pos)
     pos += 6
     if n_member_id >= 0:
         if end - pos < n_member_id:
@@ -138,7 +181,10 @@ def _dec_SyncGroupRequest_v0(buf, pos, end):
         raise _w.bad_length('member_id', pos - 2, n_member_id, False)
     if end - pos < 4:
         raise _w.short_run(_L2, pos, end)
-    n_assignments = _S_i.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_assignments = _read_i(buf, pos)
+    else:
+        n_assignments = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     if n_assignments < 0 or n_assignments > (end - pos) // 6:
         raise _w.bad_count('assignments', pos - 4, n_assignments, end, 6)
@@ -192,7 +238,10 @@ def _dec_SyncGroupRequest_SyncGroupRequestAssignment_v0(buf, pos, end):
     """Decode SyncGroupRequest_SyncGroupRequestAssignment (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 2:
         raise _w.short_run(_L3, pos, end)
-    n_member_id = _S_h.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_member_id = _read_h(buf, pos)
+    else:
+        n_member_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if n_member_id >= 0:
         if end - pos < n_member_id:
@@ -206,7 +255,10 @@ def _dec_SyncGroupRequest_SyncGroupRequestAssignment_v0(buf, pos, end):
         raise _w.bad_length('member_id', pos - 2, n_member_id, False)
     if end - pos < 4:
         raise _w.short_run(_L4, pos, end)
-    n_assignment = _S_i.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_assignment = _read_i(buf, pos)
+    else:
+        n_assignment = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     if n_assignment >= 0:
         if end - pos < n_assignment:
@@ -248,7 +300,11 @@ def _dec_SyncGroupResponse_v0(buf, pos, end):
     """Decode SyncGroupResponse (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 6:
         raise _w.short_run(_L5, pos, end)
-    f_error_code, n_assignment = _S_hi.unpack_from(buf, pos)
+    if cython.compiled:
+        f_error_code = _read_h(buf, pos)
+        n_assignment = _read_i(buf, pos + 2)
+    else:
+        f_error_code, n_assignment = _S_hi.unpack_from(buf, pos)
     pos += 6
     if n_assignment >= 0:
         if end - pos < n_assignment:

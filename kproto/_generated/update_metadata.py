@@ -7,6 +7,12 @@ from __future__ import annotations
 import struct as _struct
 from typing import List, Optional
 
+try:
+    import cython  # compiled: C reads below; pure Python: Cython's shadow module
+except ImportError:  # pure Python without Cython installed
+    class cython:  # type: ignore[no-redef]
+        compiled = False
+
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
 from kproto.message_base import RECORDS, SCALAR, SCALARS, STRUCTS, Message, Struct, as_record_set
@@ -17,12 +23,14 @@ __all__ = ['UpdateMetadataRequest', 'UpdateMetadataResponse']
 _new = object.__new__
 _unpack_from = _struct.unpack_from
 _pack = _struct.pack
+_S_b = _struct.Struct(">b")
 _S_h = _struct.Struct(">h")
 _S_i = _struct.Struct(">i")
 _S_ih = _struct.Struct(">ih")
 _S_ii = _struct.Struct(">ii")
 _S_iii = _struct.Struct(">iii")
 _S_iiiii = _struct.Struct(">iiiii")
+_S_q = _struct.Struct(">q")
 _L0 = (('controller_id', 0, 4), ('controller_epoch', 4, 4), ('ungrouped_partition_states', 8, 4))
 _L1 = (('live_brokers', 0, 4),)
 _L2 = (('topic_name', 0, 2),)
@@ -34,6 +42,34 @@ _L7 = (('id', 0, 4), ('endpoints', 4, 4))
 _L8 = (('port', 0, 4), ('host', 4, 2))
 _L9 = (('security_protocol', 0, 2),)
 _L10 = (('error_code', 0, 2),)
+
+
+def _read_b(buf, pos):
+    if cython.compiled:
+        return cython.cast(cython.schar, buf[pos])
+    return _S_b.unpack_from(buf, pos)[0]
+
+
+def _read_h(buf, pos):
+    if cython.compiled:
+        return cython.cast(cython.short, (buf[pos] << 8) | buf[pos + 1])
+    return _S_h.unpack_from(buf, pos)[0]
+
+
+def _read_i(buf, pos):
+    if cython.compiled:
+        return cython.cast(cython.int, (cython.cast(cython.uint, buf[pos]) << 24) | (buf[pos + 1] << 16)
+                           | (buf[pos + 2] << 8) | buf[pos + 3])
+    return _S_i.unpack_from(buf, pos)[0]
+
+
+def _read_q(buf, pos):
+    if cython.compiled:
+        hi = cython.cast(cython.ulonglong, _read_i(buf, pos))
+        lo = cython.cast(cython.ulonglong, _read_i(buf, pos + 4)) & 0xFFFFFFFF
+        return cython.cast(cython.longlong, (hi << 32) | lo)
+    return _S_q.unpack_from(buf, pos)[0]
+
 
 class UpdateMetadataRequest_UpdateMetadataEndpoint(Struct):
     """UpdateMetadataEndpoint (part of UpdateMetadataRequest).
@@ -181,7 +217,12 @@ def _dec_UpdateMetadataRequest_v0(buf, pos, end):
     """Decode UpdateMetadataRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 12:
         raise _w.short_run(_L0, pos, end)
-    f_controller_id, f_controller_epoch, n_ungrouped_partition_states = _S_iii.unpack_from(buf, pos)
+    if cython.compiled:
+        f_controller_id = _read_i(buf, pos)
+        f_controller_epoch = _read_i(buf, pos + 4)
+        n_ungrouped_partition_states = _read_i(buf, pos + 8)
+    else:
+        f_controller_id, f_controller_epoch, n_ungrouped_partition_states = _S_iii.unpack_from(buf, pos)
     pos += 12
     if n_ungrouped_partition_states < 0 or n_ungrouped_partition_states > (end - pos) // 30:
         raise _w.bad_count('ungrouped_partition_states', pos - 4, n_ungrouped_partition_states, end, 30)
@@ -194,7 +235,10 @@ def _dec_UpdateMetadataRequest_v0(buf, pos, end):
         f_ungrouped_partition_states.append(item)
     if end - pos < 4:
         raise _w.short_run(_L1, pos, end)
-    n_live_brokers = _S_i.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_live_brokers = _read_i(buf, pos)
+    else:
+        n_live_brokers = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     if n_live_brokers < 0 or n_live_brokers > (end - pos) // 10:
         raise _w.bad_count('live_brokers', pos - 4, n_live_brokers, end, 10)
@@ -231,7 +275,12 @@ def _dec_UpdateMetadataRequest_v1(buf, pos, end):
     """Decode UpdateMetadataRequest (v1 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 12:
         raise _w.short_run(_L0, pos, end)
-    f_controller_id, f_controller_epoch, n_ungrouped_partition_states = _S_iii.unpack_from(buf, pos)
+    if cython.compiled:
+        f_controller_id = _read_i(buf, pos)
+        f_controller_epoch = _read_i(buf, pos + 4)
+        n_ungrouped_partition_states = _read_i(buf, pos + 8)
+    else:
+        f_controller_id, f_controller_epoch, n_ungrouped_partition_states = _S_iii.unpack_from(buf, pos)
     pos += 12
     if n_ungrouped_partition_states < 0 or n_ungrouped_partition_states > (end - pos) // 30:
         raise _w.bad_count('ungrouped_partition_states', pos - 4, n_ungrouped_partition_states, end, 30)
@@ -244,7 +293,10 @@ def _dec_UpdateMetadataRequest_v1(buf, pos, end):
         f_ungrouped_partition_states.append(item)
     if end - pos < 4:
         raise _w.short_run(_L1, pos, end)
-    n_live_brokers = _S_i.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_live_brokers = _read_i(buf, pos)
+    else:
+        n_live_brokers = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     if n_live_brokers < 0 or n_live_brokers > (end - pos) // 8:
         raise _w.bad_count('live_brokers', pos - 4, n_live_brokers, end, 8)
@@ -281,7 +333,10 @@ def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(buf, pos, end):
     """Decode UpdateMetadataRequest_UpdateMetadataPartitionState (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 2:
         raise _w.short_run(_L2, pos, end)
-    n_topic_name = _S_h.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        n_topic_name = _read_h(buf, pos)
+    else:
+        n_topic_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if n_topic_name >= 0:
         if end - pos < n_topic_name:
@@ -295,19 +350,36 @@ def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(buf, pos, end):
         raise _w.bad_length('topic_name', pos - 2, n_topic_name, False)
     if end - pos < 20:
         raise _w.short_run(_L3, pos, end)
-    f_partition_index, f_controller_epoch, f_leader, f_leader_epoch, n_isr = _S_iiiii.unpack_from(buf, pos)
+    if cython.compiled:
+        f_partition_index = _read_i(buf, pos)
+        f_controller_epoch = _read_i(buf, pos + 4)
+        f_leader = _read_i(buf, pos + 8)
+        f_leader_epoch = _read_i(buf, pos + 12)
+        n_isr = _read_i(buf, pos + 16)
+    else:
+        f_partition_index, f_controller_epoch, f_leader, f_leader_epoch, n_isr = _S_iiiii.unpack_from(buf, pos)
     pos += 20
     if n_isr < 0 or n_isr > (end - pos) // 4:
         raise _w.bad_count('isr', pos - 4, n_isr, end, 4)
-    f_isr = list(_unpack_from(">%di" % n_isr, buf, pos))
+    if cython.compiled:
+        f_isr = [_read_i(buf, pos + 4 * i) for i in range(n_isr)]
+    else:
+        f_isr = list(_unpack_from(">%di" % n_isr, buf, pos))
     pos += n_isr * 4
     if end - pos < 8:
         raise _w.short_run(_L4, pos, end)
-    f_zk_version, n_replicas = _S_ii.unpack_from(buf, pos)
+    if cython.compiled:
+        f_zk_version = _read_i(buf, pos)
+        n_replicas = _read_i(buf, pos + 4)
+    else:
+        f_zk_version, n_replicas = _S_ii.unpack_from(buf, pos)
     pos += 8
     if n_replicas < 0 or n_replicas > (end - pos) // 4:
         raise _w.bad_count('replicas', pos - 4, n_replicas, end, 4)
-    f_replicas = list(_unpack_from(">%di" % n_replicas, buf, pos))
+    if cython.compiled:
+        f_replicas = [_read_i(buf, pos + 4 * i) for i in range(n_replicas)]
+    else:
+        f_replicas = list(_unpack_from(">%di" % n_replicas, buf, pos))
     pos += n_replicas * 4
     obj = _new(UpdateMetadataRequest_UpdateMetadataPartitionState)
     obj.topic_name = f_topic_name
@@ -348,7 +420,11 @@ def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v0(buf, pos, end):
     """Decode UpdateMetadataRequest_UpdateMetadataBroker (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 6:
         raise _w.short_run(_L5, pos, end)
-    f_id, n_v0_host = _S_ih.unpack_from(buf, pos)
+    if cython.compiled:
+        f_id = _read_i(buf, pos)
+        n_v0_host = _read_h(buf, pos + 4)
+    else:
+        f_id, n_v0_host = _S_ih.unpack_from(buf, pos)
     pos += 6
     if n_v0_host >= 0:
         if end - pos < n_v0_host:
@@ -362,7 +438,10 @@ def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v0(buf, pos, end):
         raise _w.bad_length('v0_host', pos - 2, n_v0_host, False)
     if end - pos < 4:
         raise _w.short_run(_L6, pos, end)
-    f_v0_port = _S_i.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        f_v0_port = _read_i(buf, pos)
+    else:
+        f_v0_port = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     obj = _new(UpdateMetadataRequest_UpdateMetadataBroker)
     obj.id = f_id
@@ -392,7 +471,11 @@ def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v1(buf, pos, end):
     """Decode UpdateMetadataRequest_UpdateMetadataBroker (v1 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 8:
         raise _w.short_run(_L7, pos, end)
-    f_id, n_endpoints = _S_ii.unpack_from(buf, pos)
+    if cython.compiled:
+        f_id = _read_i(buf, pos)
+        n_endpoints = _read_i(buf, pos + 4)
+    else:
+        f_id, n_endpoints = _S_ii.unpack_from(buf, pos)
     pos += 8
     if n_endpoints < 0 or n_endpoints > (end - pos) // 8:
         raise _w.bad_count('endpoints', pos - 4, n_endpoints, end, 8)
@@ -424,7 +507,11 @@ def _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(buf, pos, end):
     """Decode UpdateMetadataRequest_UpdateMetadataEndpoint (v1 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 6:
         raise _w.short_run(_L8, pos, end)
-    f_port, n_host = _S_ih.unpack_from(buf, pos)
+    if cython.compiled:
+        f_port = _read_i(buf, pos)
+        n_host = _read_h(buf, pos + 4)
+    else:
+        f_port, n_host = _S_ih.unpack_from(buf, pos)
     pos += 6
     if n_host >= 0:
         if end - pos < n_host:
@@ -438,7 +525,10 @@ def _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(buf, pos, end):
         raise _w.bad_length('host', pos - 2, n_host, False)
     if end - pos < 2:
         raise _w.short_run(_L9, pos, end)
-    f_security_protocol = _S_h.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        f_security_protocol = _read_h(buf, pos)
+    else:
+        f_security_protocol = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     obj = _new(UpdateMetadataRequest_UpdateMetadataEndpoint)
     obj.port = f_port
@@ -467,7 +557,10 @@ def _dec_UpdateMetadataResponse_v0(buf, pos, end):
     """Decode UpdateMetadataResponse (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 2:
         raise _w.short_run(_L10, pos, end)
-    f_error_code = _S_h.unpack_from(buf, pos)[0]
+    if cython.compiled:
+        f_error_code = _read_h(buf, pos)
+    else:
+        f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     obj = _new(UpdateMetadataResponse)
     obj.error_code = f_error_code

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import socket
 import struct
-from typing import Dict, Optional, Union
+from typing import Dict, NamedTuple, Optional, Union
 
 from kproto.capture.diagnostics import CaptureDiagnostic, DiagnosticKind
 from kproto.capture.files import PacketRecord
@@ -88,45 +88,39 @@ _IPPROTO_AH = 51
 _u16 = struct.Struct("!H").unpack_from
 _u32 = struct.Struct("!I").unpack_from
 _tcp_fields = struct.Struct("!HHIIBB").unpack_from
+_ipv4_fields = struct.Struct("!BxHxxHxBxx4s4s").unpack_from
 
 
-class TcpSegment:
+class TcpSegment(NamedTuple):
     """One TCP segment from a capture, as reassembly needs it.
 
     ``payload`` is what the capture kept; ``payload_length`` is the length of the payload on the wire,
     larger than ``len(payload)`` when the snaplen cut the packet (reassembly reports the difference as a
     gap).  ``src``/``dst`` are textual IP addresses.  ``number`` is the packet's 1-based frame number in
     the capture and ``timestamp_ns`` its time in nanoseconds since the epoch (``None`` if the capture
-    has no time for it).
+    has no time for it).  A plain tuple, so it pickles cheaply (Spark ships segments between workers).
     """
 
-    __slots__ = ("number", "timestamp_ns", "src", "sport", "dst", "dport", "seq", "ack", "flags", "payload", "payload_length")
+    number: int
+    timestamp_ns: Optional[int]
+    src: str
+    sport: int
+    dst: str
+    dport: int
+    seq: int
+    ack: int
+    flags: int
+    payload: bytes
+    payload_length: int
 
-    def __init__(
-        self,
-        number: int,
-        timestamp_ns: Optional[int],
-        src: str,
-        sport: int,
-        dst: str,
-        dport: int,
-        seq: int,
-        ack: int,
-        flags: int,
-        payload: bytes,
-        payload_length: Optional[int] = None,
-    ) -> None:
-        self.number = number
-        self.timestamp_ns = timestamp_ns
-        self.src = src
-        self.sport = sport
-        self.dst = dst
-        self.dport = dport
-        self.seq = seq
-        self.ack = ack
-        self.flags = flags
-        self.payload = payload
-        self.payload_length = len(payload) if payload_length is None else payload_length
+    @classmethod
+    def make(
+        cls, src: str, sport: int, dst: str, dport: int, seq: int, *, ack: int = 0, flags: int = TCP_ACK,
+        payload: bytes = b"", payload_length: Optional[int] = None, number: int = 0, timestamp_ns: Optional[int] = 0,
+    ) -> "TcpSegment":
+        """Build a segment by keyword (tests, callers feeding reassembly from their own packet source)."""
+        length = len(payload) if payload_length is None else payload_length
+        return cls(number, timestamp_ns, src, sport, dst, dport, seq, ack, flags, payload, length)
 
     def __repr__(self) -> str:
         names = "".join(n for bit, n in ((TCP_SYN, "S"), (TCP_FIN, "F"), (TCP_RST, "R"), (TCP_PSH, "P"), (TCP_ACK, "."))
@@ -168,7 +162,7 @@ def decode_tcp_segment(record: PacketRecord) -> Union[TcpSegment, CaptureDiagnos
     if link == LINKTYPE_ETHERNET:
         if n < 14:
             return _malformed(record, f"Ethernet header needs 14 bytes, {n} captured")
-        ethertype = _u16(data, 12)[0]
+        ethertype = (data[12] << 8) | data[13]
         off = 14
         tags = 0
         while ethertype in _ETH_VLAN_TAGS:
@@ -243,21 +237,20 @@ def decode_tcp_segment(record: PacketRecord) -> Union[TcpSegment, CaptureDiagnos
     if version == 4:
         if off + 20 > n:
             return _malformed(record, "IPv4 header cut short")
-        vihl = data[off]
+        vihl, total, frag, proto, raw_src, raw_dst = _ipv4_fields(data, off)
         if vihl >> 4 != 4:
             return _malformed(record, f"IPv4 header with version {vihl >> 4}")
         ihl = (vihl & 0x0F) * 4
         if ihl < 20:
             return _malformed(record, f"IPv4 header length {ihl} below 20")
-        if data[off + 9] != _IPPROTO_TCP:
+        if proto != _IPPROTO_TCP:
             return None
-        total = _u16(data, off + 2)[0]
-        if _u16(data, off + 6)[0] & 0x3FFF:
+        if frag & 0x3FFF:
             return CaptureDiagnostic(
                 DiagnosticKind.IP_FRAGMENT, "IPv4 fragment of a TCP packet (IP reassembly unsupported)", record.number, record.file_offset
             )
-        src = _address(data[off + 12 : off + 16])
-        dst = _address(data[off + 16 : off + 20])
+        src = _addr_cache.get(raw_src) or _address(raw_src)
+        dst = _addr_cache.get(raw_dst) or _address(raw_dst)
         if total == 0:
             total = n - off
         elif total < ihl:
@@ -271,8 +264,10 @@ def decode_tcp_segment(record: PacketRecord) -> Union[TcpSegment, CaptureDiagnos
             return _malformed(record, f"IPv6 header with version {data[off] >> 4}")
         payload_len = _u16(data, off + 4)[0]
         nh = data[off + 6]
-        src = _address(data[off + 8 : off + 24])
-        dst = _address(data[off + 24 : off + 40])
+        raw_src = data[off + 8 : off + 24]
+        raw_dst = data[off + 24 : off + 40]
+        src = _addr_cache.get(raw_src) or _address(raw_src)
+        dst = _addr_cache.get(raw_dst) or _address(raw_dst)
         ip_end = off + 40 + payload_len if payload_len else n
         pos = off + 40
         for _ in range(_MAX_IPV6_EXTENSIONS):

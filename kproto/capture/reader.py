@@ -65,6 +65,7 @@ class CaptureReader:
                     reported_links.add(link_key)
                 yield result
                 continue
+            assert isinstance(item, CaptureDiagnostic)
             counts[item.kind.value] = counts.get(item.kind.value, 0) + 1
             yield item
 

@@ -23,12 +23,10 @@ from __future__ import annotations
 
 import array
 import enum
-import io
 import ipaddress
 import os
 import random
 import struct
-import sys
 from dataclasses import dataclass, field
 from typing import BinaryIO, Collection, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
@@ -427,7 +425,7 @@ class PcapngWriter:
     def __init__(self, stream: BinaryIO, *, byte_order: str = "<") -> None:
         self._stream = stream
         self._order = byte_order
-        self._interfaces: List[Tuple[int, int, int]] = []  # (units per second, snaplen, link type)
+        self._interfaces: List[Tuple[int, int, int]] = []  # (units per second, snaplen, tsoffset)
         self.start_section(byte_order)
 
     def write_block(self, block_type: int, body: bytes) -> None:
@@ -445,8 +443,11 @@ class PcapngWriter:
         body = struct.pack(byte_order + "IHHq", 0x1A2B3C4D, 1, 0, -1) + _option(byte_order, 0, b"")
         self.write_block(0x0A0D0D0A, body)
 
-    def add_interface(self, link_type: int, *, tsresol: int = 6, snaplen: int = 0, name: Optional[str] = None) -> int:
-        """Describe an interface; ``tsresol`` is the ``if_tsresol`` byte (6 = µs, 9 = ns, 0x80|n = 2^-n)."""
+    def add_interface(
+        self, link_type: int, *, tsresol: int = 6, tsoffset: int = 0, snaplen: int = 0, name: Optional[str] = None
+    ) -> int:
+        """Describe an interface; ``tsresol`` is the ``if_tsresol`` byte (6 = µs, 9 = ns, 0x80|n = 2^-n),
+        ``tsoffset`` the ``if_tsoffset`` in seconds (timestamps are stored relative to it)."""
         exponent = tsresol & 0x7F
         units = (1 << exponent) if tsresol & 0x80 else 10**exponent
         options = b""
@@ -454,17 +455,19 @@ class PcapngWriter:
             options += _option(self._order, 2, name.encode())
         if tsresol != 6:
             options += _option(self._order, 9, bytes([tsresol]))
+        if tsoffset:
+            options += _option(self._order, 14, struct.pack(self._order + "q", tsoffset))
         options += _option(self._order, 0, b"")
         self.write_block(1, struct.pack(self._order + "HHI", link_type, 0, snaplen) + options)
-        self._interfaces.append((units, snaplen, link_type))
+        self._interfaces.append((units, snaplen, tsoffset))
         return len(self._interfaces) - 1
 
     def write(self, interface: int, timestamp_ns: int, frame: bytes, original_length: Optional[int] = None) -> None:
         """Write an Enhanced Packet Block; the frame is cut at the interface's snaplen if it has one."""
-        units, snaplen, _ = self._interfaces[interface]
+        units, snaplen, tsoffset = self._interfaces[interface]
         orig = len(frame) if original_length is None else original_length
         data = frame[:snaplen] if snaplen else frame
-        ticks = timestamp_ns * units // 1_000_000_000
+        ticks = (timestamp_ns - tsoffset * 1_000_000_000) * units // 1_000_000_000
         body = struct.pack(self._order + "IIIII", interface, ticks >> 32, ticks & 0xFFFFFFFF, len(data), orig) + _pad4(data)
         self.write_block(6, body)
 
@@ -520,7 +523,7 @@ def write_segments(
             ng = PcapngWriter(stream, byte_order=byte_order)
             if extra_blocks:
                 ng.write_block(0x00000004, struct.pack(byte_order + "HH", 0, 0))  # empty name resolution block
-                ng.write_block(0x00000BAD, b"\x00\x00\x7e\x9a" + b"custom")  # custom block, PEN + data
+                ng.write_block(0x40000ABC, b"local-use block")  # a type reserved for local use
             iface = ng.add_interface(link_type, tsresol=tsresol if tsresol is not None else (9 if nanosecond else 6), snaplen=snaplen)
             out = None
         else:
@@ -572,7 +575,6 @@ def write_capture(
         (seg for segs in planned for seg in segs),
         key=lambda s: s.timestamp_ns,
     )
-    # sorted() is stable, but a conversation's own order must survive ties across impairments too.
     written = WrittenCapture(merged)
     write_segments(dest, merged, **options)  # type: ignore[arg-type]
     return written

@@ -33,6 +33,56 @@ _PY_TYPE = {"int8": "int", "int16": "int", "int32": "int", "int64": "int", "bool
             "bytes": "bytes", "records": "RecordSet"}
 
 
+#: C types of fixed-width fields in the compiled build (bool stays a Python object: it is checked, then
+#: converted).
+_C_TYPE = {"int8": "signed char", "int16": "short", "int32": "int", "int64": "long long"}
+
+
+def _c_read(fmt: str, offset: object) -> str:
+    """The compiled branch's read of one field at ``pos + offset`` (see ``_READERS``)."""
+    at = f"pos + {offset}" if offset else "pos"
+    return f"_read_{fmt}(buf, {at})"
+
+
+#: Big-endian readers emitted into every module.  Compiled, the ``.pxd`` makes them C inline functions
+#: and only the ``cython.compiled`` branch survives; in pure Python they are never called (the decoders
+#: use one ``unpack_from`` per run instead), but keep a working body so they stay testable.
+_READERS = """
+def _read_b(buf, pos):
+    if cython.compiled:
+        return cython.cast(cython.schar, buf[pos])
+    return _S_b.unpack_from(buf, pos)[0]
+
+
+def _read_h(buf, pos):
+    if cython.compiled:
+        return cython.cast(cython.short, (buf[pos] << 8) | buf[pos + 1])
+    return _S_h.unpack_from(buf, pos)[0]
+
+
+def _read_i(buf, pos):
+    if cython.compiled:
+        return cython.cast(cython.int, (cython.cast(cython.uint, buf[pos]) << 24) | (buf[pos + 1] << 16)
+                           | (buf[pos + 2] << 8) | buf[pos + 3])
+    return _S_i.unpack_from(buf, pos)[0]
+
+
+def _read_q(buf, pos):
+    if cython.compiled:
+        hi = cython.cast(cython.ulonglong, _read_i(buf, pos))
+        lo = cython.cast(cython.ulonglong, _read_i(buf, pos + 4)) & 0xFFFFFFFF
+        return cython.cast(cython.longlong, (hi << 32) | lo)
+    return _S_q.unpack_from(buf, pos)[0]
+"""
+
+_READERS_PXD = """cdef inline signed char _read_b(bytes buf, Py_ssize_t pos)
+cdef short _read_h(bytes buf, Py_ssize_t pos)
+cdef int _read_i(bytes buf, Py_ssize_t pos)
+@cython.locals(hi='unsigned long long', lo='unsigned long long')
+cdef long long _read_q(bytes buf, Py_ssize_t pos)
+"""
+
+
 def class_name(message: MessageSpec, struct: StructSpec) -> str:
     """Module-level name of a struct's class (nested ones are prefixed by their message)."""
     return message.name if struct is message.root else f"{message.name}_{struct.name}"
@@ -140,6 +190,8 @@ class ModuleGenerator:
     def generate(self) -> Tuple[str, str]:
         body = _Emitter()
         self.out = body
+        for fmt in "bhiq":
+            body.struct_const(fmt)
         for message in self.messages:
             for struct in reversed(message.root.nested_structs()):
                 self._class(message, struct)
@@ -157,6 +209,12 @@ class ModuleGenerator:
                 "from __future__ import annotations", "",
                 "import struct as _struct",
                 "from typing import List, Optional", "",
+                "try:",
+                "    import cython  # compiled: C reads below; pure Python: Cython's shadow module",
+                "except ImportError:  # pure Python without Cython installed",
+                "    class cython:  # type: ignore[no-redef]",
+                "        compiled = False",
+                "",
                 "from kproto import wire as _w",
                 "from kproto.errors import DecodeError, UnsupportedVersionError",
                 "from kproto.message_base import RECORDS, SCALAR, SCALARS, STRUCTS, Message, Struct, as_record_set",
@@ -168,15 +226,15 @@ class ModuleGenerator:
         for fmt, name in sorted(self.out.structs.items(), key=lambda kv: kv[1]):
             head.append(f'{name} = _struct.Struct(">{fmt}")')
         head += self.out.layouts
-        text = "\n".join(head) + "\n\n" + "\n".join(body.lines).rstrip() + "\n"
+        text = "\n".join(head) + "\n\n" + _READERS + "\n\n" + "\n".join(body.lines).rstrip() + "\n"
         return text
 
     def _assemble_pxd(self, body: _Emitter) -> str:
         names = ", ".join(f"`{s}`" for s in self.sources)
         lines = [HEADER.format(sources=names).rstrip(),
-                 "# Cython declarations for the module of the same name: typed positions and counts.", "",
-                 "cimport cython", ""]
-        return "\n".join(lines + self.out.pxd) + "\n"
+                 "# Cython declarations for the module of the same name: typed positions, counts and fixed-width",
+                 "# fields. (`import cython` in the module doubles as the cimport.)", ""]
+        return "\n".join(lines + [_READERS_PXD] + self.out.pxd) + "\n"
 
     # ------------------------------------------------------------------ classes
     def _class(self, message: MessageSpec, struct: StructSpec) -> None:
@@ -276,6 +334,7 @@ class ModuleGenerator:
         cls = class_name(message, struct)
         items = self._items(struct, version)
         locals_ = ["i=Py_ssize_t"] + [f"{it.count}=Py_ssize_t" for it in items if it.has_body]
+        locals_ += [f"{it.var}={_C_TYPE[it.f.type.kind]!r}" for it in items if it.f.type.kind in _C_TYPE]
         e.pxd.append(f"@cython.locals({', '.join(sorted(set(locals_)))})")
         e.pxd.append(f"cpdef tuple {fname}(bytes buf, Py_ssize_t pos, Py_ssize_t end)")
         e.add(f"def {fname}(buf, pos, end):")
@@ -314,10 +373,14 @@ class ModuleGenerator:
         e.add(f"if end - pos < {size}:", 1)
         e.add(f"raise _w.short_run({layout_name}, pos, end)", 2)
         names = [it.count if it.has_body else it.var for it in run]
+        e.add("if cython.compiled:", 1)
+        for name, c, (_, off, _) in zip(names, fmt, layout):
+            e.add(f"{name} = {_c_read(c, off)}", 2)
+        e.add("else:", 1)
         if len(names) == 1:
-            e.add(f"{names[0]} = {const}.unpack_from(buf, pos)[0]", 1)
+            e.add(f"{names[0]} = {const}.unpack_from(buf, pos)[0]", 2)
         else:
-            e.add(f"{', '.join(names)} = {const}.unpack_from(buf, pos)", 1)
+            e.add(f"{', '.join(names)} = {const}.unpack_from(buf, pos)", 2)
         e.add(f"pos += {size}", 1)
         for it, (attr, off, _) in zip(run, layout):
             if it.f.type.kind == "bool":
@@ -350,7 +413,10 @@ class ModuleGenerator:
                 e.add(f"{var}.append(item)", 2)
             elif inner.kind in _ARRAY_FMT:
                 ch = _ARRAY_FMT[inner.kind]
-                e.add(f'{var} = list(_unpack_from(">%d{ch}" % {n}, buf, pos))', 1)
+                e.add("if cython.compiled:", 1)
+                e.add(f"{var} = [{_c_read(ch, f'{_WIDTH[ch]} * i')} for i in range({n})]", 2)
+                e.add("else:", 1)
+                e.add(f'{var} = list(_unpack_from(">%d{ch}" % {n}, buf, pos))', 2)
                 e.add(f"pos += {n} * {_WIDTH[ch]}", 1)
             elif inner.kind == "string":
                 e.add(f"{var} = []", 1)

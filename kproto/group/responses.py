@@ -3,7 +3,7 @@
 The coordinator machine produces these (inside :class:`kproto.group.coordinator.Reply`) and the member
 machine consumes them.  Field names follow protocol.md §2.6–2.9 so that a broker can map each one onto
 its generated wire class without translation; ``error_code`` is an ``int`` (an
-:class:`~kproto.group.codes.ErrorCode`, which is an ``IntEnum``).
+:class:`kproto.ErrorCode`, which is an ``IntEnum``).
 """
 
 from __future__ import annotations

@@ -1,0 +1,222 @@
+"""Message set throughput: kproto (Cython and pure) against aiokafka (Cython and pure) and kafka-python.
+
+Runs everything in one process, so the ratios are comparable even where absolute figures drift.  Decode
+means: parse the set and touch ``offset``, ``key`` and ``value`` of every message; encode means: build the
+set from ``(key, value[, timestamp])`` data.  All decoders read the same bytes (encoded by kproto).  The
+``crc32`` row is zlib.crc32 over the uncompressed message set: the physical bound for any CRC-checking
+decoder.  ``columns`` is :func:`kproto.records.decode_columns` (no per-message objects).
+
+    python benchmarks/records.py            # full matrix
+    python benchmarks/records.py --quick    # 10k x 100 B, magic 0, uncompressed + lz4
+    python benchmarks/records.py --codec none --magic 0 --size small --impl kproto-cython,aiokafka-cython
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import sys
+import time
+import zlib
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from kproto.records import _pure  # noqa: E402
+from kproto.records.message_set import MessageSetCodec  # noqa: E402
+
+CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3}
+SIZES = {"small": (10_000, 100), "large": (1_000, 10_240)}
+IMPLS = ["kproto-cython", "kproto-pure", "aiokafka-cython", "aiokafka-pure", "kafka-python"]
+
+
+def _kproto_codec(name: str) -> Optional[MessageSetCodec]:
+    if name == "kproto-pure":
+        return MessageSetCodec(_pure)
+    try:
+        from kproto._fast import _records
+    except ImportError:
+        return None
+    return MessageSetCodec(_records)
+
+
+def _peer_classes(name: str) -> Optional[Tuple[Any, Any]]:
+    """(builder class, memory-records class) of a peer implementation, or None when not installed."""
+    try:
+        if name == "aiokafka-cython":
+            from aiokafka.record._crecords import LegacyRecordBatchBuilder, MemoryRecords
+
+            return LegacyRecordBatchBuilder, MemoryRecords
+        if name == "aiokafka-pure":  # what aiokafka uses with AIOKAFKA_NO_EXTENSIONS=1
+            from aiokafka.record.legacy_records import _LegacyRecordBatchBuilderPy
+            from aiokafka.record.memory_records import _MemoryRecordsPy
+
+            return _LegacyRecordBatchBuilderPy, _MemoryRecordsPy
+        if name == "kafka-python":
+            from kafka.record.legacy_records import LegacyRecordBatchBuilder
+            from kafka.record.memory_records import MemoryRecords
+
+            return LegacyRecordBatchBuilder, MemoryRecords
+    except ImportError:
+        return None
+    return None
+
+
+def make_messages(count: int, size: int, magic: int) -> List[tuple]:
+    payload = os.urandom(size // 2).hex().encode()[:size]  # compressible like text, not trivially so
+    base_ts = 1_700_000_000_000
+    if magic:
+        return [(None, payload[i % 7 :] + payload[: i % 7], base_ts + i) for i in range(count)]
+    return [(None, payload[i % 7 :] + payload[: i % 7]) for i in range(count)]
+
+
+def kproto_ops(codec: MessageSetCodec, messages: List[tuple], data: bytes, magic: int, cname: str) -> Dict[str, Callable[[], Any]]:
+    compression = None if cname == "none" else cname
+    decode = codec.decode_message_set
+
+    def run_decode() -> None:
+        for m in decode(data):
+            m.offset
+            m.key
+            m.value
+
+    def run_decode_nocrc() -> None:
+        for m in decode(data, check_crc=False):
+            m.offset
+            m.key
+            m.value
+
+    return {
+        "decode": run_decode,
+        "decode-nocrc": run_decode_nocrc,
+        "encode": lambda: codec.encode_message_set(messages, magic=magic, codec=compression),
+        "columns": lambda: codec.decode_columns(data),
+    }
+
+
+def peer_ops(classes: Tuple[Any, Any], messages: List[tuple], data: bytes, magic: int, cname: str) -> Dict[str, Callable[[], Any]]:
+    builder_cls, records_cls = classes
+    ctype = CODEC_IDS[cname]
+
+    def run_decode() -> None:
+        records = records_cls(data)
+        while True:
+            batch = records.next_batch()
+            if batch is None:
+                break
+            for r in batch:
+                r.offset
+                r.key
+                r.value
+
+    def run_decode_crc() -> None:  # what their consumers do with check_crcs=True (the default)
+        records = records_cls(data)
+        while True:
+            batch = records.next_batch()
+            if batch is None:
+                break
+            if not batch.validate_crc():
+                raise ValueError("crc")
+            for r in batch:
+                r.offset
+                r.key
+                r.value
+
+    def run_encode() -> bytes:
+        builder = builder_cls(magic, ctype, 2**30)
+        append = builder.append
+        if magic:
+            for i, (key, value, ts) in enumerate(messages):
+                append(i, ts, key, value)
+        else:
+            for i, (key, value) in enumerate(messages):
+                append(i, None, key, value)
+        return bytes(builder.build())
+
+    return {"decode": run_decode_crc, "decode-nocrc": run_decode, "encode": run_encode}
+
+
+def measure(fn: Callable[[], Any], budget: float) -> float:
+    """Best seconds per call over a few rounds of at least ``budget`` seconds each."""
+    fn()
+    best = float("inf")
+    for _ in range(3):
+        calls, start = 0, time.perf_counter()
+        while True:
+            fn()
+            calls += 1
+            elapsed = time.perf_counter() - start
+            if elapsed >= budget:
+                break
+        best = min(best, elapsed / calls)
+    return best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="10k x 100 B, magic 0, none + lz4, short rounds")
+    parser.add_argument("--size", default="small,large", help="small (10k x 100 B), large (1k x 10 KiB)")
+    parser.add_argument("--codec", default="none,gzip,snappy,lz4")
+    parser.add_argument("--magic", default="0,1")
+    parser.add_argument("--impl", default=",".join(IMPLS))
+    parser.add_argument("--budget", type=float, default=0.2, help="seconds per timing round")
+    args = parser.parse_args()
+    if args.quick:
+        args.size, args.codec, args.magic, args.budget = "small", "none,lz4", "0", 0.1
+    impls = args.impl.split(",")
+    print(f"python {sys.version.split()[0]}; keys None; values random hex text; one process; best of 3 rounds")
+    header = f"{'set':<16} {'codec':<7} {'op':<8} {'implementation':<16} {'M msg/s':>9}  ratios (first column / peer)"
+    print(header)
+    print("-" * len(header))
+    for size_name in args.size.split(","):
+        count, size = SIZES[size_name]
+        for magic in (int(m) for m in args.magic.split(",")):
+            messages = make_messages(count, size, magic)
+            plain = MessageSetCodec(_pure).encode_message_set(messages, magic=magic)
+            crc_rate = count / measure(lambda: zlib.crc32(plain), args.budget) / 1e6
+            print(f"{count}x{size}B m{magic:<3} {'-':<7} {'crc32':<8} {'zlib bound':<16} {crc_rate:>9.2f}"
+                  f"  ({len(plain) / 1e6 * crc_rate / count * 1e6 / 1e3:.1f} GB/s)")
+            for cname in args.codec.split(","):
+                data = MessageSetCodec(_pure).encode_message_set(messages, magic=magic, codec=None if cname == "none" else cname)
+                rates: Dict[Tuple[str, str], float] = {}
+                for impl in impls:
+                    ops: Optional[Dict[str, Callable[[], Any]]] = None
+                    if impl.startswith("kproto"):
+                        codec = _kproto_codec(impl)
+                        ops = kproto_ops(codec, messages, data, magic, cname) if codec else None
+                    else:
+                        classes = _peer_classes(impl)
+                        ops = peer_ops(classes, messages, data, magic, cname) if classes else None
+                    if ops is None:
+                        continue
+                    for op, fn in ops.items():
+                        gc.collect()
+                        try:
+                            rates[(impl, op)] = count / measure(fn, args.budget) / 1e6
+                        except Exception as exc:  # a peer that refuses a combination (aiokafka: lz4 + magic 0)
+                            print(f"{count}x{size}B m{magic:<3} {cname:<7} {op:<8} {impl:<16} {'n/a':>9}  ({type(exc).__name__}: {str(exc)[:50]})")
+                _print_rates(f"{count}x{size}B m{magic}", cname, rates)
+
+
+# kproto's columnar decode (CRC checked) is compared with the peers' CRC-checked object decode.
+_PEER_OP = {"decode": "decode", "decode-nocrc": "decode-nocrc", "encode": "encode", "columns": "decode"}
+
+
+def _print_rates(label: str, cname: str, rates: Dict[Tuple[str, str], float]) -> None:
+    for op in ("decode", "decode-nocrc", "encode", "columns"):
+        for (impl, o), rate in rates.items():
+            if o != op:
+                continue
+            notes = []
+            if impl.startswith("kproto"):
+                for (peer, po), prate in rates.items():
+                    if po == _PEER_OP[op] and not peer.startswith("kproto"):
+                        notes.append(f"{rate / prate:.2f}x {peer}")
+                if op == "columns" and ("kproto-cython", "decode") in rates and impl == "kproto-cython":
+                    notes.append(f"{rate / rates[('kproto-cython', 'decode')]:.2f}x own decode")
+            print(f"{label:<16} {cname:<7} {op:<8} {impl:<16} {rate:>9.2f}  {', '.join(notes)}")
+
+
+if __name__ == "__main__":
+    main()

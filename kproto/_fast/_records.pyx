@@ -1,0 +1,627 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""Compiled message set codec: the twin of :mod:`kproto.records._pure`.
+
+Same names, same results, same error class and offset for the same input.  One pass over a buffer obtained
+through the buffer protocol; every length is checked against the bytes left before it is used; integers are
+loaded byte by byte (no unaligned casts); CRC32 is zlib's, run on the pointer.  Per-wrapper work
+(decompression) goes through the shared Python codecs in :mod:`kproto.records.compression`.
+"""
+
+cimport cython
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdlib cimport free, realloc
+from libc.string cimport memcpy
+
+from array import array
+
+from kproto.errors import DecodeError, EncodeError, LimitExceededError
+from kproto.records.compression import decompress
+from kproto.records.decoded import MessageColumns, MessageSet
+
+cdef extern from "zlib.h":
+    unsigned long zlib_crc32 "crc32"(unsigned long crc, const unsigned char* buf, unsigned int len) nogil
+
+cdef enum:
+    MIN_SIZE = 14
+    MIN_SIZE_V1 = 22
+    CODEC_MASK = 0x07
+    TS_TYPE_BIT = 0x08
+
+cdef int64_t NO_TIMESTAMP = -1
+cdef int64_t I32_MAX = 2147483647
+cdef dict CODEC_NAMES = {1: "gzip", 2: "snappy", 3: "lz4"}
+
+
+cdef inline int32_t load_i32(const uint8_t* p) noexcept nogil:
+    return <int32_t>((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | <uint32_t>p[3])
+
+
+cdef inline uint32_t load_u32(const uint8_t* p) noexcept nogil:
+    return (<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | <uint32_t>p[3]
+
+
+cdef inline int64_t load_i64(const uint8_t* p) noexcept nogil:
+    return <int64_t>((<uint64_t>load_u32(p) << 32) | <uint64_t>load_u32(p + 4))
+
+
+cdef inline void store_u32(uint8_t* p, uint32_t v) noexcept nogil:
+    p[0] = <uint8_t>(v >> 24)
+    p[1] = <uint8_t>(v >> 16)
+    p[2] = <uint8_t>(v >> 8)
+    p[3] = <uint8_t>v
+
+
+cdef inline void store_i64(uint8_t* p, int64_t v) noexcept nogil:
+    store_u32(p, <uint32_t>(<uint64_t>v >> 32))
+    store_u32(p + 4, <uint32_t>(<uint64_t>v & 0xFFFFFFFFu))
+
+
+# zlib's crc32 is fast on long buffers but, on this kind of machine, takes ~200 ns for a 114-byte message
+# (its per-call setup dominates); a slicing-by-16 table loop does that in ~30 ns.  Messages below
+# SHORT_CRC bytes use the tables, longer ones zlib.  tests/test_records_crc.py checks both against zlib.
+cdef uint32_t crc_tables[16][256]
+cdef enum:
+    SHORT_CRC = 4096
+
+
+cdef void build_crc_tables() noexcept:
+    cdef uint32_t c
+    cdef int i, k, t
+    for i in range(256):
+        c = <uint32_t>i
+        for k in range(8):
+            c = (c >> 1) ^ 0xEDB88320u if c & 1 else c >> 1
+        crc_tables[0][i] = c
+    for i in range(256):
+        for t in range(1, 16):
+            crc_tables[t][i] = (crc_tables[t - 1][i] >> 8) ^ crc_tables[0][crc_tables[t - 1][i] & 0xFF]
+
+
+build_crc_tables()
+
+
+cdef inline uint32_t load_u32le(const uint8_t* p) noexcept nogil:
+    return <uint32_t>p[0] | (<uint32_t>p[1] << 8) | (<uint32_t>p[2] << 16) | (<uint32_t>p[3] << 24)
+
+
+cdef inline uint32_t crc_short(const uint8_t* p, Py_ssize_t n) noexcept nogil:
+    cdef uint32_t c = 0xFFFFFFFFu, a, b, d, e
+    while n >= 16:
+        a = c ^ load_u32le(p)
+        b = load_u32le(p + 4)
+        d = load_u32le(p + 8)
+        e = load_u32le(p + 12)
+        c = (crc_tables[15][a & 0xFF] ^ crc_tables[14][(a >> 8) & 0xFF] ^ crc_tables[13][(a >> 16) & 0xFF]
+             ^ crc_tables[12][a >> 24] ^ crc_tables[11][b & 0xFF] ^ crc_tables[10][(b >> 8) & 0xFF]
+             ^ crc_tables[9][(b >> 16) & 0xFF] ^ crc_tables[8][b >> 24] ^ crc_tables[7][d & 0xFF]
+             ^ crc_tables[6][(d >> 8) & 0xFF] ^ crc_tables[5][(d >> 16) & 0xFF] ^ crc_tables[4][d >> 24]
+             ^ crc_tables[3][e & 0xFF] ^ crc_tables[2][(e >> 8) & 0xFF] ^ crc_tables[1][(e >> 16) & 0xFF]
+             ^ crc_tables[0][e >> 24])
+        p += 16
+        n -= 16
+    while n > 0:
+        c = (c >> 8) ^ crc_tables[0][(c ^ p[0]) & 0xFF]
+        p += 1
+        n -= 1
+    return c ^ 0xFFFFFFFFu
+
+
+cdef inline uint32_t crc_of(const uint8_t* p, Py_ssize_t n) noexcept nogil:
+    if n < SHORT_CRC:
+        return crc_short(p, n)
+    return <uint32_t>zlib_crc32(0, p, <unsigned int>n)
+
+
+def crc32(data) -> int:
+    """CRC32 (IEEE, as zlib.crc32) of a bytes-like object with the decoder's own routine (for tests)."""
+    cdef _BufferView held = _BufferView(data)
+    return crc_of(<const uint8_t*>held.view.buf, held.view.len)
+
+
+@cython.final
+@cython.freelist(512)
+@cython.no_gc
+cdef class Message:
+    """One decoded message (the compiled twin of :class:`kproto.records._pure.Message`).
+
+    ``key``/``value``: ``bytes`` or ``None`` (null and empty stay distinct); ``timestamp``: int for magic 1,
+    ``None`` for magic 0; ``offset``: absolute; ``magic``; ``attributes``: the message's own attribute byte;
+    ``codec``: the codec it travelled with (the wrapper's for messages expanded from a compressed wrapper);
+    ``timestamp_type``: 0 CreateTime / 1 LogAppendTime for magic 1, ``None`` for magic 0; ``crc``: as stored.
+    """
+
+    # Only bytes/int/None are ever stored, so instances cannot form cycles: no_gc keeps them out of the
+    # collector, which would otherwise rescan every message of a large fetch.
+    # Fields read by nearly every consumer are stored as Python objects (one incref on access); the rest
+    # stay C values and become objects only when asked for, which keeps the decode loop short.
+    cdef readonly object key
+    cdef readonly object value
+    cdef readonly object offset
+    cdef int64_t _timestamp
+    cdef readonly int magic
+    cdef readonly int attributes
+    cdef readonly int codec
+    cdef int _timestamp_type  # -1: none (magic 0)
+    cdef readonly uint32_t crc
+
+    @property
+    def timestamp(self):
+        """The timestamp (ms) for magic 1, None for magic 0."""
+        return None if self._timestamp_type < 0 else self._timestamp
+
+    @property
+    def timestamp_type(self):
+        """0 CreateTime / 1 LogAppendTime for magic 1, None for magic 0."""
+        return None if self._timestamp_type < 0 else self._timestamp_type
+
+    def __init__(self, key=None, value=None, timestamp=None, offset=0, magic=0, attributes=0, codec=0,
+                 timestamp_type=None, crc=0):
+        if key is not None and type(key) is not bytes:
+            raise TypeError("key must be bytes or None")
+        if value is not None and type(value) is not bytes:
+            raise TypeError("value must be bytes or None")
+        if (timestamp is None) != (timestamp_type is None):
+            raise TypeError("timestamp and timestamp_type are both set (magic 1) or both None (magic 0)")
+        self.key = key
+        self.value = value
+        self.offset = int(offset)
+        self._timestamp = 0 if timestamp is None else timestamp
+        self._timestamp_type = -1 if timestamp_type is None else timestamp_type
+        self.magic = magic
+        self.attributes = attributes
+        self.codec = codec
+        self.crc = crc
+
+    def _astuple(self):
+        return (self.key, self.value, self.timestamp, self.offset, self.magic, self.attributes, self.codec,
+                self.timestamp_type, self.crc)
+
+    def __eq__(self, other):
+        if type(other) is not Message:
+            return NotImplemented
+        return self._astuple() == (<Message>other)._astuple()
+
+    def __hash__(self):
+        return hash(self._astuple())
+
+    def __repr__(self):
+        return (f"Message(offset={self.offset!r}, key={self.key!r}, value={self.value!r}, "
+                f"timestamp={self.timestamp!r}, magic={self.magic}, codec={self.codec})")
+
+
+cdef struct GrowBuf:
+    uint8_t* data
+    Py_ssize_t size
+    Py_ssize_t cap
+
+
+cdef inline int grow_reserve(GrowBuf* b, Py_ssize_t extra) except -1:
+    """Make room for ``extra`` more bytes."""
+    if b.size + extra <= b.cap:
+        return 0
+    return grow_slow(b, extra)
+
+
+cdef int grow_slow(GrowBuf* b, Py_ssize_t extra) except -1:
+    """Grow by doubling, raising MemoryError if the allocator refuses."""
+    cdef Py_ssize_t need = b.size + extra
+    cdef Py_ssize_t cap
+    cdef uint8_t* fresh
+    cap = b.cap * 2 if b.cap else 256
+    if cap < need:
+        cap = need
+    fresh = <uint8_t*>realloc(b.data, <size_t>cap)
+    if fresh == NULL:
+        raise MemoryError()
+    b.data = fresh
+    b.cap = cap
+    return 0
+
+
+cdef inline object grow_bytes(GrowBuf* b):
+    return PyBytes_FromStringAndSize(<char*>b.data if b.data != NULL else <char*>"", b.size)
+
+
+@cython.final
+cdef class _Columns:
+    """Column buffers filled by the decoder, row by row, with no Python object per row."""
+
+    cdef GrowBuf offsets, timestamps, magics, attributes, codecs, crc_ok
+    cdef GrowBuf key_data, key_bounds, key_null, value_data, value_bounds, value_null
+    cdef Py_ssize_t count
+
+    def __cinit__(self):
+        cdef int32_t zero = 0
+        grow_reserve(&self.key_bounds, 4)
+        grow_reserve(&self.value_bounds, 4)
+        memcpy(self.key_bounds.data, &zero, 4)
+        memcpy(self.value_bounds.data, &zero, 4)
+        self.key_bounds.size = 4
+        self.value_bounds.size = 4
+
+    def __dealloc__(self):
+        free(self.offsets.data)
+        free(self.timestamps.data)
+        free(self.magics.data)
+        free(self.attributes.data)
+        free(self.codecs.data)
+        free(self.crc_ok.data)
+        free(self.key_data.data)
+        free(self.key_bounds.data)
+        free(self.key_null.data)
+        free(self.value_data.data)
+        free(self.value_bounds.data)
+        free(self.value_null.data)
+
+    cdef int add_binary(self, GrowBuf* data, GrowBuf* bounds, GrowBuf* nulls,
+                        const uint8_t* p, Py_ssize_t n) except -1:
+        cdef int32_t end
+        grow_reserve(bounds, 4)
+        grow_reserve(nulls, 1)
+        if n >= 0:
+            if data.size + n > I32_MAX:
+                raise LimitExceededError("decoded keys or values exceed 2 GiB, more than int32 column offsets hold")
+            grow_reserve(data, n)
+            memcpy(data.data + data.size, p, <size_t>n)
+            data.size += n
+        end = <int32_t>data.size
+        memcpy(bounds.data + bounds.size, &end, 4)
+        bounds.size += 4
+        nulls.data[nulls.size] = 1 if n < 0 else 0
+        nulls.size += 1
+        return 0
+
+    cdef int add_row(self, int64_t offset, int64_t timestamp, int magic, int attributes, int codec, bint crc_ok,
+                     const uint8_t* key, Py_ssize_t klen, const uint8_t* value, Py_ssize_t vlen) except -1:
+        grow_reserve(&self.offsets, 8)
+        grow_reserve(&self.timestamps, 8)
+        memcpy(self.offsets.data + self.offsets.size, &offset, 8)
+        self.offsets.size += 8
+        memcpy(self.timestamps.data + self.timestamps.size, &timestamp, 8)
+        self.timestamps.size += 8
+        grow_reserve(&self.magics, 1)
+        grow_reserve(&self.attributes, 1)
+        grow_reserve(&self.codecs, 1)
+        grow_reserve(&self.crc_ok, 1)
+        self.magics.data[self.count] = <uint8_t>magic
+        self.attributes.data[self.count] = <uint8_t>attributes
+        self.codecs.data[self.count] = <uint8_t>codec
+        self.crc_ok.data[self.count] = 1 if crc_ok else 0
+        self.magics.size += 1
+        self.attributes.size += 1
+        self.codecs.size += 1
+        self.crc_ok.size += 1
+        self.add_binary(&self.key_data, &self.key_bounds, &self.key_null, key, klen)
+        self.add_binary(&self.value_data, &self.value_bounds, &self.value_null, value, vlen)
+        self.count += 1
+        return 0
+
+    cdef object build(self, Py_ssize_t valid, bint partial):
+        return MessageColumns(
+            count=self.count,
+            offsets=array("q", grow_bytes(&self.offsets)),
+            timestamps=array("q", grow_bytes(&self.timestamps)),
+            magics=array("b", grow_bytes(&self.magics)),
+            attributes=array("b", grow_bytes(&self.attributes)),
+            codecs=array("b", grow_bytes(&self.codecs)),
+            crc_ok=array("B", grow_bytes(&self.crc_ok)),
+            key_data=grow_bytes(&self.key_data),
+            key_offsets=array("i", grow_bytes(&self.key_bounds)),
+            key_null=array("B", grow_bytes(&self.key_null)),
+            value_data=grow_bytes(&self.value_data),
+            value_offsets=array("i", grow_bytes(&self.value_bounds)),
+            value_null=array("B", grow_bytes(&self.value_null)),
+            valid_bytes=valid,
+            partial=partial,
+        )
+
+
+cdef struct Decoding:
+    bint check_crc
+    bint flag_crc      # columns: compute every CRC and record it instead of raising
+    Py_ssize_t limit   # max decompressed bytes per wrapper
+
+
+cdef inline Message new_message(object key, object value, int64_t timestamp, int64_t offset, int magic,
+                                int attributes, int codec, int timestamp_type, uint32_t crc):
+    cdef Message m = Message.__new__(Message)
+    m.key = key
+    m.value = value
+    m.offset = offset
+    m._timestamp = timestamp
+    m.magic = magic
+    m.attributes = attributes
+    m.codec = codec
+    m._timestamp_type = timestamp_type
+    m.crc = crc
+    return m
+
+
+cdef Py_ssize_t decode_set(const uint8_t* buf, Py_ssize_t n, list out, _Columns cols, Decoding* opts,
+                           bint inner, int carrier_codec, bint* partial, int64_t* last_offset) except -1:
+    """Decode ``buf`` into ``out`` (objects) or ``cols`` (columns); return the valid byte count."""
+    cdef Py_ssize_t pos = 0, start, end, p, left
+    cdef int64_t offset, timestamp
+    cdef int32_t size, klen, vlen
+    cdef uint32_t crc
+    cdef int magic, attributes, codec
+    cdef bint crc_ok
+    cdef Py_ssize_t key_at
+    cdef object key, value
+    partial[0] = False
+    while pos < n:
+        left = n - pos
+        if left < 12:
+            partial[0] = True
+            return pos
+        size = load_i32(buf + pos + 8)
+        if size < MIN_SIZE:
+            raise DecodeError(f"message size {size} is below the minimum of {MIN_SIZE}", pos + 8)
+        if left < 18 or size > left - 12:
+            partial[0] = True
+            return pos
+        offset = load_i64(buf + pos)
+        start = pos + 12
+        end = start + size
+        crc = load_u32(buf + start)
+        magic = <int8_t>buf[start + 4]
+        attributes = <int8_t>buf[start + 5]
+        crc_ok = True
+        if opts.check_crc or opts.flag_crc:
+            crc_ok = crc_of(buf + start + 4, size - 4) == crc
+            if not crc_ok and opts.check_crc:
+                raise DecodeError(
+                    f"CRC mismatch: stored 0x{crc:08x}, computed 0x{crc_of(buf + start + 4, size - 4):08x}", start)
+        if magic == 0:
+            timestamp = NO_TIMESTAMP
+            p = start + 6
+        elif magic == 1:
+            if size < MIN_SIZE_V1:
+                raise DecodeError(f"message size {size} is below the magic 1 minimum of {MIN_SIZE_V1}", pos + 8)
+            timestamp = load_i64(buf + start + 6)
+            p = start + 14
+        else:
+            raise DecodeError(f"unsupported message magic {magic}", start + 4)
+        klen = load_i32(buf + p)
+        p += 4
+        if klen < -1 or klen > end - p - 4:
+            raise DecodeError(f"key length {klen} does not fit the {end - p - 4} bytes left in the message", p - 4)
+        key_at = p
+        if klen > 0:
+            p += klen
+        vlen = load_i32(buf + p)
+        p += 4
+        if not (vlen == -1 and p == end) and vlen != end - p:
+            raise DecodeError(f"value length {vlen} does not match the {end - p} bytes left in the message", p - 4)
+        codec = attributes & CODEC_MASK
+        if codec:
+            expand_wrapper(buf, out, cols, opts, inner, pos, p, offset, magic, attributes, timestamp, vlen, crc_ok)
+        elif cols is not None:
+            cols.add_row(offset, timestamp, magic, attributes, carrier_codec, crc_ok, buf + key_at, klen, buf + p, vlen)
+            last_offset[0] = offset
+        else:
+            key = None if klen == -1 else PyBytes_FromStringAndSize(<char*>buf + key_at, klen)
+            value = None if vlen == -1 else PyBytes_FromStringAndSize(<char*>buf + p, vlen)
+            out.append(new_message(key, value, timestamp, offset, magic, attributes & 0xFF, carrier_codec,
+                                   -1 if magic == 0 else (attributes >> 3) & 1, crc))
+            last_offset[0] = offset
+        pos = end
+    return pos
+
+
+cdef int expand_wrapper(const uint8_t* buf, list out, _Columns cols, Decoding* opts, bint inner, Py_ssize_t entry,
+                        Py_ssize_t value_pos, int64_t offset, int magic, int attributes, int64_t timestamp,
+                        int32_t vlen, bint crc_ok) except -1:
+    """Decompress a wrapper's inner set and add its messages with absolute offsets."""
+    cdef int codec = attributes & CODEC_MASK
+    cdef Py_ssize_t row0 = 0, valid, i
+    cdef bint partial
+    cdef int64_t last = 0, delta
+    cdef list found = None
+    cdef bint log_append
+    cdef bytes raw
+    cdef Message m
+    name = CODEC_NAMES.get(codec)
+    if name is None:
+        raise DecodeError(f"unknown compression codec {codec}", entry + 17)
+    if inner:
+        raise LimitExceededError("a compressed message inside a compressed message set (nested compression)", entry + 17)
+    if vlen == -1:
+        raise DecodeError(f"{name} wrapper message has a null value", value_pos - 4)
+    payload = PyBytes_FromStringAndSize(<char*>buf + value_pos, vlen)
+    raw = decompress(codec, payload, magic=magic, limit=opts.limit, position=value_pos)
+    if cols is None:
+        found = []
+    else:
+        row0 = cols.count
+    try:
+        valid = decode_set(<const uint8_t*>PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw), found, cols, opts,
+                           True, codec, &partial, &last)
+    except DecodeError as exc:
+        raise type(exc)(f"{exc.reason} [decompressed byte {exc.offset} of the {name} wrapper]", value_pos) from None
+    if partial:
+        raise DecodeError(f"the {name} wrapper's inner message set is truncated at decompressed byte {valid}", value_pos)
+    if (cols is None and not found) or (cols is not None and cols.count == row0):
+        raise DecodeError(f"the {name} wrapper holds no messages", value_pos)
+    delta = 0
+    if magic == 1 and offset != 0:  # offset 0: older librdkafka left it unset, inner offsets are used as they are
+        if offset < last:
+            raise DecodeError(f"wrapper offset {offset} is below its last inner offset {last}", entry)
+        delta = offset - last
+    log_append = magic == 1 and (attributes & TS_TYPE_BIT)
+    if cols is None:
+        if delta or log_append:
+            for item in found:
+                m = <Message>item
+                m.offset = m.offset + delta
+                if log_append:
+                    m._timestamp = timestamp
+                    m._timestamp_type = 1
+        out.extend(found)
+    else:
+        fix_rows(cols, row0, delta, log_append, timestamp, crc_ok)
+    return 0
+
+
+cdef void fix_rows(_Columns cols, Py_ssize_t row0, int64_t delta, bint log_append, int64_t timestamp,
+                   bint crc_ok) noexcept:
+    cdef Py_ssize_t i
+    cdef int64_t value
+    for i in range(row0, cols.count):
+        if delta:
+            memcpy(&value, cols.offsets.data + 8 * i, 8)
+            value += delta
+            memcpy(cols.offsets.data + 8 * i, &value, 8)
+        if log_append:
+            memcpy(cols.timestamps.data + 8 * i, &timestamp, 8)
+        if not crc_ok:
+            cols.crc_ok.data[i] = 0
+
+
+cdef class _BufferView:
+    """Holds a Py_buffer for the duration of a decode."""
+
+    cdef Py_buffer view
+    cdef bint held
+
+    def __cinit__(self, data):
+        PyObject_GetBuffer(data, &self.view, PyBUF_SIMPLE)
+        self.held = True
+
+    def __dealloc__(self):
+        if self.held:
+            PyBuffer_Release(&self.view)
+
+
+def decode(data, bint check_crc, Py_ssize_t limit):
+    """Decode a message set into :class:`Message` objects (see :func:`kproto.records.decode_message_set`)."""
+    cdef Decoding opts
+    cdef bint partial
+    cdef int64_t last
+    cdef list out = []
+    cdef Py_ssize_t valid
+    opts.check_crc = check_crc
+    opts.flag_crc = False
+    opts.limit = limit
+    if type(data) is bytes:
+        valid = decode_set(<const uint8_t*>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), out, None, &opts,
+                           False, 0, &partial, &last)
+    else:
+        held = _BufferView(data)
+        valid = decode_set(<const uint8_t*>held.view.buf, held.view.len, out, None, &opts, False, 0, &partial, &last)
+    return MessageSet(out, valid, partial)
+
+
+def decode_columns(data, bint check_crc, Py_ssize_t limit):
+    """Decode a message set into columns (see :func:`kproto.records.decode_columns`)."""
+    cdef Decoding opts
+    cdef bint partial
+    cdef int64_t last
+    cdef _Columns cols = _Columns()
+    cdef _BufferView held = _BufferView(data)
+    opts.check_crc = check_crc
+    opts.flag_crc = not check_crc
+    opts.limit = limit
+    valid = decode_set(<const uint8_t*>held.view.buf, held.view.len, None, cols, &opts, False, 0, &partial, &last)
+    return cols.build(valid, partial)
+
+
+cdef object binary_field(object field, str name, Py_ssize_t index):
+    if field is None or type(field) is bytes:
+        return field
+    if isinstance(field, (bytes, bytearray, memoryview)):
+        return memoryview(field).tobytes()
+    raise EncodeError(f"message {index}: {name} must be bytes-like or None, not {type(field).__name__}")
+
+
+cdef int64_t timestamp_field(object timestamp, Py_ssize_t index) except? -2:
+    if timestamp is None:
+        return NO_TIMESTAMP
+    if not isinstance(timestamp, int) or isinstance(timestamp, bool):
+        raise EncodeError(f"message {index}: timestamp must be an int or None, not {type(timestamp).__name__}")
+    if not (-(2**63) <= timestamp <= 2**63 - 1):
+        raise EncodeError(f"message {index}: timestamp {timestamp} does not fit int64")
+    return timestamp
+
+
+def encode_plain(messages, int magic, object base_offset, int attributes):
+    """Encode uncompressed messages at offsets ``base_offset``, +1, ...; return (bytes, count, max timestamp)."""
+    cdef GrowBuf out
+    cdef Py_ssize_t index = 0, klen, vlen, size, at
+    cdef int64_t offset = base_offset, timestamp, max_timestamp = NO_TIMESTAMP
+    cdef bint offset_overflow = False
+    cdef uint8_t* w
+    cdef tuple tup
+    out.data = NULL
+    out.size = 0
+    out.cap = 0
+    try:
+        for item in messages:
+            if type(item) is tuple:
+                tup = <tuple>item
+                if len(tup) == 2:
+                    key = tup[0]
+                    value = tup[1]
+                    ts = None
+                elif len(tup) == 3:
+                    key = tup[0]
+                    value = tup[1]
+                    ts = tup[2]
+                else:
+                    raise EncodeError(f"message {index}: a tuple must be (key, value) or (key, value, timestamp)")
+            else:
+                try:
+                    key = item.key
+                    value = item.value
+                except AttributeError:
+                    raise EncodeError(
+                        f"message {index}: expected a (key, value[, timestamp]) tuple or an object with key and value"
+                    ) from None
+                ts = getattr(item, "timestamp", None)
+            if type(key) is not bytes and key is not None:
+                key = binary_field(key, "key", index)
+            if type(value) is not bytes and value is not None:
+                value = binary_field(value, "value", index)
+            timestamp = timestamp_field(ts, index)
+            klen = -1 if key is None else PyBytes_GET_SIZE(key)
+            vlen = -1 if value is None else PyBytes_GET_SIZE(value)
+            if klen > I32_MAX or vlen > I32_MAX:
+                raise EncodeError(f"message {index}: key or value longer than 2 GiB")
+            if offset_overflow:
+                raise EncodeError(f"message {index}: offset {base_offset + index} does not fit int64")
+            size = 14 + (8 if magic == 1 else 0) + (klen if klen > 0 else 0) + (vlen if vlen > 0 else 0)
+            if size > I32_MAX:
+                raise EncodeError(f"message {index}: larger than 2 GiB")
+            grow_reserve(&out, 12 + size)
+            w = out.data + out.size
+            store_i64(w, offset)
+            store_u32(w + 8, <uint32_t>size)
+            w[16] = <uint8_t>magic
+            w[17] = <uint8_t>attributes
+            at = 18
+            if magic == 1:
+                if ts is not None and timestamp > max_timestamp:
+                    max_timestamp = timestamp
+                store_i64(w + at, timestamp)
+                at += 8
+            store_u32(w + at, <uint32_t><int32_t>klen)
+            at += 4
+            if klen > 0:
+                memcpy(w + at, PyBytes_AS_STRING(key), <size_t>klen)
+                at += klen
+            store_u32(w + at, <uint32_t><int32_t>vlen)
+            at += 4
+            if vlen > 0:
+                memcpy(w + at, PyBytes_AS_STRING(value), <size_t>vlen)
+            store_u32(w + 12, crc_of(w + 16, size - 4))
+            out.size += 12 + size
+            if offset == 9223372036854775807:
+                offset_overflow = True
+            else:
+                offset += 1
+            index += 1
+        return grow_bytes(&out), index, max_timestamp
+    finally:
+        free(out.data)

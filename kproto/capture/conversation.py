@@ -1,0 +1,697 @@
+"""Kafka conversations in reassembled TCP streams: frames, request/response pairing, problems.
+
+:class:`KafkaConversations` is sans-I/O like the reassembler it follows: :meth:`~KafkaConversations.feed`
+takes :mod:`kproto.capture.reassembly` events in capture order, :meth:`~KafkaConversations.records`
+hands back :class:`Exchange` and :class:`Problem` records in the order they became known.
+:func:`decode_capture` runs file → segments → reassembly → conversations in one call.
+
+Which side is the client
+    A connection with exactly one endpoint on a server port (``ports``, default ``{9092}``) has its
+    client on the other endpoint.  Otherwise, with ``detect=True`` (the default), a connection is taken
+    for Kafka when its first frame from the client (the initiator when the handshake was captured;
+    without handshake, the first direction in which a plausible request header is found) decodes
+    completely as a request: api key 0-16, a version kproto knows, a printable client id.  Connections
+    that fail this test are ignored silently (counted in :attr:`KafkaConversations.stats`).
+
+Frames
+    A frame is an int32 size plus that many bytes.  A size that is negative or above
+    ``max_frame_size`` is a ``frame-too-large`` problem and loses the framing.  A gap inside a frame
+    whose size is known costs only that frame (``incomplete-frame``; if its header survived, the request
+    is still registered, so its response pairs).  A gap over a size prefix, a bad size, or a connection
+    caught mid-stream loses the framing: the stream is scanned for the next plausible boundary (a
+    request header as described above, or, from the server, a size followed by the correlation id of an
+    outstanding request), and the bytes skipped are reported (``resync-skipped``).  Scanning looks at
+    most ``max_resync_bytes`` per attempt before discarding what it has seen.
+
+Pairing
+    Responses pair with requests by correlation id per connection, with the *oldest* outstanding
+    request carrying that id (ids may repeat over a long connection).  A Kafka broker answers the
+    requests of one connection in order, so when a response pairs, outstanding requests older than its
+    request will never be answered: they are reported at once (``unanswered-request``, with an
+    :class:`Exchange` that has no response), as are requests still outstanding when the connection
+    closes or the capture ends.  Produce requests with ``acks == 0`` expect no response and produce an
+    :class:`Exchange` at once.  At most ``max_outstanding`` requests wait per connection; beyond that
+    the oldest is reported unanswered.
+
+Nothing is dropped: every frame ends in an :class:`Exchange`, a :class:`Problem`, or both (a decode
+error gives an exchange carrying the error and a problem saying where).
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Collection, Deque, Dict, Iterator, List, Optional, Union
+
+import kproto
+from kproto.capture.diagnostics import CaptureDiagnostic
+from kproto.capture.files import DEFAULT_MAX_RECORD_BYTES, CaptureSource
+from kproto.capture.reader import CaptureReader
+from kproto.capture.reassembly import (
+    DEFAULT_MAX_BUFFERED_BYTES,
+    ConnectionId,
+    Direction,
+    Endpoint,
+    StreamClosed,
+    StreamData,
+    StreamEvent,
+    StreamGap,
+    TcpReassembler,
+)
+from kproto.errors import DecodeError, KprotoError, UnsupportedVersionError
+from kproto.framing import DEFAULT_MAX_FRAME_SIZE, decode_request_header
+
+__all__ = [
+    "ProblemKind",
+    "Problem",
+    "Exchange",
+    "ConversationStats",
+    "KafkaConversations",
+    "decode_capture",
+    "DEFAULT_PORTS",
+]
+
+#: Server ports assumed when none are given.
+DEFAULT_PORTS = frozenset({9092})
+
+_HEAD = struct.Struct(">ihhi")  # size, api_key, api_version, correlation_id
+_I32 = struct.Struct(">i")
+_I16 = struct.Struct(">h")
+_MIN_REQUEST = 8  # api_key + api_version + correlation_id (ControlledShutdown v0 has no client id)
+_MIN_RESPONSE = 4  # correlation_id
+
+
+class ProblemKind(str, enum.Enum):
+    """What a :class:`Problem` is about; values are stable strings for tables and logs."""
+
+    CAPTURE = "capture"  #: a diagnostic of the capture reader (file damage, fragments, ...)
+    CAPTURE_GAP = "capture-gap"  #: bytes of a stream missing from the capture
+    FRAME_TOO_LARGE = "frame-too-large"  #: a size prefix outside 0..max_frame_size (or below a header)
+    INCOMPLETE_FRAME = "incomplete-frame"  #: a frame with bytes missing from the capture
+    RESYNC_SKIPPED = "resync-skipped"  #: bytes skipped while looking for a frame boundary
+    DECODE_ERROR = "decode-error"  #: a frame that does not decode
+    LENGTH_MISMATCH = "length-mismatch"  #: a message that decodes but ends before its frame does
+    UNSUPPORTED_VERSION = "unsupported-version"  #: an api key or version kproto does not know
+    UNANSWERED_REQUEST = "unanswered-request"  #: a request whose response never came
+    RESPONSE_WITHOUT_REQUEST = "response-without-request"  #: a response pairing with no request seen
+    STREAM_ENDED_IN_FRAME = "stream-ended-inside-frame"  #: a connection closed in the middle of a frame
+
+
+@dataclass
+class Problem:
+    """Something in the capture that is not a clean exchange.
+
+    ``offset`` is the stream offset (bytes from the start of that direction's stream) where it was
+    found, ``packet`` the capture's frame number of the packet that carried it, when known.  ``frame``
+    holds the bytes of a frame nothing else reports (a response without request, an undecodable frame).
+    """
+
+    kind: ProblemKind
+    detail: str
+    connection: Optional[ConnectionId] = None
+    direction: Optional[Direction] = None
+    offset: Optional[int] = None
+    packet: Optional[int] = None
+    timestamp_ns: Optional[int] = None
+    frame: Optional[bytes] = field(default=None, repr=False)
+
+    def __str__(self) -> str:
+        where = []
+        if self.connection is not None:
+            where.append(str(self.connection))
+        if self.direction is not None and self.connection is not None:
+            src = self.connection.source(self.direction)
+            where.append(f"from {src}")
+        if self.offset is not None:
+            where.append(f"stream offset {self.offset}")
+        if self.packet is not None:
+            where.append(f"packet {self.packet}")
+        return f"{self.kind.value} ({', '.join(where)}): {self.detail}" if where else f"{self.kind.value}: {self.detail}"
+
+
+@dataclass
+class Exchange:
+    """A request and its response (or the lack of one).
+
+    Times are the capture times of the packets that completed each frame; ``latency_ns`` is their
+    difference.  Sizes are frame sizes including the 4-byte size prefix.  ``request``/``response`` are
+    the decoded messages, ``None`` when decoding failed (``request_error``/``response_error`` then say
+    why) or, for the response, when none came (``expects_response`` is false for acks=0 Produce).
+    """
+
+    connection: ConnectionId
+    client: Endpoint
+    server: Endpoint
+    api_key: int
+    api_version: int
+    correlation_id: int
+    request_header: Optional[Any]
+    request: Optional[Any]
+    request_error: Optional[KprotoError]
+    request_size: int
+    request_offset: int
+    request_packet: Optional[int]
+    request_time_ns: Optional[int]
+    expects_response: bool = True
+    response_header: Optional[Any] = None
+    response: Optional[Any] = None
+    response_error: Optional[KprotoError] = None
+    response_size: Optional[int] = None
+    response_offset: Optional[int] = None
+    response_packet: Optional[int] = None
+    response_time_ns: Optional[int] = None
+
+    @property
+    def api_name(self) -> str:
+        info = kproto.APIS.get(self.api_key)
+        return info.name if info is not None else f"api-{self.api_key}"
+
+    @property
+    def answered(self) -> bool:
+        return self.response_size is not None
+
+    @property
+    def latency_ns(self) -> Optional[int]:
+        if self.request_time_ns is None or self.response_time_ns is None:
+            return None
+        return self.response_time_ns - self.request_time_ns
+
+
+Record = Union[Exchange, Problem]
+
+
+@dataclass
+class ConversationStats:
+    """Counters over everything fed so far."""
+
+    kafka_connections: int = 0
+    ignored_connections: int = 0  #: connections not on a server port that did not look like Kafka
+    requests: int = 0
+    responses: int = 0
+    exchanges: int = 0
+    problems: Dict[str, int] = field(default_factory=dict)
+
+
+class _Framer:
+    """Frame boundaries of one direction of one connection."""
+
+    __slots__ = ("buf", "base", "synced", "need", "damaged_at", "skipped", "skipped_from", "closed")
+
+    def __init__(self, synced: bool) -> None:
+        self.buf = bytearray()
+        self.base = 0  # stream offset of buf[0]
+        self.synced = synced  # buf[0] is a frame start
+        self.need: Optional[int] = None  # total length of the frame at buf[0], once its size is read
+        self.damaged_at: Optional[int] = None  # first missing byte within the current frame
+        self.skipped = 0
+        self.skipped_from = 0
+        self.closed = False
+
+
+class _Pending:
+    __slots__ = ("api_key", "version", "correlation_id", "header", "message", "error", "size", "offset", "packet", "ts")
+
+    def __init__(self, api_key: int, version: int, correlation_id: int, header: Any, message: Any,
+                 error: Optional[KprotoError], size: int, offset: int, packet: Optional[int], ts: Optional[int]) -> None:
+        self.api_key = api_key
+        self.version = version
+        self.correlation_id = correlation_id
+        self.header = header
+        self.message = message
+        self.error = error
+        self.size = size
+        self.offset = offset
+        self.packet = packet
+        self.ts = ts
+
+
+class _Conn:
+    __slots__ = ("cid", "client_dir", "kafka", "framers", "pending")
+
+    def __init__(self, cid: ConnectionId, client_dir: Optional[Direction], kafka: Optional[bool]) -> None:
+        self.cid = cid
+        self.client_dir = client_dir
+        self.kafka = kafka  # True: Kafka; None: not decided yet; False: ignored
+        self.framers = (_Framer(cid.syn_seen), _Framer(cid.syn_seen))
+        self.pending: Deque[_Pending] = deque()
+
+
+def _classify(exc: KprotoError) -> ProblemKind:
+    if isinstance(exc, UnsupportedVersionError):
+        return ProblemKind.UNSUPPORTED_VERSION
+    if isinstance(exc, DecodeError) and "trailing bytes" in exc.reason:
+        return ProblemKind.LENGTH_MISMATCH
+    return ProblemKind.DECODE_ERROR
+
+
+class KafkaConversations:
+    """Find Kafka frames in reassembled streams and pair requests with responses (see module docs).
+
+    ``ports``: server ports; ``detect``: also recognise Kafka on other ports by its request headers;
+    ``max_frame_size``: largest frame accepted (Kafka's default ``socket.request.max.bytes``, 100 MiB);
+    ``max_outstanding``: requests waiting for a response per connection; ``max_resync_bytes``: bytes
+    scanned for a frame boundary before the scanned part is discarded.
+    """
+
+    def __init__(
+        self,
+        *,
+        ports: Collection[int] = DEFAULT_PORTS,
+        detect: bool = True,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        max_outstanding: int = 1024,
+        max_resync_bytes: int = 1 << 20,
+    ) -> None:
+        if max_frame_size < _MIN_REQUEST or max_outstanding < 1 or max_resync_bytes < 64:
+            raise ValueError("limits too small")
+        self.ports = frozenset(ports)
+        self.detect = detect
+        self.max_frame_size = max_frame_size
+        self.max_outstanding = max_outstanding
+        self.max_resync_bytes = max_resync_bytes
+        self.stats = ConversationStats()
+        self._conns: Dict[ConnectionId, _Conn] = {}
+        self._out: List[Record] = []
+
+    # --- public -------------------------------------------------------------------------------------
+
+    def records(self) -> List[Record]:
+        """Return (and forget) the records produced since the last call, in the order they were found."""
+        out = self._out
+        self._out = []
+        return out
+
+    def feed(self, event: StreamEvent) -> None:
+        """Process one reassembly event."""
+        conn = self._conns.get(event.connection)
+        if conn is None:
+            conn = self._new_conn(event.connection)
+        if conn.kafka is False:
+            return
+        d = event.direction
+        fr = conn.framers[d]
+        if type(event) is StreamData:
+            fr.buf += event.data
+            self._pump(conn, d, event.timestamp_ns, event.packet)
+        elif type(event) is StreamGap:
+            if conn.kafka:
+                self._problem(ProblemKind.CAPTURE_GAP, f"{event.length} bytes missing ({event.reason})", conn, d,
+                              event.offset, event.packet, event.timestamp_ns)
+            self._gap(conn, d, event.offset, event.length, event.timestamp_ns, event.packet)
+        elif type(event) is StreamClosed:
+            self._close(conn, d, event.offset, event.timestamp_ns, event.packet)
+
+    def add_capture_diagnostic(self, diag: CaptureDiagnostic) -> None:
+        """Pass a capture reader diagnostic through as a :class:`Problem` (keeps capture order)."""
+        self._problem(ProblemKind.CAPTURE, str(diag), None, None, None, diag.packet, None)
+
+    def finish(self) -> None:
+        """End of input: report what is still outstanding or half-framed."""
+        for conn in list(self._conns.values()):
+            for d in (Direction.FORWARD, Direction.REVERSE):
+                if conn.kafka is not False and not conn.framers[d].closed:
+                    fr = conn.framers[d]
+                    self._close(conn, d, fr.base + len(fr.buf), None, None)
+        self._conns.clear()
+
+    # --- connection setup -----------------------------------------------------------------------------
+
+    def _new_conn(self, cid: ConnectionId) -> _Conn:
+        ports = self.ports
+        init_srv = cid.initiator.port in ports
+        resp_srv = cid.responder.port in ports
+        client: Optional[Direction]
+        kafka: Optional[bool]
+        if resp_srv and not init_srv:
+            client, kafka = Direction.FORWARD, True
+        elif init_srv and not resp_srv:
+            client, kafka = Direction.REVERSE, True
+        elif init_srv and resp_srv:
+            client, kafka = (Direction.FORWARD if cid.syn_seen else None), True
+        elif self.detect:
+            client, kafka = (Direction.FORWARD if cid.syn_seen else None), None
+        else:
+            client, kafka = None, False
+        conn = _Conn(cid, client, kafka)
+        if kafka:
+            self.stats.kafka_connections += 1
+        elif kafka is False:
+            self.stats.ignored_connections += 1
+        self._conns[cid] = conn
+        return conn
+
+    def _reject(self, conn: _Conn) -> None:
+        conn.kafka = False
+        conn.framers = (_Framer(False), _Framer(False))
+        conn.pending.clear()
+        self.stats.ignored_connections += 1
+
+    # --- framing ----------------------------------------------------------------------------------------
+
+    def _pump(self, conn: _Conn, d: Direction, ts: Optional[int], packet: Optional[int]) -> None:
+        fr = conn.framers[d]
+        while conn.kafka is not False:
+            if not fr.synced:
+                if not self._resync(conn, d, ts, packet):
+                    return
+            buf = fr.buf
+            if fr.need is None:
+                if len(buf) < 4:
+                    return
+                size = _I32.unpack_from(buf, 0)[0]
+                minimum = _MIN_REQUEST if d == conn.client_dir else _MIN_RESPONSE
+                if size < minimum or size > self.max_frame_size:
+                    if conn.kafka is None:
+                        self._reject(conn)
+                        return
+                    self._problem(ProblemKind.FRAME_TOO_LARGE,
+                                  f"frame size {size} outside {minimum}..{self.max_frame_size}; looking for the next frame",
+                                  conn, d, fr.base, packet, ts, bytes(buf[:4]))
+                    self._skip(fr, 1)
+                    fr.synced = False
+                    continue
+                fr.need = size + 4
+            if len(buf) < fr.need:
+                return
+            frame = bytes(buf[: fr.need])
+            offset = fr.base
+            damaged_at = fr.damaged_at
+            self._skip(fr, fr.need, counted=False)
+            fr.need = None
+            fr.damaged_at = None
+            self._on_frame(conn, d, frame, offset, damaged_at, ts, packet)
+
+    @staticmethod
+    def _skip(fr: _Framer, n: int, counted: bool = True) -> None:
+        del fr.buf[:n]
+        fr.base += n
+        if counted:
+            if not fr.skipped:
+                fr.skipped_from = fr.base - n
+            fr.skipped += n
+
+    def _report_skipped(self, conn: _Conn, d: Direction, ts: Optional[int], packet: Optional[int]) -> None:
+        fr = conn.framers[d]
+        if fr.skipped and conn.kafka:
+            self._problem(ProblemKind.RESYNC_SKIPPED, f"{fr.skipped} bytes skipped looking for a frame boundary",
+                          conn, d, fr.skipped_from, packet, ts)
+        fr.skipped = 0
+
+    def _resync(self, conn: _Conn, d: Direction, ts: Optional[int], packet: Optional[int]) -> bool:
+        """Scan for a plausible frame start; on success buf[0] is one and the framer is synced."""
+        fr = conn.framers[d]
+        buf = fr.buf
+        as_request = conn.client_dir is None or d == conn.client_dir
+        if not as_request and not conn.pending:
+            # Nothing to answer yet: a server byte here cannot start a frame we could pair.
+            if len(buf) > self.max_resync_bytes:
+                self._skip(fr, len(buf))
+            return False
+        pos = 0
+        end = len(buf)
+        found = False
+        while pos < end:
+            verdict = self._plausible_request(buf, pos) if as_request else self._plausible_response(conn, buf, pos)
+            if verdict is None:  # needs more bytes to decide
+                break
+            if verdict:
+                found = True
+                break
+            pos += 1
+        if pos:
+            self._skip(fr, pos)
+        if not found:
+            if len(fr.buf) > self.max_resync_bytes:
+                self._skip(fr, len(fr.buf))
+            return False
+        fr.synced = True
+        fr.need = None
+        fr.damaged_at = None
+        if conn.client_dir is None:
+            conn.client_dir = d
+        self._report_skipped(conn, d, ts, packet)
+        return True
+
+    def _plausible_request(self, buf: bytearray, pos: int) -> Optional[bool]:
+        if len(buf) - pos < 12:
+            return None
+        size, api_key, version, _corr = _HEAD.unpack_from(buf, pos)
+        if size < _MIN_REQUEST or size > self.max_frame_size:
+            return False
+        info = kproto.APIS.get(api_key)
+        if info is None or version not in info.versions:
+            return False
+        if info.request_header_version(version) == 0:
+            return True
+        if len(buf) - pos < 14:
+            return None
+        clen = _I16.unpack_from(buf, pos + 12)[0]
+        if clen == -1:
+            return True
+        if clen < 0 or 10 + clen > size:
+            return False
+        if len(buf) - pos < 14 + clen:
+            return None
+        return all(0x20 <= b < 0x7F for b in buf[pos + 14 : pos + 14 + clen])
+
+    def _plausible_response(self, conn: _Conn, buf: bytearray, pos: int) -> Optional[bool]:
+        if len(buf) - pos < 8:
+            return None
+        size = _I32.unpack_from(buf, pos)[0]
+        if size < _MIN_RESPONSE or size > self.max_frame_size:
+            return False
+        corr = _I32.unpack_from(buf, pos + 4)[0]
+        return any(p.correlation_id == corr for p in conn.pending)
+
+    def _gap(self, conn: _Conn, d: Direction, offset: int, length: int, ts: Optional[int], packet: Optional[int]) -> None:
+        fr = conn.framers[d]
+        assert offset == fr.base + len(fr.buf)
+        if fr.synced and fr.need is not None and len(fr.buf) + length <= fr.need:
+            # The gap lies inside a frame whose end we know: keep its place with zeros, mark it damaged.
+            if fr.damaged_at is None:
+                fr.damaged_at = len(fr.buf)
+            fr.buf += bytes(length)
+            self._pump(conn, d, ts, packet)
+            return
+        if fr.synced and fr.need is not None:
+            # The gap runs past the end of the current frame: that frame is incomplete, the next one lost.
+            missing = fr.need - len(fr.buf)
+            if fr.damaged_at is None:
+                fr.damaged_at = len(fr.buf)
+            fr.buf += bytes(missing)
+            length -= missing
+            self._pump(conn, d, ts, packet)
+            if conn.kafka is False:
+                return
+        # Framing is lost: whatever is buffered cannot be completed.
+        if fr.buf:
+            if fr.synced and conn.kafka:
+                self._problem(ProblemKind.INCOMPLETE_FRAME, "frame size prefix cut by a capture gap", conn, d,
+                              fr.base, packet, ts, bytes(fr.buf))
+                self._skip(fr, len(fr.buf), counted=False)
+            else:
+                self._skip(fr, len(fr.buf))
+        fr.base += length
+        fr.synced = False
+        fr.need = None
+        fr.damaged_at = None
+
+    def _close(self, conn: _Conn, d: Direction, offset: int, ts: Optional[int], packet: Optional[int]) -> None:
+        fr = conn.framers[d]
+        if fr.closed:
+            return
+        fr.closed = True
+        if conn.kafka:
+            if fr.buf:
+                if fr.synced:
+                    self._problem(ProblemKind.STREAM_ENDED_IN_FRAME,
+                                  f"stream ended {len(fr.buf)} bytes into a frame"
+                                  + (f" of {fr.need} bytes" if fr.need is not None else ""),
+                                  conn, d, fr.base, packet, ts, bytes(fr.buf))
+                else:
+                    fr.skipped += len(fr.buf)
+                    if fr.skipped == len(fr.buf):
+                        fr.skipped_from = fr.base
+            self._report_skipped(conn, d, ts, packet)
+        fr.buf = bytearray()
+        if conn.framers[0].closed and conn.framers[1].closed:
+            while conn.pending:
+                self._unanswered(conn, conn.pending.popleft(), "the connection ended")
+            del self._conns[conn.cid]
+
+    # --- frames -----------------------------------------------------------------------------------------
+
+    def _on_frame(self, conn: _Conn, d: Direction, frame: bytes, offset: int, damaged_at: Optional[int],
+                  ts: Optional[int], packet: Optional[int]) -> None:
+        if d == conn.client_dir:
+            self._on_request(conn, d, frame, offset, damaged_at, ts, packet)
+        elif conn.kafka is None:
+            self._reject(conn)  # the server spoke before any request: not Kafka
+        else:
+            self._on_response(conn, d, frame, offset, damaged_at, ts, packet)
+
+    def _on_request(self, conn: _Conn, d: Direction, frame: bytes, offset: int, damaged_at: Optional[int],
+                    ts: Optional[int], packet: Optional[int]) -> None:
+        header: Any = None
+        msg: Any = None
+        error: Optional[KprotoError] = None
+        if damaged_at is not None:
+            missing = len(frame) - damaged_at
+            error = DecodeError(f"{missing} bytes of the frame are missing from the capture", damaged_at)
+            if conn.kafka is None:
+                self._reject(conn)
+                return
+            self._problem(ProblemKind.INCOMPLETE_FRAME, f"request frame of {len(frame)} bytes, {missing} not captured",
+                          conn, d, offset, packet, ts, frame)
+            if damaged_at < 12:
+                return  # not even the header survived: nothing to pair a response with
+            _size, api_key, version, corr = _HEAD.unpack_from(frame, 0)
+        else:
+            try:
+                header, msg = kproto.decode_request(frame)
+            except KprotoError as exc:
+                if conn.kafka is None:
+                    self._reject(conn)
+                    return
+                error = exc
+                try:
+                    header, _ = decode_request_header(frame)
+                except KprotoError:
+                    header = None
+                self._problem(_classify(exc), f"request: {exc}", conn, d, offset, packet, ts, frame)
+                if header is None:
+                    return
+            if conn.kafka is None:
+                conn.kafka = True
+                self.stats.kafka_connections += 1
+            api_key, version, corr = header.api_key, header.api_version, header.correlation_id
+        self.stats.requests += 1
+        pending = _Pending(api_key, version, corr, header, msg, error, len(frame), offset, packet, ts)
+        if api_key == 0 and msg is not None and getattr(msg, "acks", None) == 0:
+            self._emit_exchange(conn, pending, expects_response=False)
+            return
+        conn.pending.append(pending)
+        if len(conn.pending) > self.max_outstanding:
+            self._unanswered(conn, conn.pending.popleft(), f"more than {self.max_outstanding} requests outstanding")
+
+    def _on_response(self, conn: _Conn, d: Direction, frame: bytes, offset: int, damaged_at: Optional[int],
+                     ts: Optional[int], packet: Optional[int]) -> None:
+        self.stats.responses += 1
+        if damaged_at is not None and damaged_at < 8:
+            self._problem(ProblemKind.INCOMPLETE_FRAME,
+                          f"response frame of {len(frame)} bytes whose correlation id was not captured",
+                          conn, d, offset, packet, ts, frame)
+            return
+        corr = _I32.unpack_from(frame, 4)[0]
+        match = None
+        for i, p in enumerate(conn.pending):
+            if p.correlation_id == corr:
+                match = i
+                break
+        if match is None:
+            self._problem(ProblemKind.RESPONSE_WITHOUT_REQUEST,
+                          f"response with correlation id {corr} ({len(frame)} bytes) answers no request seen",
+                          conn, d, offset, packet, ts, frame)
+            return
+        for _ in range(match):
+            self._unanswered(conn, conn.pending.popleft(), f"a later request (correlation id {corr}) was answered first")
+        req = conn.pending.popleft()
+        header: Any = None
+        msg: Any = None
+        error: Optional[KprotoError] = None
+        if damaged_at is not None:
+            missing = len(frame) - damaged_at
+            error = DecodeError(f"{missing} bytes of the frame are missing from the capture", damaged_at)
+            self._problem(ProblemKind.INCOMPLETE_FRAME, f"response frame of {len(frame)} bytes, {missing} not captured",
+                          conn, d, offset, packet, ts, frame)
+        else:
+            try:
+                header, msg = kproto.decode_response(frame, req.api_key, req.version)
+            except KprotoError as exc:
+                error = exc
+                self._problem(_classify(exc), f"response to api key {req.api_key} v{req.version}: {exc}", conn, d,
+                              offset, packet, ts, frame)
+        ex = self._emit_exchange(conn, req, expects_response=True)
+        ex.response_header = header
+        ex.response = msg
+        ex.response_error = error
+        ex.response_size = len(frame)
+        ex.response_offset = offset
+        ex.response_packet = packet
+        ex.response_time_ns = ts
+
+    # --- output -----------------------------------------------------------------------------------------
+
+    def _emit_exchange(self, conn: _Conn, req: _Pending, expects_response: bool) -> Exchange:
+        assert conn.client_dir is not None
+        cid = conn.cid
+        ex = Exchange(
+            connection=cid,
+            client=cid.source(conn.client_dir),
+            server=cid.destination(conn.client_dir),
+            api_key=req.api_key,
+            api_version=req.version,
+            correlation_id=req.correlation_id,
+            request_header=req.header,
+            request=req.message,
+            request_error=req.error,
+            request_size=req.size,
+            request_offset=req.offset,
+            request_packet=req.packet,
+            request_time_ns=req.ts,
+            expects_response=expects_response,
+        )
+        self.stats.exchanges += 1
+        self._out.append(ex)
+        return ex
+
+    def _unanswered(self, conn: _Conn, req: _Pending, why: str) -> None:
+        assert conn.client_dir is not None
+        self._emit_exchange(conn, req, expects_response=True)
+        self._problem(ProblemKind.UNANSWERED_REQUEST,
+                      f"no response to api key {req.api_key} v{req.version} correlation id {req.correlation_id}: {why}",
+                      conn, conn.client_dir, req.offset, req.packet, req.ts)
+
+    def _problem(self, kind: ProblemKind, detail: str, conn: Optional[_Conn], d: Optional[Direction],
+                 offset: Optional[int], packet: Optional[int], ts: Optional[int], frame: Optional[bytes] = None) -> None:
+        counts = self.stats.problems
+        counts[kind.value] = counts.get(kind.value, 0) + 1
+        self._out.append(Problem(kind, detail, conn.cid if conn is not None else None, d, offset, packet, ts, frame))
+
+
+def decode_capture(
+    source: CaptureSource,
+    *,
+    ports: Collection[int] = DEFAULT_PORTS,
+    detect: bool = True,
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+    max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES,
+    max_outstanding: int = 1024,
+) -> Iterator[Record]:
+    """Read a pcap/pcapng capture (path, bytes or binary file object) and yield its Kafka
+    :class:`Exchange` and :class:`Problem` records in capture order.
+
+    ``max_record_bytes`` bounds one capture record, ``max_buffered_bytes`` the out-of-order TCP data held
+    per direction, ``max_frame_size`` one Kafka frame, ``max_outstanding`` the requests awaiting an answer
+    per connection.
+    """
+    conversations = KafkaConversations(ports=ports, detect=detect, max_frame_size=max_frame_size,
+                                       max_outstanding=max_outstanding)
+    reassembler = TcpReassembler(max_buffered_bytes=max_buffered_bytes)
+    for item in CaptureReader(source, max_record_bytes=max_record_bytes):
+        if type(item) is CaptureDiagnostic:
+            conversations.add_capture_diagnostic(item)
+        else:
+            reassembler.feed(item)  # type: ignore[arg-type]
+            for event in reassembler.events():
+                conversations.feed(event)
+        if conversations._out:
+            yield from conversations.records()
+    reassembler.finish()
+    for event in reassembler.events():
+        conversations.feed(event)
+    conversations.finish()
+    yield from conversations.records()

@@ -1,0 +1,672 @@
+"""A consumer group member (client side) as a sans-I/O state machine.
+
+Theory of operation
+===================
+
+A :class:`GroupMember` is the group-management half of a 0.9 Java consumer: it finds the group's
+coordinator, joins, syncs, then heartbeats, and reacts to the coordinator's error codes the way
+``AbstractCoordinator``/``ConsumerCoordinator`` do (protocol.md §6.4, last list).  It owns no socket,
+thread or clock.  Every input method takes ``now_ms`` and returns a list of *actions*:
+
+* :class:`SendRequest` — send ``request`` (a value from :mod:`kproto.group.requests`) to
+  ``destination`` (the coordinator, or any broker when ``destination`` is None) and hand the answer back
+  with :meth:`GroupMember.receive` under the same ``request_id``, or report a lost connection with
+  :meth:`GroupMember.request_failed`.  Answers to requests the member no longer waits for (an older
+  generation, a forgotten coordinator) are ignored.
+* events for the application: :class:`PartitionsRevoked`, :class:`PartitionsAssigned`,
+  :class:`MetadataNeeded`, :class:`OffsetsCommitted`, :class:`GroupFailed`.
+
+Timers are deadlines: :meth:`GroupMember.next_deadline_ms` says when :meth:`GroupMember.tick` must be
+called next (heartbeats, the local session check, retry backoffs, periodic auto-commit).
+
+**States and transitions** are the :data:`TRANSITIONS` table (state × event → state); entering a state
+performs that state's entry action (send GroupCoordinator, OffsetCommit, JoinGroup or SyncGroup; ask for
+metadata; start heartbeating).  Where a response leads depends on three facts the member keeps:
+
+* ``rejoin needed`` — set at start and by REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION or
+  UNKNOWN_MEMBER_ID; cleared by a successful JoinGroup;
+* ``join prepared`` — the pre-join work (commit offsets if auto-commit is on, then revoke the owned
+  partitions) is done once per rebalance, not again when a JoinGroup or SyncGroup fails; cleared by a
+  successful SyncGroup;
+* the member id — UNKNOWN_MEMBER_ID resets it to "" before rejoining.
+
+After the coordinator is found the member resumes heartbeating if no rejoin is needed, prepares the
+join if it is not yet prepared, and otherwise joins.
+
+**Errors** are the :data:`REACTIONS` table (API × error code → reaction).  Losing the coordinator
+(GROUP_COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR_FOR_GROUP, a lost connection, or no successful
+heartbeat for a whole session timeout) sends the member back to discovery *without* revoking its
+partitions: the application keeps fetching, and the coordinator decides on rediscovery whether the
+generation is still current.  INCONSISTENT_GROUP_PROTOCOL, INVALID_SESSION_TIMEOUT, INVALID_GROUP_ID,
+GROUP_AUTHORIZATION_FAILED and unexpected codes end in ``FAILED``.
+
+**The leader** (its JoinGroup answer lists the members) decodes every member's subscription with the
+injected :class:`ConsumerCodec`, runs the assignor the coordinator selected on the partition
+counts it knows, and sends the encoded assignments in its SyncGroup.  If it lacks the partition count of
+a subscribed topic it first emits :class:`MetadataNeeded` and waits for
+:meth:`GroupMember.update_metadata`; topics still unknown then are skipped, as Java does.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+from dataclasses import dataclass
+from typing import (
+    Dict,
+    List,
+    Mapping,
+    Optional,
+    Protocol,
+    Sequence,
+    Tuple,
+    Union,
+)
+
+from kproto.errors import ProtocolError
+from kproto.group import requests as rq
+from kproto.group import responses as rs
+from kproto.group.assignors import ASSIGNORS, AssignorFunction
+from kproto.group.consumer_codec import ConsumerProtocolCodec
+from kproto import ErrorCode
+
+__all__ = [
+    "MemberState",
+    "MemberEvent",
+    "TRANSITIONS",
+    "Reaction",
+    "REACTIONS",
+    "ConsumerCodec",
+    "MemberConfig",
+    "CoordinatorNode",
+    "SendRequest",
+    "PartitionsRevoked",
+    "PartitionsAssigned",
+    "MetadataNeeded",
+    "OffsetsCommitted",
+    "GroupFailed",
+    "Action",
+    "GroupMember",
+]
+
+TopicPartition = Tuple[str, int]
+
+
+# --------------------------------------------------------------------------------------------------
+# The tables
+
+
+class MemberState(enum.Enum):
+    """Where the member is in the group protocol."""
+
+    UNJOINED = "not started"
+    DISCOVERING = "looking for the coordinator"
+    PREPARING_REJOIN = "committing offsets before revoking and rejoining"
+    JOINING = "JoinGroup in flight"
+    AWAITING_METADATA = "leader waiting for partition counts before assigning"
+    SYNCING = "SyncGroup in flight"
+    STABLE = "member of the current generation, heartbeating"
+    FAILED = "stopped by a fatal group error"
+    CLOSED = "left the group"
+
+
+class MemberEvent(enum.Enum):
+    """What moves the member from one state to another."""
+
+    START = "start() was called"
+    RESUME = "coordinator found, current generation still believed valid"
+    PREPARE_JOIN = "a rejoin is needed and the pre-join work is not done yet"
+    JOIN = "a rejoin is needed and the pre-join work is done"
+    COORDINATOR_LOST = "coordinator unavailable, moved, disconnected or silent for a session"
+    JOINED_AS_FOLLOWER = "JoinGroup answered, no members list"
+    JOINED_AS_LEADER = "JoinGroup answered with the members; partition counts known"
+    JOINED_AS_LEADER_WITHOUT_METADATA = "JoinGroup answered with the members; partition counts missing"
+    METADATA_UPDATED = "update_metadata() was called"
+    SYNCED = "SyncGroup answered with this member's assignment"
+    FATAL_ERROR = "an error the protocol does not retry"
+    CLOSE = "close() was called"
+
+
+_S = MemberState
+_E = MemberEvent
+_ACTIVE = (_S.DISCOVERING, _S.PREPARING_REJOIN, _S.JOINING, _S.AWAITING_METADATA, _S.SYNCING, _S.STABLE)
+_TALKING = (_S.PREPARING_REJOIN, _S.JOINING, _S.AWAITING_METADATA, _S.SYNCING, _S.STABLE)
+
+#: state × event → next state.  Missing pairs are illegal (a ProtocolError, i.e. a bug).
+TRANSITIONS: Mapping[Tuple[MemberState, MemberEvent], MemberState] = {
+    (_S.UNJOINED, _E.START): _S.DISCOVERING,
+    (_S.DISCOVERING, _E.RESUME): _S.STABLE,
+    (_S.DISCOVERING, _E.PREPARE_JOIN): _S.PREPARING_REJOIN,
+    (_S.DISCOVERING, _E.JOIN): _S.JOINING,
+    (_S.STABLE, _E.PREPARE_JOIN): _S.PREPARING_REJOIN,
+    (_S.PREPARING_REJOIN, _E.JOIN): _S.JOINING,
+    (_S.JOINING, _E.JOIN): _S.JOINING,
+    (_S.AWAITING_METADATA, _E.JOIN): _S.JOINING,
+    (_S.SYNCING, _E.JOIN): _S.JOINING,
+    (_S.JOINING, _E.JOINED_AS_FOLLOWER): _S.SYNCING,
+    (_S.JOINING, _E.JOINED_AS_LEADER): _S.SYNCING,
+    (_S.JOINING, _E.JOINED_AS_LEADER_WITHOUT_METADATA): _S.AWAITING_METADATA,
+    (_S.AWAITING_METADATA, _E.METADATA_UPDATED): _S.SYNCING,
+    (_S.SYNCING, _E.SYNCED): _S.STABLE,
+    **{(state, _E.COORDINATOR_LOST): _S.DISCOVERING for state in _TALKING},
+    **{(state, _E.FATAL_ERROR): _S.FAILED for state in _ACTIVE},
+    **{(state, _E.CLOSE): _S.CLOSED for state in _ACTIVE + (_S.UNJOINED, _S.FAILED)},
+}
+
+
+class Reaction(enum.Enum):
+    """What the member does about an error code in a response."""
+
+    RETRY = "send the same request again after the retry backoff"
+    REJOIN = "rejoin the group"
+    RESET_MEMBER_ID_AND_REJOIN = "forget the member id, then rejoin"
+    REDISCOVER = "forget the coordinator and find it again (keep the partitions)"
+    REPORT = "tell the application, change nothing"
+    FAIL = "stop: the application must intervene"
+
+
+_R = Reaction
+_C = ErrorCode
+_COORDINATOR_GONE = {_C.GROUP_COORDINATOR_NOT_AVAILABLE: _R.REDISCOVER, _C.NOT_COORDINATOR_FOR_GROUP: _R.REDISCOVER}
+_MEMBERSHIP_GONE = {
+    _C.REBALANCE_IN_PROGRESS: _R.REJOIN,
+    _C.ILLEGAL_GENERATION: _R.REJOIN,
+    _C.UNKNOWN_MEMBER_ID: _R.RESET_MEMBER_ID_AND_REJOIN,
+}
+
+#: API → {error code → reaction}.  A code not listed gets the API's entry under ErrorCode.UNKNOWN.
+REACTIONS: Mapping[str, Mapping[ErrorCode, Reaction]] = {
+    "group_coordinator": {_C.GROUP_AUTHORIZATION_FAILED: _R.FAIL, _C.UNKNOWN: _R.RETRY},
+    "join_group": {
+        **_COORDINATOR_GONE, **_MEMBERSHIP_GONE, _C.GROUP_LOAD_IN_PROGRESS: _R.RETRY, _C.UNKNOWN: _R.FAIL,
+    },
+    "sync_group": {**_COORDINATOR_GONE, **_MEMBERSHIP_GONE, _C.UNKNOWN: _R.FAIL},
+    "heartbeat": {**_COORDINATOR_GONE, **_MEMBERSHIP_GONE, _C.UNKNOWN: _R.FAIL},
+    "offset_commit": {**_COORDINATOR_GONE, **_MEMBERSHIP_GONE, _C.UNKNOWN: _R.REPORT},
+}
+
+
+def _reaction(api: str, code: int) -> Reaction:
+    table = REACTIONS[api]
+    return table.get(ErrorCode(code), table[_C.UNKNOWN])
+
+
+# --------------------------------------------------------------------------------------------------
+# Configuration, injected codec, actions
+
+
+class ConsumerCodec(Protocol):
+    """Encodes the embedded consumer protocol (§5.1); :class:`kproto.group.consumer_codec.ConsumerProtocolCodec` is one."""
+
+    def encode_subscription(self, topics: Sequence[str]) -> bytes:
+        """ConsumerProtocolMemberMetadata v0 bytes for a subscription (empty user data)."""
+
+    def decode_subscription(self, data: bytes) -> List[str]:
+        """The subscribed topics from ConsumerProtocolMemberMetadata bytes."""
+
+    def encode_assignment(self, assignment: Mapping[str, Sequence[int]]) -> bytes:
+        """ConsumerProtocolMemberAssignment v0 bytes for {topic: partitions} (empty user data)."""
+
+    def decode_assignment(self, data: bytes) -> Dict[str, List[int]]:
+        """{topic: partitions} from ConsumerProtocolMemberAssignment bytes (empty bytes: nothing)."""
+
+
+@dataclass(frozen=True)
+class MemberConfig:
+    """Consumer settings that shape the member's group behaviour (0.9 Java defaults)."""
+
+    group_id: str
+    client_id: str
+    topics: Tuple[str, ...]
+    #: ``partition.assignment.strategy``: assignor names, most preferred first
+    assignors: Tuple[str, ...] = ("range",)
+    session_timeout_ms: int = 30000
+    heartbeat_interval_ms: int = 3000
+    retry_backoff_ms: int = 100
+    #: ``enable.auto.commit``: commit positions before every rebalance and every interval
+    auto_commit: bool = True
+    auto_commit_interval_ms: int = 5000
+    protocol_type: str = "consumer"
+
+
+@dataclass(frozen=True)
+class CoordinatorNode:
+    """The broker that coordinates the group, from the GroupCoordinator response."""
+
+    node_id: int
+    host: str
+    port: int
+
+
+@dataclass(frozen=True)
+class SendRequest:
+    """Send ``request`` to ``destination`` (None: any broker) and report the outcome under ``request_id``."""
+
+    request_id: int
+    request: Union[rq.GroupCoordinatorRequest, rq.GroupRequest]
+    destination: Optional[CoordinatorNode]
+
+
+@dataclass(frozen=True)
+class PartitionsRevoked:
+    """The member gives up these partitions (before rejoining): stop fetching them."""
+
+    partitions: Tuple[TopicPartition, ...]
+
+
+@dataclass(frozen=True)
+class PartitionsAssigned:
+    """The member owns these partitions in ``generation_id``: start fetching them."""
+
+    generation_id: int
+    partitions: Tuple[TopicPartition, ...]
+
+
+@dataclass(frozen=True)
+class MetadataNeeded:
+    """The leader needs partition counts for these topics; answer with ``update_metadata``."""
+
+    topics: Tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class OffsetsCommitted:
+    """The coordinator answered an OffsetCommit the member sent."""
+
+    request_id: int
+    response: rs.OffsetCommitResponse
+
+
+@dataclass(frozen=True)
+class GroupFailed:
+    """A fatal group error: the member stopped (state FAILED)."""
+
+    api: str
+    error_code: int
+
+
+Action = Union[SendRequest, PartitionsRevoked, PartitionsAssigned, MetadataNeeded, OffsetsCommitted, GroupFailed]
+
+
+# --------------------------------------------------------------------------------------------------
+# The member
+
+
+@dataclass
+class _InFlight:
+    request_id: int
+    api: str
+    to_coordinator: bool
+    before_rejoin: bool = False  # the commit of the pre-join work
+
+
+#: API → the response type :meth:`GroupMember.receive` expects for it.
+_RESPONSE_TYPES: Mapping[str, type] = {
+    "group_coordinator": rs.GroupCoordinatorResponse,
+    "join_group": rs.JoinGroupResponse,
+    "sync_group": rs.SyncGroupResponse,
+    "heartbeat": rs.HeartbeatResponse,
+    "offset_commit": rs.OffsetCommitResponse,
+    "leave_group": rs.LeaveGroupResponse,
+}
+
+
+class GroupMember:
+    """One consumer's group membership; see the module docstring for the rules."""
+
+    def __init__(
+        self,
+        config: MemberConfig,
+        codec: Optional[ConsumerCodec] = None,
+        *,
+        assignors: Mapping[str, AssignorFunction] = ASSIGNORS,
+    ) -> None:
+        unknown = [name for name in config.assignors if name not in assignors]
+        if unknown or not config.assignors:
+            raise ValueError(f"unknown or missing assignors: {unknown or config.assignors}")
+        self.config = config
+        self._codec: ConsumerCodec = codec if codec is not None else ConsumerProtocolCodec()
+        self._assignors = assignors
+        self.state = MemberState.UNJOINED
+        self.member_id = ""
+        self.generation_id = -1
+        self.leader_id = ""
+        self.protocol = ""
+        self.coordinator: Optional[CoordinatorNode] = None
+        self.assignment: Dict[str, List[int]] = {}
+        self._partitions_per_topic: Dict[str, int] = {}
+        self._positions: Dict[TopicPartition, int] = {}
+        self._rejoin_needed = True
+        self._join_prepared = False
+        self._leader_members: Tuple[rs.JoinGroupMember, ...] = ()
+        self._in_flight: Dict[int, _InFlight] = {}
+        self._ids = itertools.count(1)
+        self._now_ms = 0
+        self._retry_at_ms: Optional[int] = None
+        self._next_heartbeat_ms: Optional[int] = None
+        self._last_heartbeat_ok_ms = 0
+        self._next_auto_commit_ms: Optional[int] = None
+        self._actions: List[Action] = []
+
+    # ---------------------------------------------------------------- inputs
+
+    def start(self, now_ms: int) -> List[Action]:
+        """Begin: discover the coordinator, then join."""
+        self._set_time(now_ms)
+        self._fire(MemberEvent.START)
+        return self._take()
+
+    def receive(self, request_id: int, response: object, now_ms: int) -> List[Action]:
+        """Hand in the answer to a :class:`SendRequest`; answers no longer awaited are ignored."""
+        self._set_time(now_ms)
+        pending = self._in_flight.get(request_id)
+        if pending is None:
+            return []
+        if not isinstance(response, _RESPONSE_TYPES[pending.api]):
+            raise ProtocolError(f"request {request_id} ({pending.api}) answered by {type(response).__name__}")
+        del self._in_flight[request_id]
+        handlers = {
+            "group_coordinator": self._on_group_coordinator,
+            "join_group": self._on_join_group,
+            "sync_group": self._on_sync_group,
+            "heartbeat": self._on_heartbeat,
+            "offset_commit": self._on_offset_commit,
+            "leave_group": lambda pending, response: None,  # fire and forget
+        }
+        handlers[pending.api](pending, response)
+        return self._take()
+
+    def request_failed(self, request_id: int, now_ms: int) -> List[Action]:
+        """The connection carrying the request broke before an answer came."""
+        self._set_time(now_ms)
+        pending = self._in_flight.pop(request_id, None)
+        if pending is None:
+            return []
+        if pending.to_coordinator:
+            self._lose_coordinator()
+        else:
+            self._retry_at_ms = self._now_ms + self.config.retry_backoff_ms
+        return self._take()
+
+    def coordinator_disconnected(self, now_ms: int) -> List[Action]:
+        """The connection to the coordinator broke: whatever was in flight to it is lost; rediscover."""
+        self._set_time(now_ms)
+        if self.coordinator is not None and self.state in _TALKING:
+            self._lose_coordinator()
+        return self._take()
+
+    def update_metadata(self, partitions_per_topic: Mapping[str, int], now_ms: int) -> List[Action]:
+        """Partition counts of topics (merged into what the member knows); unblocks a waiting leader."""
+        self._set_time(now_ms)
+        self._partitions_per_topic.update(partitions_per_topic)
+        if self.state is MemberState.AWAITING_METADATA:
+            self._fire(MemberEvent.METADATA_UPDATED)
+        return self._take()
+
+    def set_position(self, topic: str, partition: int, offset: int) -> None:
+        """Record the application's position (the next offset to consume) for auto-commit."""
+        self._positions[(topic, partition)] = offset
+
+    def commit(self, now_ms: int, offsets: Optional[Mapping[TopicPartition, int]] = None) -> List[Action]:
+        """Commit ``offsets`` (default: the positions of owned partitions) for the current generation."""
+        self._set_time(now_ms)
+        if self.state is not MemberState.STABLE:
+            raise ProtocolError(f"cannot commit in state {self.state.name}: no current generation")
+        self._send_commit(self._owned_positions() if offsets is None else dict(offsets))
+        return self._take()
+
+    def close(self, now_ms: int) -> List[Action]:
+        """Commit (if auto-commit is on) and leave the group, without waiting for answers."""
+        self._set_time(now_ms)
+        if self.state is MemberState.CLOSED:
+            return []
+        if self.state is MemberState.STABLE and self.config.auto_commit and self._owned_positions():
+            self._send_commit(self._owned_positions())
+        if self.coordinator is not None and self.member_id and self.state in _TALKING:
+            self._send("leave_group", rq.LeaveGroupRequest(self.config.group_id, self.member_id))
+        self._fire(MemberEvent.CLOSE)
+        self._in_flight.clear()
+        return self._take()
+
+    def tick(self, now_ms: int) -> List[Action]:
+        """Run whatever timer is due: resend after backoff, session check, heartbeat, auto-commit."""
+        self._set_time(now_ms)
+        if self._retry_at_ms is not None and now_ms >= self._retry_at_ms:
+            self._retry_at_ms = None
+            self._enter(self.state)  # entry actions send the state's request
+        if self.state is MemberState.STABLE:
+            self._stable_timers()
+        return self._take()
+
+    def next_deadline_ms(self) -> Optional[int]:
+        """When :meth:`tick` must run next, or None if only an answer can move the member."""
+        deadlines = [self._retry_at_ms]
+        if self.state is MemberState.STABLE:
+            deadlines.append(self._last_heartbeat_ok_ms + self.config.session_timeout_ms)
+            if not self._has_in_flight("heartbeat"):
+                deadlines.append(self._next_heartbeat_ms)
+            if not self._has_in_flight("offset_commit"):
+                deadlines.append(self._next_auto_commit_ms)
+        return min((d for d in deadlines if d is not None), default=None)
+
+    # ---------------------------------------------------------------- transitions
+
+    def _fire(self, event: MemberEvent) -> None:
+        try:
+            self.state = TRANSITIONS[(self.state, event)]
+        except KeyError:
+            raise ProtocolError(f"member: no transition for {event.name} in {self.state.name}")
+        self._retry_at_ms = None  # a pending retry belonged to the state being left
+        self._enter(self.state)
+
+    def _enter(self, state: MemberState) -> None:
+        """The entry action of ``state`` (also re-run when a retry backoff ends)."""
+        entry = {
+            MemberState.DISCOVERING: self._send_discovery,
+            MemberState.PREPARING_REJOIN: self._prepare_join,
+            MemberState.JOINING: self._send_join,
+            MemberState.AWAITING_METADATA: self._ask_metadata,
+            MemberState.SYNCING: self._send_sync,
+            MemberState.STABLE: self._start_heartbeats,
+        }.get(state)
+        if entry is not None:
+            entry()
+
+    def _next_step(self) -> MemberEvent:
+        """Where to go once the coordinator is known (or a rejoin is requested)."""
+        if not self._rejoin_needed:
+            return MemberEvent.RESUME
+        return MemberEvent.JOIN if self._join_prepared else MemberEvent.PREPARE_JOIN
+
+    def _react(self, api: str, code: int) -> None:
+        reaction = _reaction(api, code)
+        if reaction is Reaction.RETRY:
+            self._retry_at_ms = self._now_ms + self.config.retry_backoff_ms
+        elif reaction is Reaction.REDISCOVER:
+            self._lose_coordinator()
+        elif reaction is Reaction.FAIL:
+            self._actions.append(GroupFailed(api, code))
+            self._fire(MemberEvent.FATAL_ERROR)
+        elif reaction in (Reaction.REJOIN, Reaction.RESET_MEMBER_ID_AND_REJOIN):
+            if reaction is Reaction.RESET_MEMBER_ID_AND_REJOIN:
+                self.member_id = ""
+            self._rejoin_needed = True
+            if self.state is not MemberState.PREPARING_REJOIN:  # it joins once its commit is answered
+                self._fire(self._next_step())
+
+    def _lose_coordinator(self) -> None:
+        """Forget the coordinator and everything in flight to it; keep the partitions."""
+        self.coordinator = None
+        self._in_flight = {rid: p for rid, p in self._in_flight.items() if not p.to_coordinator}
+        self._retry_at_ms = None
+        self._fire(MemberEvent.COORDINATOR_LOST)
+
+    # ---------------------------------------------------------------- entry actions and responses
+
+    def _send_discovery(self) -> None:
+        if not self._has_in_flight("group_coordinator"):
+            self._send("group_coordinator", rq.GroupCoordinatorRequest(self.config.group_id), to_coordinator=False)
+
+    def _on_group_coordinator(self, pending: _InFlight, response: rs.GroupCoordinatorResponse) -> None:
+        if self.state is not MemberState.DISCOVERING:
+            return
+        if response.error_code != ErrorCode.NONE:
+            self._react("group_coordinator", response.error_code)
+            return
+        self.coordinator = CoordinatorNode(response.node_id, response.host, response.port)
+        self._fire(self._next_step())
+
+    def _prepare_join(self) -> None:
+        """Pre-join work: commit positions (auto-commit), then revoke; the join follows."""
+        owned = self._owned_positions()
+        if self.config.auto_commit and owned and self.member_id and self.generation_id >= 0:
+            self._send_commit(owned, before_rejoin=True)
+        else:
+            self._finish_prepare()
+
+    def _finish_prepare(self) -> None:
+        revoked = self._owned_partitions()
+        self.assignment = {}
+        self._join_prepared = True
+        self._actions.append(PartitionsRevoked(revoked))
+        self._fire(MemberEvent.JOIN)
+
+    def _send_join(self) -> None:
+        subscription = self._codec.encode_subscription(list(self.config.topics))
+        protocols = tuple(rq.JoinGroupProtocol(name, subscription) for name in self.config.assignors)
+        request = rq.JoinGroupRequest(
+            self.config.group_id, self.config.session_timeout_ms, self.member_id,
+            self.config.protocol_type, protocols,
+        )
+        self._send("join_group", request)
+
+    def _on_join_group(self, pending: _InFlight, response: rs.JoinGroupResponse) -> None:
+        if response.error_code != ErrorCode.NONE:
+            self._react("join_group", response.error_code)
+            return
+        self.member_id = response.member_id
+        self.generation_id = response.generation_id
+        self.leader_id = response.leader_id
+        self.protocol = response.group_protocol
+        self._rejoin_needed = False
+        self._leader_members = response.members
+        if response.leader_id != response.member_id:
+            self._fire(MemberEvent.JOINED_AS_FOLLOWER)
+        elif self._missing_topics():
+            self._fire(MemberEvent.JOINED_AS_LEADER_WITHOUT_METADATA)
+        else:
+            self._fire(MemberEvent.JOINED_AS_LEADER)
+
+    def _ask_metadata(self) -> None:
+        self._actions.append(MetadataNeeded(self._missing_topics()))
+
+    def _send_sync(self) -> None:
+        assignments = self._assign() if self.leader_id == self.member_id else ()
+        request = rq.SyncGroupRequest(self.config.group_id, self.generation_id, self.member_id, assignments)
+        self._send("sync_group", request)
+
+    def _on_sync_group(self, pending: _InFlight, response: rs.SyncGroupResponse) -> None:
+        if response.error_code != ErrorCode.NONE:
+            self._react("sync_group", response.error_code)
+            return
+        self.assignment = self._codec.decode_assignment(response.member_assignment)
+        self._join_prepared = False
+        self._actions.append(PartitionsAssigned(self.generation_id, self._owned_partitions()))
+        self._fire(MemberEvent.SYNCED)
+
+    def _start_heartbeats(self) -> None:
+        self._last_heartbeat_ok_ms = self._now_ms
+        self._next_heartbeat_ms = self._now_ms + self.config.heartbeat_interval_ms
+        if self.config.auto_commit:
+            self._next_auto_commit_ms = self._now_ms + self.config.auto_commit_interval_ms
+
+    def _stable_timers(self) -> None:
+        now = self._now_ms
+        if now >= self._last_heartbeat_ok_ms + self.config.session_timeout_ms:
+            self._lose_coordinator()  # silent for a whole session: assume the coordinator died
+            return
+        if not self._has_in_flight("heartbeat") and self._next_heartbeat_ms is not None and now >= self._next_heartbeat_ms:
+            self._next_heartbeat_ms = now + self.config.heartbeat_interval_ms
+            request = rq.HeartbeatRequest(self.config.group_id, self.generation_id, self.member_id)
+            self._send("heartbeat", request)
+        due = self._next_auto_commit_ms
+        if due is not None and now >= due and not self._has_in_flight("offset_commit"):
+            self._next_auto_commit_ms = now + self.config.auto_commit_interval_ms
+            if self._owned_positions():
+                self._send_commit(self._owned_positions())
+
+    def _on_heartbeat(self, pending: _InFlight, response: rs.HeartbeatResponse) -> None:
+        if self.state is not MemberState.STABLE:
+            return
+        if response.error_code == ErrorCode.NONE:
+            self._last_heartbeat_ok_ms = self._now_ms
+        else:
+            self._react("heartbeat", response.error_code)
+
+    def _send_commit(self, offsets: Mapping[TopicPartition, int], before_rejoin: bool = False) -> None:
+        by_topic: Dict[str, List[rq.OffsetCommitPartition]] = {}
+        for (topic, partition), offset in offsets.items():
+            by_topic.setdefault(topic, []).append(rq.OffsetCommitPartition(partition, offset, ""))
+        topics = tuple(rq.OffsetCommitTopic(topic, tuple(parts)) for topic, parts in by_topic.items())
+        request = rq.OffsetCommitRequest(self.config.group_id, self.generation_id, self.member_id, -1, topics)
+        self._send("offset_commit", request, before_rejoin=before_rejoin)
+
+    def _on_offset_commit(self, pending: _InFlight, response: rs.OffsetCommitResponse) -> None:
+        self._actions.append(OffsetsCommitted(pending.request_id, response))
+        codes = [p.error_code for t in response.responses for p in t.partition_responses if p.error_code]
+        code = codes[0] if codes else ErrorCode.NONE
+        reaction = _reaction("offset_commit", code) if codes else Reaction.REPORT
+        if pending.before_rejoin and self.state is MemberState.PREPARING_REJOIN:
+            # The pre-join commit is best effort (as in Java); only a lost coordinator stops the join.
+            if reaction is Reaction.REDISCOVER:
+                self._lose_coordinator()
+            else:
+                self._finish_prepare()
+        elif self.state is MemberState.STABLE and reaction is not Reaction.REPORT:
+            self._react("offset_commit", code)
+
+    # ---------------------------------------------------------------- leader assignment
+
+    def _subscriptions(self) -> Dict[str, List[str]]:
+        return {m.member_id: self._codec.decode_subscription(m.member_metadata) for m in self._leader_members}
+
+    def _missing_topics(self) -> Tuple[str, ...]:
+        if self.leader_id != self.member_id:
+            return ()
+        wanted = {topic for topics in self._subscriptions().values() for topic in topics}
+        return tuple(sorted(wanted - set(self._partitions_per_topic)))
+
+    def _assign(self) -> Tuple[rq.SyncGroupAssignment, ...]:
+        subscriptions = self._subscriptions()
+        assignor = self._assignors[self.protocol]
+        result = assignor(subscriptions, self._partitions_per_topic)
+        return tuple(
+            rq.SyncGroupAssignment(member_id, self._codec.encode_assignment(result[member_id]))
+            for member_id in subscriptions
+        )
+
+    # ---------------------------------------------------------------- helpers
+
+    def _send(self, api: str, request: object, *, to_coordinator: bool = True, before_rejoin: bool = False) -> None:
+        request_id = next(self._ids)
+        self._in_flight[request_id] = _InFlight(request_id, api, to_coordinator, before_rejoin)
+        destination = self.coordinator if to_coordinator else None
+        self._actions.append(SendRequest(request_id, request, destination))  # type: ignore[arg-type]
+
+    def _has_in_flight(self, api: str) -> bool:
+        return any(p.api == api for p in self._in_flight.values())
+
+    def _owned_partitions(self) -> Tuple[TopicPartition, ...]:
+        return tuple((topic, p) for topic in sorted(self.assignment) for p in self.assignment[topic])
+
+    def _owned_positions(self) -> Dict[TopicPartition, int]:
+        return {tp: self._positions[tp] for tp in self._owned_partitions() if tp in self._positions}
+
+    def _set_time(self, now_ms: int) -> None:
+        if now_ms < self._now_ms:
+            raise ProtocolError(f"clock went backwards: {now_ms} < {self._now_ms}")
+        self._now_ms = now_ms
+
+    def _take(self) -> List[Action]:
+        actions, self._actions = self._actions, []
+        return actions

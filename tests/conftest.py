@@ -1,0 +1,51 @@
+"""Records fixtures: both message set backends in one run, and a check that the selected backend is the
+one the environment asked for (``KPROTO_REQUIRE_FAST=1`` → cython, ``KPROTO_PURE=1`` → python)."""
+
+from __future__ import annotations
+
+import importlib
+import os
+
+import pytest
+
+import kproto._backend
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if os.environ.get("KPROTO_PURE") == "1":
+        assert kproto._backend.BACKEND == "python", "KPROTO_PURE=1 but the cython backend is active"
+    elif os.environ.get("KPROTO_REQUIRE_FAST") == "1":
+        assert kproto._backend.BACKEND == "cython", "KPROTO_REQUIRE_FAST=1 but the cython backend is not active"
+
+
+def _records_module(name: str):
+    if name == "python":
+        return importlib.import_module("kproto.records._pure")
+    try:
+        return importlib.import_module("kproto._fast._records")
+    except ImportError:
+        if os.environ.get("KPROTO_PURE") == "1":
+            pytest.skip("KPROTO_PURE=1 run without the compiled extension")
+        raise
+
+
+@pytest.fixture(scope="module", params=["cython", "python"])
+def records_impl(request: pytest.FixtureRequest):
+    """One message set implementation module (``kproto._fast._records`` or ``kproto.records._pure``)."""
+    return _records_module(request.param)
+
+
+@pytest.fixture(scope="module", params=["cython", "python"])
+def records_codec(request: pytest.FixtureRequest):
+    """The public message set API bound to one implementation."""
+    from kproto.records.message_set import MessageSetCodec
+
+    return MessageSetCodec(_records_module(request.param))
+
+
+@pytest.fixture(scope="module")
+def both_codecs():
+    """(cython, python) codecs, for differential tests."""
+    from kproto.records.message_set import MessageSetCodec
+
+    return MessageSetCodec(_records_module("cython")), MessageSetCodec(_records_module("python"))

@@ -1,0 +1,221 @@
+"""Random join/sync/heartbeat/leave/commit/tick sequences against the coordinator, checking invariants."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Dict, List, Set
+
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from kproto import ErrorCode
+from kproto.group import responses as rs
+from kproto.group.coordinator import GroupCoordinator, GroupState
+
+E = ErrorCode
+CLIENTS = ["c0", "c1", "c2", "c3"]
+PROTOCOL_CHOICES = [("range",), ("range", "roundrobin"), ("roundrobin", "range"), ("roundrobin",)]
+
+
+@dataclass
+class Client:
+    """What one consumer knows from the answers it received."""
+
+    name: str
+    member_id: str = ""
+    generation: int = -1
+    is_leader: bool = False
+    members: List[str] = field(default_factory=list)
+
+
+class CoordinatorMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        ids = itertools.count(1)
+        self.coordinator = GroupCoordinator(member_id_suffix=lambda: str(next(ids)))
+        self.now = 0
+        self.clients: Dict[str, Client] = {name: Client(name) for name in CLIENTS}
+        self.tokens = itertools.count()
+        self.outstanding: Set[object] = set()
+        self.incarnation = 0
+        self.last_generation = 0
+        self.assignments: Dict[tuple, Dict[str, bytes]] = {}  # (incarnation, generation) → leader's map
+
+    # ---------------------------------------------------------------- plumbing
+
+    def _token(self, client: str, api: str) -> tuple:
+        token = (client, api, next(self.tokens))
+        self.outstanding.add(token)
+        return token
+
+    def _apply(self, replies) -> None:
+        for reply in replies:
+            assert reply.reply_to in self.outstanding, f"unexpected or repeated reply {reply}"
+            self.outstanding.discard(reply.reply_to)
+            client = self.clients[reply.reply_to[0]]
+            result = reply.result
+            if isinstance(result, rs.JoinGroupResponse):
+                self._learn_join(client, result)
+
+    def _learn_join(self, client: Client, result: rs.JoinGroupResponse) -> None:
+        if result.error_code == E.UNKNOWN_MEMBER_ID:
+            client.member_id = ""
+        if result.error_code != E.NONE:
+            return
+        # (Later timers of the same tick may already have moved the group on, so only the answer's
+        # own consistency is checked here.)
+        assert result.generation_id >= 1 and result.group_protocol in ("range", "roundrobin")
+        assert bool(result.members) == (result.member_id == result.leader_id)
+        if result.members:
+            assert result.member_id in [m.member_id for m in result.members]
+        client.member_id, client.generation = result.member_id, result.generation_id
+        client.is_leader = result.member_id == result.leader_id
+        client.members = [m.member_id for m in result.members]
+
+    # ---------------------------------------------------------------- rules
+
+    @rule(client=st.sampled_from(CLIENTS), fresh=st.booleans(), protocols=st.sampled_from(PROTOCOL_CHOICES),
+          timeout=st.sampled_from([6000, 10000]))
+    def join(self, client, fresh, protocols, timeout):
+        c = self.clients[client]
+        member_id = "" if fresh else c.member_id
+        self._apply(self.coordinator.join_group(
+            self._token(client, "join"), group_id="g", member_id=member_id, client_id=client,
+            client_host="/h", session_timeout_ms=timeout, protocol_type="consumer",
+            protocols=[(name, name.encode()) for name in protocols], now_ms=self.now,
+        ))
+
+    @rule(client=st.sampled_from(CLIENTS), drop_one=st.booleans())
+    def sync(self, client, drop_one):
+        c = self.clients[client]
+        assignment = {}
+        if c.is_leader:
+            assignment = {m: f"{m}@{c.generation}".encode() for m in c.members[drop_one:]}
+        self._apply(self.coordinator.sync_group(
+            self._token(client, "sync"), group_id="g", generation_id=c.generation, member_id=c.member_id,
+            assignments=assignment, now_ms=self.now,
+        ))
+        snapshot = self.coordinator.snapshot("g")
+        if c.is_leader and snapshot and snapshot.state is GroupState.STABLE and snapshot.generation_id == c.generation:
+            self.assignments.setdefault((self.incarnation, c.generation), assignment)
+
+    @rule(client=st.sampled_from(CLIENTS), stale=st.booleans())
+    def heartbeat(self, client, stale):
+        c = self.clients[client]
+        token = self._token(client, "heartbeat")
+        replies = self.coordinator.heartbeat(
+            token, group_id="g", generation_id=c.generation - stale, member_id=c.member_id, now_ms=self.now,
+        )
+        answered = {r.reply_to: r.result for r in replies}
+        assert token in answered, "heartbeats are answered at once"
+        snapshot = self.coordinator.snapshot("g")
+        code = answered[token].error_code
+        if snapshot is None:
+            assert code == E.UNKNOWN_MEMBER_ID
+        elif snapshot.state is not GroupState.STABLE:
+            assert code == E.REBALANCE_IN_PROGRESS
+        elif c.member_id not in {m.member_id for m in snapshot.members}:
+            assert code == E.UNKNOWN_MEMBER_ID
+        else:
+            assert code == (E.NONE if c.generation - stale == snapshot.generation_id else E.ILLEGAL_GENERATION)
+        self._apply(replies)
+
+    @rule(client=st.sampled_from(CLIENTS))
+    def leave(self, client):
+        c = self.clients[client]
+        self._apply(self.coordinator.leave_group(self._token(client, "leave"), group_id="g",
+                                                 member_id=c.member_id, now_ms=self.now))
+
+    @rule(client=st.sampled_from(CLIENTS), offset=st.integers(0, 1000))
+    def commit(self, client, offset):
+        c = self.clients[client]
+        before = self.coordinator.committed("g")
+        token = self._token(client, "commit")
+        replies = self.coordinator.commit_offsets(
+            token, group_id="g", generation_id=c.generation, member_id=c.member_id,
+            offsets={("t", 0): (offset, "")}, now_ms=self.now,
+        )
+        code = {r.reply_to: r.result for r in replies}[token].responses[0].partition_responses[0].error_code
+        after = self.coordinator.committed("g")
+        assert (after.get(("t", 0)) == (offset, "")) if code == E.NONE else (after == before)
+        self._apply(replies)
+
+    @rule()
+    def settle(self):
+        """Every client that believes it is a member rejoins, then syncs (the leader last): a cooperative round."""
+        members = [c for c in self.clients.values() if c.member_id]
+        for c in members:
+            self.join(c.name, fresh=False, protocols=("range",), timeout=10000)
+        for c in sorted(members, key=lambda c: c.is_leader):
+            self.sync(c.name, drop_one=False)
+
+    @rule(ms=st.one_of(st.sampled_from([0, 100, 3000, 7000]), st.integers(0, 12000)))
+    def advance(self, ms):
+        self.now += ms
+        self._apply(self.coordinator.tick(self.now))
+
+    @precondition(lambda self: self.coordinator.next_deadline_ms() is not None)
+    @rule()
+    def jump_to_next_deadline(self):
+        self.now = max(self.now, self.coordinator.next_deadline_ms())
+        self._apply(self.coordinator.tick(self.now))
+
+    # ---------------------------------------------------------------- invariants
+
+    @invariant()
+    def generation_is_monotonic(self):
+        snapshot = self.coordinator.snapshot("g")
+        if snapshot is None:
+            if self.last_generation:
+                self.incarnation += 1
+            self.last_generation = 0
+            return
+        assert snapshot.generation_id >= self.last_generation
+        self.last_generation = snapshot.generation_id
+
+    @invariant()
+    def group_shape_matches_its_state(self):
+        snapshot = self.coordinator.snapshot("g")
+        if snapshot is None:
+            return
+        members = {m.member_id: m for m in snapshot.members}
+        assert members and snapshot.leader_id in members
+        assert (snapshot.join_deadline_ms is not None) == (snapshot.state is GroupState.PREPARING_REBALANCE)
+        for m in snapshot.members:
+            assert not (m.awaiting_join and m.awaiting_sync), "a member is in one phase at a time"
+            if m.awaiting_join:
+                assert snapshot.state is GroupState.PREPARING_REBALANCE
+            if m.awaiting_sync:
+                assert snapshot.state is GroupState.AWAITING_SYNC
+            if snapshot.state is not GroupState.PREPARING_REBALANCE:
+                assert m.awaiting_sync or m.session_deadline_ms is not None, "nobody escapes session expiry"
+        if snapshot.state is GroupState.PREPARING_REBALANCE:
+            assert not all(m.awaiting_join for m in snapshot.members), "a complete join phase was not closed"
+
+    @invariant()
+    def stable_group_holds_exactly_the_leaders_assignment(self):
+        snapshot = self.coordinator.snapshot("g")
+        if snapshot is None or snapshot.state is not GroupState.STABLE or snapshot.generation_id == 0:
+            return
+        expected = self.assignments.get((self.incarnation, snapshot.generation_id))
+        assert expected is not None, "Stable only after the leader's SyncGroup"
+        for m in snapshot.members:
+            assert m.assignment == expected.get(m.member_id, b"")
+
+    @invariant()
+    def no_timer_is_overdue(self):
+        deadline = self.coordinator.next_deadline_ms()
+        assert deadline is None or deadline > self.now
+
+    @invariant()
+    def parked_requests_match_outstanding_tokens(self):
+        snapshot = self.coordinator.snapshot("g")
+        parked = sum(m.awaiting_join + m.awaiting_sync for m in snapshot.members) if snapshot else 0
+        # Superseded parked requests are never answered (as in 0.9.0), so tokens may exceed parked ones.
+        assert parked <= len(self.outstanding)
+
+
+CoordinatorMachine.TestCase.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)
+TestCoordinatorMachine = CoordinatorMachine.TestCase
