@@ -9,7 +9,7 @@ modules, where they can be compiled.
 from __future__ import annotations
 
 import struct
-from typing import Any, Callable, ClassVar, Dict, List, Optional, Tuple, Type, TypeVar, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple, Type, TypeVar, Union
 
 from kproto.errors import DecodeError, EncodeError, KprotoError, UnsupportedVersionError
 from kproto.records.record_set import RecordSet
@@ -43,8 +43,11 @@ class Struct:
     """Base of every generated struct: value semantics driven by the class's ``_FIELDS`` table."""
 
     __slots__ = ()
-    #: (attribute, shape, struct class or None) in wire order.
-    _FIELDS: ClassVar[Tuple[Tuple[str, str, Any], ...]] = ()
+    # Class attributes set by each generated class (no annotations here: compiled, these classes are
+    # extension types, where an annotated name would declare a C attribute):
+    # _FIELDS: (attribute, shape, struct class or None) in wire order; _NAME: the dotted class name.
+    _FIELDS = ()
+    _NAME = "Struct"
 
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
@@ -55,7 +58,7 @@ class Struct:
 
     def __repr__(self) -> str:
         parts = ", ".join(f"{name}={getattr(self, name)!r}" for name, _, _ in self._FIELDS)
-        return f"{type(self).__qualname__}({parts})"
+        return f"{self._NAME}({parts})"
 
     def to_dict(self) -> Dict[str, Any]:
         """Fields in wire order as plain values: nested dicts and lists; record sets as their raw bytes."""
@@ -75,17 +78,17 @@ class Struct:
     def from_dict(cls: Type[S], data: Dict[str, Any]) -> S:
         """The inverse of :meth:`to_dict`; missing keys take their defaults, unknown keys are an error."""
         if not isinstance(data, dict):
-            raise EncodeError(f"{cls.__qualname__}.from_dict needs a dict, not {type(data).__name__}")
+            raise EncodeError(f"{cls._NAME}.from_dict needs a dict, not {type(data).__name__}")
         known = {name: (shape, sub) for name, shape, sub in cls._FIELDS}
         unknown = sorted(set(data) - set(known))
         if unknown:
-            raise EncodeError(f"{cls.__qualname__}: unknown field(s) {', '.join(unknown)}")
+            raise EncodeError(f"{cls._NAME}: unknown field(s) {', '.join(unknown)}")
         kwargs: Dict[str, Any] = {}
         for name, value in data.items():
             shape, sub = known[name]
             if shape == STRUCTS:
                 if not isinstance(value, list):
-                    raise EncodeError(f"{cls.__qualname__}.{name}: expected a list")
+                    raise EncodeError(f"{cls._NAME}.{name}: expected a list")
                 value = [item if isinstance(item, sub) else sub.from_dict(item) for item in value]
             kwargs[name] = value
         return cls(**kwargs)
@@ -99,17 +102,18 @@ class Message(Struct):
     """
 
     __slots__ = ()
-    API_KEY: ClassVar[Optional[int]] = None
-    KIND: ClassVar[str] = ""
-    #: (lowest, highest) valid version.
-    VERSIONS: ClassVar[Tuple[int, int]] = (0, 0)
-    _DECODERS: ClassVar[Dict[int, Decoder]] = {}
-    _ENCODERS: ClassVar[Dict[int, Encoder]] = {}
+    # API_KEY (int or None), KIND ("request", "response", "header", "data"), VERSIONS ((lowest, highest)),
+    # _DECODERS / _ENCODERS (version -> codec function) are set by each generated class.
+    API_KEY = None
+    KIND = ""
+    VERSIONS = (0, 0)
+    _DECODERS = {}  # type: Dict[int, Decoder]
+    _ENCODERS = {}  # type: Dict[int, Encoder]
 
     @classmethod
     def _unsupported(cls, version: object) -> UnsupportedVersionError:
         lo, hi = cls.VERSIONS
-        return UnsupportedVersionError(f"{cls.__qualname__} has no version {version!r} (valid: {lo}-{hi})")
+        return UnsupportedVersionError(f"{cls._NAME} has no version {version!r} (valid: {lo}-{hi})")
 
     @classmethod
     def decode(cls: Type[M], data: Union[bytes, bytearray, memoryview], version: int) -> M:
@@ -117,7 +121,7 @@ class Message(Struct):
         buf = data if type(data) is bytes else bytes(data)
         obj, pos = cls.decode_from(buf, 0, len(buf), version)
         if pos != len(buf):
-            raise trailing_bytes(f"{cls.__qualname__} v{version}", pos, len(buf))
+            raise trailing_bytes(f"{cls._NAME} v{version}", pos, len(buf))
         return obj
 
     @classmethod
@@ -137,23 +141,23 @@ class Message(Struct):
         protocol's schemas).  A newer version than kproto knows is read with the newest layout it knows
         and its extra trailing bytes are ignored, as 0.9 clients did; an older one is an error."""
         if not getattr(cls, "VERSION_PREFIX", False):
-            raise TypeError(f"{cls.__qualname__} does not carry its own version")
+            raise TypeError(f"{cls._NAME} does not carry its own version")
         buf = data if type(data) is bytes else bytes(data)
         if len(buf) < 2:
             raise DecodeError(f"need 2 bytes at offset 0, {len(buf)} left", 0, "version")
         version = I16.unpack_from(buf, 0)[0]
         lo, hi = cls.VERSIONS
         if version < lo:
-            raise DecodeError(f"{cls.__qualname__} version {version} is below {lo}", 0, "version")
+            raise DecodeError(f"{cls._NAME} version {version} is below {lo}", 0, "version")
         obj, pos = cls.decode_from(buf, 2, len(buf), min(version, hi))
         if version <= hi and pos != len(buf):
-            raise trailing_bytes(f"{cls.__qualname__} v{version}", pos, len(buf))
+            raise trailing_bytes(f"{cls._NAME} v{version}", pos, len(buf))
         return version, obj
 
     def encode_embedded(self, version: int = 0) -> bytes:
         """The int16 version followed by the body (the inverse of :meth:`decode_embedded`)."""
         if not getattr(self, "VERSION_PREFIX", False):
-            raise TypeError(f"{type(self).__qualname__} does not carry its own version")
+            raise TypeError(f"{self._NAME} does not carry its own version")
         out: List[bytes] = [I16.pack(version)]
         self.encode_into(out, version)
         return b"".join(out)
@@ -175,4 +179,4 @@ class Message(Struct):
             raise
         except (struct.error, TypeError, ValueError, AttributeError, OverflowError) as exc:
             # A value of the wrong type or out of range for its wire type.
-            raise encode_failure(f"{type(self).__qualname__} v{version}", exc) from exc
+            raise encode_failure(f"{self._NAME} v{version}", exc) from exc

@@ -321,7 +321,9 @@ cdef class _Columns:
 cdef struct Decoding:
     bint check_crc
     bint flag_crc      # columns: compute every CRC and record it instead of raising
+    bint lazy          # validate only; messages are built later by _MessageIterator
     Py_ssize_t limit   # max decompressed bytes per wrapper
+    Py_ssize_t count   # messages seen (lazy mode)
 
 
 cdef inline Message new_message(object key, object value, int64_t timestamp, int64_t offset, int magic,
@@ -398,6 +400,9 @@ cdef Py_ssize_t decode_set(const uint8_t* buf, Py_ssize_t n, list out, _Columns 
         codec = attributes & CODEC_MASK
         if codec:
             expand_wrapper(buf, out, cols, opts, inner, pos, p, offset, magic, attributes, timestamp, vlen, crc_ok)
+        elif opts.lazy:
+            opts.count += 1
+            last_offset[0] = offset
         elif cols is not None:
             cols.add_row(offset, timestamp, magic, attributes, carrier_codec, crc_ok, buf + key_at, klen, buf + p, vlen)
             last_offset[0] = offset
@@ -432,10 +437,11 @@ cdef int expand_wrapper(const uint8_t* buf, list out, _Columns cols, Decoding* o
         raise DecodeError(f"{name} wrapper message has a null value", value_pos - 4)
     payload = PyBytes_FromStringAndSize(<char*>buf + value_pos, vlen)
     raw = decompress(codec, payload, magic=magic, limit=opts.limit, position=value_pos)
-    if cols is None:
-        found = []
-    else:
+    if cols is not None:
         row0 = cols.count
+    elif not opts.lazy:
+        found = []
+    row0 = opts.count if opts.lazy else row0
     try:
         valid = decode_set(<const uint8_t*>PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw), found, cols, opts,
                            True, codec, &partial, &last)
@@ -443,7 +449,7 @@ cdef int expand_wrapper(const uint8_t* buf, list out, _Columns cols, Decoding* o
         raise type(exc)(f"{exc.reason} [decompressed byte {exc.offset} of the {name} wrapper]", value_pos) from None
     if partial:
         raise DecodeError(f"the {name} wrapper's inner message set is truncated at decompressed byte {valid}", value_pos)
-    if (cols is None and not found) or (cols is not None and cols.count == row0):
+    if (cols is not None and cols.count == row0) or (opts.lazy and opts.count == row0) or (found is not None and not found):
         raise DecodeError(f"the {name} wrapper holds no messages", value_pos)
     delta = 0
     if magic == 1 and offset != 0:  # offset 0: older librdkafka left it unset, inner offsets are used as they are
@@ -451,7 +457,9 @@ cdef int expand_wrapper(const uint8_t* buf, list out, _Columns cols, Decoding* o
             raise DecodeError(f"wrapper offset {offset} is below its last inner offset {last}", entry)
         delta = offset - last
     log_append = magic == 1 and (attributes & TS_TYPE_BIT)
-    if cols is None:
+    if opts.lazy:
+        out.append(_InnerSet.new(raw, codec, delta, log_append, timestamp))
+    elif cols is None:
         if delta or log_append:
             for item in found:
                 m = <Message>item
@@ -494,24 +502,157 @@ cdef class _BufferView:
         if self.held:
             PyBuffer_Release(&self.view)
 
+    cdef bytes as_bytes(self):
+        return PyBytes_FromStringAndSize(<char*>self.view.buf, self.view.len)
+
+
+@cython.final
+cdef class _InnerSet:
+    """A decompressed, already validated inner message set and how its messages are adjusted."""
+
+    cdef bytes raw
+    cdef int codec
+    cdef int64_t delta
+    cdef bint log_append
+    cdef int64_t timestamp
+
+    @staticmethod
+    cdef _InnerSet new(bytes raw, int codec, int64_t delta, bint log_append, int64_t timestamp):
+        cdef _InnerSet s = _InnerSet.__new__(_InnerSet)
+        s.raw = raw
+        s.codec = codec
+        s.delta = delta
+        s.log_append = log_append
+        s.timestamp = timestamp
+        return s
+
+
+cdef inline Message message_at(const uint8_t* buf, Py_ssize_t pos, int carrier_codec):
+    """Build the message at ``pos`` of a buffer that decode_set has validated (so no checks here)."""
+    cdef Py_ssize_t start = pos + 12, p
+    cdef int32_t klen, vlen
+    cdef int magic = <int8_t>buf[start + 4]
+    cdef int attributes = <int8_t>buf[start + 5]
+    cdef int64_t timestamp = NO_TIMESTAMP
+    p = start + 6
+    if magic == 1:
+        timestamp = load_i64(buf + p)
+        p += 8
+    klen = load_i32(buf + p)
+    p += 4
+    key = None if klen == -1 else PyBytes_FromStringAndSize(<char*>buf + p, klen)
+    if klen > 0:
+        p += klen
+    vlen = load_i32(buf + p)
+    p += 4
+    value = None if vlen == -1 else PyBytes_FromStringAndSize(<char*>buf + p, vlen)
+    return new_message(key, value, timestamp, load_i64(buf + pos), magic, attributes & 0xFF, carrier_codec,
+                       -1 if magic == 0 else (attributes >> 3) & 1, load_u32(buf + start))
+
+
+@cython.final
+cdef class _MessageIterator:
+    """Walks a validated message set, building each Message only when it is reached."""
+
+    cdef bytes top
+    cdef Py_ssize_t pos, end
+    cdef list inner_sets
+    cdef Py_ssize_t next_inner
+    cdef _InnerSet current
+    cdef Py_ssize_t inner_pos
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        cdef const uint8_t* buf
+        cdef Message m
+        cdef int32_t size
+        while True:
+            if self.current is not None:
+                buf = <const uint8_t*>PyBytes_AS_STRING(self.current.raw)
+                if self.inner_pos < PyBytes_GET_SIZE(self.current.raw):
+                    m = message_at(buf, self.inner_pos, self.current.codec)
+                    self.inner_pos += 12 + load_i32(buf + self.inner_pos + 8)
+                    if self.current.delta:
+                        m.offset = m.offset + self.current.delta
+                    if self.current.log_append:
+                        m._timestamp = self.current.timestamp
+                        m._timestamp_type = 1
+                    return m
+                self.current = None
+            if self.pos >= self.end:
+                raise StopIteration
+            buf = <const uint8_t*>PyBytes_AS_STRING(self.top)
+            size = load_i32(buf + self.pos + 8)
+            if buf[self.pos + 17] & CODEC_MASK:
+                self.current = <_InnerSet>self.inner_sets[self.next_inner]
+                self.next_inner += 1
+                self.inner_pos = 0
+                self.pos += 12 + size
+                continue
+            m = message_at(buf, self.pos, 0)
+            self.pos += 12 + size
+            return m
+
+
+@cython.final
+cdef class LazyMessages:
+    """The messages of a validated message set, built one at a time on iteration.
+
+    Iterating creates each :class:`Message` only when reached, so a consumer that handles messages one by one
+    never holds the whole set as objects.  Indexing builds (and keeps) the full list once.
+    """
+
+    cdef bytes top
+    cdef Py_ssize_t end
+    cdef list inner_sets
+    cdef Py_ssize_t count
+    cdef list built
+
+    def __iter__(self):
+        if self.built is not None:
+            return iter(self.built)
+        cdef _MessageIterator it = _MessageIterator.__new__(_MessageIterator)
+        it.top = self.top
+        it.end = self.end
+        it.inner_sets = self.inner_sets
+        return it
+
+    def __len__(self):
+        return self.count
+
+    def __getitem__(self, index):
+        if self.built is None:
+            self.built = list(self)
+        return self.built[index]
+
+    def __repr__(self):
+        return f"LazyMessages({self.count} messages)"
+
 
 def decode(data, bint check_crc, Py_ssize_t limit):
-    """Decode a message set into :class:`Message` objects (see :func:`kproto.records.decode_message_set`)."""
+    """Validate a message set now, build its :class:`Message` objects on iteration
+    (see :func:`kproto.records.decode_message_set`)."""
     cdef Decoding opts
     cdef bint partial
     cdef int64_t last
-    cdef list out = []
+    cdef list inner_sets = []
     cdef Py_ssize_t valid
+    cdef bytes top = data if type(data) is bytes else (<_BufferView>_BufferView(data)).as_bytes()
     opts.check_crc = check_crc
     opts.flag_crc = False
+    opts.lazy = True
+    opts.count = 0
     opts.limit = limit
-    if type(data) is bytes:
-        valid = decode_set(<const uint8_t*>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), out, None, &opts,
-                           False, 0, &partial, &last)
-    else:
-        held = _BufferView(data)
-        valid = decode_set(<const uint8_t*>held.view.buf, held.view.len, out, None, &opts, False, 0, &partial, &last)
-    return MessageSet(out, valid, partial)
+    valid = decode_set(<const uint8_t*>PyBytes_AS_STRING(top), PyBytes_GET_SIZE(top), inner_sets, None, &opts,
+                       False, 0, &partial, &last)
+    cdef LazyMessages messages = LazyMessages.__new__(LazyMessages)
+    messages.top = top
+    messages.end = valid
+    messages.inner_sets = inner_sets
+    messages.count = opts.count
+    return MessageSet(messages, valid, partial)
 
 
 def decode_columns(data, bint check_crc, Py_ssize_t limit):
@@ -523,6 +664,8 @@ def decode_columns(data, bint check_crc, Py_ssize_t limit):
     cdef _BufferView held = _BufferView(data)
     opts.check_crc = check_crc
     opts.flag_crc = not check_crc
+    opts.lazy = False
+    opts.count = 0
     opts.limit = limit
     valid = decode_set(<const uint8_t*>held.view.buf, held.view.len, None, cols, &opts, False, 0, &partial, &last)
     return cols.build(valid, partial)

@@ -20,7 +20,6 @@ from kproto.records.record_set import RecordSet
 
 __all__ = ['ConsumerProtocolAssignment', 'ConsumerProtocolSubscription']
 
-_new = object.__new__
 _unpack_from = _struct.unpack_from
 _pack = _struct.pack
 _S_b = _struct.Struct(">b")
@@ -61,78 +60,6 @@ def _read_q(buf, pos):
     return _S_q.unpack_from(buf, pos)[0]
 
 
-class ConsumerProtocolAssignment_TopicPartition(Struct):
-    """TopicPartition (part of ConsumerProtocolAssignment).
-
-    Attributes:
-        topic (string, v0): The topic name.
-        partitions ([]int32, v0): The partition indexes, in assignment order.
-    """
-
-    __slots__ = ('topic', 'partitions')
-
-    def __init__(
-        self,
-        *,
-        topic: str = '',
-        partitions: Optional[List[int]] = None,
-    ) -> None:
-        self.topic = topic
-        self.partitions = [] if partitions is None else partitions
-
-
-class ConsumerProtocolAssignment(Message):
-    """The partitions the group leader gave one consumer.
-
-    Version 0.
-
-    Attributes:
-        assigned_partitions ([]TopicPartition, v0): The assigned partitions, per topic (topic order unspecified).
-        user_data (bytes, v0, nullable 0): Data from the assignor; empty for range and roundrobin.
-    """
-
-    __slots__ = ('assigned_partitions', 'user_data')
-    API_KEY = None
-    KIND = 'data'
-    VERSIONS = (0, 0)
-    VERSION_PREFIX = True
-
-    def __init__(
-        self,
-        *,
-        assigned_partitions: Optional[List["ConsumerProtocolAssignment_TopicPartition"]] = None,
-        user_data: Optional[bytes] = b'',
-    ) -> None:
-        self.assigned_partitions = [] if assigned_partitions is None else assigned_partitions
-        self.user_data = user_data
-
-
-class ConsumerProtocolSubscription(Message):
-    """The topics a consumer subscribes to, sent to the group leader when joining.
-
-    Version 0.
-
-    Attributes:
-        topics ([]string, v0): The subscribed topics, in no particular order.
-        user_data (bytes, v0, nullable 0): Data for the assignor; empty for range and roundrobin.
-    """
-
-    __slots__ = ('topics', 'user_data')
-    API_KEY = None
-    KIND = 'data'
-    VERSIONS = (0, 0)
-    VERSION_PREFIX = True
-
-    def __init__(
-        self,
-        *,
-        topics: Optional[List[str]] = None,
-        user_data: Optional[bytes] = b'',
-    ) -> None:
-        self.topics = [] if topics is None else topics
-        self.user_data = user_data
-
-
 def _dec_ConsumerProtocolAssignment_v0(buf, pos, end):
     """Decode ConsumerProtocolAssignment (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 4:
@@ -167,7 +94,7 @@ def _dec_ConsumerProtocolAssignment_v0(buf, pos, end):
         f_user_data = None
     else:
         raise _w.bad_length('user_data', pos - 4, n_user_data, True)
-    obj = _new(ConsumerProtocolAssignment)
+    obj = ConsumerProtocolAssignment.__new__(ConsumerProtocolAssignment)
     obj.assigned_partitions = f_assigned_partitions
     obj.user_data = f_user_data
     return obj, pos
@@ -223,7 +150,7 @@ def _dec_ConsumerProtocolAssignment_TopicPartition_v0(buf, pos, end):
     else:
         f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
     pos += n_partitions * 4
-    obj = _new(ConsumerProtocolAssignment_TopicPartition)
+    obj = ConsumerProtocolAssignment_TopicPartition.__new__(ConsumerProtocolAssignment_TopicPartition)
     obj.topic = f_topic
     obj.partitions = f_partitions
     return obj, pos
@@ -290,7 +217,7 @@ def _dec_ConsumerProtocolSubscription_v0(buf, pos, end):
         f_user_data = None
     else:
         raise _w.bad_length('user_data', pos - 4, n_user_data, True)
-    obj = _new(ConsumerProtocolSubscription)
+    obj = ConsumerProtocolSubscription.__new__(ConsumerProtocolSubscription)
     obj.topics = f_topics
     obj.user_data = f_user_data
     return obj, pos
@@ -318,13 +245,84 @@ def _enc_ConsumerProtocolSubscription_v0(obj, out):
         out.append(f_user_data)
 
 
-ConsumerProtocolAssignment_TopicPartition._FIELDS = (('topic', SCALAR, None), ('partitions', SCALARS, None))
-ConsumerProtocolAssignment._FIELDS = (('assigned_partitions', STRUCTS, ConsumerProtocolAssignment_TopicPartition), ('user_data', SCALAR, None))
-ConsumerProtocolAssignment.TopicPartition = ConsumerProtocolAssignment_TopicPartition
-ConsumerProtocolAssignment_TopicPartition.__qualname__ = "ConsumerProtocolAssignment.TopicPartition"
-ConsumerProtocolAssignment._DECODERS = {0: _dec_ConsumerProtocolAssignment_v0}
-ConsumerProtocolAssignment._ENCODERS = {0: _enc_ConsumerProtocolAssignment_v0}
+class ConsumerProtocolAssignment_TopicPartition(Struct):
+    """TopicPartition (part of ConsumerProtocolAssignment).
 
-ConsumerProtocolSubscription._FIELDS = (('topics', SCALARS, None), ('user_data', SCALAR, None))
-ConsumerProtocolSubscription._DECODERS = {0: _dec_ConsumerProtocolSubscription_v0}
-ConsumerProtocolSubscription._ENCODERS = {0: _enc_ConsumerProtocolSubscription_v0}
+    Attributes:
+        topic (string, v0): The topic name.
+        partitions ([]int32, v0): The partition indexes, in assignment order.
+    """
+
+    __slots__ = ('topic', 'partitions')
+    _NAME = 'ConsumerProtocolAssignment.TopicPartition'
+    _FIELDS = (('topic', SCALAR, None), ('partitions', SCALARS, None))
+
+    def __init__(
+        self,
+        *,
+        topic: str = '',
+        partitions: Optional[List[int]] = None,
+    ) -> None:
+        self.topic = topic
+        self.partitions = [] if partitions is None else partitions
+
+
+class ConsumerProtocolAssignment(Message):
+    """The partitions the group leader gave one consumer.
+
+    Version 0.
+
+    Attributes:
+        assigned_partitions ([]TopicPartition, v0): The assigned partitions, per topic (topic order unspecified).
+        user_data (bytes, v0, nullable 0): Data from the assignor; empty for range and roundrobin.
+    """
+
+    __slots__ = ('assigned_partitions', 'user_data')
+    _NAME = 'ConsumerProtocolAssignment'
+    _FIELDS = (('assigned_partitions', STRUCTS, ConsumerProtocolAssignment_TopicPartition), ('user_data', SCALAR, None))
+    TopicPartition = ConsumerProtocolAssignment_TopicPartition
+    _DECODERS = {0: _dec_ConsumerProtocolAssignment_v0}
+    _ENCODERS = {0: _enc_ConsumerProtocolAssignment_v0}
+    API_KEY = None
+    KIND = 'data'
+    VERSIONS = (0, 0)
+    VERSION_PREFIX = True
+
+    def __init__(
+        self,
+        *,
+        assigned_partitions: Optional[List["ConsumerProtocolAssignment_TopicPartition"]] = None,
+        user_data: Optional[bytes] = b'',
+    ) -> None:
+        self.assigned_partitions = [] if assigned_partitions is None else assigned_partitions
+        self.user_data = user_data
+
+
+class ConsumerProtocolSubscription(Message):
+    """The topics a consumer subscribes to, sent to the group leader when joining.
+
+    Version 0.
+
+    Attributes:
+        topics ([]string, v0): The subscribed topics, in no particular order.
+        user_data (bytes, v0, nullable 0): Data for the assignor; empty for range and roundrobin.
+    """
+
+    __slots__ = ('topics', 'user_data')
+    _NAME = 'ConsumerProtocolSubscription'
+    _FIELDS = (('topics', SCALARS, None), ('user_data', SCALAR, None))
+    _DECODERS = {0: _dec_ConsumerProtocolSubscription_v0}
+    _ENCODERS = {0: _enc_ConsumerProtocolSubscription_v0}
+    API_KEY = None
+    KIND = 'data'
+    VERSIONS = (0, 0)
+    VERSION_PREFIX = True
+
+    def __init__(
+        self,
+        *,
+        topics: Optional[List[str]] = None,
+        user_data: Optional[bytes] = b'',
+    ) -> None:
+        self.topics = [] if topics is None else topics
+        self.user_data = user_data

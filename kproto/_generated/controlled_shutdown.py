@@ -20,7 +20,6 @@ from kproto.records.record_set import RecordSet
 
 __all__ = ['ControlledShutdownRequest', 'ControlledShutdownResponse']
 
-_new = object.__new__
 _unpack_from = _struct.unpack_from
 _pack = _struct.pack
 _S_b = _struct.Struct(">b")
@@ -61,75 +60,6 @@ def _read_q(buf, pos):
     return _S_q.unpack_from(buf, pos)[0]
 
 
-class ControlledShutdownRequest(Message):
-    """The request of ControlledShutdown (api key 7). A broker asks the controller to move leadership away from it before it shuts down.
-
-    Versions 0-1.
-
-    Attributes:
-        broker_id (int32, v0-1): The id of the broker that wants to shut down.
-    """
-
-    __slots__ = ('broker_id',)
-    API_KEY = 7
-    KIND = 'request'
-    VERSIONS = (0, 1)
-    HEADER_VERSIONS = {0: 0, 1: 1}
-
-    def __init__(
-        self,
-        *,
-        broker_id: int = 0,
-    ) -> None:
-        self.broker_id = broker_id
-
-
-class ControlledShutdownResponse_RemainingPartition(Struct):
-    """RemainingPartition (part of ControlledShutdownResponse).
-
-    Attributes:
-        topic_name (string, v0-1): The topic name.
-        partition_index (int32, v0-1): The partition index.
-    """
-
-    __slots__ = ('topic_name', 'partition_index')
-
-    def __init__(
-        self,
-        *,
-        topic_name: str = '',
-        partition_index: int = 0,
-    ) -> None:
-        self.topic_name = topic_name
-        self.partition_index = partition_index
-
-
-class ControlledShutdownResponse(Message):
-    """The response of ControlledShutdown (api key 7). A broker asks the controller to move leadership away from it before it shuts down.
-
-    Versions 0-1.
-
-    Attributes:
-        error_code (int16, v0-1): The error code, 0 for none.
-        remaining_partitions ([]RemainingPartition, v0-1): The partitions the broker still leads.
-    """
-
-    __slots__ = ('error_code', 'remaining_partitions')
-    API_KEY = 7
-    KIND = 'response'
-    VERSIONS = (0, 1)
-    HEADER_VERSIONS = {0: 0, 1: 0}
-
-    def __init__(
-        self,
-        *,
-        error_code: int = 0,
-        remaining_partitions: Optional[List["ControlledShutdownResponse_RemainingPartition"]] = None,
-    ) -> None:
-        self.error_code = error_code
-        self.remaining_partitions = [] if remaining_partitions is None else remaining_partitions
-
-
 def _dec_ControlledShutdownRequest_v0(buf, pos, end):
     """Decode ControlledShutdownRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 4:
@@ -139,7 +69,7 @@ def _dec_ControlledShutdownRequest_v0(buf, pos, end):
     else:
         f_broker_id = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = _new(ControlledShutdownRequest)
+    obj = ControlledShutdownRequest.__new__(ControlledShutdownRequest)
     obj.broker_id = f_broker_id
     return obj, pos
 
@@ -168,7 +98,7 @@ def _dec_ControlledShutdownResponse_v0(buf, pos, end):
         except DecodeError as exc:
             raise exc.within("remaining_partitions[%d]" % i)
         f_remaining_partitions.append(item)
-    obj = _new(ControlledShutdownResponse)
+    obj = ControlledShutdownResponse.__new__(ControlledShutdownResponse)
     obj.error_code = f_error_code
     obj.remaining_partitions = f_remaining_partitions
     return obj, pos
@@ -209,7 +139,7 @@ def _dec_ControlledShutdownResponse_RemainingPartition_v0(buf, pos, end):
     else:
         f_partition_index = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = _new(ControlledShutdownResponse_RemainingPartition)
+    obj = ControlledShutdownResponse_RemainingPartition.__new__(ControlledShutdownResponse_RemainingPartition)
     obj.topic_name = f_topic_name
     obj.partition_index = f_partition_index
     return obj, pos
@@ -231,13 +161,81 @@ def _enc_ControlledShutdownResponse_RemainingPartition_v0(obj, out):
     out.append(_S_i.pack(obj.partition_index))
 
 
-ControlledShutdownRequest._FIELDS = (('broker_id', SCALAR, None),)
-ControlledShutdownRequest._DECODERS = {0: _dec_ControlledShutdownRequest_v0, 1: _dec_ControlledShutdownRequest_v0}
-ControlledShutdownRequest._ENCODERS = {0: _enc_ControlledShutdownRequest_v0, 1: _enc_ControlledShutdownRequest_v0}
+class ControlledShutdownRequest(Message):
+    """The request of ControlledShutdown (api key 7). A broker asks the controller to move leadership away from it before it shuts down.
 
-ControlledShutdownResponse_RemainingPartition._FIELDS = (('topic_name', SCALAR, None), ('partition_index', SCALAR, None))
-ControlledShutdownResponse._FIELDS = (('error_code', SCALAR, None), ('remaining_partitions', STRUCTS, ControlledShutdownResponse_RemainingPartition))
-ControlledShutdownResponse.RemainingPartition = ControlledShutdownResponse_RemainingPartition
-ControlledShutdownResponse_RemainingPartition.__qualname__ = "ControlledShutdownResponse.RemainingPartition"
-ControlledShutdownResponse._DECODERS = {0: _dec_ControlledShutdownResponse_v0, 1: _dec_ControlledShutdownResponse_v0}
-ControlledShutdownResponse._ENCODERS = {0: _enc_ControlledShutdownResponse_v0, 1: _enc_ControlledShutdownResponse_v0}
+    Versions 0-1.
+
+    Attributes:
+        broker_id (int32, v0-1): The id of the broker that wants to shut down.
+    """
+
+    __slots__ = ('broker_id',)
+    _NAME = 'ControlledShutdownRequest'
+    _FIELDS = (('broker_id', SCALAR, None),)
+    _DECODERS = {0: _dec_ControlledShutdownRequest_v0, 1: _dec_ControlledShutdownRequest_v0}
+    _ENCODERS = {0: _enc_ControlledShutdownRequest_v0, 1: _enc_ControlledShutdownRequest_v0}
+    API_KEY = 7
+    KIND = 'request'
+    VERSIONS = (0, 1)
+    HEADER_VERSIONS = {0: 0, 1: 1}
+
+    def __init__(
+        self,
+        *,
+        broker_id: int = 0,
+    ) -> None:
+        self.broker_id = broker_id
+
+
+class ControlledShutdownResponse_RemainingPartition(Struct):
+    """RemainingPartition (part of ControlledShutdownResponse).
+
+    Attributes:
+        topic_name (string, v0-1): The topic name.
+        partition_index (int32, v0-1): The partition index.
+    """
+
+    __slots__ = ('topic_name', 'partition_index')
+    _NAME = 'ControlledShutdownResponse.RemainingPartition'
+    _FIELDS = (('topic_name', SCALAR, None), ('partition_index', SCALAR, None))
+
+    def __init__(
+        self,
+        *,
+        topic_name: str = '',
+        partition_index: int = 0,
+    ) -> None:
+        self.topic_name = topic_name
+        self.partition_index = partition_index
+
+
+class ControlledShutdownResponse(Message):
+    """The response of ControlledShutdown (api key 7). A broker asks the controller to move leadership away from it before it shuts down.
+
+    Versions 0-1.
+
+    Attributes:
+        error_code (int16, v0-1): The error code, 0 for none.
+        remaining_partitions ([]RemainingPartition, v0-1): The partitions the broker still leads.
+    """
+
+    __slots__ = ('error_code', 'remaining_partitions')
+    _NAME = 'ControlledShutdownResponse'
+    _FIELDS = (('error_code', SCALAR, None), ('remaining_partitions', STRUCTS, ControlledShutdownResponse_RemainingPartition))
+    RemainingPartition = ControlledShutdownResponse_RemainingPartition
+    _DECODERS = {0: _dec_ControlledShutdownResponse_v0, 1: _dec_ControlledShutdownResponse_v0}
+    _ENCODERS = {0: _enc_ControlledShutdownResponse_v0, 1: _enc_ControlledShutdownResponse_v0}
+    API_KEY = 7
+    KIND = 'response'
+    VERSIONS = (0, 1)
+    HEADER_VERSIONS = {0: 0, 1: 0}
+
+    def __init__(
+        self,
+        *,
+        error_code: int = 0,
+        remaining_partitions: Optional[List["ControlledShutdownResponse_RemainingPartition"]] = None,
+    ) -> None:
+        self.error_code = error_code
+        self.remaining_partitions = [] if remaining_partitions is None else remaining_partitions

@@ -20,7 +20,6 @@ from kproto.records.record_set import RecordSet
 
 __all__ = ['DescribeGroupsRequest', 'DescribeGroupsResponse']
 
-_new = object.__new__
 _unpack_from = _struct.unpack_from
 _pack = _struct.pack
 _S_b = _struct.Struct(">b")
@@ -68,113 +67,6 @@ def _read_q(buf, pos):
     return _S_q.unpack_from(buf, pos)[0]
 
 
-class DescribeGroupsRequest(Message):
-    """The request of DescribeGroups (api key 15). Reports the state, protocol and members of groups.
-
-    Version 0.
-
-    Attributes:
-        groups ([]string, v0): The ids of the groups to describe.
-    """
-
-    __slots__ = ('groups',)
-    API_KEY = 15
-    KIND = 'request'
-    VERSIONS = (0, 0)
-    HEADER_VERSIONS = {0: 1}
-
-    def __init__(
-        self,
-        *,
-        groups: Optional[List[str]] = None,
-    ) -> None:
-        self.groups = [] if groups is None else groups
-
-
-class DescribeGroupsResponse_DescribedGroupMember(Struct):
-    """DescribedGroupMember (part of DescribeGroupsResponse).
-
-    Attributes:
-        member_id (string, v0): The member id.
-        client_id (string, v0): The client id of the member's last JoinGroup.
-        client_host (string, v0): The member's address as the broker saw it, e.g. "/127.0.0.1".
-        member_metadata (bytes, v0): The member's metadata for the chosen protocol; empty unless Stable.
-        member_assignment (bytes, v0): The member's current assignment; empty unless Stable.
-    """
-
-    __slots__ = ('member_id', 'client_id', 'client_host', 'member_metadata', 'member_assignment')
-
-    def __init__(
-        self,
-        *,
-        member_id: str = '',
-        client_id: str = '',
-        client_host: str = '',
-        member_metadata: bytes = b'',
-        member_assignment: bytes = b'',
-    ) -> None:
-        self.member_id = member_id
-        self.client_id = client_id
-        self.client_host = client_host
-        self.member_metadata = member_metadata
-        self.member_assignment = member_assignment
-
-
-class DescribeGroupsResponse_DescribedGroup(Struct):
-    """DescribedGroup (part of DescribeGroupsResponse).
-
-    Attributes:
-        error_code (int16, v0): The error code, 0 for none.
-        group_id (string, v0): The group id.
-        group_state (string, v0): The state (Dead, Stable, AwaitingSync, PreparingRebalance), empty on error.
-        protocol_type (string, v0): The group's protocol type, or empty.
-        protocol_data (string, v0): The chosen protocol when the group is Stable, otherwise empty.
-        members ([]DescribedGroupMember, v0): The members of the group.
-    """
-
-    __slots__ = ('error_code', 'group_id', 'group_state', 'protocol_type', 'protocol_data', 'members')
-
-    def __init__(
-        self,
-        *,
-        error_code: int = 0,
-        group_id: str = '',
-        group_state: str = '',
-        protocol_type: str = '',
-        protocol_data: str = '',
-        members: Optional[List["DescribeGroupsResponse_DescribedGroupMember"]] = None,
-    ) -> None:
-        self.error_code = error_code
-        self.group_id = group_id
-        self.group_state = group_state
-        self.protocol_type = protocol_type
-        self.protocol_data = protocol_data
-        self.members = [] if members is None else members
-
-
-class DescribeGroupsResponse(Message):
-    """The response of DescribeGroups (api key 15). Reports the state, protocol and members of groups.
-
-    Version 0.
-
-    Attributes:
-        groups ([]DescribedGroup, v0): One entry per requested group.
-    """
-
-    __slots__ = ('groups',)
-    API_KEY = 15
-    KIND = 'response'
-    VERSIONS = (0, 0)
-    HEADER_VERSIONS = {0: 0}
-
-    def __init__(
-        self,
-        *,
-        groups: Optional[List["DescribeGroupsResponse_DescribedGroup"]] = None,
-    ) -> None:
-        self.groups = [] if groups is None else groups
-
-
 def _dec_DescribeGroupsRequest_v0(buf, pos, end):
     """Decode DescribeGroupsRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 4:
@@ -201,7 +93,7 @@ def _dec_DescribeGroupsRequest_v0(buf, pos, end):
         except UnicodeDecodeError as exc:
             raise _w.bad_utf8("groups[%d]" % i, pos, exc) from None
         pos += m
-    obj = _new(DescribeGroupsRequest)
+    obj = DescribeGroupsRequest.__new__(DescribeGroupsRequest)
     obj.groups = f_groups
     return obj, pos
 
@@ -238,7 +130,7 @@ def _dec_DescribeGroupsResponse_v0(buf, pos, end):
         except DecodeError as exc:
             raise exc.within("groups[%d]" % i)
         f_groups.append(item)
-    obj = _new(DescribeGroupsResponse)
+    obj = DescribeGroupsResponse.__new__(DescribeGroupsResponse)
     obj.groups = f_groups
     return obj, pos
 
@@ -339,7 +231,7 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v0(buf, pos, end):
         except DecodeError as exc:
             raise exc.within("members[%d]" % i)
         f_members.append(item)
-    obj = _new(DescribeGroupsResponse_DescribedGroup)
+    obj = DescribeGroupsResponse_DescribedGroup.__new__(DescribeGroupsResponse_DescribedGroup)
     obj.error_code = f_error_code
     obj.group_id = f_group_id
     obj.group_state = f_group_state
@@ -483,7 +375,7 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v0(buf, pos, end):
         pos += n_member_assignment
     else:
         raise _w.bad_length('member_assignment', pos - 4, n_member_assignment, False)
-    obj = _new(DescribeGroupsResponse_DescribedGroupMember)
+    obj = DescribeGroupsResponse_DescribedGroupMember.__new__(DescribeGroupsResponse_DescribedGroupMember)
     obj.member_id = f_member_id
     obj.client_id = f_client_id
     obj.client_host = f_client_host
@@ -545,16 +437,122 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v0(obj, out):
         out.append(f_member_assignment)
 
 
-DescribeGroupsRequest._FIELDS = (('groups', SCALARS, None),)
-DescribeGroupsRequest._DECODERS = {0: _dec_DescribeGroupsRequest_v0}
-DescribeGroupsRequest._ENCODERS = {0: _enc_DescribeGroupsRequest_v0}
+class DescribeGroupsRequest(Message):
+    """The request of DescribeGroups (api key 15). Reports the state, protocol and members of groups.
 
-DescribeGroupsResponse_DescribedGroupMember._FIELDS = (('member_id', SCALAR, None), ('client_id', SCALAR, None), ('client_host', SCALAR, None), ('member_metadata', SCALAR, None), ('member_assignment', SCALAR, None))
-DescribeGroupsResponse_DescribedGroup._FIELDS = (('error_code', SCALAR, None), ('group_id', SCALAR, None), ('group_state', SCALAR, None), ('protocol_type', SCALAR, None), ('protocol_data', SCALAR, None), ('members', STRUCTS, DescribeGroupsResponse_DescribedGroupMember))
-DescribeGroupsResponse_DescribedGroup.DescribedGroupMember = DescribeGroupsResponse_DescribedGroupMember
-DescribeGroupsResponse_DescribedGroupMember.__qualname__ = "DescribeGroupsResponse.DescribedGroup.DescribedGroupMember"
-DescribeGroupsResponse._FIELDS = (('groups', STRUCTS, DescribeGroupsResponse_DescribedGroup),)
-DescribeGroupsResponse.DescribedGroup = DescribeGroupsResponse_DescribedGroup
-DescribeGroupsResponse_DescribedGroup.__qualname__ = "DescribeGroupsResponse.DescribedGroup"
-DescribeGroupsResponse._DECODERS = {0: _dec_DescribeGroupsResponse_v0}
-DescribeGroupsResponse._ENCODERS = {0: _enc_DescribeGroupsResponse_v0}
+    Version 0.
+
+    Attributes:
+        groups ([]string, v0): The ids of the groups to describe.
+    """
+
+    __slots__ = ('groups',)
+    _NAME = 'DescribeGroupsRequest'
+    _FIELDS = (('groups', SCALARS, None),)
+    _DECODERS = {0: _dec_DescribeGroupsRequest_v0}
+    _ENCODERS = {0: _enc_DescribeGroupsRequest_v0}
+    API_KEY = 15
+    KIND = 'request'
+    VERSIONS = (0, 0)
+    HEADER_VERSIONS = {0: 1}
+
+    def __init__(
+        self,
+        *,
+        groups: Optional[List[str]] = None,
+    ) -> None:
+        self.groups = [] if groups is None else groups
+
+
+class DescribeGroupsResponse_DescribedGroupMember(Struct):
+    """DescribedGroupMember (part of DescribeGroupsResponse).
+
+    Attributes:
+        member_id (string, v0): The member id.
+        client_id (string, v0): The client id of the member's last JoinGroup.
+        client_host (string, v0): The member's address as the broker saw it, e.g. "/127.0.0.1".
+        member_metadata (bytes, v0): The member's metadata for the chosen protocol; empty unless Stable.
+        member_assignment (bytes, v0): The member's current assignment; empty unless Stable.
+    """
+
+    __slots__ = ('member_id', 'client_id', 'client_host', 'member_metadata', 'member_assignment')
+    _NAME = 'DescribeGroupsResponse.DescribedGroup.DescribedGroupMember'
+    _FIELDS = (('member_id', SCALAR, None), ('client_id', SCALAR, None), ('client_host', SCALAR, None), ('member_metadata', SCALAR, None), ('member_assignment', SCALAR, None))
+
+    def __init__(
+        self,
+        *,
+        member_id: str = '',
+        client_id: str = '',
+        client_host: str = '',
+        member_metadata: bytes = b'',
+        member_assignment: bytes = b'',
+    ) -> None:
+        self.member_id = member_id
+        self.client_id = client_id
+        self.client_host = client_host
+        self.member_metadata = member_metadata
+        self.member_assignment = member_assignment
+
+
+class DescribeGroupsResponse_DescribedGroup(Struct):
+    """DescribedGroup (part of DescribeGroupsResponse).
+
+    Attributes:
+        error_code (int16, v0): The error code, 0 for none.
+        group_id (string, v0): The group id.
+        group_state (string, v0): The state (Dead, Stable, AwaitingSync, PreparingRebalance), empty on error.
+        protocol_type (string, v0): The group's protocol type, or empty.
+        protocol_data (string, v0): The chosen protocol when the group is Stable, otherwise empty.
+        members ([]DescribedGroupMember, v0): The members of the group.
+    """
+
+    __slots__ = ('error_code', 'group_id', 'group_state', 'protocol_type', 'protocol_data', 'members')
+    _NAME = 'DescribeGroupsResponse.DescribedGroup'
+    _FIELDS = (('error_code', SCALAR, None), ('group_id', SCALAR, None), ('group_state', SCALAR, None), ('protocol_type', SCALAR, None), ('protocol_data', SCALAR, None), ('members', STRUCTS, DescribeGroupsResponse_DescribedGroupMember))
+    DescribedGroupMember = DescribeGroupsResponse_DescribedGroupMember
+
+    def __init__(
+        self,
+        *,
+        error_code: int = 0,
+        group_id: str = '',
+        group_state: str = '',
+        protocol_type: str = '',
+        protocol_data: str = '',
+        members: Optional[List["DescribeGroupsResponse_DescribedGroupMember"]] = None,
+    ) -> None:
+        self.error_code = error_code
+        self.group_id = group_id
+        self.group_state = group_state
+        self.protocol_type = protocol_type
+        self.protocol_data = protocol_data
+        self.members = [] if members is None else members
+
+
+class DescribeGroupsResponse(Message):
+    """The response of DescribeGroups (api key 15). Reports the state, protocol and members of groups.
+
+    Version 0.
+
+    Attributes:
+        groups ([]DescribedGroup, v0): One entry per requested group.
+    """
+
+    __slots__ = ('groups',)
+    _NAME = 'DescribeGroupsResponse'
+    _FIELDS = (('groups', STRUCTS, DescribeGroupsResponse_DescribedGroup),)
+    DescribedGroup = DescribeGroupsResponse_DescribedGroup
+    _DECODERS = {0: _dec_DescribeGroupsResponse_v0}
+    _ENCODERS = {0: _enc_DescribeGroupsResponse_v0}
+    API_KEY = 15
+    KIND = 'response'
+    VERSIONS = (0, 0)
+    HEADER_VERSIONS = {0: 0}
+
+    def __init__(
+        self,
+        *,
+        groups: Optional[List["DescribeGroupsResponse_DescribedGroup"]] = None,
+    ) -> None:
+        self.groups = [] if groups is None else groups

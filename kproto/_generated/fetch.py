@@ -20,7 +20,6 @@ from kproto.records.record_set import RecordSet
 
 __all__ = ['FetchRequest', 'FetchResponse']
 
-_new = object.__new__
 _unpack_from = _struct.unpack_from
 _pack = _struct.pack
 _S_b = _struct.Struct(">b")
@@ -67,153 +66,6 @@ def _read_q(buf, pos):
     return _S_q.unpack_from(buf, pos)[0]
 
 
-class FetchRequest_FetchPartition(Struct):
-    """FetchPartition (part of FetchRequest).
-
-    Attributes:
-        partition (int32, v0-1): The partition index.
-        fetch_offset (int64, v0-1): The offset to start reading from.
-        partition_max_bytes (int32, v0-1): The most bytes of record data to return for this partition.
-    """
-
-    __slots__ = ('partition', 'fetch_offset', 'partition_max_bytes')
-
-    def __init__(
-        self,
-        *,
-        partition: int = 0,
-        fetch_offset: int = 0,
-        partition_max_bytes: int = 0,
-    ) -> None:
-        self.partition = partition
-        self.fetch_offset = fetch_offset
-        self.partition_max_bytes = partition_max_bytes
-
-
-class FetchRequest_FetchTopic(Struct):
-    """FetchTopic (part of FetchRequest).
-
-    Attributes:
-        topic (string, v0-1): The topic name.
-        partitions ([]FetchPartition, v0-1): What to fetch, per partition.
-    """
-
-    __slots__ = ('topic', 'partitions')
-
-    def __init__(
-        self,
-        *,
-        topic: str = '',
-        partitions: Optional[List["FetchRequest_FetchPartition"]] = None,
-    ) -> None:
-        self.topic = topic
-        self.partitions = [] if partitions is None else partitions
-
-
-class FetchRequest(Message):
-    """The request of Fetch (api key 1). Reads message sets from partitions; used by consumers and by follower replicas.
-
-    Versions 0-1.
-
-    Attributes:
-        replica_id (int32, v0-1): The follower's broker id, -1 for an ordinary consumer, -2 for a debugging consumer.
-        max_wait_ms (int32, v0-1): How long the broker may wait for MinBytes to accumulate, in milliseconds.
-        min_bytes (int32, v0-1): The least amount of data the broker should collect before answering.
-        topics ([]FetchTopic, v0-1): What to fetch, per topic.
-    """
-
-    __slots__ = ('replica_id', 'max_wait_ms', 'min_bytes', 'topics')
-    API_KEY = 1
-    KIND = 'request'
-    VERSIONS = (0, 1)
-    HEADER_VERSIONS = {0: 1, 1: 1}
-
-    def __init__(
-        self,
-        *,
-        replica_id: int = -1,
-        max_wait_ms: int = 0,
-        min_bytes: int = 0,
-        topics: Optional[List["FetchRequest_FetchTopic"]] = None,
-    ) -> None:
-        self.replica_id = replica_id
-        self.max_wait_ms = max_wait_ms
-        self.min_bytes = min_bytes
-        self.topics = [] if topics is None else topics
-
-
-class FetchResponse_PartitionData(Struct):
-    """PartitionData (part of FetchResponse).
-
-    Attributes:
-        partition_index (int32, v0-1): The partition index.
-        error_code (int16, v0-1): The error code, 0 for none.
-        high_watermark (int64, v0-1): The offset after the last committed message of the partition.
-        records (records, v0-1, nullable 0-1): The message set read (size-prefixed, no count); its last entry may be truncated.
-    """
-
-    __slots__ = ('partition_index', 'error_code', 'high_watermark', 'records')
-
-    def __init__(
-        self,
-        *,
-        partition_index: int = 0,
-        error_code: int = 0,
-        high_watermark: int = 0,
-        records: Optional[RecordSet] = b"",
-    ) -> None:
-        self.partition_index = partition_index
-        self.error_code = error_code
-        self.high_watermark = high_watermark
-        self.records = as_record_set(records)
-
-
-class FetchResponse_FetchableTopicResponse(Struct):
-    """FetchableTopicResponse (part of FetchResponse).
-
-    Attributes:
-        topic (string, v0-1): The topic name.
-        partitions ([]PartitionData, v0-1): The result per partition.
-    """
-
-    __slots__ = ('topic', 'partitions')
-
-    def __init__(
-        self,
-        *,
-        topic: str = '',
-        partitions: Optional[List["FetchResponse_PartitionData"]] = None,
-    ) -> None:
-        self.topic = topic
-        self.partitions = [] if partitions is None else partitions
-
-
-class FetchResponse(Message):
-    """The response of Fetch (api key 1). Reads message sets from partitions; used by consumers and by follower replicas.
-
-    Versions 0-1.
-
-    Attributes:
-        throttle_time_ms (int32, v1): How long the request was held back by a quota, in milliseconds (0 if not throttled).
-        responses ([]FetchableTopicResponse, v0-1): The result per topic.
-    """
-
-    __slots__ = ('throttle_time_ms', 'responses')
-    API_KEY = 1
-    KIND = 'response'
-    VERSIONS = (0, 1)
-    HEADER_VERSIONS = {0: 0, 1: 0}
-
-    def __init__(
-        self,
-        *,
-        throttle_time_ms: int = 0,
-        responses: Optional[List["FetchResponse_FetchableTopicResponse"]] = None,
-    ) -> None:
-        self.throttle_time_ms = throttle_time_ms
-        self.responses = [] if responses is None else responses
-
-
 def _dec_FetchRequest_v0(buf, pos, end):
     """Decode FetchRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 16:
@@ -235,7 +87,7 @@ def _dec_FetchRequest_v0(buf, pos, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         f_topics.append(item)
-    obj = _new(FetchRequest)
+    obj = FetchRequest.__new__(FetchRequest)
     obj.replica_id = f_replica_id
     obj.max_wait_ms = f_max_wait_ms
     obj.min_bytes = f_min_bytes
@@ -287,7 +139,7 @@ def _dec_FetchRequest_FetchTopic_v0(buf, pos, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         f_partitions.append(item)
-    obj = _new(FetchRequest_FetchTopic)
+    obj = FetchRequest_FetchTopic.__new__(FetchRequest_FetchTopic)
     obj.topic = f_topic
     obj.partitions = f_partitions
     return obj, pos
@@ -324,7 +176,7 @@ def _dec_FetchRequest_FetchPartition_v0(buf, pos, end):
     else:
         f_partition, f_fetch_offset, f_partition_max_bytes = _S_iqi.unpack_from(buf, pos)
     pos += 16
-    obj = _new(FetchRequest_FetchPartition)
+    obj = FetchRequest_FetchPartition.__new__(FetchRequest_FetchPartition)
     obj.partition = f_partition
     obj.fetch_offset = f_fetch_offset
     obj.partition_max_bytes = f_partition_max_bytes
@@ -354,7 +206,7 @@ def _dec_FetchResponse_v0(buf, pos, end):
         except DecodeError as exc:
             raise exc.within("responses[%d]" % i)
         f_responses.append(item)
-    obj = _new(FetchResponse)
+    obj = FetchResponse.__new__(FetchResponse)
     obj.throttle_time_ms = 0
     obj.responses = f_responses
     return obj, pos
@@ -388,7 +240,7 @@ def _dec_FetchResponse_v1(buf, pos, end):
         except DecodeError as exc:
             raise exc.within("responses[%d]" % i)
         f_responses.append(item)
-    obj = _new(FetchResponse)
+    obj = FetchResponse.__new__(FetchResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.responses = f_responses
     return obj, pos
@@ -438,7 +290,7 @@ def _dec_FetchResponse_FetchableTopicResponse_v0(buf, pos, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         f_partitions.append(item)
-    obj = _new(FetchResponse_FetchableTopicResponse)
+    obj = FetchResponse_FetchableTopicResponse.__new__(FetchResponse_FetchableTopicResponse)
     obj.topic = f_topic
     obj.partitions = f_partitions
     return obj, pos
@@ -485,7 +337,7 @@ def _dec_FetchResponse_PartitionData_v0(buf, pos, end):
         f_records = None
     else:
         raise _w.bad_length('records', pos - 4, n_records, True)
-    obj = _new(FetchResponse_PartitionData)
+    obj = FetchResponse_PartitionData.__new__(FetchResponse_PartitionData)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.high_watermark = f_high_watermark
@@ -506,22 +358,168 @@ def _enc_FetchResponse_PartitionData_v0(obj, out):
         out.append(f_records)
 
 
-FetchRequest_FetchPartition._FIELDS = (('partition', SCALAR, None), ('fetch_offset', SCALAR, None), ('partition_max_bytes', SCALAR, None))
-FetchRequest_FetchTopic._FIELDS = (('topic', SCALAR, None), ('partitions', STRUCTS, FetchRequest_FetchPartition))
-FetchRequest_FetchTopic.FetchPartition = FetchRequest_FetchPartition
-FetchRequest_FetchPartition.__qualname__ = "FetchRequest.FetchTopic.FetchPartition"
-FetchRequest._FIELDS = (('replica_id', SCALAR, None), ('max_wait_ms', SCALAR, None), ('min_bytes', SCALAR, None), ('topics', STRUCTS, FetchRequest_FetchTopic))
-FetchRequest.FetchTopic = FetchRequest_FetchTopic
-FetchRequest_FetchTopic.__qualname__ = "FetchRequest.FetchTopic"
-FetchRequest._DECODERS = {0: _dec_FetchRequest_v0, 1: _dec_FetchRequest_v0}
-FetchRequest._ENCODERS = {0: _enc_FetchRequest_v0, 1: _enc_FetchRequest_v0}
+class FetchRequest_FetchPartition(Struct):
+    """FetchPartition (part of FetchRequest).
 
-FetchResponse_PartitionData._FIELDS = (('partition_index', SCALAR, None), ('error_code', SCALAR, None), ('high_watermark', SCALAR, None), ('records', RECORDS, None))
-FetchResponse_FetchableTopicResponse._FIELDS = (('topic', SCALAR, None), ('partitions', STRUCTS, FetchResponse_PartitionData))
-FetchResponse_FetchableTopicResponse.PartitionData = FetchResponse_PartitionData
-FetchResponse_PartitionData.__qualname__ = "FetchResponse.FetchableTopicResponse.PartitionData"
-FetchResponse._FIELDS = (('throttle_time_ms', SCALAR, None), ('responses', STRUCTS, FetchResponse_FetchableTopicResponse))
-FetchResponse.FetchableTopicResponse = FetchResponse_FetchableTopicResponse
-FetchResponse_FetchableTopicResponse.__qualname__ = "FetchResponse.FetchableTopicResponse"
-FetchResponse._DECODERS = {0: _dec_FetchResponse_v0, 1: _dec_FetchResponse_v1}
-FetchResponse._ENCODERS = {0: _enc_FetchResponse_v0, 1: _enc_FetchResponse_v1}
+    Attributes:
+        partition (int32, v0-1): The partition index.
+        fetch_offset (int64, v0-1): The offset to start reading from.
+        partition_max_bytes (int32, v0-1): The most bytes of record data to return for this partition.
+    """
+
+    __slots__ = ('partition', 'fetch_offset', 'partition_max_bytes')
+    _NAME = 'FetchRequest.FetchTopic.FetchPartition'
+    _FIELDS = (('partition', SCALAR, None), ('fetch_offset', SCALAR, None), ('partition_max_bytes', SCALAR, None))
+
+    def __init__(
+        self,
+        *,
+        partition: int = 0,
+        fetch_offset: int = 0,
+        partition_max_bytes: int = 0,
+    ) -> None:
+        self.partition = partition
+        self.fetch_offset = fetch_offset
+        self.partition_max_bytes = partition_max_bytes
+
+
+class FetchRequest_FetchTopic(Struct):
+    """FetchTopic (part of FetchRequest).
+
+    Attributes:
+        topic (string, v0-1): The topic name.
+        partitions ([]FetchPartition, v0-1): What to fetch, per partition.
+    """
+
+    __slots__ = ('topic', 'partitions')
+    _NAME = 'FetchRequest.FetchTopic'
+    _FIELDS = (('topic', SCALAR, None), ('partitions', STRUCTS, FetchRequest_FetchPartition))
+    FetchPartition = FetchRequest_FetchPartition
+
+    def __init__(
+        self,
+        *,
+        topic: str = '',
+        partitions: Optional[List["FetchRequest_FetchPartition"]] = None,
+    ) -> None:
+        self.topic = topic
+        self.partitions = [] if partitions is None else partitions
+
+
+class FetchRequest(Message):
+    """The request of Fetch (api key 1). Reads message sets from partitions; used by consumers and by follower replicas.
+
+    Versions 0-1.
+
+    Attributes:
+        replica_id (int32, v0-1): The follower's broker id, -1 for an ordinary consumer, -2 for a debugging consumer.
+        max_wait_ms (int32, v0-1): How long the broker may wait for MinBytes to accumulate, in milliseconds.
+        min_bytes (int32, v0-1): The least amount of data the broker should collect before answering.
+        topics ([]FetchTopic, v0-1): What to fetch, per topic.
+    """
+
+    __slots__ = ('replica_id', 'max_wait_ms', 'min_bytes', 'topics')
+    _NAME = 'FetchRequest'
+    _FIELDS = (('replica_id', SCALAR, None), ('max_wait_ms', SCALAR, None), ('min_bytes', SCALAR, None), ('topics', STRUCTS, FetchRequest_FetchTopic))
+    FetchTopic = FetchRequest_FetchTopic
+    _DECODERS = {0: _dec_FetchRequest_v0, 1: _dec_FetchRequest_v0}
+    _ENCODERS = {0: _enc_FetchRequest_v0, 1: _enc_FetchRequest_v0}
+    API_KEY = 1
+    KIND = 'request'
+    VERSIONS = (0, 1)
+    HEADER_VERSIONS = {0: 1, 1: 1}
+
+    def __init__(
+        self,
+        *,
+        replica_id: int = -1,
+        max_wait_ms: int = 0,
+        min_bytes: int = 0,
+        topics: Optional[List["FetchRequest_FetchTopic"]] = None,
+    ) -> None:
+        self.replica_id = replica_id
+        self.max_wait_ms = max_wait_ms
+        self.min_bytes = min_bytes
+        self.topics = [] if topics is None else topics
+
+
+class FetchResponse_PartitionData(Struct):
+    """PartitionData (part of FetchResponse).
+
+    Attributes:
+        partition_index (int32, v0-1): The partition index.
+        error_code (int16, v0-1): The error code, 0 for none.
+        high_watermark (int64, v0-1): The offset after the last committed message of the partition.
+        records (records, v0-1, nullable 0-1): The message set read (size-prefixed, no count); its last entry may be truncated.
+    """
+
+    __slots__ = ('partition_index', 'error_code', 'high_watermark', 'records')
+    _NAME = 'FetchResponse.FetchableTopicResponse.PartitionData'
+    _FIELDS = (('partition_index', SCALAR, None), ('error_code', SCALAR, None), ('high_watermark', SCALAR, None), ('records', RECORDS, None))
+
+    def __init__(
+        self,
+        *,
+        partition_index: int = 0,
+        error_code: int = 0,
+        high_watermark: int = 0,
+        records: Optional[RecordSet] = b"",
+    ) -> None:
+        self.partition_index = partition_index
+        self.error_code = error_code
+        self.high_watermark = high_watermark
+        self.records = as_record_set(records)
+
+
+class FetchResponse_FetchableTopicResponse(Struct):
+    """FetchableTopicResponse (part of FetchResponse).
+
+    Attributes:
+        topic (string, v0-1): The topic name.
+        partitions ([]PartitionData, v0-1): The result per partition.
+    """
+
+    __slots__ = ('topic', 'partitions')
+    _NAME = 'FetchResponse.FetchableTopicResponse'
+    _FIELDS = (('topic', SCALAR, None), ('partitions', STRUCTS, FetchResponse_PartitionData))
+    PartitionData = FetchResponse_PartitionData
+
+    def __init__(
+        self,
+        *,
+        topic: str = '',
+        partitions: Optional[List["FetchResponse_PartitionData"]] = None,
+    ) -> None:
+        self.topic = topic
+        self.partitions = [] if partitions is None else partitions
+
+
+class FetchResponse(Message):
+    """The response of Fetch (api key 1). Reads message sets from partitions; used by consumers and by follower replicas.
+
+    Versions 0-1.
+
+    Attributes:
+        throttle_time_ms (int32, v1): How long the request was held back by a quota, in milliseconds (0 if not throttled).
+        responses ([]FetchableTopicResponse, v0-1): The result per topic.
+    """
+
+    __slots__ = ('throttle_time_ms', 'responses')
+    _NAME = 'FetchResponse'
+    _FIELDS = (('throttle_time_ms', SCALAR, None), ('responses', STRUCTS, FetchResponse_FetchableTopicResponse))
+    FetchableTopicResponse = FetchResponse_FetchableTopicResponse
+    _DECODERS = {0: _dec_FetchResponse_v0, 1: _dec_FetchResponse_v1}
+    _ENCODERS = {0: _enc_FetchResponse_v0, 1: _enc_FetchResponse_v1}
+    API_KEY = 1
+    KIND = 'response'
+    VERSIONS = (0, 1)
+    HEADER_VERSIONS = {0: 0, 1: 0}
+
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = 0,
+        responses: Optional[List["FetchResponse_FetchableTopicResponse"]] = None,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.responses = [] if responses is None else responses

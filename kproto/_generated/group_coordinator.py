@@ -20,7 +20,6 @@ from kproto.records.record_set import RecordSet
 
 __all__ = ['GroupCoordinatorRequest', 'GroupCoordinatorResponse']
 
-_new = object.__new__
 _unpack_from = _struct.unpack_from
 _pack = _struct.pack
 _S_b = _struct.Struct(">b")
@@ -60,61 +59,6 @@ def _read_q(buf, pos):
     return _S_q.unpack_from(buf, pos)[0]
 
 
-class GroupCoordinatorRequest(Message):
-    """The request of GroupCoordinator (api key 10). Finds the broker that coordinates a consumer group and stores its offsets.
-
-    Version 0.
-
-    Attributes:
-        key (string, v0): The group id whose coordinator is wanted.
-    """
-
-    __slots__ = ('key',)
-    API_KEY = 10
-    KIND = 'request'
-    VERSIONS = (0, 0)
-    HEADER_VERSIONS = {0: 1}
-
-    def __init__(
-        self,
-        *,
-        key: str = '',
-    ) -> None:
-        self.key = key
-
-
-class GroupCoordinatorResponse(Message):
-    """The response of GroupCoordinator (api key 10). Finds the broker that coordinates a consumer group and stores its offsets.
-
-    Version 0.
-
-    Attributes:
-        error_code (int16, v0): The error code, 0 for none.
-        node_id (int32, v0): The coordinator's broker id, -1 on error.
-        host (string, v0): The coordinator's host name, empty on error.
-        port (int32, v0): The coordinator's port, -1 on error.
-    """
-
-    __slots__ = ('error_code', 'node_id', 'host', 'port')
-    API_KEY = 10
-    KIND = 'response'
-    VERSIONS = (0, 0)
-    HEADER_VERSIONS = {0: 0}
-
-    def __init__(
-        self,
-        *,
-        error_code: int = 0,
-        node_id: int = 0,
-        host: str = '',
-        port: int = 0,
-    ) -> None:
-        self.error_code = error_code
-        self.node_id = node_id
-        self.host = host
-        self.port = port
-
-
 def _dec_GroupCoordinatorRequest_v0(buf, pos, end):
     """Decode GroupCoordinatorRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 2:
@@ -134,7 +78,7 @@ def _dec_GroupCoordinatorRequest_v0(buf, pos, end):
         pos += n_key
     else:
         raise _w.bad_length('key', pos - 2, n_key, False)
-    obj = _new(GroupCoordinatorRequest)
+    obj = GroupCoordinatorRequest.__new__(GroupCoordinatorRequest)
     obj.key = f_key
     return obj, pos
 
@@ -182,7 +126,7 @@ def _dec_GroupCoordinatorResponse_v0(buf, pos, end):
     else:
         f_port = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = _new(GroupCoordinatorResponse)
+    obj = GroupCoordinatorResponse.__new__(GroupCoordinatorResponse)
     obj.error_code = f_error_code
     obj.node_id = f_node_id
     obj.host = f_host
@@ -206,10 +150,64 @@ def _enc_GroupCoordinatorResponse_v0(obj, out):
     out.append(_S_i.pack(obj.port))
 
 
-GroupCoordinatorRequest._FIELDS = (('key', SCALAR, None),)
-GroupCoordinatorRequest._DECODERS = {0: _dec_GroupCoordinatorRequest_v0}
-GroupCoordinatorRequest._ENCODERS = {0: _enc_GroupCoordinatorRequest_v0}
+class GroupCoordinatorRequest(Message):
+    """The request of GroupCoordinator (api key 10). Finds the broker that coordinates a consumer group and stores its offsets.
 
-GroupCoordinatorResponse._FIELDS = (('error_code', SCALAR, None), ('node_id', SCALAR, None), ('host', SCALAR, None), ('port', SCALAR, None))
-GroupCoordinatorResponse._DECODERS = {0: _dec_GroupCoordinatorResponse_v0}
-GroupCoordinatorResponse._ENCODERS = {0: _enc_GroupCoordinatorResponse_v0}
+    Version 0.
+
+    Attributes:
+        key (string, v0): The group id whose coordinator is wanted.
+    """
+
+    __slots__ = ('key',)
+    _NAME = 'GroupCoordinatorRequest'
+    _FIELDS = (('key', SCALAR, None),)
+    _DECODERS = {0: _dec_GroupCoordinatorRequest_v0}
+    _ENCODERS = {0: _enc_GroupCoordinatorRequest_v0}
+    API_KEY = 10
+    KIND = 'request'
+    VERSIONS = (0, 0)
+    HEADER_VERSIONS = {0: 1}
+
+    def __init__(
+        self,
+        *,
+        key: str = '',
+    ) -> None:
+        self.key = key
+
+
+class GroupCoordinatorResponse(Message):
+    """The response of GroupCoordinator (api key 10). Finds the broker that coordinates a consumer group and stores its offsets.
+
+    Version 0.
+
+    Attributes:
+        error_code (int16, v0): The error code, 0 for none.
+        node_id (int32, v0): The coordinator's broker id, -1 on error.
+        host (string, v0): The coordinator's host name, empty on error.
+        port (int32, v0): The coordinator's port, -1 on error.
+    """
+
+    __slots__ = ('error_code', 'node_id', 'host', 'port')
+    _NAME = 'GroupCoordinatorResponse'
+    _FIELDS = (('error_code', SCALAR, None), ('node_id', SCALAR, None), ('host', SCALAR, None), ('port', SCALAR, None))
+    _DECODERS = {0: _dec_GroupCoordinatorResponse_v0}
+    _ENCODERS = {0: _enc_GroupCoordinatorResponse_v0}
+    API_KEY = 10
+    KIND = 'response'
+    VERSIONS = (0, 0)
+    HEADER_VERSIONS = {0: 0}
+
+    def __init__(
+        self,
+        *,
+        error_code: int = 0,
+        node_id: int = 0,
+        host: str = '',
+        port: int = 0,
+    ) -> None:
+        self.error_code = error_code
+        self.node_id = node_id
+        self.host = host
+        self.port = port

@@ -20,7 +20,6 @@ from kproto.records.record_set import RecordSet
 
 __all__ = ['RequestHeader', 'ResponseHeader']
 
-_new = object.__new__
 _unpack_from = _struct.unpack_from
 _pack = _struct.pack
 _S_b = _struct.Struct(">b")
@@ -61,59 +60,6 @@ def _read_q(buf, pos):
     return _S_q.unpack_from(buf, pos)[0]
 
 
-class RequestHeader(Message):
-    """The fields that open every request, after the int32 size.
-
-    Versions 0-1.
-
-    Attributes:
-        api_key (int16, v0-1): The api key of the request.
-        api_version (int16, v0-1): The version of the request.
-        correlation_id (int32, v0-1): A number chosen by the client and echoed in the response.
-        client_id (string, v1, nullable 1): The client's self-chosen name, for logs and quotas.
-    """
-
-    __slots__ = ('api_key', 'api_version', 'correlation_id', 'client_id')
-    API_KEY = None
-    KIND = 'header'
-    VERSIONS = (0, 1)
-
-    def __init__(
-        self,
-        *,
-        api_key: int = 0,
-        api_version: int = 0,
-        correlation_id: int = 0,
-        client_id: Optional[str] = '',
-    ) -> None:
-        self.api_key = api_key
-        self.api_version = api_version
-        self.correlation_id = correlation_id
-        self.client_id = client_id
-
-
-class ResponseHeader(Message):
-    """The fields that open every response, after the int32 size.
-
-    Version 0.
-
-    Attributes:
-        correlation_id (int32, v0): The correlation id of the request this answers.
-    """
-
-    __slots__ = ('correlation_id',)
-    API_KEY = None
-    KIND = 'header'
-    VERSIONS = (0, 0)
-
-    def __init__(
-        self,
-        *,
-        correlation_id: int = 0,
-    ) -> None:
-        self.correlation_id = correlation_id
-
-
 def _dec_RequestHeader_v0(buf, pos, end):
     """Decode RequestHeader (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 8:
@@ -125,7 +71,7 @@ def _dec_RequestHeader_v0(buf, pos, end):
     else:
         f_api_key, f_api_version, f_correlation_id = _S_hhi.unpack_from(buf, pos)
     pos += 8
-    obj = _new(RequestHeader)
+    obj = RequestHeader.__new__(RequestHeader)
     obj.api_key = f_api_key
     obj.api_version = f_api_version
     obj.correlation_id = f_correlation_id
@@ -162,7 +108,7 @@ def _dec_RequestHeader_v1(buf, pos, end):
         f_client_id = None
     else:
         raise _w.bad_length('client_id', pos - 2, n_client_id, True)
-    obj = _new(RequestHeader)
+    obj = RequestHeader.__new__(RequestHeader)
     obj.api_key = f_api_key
     obj.api_version = f_api_version
     obj.correlation_id = f_correlation_id
@@ -194,7 +140,7 @@ def _dec_ResponseHeader_v0(buf, pos, end):
     else:
         f_correlation_id = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = _new(ResponseHeader)
+    obj = ResponseHeader.__new__(ResponseHeader)
     obj.correlation_id = f_correlation_id
     return obj, pos
 
@@ -204,10 +150,62 @@ def _enc_ResponseHeader_v0(obj, out):
     out.append(_S_i.pack(obj.correlation_id))
 
 
-RequestHeader._FIELDS = (('api_key', SCALAR, None), ('api_version', SCALAR, None), ('correlation_id', SCALAR, None), ('client_id', SCALAR, None))
-RequestHeader._DECODERS = {0: _dec_RequestHeader_v0, 1: _dec_RequestHeader_v1}
-RequestHeader._ENCODERS = {0: _enc_RequestHeader_v0, 1: _enc_RequestHeader_v1}
+class RequestHeader(Message):
+    """The fields that open every request, after the int32 size.
 
-ResponseHeader._FIELDS = (('correlation_id', SCALAR, None),)
-ResponseHeader._DECODERS = {0: _dec_ResponseHeader_v0}
-ResponseHeader._ENCODERS = {0: _enc_ResponseHeader_v0}
+    Versions 0-1.
+
+    Attributes:
+        api_key (int16, v0-1): The api key of the request.
+        api_version (int16, v0-1): The version of the request.
+        correlation_id (int32, v0-1): A number chosen by the client and echoed in the response.
+        client_id (string, v1, nullable 1): The client's self-chosen name, for logs and quotas.
+    """
+
+    __slots__ = ('api_key', 'api_version', 'correlation_id', 'client_id')
+    _NAME = 'RequestHeader'
+    _FIELDS = (('api_key', SCALAR, None), ('api_version', SCALAR, None), ('correlation_id', SCALAR, None), ('client_id', SCALAR, None))
+    _DECODERS = {0: _dec_RequestHeader_v0, 1: _dec_RequestHeader_v1}
+    _ENCODERS = {0: _enc_RequestHeader_v0, 1: _enc_RequestHeader_v1}
+    API_KEY = None
+    KIND = 'header'
+    VERSIONS = (0, 1)
+
+    def __init__(
+        self,
+        *,
+        api_key: int = 0,
+        api_version: int = 0,
+        correlation_id: int = 0,
+        client_id: Optional[str] = '',
+    ) -> None:
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+        self.client_id = client_id
+
+
+class ResponseHeader(Message):
+    """The fields that open every response, after the int32 size.
+
+    Version 0.
+
+    Attributes:
+        correlation_id (int32, v0): The correlation id of the request this answers.
+    """
+
+    __slots__ = ('correlation_id',)
+    _NAME = 'ResponseHeader'
+    _FIELDS = (('correlation_id', SCALAR, None),)
+    _DECODERS = {0: _dec_ResponseHeader_v0}
+    _ENCODERS = {0: _enc_ResponseHeader_v0}
+    API_KEY = None
+    KIND = 'header'
+    VERSIONS = (0, 0)
+
+    def __init__(
+        self,
+        *,
+        correlation_id: int = 0,
+    ) -> None:
+        self.correlation_id = correlation_id

@@ -20,7 +20,6 @@ from kproto.records.record_set import RecordSet
 
 __all__ = ['HeartbeatRequest', 'HeartbeatResponse']
 
-_new = object.__new__
 _unpack_from = _struct.unpack_from
 _pack = _struct.pack
 _S_b = _struct.Struct(">b")
@@ -60,58 +59,6 @@ def _read_q(buf, pos):
     return _S_q.unpack_from(buf, pos)[0]
 
 
-class HeartbeatRequest(Message):
-    """The request of Heartbeat (api key 12). Keeps a member's session alive and tells it when the group is rebalancing.
-
-    Version 0.
-
-    Attributes:
-        group_id (string, v0): The group id.
-        generation_id (int32, v0): The member's generation.
-        member_id (string, v0): The member id.
-    """
-
-    __slots__ = ('group_id', 'generation_id', 'member_id')
-    API_KEY = 12
-    KIND = 'request'
-    VERSIONS = (0, 0)
-    HEADER_VERSIONS = {0: 1}
-
-    def __init__(
-        self,
-        *,
-        group_id: str = '',
-        generation_id: int = 0,
-        member_id: str = '',
-    ) -> None:
-        self.group_id = group_id
-        self.generation_id = generation_id
-        self.member_id = member_id
-
-
-class HeartbeatResponse(Message):
-    """The response of Heartbeat (api key 12). Keeps a member's session alive and tells it when the group is rebalancing.
-
-    Version 0.
-
-    Attributes:
-        error_code (int16, v0): The error code, 0 for none; 27 asks the member to rejoin.
-    """
-
-    __slots__ = ('error_code',)
-    API_KEY = 12
-    KIND = 'response'
-    VERSIONS = (0, 0)
-    HEADER_VERSIONS = {0: 0}
-
-    def __init__(
-        self,
-        *,
-        error_code: int = 0,
-    ) -> None:
-        self.error_code = error_code
-
-
 def _dec_HeartbeatRequest_v0(buf, pos, end):
     """Decode HeartbeatRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 2:
@@ -149,7 +96,7 @@ def _dec_HeartbeatRequest_v0(buf, pos, end):
         pos += n_member_id
     else:
         raise _w.bad_length('member_id', pos - 2, n_member_id, False)
-    obj = _new(HeartbeatRequest)
+    obj = HeartbeatRequest.__new__(HeartbeatRequest)
     obj.group_id = f_group_id
     obj.generation_id = f_generation_id
     obj.member_id = f_member_id
@@ -191,7 +138,7 @@ def _dec_HeartbeatResponse_v0(buf, pos, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    obj = _new(HeartbeatResponse)
+    obj = HeartbeatResponse.__new__(HeartbeatResponse)
     obj.error_code = f_error_code
     return obj, pos
 
@@ -201,10 +148,61 @@ def _enc_HeartbeatResponse_v0(obj, out):
     out.append(_S_h.pack(obj.error_code))
 
 
-HeartbeatRequest._FIELDS = (('group_id', SCALAR, None), ('generation_id', SCALAR, None), ('member_id', SCALAR, None))
-HeartbeatRequest._DECODERS = {0: _dec_HeartbeatRequest_v0}
-HeartbeatRequest._ENCODERS = {0: _enc_HeartbeatRequest_v0}
+class HeartbeatRequest(Message):
+    """The request of Heartbeat (api key 12). Keeps a member's session alive and tells it when the group is rebalancing.
 
-HeartbeatResponse._FIELDS = (('error_code', SCALAR, None),)
-HeartbeatResponse._DECODERS = {0: _dec_HeartbeatResponse_v0}
-HeartbeatResponse._ENCODERS = {0: _enc_HeartbeatResponse_v0}
+    Version 0.
+
+    Attributes:
+        group_id (string, v0): The group id.
+        generation_id (int32, v0): The member's generation.
+        member_id (string, v0): The member id.
+    """
+
+    __slots__ = ('group_id', 'generation_id', 'member_id')
+    _NAME = 'HeartbeatRequest'
+    _FIELDS = (('group_id', SCALAR, None), ('generation_id', SCALAR, None), ('member_id', SCALAR, None))
+    _DECODERS = {0: _dec_HeartbeatRequest_v0}
+    _ENCODERS = {0: _enc_HeartbeatRequest_v0}
+    API_KEY = 12
+    KIND = 'request'
+    VERSIONS = (0, 0)
+    HEADER_VERSIONS = {0: 1}
+
+    def __init__(
+        self,
+        *,
+        group_id: str = '',
+        generation_id: int = 0,
+        member_id: str = '',
+    ) -> None:
+        self.group_id = group_id
+        self.generation_id = generation_id
+        self.member_id = member_id
+
+
+class HeartbeatResponse(Message):
+    """The response of Heartbeat (api key 12). Keeps a member's session alive and tells it when the group is rebalancing.
+
+    Version 0.
+
+    Attributes:
+        error_code (int16, v0): The error code, 0 for none; 27 asks the member to rejoin.
+    """
+
+    __slots__ = ('error_code',)
+    _NAME = 'HeartbeatResponse'
+    _FIELDS = (('error_code', SCALAR, None),)
+    _DECODERS = {0: _dec_HeartbeatResponse_v0}
+    _ENCODERS = {0: _enc_HeartbeatResponse_v0}
+    API_KEY = 12
+    KIND = 'response'
+    VERSIONS = (0, 0)
+    HEADER_VERSIONS = {0: 0}
+
+    def __init__(
+        self,
+        *,
+        error_code: int = 0,
+    ) -> None:
+        self.error_code = error_code

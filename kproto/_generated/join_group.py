@@ -20,7 +20,6 @@ from kproto.records.record_set import RecordSet
 
 __all__ = ['JoinGroupRequest', 'JoinGroupResponse']
 
-_new = object.__new__
 _unpack_from = _struct.unpack_from
 _pack = _struct.pack
 _S_b = _struct.Struct(">b")
@@ -66,119 +65,6 @@ def _read_q(buf, pos):
         lo = cython.cast(cython.ulonglong, _read_i(buf, pos + 4)) & 0xFFFFFFFF
         return cython.cast(cython.longlong, (hi << 32) | lo)
     return _S_q.unpack_from(buf, pos)[0]
-
-
-class JoinGroupRequest_JoinGroupRequestProtocol(Struct):
-    """JoinGroupRequestProtocol (part of JoinGroupRequest).
-
-    Attributes:
-        name (string, v0): The protocol name, e.g. "range".
-        metadata (bytes, v0): Protocol-specific data; for "consumer", a ConsumerProtocolSubscription.
-    """
-
-    __slots__ = ('name', 'metadata')
-
-    def __init__(
-        self,
-        *,
-        name: str = '',
-        metadata: bytes = b'',
-    ) -> None:
-        self.name = name
-        self.metadata = metadata
-
-
-class JoinGroupRequest(Message):
-    """The request of JoinGroup (api key 11). Joins a group, or rejoins it after a rebalance; the coordinator answers when the group has formed.
-
-    Version 0.
-
-    Attributes:
-        group_id (string, v0): The group to join.
-        session_timeout_ms (int32, v0): How long the coordinator waits for a heartbeat before dropping the member, in milliseconds.
-        member_id (string, v0): The member id from an earlier join, or empty for a new member.
-        protocol_type (string, v0): The kind of protocols offered, e.g. "consumer".
-        protocols ([]JoinGroupRequestProtocol, v0): The protocols the member supports, most preferred first.
-    """
-
-    __slots__ = ('group_id', 'session_timeout_ms', 'member_id', 'protocol_type', 'protocols')
-    API_KEY = 11
-    KIND = 'request'
-    VERSIONS = (0, 0)
-    HEADER_VERSIONS = {0: 1}
-
-    def __init__(
-        self,
-        *,
-        group_id: str = '',
-        session_timeout_ms: int = 0,
-        member_id: str = '',
-        protocol_type: str = '',
-        protocols: Optional[List["JoinGroupRequest_JoinGroupRequestProtocol"]] = None,
-    ) -> None:
-        self.group_id = group_id
-        self.session_timeout_ms = session_timeout_ms
-        self.member_id = member_id
-        self.protocol_type = protocol_type
-        self.protocols = [] if protocols is None else protocols
-
-
-class JoinGroupResponse_JoinGroupResponseMember(Struct):
-    """JoinGroupResponseMember (part of JoinGroupResponse).
-
-    Attributes:
-        member_id (string, v0): The member id.
-        metadata (bytes, v0): The member's metadata for the chosen protocol.
-    """
-
-    __slots__ = ('member_id', 'metadata')
-
-    def __init__(
-        self,
-        *,
-        member_id: str = '',
-        metadata: bytes = b'',
-    ) -> None:
-        self.member_id = member_id
-        self.metadata = metadata
-
-
-class JoinGroupResponse(Message):
-    """The response of JoinGroup (api key 11). Joins a group, or rejoins it after a rebalance; the coordinator answers when the group has formed.
-
-    Version 0.
-
-    Attributes:
-        error_code (int16, v0): The error code, 0 for none.
-        generation_id (int32, v0): The generation the group has entered.
-        protocol_name (string, v0): The protocol the coordinator chose for the group.
-        leader (string, v0): The member id of the group leader.
-        member_id (string, v0): This member's id.
-        members ([]JoinGroupResponseMember, v0): Every member with its metadata; filled in only in the leader's response.
-    """
-
-    __slots__ = ('error_code', 'generation_id', 'protocol_name', 'leader', 'member_id', 'members')
-    API_KEY = 11
-    KIND = 'response'
-    VERSIONS = (0, 0)
-    HEADER_VERSIONS = {0: 0}
-
-    def __init__(
-        self,
-        *,
-        error_code: int = 0,
-        generation_id: int = -1,
-        protocol_name: str = '',
-        leader: str = '',
-        member_id: str = '',
-        members: Optional[List["JoinGroupResponse_JoinGroupResponseMember"]] = None,
-    ) -> None:
-        self.error_code = error_code
-        self.generation_id = generation_id
-        self.protocol_name = protocol_name
-        self.leader = leader
-        self.member_id = member_id
-        self.members = [] if members is None else members
 
 
 def _dec_JoinGroupRequest_v0(buf, pos, end):
@@ -251,7 +137,7 @@ def _dec_JoinGroupRequest_v0(buf, pos, end):
         except DecodeError as exc:
             raise exc.within("protocols[%d]" % i)
         f_protocols.append(item)
-    obj = _new(JoinGroupRequest)
+    obj = JoinGroupRequest.__new__(JoinGroupRequest)
     obj.group_id = f_group_id
     obj.session_timeout_ms = f_session_timeout_ms
     obj.member_id = f_member_id
@@ -335,7 +221,7 @@ def _dec_JoinGroupRequest_JoinGroupRequestProtocol_v0(buf, pos, end):
         pos += n_metadata
     else:
         raise _w.bad_length('metadata', pos - 4, n_metadata, False)
-    obj = _new(JoinGroupRequest_JoinGroupRequestProtocol)
+    obj = JoinGroupRequest_JoinGroupRequestProtocol.__new__(JoinGroupRequest_JoinGroupRequestProtocol)
     obj.name = f_name
     obj.metadata = f_metadata
     return obj, pos
@@ -435,7 +321,7 @@ def _dec_JoinGroupResponse_v0(buf, pos, end):
         except DecodeError as exc:
             raise exc.within("members[%d]" % i)
         f_members.append(item)
-    obj = _new(JoinGroupResponse)
+    obj = JoinGroupResponse.__new__(JoinGroupResponse)
     obj.error_code = f_error_code
     obj.generation_id = f_generation_id
     obj.protocol_name = f_protocol_name
@@ -520,7 +406,7 @@ def _dec_JoinGroupResponse_JoinGroupResponseMember_v0(buf, pos, end):
         pos += n_metadata
     else:
         raise _w.bad_length('metadata', pos - 4, n_metadata, False)
-    obj = _new(JoinGroupResponse_JoinGroupResponseMember)
+    obj = JoinGroupResponse_JoinGroupResponseMember.__new__(JoinGroupResponse_JoinGroupResponseMember)
     obj.member_id = f_member_id
     obj.metadata = f_metadata
     return obj, pos
@@ -549,16 +435,128 @@ def _enc_JoinGroupResponse_JoinGroupResponseMember_v0(obj, out):
         out.append(f_metadata)
 
 
-JoinGroupRequest_JoinGroupRequestProtocol._FIELDS = (('name', SCALAR, None), ('metadata', SCALAR, None))
-JoinGroupRequest._FIELDS = (('group_id', SCALAR, None), ('session_timeout_ms', SCALAR, None), ('member_id', SCALAR, None), ('protocol_type', SCALAR, None), ('protocols', STRUCTS, JoinGroupRequest_JoinGroupRequestProtocol))
-JoinGroupRequest.JoinGroupRequestProtocol = JoinGroupRequest_JoinGroupRequestProtocol
-JoinGroupRequest_JoinGroupRequestProtocol.__qualname__ = "JoinGroupRequest.JoinGroupRequestProtocol"
-JoinGroupRequest._DECODERS = {0: _dec_JoinGroupRequest_v0}
-JoinGroupRequest._ENCODERS = {0: _enc_JoinGroupRequest_v0}
+class JoinGroupRequest_JoinGroupRequestProtocol(Struct):
+    """JoinGroupRequestProtocol (part of JoinGroupRequest).
 
-JoinGroupResponse_JoinGroupResponseMember._FIELDS = (('member_id', SCALAR, None), ('metadata', SCALAR, None))
-JoinGroupResponse._FIELDS = (('error_code', SCALAR, None), ('generation_id', SCALAR, None), ('protocol_name', SCALAR, None), ('leader', SCALAR, None), ('member_id', SCALAR, None), ('members', STRUCTS, JoinGroupResponse_JoinGroupResponseMember))
-JoinGroupResponse.JoinGroupResponseMember = JoinGroupResponse_JoinGroupResponseMember
-JoinGroupResponse_JoinGroupResponseMember.__qualname__ = "JoinGroupResponse.JoinGroupResponseMember"
-JoinGroupResponse._DECODERS = {0: _dec_JoinGroupResponse_v0}
-JoinGroupResponse._ENCODERS = {0: _enc_JoinGroupResponse_v0}
+    Attributes:
+        name (string, v0): The protocol name, e.g. "range".
+        metadata (bytes, v0): Protocol-specific data; for "consumer", a ConsumerProtocolSubscription.
+    """
+
+    __slots__ = ('name', 'metadata')
+    _NAME = 'JoinGroupRequest.JoinGroupRequestProtocol'
+    _FIELDS = (('name', SCALAR, None), ('metadata', SCALAR, None))
+
+    def __init__(
+        self,
+        *,
+        name: str = '',
+        metadata: bytes = b'',
+    ) -> None:
+        self.name = name
+        self.metadata = metadata
+
+
+class JoinGroupRequest(Message):
+    """The request of JoinGroup (api key 11). Joins a group, or rejoins it after a rebalance; the coordinator answers when the group has formed.
+
+    Version 0.
+
+    Attributes:
+        group_id (string, v0): The group to join.
+        session_timeout_ms (int32, v0): How long the coordinator waits for a heartbeat before dropping the member, in milliseconds.
+        member_id (string, v0): The member id from an earlier join, or empty for a new member.
+        protocol_type (string, v0): The kind of protocols offered, e.g. "consumer".
+        protocols ([]JoinGroupRequestProtocol, v0): The protocols the member supports, most preferred first.
+    """
+
+    __slots__ = ('group_id', 'session_timeout_ms', 'member_id', 'protocol_type', 'protocols')
+    _NAME = 'JoinGroupRequest'
+    _FIELDS = (('group_id', SCALAR, None), ('session_timeout_ms', SCALAR, None), ('member_id', SCALAR, None), ('protocol_type', SCALAR, None), ('protocols', STRUCTS, JoinGroupRequest_JoinGroupRequestProtocol))
+    JoinGroupRequestProtocol = JoinGroupRequest_JoinGroupRequestProtocol
+    _DECODERS = {0: _dec_JoinGroupRequest_v0}
+    _ENCODERS = {0: _enc_JoinGroupRequest_v0}
+    API_KEY = 11
+    KIND = 'request'
+    VERSIONS = (0, 0)
+    HEADER_VERSIONS = {0: 1}
+
+    def __init__(
+        self,
+        *,
+        group_id: str = '',
+        session_timeout_ms: int = 0,
+        member_id: str = '',
+        protocol_type: str = '',
+        protocols: Optional[List["JoinGroupRequest_JoinGroupRequestProtocol"]] = None,
+    ) -> None:
+        self.group_id = group_id
+        self.session_timeout_ms = session_timeout_ms
+        self.member_id = member_id
+        self.protocol_type = protocol_type
+        self.protocols = [] if protocols is None else protocols
+
+
+class JoinGroupResponse_JoinGroupResponseMember(Struct):
+    """JoinGroupResponseMember (part of JoinGroupResponse).
+
+    Attributes:
+        member_id (string, v0): The member id.
+        metadata (bytes, v0): The member's metadata for the chosen protocol.
+    """
+
+    __slots__ = ('member_id', 'metadata')
+    _NAME = 'JoinGroupResponse.JoinGroupResponseMember'
+    _FIELDS = (('member_id', SCALAR, None), ('metadata', SCALAR, None))
+
+    def __init__(
+        self,
+        *,
+        member_id: str = '',
+        metadata: bytes = b'',
+    ) -> None:
+        self.member_id = member_id
+        self.metadata = metadata
+
+
+class JoinGroupResponse(Message):
+    """The response of JoinGroup (api key 11). Joins a group, or rejoins it after a rebalance; the coordinator answers when the group has formed.
+
+    Version 0.
+
+    Attributes:
+        error_code (int16, v0): The error code, 0 for none.
+        generation_id (int32, v0): The generation the group has entered.
+        protocol_name (string, v0): The protocol the coordinator chose for the group.
+        leader (string, v0): The member id of the group leader.
+        member_id (string, v0): This member's id.
+        members ([]JoinGroupResponseMember, v0): Every member with its metadata; filled in only in the leader's response.
+    """
+
+    __slots__ = ('error_code', 'generation_id', 'protocol_name', 'leader', 'member_id', 'members')
+    _NAME = 'JoinGroupResponse'
+    _FIELDS = (('error_code', SCALAR, None), ('generation_id', SCALAR, None), ('protocol_name', SCALAR, None), ('leader', SCALAR, None), ('member_id', SCALAR, None), ('members', STRUCTS, JoinGroupResponse_JoinGroupResponseMember))
+    JoinGroupResponseMember = JoinGroupResponse_JoinGroupResponseMember
+    _DECODERS = {0: _dec_JoinGroupResponse_v0}
+    _ENCODERS = {0: _enc_JoinGroupResponse_v0}
+    API_KEY = 11
+    KIND = 'response'
+    VERSIONS = (0, 0)
+    HEADER_VERSIONS = {0: 0}
+
+    def __init__(
+        self,
+        *,
+        error_code: int = 0,
+        generation_id: int = -1,
+        protocol_name: str = '',
+        leader: str = '',
+        member_id: str = '',
+        members: Optional[List["JoinGroupResponse_JoinGroupResponseMember"]] = None,
+    ) -> None:
+        self.error_code = error_code
+        self.generation_id = generation_id
+        self.protocol_name = protocol_name
+        self.leader = leader
+        self.member_id = member_id
+        self.members = [] if members is None else members

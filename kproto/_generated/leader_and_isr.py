@@ -20,7 +20,6 @@ from kproto.records.record_set import RecordSet
 
 __all__ = ['LeaderAndIsrRequest', 'LeaderAndIsrResponse']
 
-_new = object.__new__
 _unpack_from = _struct.unpack_from
 _pack = _struct.pack
 _S_b = _struct.Struct(">b")
@@ -70,148 +69,6 @@ def _read_q(buf, pos):
     return _S_q.unpack_from(buf, pos)[0]
 
 
-class LeaderAndIsrRequest_LeaderAndIsrLiveLeader(Struct):
-    """LeaderAndIsrLiveLeader (part of LeaderAndIsrRequest).
-
-    Attributes:
-        broker_id (int32, v0): The leader's broker id.
-        host_name (string, v0): The leader's host name.
-        port (int32, v0): The leader's port.
-    """
-
-    __slots__ = ('broker_id', 'host_name', 'port')
-
-    def __init__(
-        self,
-        *,
-        broker_id: int = 0,
-        host_name: str = '',
-        port: int = 0,
-    ) -> None:
-        self.broker_id = broker_id
-        self.host_name = host_name
-        self.port = port
-
-
-class LeaderAndIsrRequest_LeaderAndIsrPartitionState(Struct):
-    """LeaderAndIsrPartitionState (part of LeaderAndIsrRequest).
-
-    Attributes:
-        topic_name (string, v0): The topic name.
-        partition_index (int32, v0): The partition index.
-        controller_epoch (int32, v0): The epoch of the controller that decided this state.
-        leader (int32, v0): The leader's broker id.
-        leader_epoch (int32, v0): The leader epoch.
-        isr ([]int32, v0): The in-sync replicas' broker ids.
-        partition_epoch (int32, v0): The ZooKeeper version of the partition's state node (zk_version).
-        replicas ([]int32, v0): Every replica's broker id.
-    """
-
-    __slots__ = ('topic_name', 'partition_index', 'controller_epoch', 'leader', 'leader_epoch', 'isr', 'partition_epoch', 'replicas')
-
-    def __init__(
-        self,
-        *,
-        topic_name: str = '',
-        partition_index: int = 0,
-        controller_epoch: int = 0,
-        leader: int = 0,
-        leader_epoch: int = 0,
-        isr: Optional[List[int]] = None,
-        partition_epoch: int = 0,
-        replicas: Optional[List[int]] = None,
-    ) -> None:
-        self.topic_name = topic_name
-        self.partition_index = partition_index
-        self.controller_epoch = controller_epoch
-        self.leader = leader
-        self.leader_epoch = leader_epoch
-        self.isr = [] if isr is None else isr
-        self.partition_epoch = partition_epoch
-        self.replicas = [] if replicas is None else replicas
-
-
-class LeaderAndIsrRequest(Message):
-    """The request of LeaderAndIsr (api key 4). Tells a broker which partitions it leads or follows, with their leader, epoch and ISR.
-
-    Version 0.
-
-    Attributes:
-        controller_id (int32, v0): The sending controller's broker id.
-        controller_epoch (int32, v0): The controller's epoch.
-        ungrouped_partition_states ([]LeaderAndIsrPartitionState, v0): The new state of each partition.
-        live_leaders ([]LeaderAndIsrLiveLeader, v0): The brokers that lead at least one of the partitions above.
-    """
-
-    __slots__ = ('controller_id', 'controller_epoch', 'ungrouped_partition_states', 'live_leaders')
-    API_KEY = 4
-    KIND = 'request'
-    VERSIONS = (0, 0)
-    HEADER_VERSIONS = {0: 1}
-
-    def __init__(
-        self,
-        *,
-        controller_id: int = 0,
-        controller_epoch: int = 0,
-        ungrouped_partition_states: Optional[List["LeaderAndIsrRequest_LeaderAndIsrPartitionState"]] = None,
-        live_leaders: Optional[List["LeaderAndIsrRequest_LeaderAndIsrLiveLeader"]] = None,
-    ) -> None:
-        self.controller_id = controller_id
-        self.controller_epoch = controller_epoch
-        self.ungrouped_partition_states = [] if ungrouped_partition_states is None else ungrouped_partition_states
-        self.live_leaders = [] if live_leaders is None else live_leaders
-
-
-class LeaderAndIsrResponse_LeaderAndIsrPartitionError(Struct):
-    """LeaderAndIsrPartitionError (part of LeaderAndIsrResponse).
-
-    Attributes:
-        topic_name (string, v0): The topic name.
-        partition_index (int32, v0): The partition index.
-        error_code (int16, v0): The partition's error code, 0 for none; here 13 means a stale leader epoch.
-    """
-
-    __slots__ = ('topic_name', 'partition_index', 'error_code')
-
-    def __init__(
-        self,
-        *,
-        topic_name: str = '',
-        partition_index: int = 0,
-        error_code: int = 0,
-    ) -> None:
-        self.topic_name = topic_name
-        self.partition_index = partition_index
-        self.error_code = error_code
-
-
-class LeaderAndIsrResponse(Message):
-    """The response of LeaderAndIsr (api key 4). Tells a broker which partitions it leads or follows, with their leader, epoch and ISR.
-
-    Version 0.
-
-    Attributes:
-        error_code (int16, v0): The request-level error code, 0 for none.
-        partition_errors ([]LeaderAndIsrPartitionError, v0): The result per partition.
-    """
-
-    __slots__ = ('error_code', 'partition_errors')
-    API_KEY = 4
-    KIND = 'response'
-    VERSIONS = (0, 0)
-    HEADER_VERSIONS = {0: 0}
-
-    def __init__(
-        self,
-        *,
-        error_code: int = 0,
-        partition_errors: Optional[List["LeaderAndIsrResponse_LeaderAndIsrPartitionError"]] = None,
-    ) -> None:
-        self.error_code = error_code
-        self.partition_errors = [] if partition_errors is None else partition_errors
-
-
 def _dec_LeaderAndIsrRequest_v0(buf, pos, end):
     """Decode LeaderAndIsrRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 12:
@@ -248,7 +105,7 @@ def _dec_LeaderAndIsrRequest_v0(buf, pos, end):
         except DecodeError as exc:
             raise exc.within("live_leaders[%d]" % i)
         f_live_leaders.append(item)
-    obj = _new(LeaderAndIsrRequest)
+    obj = LeaderAndIsrRequest.__new__(LeaderAndIsrRequest)
     obj.controller_id = f_controller_id
     obj.controller_epoch = f_controller_epoch
     obj.ungrouped_partition_states = f_ungrouped_partition_states
@@ -322,7 +179,7 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(buf, pos, end):
     else:
         f_replicas = list(_unpack_from(">%di" % n_replicas, buf, pos))
     pos += n_replicas * 4
-    obj = _new(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
+    obj = LeaderAndIsrRequest_LeaderAndIsrPartitionState.__new__(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
     obj.topic_name = f_topic_name
     obj.partition_index = f_partition_index
     obj.controller_epoch = f_controller_epoch
@@ -384,7 +241,7 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(buf, pos, end):
     else:
         f_port = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = _new(LeaderAndIsrRequest_LeaderAndIsrLiveLeader)
+    obj = LeaderAndIsrRequest_LeaderAndIsrLiveLeader.__new__(LeaderAndIsrRequest_LeaderAndIsrLiveLeader)
     obj.broker_id = f_broker_id
     obj.host_name = f_host_name
     obj.port = f_port
@@ -426,7 +283,7 @@ def _dec_LeaderAndIsrResponse_v0(buf, pos, end):
         except DecodeError as exc:
             raise exc.within("partition_errors[%d]" % i)
         f_partition_errors.append(item)
-    obj = _new(LeaderAndIsrResponse)
+    obj = LeaderAndIsrResponse.__new__(LeaderAndIsrResponse)
     obj.error_code = f_error_code
     obj.partition_errors = f_partition_errors
     return obj, pos
@@ -468,7 +325,7 @@ def _dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(buf, pos, end):
     else:
         f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    obj = _new(LeaderAndIsrResponse_LeaderAndIsrPartitionError)
+    obj = LeaderAndIsrResponse_LeaderAndIsrPartitionError.__new__(LeaderAndIsrResponse_LeaderAndIsrPartitionError)
     obj.topic_name = f_topic_name
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
@@ -491,19 +348,160 @@ def _enc_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(obj, out):
     out.append(_S_ih.pack(obj.partition_index, obj.error_code))
 
 
-LeaderAndIsrRequest_LeaderAndIsrLiveLeader._FIELDS = (('broker_id', SCALAR, None), ('host_name', SCALAR, None), ('port', SCALAR, None))
-LeaderAndIsrRequest_LeaderAndIsrPartitionState._FIELDS = (('topic_name', SCALAR, None), ('partition_index', SCALAR, None), ('controller_epoch', SCALAR, None), ('leader', SCALAR, None), ('leader_epoch', SCALAR, None), ('isr', SCALARS, None), ('partition_epoch', SCALAR, None), ('replicas', SCALARS, None))
-LeaderAndIsrRequest._FIELDS = (('controller_id', SCALAR, None), ('controller_epoch', SCALAR, None), ('ungrouped_partition_states', STRUCTS, LeaderAndIsrRequest_LeaderAndIsrPartitionState), ('live_leaders', STRUCTS, LeaderAndIsrRequest_LeaderAndIsrLiveLeader))
-LeaderAndIsrRequest.LeaderAndIsrPartitionState = LeaderAndIsrRequest_LeaderAndIsrPartitionState
-LeaderAndIsrRequest_LeaderAndIsrPartitionState.__qualname__ = "LeaderAndIsrRequest.LeaderAndIsrPartitionState"
-LeaderAndIsrRequest.LeaderAndIsrLiveLeader = LeaderAndIsrRequest_LeaderAndIsrLiveLeader
-LeaderAndIsrRequest_LeaderAndIsrLiveLeader.__qualname__ = "LeaderAndIsrRequest.LeaderAndIsrLiveLeader"
-LeaderAndIsrRequest._DECODERS = {0: _dec_LeaderAndIsrRequest_v0}
-LeaderAndIsrRequest._ENCODERS = {0: _enc_LeaderAndIsrRequest_v0}
+class LeaderAndIsrRequest_LeaderAndIsrLiveLeader(Struct):
+    """LeaderAndIsrLiveLeader (part of LeaderAndIsrRequest).
 
-LeaderAndIsrResponse_LeaderAndIsrPartitionError._FIELDS = (('topic_name', SCALAR, None), ('partition_index', SCALAR, None), ('error_code', SCALAR, None))
-LeaderAndIsrResponse._FIELDS = (('error_code', SCALAR, None), ('partition_errors', STRUCTS, LeaderAndIsrResponse_LeaderAndIsrPartitionError))
-LeaderAndIsrResponse.LeaderAndIsrPartitionError = LeaderAndIsrResponse_LeaderAndIsrPartitionError
-LeaderAndIsrResponse_LeaderAndIsrPartitionError.__qualname__ = "LeaderAndIsrResponse.LeaderAndIsrPartitionError"
-LeaderAndIsrResponse._DECODERS = {0: _dec_LeaderAndIsrResponse_v0}
-LeaderAndIsrResponse._ENCODERS = {0: _enc_LeaderAndIsrResponse_v0}
+    Attributes:
+        broker_id (int32, v0): The leader's broker id.
+        host_name (string, v0): The leader's host name.
+        port (int32, v0): The leader's port.
+    """
+
+    __slots__ = ('broker_id', 'host_name', 'port')
+    _NAME = 'LeaderAndIsrRequest.LeaderAndIsrLiveLeader'
+    _FIELDS = (('broker_id', SCALAR, None), ('host_name', SCALAR, None), ('port', SCALAR, None))
+
+    def __init__(
+        self,
+        *,
+        broker_id: int = 0,
+        host_name: str = '',
+        port: int = 0,
+    ) -> None:
+        self.broker_id = broker_id
+        self.host_name = host_name
+        self.port = port
+
+
+class LeaderAndIsrRequest_LeaderAndIsrPartitionState(Struct):
+    """LeaderAndIsrPartitionState (part of LeaderAndIsrRequest).
+
+    Attributes:
+        topic_name (string, v0): The topic name.
+        partition_index (int32, v0): The partition index.
+        controller_epoch (int32, v0): The epoch of the controller that decided this state.
+        leader (int32, v0): The leader's broker id.
+        leader_epoch (int32, v0): The leader epoch.
+        isr ([]int32, v0): The in-sync replicas' broker ids.
+        partition_epoch (int32, v0): The ZooKeeper version of the partition's state node (zk_version).
+        replicas ([]int32, v0): Every replica's broker id.
+    """
+
+    __slots__ = ('topic_name', 'partition_index', 'controller_epoch', 'leader', 'leader_epoch', 'isr', 'partition_epoch', 'replicas')
+    _NAME = 'LeaderAndIsrRequest.LeaderAndIsrPartitionState'
+    _FIELDS = (('topic_name', SCALAR, None), ('partition_index', SCALAR, None), ('controller_epoch', SCALAR, None), ('leader', SCALAR, None), ('leader_epoch', SCALAR, None), ('isr', SCALARS, None), ('partition_epoch', SCALAR, None), ('replicas', SCALARS, None))
+
+    def __init__(
+        self,
+        *,
+        topic_name: str = '',
+        partition_index: int = 0,
+        controller_epoch: int = 0,
+        leader: int = 0,
+        leader_epoch: int = 0,
+        isr: Optional[List[int]] = None,
+        partition_epoch: int = 0,
+        replicas: Optional[List[int]] = None,
+    ) -> None:
+        self.topic_name = topic_name
+        self.partition_index = partition_index
+        self.controller_epoch = controller_epoch
+        self.leader = leader
+        self.leader_epoch = leader_epoch
+        self.isr = [] if isr is None else isr
+        self.partition_epoch = partition_epoch
+        self.replicas = [] if replicas is None else replicas
+
+
+class LeaderAndIsrRequest(Message):
+    """The request of LeaderAndIsr (api key 4). Tells a broker which partitions it leads or follows, with their leader, epoch and ISR.
+
+    Version 0.
+
+    Attributes:
+        controller_id (int32, v0): The sending controller's broker id.
+        controller_epoch (int32, v0): The controller's epoch.
+        ungrouped_partition_states ([]LeaderAndIsrPartitionState, v0): The new state of each partition.
+        live_leaders ([]LeaderAndIsrLiveLeader, v0): The brokers that lead at least one of the partitions above.
+    """
+
+    __slots__ = ('controller_id', 'controller_epoch', 'ungrouped_partition_states', 'live_leaders')
+    _NAME = 'LeaderAndIsrRequest'
+    _FIELDS = (('controller_id', SCALAR, None), ('controller_epoch', SCALAR, None), ('ungrouped_partition_states', STRUCTS, LeaderAndIsrRequest_LeaderAndIsrPartitionState), ('live_leaders', STRUCTS, LeaderAndIsrRequest_LeaderAndIsrLiveLeader))
+    LeaderAndIsrPartitionState = LeaderAndIsrRequest_LeaderAndIsrPartitionState
+    LeaderAndIsrLiveLeader = LeaderAndIsrRequest_LeaderAndIsrLiveLeader
+    _DECODERS = {0: _dec_LeaderAndIsrRequest_v0}
+    _ENCODERS = {0: _enc_LeaderAndIsrRequest_v0}
+    API_KEY = 4
+    KIND = 'request'
+    VERSIONS = (0, 0)
+    HEADER_VERSIONS = {0: 1}
+
+    def __init__(
+        self,
+        *,
+        controller_id: int = 0,
+        controller_epoch: int = 0,
+        ungrouped_partition_states: Optional[List["LeaderAndIsrRequest_LeaderAndIsrPartitionState"]] = None,
+        live_leaders: Optional[List["LeaderAndIsrRequest_LeaderAndIsrLiveLeader"]] = None,
+    ) -> None:
+        self.controller_id = controller_id
+        self.controller_epoch = controller_epoch
+        self.ungrouped_partition_states = [] if ungrouped_partition_states is None else ungrouped_partition_states
+        self.live_leaders = [] if live_leaders is None else live_leaders
+
+
+class LeaderAndIsrResponse_LeaderAndIsrPartitionError(Struct):
+    """LeaderAndIsrPartitionError (part of LeaderAndIsrResponse).
+
+    Attributes:
+        topic_name (string, v0): The topic name.
+        partition_index (int32, v0): The partition index.
+        error_code (int16, v0): The partition's error code, 0 for none; here 13 means a stale leader epoch.
+    """
+
+    __slots__ = ('topic_name', 'partition_index', 'error_code')
+    _NAME = 'LeaderAndIsrResponse.LeaderAndIsrPartitionError'
+    _FIELDS = (('topic_name', SCALAR, None), ('partition_index', SCALAR, None), ('error_code', SCALAR, None))
+
+    def __init__(
+        self,
+        *,
+        topic_name: str = '',
+        partition_index: int = 0,
+        error_code: int = 0,
+    ) -> None:
+        self.topic_name = topic_name
+        self.partition_index = partition_index
+        self.error_code = error_code
+
+
+class LeaderAndIsrResponse(Message):
+    """The response of LeaderAndIsr (api key 4). Tells a broker which partitions it leads or follows, with their leader, epoch and ISR.
+
+    Version 0.
+
+    Attributes:
+        error_code (int16, v0): The request-level error code, 0 for none.
+        partition_errors ([]LeaderAndIsrPartitionError, v0): The result per partition.
+    """
+
+    __slots__ = ('error_code', 'partition_errors')
+    _NAME = 'LeaderAndIsrResponse'
+    _FIELDS = (('error_code', SCALAR, None), ('partition_errors', STRUCTS, LeaderAndIsrResponse_LeaderAndIsrPartitionError))
+    LeaderAndIsrPartitionError = LeaderAndIsrResponse_LeaderAndIsrPartitionError
+    _DECODERS = {0: _dec_LeaderAndIsrResponse_v0}
+    _ENCODERS = {0: _enc_LeaderAndIsrResponse_v0}
+    API_KEY = 4
+    KIND = 'response'
+    VERSIONS = (0, 0)
+    HEADER_VERSIONS = {0: 0}
+
+    def __init__(
+        self,
+        *,
+        error_code: int = 0,
+        partition_errors: Optional[List["LeaderAndIsrResponse_LeaderAndIsrPartitionError"]] = None,
+    ) -> None:
+        self.error_code = error_code
+        self.partition_errors = [] if partition_errors is None else partition_errors

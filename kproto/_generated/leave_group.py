@@ -20,7 +20,6 @@ from kproto.records.record_set import RecordSet
 
 __all__ = ['LeaveGroupRequest', 'LeaveGroupResponse']
 
-_new = object.__new__
 _unpack_from = _struct.unpack_from
 _pack = _struct.pack
 _S_b = _struct.Struct(">b")
@@ -59,55 +58,6 @@ def _read_q(buf, pos):
     return _S_q.unpack_from(buf, pos)[0]
 
 
-class LeaveGroupRequest(Message):
-    """The request of LeaveGroup (api key 13). Removes a member from its group at once, instead of waiting for its session to expire.
-
-    Version 0.
-
-    Attributes:
-        group_id (string, v0): The group id.
-        member_id (string, v0): The id of the member leaving.
-    """
-
-    __slots__ = ('group_id', 'member_id')
-    API_KEY = 13
-    KIND = 'request'
-    VERSIONS = (0, 0)
-    HEADER_VERSIONS = {0: 1}
-
-    def __init__(
-        self,
-        *,
-        group_id: str = '',
-        member_id: str = '',
-    ) -> None:
-        self.group_id = group_id
-        self.member_id = member_id
-
-
-class LeaveGroupResponse(Message):
-    """The response of LeaveGroup (api key 13). Removes a member from its group at once, instead of waiting for its session to expire.
-
-    Version 0.
-
-    Attributes:
-        error_code (int16, v0): The error code, 0 for none.
-    """
-
-    __slots__ = ('error_code',)
-    API_KEY = 13
-    KIND = 'response'
-    VERSIONS = (0, 0)
-    HEADER_VERSIONS = {0: 0}
-
-    def __init__(
-        self,
-        *,
-        error_code: int = 0,
-    ) -> None:
-        self.error_code = error_code
-
-
 def _dec_LeaveGroupRequest_v0(buf, pos, end):
     """Decode LeaveGroupRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 2:
@@ -144,7 +94,7 @@ def _dec_LeaveGroupRequest_v0(buf, pos, end):
         pos += n_member_id
     else:
         raise _w.bad_length('member_id', pos - 2, n_member_id, False)
-    obj = _new(LeaveGroupRequest)
+    obj = LeaveGroupRequest.__new__(LeaveGroupRequest)
     obj.group_id = f_group_id
     obj.member_id = f_member_id
     return obj, pos
@@ -185,7 +135,7 @@ def _dec_LeaveGroupResponse_v0(buf, pos, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    obj = _new(LeaveGroupResponse)
+    obj = LeaveGroupResponse.__new__(LeaveGroupResponse)
     obj.error_code = f_error_code
     return obj, pos
 
@@ -195,10 +145,58 @@ def _enc_LeaveGroupResponse_v0(obj, out):
     out.append(_S_h.pack(obj.error_code))
 
 
-LeaveGroupRequest._FIELDS = (('group_id', SCALAR, None), ('member_id', SCALAR, None))
-LeaveGroupRequest._DECODERS = {0: _dec_LeaveGroupRequest_v0}
-LeaveGroupRequest._ENCODERS = {0: _enc_LeaveGroupRequest_v0}
+class LeaveGroupRequest(Message):
+    """The request of LeaveGroup (api key 13). Removes a member from its group at once, instead of waiting for its session to expire.
 
-LeaveGroupResponse._FIELDS = (('error_code', SCALAR, None),)
-LeaveGroupResponse._DECODERS = {0: _dec_LeaveGroupResponse_v0}
-LeaveGroupResponse._ENCODERS = {0: _enc_LeaveGroupResponse_v0}
+    Version 0.
+
+    Attributes:
+        group_id (string, v0): The group id.
+        member_id (string, v0): The id of the member leaving.
+    """
+
+    __slots__ = ('group_id', 'member_id')
+    _NAME = 'LeaveGroupRequest'
+    _FIELDS = (('group_id', SCALAR, None), ('member_id', SCALAR, None))
+    _DECODERS = {0: _dec_LeaveGroupRequest_v0}
+    _ENCODERS = {0: _enc_LeaveGroupRequest_v0}
+    API_KEY = 13
+    KIND = 'request'
+    VERSIONS = (0, 0)
+    HEADER_VERSIONS = {0: 1}
+
+    def __init__(
+        self,
+        *,
+        group_id: str = '',
+        member_id: str = '',
+    ) -> None:
+        self.group_id = group_id
+        self.member_id = member_id
+
+
+class LeaveGroupResponse(Message):
+    """The response of LeaveGroup (api key 13). Removes a member from its group at once, instead of waiting for its session to expire.
+
+    Version 0.
+
+    Attributes:
+        error_code (int16, v0): The error code, 0 for none.
+    """
+
+    __slots__ = ('error_code',)
+    _NAME = 'LeaveGroupResponse'
+    _FIELDS = (('error_code', SCALAR, None),)
+    _DECODERS = {0: _dec_LeaveGroupResponse_v0}
+    _ENCODERS = {0: _enc_LeaveGroupResponse_v0}
+    API_KEY = 13
+    KIND = 'response'
+    VERSIONS = (0, 0)
+    HEADER_VERSIONS = {0: 0}
+
+    def __init__(
+        self,
+        *,
+        error_code: int = 0,
+    ) -> None:
+        self.error_code = error_code

@@ -20,7 +20,6 @@ from kproto.records.record_set import RecordSet
 
 __all__ = ['ListGroupsRequest', 'ListGroupsResponse']
 
-_new = object.__new__
 _unpack_from = _struct.unpack_from
 _pack = _struct.pack
 _S_b = _struct.Struct(">b")
@@ -60,73 +59,9 @@ def _read_q(buf, pos):
     return _S_q.unpack_from(buf, pos)[0]
 
 
-class ListGroupsRequest(Message):
-    """The request of ListGroups (api key 16). Lists the groups a broker coordinates.
-
-    Version 0.
-
-    Attributes:
-    """
-
-    __slots__ = ()
-    API_KEY = 16
-    KIND = 'request'
-    VERSIONS = (0, 0)
-    HEADER_VERSIONS = {0: 1}
-
-    def __init__(self) -> None:
-        pass
-
-
-class ListGroupsResponse_ListedGroup(Struct):
-    """ListedGroup (part of ListGroupsResponse).
-
-    Attributes:
-        group_id (string, v0): The group id.
-        protocol_type (string, v0): The group's protocol type.
-    """
-
-    __slots__ = ('group_id', 'protocol_type')
-
-    def __init__(
-        self,
-        *,
-        group_id: str = '',
-        protocol_type: str = '',
-    ) -> None:
-        self.group_id = group_id
-        self.protocol_type = protocol_type
-
-
-class ListGroupsResponse(Message):
-    """The response of ListGroups (api key 16). Lists the groups a broker coordinates.
-
-    Version 0.
-
-    Attributes:
-        error_code (int16, v0): The error code, 0 for none.
-        groups ([]ListedGroup, v0): The groups.
-    """
-
-    __slots__ = ('error_code', 'groups')
-    API_KEY = 16
-    KIND = 'response'
-    VERSIONS = (0, 0)
-    HEADER_VERSIONS = {0: 0}
-
-    def __init__(
-        self,
-        *,
-        error_code: int = 0,
-        groups: Optional[List["ListGroupsResponse_ListedGroup"]] = None,
-    ) -> None:
-        self.error_code = error_code
-        self.groups = [] if groups is None else groups
-
-
 def _dec_ListGroupsRequest_v0(buf, pos, end):
     """Decode ListGroupsRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
-    obj = _new(ListGroupsRequest)
+    obj = ListGroupsRequest.__new__(ListGroupsRequest)
     return obj, pos
 
 
@@ -154,7 +89,7 @@ def _dec_ListGroupsResponse_v0(buf, pos, end):
         except DecodeError as exc:
             raise exc.within("groups[%d]" % i)
         f_groups.append(item)
-    obj = _new(ListGroupsResponse)
+    obj = ListGroupsResponse.__new__(ListGroupsResponse)
     obj.error_code = f_error_code
     obj.groups = f_groups
     return obj, pos
@@ -205,7 +140,7 @@ def _dec_ListGroupsResponse_ListedGroup_v0(buf, pos, end):
         pos += n_protocol_type
     else:
         raise _w.bad_length('protocol_type', pos - 2, n_protocol_type, False)
-    obj = _new(ListGroupsResponse_ListedGroup)
+    obj = ListGroupsResponse_ListedGroup.__new__(ListGroupsResponse_ListedGroup)
     obj.group_id = f_group_id
     obj.protocol_type = f_protocol_type
     return obj, pos
@@ -237,13 +172,76 @@ def _enc_ListGroupsResponse_ListedGroup_v0(obj, out):
         out.append(f_protocol_type)
 
 
-ListGroupsRequest._FIELDS = ()
-ListGroupsRequest._DECODERS = {0: _dec_ListGroupsRequest_v0}
-ListGroupsRequest._ENCODERS = {0: _enc_ListGroupsRequest_v0}
+class ListGroupsRequest(Message):
+    """The request of ListGroups (api key 16). Lists the groups a broker coordinates.
 
-ListGroupsResponse_ListedGroup._FIELDS = (('group_id', SCALAR, None), ('protocol_type', SCALAR, None))
-ListGroupsResponse._FIELDS = (('error_code', SCALAR, None), ('groups', STRUCTS, ListGroupsResponse_ListedGroup))
-ListGroupsResponse.ListedGroup = ListGroupsResponse_ListedGroup
-ListGroupsResponse_ListedGroup.__qualname__ = "ListGroupsResponse.ListedGroup"
-ListGroupsResponse._DECODERS = {0: _dec_ListGroupsResponse_v0}
-ListGroupsResponse._ENCODERS = {0: _enc_ListGroupsResponse_v0}
+    Version 0.
+
+    Attributes:
+    """
+
+    __slots__ = ()
+    _NAME = 'ListGroupsRequest'
+    _FIELDS = ()
+    _DECODERS = {0: _dec_ListGroupsRequest_v0}
+    _ENCODERS = {0: _enc_ListGroupsRequest_v0}
+    API_KEY = 16
+    KIND = 'request'
+    VERSIONS = (0, 0)
+    HEADER_VERSIONS = {0: 1}
+
+    def __init__(self) -> None:
+        pass
+
+
+class ListGroupsResponse_ListedGroup(Struct):
+    """ListedGroup (part of ListGroupsResponse).
+
+    Attributes:
+        group_id (string, v0): The group id.
+        protocol_type (string, v0): The group's protocol type.
+    """
+
+    __slots__ = ('group_id', 'protocol_type')
+    _NAME = 'ListGroupsResponse.ListedGroup'
+    _FIELDS = (('group_id', SCALAR, None), ('protocol_type', SCALAR, None))
+
+    def __init__(
+        self,
+        *,
+        group_id: str = '',
+        protocol_type: str = '',
+    ) -> None:
+        self.group_id = group_id
+        self.protocol_type = protocol_type
+
+
+class ListGroupsResponse(Message):
+    """The response of ListGroups (api key 16). Lists the groups a broker coordinates.
+
+    Version 0.
+
+    Attributes:
+        error_code (int16, v0): The error code, 0 for none.
+        groups ([]ListedGroup, v0): The groups.
+    """
+
+    __slots__ = ('error_code', 'groups')
+    _NAME = 'ListGroupsResponse'
+    _FIELDS = (('error_code', SCALAR, None), ('groups', STRUCTS, ListGroupsResponse_ListedGroup))
+    ListedGroup = ListGroupsResponse_ListedGroup
+    _DECODERS = {0: _dec_ListGroupsResponse_v0}
+    _ENCODERS = {0: _enc_ListGroupsResponse_v0}
+    API_KEY = 16
+    KIND = 'response'
+    VERSIONS = (0, 0)
+    HEADER_VERSIONS = {0: 0}
+
+    def __init__(
+        self,
+        *,
+        error_code: int = 0,
+        groups: Optional[List["ListGroupsResponse_ListedGroup"]] = None,
+    ) -> None:
+        self.error_code = error_code
+        self.groups = [] if groups is None else groups

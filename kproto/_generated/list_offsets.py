@@ -20,7 +20,6 @@ from kproto.records.record_set import RecordSet
 
 __all__ = ['ListOffsetsRequest', 'ListOffsetsResponse']
 
-_new = object.__new__
 _unpack_from = _struct.unpack_from
 _pack = _struct.pack
 _S_b = _struct.Struct(">b")
@@ -65,141 +64,6 @@ def _read_q(buf, pos):
     return _S_q.unpack_from(buf, pos)[0]
 
 
-class ListOffsetsRequest_ListOffsetsPartition(Struct):
-    """ListOffsetsPartition (part of ListOffsetsRequest).
-
-    Attributes:
-        partition_index (int32, v0): The partition index.
-        timestamp (int64, v0): Return offsets of segments older than this time in ms; -1 latest, -2 earliest.
-        max_num_offsets (int32, v0): The most offsets to return.
-    """
-
-    __slots__ = ('partition_index', 'timestamp', 'max_num_offsets')
-
-    def __init__(
-        self,
-        *,
-        partition_index: int = 0,
-        timestamp: int = 0,
-        max_num_offsets: int = 1,
-    ) -> None:
-        self.partition_index = partition_index
-        self.timestamp = timestamp
-        self.max_num_offsets = max_num_offsets
-
-
-class ListOffsetsRequest_ListOffsetsTopic(Struct):
-    """ListOffsetsTopic (part of ListOffsetsRequest).
-
-    Attributes:
-        name (string, v0): The topic name.
-        partitions ([]ListOffsetsPartition, v0): The lookups, per partition.
-    """
-
-    __slots__ = ('name', 'partitions')
-
-    def __init__(
-        self,
-        *,
-        name: str = '',
-        partitions: Optional[List["ListOffsetsRequest_ListOffsetsPartition"]] = None,
-    ) -> None:
-        self.name = name
-        self.partitions = [] if partitions is None else partitions
-
-
-class ListOffsetsRequest(Message):
-    """The request of ListOffsets (api key 2). Looks up the offsets of a partition's log segments before a given time (-1 latest, -2 earliest).
-
-    Version 0.
-
-    Attributes:
-        replica_id (int32, v0): The requesting broker's id, or -1 for an ordinary client.
-        topics ([]ListOffsetsTopic, v0): The lookups, per topic.
-    """
-
-    __slots__ = ('replica_id', 'topics')
-    API_KEY = 2
-    KIND = 'request'
-    VERSIONS = (0, 0)
-    HEADER_VERSIONS = {0: 1}
-
-    def __init__(
-        self,
-        *,
-        replica_id: int = 0,
-        topics: Optional[List["ListOffsetsRequest_ListOffsetsTopic"]] = None,
-    ) -> None:
-        self.replica_id = replica_id
-        self.topics = [] if topics is None else topics
-
-
-class ListOffsetsResponse_ListOffsetsPartitionResponse(Struct):
-    """ListOffsetsPartitionResponse (part of ListOffsetsResponse).
-
-    Attributes:
-        partition_index (int32, v0): The partition index.
-        error_code (int16, v0): The error code, 0 for none.
-        old_style_offsets ([]int64, v0): The offsets found, highest first.
-    """
-
-    __slots__ = ('partition_index', 'error_code', 'old_style_offsets')
-
-    def __init__(
-        self,
-        *,
-        partition_index: int = 0,
-        error_code: int = 0,
-        old_style_offsets: Optional[List[int]] = None,
-    ) -> None:
-        self.partition_index = partition_index
-        self.error_code = error_code
-        self.old_style_offsets = [] if old_style_offsets is None else old_style_offsets
-
-
-class ListOffsetsResponse_ListOffsetsTopicResponse(Struct):
-    """ListOffsetsTopicResponse (part of ListOffsetsResponse).
-
-    Attributes:
-        name (string, v0): The topic name.
-        partitions ([]ListOffsetsPartitionResponse, v0): The result per partition.
-    """
-
-    __slots__ = ('name', 'partitions')
-
-    def __init__(
-        self,
-        *,
-        name: str = '',
-        partitions: Optional[List["ListOffsetsResponse_ListOffsetsPartitionResponse"]] = None,
-    ) -> None:
-        self.name = name
-        self.partitions = [] if partitions is None else partitions
-
-
-class ListOffsetsResponse(Message):
-    """The response of ListOffsets (api key 2). Looks up the offsets of a partition's log segments before a given time (-1 latest, -2 earliest).
-
-    Version 0.
-
-    Attributes:
-        topics ([]ListOffsetsTopicResponse, v0): The result per topic.
-    """
-
-    __slots__ = ('topics',)
-    API_KEY = 2
-    KIND = 'response'
-    VERSIONS = (0, 0)
-    HEADER_VERSIONS = {0: 0}
-
-    def __init__(
-        self,
-        *,
-        topics: Optional[List["ListOffsetsResponse_ListOffsetsTopicResponse"]] = None,
-    ) -> None:
-        self.topics = [] if topics is None else topics
-
-
 def _dec_ListOffsetsRequest_v0(buf, pos, end):
     """Decode ListOffsetsRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 8:
@@ -219,7 +83,7 @@ def _dec_ListOffsetsRequest_v0(buf, pos, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         f_topics.append(item)
-    obj = _new(ListOffsetsRequest)
+    obj = ListOffsetsRequest.__new__(ListOffsetsRequest)
     obj.replica_id = f_replica_id
     obj.topics = f_topics
     return obj, pos
@@ -269,7 +133,7 @@ def _dec_ListOffsetsRequest_ListOffsetsTopic_v0(buf, pos, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         f_partitions.append(item)
-    obj = _new(ListOffsetsRequest_ListOffsetsTopic)
+    obj = ListOffsetsRequest_ListOffsetsTopic.__new__(ListOffsetsRequest_ListOffsetsTopic)
     obj.name = f_name
     obj.partitions = f_partitions
     return obj, pos
@@ -306,7 +170,7 @@ def _dec_ListOffsetsRequest_ListOffsetsPartition_v0(buf, pos, end):
     else:
         f_partition_index, f_timestamp, f_max_num_offsets = _S_iqi.unpack_from(buf, pos)
     pos += 16
-    obj = _new(ListOffsetsRequest_ListOffsetsPartition)
+    obj = ListOffsetsRequest_ListOffsetsPartition.__new__(ListOffsetsRequest_ListOffsetsPartition)
     obj.partition_index = f_partition_index
     obj.timestamp = f_timestamp
     obj.max_num_offsets = f_max_num_offsets
@@ -336,7 +200,7 @@ def _dec_ListOffsetsResponse_v0(buf, pos, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         f_topics.append(item)
-    obj = _new(ListOffsetsResponse)
+    obj = ListOffsetsResponse.__new__(ListOffsetsResponse)
     obj.topics = f_topics
     return obj, pos
 
@@ -385,7 +249,7 @@ def _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v0(buf, pos, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         f_partitions.append(item)
-    obj = _new(ListOffsetsResponse_ListOffsetsTopicResponse)
+    obj = ListOffsetsResponse_ListOffsetsTopicResponse.__new__(ListOffsetsResponse_ListOffsetsTopicResponse)
     obj.name = f_name
     obj.partitions = f_partitions
     return obj, pos
@@ -429,7 +293,7 @@ def _dec_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(buf, pos, end):
     else:
         f_old_style_offsets = list(_unpack_from(">%dq" % n_old_style_offsets, buf, pos))
     pos += n_old_style_offsets * 8
-    obj = _new(ListOffsetsResponse_ListOffsetsPartitionResponse)
+    obj = ListOffsetsResponse_ListOffsetsPartitionResponse.__new__(ListOffsetsResponse_ListOffsetsPartitionResponse)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.old_style_offsets = f_old_style_offsets
@@ -444,22 +308,156 @@ def _enc_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(obj, out):
     out.append(_pack(">%dq" % n_old_style_offsets, *f_old_style_offsets))
 
 
-ListOffsetsRequest_ListOffsetsPartition._FIELDS = (('partition_index', SCALAR, None), ('timestamp', SCALAR, None), ('max_num_offsets', SCALAR, None))
-ListOffsetsRequest_ListOffsetsTopic._FIELDS = (('name', SCALAR, None), ('partitions', STRUCTS, ListOffsetsRequest_ListOffsetsPartition))
-ListOffsetsRequest_ListOffsetsTopic.ListOffsetsPartition = ListOffsetsRequest_ListOffsetsPartition
-ListOffsetsRequest_ListOffsetsPartition.__qualname__ = "ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition"
-ListOffsetsRequest._FIELDS = (('replica_id', SCALAR, None), ('topics', STRUCTS, ListOffsetsRequest_ListOffsetsTopic))
-ListOffsetsRequest.ListOffsetsTopic = ListOffsetsRequest_ListOffsetsTopic
-ListOffsetsRequest_ListOffsetsTopic.__qualname__ = "ListOffsetsRequest.ListOffsetsTopic"
-ListOffsetsRequest._DECODERS = {0: _dec_ListOffsetsRequest_v0}
-ListOffsetsRequest._ENCODERS = {0: _enc_ListOffsetsRequest_v0}
+class ListOffsetsRequest_ListOffsetsPartition(Struct):
+    """ListOffsetsPartition (part of ListOffsetsRequest).
 
-ListOffsetsResponse_ListOffsetsPartitionResponse._FIELDS = (('partition_index', SCALAR, None), ('error_code', SCALAR, None), ('old_style_offsets', SCALARS, None))
-ListOffsetsResponse_ListOffsetsTopicResponse._FIELDS = (('name', SCALAR, None), ('partitions', STRUCTS, ListOffsetsResponse_ListOffsetsPartitionResponse))
-ListOffsetsResponse_ListOffsetsTopicResponse.ListOffsetsPartitionResponse = ListOffsetsResponse_ListOffsetsPartitionResponse
-ListOffsetsResponse_ListOffsetsPartitionResponse.__qualname__ = "ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse"
-ListOffsetsResponse._FIELDS = (('topics', STRUCTS, ListOffsetsResponse_ListOffsetsTopicResponse),)
-ListOffsetsResponse.ListOffsetsTopicResponse = ListOffsetsResponse_ListOffsetsTopicResponse
-ListOffsetsResponse_ListOffsetsTopicResponse.__qualname__ = "ListOffsetsResponse.ListOffsetsTopicResponse"
-ListOffsetsResponse._DECODERS = {0: _dec_ListOffsetsResponse_v0}
-ListOffsetsResponse._ENCODERS = {0: _enc_ListOffsetsResponse_v0}
+    Attributes:
+        partition_index (int32, v0): The partition index.
+        timestamp (int64, v0): Return offsets of segments older than this time in ms; -1 latest, -2 earliest.
+        max_num_offsets (int32, v0): The most offsets to return.
+    """
+
+    __slots__ = ('partition_index', 'timestamp', 'max_num_offsets')
+    _NAME = 'ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition'
+    _FIELDS = (('partition_index', SCALAR, None), ('timestamp', SCALAR, None), ('max_num_offsets', SCALAR, None))
+
+    def __init__(
+        self,
+        *,
+        partition_index: int = 0,
+        timestamp: int = 0,
+        max_num_offsets: int = 1,
+    ) -> None:
+        self.partition_index = partition_index
+        self.timestamp = timestamp
+        self.max_num_offsets = max_num_offsets
+
+
+class ListOffsetsRequest_ListOffsetsTopic(Struct):
+    """ListOffsetsTopic (part of ListOffsetsRequest).
+
+    Attributes:
+        name (string, v0): The topic name.
+        partitions ([]ListOffsetsPartition, v0): The lookups, per partition.
+    """
+
+    __slots__ = ('name', 'partitions')
+    _NAME = 'ListOffsetsRequest.ListOffsetsTopic'
+    _FIELDS = (('name', SCALAR, None), ('partitions', STRUCTS, ListOffsetsRequest_ListOffsetsPartition))
+    ListOffsetsPartition = ListOffsetsRequest_ListOffsetsPartition
+
+    def __init__(
+        self,
+        *,
+        name: str = '',
+        partitions: Optional[List["ListOffsetsRequest_ListOffsetsPartition"]] = None,
+    ) -> None:
+        self.name = name
+        self.partitions = [] if partitions is None else partitions
+
+
+class ListOffsetsRequest(Message):
+    """The request of ListOffsets (api key 2). Looks up the offsets of a partition's log segments before a given time (-1 latest, -2 earliest).
+
+    Version 0.
+
+    Attributes:
+        replica_id (int32, v0): The requesting broker's id, or -1 for an ordinary client.
+        topics ([]ListOffsetsTopic, v0): The lookups, per topic.
+    """
+
+    __slots__ = ('replica_id', 'topics')
+    _NAME = 'ListOffsetsRequest'
+    _FIELDS = (('replica_id', SCALAR, None), ('topics', STRUCTS, ListOffsetsRequest_ListOffsetsTopic))
+    ListOffsetsTopic = ListOffsetsRequest_ListOffsetsTopic
+    _DECODERS = {0: _dec_ListOffsetsRequest_v0}
+    _ENCODERS = {0: _enc_ListOffsetsRequest_v0}
+    API_KEY = 2
+    KIND = 'request'
+    VERSIONS = (0, 0)
+    HEADER_VERSIONS = {0: 1}
+
+    def __init__(
+        self,
+        *,
+        replica_id: int = 0,
+        topics: Optional[List["ListOffsetsRequest_ListOffsetsTopic"]] = None,
+    ) -> None:
+        self.replica_id = replica_id
+        self.topics = [] if topics is None else topics
+
+
+class ListOffsetsResponse_ListOffsetsPartitionResponse(Struct):
+    """ListOffsetsPartitionResponse (part of ListOffsetsResponse).
+
+    Attributes:
+        partition_index (int32, v0): The partition index.
+        error_code (int16, v0): The error code, 0 for none.
+        old_style_offsets ([]int64, v0): The offsets found, highest first.
+    """
+
+    __slots__ = ('partition_index', 'error_code', 'old_style_offsets')
+    _NAME = 'ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse'
+    _FIELDS = (('partition_index', SCALAR, None), ('error_code', SCALAR, None), ('old_style_offsets', SCALARS, None))
+
+    def __init__(
+        self,
+        *,
+        partition_index: int = 0,
+        error_code: int = 0,
+        old_style_offsets: Optional[List[int]] = None,
+    ) -> None:
+        self.partition_index = partition_index
+        self.error_code = error_code
+        self.old_style_offsets = [] if old_style_offsets is None else old_style_offsets
+
+
+class ListOffsetsResponse_ListOffsetsTopicResponse(Struct):
+    """ListOffsetsTopicResponse (part of ListOffsetsResponse).
+
+    Attributes:
+        name (string, v0): The topic name.
+        partitions ([]ListOffsetsPartitionResponse, v0): The result per partition.
+    """
+
+    __slots__ = ('name', 'partitions')
+    _NAME = 'ListOffsetsResponse.ListOffsetsTopicResponse'
+    _FIELDS = (('name', SCALAR, None), ('partitions', STRUCTS, ListOffsetsResponse_ListOffsetsPartitionResponse))
+    ListOffsetsPartitionResponse = ListOffsetsResponse_ListOffsetsPartitionResponse
+
+    def __init__(
+        self,
+        *,
+        name: str = '',
+        partitions: Optional[List["ListOffsetsResponse_ListOffsetsPartitionResponse"]] = None,
+    ) -> None:
+        self.name = name
+        self.partitions = [] if partitions is None else partitions
+
+
+class ListOffsetsResponse(Message):
+    """The response of ListOffsets (api key 2). Looks up the offsets of a partition's log segments before a given time (-1 latest, -2 earliest).
+
+    Version 0.
+
+    Attributes:
+        topics ([]ListOffsetsTopicResponse, v0): The result per topic.
+    """
+
+    __slots__ = ('topics',)
+    _NAME = 'ListOffsetsResponse'
+    _FIELDS = (('topics', STRUCTS, ListOffsetsResponse_ListOffsetsTopicResponse),)
+    ListOffsetsTopicResponse = ListOffsetsResponse_ListOffsetsTopicResponse
+    _DECODERS = {0: _dec_ListOffsetsResponse_v0}
+    _ENCODERS = {0: _enc_ListOffsetsResponse_v0}
+    API_KEY = 2
+    KIND = 'response'
+    VERSIONS = (0, 0)
+    HEADER_VERSIONS = {0: 0}
+
+    def __init__(
+        self,
+        *,
+        topics: Optional[List["ListOffsetsResponse_ListOffsetsTopicResponse"]] = None,
+    ) -> None:
+        self.topics = [] if topics is None else topics

@@ -20,7 +20,6 @@ from kproto.records.record_set import RecordSet
 
 __all__ = ['MetadataRequest', 'MetadataResponse']
 
-_new = object.__new__
 _unpack_from = _struct.unpack_from
 _pack = _struct.pack
 _S_b = _struct.Struct(">b")
@@ -68,147 +67,6 @@ def _read_q(buf, pos):
     return _S_q.unpack_from(buf, pos)[0]
 
 
-class MetadataRequest_MetadataRequestTopic(Struct):
-    """MetadataRequestTopic (part of MetadataRequest).
-
-    Attributes:
-        name (string, v0): The topic name.
-    """
-
-    __slots__ = ('name',)
-
-    def __init__(
-        self,
-        *,
-        name: str = '',
-    ) -> None:
-        self.name = name
-
-
-class MetadataRequest(Message):
-    """The request of Metadata (api key 3). Asks for the brokers of the cluster and the leaders, replicas and ISR of topic partitions.
-
-    Version 0.
-
-    Attributes:
-        topics ([]MetadataRequestTopic, v0): The topics wanted; an empty array asks for every topic.
-    """
-
-    __slots__ = ('topics',)
-    API_KEY = 3
-    KIND = 'request'
-    VERSIONS = (0, 0)
-    HEADER_VERSIONS = {0: 1}
-
-    def __init__(
-        self,
-        *,
-        topics: Optional[List["MetadataRequest_MetadataRequestTopic"]] = None,
-    ) -> None:
-        self.topics = [] if topics is None else topics
-
-
-class MetadataResponse_MetadataResponsePartition(Struct):
-    """MetadataResponsePartition (part of MetadataResponse).
-
-    Attributes:
-        error_code (int16, v0): The partition's error code, 0 for none (9 only means a replica is down).
-        partition_index (int32, v0): The partition index.
-        leader_id (int32, v0): The leader's broker id, -1 when there is none.
-        replica_nodes ([]int32, v0): The live brokers holding a replica.
-        isr_nodes ([]int32, v0): The live brokers in the in-sync replica set.
-    """
-
-    __slots__ = ('error_code', 'partition_index', 'leader_id', 'replica_nodes', 'isr_nodes')
-
-    def __init__(
-        self,
-        *,
-        error_code: int = 0,
-        partition_index: int = 0,
-        leader_id: int = 0,
-        replica_nodes: Optional[List[int]] = None,
-        isr_nodes: Optional[List[int]] = None,
-    ) -> None:
-        self.error_code = error_code
-        self.partition_index = partition_index
-        self.leader_id = leader_id
-        self.replica_nodes = [] if replica_nodes is None else replica_nodes
-        self.isr_nodes = [] if isr_nodes is None else isr_nodes
-
-
-class MetadataResponse_MetadataResponseTopic(Struct):
-    """MetadataResponseTopic (part of MetadataResponse).
-
-    Attributes:
-        error_code (int16, v0): The topic's error code, 0 for none.
-        name (string, v0): The topic name.
-        partitions ([]MetadataResponsePartition, v0): The metadata per partition; do not rely on its order.
-    """
-
-    __slots__ = ('error_code', 'name', 'partitions')
-
-    def __init__(
-        self,
-        *,
-        error_code: int = 0,
-        name: str = '',
-        partitions: Optional[List["MetadataResponse_MetadataResponsePartition"]] = None,
-    ) -> None:
-        self.error_code = error_code
-        self.name = name
-        self.partitions = [] if partitions is None else partitions
-
-
-class MetadataResponse_MetadataResponseBroker(Struct):
-    """MetadataResponseBroker (part of MetadataResponse).
-
-    Attributes:
-        node_id (int32, v0): The broker id.
-        host (string, v0): The broker's host name.
-        port (int32, v0): The broker's port.
-    """
-
-    __slots__ = ('node_id', 'host', 'port')
-
-    def __init__(
-        self,
-        *,
-        node_id: int = 0,
-        host: str = '',
-        port: int = 0,
-    ) -> None:
-        self.node_id = node_id
-        self.host = host
-        self.port = port
-
-
-class MetadataResponse(Message):
-    """The response of Metadata (api key 3). Asks for the brokers of the cluster and the leaders, replicas and ISR of topic partitions.
-
-    Version 0.
-
-    Attributes:
-        brokers ([]MetadataResponseBroker, v0): Brokers of the cluster (0.8.0/0.8.1: only those named in the answer; 0.8.2+: all live ones).
-        topics ([]MetadataResponseTopic, v0): The metadata per topic.
-    """
-
-    __slots__ = ('brokers', 'topics')
-    API_KEY = 3
-    KIND = 'response'
-    VERSIONS = (0, 0)
-    HEADER_VERSIONS = {0: 0}
-
-    def __init__(
-        self,
-        *,
-        brokers: Optional[List["MetadataResponse_MetadataResponseBroker"]] = None,
-        topics: Optional[List["MetadataResponse_MetadataResponseTopic"]] = None,
-    ) -> None:
-        self.brokers = [] if brokers is None else brokers
-        self.topics = [] if topics is None else topics
-
-
 def _dec_MetadataRequest_v0(buf, pos, end):
     """Decode MetadataRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 4:
@@ -227,7 +85,7 @@ def _dec_MetadataRequest_v0(buf, pos, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         f_topics.append(item)
-    obj = _new(MetadataRequest)
+    obj = MetadataRequest.__new__(MetadataRequest)
     obj.topics = f_topics
     return obj, pos
 
@@ -260,7 +118,7 @@ def _dec_MetadataRequest_MetadataRequestTopic_v0(buf, pos, end):
         pos += n_name
     else:
         raise _w.bad_length('name', pos - 2, n_name, False)
-    obj = _new(MetadataRequest_MetadataRequestTopic)
+    obj = MetadataRequest_MetadataRequestTopic.__new__(MetadataRequest_MetadataRequestTopic)
     obj.name = f_name
     return obj, pos
 
@@ -314,7 +172,7 @@ def _dec_MetadataResponse_v0(buf, pos, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         f_topics.append(item)
-    obj = _new(MetadataResponse)
+    obj = MetadataResponse.__new__(MetadataResponse)
     obj.brokers = f_brokers
     obj.topics = f_topics
     return obj, pos
@@ -361,7 +219,7 @@ def _dec_MetadataResponse_MetadataResponseBroker_v0(buf, pos, end):
     else:
         f_port = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = _new(MetadataResponse_MetadataResponseBroker)
+    obj = MetadataResponse_MetadataResponseBroker.__new__(MetadataResponse_MetadataResponseBroker)
     obj.node_id = f_node_id
     obj.host = f_host
     obj.port = f_port
@@ -420,7 +278,7 @@ def _dec_MetadataResponse_MetadataResponseTopic_v0(buf, pos, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         f_partitions.append(item)
-    obj = _new(MetadataResponse_MetadataResponseTopic)
+    obj = MetadataResponse_MetadataResponseTopic.__new__(MetadataResponse_MetadataResponseTopic)
     obj.error_code = f_error_code
     obj.name = f_name
     obj.partitions = f_partitions
@@ -480,7 +338,7 @@ def _dec_MetadataResponse_MetadataResponsePartition_v0(buf, pos, end):
     else:
         f_isr_nodes = list(_unpack_from(">%di" % n_isr_nodes, buf, pos))
     pos += n_isr_nodes * 4
-    obj = _new(MetadataResponse_MetadataResponsePartition)
+    obj = MetadataResponse_MetadataResponsePartition.__new__(MetadataResponse_MetadataResponsePartition)
     obj.error_code = f_error_code
     obj.partition_index = f_partition_index
     obj.leader_id = f_leader_id
@@ -501,22 +359,162 @@ def _enc_MetadataResponse_MetadataResponsePartition_v0(obj, out):
     out.append(_pack(">%di" % n_isr_nodes, *f_isr_nodes))
 
 
-MetadataRequest_MetadataRequestTopic._FIELDS = (('name', SCALAR, None),)
-MetadataRequest._FIELDS = (('topics', STRUCTS, MetadataRequest_MetadataRequestTopic),)
-MetadataRequest.MetadataRequestTopic = MetadataRequest_MetadataRequestTopic
-MetadataRequest_MetadataRequestTopic.__qualname__ = "MetadataRequest.MetadataRequestTopic"
-MetadataRequest._DECODERS = {0: _dec_MetadataRequest_v0}
-MetadataRequest._ENCODERS = {0: _enc_MetadataRequest_v0}
+class MetadataRequest_MetadataRequestTopic(Struct):
+    """MetadataRequestTopic (part of MetadataRequest).
 
-MetadataResponse_MetadataResponsePartition._FIELDS = (('error_code', SCALAR, None), ('partition_index', SCALAR, None), ('leader_id', SCALAR, None), ('replica_nodes', SCALARS, None), ('isr_nodes', SCALARS, None))
-MetadataResponse_MetadataResponseTopic._FIELDS = (('error_code', SCALAR, None), ('name', SCALAR, None), ('partitions', STRUCTS, MetadataResponse_MetadataResponsePartition))
-MetadataResponse_MetadataResponseTopic.MetadataResponsePartition = MetadataResponse_MetadataResponsePartition
-MetadataResponse_MetadataResponsePartition.__qualname__ = "MetadataResponse.MetadataResponseTopic.MetadataResponsePartition"
-MetadataResponse_MetadataResponseBroker._FIELDS = (('node_id', SCALAR, None), ('host', SCALAR, None), ('port', SCALAR, None))
-MetadataResponse._FIELDS = (('brokers', STRUCTS, MetadataResponse_MetadataResponseBroker), ('topics', STRUCTS, MetadataResponse_MetadataResponseTopic))
-MetadataResponse.MetadataResponseBroker = MetadataResponse_MetadataResponseBroker
-MetadataResponse_MetadataResponseBroker.__qualname__ = "MetadataResponse.MetadataResponseBroker"
-MetadataResponse.MetadataResponseTopic = MetadataResponse_MetadataResponseTopic
-MetadataResponse_MetadataResponseTopic.__qualname__ = "MetadataResponse.MetadataResponseTopic"
-MetadataResponse._DECODERS = {0: _dec_MetadataResponse_v0}
-MetadataResponse._ENCODERS = {0: _enc_MetadataResponse_v0}
+    Attributes:
+        name (string, v0): The topic name.
+    """
+
+    __slots__ = ('name',)
+    _NAME = 'MetadataRequest.MetadataRequestTopic'
+    _FIELDS = (('name', SCALAR, None),)
+
+    def __init__(
+        self,
+        *,
+        name: str = '',
+    ) -> None:
+        self.name = name
+
+
+class MetadataRequest(Message):
+    """The request of Metadata (api key 3). Asks for the brokers of the cluster and the leaders, replicas and ISR of topic partitions.
+
+    Version 0.
+
+    Attributes:
+        topics ([]MetadataRequestTopic, v0): The topics wanted; an empty array asks for every topic.
+    """
+
+    __slots__ = ('topics',)
+    _NAME = 'MetadataRequest'
+    _FIELDS = (('topics', STRUCTS, MetadataRequest_MetadataRequestTopic),)
+    MetadataRequestTopic = MetadataRequest_MetadataRequestTopic
+    _DECODERS = {0: _dec_MetadataRequest_v0}
+    _ENCODERS = {0: _enc_MetadataRequest_v0}
+    API_KEY = 3
+    KIND = 'request'
+    VERSIONS = (0, 0)
+    HEADER_VERSIONS = {0: 1}
+
+    def __init__(
+        self,
+        *,
+        topics: Optional[List["MetadataRequest_MetadataRequestTopic"]] = None,
+    ) -> None:
+        self.topics = [] if topics is None else topics
+
+
+class MetadataResponse_MetadataResponsePartition(Struct):
+    """MetadataResponsePartition (part of MetadataResponse).
+
+    Attributes:
+        error_code (int16, v0): The partition's error code, 0 for none (9 only means a replica is down).
+        partition_index (int32, v0): The partition index.
+        leader_id (int32, v0): The leader's broker id, -1 when there is none.
+        replica_nodes ([]int32, v0): The live brokers holding a replica.
+        isr_nodes ([]int32, v0): The live brokers in the in-sync replica set.
+    """
+
+    __slots__ = ('error_code', 'partition_index', 'leader_id', 'replica_nodes', 'isr_nodes')
+    _NAME = 'MetadataResponse.MetadataResponseTopic.MetadataResponsePartition'
+    _FIELDS = (('error_code', SCALAR, None), ('partition_index', SCALAR, None), ('leader_id', SCALAR, None), ('replica_nodes', SCALARS, None), ('isr_nodes', SCALARS, None))
+
+    def __init__(
+        self,
+        *,
+        error_code: int = 0,
+        partition_index: int = 0,
+        leader_id: int = 0,
+        replica_nodes: Optional[List[int]] = None,
+        isr_nodes: Optional[List[int]] = None,
+    ) -> None:
+        self.error_code = error_code
+        self.partition_index = partition_index
+        self.leader_id = leader_id
+        self.replica_nodes = [] if replica_nodes is None else replica_nodes
+        self.isr_nodes = [] if isr_nodes is None else isr_nodes
+
+
+class MetadataResponse_MetadataResponseTopic(Struct):
+    """MetadataResponseTopic (part of MetadataResponse).
+
+    Attributes:
+        error_code (int16, v0): The topic's error code, 0 for none.
+        name (string, v0): The topic name.
+        partitions ([]MetadataResponsePartition, v0): The metadata per partition; do not rely on its order.
+    """
+
+    __slots__ = ('error_code', 'name', 'partitions')
+    _NAME = 'MetadataResponse.MetadataResponseTopic'
+    _FIELDS = (('error_code', SCALAR, None), ('name', SCALAR, None), ('partitions', STRUCTS, MetadataResponse_MetadataResponsePartition))
+    MetadataResponsePartition = MetadataResponse_MetadataResponsePartition
+
+    def __init__(
+        self,
+        *,
+        error_code: int = 0,
+        name: str = '',
+        partitions: Optional[List["MetadataResponse_MetadataResponsePartition"]] = None,
+    ) -> None:
+        self.error_code = error_code
+        self.name = name
+        self.partitions = [] if partitions is None else partitions
+
+
+class MetadataResponse_MetadataResponseBroker(Struct):
+    """MetadataResponseBroker (part of MetadataResponse).
+
+    Attributes:
+        node_id (int32, v0): The broker id.
+        host (string, v0): The broker's host name.
+        port (int32, v0): The broker's port.
+    """
+
+    __slots__ = ('node_id', 'host', 'port')
+    _NAME = 'MetadataResponse.MetadataResponseBroker'
+    _FIELDS = (('node_id', SCALAR, None), ('host', SCALAR, None), ('port', SCALAR, None))
+
+    def __init__(
+        self,
+        *,
+        node_id: int = 0,
+        host: str = '',
+        port: int = 0,
+    ) -> None:
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+
+
+class MetadataResponse(Message):
+    """The response of Metadata (api key 3). Asks for the brokers of the cluster and the leaders, replicas and ISR of topic partitions.
+
+    Version 0.
+
+    Attributes:
+        brokers ([]MetadataResponseBroker, v0): Brokers of the cluster (0.8.0/0.8.1: only those named in the answer; 0.8.2+: all live ones).
+        topics ([]MetadataResponseTopic, v0): The metadata per topic.
+    """
+
+    __slots__ = ('brokers', 'topics')
+    _NAME = 'MetadataResponse'
+    _FIELDS = (('brokers', STRUCTS, MetadataResponse_MetadataResponseBroker), ('topics', STRUCTS, MetadataResponse_MetadataResponseTopic))
+    MetadataResponseBroker = MetadataResponse_MetadataResponseBroker
+    MetadataResponseTopic = MetadataResponse_MetadataResponseTopic
+    _DECODERS = {0: _dec_MetadataResponse_v0}
+    _ENCODERS = {0: _enc_MetadataResponse_v0}
+    API_KEY = 3
+    KIND = 'response'
+    VERSIONS = (0, 0)
+    HEADER_VERSIONS = {0: 0}
+
+    def __init__(
+        self,
+        *,
+        brokers: Optional[List["MetadataResponse_MetadataResponseBroker"]] = None,
+        topics: Optional[List["MetadataResponse_MetadataResponseTopic"]] = None,
+    ) -> None:
+        self.brokers = [] if brokers is None else brokers
+        self.topics = [] if topics is None else topics

@@ -20,7 +20,6 @@ from kproto.records.record_set import RecordSet
 
 __all__ = ['OffsetCommitRequest', 'OffsetCommitResponse']
 
-_new = object.__new__
 _unpack_from = _struct.unpack_from
 _pack = _struct.pack
 _S_b = _struct.Struct(">b")
@@ -69,150 +68,6 @@ def _read_q(buf, pos):
     return _S_q.unpack_from(buf, pos)[0]
 
 
-class OffsetCommitRequest_OffsetCommitRequestPartition(Struct):
-    """OffsetCommitRequestPartition (part of OffsetCommitRequest).
-
-    Attributes:
-        partition_index (int32, v0-2): The partition index.
-        committed_offset (int64, v0-2): The offset to commit.
-        commit_timestamp (int64, v1): The commit time in ms (v1 only); -1 lets the broker use the time it receives the request.
-        committed_metadata (string, v0-2, nullable 0-2): Free-form text the client stores alongside the offset.
-    """
-
-    __slots__ = ('partition_index', 'committed_offset', 'commit_timestamp', 'committed_metadata')
-
-    def __init__(
-        self,
-        *,
-        partition_index: int = 0,
-        committed_offset: int = 0,
-        commit_timestamp: int = -1,
-        committed_metadata: Optional[str] = '',
-    ) -> None:
-        self.partition_index = partition_index
-        self.committed_offset = committed_offset
-        self.commit_timestamp = commit_timestamp
-        self.committed_metadata = committed_metadata
-
-
-class OffsetCommitRequest_OffsetCommitRequestTopic(Struct):
-    """OffsetCommitRequestTopic (part of OffsetCommitRequest).
-
-    Attributes:
-        name (string, v0-2): The topic name.
-        partitions ([]OffsetCommitRequestPartition, v0-2): The offsets to commit, per partition.
-    """
-
-    __slots__ = ('name', 'partitions')
-
-    def __init__(
-        self,
-        *,
-        name: str = '',
-        partitions: Optional[List["OffsetCommitRequest_OffsetCommitRequestPartition"]] = None,
-    ) -> None:
-        self.name = name
-        self.partitions = [] if partitions is None else partitions
-
-
-class OffsetCommitRequest(Message):
-    """The request of OffsetCommit (api key 8). Stores a consumer group's committed offsets.
-
-    Versions 0-2.
-
-    Attributes:
-        group_id (string, v0-2): The group committing.
-        generation_id_or_member_epoch (int32, v1-2): The group generation the member belongs to; -1 when group management is not used.
-        member_id (string, v1-2): The member id given by the coordinator; empty when group management is not used.
-        retention_time_ms (int64, v2): How long to keep the offsets, in milliseconds; -1 for the broker's default.
-        topics ([]OffsetCommitRequestTopic, v0-2): The offsets to commit, per topic.
-    """
-
-    __slots__ = ('group_id', 'generation_id_or_member_epoch', 'member_id', 'retention_time_ms', 'topics')
-    API_KEY = 8
-    KIND = 'request'
-    VERSIONS = (0, 2)
-    HEADER_VERSIONS = {0: 1, 1: 1, 2: 1}
-
-    def __init__(
-        self,
-        *,
-        group_id: str = '',
-        generation_id_or_member_epoch: int = -1,
-        member_id: str = '',
-        retention_time_ms: int = -1,
-        topics: Optional[List["OffsetCommitRequest_OffsetCommitRequestTopic"]] = None,
-    ) -> None:
-        self.group_id = group_id
-        self.generation_id_or_member_epoch = generation_id_or_member_epoch
-        self.member_id = member_id
-        self.retention_time_ms = retention_time_ms
-        self.topics = [] if topics is None else topics
-
-
-class OffsetCommitResponse_OffsetCommitResponsePartition(Struct):
-    """OffsetCommitResponsePartition (part of OffsetCommitResponse).
-
-    Attributes:
-        partition_index (int32, v0-2): The partition index.
-        error_code (int16, v0-2): The error code, 0 for none.
-    """
-
-    __slots__ = ('partition_index', 'error_code')
-
-    def __init__(
-        self,
-        *,
-        partition_index: int = 0,
-        error_code: int = 0,
-    ) -> None:
-        self.partition_index = partition_index
-        self.error_code = error_code
-
-
-class OffsetCommitResponse_OffsetCommitResponseTopic(Struct):
-    """OffsetCommitResponseTopic (part of OffsetCommitResponse).
-
-    Attributes:
-        name (string, v0-2): The topic name.
-        partitions ([]OffsetCommitResponsePartition, v0-2): The result per partition.
-    """
-
-    __slots__ = ('name', 'partitions')
-
-    def __init__(
-        self,
-        *,
-        name: str = '',
-        partitions: Optional[List["OffsetCommitResponse_OffsetCommitResponsePartition"]] = None,
-    ) -> None:
-        self.name = name
-        self.partitions = [] if partitions is None else partitions
-
-
-class OffsetCommitResponse(Message):
-    """The response of OffsetCommit (api key 8). Stores a consumer group's committed offsets.
-
-    Versions 0-2.
-
-    Attributes:
-        topics ([]OffsetCommitResponseTopic, v0-2): The result per topic.
-    """
-
-    __slots__ = ('topics',)
-    API_KEY = 8
-    KIND = 'response'
-    VERSIONS = (0, 2)
-    HEADER_VERSIONS = {0: 0, 1: 0, 2: 0}
-
-    def __init__(
-        self,
-        *,
-        topics: Optional[List["OffsetCommitResponse_OffsetCommitResponseTopic"]] = None,
-    ) -> None:
-        self.topics = [] if topics is None else topics
-
-
 def _dec_OffsetCommitRequest_v0(buf, pos, end):
     """Decode OffsetCommitRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 2:
@@ -248,7 +103,7 @@ def _dec_OffsetCommitRequest_v0(buf, pos, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         f_topics.append(item)
-    obj = _new(OffsetCommitRequest)
+    obj = OffsetCommitRequest.__new__(OffsetCommitRequest)
     obj.group_id = f_group_id
     obj.generation_id_or_member_epoch = -1
     obj.member_id = ''
@@ -330,7 +185,7 @@ def _dec_OffsetCommitRequest_v1(buf, pos, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         f_topics.append(item)
-    obj = _new(OffsetCommitRequest)
+    obj = OffsetCommitRequest.__new__(OffsetCommitRequest)
     obj.group_id = f_group_id
     obj.generation_id_or_member_epoch = f_generation_id_or_member_epoch
     obj.member_id = f_member_id
@@ -424,7 +279,7 @@ def _dec_OffsetCommitRequest_v2(buf, pos, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         f_topics.append(item)
-    obj = _new(OffsetCommitRequest)
+    obj = OffsetCommitRequest.__new__(OffsetCommitRequest)
     obj.group_id = f_group_id
     obj.generation_id_or_member_epoch = f_generation_id_or_member_epoch
     obj.member_id = f_member_id
@@ -499,7 +354,7 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v0(buf, pos, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         f_partitions.append(item)
-    obj = _new(OffsetCommitRequest_OffsetCommitRequestTopic)
+    obj = OffsetCommitRequest_OffsetCommitRequestTopic.__new__(OffsetCommitRequest_OffsetCommitRequestTopic)
     obj.name = f_name
     obj.partitions = f_partitions
     return obj, pos
@@ -560,7 +415,7 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v1(buf, pos, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         f_partitions.append(item)
-    obj = _new(OffsetCommitRequest_OffsetCommitRequestTopic)
+    obj = OffsetCommitRequest_OffsetCommitRequestTopic.__new__(OffsetCommitRequest_OffsetCommitRequestTopic)
     obj.name = f_name
     obj.partitions = f_partitions
     return obj, pos
@@ -609,7 +464,7 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v0(buf, pos, end):
         f_committed_metadata = None
     else:
         raise _w.bad_length('committed_metadata', pos - 2, n_committed_metadata, True)
-    obj = _new(OffsetCommitRequest_OffsetCommitRequestPartition)
+    obj = OffsetCommitRequest_OffsetCommitRequestPartition.__new__(OffsetCommitRequest_OffsetCommitRequestPartition)
     obj.partition_index = f_partition_index
     obj.committed_offset = f_committed_offset
     obj.commit_timestamp = -1
@@ -658,7 +513,7 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v1(buf, pos, end):
         f_committed_metadata = None
     else:
         raise _w.bad_length('committed_metadata', pos - 2, n_committed_metadata, True)
-    obj = _new(OffsetCommitRequest_OffsetCommitRequestPartition)
+    obj = OffsetCommitRequest_OffsetCommitRequestPartition.__new__(OffsetCommitRequest_OffsetCommitRequestPartition)
     obj.partition_index = f_partition_index
     obj.committed_offset = f_committed_offset
     obj.commit_timestamp = f_commit_timestamp
@@ -699,7 +554,7 @@ def _dec_OffsetCommitResponse_v0(buf, pos, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         f_topics.append(item)
-    obj = _new(OffsetCommitResponse)
+    obj = OffsetCommitResponse.__new__(OffsetCommitResponse)
     obj.topics = f_topics
     return obj, pos
 
@@ -748,7 +603,7 @@ def _dec_OffsetCommitResponse_OffsetCommitResponseTopic_v0(buf, pos, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         f_partitions.append(item)
-    obj = _new(OffsetCommitResponse_OffsetCommitResponseTopic)
+    obj = OffsetCommitResponse_OffsetCommitResponseTopic.__new__(OffsetCommitResponse_OffsetCommitResponseTopic)
     obj.name = f_name
     obj.partitions = f_partitions
     return obj, pos
@@ -784,7 +639,7 @@ def _dec_OffsetCommitResponse_OffsetCommitResponsePartition_v0(buf, pos, end):
     else:
         f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    obj = _new(OffsetCommitResponse_OffsetCommitResponsePartition)
+    obj = OffsetCommitResponse_OffsetCommitResponsePartition.__new__(OffsetCommitResponse_OffsetCommitResponsePartition)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     return obj, pos
@@ -795,22 +650,165 @@ def _enc_OffsetCommitResponse_OffsetCommitResponsePartition_v0(obj, out):
     out.append(_S_ih.pack(obj.partition_index, obj.error_code))
 
 
-OffsetCommitRequest_OffsetCommitRequestPartition._FIELDS = (('partition_index', SCALAR, None), ('committed_offset', SCALAR, None), ('commit_timestamp', SCALAR, None), ('committed_metadata', SCALAR, None))
-OffsetCommitRequest_OffsetCommitRequestTopic._FIELDS = (('name', SCALAR, None), ('partitions', STRUCTS, OffsetCommitRequest_OffsetCommitRequestPartition))
-OffsetCommitRequest_OffsetCommitRequestTopic.OffsetCommitRequestPartition = OffsetCommitRequest_OffsetCommitRequestPartition
-OffsetCommitRequest_OffsetCommitRequestPartition.__qualname__ = "OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition"
-OffsetCommitRequest._FIELDS = (('group_id', SCALAR, None), ('generation_id_or_member_epoch', SCALAR, None), ('member_id', SCALAR, None), ('retention_time_ms', SCALAR, None), ('topics', STRUCTS, OffsetCommitRequest_OffsetCommitRequestTopic))
-OffsetCommitRequest.OffsetCommitRequestTopic = OffsetCommitRequest_OffsetCommitRequestTopic
-OffsetCommitRequest_OffsetCommitRequestTopic.__qualname__ = "OffsetCommitRequest.OffsetCommitRequestTopic"
-OffsetCommitRequest._DECODERS = {0: _dec_OffsetCommitRequest_v0, 1: _dec_OffsetCommitRequest_v1, 2: _dec_OffsetCommitRequest_v2}
-OffsetCommitRequest._ENCODERS = {0: _enc_OffsetCommitRequest_v0, 1: _enc_OffsetCommitRequest_v1, 2: _enc_OffsetCommitRequest_v2}
+class OffsetCommitRequest_OffsetCommitRequestPartition(Struct):
+    """OffsetCommitRequestPartition (part of OffsetCommitRequest).
 
-OffsetCommitResponse_OffsetCommitResponsePartition._FIELDS = (('partition_index', SCALAR, None), ('error_code', SCALAR, None))
-OffsetCommitResponse_OffsetCommitResponseTopic._FIELDS = (('name', SCALAR, None), ('partitions', STRUCTS, OffsetCommitResponse_OffsetCommitResponsePartition))
-OffsetCommitResponse_OffsetCommitResponseTopic.OffsetCommitResponsePartition = OffsetCommitResponse_OffsetCommitResponsePartition
-OffsetCommitResponse_OffsetCommitResponsePartition.__qualname__ = "OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition"
-OffsetCommitResponse._FIELDS = (('topics', STRUCTS, OffsetCommitResponse_OffsetCommitResponseTopic),)
-OffsetCommitResponse.OffsetCommitResponseTopic = OffsetCommitResponse_OffsetCommitResponseTopic
-OffsetCommitResponse_OffsetCommitResponseTopic.__qualname__ = "OffsetCommitResponse.OffsetCommitResponseTopic"
-OffsetCommitResponse._DECODERS = {0: _dec_OffsetCommitResponse_v0, 1: _dec_OffsetCommitResponse_v0, 2: _dec_OffsetCommitResponse_v0}
-OffsetCommitResponse._ENCODERS = {0: _enc_OffsetCommitResponse_v0, 1: _enc_OffsetCommitResponse_v0, 2: _enc_OffsetCommitResponse_v0}
+    Attributes:
+        partition_index (int32, v0-2): The partition index.
+        committed_offset (int64, v0-2): The offset to commit.
+        commit_timestamp (int64, v1): The commit time in ms (v1 only); -1 lets the broker use the time it receives the request.
+        committed_metadata (string, v0-2, nullable 0-2): Free-form text the client stores alongside the offset.
+    """
+
+    __slots__ = ('partition_index', 'committed_offset', 'commit_timestamp', 'committed_metadata')
+    _NAME = 'OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition'
+    _FIELDS = (('partition_index', SCALAR, None), ('committed_offset', SCALAR, None), ('commit_timestamp', SCALAR, None), ('committed_metadata', SCALAR, None))
+
+    def __init__(
+        self,
+        *,
+        partition_index: int = 0,
+        committed_offset: int = 0,
+        commit_timestamp: int = -1,
+        committed_metadata: Optional[str] = '',
+    ) -> None:
+        self.partition_index = partition_index
+        self.committed_offset = committed_offset
+        self.commit_timestamp = commit_timestamp
+        self.committed_metadata = committed_metadata
+
+
+class OffsetCommitRequest_OffsetCommitRequestTopic(Struct):
+    """OffsetCommitRequestTopic (part of OffsetCommitRequest).
+
+    Attributes:
+        name (string, v0-2): The topic name.
+        partitions ([]OffsetCommitRequestPartition, v0-2): The offsets to commit, per partition.
+    """
+
+    __slots__ = ('name', 'partitions')
+    _NAME = 'OffsetCommitRequest.OffsetCommitRequestTopic'
+    _FIELDS = (('name', SCALAR, None), ('partitions', STRUCTS, OffsetCommitRequest_OffsetCommitRequestPartition))
+    OffsetCommitRequestPartition = OffsetCommitRequest_OffsetCommitRequestPartition
+
+    def __init__(
+        self,
+        *,
+        name: str = '',
+        partitions: Optional[List["OffsetCommitRequest_OffsetCommitRequestPartition"]] = None,
+    ) -> None:
+        self.name = name
+        self.partitions = [] if partitions is None else partitions
+
+
+class OffsetCommitRequest(Message):
+    """The request of OffsetCommit (api key 8). Stores a consumer group's committed offsets.
+
+    Versions 0-2.
+
+    Attributes:
+        group_id (string, v0-2): The group committing.
+        generation_id_or_member_epoch (int32, v1-2): The group generation the member belongs to; -1 when group management is not used.
+        member_id (string, v1-2): The member id given by the coordinator; empty when group management is not used.
+        retention_time_ms (int64, v2): How long to keep the offsets, in milliseconds; -1 for the broker's default.
+        topics ([]OffsetCommitRequestTopic, v0-2): The offsets to commit, per topic.
+    """
+
+    __slots__ = ('group_id', 'generation_id_or_member_epoch', 'member_id', 'retention_time_ms', 'topics')
+    _NAME = 'OffsetCommitRequest'
+    _FIELDS = (('group_id', SCALAR, None), ('generation_id_or_member_epoch', SCALAR, None), ('member_id', SCALAR, None), ('retention_time_ms', SCALAR, None), ('topics', STRUCTS, OffsetCommitRequest_OffsetCommitRequestTopic))
+    OffsetCommitRequestTopic = OffsetCommitRequest_OffsetCommitRequestTopic
+    _DECODERS = {0: _dec_OffsetCommitRequest_v0, 1: _dec_OffsetCommitRequest_v1, 2: _dec_OffsetCommitRequest_v2}
+    _ENCODERS = {0: _enc_OffsetCommitRequest_v0, 1: _enc_OffsetCommitRequest_v1, 2: _enc_OffsetCommitRequest_v2}
+    API_KEY = 8
+    KIND = 'request'
+    VERSIONS = (0, 2)
+    HEADER_VERSIONS = {0: 1, 1: 1, 2: 1}
+
+    def __init__(
+        self,
+        *,
+        group_id: str = '',
+        generation_id_or_member_epoch: int = -1,
+        member_id: str = '',
+        retention_time_ms: int = -1,
+        topics: Optional[List["OffsetCommitRequest_OffsetCommitRequestTopic"]] = None,
+    ) -> None:
+        self.group_id = group_id
+        self.generation_id_or_member_epoch = generation_id_or_member_epoch
+        self.member_id = member_id
+        self.retention_time_ms = retention_time_ms
+        self.topics = [] if topics is None else topics
+
+
+class OffsetCommitResponse_OffsetCommitResponsePartition(Struct):
+    """OffsetCommitResponsePartition (part of OffsetCommitResponse).
+
+    Attributes:
+        partition_index (int32, v0-2): The partition index.
+        error_code (int16, v0-2): The error code, 0 for none.
+    """
+
+    __slots__ = ('partition_index', 'error_code')
+    _NAME = 'OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition'
+    _FIELDS = (('partition_index', SCALAR, None), ('error_code', SCALAR, None))
+
+    def __init__(
+        self,
+        *,
+        partition_index: int = 0,
+        error_code: int = 0,
+    ) -> None:
+        self.partition_index = partition_index
+        self.error_code = error_code
+
+
+class OffsetCommitResponse_OffsetCommitResponseTopic(Struct):
+    """OffsetCommitResponseTopic (part of OffsetCommitResponse).
+
+    Attributes:
+        name (string, v0-2): The topic name.
+        partitions ([]OffsetCommitResponsePartition, v0-2): The result per partition.
+    """
+
+    __slots__ = ('name', 'partitions')
+    _NAME = 'OffsetCommitResponse.OffsetCommitResponseTopic'
+    _FIELDS = (('name', SCALAR, None), ('partitions', STRUCTS, OffsetCommitResponse_OffsetCommitResponsePartition))
+    OffsetCommitResponsePartition = OffsetCommitResponse_OffsetCommitResponsePartition
+
+    def __init__(
+        self,
+        *,
+        name: str = '',
+        partitions: Optional[List["OffsetCommitResponse_OffsetCommitResponsePartition"]] = None,
+    ) -> None:
+        self.name = name
+        self.partitions = [] if partitions is None else partitions
+
+
+class OffsetCommitResponse(Message):
+    """The response of OffsetCommit (api key 8). Stores a consumer group's committed offsets.
+
+    Versions 0-2.
+
+    Attributes:
+        topics ([]OffsetCommitResponseTopic, v0-2): The result per topic.
+    """
+
+    __slots__ = ('topics',)
+    _NAME = 'OffsetCommitResponse'
+    _FIELDS = (('topics', STRUCTS, OffsetCommitResponse_OffsetCommitResponseTopic),)
+    OffsetCommitResponseTopic = OffsetCommitResponse_OffsetCommitResponseTopic
+    _DECODERS = {0: _dec_OffsetCommitResponse_v0, 1: _dec_OffsetCommitResponse_v0, 2: _dec_OffsetCommitResponse_v0}
+    _ENCODERS = {0: _enc_OffsetCommitResponse_v0, 1: _enc_OffsetCommitResponse_v0, 2: _enc_OffsetCommitResponse_v0}
+    API_KEY = 8
+    KIND = 'response'
+    VERSIONS = (0, 2)
+    HEADER_VERSIONS = {0: 0, 1: 0, 2: 0}
+
+    def __init__(
+        self,
+        *,
+        topics: Optional[List["OffsetCommitResponse_OffsetCommitResponseTopic"]] = None,
+    ) -> None:
+        self.topics = [] if topics is None else topics

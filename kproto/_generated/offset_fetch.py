@@ -20,7 +20,6 @@ from kproto.records.record_set import RecordSet
 
 __all__ = ['OffsetFetchRequest', 'OffsetFetchResponse']
 
-_new = object.__new__
 _unpack_from = _struct.unpack_from
 _pack = _struct.pack
 _S_b = _struct.Struct(">b")
@@ -64,121 +63,6 @@ def _read_q(buf, pos):
     return _S_q.unpack_from(buf, pos)[0]
 
 
-class OffsetFetchRequest_OffsetFetchRequestTopic(Struct):
-    """OffsetFetchRequestTopic (part of OffsetFetchRequest).
-
-    Attributes:
-        name (string, v0-1): The topic name.
-        partition_indexes ([]int32, v0-1): The partition indexes.
-    """
-
-    __slots__ = ('name', 'partition_indexes')
-
-    def __init__(
-        self,
-        *,
-        name: str = '',
-        partition_indexes: Optional[List[int]] = None,
-    ) -> None:
-        self.name = name
-        self.partition_indexes = [] if partition_indexes is None else partition_indexes
-
-
-class OffsetFetchRequest(Message):
-    """The request of OffsetFetch (api key 9). Reads a consumer group's committed offsets.
-
-    Versions 0-1.
-
-    Attributes:
-        group_id (string, v0-1): The group whose offsets are wanted.
-        topics ([]OffsetFetchRequestTopic, v0-1): The partitions wanted, per topic (an empty array in v1 on 0.9.0 returns every offset of the group).
-    """
-
-    __slots__ = ('group_id', 'topics')
-    API_KEY = 9
-    KIND = 'request'
-    VERSIONS = (0, 1)
-    HEADER_VERSIONS = {0: 1, 1: 1}
-
-    def __init__(
-        self,
-        *,
-        group_id: str = '',
-        topics: Optional[List["OffsetFetchRequest_OffsetFetchRequestTopic"]] = None,
-    ) -> None:
-        self.group_id = group_id
-        self.topics = [] if topics is None else topics
-
-
-class OffsetFetchResponse_OffsetFetchResponsePartition(Struct):
-    """OffsetFetchResponsePartition (part of OffsetFetchResponse).
-
-    Attributes:
-        partition_index (int32, v0-1): The partition index.
-        committed_offset (int64, v0-1): The committed offset, -1 if there is none.
-        metadata (string, v0-1, nullable 0-1): The text committed with the offset, empty if there is none.
-        error_code (int16, v0-1): The error code, 0 for none.
-    """
-
-    __slots__ = ('partition_index', 'committed_offset', 'metadata', 'error_code')
-
-    def __init__(
-        self,
-        *,
-        partition_index: int = 0,
-        committed_offset: int = 0,
-        metadata: Optional[str] = '',
-        error_code: int = 0,
-    ) -> None:
-        self.partition_index = partition_index
-        self.committed_offset = committed_offset
-        self.metadata = metadata
-        self.error_code = error_code
-
-
-class OffsetFetchResponse_OffsetFetchResponseTopic(Struct):
-    """OffsetFetchResponseTopic (part of OffsetFetchResponse).
-
-    Attributes:
-        name (string, v0-1): The topic name.
-        partitions ([]OffsetFetchResponsePartition, v0-1): The result per partition.
-    """
-
-    __slots__ = ('name', 'partitions')
-
-    def __init__(
-        self,
-        *,
-        name: str = '',
-        partitions: Optional[List["OffsetFetchResponse_OffsetFetchResponsePartition"]] = None,
-    ) -> None:
-        self.name = name
-        self.partitions = [] if partitions is None else partitions
-
-
-class OffsetFetchResponse(Message):
-    """The response of OffsetFetch (api key 9). Reads a consumer group's committed offsets.
-
-    Versions 0-1.
-
-    Attributes:
-        topics ([]OffsetFetchResponseTopic, v0-1): The result per topic.
-    """
-
-    __slots__ = ('topics',)
-    API_KEY = 9
-    KIND = 'response'
-    VERSIONS = (0, 1)
-    HEADER_VERSIONS = {0: 0, 1: 0}
-
-    def __init__(
-        self,
-        *,
-        topics: Optional[List["OffsetFetchResponse_OffsetFetchResponseTopic"]] = None,
-    ) -> None:
-        self.topics = [] if topics is None else topics
-
-
 def _dec_OffsetFetchRequest_v0(buf, pos, end):
     """Decode OffsetFetchRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 2:
@@ -214,7 +98,7 @@ def _dec_OffsetFetchRequest_v0(buf, pos, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         f_topics.append(item)
-    obj = _new(OffsetFetchRequest)
+    obj = OffsetFetchRequest.__new__(OffsetFetchRequest)
     obj.group_id = f_group_id
     obj.topics = f_topics
     return obj, pos
@@ -273,7 +157,7 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestTopic_v0(buf, pos, end):
     else:
         f_partition_indexes = list(_unpack_from(">%di" % n_partition_indexes, buf, pos))
     pos += n_partition_indexes * 4
-    obj = _new(OffsetFetchRequest_OffsetFetchRequestTopic)
+    obj = OffsetFetchRequest_OffsetFetchRequestTopic.__new__(OffsetFetchRequest_OffsetFetchRequestTopic)
     obj.name = f_name
     obj.partition_indexes = f_partition_indexes
     return obj, pos
@@ -316,7 +200,7 @@ def _dec_OffsetFetchResponse_v0(buf, pos, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         f_topics.append(item)
-    obj = _new(OffsetFetchResponse)
+    obj = OffsetFetchResponse.__new__(OffsetFetchResponse)
     obj.topics = f_topics
     return obj, pos
 
@@ -365,7 +249,7 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseTopic_v0(buf, pos, end):
         except DecodeError as exc:
             raise exc.within("partitions[%d]" % i)
         f_partitions.append(item)
-    obj = _new(OffsetFetchResponse_OffsetFetchResponseTopic)
+    obj = OffsetFetchResponse_OffsetFetchResponseTopic.__new__(OffsetFetchResponse_OffsetFetchResponseTopic)
     obj.name = f_name
     obj.partitions = f_partitions
     return obj, pos
@@ -421,7 +305,7 @@ def _dec_OffsetFetchResponse_OffsetFetchResponsePartition_v0(buf, pos, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    obj = _new(OffsetFetchResponse_OffsetFetchResponsePartition)
+    obj = OffsetFetchResponse_OffsetFetchResponsePartition.__new__(OffsetFetchResponse_OffsetFetchResponsePartition)
     obj.partition_index = f_partition_index
     obj.committed_offset = f_committed_offset
     obj.metadata = f_metadata
@@ -445,19 +329,133 @@ def _enc_OffsetFetchResponse_OffsetFetchResponsePartition_v0(obj, out):
     out.append(_S_h.pack(obj.error_code))
 
 
-OffsetFetchRequest_OffsetFetchRequestTopic._FIELDS = (('name', SCALAR, None), ('partition_indexes', SCALARS, None))
-OffsetFetchRequest._FIELDS = (('group_id', SCALAR, None), ('topics', STRUCTS, OffsetFetchRequest_OffsetFetchRequestTopic))
-OffsetFetchRequest.OffsetFetchRequestTopic = OffsetFetchRequest_OffsetFetchRequestTopic
-OffsetFetchRequest_OffsetFetchRequestTopic.__qualname__ = "OffsetFetchRequest.OffsetFetchRequestTopic"
-OffsetFetchRequest._DECODERS = {0: _dec_OffsetFetchRequest_v0, 1: _dec_OffsetFetchRequest_v0}
-OffsetFetchRequest._ENCODERS = {0: _enc_OffsetFetchRequest_v0, 1: _enc_OffsetFetchRequest_v0}
+class OffsetFetchRequest_OffsetFetchRequestTopic(Struct):
+    """OffsetFetchRequestTopic (part of OffsetFetchRequest).
 
-OffsetFetchResponse_OffsetFetchResponsePartition._FIELDS = (('partition_index', SCALAR, None), ('committed_offset', SCALAR, None), ('metadata', SCALAR, None), ('error_code', SCALAR, None))
-OffsetFetchResponse_OffsetFetchResponseTopic._FIELDS = (('name', SCALAR, None), ('partitions', STRUCTS, OffsetFetchResponse_OffsetFetchResponsePartition))
-OffsetFetchResponse_OffsetFetchResponseTopic.OffsetFetchResponsePartition = OffsetFetchResponse_OffsetFetchResponsePartition
-OffsetFetchResponse_OffsetFetchResponsePartition.__qualname__ = "OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition"
-OffsetFetchResponse._FIELDS = (('topics', STRUCTS, OffsetFetchResponse_OffsetFetchResponseTopic),)
-OffsetFetchResponse.OffsetFetchResponseTopic = OffsetFetchResponse_OffsetFetchResponseTopic
-OffsetFetchResponse_OffsetFetchResponseTopic.__qualname__ = "OffsetFetchResponse.OffsetFetchResponseTopic"
-OffsetFetchResponse._DECODERS = {0: _dec_OffsetFetchResponse_v0, 1: _dec_OffsetFetchResponse_v0}
-OffsetFetchResponse._ENCODERS = {0: _enc_OffsetFetchResponse_v0, 1: _enc_OffsetFetchResponse_v0}
+    Attributes:
+        name (string, v0-1): The topic name.
+        partition_indexes ([]int32, v0-1): The partition indexes.
+    """
+
+    __slots__ = ('name', 'partition_indexes')
+    _NAME = 'OffsetFetchRequest.OffsetFetchRequestTopic'
+    _FIELDS = (('name', SCALAR, None), ('partition_indexes', SCALARS, None))
+
+    def __init__(
+        self,
+        *,
+        name: str = '',
+        partition_indexes: Optional[List[int]] = None,
+    ) -> None:
+        self.name = name
+        self.partition_indexes = [] if partition_indexes is None else partition_indexes
+
+
+class OffsetFetchRequest(Message):
+    """The request of OffsetFetch (api key 9). Reads a consumer group's committed offsets.
+
+    Versions 0-1.
+
+    Attributes:
+        group_id (string, v0-1): The group whose offsets are wanted.
+        topics ([]OffsetFetchRequestTopic, v0-1): The partitions wanted, per topic (an empty array in v1 on 0.9.0 returns every offset of the group).
+    """
+
+    __slots__ = ('group_id', 'topics')
+    _NAME = 'OffsetFetchRequest'
+    _FIELDS = (('group_id', SCALAR, None), ('topics', STRUCTS, OffsetFetchRequest_OffsetFetchRequestTopic))
+    OffsetFetchRequestTopic = OffsetFetchRequest_OffsetFetchRequestTopic
+    _DECODERS = {0: _dec_OffsetFetchRequest_v0, 1: _dec_OffsetFetchRequest_v0}
+    _ENCODERS = {0: _enc_OffsetFetchRequest_v0, 1: _enc_OffsetFetchRequest_v0}
+    API_KEY = 9
+    KIND = 'request'
+    VERSIONS = (0, 1)
+    HEADER_VERSIONS = {0: 1, 1: 1}
+
+    def __init__(
+        self,
+        *,
+        group_id: str = '',
+        topics: Optional[List["OffsetFetchRequest_OffsetFetchRequestTopic"]] = None,
+    ) -> None:
+        self.group_id = group_id
+        self.topics = [] if topics is None else topics
+
+
+class OffsetFetchResponse_OffsetFetchResponsePartition(Struct):
+    """OffsetFetchResponsePartition (part of OffsetFetchResponse).
+
+    Attributes:
+        partition_index (int32, v0-1): The partition index.
+        committed_offset (int64, v0-1): The committed offset, -1 if there is none.
+        metadata (string, v0-1, nullable 0-1): The text committed with the offset, empty if there is none.
+        error_code (int16, v0-1): The error code, 0 for none.
+    """
+
+    __slots__ = ('partition_index', 'committed_offset', 'metadata', 'error_code')
+    _NAME = 'OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition'
+    _FIELDS = (('partition_index', SCALAR, None), ('committed_offset', SCALAR, None), ('metadata', SCALAR, None), ('error_code', SCALAR, None))
+
+    def __init__(
+        self,
+        *,
+        partition_index: int = 0,
+        committed_offset: int = 0,
+        metadata: Optional[str] = '',
+        error_code: int = 0,
+    ) -> None:
+        self.partition_index = partition_index
+        self.committed_offset = committed_offset
+        self.metadata = metadata
+        self.error_code = error_code
+
+
+class OffsetFetchResponse_OffsetFetchResponseTopic(Struct):
+    """OffsetFetchResponseTopic (part of OffsetFetchResponse).
+
+    Attributes:
+        name (string, v0-1): The topic name.
+        partitions ([]OffsetFetchResponsePartition, v0-1): The result per partition.
+    """
+
+    __slots__ = ('name', 'partitions')
+    _NAME = 'OffsetFetchResponse.OffsetFetchResponseTopic'
+    _FIELDS = (('name', SCALAR, None), ('partitions', STRUCTS, OffsetFetchResponse_OffsetFetchResponsePartition))
+    OffsetFetchResponsePartition = OffsetFetchResponse_OffsetFetchResponsePartition
+
+    def __init__(
+        self,
+        *,
+        name: str = '',
+        partitions: Optional[List["OffsetFetchResponse_OffsetFetchResponsePartition"]] = None,
+    ) -> None:
+        self.name = name
+        self.partitions = [] if partitions is None else partitions
+
+
+class OffsetFetchResponse(Message):
+    """The response of OffsetFetch (api key 9). Reads a consumer group's committed offsets.
+
+    Versions 0-1.
+
+    Attributes:
+        topics ([]OffsetFetchResponseTopic, v0-1): The result per topic.
+    """
+
+    __slots__ = ('topics',)
+    _NAME = 'OffsetFetchResponse'
+    _FIELDS = (('topics', STRUCTS, OffsetFetchResponse_OffsetFetchResponseTopic),)
+    OffsetFetchResponseTopic = OffsetFetchResponse_OffsetFetchResponseTopic
+    _DECODERS = {0: _dec_OffsetFetchResponse_v0, 1: _dec_OffsetFetchResponse_v0}
+    _ENCODERS = {0: _enc_OffsetFetchResponse_v0, 1: _enc_OffsetFetchResponse_v0}
+    API_KEY = 9
+    KIND = 'response'
+    VERSIONS = (0, 1)
+    HEADER_VERSIONS = {0: 0, 1: 0}
+
+    def __init__(
+        self,
+        *,
+        topics: Optional[List["OffsetFetchResponse_OffsetFetchResponseTopic"]] = None,
+    ) -> None:
+        self.topics = [] if topics is None else topics

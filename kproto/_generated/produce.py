@@ -20,7 +20,6 @@ from kproto.records.record_set import RecordSet
 
 __all__ = ['ProduceRequest', 'ProduceResponse']
 
-_new = object.__new__
 _unpack_from = _struct.unpack_from
 _pack = _struct.pack
 _S_b = _struct.Struct(">b")
@@ -67,144 +66,6 @@ def _read_q(buf, pos):
     return _S_q.unpack_from(buf, pos)[0]
 
 
-class ProduceRequest_PartitionProduceData(Struct):
-    """PartitionProduceData (part of ProduceRequest).
-
-    Attributes:
-        index (int32, v0-1): The partition index.
-        records (records, v0-1, nullable 0-1): The message set to append (size-prefixed, no count).
-    """
-
-    __slots__ = ('index', 'records')
-
-    def __init__(
-        self,
-        *,
-        index: int = 0,
-        records: Optional[RecordSet] = b"",
-    ) -> None:
-        self.index = index
-        self.records = as_record_set(records)
-
-
-class ProduceRequest_TopicProduceData(Struct):
-    """TopicProduceData (part of ProduceRequest).
-
-    Attributes:
-        name (string, v0-1): The topic name.
-        partition_data ([]PartitionProduceData, v0-1): The data to append, per partition.
-    """
-
-    __slots__ = ('name', 'partition_data')
-
-    def __init__(
-        self,
-        *,
-        name: str = '',
-        partition_data: Optional[List["ProduceRequest_PartitionProduceData"]] = None,
-    ) -> None:
-        self.name = name
-        self.partition_data = [] if partition_data is None else partition_data
-
-
-class ProduceRequest(Message):
-    """The request of Produce (api key 0). Appends message sets to partitions.
-
-    Versions 0-1.
-
-    Attributes:
-        acks (int16, v0-1): Acknowledgements the leader waits for: 0 none (no response is sent), 1 the leader, -1 the full ISR.
-        timeout_ms (int32, v0-1): How long the broker may wait for the acknowledgements, in milliseconds.
-        topic_data ([]TopicProduceData, v0-1): The data to append, per topic.
-    """
-
-    __slots__ = ('acks', 'timeout_ms', 'topic_data')
-    API_KEY = 0
-    KIND = 'request'
-    VERSIONS = (0, 1)
-    HEADER_VERSIONS = {0: 1, 1: 1}
-
-    def __init__(
-        self,
-        *,
-        acks: int = 0,
-        timeout_ms: int = 0,
-        topic_data: Optional[List["ProduceRequest_TopicProduceData"]] = None,
-    ) -> None:
-        self.acks = acks
-        self.timeout_ms = timeout_ms
-        self.topic_data = [] if topic_data is None else topic_data
-
-
-class ProduceResponse_PartitionProduceResponse(Struct):
-    """PartitionProduceResponse (part of ProduceResponse).
-
-    Attributes:
-        index (int32, v0-1): The partition index.
-        error_code (int16, v0-1): The error code, 0 for none.
-        base_offset (int64, v0-1): The offset given to the first message appended; -1 on error.
-    """
-
-    __slots__ = ('index', 'error_code', 'base_offset')
-
-    def __init__(
-        self,
-        *,
-        index: int = 0,
-        error_code: int = 0,
-        base_offset: int = 0,
-    ) -> None:
-        self.index = index
-        self.error_code = error_code
-        self.base_offset = base_offset
-
-
-class ProduceResponse_TopicProduceResponse(Struct):
-    """TopicProduceResponse (part of ProduceResponse).
-
-    Attributes:
-        name (string, v0-1): The topic name.
-        partition_responses ([]PartitionProduceResponse, v0-1): The result per partition.
-    """
-
-    __slots__ = ('name', 'partition_responses')
-
-    def __init__(
-        self,
-        *,
-        name: str = '',
-        partition_responses: Optional[List["ProduceResponse_PartitionProduceResponse"]] = None,
-    ) -> None:
-        self.name = name
-        self.partition_responses = [] if partition_responses is None else partition_responses
-
-
-class ProduceResponse(Message):
-    """The response of Produce (api key 0). Appends message sets to partitions.
-
-    Versions 0-1.
-
-    Attributes:
-        responses ([]TopicProduceResponse, v0-1): The result per topic.
-        throttle_time_ms (int32, v1): How long the request was held back by a quota, in milliseconds (0 if not throttled).
-    """
-
-    __slots__ = ('responses', 'throttle_time_ms')
-    API_KEY = 0
-    KIND = 'response'
-    VERSIONS = (0, 1)
-    HEADER_VERSIONS = {0: 0, 1: 0}
-
-    def __init__(
-        self,
-        *,
-        responses: Optional[List["ProduceResponse_TopicProduceResponse"]] = None,
-        throttle_time_ms: int = 0,
-    ) -> None:
-        self.responses = [] if responses is None else responses
-        self.throttle_time_ms = throttle_time_ms
-
-
 def _dec_ProduceRequest_v0(buf, pos, end):
     """Decode ProduceRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 10:
@@ -225,7 +86,7 @@ def _dec_ProduceRequest_v0(buf, pos, end):
         except DecodeError as exc:
             raise exc.within("topic_data[%d]" % i)
         f_topic_data.append(item)
-    obj = _new(ProduceRequest)
+    obj = ProduceRequest.__new__(ProduceRequest)
     obj.acks = f_acks
     obj.timeout_ms = f_timeout_ms
     obj.topic_data = f_topic_data
@@ -276,7 +137,7 @@ def _dec_ProduceRequest_TopicProduceData_v0(buf, pos, end):
         except DecodeError as exc:
             raise exc.within("partition_data[%d]" % i)
         f_partition_data.append(item)
-    obj = _new(ProduceRequest_TopicProduceData)
+    obj = ProduceRequest_TopicProduceData.__new__(ProduceRequest_TopicProduceData)
     obj.name = f_name
     obj.partition_data = f_partition_data
     return obj, pos
@@ -321,7 +182,7 @@ def _dec_ProduceRequest_PartitionProduceData_v0(buf, pos, end):
         f_records = None
     else:
         raise _w.bad_length('records', pos - 4, n_records, True)
-    obj = _new(ProduceRequest_PartitionProduceData)
+    obj = ProduceRequest_PartitionProduceData.__new__(ProduceRequest_PartitionProduceData)
     obj.index = f_index
     obj.records = f_records
     return obj, pos
@@ -358,7 +219,7 @@ def _dec_ProduceResponse_v0(buf, pos, end):
         except DecodeError as exc:
             raise exc.within("responses[%d]" % i)
         f_responses.append(item)
-    obj = _new(ProduceResponse)
+    obj = ProduceResponse.__new__(ProduceResponse)
     obj.responses = f_responses
     obj.throttle_time_ms = 0
     return obj, pos
@@ -398,7 +259,7 @@ def _dec_ProduceResponse_v1(buf, pos, end):
     else:
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = _new(ProduceResponse)
+    obj = ProduceResponse.__new__(ProduceResponse)
     obj.responses = f_responses
     obj.throttle_time_ms = f_throttle_time_ms
     return obj, pos
@@ -449,7 +310,7 @@ def _dec_ProduceResponse_TopicProduceResponse_v0(buf, pos, end):
         except DecodeError as exc:
             raise exc.within("partition_responses[%d]" % i)
         f_partition_responses.append(item)
-    obj = _new(ProduceResponse_TopicProduceResponse)
+    obj = ProduceResponse_TopicProduceResponse.__new__(ProduceResponse_TopicProduceResponse)
     obj.name = f_name
     obj.partition_responses = f_partition_responses
     return obj, pos
@@ -486,7 +347,7 @@ def _dec_ProduceResponse_PartitionProduceResponse_v0(buf, pos, end):
     else:
         f_index, f_error_code, f_base_offset = _S_ihq.unpack_from(buf, pos)
     pos += 14
-    obj = _new(ProduceResponse_PartitionProduceResponse)
+    obj = ProduceResponse_PartitionProduceResponse.__new__(ProduceResponse_PartitionProduceResponse)
     obj.index = f_index
     obj.error_code = f_error_code
     obj.base_offset = f_base_offset
@@ -498,22 +359,159 @@ def _enc_ProduceResponse_PartitionProduceResponse_v0(obj, out):
     out.append(_S_ihq.pack(obj.index, obj.error_code, obj.base_offset))
 
 
-ProduceRequest_PartitionProduceData._FIELDS = (('index', SCALAR, None), ('records', RECORDS, None))
-ProduceRequest_TopicProduceData._FIELDS = (('name', SCALAR, None), ('partition_data', STRUCTS, ProduceRequest_PartitionProduceData))
-ProduceRequest_TopicProduceData.PartitionProduceData = ProduceRequest_PartitionProduceData
-ProduceRequest_PartitionProduceData.__qualname__ = "ProduceRequest.TopicProduceData.PartitionProduceData"
-ProduceRequest._FIELDS = (('acks', SCALAR, None), ('timeout_ms', SCALAR, None), ('topic_data', STRUCTS, ProduceRequest_TopicProduceData))
-ProduceRequest.TopicProduceData = ProduceRequest_TopicProduceData
-ProduceRequest_TopicProduceData.__qualname__ = "ProduceRequest.TopicProduceData"
-ProduceRequest._DECODERS = {0: _dec_ProduceRequest_v0, 1: _dec_ProduceRequest_v0}
-ProduceRequest._ENCODERS = {0: _enc_ProduceRequest_v0, 1: _enc_ProduceRequest_v0}
+class ProduceRequest_PartitionProduceData(Struct):
+    """PartitionProduceData (part of ProduceRequest).
 
-ProduceResponse_PartitionProduceResponse._FIELDS = (('index', SCALAR, None), ('error_code', SCALAR, None), ('base_offset', SCALAR, None))
-ProduceResponse_TopicProduceResponse._FIELDS = (('name', SCALAR, None), ('partition_responses', STRUCTS, ProduceResponse_PartitionProduceResponse))
-ProduceResponse_TopicProduceResponse.PartitionProduceResponse = ProduceResponse_PartitionProduceResponse
-ProduceResponse_PartitionProduceResponse.__qualname__ = "ProduceResponse.TopicProduceResponse.PartitionProduceResponse"
-ProduceResponse._FIELDS = (('responses', STRUCTS, ProduceResponse_TopicProduceResponse), ('throttle_time_ms', SCALAR, None))
-ProduceResponse.TopicProduceResponse = ProduceResponse_TopicProduceResponse
-ProduceResponse_TopicProduceResponse.__qualname__ = "ProduceResponse.TopicProduceResponse"
-ProduceResponse._DECODERS = {0: _dec_ProduceResponse_v0, 1: _dec_ProduceResponse_v1}
-ProduceResponse._ENCODERS = {0: _enc_ProduceResponse_v0, 1: _enc_ProduceResponse_v1}
+    Attributes:
+        index (int32, v0-1): The partition index.
+        records (records, v0-1, nullable 0-1): The message set to append (size-prefixed, no count).
+    """
+
+    __slots__ = ('index', 'records')
+    _NAME = 'ProduceRequest.TopicProduceData.PartitionProduceData'
+    _FIELDS = (('index', SCALAR, None), ('records', RECORDS, None))
+
+    def __init__(
+        self,
+        *,
+        index: int = 0,
+        records: Optional[RecordSet] = b"",
+    ) -> None:
+        self.index = index
+        self.records = as_record_set(records)
+
+
+class ProduceRequest_TopicProduceData(Struct):
+    """TopicProduceData (part of ProduceRequest).
+
+    Attributes:
+        name (string, v0-1): The topic name.
+        partition_data ([]PartitionProduceData, v0-1): The data to append, per partition.
+    """
+
+    __slots__ = ('name', 'partition_data')
+    _NAME = 'ProduceRequest.TopicProduceData'
+    _FIELDS = (('name', SCALAR, None), ('partition_data', STRUCTS, ProduceRequest_PartitionProduceData))
+    PartitionProduceData = ProduceRequest_PartitionProduceData
+
+    def __init__(
+        self,
+        *,
+        name: str = '',
+        partition_data: Optional[List["ProduceRequest_PartitionProduceData"]] = None,
+    ) -> None:
+        self.name = name
+        self.partition_data = [] if partition_data is None else partition_data
+
+
+class ProduceRequest(Message):
+    """The request of Produce (api key 0). Appends message sets to partitions.
+
+    Versions 0-1.
+
+    Attributes:
+        acks (int16, v0-1): Acknowledgements the leader waits for: 0 none (no response is sent), 1 the leader, -1 the full ISR.
+        timeout_ms (int32, v0-1): How long the broker may wait for the acknowledgements, in milliseconds.
+        topic_data ([]TopicProduceData, v0-1): The data to append, per topic.
+    """
+
+    __slots__ = ('acks', 'timeout_ms', 'topic_data')
+    _NAME = 'ProduceRequest'
+    _FIELDS = (('acks', SCALAR, None), ('timeout_ms', SCALAR, None), ('topic_data', STRUCTS, ProduceRequest_TopicProduceData))
+    TopicProduceData = ProduceRequest_TopicProduceData
+    _DECODERS = {0: _dec_ProduceRequest_v0, 1: _dec_ProduceRequest_v0}
+    _ENCODERS = {0: _enc_ProduceRequest_v0, 1: _enc_ProduceRequest_v0}
+    API_KEY = 0
+    KIND = 'request'
+    VERSIONS = (0, 1)
+    HEADER_VERSIONS = {0: 1, 1: 1}
+
+    def __init__(
+        self,
+        *,
+        acks: int = 0,
+        timeout_ms: int = 0,
+        topic_data: Optional[List["ProduceRequest_TopicProduceData"]] = None,
+    ) -> None:
+        self.acks = acks
+        self.timeout_ms = timeout_ms
+        self.topic_data = [] if topic_data is None else topic_data
+
+
+class ProduceResponse_PartitionProduceResponse(Struct):
+    """PartitionProduceResponse (part of ProduceResponse).
+
+    Attributes:
+        index (int32, v0-1): The partition index.
+        error_code (int16, v0-1): The error code, 0 for none.
+        base_offset (int64, v0-1): The offset given to the first message appended; -1 on error.
+    """
+
+    __slots__ = ('index', 'error_code', 'base_offset')
+    _NAME = 'ProduceResponse.TopicProduceResponse.PartitionProduceResponse'
+    _FIELDS = (('index', SCALAR, None), ('error_code', SCALAR, None), ('base_offset', SCALAR, None))
+
+    def __init__(
+        self,
+        *,
+        index: int = 0,
+        error_code: int = 0,
+        base_offset: int = 0,
+    ) -> None:
+        self.index = index
+        self.error_code = error_code
+        self.base_offset = base_offset
+
+
+class ProduceResponse_TopicProduceResponse(Struct):
+    """TopicProduceResponse (part of ProduceResponse).
+
+    Attributes:
+        name (string, v0-1): The topic name.
+        partition_responses ([]PartitionProduceResponse, v0-1): The result per partition.
+    """
+
+    __slots__ = ('name', 'partition_responses')
+    _NAME = 'ProduceResponse.TopicProduceResponse'
+    _FIELDS = (('name', SCALAR, None), ('partition_responses', STRUCTS, ProduceResponse_PartitionProduceResponse))
+    PartitionProduceResponse = ProduceResponse_PartitionProduceResponse
+
+    def __init__(
+        self,
+        *,
+        name: str = '',
+        partition_responses: Optional[List["ProduceResponse_PartitionProduceResponse"]] = None,
+    ) -> None:
+        self.name = name
+        self.partition_responses = [] if partition_responses is None else partition_responses
+
+
+class ProduceResponse(Message):
+    """The response of Produce (api key 0). Appends message sets to partitions.
+
+    Versions 0-1.
+
+    Attributes:
+        responses ([]TopicProduceResponse, v0-1): The result per topic.
+        throttle_time_ms (int32, v1): How long the request was held back by a quota, in milliseconds (0 if not throttled).
+    """
+
+    __slots__ = ('responses', 'throttle_time_ms')
+    _NAME = 'ProduceResponse'
+    _FIELDS = (('responses', STRUCTS, ProduceResponse_TopicProduceResponse), ('throttle_time_ms', SCALAR, None))
+    TopicProduceResponse = ProduceResponse_TopicProduceResponse
+    _DECODERS = {0: _dec_ProduceResponse_v0, 1: _dec_ProduceResponse_v1}
+    _ENCODERS = {0: _enc_ProduceResponse_v0, 1: _enc_ProduceResponse_v1}
+    API_KEY = 0
+    KIND = 'response'
+    VERSIONS = (0, 1)
+    HEADER_VERSIONS = {0: 0, 1: 0}
+
+    def __init__(
+        self,
+        *,
+        responses: Optional[List["ProduceResponse_TopicProduceResponse"]] = None,
+        throttle_time_ms: int = 0,
+    ) -> None:
+        self.responses = [] if responses is None else responses
+        self.throttle_time_ms = throttle_time_ms

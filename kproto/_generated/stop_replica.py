@@ -20,7 +20,6 @@ from kproto.records.record_set import RecordSet
 
 __all__ = ['StopReplicaRequest', 'StopReplicaResponse']
 
-_new = object.__new__
 _unpack_from = _struct.unpack_from
 _pack = _struct.pack
 _S_b = _struct.Struct(">b")
@@ -65,107 +64,6 @@ def _read_q(buf, pos):
     return _S_q.unpack_from(buf, pos)[0]
 
 
-class StopReplicaRequest_StopReplicaPartitionV0(Struct):
-    """StopReplicaPartitionV0 (part of StopReplicaRequest).
-
-    Attributes:
-        topic_name (string, v0): The topic name.
-        partition_index (int32, v0): The partition index.
-    """
-
-    __slots__ = ('topic_name', 'partition_index')
-
-    def __init__(
-        self,
-        *,
-        topic_name: str = '',
-        partition_index: int = 0,
-    ) -> None:
-        self.topic_name = topic_name
-        self.partition_index = partition_index
-
-
-class StopReplicaRequest(Message):
-    """The request of StopReplica (api key 5). Tells a broker to stop replicating partitions, and optionally to delete them.
-
-    Version 0.
-
-    Attributes:
-        controller_id (int32, v0): The sending controller's broker id.
-        controller_epoch (int32, v0): The controller's epoch.
-        delete_partitions (bool, v0): Whether the broker should also delete the partitions' data.
-        ungrouped_partitions ([]StopReplicaPartitionV0, v0): The partitions to stop.
-    """
-
-    __slots__ = ('controller_id', 'controller_epoch', 'delete_partitions', 'ungrouped_partitions')
-    API_KEY = 5
-    KIND = 'request'
-    VERSIONS = (0, 0)
-    HEADER_VERSIONS = {0: 1}
-
-    def __init__(
-        self,
-        *,
-        controller_id: int = 0,
-        controller_epoch: int = 0,
-        delete_partitions: bool = False,
-        ungrouped_partitions: Optional[List["StopReplicaRequest_StopReplicaPartitionV0"]] = None,
-    ) -> None:
-        self.controller_id = controller_id
-        self.controller_epoch = controller_epoch
-        self.delete_partitions = delete_partitions
-        self.ungrouped_partitions = [] if ungrouped_partitions is None else ungrouped_partitions
-
-
-class StopReplicaResponse_StopReplicaPartitionError(Struct):
-    """StopReplicaPartitionError (part of StopReplicaResponse).
-
-    Attributes:
-        topic_name (string, v0): The topic name.
-        partition_index (int32, v0): The partition index.
-        error_code (int16, v0): The partition's error code, 0 for none.
-    """
-
-    __slots__ = ('topic_name', 'partition_index', 'error_code')
-
-    def __init__(
-        self,
-        *,
-        topic_name: str = '',
-        partition_index: int = 0,
-        error_code: int = 0,
-    ) -> None:
-        self.topic_name = topic_name
-        self.partition_index = partition_index
-        self.error_code = error_code
-
-
-class StopReplicaResponse(Message):
-    """The response of StopReplica (api key 5). Tells a broker to stop replicating partitions, and optionally to delete them.
-
-    Version 0.
-
-    Attributes:
-        error_code (int16, v0): The request-level error code, 0 for none.
-        partition_errors ([]StopReplicaPartitionError, v0): The result per partition.
-    """
-
-    __slots__ = ('error_code', 'partition_errors')
-    API_KEY = 5
-    KIND = 'response'
-    VERSIONS = (0, 0)
-    HEADER_VERSIONS = {0: 0}
-
-    def __init__(
-        self,
-        *,
-        error_code: int = 0,
-        partition_errors: Optional[List["StopReplicaResponse_StopReplicaPartitionError"]] = None,
-    ) -> None:
-        self.error_code = error_code
-        self.partition_errors = [] if partition_errors is None else partition_errors
-
-
 def _dec_StopReplicaRequest_v0(buf, pos, end):
     """Decode StopReplicaRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 13:
@@ -190,7 +88,7 @@ def _dec_StopReplicaRequest_v0(buf, pos, end):
         except DecodeError as exc:
             raise exc.within("ungrouped_partitions[%d]" % i)
         f_ungrouped_partitions.append(item)
-    obj = _new(StopReplicaRequest)
+    obj = StopReplicaRequest.__new__(StopReplicaRequest)
     obj.controller_id = f_controller_id
     obj.controller_epoch = f_controller_epoch
     obj.delete_partitions = f_delete_partitions
@@ -233,7 +131,7 @@ def _dec_StopReplicaRequest_StopReplicaPartitionV0_v0(buf, pos, end):
     else:
         f_partition_index = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = _new(StopReplicaRequest_StopReplicaPartitionV0)
+    obj = StopReplicaRequest_StopReplicaPartitionV0.__new__(StopReplicaRequest_StopReplicaPartitionV0)
     obj.topic_name = f_topic_name
     obj.partition_index = f_partition_index
     return obj, pos
@@ -274,7 +172,7 @@ def _dec_StopReplicaResponse_v0(buf, pos, end):
         except DecodeError as exc:
             raise exc.within("partition_errors[%d]" % i)
         f_partition_errors.append(item)
-    obj = _new(StopReplicaResponse)
+    obj = StopReplicaResponse.__new__(StopReplicaResponse)
     obj.error_code = f_error_code
     obj.partition_errors = f_partition_errors
     return obj, pos
@@ -316,7 +214,7 @@ def _dec_StopReplicaResponse_StopReplicaPartitionError_v0(buf, pos, end):
     else:
         f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    obj = _new(StopReplicaResponse_StopReplicaPartitionError)
+    obj = StopReplicaResponse_StopReplicaPartitionError.__new__(StopReplicaResponse_StopReplicaPartitionError)
     obj.topic_name = f_topic_name
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
@@ -339,16 +237,116 @@ def _enc_StopReplicaResponse_StopReplicaPartitionError_v0(obj, out):
     out.append(_S_ih.pack(obj.partition_index, obj.error_code))
 
 
-StopReplicaRequest_StopReplicaPartitionV0._FIELDS = (('topic_name', SCALAR, None), ('partition_index', SCALAR, None))
-StopReplicaRequest._FIELDS = (('controller_id', SCALAR, None), ('controller_epoch', SCALAR, None), ('delete_partitions', SCALAR, None), ('ungrouped_partitions', STRUCTS, StopReplicaRequest_StopReplicaPartitionV0))
-StopReplicaRequest.StopReplicaPartitionV0 = StopReplicaRequest_StopReplicaPartitionV0
-StopReplicaRequest_StopReplicaPartitionV0.__qualname__ = "StopReplicaRequest.StopReplicaPartitionV0"
-StopReplicaRequest._DECODERS = {0: _dec_StopReplicaRequest_v0}
-StopReplicaRequest._ENCODERS = {0: _enc_StopReplicaRequest_v0}
+class StopReplicaRequest_StopReplicaPartitionV0(Struct):
+    """StopReplicaPartitionV0 (part of StopReplicaRequest).
 
-StopReplicaResponse_StopReplicaPartitionError._FIELDS = (('topic_name', SCALAR, None), ('partition_index', SCALAR, None), ('error_code', SCALAR, None))
-StopReplicaResponse._FIELDS = (('error_code', SCALAR, None), ('partition_errors', STRUCTS, StopReplicaResponse_StopReplicaPartitionError))
-StopReplicaResponse.StopReplicaPartitionError = StopReplicaResponse_StopReplicaPartitionError
-StopReplicaResponse_StopReplicaPartitionError.__qualname__ = "StopReplicaResponse.StopReplicaPartitionError"
-StopReplicaResponse._DECODERS = {0: _dec_StopReplicaResponse_v0}
-StopReplicaResponse._ENCODERS = {0: _enc_StopReplicaResponse_v0}
+    Attributes:
+        topic_name (string, v0): The topic name.
+        partition_index (int32, v0): The partition index.
+    """
+
+    __slots__ = ('topic_name', 'partition_index')
+    _NAME = 'StopReplicaRequest.StopReplicaPartitionV0'
+    _FIELDS = (('topic_name', SCALAR, None), ('partition_index', SCALAR, None))
+
+    def __init__(
+        self,
+        *,
+        topic_name: str = '',
+        partition_index: int = 0,
+    ) -> None:
+        self.topic_name = topic_name
+        self.partition_index = partition_index
+
+
+class StopReplicaRequest(Message):
+    """The request of StopReplica (api key 5). Tells a broker to stop replicating partitions, and optionally to delete them.
+
+    Version 0.
+
+    Attributes:
+        controller_id (int32, v0): The sending controller's broker id.
+        controller_epoch (int32, v0): The controller's epoch.
+        delete_partitions (bool, v0): Whether the broker should also delete the partitions' data.
+        ungrouped_partitions ([]StopReplicaPartitionV0, v0): The partitions to stop.
+    """
+
+    __slots__ = ('controller_id', 'controller_epoch', 'delete_partitions', 'ungrouped_partitions')
+    _NAME = 'StopReplicaRequest'
+    _FIELDS = (('controller_id', SCALAR, None), ('controller_epoch', SCALAR, None), ('delete_partitions', SCALAR, None), ('ungrouped_partitions', STRUCTS, StopReplicaRequest_StopReplicaPartitionV0))
+    StopReplicaPartitionV0 = StopReplicaRequest_StopReplicaPartitionV0
+    _DECODERS = {0: _dec_StopReplicaRequest_v0}
+    _ENCODERS = {0: _enc_StopReplicaRequest_v0}
+    API_KEY = 5
+    KIND = 'request'
+    VERSIONS = (0, 0)
+    HEADER_VERSIONS = {0: 1}
+
+    def __init__(
+        self,
+        *,
+        controller_id: int = 0,
+        controller_epoch: int = 0,
+        delete_partitions: bool = False,
+        ungrouped_partitions: Optional[List["StopReplicaRequest_StopReplicaPartitionV0"]] = None,
+    ) -> None:
+        self.controller_id = controller_id
+        self.controller_epoch = controller_epoch
+        self.delete_partitions = delete_partitions
+        self.ungrouped_partitions = [] if ungrouped_partitions is None else ungrouped_partitions
+
+
+class StopReplicaResponse_StopReplicaPartitionError(Struct):
+    """StopReplicaPartitionError (part of StopReplicaResponse).
+
+    Attributes:
+        topic_name (string, v0): The topic name.
+        partition_index (int32, v0): The partition index.
+        error_code (int16, v0): The partition's error code, 0 for none.
+    """
+
+    __slots__ = ('topic_name', 'partition_index', 'error_code')
+    _NAME = 'StopReplicaResponse.StopReplicaPartitionError'
+    _FIELDS = (('topic_name', SCALAR, None), ('partition_index', SCALAR, None), ('error_code', SCALAR, None))
+
+    def __init__(
+        self,
+        *,
+        topic_name: str = '',
+        partition_index: int = 0,
+        error_code: int = 0,
+    ) -> None:
+        self.topic_name = topic_name
+        self.partition_index = partition_index
+        self.error_code = error_code
+
+
+class StopReplicaResponse(Message):
+    """The response of StopReplica (api key 5). Tells a broker to stop replicating partitions, and optionally to delete them.
+
+    Version 0.
+
+    Attributes:
+        error_code (int16, v0): The request-level error code, 0 for none.
+        partition_errors ([]StopReplicaPartitionError, v0): The result per partition.
+    """
+
+    __slots__ = ('error_code', 'partition_errors')
+    _NAME = 'StopReplicaResponse'
+    _FIELDS = (('error_code', SCALAR, None), ('partition_errors', STRUCTS, StopReplicaResponse_StopReplicaPartitionError))
+    StopReplicaPartitionError = StopReplicaResponse_StopReplicaPartitionError
+    _DECODERS = {0: _dec_StopReplicaResponse_v0}
+    _ENCODERS = {0: _enc_StopReplicaResponse_v0}
+    API_KEY = 5
+    KIND = 'response'
+    VERSIONS = (0, 0)
+    HEADER_VERSIONS = {0: 0}
+
+    def __init__(
+        self,
+        *,
+        error_code: int = 0,
+        partition_errors: Optional[List["StopReplicaResponse_StopReplicaPartitionError"]] = None,
+    ) -> None:
+        self.error_code = error_code
+        self.partition_errors = [] if partition_errors is None else partition_errors

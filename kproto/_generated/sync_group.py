@@ -20,7 +20,6 @@ from kproto.records.record_set import RecordSet
 
 __all__ = ['SyncGroupRequest', 'SyncGroupResponse']
 
-_new = object.__new__
 _unpack_from = _struct.unpack_from
 _pack = _struct.pack
 _S_b = _struct.Struct(">b")
@@ -62,84 +61,6 @@ def _read_q(buf, pos):
         lo = cython.cast(cython.ulonglong, _read_i(buf, pos + 4)) & 0xFFFFFFFF
         return cython.cast(cython.longlong, (hi << 32) | lo)
     return _S_q.unpack_from(buf, pos)[0]
-
-
-class SyncGroupRequest_SyncGroupRequestAssignment(Struct):
-    """SyncGroupRequestAssignment (part of SyncGroupRequest).
-
-    Attributes:
-        member_id (string, v0): The member being assigned.
-        assignment (bytes, v0): Its assignment; for "consumer", a ConsumerProtocolAssignment.
-    """
-
-    __slots__ = ('member_id', 'assignment')
-
-    def __init__(
-        self,
-        *,
-        member_id: str = '',
-        assignment: bytes = b'',
-    ) -> None:
-        self.member_id = member_id
-        self.assignment = assignment
-
-
-class SyncGroupRequest(Message):
-    """The request of SyncGroup (api key 14). Distributes the leader's assignment to the members of a group after a join.
-
-    Version 0.
-
-    Attributes:
-        group_id (string, v0): The group id.
-        generation_id (int32, v0): The member's generation.
-        member_id (string, v0): The member id.
-        assignments ([]SyncGroupRequestAssignment, v0): The assignment of every member (leader only; empty from followers).
-    """
-
-    __slots__ = ('group_id', 'generation_id', 'member_id', 'assignments')
-    API_KEY = 14
-    KIND = 'request'
-    VERSIONS = (0, 0)
-    HEADER_VERSIONS = {0: 1}
-
-    def __init__(
-        self,
-        *,
-        group_id: str = '',
-        generation_id: int = 0,
-        member_id: str = '',
-        assignments: Optional[List["SyncGroupRequest_SyncGroupRequestAssignment"]] = None,
-    ) -> None:
-        self.group_id = group_id
-        self.generation_id = generation_id
-        self.member_id = member_id
-        self.assignments = [] if assignments is None else assignments
-
-
-class SyncGroupResponse(Message):
-    """The response of SyncGroup (api key 14). Distributes the leader's assignment to the members of a group after a join.
-
-    Version 0.
-
-    Attributes:
-        error_code (int16, v0): The error code, 0 for none.
-        assignment (bytes, v0): This member's assignment.
-    """
-
-    __slots__ = ('error_code', 'assignment')
-    API_KEY = 14
-    KIND = 'response'
-    VERSIONS = (0, 0)
-    HEADER_VERSIONS = {0: 0}
-
-    def __init__(
-        self,
-        *,
-        error_code: int = 0,
-        assignment: bytes = b'',
-    ) -> None:
-        self.error_code = error_code
-        self.assignment = assignment
 
 
 def _dec_SyncGroupRequest_v0(buf, pos, end):
@@ -195,7 +116,7 @@ def _dec_SyncGroupRequest_v0(buf, pos, end):
         except DecodeError as exc:
             raise exc.within("assignments[%d]" % i)
         f_assignments.append(item)
-    obj = _new(SyncGroupRequest)
+    obj = SyncGroupRequest.__new__(SyncGroupRequest)
     obj.group_id = f_group_id
     obj.generation_id = f_generation_id
     obj.member_id = f_member_id
@@ -267,7 +188,7 @@ def _dec_SyncGroupRequest_SyncGroupRequestAssignment_v0(buf, pos, end):
         pos += n_assignment
     else:
         raise _w.bad_length('assignment', pos - 4, n_assignment, False)
-    obj = _new(SyncGroupRequest_SyncGroupRequestAssignment)
+    obj = SyncGroupRequest_SyncGroupRequestAssignment.__new__(SyncGroupRequest_SyncGroupRequestAssignment)
     obj.member_id = f_member_id
     obj.assignment = f_assignment
     return obj, pos
@@ -313,7 +234,7 @@ def _dec_SyncGroupResponse_v0(buf, pos, end):
         pos += n_assignment
     else:
         raise _w.bad_length('assignment', pos - 4, n_assignment, False)
-    obj = _new(SyncGroupResponse)
+    obj = SyncGroupResponse.__new__(SyncGroupResponse)
     obj.error_code = f_error_code
     obj.assignment = f_assignment
     return obj, pos
@@ -331,13 +252,90 @@ def _enc_SyncGroupResponse_v0(obj, out):
         out.append(f_assignment)
 
 
-SyncGroupRequest_SyncGroupRequestAssignment._FIELDS = (('member_id', SCALAR, None), ('assignment', SCALAR, None))
-SyncGroupRequest._FIELDS = (('group_id', SCALAR, None), ('generation_id', SCALAR, None), ('member_id', SCALAR, None), ('assignments', STRUCTS, SyncGroupRequest_SyncGroupRequestAssignment))
-SyncGroupRequest.SyncGroupRequestAssignment = SyncGroupRequest_SyncGroupRequestAssignment
-SyncGroupRequest_SyncGroupRequestAssignment.__qualname__ = "SyncGroupRequest.SyncGroupRequestAssignment"
-SyncGroupRequest._DECODERS = {0: _dec_SyncGroupRequest_v0}
-SyncGroupRequest._ENCODERS = {0: _enc_SyncGroupRequest_v0}
+class SyncGroupRequest_SyncGroupRequestAssignment(Struct):
+    """SyncGroupRequestAssignment (part of SyncGroupRequest).
 
-SyncGroupResponse._FIELDS = (('error_code', SCALAR, None), ('assignment', SCALAR, None))
-SyncGroupResponse._DECODERS = {0: _dec_SyncGroupResponse_v0}
-SyncGroupResponse._ENCODERS = {0: _enc_SyncGroupResponse_v0}
+    Attributes:
+        member_id (string, v0): The member being assigned.
+        assignment (bytes, v0): Its assignment; for "consumer", a ConsumerProtocolAssignment.
+    """
+
+    __slots__ = ('member_id', 'assignment')
+    _NAME = 'SyncGroupRequest.SyncGroupRequestAssignment'
+    _FIELDS = (('member_id', SCALAR, None), ('assignment', SCALAR, None))
+
+    def __init__(
+        self,
+        *,
+        member_id: str = '',
+        assignment: bytes = b'',
+    ) -> None:
+        self.member_id = member_id
+        self.assignment = assignment
+
+
+class SyncGroupRequest(Message):
+    """The request of SyncGroup (api key 14). Distributes the leader's assignment to the members of a group after a join.
+
+    Version 0.
+
+    Attributes:
+        group_id (string, v0): The group id.
+        generation_id (int32, v0): The member's generation.
+        member_id (string, v0): The member id.
+        assignments ([]SyncGroupRequestAssignment, v0): The assignment of every member (leader only; empty from followers).
+    """
+
+    __slots__ = ('group_id', 'generation_id', 'member_id', 'assignments')
+    _NAME = 'SyncGroupRequest'
+    _FIELDS = (('group_id', SCALAR, None), ('generation_id', SCALAR, None), ('member_id', SCALAR, None), ('assignments', STRUCTS, SyncGroupRequest_SyncGroupRequestAssignment))
+    SyncGroupRequestAssignment = SyncGroupRequest_SyncGroupRequestAssignment
+    _DECODERS = {0: _dec_SyncGroupRequest_v0}
+    _ENCODERS = {0: _enc_SyncGroupRequest_v0}
+    API_KEY = 14
+    KIND = 'request'
+    VERSIONS = (0, 0)
+    HEADER_VERSIONS = {0: 1}
+
+    def __init__(
+        self,
+        *,
+        group_id: str = '',
+        generation_id: int = 0,
+        member_id: str = '',
+        assignments: Optional[List["SyncGroupRequest_SyncGroupRequestAssignment"]] = None,
+    ) -> None:
+        self.group_id = group_id
+        self.generation_id = generation_id
+        self.member_id = member_id
+        self.assignments = [] if assignments is None else assignments
+
+
+class SyncGroupResponse(Message):
+    """The response of SyncGroup (api key 14). Distributes the leader's assignment to the members of a group after a join.
+
+    Version 0.
+
+    Attributes:
+        error_code (int16, v0): The error code, 0 for none.
+        assignment (bytes, v0): This member's assignment.
+    """
+
+    __slots__ = ('error_code', 'assignment')
+    _NAME = 'SyncGroupResponse'
+    _FIELDS = (('error_code', SCALAR, None), ('assignment', SCALAR, None))
+    _DECODERS = {0: _dec_SyncGroupResponse_v0}
+    _ENCODERS = {0: _enc_SyncGroupResponse_v0}
+    API_KEY = 14
+    KIND = 'response'
+    VERSIONS = (0, 0)
+    HEADER_VERSIONS = {0: 0}
+
+    def __init__(
+        self,
+        *,
+        error_code: int = 0,
+        assignment: bytes = b'',
+    ) -> None:
+        self.error_code = error_code
+        self.assignment = assignment

@@ -20,7 +20,6 @@ from kproto.records.record_set import RecordSet
 
 __all__ = ['UpdateMetadataRequest', 'UpdateMetadataResponse']
 
-_new = object.__new__
 _unpack_from = _struct.unpack_from
 _pack = _struct.pack
 _S_b = _struct.Struct(">b")
@@ -71,148 +70,6 @@ def _read_q(buf, pos):
     return _S_q.unpack_from(buf, pos)[0]
 
 
-class UpdateMetadataRequest_UpdateMetadataEndpoint(Struct):
-    """UpdateMetadataEndpoint (part of UpdateMetadataRequest).
-
-    Attributes:
-        port (int32, v1): The listener's port.
-        host (string, v1): The listener's host name.
-        security_protocol (int16, v1): The listener's security protocol: 0 PLAINTEXT, 1 SSL, 2 SASL_PLAINTEXT, 3 SASL_SSL.
-    """
-
-    __slots__ = ('port', 'host', 'security_protocol')
-
-    def __init__(
-        self,
-        *,
-        port: int = 0,
-        host: str = '',
-        security_protocol: int = 0,
-    ) -> None:
-        self.port = port
-        self.host = host
-        self.security_protocol = security_protocol
-
-
-class UpdateMetadataRequest_UpdateMetadataBroker(Struct):
-    """UpdateMetadataBroker (part of UpdateMetadataRequest).
-
-    Attributes:
-        id (int32, v0-1): The broker id.
-        v0_host (string, v0): The broker's host name (v0 only).
-        v0_port (int32, v0): The broker's port (v0 only).
-        endpoints ([]UpdateMetadataEndpoint, v1): The broker's listeners (v1+).
-    """
-
-    __slots__ = ('id', 'v0_host', 'v0_port', 'endpoints')
-
-    def __init__(
-        self,
-        *,
-        id: int = 0,
-        v0_host: str = '',
-        v0_port: int = 0,
-        endpoints: Optional[List["UpdateMetadataRequest_UpdateMetadataEndpoint"]] = None,
-    ) -> None:
-        self.id = id
-        self.v0_host = v0_host
-        self.v0_port = v0_port
-        self.endpoints = [] if endpoints is None else endpoints
-
-
-class UpdateMetadataRequest_UpdateMetadataPartitionState(Struct):
-    """UpdateMetadataPartitionState (part of UpdateMetadataRequest).
-
-    Attributes:
-        topic_name (string, v0-1): The topic name.
-        partition_index (int32, v0-1): The partition index.
-        controller_epoch (int32, v0-1): The epoch of the controller that decided this state.
-        leader (int32, v0-1): The leader's broker id.
-        leader_epoch (int32, v0-1): The leader epoch.
-        isr ([]int32, v0-1): The in-sync replicas' broker ids.
-        zk_version (int32, v0-1): The ZooKeeper version of the partition's state node.
-        replicas ([]int32, v0-1): Every replica's broker id.
-    """
-
-    __slots__ = ('topic_name', 'partition_index', 'controller_epoch', 'leader', 'leader_epoch', 'isr', 'zk_version', 'replicas')
-
-    def __init__(
-        self,
-        *,
-        topic_name: str = '',
-        partition_index: int = 0,
-        controller_epoch: int = 0,
-        leader: int = 0,
-        leader_epoch: int = 0,
-        isr: Optional[List[int]] = None,
-        zk_version: int = 0,
-        replicas: Optional[List[int]] = None,
-    ) -> None:
-        self.topic_name = topic_name
-        self.partition_index = partition_index
-        self.controller_epoch = controller_epoch
-        self.leader = leader
-        self.leader_epoch = leader_epoch
-        self.isr = [] if isr is None else isr
-        self.zk_version = zk_version
-        self.replicas = [] if replicas is None else replicas
-
-
-class UpdateMetadataRequest(Message):
-    """The request of UpdateMetadata (api key 6). Pushes the controller's view of partition state and live brokers to a broker's metadata cache.
-
-    Versions 0-1.
-
-    Attributes:
-        controller_id (int32, v0-1): The sending controller's broker id.
-        controller_epoch (int32, v0-1): The controller's epoch.
-        ungrouped_partition_states ([]UpdateMetadataPartitionState, v0-1): The state of each partition (same layout as in LeaderAndIsr).
-        live_brokers ([]UpdateMetadataBroker, v0-1): The brokers that are alive.
-    """
-
-    __slots__ = ('controller_id', 'controller_epoch', 'ungrouped_partition_states', 'live_brokers')
-    API_KEY = 6
-    KIND = 'request'
-    VERSIONS = (0, 1)
-    HEADER_VERSIONS = {0: 1, 1: 1}
-
-    def __init__(
-        self,
-        *,
-        controller_id: int = 0,
-        controller_epoch: int = 0,
-        ungrouped_partition_states: Optional[List["UpdateMetadataRequest_UpdateMetadataPartitionState"]] = None,
-        live_brokers: Optional[List["UpdateMetadataRequest_UpdateMetadataBroker"]] = None,
-    ) -> None:
-        self.controller_id = controller_id
-        self.controller_epoch = controller_epoch
-        self.ungrouped_partition_states = [] if ungrouped_partition_states is None else ungrouped_partition_states
-        self.live_brokers = [] if live_brokers is None else live_brokers
-
-
-class UpdateMetadataResponse(Message):
-    """The response of UpdateMetadata (api key 6). Pushes the controller's view of partition state and live brokers to a broker's metadata cache.
-
-    Versions 0-1.
-
-    Attributes:
-        error_code (int16, v0-1): The error code, 0 for none.
-    """
-
-    __slots__ = ('error_code',)
-    API_KEY = 6
-    KIND = 'response'
-    VERSIONS = (0, 1)
-    HEADER_VERSIONS = {0: 0, 1: 0}
-
-    def __init__(
-        self,
-        *,
-        error_code: int = 0,
-    ) -> None:
-        self.error_code = error_code
-
-
 def _dec_UpdateMetadataRequest_v0(buf, pos, end):
     """Decode UpdateMetadataRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 12:
@@ -249,7 +106,7 @@ def _dec_UpdateMetadataRequest_v0(buf, pos, end):
         except DecodeError as exc:
             raise exc.within("live_brokers[%d]" % i)
         f_live_brokers.append(item)
-    obj = _new(UpdateMetadataRequest)
+    obj = UpdateMetadataRequest.__new__(UpdateMetadataRequest)
     obj.controller_id = f_controller_id
     obj.controller_epoch = f_controller_epoch
     obj.ungrouped_partition_states = f_ungrouped_partition_states
@@ -307,7 +164,7 @@ def _dec_UpdateMetadataRequest_v1(buf, pos, end):
         except DecodeError as exc:
             raise exc.within("live_brokers[%d]" % i)
         f_live_brokers.append(item)
-    obj = _new(UpdateMetadataRequest)
+    obj = UpdateMetadataRequest.__new__(UpdateMetadataRequest)
     obj.controller_id = f_controller_id
     obj.controller_epoch = f_controller_epoch
     obj.ungrouped_partition_states = f_ungrouped_partition_states
@@ -381,7 +238,7 @@ def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(buf, pos, end):
     else:
         f_replicas = list(_unpack_from(">%di" % n_replicas, buf, pos))
     pos += n_replicas * 4
-    obj = _new(UpdateMetadataRequest_UpdateMetadataPartitionState)
+    obj = UpdateMetadataRequest_UpdateMetadataPartitionState.__new__(UpdateMetadataRequest_UpdateMetadataPartitionState)
     obj.topic_name = f_topic_name
     obj.partition_index = f_partition_index
     obj.controller_epoch = f_controller_epoch
@@ -443,7 +300,7 @@ def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v0(buf, pos, end):
     else:
         f_v0_port = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = _new(UpdateMetadataRequest_UpdateMetadataBroker)
+    obj = UpdateMetadataRequest_UpdateMetadataBroker.__new__(UpdateMetadataRequest_UpdateMetadataBroker)
     obj.id = f_id
     obj.v0_host = f_v0_host
     obj.v0_port = f_v0_port
@@ -486,7 +343,7 @@ def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v1(buf, pos, end):
         except DecodeError as exc:
             raise exc.within("endpoints[%d]" % i)
         f_endpoints.append(item)
-    obj = _new(UpdateMetadataRequest_UpdateMetadataBroker)
+    obj = UpdateMetadataRequest_UpdateMetadataBroker.__new__(UpdateMetadataRequest_UpdateMetadataBroker)
     obj.id = f_id
     obj.v0_host = ''
     obj.v0_port = 0
@@ -530,7 +387,7 @@ def _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(buf, pos, end):
     else:
         f_security_protocol = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    obj = _new(UpdateMetadataRequest_UpdateMetadataEndpoint)
+    obj = UpdateMetadataRequest_UpdateMetadataEndpoint.__new__(UpdateMetadataRequest_UpdateMetadataEndpoint)
     obj.port = f_port
     obj.host = f_host
     obj.security_protocol = f_security_protocol
@@ -562,7 +419,7 @@ def _dec_UpdateMetadataResponse_v0(buf, pos, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    obj = _new(UpdateMetadataResponse)
+    obj = UpdateMetadataResponse.__new__(UpdateMetadataResponse)
     obj.error_code = f_error_code
     return obj, pos
 
@@ -572,19 +429,160 @@ def _enc_UpdateMetadataResponse_v0(obj, out):
     out.append(_S_h.pack(obj.error_code))
 
 
-UpdateMetadataRequest_UpdateMetadataEndpoint._FIELDS = (('port', SCALAR, None), ('host', SCALAR, None), ('security_protocol', SCALAR, None))
-UpdateMetadataRequest_UpdateMetadataBroker._FIELDS = (('id', SCALAR, None), ('v0_host', SCALAR, None), ('v0_port', SCALAR, None), ('endpoints', STRUCTS, UpdateMetadataRequest_UpdateMetadataEndpoint))
-UpdateMetadataRequest_UpdateMetadataBroker.UpdateMetadataEndpoint = UpdateMetadataRequest_UpdateMetadataEndpoint
-UpdateMetadataRequest_UpdateMetadataEndpoint.__qualname__ = "UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint"
-UpdateMetadataRequest_UpdateMetadataPartitionState._FIELDS = (('topic_name', SCALAR, None), ('partition_index', SCALAR, None), ('controller_epoch', SCALAR, None), ('leader', SCALAR, None), ('leader_epoch', SCALAR, None), ('isr', SCALARS, None), ('zk_version', SCALAR, None), ('replicas', SCALARS, None))
-UpdateMetadataRequest._FIELDS = (('controller_id', SCALAR, None), ('controller_epoch', SCALAR, None), ('ungrouped_partition_states', STRUCTS, UpdateMetadataRequest_UpdateMetadataPartitionState), ('live_brokers', STRUCTS, UpdateMetadataRequest_UpdateMetadataBroker))
-UpdateMetadataRequest.UpdateMetadataPartitionState = UpdateMetadataRequest_UpdateMetadataPartitionState
-UpdateMetadataRequest_UpdateMetadataPartitionState.__qualname__ = "UpdateMetadataRequest.UpdateMetadataPartitionState"
-UpdateMetadataRequest.UpdateMetadataBroker = UpdateMetadataRequest_UpdateMetadataBroker
-UpdateMetadataRequest_UpdateMetadataBroker.__qualname__ = "UpdateMetadataRequest.UpdateMetadataBroker"
-UpdateMetadataRequest._DECODERS = {0: _dec_UpdateMetadataRequest_v0, 1: _dec_UpdateMetadataRequest_v1}
-UpdateMetadataRequest._ENCODERS = {0: _enc_UpdateMetadataRequest_v0, 1: _enc_UpdateMetadataRequest_v1}
+class UpdateMetadataRequest_UpdateMetadataEndpoint(Struct):
+    """UpdateMetadataEndpoint (part of UpdateMetadataRequest).
 
-UpdateMetadataResponse._FIELDS = (('error_code', SCALAR, None),)
-UpdateMetadataResponse._DECODERS = {0: _dec_UpdateMetadataResponse_v0, 1: _dec_UpdateMetadataResponse_v0}
-UpdateMetadataResponse._ENCODERS = {0: _enc_UpdateMetadataResponse_v0, 1: _enc_UpdateMetadataResponse_v0}
+    Attributes:
+        port (int32, v1): The listener's port.
+        host (string, v1): The listener's host name.
+        security_protocol (int16, v1): The listener's security protocol: 0 PLAINTEXT, 1 SSL, 2 SASL_PLAINTEXT, 3 SASL_SSL.
+    """
+
+    __slots__ = ('port', 'host', 'security_protocol')
+    _NAME = 'UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint'
+    _FIELDS = (('port', SCALAR, None), ('host', SCALAR, None), ('security_protocol', SCALAR, None))
+
+    def __init__(
+        self,
+        *,
+        port: int = 0,
+        host: str = '',
+        security_protocol: int = 0,
+    ) -> None:
+        self.port = port
+        self.host = host
+        self.security_protocol = security_protocol
+
+
+class UpdateMetadataRequest_UpdateMetadataBroker(Struct):
+    """UpdateMetadataBroker (part of UpdateMetadataRequest).
+
+    Attributes:
+        id (int32, v0-1): The broker id.
+        v0_host (string, v0): The broker's host name (v0 only).
+        v0_port (int32, v0): The broker's port (v0 only).
+        endpoints ([]UpdateMetadataEndpoint, v1): The broker's listeners (v1+).
+    """
+
+    __slots__ = ('id', 'v0_host', 'v0_port', 'endpoints')
+    _NAME = 'UpdateMetadataRequest.UpdateMetadataBroker'
+    _FIELDS = (('id', SCALAR, None), ('v0_host', SCALAR, None), ('v0_port', SCALAR, None), ('endpoints', STRUCTS, UpdateMetadataRequest_UpdateMetadataEndpoint))
+    UpdateMetadataEndpoint = UpdateMetadataRequest_UpdateMetadataEndpoint
+
+    def __init__(
+        self,
+        *,
+        id: int = 0,
+        v0_host: str = '',
+        v0_port: int = 0,
+        endpoints: Optional[List["UpdateMetadataRequest_UpdateMetadataEndpoint"]] = None,
+    ) -> None:
+        self.id = id
+        self.v0_host = v0_host
+        self.v0_port = v0_port
+        self.endpoints = [] if endpoints is None else endpoints
+
+
+class UpdateMetadataRequest_UpdateMetadataPartitionState(Struct):
+    """UpdateMetadataPartitionState (part of UpdateMetadataRequest).
+
+    Attributes:
+        topic_name (string, v0-1): The topic name.
+        partition_index (int32, v0-1): The partition index.
+        controller_epoch (int32, v0-1): The epoch of the controller that decided this state.
+        leader (int32, v0-1): The leader's broker id.
+        leader_epoch (int32, v0-1): The leader epoch.
+        isr ([]int32, v0-1): The in-sync replicas' broker ids.
+        zk_version (int32, v0-1): The ZooKeeper version of the partition's state node.
+        replicas ([]int32, v0-1): Every replica's broker id.
+    """
+
+    __slots__ = ('topic_name', 'partition_index', 'controller_epoch', 'leader', 'leader_epoch', 'isr', 'zk_version', 'replicas')
+    _NAME = 'UpdateMetadataRequest.UpdateMetadataPartitionState'
+    _FIELDS = (('topic_name', SCALAR, None), ('partition_index', SCALAR, None), ('controller_epoch', SCALAR, None), ('leader', SCALAR, None), ('leader_epoch', SCALAR, None), ('isr', SCALARS, None), ('zk_version', SCALAR, None), ('replicas', SCALARS, None))
+
+    def __init__(
+        self,
+        *,
+        topic_name: str = '',
+        partition_index: int = 0,
+        controller_epoch: int = 0,
+        leader: int = 0,
+        leader_epoch: int = 0,
+        isr: Optional[List[int]] = None,
+        zk_version: int = 0,
+        replicas: Optional[List[int]] = None,
+    ) -> None:
+        self.topic_name = topic_name
+        self.partition_index = partition_index
+        self.controller_epoch = controller_epoch
+        self.leader = leader
+        self.leader_epoch = leader_epoch
+        self.isr = [] if isr is None else isr
+        self.zk_version = zk_version
+        self.replicas = [] if replicas is None else replicas
+
+
+class UpdateMetadataRequest(Message):
+    """The request of UpdateMetadata (api key 6). Pushes the controller's view of partition state and live brokers to a broker's metadata cache.
+
+    Versions 0-1.
+
+    Attributes:
+        controller_id (int32, v0-1): The sending controller's broker id.
+        controller_epoch (int32, v0-1): The controller's epoch.
+        ungrouped_partition_states ([]UpdateMetadataPartitionState, v0-1): The state of each partition (same layout as in LeaderAndIsr).
+        live_brokers ([]UpdateMetadataBroker, v0-1): The brokers that are alive.
+    """
+
+    __slots__ = ('controller_id', 'controller_epoch', 'ungrouped_partition_states', 'live_brokers')
+    _NAME = 'UpdateMetadataRequest'
+    _FIELDS = (('controller_id', SCALAR, None), ('controller_epoch', SCALAR, None), ('ungrouped_partition_states', STRUCTS, UpdateMetadataRequest_UpdateMetadataPartitionState), ('live_brokers', STRUCTS, UpdateMetadataRequest_UpdateMetadataBroker))
+    UpdateMetadataPartitionState = UpdateMetadataRequest_UpdateMetadataPartitionState
+    UpdateMetadataBroker = UpdateMetadataRequest_UpdateMetadataBroker
+    _DECODERS = {0: _dec_UpdateMetadataRequest_v0, 1: _dec_UpdateMetadataRequest_v1}
+    _ENCODERS = {0: _enc_UpdateMetadataRequest_v0, 1: _enc_UpdateMetadataRequest_v1}
+    API_KEY = 6
+    KIND = 'request'
+    VERSIONS = (0, 1)
+    HEADER_VERSIONS = {0: 1, 1: 1}
+
+    def __init__(
+        self,
+        *,
+        controller_id: int = 0,
+        controller_epoch: int = 0,
+        ungrouped_partition_states: Optional[List["UpdateMetadataRequest_UpdateMetadataPartitionState"]] = None,
+        live_brokers: Optional[List["UpdateMetadataRequest_UpdateMetadataBroker"]] = None,
+    ) -> None:
+        self.controller_id = controller_id
+        self.controller_epoch = controller_epoch
+        self.ungrouped_partition_states = [] if ungrouped_partition_states is None else ungrouped_partition_states
+        self.live_brokers = [] if live_brokers is None else live_brokers
+
+
+class UpdateMetadataResponse(Message):
+    """The response of UpdateMetadata (api key 6). Pushes the controller's view of partition state and live brokers to a broker's metadata cache.
+
+    Versions 0-1.
+
+    Attributes:
+        error_code (int16, v0-1): The error code, 0 for none.
+    """
+
+    __slots__ = ('error_code',)
+    _NAME = 'UpdateMetadataResponse'
+    _FIELDS = (('error_code', SCALAR, None),)
+    _DECODERS = {0: _dec_UpdateMetadataResponse_v0, 1: _dec_UpdateMetadataResponse_v0}
+    _ENCODERS = {0: _enc_UpdateMetadataResponse_v0, 1: _enc_UpdateMetadataResponse_v0}
+    API_KEY = 6
+    KIND = 'response'
+    VERSIONS = (0, 1)
+    HEADER_VERSIONS = {0: 0, 1: 0}
+
+    def __init__(
+        self,
+        *,
+        error_code: int = 0,
+    ) -> None:
+        self.error_code = error_code

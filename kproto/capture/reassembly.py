@@ -27,7 +27,9 @@ Rules
       ``max_buffered_bytes`` or ``max_buffered_segments``, (c) an RST or the end of the capture leaves
       holes, or (d) the snaplen cut a packet's payload.  An acknowledgement that covers exactly one
       byte more than was seen at the end of a stream is taken as the acknowledgement of an unseen FIN,
-      not as a lost byte.
+      not as a lost byte; an acknowledgement more than 1 GiB ahead is taken as garbage.  A segment's
+      acknowledgement is handled before its payload, so a gap in a request comes out before the
+      response that reveals it.
     * **Connections** are keyed by their two endpoints.  The *initiator* is the sender of a SYN (or the
       receiver of a SYN/ACK); without handshake, the sender of the first packet seen.  A SYN on a
       finished connection's endpoints starts a new connection (``serial`` tells them apart); other

@@ -193,14 +193,12 @@ class ModuleGenerator:
         for fmt in "bhiq":
             body.struct_const(fmt)
         for message in self.messages:
-            for struct in reversed(message.root.nested_structs()):
-                self._class(message, struct)
-            self._class(message, message.root)
-        for message in self.messages:
             for struct in [message.root] + message.root.nested_structs():
                 self._codecs(message, struct)
         for message in self.messages:
-            self._tables(message)
+            for struct in reversed(message.root.nested_structs()):
+                self._class(message, struct)
+            self._class(message, message.root)
         return self._assemble(body), self._assemble_pxd(body)
 
     def _assemble(self, body: _Emitter) -> str:
@@ -220,7 +218,6 @@ class ModuleGenerator:
                 "from kproto.message_base import RECORDS, SCALAR, SCALARS, STRUCTS, Message, Struct, as_record_set",
                 "from kproto.records.record_set import RecordSet", "",
                 "__all__ = [" + ", ".join(repr(m.name) for m in self.messages) + "]", "",
-                "_new = object.__new__",
                 "_unpack_from = _struct.unpack_from",
                 "_pack = _struct.pack"]
         for fmt, name in sorted(self.out.structs.items(), key=lambda kv: kv[1]):
@@ -233,7 +230,9 @@ class ModuleGenerator:
         names = ", ".join(f"`{s}`" for s in self.sources)
         lines = [HEADER.format(sources=names).rstrip(),
                  "# Cython declarations for the module of the same name: typed positions, counts and fixed-width",
-                 "# fields. (`import cython` in the module doubles as the cimport.)", ""]
+                 "# fields; the classes become extension types. (`import cython` in the module doubles as the",
+                 "# cimport.)", "",
+                 "from kproto.message_base cimport Message, Struct", ""]
         return "\n".join(lines + [_READERS_PXD] + self.out.pxd) + "\n"
 
     # ------------------------------------------------------------------ classes
@@ -243,6 +242,9 @@ class ModuleGenerator:
         is_root = struct is message.root
         base = "Message" if is_root else "Struct"
         e.add(f"class {name}({base}):")
+        e.pxd.append(f"cdef class {name}({base}):")
+        e.pxd.append("    cdef public object " + ", ".join(f.attr for f in struct.fields) if struct.fields else "    pass")
+        e.pxd.append("")
         doc = message.about if is_root else ""
         lines = [doc.strip() or f"{struct.name} (part of {message.name})."]
         if is_root:
@@ -259,7 +261,15 @@ class ModuleGenerator:
         e.add("")
         slots = ", ".join(repr(f.attr) for f in struct.fields)
         e.add(f"__slots__ = ({slots}{',' if len(struct.fields) == 1 else ''})", 1)
+        e.add(f"_NAME = {_qualname(message, struct)!r}", 1)
+        e.add(f"_FIELDS = {self._fields_rows(message, struct)}", 1)
+        for sub in self._direct_children(struct):
+            e.add(f"{sub.name} = {class_name(message, sub)}", 1)
         if is_root:
+            decs = ", ".join(f"{v}: {self._fn_name('dec', message, struct, v)[0]}" for v in message.valid_versions)
+            encs = ", ".join(f"{v}: {self._fn_name('enc', message, struct, v)[0]}" for v in message.valid_versions)
+            e.add(f"_DECODERS = {{{decs}}}", 1)
+            e.add(f"_ENCODERS = {{{encs}}}", 1)
             e.add(f"API_KEY = {message.api_key!r}", 1)
             e.add(f"KIND = {message.kind!r}", 1)
             e.add(f"VERSIONS = ({message.valid_versions.lo}, {message.valid_versions.hi})", 1)
@@ -333,7 +343,7 @@ class ModuleGenerator:
         e = self.out
         cls = class_name(message, struct)
         items = self._items(struct, version)
-        locals_ = ["i=Py_ssize_t"] + [f"{it.count}=Py_ssize_t" for it in items if it.has_body]
+        locals_ = ["i=Py_ssize_t", f"obj={cls}"] + [f"{it.count}=Py_ssize_t" for it in items if it.has_body]
         locals_ += [f"{it.var}={_C_TYPE[it.f.type.kind]!r}" for it in items if it.f.type.kind in _C_TYPE]
         e.pxd.append(f"@cython.locals({', '.join(sorted(set(locals_)))})")
         e.pxd.append(f"cpdef tuple {fname}(bytes buf, Py_ssize_t pos, Py_ssize_t end)")
@@ -341,7 +351,7 @@ class ModuleGenerator:
         e.add(f'"""Decode {cls} (v{version} layout) from buf[pos:end]; return (object, new position)."""', 1)
         for run in _runs(items):
             self._decode_run(run, version, message)
-        e.add(f"obj = _new({cls})", 1)
+        e.add(f"obj = {cls}.__new__({cls})", 1)
         present = {it.attr for it in items}
         for f in struct.fields:
             if f.attr in present:
@@ -551,44 +561,30 @@ class ModuleGenerator:
         e.add(f"out.append({var})", 2)
 
     # ------------------------------------------------------------------ tables
-    def _tables(self, message: MessageSpec) -> None:
-        e = self.out
-        for struct in reversed(message.root.nested_structs()):
-            self._fields_table(message, struct)
-        self._fields_table(message, message.root)
-        name = message.name
-        decs = ", ".join(f"{v}: {self._fn_name('dec', message, message.root, v)[0]}"
-                         for v in message.valid_versions)
-        encs = ", ".join(f"{v}: {self._fn_name('enc', message, message.root, v)[0]}"
-                         for v in message.valid_versions)
-        e.add(f"{name}._DECODERS = {{{decs}}}")
-        e.add(f"{name}._ENCODERS = {{{encs}}}")
-        e.add("")
-
-    def _fields_table(self, message: MessageSpec, struct: StructSpec) -> None:
-        e = self.out
-        cls = class_name(message, struct)
+    def _fields_rows(self, message: MessageSpec, struct: StructSpec) -> str:
+        """The ``_FIELDS`` table: (attribute, shape, struct class or None) in wire order."""
         rows = []
         for f in struct.fields:
             t = f.type
-            if t.is_array:
-                inner = t.element
-                assert inner is not None
-                if inner.is_struct:
-                    rows.append(f"({f.attr!r}, STRUCTS, {class_name(message, inner.struct)})")
-                else:
-                    rows.append(f"({f.attr!r}, SCALARS, None)")
+            inner = t.element if t.is_array else None
+            if inner is not None and inner.is_struct:
+                rows.append(f"({f.attr!r}, STRUCTS, {class_name(message, inner.struct)})")
+            elif inner is not None:
+                rows.append(f"({f.attr!r}, SCALARS, None)")
             elif t.kind == "records":
                 rows.append(f"({f.attr!r}, RECORDS, None)")
             else:
                 rows.append(f"({f.attr!r}, SCALAR, None)")
-        e.add(f"{cls}._FIELDS = ({', '.join(rows)}{',' if len(rows) == 1 else ''})")
+        return f"({', '.join(rows)}{',' if len(rows) == 1 else ''})"
+
+    @staticmethod
+    def _direct_children(struct: StructSpec) -> List[StructSpec]:
+        out = []
         for f in struct.fields:
             inner = f.type.element if f.type.is_array else None
-            if inner is not None and inner.is_struct:
-                sub = class_name(message, inner.struct)
-                e.add(f"{cls}.{inner.struct.name} = {sub}")
-                e.add(f'{sub}.__qualname__ = "{_qualname(message, inner.struct)}"')
+            if inner is not None and inner.is_struct and inner.struct not in out:
+                out.append(inner.struct)
+        return out
 
 
 def _qualname(message: MessageSpec, sub: StructSpec) -> str:
