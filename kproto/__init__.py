@@ -28,6 +28,7 @@ from kproto.errors import (
     DecodeError,
     EncodeError,
     KprotoError,
+    LengthMismatchError,
     LimitExceededError,
     ProtocolError,
     UnsupportedVersionError,
@@ -49,7 +50,7 @@ _LAZY = {
 }
 
 __all__ = sorted(list(_LAZY) + [
-    "BrokerError", "DecodeError", "EncodeError", "KprotoError", "LimitExceededError", "ProtocolError",
+    "BrokerError", "DecodeError", "EncodeError", "KprotoError", "LengthMismatchError", "LimitExceededError", "ProtocolError",
     "UnsupportedVersionError", "__version__",
 ])
 

@@ -5,6 +5,7 @@ the network can catch one class and know nothing else escapes.  The hierarchy is
 
     KprotoError
     ├── DecodeError              bytes that do not parse (offset + field path)
+    │   ├── LengthMismatchError  a body that ends before or after its frame does
     │   └── LimitExceededError   input asking for more than a configured limit allows
     ├── EncodeError              a value that cannot be written
     │   └── UnsupportedVersionError
@@ -21,6 +22,7 @@ __all__ = [
     "KprotoError",
     "DecodeError",
     "LimitExceededError",
+    "LengthMismatchError",
     "EncodeError",
     "UnsupportedVersionError",
     "ProtocolError",
@@ -66,6 +68,14 @@ class DecodeError(KprotoError, ValueError):
 
     def __reduce__(self):  # keep offset/path across pickling (Spark executors, multiprocessing)
         return (self.__class__, (self.reason, self.offset, self.path))
+
+
+class LengthMismatchError(DecodeError):
+    """A message decoded cleanly but did not use exactly the bytes its frame (or caller) gave it.
+
+    Kept apart from other decode errors because a dissector reports it differently: the fields decoded
+    are right, the frame holds more (or fewer) bytes than they account for.
+    """
 
 
 class LimitExceededError(DecodeError):

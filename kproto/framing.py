@@ -11,7 +11,7 @@ from typing import List, Optional, Tuple, Union
 
 from kproto._generated.headers import RequestHeader, ResponseHeader
 from kproto.apis import APIS, ApiInfo
-from kproto.errors import DecodeError, EncodeError, LimitExceededError, UnsupportedVersionError
+from kproto.errors import DecodeError, EncodeError, LengthMismatchError, LimitExceededError, UnsupportedVersionError
 from kproto.message_base import Message
 from kproto.wire import I32, trailing_bytes
 
@@ -81,7 +81,8 @@ def check_frame(frame: Bytes, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> b
     if size < 0 or size > max_frame_size:
         raise LimitExceededError(f"frame size {size} outside 0..{max_frame_size}", 0, "size")
     if size != len(buf) - 4:
-        raise DecodeError(f"frame size {size} disagrees with the {len(buf) - 4} bytes that follow it", 0, "size")
+        raise LengthMismatchError(f"frame size {size} disagrees with the {len(buf) - 4} bytes that follow it", 0,
+                                  "size")
     return buf
 
 

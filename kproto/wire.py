@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 from typing import Sequence, Tuple
 
-from kproto.errors import DecodeError, EncodeError
+from kproto.errors import DecodeError, EncodeError, LengthMismatchError
 
 __all__ = [
     "I8", "I16", "I32", "I64", "MAX_STRING_BYTES", "short_read", "short_run", "bad_length", "bad_count",
@@ -63,8 +63,8 @@ def bad_bool(field: str, pos: int, value: int) -> DecodeError:
     return DecodeError(f"boolean byte {value} at offset {pos} is neither 0 nor 1", pos, field)
 
 
-def trailing_bytes(what: str, pos: int, end: int) -> DecodeError:
-    return DecodeError(f"{end - pos} trailing bytes after {what} at offset {pos}", pos)
+def trailing_bytes(what: str, pos: int, end: int) -> LengthMismatchError:
+    return LengthMismatchError(f"{end - pos} trailing bytes after {what} at offset {pos}", pos)
 
 
 def string_too_long(field: str, length: int) -> EncodeError:

@@ -1,10 +1,12 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 """Compiled message set codec: the twin of :mod:`kproto.records._pure`.
 
-Same names, same results, same error class and offset for the same input.  One pass over a buffer obtained
-through the buffer protocol; every length is checked against the bytes left before it is used; integers are
-loaded byte by byte (no unaligned casts); CRC32 is zlib's, run on the pointer.  Per-wrapper work
-(decompression) goes through the shared Python codecs in :mod:`kproto.records.compression`.
+Same names, same results, same error class and offset for the same input.  ``decode`` validates the whole
+set in one pass over the buffer (every length checked against the bytes left before it is used, integers
+loaded byte by byte, no unaligned casts, CRC32 on the pointer) and returns a lazy sequence that builds each
+:class:`Message` when iteration reaches it, so a consumer's loop reuses the memory of the previous message.
+``decode_columns`` writes C column buffers with no per-message objects.  Per-wrapper work (decompression)
+goes through the shared Python codecs in :mod:`kproto.records.compression`.
 """
 
 cimport cython

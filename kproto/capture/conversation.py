@@ -60,7 +60,7 @@ from kproto.capture.reassembly import (
     StreamGap,
     TcpReassembler,
 )
-from kproto.errors import DecodeError, KprotoError, UnsupportedVersionError
+from kproto.errors import DecodeError, KprotoError, LengthMismatchError, UnsupportedVersionError
 from kproto.framing import DEFAULT_MAX_FRAME_SIZE, decode_request_header
 
 __all__ = [
@@ -241,7 +241,7 @@ class _Conn:
 def _classify(exc: KprotoError) -> ProblemKind:
     if isinstance(exc, UnsupportedVersionError):
         return ProblemKind.UNSUPPORTED_VERSION
-    if isinstance(exc, DecodeError) and "trailing bytes" in exc.reason:
+    if isinstance(exc, LengthMismatchError):
         return ProblemKind.LENGTH_MISMATCH
     return ProblemKind.DECODE_ERROR
 

@@ -13,11 +13,13 @@ class MessageSet:
 
     ``valid_bytes`` is how many input bytes held complete messages; ``partial`` says the input ended with an
     incomplete message (a fetch response cut at ``max_bytes``), which was dropped without error.
+    ``messages`` is a list (pure backend) or a lazy sequence that builds each message when iteration
+    reaches it (Cython backend; the whole set was validated before the MessageSet was returned).
     """
 
     __slots__ = ("messages", "valid_bytes", "partial")
 
-    def __init__(self, messages: List[Any], valid_bytes: int, partial: bool) -> None:
+    def __init__(self, messages: Sequence[Any], valid_bytes: int, partial: bool) -> None:
         self.messages = messages
         self.valid_bytes = valid_bytes
         self.partial = partial
@@ -128,7 +130,7 @@ def _unpack_binary(data: bytes, bounds: Sequence[int], nulls: Sequence[int]) -> 
 
 
 def _arrow_binary(pa: Any, pc: Any, count: int, data: bytes, bounds: array, nulls: array) -> Any:
-    null_count = sum(1 for flag in nulls if flag) if count < 64 else nulls.tobytes().count(1)
+    null_count = nulls.tobytes().count(1)
     validity = None
     if null_count:
         validity = pc.equal(pa.array(nulls, pa.uint8()), 0).buffers()[1]

@@ -75,9 +75,12 @@ class _Context:
 
 def _versions(ctx: _Context, where: str, text: Any, highest: int) -> Versions:
     try:
-        return Versions.parse(text).closed(highest)
+        parsed = Versions.parse(text)
     except VersionRangeError as exc:
         raise ctx.fail(where, str(exc)) from None
+    if parsed.hi is not None and not parsed.empty and parsed.hi > highest:
+        raise ctx.fail(where, f"versions {parsed} outside the enclosing versions (highest {highest})")
+    return parsed.closed(highest)
 
 
 def _check_keys(ctx: _Context, where: str, obj: Dict[str, Any], allowed: set, required: Tuple[str, ...]) -> None:

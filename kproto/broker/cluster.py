@@ -1,0 +1,60 @@
+"""The mock cluster's topics: names, partitions and their logs, with automatic creation.
+
+One broker (node ``node_id``) leads every partition and is its only replica, so metadata never carries
+REPLICA_NOT_AVAILABLE and every acks level is met at once.  Topics are declared up front or created
+with ``default_partitions`` on first mention by Metadata or Produce when ``auto_create`` is on (the
+0.9 ``auto.create.topics.enable`` default).  Topic names follow 0.9's rule: 1-249 characters of
+``[a-zA-Z0-9._-]``, and not ``.`` or ``..``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Dict, List, Optional
+
+from kproto.broker.log import PartitionLog
+
+__all__ = ["Cluster", "valid_topic_name"]
+
+_LEGAL = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+
+
+def valid_topic_name(name: str) -> bool:
+    """Whether 0.9 accepts ``name`` as a topic name."""
+    return bool(_LEGAL.fullmatch(name)) and name not in (".", "..")
+
+
+class Cluster:
+    """Topics by name, each a list of :class:`PartitionLog`."""
+
+    def __init__(self, *, auto_create: bool = True, default_partitions: int = 1) -> None:
+        if default_partitions < 1:
+            raise ValueError("default_partitions must be at least 1")
+        self.auto_create = auto_create
+        self.default_partitions = default_partitions
+        self.topics: Dict[str, List[PartitionLog]] = {}
+
+    def create_topic(self, name: str, partitions: Optional[int] = None) -> List[PartitionLog]:
+        """Create ``name`` (or return it if it exists); raises ValueError for an illegal name."""
+        if not valid_topic_name(name):
+            raise ValueError(f"illegal topic name {name!r}")
+        count = self.default_partitions if partitions is None else partitions
+        if count < 1:
+            raise ValueError("a topic needs at least one partition")
+        if name not in self.topics:
+            self.topics[name] = [PartitionLog() for _ in range(count)]
+        return self.topics[name]
+
+    def lookup(self, name: str, *, create: bool = False) -> Optional[List[PartitionLog]]:
+        """The partitions of ``name``; created when ``create`` and auto-creation allow it."""
+        partitions = self.topics.get(name)
+        if partitions is None and create and self.auto_create and valid_topic_name(name):
+            partitions = self.create_topic(name)
+        return partitions
+
+    def partition(self, name: str, index: int) -> Optional[PartitionLog]:
+        """One partition's log, or None if the topic or partition does not exist."""
+        partitions = self.topics.get(name)
+        if partitions is None or not 0 <= index < len(partitions):
+            return None
+        return partitions[index]

@@ -1,0 +1,258 @@
+"""The client side of one Kafka connection, sans-I/O.
+
+Theory of operation
+===================
+
+:class:`ClientConnection` turns requests into bytes and bytes into responses; the caller owns the
+socket.  ``send(message, version)`` gives the frame to write and remembers, under the correlation id it
+assigned, the api key and version needed to decode the answer (a response does not say what it
+answers).  ``receive_data(data)`` takes whatever the socket produced (any chunking, one byte at a time
+included) and returns the :class:`Response` events completed by it; ``receive_data(b"")`` means the
+peer closed, and yields a :class:`ConnectionClosed` listing the requests that will never be answered.
+
+Pipelining is free: any number of requests may be in flight (``max_in_flight`` bounds it, and ``send``
+then refuses with :class:`~kproto.connection.correlation.InFlightLimitError`).  The broker answers in
+order, so responses are paired first-in first-out (:mod:`kproto.connection.correlation`).  A Produce
+with ``acks=0`` gets no response, so it is framed but never tracked.
+
+The connection is the :data:`CLIENT_TRANSITIONS` table (state × event → state); a pair missing from
+the table is a rule broken, by the peer (a response when nothing is in flight) or by the caller
+(sending when full or closed).  Peer violations -- a response nobody asked for, an out-of-order or
+unknown correlation id, a frame larger than ``max_frame_size``, a response that does not decode --
+move the connection to ``FAILED`` and raise (:class:`~kproto.errors.ProtocolError`,
+:class:`~kproto.errors.LimitExceededError`, :class:`~kproto.errors.DecodeError`).  Responses completed
+before the violation in the same ``receive_data`` call are returned first; the error is then raised by
+the next call, as h11 raises only when the bad event is reached.  A failed connection stays failed.
+
+``broker_quirks="0.8.2"`` accepts the correlation id 0 that 0.8.2 brokers put on GroupCoordinator v0
+responses (see :mod:`kproto.connection.correlation`).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any, List, Mapping, Optional, Tuple, Union
+
+from kproto.apis import APIS
+from kproto.connection.correlation import CorrelationTracker, InFlight, InFlightLimitError, expects_response
+from kproto.errors import KprotoError, ProtocolError
+from kproto.framing import DEFAULT_MAX_FRAME_SIZE, FrameReader, ResponseHeader, decode_response, encode_request
+from kproto.message_base import Message
+
+__all__ = [
+    "ClientState",
+    "ClientEvent",
+    "CLIENT_TRANSITIONS",
+    "Response",
+    "ConnectionClosed",
+    "ClientConnection",
+]
+
+
+class ClientState(enum.Enum):
+    """Where a client connection stands."""
+
+    IDLE = "no request awaiting a response"
+    AWAITING = "requests in flight, room for more"
+    FULL = "max_in_flight requests in flight"
+    CLOSED = "closed by either side"
+    FAILED = "the peer broke the protocol; nothing more is accepted"
+
+
+class ClientEvent(enum.Enum):
+    """What happens to a client connection."""
+
+    SEND = "a request expecting a response, with room left after it"
+    SEND_FILLING = "a request expecting a response that reaches max_in_flight"
+    SEND_ONE_WAY = "an acks=0 Produce (no response will come)"
+    ANSWER_MORE_LEFT = "a response, with requests still in flight after it"
+    ANSWER_LAST = "the response to the only request in flight"
+    PEER_CLOSED = "end of stream from the broker"
+    CLOSE = "the caller closes"
+    VIOLATION = "the peer broke a rule"
+
+
+_S = ClientState
+_E = ClientEvent
+
+#: state × event → next state.  Anything missing is refused (see the module docstring).
+CLIENT_TRANSITIONS: Mapping[Tuple[ClientState, ClientEvent], ClientState] = {
+    (_S.IDLE, _E.SEND): _S.AWAITING,
+    (_S.IDLE, _E.SEND_FILLING): _S.FULL,
+    (_S.IDLE, _E.SEND_ONE_WAY): _S.IDLE,
+    (_S.AWAITING, _E.SEND): _S.AWAITING,
+    (_S.AWAITING, _E.SEND_FILLING): _S.FULL,
+    (_S.AWAITING, _E.SEND_ONE_WAY): _S.AWAITING,
+    (_S.FULL, _E.SEND_ONE_WAY): _S.FULL,
+    (_S.AWAITING, _E.ANSWER_MORE_LEFT): _S.AWAITING,
+    (_S.AWAITING, _E.ANSWER_LAST): _S.IDLE,
+    (_S.FULL, _E.ANSWER_MORE_LEFT): _S.AWAITING,
+    (_S.FULL, _E.ANSWER_LAST): _S.IDLE,
+    (_S.IDLE, _E.PEER_CLOSED): _S.CLOSED,
+    (_S.AWAITING, _E.PEER_CLOSED): _S.CLOSED,
+    (_S.FULL, _E.PEER_CLOSED): _S.CLOSED,
+    (_S.IDLE, _E.CLOSE): _S.CLOSED,
+    (_S.AWAITING, _E.CLOSE): _S.CLOSED,
+    (_S.FULL, _E.CLOSE): _S.CLOSED,
+    (_S.CLOSED, _E.CLOSE): _S.CLOSED,
+    (_S.FAILED, _E.CLOSE): _S.FAILED,
+    (_S.IDLE, _E.VIOLATION): _S.FAILED,
+    (_S.AWAITING, _E.VIOLATION): _S.FAILED,
+    (_S.FULL, _E.VIOLATION): _S.FAILED,
+}
+
+
+@dataclass(frozen=True)
+class Response:
+    """A decoded response and the request it answers."""
+
+    request: Message
+    header: ResponseHeader
+    message: Message
+    correlation_id: int
+    api_key: int
+    api_version: int
+
+
+@dataclass(frozen=True)
+class ConnectionClosed:
+    """The broker closed the stream; ``unanswered`` are the requests that were still in flight."""
+
+    unanswered: Tuple[InFlight, ...]
+
+
+ClientOutput = Union[Response, ConnectionClosed]
+
+
+class ClientConnection:
+    """One client connection; see the module docstring.
+
+    ``client_id`` goes into every request header; ``max_frame_size`` bounds a response frame
+    (100 MiB by default); ``first_correlation_id`` is where ids start.
+    """
+
+    def __init__(
+        self,
+        *,
+        client_id: Optional[str] = "kproto",
+        max_in_flight: Optional[int] = None,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        broker_quirks: Optional[str] = None,
+        first_correlation_id: int = 0,
+    ) -> None:
+        self.client_id = client_id
+        self._tracker = CorrelationTracker(
+            first_id=first_correlation_id, max_in_flight=max_in_flight, broker_quirks=broker_quirks)
+        self._frames = FrameReader(max_frame_size)
+        self._state = ClientState.IDLE
+        self._error: Optional[KprotoError] = None
+
+    # ---------------------------------------------------------------- inspection
+
+    @property
+    def state(self) -> ClientState:
+        return self._state
+
+    @property
+    def in_flight(self) -> int:
+        """Requests sent and not yet answered (acks=0 Produce requests are not counted)."""
+        return len(self._tracker)
+
+    @property
+    def max_in_flight(self) -> Optional[int]:
+        return self._tracker.max_in_flight
+
+    @property
+    def broker_quirks(self) -> Optional[str]:
+        return self._tracker.broker_quirks
+
+    def pending(self) -> List[InFlight]:
+        """The requests in flight, oldest first."""
+        return list(self._tracker)
+
+    # ---------------------------------------------------------------- sending
+
+    def send(self, message: Message, version: int) -> bytes:
+        """The frame for ``message`` in ``version``, with a fresh correlation id; write it as is."""
+        api_key = message.API_KEY
+        if api_key is None or getattr(message, "KIND", None) != "request":
+            raise ProtocolError(f"{type(message).__name__} is not a request")
+        if api_key not in APIS or version not in APIS[api_key].versions:
+            raise ProtocolError(f"{type(message).__name__} has no version {version}")
+        one_way = not expects_response(api_key, message)
+        event = self._send_event(one_way)
+        frame = encode_request(message, version, self._peek_id(), self.client_id)
+        cid = self._tracker.next_id()
+        if not one_way:
+            self._tracker.track(cid, api_key, version, message)
+        self._transition(event)
+        return frame
+
+    def _peek_id(self) -> int:
+        return self._tracker._next_id  # encoded before the id is taken, so a failed encode wastes none
+
+    def _send_event(self, one_way: bool) -> ClientEvent:
+        if self._state in (ClientState.CLOSED, ClientState.FAILED):
+            raise ProtocolError(f"cannot send on a connection that is {self._state.name}")
+        if one_way:
+            return ClientEvent.SEND_ONE_WAY
+        if self._tracker.full:
+            raise InFlightLimitError(
+                f"{self.in_flight} requests already in flight (max_in_flight={self.max_in_flight}); "
+                "wait for a response before sending more")
+        limit = self._tracker.max_in_flight
+        filling = limit is not None and self.in_flight + 1 >= limit
+        return ClientEvent.SEND_FILLING if filling else ClientEvent.SEND
+
+    # ---------------------------------------------------------------- receiving
+
+    def receive_data(self, data: bytes) -> List[ClientOutput]:
+        """Feed bytes read from the socket (``b""`` at end of stream); returns completed events."""
+        if self._error is not None:
+            raise self._error
+        if self._state is ClientState.CLOSED:
+            if data:
+                raise ProtocolError("data received on a closed connection")
+            return []
+        if not data:
+            return [self._peer_closed()]
+        events: List[ClientOutput] = []
+        try:
+            for frame in self._frames.feed(data):
+                events.append(self._response(frame))
+        except KprotoError as exc:
+            self._fail(exc)
+            if not events:
+                raise
+        return events
+
+    def _response(self, frame: bytes) -> Response:
+        correlation_id = int.from_bytes(frame[4:8], "big", signed=True) if len(frame) >= 8 else None
+        if correlation_id is None:
+            raise ProtocolError(f"response frame of {len(frame) - 4} bytes has no correlation id")
+        entry = self._tracker.match(correlation_id)
+        header, message = decode_response(frame, entry.api_key, entry.api_version)
+        self._transition(ClientEvent.ANSWER_LAST if not len(self._tracker) else ClientEvent.ANSWER_MORE_LEFT)
+        return Response(entry.request, header, message, correlation_id, entry.api_key, entry.api_version)
+
+    def _peer_closed(self) -> ConnectionClosed:
+        self._transition(ClientEvent.PEER_CLOSED)
+        return ConnectionClosed(tuple(self._tracker.drain()))
+
+    # ---------------------------------------------------------------- closing and plumbing
+
+    def close(self) -> List[InFlight]:
+        """Close from this side; returns the requests that will never be answered."""
+        self._transition(ClientEvent.CLOSE)
+        return self._tracker.drain()
+
+    def _fail(self, error: KprotoError) -> None:
+        self._error = error
+        self._transition(ClientEvent.VIOLATION)
+
+    def _transition(self, event: ClientEvent) -> None:
+        try:
+            self._state = CLIENT_TRANSITIONS[(self._state, event)]
+        except KeyError:
+            raise ProtocolError(f"{event.value}: not allowed while the connection is {self._state.name}") from None

@@ -1,0 +1,252 @@
+"""The server (broker) side of one Kafka connection, sans-I/O.
+
+Theory of operation
+===================
+
+:class:`ServerConnection` parses requests out of whatever bytes the socket produced (any chunking)
+and frames the responses; the caller owns the socket and decides what to answer.
+``receive_data(data)`` returns one event per complete frame: :class:`RequestReceived` for a request that
+decodes, :class:`BadRequest` for a frame that does not (unknown api key or version, truncated or
+trailing bytes) -- its framing was intact, so the stream can go on, but a 0.8/0.9 broker would close
+the connection, and so does :class:`~kproto.broker.MockBroker`.  ``receive_data(b"")`` means the client
+closed and yields :class:`ClientClosed`.
+
+A broker answers the requests of one connection in the order they came (protocol.md §1.2), so the
+requests owed a response form a FIFO queue.  ``send_response(request, message)`` frames the response
+for ``request``, which must be the oldest request still owed one; answering another, answering twice,
+or answering an ``acks=0`` Produce (which gets no response) raises :class:`~kproto.errors.ProtocolError`.
+
+The connection is the :data:`SERVER_TRANSITIONS` table (state × event → state).  A frame whose size
+prefix is negative or above ``max_frame_size`` raises :class:`~kproto.errors.LimitExceededError` and
+the connection is ``FAILED`` for good (its framing is lost).  As on the client side, requests completed
+before the violation within the same call are returned first and the error raises on the next call.
+
+``broker_quirks="0.8.2"`` makes GroupCoordinator v0 responses carry correlation id 0, as 0.8.2 brokers
+did (useful to test clients against that quirk).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Deque, List, Mapping, Optional, Tuple, Union
+
+from kproto.connection.correlation import GROUP_COORDINATOR_KEY, check_quirks, expects_response
+from kproto.errors import KprotoError, ProtocolError
+from kproto.framing import (
+    DEFAULT_MAX_FRAME_SIZE,
+    FrameReader,
+    RequestHeader,
+    decode_request,
+    decode_request_header,
+    encode_response,
+)
+from kproto.message_base import Message
+
+__all__ = [
+    "ServerState",
+    "ServerEvent",
+    "SERVER_TRANSITIONS",
+    "RequestReceived",
+    "BadRequest",
+    "ClientClosed",
+    "ServerConnection",
+]
+
+
+class ServerState(enum.Enum):
+    """Where a server connection stands."""
+
+    IDLE = "no response owed"
+    OWING = "responses owed, oldest first"
+    CLOSED = "closed by either side"
+    FAILED = "the client broke the framing; nothing more is accepted"
+
+
+class ServerEvent(enum.Enum):
+    """What happens to a server connection."""
+
+    REQUEST = "a request that expects a response"
+    REQUEST_ONE_WAY = "an acks=0 Produce (no response owed)"
+    BAD_REQUEST = "a frame that does not decode as a request"
+    ANSWER_MORE_LEFT = "a response, with more still owed after it"
+    ANSWER_LAST = "the response to the only request owed one"
+    PEER_CLOSED = "end of stream from the client"
+    CLOSE = "the broker closes"
+    VIOLATION = "the client broke the framing"
+
+
+_S = ServerState
+_E = ServerEvent
+
+#: state × event → next state.  Anything missing is refused with ProtocolError.
+SERVER_TRANSITIONS: Mapping[Tuple[ServerState, ServerEvent], ServerState] = {
+    (_S.IDLE, _E.REQUEST): _S.OWING,
+    (_S.IDLE, _E.REQUEST_ONE_WAY): _S.IDLE,
+    (_S.IDLE, _E.BAD_REQUEST): _S.IDLE,
+    (_S.OWING, _E.REQUEST): _S.OWING,
+    (_S.OWING, _E.REQUEST_ONE_WAY): _S.OWING,
+    (_S.OWING, _E.BAD_REQUEST): _S.OWING,
+    (_S.OWING, _E.ANSWER_MORE_LEFT): _S.OWING,
+    (_S.OWING, _E.ANSWER_LAST): _S.IDLE,
+    (_S.IDLE, _E.PEER_CLOSED): _S.CLOSED,
+    (_S.OWING, _E.PEER_CLOSED): _S.CLOSED,
+    (_S.IDLE, _E.CLOSE): _S.CLOSED,
+    (_S.OWING, _E.CLOSE): _S.CLOSED,
+    (_S.CLOSED, _E.CLOSE): _S.CLOSED,
+    (_S.FAILED, _E.CLOSE): _S.FAILED,
+    (_S.IDLE, _E.VIOLATION): _S.FAILED,
+    (_S.OWING, _E.VIOLATION): _S.FAILED,
+}
+
+
+@dataclass(eq=False)
+class RequestReceived:
+    """A decoded request.  Pass it back to :meth:`ServerConnection.send_response` to answer it."""
+
+    header: RequestHeader
+    message: Message
+    frame_size: int
+    expects_response: bool = True
+    answered: bool = field(default=False, repr=False)
+
+    @property
+    def api_key(self) -> int:
+        return self.header.api_key
+
+    @property
+    def api_version(self) -> int:
+        return self.header.api_version
+
+    @property
+    def correlation_id(self) -> int:
+        return self.header.correlation_id
+
+
+@dataclass(frozen=True)
+class BadRequest:
+    """A frame that is not a valid request; ``header`` is None when even the header did not decode."""
+
+    header: Optional[RequestHeader]
+    error: KprotoError
+    frame: bytes
+
+
+@dataclass(frozen=True)
+class ClientClosed:
+    """The client closed the stream; ``unanswered`` counts the requests still owed a response."""
+
+    unanswered: int
+
+
+ServerOutput = Union[RequestReceived, BadRequest, ClientClosed]
+
+
+class ServerConnection:
+    """One server connection; see the module docstring."""
+
+    def __init__(self, *, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, broker_quirks: Optional[str] = None) -> None:
+        self.broker_quirks = check_quirks(broker_quirks)
+        self._frames = FrameReader(max_frame_size)
+        self._owed: Deque[RequestReceived] = deque()
+        self._state = ServerState.IDLE
+        self._error: Optional[KprotoError] = None
+
+    @property
+    def state(self) -> ServerState:
+        return self._state
+
+    @property
+    def owed(self) -> int:
+        """Requests received and not yet answered."""
+        return len(self._owed)
+
+    @property
+    def buffered(self) -> int:
+        """Bytes of an incomplete frame held."""
+        return self._frames.buffered
+
+    # ---------------------------------------------------------------- receiving
+
+    def receive_data(self, data: bytes) -> List[ServerOutput]:
+        """Feed bytes read from the socket (``b""`` at end of stream); returns completed events."""
+        if self._error is not None:
+            raise self._error
+        if self._state is ServerState.CLOSED:
+            if data:
+                raise ProtocolError("data received on a closed connection")
+            return []
+        if not data:
+            self._transition(ServerEvent.PEER_CLOSED)
+            return [ClientClosed(len(self._owed))]
+        events: List[ServerOutput] = []
+        try:
+            for frame in self._frames.feed(data):
+                events.append(self._request(frame))
+        except KprotoError as exc:
+            self._error = exc
+            self._transition(ServerEvent.VIOLATION)
+            if not events:
+                raise
+        return events
+
+    def _request(self, frame: bytes) -> ServerOutput:
+        header: Optional[RequestHeader] = None
+        try:
+            header, _ = decode_request_header(frame)
+            header, message = decode_request(frame)
+        except KprotoError as exc:
+            self._transition(ServerEvent.BAD_REQUEST)
+            return BadRequest(header, exc, frame)
+        wants_answer = expects_response(header.api_key, message)
+        request = RequestReceived(header, message, len(frame), wants_answer)
+        if wants_answer:
+            self._owed.append(request)
+        self._transition(ServerEvent.REQUEST if wants_answer else ServerEvent.REQUEST_ONE_WAY)
+        return request
+
+    # ---------------------------------------------------------------- answering
+
+    def send_response(self, request: RequestReceived, message: Message) -> bytes:
+        """The frame answering ``request`` (the oldest request owed a response) with ``message``."""
+        if self._state not in (ServerState.IDLE, ServerState.OWING):
+            raise ProtocolError(f"cannot answer on a connection that is {self._state.name}")
+        self._check_turn(request)
+        if message.API_KEY != request.api_key or getattr(message, "KIND", None) != "response":
+            raise ProtocolError(
+                f"{type(message).__name__} does not answer api key {request.api_key}")
+        frame = encode_response(message, request.api_version, self._wire_correlation_id(request))
+        self._owed.popleft()
+        request.answered = True
+        self._transition(ServerEvent.ANSWER_LAST if not self._owed else ServerEvent.ANSWER_MORE_LEFT)
+        return frame
+
+    def _check_turn(self, request: RequestReceived) -> None:
+        if not request.expects_response:
+            raise ProtocolError("a Produce with acks=0 gets no response")
+        if request.answered:
+            raise ProtocolError(f"request with correlation id {request.correlation_id} was already answered")
+        if not self._owed or self._owed[0] is not request:
+            head = self._owed[0].correlation_id if self._owed else None
+            raise ProtocolError(
+                f"responses go out in request order: correlation id {request.correlation_id} answered "
+                f"before {head}")
+
+    def _wire_correlation_id(self, request: RequestReceived) -> int:
+        if self.broker_quirks == "0.8.2" and request.api_key == GROUP_COORDINATOR_KEY and request.api_version == 0:
+            return 0  # 0.8.2 brokers answered ConsumerMetadata with correlation id 0
+        return request.correlation_id
+
+    def close(self) -> int:
+        """Close from this side; returns how many requests go unanswered."""
+        self._transition(ServerEvent.CLOSE)
+        unanswered = len(self._owed)
+        self._owed.clear()
+        return unanswered
+
+    def _transition(self, event: ServerEvent) -> None:
+        try:
+            self._state = SERVER_TRANSITIONS[(self._state, event)]
+        except KeyError:
+            raise ProtocolError(f"{event.value}: not allowed while the connection is {self._state.name}") from None

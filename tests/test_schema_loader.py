@@ -1,0 +1,112 @@
+"""The spec loader rejects bad specs naming file and field; the generated modules are what the specs make."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pytest
+
+from kproto.codegen import generate_all, generated_dir
+from kproto.schema import SpecError, Versions, load_specs, snake_case
+from kproto.schema.loader import default_spec_dir
+
+
+def test_generated_modules_are_fresh():
+    """Fails when a spec changed without `python -m kproto.codegen` (or generated code was edited by hand)."""
+    files = generate_all()
+    out = generated_dir()
+    for name, text in files.items():
+        with open(os.path.join(out, name), encoding="utf-8") as handle:
+            assert handle.read() == text, f"kproto/_generated/{name} is stale: run python -m kproto.codegen"
+    on_disk = {n for n in os.listdir(out) if n.endswith((".py", ".pxd"))}
+    assert on_disk == set(files)
+
+
+def test_every_api_and_version_of_the_era_is_specified():
+    specs = load_specs()
+    expected = {0: (0, 1), 1: (0, 1), 2: (0, 0), 3: (0, 0), 4: (0, 0), 5: (0, 0), 6: (0, 1), 7: (0, 1), 8: (0, 2),
+                9: (0, 1), 10: (0, 0), 11: (0, 0), 12: (0, 0), 13: (0, 0), 14: (0, 0), 15: (0, 0), 16: (0, 0)}
+    got = {k: (a.request.valid_versions.lo, a.request.valid_versions.hi) for k, a in specs.apis.items()}
+    assert got == expected
+    assert [e.code for e in specs.errors] == list(range(-1, 32))
+
+
+@pytest.mark.parametrize("text,lo,hi", [("0", 0, 0), ("0-2", 0, 2), ("1+", 1, None)])
+def test_version_ranges_parse(text, lo, hi):
+    v = Versions.parse(text)
+    assert (v.lo, v.hi) == (lo, hi)
+    assert Versions.parse("none").empty
+
+
+@pytest.mark.parametrize("bad", ["", "x", "2-1", "-1", "1-", "+1", "1.5"])
+def test_bad_version_ranges_are_rejected(bad):
+    with pytest.raises(ValueError):
+        Versions.parse(bad)
+
+
+def test_snake_case():
+    assert snake_case("PartitionIndex") == "partition_index"
+    assert snake_case("TimeoutMs") == "timeout_ms"
+    assert snake_case("IsrNodes") == "isr_nodes"
+
+
+def _api(fields, **request):
+    return {"kind": "api", "apiKey": 0, "name": "Demo",
+            "request": dict({"validVersions": "0-1", "fields": fields}, **request),
+            "response": {"validVersions": "0-1", "fields": []}}
+
+
+def _load_one(tmp_path, doc, name="Demo.json"):
+    d = tmp_path / "specs"
+    d.mkdir(exist_ok=True)
+    (d / name).write_text(json.dumps(doc))
+    return load_specs(str(d))
+
+
+BAD_SPECS = [
+    ("unknown type", [{"name": "A", "type": "int128", "versions": "0+"}], {}),
+    ("bad version range", [{"name": "A", "type": "int32", "versions": "1-0"}], {}),
+    ("outside the enclosing versions", [{"name": "A", "type": "int32", "versions": "0-5"}], {}),
+    ("duplicate field name", [{"name": "A", "type": "int32", "versions": "0+"},
+                              {"name": "A", "type": "int16", "versions": "1"}], {}),
+    ("cannot be nullable", [{"name": "A", "type": "int32", "versions": "0+", "nullableVersions": "0+"}], {}),
+    ("nullableVersions 0-1 outside versions 1", [{"name": "A", "type": "string", "versions": "1",
+                                                  "nullableVersions": "0+"}], {}),
+    ("unknown key(s) Bogus", [{"name": "A", "type": "int32", "versions": "0+", "Bogus": 1}], {}),
+    ("does not fit int8", [{"name": "A", "type": "int8", "versions": "0+", "default": "300"}], {}),
+    ("overlap", [], {"headerVersions": {"0+": 1, "1": 0}}),
+    ("no header version", [], {"headerVersions": {"0": 1}}),
+    ("duplicate struct name", [{"name": "A", "type": "[]S", "versions": "0+", "fields": []},
+                               {"name": "B", "type": "[]S", "versions": "0+", "fields": []}], {}),
+    ("PascalCase", [{"name": "lower", "type": "int32", "versions": "0+"}], {}),
+    ("not implemented yet", [], {"flexibleVersions": "1+"}),
+]
+
+
+@pytest.mark.parametrize("message,fields,extra", BAD_SPECS, ids=[b[0] for b in BAD_SPECS])
+def test_bad_specs_are_rejected_with_file_and_field(tmp_path, message, fields, extra):
+    with pytest.raises(SpecError) as info:
+        _load_one(tmp_path, _api(fields, **extra))
+    text = str(info.value)
+    assert text.startswith("Demo.json: ")
+    assert message in text
+    if fields:
+        assert "request." in text
+
+
+def test_duplicate_api_keys_across_files_are_rejected(tmp_path):
+    _load_one(tmp_path, _api([]), "A.json")
+    doc = _api([])
+    doc["name"] = "Other"
+    with pytest.raises(SpecError, match="api key 0 also defined in A.json"):
+        _load_one(tmp_path, doc, "B.json")
+
+
+def test_comment_lines_are_allowed_and_the_real_specs_load(tmp_path):
+    d = tmp_path / "specs"
+    shutil.copytree(default_spec_dir(), d)
+    text = (d / "Produce.json").read_text()
+    (d / "Produce.json").write_text("// a comment\n   // another\n" + text)
+    assert load_specs(str(d)).apis[0].name == "Produce"
