@@ -21,8 +21,12 @@ Peers:
 (message, version) kproto has is covered by no peer, and ``test_coverage_table_matches_peers`` fails if the
 table claims something a peer cannot do (or omits something it can).
 
-Value constraints per peer are explicit (``Peer.constrain``) and documented there; kproto's own assertions
-are never relaxed: every check compares against the exact value hypothesis drew for kproto.
+Value constraints per peer are explicit (``Peer.constrain``, only kio needs any) and documented there. A
+constrained value is still a full kproto message: kproto encodes, decodes and compares exactly that value,
+with no tolerance on either side.  Where a peer models the same bytes with another shape (kafka-python's
+``Array(String)`` for MetadataRequest v0 topics, kio's timedelta and enum fields and renamed attributes,
+kafka-python's int16 version prefix on consumer-protocol structs) the adapter converts shapes, and asserts
+that the peer's field set equals kproto's, so no field is silently dropped.
 """
 
 from __future__ import annotations
@@ -53,7 +57,7 @@ with warnings.catch_warnings():
     from kafka.protocol import api_header as _kp_api_header
     from kafka.protocol.old import api as _old_api
     from kafka.protocol.old import types as _old_types
-    from kio.index import load_entity_schema, load_request_schema, load_response_schema
+    from kio.index import KioIndexError, load_entity_schema, load_request_schema, load_response_schema
     from kio.schema.errors import ErrorCode as KioErrorCode
     from kio.serial import entity_reader, entity_writer
     from kio.serial._introspect import EntityField, EntityTupleField, classify_field
@@ -248,9 +252,10 @@ class KafkaPythonJson(Peer):
             # RequestHeader is "1-2" in 4.3's JSON: v0 (no client id) is gone; v2 is flexible.
             flo, fhi = cls._flexible_versions
             return cls if lo <= version <= hi and not flo <= version <= fhi else None
-        name = ("FindCoordinator" if api == "GroupCoordinator" else api) + ("" if kind == "data" else kind.title())
         if kind == "data":
             name = spec.name
+        else:
+            name = ("FindCoordinator" if api == "GroupCoordinator" else api) + kind.title()
         for mod in _JSON_MODULES:
             cls = getattr(mod, name, None)
             if cls is not None:
@@ -265,8 +270,9 @@ class KafkaPythonJson(Peer):
         return self._cls(spec, version) is not None
 
     def _build(self, sf, version: int, value: Dict_, renames: Dict[str, str], data_class,
-               **extra: Any) -> Any:
-        """An instance of ``data_class`` (kafka-python 3.x) holding ``value``; ``extra`` goes to its constructor."""
+               versioned: bool = False) -> Any:
+        """An instance of ``data_class`` (kafka-python 3.x) holding ``value``; ``versioned`` also passes
+        ``version=`` to the constructor."""
         fields = sf.untagged_fields(version)
         names = [renames.get(f.name, f.name) for f in fields]
         assert set(names) == set(value), (names, sorted(value))
@@ -276,9 +282,9 @@ class KafkaPythonJson(Peer):
             if f.is_struct_array():
                 v = [self._build(f.array_of, version, item, {}, f.array_of.data_class) for item in v]
             kwargs[f.name] = v
-        if "_version" in extra:
-            kwargs["version"] = extra.pop("_version")
-        return data_class(**kwargs, **extra)
+        if versioned:
+            kwargs["version"] = version
+        return data_class(**kwargs)
 
     def _unbuild(self, sf, version: int, obj: Any, renames: Dict[str, str]) -> Dict_:
         out = {}
@@ -355,7 +361,7 @@ class Kio(Peer):
                 return load_entity_schema(_snake(spec.name), version, EntityType.data)
             loader = load_request_schema if kind == "request" else load_response_schema
             return loader(spec.api_key, version)
-        except Exception:
+        except (KioIndexError, ImportError):
             return None
 
     def supports(self, spec, version):
@@ -641,7 +647,7 @@ def test_response_frames_match(peer, name, version, value):
         # setter, which assigns header.request_api_version -- an AttributeError on a ResponseHeader
         # (kafka-python 3.0.12 bug; requests are unaffected).
         obj = PEERS[peer]._build(cls._struct, version, wire_values(spec, version, msg), {}, cls,
-                                 _version=version)
+                                 versioned=True)
         obj.with_header(correlation_id=77)
         theirs = obj.encode(header=True, framed=True)
         back = cls.decode(ours, version=version, header=True, framed=True)

@@ -5,24 +5,23 @@
 
 from kproto.message_base cimport Message, Struct
 
-cdef inline signed char _read_b(bytes buf, Py_ssize_t pos)
-cdef short _read_h(bytes buf, Py_ssize_t pos)
-cdef int _read_i(bytes buf, Py_ssize_t pos)
-@cython.locals(hi='unsigned long long', lo='unsigned long long')
-cdef long long _read_q(bytes buf, Py_ssize_t pos)
+cdef signed char _read_b(bytes buf, Py_ssize_t pos) noexcept
+cdef short _read_h(bytes buf, Py_ssize_t pos) noexcept
+cdef int _read_i(bytes buf, Py_ssize_t pos) noexcept
+cdef long long _read_q(bytes buf, Py_ssize_t pos) noexcept
 
 @cython.locals(i=Py_ssize_t, n_assigned_partitions=Py_ssize_t, n_user_data=Py_ssize_t, obj=ConsumerProtocolAssignment)
 cpdef tuple _dec_ConsumerProtocolAssignment_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
 @cython.locals(n=Py_ssize_t)
-cpdef _enc_ConsumerProtocolAssignment_v0(obj, list out)
+cpdef _enc_ConsumerProtocolAssignment_v0(ConsumerProtocolAssignment obj, list out)
 @cython.locals(i=Py_ssize_t, n_partitions=Py_ssize_t, n_topic=Py_ssize_t, obj=ConsumerProtocolAssignment_TopicPartition)
 cpdef tuple _dec_ConsumerProtocolAssignment_TopicPartition_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
 @cython.locals(n=Py_ssize_t)
-cpdef _enc_ConsumerProtocolAssignment_TopicPartition_v0(obj, list out)
+cpdef _enc_ConsumerProtocolAssignment_TopicPartition_v0(ConsumerProtocolAssignment_TopicPartition obj, list out)
 @cython.locals(i=Py_ssize_t, n_topics=Py_ssize_t, n_user_data=Py_ssize_t, obj=ConsumerProtocolSubscription)
 cpdef tuple _dec_ConsumerProtocolSubscription_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
 @cython.locals(n=Py_ssize_t)
-cpdef _enc_ConsumerProtocolSubscription_v0(obj, list out)
+cpdef _enc_ConsumerProtocolSubscription_v0(ConsumerProtocolSubscription obj, list out)
 cdef class ConsumerProtocolAssignment_TopicPartition(Struct):
     cdef public object topic, partitions
 

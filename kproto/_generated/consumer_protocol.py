@@ -54,9 +54,8 @@ def _read_i(buf, pos):
 
 def _read_q(buf, pos):
     if cython.compiled:
-        hi = cython.cast(cython.ulonglong, _read_i(buf, pos))
-        lo = cython.cast(cython.ulonglong, _read_i(buf, pos + 4)) & 0xFFFFFFFF
-        return cython.cast(cython.longlong, (hi << 32) | lo)
+        return cython.cast(cython.longlong, (cython.cast(cython.ulonglong, _read_i(buf, pos)) << 32)
+                           | cython.cast(cython.ulonglong, cython.cast(cython.uint, _read_i(buf, pos + 4))))
     return _S_q.unpack_from(buf, pos)[0]
 
 
@@ -72,12 +71,13 @@ def _dec_ConsumerProtocolAssignment_v0(buf, pos, end):
     if n_assigned_partitions < 0 or n_assigned_partitions > (end - pos) // 6:
         raise _w.bad_count('assigned_partitions', pos - 4, n_assigned_partitions, end, 6)
     f_assigned_partitions = []
-    for i in range(n_assigned_partitions):
-        try:
+    i = 0
+    try:
+        for i in range(n_assigned_partitions):
             item, pos = _dec_ConsumerProtocolAssignment_TopicPartition_v0(buf, pos, end)
-        except DecodeError as exc:
-            raise exc.within("assigned_partitions[%d]" % i)
-        f_assigned_partitions.append(item)
+            f_assigned_partitions.append(item)
+    except DecodeError as exc:
+        raise exc.within("assigned_partitions[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_L1, pos, end)
     if cython.compiled:
@@ -102,6 +102,8 @@ def _dec_ConsumerProtocolAssignment_v0(buf, pos, end):
 
 def _enc_ConsumerProtocolAssignment_v0(obj, out):
     """Append the v0 layout of a ConsumerProtocolAssignment to ``out``."""
+    if obj is None:
+        raise TypeError("ConsumerProtocolAssignment expected, got None")
     f_assigned_partitions = obj.assigned_partitions
     n_assigned_partitions = len(f_assigned_partitions)
     out.append(_S_i.pack(n_assigned_partitions))
@@ -158,6 +160,8 @@ def _dec_ConsumerProtocolAssignment_TopicPartition_v0(buf, pos, end):
 
 def _enc_ConsumerProtocolAssignment_TopicPartition_v0(obj, out):
     """Append the v0 layout of a ConsumerProtocolAssignment_TopicPartition to ``out``."""
+    if obj is None:
+        raise TypeError("ConsumerProtocolAssignment.TopicPartition expected, got None")
     f_topic = obj.topic
     if f_topic is None:
         raise _w.not_nullable("ConsumerProtocolAssignment_TopicPartition.topic")
@@ -225,6 +229,8 @@ def _dec_ConsumerProtocolSubscription_v0(buf, pos, end):
 
 def _enc_ConsumerProtocolSubscription_v0(obj, out):
     """Append the v0 layout of a ConsumerProtocolSubscription to ``out``."""
+    if obj is None:
+        raise TypeError("ConsumerProtocolSubscription expected, got None")
     f_topics = obj.topics
     n_topics = len(f_topics)
     out.append(_S_i.pack(n_topics))

@@ -5,24 +5,23 @@
 
 from kproto.message_base cimport Message, Struct
 
-cdef inline signed char _read_b(bytes buf, Py_ssize_t pos)
-cdef short _read_h(bytes buf, Py_ssize_t pos)
-cdef int _read_i(bytes buf, Py_ssize_t pos)
-@cython.locals(hi='unsigned long long', lo='unsigned long long')
-cdef long long _read_q(bytes buf, Py_ssize_t pos)
+cdef signed char _read_b(bytes buf, Py_ssize_t pos) noexcept
+cdef short _read_h(bytes buf, Py_ssize_t pos) noexcept
+cdef int _read_i(bytes buf, Py_ssize_t pos) noexcept
+cdef long long _read_q(bytes buf, Py_ssize_t pos) noexcept
 
 @cython.locals(f_broker_id='int', i=Py_ssize_t, obj=ControlledShutdownRequest)
 cpdef tuple _dec_ControlledShutdownRequest_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
 @cython.locals(n=Py_ssize_t)
-cpdef _enc_ControlledShutdownRequest_v0(obj, list out)
+cpdef _enc_ControlledShutdownRequest_v0(ControlledShutdownRequest obj, list out)
 @cython.locals(f_error_code='short', i=Py_ssize_t, n_remaining_partitions=Py_ssize_t, obj=ControlledShutdownResponse)
 cpdef tuple _dec_ControlledShutdownResponse_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
 @cython.locals(n=Py_ssize_t)
-cpdef _enc_ControlledShutdownResponse_v0(obj, list out)
+cpdef _enc_ControlledShutdownResponse_v0(ControlledShutdownResponse obj, list out)
 @cython.locals(f_partition_index='int', i=Py_ssize_t, n_topic_name=Py_ssize_t, obj=ControlledShutdownResponse_RemainingPartition)
 cpdef tuple _dec_ControlledShutdownResponse_RemainingPartition_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
 @cython.locals(n=Py_ssize_t)
-cpdef _enc_ControlledShutdownResponse_RemainingPartition_v0(obj, list out)
+cpdef _enc_ControlledShutdownResponse_RemainingPartition_v0(ControlledShutdownResponse_RemainingPartition obj, list out)
 cdef class ControlledShutdownRequest(Message):
     cdef public object broker_id
 

@@ -54,9 +54,8 @@ def _read_i(buf, pos):
 
 def _read_q(buf, pos):
     if cython.compiled:
-        hi = cython.cast(cython.ulonglong, _read_i(buf, pos))
-        lo = cython.cast(cython.ulonglong, _read_i(buf, pos + 4)) & 0xFFFFFFFF
-        return cython.cast(cython.longlong, (hi << 32) | lo)
+        return cython.cast(cython.longlong, (cython.cast(cython.ulonglong, _read_i(buf, pos)) << 32)
+                           | cython.cast(cython.ulonglong, cython.cast(cython.uint, _read_i(buf, pos + 4))))
     return _S_q.unpack_from(buf, pos)[0]
 
 
@@ -76,6 +75,8 @@ def _dec_ControlledShutdownRequest_v0(buf, pos, end):
 
 def _enc_ControlledShutdownRequest_v0(obj, out):
     """Append the v0 layout of a ControlledShutdownRequest to ``out``."""
+    if obj is None:
+        raise TypeError("ControlledShutdownRequest expected, got None")
     out.append(_S_i.pack(obj.broker_id))
 
 
@@ -92,12 +93,13 @@ def _dec_ControlledShutdownResponse_v0(buf, pos, end):
     if n_remaining_partitions < 0 or n_remaining_partitions > (end - pos) // 6:
         raise _w.bad_count('remaining_partitions', pos - 4, n_remaining_partitions, end, 6)
     f_remaining_partitions = []
-    for i in range(n_remaining_partitions):
-        try:
+    i = 0
+    try:
+        for i in range(n_remaining_partitions):
             item, pos = _dec_ControlledShutdownResponse_RemainingPartition_v0(buf, pos, end)
-        except DecodeError as exc:
-            raise exc.within("remaining_partitions[%d]" % i)
-        f_remaining_partitions.append(item)
+            f_remaining_partitions.append(item)
+    except DecodeError as exc:
+        raise exc.within("remaining_partitions[%d]" % i)
     obj = ControlledShutdownResponse.__new__(ControlledShutdownResponse)
     obj.error_code = f_error_code
     obj.remaining_partitions = f_remaining_partitions
@@ -106,6 +108,8 @@ def _dec_ControlledShutdownResponse_v0(buf, pos, end):
 
 def _enc_ControlledShutdownResponse_v0(obj, out):
     """Append the v0 layout of a ControlledShutdownResponse to ``out``."""
+    if obj is None:
+        raise TypeError("ControlledShutdownResponse expected, got None")
     f_remaining_partitions = obj.remaining_partitions
     n_remaining_partitions = len(f_remaining_partitions)
     out.append(_S_hi.pack(obj.error_code, n_remaining_partitions))
@@ -147,6 +151,8 @@ def _dec_ControlledShutdownResponse_RemainingPartition_v0(buf, pos, end):
 
 def _enc_ControlledShutdownResponse_RemainingPartition_v0(obj, out):
     """Append the v0 layout of a ControlledShutdownResponse_RemainingPartition to ``out``."""
+    if obj is None:
+        raise TypeError("ControlledShutdownResponse.RemainingPartition expected, got None")
     f_topic_name = obj.topic_name
     if f_topic_name is None:
         raise _w.not_nullable("ControlledShutdownResponse_RemainingPartition.topic_name")

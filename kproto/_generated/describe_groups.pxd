@@ -5,28 +5,27 @@
 
 from kproto.message_base cimport Message, Struct
 
-cdef inline signed char _read_b(bytes buf, Py_ssize_t pos)
-cdef short _read_h(bytes buf, Py_ssize_t pos)
-cdef int _read_i(bytes buf, Py_ssize_t pos)
-@cython.locals(hi='unsigned long long', lo='unsigned long long')
-cdef long long _read_q(bytes buf, Py_ssize_t pos)
+cdef signed char _read_b(bytes buf, Py_ssize_t pos) noexcept
+cdef short _read_h(bytes buf, Py_ssize_t pos) noexcept
+cdef int _read_i(bytes buf, Py_ssize_t pos) noexcept
+cdef long long _read_q(bytes buf, Py_ssize_t pos) noexcept
 
 @cython.locals(i=Py_ssize_t, n_groups=Py_ssize_t, obj=DescribeGroupsRequest)
 cpdef tuple _dec_DescribeGroupsRequest_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
 @cython.locals(n=Py_ssize_t)
-cpdef _enc_DescribeGroupsRequest_v0(obj, list out)
+cpdef _enc_DescribeGroupsRequest_v0(DescribeGroupsRequest obj, list out)
 @cython.locals(i=Py_ssize_t, n_groups=Py_ssize_t, obj=DescribeGroupsResponse)
 cpdef tuple _dec_DescribeGroupsResponse_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
 @cython.locals(n=Py_ssize_t)
-cpdef _enc_DescribeGroupsResponse_v0(obj, list out)
+cpdef _enc_DescribeGroupsResponse_v0(DescribeGroupsResponse obj, list out)
 @cython.locals(f_error_code='short', i=Py_ssize_t, n_group_id=Py_ssize_t, n_group_state=Py_ssize_t, n_members=Py_ssize_t, n_protocol_data=Py_ssize_t, n_protocol_type=Py_ssize_t, obj=DescribeGroupsResponse_DescribedGroup)
 cpdef tuple _dec_DescribeGroupsResponse_DescribedGroup_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
 @cython.locals(n=Py_ssize_t)
-cpdef _enc_DescribeGroupsResponse_DescribedGroup_v0(obj, list out)
+cpdef _enc_DescribeGroupsResponse_DescribedGroup_v0(DescribeGroupsResponse_DescribedGroup obj, list out)
 @cython.locals(i=Py_ssize_t, n_client_host=Py_ssize_t, n_client_id=Py_ssize_t, n_member_assignment=Py_ssize_t, n_member_id=Py_ssize_t, n_member_metadata=Py_ssize_t, obj=DescribeGroupsResponse_DescribedGroupMember)
 cpdef tuple _dec_DescribeGroupsResponse_DescribedGroupMember_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
 @cython.locals(n=Py_ssize_t)
-cpdef _enc_DescribeGroupsResponse_DescribedGroupMember_v0(obj, list out)
+cpdef _enc_DescribeGroupsResponse_DescribedGroupMember_v0(DescribeGroupsResponse_DescribedGroupMember obj, list out)
 cdef class DescribeGroupsRequest(Message):
     cdef public object groups
 

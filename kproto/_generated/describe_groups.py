@@ -61,9 +61,8 @@ def _read_i(buf, pos):
 
 def _read_q(buf, pos):
     if cython.compiled:
-        hi = cython.cast(cython.ulonglong, _read_i(buf, pos))
-        lo = cython.cast(cython.ulonglong, _read_i(buf, pos + 4)) & 0xFFFFFFFF
-        return cython.cast(cython.longlong, (hi << 32) | lo)
+        return cython.cast(cython.longlong, (cython.cast(cython.ulonglong, _read_i(buf, pos)) << 32)
+                           | cython.cast(cython.ulonglong, cython.cast(cython.uint, _read_i(buf, pos + 4))))
     return _S_q.unpack_from(buf, pos)[0]
 
 
@@ -100,6 +99,8 @@ def _dec_DescribeGroupsRequest_v0(buf, pos, end):
 
 def _enc_DescribeGroupsRequest_v0(obj, out):
     """Append the v0 layout of a DescribeGroupsRequest to ``out``."""
+    if obj is None:
+        raise TypeError("DescribeGroupsRequest expected, got None")
     f_groups = obj.groups
     n_groups = len(f_groups)
     out.append(_S_i.pack(n_groups))
@@ -124,12 +125,13 @@ def _dec_DescribeGroupsResponse_v0(buf, pos, end):
     if n_groups < 0 or n_groups > (end - pos) // 14:
         raise _w.bad_count('groups', pos - 4, n_groups, end, 14)
     f_groups = []
-    for i in range(n_groups):
-        try:
+    i = 0
+    try:
+        for i in range(n_groups):
             item, pos = _dec_DescribeGroupsResponse_DescribedGroup_v0(buf, pos, end)
-        except DecodeError as exc:
-            raise exc.within("groups[%d]" % i)
-        f_groups.append(item)
+            f_groups.append(item)
+    except DecodeError as exc:
+        raise exc.within("groups[%d]" % i)
     obj = DescribeGroupsResponse.__new__(DescribeGroupsResponse)
     obj.groups = f_groups
     return obj, pos
@@ -137,6 +139,8 @@ def _dec_DescribeGroupsResponse_v0(buf, pos, end):
 
 def _enc_DescribeGroupsResponse_v0(obj, out):
     """Append the v0 layout of a DescribeGroupsResponse to ``out``."""
+    if obj is None:
+        raise TypeError("DescribeGroupsResponse expected, got None")
     f_groups = obj.groups
     n_groups = len(f_groups)
     out.append(_S_i.pack(n_groups))
@@ -225,12 +229,13 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v0(buf, pos, end):
     if n_members < 0 or n_members > (end - pos) // 14:
         raise _w.bad_count('members', pos - 4, n_members, end, 14)
     f_members = []
-    for i in range(n_members):
-        try:
+    i = 0
+    try:
+        for i in range(n_members):
             item, pos = _dec_DescribeGroupsResponse_DescribedGroupMember_v0(buf, pos, end)
-        except DecodeError as exc:
-            raise exc.within("members[%d]" % i)
-        f_members.append(item)
+            f_members.append(item)
+    except DecodeError as exc:
+        raise exc.within("members[%d]" % i)
     obj = DescribeGroupsResponse_DescribedGroup.__new__(DescribeGroupsResponse_DescribedGroup)
     obj.error_code = f_error_code
     obj.group_id = f_group_id
@@ -243,6 +248,8 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v0(buf, pos, end):
 
 def _enc_DescribeGroupsResponse_DescribedGroup_v0(obj, out):
     """Append the v0 layout of a DescribeGroupsResponse_DescribedGroup to ``out``."""
+    if obj is None:
+        raise TypeError("DescribeGroupsResponse.DescribedGroup expected, got None")
     f_group_id = obj.group_id
     if f_group_id is None:
         raise _w.not_nullable("DescribeGroupsResponse_DescribedGroup.group_id")
@@ -386,6 +393,8 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v0(buf, pos, end):
 
 def _enc_DescribeGroupsResponse_DescribedGroupMember_v0(obj, out):
     """Append the v0 layout of a DescribeGroupsResponse_DescribedGroupMember to ``out``."""
+    if obj is None:
+        raise TypeError("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember expected, got None")
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("DescribeGroupsResponse_DescribedGroupMember.member_id")

@@ -5,40 +5,39 @@
 
 from kproto.message_base cimport Message, Struct
 
-cdef inline signed char _read_b(bytes buf, Py_ssize_t pos)
-cdef short _read_h(bytes buf, Py_ssize_t pos)
-cdef int _read_i(bytes buf, Py_ssize_t pos)
-@cython.locals(hi='unsigned long long', lo='unsigned long long')
-cdef long long _read_q(bytes buf, Py_ssize_t pos)
+cdef signed char _read_b(bytes buf, Py_ssize_t pos) noexcept
+cdef short _read_h(bytes buf, Py_ssize_t pos) noexcept
+cdef int _read_i(bytes buf, Py_ssize_t pos) noexcept
+cdef long long _read_q(bytes buf, Py_ssize_t pos) noexcept
 
 @cython.locals(f_max_wait_ms='int', f_min_bytes='int', f_replica_id='int', i=Py_ssize_t, n_topics=Py_ssize_t, obj=FetchRequest)
 cpdef tuple _dec_FetchRequest_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
 @cython.locals(n=Py_ssize_t)
-cpdef _enc_FetchRequest_v0(obj, list out)
+cpdef _enc_FetchRequest_v0(FetchRequest obj, list out)
 @cython.locals(i=Py_ssize_t, n_partitions=Py_ssize_t, n_topic=Py_ssize_t, obj=FetchRequest_FetchTopic)
 cpdef tuple _dec_FetchRequest_FetchTopic_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
 @cython.locals(n=Py_ssize_t)
-cpdef _enc_FetchRequest_FetchTopic_v0(obj, list out)
+cpdef _enc_FetchRequest_FetchTopic_v0(FetchRequest_FetchTopic obj, list out)
 @cython.locals(f_fetch_offset='long long', f_partition='int', f_partition_max_bytes='int', i=Py_ssize_t, obj=FetchRequest_FetchPartition)
 cpdef tuple _dec_FetchRequest_FetchPartition_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
 @cython.locals(n=Py_ssize_t)
-cpdef _enc_FetchRequest_FetchPartition_v0(obj, list out)
+cpdef _enc_FetchRequest_FetchPartition_v0(FetchRequest_FetchPartition obj, list out)
 @cython.locals(i=Py_ssize_t, n_responses=Py_ssize_t, obj=FetchResponse)
 cpdef tuple _dec_FetchResponse_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
 @cython.locals(n=Py_ssize_t)
-cpdef _enc_FetchResponse_v0(obj, list out)
+cpdef _enc_FetchResponse_v0(FetchResponse obj, list out)
 @cython.locals(f_throttle_time_ms='int', i=Py_ssize_t, n_responses=Py_ssize_t, obj=FetchResponse)
 cpdef tuple _dec_FetchResponse_v1(bytes buf, Py_ssize_t pos, Py_ssize_t end)
 @cython.locals(n=Py_ssize_t)
-cpdef _enc_FetchResponse_v1(obj, list out)
+cpdef _enc_FetchResponse_v1(FetchResponse obj, list out)
 @cython.locals(i=Py_ssize_t, n_partitions=Py_ssize_t, n_topic=Py_ssize_t, obj=FetchResponse_FetchableTopicResponse)
 cpdef tuple _dec_FetchResponse_FetchableTopicResponse_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
 @cython.locals(n=Py_ssize_t)
-cpdef _enc_FetchResponse_FetchableTopicResponse_v0(obj, list out)
+cpdef _enc_FetchResponse_FetchableTopicResponse_v0(FetchResponse_FetchableTopicResponse obj, list out)
 @cython.locals(f_error_code='short', f_high_watermark='long long', f_partition_index='int', i=Py_ssize_t, n_records=Py_ssize_t, obj=FetchResponse_PartitionData)
 cpdef tuple _dec_FetchResponse_PartitionData_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
 @cython.locals(n=Py_ssize_t)
-cpdef _enc_FetchResponse_PartitionData_v0(obj, list out)
+cpdef _enc_FetchResponse_PartitionData_v0(FetchResponse_PartitionData obj, list out)
 cdef class FetchRequest_FetchPartition(Struct):
     cdef public object partition, fetch_offset, partition_max_bytes
 

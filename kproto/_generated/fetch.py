@@ -60,9 +60,8 @@ def _read_i(buf, pos):
 
 def _read_q(buf, pos):
     if cython.compiled:
-        hi = cython.cast(cython.ulonglong, _read_i(buf, pos))
-        lo = cython.cast(cython.ulonglong, _read_i(buf, pos + 4)) & 0xFFFFFFFF
-        return cython.cast(cython.longlong, (hi << 32) | lo)
+        return cython.cast(cython.longlong, (cython.cast(cython.ulonglong, _read_i(buf, pos)) << 32)
+                           | cython.cast(cython.ulonglong, cython.cast(cython.uint, _read_i(buf, pos + 4))))
     return _S_q.unpack_from(buf, pos)[0]
 
 
@@ -81,12 +80,13 @@ def _dec_FetchRequest_v0(buf, pos, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6)
     f_topics = []
-    for i in range(n_topics):
-        try:
+    i = 0
+    try:
+        for i in range(n_topics):
             item, pos = _dec_FetchRequest_FetchTopic_v0(buf, pos, end)
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-        f_topics.append(item)
+            f_topics.append(item)
+    except DecodeError as exc:
+        raise exc.within("topics[%d]" % i)
     obj = FetchRequest.__new__(FetchRequest)
     obj.replica_id = f_replica_id
     obj.max_wait_ms = f_max_wait_ms
@@ -97,6 +97,8 @@ def _dec_FetchRequest_v0(buf, pos, end):
 
 def _enc_FetchRequest_v0(obj, out):
     """Append the v0 layout of a FetchRequest to ``out``."""
+    if obj is None:
+        raise TypeError("FetchRequest expected, got None")
     f_topics = obj.topics
     n_topics = len(f_topics)
     out.append(_S_iiii.pack(obj.replica_id, obj.max_wait_ms, obj.min_bytes, n_topics))
@@ -133,12 +135,13 @@ def _dec_FetchRequest_FetchTopic_v0(buf, pos, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 16:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 16)
     f_partitions = []
-    for i in range(n_partitions):
-        try:
+    i = 0
+    try:
+        for i in range(n_partitions):
             item, pos = _dec_FetchRequest_FetchPartition_v0(buf, pos, end)
-        except DecodeError as exc:
-            raise exc.within("partitions[%d]" % i)
-        f_partitions.append(item)
+            f_partitions.append(item)
+    except DecodeError as exc:
+        raise exc.within("partitions[%d]" % i)
     obj = FetchRequest_FetchTopic.__new__(FetchRequest_FetchTopic)
     obj.topic = f_topic
     obj.partitions = f_partitions
@@ -147,6 +150,8 @@ def _dec_FetchRequest_FetchTopic_v0(buf, pos, end):
 
 def _enc_FetchRequest_FetchTopic_v0(obj, out):
     """Append the v0 layout of a FetchRequest_FetchTopic to ``out``."""
+    if obj is None:
+        raise TypeError("FetchRequest.FetchTopic expected, got None")
     f_topic = obj.topic
     if f_topic is None:
         raise _w.not_nullable("FetchRequest_FetchTopic.topic")
@@ -185,6 +190,8 @@ def _dec_FetchRequest_FetchPartition_v0(buf, pos, end):
 
 def _enc_FetchRequest_FetchPartition_v0(obj, out):
     """Append the v0 layout of a FetchRequest_FetchPartition to ``out``."""
+    if obj is None:
+        raise TypeError("FetchRequest.FetchTopic.FetchPartition expected, got None")
     out.append(_S_iqi.pack(obj.partition, obj.fetch_offset, obj.partition_max_bytes))
 
 
@@ -200,12 +207,13 @@ def _dec_FetchResponse_v0(buf, pos, end):
     if n_responses < 0 or n_responses > (end - pos) // 6:
         raise _w.bad_count('responses', pos - 4, n_responses, end, 6)
     f_responses = []
-    for i in range(n_responses):
-        try:
+    i = 0
+    try:
+        for i in range(n_responses):
             item, pos = _dec_FetchResponse_FetchableTopicResponse_v0(buf, pos, end)
-        except DecodeError as exc:
-            raise exc.within("responses[%d]" % i)
-        f_responses.append(item)
+            f_responses.append(item)
+    except DecodeError as exc:
+        raise exc.within("responses[%d]" % i)
     obj = FetchResponse.__new__(FetchResponse)
     obj.throttle_time_ms = 0
     obj.responses = f_responses
@@ -214,6 +222,8 @@ def _dec_FetchResponse_v0(buf, pos, end):
 
 def _enc_FetchResponse_v0(obj, out):
     """Append the v0 layout of a FetchResponse to ``out``."""
+    if obj is None:
+        raise TypeError("FetchResponse expected, got None")
     f_responses = obj.responses
     n_responses = len(f_responses)
     out.append(_S_i.pack(n_responses))
@@ -234,12 +244,13 @@ def _dec_FetchResponse_v1(buf, pos, end):
     if n_responses < 0 or n_responses > (end - pos) // 6:
         raise _w.bad_count('responses', pos - 4, n_responses, end, 6)
     f_responses = []
-    for i in range(n_responses):
-        try:
+    i = 0
+    try:
+        for i in range(n_responses):
             item, pos = _dec_FetchResponse_FetchableTopicResponse_v0(buf, pos, end)
-        except DecodeError as exc:
-            raise exc.within("responses[%d]" % i)
-        f_responses.append(item)
+            f_responses.append(item)
+    except DecodeError as exc:
+        raise exc.within("responses[%d]" % i)
     obj = FetchResponse.__new__(FetchResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.responses = f_responses
@@ -248,6 +259,8 @@ def _dec_FetchResponse_v1(buf, pos, end):
 
 def _enc_FetchResponse_v1(obj, out):
     """Append the v1 layout of a FetchResponse to ``out``."""
+    if obj is None:
+        raise TypeError("FetchResponse expected, got None")
     f_responses = obj.responses
     n_responses = len(f_responses)
     out.append(_S_ii.pack(obj.throttle_time_ms, n_responses))
@@ -284,12 +297,13 @@ def _dec_FetchResponse_FetchableTopicResponse_v0(buf, pos, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 18:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 18)
     f_partitions = []
-    for i in range(n_partitions):
-        try:
+    i = 0
+    try:
+        for i in range(n_partitions):
             item, pos = _dec_FetchResponse_PartitionData_v0(buf, pos, end)
-        except DecodeError as exc:
-            raise exc.within("partitions[%d]" % i)
-        f_partitions.append(item)
+            f_partitions.append(item)
+    except DecodeError as exc:
+        raise exc.within("partitions[%d]" % i)
     obj = FetchResponse_FetchableTopicResponse.__new__(FetchResponse_FetchableTopicResponse)
     obj.topic = f_topic
     obj.partitions = f_partitions
@@ -298,6 +312,8 @@ def _dec_FetchResponse_FetchableTopicResponse_v0(buf, pos, end):
 
 def _enc_FetchResponse_FetchableTopicResponse_v0(obj, out):
     """Append the v0 layout of a FetchResponse_FetchableTopicResponse to ``out``."""
+    if obj is None:
+        raise TypeError("FetchResponse.FetchableTopicResponse expected, got None")
     f_topic = obj.topic
     if f_topic is None:
         raise _w.not_nullable("FetchResponse_FetchableTopicResponse.topic")
@@ -347,6 +363,8 @@ def _dec_FetchResponse_PartitionData_v0(buf, pos, end):
 
 def _enc_FetchResponse_PartitionData_v0(obj, out):
     """Append the v0 layout of a FetchResponse_PartitionData to ``out``."""
+    if obj is None:
+        raise TypeError("FetchResponse.FetchableTopicResponse.PartitionData expected, got None")
     f_records = obj.records
     if f_records is None:
         n_records = -1

@@ -5,20 +5,19 @@
 
 from kproto.message_base cimport Message, Struct
 
-cdef inline signed char _read_b(bytes buf, Py_ssize_t pos)
-cdef short _read_h(bytes buf, Py_ssize_t pos)
-cdef int _read_i(bytes buf, Py_ssize_t pos)
-@cython.locals(hi='unsigned long long', lo='unsigned long long')
-cdef long long _read_q(bytes buf, Py_ssize_t pos)
+cdef signed char _read_b(bytes buf, Py_ssize_t pos) noexcept
+cdef short _read_h(bytes buf, Py_ssize_t pos) noexcept
+cdef int _read_i(bytes buf, Py_ssize_t pos) noexcept
+cdef long long _read_q(bytes buf, Py_ssize_t pos) noexcept
 
 @cython.locals(i=Py_ssize_t, n_key=Py_ssize_t, obj=GroupCoordinatorRequest)
 cpdef tuple _dec_GroupCoordinatorRequest_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
 @cython.locals(n=Py_ssize_t)
-cpdef _enc_GroupCoordinatorRequest_v0(obj, list out)
+cpdef _enc_GroupCoordinatorRequest_v0(GroupCoordinatorRequest obj, list out)
 @cython.locals(f_error_code='short', f_node_id='int', f_port='int', i=Py_ssize_t, n_host=Py_ssize_t, obj=GroupCoordinatorResponse)
 cpdef tuple _dec_GroupCoordinatorResponse_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
 @cython.locals(n=Py_ssize_t)
-cpdef _enc_GroupCoordinatorResponse_v0(obj, list out)
+cpdef _enc_GroupCoordinatorResponse_v0(GroupCoordinatorResponse obj, list out)
 cdef class GroupCoordinatorRequest(Message):
     cdef public object key
 

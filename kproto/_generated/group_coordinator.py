@@ -53,9 +53,8 @@ def _read_i(buf, pos):
 
 def _read_q(buf, pos):
     if cython.compiled:
-        hi = cython.cast(cython.ulonglong, _read_i(buf, pos))
-        lo = cython.cast(cython.ulonglong, _read_i(buf, pos + 4)) & 0xFFFFFFFF
-        return cython.cast(cython.longlong, (hi << 32) | lo)
+        return cython.cast(cython.longlong, (cython.cast(cython.ulonglong, _read_i(buf, pos)) << 32)
+                           | cython.cast(cython.ulonglong, cython.cast(cython.uint, _read_i(buf, pos + 4))))
     return _S_q.unpack_from(buf, pos)[0]
 
 
@@ -85,6 +84,8 @@ def _dec_GroupCoordinatorRequest_v0(buf, pos, end):
 
 def _enc_GroupCoordinatorRequest_v0(obj, out):
     """Append the v0 layout of a GroupCoordinatorRequest to ``out``."""
+    if obj is None:
+        raise TypeError("GroupCoordinatorRequest expected, got None")
     f_key = obj.key
     if f_key is None:
         raise _w.not_nullable("GroupCoordinatorRequest.key")
@@ -136,6 +137,8 @@ def _dec_GroupCoordinatorResponse_v0(buf, pos, end):
 
 def _enc_GroupCoordinatorResponse_v0(obj, out):
     """Append the v0 layout of a GroupCoordinatorResponse to ``out``."""
+    if obj is None:
+        raise TypeError("GroupCoordinatorResponse expected, got None")
     f_host = obj.host
     if f_host is None:
         raise _w.not_nullable("GroupCoordinatorResponse.host")

@@ -5,24 +5,23 @@
 
 from kproto.message_base cimport Message, Struct
 
-cdef inline signed char _read_b(bytes buf, Py_ssize_t pos)
-cdef short _read_h(bytes buf, Py_ssize_t pos)
-cdef int _read_i(bytes buf, Py_ssize_t pos)
-@cython.locals(hi='unsigned long long', lo='unsigned long long')
-cdef long long _read_q(bytes buf, Py_ssize_t pos)
+cdef signed char _read_b(bytes buf, Py_ssize_t pos) noexcept
+cdef short _read_h(bytes buf, Py_ssize_t pos) noexcept
+cdef int _read_i(bytes buf, Py_ssize_t pos) noexcept
+cdef long long _read_q(bytes buf, Py_ssize_t pos) noexcept
 
 @cython.locals(f_api_key='short', f_api_version='short', f_correlation_id='int', i=Py_ssize_t, obj=RequestHeader)
 cpdef tuple _dec_RequestHeader_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
 @cython.locals(n=Py_ssize_t)
-cpdef _enc_RequestHeader_v0(obj, list out)
+cpdef _enc_RequestHeader_v0(RequestHeader obj, list out)
 @cython.locals(f_api_key='short', f_api_version='short', f_correlation_id='int', i=Py_ssize_t, n_client_id=Py_ssize_t, obj=RequestHeader)
 cpdef tuple _dec_RequestHeader_v1(bytes buf, Py_ssize_t pos, Py_ssize_t end)
 @cython.locals(n=Py_ssize_t)
-cpdef _enc_RequestHeader_v1(obj, list out)
+cpdef _enc_RequestHeader_v1(RequestHeader obj, list out)
 @cython.locals(f_correlation_id='int', i=Py_ssize_t, obj=ResponseHeader)
 cpdef tuple _dec_ResponseHeader_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
 @cython.locals(n=Py_ssize_t)
-cpdef _enc_ResponseHeader_v0(obj, list out)
+cpdef _enc_ResponseHeader_v0(ResponseHeader obj, list out)
 cdef class RequestHeader(Message):
     cdef public object api_key, api_version, correlation_id, client_id
 

@@ -54,9 +54,8 @@ def _read_i(buf, pos):
 
 def _read_q(buf, pos):
     if cython.compiled:
-        hi = cython.cast(cython.ulonglong, _read_i(buf, pos))
-        lo = cython.cast(cython.ulonglong, _read_i(buf, pos + 4)) & 0xFFFFFFFF
-        return cython.cast(cython.longlong, (hi << 32) | lo)
+        return cython.cast(cython.longlong, (cython.cast(cython.ulonglong, _read_i(buf, pos)) << 32)
+                           | cython.cast(cython.ulonglong, cython.cast(cython.uint, _read_i(buf, pos + 4))))
     return _S_q.unpack_from(buf, pos)[0]
 
 
@@ -81,6 +80,8 @@ def _dec_RequestHeader_v0(buf, pos, end):
 
 def _enc_RequestHeader_v0(obj, out):
     """Append the v0 layout of a RequestHeader to ``out``."""
+    if obj is None:
+        raise TypeError("RequestHeader expected, got None")
     out.append(_S_hhi.pack(obj.api_key, obj.api_version, obj.correlation_id))
 
 
@@ -118,6 +119,8 @@ def _dec_RequestHeader_v1(buf, pos, end):
 
 def _enc_RequestHeader_v1(obj, out):
     """Append the v1 layout of a RequestHeader to ``out``."""
+    if obj is None:
+        raise TypeError("RequestHeader expected, got None")
     f_client_id = obj.client_id
     if f_client_id is None:
         n_client_id = -1
@@ -147,6 +150,8 @@ def _dec_ResponseHeader_v0(buf, pos, end):
 
 def _enc_ResponseHeader_v0(obj, out):
     """Append the v0 layout of a ResponseHeader to ``out``."""
+    if obj is None:
+        raise TypeError("ResponseHeader expected, got None")
     out.append(_S_i.pack(obj.correlation_id))
 
 

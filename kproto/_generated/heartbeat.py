@@ -53,9 +53,8 @@ def _read_i(buf, pos):
 
 def _read_q(buf, pos):
     if cython.compiled:
-        hi = cython.cast(cython.ulonglong, _read_i(buf, pos))
-        lo = cython.cast(cython.ulonglong, _read_i(buf, pos + 4)) & 0xFFFFFFFF
-        return cython.cast(cython.longlong, (hi << 32) | lo)
+        return cython.cast(cython.longlong, (cython.cast(cython.ulonglong, _read_i(buf, pos)) << 32)
+                           | cython.cast(cython.ulonglong, cython.cast(cython.uint, _read_i(buf, pos + 4))))
     return _S_q.unpack_from(buf, pos)[0]
 
 
@@ -105,6 +104,8 @@ def _dec_HeartbeatRequest_v0(buf, pos, end):
 
 def _enc_HeartbeatRequest_v0(obj, out):
     """Append the v0 layout of a HeartbeatRequest to ``out``."""
+    if obj is None:
+        raise TypeError("HeartbeatRequest expected, got None")
     f_group_id = obj.group_id
     if f_group_id is None:
         raise _w.not_nullable("HeartbeatRequest.group_id")
@@ -145,6 +146,8 @@ def _dec_HeartbeatResponse_v0(buf, pos, end):
 
 def _enc_HeartbeatResponse_v0(obj, out):
     """Append the v0 layout of a HeartbeatResponse to ``out``."""
+    if obj is None:
+        raise TypeError("HeartbeatResponse expected, got None")
     out.append(_S_h.pack(obj.error_code))
 
 

@@ -5,28 +5,27 @@
 
 from kproto.message_base cimport Message, Struct
 
-cdef inline signed char _read_b(bytes buf, Py_ssize_t pos)
-cdef short _read_h(bytes buf, Py_ssize_t pos)
-cdef int _read_i(bytes buf, Py_ssize_t pos)
-@cython.locals(hi='unsigned long long', lo='unsigned long long')
-cdef long long _read_q(bytes buf, Py_ssize_t pos)
+cdef signed char _read_b(bytes buf, Py_ssize_t pos) noexcept
+cdef short _read_h(bytes buf, Py_ssize_t pos) noexcept
+cdef int _read_i(bytes buf, Py_ssize_t pos) noexcept
+cdef long long _read_q(bytes buf, Py_ssize_t pos) noexcept
 
 @cython.locals(f_session_timeout_ms='int', i=Py_ssize_t, n_group_id=Py_ssize_t, n_member_id=Py_ssize_t, n_protocol_type=Py_ssize_t, n_protocols=Py_ssize_t, obj=JoinGroupRequest)
 cpdef tuple _dec_JoinGroupRequest_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
 @cython.locals(n=Py_ssize_t)
-cpdef _enc_JoinGroupRequest_v0(obj, list out)
+cpdef _enc_JoinGroupRequest_v0(JoinGroupRequest obj, list out)
 @cython.locals(i=Py_ssize_t, n_metadata=Py_ssize_t, n_name=Py_ssize_t, obj=JoinGroupRequest_JoinGroupRequestProtocol)
 cpdef tuple _dec_JoinGroupRequest_JoinGroupRequestProtocol_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
 @cython.locals(n=Py_ssize_t)
-cpdef _enc_JoinGroupRequest_JoinGroupRequestProtocol_v0(obj, list out)
+cpdef _enc_JoinGroupRequest_JoinGroupRequestProtocol_v0(JoinGroupRequest_JoinGroupRequestProtocol obj, list out)
 @cython.locals(f_error_code='short', f_generation_id='int', i=Py_ssize_t, n_leader=Py_ssize_t, n_member_id=Py_ssize_t, n_members=Py_ssize_t, n_protocol_name=Py_ssize_t, obj=JoinGroupResponse)
 cpdef tuple _dec_JoinGroupResponse_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
 @cython.locals(n=Py_ssize_t)
-cpdef _enc_JoinGroupResponse_v0(obj, list out)
+cpdef _enc_JoinGroupResponse_v0(JoinGroupResponse obj, list out)
 @cython.locals(i=Py_ssize_t, n_member_id=Py_ssize_t, n_metadata=Py_ssize_t, obj=JoinGroupResponse_JoinGroupResponseMember)
 cpdef tuple _dec_JoinGroupResponse_JoinGroupResponseMember_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
 @cython.locals(n=Py_ssize_t)
-cpdef _enc_JoinGroupResponse_JoinGroupResponseMember_v0(obj, list out)
+cpdef _enc_JoinGroupResponse_JoinGroupResponseMember_v0(JoinGroupResponse_JoinGroupResponseMember obj, list out)
 cdef class JoinGroupRequest_JoinGroupRequestProtocol(Struct):
     cdef public object name, metadata
 

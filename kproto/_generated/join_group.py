@@ -61,9 +61,8 @@ def _read_i(buf, pos):
 
 def _read_q(buf, pos):
     if cython.compiled:
-        hi = cython.cast(cython.ulonglong, _read_i(buf, pos))
-        lo = cython.cast(cython.ulonglong, _read_i(buf, pos + 4)) & 0xFFFFFFFF
-        return cython.cast(cython.longlong, (hi << 32) | lo)
+        return cython.cast(cython.longlong, (cython.cast(cython.ulonglong, _read_i(buf, pos)) << 32)
+                           | cython.cast(cython.ulonglong, cython.cast(cython.uint, _read_i(buf, pos + 4))))
     return _S_q.unpack_from(buf, pos)[0]
 
 
@@ -131,12 +130,13 @@ def _dec_JoinGroupRequest_v0(buf, pos, end):
     if n_protocols < 0 or n_protocols > (end - pos) // 6:
         raise _w.bad_count('protocols', pos - 4, n_protocols, end, 6)
     f_protocols = []
-    for i in range(n_protocols):
-        try:
+    i = 0
+    try:
+        for i in range(n_protocols):
             item, pos = _dec_JoinGroupRequest_JoinGroupRequestProtocol_v0(buf, pos, end)
-        except DecodeError as exc:
-            raise exc.within("protocols[%d]" % i)
-        f_protocols.append(item)
+            f_protocols.append(item)
+    except DecodeError as exc:
+        raise exc.within("protocols[%d]" % i)
     obj = JoinGroupRequest.__new__(JoinGroupRequest)
     obj.group_id = f_group_id
     obj.session_timeout_ms = f_session_timeout_ms
@@ -148,6 +148,8 @@ def _dec_JoinGroupRequest_v0(buf, pos, end):
 
 def _enc_JoinGroupRequest_v0(obj, out):
     """Append the v0 layout of a JoinGroupRequest to ``out``."""
+    if obj is None:
+        raise TypeError("JoinGroupRequest expected, got None")
     f_group_id = obj.group_id
     if f_group_id is None:
         raise _w.not_nullable("JoinGroupRequest.group_id")
@@ -229,6 +231,8 @@ def _dec_JoinGroupRequest_JoinGroupRequestProtocol_v0(buf, pos, end):
 
 def _enc_JoinGroupRequest_JoinGroupRequestProtocol_v0(obj, out):
     """Append the v0 layout of a JoinGroupRequest_JoinGroupRequestProtocol to ``out``."""
+    if obj is None:
+        raise TypeError("JoinGroupRequest.JoinGroupRequestProtocol expected, got None")
     f_name = obj.name
     if f_name is None:
         raise _w.not_nullable("JoinGroupRequest_JoinGroupRequestProtocol.name")
@@ -315,12 +319,13 @@ def _dec_JoinGroupResponse_v0(buf, pos, end):
     if n_members < 0 or n_members > (end - pos) // 6:
         raise _w.bad_count('members', pos - 4, n_members, end, 6)
     f_members = []
-    for i in range(n_members):
-        try:
+    i = 0
+    try:
+        for i in range(n_members):
             item, pos = _dec_JoinGroupResponse_JoinGroupResponseMember_v0(buf, pos, end)
-        except DecodeError as exc:
-            raise exc.within("members[%d]" % i)
-        f_members.append(item)
+            f_members.append(item)
+    except DecodeError as exc:
+        raise exc.within("members[%d]" % i)
     obj = JoinGroupResponse.__new__(JoinGroupResponse)
     obj.error_code = f_error_code
     obj.generation_id = f_generation_id
@@ -333,6 +338,8 @@ def _dec_JoinGroupResponse_v0(buf, pos, end):
 
 def _enc_JoinGroupResponse_v0(obj, out):
     """Append the v0 layout of a JoinGroupResponse to ``out``."""
+    if obj is None:
+        raise TypeError("JoinGroupResponse expected, got None")
     f_protocol_name = obj.protocol_name
     if f_protocol_name is None:
         raise _w.not_nullable("JoinGroupResponse.protocol_name")
@@ -414,6 +421,8 @@ def _dec_JoinGroupResponse_JoinGroupResponseMember_v0(buf, pos, end):
 
 def _enc_JoinGroupResponse_JoinGroupResponseMember_v0(obj, out):
     """Append the v0 layout of a JoinGroupResponse_JoinGroupResponseMember to ``out``."""
+    if obj is None:
+        raise TypeError("JoinGroupResponse.JoinGroupResponseMember expected, got None")
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("JoinGroupResponse_JoinGroupResponseMember.member_id")

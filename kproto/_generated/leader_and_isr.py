@@ -63,9 +63,8 @@ def _read_i(buf, pos):
 
 def _read_q(buf, pos):
     if cython.compiled:
-        hi = cython.cast(cython.ulonglong, _read_i(buf, pos))
-        lo = cython.cast(cython.ulonglong, _read_i(buf, pos + 4)) & 0xFFFFFFFF
-        return cython.cast(cython.longlong, (hi << 32) | lo)
+        return cython.cast(cython.longlong, (cython.cast(cython.ulonglong, _read_i(buf, pos)) << 32)
+                           | cython.cast(cython.ulonglong, cython.cast(cython.uint, _read_i(buf, pos + 4))))
     return _S_q.unpack_from(buf, pos)[0]
 
 
@@ -83,12 +82,13 @@ def _dec_LeaderAndIsrRequest_v0(buf, pos, end):
     if n_ungrouped_partition_states < 0 or n_ungrouped_partition_states > (end - pos) // 30:
         raise _w.bad_count('ungrouped_partition_states', pos - 4, n_ungrouped_partition_states, end, 30)
     f_ungrouped_partition_states = []
-    for i in range(n_ungrouped_partition_states):
-        try:
+    i = 0
+    try:
+        for i in range(n_ungrouped_partition_states):
             item, pos = _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(buf, pos, end)
-        except DecodeError as exc:
-            raise exc.within("ungrouped_partition_states[%d]" % i)
-        f_ungrouped_partition_states.append(item)
+            f_ungrouped_partition_states.append(item)
+    except DecodeError as exc:
+        raise exc.within("ungrouped_partition_states[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_L1, pos, end)
     if cython.compiled:
@@ -99,12 +99,13 @@ def _dec_LeaderAndIsrRequest_v0(buf, pos, end):
     if n_live_leaders < 0 or n_live_leaders > (end - pos) // 10:
         raise _w.bad_count('live_leaders', pos - 4, n_live_leaders, end, 10)
     f_live_leaders = []
-    for i in range(n_live_leaders):
-        try:
+    i = 0
+    try:
+        for i in range(n_live_leaders):
             item, pos = _dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(buf, pos, end)
-        except DecodeError as exc:
-            raise exc.within("live_leaders[%d]" % i)
-        f_live_leaders.append(item)
+            f_live_leaders.append(item)
+    except DecodeError as exc:
+        raise exc.within("live_leaders[%d]" % i)
     obj = LeaderAndIsrRequest.__new__(LeaderAndIsrRequest)
     obj.controller_id = f_controller_id
     obj.controller_epoch = f_controller_epoch
@@ -115,6 +116,8 @@ def _dec_LeaderAndIsrRequest_v0(buf, pos, end):
 
 def _enc_LeaderAndIsrRequest_v0(obj, out):
     """Append the v0 layout of a LeaderAndIsrRequest to ``out``."""
+    if obj is None:
+        raise TypeError("LeaderAndIsrRequest expected, got None")
     f_ungrouped_partition_states = obj.ungrouped_partition_states
     n_ungrouped_partition_states = len(f_ungrouped_partition_states)
     out.append(_S_iii.pack(obj.controller_id, obj.controller_epoch, n_ungrouped_partition_states))
@@ -193,6 +196,8 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(buf, pos, end):
 
 def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(obj, out):
     """Append the v0 layout of a LeaderAndIsrRequest_LeaderAndIsrPartitionState to ``out``."""
+    if obj is None:
+        raise TypeError("LeaderAndIsrRequest.LeaderAndIsrPartitionState expected, got None")
     f_topic_name = obj.topic_name
     if f_topic_name is None:
         raise _w.not_nullable("LeaderAndIsrRequest_LeaderAndIsrPartitionState.topic_name")
@@ -250,6 +255,8 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(buf, pos, end):
 
 def _enc_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(obj, out):
     """Append the v0 layout of a LeaderAndIsrRequest_LeaderAndIsrLiveLeader to ``out``."""
+    if obj is None:
+        raise TypeError("LeaderAndIsrRequest.LeaderAndIsrLiveLeader expected, got None")
     f_host_name = obj.host_name
     if f_host_name is None:
         raise _w.not_nullable("LeaderAndIsrRequest_LeaderAndIsrLiveLeader.host_name")
@@ -277,12 +284,13 @@ def _dec_LeaderAndIsrResponse_v0(buf, pos, end):
     if n_partition_errors < 0 or n_partition_errors > (end - pos) // 8:
         raise _w.bad_count('partition_errors', pos - 4, n_partition_errors, end, 8)
     f_partition_errors = []
-    for i in range(n_partition_errors):
-        try:
+    i = 0
+    try:
+        for i in range(n_partition_errors):
             item, pos = _dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(buf, pos, end)
-        except DecodeError as exc:
-            raise exc.within("partition_errors[%d]" % i)
-        f_partition_errors.append(item)
+            f_partition_errors.append(item)
+    except DecodeError as exc:
+        raise exc.within("partition_errors[%d]" % i)
     obj = LeaderAndIsrResponse.__new__(LeaderAndIsrResponse)
     obj.error_code = f_error_code
     obj.partition_errors = f_partition_errors
@@ -291,6 +299,8 @@ def _dec_LeaderAndIsrResponse_v0(buf, pos, end):
 
 def _enc_LeaderAndIsrResponse_v0(obj, out):
     """Append the v0 layout of a LeaderAndIsrResponse to ``out``."""
+    if obj is None:
+        raise TypeError("LeaderAndIsrResponse expected, got None")
     f_partition_errors = obj.partition_errors
     n_partition_errors = len(f_partition_errors)
     out.append(_S_hi.pack(obj.error_code, n_partition_errors))
@@ -334,6 +344,8 @@ def _dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(buf, pos, end):
 
 def _enc_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(obj, out):
     """Append the v0 layout of a LeaderAndIsrResponse_LeaderAndIsrPartitionError to ``out``."""
+    if obj is None:
+        raise TypeError("LeaderAndIsrResponse.LeaderAndIsrPartitionError expected, got None")
     f_topic_name = obj.topic_name
     if f_topic_name is None:
         raise _w.not_nullable("LeaderAndIsrResponse_LeaderAndIsrPartitionError.topic_name")

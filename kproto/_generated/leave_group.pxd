@@ -5,20 +5,19 @@
 
 from kproto.message_base cimport Message, Struct
 
-cdef inline signed char _read_b(bytes buf, Py_ssize_t pos)
-cdef short _read_h(bytes buf, Py_ssize_t pos)
-cdef int _read_i(bytes buf, Py_ssize_t pos)
-@cython.locals(hi='unsigned long long', lo='unsigned long long')
-cdef long long _read_q(bytes buf, Py_ssize_t pos)
+cdef signed char _read_b(bytes buf, Py_ssize_t pos) noexcept
+cdef short _read_h(bytes buf, Py_ssize_t pos) noexcept
+cdef int _read_i(bytes buf, Py_ssize_t pos) noexcept
+cdef long long _read_q(bytes buf, Py_ssize_t pos) noexcept
 
 @cython.locals(i=Py_ssize_t, n_group_id=Py_ssize_t, n_member_id=Py_ssize_t, obj=LeaveGroupRequest)
 cpdef tuple _dec_LeaveGroupRequest_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
 @cython.locals(n=Py_ssize_t)
-cpdef _enc_LeaveGroupRequest_v0(obj, list out)
+cpdef _enc_LeaveGroupRequest_v0(LeaveGroupRequest obj, list out)
 @cython.locals(f_error_code='short', i=Py_ssize_t, obj=LeaveGroupResponse)
 cpdef tuple _dec_LeaveGroupResponse_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
 @cython.locals(n=Py_ssize_t)
-cpdef _enc_LeaveGroupResponse_v0(obj, list out)
+cpdef _enc_LeaveGroupResponse_v0(LeaveGroupResponse obj, list out)
 cdef class LeaveGroupRequest(Message):
     cdef public object group_id, member_id
 

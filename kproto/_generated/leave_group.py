@@ -52,9 +52,8 @@ def _read_i(buf, pos):
 
 def _read_q(buf, pos):
     if cython.compiled:
-        hi = cython.cast(cython.ulonglong, _read_i(buf, pos))
-        lo = cython.cast(cython.ulonglong, _read_i(buf, pos + 4)) & 0xFFFFFFFF
-        return cython.cast(cython.longlong, (hi << 32) | lo)
+        return cython.cast(cython.longlong, (cython.cast(cython.ulonglong, _read_i(buf, pos)) << 32)
+                           | cython.cast(cython.ulonglong, cython.cast(cython.uint, _read_i(buf, pos + 4))))
     return _S_q.unpack_from(buf, pos)[0]
 
 
@@ -102,6 +101,8 @@ def _dec_LeaveGroupRequest_v0(buf, pos, end):
 
 def _enc_LeaveGroupRequest_v0(obj, out):
     """Append the v0 layout of a LeaveGroupRequest to ``out``."""
+    if obj is None:
+        raise TypeError("LeaveGroupRequest expected, got None")
     f_group_id = obj.group_id
     if f_group_id is None:
         raise _w.not_nullable("LeaveGroupRequest.group_id")
@@ -142,6 +143,8 @@ def _dec_LeaveGroupResponse_v0(buf, pos, end):
 
 def _enc_LeaveGroupResponse_v0(obj, out):
     """Append the v0 layout of a LeaveGroupResponse to ``out``."""
+    if obj is None:
+        raise TypeError("LeaveGroupResponse expected, got None")
     out.append(_S_h.pack(obj.error_code))
 
 

@@ -5,24 +5,23 @@
 
 from kproto.message_base cimport Message, Struct
 
-cdef inline signed char _read_b(bytes buf, Py_ssize_t pos)
-cdef short _read_h(bytes buf, Py_ssize_t pos)
-cdef int _read_i(bytes buf, Py_ssize_t pos)
-@cython.locals(hi='unsigned long long', lo='unsigned long long')
-cdef long long _read_q(bytes buf, Py_ssize_t pos)
+cdef signed char _read_b(bytes buf, Py_ssize_t pos) noexcept
+cdef short _read_h(bytes buf, Py_ssize_t pos) noexcept
+cdef int _read_i(bytes buf, Py_ssize_t pos) noexcept
+cdef long long _read_q(bytes buf, Py_ssize_t pos) noexcept
 
 @cython.locals(i=Py_ssize_t, obj=ListGroupsRequest)
 cpdef tuple _dec_ListGroupsRequest_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
 @cython.locals(n=Py_ssize_t)
-cpdef _enc_ListGroupsRequest_v0(obj, list out)
+cpdef _enc_ListGroupsRequest_v0(ListGroupsRequest obj, list out)
 @cython.locals(f_error_code='short', i=Py_ssize_t, n_groups=Py_ssize_t, obj=ListGroupsResponse)
 cpdef tuple _dec_ListGroupsResponse_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
 @cython.locals(n=Py_ssize_t)
-cpdef _enc_ListGroupsResponse_v0(obj, list out)
+cpdef _enc_ListGroupsResponse_v0(ListGroupsResponse obj, list out)
 @cython.locals(i=Py_ssize_t, n_group_id=Py_ssize_t, n_protocol_type=Py_ssize_t, obj=ListGroupsResponse_ListedGroup)
 cpdef tuple _dec_ListGroupsResponse_ListedGroup_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
 @cython.locals(n=Py_ssize_t)
-cpdef _enc_ListGroupsResponse_ListedGroup_v0(obj, list out)
+cpdef _enc_ListGroupsResponse_ListedGroup_v0(ListGroupsResponse_ListedGroup obj, list out)
 cdef class ListGroupsRequest(Message):
     pass
 

@@ -53,9 +53,8 @@ def _read_i(buf, pos):
 
 def _read_q(buf, pos):
     if cython.compiled:
-        hi = cython.cast(cython.ulonglong, _read_i(buf, pos))
-        lo = cython.cast(cython.ulonglong, _read_i(buf, pos + 4)) & 0xFFFFFFFF
-        return cython.cast(cython.longlong, (hi << 32) | lo)
+        return cython.cast(cython.longlong, (cython.cast(cython.ulonglong, _read_i(buf, pos)) << 32)
+                           | cython.cast(cython.ulonglong, cython.cast(cython.uint, _read_i(buf, pos + 4))))
     return _S_q.unpack_from(buf, pos)[0]
 
 
@@ -67,6 +66,8 @@ def _dec_ListGroupsRequest_v0(buf, pos, end):
 
 def _enc_ListGroupsRequest_v0(obj, out):
     """Append the v0 layout of a ListGroupsRequest to ``out``."""
+    if obj is None:
+        raise TypeError("ListGroupsRequest expected, got None")
     pass
 
 
@@ -83,12 +84,13 @@ def _dec_ListGroupsResponse_v0(buf, pos, end):
     if n_groups < 0 or n_groups > (end - pos) // 4:
         raise _w.bad_count('groups', pos - 4, n_groups, end, 4)
     f_groups = []
-    for i in range(n_groups):
-        try:
+    i = 0
+    try:
+        for i in range(n_groups):
             item, pos = _dec_ListGroupsResponse_ListedGroup_v0(buf, pos, end)
-        except DecodeError as exc:
-            raise exc.within("groups[%d]" % i)
-        f_groups.append(item)
+            f_groups.append(item)
+    except DecodeError as exc:
+        raise exc.within("groups[%d]" % i)
     obj = ListGroupsResponse.__new__(ListGroupsResponse)
     obj.error_code = f_error_code
     obj.groups = f_groups
@@ -97,6 +99,8 @@ def _dec_ListGroupsResponse_v0(buf, pos, end):
 
 def _enc_ListGroupsResponse_v0(obj, out):
     """Append the v0 layout of a ListGroupsResponse to ``out``."""
+    if obj is None:
+        raise TypeError("ListGroupsResponse expected, got None")
     f_groups = obj.groups
     n_groups = len(f_groups)
     out.append(_S_hi.pack(obj.error_code, n_groups))
@@ -148,6 +152,8 @@ def _dec_ListGroupsResponse_ListedGroup_v0(buf, pos, end):
 
 def _enc_ListGroupsResponse_ListedGroup_v0(obj, out):
     """Append the v0 layout of a ListGroupsResponse_ListedGroup to ``out``."""
+    if obj is None:
+        raise TypeError("ListGroupsResponse.ListedGroup expected, got None")
     f_group_id = obj.group_id
     if f_group_id is None:
         raise _w.not_nullable("ListGroupsResponse_ListedGroup.group_id")

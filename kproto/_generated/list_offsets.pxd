@@ -5,36 +5,35 @@
 
 from kproto.message_base cimport Message, Struct
 
-cdef inline signed char _read_b(bytes buf, Py_ssize_t pos)
-cdef short _read_h(bytes buf, Py_ssize_t pos)
-cdef int _read_i(bytes buf, Py_ssize_t pos)
-@cython.locals(hi='unsigned long long', lo='unsigned long long')
-cdef long long _read_q(bytes buf, Py_ssize_t pos)
+cdef signed char _read_b(bytes buf, Py_ssize_t pos) noexcept
+cdef short _read_h(bytes buf, Py_ssize_t pos) noexcept
+cdef int _read_i(bytes buf, Py_ssize_t pos) noexcept
+cdef long long _read_q(bytes buf, Py_ssize_t pos) noexcept
 
 @cython.locals(f_replica_id='int', i=Py_ssize_t, n_topics=Py_ssize_t, obj=ListOffsetsRequest)
 cpdef tuple _dec_ListOffsetsRequest_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
 @cython.locals(n=Py_ssize_t)
-cpdef _enc_ListOffsetsRequest_v0(obj, list out)
+cpdef _enc_ListOffsetsRequest_v0(ListOffsetsRequest obj, list out)
 @cython.locals(i=Py_ssize_t, n_name=Py_ssize_t, n_partitions=Py_ssize_t, obj=ListOffsetsRequest_ListOffsetsTopic)
 cpdef tuple _dec_ListOffsetsRequest_ListOffsetsTopic_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
 @cython.locals(n=Py_ssize_t)
-cpdef _enc_ListOffsetsRequest_ListOffsetsTopic_v0(obj, list out)
+cpdef _enc_ListOffsetsRequest_ListOffsetsTopic_v0(ListOffsetsRequest_ListOffsetsTopic obj, list out)
 @cython.locals(f_max_num_offsets='int', f_partition_index='int', f_timestamp='long long', i=Py_ssize_t, obj=ListOffsetsRequest_ListOffsetsPartition)
 cpdef tuple _dec_ListOffsetsRequest_ListOffsetsPartition_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
 @cython.locals(n=Py_ssize_t)
-cpdef _enc_ListOffsetsRequest_ListOffsetsPartition_v0(obj, list out)
+cpdef _enc_ListOffsetsRequest_ListOffsetsPartition_v0(ListOffsetsRequest_ListOffsetsPartition obj, list out)
 @cython.locals(i=Py_ssize_t, n_topics=Py_ssize_t, obj=ListOffsetsResponse)
 cpdef tuple _dec_ListOffsetsResponse_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
 @cython.locals(n=Py_ssize_t)
-cpdef _enc_ListOffsetsResponse_v0(obj, list out)
+cpdef _enc_ListOffsetsResponse_v0(ListOffsetsResponse obj, list out)
 @cython.locals(i=Py_ssize_t, n_name=Py_ssize_t, n_partitions=Py_ssize_t, obj=ListOffsetsResponse_ListOffsetsTopicResponse)
 cpdef tuple _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
 @cython.locals(n=Py_ssize_t)
-cpdef _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v0(obj, list out)
+cpdef _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v0(ListOffsetsResponse_ListOffsetsTopicResponse obj, list out)
 @cython.locals(f_error_code='short', f_partition_index='int', i=Py_ssize_t, n_old_style_offsets=Py_ssize_t, obj=ListOffsetsResponse_ListOffsetsPartitionResponse)
 cpdef tuple _dec_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
 @cython.locals(n=Py_ssize_t)
-cpdef _enc_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(obj, list out)
+cpdef _enc_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(ListOffsetsResponse_ListOffsetsPartitionResponse obj, list out)
 cdef class ListOffsetsRequest_ListOffsetsPartition(Struct):
     cdef public object partition_index, timestamp, max_num_offsets
 

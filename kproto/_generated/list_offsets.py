@@ -58,9 +58,8 @@ def _read_i(buf, pos):
 
 def _read_q(buf, pos):
     if cython.compiled:
-        hi = cython.cast(cython.ulonglong, _read_i(buf, pos))
-        lo = cython.cast(cython.ulonglong, _read_i(buf, pos + 4)) & 0xFFFFFFFF
-        return cython.cast(cython.longlong, (hi << 32) | lo)
+        return cython.cast(cython.longlong, (cython.cast(cython.ulonglong, _read_i(buf, pos)) << 32)
+                           | cython.cast(cython.ulonglong, cython.cast(cython.uint, _read_i(buf, pos + 4))))
     return _S_q.unpack_from(buf, pos)[0]
 
 
@@ -77,12 +76,13 @@ def _dec_ListOffsetsRequest_v0(buf, pos, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6)
     f_topics = []
-    for i in range(n_topics):
-        try:
+    i = 0
+    try:
+        for i in range(n_topics):
             item, pos = _dec_ListOffsetsRequest_ListOffsetsTopic_v0(buf, pos, end)
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-        f_topics.append(item)
+            f_topics.append(item)
+    except DecodeError as exc:
+        raise exc.within("topics[%d]" % i)
     obj = ListOffsetsRequest.__new__(ListOffsetsRequest)
     obj.replica_id = f_replica_id
     obj.topics = f_topics
@@ -91,6 +91,8 @@ def _dec_ListOffsetsRequest_v0(buf, pos, end):
 
 def _enc_ListOffsetsRequest_v0(obj, out):
     """Append the v0 layout of a ListOffsetsRequest to ``out``."""
+    if obj is None:
+        raise TypeError("ListOffsetsRequest expected, got None")
     f_topics = obj.topics
     n_topics = len(f_topics)
     out.append(_S_ii.pack(obj.replica_id, n_topics))
@@ -127,12 +129,13 @@ def _dec_ListOffsetsRequest_ListOffsetsTopic_v0(buf, pos, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 16:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 16)
     f_partitions = []
-    for i in range(n_partitions):
-        try:
+    i = 0
+    try:
+        for i in range(n_partitions):
             item, pos = _dec_ListOffsetsRequest_ListOffsetsPartition_v0(buf, pos, end)
-        except DecodeError as exc:
-            raise exc.within("partitions[%d]" % i)
-        f_partitions.append(item)
+            f_partitions.append(item)
+    except DecodeError as exc:
+        raise exc.within("partitions[%d]" % i)
     obj = ListOffsetsRequest_ListOffsetsTopic.__new__(ListOffsetsRequest_ListOffsetsTopic)
     obj.name = f_name
     obj.partitions = f_partitions
@@ -141,6 +144,8 @@ def _dec_ListOffsetsRequest_ListOffsetsTopic_v0(buf, pos, end):
 
 def _enc_ListOffsetsRequest_ListOffsetsTopic_v0(obj, out):
     """Append the v0 layout of a ListOffsetsRequest_ListOffsetsTopic to ``out``."""
+    if obj is None:
+        raise TypeError("ListOffsetsRequest.ListOffsetsTopic expected, got None")
     f_name = obj.name
     if f_name is None:
         raise _w.not_nullable("ListOffsetsRequest_ListOffsetsTopic.name")
@@ -179,6 +184,8 @@ def _dec_ListOffsetsRequest_ListOffsetsPartition_v0(buf, pos, end):
 
 def _enc_ListOffsetsRequest_ListOffsetsPartition_v0(obj, out):
     """Append the v0 layout of a ListOffsetsRequest_ListOffsetsPartition to ``out``."""
+    if obj is None:
+        raise TypeError("ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition expected, got None")
     out.append(_S_iqi.pack(obj.partition_index, obj.timestamp, obj.max_num_offsets))
 
 
@@ -194,12 +201,13 @@ def _dec_ListOffsetsResponse_v0(buf, pos, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6)
     f_topics = []
-    for i in range(n_topics):
-        try:
+    i = 0
+    try:
+        for i in range(n_topics):
             item, pos = _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v0(buf, pos, end)
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-        f_topics.append(item)
+            f_topics.append(item)
+    except DecodeError as exc:
+        raise exc.within("topics[%d]" % i)
     obj = ListOffsetsResponse.__new__(ListOffsetsResponse)
     obj.topics = f_topics
     return obj, pos
@@ -207,6 +215,8 @@ def _dec_ListOffsetsResponse_v0(buf, pos, end):
 
 def _enc_ListOffsetsResponse_v0(obj, out):
     """Append the v0 layout of a ListOffsetsResponse to ``out``."""
+    if obj is None:
+        raise TypeError("ListOffsetsResponse expected, got None")
     f_topics = obj.topics
     n_topics = len(f_topics)
     out.append(_S_i.pack(n_topics))
@@ -243,12 +253,13 @@ def _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v0(buf, pos, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 10:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 10)
     f_partitions = []
-    for i in range(n_partitions):
-        try:
+    i = 0
+    try:
+        for i in range(n_partitions):
             item, pos = _dec_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(buf, pos, end)
-        except DecodeError as exc:
-            raise exc.within("partitions[%d]" % i)
-        f_partitions.append(item)
+            f_partitions.append(item)
+    except DecodeError as exc:
+        raise exc.within("partitions[%d]" % i)
     obj = ListOffsetsResponse_ListOffsetsTopicResponse.__new__(ListOffsetsResponse_ListOffsetsTopicResponse)
     obj.name = f_name
     obj.partitions = f_partitions
@@ -257,6 +268,8 @@ def _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v0(buf, pos, end):
 
 def _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v0(obj, out):
     """Append the v0 layout of a ListOffsetsResponse_ListOffsetsTopicResponse to ``out``."""
+    if obj is None:
+        raise TypeError("ListOffsetsResponse.ListOffsetsTopicResponse expected, got None")
     f_name = obj.name
     if f_name is None:
         raise _w.not_nullable("ListOffsetsResponse_ListOffsetsTopicResponse.name")
@@ -302,6 +315,8 @@ def _dec_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(buf, pos, end):
 
 def _enc_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(obj, out):
     """Append the v0 layout of a ListOffsetsResponse_ListOffsetsPartitionResponse to ``out``."""
+    if obj is None:
+        raise TypeError("ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse expected, got None")
     f_old_style_offsets = obj.old_style_offsets
     n_old_style_offsets = len(f_old_style_offsets)
     out.append(_S_ihi.pack(obj.partition_index, obj.error_code, n_old_style_offsets))

@@ -5,36 +5,35 @@
 
 from kproto.message_base cimport Message, Struct
 
-cdef inline signed char _read_b(bytes buf, Py_ssize_t pos)
-cdef short _read_h(bytes buf, Py_ssize_t pos)
-cdef int _read_i(bytes buf, Py_ssize_t pos)
-@cython.locals(hi='unsigned long long', lo='unsigned long long')
-cdef long long _read_q(bytes buf, Py_ssize_t pos)
+cdef signed char _read_b(bytes buf, Py_ssize_t pos) noexcept
+cdef short _read_h(bytes buf, Py_ssize_t pos) noexcept
+cdef int _read_i(bytes buf, Py_ssize_t pos) noexcept
+cdef long long _read_q(bytes buf, Py_ssize_t pos) noexcept
 
 @cython.locals(i=Py_ssize_t, n_topics=Py_ssize_t, obj=MetadataRequest)
 cpdef tuple _dec_MetadataRequest_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
 @cython.locals(n=Py_ssize_t)
-cpdef _enc_MetadataRequest_v0(obj, list out)
+cpdef _enc_MetadataRequest_v0(MetadataRequest obj, list out)
 @cython.locals(i=Py_ssize_t, n_name=Py_ssize_t, obj=MetadataRequest_MetadataRequestTopic)
 cpdef tuple _dec_MetadataRequest_MetadataRequestTopic_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
 @cython.locals(n=Py_ssize_t)
-cpdef _enc_MetadataRequest_MetadataRequestTopic_v0(obj, list out)
+cpdef _enc_MetadataRequest_MetadataRequestTopic_v0(MetadataRequest_MetadataRequestTopic obj, list out)
 @cython.locals(i=Py_ssize_t, n_brokers=Py_ssize_t, n_topics=Py_ssize_t, obj=MetadataResponse)
 cpdef tuple _dec_MetadataResponse_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
 @cython.locals(n=Py_ssize_t)
-cpdef _enc_MetadataResponse_v0(obj, list out)
+cpdef _enc_MetadataResponse_v0(MetadataResponse obj, list out)
 @cython.locals(f_node_id='int', f_port='int', i=Py_ssize_t, n_host=Py_ssize_t, obj=MetadataResponse_MetadataResponseBroker)
 cpdef tuple _dec_MetadataResponse_MetadataResponseBroker_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
 @cython.locals(n=Py_ssize_t)
-cpdef _enc_MetadataResponse_MetadataResponseBroker_v0(obj, list out)
+cpdef _enc_MetadataResponse_MetadataResponseBroker_v0(MetadataResponse_MetadataResponseBroker obj, list out)
 @cython.locals(f_error_code='short', i=Py_ssize_t, n_name=Py_ssize_t, n_partitions=Py_ssize_t, obj=MetadataResponse_MetadataResponseTopic)
 cpdef tuple _dec_MetadataResponse_MetadataResponseTopic_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
 @cython.locals(n=Py_ssize_t)
-cpdef _enc_MetadataResponse_MetadataResponseTopic_v0(obj, list out)
+cpdef _enc_MetadataResponse_MetadataResponseTopic_v0(MetadataResponse_MetadataResponseTopic obj, list out)
 @cython.locals(f_error_code='short', f_leader_id='int', f_partition_index='int', i=Py_ssize_t, n_isr_nodes=Py_ssize_t, n_replica_nodes=Py_ssize_t, obj=MetadataResponse_MetadataResponsePartition)
 cpdef tuple _dec_MetadataResponse_MetadataResponsePartition_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
 @cython.locals(n=Py_ssize_t)
-cpdef _enc_MetadataResponse_MetadataResponsePartition_v0(obj, list out)
+cpdef _enc_MetadataResponse_MetadataResponsePartition_v0(MetadataResponse_MetadataResponsePartition obj, list out)
 cdef class MetadataRequest_MetadataRequestTopic(Struct):
     cdef public object name
 

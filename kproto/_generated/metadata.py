@@ -61,9 +61,8 @@ def _read_i(buf, pos):
 
 def _read_q(buf, pos):
     if cython.compiled:
-        hi = cython.cast(cython.ulonglong, _read_i(buf, pos))
-        lo = cython.cast(cython.ulonglong, _read_i(buf, pos + 4)) & 0xFFFFFFFF
-        return cython.cast(cython.longlong, (hi << 32) | lo)
+        return cython.cast(cython.longlong, (cython.cast(cython.ulonglong, _read_i(buf, pos)) << 32)
+                           | cython.cast(cython.ulonglong, cython.cast(cython.uint, _read_i(buf, pos + 4))))
     return _S_q.unpack_from(buf, pos)[0]
 
 
@@ -79,12 +78,13 @@ def _dec_MetadataRequest_v0(buf, pos, end):
     if n_topics < 0 or n_topics > (end - pos) // 2:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 2)
     f_topics = []
-    for i in range(n_topics):
-        try:
+    i = 0
+    try:
+        for i in range(n_topics):
             item, pos = _dec_MetadataRequest_MetadataRequestTopic_v0(buf, pos, end)
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-        f_topics.append(item)
+            f_topics.append(item)
+    except DecodeError as exc:
+        raise exc.within("topics[%d]" % i)
     obj = MetadataRequest.__new__(MetadataRequest)
     obj.topics = f_topics
     return obj, pos
@@ -92,6 +92,8 @@ def _dec_MetadataRequest_v0(buf, pos, end):
 
 def _enc_MetadataRequest_v0(obj, out):
     """Append the v0 layout of a MetadataRequest to ``out``."""
+    if obj is None:
+        raise TypeError("MetadataRequest expected, got None")
     f_topics = obj.topics
     n_topics = len(f_topics)
     out.append(_S_i.pack(n_topics))
@@ -125,6 +127,8 @@ def _dec_MetadataRequest_MetadataRequestTopic_v0(buf, pos, end):
 
 def _enc_MetadataRequest_MetadataRequestTopic_v0(obj, out):
     """Append the v0 layout of a MetadataRequest_MetadataRequestTopic to ``out``."""
+    if obj is None:
+        raise TypeError("MetadataRequest.MetadataRequestTopic expected, got None")
     f_name = obj.name
     if f_name is None:
         raise _w.not_nullable("MetadataRequest_MetadataRequestTopic.name")
@@ -150,12 +154,13 @@ def _dec_MetadataResponse_v0(buf, pos, end):
     if n_brokers < 0 or n_brokers > (end - pos) // 10:
         raise _w.bad_count('brokers', pos - 4, n_brokers, end, 10)
     f_brokers = []
-    for i in range(n_brokers):
-        try:
+    i = 0
+    try:
+        for i in range(n_brokers):
             item, pos = _dec_MetadataResponse_MetadataResponseBroker_v0(buf, pos, end)
-        except DecodeError as exc:
-            raise exc.within("brokers[%d]" % i)
-        f_brokers.append(item)
+            f_brokers.append(item)
+    except DecodeError as exc:
+        raise exc.within("brokers[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_L0, pos, end)
     if cython.compiled:
@@ -166,12 +171,13 @@ def _dec_MetadataResponse_v0(buf, pos, end):
     if n_topics < 0 or n_topics > (end - pos) // 8:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 8)
     f_topics = []
-    for i in range(n_topics):
-        try:
+    i = 0
+    try:
+        for i in range(n_topics):
             item, pos = _dec_MetadataResponse_MetadataResponseTopic_v0(buf, pos, end)
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-        f_topics.append(item)
+            f_topics.append(item)
+    except DecodeError as exc:
+        raise exc.within("topics[%d]" % i)
     obj = MetadataResponse.__new__(MetadataResponse)
     obj.brokers = f_brokers
     obj.topics = f_topics
@@ -180,6 +186,8 @@ def _dec_MetadataResponse_v0(buf, pos, end):
 
 def _enc_MetadataResponse_v0(obj, out):
     """Append the v0 layout of a MetadataResponse to ``out``."""
+    if obj is None:
+        raise TypeError("MetadataResponse expected, got None")
     f_brokers = obj.brokers
     n_brokers = len(f_brokers)
     out.append(_S_i.pack(n_brokers))
@@ -228,6 +236,8 @@ def _dec_MetadataResponse_MetadataResponseBroker_v0(buf, pos, end):
 
 def _enc_MetadataResponse_MetadataResponseBroker_v0(obj, out):
     """Append the v0 layout of a MetadataResponse_MetadataResponseBroker to ``out``."""
+    if obj is None:
+        raise TypeError("MetadataResponse.MetadataResponseBroker expected, got None")
     f_host = obj.host
     if f_host is None:
         raise _w.not_nullable("MetadataResponse_MetadataResponseBroker.host")
@@ -272,12 +282,13 @@ def _dec_MetadataResponse_MetadataResponseTopic_v0(buf, pos, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 18:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 18)
     f_partitions = []
-    for i in range(n_partitions):
-        try:
+    i = 0
+    try:
+        for i in range(n_partitions):
             item, pos = _dec_MetadataResponse_MetadataResponsePartition_v0(buf, pos, end)
-        except DecodeError as exc:
-            raise exc.within("partitions[%d]" % i)
-        f_partitions.append(item)
+            f_partitions.append(item)
+    except DecodeError as exc:
+        raise exc.within("partitions[%d]" % i)
     obj = MetadataResponse_MetadataResponseTopic.__new__(MetadataResponse_MetadataResponseTopic)
     obj.error_code = f_error_code
     obj.name = f_name
@@ -287,6 +298,8 @@ def _dec_MetadataResponse_MetadataResponseTopic_v0(buf, pos, end):
 
 def _enc_MetadataResponse_MetadataResponseTopic_v0(obj, out):
     """Append the v0 layout of a MetadataResponse_MetadataResponseTopic to ``out``."""
+    if obj is None:
+        raise TypeError("MetadataResponse.MetadataResponseTopic expected, got None")
     f_name = obj.name
     if f_name is None:
         raise _w.not_nullable("MetadataResponse_MetadataResponseTopic.name")
@@ -349,6 +362,8 @@ def _dec_MetadataResponse_MetadataResponsePartition_v0(buf, pos, end):
 
 def _enc_MetadataResponse_MetadataResponsePartition_v0(obj, out):
     """Append the v0 layout of a MetadataResponse_MetadataResponsePartition to ``out``."""
+    if obj is None:
+        raise TypeError("MetadataResponse.MetadataResponseTopic.MetadataResponsePartition expected, got None")
     f_replica_nodes = obj.replica_nodes
     n_replica_nodes = len(f_replica_nodes)
     out.append(_S_hiii.pack(obj.error_code, obj.partition_index, obj.leader_id, n_replica_nodes))

@@ -62,9 +62,8 @@ def _read_i(buf, pos):
 
 def _read_q(buf, pos):
     if cython.compiled:
-        hi = cython.cast(cython.ulonglong, _read_i(buf, pos))
-        lo = cython.cast(cython.ulonglong, _read_i(buf, pos + 4)) & 0xFFFFFFFF
-        return cython.cast(cython.longlong, (hi << 32) | lo)
+        return cython.cast(cython.longlong, (cython.cast(cython.ulonglong, _read_i(buf, pos)) << 32)
+                           | cython.cast(cython.ulonglong, cython.cast(cython.uint, _read_i(buf, pos + 4))))
     return _S_q.unpack_from(buf, pos)[0]
 
 
@@ -97,12 +96,13 @@ def _dec_OffsetCommitRequest_v0(buf, pos, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6)
     f_topics = []
-    for i in range(n_topics):
-        try:
+    i = 0
+    try:
+        for i in range(n_topics):
             item, pos = _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v0(buf, pos, end)
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-        f_topics.append(item)
+            f_topics.append(item)
+    except DecodeError as exc:
+        raise exc.within("topics[%d]" % i)
     obj = OffsetCommitRequest.__new__(OffsetCommitRequest)
     obj.group_id = f_group_id
     obj.generation_id_or_member_epoch = -1
@@ -114,6 +114,8 @@ def _dec_OffsetCommitRequest_v0(buf, pos, end):
 
 def _enc_OffsetCommitRequest_v0(obj, out):
     """Append the v0 layout of a OffsetCommitRequest to ``out``."""
+    if obj is None:
+        raise TypeError("OffsetCommitRequest expected, got None")
     f_group_id = obj.group_id
     if f_group_id is None:
         raise _w.not_nullable("OffsetCommitRequest.group_id")
@@ -179,12 +181,13 @@ def _dec_OffsetCommitRequest_v1(buf, pos, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6)
     f_topics = []
-    for i in range(n_topics):
-        try:
+    i = 0
+    try:
+        for i in range(n_topics):
             item, pos = _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v1(buf, pos, end)
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-        f_topics.append(item)
+            f_topics.append(item)
+    except DecodeError as exc:
+        raise exc.within("topics[%d]" % i)
     obj = OffsetCommitRequest.__new__(OffsetCommitRequest)
     obj.group_id = f_group_id
     obj.generation_id_or_member_epoch = f_generation_id_or_member_epoch
@@ -196,6 +199,8 @@ def _dec_OffsetCommitRequest_v1(buf, pos, end):
 
 def _enc_OffsetCommitRequest_v1(obj, out):
     """Append the v1 layout of a OffsetCommitRequest to ``out``."""
+    if obj is None:
+        raise TypeError("OffsetCommitRequest expected, got None")
     f_group_id = obj.group_id
     if f_group_id is None:
         raise _w.not_nullable("OffsetCommitRequest.group_id")
@@ -273,12 +278,13 @@ def _dec_OffsetCommitRequest_v2(buf, pos, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6)
     f_topics = []
-    for i in range(n_topics):
-        try:
+    i = 0
+    try:
+        for i in range(n_topics):
             item, pos = _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v0(buf, pos, end)
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-        f_topics.append(item)
+            f_topics.append(item)
+    except DecodeError as exc:
+        raise exc.within("topics[%d]" % i)
     obj = OffsetCommitRequest.__new__(OffsetCommitRequest)
     obj.group_id = f_group_id
     obj.generation_id_or_member_epoch = f_generation_id_or_member_epoch
@@ -290,6 +296,8 @@ def _dec_OffsetCommitRequest_v2(buf, pos, end):
 
 def _enc_OffsetCommitRequest_v2(obj, out):
     """Append the v2 layout of a OffsetCommitRequest to ``out``."""
+    if obj is None:
+        raise TypeError("OffsetCommitRequest expected, got None")
     f_group_id = obj.group_id
     if f_group_id is None:
         raise _w.not_nullable("OffsetCommitRequest.group_id")
@@ -348,12 +356,13 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v0(buf, pos, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 14:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 14)
     f_partitions = []
-    for i in range(n_partitions):
-        try:
+    i = 0
+    try:
+        for i in range(n_partitions):
             item, pos = _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v0(buf, pos, end)
-        except DecodeError as exc:
-            raise exc.within("partitions[%d]" % i)
-        f_partitions.append(item)
+            f_partitions.append(item)
+    except DecodeError as exc:
+        raise exc.within("partitions[%d]" % i)
     obj = OffsetCommitRequest_OffsetCommitRequestTopic.__new__(OffsetCommitRequest_OffsetCommitRequestTopic)
     obj.name = f_name
     obj.partitions = f_partitions
@@ -362,6 +371,8 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v0(buf, pos, end):
 
 def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v0(obj, out):
     """Append the v0 layout of a OffsetCommitRequest_OffsetCommitRequestTopic to ``out``."""
+    if obj is None:
+        raise TypeError("OffsetCommitRequest.OffsetCommitRequestTopic expected, got None")
     f_name = obj.name
     if f_name is None:
         raise _w.not_nullable("OffsetCommitRequest_OffsetCommitRequestTopic.name")
@@ -409,12 +420,13 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v1(buf, pos, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 22:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 22)
     f_partitions = []
-    for i in range(n_partitions):
-        try:
+    i = 0
+    try:
+        for i in range(n_partitions):
             item, pos = _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v1(buf, pos, end)
-        except DecodeError as exc:
-            raise exc.within("partitions[%d]" % i)
-        f_partitions.append(item)
+            f_partitions.append(item)
+    except DecodeError as exc:
+        raise exc.within("partitions[%d]" % i)
     obj = OffsetCommitRequest_OffsetCommitRequestTopic.__new__(OffsetCommitRequest_OffsetCommitRequestTopic)
     obj.name = f_name
     obj.partitions = f_partitions
@@ -423,6 +435,8 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v1(buf, pos, end):
 
 def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v1(obj, out):
     """Append the v1 layout of a OffsetCommitRequest_OffsetCommitRequestTopic to ``out``."""
+    if obj is None:
+        raise TypeError("OffsetCommitRequest.OffsetCommitRequestTopic expected, got None")
     f_name = obj.name
     if f_name is None:
         raise _w.not_nullable("OffsetCommitRequest_OffsetCommitRequestTopic.name")
@@ -474,6 +488,8 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v0(buf, pos, end):
 
 def _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v0(obj, out):
     """Append the v0 layout of a OffsetCommitRequest_OffsetCommitRequestPartition to ``out``."""
+    if obj is None:
+        raise TypeError("OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition expected, got None")
     if obj.commit_timestamp != -1:
         raise UnsupportedVersionError("OffsetCommitRequest_OffsetCommitRequestPartition.commit_timestamp is set but version 0 cannot carry it (versions 1)")
     f_committed_metadata = obj.committed_metadata
@@ -523,6 +539,8 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v1(buf, pos, end):
 
 def _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v1(obj, out):
     """Append the v1 layout of a OffsetCommitRequest_OffsetCommitRequestPartition to ``out``."""
+    if obj is None:
+        raise TypeError("OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition expected, got None")
     f_committed_metadata = obj.committed_metadata
     if f_committed_metadata is None:
         n_committed_metadata = -1
@@ -548,12 +566,13 @@ def _dec_OffsetCommitResponse_v0(buf, pos, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6)
     f_topics = []
-    for i in range(n_topics):
-        try:
+    i = 0
+    try:
+        for i in range(n_topics):
             item, pos = _dec_OffsetCommitResponse_OffsetCommitResponseTopic_v0(buf, pos, end)
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-        f_topics.append(item)
+            f_topics.append(item)
+    except DecodeError as exc:
+        raise exc.within("topics[%d]" % i)
     obj = OffsetCommitResponse.__new__(OffsetCommitResponse)
     obj.topics = f_topics
     return obj, pos
@@ -561,6 +580,8 @@ def _dec_OffsetCommitResponse_v0(buf, pos, end):
 
 def _enc_OffsetCommitResponse_v0(obj, out):
     """Append the v0 layout of a OffsetCommitResponse to ``out``."""
+    if obj is None:
+        raise TypeError("OffsetCommitResponse expected, got None")
     f_topics = obj.topics
     n_topics = len(f_topics)
     out.append(_S_i.pack(n_topics))
@@ -597,12 +618,13 @@ def _dec_OffsetCommitResponse_OffsetCommitResponseTopic_v0(buf, pos, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 6:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 6)
     f_partitions = []
-    for i in range(n_partitions):
-        try:
+    i = 0
+    try:
+        for i in range(n_partitions):
             item, pos = _dec_OffsetCommitResponse_OffsetCommitResponsePartition_v0(buf, pos, end)
-        except DecodeError as exc:
-            raise exc.within("partitions[%d]" % i)
-        f_partitions.append(item)
+            f_partitions.append(item)
+    except DecodeError as exc:
+        raise exc.within("partitions[%d]" % i)
     obj = OffsetCommitResponse_OffsetCommitResponseTopic.__new__(OffsetCommitResponse_OffsetCommitResponseTopic)
     obj.name = f_name
     obj.partitions = f_partitions
@@ -611,6 +633,8 @@ def _dec_OffsetCommitResponse_OffsetCommitResponseTopic_v0(buf, pos, end):
 
 def _enc_OffsetCommitResponse_OffsetCommitResponseTopic_v0(obj, out):
     """Append the v0 layout of a OffsetCommitResponse_OffsetCommitResponseTopic to ``out``."""
+    if obj is None:
+        raise TypeError("OffsetCommitResponse.OffsetCommitResponseTopic expected, got None")
     f_name = obj.name
     if f_name is None:
         raise _w.not_nullable("OffsetCommitResponse_OffsetCommitResponseTopic.name")
@@ -647,6 +671,8 @@ def _dec_OffsetCommitResponse_OffsetCommitResponsePartition_v0(buf, pos, end):
 
 def _enc_OffsetCommitResponse_OffsetCommitResponsePartition_v0(obj, out):
     """Append the v0 layout of a OffsetCommitResponse_OffsetCommitResponsePartition to ``out``."""
+    if obj is None:
+        raise TypeError("OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition expected, got None")
     out.append(_S_ih.pack(obj.partition_index, obj.error_code))
 
 

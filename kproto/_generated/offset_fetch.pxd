@@ -5,32 +5,31 @@
 
 from kproto.message_base cimport Message, Struct
 
-cdef inline signed char _read_b(bytes buf, Py_ssize_t pos)
-cdef short _read_h(bytes buf, Py_ssize_t pos)
-cdef int _read_i(bytes buf, Py_ssize_t pos)
-@cython.locals(hi='unsigned long long', lo='unsigned long long')
-cdef long long _read_q(bytes buf, Py_ssize_t pos)
+cdef signed char _read_b(bytes buf, Py_ssize_t pos) noexcept
+cdef short _read_h(bytes buf, Py_ssize_t pos) noexcept
+cdef int _read_i(bytes buf, Py_ssize_t pos) noexcept
+cdef long long _read_q(bytes buf, Py_ssize_t pos) noexcept
 
 @cython.locals(i=Py_ssize_t, n_group_id=Py_ssize_t, n_topics=Py_ssize_t, obj=OffsetFetchRequest)
 cpdef tuple _dec_OffsetFetchRequest_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
 @cython.locals(n=Py_ssize_t)
-cpdef _enc_OffsetFetchRequest_v0(obj, list out)
+cpdef _enc_OffsetFetchRequest_v0(OffsetFetchRequest obj, list out)
 @cython.locals(i=Py_ssize_t, n_name=Py_ssize_t, n_partition_indexes=Py_ssize_t, obj=OffsetFetchRequest_OffsetFetchRequestTopic)
 cpdef tuple _dec_OffsetFetchRequest_OffsetFetchRequestTopic_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
 @cython.locals(n=Py_ssize_t)
-cpdef _enc_OffsetFetchRequest_OffsetFetchRequestTopic_v0(obj, list out)
+cpdef _enc_OffsetFetchRequest_OffsetFetchRequestTopic_v0(OffsetFetchRequest_OffsetFetchRequestTopic obj, list out)
 @cython.locals(i=Py_ssize_t, n_topics=Py_ssize_t, obj=OffsetFetchResponse)
 cpdef tuple _dec_OffsetFetchResponse_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
 @cython.locals(n=Py_ssize_t)
-cpdef _enc_OffsetFetchResponse_v0(obj, list out)
+cpdef _enc_OffsetFetchResponse_v0(OffsetFetchResponse obj, list out)
 @cython.locals(i=Py_ssize_t, n_name=Py_ssize_t, n_partitions=Py_ssize_t, obj=OffsetFetchResponse_OffsetFetchResponseTopic)
 cpdef tuple _dec_OffsetFetchResponse_OffsetFetchResponseTopic_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
 @cython.locals(n=Py_ssize_t)
-cpdef _enc_OffsetFetchResponse_OffsetFetchResponseTopic_v0(obj, list out)
+cpdef _enc_OffsetFetchResponse_OffsetFetchResponseTopic_v0(OffsetFetchResponse_OffsetFetchResponseTopic obj, list out)
 @cython.locals(f_committed_offset='long long', f_error_code='short', f_partition_index='int', i=Py_ssize_t, n_metadata=Py_ssize_t, obj=OffsetFetchResponse_OffsetFetchResponsePartition)
 cpdef tuple _dec_OffsetFetchResponse_OffsetFetchResponsePartition_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
 @cython.locals(n=Py_ssize_t)
-cpdef _enc_OffsetFetchResponse_OffsetFetchResponsePartition_v0(obj, list out)
+cpdef _enc_OffsetFetchResponse_OffsetFetchResponsePartition_v0(OffsetFetchResponse_OffsetFetchResponsePartition obj, list out)
 cdef class OffsetFetchRequest_OffsetFetchRequestTopic(Struct):
     cdef public object name, partition_indexes
 

@@ -57,9 +57,8 @@ def _read_i(buf, pos):
 
 def _read_q(buf, pos):
     if cython.compiled:
-        hi = cython.cast(cython.ulonglong, _read_i(buf, pos))
-        lo = cython.cast(cython.ulonglong, _read_i(buf, pos + 4)) & 0xFFFFFFFF
-        return cython.cast(cython.longlong, (hi << 32) | lo)
+        return cython.cast(cython.longlong, (cython.cast(cython.ulonglong, _read_i(buf, pos)) << 32)
+                           | cython.cast(cython.ulonglong, cython.cast(cython.uint, _read_i(buf, pos + 4))))
     return _S_q.unpack_from(buf, pos)[0]
 
 
@@ -92,12 +91,13 @@ def _dec_OffsetFetchRequest_v0(buf, pos, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6)
     f_topics = []
-    for i in range(n_topics):
-        try:
+    i = 0
+    try:
+        for i in range(n_topics):
             item, pos = _dec_OffsetFetchRequest_OffsetFetchRequestTopic_v0(buf, pos, end)
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-        f_topics.append(item)
+            f_topics.append(item)
+    except DecodeError as exc:
+        raise exc.within("topics[%d]" % i)
     obj = OffsetFetchRequest.__new__(OffsetFetchRequest)
     obj.group_id = f_group_id
     obj.topics = f_topics
@@ -106,6 +106,8 @@ def _dec_OffsetFetchRequest_v0(buf, pos, end):
 
 def _enc_OffsetFetchRequest_v0(obj, out):
     """Append the v0 layout of a OffsetFetchRequest to ``out``."""
+    if obj is None:
+        raise TypeError("OffsetFetchRequest expected, got None")
     f_group_id = obj.group_id
     if f_group_id is None:
         raise _w.not_nullable("OffsetFetchRequest.group_id")
@@ -165,6 +167,8 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestTopic_v0(buf, pos, end):
 
 def _enc_OffsetFetchRequest_OffsetFetchRequestTopic_v0(obj, out):
     """Append the v0 layout of a OffsetFetchRequest_OffsetFetchRequestTopic to ``out``."""
+    if obj is None:
+        raise TypeError("OffsetFetchRequest.OffsetFetchRequestTopic expected, got None")
     f_name = obj.name
     if f_name is None:
         raise _w.not_nullable("OffsetFetchRequest_OffsetFetchRequestTopic.name")
@@ -194,12 +198,13 @@ def _dec_OffsetFetchResponse_v0(buf, pos, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6)
     f_topics = []
-    for i in range(n_topics):
-        try:
+    i = 0
+    try:
+        for i in range(n_topics):
             item, pos = _dec_OffsetFetchResponse_OffsetFetchResponseTopic_v0(buf, pos, end)
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-        f_topics.append(item)
+            f_topics.append(item)
+    except DecodeError as exc:
+        raise exc.within("topics[%d]" % i)
     obj = OffsetFetchResponse.__new__(OffsetFetchResponse)
     obj.topics = f_topics
     return obj, pos
@@ -207,6 +212,8 @@ def _dec_OffsetFetchResponse_v0(buf, pos, end):
 
 def _enc_OffsetFetchResponse_v0(obj, out):
     """Append the v0 layout of a OffsetFetchResponse to ``out``."""
+    if obj is None:
+        raise TypeError("OffsetFetchResponse expected, got None")
     f_topics = obj.topics
     n_topics = len(f_topics)
     out.append(_S_i.pack(n_topics))
@@ -243,12 +250,13 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseTopic_v0(buf, pos, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 16:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 16)
     f_partitions = []
-    for i in range(n_partitions):
-        try:
+    i = 0
+    try:
+        for i in range(n_partitions):
             item, pos = _dec_OffsetFetchResponse_OffsetFetchResponsePartition_v0(buf, pos, end)
-        except DecodeError as exc:
-            raise exc.within("partitions[%d]" % i)
-        f_partitions.append(item)
+            f_partitions.append(item)
+    except DecodeError as exc:
+        raise exc.within("partitions[%d]" % i)
     obj = OffsetFetchResponse_OffsetFetchResponseTopic.__new__(OffsetFetchResponse_OffsetFetchResponseTopic)
     obj.name = f_name
     obj.partitions = f_partitions
@@ -257,6 +265,8 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseTopic_v0(buf, pos, end):
 
 def _enc_OffsetFetchResponse_OffsetFetchResponseTopic_v0(obj, out):
     """Append the v0 layout of a OffsetFetchResponse_OffsetFetchResponseTopic to ``out``."""
+    if obj is None:
+        raise TypeError("OffsetFetchResponse.OffsetFetchResponseTopic expected, got None")
     f_name = obj.name
     if f_name is None:
         raise _w.not_nullable("OffsetFetchResponse_OffsetFetchResponseTopic.name")
@@ -315,6 +325,8 @@ def _dec_OffsetFetchResponse_OffsetFetchResponsePartition_v0(buf, pos, end):
 
 def _enc_OffsetFetchResponse_OffsetFetchResponsePartition_v0(obj, out):
     """Append the v0 layout of a OffsetFetchResponse_OffsetFetchResponsePartition to ``out``."""
+    if obj is None:
+        raise TypeError("OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition expected, got None")
     f_metadata = obj.metadata
     if f_metadata is None:
         n_metadata = -1

@@ -60,9 +60,8 @@ def _read_i(buf, pos):
 
 def _read_q(buf, pos):
     if cython.compiled:
-        hi = cython.cast(cython.ulonglong, _read_i(buf, pos))
-        lo = cython.cast(cython.ulonglong, _read_i(buf, pos + 4)) & 0xFFFFFFFF
-        return cython.cast(cython.longlong, (hi << 32) | lo)
+        return cython.cast(cython.longlong, (cython.cast(cython.ulonglong, _read_i(buf, pos)) << 32)
+                           | cython.cast(cython.ulonglong, cython.cast(cython.uint, _read_i(buf, pos + 4))))
     return _S_q.unpack_from(buf, pos)[0]
 
 
@@ -80,12 +79,13 @@ def _dec_ProduceRequest_v0(buf, pos, end):
     if n_topic_data < 0 or n_topic_data > (end - pos) // 6:
         raise _w.bad_count('topic_data', pos - 4, n_topic_data, end, 6)
     f_topic_data = []
-    for i in range(n_topic_data):
-        try:
+    i = 0
+    try:
+        for i in range(n_topic_data):
             item, pos = _dec_ProduceRequest_TopicProduceData_v0(buf, pos, end)
-        except DecodeError as exc:
-            raise exc.within("topic_data[%d]" % i)
-        f_topic_data.append(item)
+            f_topic_data.append(item)
+    except DecodeError as exc:
+        raise exc.within("topic_data[%d]" % i)
     obj = ProduceRequest.__new__(ProduceRequest)
     obj.acks = f_acks
     obj.timeout_ms = f_timeout_ms
@@ -95,6 +95,8 @@ def _dec_ProduceRequest_v0(buf, pos, end):
 
 def _enc_ProduceRequest_v0(obj, out):
     """Append the v0 layout of a ProduceRequest to ``out``."""
+    if obj is None:
+        raise TypeError("ProduceRequest expected, got None")
     f_topic_data = obj.topic_data
     n_topic_data = len(f_topic_data)
     out.append(_S_hii.pack(obj.acks, obj.timeout_ms, n_topic_data))
@@ -131,12 +133,13 @@ def _dec_ProduceRequest_TopicProduceData_v0(buf, pos, end):
     if n_partition_data < 0 or n_partition_data > (end - pos) // 8:
         raise _w.bad_count('partition_data', pos - 4, n_partition_data, end, 8)
     f_partition_data = []
-    for i in range(n_partition_data):
-        try:
+    i = 0
+    try:
+        for i in range(n_partition_data):
             item, pos = _dec_ProduceRequest_PartitionProduceData_v0(buf, pos, end)
-        except DecodeError as exc:
-            raise exc.within("partition_data[%d]" % i)
-        f_partition_data.append(item)
+            f_partition_data.append(item)
+    except DecodeError as exc:
+        raise exc.within("partition_data[%d]" % i)
     obj = ProduceRequest_TopicProduceData.__new__(ProduceRequest_TopicProduceData)
     obj.name = f_name
     obj.partition_data = f_partition_data
@@ -145,6 +148,8 @@ def _dec_ProduceRequest_TopicProduceData_v0(buf, pos, end):
 
 def _enc_ProduceRequest_TopicProduceData_v0(obj, out):
     """Append the v0 layout of a ProduceRequest_TopicProduceData to ``out``."""
+    if obj is None:
+        raise TypeError("ProduceRequest.TopicProduceData expected, got None")
     f_name = obj.name
     if f_name is None:
         raise _w.not_nullable("ProduceRequest_TopicProduceData.name")
@@ -190,6 +195,8 @@ def _dec_ProduceRequest_PartitionProduceData_v0(buf, pos, end):
 
 def _enc_ProduceRequest_PartitionProduceData_v0(obj, out):
     """Append the v0 layout of a ProduceRequest_PartitionProduceData to ``out``."""
+    if obj is None:
+        raise TypeError("ProduceRequest.TopicProduceData.PartitionProduceData expected, got None")
     f_records = obj.records
     if f_records is None:
         n_records = -1
@@ -213,12 +220,13 @@ def _dec_ProduceResponse_v0(buf, pos, end):
     if n_responses < 0 or n_responses > (end - pos) // 6:
         raise _w.bad_count('responses', pos - 4, n_responses, end, 6)
     f_responses = []
-    for i in range(n_responses):
-        try:
+    i = 0
+    try:
+        for i in range(n_responses):
             item, pos = _dec_ProduceResponse_TopicProduceResponse_v0(buf, pos, end)
-        except DecodeError as exc:
-            raise exc.within("responses[%d]" % i)
-        f_responses.append(item)
+            f_responses.append(item)
+    except DecodeError as exc:
+        raise exc.within("responses[%d]" % i)
     obj = ProduceResponse.__new__(ProduceResponse)
     obj.responses = f_responses
     obj.throttle_time_ms = 0
@@ -227,6 +235,8 @@ def _dec_ProduceResponse_v0(buf, pos, end):
 
 def _enc_ProduceResponse_v0(obj, out):
     """Append the v0 layout of a ProduceResponse to ``out``."""
+    if obj is None:
+        raise TypeError("ProduceResponse expected, got None")
     f_responses = obj.responses
     n_responses = len(f_responses)
     out.append(_S_i.pack(n_responses))
@@ -246,12 +256,13 @@ def _dec_ProduceResponse_v1(buf, pos, end):
     if n_responses < 0 or n_responses > (end - pos) // 6:
         raise _w.bad_count('responses', pos - 4, n_responses, end, 6)
     f_responses = []
-    for i in range(n_responses):
-        try:
+    i = 0
+    try:
+        for i in range(n_responses):
             item, pos = _dec_ProduceResponse_TopicProduceResponse_v0(buf, pos, end)
-        except DecodeError as exc:
-            raise exc.within("responses[%d]" % i)
-        f_responses.append(item)
+            f_responses.append(item)
+    except DecodeError as exc:
+        raise exc.within("responses[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_L5, pos, end)
     if cython.compiled:
@@ -267,6 +278,8 @@ def _dec_ProduceResponse_v1(buf, pos, end):
 
 def _enc_ProduceResponse_v1(obj, out):
     """Append the v1 layout of a ProduceResponse to ``out``."""
+    if obj is None:
+        raise TypeError("ProduceResponse expected, got None")
     f_responses = obj.responses
     n_responses = len(f_responses)
     out.append(_S_i.pack(n_responses))
@@ -304,12 +317,13 @@ def _dec_ProduceResponse_TopicProduceResponse_v0(buf, pos, end):
     if n_partition_responses < 0 or n_partition_responses > (end - pos) // 14:
         raise _w.bad_count('partition_responses', pos - 4, n_partition_responses, end, 14)
     f_partition_responses = []
-    for i in range(n_partition_responses):
-        try:
+    i = 0
+    try:
+        for i in range(n_partition_responses):
             item, pos = _dec_ProduceResponse_PartitionProduceResponse_v0(buf, pos, end)
-        except DecodeError as exc:
-            raise exc.within("partition_responses[%d]" % i)
-        f_partition_responses.append(item)
+            f_partition_responses.append(item)
+    except DecodeError as exc:
+        raise exc.within("partition_responses[%d]" % i)
     obj = ProduceResponse_TopicProduceResponse.__new__(ProduceResponse_TopicProduceResponse)
     obj.name = f_name
     obj.partition_responses = f_partition_responses
@@ -318,6 +332,8 @@ def _dec_ProduceResponse_TopicProduceResponse_v0(buf, pos, end):
 
 def _enc_ProduceResponse_TopicProduceResponse_v0(obj, out):
     """Append the v0 layout of a ProduceResponse_TopicProduceResponse to ``out``."""
+    if obj is None:
+        raise TypeError("ProduceResponse.TopicProduceResponse expected, got None")
     f_name = obj.name
     if f_name is None:
         raise _w.not_nullable("ProduceResponse_TopicProduceResponse.name")
@@ -356,6 +372,8 @@ def _dec_ProduceResponse_PartitionProduceResponse_v0(buf, pos, end):
 
 def _enc_ProduceResponse_PartitionProduceResponse_v0(obj, out):
     """Append the v0 layout of a ProduceResponse_PartitionProduceResponse to ``out``."""
+    if obj is None:
+        raise TypeError("ProduceResponse.TopicProduceResponse.PartitionProduceResponse expected, got None")
     out.append(_S_ihq.pack(obj.index, obj.error_code, obj.base_offset))
 
 

@@ -5,28 +5,27 @@
 
 from kproto.message_base cimport Message, Struct
 
-cdef inline signed char _read_b(bytes buf, Py_ssize_t pos)
-cdef short _read_h(bytes buf, Py_ssize_t pos)
-cdef int _read_i(bytes buf, Py_ssize_t pos)
-@cython.locals(hi='unsigned long long', lo='unsigned long long')
-cdef long long _read_q(bytes buf, Py_ssize_t pos)
+cdef signed char _read_b(bytes buf, Py_ssize_t pos) noexcept
+cdef short _read_h(bytes buf, Py_ssize_t pos) noexcept
+cdef int _read_i(bytes buf, Py_ssize_t pos) noexcept
+cdef long long _read_q(bytes buf, Py_ssize_t pos) noexcept
 
 @cython.locals(f_controller_epoch='int', f_controller_id='int', i=Py_ssize_t, n_ungrouped_partitions=Py_ssize_t, obj=StopReplicaRequest)
 cpdef tuple _dec_StopReplicaRequest_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
 @cython.locals(n=Py_ssize_t)
-cpdef _enc_StopReplicaRequest_v0(obj, list out)
+cpdef _enc_StopReplicaRequest_v0(StopReplicaRequest obj, list out)
 @cython.locals(f_partition_index='int', i=Py_ssize_t, n_topic_name=Py_ssize_t, obj=StopReplicaRequest_StopReplicaPartitionV0)
 cpdef tuple _dec_StopReplicaRequest_StopReplicaPartitionV0_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
 @cython.locals(n=Py_ssize_t)
-cpdef _enc_StopReplicaRequest_StopReplicaPartitionV0_v0(obj, list out)
+cpdef _enc_StopReplicaRequest_StopReplicaPartitionV0_v0(StopReplicaRequest_StopReplicaPartitionV0 obj, list out)
 @cython.locals(f_error_code='short', i=Py_ssize_t, n_partition_errors=Py_ssize_t, obj=StopReplicaResponse)
 cpdef tuple _dec_StopReplicaResponse_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
 @cython.locals(n=Py_ssize_t)
-cpdef _enc_StopReplicaResponse_v0(obj, list out)
+cpdef _enc_StopReplicaResponse_v0(StopReplicaResponse obj, list out)
 @cython.locals(f_error_code='short', f_partition_index='int', i=Py_ssize_t, n_topic_name=Py_ssize_t, obj=StopReplicaResponse_StopReplicaPartitionError)
 cpdef tuple _dec_StopReplicaResponse_StopReplicaPartitionError_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
 @cython.locals(n=Py_ssize_t)
-cpdef _enc_StopReplicaResponse_StopReplicaPartitionError_v0(obj, list out)
+cpdef _enc_StopReplicaResponse_StopReplicaPartitionError_v0(StopReplicaResponse_StopReplicaPartitionError obj, list out)
 cdef class StopReplicaRequest_StopReplicaPartitionV0(Struct):
     cdef public object topic_name, partition_index
 

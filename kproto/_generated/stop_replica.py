@@ -58,9 +58,8 @@ def _read_i(buf, pos):
 
 def _read_q(buf, pos):
     if cython.compiled:
-        hi = cython.cast(cython.ulonglong, _read_i(buf, pos))
-        lo = cython.cast(cython.ulonglong, _read_i(buf, pos + 4)) & 0xFFFFFFFF
-        return cython.cast(cython.longlong, (hi << 32) | lo)
+        return cython.cast(cython.longlong, (cython.cast(cython.ulonglong, _read_i(buf, pos)) << 32)
+                           | cython.cast(cython.ulonglong, cython.cast(cython.uint, _read_i(buf, pos + 4))))
     return _S_q.unpack_from(buf, pos)[0]
 
 
@@ -82,12 +81,13 @@ def _dec_StopReplicaRequest_v0(buf, pos, end):
     if n_ungrouped_partitions < 0 or n_ungrouped_partitions > (end - pos) // 6:
         raise _w.bad_count('ungrouped_partitions', pos - 4, n_ungrouped_partitions, end, 6)
     f_ungrouped_partitions = []
-    for i in range(n_ungrouped_partitions):
-        try:
+    i = 0
+    try:
+        for i in range(n_ungrouped_partitions):
             item, pos = _dec_StopReplicaRequest_StopReplicaPartitionV0_v0(buf, pos, end)
-        except DecodeError as exc:
-            raise exc.within("ungrouped_partitions[%d]" % i)
-        f_ungrouped_partitions.append(item)
+            f_ungrouped_partitions.append(item)
+    except DecodeError as exc:
+        raise exc.within("ungrouped_partitions[%d]" % i)
     obj = StopReplicaRequest.__new__(StopReplicaRequest)
     obj.controller_id = f_controller_id
     obj.controller_epoch = f_controller_epoch
@@ -98,6 +98,8 @@ def _dec_StopReplicaRequest_v0(buf, pos, end):
 
 def _enc_StopReplicaRequest_v0(obj, out):
     """Append the v0 layout of a StopReplicaRequest to ``out``."""
+    if obj is None:
+        raise TypeError("StopReplicaRequest expected, got None")
     f_ungrouped_partitions = obj.ungrouped_partitions
     n_ungrouped_partitions = len(f_ungrouped_partitions)
     out.append(_S_iiBi.pack(obj.controller_id, obj.controller_epoch, obj.delete_partitions, n_ungrouped_partitions))
@@ -139,6 +141,8 @@ def _dec_StopReplicaRequest_StopReplicaPartitionV0_v0(buf, pos, end):
 
 def _enc_StopReplicaRequest_StopReplicaPartitionV0_v0(obj, out):
     """Append the v0 layout of a StopReplicaRequest_StopReplicaPartitionV0 to ``out``."""
+    if obj is None:
+        raise TypeError("StopReplicaRequest.StopReplicaPartitionV0 expected, got None")
     f_topic_name = obj.topic_name
     if f_topic_name is None:
         raise _w.not_nullable("StopReplicaRequest_StopReplicaPartitionV0.topic_name")
@@ -166,12 +170,13 @@ def _dec_StopReplicaResponse_v0(buf, pos, end):
     if n_partition_errors < 0 or n_partition_errors > (end - pos) // 8:
         raise _w.bad_count('partition_errors', pos - 4, n_partition_errors, end, 8)
     f_partition_errors = []
-    for i in range(n_partition_errors):
-        try:
+    i = 0
+    try:
+        for i in range(n_partition_errors):
             item, pos = _dec_StopReplicaResponse_StopReplicaPartitionError_v0(buf, pos, end)
-        except DecodeError as exc:
-            raise exc.within("partition_errors[%d]" % i)
-        f_partition_errors.append(item)
+            f_partition_errors.append(item)
+    except DecodeError as exc:
+        raise exc.within("partition_errors[%d]" % i)
     obj = StopReplicaResponse.__new__(StopReplicaResponse)
     obj.error_code = f_error_code
     obj.partition_errors = f_partition_errors
@@ -180,6 +185,8 @@ def _dec_StopReplicaResponse_v0(buf, pos, end):
 
 def _enc_StopReplicaResponse_v0(obj, out):
     """Append the v0 layout of a StopReplicaResponse to ``out``."""
+    if obj is None:
+        raise TypeError("StopReplicaResponse expected, got None")
     f_partition_errors = obj.partition_errors
     n_partition_errors = len(f_partition_errors)
     out.append(_S_hi.pack(obj.error_code, n_partition_errors))
@@ -223,6 +230,8 @@ def _dec_StopReplicaResponse_StopReplicaPartitionError_v0(buf, pos, end):
 
 def _enc_StopReplicaResponse_StopReplicaPartitionError_v0(obj, out):
     """Append the v0 layout of a StopReplicaResponse_StopReplicaPartitionError to ``out``."""
+    if obj is None:
+        raise TypeError("StopReplicaResponse.StopReplicaPartitionError expected, got None")
     f_topic_name = obj.topic_name
     if f_topic_name is None:
         raise _w.not_nullable("StopReplicaResponse_StopReplicaPartitionError.topic_name")

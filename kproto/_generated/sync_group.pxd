@@ -5,24 +5,23 @@
 
 from kproto.message_base cimport Message, Struct
 
-cdef inline signed char _read_b(bytes buf, Py_ssize_t pos)
-cdef short _read_h(bytes buf, Py_ssize_t pos)
-cdef int _read_i(bytes buf, Py_ssize_t pos)
-@cython.locals(hi='unsigned long long', lo='unsigned long long')
-cdef long long _read_q(bytes buf, Py_ssize_t pos)
+cdef signed char _read_b(bytes buf, Py_ssize_t pos) noexcept
+cdef short _read_h(bytes buf, Py_ssize_t pos) noexcept
+cdef int _read_i(bytes buf, Py_ssize_t pos) noexcept
+cdef long long _read_q(bytes buf, Py_ssize_t pos) noexcept
 
 @cython.locals(f_generation_id='int', i=Py_ssize_t, n_assignments=Py_ssize_t, n_group_id=Py_ssize_t, n_member_id=Py_ssize_t, obj=SyncGroupRequest)
 cpdef tuple _dec_SyncGroupRequest_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
 @cython.locals(n=Py_ssize_t)
-cpdef _enc_SyncGroupRequest_v0(obj, list out)
+cpdef _enc_SyncGroupRequest_v0(SyncGroupRequest obj, list out)
 @cython.locals(i=Py_ssize_t, n_assignment=Py_ssize_t, n_member_id=Py_ssize_t, obj=SyncGroupRequest_SyncGroupRequestAssignment)
 cpdef tuple _dec_SyncGroupRequest_SyncGroupRequestAssignment_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
 @cython.locals(n=Py_ssize_t)
-cpdef _enc_SyncGroupRequest_SyncGroupRequestAssignment_v0(obj, list out)
+cpdef _enc_SyncGroupRequest_SyncGroupRequestAssignment_v0(SyncGroupRequest_SyncGroupRequestAssignment obj, list out)
 @cython.locals(f_error_code='short', i=Py_ssize_t, n_assignment=Py_ssize_t, obj=SyncGroupResponse)
 cpdef tuple _dec_SyncGroupResponse_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
 @cython.locals(n=Py_ssize_t)
-cpdef _enc_SyncGroupResponse_v0(obj, list out)
+cpdef _enc_SyncGroupResponse_v0(SyncGroupResponse obj, list out)
 cdef class SyncGroupRequest_SyncGroupRequestAssignment(Struct):
     cdef public object member_id, assignment
 

@@ -57,9 +57,8 @@ def _read_i(buf, pos):
 
 def _read_q(buf, pos):
     if cython.compiled:
-        hi = cython.cast(cython.ulonglong, _read_i(buf, pos))
-        lo = cython.cast(cython.ulonglong, _read_i(buf, pos + 4)) & 0xFFFFFFFF
-        return cython.cast(cython.longlong, (hi << 32) | lo)
+        return cython.cast(cython.longlong, (cython.cast(cython.ulonglong, _read_i(buf, pos)) << 32)
+                           | cython.cast(cython.ulonglong, cython.cast(cython.uint, _read_i(buf, pos + 4))))
     return _S_q.unpack_from(buf, pos)[0]
 
 
@@ -110,12 +109,13 @@ def _dec_SyncGroupRequest_v0(buf, pos, end):
     if n_assignments < 0 or n_assignments > (end - pos) // 6:
         raise _w.bad_count('assignments', pos - 4, n_assignments, end, 6)
     f_assignments = []
-    for i in range(n_assignments):
-        try:
+    i = 0
+    try:
+        for i in range(n_assignments):
             item, pos = _dec_SyncGroupRequest_SyncGroupRequestAssignment_v0(buf, pos, end)
-        except DecodeError as exc:
-            raise exc.within("assignments[%d]" % i)
-        f_assignments.append(item)
+            f_assignments.append(item)
+    except DecodeError as exc:
+        raise exc.within("assignments[%d]" % i)
     obj = SyncGroupRequest.__new__(SyncGroupRequest)
     obj.group_id = f_group_id
     obj.generation_id = f_generation_id
@@ -126,6 +126,8 @@ def _dec_SyncGroupRequest_v0(buf, pos, end):
 
 def _enc_SyncGroupRequest_v0(obj, out):
     """Append the v0 layout of a SyncGroupRequest to ``out``."""
+    if obj is None:
+        raise TypeError("SyncGroupRequest expected, got None")
     f_group_id = obj.group_id
     if f_group_id is None:
         raise _w.not_nullable("SyncGroupRequest.group_id")
@@ -196,6 +198,8 @@ def _dec_SyncGroupRequest_SyncGroupRequestAssignment_v0(buf, pos, end):
 
 def _enc_SyncGroupRequest_SyncGroupRequestAssignment_v0(obj, out):
     """Append the v0 layout of a SyncGroupRequest_SyncGroupRequestAssignment to ``out``."""
+    if obj is None:
+        raise TypeError("SyncGroupRequest.SyncGroupRequestAssignment expected, got None")
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("SyncGroupRequest_SyncGroupRequestAssignment.member_id")
@@ -242,6 +246,8 @@ def _dec_SyncGroupResponse_v0(buf, pos, end):
 
 def _enc_SyncGroupResponse_v0(obj, out):
     """Append the v0 layout of a SyncGroupResponse to ``out``."""
+    if obj is None:
+        raise TypeError("SyncGroupResponse expected, got None")
     f_assignment = obj.assignment
     if f_assignment is None:
         raise _w.not_nullable("SyncGroupResponse.assignment")

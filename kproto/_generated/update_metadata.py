@@ -64,9 +64,8 @@ def _read_i(buf, pos):
 
 def _read_q(buf, pos):
     if cython.compiled:
-        hi = cython.cast(cython.ulonglong, _read_i(buf, pos))
-        lo = cython.cast(cython.ulonglong, _read_i(buf, pos + 4)) & 0xFFFFFFFF
-        return cython.cast(cython.longlong, (hi << 32) | lo)
+        return cython.cast(cython.longlong, (cython.cast(cython.ulonglong, _read_i(buf, pos)) << 32)
+                           | cython.cast(cython.ulonglong, cython.cast(cython.uint, _read_i(buf, pos + 4))))
     return _S_q.unpack_from(buf, pos)[0]
 
 
@@ -84,12 +83,13 @@ def _dec_UpdateMetadataRequest_v0(buf, pos, end):
     if n_ungrouped_partition_states < 0 or n_ungrouped_partition_states > (end - pos) // 30:
         raise _w.bad_count('ungrouped_partition_states', pos - 4, n_ungrouped_partition_states, end, 30)
     f_ungrouped_partition_states = []
-    for i in range(n_ungrouped_partition_states):
-        try:
+    i = 0
+    try:
+        for i in range(n_ungrouped_partition_states):
             item, pos = _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(buf, pos, end)
-        except DecodeError as exc:
-            raise exc.within("ungrouped_partition_states[%d]" % i)
-        f_ungrouped_partition_states.append(item)
+            f_ungrouped_partition_states.append(item)
+    except DecodeError as exc:
+        raise exc.within("ungrouped_partition_states[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_L1, pos, end)
     if cython.compiled:
@@ -100,12 +100,13 @@ def _dec_UpdateMetadataRequest_v0(buf, pos, end):
     if n_live_brokers < 0 or n_live_brokers > (end - pos) // 10:
         raise _w.bad_count('live_brokers', pos - 4, n_live_brokers, end, 10)
     f_live_brokers = []
-    for i in range(n_live_brokers):
-        try:
+    i = 0
+    try:
+        for i in range(n_live_brokers):
             item, pos = _dec_UpdateMetadataRequest_UpdateMetadataBroker_v0(buf, pos, end)
-        except DecodeError as exc:
-            raise exc.within("live_brokers[%d]" % i)
-        f_live_brokers.append(item)
+            f_live_brokers.append(item)
+    except DecodeError as exc:
+        raise exc.within("live_brokers[%d]" % i)
     obj = UpdateMetadataRequest.__new__(UpdateMetadataRequest)
     obj.controller_id = f_controller_id
     obj.controller_epoch = f_controller_epoch
@@ -116,6 +117,8 @@ def _dec_UpdateMetadataRequest_v0(buf, pos, end):
 
 def _enc_UpdateMetadataRequest_v0(obj, out):
     """Append the v0 layout of a UpdateMetadataRequest to ``out``."""
+    if obj is None:
+        raise TypeError("UpdateMetadataRequest expected, got None")
     f_ungrouped_partition_states = obj.ungrouped_partition_states
     n_ungrouped_partition_states = len(f_ungrouped_partition_states)
     out.append(_S_iii.pack(obj.controller_id, obj.controller_epoch, n_ungrouped_partition_states))
@@ -142,12 +145,13 @@ def _dec_UpdateMetadataRequest_v1(buf, pos, end):
     if n_ungrouped_partition_states < 0 or n_ungrouped_partition_states > (end - pos) // 30:
         raise _w.bad_count('ungrouped_partition_states', pos - 4, n_ungrouped_partition_states, end, 30)
     f_ungrouped_partition_states = []
-    for i in range(n_ungrouped_partition_states):
-        try:
+    i = 0
+    try:
+        for i in range(n_ungrouped_partition_states):
             item, pos = _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(buf, pos, end)
-        except DecodeError as exc:
-            raise exc.within("ungrouped_partition_states[%d]" % i)
-        f_ungrouped_partition_states.append(item)
+            f_ungrouped_partition_states.append(item)
+    except DecodeError as exc:
+        raise exc.within("ungrouped_partition_states[%d]" % i)
     if end - pos < 4:
         raise _w.short_run(_L1, pos, end)
     if cython.compiled:
@@ -158,12 +162,13 @@ def _dec_UpdateMetadataRequest_v1(buf, pos, end):
     if n_live_brokers < 0 or n_live_brokers > (end - pos) // 8:
         raise _w.bad_count('live_brokers', pos - 4, n_live_brokers, end, 8)
     f_live_brokers = []
-    for i in range(n_live_brokers):
-        try:
+    i = 0
+    try:
+        for i in range(n_live_brokers):
             item, pos = _dec_UpdateMetadataRequest_UpdateMetadataBroker_v1(buf, pos, end)
-        except DecodeError as exc:
-            raise exc.within("live_brokers[%d]" % i)
-        f_live_brokers.append(item)
+            f_live_brokers.append(item)
+    except DecodeError as exc:
+        raise exc.within("live_brokers[%d]" % i)
     obj = UpdateMetadataRequest.__new__(UpdateMetadataRequest)
     obj.controller_id = f_controller_id
     obj.controller_epoch = f_controller_epoch
@@ -174,6 +179,8 @@ def _dec_UpdateMetadataRequest_v1(buf, pos, end):
 
 def _enc_UpdateMetadataRequest_v1(obj, out):
     """Append the v1 layout of a UpdateMetadataRequest to ``out``."""
+    if obj is None:
+        raise TypeError("UpdateMetadataRequest expected, got None")
     f_ungrouped_partition_states = obj.ungrouped_partition_states
     n_ungrouped_partition_states = len(f_ungrouped_partition_states)
     out.append(_S_iii.pack(obj.controller_id, obj.controller_epoch, n_ungrouped_partition_states))
@@ -252,6 +259,8 @@ def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(buf, pos, end):
 
 def _enc_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(obj, out):
     """Append the v0 layout of a UpdateMetadataRequest_UpdateMetadataPartitionState to ``out``."""
+    if obj is None:
+        raise TypeError("UpdateMetadataRequest.UpdateMetadataPartitionState expected, got None")
     f_topic_name = obj.topic_name
     if f_topic_name is None:
         raise _w.not_nullable("UpdateMetadataRequest_UpdateMetadataPartitionState.topic_name")
@@ -310,6 +319,8 @@ def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v0(buf, pos, end):
 
 def _enc_UpdateMetadataRequest_UpdateMetadataBroker_v0(obj, out):
     """Append the v0 layout of a UpdateMetadataRequest_UpdateMetadataBroker to ``out``."""
+    if obj is None:
+        raise TypeError("UpdateMetadataRequest.UpdateMetadataBroker expected, got None")
     f_v0_host = obj.v0_host
     if f_v0_host is None:
         raise _w.not_nullable("UpdateMetadataRequest_UpdateMetadataBroker.v0_host")
@@ -337,12 +348,13 @@ def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v1(buf, pos, end):
     if n_endpoints < 0 or n_endpoints > (end - pos) // 8:
         raise _w.bad_count('endpoints', pos - 4, n_endpoints, end, 8)
     f_endpoints = []
-    for i in range(n_endpoints):
-        try:
+    i = 0
+    try:
+        for i in range(n_endpoints):
             item, pos = _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(buf, pos, end)
-        except DecodeError as exc:
-            raise exc.within("endpoints[%d]" % i)
-        f_endpoints.append(item)
+            f_endpoints.append(item)
+    except DecodeError as exc:
+        raise exc.within("endpoints[%d]" % i)
     obj = UpdateMetadataRequest_UpdateMetadataBroker.__new__(UpdateMetadataRequest_UpdateMetadataBroker)
     obj.id = f_id
     obj.v0_host = ''
@@ -353,6 +365,8 @@ def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v1(buf, pos, end):
 
 def _enc_UpdateMetadataRequest_UpdateMetadataBroker_v1(obj, out):
     """Append the v1 layout of a UpdateMetadataRequest_UpdateMetadataBroker to ``out``."""
+    if obj is None:
+        raise TypeError("UpdateMetadataRequest.UpdateMetadataBroker expected, got None")
     f_endpoints = obj.endpoints
     n_endpoints = len(f_endpoints)
     out.append(_S_ii.pack(obj.id, n_endpoints))
@@ -396,6 +410,8 @@ def _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(buf, pos, end):
 
 def _enc_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(obj, out):
     """Append the v1 layout of a UpdateMetadataRequest_UpdateMetadataEndpoint to ``out``."""
+    if obj is None:
+        raise TypeError("UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint expected, got None")
     f_host = obj.host
     if f_host is None:
         raise _w.not_nullable("UpdateMetadataRequest_UpdateMetadataEndpoint.host")
@@ -426,6 +442,8 @@ def _dec_UpdateMetadataResponse_v0(buf, pos, end):
 
 def _enc_UpdateMetadataResponse_v0(obj, out):
     """Append the v0 layout of a UpdateMetadataResponse to ``out``."""
+    if obj is None:
+        raise TypeError("UpdateMetadataResponse expected, got None")
     out.append(_S_h.pack(obj.error_code))
 
 

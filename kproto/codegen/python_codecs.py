@@ -69,17 +69,15 @@ def _read_i(buf, pos):
 
 def _read_q(buf, pos):
     if cython.compiled:
-        hi = cython.cast(cython.ulonglong, _read_i(buf, pos))
-        lo = cython.cast(cython.ulonglong, _read_i(buf, pos + 4)) & 0xFFFFFFFF
-        return cython.cast(cython.longlong, (hi << 32) | lo)
+        return cython.cast(cython.longlong, (cython.cast(cython.ulonglong, _read_i(buf, pos)) << 32)
+                           | cython.cast(cython.ulonglong, cython.cast(cython.uint, _read_i(buf, pos + 4))))
     return _S_q.unpack_from(buf, pos)[0]
 """
 
-_READERS_PXD = """cdef inline signed char _read_b(bytes buf, Py_ssize_t pos)
-cdef short _read_h(bytes buf, Py_ssize_t pos)
-cdef int _read_i(bytes buf, Py_ssize_t pos)
-@cython.locals(hi='unsigned long long', lo='unsigned long long')
-cdef long long _read_q(bytes buf, Py_ssize_t pos)
+_READERS_PXD = """cdef signed char _read_b(bytes buf, Py_ssize_t pos) noexcept
+cdef short _read_h(bytes buf, Py_ssize_t pos) noexcept
+cdef int _read_i(bytes buf, Py_ssize_t pos) noexcept
+cdef long long _read_q(bytes buf, Py_ssize_t pos) noexcept
 """
 
 
@@ -414,13 +412,15 @@ class ModuleGenerator:
             e.add(f"raise _w.bad_count({attr!r}, pos - 4, {n}, end, {min_size})", 2)
             if inner.is_struct:
                 fn = self._fn_name("dec", message, inner.struct, version)[0]
+                # One try around the loop, not one per element: entering a try costs in compiled code.
                 e.add(f"{var} = []", 1)
-                e.add(f"for i in range({n}):", 1)
-                e.add("try:", 2)
+                e.add("i = 0", 1)
+                e.add("try:", 1)
+                e.add(f"for i in range({n}):", 2)
                 e.add(f"item, pos = {fn}(buf, pos, end)", 3)
-                e.add("except DecodeError as exc:", 2)
-                e.add(f'raise exc.within("{attr}[%d]" % i)', 3)
-                e.add(f"{var}.append(item)", 2)
+                e.add(f"{var}.append(item)", 3)
+                e.add("except DecodeError as exc:", 1)
+                e.add(f'raise exc.within("{attr}[%d]" % i)', 2)
             elif inner.kind in _ARRAY_FMT:
                 ch = _ARRAY_FMT[inner.kind]
                 e.add("if cython.compiled:", 1)
@@ -473,9 +473,13 @@ class ModuleGenerator:
         cls = class_name(message, struct)
         items = self._items(struct, version)
         e.pxd.append("@cython.locals(n=Py_ssize_t)")
-        e.pxd.append(f"cpdef {fname}(obj, list out)")
+        e.pxd.append(f"cpdef {fname}({cls} obj, list out)")
         e.add(f"def {fname}(obj, out):")
         e.add(f'"""Append the v{version} layout of a {cls} to ``out``."""', 1)
+        # Compiled, ``obj`` is typed (attribute reads are C field reads) and Cython lets None through a
+        # typed argument: refuse it here, as the pure path's attribute access would.
+        e.add("if obj is None:", 1)
+        e.add(f'raise TypeError("{_qualname(message, struct)} expected, got None")', 2)
         present = {it.attr for it in items}
         for f in struct.fields:
             if f.attr not in present and not f.ignorable:

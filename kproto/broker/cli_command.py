@@ -1,0 +1,49 @@
+"""``kproto broker``: run the mock broker in the foreground until interrupted.
+
+``kproto broker --host 127.0.0.1 --port 0 [--topic name:partitions]... [--record FILE]`` prints
+``listening on HOST:PORT`` as its first line of standard output, then serves until SIGINT/SIGTERM;
+with ``--record`` it writes every byte exchanged to a pcap on the way out.  The CLI wires this module
+in as a subcommand through :func:`add_arguments` and :func:`run`.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from kproto.broker.mock import parse_topic_spec, run_broker
+
+__all__ = ["add_arguments", "run"]
+
+
+def _topic(value: str) -> str:
+    try:
+        parse_topic_spec(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the broker's options to ``parser``."""
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=9092, help="port to listen on; 0 picks a free one (default 9092)")
+    parser.add_argument("--topic", action="append", default=[], type=_topic, metavar="NAME:PARTITIONS",
+                        help="declare a topic (repeatable); others are auto-created with --partitions")
+    parser.add_argument("--partitions", type=int, default=1, help="partitions of auto-created topics (default 1)")
+    parser.add_argument("--no-auto-create", action="store_true", help="answer unknown topics with an error")
+    parser.add_argument("--record", metavar="FILE", help="write all traffic to this pcap when stopping")
+    parser.add_argument("--min-session-timeout-ms", type=int, default=None,
+                        help="lowest session timeout the group coordinator accepts (0.9 default 6000)")
+    parser.add_argument("--advertised-host", default=None, help="host name given to clients in Metadata")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the broker with parsed ``args``; returns the exit status."""
+    if args.partitions < 1:
+        print("kproto broker: --partitions must be at least 1")
+        return 2
+    return run_broker(
+        args.host, args.port, topics=list(args.topic), default_partitions=args.partitions,
+        auto_create_topics=not args.no_auto_create, record_pcap=args.record,
+        min_session_timeout_ms=args.min_session_timeout_ms, advertised_host=args.advertised_host,
+    )

@@ -1,0 +1,358 @@
+"""What the mock broker answers: one handler per api, over the cluster, the group coordinator and a clock.
+
+:class:`BrokerCore` knows nothing of sockets.  ``await core.handle(request, client_host)`` returns the
+response message for a decoded request (None for an ``acks=0`` Produce); it waits only where a 0.9
+broker would park the request: a Fetch long poll (``max_wait_ms``/``min_bytes``) and JoinGroup/SyncGroup
+requests the group coordinator holds until the join or sync phase completes.  Requests a client never
+sends to a 0.9 broker (the inter-broker keys 4-7) raise :class:`~kproto.errors.ProtocolError`, and the
+connection is closed, as 0.8 brokers did with requests they could not read.
+
+The group APIs go to the sans-I/O :class:`~kproto.group.coordinator.GroupCoordinator`; each parked call
+carries an :class:`asyncio.Future` as its reply token, resolved when the coordinator releases the
+reply.  :meth:`BrokerCore.run_timers` drives the coordinator's deadlines (session expiry, join
+timeouts).  OffsetCommit v0 / OffsetFetch v0 use a separate store, as 0.9 kept those in ZooKeeper apart
+from the group coordinator (no group checks; "no offset" is UNKNOWN_TOPIC_OR_PARTITION).
+
+Simplifications, all documented in the handlers: ListOffsets answers one offset (latest for −1, the log
+start for −2 and any other time); topics are created on Metadata/Produce without the transient
+LEADER_NOT_AVAILABLE of a real broker; throttle times are 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple
+
+from kproto import ErrorCode
+from kproto.broker.append import prepare_append
+from kproto.broker.cluster import Cluster, valid_topic_name
+from kproto.broker.config import BrokerConfig
+from kproto.connection.server import RequestReceived
+from kproto.errors import ProtocolError
+from kproto.group import responses as rs
+from kproto.group.coordinator import GroupCoordinator, Reply
+from kproto.message_base import Message
+from kproto.messages import (
+    DescribeGroupsResponse,
+    FetchResponse,
+    GroupCoordinatorResponse,
+    HeartbeatResponse,
+    JoinGroupResponse,
+    LeaveGroupResponse,
+    ListGroupsResponse,
+    ListOffsetsResponse,
+    MetadataResponse,
+    OffsetCommitResponse,
+    OffsetFetchResponse,
+    ProduceResponse,
+    SyncGroupResponse,
+)
+
+__all__ = ["BrokerCore", "monotonic_ms"]
+
+_C = ErrorCode
+_ZK_METADATA_MAX = 4096  # offset.metadata.max.bytes also bounds v0 commits
+
+
+def monotonic_ms() -> int:
+    """The coordinator's clock: milliseconds that never go backwards."""
+    return int(time.monotonic() * 1000)
+
+
+class BrokerCore:
+    """The request handlers of one mock broker; see the module docstring."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.cluster = Cluster(auto_create=config.auto_create_topics, default_partitions=config.default_partitions)
+        self.coordinator = GroupCoordinator(config.coordinator)
+        self.zk_offsets: Dict[Tuple[str, str, int], Tuple[int, Optional[str]]] = {}
+        self.host = config.advertised_host or "127.0.0.1"
+        self.port = config.advertised_port or 0
+        #: Requests handled, by (api key, version).
+        self.request_counts: Counter = Counter()
+        self._data_arrived: Optional[asyncio.Event] = None
+        self._timers_changed: Optional[asyncio.Event] = None
+        self._handlers: Dict[int, Callable[[RequestReceived, str], Awaitable[Optional[Message]]]] = {
+            0: self._produce, 1: self._fetch, 2: self._list_offsets, 3: self._metadata,
+            8: self._offset_commit, 9: self._offset_fetch, 10: self._group_coordinator,
+            11: self._join_group, 12: self._heartbeat, 13: self._leave_group, 14: self._sync_group,
+            15: self._describe_groups, 16: self._list_groups,
+        }
+
+    def bind(self, host: str, port: int) -> None:
+        """Advertise the address the broker listens on (unless the config names another)."""
+        self.host = self.config.advertised_host or host
+        self.port = self.config.advertised_port or port
+
+    async def handle(self, request: RequestReceived, client_host: str) -> Optional[Message]:
+        """The response to ``request`` (None when none is due); ``client_host`` as DescribeGroups shows it."""
+        handler = self._handlers.get(request.api_key)
+        if handler is None:
+            raise ProtocolError(f"the mock broker does not serve api key {request.api_key}")
+        self.request_counts[(request.api_key, request.api_version)] += 1
+        return await handler(request, client_host)
+
+    # ---------------------------------------------------------------- events shared with waiters
+
+    def _event(self, name: str) -> asyncio.Event:
+        event = getattr(self, name)
+        if event is None:
+            event = asyncio.Event()
+            setattr(self, name, event)
+        return event
+
+    def _announce_data(self) -> None:
+        # Wake every parked Fetch; each re-reads and parks again if it still lacks min_bytes.
+        event = self._event("_data_arrived")
+        self._data_arrived = asyncio.Event()
+        event.set()
+
+    # ---------------------------------------------------------------- Produce, Fetch, ListOffsets, Metadata
+
+    async def _produce(self, request: RequestReceived, client_host: str) -> Optional[Message]:
+        req = request.message
+        T = ProduceResponse.TopicProduceResponse
+        P = T.PartitionProduceResponse
+        topics = []
+        appended = False
+        for topic in req.topic_data:
+            partitions = self.cluster.lookup(topic.name, create=True)
+            answers = []
+            for part in topic.partition_data:
+                code, base = self._append(req.acks, partitions, part)
+                appended = appended or code == _C.NONE
+                answers.append(P(index=part.index, error_code=code, base_offset=base))
+            topics.append(T(name=topic.name, partition_responses=answers))
+        if appended:
+            self._announce_data()
+        if req.acks == 0:
+            return None
+        return ProduceResponse(responses=topics, throttle_time_ms=0)
+
+    def _append(self, acks: int, partitions: Optional[list], part: Any) -> Tuple[int, int]:
+        if acks not in (-1, 0, 1):
+            return _C.INVALID_REQUIRED_ACKS, -1
+        if partitions is None or not 0 <= part.index < len(partitions):
+            return _C.UNKNOWN_TOPIC_OR_PARTITION, -1
+        log = partitions[part.index]
+        raw = part.records.raw if part.records is not None else b""
+        prepared = prepare_append(raw, log.high_watermark, message_max_bytes=self.config.message_max_bytes)
+        if isinstance(prepared, ErrorCode):
+            return prepared, -1
+        return _C.NONE, log.append(prepared)
+
+    async def _fetch(self, request: RequestReceived, client_host: str) -> Optional[Message]:
+        req = request.message
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(req.max_wait_ms, 0) / 1000.0
+        while True:
+            arrival = self._event("_data_arrived")
+            response, total, failed = self._read(req)
+            remaining = deadline - loop.time()
+            if failed or total >= req.min_bytes or remaining <= 0:
+                return response
+            try:
+                await asyncio.wait_for(arrival.wait(), remaining)
+            except asyncio.TimeoutError:
+                pass
+
+    def _read(self, req: Any) -> Tuple[Message, int, bool]:
+        """The fetch response as things stand, its record bytes, and whether any partition failed."""
+        T = FetchResponse.FetchableTopicResponse
+        P = T.PartitionData
+        total, failed, topics = 0, False, []
+        for topic in req.topics:
+            answers = []
+            for part in topic.partitions:
+                log = self.cluster.partition(topic.topic, part.partition)
+                if log is None or not log.in_range(part.fetch_offset):
+                    code = _C.UNKNOWN_TOPIC_OR_PARTITION if log is None else _C.OFFSET_OUT_OF_RANGE
+                    failed = True
+                    answers.append(P(partition_index=part.partition, error_code=code,
+                                     high_watermark=-1 if log is None else log.high_watermark, records=b""))
+                    continue
+                limit = min(part.partition_max_bytes, self.config.max_fetch_bytes)
+                data = log.read(part.fetch_offset, limit)
+                total += len(data)
+                answers.append(P(partition_index=part.partition, error_code=_C.NONE,
+                                 high_watermark=log.high_watermark, records=data))
+            topics.append(T(topic=topic.topic, partitions=answers))
+        return FetchResponse(throttle_time_ms=0, responses=topics), total, failed
+
+    async def _list_offsets(self, request: RequestReceived, client_host: str) -> Optional[Message]:
+        T = ListOffsetsResponse.ListOffsetsTopicResponse
+        P = T.ListOffsetsPartitionResponse
+        topics = []
+        for topic in request.message.topics:
+            answers = []
+            for part in topic.partitions:
+                log = self.cluster.partition(topic.name, part.partition_index)
+                if log is None:
+                    answers.append(P(partition_index=part.partition_index, error_code=_C.UNKNOWN_TOPIC_OR_PARTITION))
+                    continue
+                # One segment per partition: "latest" is the high watermark, any other time its start.
+                offset = log.high_watermark if part.timestamp == -1 else log.log_start_offset
+                offsets = [offset][:max(part.max_num_offsets, 0)]
+                answers.append(P(partition_index=part.partition_index, error_code=_C.NONE, old_style_offsets=offsets))
+            topics.append(T(name=topic.name, partitions=answers))
+        return ListOffsetsResponse(topics=topics)
+
+    async def _metadata(self, request: RequestReceived, client_host: str) -> Optional[Message]:
+        T = MetadataResponse.MetadataResponseTopic
+        P = T.MetadataResponsePartition
+        B = MetadataResponse.MetadataResponseBroker
+        names = [t.name for t in request.message.topics] or sorted(self.cluster.topics)  # empty: all (v0)
+        node = self.config.node_id
+        topics = []
+        for name in names:
+            partitions = self.cluster.lookup(name, create=True)
+            if partitions is None:
+                code = _C.UNKNOWN_TOPIC_OR_PARTITION if valid_topic_name(name) else _C.INVALID_TOPIC_EXCEPTION
+                topics.append(T(error_code=code, name=name, partitions=[]))
+                continue
+            topics.append(T(error_code=_C.NONE, name=name, partitions=[
+                P(error_code=_C.NONE, partition_index=i, leader_id=node, replica_nodes=[node], isr_nodes=[node])
+                for i in range(len(partitions))]))
+        return MetadataResponse(brokers=[B(node_id=node, host=self.host, port=self.port)], topics=topics)
+
+    # ---------------------------------------------------------------- offsets
+
+    async def _offset_commit(self, request: RequestReceived, client_host: str) -> Optional[Message]:
+        req = request.message
+        offsets = {(t.name, p.partition_index): (p.committed_offset, p.committed_metadata)
+                   for t in req.topics for p in t.partitions}
+        if request.api_version == 0:
+            return self._zk_commit(req.group_id, offsets)
+        retention = req.retention_time_ms if request.api_version >= 2 else -1
+        result = await self._ask(self.coordinator.commit_offsets, group_id=req.group_id,
+                                 generation_id=req.generation_id_or_member_epoch, member_id=req.member_id,
+                                 offsets=offsets, retention_time_ms=retention)
+        T = OffsetCommitResponse.OffsetCommitResponseTopic
+        P = T.OffsetCommitResponsePartition
+        return OffsetCommitResponse(topics=[
+            T(name=t.topic, partitions=[P(partition_index=p.partition, error_code=p.error_code)
+                                        for p in t.partition_responses])
+            for t in result.responses])
+
+    def _zk_commit(self, group_id: str, offsets: Dict[Tuple[str, int], Tuple[int, Optional[str]]]) -> Message:
+        T = OffsetCommitResponse.OffsetCommitResponseTopic
+        P = T.OffsetCommitResponsePartition
+        by_topic: Dict[str, list] = {}
+        for (topic, partition), (offset, metadata) in offsets.items():
+            code = _C.NONE
+            if metadata is not None and len(metadata) > _ZK_METADATA_MAX:
+                code = _C.OFFSET_METADATA_TOO_LARGE
+            else:
+                self.zk_offsets[(group_id, topic, partition)] = (offset, metadata)
+            by_topic.setdefault(topic, []).append(P(partition_index=partition, error_code=code))
+        return OffsetCommitResponse(topics=[T(name=t, partitions=ps) for t, ps in by_topic.items()])
+
+    async def _offset_fetch(self, request: RequestReceived, client_host: str) -> Optional[Message]:
+        req = request.message
+        T = OffsetFetchResponse.OffsetFetchResponseTopic
+        P = T.OffsetFetchResponsePartition
+        if request.api_version == 0:
+            topics = []
+            for t in req.topics:
+                parts = []
+                for i in t.partition_indexes:
+                    found = self.zk_offsets.get((req.group_id, t.name, i))
+                    parts.append(P(partition_index=i, committed_offset=found[0], metadata=found[1], error_code=_C.NONE)
+                                 if found else P(partition_index=i, committed_offset=-1, metadata="",
+                                                 error_code=_C.UNKNOWN_TOPIC_OR_PARTITION))
+                topics.append(T(name=t.name, partitions=parts))
+            return OffsetFetchResponse(topics=topics)
+        wanted = [(t.name, i) for t in req.topics for i in t.partition_indexes]
+        result = await self._ask(self.coordinator.fetch_offsets, group_id=req.group_id, partitions=wanted)
+        return OffsetFetchResponse(topics=[
+            T(name=t.topic, partitions=[P(partition_index=p.partition, committed_offset=p.offset,
+                                          metadata=p.metadata, error_code=p.error_code)
+                                        for p in t.partition_responses])
+            for t in result.responses])
+
+    # ---------------------------------------------------------------- group membership
+
+    async def _group_coordinator(self, request: RequestReceived, client_host: str) -> Optional[Message]:
+        return GroupCoordinatorResponse(error_code=_C.NONE, node_id=self.config.node_id, host=self.host, port=self.port)
+
+    async def _join_group(self, request: RequestReceived, client_host: str) -> Optional[Message]:
+        req = request.message
+        result: rs.JoinGroupResponse = await self._ask(
+            self.coordinator.join_group, group_id=req.group_id, member_id=req.member_id,
+            client_id=request.header.client_id or "", client_host=client_host,
+            session_timeout_ms=req.session_timeout_ms, protocol_type=req.protocol_type,
+            protocols=[(p.name, p.metadata) for p in req.protocols])
+        M = JoinGroupResponse.JoinGroupResponseMember
+        return JoinGroupResponse(
+            error_code=result.error_code, generation_id=result.generation_id, protocol_name=result.group_protocol,
+            leader=result.leader_id, member_id=result.member_id,
+            members=[M(member_id=m.member_id, metadata=m.member_metadata) for m in result.members])
+
+    async def _sync_group(self, request: RequestReceived, client_host: str) -> Optional[Message]:
+        req = request.message
+        result: rs.SyncGroupResponse = await self._ask(
+            self.coordinator.sync_group, group_id=req.group_id, generation_id=req.generation_id,
+            member_id=req.member_id, assignments={a.member_id: a.assignment for a in req.assignments})
+        return SyncGroupResponse(error_code=result.error_code, assignment=result.member_assignment)
+
+    async def _heartbeat(self, request: RequestReceived, client_host: str) -> Optional[Message]:
+        req = request.message
+        result = await self._ask(self.coordinator.heartbeat, group_id=req.group_id,
+                                 generation_id=req.generation_id, member_id=req.member_id)
+        return HeartbeatResponse(error_code=result.error_code)
+
+    async def _leave_group(self, request: RequestReceived, client_host: str) -> Optional[Message]:
+        req = request.message
+        result = await self._ask(self.coordinator.leave_group, group_id=req.group_id, member_id=req.member_id)
+        return LeaveGroupResponse(error_code=result.error_code)
+
+    async def _describe_groups(self, request: RequestReceived, client_host: str) -> Optional[Message]:
+        result: rs.DescribeGroupsResponse = await self._ask(
+            self.coordinator.describe_groups, group_ids=list(request.message.groups))
+        G = DescribeGroupsResponse.DescribedGroup
+        M = G.DescribedGroupMember
+        return DescribeGroupsResponse(groups=[
+            G(error_code=g.error_code, group_id=g.group_id, group_state=g.state, protocol_type=g.protocol_type,
+              protocol_data=g.protocol, members=[
+                  M(member_id=m.member_id, client_id=m.client_id, client_host=m.client_host,
+                    member_metadata=m.member_metadata, member_assignment=m.member_assignment)
+                  for m in g.members])
+            for g in result.groups])
+
+    async def _list_groups(self, request: RequestReceived, client_host: str) -> Optional[Message]:
+        result: rs.ListGroupsResponse = await self._ask(self.coordinator.list_groups)
+        G = ListGroupsResponse.ListedGroup
+        return ListGroupsResponse(error_code=result.error_code, groups=[
+            G(group_id=g.group_id, protocol_type=g.protocol_type) for g in result.groups])
+
+    # ---------------------------------------------------------------- coordinator plumbing
+
+    async def _ask(self, method: Callable[..., List[Reply]], **kwargs: Any) -> Any:
+        """Call a coordinator method with a future as the reply token and wait for its reply."""
+        future = asyncio.get_running_loop().create_future()
+        self._deliver(method(future, now_ms=monotonic_ms(), **kwargs))
+        self._event("_timers_changed").set()
+        return await future
+
+    @staticmethod
+    def _deliver(replies: List[Reply]) -> None:
+        for reply in replies:
+            future = reply.reply_to
+            if isinstance(future, asyncio.Future) and not future.done():  # done: its connection went away
+                future.set_result(reply.result)
+
+    async def run_timers(self) -> None:
+        """Fire the coordinator's deadlines as they come, forever (cancel to stop)."""
+        changed = self._event("_timers_changed")
+        while True:
+            changed.clear()
+            deadline = self.coordinator.next_deadline_ms()
+            timeout = None if deadline is None else max(deadline - monotonic_ms(), 0) / 1000.0
+            try:
+                await asyncio.wait_for(changed.wait(), timeout)
+            except asyncio.TimeoutError:
+                pass
+            self._deliver(self.coordinator.tick(monotonic_ms()))

@@ -1,0 +1,315 @@
+""":class:`MockBroker`: an in-memory single-node 0.9 cluster for tests, from sync or asyncio code.
+
+Used from synchronous code it is a context manager that runs its own asyncio loop in a background
+thread::
+
+    with MockBroker(topics={"events": 4}) as broker:
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, api_version=(0, 9))
+
+From asyncio code it is an async context manager running on the caller's loop::
+
+    async with MockBroker() as broker:
+        ...
+
+Either way the broker answers what a 0.9.0 broker would (see :mod:`kproto.broker.handlers`), can be
+told to misbehave (:meth:`MockBroker.inject`), and can record every byte to a pcap (``record_pcap``),
+written when the broker stops.  The inspection helpers (:meth:`MockBroker.messages`,
+:meth:`MockBroker.committed`, ...) run on the broker's loop, so they are safe from any thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from concurrent.futures import Future
+from typing import Any, Awaitable, Callable, Dict, Iterable, List, Mapping, Optional, Tuple, TypeVar, Union
+
+from kproto.broker.config import DEFAULT_BROKER_MAX_FRAME_SIZE, BrokerConfig
+from kproto.broker.faults import Fault, FaultPlan
+from kproto.broker.handlers import BrokerCore
+from kproto.broker.recording import TrafficRecorder
+from kproto.broker.server import BrokerServer
+from kproto.connection.correlation import check_quirks
+from kproto.group.coordinator import CoordinatorConfig, GroupSnapshot
+
+__all__ = ["MockBroker", "parse_topic_spec"]
+
+T = TypeVar("T")
+PathLike = Union[str, "os.PathLike[str]"]
+_START_TIMEOUT = 30.0
+
+
+def parse_topic_spec(spec: str) -> Tuple[str, int]:
+    """``"name:partitions"`` (or just ``"name"``, one partition) as (name, partitions)."""
+    name, _, count = spec.rpartition(":") if ":" in spec else (spec, "", "1")
+    if not name or not count.isdigit() or int(count) < 1:
+        raise ValueError(f"topic spec {spec!r} is not name:partitions")
+    return name, int(count)
+
+
+class MockBroker:
+    """An in-memory Kafka 0.9 broker listening on ``host:port`` (port 0: a free one).
+
+    ``topics`` declares topics up front (``{"name": partitions}`` or ``["name:partitions", ...]``);
+    others are created with ``default_partitions`` on first Metadata/Produce when
+    ``auto_create_topics``.  ``record_pcap`` names a pcap to write the traffic to when the broker stops
+    (``record_server_port`` rewrites the broker's port in it).  ``min_session_timeout_ms`` lowers the
+    group coordinator's session-timeout floor (0.9: 6000) for fast tests; ``coordinator_config``
+    replaces the coordinator settings wholesale.  ``broker_quirks="0.8.2"`` answers GroupCoordinator v0
+    with correlation id 0.  Other keywords go to :class:`~kproto.broker.config.BrokerConfig`.
+    """
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        topics: Union[None, Mapping[str, int], Iterable[str]] = None,
+        auto_create_topics: bool = True,
+        default_partitions: int = 1,
+        record_pcap: Optional[PathLike] = None,
+        record_server_port: Optional[int] = None,
+        min_session_timeout_ms: Optional[int] = None,
+        coordinator_config: Optional[CoordinatorConfig] = None,
+        max_frame_size: int = DEFAULT_BROKER_MAX_FRAME_SIZE,
+        broker_quirks: Optional[str] = None,
+        **config: Any,
+    ) -> None:
+        coordinator = coordinator_config or CoordinatorConfig()
+        if min_session_timeout_ms is not None:
+            coordinator = CoordinatorConfig(
+                min_session_timeout_ms=min_session_timeout_ms,
+                max_session_timeout_ms=coordinator.max_session_timeout_ms,
+                offset_metadata_max_bytes=coordinator.offset_metadata_max_bytes,
+                offsets_retention_ms=coordinator.offsets_retention_ms,
+            )
+        self.config = BrokerConfig(
+            auto_create_topics=auto_create_topics, default_partitions=default_partitions,
+            max_frame_size=max_frame_size, broker_quirks=check_quirks(broker_quirks), coordinator=coordinator,
+            **config,
+        )
+        self.core = BrokerCore(self.config)
+        for name, partitions in self._topic_list(topics):
+            self.core.cluster.create_topic(name, partitions)
+        self.faults = FaultPlan()
+        self.record_pcap = record_pcap
+        self.recorder = TrafficRecorder(server_port=record_server_port) if record_pcap is not None else None
+        self._listen = (host, port)
+        self._server: Optional[BrokerServer] = None
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._thread: Optional[threading.Thread] = None
+        self._stopped: Optional[asyncio.Event] = None
+
+    @staticmethod
+    def _topic_list(topics: Union[None, Mapping[str, int], Iterable[str]]) -> List[Tuple[str, int]]:
+        if topics is None:
+            return []
+        if isinstance(topics, Mapping):
+            return [(name, int(count)) for name, count in topics.items()]
+        return [parse_topic_spec(spec) for spec in topics]
+
+    # ---------------------------------------------------------------- address
+
+    @property
+    def host(self) -> str:
+        return self._require_server().address[0]
+
+    @property
+    def port(self) -> int:
+        return self._require_server().address[1]
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """``"host:port"``, ready for a client's bootstrap list."""
+        host, port = self._require_server().address
+        return f"{host}:{port}"
+
+    def _require_server(self) -> BrokerServer:
+        if self._server is None:
+            raise RuntimeError("the mock broker is not running")
+        return self._server
+
+    # ---------------------------------------------------------------- asyncio use
+
+    async def __aenter__(self) -> "MockBroker":
+        await self.start_async()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop_async()
+
+    async def start_async(self) -> None:
+        """Start listening on the running loop."""
+        if self._server is not None:
+            raise RuntimeError("the mock broker is already running")
+        self._loop = asyncio.get_running_loop()
+        self._server = BrokerServer(self.core, self.faults, host=self._listen[0], port=self._listen[1],
+                                    recorder=self.recorder)
+        await self._server.start()
+
+    async def stop_async(self) -> None:
+        """Stop listening, close every connection, and write the pcap if recording."""
+        server, self._server = self._server, None
+        if server is not None:
+            await server.stop()
+            self._write_recording()
+
+    def _write_recording(self) -> None:
+        if self.recorder is not None and self.record_pcap is not None:
+            self.recorder.write(self.record_pcap)
+
+    # ---------------------------------------------------------------- synchronous use (background thread)
+
+    def __enter__(self) -> "MockBroker":
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        """Start the broker on a loop of its own in a daemon thread; returns once it listens."""
+        if self._thread is not None:
+            raise RuntimeError("the mock broker is already running")
+        ready: Future = Future()
+        self._thread = threading.Thread(target=self._thread_main, args=(ready,), name="kproto-mock-broker",
+                                        daemon=True)
+        self._thread.start()
+        ready.result(_START_TIMEOUT)
+
+    def _thread_main(self, ready: Future) -> None:
+        async def main() -> None:
+            self._stopped = asyncio.Event()
+            try:
+                await self.start_async()
+            except BaseException as exc:  # noqa: BLE001 - reported to the starting thread
+                ready.set_exception(exc)
+                return
+            ready.set_result(None)
+            await self._stopped.wait()
+            await self.stop_async()
+
+        asyncio.run(main())
+
+    def stop(self) -> None:
+        """Stop the background broker (no-op if it is not running)."""
+        thread, self._thread = self._thread, None
+        if thread is None or self._loop is None:
+            return
+        stopped = self._stopped
+        if stopped is not None:
+            self._loop.call_soon_threadsafe(stopped.set)
+        thread.join(_START_TIMEOUT)
+
+    # ---------------------------------------------------------------- control and inspection
+
+    def inject(
+        self,
+        api: Union[int, str],
+        *,
+        error: Optional[int] = None,
+        delay: float = 0.0,
+        drop: bool = False,
+        times: Optional[int] = 1,
+    ) -> Fault:
+        """Make the next ``times`` requests of ``api`` (key or name, e.g. ``"Produce"``) wait ``delay``
+        seconds, then be answered with ``error`` everywhere or have their connection dropped."""
+        return self.faults.inject(api, error=error, delay=delay, drop=drop, times=times)
+
+    def create_topic(self, name: str, partitions: int = 1) -> None:
+        """Declare a topic (no-op if it exists)."""
+        self._on_loop(lambda: self.core.cluster.create_topic(name, partitions))
+
+    def topics(self) -> Dict[str, int]:
+        """Topic name → partition count."""
+        return self._on_loop(lambda: {name: len(ps) for name, ps in self.core.cluster.topics.items()})
+
+    def high_watermark(self, topic: str, partition: int) -> int:
+        """The next offset of a partition (−1 if it does not exist)."""
+        def read() -> int:
+            log = self.core.cluster.partition(topic, partition)
+            return -1 if log is None else log.high_watermark
+        return self._on_loop(read)
+
+    def messages(self, topic: str, partition: int) -> List[Any]:
+        """Every stored message of a partition, decoded (compressed wrappers expanded)."""
+        from kproto.records import decode_message_set
+
+        return list(decode_message_set(self.log_bytes(topic, partition)))
+
+    def log_bytes(self, topic: str, partition: int) -> bytes:
+        """A partition's stored message set as raw bytes (shallow: compressed wrappers stay wrapped)."""
+        def read() -> bytes:
+            log = self.core.cluster.partition(topic, partition)
+            return b"" if log is None else log.read(0, log.size_bytes)
+        return self._on_loop(read)
+
+    def committed(self, group_id: str) -> Dict[Tuple[str, int], Tuple[int, Optional[str]]]:
+        """Offsets the group coordinator holds for ``group_id``: (topic, partition) → (offset, metadata)."""
+        return self._on_loop(lambda: self.core.coordinator.committed(group_id))
+
+    def group(self, group_id: str) -> Optional[GroupSnapshot]:
+        """A snapshot of a group (state, generation, members), or None."""
+        return self._on_loop(lambda: self.core.coordinator.snapshot(group_id))
+
+    def request_counts(self) -> Dict[Tuple[int, int], int]:
+        """Requests handled so far by (api key, version)."""
+        return self._on_loop(lambda: dict(self.core.request_counts))
+
+    @property
+    def connections_accepted(self) -> int:
+        return self._require_server().connections_accepted
+
+    def save_pcap(self, path: PathLike) -> int:
+        """Write the traffic recorded so far to ``path`` now; returns the packet count."""
+        if self.recorder is None:
+            raise RuntimeError("this broker was not started with record_pcap")
+        return self.recorder.write(path)
+
+    def _on_loop(self, fn: Callable[[], T]) -> T:
+        """Run ``fn`` on the broker's loop (directly when already there or when the broker is idle)."""
+        loop = self._loop
+        if loop is None or self._thread is None or threading.current_thread() is self._thread:
+            return fn()
+
+        async def call() -> T:
+            return fn()
+        return asyncio.run_coroutine_threadsafe(call(), loop).result(_START_TIMEOUT)
+
+
+async def _serve_until_stopped(broker: MockBroker, announce: Callable[[str], None],
+                               stop: Callable[[], Awaitable[None]]) -> None:
+    async with broker:
+        announce(f"listening on {broker.host}:{broker.port}")
+        await stop()
+
+
+def run_broker(
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    announce: Callable[[str], None] = lambda line: print(line, flush=True),
+    **options: Any,
+) -> int:
+    """Run a :class:`MockBroker` in the foreground until SIGINT or SIGTERM; returns 0.
+
+    The first line announced (printed by default) is ``listening on HOST:PORT``; ``options`` are
+    :class:`MockBroker` keywords (``topics``, ``record_pcap``, ...).  The pcap is written on the way out.
+    """
+    import signal
+
+    broker = MockBroker(host, port, **options)
+
+    async def wait_for_signal() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, stop.set)
+            except (NotImplementedError, RuntimeError):  # not the main thread, or not Unix
+                pass
+        await stop.wait()
+
+    asyncio.run(_serve_until_stopped(broker, announce, wait_for_signal))
+    return 0

@@ -1,0 +1,177 @@
+"""The JSON form of decoded messages, and back: lossless, so ``encode`` can rebuild the exact bytes.
+
+Conventions (documented in ``docs/cli.md``):
+
+* Every message is an object with the field names of its class's ``to_dict()``, in wire order.
+* Bytes (``bytes`` fields, record sets, undecoded bodies) are ``{"$bytes": "<base64>"}``: an object,
+  so bytes can never be mistaken for a string.  A ``null`` stays ``null`` (null and empty differ).
+* With ``verbose``, a record set object also carries ``messages`` (each with ``offset``, ``magic``,
+  ``attributes``, ``codec``, ``timestamp``, ``timestamp_type``, ``crc``, ``key``, ``value``),
+  ``valid_bytes`` and ``partial`` — or ``error`` when its messages do not decode — and consumer
+  protocol bytes (JoinGroup/SyncGroup/DescribeGroups metadata and assignments) carry
+  ``consumer_protocol``.  These extra keys are informational: when reading JSON back, ``$bytes`` wins.
+* When reading, a record set given as ``{"messages": [...], "codec": ..., "magic": ..., "base_offset": ...}``
+  without ``$bytes`` is encoded from its messages (handy for hand-written requests).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Any, Dict, List, Optional, Type
+
+from kproto.errors import EncodeError, KprotoError
+from kproto.message_base import RECORDS, SCALARS, STRUCTS, Message, Struct
+from kproto.messages import ConsumerProtocolAssignment, ConsumerProtocolSubscription
+from kproto.records import RecordSet, decode_message_set, encode_message_set
+from kproto.records.format import CODEC_NAMES
+
+__all__ = [
+    "BYTES_KEY",
+    "bytes_json",
+    "error_json",
+    "message_json",
+    "json_to_python",
+    "message_from_json",
+    "record_set_json",
+]
+
+BYTES_KEY = "$bytes"
+
+# Byte fields that carry the embedded consumer protocol, by field name.
+_SUBSCRIPTION_FIELDS = frozenset({"metadata", "member_metadata"})
+_ASSIGNMENT_FIELDS = frozenset({"assignment", "member_assignment"})
+
+
+def bytes_json(data: bytes) -> Dict[str, str]:
+    """``{"$bytes": "<base64>"}``."""
+    return {BYTES_KEY: base64.b64encode(data).decode("ascii")}
+
+
+def error_json(error: Optional[BaseException]) -> Optional[Dict[str, Any]]:
+    """An exception as ``{"type", "message", "reason", "offset", "path"}`` (None stays None)."""
+    if error is None:
+        return None
+    return {
+        "type": type(error).__name__,
+        "message": str(error),
+        "reason": getattr(error, "reason", str(error)),
+        "offset": getattr(error, "offset", None),
+        "path": getattr(error, "path", ""),
+    }
+
+
+def message_json(msg: Struct, verbose: bool = False) -> Dict[str, Any]:
+    """A decoded message (or nested struct) as JSON values, following the class's field table."""
+    out: Dict[str, Any] = {}
+    for name, shape, _ in type(msg)._FIELDS:
+        value = getattr(msg, name)
+        if shape == STRUCTS:
+            out[name] = [message_json(item, verbose) for item in value]
+        elif shape == RECORDS:
+            out[name] = None if value is None else record_set_json(bytes(value), verbose)
+        elif shape == SCALARS:
+            out[name] = [bytes_json(v) if isinstance(v, bytes) else v for v in value]
+        elif isinstance(value, bytes):
+            out[name] = _bytes_field_json(name, value, verbose)
+        else:
+            out[name] = value
+    return out
+
+
+def _bytes_field_json(name: str, value: bytes, verbose: bool) -> Dict[str, Any]:
+    out: Dict[str, Any] = bytes_json(value)
+    if verbose and value:
+        schema: Optional[Type[Message]] = None
+        if name in _SUBSCRIPTION_FIELDS:
+            schema = ConsumerProtocolSubscription
+        elif name in _ASSIGNMENT_FIELDS:
+            schema = ConsumerProtocolAssignment
+        if schema is not None:
+            try:
+                version, embedded = schema.decode_embedded(value)
+            except KprotoError:
+                return out  # not consumer-protocol bytes (another protocol_type): leave them opaque
+            out["consumer_protocol"] = {"version": version, **message_json(embedded)}
+    return out
+
+
+def record_set_json(raw: bytes, verbose: bool = False) -> Dict[str, Any]:
+    """A record set: ``$bytes``, plus its decoded messages when ``verbose``."""
+    out: Dict[str, Any] = bytes_json(raw)
+    if not verbose:
+        return out
+    try:
+        decoded = decode_message_set(raw)
+    except KprotoError as exc:
+        out["error"] = error_json(exc)
+        return out
+    out["messages"] = [_record_json(m) for m in decoded]
+    out["valid_bytes"] = decoded.valid_bytes
+    out["partial"] = decoded.partial
+    return out
+
+
+def _record_json(m: Any) -> Dict[str, Any]:
+    return {
+        "offset": m.offset,
+        "magic": m.magic,
+        "attributes": m.attributes,
+        "codec": CODEC_NAMES.get(m.codec, "none"),
+        "timestamp": m.timestamp,
+        "timestamp_type": m.timestamp_type,
+        "crc": m.crc,
+        "key": None if m.key is None else bytes_json(m.key),
+        "value": None if m.value is None else bytes_json(m.value),
+    }
+
+
+# --- reading JSON back ------------------------------------------------------------------------------------
+
+
+def json_to_python(value: Any, where: str = "") -> Any:
+    """Undo the JSON conventions: ``{"$bytes"}`` objects become bytes, message lists become record sets."""
+    if isinstance(value, dict):
+        if BYTES_KEY in value:
+            return _decode_base64(value[BYTES_KEY], where)
+        if "messages" in value and isinstance(value["messages"], list):
+            return _record_set_from_messages(value, where)
+        return {k: json_to_python(v, f"{where}.{k}" if where else k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [json_to_python(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    return value
+
+
+def _decode_base64(text: Any, where: str) -> bytes:
+    if not isinstance(text, str):
+        raise EncodeError(f"{where}: {BYTES_KEY} must be a base64 string")
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise EncodeError(f"{where}: bad base64 in {BYTES_KEY}: {exc}") from None
+
+
+def _record_set_from_messages(value: Dict[str, Any], where: str) -> RecordSet:
+    messages: List[tuple] = []
+    for i, item in enumerate(value["messages"]):
+        if not isinstance(item, dict):
+            raise EncodeError(f"{where}.messages[{i}]: expected an object with key and value")
+        key = json_to_python(item.get("key"), f"{where}.messages[{i}].key")
+        data = json_to_python(item.get("value"), f"{where}.messages[{i}].value")
+        messages.append((_as_binary(key), _as_binary(data), item.get("timestamp")))
+    codec = value.get("codec")
+    raw = encode_message_set(messages, magic=value.get("magic", 0), codec=None if codec == "none" else codec,
+                             base_offset=value.get("base_offset", 0))
+    return RecordSet(raw)
+
+
+def _as_binary(value: Any) -> Optional[bytes]:
+    """Keys and values written by hand may be plain strings: take their UTF-8 bytes."""
+    return value.encode("utf-8") if isinstance(value, str) else value
+
+
+def message_from_json(cls: Type[Message], data: Any, where: str) -> Message:
+    """An instance of ``cls`` from its JSON form (see :func:`message_json`)."""
+    if not isinstance(data, dict):
+        raise EncodeError(f"{where}: expected an object for {cls.__name__}")
+    return cls.from_dict(json_to_python(data, where))
