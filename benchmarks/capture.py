@@ -77,7 +77,8 @@ def fetch_answer(corr: int, sets: List[bytes]) -> bytes:
 def heartbeat(corr: int) -> Tuple[bytes, bytes]:
     info = kproto.APIS["Heartbeat"]
     req = info.request.from_dict({"group_id": "bench", "generation_id": 3, "member_id": "bench-consumer-1"})
-    return kproto.encode_request(req, 0, corr, "bench-consumer"), kproto.encode_response(info.response.from_dict({"error_code": 0}), 0, corr)
+    answer = info.response.from_dict({"error_code": 0})
+    return kproto.encode_request(req, 0, corr, "bench-consumer"), kproto.encode_response(answer, 0, corr)
 
 
 def build_conversations(target_bytes: int, seed: int = 7) -> List[TcpConversation]:

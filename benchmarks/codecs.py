@@ -80,7 +80,7 @@ def offset_commit_request() -> km.OffsetCommitRequest:
         for p in range(10)]} for t in range(5)]
     return km.OffsetCommitRequest.from_dict({
         "group_id": "billing-consumers", "generation_id_or_member_epoch": 17, "member_id": "consumer-1-5a1f7c0e",
-        "retention_time_ms": 7 * 24 * 3600 * 1000,  # an explicit retention (the field v2 added)
+        "retention_time_ms": -1,  # the broker default retention, as clients send it
         "topics": topics})
 
 

@@ -36,12 +36,13 @@ def _api_for(api_key: int, version: int, what: str) -> ApiInfo:
     return info
 
 
-def _frame(parts: List[bytes]) -> bytes:
-    size = sum(len(p) for p in parts)
+def _frame(out: bytearray) -> bytes:
+    """Fill in the size of a frame built after a 4-byte placeholder."""
+    size = len(out) - 4
     if size > 0x7FFFFFFF:
         raise EncodeError(f"frame of {size} bytes does not fit an int32 size")
-    parts[0] = I32.pack(size)
-    return b"".join(parts)
+    out[0:4] = I32.pack(size)
+    return bytes(out)
 
 
 def encode_request(msg: Message, version: int, correlation_id: int, client_id: Optional[str] = "") -> bytes:
@@ -55,10 +56,10 @@ def encode_request(msg: Message, version: int, correlation_id: int, client_id: O
     info = _api_for(msg.API_KEY, version, "encode_request")  # type: ignore[arg-type]
     header = RequestHeader(api_key=info.api_key, api_version=version, correlation_id=correlation_id,
                            client_id=client_id)
-    parts: List[bytes] = [b""]
-    header.encode_into(parts, info.request_header_version(version))
-    msg.encode_into(parts, version)
-    return _frame(parts)
+    out = bytearray(4)
+    header.encode_into(out, info.request_header_version(version))
+    msg.encode_into(out, version)
+    return _frame(out)
 
 
 def encode_response(msg: Message, version: int, correlation_id: int) -> bytes:
@@ -66,10 +67,10 @@ def encode_response(msg: Message, version: int, correlation_id: int) -> bytes:
     if getattr(msg, "KIND", None) != "response":
         raise EncodeError(f"{type(msg).__name__} is not a response message")
     _api_for(msg.API_KEY, version, "encode_response")  # type: ignore[arg-type]
-    parts: List[bytes] = [b""]
-    ResponseHeader(correlation_id=correlation_id).encode_into(parts, 0)
-    msg.encode_into(parts, version)
-    return _frame(parts)
+    out = bytearray(4)
+    ResponseHeader(correlation_id=correlation_id).encode_into(out, 0)
+    msg.encode_into(out, version)
+    return _frame(out)
 
 
 def check_frame(frame: Bytes, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> bytes:

@@ -25,7 +25,7 @@ M = TypeVar("M", bound="Message")
 SCALAR, RECORDS, STRUCTS, SCALARS = "scalar", "records", "structs", "scalars"
 
 Decoder = Callable[[bytes, int, int], Tuple[Any, int]]
-Encoder = Callable[[Any, List[bytes]], None]
+Encoder = Callable[[Any, bytearray], None]
 
 
 def as_record_set(value: Union[None, RecordSet, bytes, bytearray, memoryview]) -> Optional[RecordSet]:
@@ -158,18 +158,18 @@ class Message(Struct):
         """The int16 version followed by the body (the inverse of :meth:`decode_embedded`)."""
         if not getattr(self, "VERSION_PREFIX", False):
             raise TypeError(f"{self._NAME} does not carry its own version")
-        out: List[bytes] = [I16.pack(version)]
+        out = bytearray(I16.pack(version))
         self.encode_into(out, version)
-        return b"".join(out)
+        return bytes(out)
 
     def encode(self, version: int) -> bytes:
         """The body bytes of this message in ``version``."""
-        out: List[bytes] = []
+        out = bytearray()
         self.encode_into(out, version)
-        return b"".join(out)
+        return bytes(out)
 
-    def encode_into(self, out: List[bytes], version: int) -> None:
-        """Append the body's pieces to ``out`` (lets framing add a header without copying the body)."""
+    def encode_into(self, out: bytearray, version: int) -> None:
+        """Append the body to ``out`` (lets framing put the size and header in front without a copy)."""
         encoder = self._ENCODERS.get(version)
         if encoder is None:
             raise self._unsupported(version)

@@ -6,7 +6,6 @@ Session timeouts are lowered below 0.9's 6000 ms floor with the broker's ``min_s
 
 from __future__ import annotations
 
-import os
 import signal
 import struct
 import subprocess
@@ -166,7 +165,6 @@ class KafkaPythonMember(threading.Thread):
         self.processed: List[Tuple[int, int, bytes]] = []
         self.assigned: Set[int] = set()
         self.stop_event = threading.Event()
-        self.started_event = threading.Event()
         self.error: Optional[BaseException] = None
 
     def run(self) -> None:
@@ -181,7 +179,6 @@ class KafkaPythonMember(threading.Thread):
                                      auto_offset_reset="earliest", fetch_max_wait_ms=50,
                                      max_poll_records=self.max_records, **commit, **FAST_GROUP, **KP_09)
             consumer.subscribe([self.topic])
-            self.started_event.set()
             while not self.stop_event.is_set():
                 for tp, batch in consumer.poll(timeout_ms=50).items():
                     self.processed.extend((tp.partition, m.offset, m.value) for m in batch)
@@ -191,7 +188,6 @@ class KafkaPythonMember(threading.Thread):
             consumer.close()
         except BaseException as exc:  # noqa: BLE001 - reported by the test
             self.error = exc
-            self.started_event.set()
 
     def finish(self) -> None:
         self.stop_event.set()

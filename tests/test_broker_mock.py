@@ -154,9 +154,11 @@ def test_fetch_inside_a_compressed_wrapper_returns_the_whole_wrapper(broker, cli
 def test_fetch_long_poll_wakes_on_produce(broker) -> None:
     with SocketClient((broker.host, broker.port)) as fetcher, SocketClient((broker.host, broker.port)) as producer:
         fetcher.send(fetch_request("t", 1, 0, max_wait_ms=20_000, min_bytes=1), 1)
-        threading.Timer(0.2, lambda: producer.request(
-            produce_request("t", 1, encode_message_set(_messages(2))), 1)).start()
+        later = threading.Timer(0.2, lambda: producer.request(
+            produce_request("t", 1, encode_message_set(_messages(2))), 1))
+        later.start()
         part = first_partition(fetcher.receive().message)  # well before the 20 s max wait
+        later.join(30)  # the producer's socket stays open until its answer is read
         assert [m.value for m in decode_message_set(part.records.raw)] == [b"m0", b"m1"]
 
 

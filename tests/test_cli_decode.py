@@ -57,7 +57,7 @@ def test_json_document_schema(tmp_path: Path) -> None:
     assert set(document) == {"kproto", "format_version", "records", "summary"}
     assert document["kproto"] == "decode" and document["format_version"] == 1
     assert set(document["summary"]) == SUMMARY_KEYS
-    assert document["summary"] == {"input": "hex", "frames": 12, "failed": 0, "problems": 0}
+    assert document["summary"] == {"input": "hex", "frames": 13, "failed": 0, "problems": 0}
     for record in document["records"]:
         assert set(record) == FRAME_KEYS
         assert record["error"] is None and record["raw_body"] is None
@@ -70,8 +70,8 @@ def test_json_document_schema(tmp_path: Path) -> None:
 def test_jsonl_is_one_record_per_line_then_summary() -> None:
     proc = run_kproto("decode", SAMPLES / "frames.hex", "--format", "jsonl", check_code=0)
     lines = [json.loads(line) for line in proc.stdout.decode().splitlines()]
-    assert [set(r) for r in lines[:-1]] == [FRAME_KEYS] * 12
-    assert lines[-1] == {"record": "summary", "input": "hex", "frames": 12, "failed": 0, "problems": 0}
+    assert [set(r) for r in lines[:-1]] == [FRAME_KEYS] * 13
+    assert lines[-1] == {"record": "summary", "input": "hex", "frames": 13, "failed": 0, "problems": 0}
 
 
 def test_bytes_are_base64_objects_and_record_sets_verbose(tmp_path: Path) -> None:
@@ -136,7 +136,8 @@ HEX_FORMS = {
     "0x-commas": lambda d: ", ".join(f"0x{b:02x}" for b in d) + ",\n",
     "0x-words": lambda d: "0x" + d.hex() + "\n",
     "escaped": lambda d: "".join(f"\\x{b:02x}" for b in d) + "\n",
-    "lines-with-comments": lambda d: "# a comment\n\n" + "\n".join(d[i:i + 7].hex(" ") + "  # part" for i in range(0, len(d), 7)) + "\n",
+    "lines-with-comments": lambda d: "# a comment\n\n" + "\n".join(
+        d[i:i + 7].hex(" ") + "  # part" for i in range(0, len(d), 7)) + "\n",
     "protocol.md": lambda d: "\n".join(f"{i:04x}: " + d[i:i + 16].hex(" ") for i in range(0, len(d), 16)) + "\n",
     "xxd": xxd_form,
     "hexdump-C": hexdump_c_form,

@@ -8,7 +8,7 @@ import json
 import struct
 import sys
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict
 
 import pytest
 from test_cli_usage import SAMPLES, run_kproto
@@ -52,8 +52,10 @@ def input_bytes(path: Path) -> bytes:
     return path.read_bytes()
 
 
-@pytest.mark.parametrize("name", sorted(STREAMS))
-@pytest.mark.parametrize("fmt", ["json", "jsonl"])
+CASES = [(name, "json") for name in sorted(STREAMS)] + [("frames.hex", "jsonl"), ("produce.pcap#0", "jsonl")]
+
+
+@pytest.mark.parametrize("name, fmt", CASES)
 def test_decode_then_encode_gives_identical_bytes(tmp_path: Path, name: str, fmt: str) -> None:
     source = stream_path(tmp_path, name)
     decoded = run_kproto("decode", source, "--format", fmt, check_code=0).stdout
@@ -74,7 +76,7 @@ def test_verbose_json_encodes_back_too(tmp_path: Path) -> None:
 def test_hex_output_one_frame_a_line(tmp_path: Path) -> None:
     decoded = run_kproto("decode", SAMPLES / "frames.hex", "--format", "jsonl", check_code=0).stdout
     lines = run_kproto("encode", "-", stdin=decoded, check_code=0).stdout.decode().split()
-    assert len(lines) == 12
+    assert len(lines) == 13
     assert b"".join(bytes.fromhex(line) for line in lines) == input_bytes(SAMPLES / "frames.hex")
     assert lines[0] == "0000001a000300000000000100066b70726f746f00000001000474657374"
 
@@ -84,7 +86,7 @@ def test_json_output_of_encode(tmp_path: Path) -> None:
     document = json.loads(run_kproto("encode", "-", "--format", "json", stdin=decoded, check_code=0).stdout)
     assert set(document) == {"kproto", "format_version", "records", "summary"}
     assert set(document["records"][0]) == {"record", "index", "size", "data"}
-    assert document["summary"] == {"frames": 12}
+    assert document["summary"] == {"frames": 13}
 
 
 def test_undecodable_frames_round_trip_through_raw_body(tmp_path: Path) -> None:

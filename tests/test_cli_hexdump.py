@@ -100,4 +100,4 @@ def test_text_dump_lines_and_colour() -> None:
 def test_hexdump_json_document() -> None:
     proc = run_kproto("hexdump", SAMPLES / "frames.hex", "--format", "json", check_code=0)
     document = json.loads(proc.stdout)
-    assert document["kproto"] == "hexdump" and len(document["records"]) == 12
+    assert document["kproto"] == "hexdump" and len(document["records"]) == 13

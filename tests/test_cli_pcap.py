@@ -15,6 +15,7 @@ from test_cli_usage import SAMPLES, kproto_script, run_kproto
 
 import kproto
 from kproto.capture.writer import Impairments, TcpConversation, write_capture
+from kproto.cli import main
 from kproto.messages import MetadataRequest, MetadataResponse, ProduceRequest
 
 CAPTURES = sorted(p.name for p in SAMPLES.glob("*.pcap*"))
@@ -98,6 +99,12 @@ def test_controlled_shutdown_v0_has_no_client_id() -> None:
     assert found[0]["response"]["remaining_partitions"] == [{"topic_name": "orders", "partition_index": 1}]
 
 
+def filtered(capture: Path, expression: str, capsys: pytest.CaptureFixture) -> List[dict]:
+    """Filter semantics run in-process (the console script itself is covered by the other tests)."""
+    assert main(["pcap", str(capture), "--format", "jsonl", "--filter", expression]) == 0
+    return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+
+
 @pytest.mark.parametrize("expression, expected", [
     ("api=Produce", 7),
     ("api=producer", 7),
@@ -113,8 +120,8 @@ def test_controlled_shutdown_v0_has_no_client_id() -> None:
     ("request_size>300", 2),
     ("topic!=orders", 3),
 ])
-def test_filters_on_the_producer_capture(expression: str, expected: int) -> None:
-    lines = records(SAMPLES / "produce.pcap", "--filter", expression)
+def test_filters_on_the_producer_capture(expression: str, expected: int, capsys: pytest.CaptureFixture) -> None:
+    lines = filtered(SAMPLES / "produce.pcap", expression, capsys)
     assert lines[-1]["shown"] == expected, expression
     assert len([r for r in lines if r["record"] == "exchange"]) == expected
 
@@ -127,8 +134,13 @@ def test_filters_on_the_producer_capture(expression: str, expected: int) -> None
     ("client~'*:50402' or api=LeaveGroup", 7),
     ("port=9092", 19),
 ])
-def test_filters_on_the_group_capture(expression: str, expected: int) -> None:
-    assert records(SAMPLES / "consumer_group.pcapng", "--filter", expression)[-1]["shown"] == expected
+def test_filters_on_the_group_capture(expression: str, expected: int, capsys: pytest.CaptureFixture) -> None:
+    assert filtered(SAMPLES / "consumer_group.pcapng", expression, capsys)[-1]["shown"] == expected
+
+
+def test_filter_from_the_console_script() -> None:
+    lines = records(SAMPLES / "produce.pcap", "--filter", "api=Produce and not error")
+    assert lines[-1]["shown"] == 6 and lines[-1]["exchanges"] == 9
 
 
 def write_damaged(tmp_path: Path, **options) -> Path:

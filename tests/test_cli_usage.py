@@ -55,6 +55,11 @@ def test_every_command_has_help(command: str) -> None:
     assert "--format" in out
 
 
+def test_broker_command_is_wired_in() -> None:
+    out = run_kproto("broker", "--help", check_code=0).stdout.decode()
+    assert "usage: kproto broker" in out and "--record" in out
+
+
 def test_version() -> None:
     assert run_kproto("--version", check_code=0).stdout.decode().startswith("kproto ")
 

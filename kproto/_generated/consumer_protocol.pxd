@@ -10,18 +10,25 @@ cdef short _read_h(bytes buf, Py_ssize_t pos) noexcept
 cdef int _read_i(bytes buf, Py_ssize_t pos) noexcept
 cdef long long _read_q(bytes buf, Py_ssize_t pos) noexcept
 
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_Resize
+cdef char* _grow(bytearray out, Py_ssize_t size) except NULL
+cdef void _put_b(char* p, Py_ssize_t at, signed char value) noexcept
+cdef void _put_h(char* p, Py_ssize_t at, short value) noexcept
+cdef void _put_i(char* p, Py_ssize_t at, int value) noexcept
+cdef void _put_q(char* p, Py_ssize_t at, long long value) noexcept
+
 @cython.locals(i=Py_ssize_t, n_assigned_partitions=Py_ssize_t, n_user_data=Py_ssize_t, obj=ConsumerProtocolAssignment)
 cpdef tuple _dec_ConsumerProtocolAssignment_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_ConsumerProtocolAssignment_v0(ConsumerProtocolAssignment obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_assigned_partitions=Py_ssize_t, n_user_data=Py_ssize_t)
+cpdef _enc_ConsumerProtocolAssignment_v0(ConsumerProtocolAssignment obj, bytearray out)
 @cython.locals(i=Py_ssize_t, n_partitions=Py_ssize_t, n_topic=Py_ssize_t, obj=ConsumerProtocolAssignment_TopicPartition)
 cpdef tuple _dec_ConsumerProtocolAssignment_TopicPartition_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_ConsumerProtocolAssignment_TopicPartition_v0(ConsumerProtocolAssignment_TopicPartition obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_partitions=Py_ssize_t, n_topic=Py_ssize_t)
+cpdef _enc_ConsumerProtocolAssignment_TopicPartition_v0(ConsumerProtocolAssignment_TopicPartition obj, bytearray out)
 @cython.locals(i=Py_ssize_t, n_topics=Py_ssize_t, n_user_data=Py_ssize_t, obj=ConsumerProtocolSubscription)
 cpdef tuple _dec_ConsumerProtocolSubscription_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_ConsumerProtocolSubscription_v0(ConsumerProtocolSubscription obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_topics=Py_ssize_t, n_user_data=Py_ssize_t)
+cpdef _enc_ConsumerProtocolSubscription_v0(ConsumerProtocolSubscription obj, bytearray out)
 cdef class ConsumerProtocolAssignment_TopicPartition(Struct):
     cdef public object topic, partitions
 

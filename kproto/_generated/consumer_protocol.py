@@ -59,6 +59,38 @@ def _read_q(buf, pos):
     return _S_q.unpack_from(buf, pos)[0]
 
 
+def _grow(out, size):
+    if cython.compiled:
+        PyByteArray_Resize(out, len(out) + size)
+        return PyByteArray_AS_STRING(out) + (len(out) - size)
+    raise RuntimeError("compiled builds only")
+
+
+def _put_b(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value)
+
+
+def _put_h(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value >> 8)
+        p[at + 1] = cython.cast(cython.char, value)
+
+
+def _put_i(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value >> 24)
+        p[at + 1] = cython.cast(cython.char, value >> 16)
+        p[at + 2] = cython.cast(cython.char, value >> 8)
+        p[at + 3] = cython.cast(cython.char, value)
+
+
+def _put_q(p, at, value):
+    if cython.compiled:
+        _put_i(p, at, cython.cast(cython.int, value >> 32))
+        _put_i(p, at + 4, cython.cast(cython.int, value))
+
+
 def _dec_ConsumerProtocolAssignment_v0(buf, pos, end):
     """Decode ConsumerProtocolAssignment (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 4:
@@ -106,7 +138,11 @@ def _enc_ConsumerProtocolAssignment_v0(obj, out):
         raise TypeError("ConsumerProtocolAssignment expected, got None")
     f_assigned_partitions = obj.assigned_partitions
     n_assigned_partitions = len(f_assigned_partitions)
-    out.append(_S_i.pack(n_assigned_partitions))
+    if cython.compiled:
+        p = _grow(out, 4)
+        _put_i(p, 0, n_assigned_partitions)
+    else:
+        out += _S_i.pack(n_assigned_partitions)
     for item in f_assigned_partitions:
         _enc_ConsumerProtocolAssignment_TopicPartition_v0(item, out)
     f_user_data = obj.user_data
@@ -114,9 +150,13 @@ def _enc_ConsumerProtocolAssignment_v0(obj, out):
         n_user_data = -1
     else:
         n_user_data = len(f_user_data)
-    out.append(_S_i.pack(n_user_data))
+    if cython.compiled:
+        p = _grow(out, 4)
+        _put_i(p, 0, n_user_data)
+    else:
+        out += _S_i.pack(n_user_data)
     if n_user_data > 0:
-        out.append(f_user_data)
+        out += f_user_data
 
 
 def _dec_ConsumerProtocolAssignment_TopicPartition_v0(buf, pos, end):
@@ -170,13 +210,26 @@ def _enc_ConsumerProtocolAssignment_TopicPartition_v0(obj, out):
         n_topic = len(f_topic)
         if n_topic > 32767:
             raise _w.string_too_long("ConsumerProtocolAssignment_TopicPartition.topic", n_topic)
-    out.append(_S_h.pack(n_topic))
+    if cython.compiled:
+        p = _grow(out, 2)
+        _put_h(p, 0, n_topic)
+    else:
+        out += _S_h.pack(n_topic)
     if n_topic > 0:
-        out.append(f_topic)
+        out += f_topic
     f_partitions = obj.partitions
     n_partitions = len(f_partitions)
-    out.append(_S_i.pack(n_partitions))
-    out.append(_pack(">%di" % n_partitions, *f_partitions))
+    if cython.compiled:
+        p = _grow(out, 4)
+        _put_i(p, 0, n_partitions)
+    else:
+        out += _S_i.pack(n_partitions)
+    if cython.compiled:
+        p = _grow(out, 4 * n_partitions)
+        for i in range(n_partitions):
+            _put_i(p, 4 * i, f_partitions[i])
+    else:
+        out += _pack(">%di" % n_partitions, *f_partitions)
 
 
 def _dec_ConsumerProtocolSubscription_v0(buf, pos, end):
@@ -233,22 +286,30 @@ def _enc_ConsumerProtocolSubscription_v0(obj, out):
         raise TypeError("ConsumerProtocolSubscription expected, got None")
     f_topics = obj.topics
     n_topics = len(f_topics)
-    out.append(_S_i.pack(n_topics))
+    if cython.compiled:
+        p = _grow(out, 4)
+        _put_i(p, 0, n_topics)
+    else:
+        out += _S_i.pack(n_topics)
     for item in f_topics:
         data = item.encode("utf-8")
         n = len(data)
         if n > 32767:
             raise _w.string_too_long("ConsumerProtocolSubscription.topics[]", n)
-        out.append(_S_h.pack(n))
-        out.append(data)
+        out += _S_h.pack(n)
+        out += data
     f_user_data = obj.user_data
     if f_user_data is None:
         n_user_data = -1
     else:
         n_user_data = len(f_user_data)
-    out.append(_S_i.pack(n_user_data))
+    if cython.compiled:
+        p = _grow(out, 4)
+        _put_i(p, 0, n_user_data)
+    else:
+        out += _S_i.pack(n_user_data)
     if n_user_data > 0:
-        out.append(f_user_data)
+        out += f_user_data
 
 
 class ConsumerProtocolAssignment_TopicPartition(Struct):

@@ -10,18 +10,25 @@ cdef short _read_h(bytes buf, Py_ssize_t pos) noexcept
 cdef int _read_i(bytes buf, Py_ssize_t pos) noexcept
 cdef long long _read_q(bytes buf, Py_ssize_t pos) noexcept
 
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_Resize
+cdef char* _grow(bytearray out, Py_ssize_t size) except NULL
+cdef void _put_b(char* p, Py_ssize_t at, signed char value) noexcept
+cdef void _put_h(char* p, Py_ssize_t at, short value) noexcept
+cdef void _put_i(char* p, Py_ssize_t at, int value) noexcept
+cdef void _put_q(char* p, Py_ssize_t at, long long value) noexcept
+
 @cython.locals(f_broker_id='int', i=Py_ssize_t, obj=ControlledShutdownRequest)
 cpdef tuple _dec_ControlledShutdownRequest_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_ControlledShutdownRequest_v0(ControlledShutdownRequest obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*')
+cpdef _enc_ControlledShutdownRequest_v0(ControlledShutdownRequest obj, bytearray out)
 @cython.locals(f_error_code='short', i=Py_ssize_t, n_remaining_partitions=Py_ssize_t, obj=ControlledShutdownResponse)
 cpdef tuple _dec_ControlledShutdownResponse_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_ControlledShutdownResponse_v0(ControlledShutdownResponse obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_remaining_partitions=Py_ssize_t)
+cpdef _enc_ControlledShutdownResponse_v0(ControlledShutdownResponse obj, bytearray out)
 @cython.locals(f_partition_index='int', i=Py_ssize_t, n_topic_name=Py_ssize_t, obj=ControlledShutdownResponse_RemainingPartition)
 cpdef tuple _dec_ControlledShutdownResponse_RemainingPartition_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_ControlledShutdownResponse_RemainingPartition_v0(ControlledShutdownResponse_RemainingPartition obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_topic_name=Py_ssize_t)
+cpdef _enc_ControlledShutdownResponse_RemainingPartition_v0(ControlledShutdownResponse_RemainingPartition obj, bytearray out)
 cdef class ControlledShutdownRequest(Message):
     cdef public object broker_id
 

@@ -59,6 +59,38 @@ def _read_q(buf, pos):
     return _S_q.unpack_from(buf, pos)[0]
 
 
+def _grow(out, size):
+    if cython.compiled:
+        PyByteArray_Resize(out, len(out) + size)
+        return PyByteArray_AS_STRING(out) + (len(out) - size)
+    raise RuntimeError("compiled builds only")
+
+
+def _put_b(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value)
+
+
+def _put_h(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value >> 8)
+        p[at + 1] = cython.cast(cython.char, value)
+
+
+def _put_i(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value >> 24)
+        p[at + 1] = cython.cast(cython.char, value >> 16)
+        p[at + 2] = cython.cast(cython.char, value >> 8)
+        p[at + 3] = cython.cast(cython.char, value)
+
+
+def _put_q(p, at, value):
+    if cython.compiled:
+        _put_i(p, at, cython.cast(cython.int, value >> 32))
+        _put_i(p, at + 4, cython.cast(cython.int, value))
+
+
 def _dec_ControlledShutdownRequest_v0(buf, pos, end):
     """Decode ControlledShutdownRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 4:
@@ -77,7 +109,11 @@ def _enc_ControlledShutdownRequest_v0(obj, out):
     """Append the v0 layout of a ControlledShutdownRequest to ``out``."""
     if obj is None:
         raise TypeError("ControlledShutdownRequest expected, got None")
-    out.append(_S_i.pack(obj.broker_id))
+    if cython.compiled:
+        p = _grow(out, 4)
+        _put_i(p, 0, obj.broker_id)
+    else:
+        out += _S_i.pack(obj.broker_id)
 
 
 def _dec_ControlledShutdownResponse_v0(buf, pos, end):
@@ -112,7 +148,12 @@ def _enc_ControlledShutdownResponse_v0(obj, out):
         raise TypeError("ControlledShutdownResponse expected, got None")
     f_remaining_partitions = obj.remaining_partitions
     n_remaining_partitions = len(f_remaining_partitions)
-    out.append(_S_hi.pack(obj.error_code, n_remaining_partitions))
+    if cython.compiled:
+        p = _grow(out, 6)
+        _put_h(p, 0, obj.error_code)
+        _put_i(p, 2, n_remaining_partitions)
+    else:
+        out += _S_hi.pack(obj.error_code, n_remaining_partitions)
     for item in f_remaining_partitions:
         _enc_ControlledShutdownResponse_RemainingPartition_v0(item, out)
 
@@ -161,10 +202,18 @@ def _enc_ControlledShutdownResponse_RemainingPartition_v0(obj, out):
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("ControlledShutdownResponse_RemainingPartition.topic_name", n_topic_name)
-    out.append(_S_h.pack(n_topic_name))
+    if cython.compiled:
+        p = _grow(out, 2)
+        _put_h(p, 0, n_topic_name)
+    else:
+        out += _S_h.pack(n_topic_name)
     if n_topic_name > 0:
-        out.append(f_topic_name)
-    out.append(_S_i.pack(obj.partition_index))
+        out += f_topic_name
+    if cython.compiled:
+        p = _grow(out, 4)
+        _put_i(p, 0, obj.partition_index)
+    else:
+        out += _S_i.pack(obj.partition_index)
 
 
 class ControlledShutdownRequest(Message):

@@ -10,22 +10,29 @@ cdef short _read_h(bytes buf, Py_ssize_t pos) noexcept
 cdef int _read_i(bytes buf, Py_ssize_t pos) noexcept
 cdef long long _read_q(bytes buf, Py_ssize_t pos) noexcept
 
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_Resize
+cdef char* _grow(bytearray out, Py_ssize_t size) except NULL
+cdef void _put_b(char* p, Py_ssize_t at, signed char value) noexcept
+cdef void _put_h(char* p, Py_ssize_t at, short value) noexcept
+cdef void _put_i(char* p, Py_ssize_t at, int value) noexcept
+cdef void _put_q(char* p, Py_ssize_t at, long long value) noexcept
+
 @cython.locals(i=Py_ssize_t, n_groups=Py_ssize_t, obj=DescribeGroupsRequest)
 cpdef tuple _dec_DescribeGroupsRequest_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_DescribeGroupsRequest_v0(DescribeGroupsRequest obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_groups=Py_ssize_t)
+cpdef _enc_DescribeGroupsRequest_v0(DescribeGroupsRequest obj, bytearray out)
 @cython.locals(i=Py_ssize_t, n_groups=Py_ssize_t, obj=DescribeGroupsResponse)
 cpdef tuple _dec_DescribeGroupsResponse_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_DescribeGroupsResponse_v0(DescribeGroupsResponse obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_groups=Py_ssize_t)
+cpdef _enc_DescribeGroupsResponse_v0(DescribeGroupsResponse obj, bytearray out)
 @cython.locals(f_error_code='short', i=Py_ssize_t, n_group_id=Py_ssize_t, n_group_state=Py_ssize_t, n_members=Py_ssize_t, n_protocol_data=Py_ssize_t, n_protocol_type=Py_ssize_t, obj=DescribeGroupsResponse_DescribedGroup)
 cpdef tuple _dec_DescribeGroupsResponse_DescribedGroup_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_DescribeGroupsResponse_DescribedGroup_v0(DescribeGroupsResponse_DescribedGroup obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_group_id=Py_ssize_t, n_group_state=Py_ssize_t, n_members=Py_ssize_t, n_protocol_data=Py_ssize_t, n_protocol_type=Py_ssize_t)
+cpdef _enc_DescribeGroupsResponse_DescribedGroup_v0(DescribeGroupsResponse_DescribedGroup obj, bytearray out)
 @cython.locals(i=Py_ssize_t, n_client_host=Py_ssize_t, n_client_id=Py_ssize_t, n_member_assignment=Py_ssize_t, n_member_id=Py_ssize_t, n_member_metadata=Py_ssize_t, obj=DescribeGroupsResponse_DescribedGroupMember)
 cpdef tuple _dec_DescribeGroupsResponse_DescribedGroupMember_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_DescribeGroupsResponse_DescribedGroupMember_v0(DescribeGroupsResponse_DescribedGroupMember obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_client_host=Py_ssize_t, n_client_id=Py_ssize_t, n_member_assignment=Py_ssize_t, n_member_id=Py_ssize_t, n_member_metadata=Py_ssize_t)
+cpdef _enc_DescribeGroupsResponse_DescribedGroupMember_v0(DescribeGroupsResponse_DescribedGroupMember obj, bytearray out)
 cdef class DescribeGroupsRequest(Message):
     cdef public object groups
 

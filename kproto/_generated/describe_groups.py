@@ -66,6 +66,38 @@ def _read_q(buf, pos):
     return _S_q.unpack_from(buf, pos)[0]
 
 
+def _grow(out, size):
+    if cython.compiled:
+        PyByteArray_Resize(out, len(out) + size)
+        return PyByteArray_AS_STRING(out) + (len(out) - size)
+    raise RuntimeError("compiled builds only")
+
+
+def _put_b(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value)
+
+
+def _put_h(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value >> 8)
+        p[at + 1] = cython.cast(cython.char, value)
+
+
+def _put_i(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value >> 24)
+        p[at + 1] = cython.cast(cython.char, value >> 16)
+        p[at + 2] = cython.cast(cython.char, value >> 8)
+        p[at + 3] = cython.cast(cython.char, value)
+
+
+def _put_q(p, at, value):
+    if cython.compiled:
+        _put_i(p, at, cython.cast(cython.int, value >> 32))
+        _put_i(p, at + 4, cython.cast(cython.int, value))
+
+
 def _dec_DescribeGroupsRequest_v0(buf, pos, end):
     """Decode DescribeGroupsRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 4:
@@ -103,14 +135,18 @@ def _enc_DescribeGroupsRequest_v0(obj, out):
         raise TypeError("DescribeGroupsRequest expected, got None")
     f_groups = obj.groups
     n_groups = len(f_groups)
-    out.append(_S_i.pack(n_groups))
+    if cython.compiled:
+        p = _grow(out, 4)
+        _put_i(p, 0, n_groups)
+    else:
+        out += _S_i.pack(n_groups)
     for item in f_groups:
         data = item.encode("utf-8")
         n = len(data)
         if n > 32767:
             raise _w.string_too_long("DescribeGroupsRequest.groups[]", n)
-        out.append(_S_h.pack(n))
-        out.append(data)
+        out += _S_h.pack(n)
+        out += data
 
 
 def _dec_DescribeGroupsResponse_v0(buf, pos, end):
@@ -143,7 +179,11 @@ def _enc_DescribeGroupsResponse_v0(obj, out):
         raise TypeError("DescribeGroupsResponse expected, got None")
     f_groups = obj.groups
     n_groups = len(f_groups)
-    out.append(_S_i.pack(n_groups))
+    if cython.compiled:
+        p = _grow(out, 4)
+        _put_i(p, 0, n_groups)
+    else:
+        out += _S_i.pack(n_groups)
     for item in f_groups:
         _enc_DescribeGroupsResponse_DescribedGroup_v0(item, out)
 
@@ -258,9 +298,14 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v0(obj, out):
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("DescribeGroupsResponse_DescribedGroup.group_id", n_group_id)
-    out.append(_S_hh.pack(obj.error_code, n_group_id))
+    if cython.compiled:
+        p = _grow(out, 4)
+        _put_h(p, 0, obj.error_code)
+        _put_h(p, 2, n_group_id)
+    else:
+        out += _S_hh.pack(obj.error_code, n_group_id)
     if n_group_id > 0:
-        out.append(f_group_id)
+        out += f_group_id
     f_group_state = obj.group_state
     if f_group_state is None:
         raise _w.not_nullable("DescribeGroupsResponse_DescribedGroup.group_state")
@@ -269,9 +314,13 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v0(obj, out):
         n_group_state = len(f_group_state)
         if n_group_state > 32767:
             raise _w.string_too_long("DescribeGroupsResponse_DescribedGroup.group_state", n_group_state)
-    out.append(_S_h.pack(n_group_state))
+    if cython.compiled:
+        p = _grow(out, 2)
+        _put_h(p, 0, n_group_state)
+    else:
+        out += _S_h.pack(n_group_state)
     if n_group_state > 0:
-        out.append(f_group_state)
+        out += f_group_state
     f_protocol_type = obj.protocol_type
     if f_protocol_type is None:
         raise _w.not_nullable("DescribeGroupsResponse_DescribedGroup.protocol_type")
@@ -280,9 +329,13 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v0(obj, out):
         n_protocol_type = len(f_protocol_type)
         if n_protocol_type > 32767:
             raise _w.string_too_long("DescribeGroupsResponse_DescribedGroup.protocol_type", n_protocol_type)
-    out.append(_S_h.pack(n_protocol_type))
+    if cython.compiled:
+        p = _grow(out, 2)
+        _put_h(p, 0, n_protocol_type)
+    else:
+        out += _S_h.pack(n_protocol_type)
     if n_protocol_type > 0:
-        out.append(f_protocol_type)
+        out += f_protocol_type
     f_protocol_data = obj.protocol_data
     if f_protocol_data is None:
         raise _w.not_nullable("DescribeGroupsResponse_DescribedGroup.protocol_data")
@@ -291,12 +344,20 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v0(obj, out):
         n_protocol_data = len(f_protocol_data)
         if n_protocol_data > 32767:
             raise _w.string_too_long("DescribeGroupsResponse_DescribedGroup.protocol_data", n_protocol_data)
-    out.append(_S_h.pack(n_protocol_data))
+    if cython.compiled:
+        p = _grow(out, 2)
+        _put_h(p, 0, n_protocol_data)
+    else:
+        out += _S_h.pack(n_protocol_data)
     if n_protocol_data > 0:
-        out.append(f_protocol_data)
+        out += f_protocol_data
     f_members = obj.members
     n_members = len(f_members)
-    out.append(_S_i.pack(n_members))
+    if cython.compiled:
+        p = _grow(out, 4)
+        _put_i(p, 0, n_members)
+    else:
+        out += _S_i.pack(n_members)
     for item in f_members:
         _enc_DescribeGroupsResponse_DescribedGroupMember_v0(item, out)
 
@@ -403,9 +464,13 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v0(obj, out):
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("DescribeGroupsResponse_DescribedGroupMember.member_id", n_member_id)
-    out.append(_S_h.pack(n_member_id))
+    if cython.compiled:
+        p = _grow(out, 2)
+        _put_h(p, 0, n_member_id)
+    else:
+        out += _S_h.pack(n_member_id)
     if n_member_id > 0:
-        out.append(f_member_id)
+        out += f_member_id
     f_client_id = obj.client_id
     if f_client_id is None:
         raise _w.not_nullable("DescribeGroupsResponse_DescribedGroupMember.client_id")
@@ -414,9 +479,13 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v0(obj, out):
         n_client_id = len(f_client_id)
         if n_client_id > 32767:
             raise _w.string_too_long("DescribeGroupsResponse_DescribedGroupMember.client_id", n_client_id)
-    out.append(_S_h.pack(n_client_id))
+    if cython.compiled:
+        p = _grow(out, 2)
+        _put_h(p, 0, n_client_id)
+    else:
+        out += _S_h.pack(n_client_id)
     if n_client_id > 0:
-        out.append(f_client_id)
+        out += f_client_id
     f_client_host = obj.client_host
     if f_client_host is None:
         raise _w.not_nullable("DescribeGroupsResponse_DescribedGroupMember.client_host")
@@ -425,25 +494,37 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v0(obj, out):
         n_client_host = len(f_client_host)
         if n_client_host > 32767:
             raise _w.string_too_long("DescribeGroupsResponse_DescribedGroupMember.client_host", n_client_host)
-    out.append(_S_h.pack(n_client_host))
+    if cython.compiled:
+        p = _grow(out, 2)
+        _put_h(p, 0, n_client_host)
+    else:
+        out += _S_h.pack(n_client_host)
     if n_client_host > 0:
-        out.append(f_client_host)
+        out += f_client_host
     f_member_metadata = obj.member_metadata
     if f_member_metadata is None:
         raise _w.not_nullable("DescribeGroupsResponse_DescribedGroupMember.member_metadata")
     else:
         n_member_metadata = len(f_member_metadata)
-    out.append(_S_i.pack(n_member_metadata))
+    if cython.compiled:
+        p = _grow(out, 4)
+        _put_i(p, 0, n_member_metadata)
+    else:
+        out += _S_i.pack(n_member_metadata)
     if n_member_metadata > 0:
-        out.append(f_member_metadata)
+        out += f_member_metadata
     f_member_assignment = obj.member_assignment
     if f_member_assignment is None:
         raise _w.not_nullable("DescribeGroupsResponse_DescribedGroupMember.member_assignment")
     else:
         n_member_assignment = len(f_member_assignment)
-    out.append(_S_i.pack(n_member_assignment))
+    if cython.compiled:
+        p = _grow(out, 4)
+        _put_i(p, 0, n_member_assignment)
+    else:
+        out += _S_i.pack(n_member_assignment)
     if n_member_assignment > 0:
-        out.append(f_member_assignment)
+        out += f_member_assignment
 
 
 class DescribeGroupsRequest(Message):

@@ -10,34 +10,41 @@ cdef short _read_h(bytes buf, Py_ssize_t pos) noexcept
 cdef int _read_i(bytes buf, Py_ssize_t pos) noexcept
 cdef long long _read_q(bytes buf, Py_ssize_t pos) noexcept
 
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_Resize
+cdef char* _grow(bytearray out, Py_ssize_t size) except NULL
+cdef void _put_b(char* p, Py_ssize_t at, signed char value) noexcept
+cdef void _put_h(char* p, Py_ssize_t at, short value) noexcept
+cdef void _put_i(char* p, Py_ssize_t at, int value) noexcept
+cdef void _put_q(char* p, Py_ssize_t at, long long value) noexcept
+
 @cython.locals(f_max_wait_ms='int', f_min_bytes='int', f_replica_id='int', i=Py_ssize_t, n_topics=Py_ssize_t, obj=FetchRequest)
 cpdef tuple _dec_FetchRequest_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_FetchRequest_v0(FetchRequest obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_topics=Py_ssize_t)
+cpdef _enc_FetchRequest_v0(FetchRequest obj, bytearray out)
 @cython.locals(i=Py_ssize_t, n_partitions=Py_ssize_t, n_topic=Py_ssize_t, obj=FetchRequest_FetchTopic)
 cpdef tuple _dec_FetchRequest_FetchTopic_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_FetchRequest_FetchTopic_v0(FetchRequest_FetchTopic obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_partitions=Py_ssize_t, n_topic=Py_ssize_t)
+cpdef _enc_FetchRequest_FetchTopic_v0(FetchRequest_FetchTopic obj, bytearray out)
 @cython.locals(f_fetch_offset='long long', f_partition='int', f_partition_max_bytes='int', i=Py_ssize_t, obj=FetchRequest_FetchPartition)
 cpdef tuple _dec_FetchRequest_FetchPartition_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_FetchRequest_FetchPartition_v0(FetchRequest_FetchPartition obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*')
+cpdef _enc_FetchRequest_FetchPartition_v0(FetchRequest_FetchPartition obj, bytearray out)
 @cython.locals(i=Py_ssize_t, n_responses=Py_ssize_t, obj=FetchResponse)
 cpdef tuple _dec_FetchResponse_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_FetchResponse_v0(FetchResponse obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_responses=Py_ssize_t)
+cpdef _enc_FetchResponse_v0(FetchResponse obj, bytearray out)
 @cython.locals(f_throttle_time_ms='int', i=Py_ssize_t, n_responses=Py_ssize_t, obj=FetchResponse)
 cpdef tuple _dec_FetchResponse_v1(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_FetchResponse_v1(FetchResponse obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_responses=Py_ssize_t)
+cpdef _enc_FetchResponse_v1(FetchResponse obj, bytearray out)
 @cython.locals(i=Py_ssize_t, n_partitions=Py_ssize_t, n_topic=Py_ssize_t, obj=FetchResponse_FetchableTopicResponse)
 cpdef tuple _dec_FetchResponse_FetchableTopicResponse_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_FetchResponse_FetchableTopicResponse_v0(FetchResponse_FetchableTopicResponse obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_partitions=Py_ssize_t, n_topic=Py_ssize_t)
+cpdef _enc_FetchResponse_FetchableTopicResponse_v0(FetchResponse_FetchableTopicResponse obj, bytearray out)
 @cython.locals(f_error_code='short', f_high_watermark='long long', f_partition_index='int', i=Py_ssize_t, n_records=Py_ssize_t, obj=FetchResponse_PartitionData)
 cpdef tuple _dec_FetchResponse_PartitionData_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_FetchResponse_PartitionData_v0(FetchResponse_PartitionData obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_records=Py_ssize_t)
+cpdef _enc_FetchResponse_PartitionData_v0(FetchResponse_PartitionData obj, bytearray out)
 cdef class FetchRequest_FetchPartition(Struct):
     cdef public object partition, fetch_offset, partition_max_bytes
 

@@ -65,6 +65,38 @@ def _read_q(buf, pos):
     return _S_q.unpack_from(buf, pos)[0]
 
 
+def _grow(out, size):
+    if cython.compiled:
+        PyByteArray_Resize(out, len(out) + size)
+        return PyByteArray_AS_STRING(out) + (len(out) - size)
+    raise RuntimeError("compiled builds only")
+
+
+def _put_b(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value)
+
+
+def _put_h(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value >> 8)
+        p[at + 1] = cython.cast(cython.char, value)
+
+
+def _put_i(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value >> 24)
+        p[at + 1] = cython.cast(cython.char, value >> 16)
+        p[at + 2] = cython.cast(cython.char, value >> 8)
+        p[at + 3] = cython.cast(cython.char, value)
+
+
+def _put_q(p, at, value):
+    if cython.compiled:
+        _put_i(p, at, cython.cast(cython.int, value >> 32))
+        _put_i(p, at + 4, cython.cast(cython.int, value))
+
+
 def _dec_FetchRequest_v0(buf, pos, end):
     """Decode FetchRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 16:
@@ -101,7 +133,14 @@ def _enc_FetchRequest_v0(obj, out):
         raise TypeError("FetchRequest expected, got None")
     f_topics = obj.topics
     n_topics = len(f_topics)
-    out.append(_S_iiii.pack(obj.replica_id, obj.max_wait_ms, obj.min_bytes, n_topics))
+    if cython.compiled:
+        p = _grow(out, 16)
+        _put_i(p, 0, obj.replica_id)
+        _put_i(p, 4, obj.max_wait_ms)
+        _put_i(p, 8, obj.min_bytes)
+        _put_i(p, 12, n_topics)
+    else:
+        out += _S_iiii.pack(obj.replica_id, obj.max_wait_ms, obj.min_bytes, n_topics)
     for item in f_topics:
         _enc_FetchRequest_FetchTopic_v0(item, out)
 
@@ -160,12 +199,20 @@ def _enc_FetchRequest_FetchTopic_v0(obj, out):
         n_topic = len(f_topic)
         if n_topic > 32767:
             raise _w.string_too_long("FetchRequest_FetchTopic.topic", n_topic)
-    out.append(_S_h.pack(n_topic))
+    if cython.compiled:
+        p = _grow(out, 2)
+        _put_h(p, 0, n_topic)
+    else:
+        out += _S_h.pack(n_topic)
     if n_topic > 0:
-        out.append(f_topic)
+        out += f_topic
     f_partitions = obj.partitions
     n_partitions = len(f_partitions)
-    out.append(_S_i.pack(n_partitions))
+    if cython.compiled:
+        p = _grow(out, 4)
+        _put_i(p, 0, n_partitions)
+    else:
+        out += _S_i.pack(n_partitions)
     for item in f_partitions:
         _enc_FetchRequest_FetchPartition_v0(item, out)
 
@@ -192,7 +239,13 @@ def _enc_FetchRequest_FetchPartition_v0(obj, out):
     """Append the v0 layout of a FetchRequest_FetchPartition to ``out``."""
     if obj is None:
         raise TypeError("FetchRequest.FetchTopic.FetchPartition expected, got None")
-    out.append(_S_iqi.pack(obj.partition, obj.fetch_offset, obj.partition_max_bytes))
+    if cython.compiled:
+        p = _grow(out, 16)
+        _put_i(p, 0, obj.partition)
+        _put_q(p, 4, obj.fetch_offset)
+        _put_i(p, 12, obj.partition_max_bytes)
+    else:
+        out += _S_iqi.pack(obj.partition, obj.fetch_offset, obj.partition_max_bytes)
 
 
 def _dec_FetchResponse_v0(buf, pos, end):
@@ -226,7 +279,11 @@ def _enc_FetchResponse_v0(obj, out):
         raise TypeError("FetchResponse expected, got None")
     f_responses = obj.responses
     n_responses = len(f_responses)
-    out.append(_S_i.pack(n_responses))
+    if cython.compiled:
+        p = _grow(out, 4)
+        _put_i(p, 0, n_responses)
+    else:
+        out += _S_i.pack(n_responses)
     for item in f_responses:
         _enc_FetchResponse_FetchableTopicResponse_v0(item, out)
 
@@ -263,7 +320,12 @@ def _enc_FetchResponse_v1(obj, out):
         raise TypeError("FetchResponse expected, got None")
     f_responses = obj.responses
     n_responses = len(f_responses)
-    out.append(_S_ii.pack(obj.throttle_time_ms, n_responses))
+    if cython.compiled:
+        p = _grow(out, 8)
+        _put_i(p, 0, obj.throttle_time_ms)
+        _put_i(p, 4, n_responses)
+    else:
+        out += _S_ii.pack(obj.throttle_time_ms, n_responses)
     for item in f_responses:
         _enc_FetchResponse_FetchableTopicResponse_v0(item, out)
 
@@ -322,12 +384,20 @@ def _enc_FetchResponse_FetchableTopicResponse_v0(obj, out):
         n_topic = len(f_topic)
         if n_topic > 32767:
             raise _w.string_too_long("FetchResponse_FetchableTopicResponse.topic", n_topic)
-    out.append(_S_h.pack(n_topic))
+    if cython.compiled:
+        p = _grow(out, 2)
+        _put_h(p, 0, n_topic)
+    else:
+        out += _S_h.pack(n_topic)
     if n_topic > 0:
-        out.append(f_topic)
+        out += f_topic
     f_partitions = obj.partitions
     n_partitions = len(f_partitions)
-    out.append(_S_i.pack(n_partitions))
+    if cython.compiled:
+        p = _grow(out, 4)
+        _put_i(p, 0, n_partitions)
+    else:
+        out += _S_i.pack(n_partitions)
     for item in f_partitions:
         _enc_FetchResponse_PartitionData_v0(item, out)
 
@@ -371,9 +441,16 @@ def _enc_FetchResponse_PartitionData_v0(obj, out):
     else:
         f_records = as_record_set(f_records).raw
         n_records = len(f_records)
-    out.append(_S_ihqi.pack(obj.partition_index, obj.error_code, obj.high_watermark, n_records))
+    if cython.compiled:
+        p = _grow(out, 18)
+        _put_i(p, 0, obj.partition_index)
+        _put_h(p, 4, obj.error_code)
+        _put_q(p, 6, obj.high_watermark)
+        _put_i(p, 14, n_records)
+    else:
+        out += _S_ihqi.pack(obj.partition_index, obj.error_code, obj.high_watermark, n_records)
     if n_records > 0:
-        out.append(f_records)
+        out += f_records
 
 
 class FetchRequest_FetchPartition(Struct):

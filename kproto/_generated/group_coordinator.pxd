@@ -10,14 +10,21 @@ cdef short _read_h(bytes buf, Py_ssize_t pos) noexcept
 cdef int _read_i(bytes buf, Py_ssize_t pos) noexcept
 cdef long long _read_q(bytes buf, Py_ssize_t pos) noexcept
 
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_Resize
+cdef char* _grow(bytearray out, Py_ssize_t size) except NULL
+cdef void _put_b(char* p, Py_ssize_t at, signed char value) noexcept
+cdef void _put_h(char* p, Py_ssize_t at, short value) noexcept
+cdef void _put_i(char* p, Py_ssize_t at, int value) noexcept
+cdef void _put_q(char* p, Py_ssize_t at, long long value) noexcept
+
 @cython.locals(i=Py_ssize_t, n_key=Py_ssize_t, obj=GroupCoordinatorRequest)
 cpdef tuple _dec_GroupCoordinatorRequest_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_GroupCoordinatorRequest_v0(GroupCoordinatorRequest obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_key=Py_ssize_t)
+cpdef _enc_GroupCoordinatorRequest_v0(GroupCoordinatorRequest obj, bytearray out)
 @cython.locals(f_error_code='short', f_node_id='int', f_port='int', i=Py_ssize_t, n_host=Py_ssize_t, obj=GroupCoordinatorResponse)
 cpdef tuple _dec_GroupCoordinatorResponse_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_GroupCoordinatorResponse_v0(GroupCoordinatorResponse obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_host=Py_ssize_t)
+cpdef _enc_GroupCoordinatorResponse_v0(GroupCoordinatorResponse obj, bytearray out)
 cdef class GroupCoordinatorRequest(Message):
     cdef public object key
 

@@ -58,6 +58,38 @@ def _read_q(buf, pos):
     return _S_q.unpack_from(buf, pos)[0]
 
 
+def _grow(out, size):
+    if cython.compiled:
+        PyByteArray_Resize(out, len(out) + size)
+        return PyByteArray_AS_STRING(out) + (len(out) - size)
+    raise RuntimeError("compiled builds only")
+
+
+def _put_b(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value)
+
+
+def _put_h(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value >> 8)
+        p[at + 1] = cython.cast(cython.char, value)
+
+
+def _put_i(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value >> 24)
+        p[at + 1] = cython.cast(cython.char, value >> 16)
+        p[at + 2] = cython.cast(cython.char, value >> 8)
+        p[at + 3] = cython.cast(cython.char, value)
+
+
+def _put_q(p, at, value):
+    if cython.compiled:
+        _put_i(p, at, cython.cast(cython.int, value >> 32))
+        _put_i(p, at + 4, cython.cast(cython.int, value))
+
+
 def _dec_GroupCoordinatorRequest_v0(buf, pos, end):
     """Decode GroupCoordinatorRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 2:
@@ -94,9 +126,13 @@ def _enc_GroupCoordinatorRequest_v0(obj, out):
         n_key = len(f_key)
         if n_key > 32767:
             raise _w.string_too_long("GroupCoordinatorRequest.key", n_key)
-    out.append(_S_h.pack(n_key))
+    if cython.compiled:
+        p = _grow(out, 2)
+        _put_h(p, 0, n_key)
+    else:
+        out += _S_h.pack(n_key)
     if n_key > 0:
-        out.append(f_key)
+        out += f_key
 
 
 def _dec_GroupCoordinatorResponse_v0(buf, pos, end):
@@ -147,10 +183,20 @@ def _enc_GroupCoordinatorResponse_v0(obj, out):
         n_host = len(f_host)
         if n_host > 32767:
             raise _w.string_too_long("GroupCoordinatorResponse.host", n_host)
-    out.append(_S_hih.pack(obj.error_code, obj.node_id, n_host))
+    if cython.compiled:
+        p = _grow(out, 8)
+        _put_h(p, 0, obj.error_code)
+        _put_i(p, 2, obj.node_id)
+        _put_h(p, 6, n_host)
+    else:
+        out += _S_hih.pack(obj.error_code, obj.node_id, n_host)
     if n_host > 0:
-        out.append(f_host)
-    out.append(_S_i.pack(obj.port))
+        out += f_host
+    if cython.compiled:
+        p = _grow(out, 4)
+        _put_i(p, 0, obj.port)
+    else:
+        out += _S_i.pack(obj.port)
 
 
 class GroupCoordinatorRequest(Message):

@@ -10,18 +10,25 @@ cdef short _read_h(bytes buf, Py_ssize_t pos) noexcept
 cdef int _read_i(bytes buf, Py_ssize_t pos) noexcept
 cdef long long _read_q(bytes buf, Py_ssize_t pos) noexcept
 
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_Resize
+cdef char* _grow(bytearray out, Py_ssize_t size) except NULL
+cdef void _put_b(char* p, Py_ssize_t at, signed char value) noexcept
+cdef void _put_h(char* p, Py_ssize_t at, short value) noexcept
+cdef void _put_i(char* p, Py_ssize_t at, int value) noexcept
+cdef void _put_q(char* p, Py_ssize_t at, long long value) noexcept
+
 @cython.locals(f_api_key='short', f_api_version='short', f_correlation_id='int', i=Py_ssize_t, obj=RequestHeader)
 cpdef tuple _dec_RequestHeader_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_RequestHeader_v0(RequestHeader obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*')
+cpdef _enc_RequestHeader_v0(RequestHeader obj, bytearray out)
 @cython.locals(f_api_key='short', f_api_version='short', f_correlation_id='int', i=Py_ssize_t, n_client_id=Py_ssize_t, obj=RequestHeader)
 cpdef tuple _dec_RequestHeader_v1(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_RequestHeader_v1(RequestHeader obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_client_id=Py_ssize_t)
+cpdef _enc_RequestHeader_v1(RequestHeader obj, bytearray out)
 @cython.locals(f_correlation_id='int', i=Py_ssize_t, obj=ResponseHeader)
 cpdef tuple _dec_ResponseHeader_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_ResponseHeader_v0(ResponseHeader obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*')
+cpdef _enc_ResponseHeader_v0(ResponseHeader obj, bytearray out)
 cdef class RequestHeader(Message):
     cdef public object api_key, api_version, correlation_id, client_id
 

@@ -59,6 +59,38 @@ def _read_q(buf, pos):
     return _S_q.unpack_from(buf, pos)[0]
 
 
+def _grow(out, size):
+    if cython.compiled:
+        PyByteArray_Resize(out, len(out) + size)
+        return PyByteArray_AS_STRING(out) + (len(out) - size)
+    raise RuntimeError("compiled builds only")
+
+
+def _put_b(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value)
+
+
+def _put_h(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value >> 8)
+        p[at + 1] = cython.cast(cython.char, value)
+
+
+def _put_i(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value >> 24)
+        p[at + 1] = cython.cast(cython.char, value >> 16)
+        p[at + 2] = cython.cast(cython.char, value >> 8)
+        p[at + 3] = cython.cast(cython.char, value)
+
+
+def _put_q(p, at, value):
+    if cython.compiled:
+        _put_i(p, at, cython.cast(cython.int, value >> 32))
+        _put_i(p, at + 4, cython.cast(cython.int, value))
+
+
 def _dec_RequestHeader_v0(buf, pos, end):
     """Decode RequestHeader (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 8:
@@ -82,7 +114,13 @@ def _enc_RequestHeader_v0(obj, out):
     """Append the v0 layout of a RequestHeader to ``out``."""
     if obj is None:
         raise TypeError("RequestHeader expected, got None")
-    out.append(_S_hhi.pack(obj.api_key, obj.api_version, obj.correlation_id))
+    if cython.compiled:
+        p = _grow(out, 8)
+        _put_h(p, 0, obj.api_key)
+        _put_h(p, 2, obj.api_version)
+        _put_i(p, 4, obj.correlation_id)
+    else:
+        out += _S_hhi.pack(obj.api_key, obj.api_version, obj.correlation_id)
 
 
 def _dec_RequestHeader_v1(buf, pos, end):
@@ -129,9 +167,16 @@ def _enc_RequestHeader_v1(obj, out):
         n_client_id = len(f_client_id)
         if n_client_id > 32767:
             raise _w.string_too_long("RequestHeader.client_id", n_client_id)
-    out.append(_S_hhih.pack(obj.api_key, obj.api_version, obj.correlation_id, n_client_id))
+    if cython.compiled:
+        p = _grow(out, 10)
+        _put_h(p, 0, obj.api_key)
+        _put_h(p, 2, obj.api_version)
+        _put_i(p, 4, obj.correlation_id)
+        _put_h(p, 8, n_client_id)
+    else:
+        out += _S_hhih.pack(obj.api_key, obj.api_version, obj.correlation_id, n_client_id)
     if n_client_id > 0:
-        out.append(f_client_id)
+        out += f_client_id
 
 
 def _dec_ResponseHeader_v0(buf, pos, end):
@@ -152,7 +197,11 @@ def _enc_ResponseHeader_v0(obj, out):
     """Append the v0 layout of a ResponseHeader to ``out``."""
     if obj is None:
         raise TypeError("ResponseHeader expected, got None")
-    out.append(_S_i.pack(obj.correlation_id))
+    if cython.compiled:
+        p = _grow(out, 4)
+        _put_i(p, 0, obj.correlation_id)
+    else:
+        out += _S_i.pack(obj.correlation_id)
 
 
 class RequestHeader(Message):

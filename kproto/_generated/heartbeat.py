@@ -58,6 +58,38 @@ def _read_q(buf, pos):
     return _S_q.unpack_from(buf, pos)[0]
 
 
+def _grow(out, size):
+    if cython.compiled:
+        PyByteArray_Resize(out, len(out) + size)
+        return PyByteArray_AS_STRING(out) + (len(out) - size)
+    raise RuntimeError("compiled builds only")
+
+
+def _put_b(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value)
+
+
+def _put_h(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value >> 8)
+        p[at + 1] = cython.cast(cython.char, value)
+
+
+def _put_i(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value >> 24)
+        p[at + 1] = cython.cast(cython.char, value >> 16)
+        p[at + 2] = cython.cast(cython.char, value >> 8)
+        p[at + 3] = cython.cast(cython.char, value)
+
+
+def _put_q(p, at, value):
+    if cython.compiled:
+        _put_i(p, at, cython.cast(cython.int, value >> 32))
+        _put_i(p, at + 4, cython.cast(cython.int, value))
+
+
 def _dec_HeartbeatRequest_v0(buf, pos, end):
     """Decode HeartbeatRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 2:
@@ -114,9 +146,13 @@ def _enc_HeartbeatRequest_v0(obj, out):
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("HeartbeatRequest.group_id", n_group_id)
-    out.append(_S_h.pack(n_group_id))
+    if cython.compiled:
+        p = _grow(out, 2)
+        _put_h(p, 0, n_group_id)
+    else:
+        out += _S_h.pack(n_group_id)
     if n_group_id > 0:
-        out.append(f_group_id)
+        out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("HeartbeatRequest.member_id")
@@ -125,9 +161,14 @@ def _enc_HeartbeatRequest_v0(obj, out):
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("HeartbeatRequest.member_id", n_member_id)
-    out.append(_S_ih.pack(obj.generation_id, n_member_id))
+    if cython.compiled:
+        p = _grow(out, 6)
+        _put_i(p, 0, obj.generation_id)
+        _put_h(p, 4, n_member_id)
+    else:
+        out += _S_ih.pack(obj.generation_id, n_member_id)
     if n_member_id > 0:
-        out.append(f_member_id)
+        out += f_member_id
 
 
 def _dec_HeartbeatResponse_v0(buf, pos, end):
@@ -148,7 +189,11 @@ def _enc_HeartbeatResponse_v0(obj, out):
     """Append the v0 layout of a HeartbeatResponse to ``out``."""
     if obj is None:
         raise TypeError("HeartbeatResponse expected, got None")
-    out.append(_S_h.pack(obj.error_code))
+    if cython.compiled:
+        p = _grow(out, 2)
+        _put_h(p, 0, obj.error_code)
+    else:
+        out += _S_h.pack(obj.error_code)
 
 
 class HeartbeatRequest(Message):

@@ -10,22 +10,29 @@ cdef short _read_h(bytes buf, Py_ssize_t pos) noexcept
 cdef int _read_i(bytes buf, Py_ssize_t pos) noexcept
 cdef long long _read_q(bytes buf, Py_ssize_t pos) noexcept
 
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_Resize
+cdef char* _grow(bytearray out, Py_ssize_t size) except NULL
+cdef void _put_b(char* p, Py_ssize_t at, signed char value) noexcept
+cdef void _put_h(char* p, Py_ssize_t at, short value) noexcept
+cdef void _put_i(char* p, Py_ssize_t at, int value) noexcept
+cdef void _put_q(char* p, Py_ssize_t at, long long value) noexcept
+
 @cython.locals(f_session_timeout_ms='int', i=Py_ssize_t, n_group_id=Py_ssize_t, n_member_id=Py_ssize_t, n_protocol_type=Py_ssize_t, n_protocols=Py_ssize_t, obj=JoinGroupRequest)
 cpdef tuple _dec_JoinGroupRequest_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_JoinGroupRequest_v0(JoinGroupRequest obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_group_id=Py_ssize_t, n_member_id=Py_ssize_t, n_protocol_type=Py_ssize_t, n_protocols=Py_ssize_t)
+cpdef _enc_JoinGroupRequest_v0(JoinGroupRequest obj, bytearray out)
 @cython.locals(i=Py_ssize_t, n_metadata=Py_ssize_t, n_name=Py_ssize_t, obj=JoinGroupRequest_JoinGroupRequestProtocol)
 cpdef tuple _dec_JoinGroupRequest_JoinGroupRequestProtocol_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_JoinGroupRequest_JoinGroupRequestProtocol_v0(JoinGroupRequest_JoinGroupRequestProtocol obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_metadata=Py_ssize_t, n_name=Py_ssize_t)
+cpdef _enc_JoinGroupRequest_JoinGroupRequestProtocol_v0(JoinGroupRequest_JoinGroupRequestProtocol obj, bytearray out)
 @cython.locals(f_error_code='short', f_generation_id='int', i=Py_ssize_t, n_leader=Py_ssize_t, n_member_id=Py_ssize_t, n_members=Py_ssize_t, n_protocol_name=Py_ssize_t, obj=JoinGroupResponse)
 cpdef tuple _dec_JoinGroupResponse_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_JoinGroupResponse_v0(JoinGroupResponse obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_leader=Py_ssize_t, n_member_id=Py_ssize_t, n_members=Py_ssize_t, n_protocol_name=Py_ssize_t)
+cpdef _enc_JoinGroupResponse_v0(JoinGroupResponse obj, bytearray out)
 @cython.locals(i=Py_ssize_t, n_member_id=Py_ssize_t, n_metadata=Py_ssize_t, obj=JoinGroupResponse_JoinGroupResponseMember)
 cpdef tuple _dec_JoinGroupResponse_JoinGroupResponseMember_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_JoinGroupResponse_JoinGroupResponseMember_v0(JoinGroupResponse_JoinGroupResponseMember obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_member_id=Py_ssize_t, n_metadata=Py_ssize_t)
+cpdef _enc_JoinGroupResponse_JoinGroupResponseMember_v0(JoinGroupResponse_JoinGroupResponseMember obj, bytearray out)
 cdef class JoinGroupRequest_JoinGroupRequestProtocol(Struct):
     cdef public object name, metadata
 

@@ -66,6 +66,38 @@ def _read_q(buf, pos):
     return _S_q.unpack_from(buf, pos)[0]
 
 
+def _grow(out, size):
+    if cython.compiled:
+        PyByteArray_Resize(out, len(out) + size)
+        return PyByteArray_AS_STRING(out) + (len(out) - size)
+    raise RuntimeError("compiled builds only")
+
+
+def _put_b(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value)
+
+
+def _put_h(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value >> 8)
+        p[at + 1] = cython.cast(cython.char, value)
+
+
+def _put_i(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value >> 24)
+        p[at + 1] = cython.cast(cython.char, value >> 16)
+        p[at + 2] = cython.cast(cython.char, value >> 8)
+        p[at + 3] = cython.cast(cython.char, value)
+
+
+def _put_q(p, at, value):
+    if cython.compiled:
+        _put_i(p, at, cython.cast(cython.int, value >> 32))
+        _put_i(p, at + 4, cython.cast(cython.int, value))
+
+
 def _dec_JoinGroupRequest_v0(buf, pos, end):
     """Decode JoinGroupRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 2:
@@ -158,9 +190,13 @@ def _enc_JoinGroupRequest_v0(obj, out):
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("JoinGroupRequest.group_id", n_group_id)
-    out.append(_S_h.pack(n_group_id))
+    if cython.compiled:
+        p = _grow(out, 2)
+        _put_h(p, 0, n_group_id)
+    else:
+        out += _S_h.pack(n_group_id)
     if n_group_id > 0:
-        out.append(f_group_id)
+        out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("JoinGroupRequest.member_id")
@@ -169,9 +205,14 @@ def _enc_JoinGroupRequest_v0(obj, out):
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("JoinGroupRequest.member_id", n_member_id)
-    out.append(_S_ih.pack(obj.session_timeout_ms, n_member_id))
+    if cython.compiled:
+        p = _grow(out, 6)
+        _put_i(p, 0, obj.session_timeout_ms)
+        _put_h(p, 4, n_member_id)
+    else:
+        out += _S_ih.pack(obj.session_timeout_ms, n_member_id)
     if n_member_id > 0:
-        out.append(f_member_id)
+        out += f_member_id
     f_protocol_type = obj.protocol_type
     if f_protocol_type is None:
         raise _w.not_nullable("JoinGroupRequest.protocol_type")
@@ -180,12 +221,20 @@ def _enc_JoinGroupRequest_v0(obj, out):
         n_protocol_type = len(f_protocol_type)
         if n_protocol_type > 32767:
             raise _w.string_too_long("JoinGroupRequest.protocol_type", n_protocol_type)
-    out.append(_S_h.pack(n_protocol_type))
+    if cython.compiled:
+        p = _grow(out, 2)
+        _put_h(p, 0, n_protocol_type)
+    else:
+        out += _S_h.pack(n_protocol_type)
     if n_protocol_type > 0:
-        out.append(f_protocol_type)
+        out += f_protocol_type
     f_protocols = obj.protocols
     n_protocols = len(f_protocols)
-    out.append(_S_i.pack(n_protocols))
+    if cython.compiled:
+        p = _grow(out, 4)
+        _put_i(p, 0, n_protocols)
+    else:
+        out += _S_i.pack(n_protocols)
     for item in f_protocols:
         _enc_JoinGroupRequest_JoinGroupRequestProtocol_v0(item, out)
 
@@ -241,17 +290,25 @@ def _enc_JoinGroupRequest_JoinGroupRequestProtocol_v0(obj, out):
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("JoinGroupRequest_JoinGroupRequestProtocol.name", n_name)
-    out.append(_S_h.pack(n_name))
+    if cython.compiled:
+        p = _grow(out, 2)
+        _put_h(p, 0, n_name)
+    else:
+        out += _S_h.pack(n_name)
     if n_name > 0:
-        out.append(f_name)
+        out += f_name
     f_metadata = obj.metadata
     if f_metadata is None:
         raise _w.not_nullable("JoinGroupRequest_JoinGroupRequestProtocol.metadata")
     else:
         n_metadata = len(f_metadata)
-    out.append(_S_i.pack(n_metadata))
+    if cython.compiled:
+        p = _grow(out, 4)
+        _put_i(p, 0, n_metadata)
+    else:
+        out += _S_i.pack(n_metadata)
     if n_metadata > 0:
-        out.append(f_metadata)
+        out += f_metadata
 
 
 def _dec_JoinGroupResponse_v0(buf, pos, end):
@@ -348,9 +405,15 @@ def _enc_JoinGroupResponse_v0(obj, out):
         n_protocol_name = len(f_protocol_name)
         if n_protocol_name > 32767:
             raise _w.string_too_long("JoinGroupResponse.protocol_name", n_protocol_name)
-    out.append(_S_hih.pack(obj.error_code, obj.generation_id, n_protocol_name))
+    if cython.compiled:
+        p = _grow(out, 8)
+        _put_h(p, 0, obj.error_code)
+        _put_i(p, 2, obj.generation_id)
+        _put_h(p, 6, n_protocol_name)
+    else:
+        out += _S_hih.pack(obj.error_code, obj.generation_id, n_protocol_name)
     if n_protocol_name > 0:
-        out.append(f_protocol_name)
+        out += f_protocol_name
     f_leader = obj.leader
     if f_leader is None:
         raise _w.not_nullable("JoinGroupResponse.leader")
@@ -359,9 +422,13 @@ def _enc_JoinGroupResponse_v0(obj, out):
         n_leader = len(f_leader)
         if n_leader > 32767:
             raise _w.string_too_long("JoinGroupResponse.leader", n_leader)
-    out.append(_S_h.pack(n_leader))
+    if cython.compiled:
+        p = _grow(out, 2)
+        _put_h(p, 0, n_leader)
+    else:
+        out += _S_h.pack(n_leader)
     if n_leader > 0:
-        out.append(f_leader)
+        out += f_leader
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("JoinGroupResponse.member_id")
@@ -370,12 +437,20 @@ def _enc_JoinGroupResponse_v0(obj, out):
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("JoinGroupResponse.member_id", n_member_id)
-    out.append(_S_h.pack(n_member_id))
+    if cython.compiled:
+        p = _grow(out, 2)
+        _put_h(p, 0, n_member_id)
+    else:
+        out += _S_h.pack(n_member_id)
     if n_member_id > 0:
-        out.append(f_member_id)
+        out += f_member_id
     f_members = obj.members
     n_members = len(f_members)
-    out.append(_S_i.pack(n_members))
+    if cython.compiled:
+        p = _grow(out, 4)
+        _put_i(p, 0, n_members)
+    else:
+        out += _S_i.pack(n_members)
     for item in f_members:
         _enc_JoinGroupResponse_JoinGroupResponseMember_v0(item, out)
 
@@ -431,17 +506,25 @@ def _enc_JoinGroupResponse_JoinGroupResponseMember_v0(obj, out):
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("JoinGroupResponse_JoinGroupResponseMember.member_id", n_member_id)
-    out.append(_S_h.pack(n_member_id))
+    if cython.compiled:
+        p = _grow(out, 2)
+        _put_h(p, 0, n_member_id)
+    else:
+        out += _S_h.pack(n_member_id)
     if n_member_id > 0:
-        out.append(f_member_id)
+        out += f_member_id
     f_metadata = obj.metadata
     if f_metadata is None:
         raise _w.not_nullable("JoinGroupResponse_JoinGroupResponseMember.metadata")
     else:
         n_metadata = len(f_metadata)
-    out.append(_S_i.pack(n_metadata))
+    if cython.compiled:
+        p = _grow(out, 4)
+        _put_i(p, 0, n_metadata)
+    else:
+        out += _S_i.pack(n_metadata)
     if n_metadata > 0:
-        out.append(f_metadata)
+        out += f_metadata
 
 
 class JoinGroupRequest_JoinGroupRequestProtocol(Struct):

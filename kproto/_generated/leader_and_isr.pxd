@@ -10,26 +10,33 @@ cdef short _read_h(bytes buf, Py_ssize_t pos) noexcept
 cdef int _read_i(bytes buf, Py_ssize_t pos) noexcept
 cdef long long _read_q(bytes buf, Py_ssize_t pos) noexcept
 
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_Resize
+cdef char* _grow(bytearray out, Py_ssize_t size) except NULL
+cdef void _put_b(char* p, Py_ssize_t at, signed char value) noexcept
+cdef void _put_h(char* p, Py_ssize_t at, short value) noexcept
+cdef void _put_i(char* p, Py_ssize_t at, int value) noexcept
+cdef void _put_q(char* p, Py_ssize_t at, long long value) noexcept
+
 @cython.locals(f_controller_epoch='int', f_controller_id='int', i=Py_ssize_t, n_live_leaders=Py_ssize_t, n_ungrouped_partition_states=Py_ssize_t, obj=LeaderAndIsrRequest)
 cpdef tuple _dec_LeaderAndIsrRequest_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_LeaderAndIsrRequest_v0(LeaderAndIsrRequest obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_live_leaders=Py_ssize_t, n_ungrouped_partition_states=Py_ssize_t)
+cpdef _enc_LeaderAndIsrRequest_v0(LeaderAndIsrRequest obj, bytearray out)
 @cython.locals(f_controller_epoch='int', f_leader='int', f_leader_epoch='int', f_partition_epoch='int', f_partition_index='int', i=Py_ssize_t, n_isr=Py_ssize_t, n_replicas=Py_ssize_t, n_topic_name=Py_ssize_t, obj=LeaderAndIsrRequest_LeaderAndIsrPartitionState)
 cpdef tuple _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(LeaderAndIsrRequest_LeaderAndIsrPartitionState obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_isr=Py_ssize_t, n_replicas=Py_ssize_t, n_topic_name=Py_ssize_t)
+cpdef _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(LeaderAndIsrRequest_LeaderAndIsrPartitionState obj, bytearray out)
 @cython.locals(f_broker_id='int', f_port='int', i=Py_ssize_t, n_host_name=Py_ssize_t, obj=LeaderAndIsrRequest_LeaderAndIsrLiveLeader)
 cpdef tuple _dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(LeaderAndIsrRequest_LeaderAndIsrLiveLeader obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_host_name=Py_ssize_t)
+cpdef _enc_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(LeaderAndIsrRequest_LeaderAndIsrLiveLeader obj, bytearray out)
 @cython.locals(f_error_code='short', i=Py_ssize_t, n_partition_errors=Py_ssize_t, obj=LeaderAndIsrResponse)
 cpdef tuple _dec_LeaderAndIsrResponse_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_LeaderAndIsrResponse_v0(LeaderAndIsrResponse obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_partition_errors=Py_ssize_t)
+cpdef _enc_LeaderAndIsrResponse_v0(LeaderAndIsrResponse obj, bytearray out)
 @cython.locals(f_error_code='short', f_partition_index='int', i=Py_ssize_t, n_topic_name=Py_ssize_t, obj=LeaderAndIsrResponse_LeaderAndIsrPartitionError)
 cpdef tuple _dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(LeaderAndIsrResponse_LeaderAndIsrPartitionError obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_topic_name=Py_ssize_t)
+cpdef _enc_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(LeaderAndIsrResponse_LeaderAndIsrPartitionError obj, bytearray out)
 cdef class LeaderAndIsrRequest_LeaderAndIsrLiveLeader(Struct):
     cdef public object broker_id, host_name, port
 

@@ -68,6 +68,38 @@ def _read_q(buf, pos):
     return _S_q.unpack_from(buf, pos)[0]
 
 
+def _grow(out, size):
+    if cython.compiled:
+        PyByteArray_Resize(out, len(out) + size)
+        return PyByteArray_AS_STRING(out) + (len(out) - size)
+    raise RuntimeError("compiled builds only")
+
+
+def _put_b(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value)
+
+
+def _put_h(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value >> 8)
+        p[at + 1] = cython.cast(cython.char, value)
+
+
+def _put_i(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value >> 24)
+        p[at + 1] = cython.cast(cython.char, value >> 16)
+        p[at + 2] = cython.cast(cython.char, value >> 8)
+        p[at + 3] = cython.cast(cython.char, value)
+
+
+def _put_q(p, at, value):
+    if cython.compiled:
+        _put_i(p, at, cython.cast(cython.int, value >> 32))
+        _put_i(p, at + 4, cython.cast(cython.int, value))
+
+
 def _dec_LeaderAndIsrRequest_v0(buf, pos, end):
     """Decode LeaderAndIsrRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 12:
@@ -120,12 +152,22 @@ def _enc_LeaderAndIsrRequest_v0(obj, out):
         raise TypeError("LeaderAndIsrRequest expected, got None")
     f_ungrouped_partition_states = obj.ungrouped_partition_states
     n_ungrouped_partition_states = len(f_ungrouped_partition_states)
-    out.append(_S_iii.pack(obj.controller_id, obj.controller_epoch, n_ungrouped_partition_states))
+    if cython.compiled:
+        p = _grow(out, 12)
+        _put_i(p, 0, obj.controller_id)
+        _put_i(p, 4, obj.controller_epoch)
+        _put_i(p, 8, n_ungrouped_partition_states)
+    else:
+        out += _S_iii.pack(obj.controller_id, obj.controller_epoch, n_ungrouped_partition_states)
     for item in f_ungrouped_partition_states:
         _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(item, out)
     f_live_leaders = obj.live_leaders
     n_live_leaders = len(f_live_leaders)
-    out.append(_S_i.pack(n_live_leaders))
+    if cython.compiled:
+        p = _grow(out, 4)
+        _put_i(p, 0, n_live_leaders)
+    else:
+        out += _S_i.pack(n_live_leaders)
     for item in f_live_leaders:
         _enc_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(item, out)
 
@@ -206,17 +248,44 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(obj, out):
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("LeaderAndIsrRequest_LeaderAndIsrPartitionState.topic_name", n_topic_name)
-    out.append(_S_h.pack(n_topic_name))
+    if cython.compiled:
+        p = _grow(out, 2)
+        _put_h(p, 0, n_topic_name)
+    else:
+        out += _S_h.pack(n_topic_name)
     if n_topic_name > 0:
-        out.append(f_topic_name)
+        out += f_topic_name
     f_isr = obj.isr
     n_isr = len(f_isr)
-    out.append(_S_iiiii.pack(obj.partition_index, obj.controller_epoch, obj.leader, obj.leader_epoch, n_isr))
-    out.append(_pack(">%di" % n_isr, *f_isr))
+    if cython.compiled:
+        p = _grow(out, 20)
+        _put_i(p, 0, obj.partition_index)
+        _put_i(p, 4, obj.controller_epoch)
+        _put_i(p, 8, obj.leader)
+        _put_i(p, 12, obj.leader_epoch)
+        _put_i(p, 16, n_isr)
+    else:
+        out += _S_iiiii.pack(obj.partition_index, obj.controller_epoch, obj.leader, obj.leader_epoch, n_isr)
+    if cython.compiled:
+        p = _grow(out, 4 * n_isr)
+        for i in range(n_isr):
+            _put_i(p, 4 * i, f_isr[i])
+    else:
+        out += _pack(">%di" % n_isr, *f_isr)
     f_replicas = obj.replicas
     n_replicas = len(f_replicas)
-    out.append(_S_ii.pack(obj.partition_epoch, n_replicas))
-    out.append(_pack(">%di" % n_replicas, *f_replicas))
+    if cython.compiled:
+        p = _grow(out, 8)
+        _put_i(p, 0, obj.partition_epoch)
+        _put_i(p, 4, n_replicas)
+    else:
+        out += _S_ii.pack(obj.partition_epoch, n_replicas)
+    if cython.compiled:
+        p = _grow(out, 4 * n_replicas)
+        for i in range(n_replicas):
+            _put_i(p, 4 * i, f_replicas[i])
+    else:
+        out += _pack(">%di" % n_replicas, *f_replicas)
 
 
 def _dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(buf, pos, end):
@@ -265,10 +334,19 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(obj, out):
         n_host_name = len(f_host_name)
         if n_host_name > 32767:
             raise _w.string_too_long("LeaderAndIsrRequest_LeaderAndIsrLiveLeader.host_name", n_host_name)
-    out.append(_S_ih.pack(obj.broker_id, n_host_name))
+    if cython.compiled:
+        p = _grow(out, 6)
+        _put_i(p, 0, obj.broker_id)
+        _put_h(p, 4, n_host_name)
+    else:
+        out += _S_ih.pack(obj.broker_id, n_host_name)
     if n_host_name > 0:
-        out.append(f_host_name)
-    out.append(_S_i.pack(obj.port))
+        out += f_host_name
+    if cython.compiled:
+        p = _grow(out, 4)
+        _put_i(p, 0, obj.port)
+    else:
+        out += _S_i.pack(obj.port)
 
 
 def _dec_LeaderAndIsrResponse_v0(buf, pos, end):
@@ -303,7 +381,12 @@ def _enc_LeaderAndIsrResponse_v0(obj, out):
         raise TypeError("LeaderAndIsrResponse expected, got None")
     f_partition_errors = obj.partition_errors
     n_partition_errors = len(f_partition_errors)
-    out.append(_S_hi.pack(obj.error_code, n_partition_errors))
+    if cython.compiled:
+        p = _grow(out, 6)
+        _put_h(p, 0, obj.error_code)
+        _put_i(p, 2, n_partition_errors)
+    else:
+        out += _S_hi.pack(obj.error_code, n_partition_errors)
     for item in f_partition_errors:
         _enc_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(item, out)
 
@@ -354,10 +437,19 @@ def _enc_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(obj, out):
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("LeaderAndIsrResponse_LeaderAndIsrPartitionError.topic_name", n_topic_name)
-    out.append(_S_h.pack(n_topic_name))
+    if cython.compiled:
+        p = _grow(out, 2)
+        _put_h(p, 0, n_topic_name)
+    else:
+        out += _S_h.pack(n_topic_name)
     if n_topic_name > 0:
-        out.append(f_topic_name)
-    out.append(_S_ih.pack(obj.partition_index, obj.error_code))
+        out += f_topic_name
+    if cython.compiled:
+        p = _grow(out, 6)
+        _put_i(p, 0, obj.partition_index)
+        _put_h(p, 4, obj.error_code)
+    else:
+        out += _S_ih.pack(obj.partition_index, obj.error_code)
 
 
 class LeaderAndIsrRequest_LeaderAndIsrLiveLeader(Struct):

@@ -10,14 +10,21 @@ cdef short _read_h(bytes buf, Py_ssize_t pos) noexcept
 cdef int _read_i(bytes buf, Py_ssize_t pos) noexcept
 cdef long long _read_q(bytes buf, Py_ssize_t pos) noexcept
 
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_Resize
+cdef char* _grow(bytearray out, Py_ssize_t size) except NULL
+cdef void _put_b(char* p, Py_ssize_t at, signed char value) noexcept
+cdef void _put_h(char* p, Py_ssize_t at, short value) noexcept
+cdef void _put_i(char* p, Py_ssize_t at, int value) noexcept
+cdef void _put_q(char* p, Py_ssize_t at, long long value) noexcept
+
 @cython.locals(i=Py_ssize_t, n_group_id=Py_ssize_t, n_member_id=Py_ssize_t, obj=LeaveGroupRequest)
 cpdef tuple _dec_LeaveGroupRequest_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_LeaveGroupRequest_v0(LeaveGroupRequest obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_group_id=Py_ssize_t, n_member_id=Py_ssize_t)
+cpdef _enc_LeaveGroupRequest_v0(LeaveGroupRequest obj, bytearray out)
 @cython.locals(f_error_code='short', i=Py_ssize_t, obj=LeaveGroupResponse)
 cpdef tuple _dec_LeaveGroupResponse_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_LeaveGroupResponse_v0(LeaveGroupResponse obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*')
+cpdef _enc_LeaveGroupResponse_v0(LeaveGroupResponse obj, bytearray out)
 cdef class LeaveGroupRequest(Message):
     cdef public object group_id, member_id
 

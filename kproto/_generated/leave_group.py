@@ -57,6 +57,38 @@ def _read_q(buf, pos):
     return _S_q.unpack_from(buf, pos)[0]
 
 
+def _grow(out, size):
+    if cython.compiled:
+        PyByteArray_Resize(out, len(out) + size)
+        return PyByteArray_AS_STRING(out) + (len(out) - size)
+    raise RuntimeError("compiled builds only")
+
+
+def _put_b(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value)
+
+
+def _put_h(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value >> 8)
+        p[at + 1] = cython.cast(cython.char, value)
+
+
+def _put_i(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value >> 24)
+        p[at + 1] = cython.cast(cython.char, value >> 16)
+        p[at + 2] = cython.cast(cython.char, value >> 8)
+        p[at + 3] = cython.cast(cython.char, value)
+
+
+def _put_q(p, at, value):
+    if cython.compiled:
+        _put_i(p, at, cython.cast(cython.int, value >> 32))
+        _put_i(p, at + 4, cython.cast(cython.int, value))
+
+
 def _dec_LeaveGroupRequest_v0(buf, pos, end):
     """Decode LeaveGroupRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 2:
@@ -111,9 +143,13 @@ def _enc_LeaveGroupRequest_v0(obj, out):
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("LeaveGroupRequest.group_id", n_group_id)
-    out.append(_S_h.pack(n_group_id))
+    if cython.compiled:
+        p = _grow(out, 2)
+        _put_h(p, 0, n_group_id)
+    else:
+        out += _S_h.pack(n_group_id)
     if n_group_id > 0:
-        out.append(f_group_id)
+        out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("LeaveGroupRequest.member_id")
@@ -122,9 +158,13 @@ def _enc_LeaveGroupRequest_v0(obj, out):
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("LeaveGroupRequest.member_id", n_member_id)
-    out.append(_S_h.pack(n_member_id))
+    if cython.compiled:
+        p = _grow(out, 2)
+        _put_h(p, 0, n_member_id)
+    else:
+        out += _S_h.pack(n_member_id)
     if n_member_id > 0:
-        out.append(f_member_id)
+        out += f_member_id
 
 
 def _dec_LeaveGroupResponse_v0(buf, pos, end):
@@ -145,7 +185,11 @@ def _enc_LeaveGroupResponse_v0(obj, out):
     """Append the v0 layout of a LeaveGroupResponse to ``out``."""
     if obj is None:
         raise TypeError("LeaveGroupResponse expected, got None")
-    out.append(_S_h.pack(obj.error_code))
+    if cython.compiled:
+        p = _grow(out, 2)
+        _put_h(p, 0, obj.error_code)
+    else:
+        out += _S_h.pack(obj.error_code)
 
 
 class LeaveGroupRequest(Message):

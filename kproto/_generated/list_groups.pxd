@@ -10,18 +10,25 @@ cdef short _read_h(bytes buf, Py_ssize_t pos) noexcept
 cdef int _read_i(bytes buf, Py_ssize_t pos) noexcept
 cdef long long _read_q(bytes buf, Py_ssize_t pos) noexcept
 
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_Resize
+cdef char* _grow(bytearray out, Py_ssize_t size) except NULL
+cdef void _put_b(char* p, Py_ssize_t at, signed char value) noexcept
+cdef void _put_h(char* p, Py_ssize_t at, short value) noexcept
+cdef void _put_i(char* p, Py_ssize_t at, int value) noexcept
+cdef void _put_q(char* p, Py_ssize_t at, long long value) noexcept
+
 @cython.locals(i=Py_ssize_t, obj=ListGroupsRequest)
 cpdef tuple _dec_ListGroupsRequest_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_ListGroupsRequest_v0(ListGroupsRequest obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*')
+cpdef _enc_ListGroupsRequest_v0(ListGroupsRequest obj, bytearray out)
 @cython.locals(f_error_code='short', i=Py_ssize_t, n_groups=Py_ssize_t, obj=ListGroupsResponse)
 cpdef tuple _dec_ListGroupsResponse_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_ListGroupsResponse_v0(ListGroupsResponse obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_groups=Py_ssize_t)
+cpdef _enc_ListGroupsResponse_v0(ListGroupsResponse obj, bytearray out)
 @cython.locals(i=Py_ssize_t, n_group_id=Py_ssize_t, n_protocol_type=Py_ssize_t, obj=ListGroupsResponse_ListedGroup)
 cpdef tuple _dec_ListGroupsResponse_ListedGroup_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_ListGroupsResponse_ListedGroup_v0(ListGroupsResponse_ListedGroup obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_group_id=Py_ssize_t, n_protocol_type=Py_ssize_t)
+cpdef _enc_ListGroupsResponse_ListedGroup_v0(ListGroupsResponse_ListedGroup obj, bytearray out)
 cdef class ListGroupsRequest(Message):
     pass
 

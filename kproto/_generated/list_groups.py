@@ -58,6 +58,38 @@ def _read_q(buf, pos):
     return _S_q.unpack_from(buf, pos)[0]
 
 
+def _grow(out, size):
+    if cython.compiled:
+        PyByteArray_Resize(out, len(out) + size)
+        return PyByteArray_AS_STRING(out) + (len(out) - size)
+    raise RuntimeError("compiled builds only")
+
+
+def _put_b(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value)
+
+
+def _put_h(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value >> 8)
+        p[at + 1] = cython.cast(cython.char, value)
+
+
+def _put_i(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value >> 24)
+        p[at + 1] = cython.cast(cython.char, value >> 16)
+        p[at + 2] = cython.cast(cython.char, value >> 8)
+        p[at + 3] = cython.cast(cython.char, value)
+
+
+def _put_q(p, at, value):
+    if cython.compiled:
+        _put_i(p, at, cython.cast(cython.int, value >> 32))
+        _put_i(p, at + 4, cython.cast(cython.int, value))
+
+
 def _dec_ListGroupsRequest_v0(buf, pos, end):
     """Decode ListGroupsRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
     obj = ListGroupsRequest.__new__(ListGroupsRequest)
@@ -103,7 +135,12 @@ def _enc_ListGroupsResponse_v0(obj, out):
         raise TypeError("ListGroupsResponse expected, got None")
     f_groups = obj.groups
     n_groups = len(f_groups)
-    out.append(_S_hi.pack(obj.error_code, n_groups))
+    if cython.compiled:
+        p = _grow(out, 6)
+        _put_h(p, 0, obj.error_code)
+        _put_i(p, 2, n_groups)
+    else:
+        out += _S_hi.pack(obj.error_code, n_groups)
     for item in f_groups:
         _enc_ListGroupsResponse_ListedGroup_v0(item, out)
 
@@ -162,9 +199,13 @@ def _enc_ListGroupsResponse_ListedGroup_v0(obj, out):
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("ListGroupsResponse_ListedGroup.group_id", n_group_id)
-    out.append(_S_h.pack(n_group_id))
+    if cython.compiled:
+        p = _grow(out, 2)
+        _put_h(p, 0, n_group_id)
+    else:
+        out += _S_h.pack(n_group_id)
     if n_group_id > 0:
-        out.append(f_group_id)
+        out += f_group_id
     f_protocol_type = obj.protocol_type
     if f_protocol_type is None:
         raise _w.not_nullable("ListGroupsResponse_ListedGroup.protocol_type")
@@ -173,9 +214,13 @@ def _enc_ListGroupsResponse_ListedGroup_v0(obj, out):
         n_protocol_type = len(f_protocol_type)
         if n_protocol_type > 32767:
             raise _w.string_too_long("ListGroupsResponse_ListedGroup.protocol_type", n_protocol_type)
-    out.append(_S_h.pack(n_protocol_type))
+    if cython.compiled:
+        p = _grow(out, 2)
+        _put_h(p, 0, n_protocol_type)
+    else:
+        out += _S_h.pack(n_protocol_type)
     if n_protocol_type > 0:
-        out.append(f_protocol_type)
+        out += f_protocol_type
 
 
 class ListGroupsRequest(Message):

@@ -10,30 +10,37 @@ cdef short _read_h(bytes buf, Py_ssize_t pos) noexcept
 cdef int _read_i(bytes buf, Py_ssize_t pos) noexcept
 cdef long long _read_q(bytes buf, Py_ssize_t pos) noexcept
 
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_Resize
+cdef char* _grow(bytearray out, Py_ssize_t size) except NULL
+cdef void _put_b(char* p, Py_ssize_t at, signed char value) noexcept
+cdef void _put_h(char* p, Py_ssize_t at, short value) noexcept
+cdef void _put_i(char* p, Py_ssize_t at, int value) noexcept
+cdef void _put_q(char* p, Py_ssize_t at, long long value) noexcept
+
 @cython.locals(f_replica_id='int', i=Py_ssize_t, n_topics=Py_ssize_t, obj=ListOffsetsRequest)
 cpdef tuple _dec_ListOffsetsRequest_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_ListOffsetsRequest_v0(ListOffsetsRequest obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_topics=Py_ssize_t)
+cpdef _enc_ListOffsetsRequest_v0(ListOffsetsRequest obj, bytearray out)
 @cython.locals(i=Py_ssize_t, n_name=Py_ssize_t, n_partitions=Py_ssize_t, obj=ListOffsetsRequest_ListOffsetsTopic)
 cpdef tuple _dec_ListOffsetsRequest_ListOffsetsTopic_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_ListOffsetsRequest_ListOffsetsTopic_v0(ListOffsetsRequest_ListOffsetsTopic obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_name=Py_ssize_t, n_partitions=Py_ssize_t)
+cpdef _enc_ListOffsetsRequest_ListOffsetsTopic_v0(ListOffsetsRequest_ListOffsetsTopic obj, bytearray out)
 @cython.locals(f_max_num_offsets='int', f_partition_index='int', f_timestamp='long long', i=Py_ssize_t, obj=ListOffsetsRequest_ListOffsetsPartition)
 cpdef tuple _dec_ListOffsetsRequest_ListOffsetsPartition_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_ListOffsetsRequest_ListOffsetsPartition_v0(ListOffsetsRequest_ListOffsetsPartition obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*')
+cpdef _enc_ListOffsetsRequest_ListOffsetsPartition_v0(ListOffsetsRequest_ListOffsetsPartition obj, bytearray out)
 @cython.locals(i=Py_ssize_t, n_topics=Py_ssize_t, obj=ListOffsetsResponse)
 cpdef tuple _dec_ListOffsetsResponse_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_ListOffsetsResponse_v0(ListOffsetsResponse obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_topics=Py_ssize_t)
+cpdef _enc_ListOffsetsResponse_v0(ListOffsetsResponse obj, bytearray out)
 @cython.locals(i=Py_ssize_t, n_name=Py_ssize_t, n_partitions=Py_ssize_t, obj=ListOffsetsResponse_ListOffsetsTopicResponse)
 cpdef tuple _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v0(ListOffsetsResponse_ListOffsetsTopicResponse obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_name=Py_ssize_t, n_partitions=Py_ssize_t)
+cpdef _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v0(ListOffsetsResponse_ListOffsetsTopicResponse obj, bytearray out)
 @cython.locals(f_error_code='short', f_partition_index='int', i=Py_ssize_t, n_old_style_offsets=Py_ssize_t, obj=ListOffsetsResponse_ListOffsetsPartitionResponse)
 cpdef tuple _dec_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(ListOffsetsResponse_ListOffsetsPartitionResponse obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_old_style_offsets=Py_ssize_t)
+cpdef _enc_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(ListOffsetsResponse_ListOffsetsPartitionResponse obj, bytearray out)
 cdef class ListOffsetsRequest_ListOffsetsPartition(Struct):
     cdef public object partition_index, timestamp, max_num_offsets
 

@@ -63,6 +63,38 @@ def _read_q(buf, pos):
     return _S_q.unpack_from(buf, pos)[0]
 
 
+def _grow(out, size):
+    if cython.compiled:
+        PyByteArray_Resize(out, len(out) + size)
+        return PyByteArray_AS_STRING(out) + (len(out) - size)
+    raise RuntimeError("compiled builds only")
+
+
+def _put_b(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value)
+
+
+def _put_h(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value >> 8)
+        p[at + 1] = cython.cast(cython.char, value)
+
+
+def _put_i(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value >> 24)
+        p[at + 1] = cython.cast(cython.char, value >> 16)
+        p[at + 2] = cython.cast(cython.char, value >> 8)
+        p[at + 3] = cython.cast(cython.char, value)
+
+
+def _put_q(p, at, value):
+    if cython.compiled:
+        _put_i(p, at, cython.cast(cython.int, value >> 32))
+        _put_i(p, at + 4, cython.cast(cython.int, value))
+
+
 def _dec_ListOffsetsRequest_v0(buf, pos, end):
     """Decode ListOffsetsRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 8:
@@ -95,7 +127,12 @@ def _enc_ListOffsetsRequest_v0(obj, out):
         raise TypeError("ListOffsetsRequest expected, got None")
     f_topics = obj.topics
     n_topics = len(f_topics)
-    out.append(_S_ii.pack(obj.replica_id, n_topics))
+    if cython.compiled:
+        p = _grow(out, 8)
+        _put_i(p, 0, obj.replica_id)
+        _put_i(p, 4, n_topics)
+    else:
+        out += _S_ii.pack(obj.replica_id, n_topics)
     for item in f_topics:
         _enc_ListOffsetsRequest_ListOffsetsTopic_v0(item, out)
 
@@ -154,12 +191,20 @@ def _enc_ListOffsetsRequest_ListOffsetsTopic_v0(obj, out):
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("ListOffsetsRequest_ListOffsetsTopic.name", n_name)
-    out.append(_S_h.pack(n_name))
+    if cython.compiled:
+        p = _grow(out, 2)
+        _put_h(p, 0, n_name)
+    else:
+        out += _S_h.pack(n_name)
     if n_name > 0:
-        out.append(f_name)
+        out += f_name
     f_partitions = obj.partitions
     n_partitions = len(f_partitions)
-    out.append(_S_i.pack(n_partitions))
+    if cython.compiled:
+        p = _grow(out, 4)
+        _put_i(p, 0, n_partitions)
+    else:
+        out += _S_i.pack(n_partitions)
     for item in f_partitions:
         _enc_ListOffsetsRequest_ListOffsetsPartition_v0(item, out)
 
@@ -186,7 +231,13 @@ def _enc_ListOffsetsRequest_ListOffsetsPartition_v0(obj, out):
     """Append the v0 layout of a ListOffsetsRequest_ListOffsetsPartition to ``out``."""
     if obj is None:
         raise TypeError("ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition expected, got None")
-    out.append(_S_iqi.pack(obj.partition_index, obj.timestamp, obj.max_num_offsets))
+    if cython.compiled:
+        p = _grow(out, 16)
+        _put_i(p, 0, obj.partition_index)
+        _put_q(p, 4, obj.timestamp)
+        _put_i(p, 12, obj.max_num_offsets)
+    else:
+        out += _S_iqi.pack(obj.partition_index, obj.timestamp, obj.max_num_offsets)
 
 
 def _dec_ListOffsetsResponse_v0(buf, pos, end):
@@ -219,7 +270,11 @@ def _enc_ListOffsetsResponse_v0(obj, out):
         raise TypeError("ListOffsetsResponse expected, got None")
     f_topics = obj.topics
     n_topics = len(f_topics)
-    out.append(_S_i.pack(n_topics))
+    if cython.compiled:
+        p = _grow(out, 4)
+        _put_i(p, 0, n_topics)
+    else:
+        out += _S_i.pack(n_topics)
     for item in f_topics:
         _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v0(item, out)
 
@@ -278,12 +333,20 @@ def _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v0(obj, out):
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("ListOffsetsResponse_ListOffsetsTopicResponse.name", n_name)
-    out.append(_S_h.pack(n_name))
+    if cython.compiled:
+        p = _grow(out, 2)
+        _put_h(p, 0, n_name)
+    else:
+        out += _S_h.pack(n_name)
     if n_name > 0:
-        out.append(f_name)
+        out += f_name
     f_partitions = obj.partitions
     n_partitions = len(f_partitions)
-    out.append(_S_i.pack(n_partitions))
+    if cython.compiled:
+        p = _grow(out, 4)
+        _put_i(p, 0, n_partitions)
+    else:
+        out += _S_i.pack(n_partitions)
     for item in f_partitions:
         _enc_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(item, out)
 
@@ -319,8 +382,19 @@ def _enc_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(obj, out):
         raise TypeError("ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse expected, got None")
     f_old_style_offsets = obj.old_style_offsets
     n_old_style_offsets = len(f_old_style_offsets)
-    out.append(_S_ihi.pack(obj.partition_index, obj.error_code, n_old_style_offsets))
-    out.append(_pack(">%dq" % n_old_style_offsets, *f_old_style_offsets))
+    if cython.compiled:
+        p = _grow(out, 10)
+        _put_i(p, 0, obj.partition_index)
+        _put_h(p, 4, obj.error_code)
+        _put_i(p, 6, n_old_style_offsets)
+    else:
+        out += _S_ihi.pack(obj.partition_index, obj.error_code, n_old_style_offsets)
+    if cython.compiled:
+        p = _grow(out, 8 * n_old_style_offsets)
+        for i in range(n_old_style_offsets):
+            _put_q(p, 8 * i, f_old_style_offsets[i])
+    else:
+        out += _pack(">%dq" % n_old_style_offsets, *f_old_style_offsets)
 
 
 class ListOffsetsRequest_ListOffsetsPartition(Struct):

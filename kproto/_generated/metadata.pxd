@@ -10,30 +10,37 @@ cdef short _read_h(bytes buf, Py_ssize_t pos) noexcept
 cdef int _read_i(bytes buf, Py_ssize_t pos) noexcept
 cdef long long _read_q(bytes buf, Py_ssize_t pos) noexcept
 
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_Resize
+cdef char* _grow(bytearray out, Py_ssize_t size) except NULL
+cdef void _put_b(char* p, Py_ssize_t at, signed char value) noexcept
+cdef void _put_h(char* p, Py_ssize_t at, short value) noexcept
+cdef void _put_i(char* p, Py_ssize_t at, int value) noexcept
+cdef void _put_q(char* p, Py_ssize_t at, long long value) noexcept
+
 @cython.locals(i=Py_ssize_t, n_topics=Py_ssize_t, obj=MetadataRequest)
 cpdef tuple _dec_MetadataRequest_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_MetadataRequest_v0(MetadataRequest obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_topics=Py_ssize_t)
+cpdef _enc_MetadataRequest_v0(MetadataRequest obj, bytearray out)
 @cython.locals(i=Py_ssize_t, n_name=Py_ssize_t, obj=MetadataRequest_MetadataRequestTopic)
 cpdef tuple _dec_MetadataRequest_MetadataRequestTopic_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_MetadataRequest_MetadataRequestTopic_v0(MetadataRequest_MetadataRequestTopic obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_name=Py_ssize_t)
+cpdef _enc_MetadataRequest_MetadataRequestTopic_v0(MetadataRequest_MetadataRequestTopic obj, bytearray out)
 @cython.locals(i=Py_ssize_t, n_brokers=Py_ssize_t, n_topics=Py_ssize_t, obj=MetadataResponse)
 cpdef tuple _dec_MetadataResponse_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_MetadataResponse_v0(MetadataResponse obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_brokers=Py_ssize_t, n_topics=Py_ssize_t)
+cpdef _enc_MetadataResponse_v0(MetadataResponse obj, bytearray out)
 @cython.locals(f_node_id='int', f_port='int', i=Py_ssize_t, n_host=Py_ssize_t, obj=MetadataResponse_MetadataResponseBroker)
 cpdef tuple _dec_MetadataResponse_MetadataResponseBroker_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_MetadataResponse_MetadataResponseBroker_v0(MetadataResponse_MetadataResponseBroker obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_host=Py_ssize_t)
+cpdef _enc_MetadataResponse_MetadataResponseBroker_v0(MetadataResponse_MetadataResponseBroker obj, bytearray out)
 @cython.locals(f_error_code='short', i=Py_ssize_t, n_name=Py_ssize_t, n_partitions=Py_ssize_t, obj=MetadataResponse_MetadataResponseTopic)
 cpdef tuple _dec_MetadataResponse_MetadataResponseTopic_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_MetadataResponse_MetadataResponseTopic_v0(MetadataResponse_MetadataResponseTopic obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_name=Py_ssize_t, n_partitions=Py_ssize_t)
+cpdef _enc_MetadataResponse_MetadataResponseTopic_v0(MetadataResponse_MetadataResponseTopic obj, bytearray out)
 @cython.locals(f_error_code='short', f_leader_id='int', f_partition_index='int', i=Py_ssize_t, n_isr_nodes=Py_ssize_t, n_replica_nodes=Py_ssize_t, obj=MetadataResponse_MetadataResponsePartition)
 cpdef tuple _dec_MetadataResponse_MetadataResponsePartition_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_MetadataResponse_MetadataResponsePartition_v0(MetadataResponse_MetadataResponsePartition obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_isr_nodes=Py_ssize_t, n_replica_nodes=Py_ssize_t)
+cpdef _enc_MetadataResponse_MetadataResponsePartition_v0(MetadataResponse_MetadataResponsePartition obj, bytearray out)
 cdef class MetadataRequest_MetadataRequestTopic(Struct):
     cdef public object name
 

@@ -66,6 +66,38 @@ def _read_q(buf, pos):
     return _S_q.unpack_from(buf, pos)[0]
 
 
+def _grow(out, size):
+    if cython.compiled:
+        PyByteArray_Resize(out, len(out) + size)
+        return PyByteArray_AS_STRING(out) + (len(out) - size)
+    raise RuntimeError("compiled builds only")
+
+
+def _put_b(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value)
+
+
+def _put_h(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value >> 8)
+        p[at + 1] = cython.cast(cython.char, value)
+
+
+def _put_i(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value >> 24)
+        p[at + 1] = cython.cast(cython.char, value >> 16)
+        p[at + 2] = cython.cast(cython.char, value >> 8)
+        p[at + 3] = cython.cast(cython.char, value)
+
+
+def _put_q(p, at, value):
+    if cython.compiled:
+        _put_i(p, at, cython.cast(cython.int, value >> 32))
+        _put_i(p, at + 4, cython.cast(cython.int, value))
+
+
 def _dec_MetadataRequest_v0(buf, pos, end):
     """Decode MetadataRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 4:
@@ -96,7 +128,11 @@ def _enc_MetadataRequest_v0(obj, out):
         raise TypeError("MetadataRequest expected, got None")
     f_topics = obj.topics
     n_topics = len(f_topics)
-    out.append(_S_i.pack(n_topics))
+    if cython.compiled:
+        p = _grow(out, 4)
+        _put_i(p, 0, n_topics)
+    else:
+        out += _S_i.pack(n_topics)
     for item in f_topics:
         _enc_MetadataRequest_MetadataRequestTopic_v0(item, out)
 
@@ -137,9 +173,13 @@ def _enc_MetadataRequest_MetadataRequestTopic_v0(obj, out):
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("MetadataRequest_MetadataRequestTopic.name", n_name)
-    out.append(_S_h.pack(n_name))
+    if cython.compiled:
+        p = _grow(out, 2)
+        _put_h(p, 0, n_name)
+    else:
+        out += _S_h.pack(n_name)
     if n_name > 0:
-        out.append(f_name)
+        out += f_name
 
 
 def _dec_MetadataResponse_v0(buf, pos, end):
@@ -190,12 +230,20 @@ def _enc_MetadataResponse_v0(obj, out):
         raise TypeError("MetadataResponse expected, got None")
     f_brokers = obj.brokers
     n_brokers = len(f_brokers)
-    out.append(_S_i.pack(n_brokers))
+    if cython.compiled:
+        p = _grow(out, 4)
+        _put_i(p, 0, n_brokers)
+    else:
+        out += _S_i.pack(n_brokers)
     for item in f_brokers:
         _enc_MetadataResponse_MetadataResponseBroker_v0(item, out)
     f_topics = obj.topics
     n_topics = len(f_topics)
-    out.append(_S_i.pack(n_topics))
+    if cython.compiled:
+        p = _grow(out, 4)
+        _put_i(p, 0, n_topics)
+    else:
+        out += _S_i.pack(n_topics)
     for item in f_topics:
         _enc_MetadataResponse_MetadataResponseTopic_v0(item, out)
 
@@ -246,10 +294,19 @@ def _enc_MetadataResponse_MetadataResponseBroker_v0(obj, out):
         n_host = len(f_host)
         if n_host > 32767:
             raise _w.string_too_long("MetadataResponse_MetadataResponseBroker.host", n_host)
-    out.append(_S_ih.pack(obj.node_id, n_host))
+    if cython.compiled:
+        p = _grow(out, 6)
+        _put_i(p, 0, obj.node_id)
+        _put_h(p, 4, n_host)
+    else:
+        out += _S_ih.pack(obj.node_id, n_host)
     if n_host > 0:
-        out.append(f_host)
-    out.append(_S_i.pack(obj.port))
+        out += f_host
+    if cython.compiled:
+        p = _grow(out, 4)
+        _put_i(p, 0, obj.port)
+    else:
+        out += _S_i.pack(obj.port)
 
 
 def _dec_MetadataResponse_MetadataResponseTopic_v0(buf, pos, end):
@@ -308,12 +365,21 @@ def _enc_MetadataResponse_MetadataResponseTopic_v0(obj, out):
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("MetadataResponse_MetadataResponseTopic.name", n_name)
-    out.append(_S_hh.pack(obj.error_code, n_name))
+    if cython.compiled:
+        p = _grow(out, 4)
+        _put_h(p, 0, obj.error_code)
+        _put_h(p, 2, n_name)
+    else:
+        out += _S_hh.pack(obj.error_code, n_name)
     if n_name > 0:
-        out.append(f_name)
+        out += f_name
     f_partitions = obj.partitions
     n_partitions = len(f_partitions)
-    out.append(_S_i.pack(n_partitions))
+    if cython.compiled:
+        p = _grow(out, 4)
+        _put_i(p, 0, n_partitions)
+    else:
+        out += _S_i.pack(n_partitions)
     for item in f_partitions:
         _enc_MetadataResponse_MetadataResponsePartition_v0(item, out)
 
@@ -366,12 +432,33 @@ def _enc_MetadataResponse_MetadataResponsePartition_v0(obj, out):
         raise TypeError("MetadataResponse.MetadataResponseTopic.MetadataResponsePartition expected, got None")
     f_replica_nodes = obj.replica_nodes
     n_replica_nodes = len(f_replica_nodes)
-    out.append(_S_hiii.pack(obj.error_code, obj.partition_index, obj.leader_id, n_replica_nodes))
-    out.append(_pack(">%di" % n_replica_nodes, *f_replica_nodes))
+    if cython.compiled:
+        p = _grow(out, 14)
+        _put_h(p, 0, obj.error_code)
+        _put_i(p, 2, obj.partition_index)
+        _put_i(p, 6, obj.leader_id)
+        _put_i(p, 10, n_replica_nodes)
+    else:
+        out += _S_hiii.pack(obj.error_code, obj.partition_index, obj.leader_id, n_replica_nodes)
+    if cython.compiled:
+        p = _grow(out, 4 * n_replica_nodes)
+        for i in range(n_replica_nodes):
+            _put_i(p, 4 * i, f_replica_nodes[i])
+    else:
+        out += _pack(">%di" % n_replica_nodes, *f_replica_nodes)
     f_isr_nodes = obj.isr_nodes
     n_isr_nodes = len(f_isr_nodes)
-    out.append(_S_i.pack(n_isr_nodes))
-    out.append(_pack(">%di" % n_isr_nodes, *f_isr_nodes))
+    if cython.compiled:
+        p = _grow(out, 4)
+        _put_i(p, 0, n_isr_nodes)
+    else:
+        out += _S_i.pack(n_isr_nodes)
+    if cython.compiled:
+        p = _grow(out, 4 * n_isr_nodes)
+        for i in range(n_isr_nodes):
+            _put_i(p, 4 * i, f_isr_nodes[i])
+    else:
+        out += _pack(">%di" % n_isr_nodes, *f_isr_nodes)
 
 
 class MetadataRequest_MetadataRequestTopic(Struct):

@@ -10,46 +10,53 @@ cdef short _read_h(bytes buf, Py_ssize_t pos) noexcept
 cdef int _read_i(bytes buf, Py_ssize_t pos) noexcept
 cdef long long _read_q(bytes buf, Py_ssize_t pos) noexcept
 
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_Resize
+cdef char* _grow(bytearray out, Py_ssize_t size) except NULL
+cdef void _put_b(char* p, Py_ssize_t at, signed char value) noexcept
+cdef void _put_h(char* p, Py_ssize_t at, short value) noexcept
+cdef void _put_i(char* p, Py_ssize_t at, int value) noexcept
+cdef void _put_q(char* p, Py_ssize_t at, long long value) noexcept
+
 @cython.locals(i=Py_ssize_t, n_group_id=Py_ssize_t, n_topics=Py_ssize_t, obj=OffsetCommitRequest)
 cpdef tuple _dec_OffsetCommitRequest_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_OffsetCommitRequest_v0(OffsetCommitRequest obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_group_id=Py_ssize_t, n_topics=Py_ssize_t)
+cpdef _enc_OffsetCommitRequest_v0(OffsetCommitRequest obj, bytearray out)
 @cython.locals(f_generation_id_or_member_epoch='int', i=Py_ssize_t, n_group_id=Py_ssize_t, n_member_id=Py_ssize_t, n_topics=Py_ssize_t, obj=OffsetCommitRequest)
 cpdef tuple _dec_OffsetCommitRequest_v1(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_OffsetCommitRequest_v1(OffsetCommitRequest obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_group_id=Py_ssize_t, n_member_id=Py_ssize_t, n_topics=Py_ssize_t)
+cpdef _enc_OffsetCommitRequest_v1(OffsetCommitRequest obj, bytearray out)
 @cython.locals(f_generation_id_or_member_epoch='int', f_retention_time_ms='long long', i=Py_ssize_t, n_group_id=Py_ssize_t, n_member_id=Py_ssize_t, n_topics=Py_ssize_t, obj=OffsetCommitRequest)
 cpdef tuple _dec_OffsetCommitRequest_v2(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_OffsetCommitRequest_v2(OffsetCommitRequest obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_group_id=Py_ssize_t, n_member_id=Py_ssize_t, n_topics=Py_ssize_t)
+cpdef _enc_OffsetCommitRequest_v2(OffsetCommitRequest obj, bytearray out)
 @cython.locals(i=Py_ssize_t, n_name=Py_ssize_t, n_partitions=Py_ssize_t, obj=OffsetCommitRequest_OffsetCommitRequestTopic)
 cpdef tuple _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v0(OffsetCommitRequest_OffsetCommitRequestTopic obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_name=Py_ssize_t, n_partitions=Py_ssize_t)
+cpdef _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v0(OffsetCommitRequest_OffsetCommitRequestTopic obj, bytearray out)
 @cython.locals(i=Py_ssize_t, n_name=Py_ssize_t, n_partitions=Py_ssize_t, obj=OffsetCommitRequest_OffsetCommitRequestTopic)
 cpdef tuple _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v1(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v1(OffsetCommitRequest_OffsetCommitRequestTopic obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_name=Py_ssize_t, n_partitions=Py_ssize_t)
+cpdef _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v1(OffsetCommitRequest_OffsetCommitRequestTopic obj, bytearray out)
 @cython.locals(f_committed_offset='long long', f_partition_index='int', i=Py_ssize_t, n_committed_metadata=Py_ssize_t, obj=OffsetCommitRequest_OffsetCommitRequestPartition)
 cpdef tuple _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v0(OffsetCommitRequest_OffsetCommitRequestPartition obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_committed_metadata=Py_ssize_t)
+cpdef _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v0(OffsetCommitRequest_OffsetCommitRequestPartition obj, bytearray out)
 @cython.locals(f_commit_timestamp='long long', f_committed_offset='long long', f_partition_index='int', i=Py_ssize_t, n_committed_metadata=Py_ssize_t, obj=OffsetCommitRequest_OffsetCommitRequestPartition)
 cpdef tuple _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v1(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v1(OffsetCommitRequest_OffsetCommitRequestPartition obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_committed_metadata=Py_ssize_t)
+cpdef _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v1(OffsetCommitRequest_OffsetCommitRequestPartition obj, bytearray out)
 @cython.locals(i=Py_ssize_t, n_topics=Py_ssize_t, obj=OffsetCommitResponse)
 cpdef tuple _dec_OffsetCommitResponse_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_OffsetCommitResponse_v0(OffsetCommitResponse obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_topics=Py_ssize_t)
+cpdef _enc_OffsetCommitResponse_v0(OffsetCommitResponse obj, bytearray out)
 @cython.locals(i=Py_ssize_t, n_name=Py_ssize_t, n_partitions=Py_ssize_t, obj=OffsetCommitResponse_OffsetCommitResponseTopic)
 cpdef tuple _dec_OffsetCommitResponse_OffsetCommitResponseTopic_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_OffsetCommitResponse_OffsetCommitResponseTopic_v0(OffsetCommitResponse_OffsetCommitResponseTopic obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_name=Py_ssize_t, n_partitions=Py_ssize_t)
+cpdef _enc_OffsetCommitResponse_OffsetCommitResponseTopic_v0(OffsetCommitResponse_OffsetCommitResponseTopic obj, bytearray out)
 @cython.locals(f_error_code='short', f_partition_index='int', i=Py_ssize_t, obj=OffsetCommitResponse_OffsetCommitResponsePartition)
 cpdef tuple _dec_OffsetCommitResponse_OffsetCommitResponsePartition_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_OffsetCommitResponse_OffsetCommitResponsePartition_v0(OffsetCommitResponse_OffsetCommitResponsePartition obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*')
+cpdef _enc_OffsetCommitResponse_OffsetCommitResponsePartition_v0(OffsetCommitResponse_OffsetCommitResponsePartition obj, bytearray out)
 cdef class OffsetCommitRequest_OffsetCommitRequestPartition(Struct):
     cdef public object partition_index, committed_offset, commit_timestamp, committed_metadata
 

@@ -67,6 +67,38 @@ def _read_q(buf, pos):
     return _S_q.unpack_from(buf, pos)[0]
 
 
+def _grow(out, size):
+    if cython.compiled:
+        PyByteArray_Resize(out, len(out) + size)
+        return PyByteArray_AS_STRING(out) + (len(out) - size)
+    raise RuntimeError("compiled builds only")
+
+
+def _put_b(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value)
+
+
+def _put_h(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value >> 8)
+        p[at + 1] = cython.cast(cython.char, value)
+
+
+def _put_i(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value >> 24)
+        p[at + 1] = cython.cast(cython.char, value >> 16)
+        p[at + 2] = cython.cast(cython.char, value >> 8)
+        p[at + 3] = cython.cast(cython.char, value)
+
+
+def _put_q(p, at, value):
+    if cython.compiled:
+        _put_i(p, at, cython.cast(cython.int, value >> 32))
+        _put_i(p, at + 4, cython.cast(cython.int, value))
+
+
 def _dec_OffsetCommitRequest_v0(buf, pos, end):
     """Decode OffsetCommitRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 2:
@@ -124,12 +156,20 @@ def _enc_OffsetCommitRequest_v0(obj, out):
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("OffsetCommitRequest.group_id", n_group_id)
-    out.append(_S_h.pack(n_group_id))
+    if cython.compiled:
+        p = _grow(out, 2)
+        _put_h(p, 0, n_group_id)
+    else:
+        out += _S_h.pack(n_group_id)
     if n_group_id > 0:
-        out.append(f_group_id)
+        out += f_group_id
     f_topics = obj.topics
     n_topics = len(f_topics)
-    out.append(_S_i.pack(n_topics))
+    if cython.compiled:
+        p = _grow(out, 4)
+        _put_i(p, 0, n_topics)
+    else:
+        out += _S_i.pack(n_topics)
     for item in f_topics:
         _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v0(item, out)
 
@@ -209,9 +249,13 @@ def _enc_OffsetCommitRequest_v1(obj, out):
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("OffsetCommitRequest.group_id", n_group_id)
-    out.append(_S_h.pack(n_group_id))
+    if cython.compiled:
+        p = _grow(out, 2)
+        _put_h(p, 0, n_group_id)
+    else:
+        out += _S_h.pack(n_group_id)
     if n_group_id > 0:
-        out.append(f_group_id)
+        out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("OffsetCommitRequest.member_id")
@@ -220,12 +264,21 @@ def _enc_OffsetCommitRequest_v1(obj, out):
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("OffsetCommitRequest.member_id", n_member_id)
-    out.append(_S_ih.pack(obj.generation_id_or_member_epoch, n_member_id))
+    if cython.compiled:
+        p = _grow(out, 6)
+        _put_i(p, 0, obj.generation_id_or_member_epoch)
+        _put_h(p, 4, n_member_id)
+    else:
+        out += _S_ih.pack(obj.generation_id_or_member_epoch, n_member_id)
     if n_member_id > 0:
-        out.append(f_member_id)
+        out += f_member_id
     f_topics = obj.topics
     n_topics = len(f_topics)
-    out.append(_S_i.pack(n_topics))
+    if cython.compiled:
+        p = _grow(out, 4)
+        _put_i(p, 0, n_topics)
+    else:
+        out += _S_i.pack(n_topics)
     for item in f_topics:
         _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v1(item, out)
 
@@ -306,9 +359,13 @@ def _enc_OffsetCommitRequest_v2(obj, out):
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("OffsetCommitRequest.group_id", n_group_id)
-    out.append(_S_h.pack(n_group_id))
+    if cython.compiled:
+        p = _grow(out, 2)
+        _put_h(p, 0, n_group_id)
+    else:
+        out += _S_h.pack(n_group_id)
     if n_group_id > 0:
-        out.append(f_group_id)
+        out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("OffsetCommitRequest.member_id")
@@ -317,12 +374,22 @@ def _enc_OffsetCommitRequest_v2(obj, out):
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("OffsetCommitRequest.member_id", n_member_id)
-    out.append(_S_ih.pack(obj.generation_id_or_member_epoch, n_member_id))
+    if cython.compiled:
+        p = _grow(out, 6)
+        _put_i(p, 0, obj.generation_id_or_member_epoch)
+        _put_h(p, 4, n_member_id)
+    else:
+        out += _S_ih.pack(obj.generation_id_or_member_epoch, n_member_id)
     if n_member_id > 0:
-        out.append(f_member_id)
+        out += f_member_id
     f_topics = obj.topics
     n_topics = len(f_topics)
-    out.append(_S_qi.pack(obj.retention_time_ms, n_topics))
+    if cython.compiled:
+        p = _grow(out, 12)
+        _put_q(p, 0, obj.retention_time_ms)
+        _put_i(p, 8, n_topics)
+    else:
+        out += _S_qi.pack(obj.retention_time_ms, n_topics)
     for item in f_topics:
         _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v0(item, out)
 
@@ -381,12 +448,20 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v0(obj, out):
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("OffsetCommitRequest_OffsetCommitRequestTopic.name", n_name)
-    out.append(_S_h.pack(n_name))
+    if cython.compiled:
+        p = _grow(out, 2)
+        _put_h(p, 0, n_name)
+    else:
+        out += _S_h.pack(n_name)
     if n_name > 0:
-        out.append(f_name)
+        out += f_name
     f_partitions = obj.partitions
     n_partitions = len(f_partitions)
-    out.append(_S_i.pack(n_partitions))
+    if cython.compiled:
+        p = _grow(out, 4)
+        _put_i(p, 0, n_partitions)
+    else:
+        out += _S_i.pack(n_partitions)
     for item in f_partitions:
         _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v0(item, out)
 
@@ -445,12 +520,20 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v1(obj, out):
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("OffsetCommitRequest_OffsetCommitRequestTopic.name", n_name)
-    out.append(_S_h.pack(n_name))
+    if cython.compiled:
+        p = _grow(out, 2)
+        _put_h(p, 0, n_name)
+    else:
+        out += _S_h.pack(n_name)
     if n_name > 0:
-        out.append(f_name)
+        out += f_name
     f_partitions = obj.partitions
     n_partitions = len(f_partitions)
-    out.append(_S_i.pack(n_partitions))
+    if cython.compiled:
+        p = _grow(out, 4)
+        _put_i(p, 0, n_partitions)
+    else:
+        out += _S_i.pack(n_partitions)
     for item in f_partitions:
         _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v1(item, out)
 
@@ -500,9 +583,15 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v0(obj, out):
         n_committed_metadata = len(f_committed_metadata)
         if n_committed_metadata > 32767:
             raise _w.string_too_long("OffsetCommitRequest_OffsetCommitRequestPartition.committed_metadata", n_committed_metadata)
-    out.append(_S_iqh.pack(obj.partition_index, obj.committed_offset, n_committed_metadata))
+    if cython.compiled:
+        p = _grow(out, 14)
+        _put_i(p, 0, obj.partition_index)
+        _put_q(p, 4, obj.committed_offset)
+        _put_h(p, 12, n_committed_metadata)
+    else:
+        out += _S_iqh.pack(obj.partition_index, obj.committed_offset, n_committed_metadata)
     if n_committed_metadata > 0:
-        out.append(f_committed_metadata)
+        out += f_committed_metadata
 
 
 def _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v1(buf, pos, end):
@@ -549,9 +638,16 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v1(obj, out):
         n_committed_metadata = len(f_committed_metadata)
         if n_committed_metadata > 32767:
             raise _w.string_too_long("OffsetCommitRequest_OffsetCommitRequestPartition.committed_metadata", n_committed_metadata)
-    out.append(_S_iqqh.pack(obj.partition_index, obj.committed_offset, obj.commit_timestamp, n_committed_metadata))
+    if cython.compiled:
+        p = _grow(out, 22)
+        _put_i(p, 0, obj.partition_index)
+        _put_q(p, 4, obj.committed_offset)
+        _put_q(p, 12, obj.commit_timestamp)
+        _put_h(p, 20, n_committed_metadata)
+    else:
+        out += _S_iqqh.pack(obj.partition_index, obj.committed_offset, obj.commit_timestamp, n_committed_metadata)
     if n_committed_metadata > 0:
-        out.append(f_committed_metadata)
+        out += f_committed_metadata
 
 
 def _dec_OffsetCommitResponse_v0(buf, pos, end):
@@ -584,7 +680,11 @@ def _enc_OffsetCommitResponse_v0(obj, out):
         raise TypeError("OffsetCommitResponse expected, got None")
     f_topics = obj.topics
     n_topics = len(f_topics)
-    out.append(_S_i.pack(n_topics))
+    if cython.compiled:
+        p = _grow(out, 4)
+        _put_i(p, 0, n_topics)
+    else:
+        out += _S_i.pack(n_topics)
     for item in f_topics:
         _enc_OffsetCommitResponse_OffsetCommitResponseTopic_v0(item, out)
 
@@ -643,12 +743,20 @@ def _enc_OffsetCommitResponse_OffsetCommitResponseTopic_v0(obj, out):
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("OffsetCommitResponse_OffsetCommitResponseTopic.name", n_name)
-    out.append(_S_h.pack(n_name))
+    if cython.compiled:
+        p = _grow(out, 2)
+        _put_h(p, 0, n_name)
+    else:
+        out += _S_h.pack(n_name)
     if n_name > 0:
-        out.append(f_name)
+        out += f_name
     f_partitions = obj.partitions
     n_partitions = len(f_partitions)
-    out.append(_S_i.pack(n_partitions))
+    if cython.compiled:
+        p = _grow(out, 4)
+        _put_i(p, 0, n_partitions)
+    else:
+        out += _S_i.pack(n_partitions)
     for item in f_partitions:
         _enc_OffsetCommitResponse_OffsetCommitResponsePartition_v0(item, out)
 
@@ -673,7 +781,12 @@ def _enc_OffsetCommitResponse_OffsetCommitResponsePartition_v0(obj, out):
     """Append the v0 layout of a OffsetCommitResponse_OffsetCommitResponsePartition to ``out``."""
     if obj is None:
         raise TypeError("OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition expected, got None")
-    out.append(_S_ih.pack(obj.partition_index, obj.error_code))
+    if cython.compiled:
+        p = _grow(out, 6)
+        _put_i(p, 0, obj.partition_index)
+        _put_h(p, 4, obj.error_code)
+    else:
+        out += _S_ih.pack(obj.partition_index, obj.error_code)
 
 
 class OffsetCommitRequest_OffsetCommitRequestPartition(Struct):

@@ -10,26 +10,33 @@ cdef short _read_h(bytes buf, Py_ssize_t pos) noexcept
 cdef int _read_i(bytes buf, Py_ssize_t pos) noexcept
 cdef long long _read_q(bytes buf, Py_ssize_t pos) noexcept
 
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_Resize
+cdef char* _grow(bytearray out, Py_ssize_t size) except NULL
+cdef void _put_b(char* p, Py_ssize_t at, signed char value) noexcept
+cdef void _put_h(char* p, Py_ssize_t at, short value) noexcept
+cdef void _put_i(char* p, Py_ssize_t at, int value) noexcept
+cdef void _put_q(char* p, Py_ssize_t at, long long value) noexcept
+
 @cython.locals(i=Py_ssize_t, n_group_id=Py_ssize_t, n_topics=Py_ssize_t, obj=OffsetFetchRequest)
 cpdef tuple _dec_OffsetFetchRequest_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_OffsetFetchRequest_v0(OffsetFetchRequest obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_group_id=Py_ssize_t, n_topics=Py_ssize_t)
+cpdef _enc_OffsetFetchRequest_v0(OffsetFetchRequest obj, bytearray out)
 @cython.locals(i=Py_ssize_t, n_name=Py_ssize_t, n_partition_indexes=Py_ssize_t, obj=OffsetFetchRequest_OffsetFetchRequestTopic)
 cpdef tuple _dec_OffsetFetchRequest_OffsetFetchRequestTopic_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_OffsetFetchRequest_OffsetFetchRequestTopic_v0(OffsetFetchRequest_OffsetFetchRequestTopic obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_name=Py_ssize_t, n_partition_indexes=Py_ssize_t)
+cpdef _enc_OffsetFetchRequest_OffsetFetchRequestTopic_v0(OffsetFetchRequest_OffsetFetchRequestTopic obj, bytearray out)
 @cython.locals(i=Py_ssize_t, n_topics=Py_ssize_t, obj=OffsetFetchResponse)
 cpdef tuple _dec_OffsetFetchResponse_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_OffsetFetchResponse_v0(OffsetFetchResponse obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_topics=Py_ssize_t)
+cpdef _enc_OffsetFetchResponse_v0(OffsetFetchResponse obj, bytearray out)
 @cython.locals(i=Py_ssize_t, n_name=Py_ssize_t, n_partitions=Py_ssize_t, obj=OffsetFetchResponse_OffsetFetchResponseTopic)
 cpdef tuple _dec_OffsetFetchResponse_OffsetFetchResponseTopic_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_OffsetFetchResponse_OffsetFetchResponseTopic_v0(OffsetFetchResponse_OffsetFetchResponseTopic obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_name=Py_ssize_t, n_partitions=Py_ssize_t)
+cpdef _enc_OffsetFetchResponse_OffsetFetchResponseTopic_v0(OffsetFetchResponse_OffsetFetchResponseTopic obj, bytearray out)
 @cython.locals(f_committed_offset='long long', f_error_code='short', f_partition_index='int', i=Py_ssize_t, n_metadata=Py_ssize_t, obj=OffsetFetchResponse_OffsetFetchResponsePartition)
 cpdef tuple _dec_OffsetFetchResponse_OffsetFetchResponsePartition_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_OffsetFetchResponse_OffsetFetchResponsePartition_v0(OffsetFetchResponse_OffsetFetchResponsePartition obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_metadata=Py_ssize_t)
+cpdef _enc_OffsetFetchResponse_OffsetFetchResponsePartition_v0(OffsetFetchResponse_OffsetFetchResponsePartition obj, bytearray out)
 cdef class OffsetFetchRequest_OffsetFetchRequestTopic(Struct):
     cdef public object name, partition_indexes
 

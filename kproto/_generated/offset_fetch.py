@@ -62,6 +62,38 @@ def _read_q(buf, pos):
     return _S_q.unpack_from(buf, pos)[0]
 
 
+def _grow(out, size):
+    if cython.compiled:
+        PyByteArray_Resize(out, len(out) + size)
+        return PyByteArray_AS_STRING(out) + (len(out) - size)
+    raise RuntimeError("compiled builds only")
+
+
+def _put_b(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value)
+
+
+def _put_h(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value >> 8)
+        p[at + 1] = cython.cast(cython.char, value)
+
+
+def _put_i(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value >> 24)
+        p[at + 1] = cython.cast(cython.char, value >> 16)
+        p[at + 2] = cython.cast(cython.char, value >> 8)
+        p[at + 3] = cython.cast(cython.char, value)
+
+
+def _put_q(p, at, value):
+    if cython.compiled:
+        _put_i(p, at, cython.cast(cython.int, value >> 32))
+        _put_i(p, at + 4, cython.cast(cython.int, value))
+
+
 def _dec_OffsetFetchRequest_v0(buf, pos, end):
     """Decode OffsetFetchRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 2:
@@ -116,12 +148,20 @@ def _enc_OffsetFetchRequest_v0(obj, out):
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("OffsetFetchRequest.group_id", n_group_id)
-    out.append(_S_h.pack(n_group_id))
+    if cython.compiled:
+        p = _grow(out, 2)
+        _put_h(p, 0, n_group_id)
+    else:
+        out += _S_h.pack(n_group_id)
     if n_group_id > 0:
-        out.append(f_group_id)
+        out += f_group_id
     f_topics = obj.topics
     n_topics = len(f_topics)
-    out.append(_S_i.pack(n_topics))
+    if cython.compiled:
+        p = _grow(out, 4)
+        _put_i(p, 0, n_topics)
+    else:
+        out += _S_i.pack(n_topics)
     for item in f_topics:
         _enc_OffsetFetchRequest_OffsetFetchRequestTopic_v0(item, out)
 
@@ -177,13 +217,26 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestTopic_v0(obj, out):
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("OffsetFetchRequest_OffsetFetchRequestTopic.name", n_name)
-    out.append(_S_h.pack(n_name))
+    if cython.compiled:
+        p = _grow(out, 2)
+        _put_h(p, 0, n_name)
+    else:
+        out += _S_h.pack(n_name)
     if n_name > 0:
-        out.append(f_name)
+        out += f_name
     f_partition_indexes = obj.partition_indexes
     n_partition_indexes = len(f_partition_indexes)
-    out.append(_S_i.pack(n_partition_indexes))
-    out.append(_pack(">%di" % n_partition_indexes, *f_partition_indexes))
+    if cython.compiled:
+        p = _grow(out, 4)
+        _put_i(p, 0, n_partition_indexes)
+    else:
+        out += _S_i.pack(n_partition_indexes)
+    if cython.compiled:
+        p = _grow(out, 4 * n_partition_indexes)
+        for i in range(n_partition_indexes):
+            _put_i(p, 4 * i, f_partition_indexes[i])
+    else:
+        out += _pack(">%di" % n_partition_indexes, *f_partition_indexes)
 
 
 def _dec_OffsetFetchResponse_v0(buf, pos, end):
@@ -216,7 +269,11 @@ def _enc_OffsetFetchResponse_v0(obj, out):
         raise TypeError("OffsetFetchResponse expected, got None")
     f_topics = obj.topics
     n_topics = len(f_topics)
-    out.append(_S_i.pack(n_topics))
+    if cython.compiled:
+        p = _grow(out, 4)
+        _put_i(p, 0, n_topics)
+    else:
+        out += _S_i.pack(n_topics)
     for item in f_topics:
         _enc_OffsetFetchResponse_OffsetFetchResponseTopic_v0(item, out)
 
@@ -275,12 +332,20 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseTopic_v0(obj, out):
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("OffsetFetchResponse_OffsetFetchResponseTopic.name", n_name)
-    out.append(_S_h.pack(n_name))
+    if cython.compiled:
+        p = _grow(out, 2)
+        _put_h(p, 0, n_name)
+    else:
+        out += _S_h.pack(n_name)
     if n_name > 0:
-        out.append(f_name)
+        out += f_name
     f_partitions = obj.partitions
     n_partitions = len(f_partitions)
-    out.append(_S_i.pack(n_partitions))
+    if cython.compiled:
+        p = _grow(out, 4)
+        _put_i(p, 0, n_partitions)
+    else:
+        out += _S_i.pack(n_partitions)
     for item in f_partitions:
         _enc_OffsetFetchResponse_OffsetFetchResponsePartition_v0(item, out)
 
@@ -335,10 +400,20 @@ def _enc_OffsetFetchResponse_OffsetFetchResponsePartition_v0(obj, out):
         n_metadata = len(f_metadata)
         if n_metadata > 32767:
             raise _w.string_too_long("OffsetFetchResponse_OffsetFetchResponsePartition.metadata", n_metadata)
-    out.append(_S_iqh.pack(obj.partition_index, obj.committed_offset, n_metadata))
+    if cython.compiled:
+        p = _grow(out, 14)
+        _put_i(p, 0, obj.partition_index)
+        _put_q(p, 4, obj.committed_offset)
+        _put_h(p, 12, n_metadata)
+    else:
+        out += _S_iqh.pack(obj.partition_index, obj.committed_offset, n_metadata)
     if n_metadata > 0:
-        out.append(f_metadata)
-    out.append(_S_h.pack(obj.error_code))
+        out += f_metadata
+    if cython.compiled:
+        p = _grow(out, 2)
+        _put_h(p, 0, obj.error_code)
+    else:
+        out += _S_h.pack(obj.error_code)
 
 
 class OffsetFetchRequest_OffsetFetchRequestTopic(Struct):

@@ -10,34 +10,41 @@ cdef short _read_h(bytes buf, Py_ssize_t pos) noexcept
 cdef int _read_i(bytes buf, Py_ssize_t pos) noexcept
 cdef long long _read_q(bytes buf, Py_ssize_t pos) noexcept
 
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_Resize
+cdef char* _grow(bytearray out, Py_ssize_t size) except NULL
+cdef void _put_b(char* p, Py_ssize_t at, signed char value) noexcept
+cdef void _put_h(char* p, Py_ssize_t at, short value) noexcept
+cdef void _put_i(char* p, Py_ssize_t at, int value) noexcept
+cdef void _put_q(char* p, Py_ssize_t at, long long value) noexcept
+
 @cython.locals(f_acks='short', f_timeout_ms='int', i=Py_ssize_t, n_topic_data=Py_ssize_t, obj=ProduceRequest)
 cpdef tuple _dec_ProduceRequest_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_ProduceRequest_v0(ProduceRequest obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_topic_data=Py_ssize_t)
+cpdef _enc_ProduceRequest_v0(ProduceRequest obj, bytearray out)
 @cython.locals(i=Py_ssize_t, n_name=Py_ssize_t, n_partition_data=Py_ssize_t, obj=ProduceRequest_TopicProduceData)
 cpdef tuple _dec_ProduceRequest_TopicProduceData_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_ProduceRequest_TopicProduceData_v0(ProduceRequest_TopicProduceData obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_name=Py_ssize_t, n_partition_data=Py_ssize_t)
+cpdef _enc_ProduceRequest_TopicProduceData_v0(ProduceRequest_TopicProduceData obj, bytearray out)
 @cython.locals(f_index='int', i=Py_ssize_t, n_records=Py_ssize_t, obj=ProduceRequest_PartitionProduceData)
 cpdef tuple _dec_ProduceRequest_PartitionProduceData_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_ProduceRequest_PartitionProduceData_v0(ProduceRequest_PartitionProduceData obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_records=Py_ssize_t)
+cpdef _enc_ProduceRequest_PartitionProduceData_v0(ProduceRequest_PartitionProduceData obj, bytearray out)
 @cython.locals(i=Py_ssize_t, n_responses=Py_ssize_t, obj=ProduceResponse)
 cpdef tuple _dec_ProduceResponse_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_ProduceResponse_v0(ProduceResponse obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_responses=Py_ssize_t)
+cpdef _enc_ProduceResponse_v0(ProduceResponse obj, bytearray out)
 @cython.locals(f_throttle_time_ms='int', i=Py_ssize_t, n_responses=Py_ssize_t, obj=ProduceResponse)
 cpdef tuple _dec_ProduceResponse_v1(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_ProduceResponse_v1(ProduceResponse obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_responses=Py_ssize_t)
+cpdef _enc_ProduceResponse_v1(ProduceResponse obj, bytearray out)
 @cython.locals(i=Py_ssize_t, n_name=Py_ssize_t, n_partition_responses=Py_ssize_t, obj=ProduceResponse_TopicProduceResponse)
 cpdef tuple _dec_ProduceResponse_TopicProduceResponse_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_ProduceResponse_TopicProduceResponse_v0(ProduceResponse_TopicProduceResponse obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_name=Py_ssize_t, n_partition_responses=Py_ssize_t)
+cpdef _enc_ProduceResponse_TopicProduceResponse_v0(ProduceResponse_TopicProduceResponse obj, bytearray out)
 @cython.locals(f_base_offset='long long', f_error_code='short', f_index='int', i=Py_ssize_t, obj=ProduceResponse_PartitionProduceResponse)
 cpdef tuple _dec_ProduceResponse_PartitionProduceResponse_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_ProduceResponse_PartitionProduceResponse_v0(ProduceResponse_PartitionProduceResponse obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*')
+cpdef _enc_ProduceResponse_PartitionProduceResponse_v0(ProduceResponse_PartitionProduceResponse obj, bytearray out)
 cdef class ProduceRequest_PartitionProduceData(Struct):
     cdef public object index, records
 

@@ -65,6 +65,38 @@ def _read_q(buf, pos):
     return _S_q.unpack_from(buf, pos)[0]
 
 
+def _grow(out, size):
+    if cython.compiled:
+        PyByteArray_Resize(out, len(out) + size)
+        return PyByteArray_AS_STRING(out) + (len(out) - size)
+    raise RuntimeError("compiled builds only")
+
+
+def _put_b(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value)
+
+
+def _put_h(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value >> 8)
+        p[at + 1] = cython.cast(cython.char, value)
+
+
+def _put_i(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value >> 24)
+        p[at + 1] = cython.cast(cython.char, value >> 16)
+        p[at + 2] = cython.cast(cython.char, value >> 8)
+        p[at + 3] = cython.cast(cython.char, value)
+
+
+def _put_q(p, at, value):
+    if cython.compiled:
+        _put_i(p, at, cython.cast(cython.int, value >> 32))
+        _put_i(p, at + 4, cython.cast(cython.int, value))
+
+
 def _dec_ProduceRequest_v0(buf, pos, end):
     """Decode ProduceRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 10:
@@ -99,7 +131,13 @@ def _enc_ProduceRequest_v0(obj, out):
         raise TypeError("ProduceRequest expected, got None")
     f_topic_data = obj.topic_data
     n_topic_data = len(f_topic_data)
-    out.append(_S_hii.pack(obj.acks, obj.timeout_ms, n_topic_data))
+    if cython.compiled:
+        p = _grow(out, 10)
+        _put_h(p, 0, obj.acks)
+        _put_i(p, 2, obj.timeout_ms)
+        _put_i(p, 6, n_topic_data)
+    else:
+        out += _S_hii.pack(obj.acks, obj.timeout_ms, n_topic_data)
     for item in f_topic_data:
         _enc_ProduceRequest_TopicProduceData_v0(item, out)
 
@@ -158,12 +196,20 @@ def _enc_ProduceRequest_TopicProduceData_v0(obj, out):
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("ProduceRequest_TopicProduceData.name", n_name)
-    out.append(_S_h.pack(n_name))
+    if cython.compiled:
+        p = _grow(out, 2)
+        _put_h(p, 0, n_name)
+    else:
+        out += _S_h.pack(n_name)
     if n_name > 0:
-        out.append(f_name)
+        out += f_name
     f_partition_data = obj.partition_data
     n_partition_data = len(f_partition_data)
-    out.append(_S_i.pack(n_partition_data))
+    if cython.compiled:
+        p = _grow(out, 4)
+        _put_i(p, 0, n_partition_data)
+    else:
+        out += _S_i.pack(n_partition_data)
     for item in f_partition_data:
         _enc_ProduceRequest_PartitionProduceData_v0(item, out)
 
@@ -203,9 +249,14 @@ def _enc_ProduceRequest_PartitionProduceData_v0(obj, out):
     else:
         f_records = as_record_set(f_records).raw
         n_records = len(f_records)
-    out.append(_S_ii.pack(obj.index, n_records))
+    if cython.compiled:
+        p = _grow(out, 8)
+        _put_i(p, 0, obj.index)
+        _put_i(p, 4, n_records)
+    else:
+        out += _S_ii.pack(obj.index, n_records)
     if n_records > 0:
-        out.append(f_records)
+        out += f_records
 
 
 def _dec_ProduceResponse_v0(buf, pos, end):
@@ -239,7 +290,11 @@ def _enc_ProduceResponse_v0(obj, out):
         raise TypeError("ProduceResponse expected, got None")
     f_responses = obj.responses
     n_responses = len(f_responses)
-    out.append(_S_i.pack(n_responses))
+    if cython.compiled:
+        p = _grow(out, 4)
+        _put_i(p, 0, n_responses)
+    else:
+        out += _S_i.pack(n_responses)
     for item in f_responses:
         _enc_ProduceResponse_TopicProduceResponse_v0(item, out)
 
@@ -282,10 +337,18 @@ def _enc_ProduceResponse_v1(obj, out):
         raise TypeError("ProduceResponse expected, got None")
     f_responses = obj.responses
     n_responses = len(f_responses)
-    out.append(_S_i.pack(n_responses))
+    if cython.compiled:
+        p = _grow(out, 4)
+        _put_i(p, 0, n_responses)
+    else:
+        out += _S_i.pack(n_responses)
     for item in f_responses:
         _enc_ProduceResponse_TopicProduceResponse_v0(item, out)
-    out.append(_S_i.pack(obj.throttle_time_ms))
+    if cython.compiled:
+        p = _grow(out, 4)
+        _put_i(p, 0, obj.throttle_time_ms)
+    else:
+        out += _S_i.pack(obj.throttle_time_ms)
 
 
 def _dec_ProduceResponse_TopicProduceResponse_v0(buf, pos, end):
@@ -342,12 +405,20 @@ def _enc_ProduceResponse_TopicProduceResponse_v0(obj, out):
         n_name = len(f_name)
         if n_name > 32767:
             raise _w.string_too_long("ProduceResponse_TopicProduceResponse.name", n_name)
-    out.append(_S_h.pack(n_name))
+    if cython.compiled:
+        p = _grow(out, 2)
+        _put_h(p, 0, n_name)
+    else:
+        out += _S_h.pack(n_name)
     if n_name > 0:
-        out.append(f_name)
+        out += f_name
     f_partition_responses = obj.partition_responses
     n_partition_responses = len(f_partition_responses)
-    out.append(_S_i.pack(n_partition_responses))
+    if cython.compiled:
+        p = _grow(out, 4)
+        _put_i(p, 0, n_partition_responses)
+    else:
+        out += _S_i.pack(n_partition_responses)
     for item in f_partition_responses:
         _enc_ProduceResponse_PartitionProduceResponse_v0(item, out)
 
@@ -374,7 +445,13 @@ def _enc_ProduceResponse_PartitionProduceResponse_v0(obj, out):
     """Append the v0 layout of a ProduceResponse_PartitionProduceResponse to ``out``."""
     if obj is None:
         raise TypeError("ProduceResponse.TopicProduceResponse.PartitionProduceResponse expected, got None")
-    out.append(_S_ihq.pack(obj.index, obj.error_code, obj.base_offset))
+    if cython.compiled:
+        p = _grow(out, 14)
+        _put_i(p, 0, obj.index)
+        _put_h(p, 4, obj.error_code)
+        _put_q(p, 6, obj.base_offset)
+    else:
+        out += _S_ihq.pack(obj.index, obj.error_code, obj.base_offset)
 
 
 class ProduceRequest_PartitionProduceData(Struct):

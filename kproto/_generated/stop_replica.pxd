@@ -10,22 +10,29 @@ cdef short _read_h(bytes buf, Py_ssize_t pos) noexcept
 cdef int _read_i(bytes buf, Py_ssize_t pos) noexcept
 cdef long long _read_q(bytes buf, Py_ssize_t pos) noexcept
 
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_Resize
+cdef char* _grow(bytearray out, Py_ssize_t size) except NULL
+cdef void _put_b(char* p, Py_ssize_t at, signed char value) noexcept
+cdef void _put_h(char* p, Py_ssize_t at, short value) noexcept
+cdef void _put_i(char* p, Py_ssize_t at, int value) noexcept
+cdef void _put_q(char* p, Py_ssize_t at, long long value) noexcept
+
 @cython.locals(f_controller_epoch='int', f_controller_id='int', i=Py_ssize_t, n_ungrouped_partitions=Py_ssize_t, obj=StopReplicaRequest)
 cpdef tuple _dec_StopReplicaRequest_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_StopReplicaRequest_v0(StopReplicaRequest obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_ungrouped_partitions=Py_ssize_t)
+cpdef _enc_StopReplicaRequest_v0(StopReplicaRequest obj, bytearray out)
 @cython.locals(f_partition_index='int', i=Py_ssize_t, n_topic_name=Py_ssize_t, obj=StopReplicaRequest_StopReplicaPartitionV0)
 cpdef tuple _dec_StopReplicaRequest_StopReplicaPartitionV0_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_StopReplicaRequest_StopReplicaPartitionV0_v0(StopReplicaRequest_StopReplicaPartitionV0 obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_topic_name=Py_ssize_t)
+cpdef _enc_StopReplicaRequest_StopReplicaPartitionV0_v0(StopReplicaRequest_StopReplicaPartitionV0 obj, bytearray out)
 @cython.locals(f_error_code='short', i=Py_ssize_t, n_partition_errors=Py_ssize_t, obj=StopReplicaResponse)
 cpdef tuple _dec_StopReplicaResponse_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_StopReplicaResponse_v0(StopReplicaResponse obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_partition_errors=Py_ssize_t)
+cpdef _enc_StopReplicaResponse_v0(StopReplicaResponse obj, bytearray out)
 @cython.locals(f_error_code='short', f_partition_index='int', i=Py_ssize_t, n_topic_name=Py_ssize_t, obj=StopReplicaResponse_StopReplicaPartitionError)
 cpdef tuple _dec_StopReplicaResponse_StopReplicaPartitionError_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_StopReplicaResponse_StopReplicaPartitionError_v0(StopReplicaResponse_StopReplicaPartitionError obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_topic_name=Py_ssize_t)
+cpdef _enc_StopReplicaResponse_StopReplicaPartitionError_v0(StopReplicaResponse_StopReplicaPartitionError obj, bytearray out)
 cdef class StopReplicaRequest_StopReplicaPartitionV0(Struct):
     cdef public object topic_name, partition_index
 

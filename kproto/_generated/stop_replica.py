@@ -63,6 +63,38 @@ def _read_q(buf, pos):
     return _S_q.unpack_from(buf, pos)[0]
 
 
+def _grow(out, size):
+    if cython.compiled:
+        PyByteArray_Resize(out, len(out) + size)
+        return PyByteArray_AS_STRING(out) + (len(out) - size)
+    raise RuntimeError("compiled builds only")
+
+
+def _put_b(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value)
+
+
+def _put_h(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value >> 8)
+        p[at + 1] = cython.cast(cython.char, value)
+
+
+def _put_i(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value >> 24)
+        p[at + 1] = cython.cast(cython.char, value >> 16)
+        p[at + 2] = cython.cast(cython.char, value >> 8)
+        p[at + 3] = cython.cast(cython.char, value)
+
+
+def _put_q(p, at, value):
+    if cython.compiled:
+        _put_i(p, at, cython.cast(cython.int, value >> 32))
+        _put_i(p, at + 4, cython.cast(cython.int, value))
+
+
 def _dec_StopReplicaRequest_v0(buf, pos, end):
     """Decode StopReplicaRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 13:
@@ -102,7 +134,14 @@ def _enc_StopReplicaRequest_v0(obj, out):
         raise TypeError("StopReplicaRequest expected, got None")
     f_ungrouped_partitions = obj.ungrouped_partitions
     n_ungrouped_partitions = len(f_ungrouped_partitions)
-    out.append(_S_iiBi.pack(obj.controller_id, obj.controller_epoch, obj.delete_partitions, n_ungrouped_partitions))
+    if cython.compiled:
+        p = _grow(out, 13)
+        _put_i(p, 0, obj.controller_id)
+        _put_i(p, 4, obj.controller_epoch)
+        _put_b(p, 8, 1 if obj.delete_partitions else 0)
+        _put_i(p, 9, n_ungrouped_partitions)
+    else:
+        out += _S_iiBi.pack(obj.controller_id, obj.controller_epoch, obj.delete_partitions, n_ungrouped_partitions)
     for item in f_ungrouped_partitions:
         _enc_StopReplicaRequest_StopReplicaPartitionV0_v0(item, out)
 
@@ -151,10 +190,18 @@ def _enc_StopReplicaRequest_StopReplicaPartitionV0_v0(obj, out):
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("StopReplicaRequest_StopReplicaPartitionV0.topic_name", n_topic_name)
-    out.append(_S_h.pack(n_topic_name))
+    if cython.compiled:
+        p = _grow(out, 2)
+        _put_h(p, 0, n_topic_name)
+    else:
+        out += _S_h.pack(n_topic_name)
     if n_topic_name > 0:
-        out.append(f_topic_name)
-    out.append(_S_i.pack(obj.partition_index))
+        out += f_topic_name
+    if cython.compiled:
+        p = _grow(out, 4)
+        _put_i(p, 0, obj.partition_index)
+    else:
+        out += _S_i.pack(obj.partition_index)
 
 
 def _dec_StopReplicaResponse_v0(buf, pos, end):
@@ -189,7 +236,12 @@ def _enc_StopReplicaResponse_v0(obj, out):
         raise TypeError("StopReplicaResponse expected, got None")
     f_partition_errors = obj.partition_errors
     n_partition_errors = len(f_partition_errors)
-    out.append(_S_hi.pack(obj.error_code, n_partition_errors))
+    if cython.compiled:
+        p = _grow(out, 6)
+        _put_h(p, 0, obj.error_code)
+        _put_i(p, 2, n_partition_errors)
+    else:
+        out += _S_hi.pack(obj.error_code, n_partition_errors)
     for item in f_partition_errors:
         _enc_StopReplicaResponse_StopReplicaPartitionError_v0(item, out)
 
@@ -240,10 +292,19 @@ def _enc_StopReplicaResponse_StopReplicaPartitionError_v0(obj, out):
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("StopReplicaResponse_StopReplicaPartitionError.topic_name", n_topic_name)
-    out.append(_S_h.pack(n_topic_name))
+    if cython.compiled:
+        p = _grow(out, 2)
+        _put_h(p, 0, n_topic_name)
+    else:
+        out += _S_h.pack(n_topic_name)
     if n_topic_name > 0:
-        out.append(f_topic_name)
-    out.append(_S_ih.pack(obj.partition_index, obj.error_code))
+        out += f_topic_name
+    if cython.compiled:
+        p = _grow(out, 6)
+        _put_i(p, 0, obj.partition_index)
+        _put_h(p, 4, obj.error_code)
+    else:
+        out += _S_ih.pack(obj.partition_index, obj.error_code)
 
 
 class StopReplicaRequest_StopReplicaPartitionV0(Struct):

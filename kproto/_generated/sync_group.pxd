@@ -10,18 +10,25 @@ cdef short _read_h(bytes buf, Py_ssize_t pos) noexcept
 cdef int _read_i(bytes buf, Py_ssize_t pos) noexcept
 cdef long long _read_q(bytes buf, Py_ssize_t pos) noexcept
 
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_Resize
+cdef char* _grow(bytearray out, Py_ssize_t size) except NULL
+cdef void _put_b(char* p, Py_ssize_t at, signed char value) noexcept
+cdef void _put_h(char* p, Py_ssize_t at, short value) noexcept
+cdef void _put_i(char* p, Py_ssize_t at, int value) noexcept
+cdef void _put_q(char* p, Py_ssize_t at, long long value) noexcept
+
 @cython.locals(f_generation_id='int', i=Py_ssize_t, n_assignments=Py_ssize_t, n_group_id=Py_ssize_t, n_member_id=Py_ssize_t, obj=SyncGroupRequest)
 cpdef tuple _dec_SyncGroupRequest_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_SyncGroupRequest_v0(SyncGroupRequest obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_assignments=Py_ssize_t, n_group_id=Py_ssize_t, n_member_id=Py_ssize_t)
+cpdef _enc_SyncGroupRequest_v0(SyncGroupRequest obj, bytearray out)
 @cython.locals(i=Py_ssize_t, n_assignment=Py_ssize_t, n_member_id=Py_ssize_t, obj=SyncGroupRequest_SyncGroupRequestAssignment)
 cpdef tuple _dec_SyncGroupRequest_SyncGroupRequestAssignment_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_SyncGroupRequest_SyncGroupRequestAssignment_v0(SyncGroupRequest_SyncGroupRequestAssignment obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_assignment=Py_ssize_t, n_member_id=Py_ssize_t)
+cpdef _enc_SyncGroupRequest_SyncGroupRequestAssignment_v0(SyncGroupRequest_SyncGroupRequestAssignment obj, bytearray out)
 @cython.locals(f_error_code='short', i=Py_ssize_t, n_assignment=Py_ssize_t, obj=SyncGroupResponse)
 cpdef tuple _dec_SyncGroupResponse_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_SyncGroupResponse_v0(SyncGroupResponse obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_assignment=Py_ssize_t)
+cpdef _enc_SyncGroupResponse_v0(SyncGroupResponse obj, bytearray out)
 cdef class SyncGroupRequest_SyncGroupRequestAssignment(Struct):
     cdef public object member_id, assignment
 

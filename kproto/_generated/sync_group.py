@@ -62,6 +62,38 @@ def _read_q(buf, pos):
     return _S_q.unpack_from(buf, pos)[0]
 
 
+def _grow(out, size):
+    if cython.compiled:
+        PyByteArray_Resize(out, len(out) + size)
+        return PyByteArray_AS_STRING(out) + (len(out) - size)
+    raise RuntimeError("compiled builds only")
+
+
+def _put_b(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value)
+
+
+def _put_h(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value >> 8)
+        p[at + 1] = cython.cast(cython.char, value)
+
+
+def _put_i(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value >> 24)
+        p[at + 1] = cython.cast(cython.char, value >> 16)
+        p[at + 2] = cython.cast(cython.char, value >> 8)
+        p[at + 3] = cython.cast(cython.char, value)
+
+
+def _put_q(p, at, value):
+    if cython.compiled:
+        _put_i(p, at, cython.cast(cython.int, value >> 32))
+        _put_i(p, at + 4, cython.cast(cython.int, value))
+
+
 def _dec_SyncGroupRequest_v0(buf, pos, end):
     """Decode SyncGroupRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 2:
@@ -136,9 +168,13 @@ def _enc_SyncGroupRequest_v0(obj, out):
         n_group_id = len(f_group_id)
         if n_group_id > 32767:
             raise _w.string_too_long("SyncGroupRequest.group_id", n_group_id)
-    out.append(_S_h.pack(n_group_id))
+    if cython.compiled:
+        p = _grow(out, 2)
+        _put_h(p, 0, n_group_id)
+    else:
+        out += _S_h.pack(n_group_id)
     if n_group_id > 0:
-        out.append(f_group_id)
+        out += f_group_id
     f_member_id = obj.member_id
     if f_member_id is None:
         raise _w.not_nullable("SyncGroupRequest.member_id")
@@ -147,12 +183,21 @@ def _enc_SyncGroupRequest_v0(obj, out):
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("SyncGroupRequest.member_id", n_member_id)
-    out.append(_S_ih.pack(obj.generation_id, n_member_id))
+    if cython.compiled:
+        p = _grow(out, 6)
+        _put_i(p, 0, obj.generation_id)
+        _put_h(p, 4, n_member_id)
+    else:
+        out += _S_ih.pack(obj.generation_id, n_member_id)
     if n_member_id > 0:
-        out.append(f_member_id)
+        out += f_member_id
     f_assignments = obj.assignments
     n_assignments = len(f_assignments)
-    out.append(_S_i.pack(n_assignments))
+    if cython.compiled:
+        p = _grow(out, 4)
+        _put_i(p, 0, n_assignments)
+    else:
+        out += _S_i.pack(n_assignments)
     for item in f_assignments:
         _enc_SyncGroupRequest_SyncGroupRequestAssignment_v0(item, out)
 
@@ -208,17 +253,25 @@ def _enc_SyncGroupRequest_SyncGroupRequestAssignment_v0(obj, out):
         n_member_id = len(f_member_id)
         if n_member_id > 32767:
             raise _w.string_too_long("SyncGroupRequest_SyncGroupRequestAssignment.member_id", n_member_id)
-    out.append(_S_h.pack(n_member_id))
+    if cython.compiled:
+        p = _grow(out, 2)
+        _put_h(p, 0, n_member_id)
+    else:
+        out += _S_h.pack(n_member_id)
     if n_member_id > 0:
-        out.append(f_member_id)
+        out += f_member_id
     f_assignment = obj.assignment
     if f_assignment is None:
         raise _w.not_nullable("SyncGroupRequest_SyncGroupRequestAssignment.assignment")
     else:
         n_assignment = len(f_assignment)
-    out.append(_S_i.pack(n_assignment))
+    if cython.compiled:
+        p = _grow(out, 4)
+        _put_i(p, 0, n_assignment)
+    else:
+        out += _S_i.pack(n_assignment)
     if n_assignment > 0:
-        out.append(f_assignment)
+        out += f_assignment
 
 
 def _dec_SyncGroupResponse_v0(buf, pos, end):
@@ -253,9 +306,14 @@ def _enc_SyncGroupResponse_v0(obj, out):
         raise _w.not_nullable("SyncGroupResponse.assignment")
     else:
         n_assignment = len(f_assignment)
-    out.append(_S_hi.pack(obj.error_code, n_assignment))
+    if cython.compiled:
+        p = _grow(out, 6)
+        _put_h(p, 0, obj.error_code)
+        _put_i(p, 2, n_assignment)
+    else:
+        out += _S_hi.pack(obj.error_code, n_assignment)
     if n_assignment > 0:
-        out.append(f_assignment)
+        out += f_assignment
 
 
 class SyncGroupRequest_SyncGroupRequestAssignment(Struct):

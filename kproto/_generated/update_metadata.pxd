@@ -10,34 +10,41 @@ cdef short _read_h(bytes buf, Py_ssize_t pos) noexcept
 cdef int _read_i(bytes buf, Py_ssize_t pos) noexcept
 cdef long long _read_q(bytes buf, Py_ssize_t pos) noexcept
 
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_Resize
+cdef char* _grow(bytearray out, Py_ssize_t size) except NULL
+cdef void _put_b(char* p, Py_ssize_t at, signed char value) noexcept
+cdef void _put_h(char* p, Py_ssize_t at, short value) noexcept
+cdef void _put_i(char* p, Py_ssize_t at, int value) noexcept
+cdef void _put_q(char* p, Py_ssize_t at, long long value) noexcept
+
 @cython.locals(f_controller_epoch='int', f_controller_id='int', i=Py_ssize_t, n_live_brokers=Py_ssize_t, n_ungrouped_partition_states=Py_ssize_t, obj=UpdateMetadataRequest)
 cpdef tuple _dec_UpdateMetadataRequest_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_UpdateMetadataRequest_v0(UpdateMetadataRequest obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_live_brokers=Py_ssize_t, n_ungrouped_partition_states=Py_ssize_t)
+cpdef _enc_UpdateMetadataRequest_v0(UpdateMetadataRequest obj, bytearray out)
 @cython.locals(f_controller_epoch='int', f_controller_id='int', i=Py_ssize_t, n_live_brokers=Py_ssize_t, n_ungrouped_partition_states=Py_ssize_t, obj=UpdateMetadataRequest)
 cpdef tuple _dec_UpdateMetadataRequest_v1(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_UpdateMetadataRequest_v1(UpdateMetadataRequest obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_live_brokers=Py_ssize_t, n_ungrouped_partition_states=Py_ssize_t)
+cpdef _enc_UpdateMetadataRequest_v1(UpdateMetadataRequest obj, bytearray out)
 @cython.locals(f_controller_epoch='int', f_leader='int', f_leader_epoch='int', f_partition_index='int', f_zk_version='int', i=Py_ssize_t, n_isr=Py_ssize_t, n_replicas=Py_ssize_t, n_topic_name=Py_ssize_t, obj=UpdateMetadataRequest_UpdateMetadataPartitionState)
 cpdef tuple _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(UpdateMetadataRequest_UpdateMetadataPartitionState obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_isr=Py_ssize_t, n_replicas=Py_ssize_t, n_topic_name=Py_ssize_t)
+cpdef _enc_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(UpdateMetadataRequest_UpdateMetadataPartitionState obj, bytearray out)
 @cython.locals(f_id='int', f_v0_port='int', i=Py_ssize_t, n_v0_host=Py_ssize_t, obj=UpdateMetadataRequest_UpdateMetadataBroker)
 cpdef tuple _dec_UpdateMetadataRequest_UpdateMetadataBroker_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_UpdateMetadataRequest_UpdateMetadataBroker_v0(UpdateMetadataRequest_UpdateMetadataBroker obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_v0_host=Py_ssize_t)
+cpdef _enc_UpdateMetadataRequest_UpdateMetadataBroker_v0(UpdateMetadataRequest_UpdateMetadataBroker obj, bytearray out)
 @cython.locals(f_id='int', i=Py_ssize_t, n_endpoints=Py_ssize_t, obj=UpdateMetadataRequest_UpdateMetadataBroker)
 cpdef tuple _dec_UpdateMetadataRequest_UpdateMetadataBroker_v1(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_UpdateMetadataRequest_UpdateMetadataBroker_v1(UpdateMetadataRequest_UpdateMetadataBroker obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_endpoints=Py_ssize_t)
+cpdef _enc_UpdateMetadataRequest_UpdateMetadataBroker_v1(UpdateMetadataRequest_UpdateMetadataBroker obj, bytearray out)
 @cython.locals(f_port='int', f_security_protocol='short', i=Py_ssize_t, n_host=Py_ssize_t, obj=UpdateMetadataRequest_UpdateMetadataEndpoint)
 cpdef tuple _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(UpdateMetadataRequest_UpdateMetadataEndpoint obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*', n_host=Py_ssize_t)
+cpdef _enc_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(UpdateMetadataRequest_UpdateMetadataEndpoint obj, bytearray out)
 @cython.locals(f_error_code='short', i=Py_ssize_t, obj=UpdateMetadataResponse)
 cpdef tuple _dec_UpdateMetadataResponse_v0(bytes buf, Py_ssize_t pos, Py_ssize_t end)
-@cython.locals(n=Py_ssize_t)
-cpdef _enc_UpdateMetadataResponse_v0(UpdateMetadataResponse obj, list out)
+@cython.locals(i=Py_ssize_t, n=Py_ssize_t, p='char*')
+cpdef _enc_UpdateMetadataResponse_v0(UpdateMetadataResponse obj, bytearray out)
 cdef class UpdateMetadataRequest_UpdateMetadataEndpoint(Struct):
     cdef public object port, host, security_protocol
 

@@ -69,6 +69,38 @@ def _read_q(buf, pos):
     return _S_q.unpack_from(buf, pos)[0]
 
 
+def _grow(out, size):
+    if cython.compiled:
+        PyByteArray_Resize(out, len(out) + size)
+        return PyByteArray_AS_STRING(out) + (len(out) - size)
+    raise RuntimeError("compiled builds only")
+
+
+def _put_b(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value)
+
+
+def _put_h(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value >> 8)
+        p[at + 1] = cython.cast(cython.char, value)
+
+
+def _put_i(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value >> 24)
+        p[at + 1] = cython.cast(cython.char, value >> 16)
+        p[at + 2] = cython.cast(cython.char, value >> 8)
+        p[at + 3] = cython.cast(cython.char, value)
+
+
+def _put_q(p, at, value):
+    if cython.compiled:
+        _put_i(p, at, cython.cast(cython.int, value >> 32))
+        _put_i(p, at + 4, cython.cast(cython.int, value))
+
+
 def _dec_UpdateMetadataRequest_v0(buf, pos, end):
     """Decode UpdateMetadataRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
     if end - pos < 12:
@@ -121,12 +153,22 @@ def _enc_UpdateMetadataRequest_v0(obj, out):
         raise TypeError("UpdateMetadataRequest expected, got None")
     f_ungrouped_partition_states = obj.ungrouped_partition_states
     n_ungrouped_partition_states = len(f_ungrouped_partition_states)
-    out.append(_S_iii.pack(obj.controller_id, obj.controller_epoch, n_ungrouped_partition_states))
+    if cython.compiled:
+        p = _grow(out, 12)
+        _put_i(p, 0, obj.controller_id)
+        _put_i(p, 4, obj.controller_epoch)
+        _put_i(p, 8, n_ungrouped_partition_states)
+    else:
+        out += _S_iii.pack(obj.controller_id, obj.controller_epoch, n_ungrouped_partition_states)
     for item in f_ungrouped_partition_states:
         _enc_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(item, out)
     f_live_brokers = obj.live_brokers
     n_live_brokers = len(f_live_brokers)
-    out.append(_S_i.pack(n_live_brokers))
+    if cython.compiled:
+        p = _grow(out, 4)
+        _put_i(p, 0, n_live_brokers)
+    else:
+        out += _S_i.pack(n_live_brokers)
     for item in f_live_brokers:
         _enc_UpdateMetadataRequest_UpdateMetadataBroker_v0(item, out)
 
@@ -183,12 +225,22 @@ def _enc_UpdateMetadataRequest_v1(obj, out):
         raise TypeError("UpdateMetadataRequest expected, got None")
     f_ungrouped_partition_states = obj.ungrouped_partition_states
     n_ungrouped_partition_states = len(f_ungrouped_partition_states)
-    out.append(_S_iii.pack(obj.controller_id, obj.controller_epoch, n_ungrouped_partition_states))
+    if cython.compiled:
+        p = _grow(out, 12)
+        _put_i(p, 0, obj.controller_id)
+        _put_i(p, 4, obj.controller_epoch)
+        _put_i(p, 8, n_ungrouped_partition_states)
+    else:
+        out += _S_iii.pack(obj.controller_id, obj.controller_epoch, n_ungrouped_partition_states)
     for item in f_ungrouped_partition_states:
         _enc_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(item, out)
     f_live_brokers = obj.live_brokers
     n_live_brokers = len(f_live_brokers)
-    out.append(_S_i.pack(n_live_brokers))
+    if cython.compiled:
+        p = _grow(out, 4)
+        _put_i(p, 0, n_live_brokers)
+    else:
+        out += _S_i.pack(n_live_brokers)
     for item in f_live_brokers:
         _enc_UpdateMetadataRequest_UpdateMetadataBroker_v1(item, out)
 
@@ -269,17 +321,44 @@ def _enc_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(obj, out):
         n_topic_name = len(f_topic_name)
         if n_topic_name > 32767:
             raise _w.string_too_long("UpdateMetadataRequest_UpdateMetadataPartitionState.topic_name", n_topic_name)
-    out.append(_S_h.pack(n_topic_name))
+    if cython.compiled:
+        p = _grow(out, 2)
+        _put_h(p, 0, n_topic_name)
+    else:
+        out += _S_h.pack(n_topic_name)
     if n_topic_name > 0:
-        out.append(f_topic_name)
+        out += f_topic_name
     f_isr = obj.isr
     n_isr = len(f_isr)
-    out.append(_S_iiiii.pack(obj.partition_index, obj.controller_epoch, obj.leader, obj.leader_epoch, n_isr))
-    out.append(_pack(">%di" % n_isr, *f_isr))
+    if cython.compiled:
+        p = _grow(out, 20)
+        _put_i(p, 0, obj.partition_index)
+        _put_i(p, 4, obj.controller_epoch)
+        _put_i(p, 8, obj.leader)
+        _put_i(p, 12, obj.leader_epoch)
+        _put_i(p, 16, n_isr)
+    else:
+        out += _S_iiiii.pack(obj.partition_index, obj.controller_epoch, obj.leader, obj.leader_epoch, n_isr)
+    if cython.compiled:
+        p = _grow(out, 4 * n_isr)
+        for i in range(n_isr):
+            _put_i(p, 4 * i, f_isr[i])
+    else:
+        out += _pack(">%di" % n_isr, *f_isr)
     f_replicas = obj.replicas
     n_replicas = len(f_replicas)
-    out.append(_S_ii.pack(obj.zk_version, n_replicas))
-    out.append(_pack(">%di" % n_replicas, *f_replicas))
+    if cython.compiled:
+        p = _grow(out, 8)
+        _put_i(p, 0, obj.zk_version)
+        _put_i(p, 4, n_replicas)
+    else:
+        out += _S_ii.pack(obj.zk_version, n_replicas)
+    if cython.compiled:
+        p = _grow(out, 4 * n_replicas)
+        for i in range(n_replicas):
+            _put_i(p, 4 * i, f_replicas[i])
+    else:
+        out += _pack(">%di" % n_replicas, *f_replicas)
 
 
 def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v0(buf, pos, end):
@@ -329,10 +408,19 @@ def _enc_UpdateMetadataRequest_UpdateMetadataBroker_v0(obj, out):
         n_v0_host = len(f_v0_host)
         if n_v0_host > 32767:
             raise _w.string_too_long("UpdateMetadataRequest_UpdateMetadataBroker.v0_host", n_v0_host)
-    out.append(_S_ih.pack(obj.id, n_v0_host))
+    if cython.compiled:
+        p = _grow(out, 6)
+        _put_i(p, 0, obj.id)
+        _put_h(p, 4, n_v0_host)
+    else:
+        out += _S_ih.pack(obj.id, n_v0_host)
     if n_v0_host > 0:
-        out.append(f_v0_host)
-    out.append(_S_i.pack(obj.v0_port))
+        out += f_v0_host
+    if cython.compiled:
+        p = _grow(out, 4)
+        _put_i(p, 0, obj.v0_port)
+    else:
+        out += _S_i.pack(obj.v0_port)
 
 
 def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v1(buf, pos, end):
@@ -369,7 +457,12 @@ def _enc_UpdateMetadataRequest_UpdateMetadataBroker_v1(obj, out):
         raise TypeError("UpdateMetadataRequest.UpdateMetadataBroker expected, got None")
     f_endpoints = obj.endpoints
     n_endpoints = len(f_endpoints)
-    out.append(_S_ii.pack(obj.id, n_endpoints))
+    if cython.compiled:
+        p = _grow(out, 8)
+        _put_i(p, 0, obj.id)
+        _put_i(p, 4, n_endpoints)
+    else:
+        out += _S_ii.pack(obj.id, n_endpoints)
     for item in f_endpoints:
         _enc_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(item, out)
 
@@ -420,10 +513,19 @@ def _enc_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(obj, out):
         n_host = len(f_host)
         if n_host > 32767:
             raise _w.string_too_long("UpdateMetadataRequest_UpdateMetadataEndpoint.host", n_host)
-    out.append(_S_ih.pack(obj.port, n_host))
+    if cython.compiled:
+        p = _grow(out, 6)
+        _put_i(p, 0, obj.port)
+        _put_h(p, 4, n_host)
+    else:
+        out += _S_ih.pack(obj.port, n_host)
     if n_host > 0:
-        out.append(f_host)
-    out.append(_S_h.pack(obj.security_protocol))
+        out += f_host
+    if cython.compiled:
+        p = _grow(out, 2)
+        _put_h(p, 0, obj.security_protocol)
+    else:
+        out += _S_h.pack(obj.security_protocol)
 
 
 def _dec_UpdateMetadataResponse_v0(buf, pos, end):
@@ -444,7 +546,11 @@ def _enc_UpdateMetadataResponse_v0(obj, out):
     """Append the v0 layout of a UpdateMetadataResponse to ``out``."""
     if obj is None:
         raise TypeError("UpdateMetadataResponse expected, got None")
-    out.append(_S_h.pack(obj.error_code))
+    if cython.compiled:
+        p = _grow(out, 2)
+        _put_h(p, 0, obj.error_code)
+    else:
+        out += _S_h.pack(obj.error_code)
 
 
 class UpdateMetadataRequest_UpdateMetadataEndpoint(Struct):

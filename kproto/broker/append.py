@@ -32,6 +32,8 @@ __all__ = ["DEFAULT_MESSAGE_MAX_BYTES", "PreparedAppend", "prepare_append"]
 DEFAULT_MESSAGE_MAX_BYTES = 1000012
 
 _ENTRY_HEAD = struct.Struct(">qi")
+_OFFSET = struct.Struct(">q")
+_CRC = struct.Struct(">I")
 _LOG_OVERHEAD = 12
 _MIN_MESSAGE = 14  # crc + magic + attributes + key length + value length
 _CODEC_NAMES = {1: "gzip", 2: "snappy", 3: "lz4"}
@@ -54,48 +56,67 @@ def prepare_append(
     message_set: bytes, next_offset: int, *, message_max_bytes: int = DEFAULT_MESSAGE_MAX_BYTES
 ) -> Union[PreparedAppend, ErrorCode]:
     """``message_set`` with offsets from ``next_offset`` on, or the error code that rejects it."""
-    out = bytearray()
+    # Uncompressed entries get their offset written in place in one copy of the input; a compressed
+    # entry is replaced by its re-compressed form, so the output is assembled from runs and wrappers.
+    buf = bytearray(message_set)
+    view = memoryview(buf)
+    pieces: List[bytes] = []
     entries: List[Tuple[int, int]] = []
-    offset = next_offset
-    pos, end = 0, len(message_set)
+    offset, out_len, run_start = next_offset, 0, 0
+    pos, end = 0, len(buf)
     while end - pos >= _LOG_OVERHEAD:
-        _, size = _ENTRY_HEAD.unpack_from(message_set, pos)
+        _, size = _ENTRY_HEAD.unpack_from(buf, pos)
         if size < _MIN_MESSAGE:
             return ErrorCode.CORRUPT_MESSAGE
-        if end - pos - _LOG_OVERHEAD < size:
+        stop = pos + _LOG_OVERHEAD + size
+        if stop > end:
             break  # a partial trailing entry: dropped, as the broker trims invalid bytes
         if _LOG_OVERHEAD + size > message_max_bytes:
             return ErrorCode.MESSAGE_TOO_LARGE
-        entry = message_set[pos:pos + _LOG_OVERHEAD + size]
-        rewritten = _assign(entry, offset)
-        if isinstance(rewritten, ErrorCode):
-            return rewritten
-        data, count = rewritten
-        entries.append((offset + count - 1, len(out)))
-        out += data
-        offset += count
-        pos += _LOG_OVERHEAD + size
-    return PreparedAppend(bytes(out), tuple(entries), next_offset, offset - next_offset)
+        codec = _check(view, pos + _LOG_OVERHEAD, stop)
+        if isinstance(codec, ErrorCode):
+            return codec
+        if not codec:
+            _OFFSET.pack_into(buf, pos, offset)
+            entries.append((offset, out_len + pos - run_start))
+            offset += 1
+        else:
+            recompressed = _recompress(bytes(view[pos:stop]), offset, buf[pos + _LOG_OVERHEAD + 4], codec)
+            if isinstance(recompressed, ErrorCode):
+                return recompressed
+            data, count = recompressed
+            pieces.append(bytes(view[run_start:pos]))
+            out_len += pos - run_start
+            entries.append((offset + count - 1, out_len))
+            pieces.append(data)
+            out_len += len(data)
+            offset += count
+            run_start = stop
+        pos = stop
+    pieces.append(bytes(view[run_start:pos]))
+    view.release()
+    return PreparedAppend(b"".join(pieces), tuple(entries), next_offset, offset - next_offset)
 
 
-def _assign(entry: bytes, offset: int) -> Union[Tuple[bytes, int], ErrorCode]:
-    """One shallow entry with offsets from ``offset``: (new bytes, message count) or an error."""
-    message = memoryview(entry)[_LOG_OVERHEAD:]
-    (crc,) = struct.unpack_from(">I", message, 0)
-    if zlib.crc32(message[4:]) != crc:
+def _check(view: memoryview, start: int, stop: int) -> Union[int, ErrorCode]:
+    """The codec of the message in ``view[start:stop]`` after checking its CRC, magic and codec."""
+    (crc,) = _CRC.unpack_from(view, start)
+    if zlib.crc32(view[start + 4:stop]) != crc:
         return ErrorCode.CORRUPT_MESSAGE
-    magic, attributes = message[4], message[5]
-    codec = attributes & 0x07
+    magic, codec = view[start + 4], view[start + 5] & 0x07
     if magic not in (0, 1) or (codec and codec not in _CODEC_NAMES):
         return ErrorCode.CORRUPT_MESSAGE
-    if not codec:
-        return _ENTRY_HEAD.pack(offset, len(message)) + bytes(message), 1
+    return codec
+
+
+def _recompress(entry: bytes, offset: int, magic: int, codec: int) -> Union[Tuple[bytes, int], ErrorCode]:
+    """A compressed wrapper re-encoded with inner offsets from ``offset``: (bytes, message count)."""
     try:
         inner = decode_message_set(entry)
-        pairs = [(m.key, m.value, m.timestamp) for m in inner]
-        if not pairs:
+        messages = [(m.key, m.value, m.timestamp) for m in inner]
+        if not messages:
             return ErrorCode.CORRUPT_MESSAGE
-        data = encode_message_set(pairs, magic=magic, codec=_CODEC_NAMES[codec], base_offset=offset)
+        data = encode_message_set(messages, magic=magic, codec=_CODEC_NAMES[codec], base_offset=offset)
     except KprotoError:
         return ErrorCode.CORRUPT_MESSAGE
-    return data, len(pairs)
+    return data, len(messages)

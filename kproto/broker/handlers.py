@@ -50,7 +50,7 @@ from kproto.messages import (
     SyncGroupResponse,
 )
 
-__all__ = ["BrokerCore", "monotonic_ms"]
+__all__ = ["BrokerCore", "monotonic_ms", "wait_event"]
 
 _C = ErrorCode
 _ZK_METADATA_MAX = 4096  # offset.metadata.max.bytes also bounds v0 commits
@@ -59,6 +59,19 @@ _ZK_METADATA_MAX = 4096  # offset.metadata.max.bytes also bounds v0 commits
 def monotonic_ms() -> int:
     """The coordinator's clock: milliseconds that never go backwards."""
     return int(time.monotonic() * 1000)
+
+
+async def wait_event(event: asyncio.Event, timeout: Optional[float]) -> None:
+    """Wait until ``event`` is set or ``timeout`` seconds pass (None: no limit).
+
+    Not ``asyncio.wait_for``: on Python 3.11 it can swallow a cancellation that arrives as the event is
+    set, and a task that ignores its cancellation keeps the broker from stopping.
+    """
+    waiter = asyncio.ensure_future(event.wait())
+    try:
+        await asyncio.wait({waiter}, timeout=timeout)
+    finally:
+        waiter.cancel()
 
 
 class BrokerCore:
@@ -154,10 +167,7 @@ class BrokerCore:
             remaining = deadline - loop.time()
             if failed or total >= req.min_bytes or remaining <= 0:
                 return response
-            try:
-                await asyncio.wait_for(arrival.wait(), remaining)
-            except asyncio.TimeoutError:
-                pass
+            await wait_event(arrival, remaining)
 
     def _read(self, req: Any) -> Tuple[Message, int, bool]:
         """The fetch response as things stand, its record bytes, and whether any partition failed."""
@@ -351,8 +361,5 @@ class BrokerCore:
             changed.clear()
             deadline = self.coordinator.next_deadline_ms()
             timeout = None if deadline is None else max(deadline - monotonic_ms(), 0) / 1000.0
-            try:
-                await asyncio.wait_for(changed.wait(), timeout)
-            except asyncio.TimeoutError:
-                pass
+            await wait_event(changed, timeout)
             self._deliver(self.coordinator.tick(monotonic_ms()))

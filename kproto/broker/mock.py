@@ -23,7 +23,7 @@ import asyncio
 import os
 import threading
 from concurrent.futures import Future
-from typing import Any, Awaitable, Callable, Dict, Iterable, List, Mapping, Optional, Tuple, TypeVar, Union
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple, TypeVar, Union
 
 from kproto.broker.config import DEFAULT_BROKER_MAX_FRAME_SIZE, BrokerConfig
 from kproto.broker.faults import Fault, FaultPlan
@@ -201,6 +201,8 @@ class MockBroker:
         if stopped is not None:
             self._loop.call_soon_threadsafe(stopped.set)
         thread.join(_START_TIMEOUT)
+        if thread.is_alive():
+            raise RuntimeError(f"the mock broker did not stop within {_START_TIMEOUT} s")
 
     # ---------------------------------------------------------------- control and inspection
 
@@ -278,13 +280,6 @@ class MockBroker:
         return asyncio.run_coroutine_threadsafe(call(), loop).result(_START_TIMEOUT)
 
 
-async def _serve_until_stopped(broker: MockBroker, announce: Callable[[str], None],
-                               stop: Callable[[], Awaitable[None]]) -> None:
-    async with broker:
-        announce(f"listening on {broker.host}:{broker.port}")
-        await stop()
-
-
 def run_broker(
     host: str = "127.0.0.1",
     port: int = 0,
@@ -301,15 +296,17 @@ def run_broker(
 
     broker = MockBroker(host, port, **options)
 
-    async def wait_for_signal() -> None:
+    async def serve() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             try:
-                loop.add_signal_handler(sig, stop.set)
+                loop.add_signal_handler(sig, stop.set)  # before announcing: a signal may follow at once
             except (NotImplementedError, RuntimeError):  # not the main thread, or not Unix
                 pass
-        await stop.wait()
+        async with broker:
+            announce(f"listening on {broker.host}:{broker.port}")
+            await stop.wait()
 
-    asyncio.run(_serve_until_stopped(broker, announce, wait_for_signal))
+    asyncio.run(serve())
     return 0

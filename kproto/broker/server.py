@@ -65,7 +65,7 @@ class BrokerServer:
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._accept, self._host, self._port, reuse_address=True)
         self.core.bind(*self.address)
-        self._tasks.add(asyncio.ensure_future(self.core.run_timers()))
+        self._track(asyncio.ensure_future(self.core.run_timers()))
 
     async def stop(self) -> None:
         """Stop listening and end every connection."""

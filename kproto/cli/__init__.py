@@ -2,7 +2,8 @@
 
 ``main(argv)`` is the console script's entry point; each command lives in its own module
 (:mod:`kproto.cli.decode`, :mod:`~kproto.cli.hexdump`, :mod:`~kproto.cli.pcap`,
-:mod:`~kproto.cli.encode`) and registers its parser there.  Exit codes: 0 success, 1 some frame failed
+:mod:`~kproto.cli.encode`, and :mod:`~kproto.cli.broker` wiring in the mock broker) and registers its
+parser there.  Exit codes: 0 success, 1 some frame failed
 to decode or the input is damaged, 2 usage error (see :mod:`kproto.cli.exit_codes`).  The CLI is the
 top layer: it may import all of kproto, and nothing in kproto imports it.
 """
@@ -15,7 +16,7 @@ import sys
 from typing import List, Optional
 
 import kproto
-from kproto.cli import decode, encode, hexdump, pcap
+from kproto.cli import broker, decode, encode, hexdump, pcap
 from kproto.cli.exit_codes import EXIT_FAILED, EXIT_USAGE
 
 __all__ = ["main", "build_parser"]
@@ -30,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"kproto {kproto.__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in (decode, hexdump, pcap, encode):
+    for module in (decode, hexdump, pcap, encode, broker):
         module.add_parser(commands)
     return parser
 
@@ -38,7 +39,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[List[str]] = None) -> int:
     """Run one command; returns the exit code (0 ok, 1 decode failures, 2 usage errors)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if args.command == "broker":
+        args.broker_args = extra  # parsed by the broker's own parser when the command runs
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     command_parser = parser._subparsers._group_actions[0].choices[args.command]  # type: ignore[union-attr]
     try:
         return args.run(args, command_parser)

@@ -34,7 +34,13 @@ from kproto.cli.exchange_facts import FIELD_NAMES, ExchangeFacts
 
 __all__ = ["FilterSyntaxError", "ExchangeFilter", "compile_filter"]
 
-_TOKEN = re.compile(r"""\s*(?:(?P<paren>[()])|(?P<op>==|!=|<=|>=|=|<|>|~)|"(?P<dq>[^"]*)"|'(?P<sq>[^']*)'|(?P<word>[^\s()=!<>~"']+))""")
+_TOKEN = re.compile(r"""\s*(?:
+    (?P<paren>[()])
+  | (?P<op>==|!=|<=|>=|=|<|>|~)
+  | "(?P<dq>[^"]*)"
+  | '(?P<sq>[^']*)'
+  | (?P<word>[^\s()=!<>~"']+)
+)""", re.VERBOSE)
 _OPS = ("=", "==", "!=", "<", "<=", ">", ">=", "~")
 _MULTI = frozenset({"topic", "partition", "group", "error", "port"})
 

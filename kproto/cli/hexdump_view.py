@@ -34,7 +34,9 @@ def range_label(r: FieldRange) -> str:
         return f"{r.path} (length): " + ("-1 (null)" if r.value is None else str(r.value))
     if r.part == "raw":
         return f"{r.path} ({r.end - r.start} bytes): {r.value}"
-    return f"{r.path}: {_show_value(r.value)}{_value_name(r)}"
+    # Strings the message-set walker writes (crc check, codec, wrapper summary) are descriptions, not data.
+    described = ".records[" in r.path and isinstance(r.value, str)
+    return f"{r.path}: {r.value if described else _show_value(r.value)}{_value_name(r)}"
 
 
 def _value_name(r: FieldRange) -> str:
@@ -52,7 +54,7 @@ def _show_value(value: Any) -> str:
     if isinstance(value, (bytes, bytearray)):
         shown = bytes(value[:_MAX_SHOWN])
         return repr(shown) + (f"... ({len(value)} bytes)" if len(value) > _MAX_SHOWN else "")
-    if isinstance(value, str) and not value.startswith("0x") and "(" not in value:
+    if isinstance(value, str):
         return repr(value)
     return str(value)
 

@@ -80,14 +80,13 @@ def _message_ranges(raw: bytes, start: int, end: int, base: int, entry: str, out
     p = _length_prefixed(raw, p, end, base, f"{entry}.key", out)
     if p < 0:
         return False
-    value_start = p
     p = _length_prefixed(raw, p, end, base, f"{entry}.value", out)
     if p < 0:
         return False
     if p != end:
         out.append(FieldRange(f"{entry}.trailing", "raw", base + p, base + end, "bytes after the value"))
     if codec:
-        _note_wrapper(raw, start - LOG_OVERHEAD, end, value_start, base, entry, codec_name, out)
+        _note_wrapper(raw, start - LOG_OVERHEAD, end, entry, codec_name, out)
     return True
 
 
@@ -110,13 +109,14 @@ def _length_prefixed(raw: bytes, p: int, end: int, base: int, path: str, out: Li
     return p + 4 + length
 
 
-def _note_wrapper(raw: bytes, entry_start: int, end: int, value_start: int, base: int, entry: str,
-                  codec_name: str, out: List[FieldRange]) -> None:
+def _note_wrapper(raw: bytes, entry_start: int, end: int, entry: str, codec_name: str,
+                  out: List[FieldRange]) -> None:
     """Replace the compressed value's label by a summary of the inner messages."""
     try:
         inner = decode_message_set(raw[entry_start:end])
-        summary = f"{codec_name}-compressed: {len(inner)} inner messages, offsets " + (
-            f"{inner[0].offset}..{inner[len(inner) - 1].offset}" if len(inner) else "none")
+        count = len(inner)
+        summary = f"{codec_name}-compressed: {count} inner message{'s' if count != 1 else ''}" + (
+            f", offsets {inner[0].offset}..{inner[count - 1].offset}" if count else "")
     except KprotoError as exc:
         summary = f"{codec_name}-compressed, does not decompress: {exc}"
     for i in range(len(out) - 1, -1, -1):

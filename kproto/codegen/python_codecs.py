@@ -74,6 +74,51 @@ def _read_q(buf, pos):
     return _S_q.unpack_from(buf, pos)[0]
 """
 
+#: Writers for the compiled branch of the encoders: ``_grow`` extends the output bytearray and returns a
+#: pointer to the new bytes, the ``_put_*`` functions store big-endian values there.  Conversions of the
+#: Python values to the C argument types raise OverflowError/TypeError for out-of-range or wrong values,
+#: as ``struct.pack`` does on the pure path.  Never called in pure Python.
+_WRITERS = """
+def _grow(out, size):
+    if cython.compiled:
+        PyByteArray_Resize(out, len(out) + size)
+        return PyByteArray_AS_STRING(out) + (len(out) - size)
+    raise RuntimeError("compiled builds only")
+
+
+def _put_b(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value)
+
+
+def _put_h(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value >> 8)
+        p[at + 1] = cython.cast(cython.char, value)
+
+
+def _put_i(p, at, value):
+    if cython.compiled:
+        p[at] = cython.cast(cython.char, value >> 24)
+        p[at + 1] = cython.cast(cython.char, value >> 16)
+        p[at + 2] = cython.cast(cython.char, value >> 8)
+        p[at + 3] = cython.cast(cython.char, value)
+
+
+def _put_q(p, at, value):
+    if cython.compiled:
+        _put_i(p, at, cython.cast(cython.int, value >> 32))
+        _put_i(p, at + 4, cython.cast(cython.int, value))
+"""
+
+_WRITERS_PXD = """from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_Resize
+cdef char* _grow(bytearray out, Py_ssize_t size) except NULL
+cdef void _put_b(char* p, Py_ssize_t at, signed char value) noexcept
+cdef void _put_h(char* p, Py_ssize_t at, short value) noexcept
+cdef void _put_i(char* p, Py_ssize_t at, int value) noexcept
+cdef void _put_q(char* p, Py_ssize_t at, long long value) noexcept
+"""
+
 _READERS_PXD = """cdef signed char _read_b(bytes buf, Py_ssize_t pos) noexcept
 cdef short _read_h(bytes buf, Py_ssize_t pos) noexcept
 cdef int _read_i(bytes buf, Py_ssize_t pos) noexcept
@@ -221,7 +266,8 @@ class ModuleGenerator:
         for fmt, name in sorted(self.out.structs.items(), key=lambda kv: kv[1]):
             head.append(f'{name} = _struct.Struct(">{fmt}")')
         head += self.out.layouts
-        text = "\n".join(head) + "\n\n" + _READERS + "\n\n" + "\n".join(body.lines).rstrip() + "\n"
+        text = ("\n".join(head) + "\n\n" + _READERS + "\n" + _WRITERS + "\n\n" + "\n".join(body.lines).rstrip()
+                + "\n")
         return text
 
     def _assemble_pxd(self, body: _Emitter) -> str:
@@ -231,7 +277,7 @@ class ModuleGenerator:
                  "# fields; the classes become extension types. (`import cython` in the module doubles as the",
                  "# cimport.)", "",
                  "from kproto.message_base cimport Message, Struct", ""]
-        return "\n".join(lines + [_READERS_PXD] + self.out.pxd) + "\n"
+        return "\n".join(lines + [_READERS_PXD, _WRITERS_PXD] + self.out.pxd) + "\n"
 
     # ------------------------------------------------------------------ classes
     def _class(self, message: MessageSpec, struct: StructSpec) -> None:
@@ -472,8 +518,9 @@ class ModuleGenerator:
         e = self.out
         cls = class_name(message, struct)
         items = self._items(struct, version)
-        e.pxd.append("@cython.locals(n=Py_ssize_t)")
-        e.pxd.append(f"cpdef {fname}({cls} obj, list out)")
+        counts = sorted({f"{it.count}=Py_ssize_t" for it in items if it.has_body})
+        e.pxd.append("@cython.locals(" + ", ".join(["i=Py_ssize_t", "n=Py_ssize_t", "p='char*'"] + counts) + ")")
+        e.pxd.append(f"cpdef {fname}({cls} obj, bytearray out)")
         e.add(f"def {fname}(obj, out):")
         e.add(f'"""Append the v{version} layout of a {cls} to ``out``."""', 1)
         # Compiled, ``obj`` is typed (attribute reads are C field reads) and Cython lets None through a
@@ -505,7 +552,17 @@ class ModuleGenerator:
         if last.has_body:
             self._encode_prefix(last, cls)
             values.append(last.count)
-        e.add(f"out.append({const}.pack({', '.join(values)}))", 1)
+        size = sum(_WIDTH[c] for c in fmt)
+        e.add("if cython.compiled:", 1)
+        e.add(f"p = _grow(out, {size})", 2)
+        at = 0
+        for it, c, value in zip(run, fmt, values):
+            if it.f.type.kind == "bool":
+                value = f"1 if {value} else 0"
+            e.add(f"_put_{'b' if c == '?' else c}(p, {at}, {value})", 2)
+            at += _WIDTH[c]
+        e.add("else:", 1)
+        e.add(f"out += {const}.pack({', '.join(values)})", 2)
         if last.has_body:
             self._encode_body(last, version, message, cls)
 
@@ -548,7 +605,13 @@ class ModuleGenerator:
                 e.add(f"for item in {var}:", 1)
                 e.add(f"{fn}(item, out)", 2)
             elif inner.kind in _ARRAY_FMT:
-                e.add(f'out.append(_pack(">%d{_ARRAY_FMT[inner.kind]}" % {n}, *{var}))', 1)
+                ch = _ARRAY_FMT[inner.kind]
+                e.add("if cython.compiled:", 1)
+                e.add(f"p = _grow(out, {_WIDTH[ch]} * {n})", 2)
+                e.add(f"for i in range({n}):", 2)
+                e.add(f"_put_{ch}(p, {_WIDTH[ch]} * i, {var}[i])", 3)
+                e.add("else:", 1)
+                e.add(f'out += _pack(">%d{ch}" % {n}, *{var})', 2)
             elif inner.kind == "string":
                 e.struct_const("h")
                 e.add(f"for item in {var}:", 1)
@@ -556,13 +619,13 @@ class ModuleGenerator:
                 e.add("n = len(data)", 2)
                 e.add("if n > 32767:", 2)
                 e.add(f'raise _w.string_too_long("{cls}.{it.attr}[]", n)', 3)
-                e.add("out.append(_S_h.pack(n))", 2)
-                e.add("out.append(data)", 2)
+                e.add("out += _S_h.pack(n)", 2)
+                e.add("out += data", 2)
             else:
                 raise NotImplementedError(f"array of {inner.kind}")
             return
         e.add(f"if {n} > 0:", 1)
-        e.add(f"out.append({var})", 2)
+        e.add(f"out += {var}", 2)
 
     # ------------------------------------------------------------------ tables
     def _fields_rows(self, message: MessageSpec, struct: StructSpec) -> str:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any, List, Mapping, Optional, Tuple, Union
+from typing import List, Mapping, Optional, Tuple, Union
 
 from kproto.apis import APIS
 from kproto.connection.correlation import CorrelationTracker, InFlight, InFlightLimitError, expects_response

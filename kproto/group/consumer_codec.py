@@ -36,7 +36,7 @@ class ConsumerProtocolCodec:
 
     def encode_subscription(self, topics: Sequence[str]) -> bytes:
         """Protocol metadata for a JoinGroup entry subscribing to ``topics``."""
-        return _VERSION.pack(0) + ConsumerProtocolSubscription(topics=list(topics)).encode(0)
+        return ConsumerProtocolSubscription(topics=list(topics)).encode_embedded(0)
 
     def decode_subscription(self, data: bytes) -> List[str]:
         """The topics of a member's protocol metadata."""
@@ -48,7 +48,7 @@ class ConsumerProtocolCodec:
     def encode_assignment(self, assignment: Mapping[str, Sequence[int]]) -> bytes:
         """Member-assignment bytes for ``{topic: partitions}`` (topics in the mapping's order)."""
         parts = [ConsumerProtocolAssignment_TopicPartition(topic=topic, partitions=list(ps)) for topic, ps in assignment.items()]
-        return _VERSION.pack(0) + ConsumerProtocolAssignment(assigned_partitions=parts).encode(0)
+        return ConsumerProtocolAssignment(assigned_partitions=parts).encode_embedded(0)
 
     def decode_assignment(self, data: bytes) -> Dict[str, List[int]]:
         """``{topic: partitions}`` from member-assignment bytes; empty bytes give ``{}``."""

@@ -1,0 +1,87 @@
+"""Pipelining benchmark: produce throughput over one connection with 1 vs 5 requests in flight.
+
+The mock broker runs in a subprocess (``kproto.broker.run_broker``) so that it does not share the
+client's GIL; the client is :class:`kproto.connection.ClientConnection` over a blocking socket.  Also
+measures the broker's own request rate with small pipelined Metadata requests.  Prints absolute figures
+and the ratios; absolute numbers drift between machines, compare ratios measured in one run.
+
+    .venv/bin/python benchmarks/pipelining.py [--requests 2000] [--batch 100] [--value-size 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import subprocess
+import sys
+import time
+from typing import Tuple
+
+from kproto.connection import ClientConnection, Response
+from kproto.message_base import Message
+from kproto.messages import MetadataRequest, ProduceRequest
+from kproto.records import encode_message_set
+
+
+def start_broker() -> Tuple[subprocess.Popen, Tuple[str, int]]:
+    code = "from kproto.broker import run_broker; run_broker('127.0.0.1', 0, topics=['bench:1'])"
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    line = proc.stdout.readline().strip()  # "listening on HOST:PORT"
+    host, port = line.rsplit(" ", 1)[1].rsplit(":", 1)
+    return proc, (host, int(port))
+
+
+def run(address: Tuple[str, int], make_request, version: int, count: int, window: int) -> float:
+    """Send ``count`` requests keeping up to ``window`` in flight; returns requests per second."""
+    sock = socket.create_connection(address)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    conn = ClientConnection(max_in_flight=window)
+    sent = done = 0
+    start = time.perf_counter()
+    while done < count:
+        while sent < count and conn.in_flight < window:
+            sock.sendall(conn.send(make_request(), version))
+            sent += 1
+        for event in conn.receive_data(sock.recv(1 << 20)):
+            assert isinstance(event, Response)
+            done += 1
+    elapsed = time.perf_counter() - start
+    sock.close()
+    return count / elapsed
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--requests", type=int, default=2000)
+    parser.add_argument("--batch", type=int, default=100, help="messages per produce request")
+    parser.add_argument("--value-size", type=int, default=100)
+    args = parser.parse_args()
+
+    records = encode_message_set([(None, b"x" * args.value_size)] * args.batch)
+    T = ProduceRequest.TopicProduceData
+    produce: Message = ProduceRequest(acks=1, timeout_ms=1000, topic_data=[
+        T(name="bench", partition_data=[T.PartitionProduceData(index=0, records=records)])])
+    metadata: Message = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="bench")])
+
+    proc, address = start_broker()
+    try:
+        run(address, lambda: produce, 1, 200, 5)  # warm-up
+        results = {}
+        for window in (1, 5):
+            rate = run(address, lambda: produce, 1, args.requests, window)
+            results[window] = rate
+            print(f"produce, {window} in flight: {rate:9.0f} requests/s  {rate * args.batch / 1e6:6.3f} M msg/s")
+        meta1 = run(address, lambda: metadata, 0, args.requests * 2, 1)
+        meta32 = run(address, lambda: metadata, 0, args.requests * 2, 32)
+        print(f"broker, Metadata v0, 1 in flight:  {meta1:9.0f} requests/s")
+        print(f"broker, Metadata v0, 32 in flight: {meta32:9.0f} requests/s")
+        print(f"ratio produce 5/1 in flight: {results[5] / results[1]:.2f}x")
+        print(f"ratio Metadata 32/1 in flight: {meta32 / meta1:.2f}x")
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,119 @@
+"""Fuzz harness: the mock broker's request handling (``ServerConnection`` + ``BrokerCore``), no sockets.
+
+The input is what a client sends on one connection: any number of request frames, fed to a fresh
+``ServerConnection`` in chunks (byte 0 of the input picks the chunk size; the rest is the stream).  Each
+decoded request goes to a fresh ``BrokerCore`` (topic ``test`` with 2 partitions, one message already
+appended, auto-creation on), on one connection, in order, the way ``BrokerServer`` drives them; the
+group coordinator keeps its state across the requests of one input, so sequences of JoinGroup /
+SyncGroup / Heartbeat / OffsetCommit reach its state machine.  Fetch long polls are cut to 0 ms and a
+request the coordinator parks (waiting for other members) ends the input after 5 ms, since responses go
+out in order.
+
+Oracles: ``receive_data`` raises only ``KprotoError`` (a broken size prefix); ``handle`` raises only
+``ProtocolError`` (inter-broker api keys, which a 0.9 broker closes the connection for); every answer
+encodes (``send_response``), decodes again with ``decode_response`` for the request's api and version
+and equals the message the handler built; an ``acks=0`` Produce gets no answer and every other request
+one.  Budget: 64·n + 1 MiB, 1 s CPU.
+
+    python fuzz/fuzz_broker_requests.py [libFuzzer flags] [corpus dirs]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from fuzz import atheris_runtime  # noqa: E402
+from fuzz.oracles import Budget, fail, outcome  # noqa: E402
+
+NAME = "broker_requests"
+PARK_TIMEOUT_S = 0.005
+_env = None
+
+
+def setup() -> None:
+    global _env
+    from kproto.broker.config import BrokerConfig
+    from kproto.broker.handlers import BrokerCore
+    from kproto.connection.server import BadRequest, ClientClosed, RequestReceived, ServerConnection
+    from kproto.errors import KprotoError, ProtocolError
+    from kproto.framing import decode_response
+    from kproto.records import encode_message_set
+
+    _env = dict(BrokerConfig=BrokerConfig, BrokerCore=BrokerCore, BadRequest=BadRequest, ClientClosed=ClientClosed,
+                RequestReceived=RequestReceived, ServerConnection=ServerConnection, KprotoError=KprotoError,
+                ProtocolError=ProtocolError, decode_response=decode_response,
+                preload=encode_message_set([(b"k", b"v")]), loop=asyncio.new_event_loop())
+
+
+def new_core():
+    e = _env
+    core = e["BrokerCore"](e["BrokerConfig"](max_frame_size=1 << 20, max_fetch_bytes=1 << 16))
+    core.bind("127.0.0.1", 9092)
+    core.cluster.create_topic("test", 2)
+    return core
+
+
+def one_input(data: bytes) -> None:
+    if _env is None:
+        setup()
+    if not data:
+        return
+    with Budget(len(data), what="mock broker", data=data):
+        _env["loop"].run_until_complete(_session(data))
+
+
+async def _session(data: bytes) -> None:
+    e = _env
+    core = new_core()
+    conn = e["ServerConnection"](max_frame_size=1 << 20)
+    step = 1 + data[0] * 4
+    stream = data[1:]
+    for at in range(0, len(stream), step):
+        res = outcome(conn.receive_data, stream[at:at + step], allowed=(e["KprotoError"],),
+                      what="ServerConnection.receive_data", data=data)
+        if res[0] == "error":
+            return
+        for event in res[1]:
+            if isinstance(event, e["BadRequest"]):
+                return  # the server answers what came before, then closes
+            if not await _answer(core, conn, event, data):
+                return
+    outcome(conn.receive_data, b"", allowed=(e["KprotoError"],), what="receive_data(b'')", data=data)
+
+
+async def _answer(core, conn, request, data: bytes) -> bool:
+    """Handle one request like BrokerServer does; False when the connection would stop here."""
+    e = _env
+    msg = request.message
+    if request.api_key == 1:
+        msg.max_wait_ms = 0  # no long polls in a fuzzer
+    try:
+        response = await asyncio.wait_for(core.handle(request, "/127.0.0.1"), PARK_TIMEOUT_S)
+    except asyncio.TimeoutError:
+        return False  # parked by the coordinator: later responses would have to wait for it
+    except e["ProtocolError"]:
+        return False
+    except Exception as exc:  # noqa: BLE001
+        raise fail(f"BrokerCore.handle(api {request.api_key} v{request.api_version}) raised "
+                   f"{type(exc).__name__}: {exc}", data) from exc
+    if not request.expects_response:
+        if response is not None:
+            raise fail(f"an acks=0 Produce was answered with {response!r:.200}", data)
+        return True
+    if response is None:
+        raise fail(f"api {request.api_key} v{request.api_version} expects a response, the handler gave None", data)
+    frame = outcome(conn.send_response, request, response, allowed=(), what="send_response", data=data)[1]
+    back = outcome(e["decode_response"], frame, request.api_key, request.api_version, allowed=(),
+                   what="decode_response of the broker's answer", data=data)[1]
+    if back[1].to_dict() != response.to_dict() or back[0].correlation_id != request.correlation_id:
+        raise fail(f"the broker's answer does not decode to itself:\n  built:   {response!r:.300}\n"
+                   f"  decoded: {back[1]!r:.300}", data)
+    return True
+
+
+if __name__ == "__main__":
+    atheris_runtime.main(NAME, setup, one_input)

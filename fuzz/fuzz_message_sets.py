@@ -1,0 +1,164 @@
+"""Fuzz harness: message sets (magic 0/1, gzip/snappy/lz4 wrappers) on both backends.
+
+Runs ``decode_message_set`` and ``decode_columns`` of ``kproto._fast._records`` (Cython) and
+``kproto.records._pure`` on every input, with ``max_decompressed_size`` = ``FUZZ_DECOMPRESSION_CAP``.
+
+Input layout: byte 0 holds flags, the rest is the message set.
+  bit 0: ``check_crc``;
+  bit 1: before decoding, rewrite the CRC of every complete top-level message to the right value (so that
+         mutations of keys, values and compressed payloads are not all stopped by the CRC check);
+  bits 2-3: pass the set as ``bytes`` (0), ``bytearray`` (1) or ``memoryview`` (2, 3).
+
+Oracles: only ``KprotoError`` escapes; both backends give the same messages (every field), the same
+``valid_bytes``/``partial``, the same columns, or the same error class and offset; ``valid_bytes`` and
+``partial`` are consistent with the input length; the objects and the columns of one backend describe
+the same messages; every decoded message re-encodes (``encode_message_set``) and decodes back to
+itself, and a set with no compression, valid CRCs and no attribute bits beyond the timestamp type
+re-encodes to exactly its input.  Budget: 64·n + 1 MiB + 16·cap per decode, 1 s CPU.
+
+    python fuzz/fuzz_message_sets.py [libFuzzer flags] [corpus dirs]
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import sys
+import zlib
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from fuzz import atheris_runtime  # noqa: E402
+from fuzz.oracles import FUZZ_DECOMPRESSION_CAP, Budget, check_same_outcome, fail, outcome  # noqa: E402
+
+NAME = "message_sets"
+_codecs = None  # [(name, MessageSetCodec)]
+
+
+def setup() -> None:
+    global _codecs
+    from fuzz.twin_backends import records_codecs
+
+    fast, pure = records_codecs()
+    _codecs = [(n, c) for n, c in (("cython", fast), ("python", pure)) if c is not None]
+
+
+def fix_crcs(buf: bytearray) -> None:
+    """Give every complete top-level message its correct CRC."""
+    pos, n = 0, len(buf)
+    while n - pos >= 26:
+        size = struct.unpack_from(">i", buf, pos + 8)[0]
+        if size < 14 or pos + 12 + size > n:
+            return
+        struct.pack_into(">I", buf, pos + 12, zlib.crc32(bytes(buf[pos + 16 : pos + 12 + size])))
+        pos += 12 + size
+
+
+def prepare(data: bytes):
+    """(payload as passed, payload bytes, check_crc) for an input."""
+    flags = data[0] if data else 0
+    body = bytearray(data[1:])
+    if flags & 2:
+        fix_crcs(body)
+    raw = bytes(body)
+    kind = (flags >> 2) & 3
+    payload = raw if kind == 0 else bytearray(raw) if kind == 1 else memoryview(raw)
+    return payload, raw, bool(flags & 1)
+
+
+def fields(m):
+    return (m.offset, m.key, m.value, m.timestamp, m.magic, m.attributes, m.codec, m.timestamp_type, m.crc)
+
+
+def _decode(codec, payload, check_crc):
+    ms = codec.decode_message_set(payload, check_crc=check_crc, max_decompressed_size=FUZZ_DECOMPRESSION_CAP)
+    messages = [fields(m) for m in ms]
+    if len(ms) != len(messages):
+        raise AssertionError(f"len(MessageSet) is {len(ms)} but iteration gave {len(messages)} messages")
+    if messages and fields(ms[len(messages) - 1]) != messages[-1]:
+        raise AssertionError("indexing the MessageSet disagrees with iterating it")
+    return messages, ms.valid_bytes, ms.partial
+
+
+def _columns(codec, payload, check_crc):
+    c = codec.decode_columns(payload, check_crc=check_crc, max_decompressed_size=FUZZ_DECOMPRESSION_CAP)
+    return (c.count, list(c.offsets), c.keys(), c.values(), list(c.timestamps), list(c.magics), list(c.attributes),
+            list(c.codecs), list(c.crc_ok), c.valid_bytes, c.partial)
+
+
+def one_input(data: bytes) -> None:
+    if _codecs is None:
+        setup()
+    payload, raw, check_crc = prepare(data)
+    n = len(raw)
+    decoded, columns = [], []
+    for name, codec in _codecs:
+        with Budget(n, cap=FUZZ_DECOMPRESSION_CAP, what=f"decode_message_set ({name})", data=data):
+            decoded.append(outcome(_decode, codec, payload, check_crc, what=f"decode_message_set ({name})",
+                                   data=data))
+        with Budget(n, cap=FUZZ_DECOMPRESSION_CAP, what=f"decode_columns ({name})", data=data):
+            columns.append(outcome(_columns, codec, payload, check_crc, what=f"decode_columns ({name})", data=data))
+    if len(_codecs) == 2:
+        check_same_outcome(decoded[0], decoded[1], what="decode_message_set", data=data)
+        check_same_outcome(columns[0], columns[1], what="decode_columns", data=data)
+    for (name, codec), dec, col in zip(_codecs, decoded, columns):
+        check_objects_match_columns(name, dec, col, check_crc, data)
+        if dec[0] == "ok":
+            check_consistent(name, dec[1], n, data)
+            check_reencode(name, codec, dec[1], raw, check_crc, data)
+
+
+def check_objects_match_columns(name, dec, col, check_crc, data) -> None:
+    if dec[0] != col[0]:
+        raise fail(f"{name}: decode_message_set {dec[0]} but decode_columns {col[0]}: {dec[1]!r} / {col[1]!r}", data)
+    if dec[0] == "error":
+        if type(dec[1]) is not type(col[1]) or dec[1].offset != col[1].offset:
+            raise fail(f"{name}: decode_message_set and decode_columns fail differently: {dec[1]!r} / {col[1]!r}",
+                       data)
+        return
+    messages, valid, partial = dec[1]
+    count, offsets, keys, values, timestamps, magics, attributes, codecs, crc_ok, cvalid, cpartial = col[1]
+    from_objects = (len(messages), [m[0] for m in messages], [m[1] for m in messages], [m[2] for m in messages],
+                    [-1 if m[3] is None else m[3] for m in messages], [m[4] for m in messages],
+                    [m[5] - 256 if m[5] > 127 else m[5] for m in messages], [m[6] for m in messages], valid, partial)
+    from_columns = (count, offsets, keys, values, timestamps, magics, attributes, codecs, cvalid, cpartial)
+    if from_objects != from_columns:
+        raise fail(f"{name}: objects and columns differ:\n  objects: {from_objects!r:.600}\n"
+                   f"  columns: {from_columns!r:.600}", data)
+    if check_crc and not all(crc_ok):
+        raise fail(f"{name}: check_crc=True but crc_ok has zeros", data)
+
+
+def check_consistent(name, result, n, data) -> None:
+    messages, valid, partial = result
+    if not 0 <= valid <= n or (partial and valid == n) or (not partial and valid != n):
+        raise fail(f"{name}: valid_bytes {valid} and partial {partial} do not fit an input of {n} bytes", data)
+
+
+def check_reencode(name, codec, result, raw, check_crc, data) -> None:
+    """Every decoded message re-encodes and decodes back to itself."""
+    messages, valid, _ = result
+    parts = []
+    for m in messages:
+        offset, key, value, timestamp, magic, attributes, carrier, ts_type, crc = m
+        try:
+            wire = codec.encode_message_set([(key, value, timestamp)], magic=magic, base_offset=offset,
+                                            timestamp_type=ts_type or 0)
+        except Exception as exc:  # noqa: BLE001
+            raise fail(f"{name}: encode_message_set of a decoded message raised {type(exc).__name__}: {exc}", data)
+        parts.append(wire)
+        back = outcome(lambda: [fields(x) for x in codec.decode_message_set(wire)], what="decode of re-encoded", data=data)
+        if back[0] != "ok" or len(back[1]) != 1:
+            raise fail(f"{name}: a re-encoded message does not decode: {back!r}", data)
+        again = back[1][0]
+        if again[:5] != m[:5] or again[7] != m[7]:
+            raise fail(f"{name}: message changed in a round trip:\n  decoded:  {m!r:.300}\n  again:    {again!r:.300}",
+                       data)
+    exact = check_crc and all(m[6] == 0 and m[5] in (0, 8 if m[4] == 1 else 0) for m in messages)
+    if exact and b"".join(parts) != raw[:valid]:
+        raise fail(f"{name}: re-encoding an uncompressed set with valid CRCs did not reproduce it:\n"
+                   f"  input:      {raw[:valid][:200].hex()}\n  re-encoded: {b''.join(parts)[:200].hex()}", data)
+
+
+if __name__ == "__main__":
+    atheris_runtime.main(NAME, setup, one_input)

@@ -1,0 +1,95 @@
+"""``kproto spark captures|segments INPUT... --out DIR``: the Spark pipeline from the command line.
+
+The CLI wires this module in as the ``spark`` command through :func:`add_arguments` and :func:`run`.
+``--master`` (default ``local[*]``) and ``--conf KEY=VALUE`` go to Spark unchanged; ``--local`` runs
+the single-process path instead (no Spark, local paths).  Exit status: 0 when every input decoded,
+1 when the job completed but the ``problems`` table holds damage (unpaired frames alone do not count:
+captures routinely start or end mid-conversation), 2 for bad arguments or missing inputs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Dict, List
+
+__all__ = ["add_arguments", "run"]
+
+# The kproto exit codes (kproto.cli.exit_codes; not imported: the CLI sits above this package).
+_EXIT_OK, _EXIT_FAILED, _EXIT_USAGE = 0, 1, 2
+
+
+def _conf_item(value: str) -> str:
+    if "=" not in value or value.startswith("="):
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, not {value!r}")
+    return value
+
+
+def _common(parser: argparse.ArgumentParser, glob_default: str | None) -> None:
+    parser.add_argument("inputs", nargs="+", metavar="INPUT", help="files or directories (any path Spark reads)")
+    parser.add_argument("--out", required=True, metavar="DIR", help="output directory for the Parquet tables")
+    parser.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
+    parser.add_argument("--conf", action="append", default=[], type=_conf_item, metavar="KEY=VALUE",
+                        help="Spark configuration (repeatable)")
+    parser.add_argument("--glob", default=glob_default, metavar="PATTERN",
+                        help="only files whose name matches, inside directories"
+                             + (f" (default {glob_default})" if glob_default else ""))
+    parser.add_argument("--mode", default="overwrite", choices=("overwrite", "append", "error", "ignore"),
+                        help="what to do when the output tables exist (default overwrite)")
+    parser.add_argument("--top", type=int, default=10, metavar="N", help="topics listed in the summary (default 10)")
+    parser.add_argument("--local", action="store_true", help="decode in this process, without Spark (local paths)")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the ``captures`` and ``segments`` subcommands to ``parser``."""
+    commands = parser.add_subparsers(dest="spark_command", metavar="WHAT", required=True)
+    captures = commands.add_parser("captures", help="pcap/pcapng captures to exchanges, messages, problems")
+    _common(captures, None)
+    captures.add_argument("--port", type=int, action="append", default=[], metavar="P",
+                          help="Kafka server port (repeatable; default 9092)")
+    captures.add_argument("--no-detect", action="store_true",
+                          help="only connections to --port are Kafka (no detection by request headers)")
+    captures.add_argument("--partitions", type=int, default=None, metavar="N",
+                          help="tasks decoding connections (default: Spark's shuffle partitions, coalesced)")
+    segments = commands.add_parser("segments", help="Kafka log segments (.log) to messages, problems")
+    _common(segments, "*.log")
+
+
+def _conf(items: List[str]) -> Dict[str, str]:
+    return dict(item.split("=", 1) for item in items)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``kproto spark`` with parsed ``args``; returns the exit status."""
+    from kproto.capture.conversation import DEFAULT_PORTS
+    from kproto.spark import job
+
+    captures = args.spark_command == "captures"
+    options = {"glob": args.glob, "mode": args.mode, "top": args.top}
+    if captures:
+        options.update(ports=frozenset(args.port) if args.port else DEFAULT_PORTS, detect=not args.no_detect)
+    try:
+        if args.local:
+            runner = job.run_captures_local if captures else job.run_segments_local
+            summary = runner(args.inputs, args.out, **options)
+        else:
+            if captures:
+                options["partitions"] = args.partitions
+            spark = job.spark_session(args.master, _conf(args.conf))
+            runner = job.run_captures if captures else job.run_segments
+            summary = runner(spark, args.inputs, args.out, **options)
+    except (FileNotFoundError, FileExistsError, ValueError) as exc:
+        print(f"kproto spark: {exc}", file=sys.stderr)
+        return _EXIT_USAGE
+    except Exception as exc:  # Spark's AnalysisException (missing path, existing output) lands here
+        if type(exc).__name__ != "AnalysisException":
+            raise
+        print(f"kproto spark: {exc}", file=sys.stderr)
+        return _EXIT_USAGE
+    print(summary.format())
+    if summary.damage_count:
+        print(f"kproto spark: completed; {summary.damage_count} problems from damaged input or undecodable frames "
+              f"are in {args.out.rstrip('/')}/problems", file=sys.stderr)
+        return _EXIT_FAILED
+    print(f"kproto spark: completed; tables in {args.out}", file=sys.stderr)
+    return _EXIT_OK

@@ -1,0 +1,149 @@
+"""Running a whole job: a Spark session, the tables, Parquet output, the summary.
+
+``run_captures`` / ``run_segments`` take an existing SparkSession (or the one :func:`spark_session`
+builds: ``local[*]`` by default, any master URL otherwise) and write ``OUT/exchanges``,
+``OUT/messages`` and ``OUT/problems`` as Parquet through Spark, so ``OUT`` can be any path Spark
+writes (local, HDFS, S3).  ``run_captures_local`` / ``run_segments_local`` do the same in one process
+with pyarrow (local paths only).  Damaged input never fails a job; it ends up in ``problems``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from typing import Any, Callable, Collection, Iterable, Mapping, Optional
+
+from kproto.capture.conversation import DEFAULT_PORTS
+from kproto.spark.inputs import SEGMENT_GLOB
+from kproto.spark.schema import TABLES
+from kproto.spark.summary import Summary, summary_from_arrow, summary_from_spark
+from kproto.spark.table_union import SparkTables
+
+__all__ = [
+    "DEFAULT_MASTER",
+    "spark_session",
+    "write_tables",
+    "run_captures",
+    "run_segments",
+    "run_captures_local",
+    "run_segments_local",
+]
+
+#: Spark master used when none is given: every core of this machine.
+DEFAULT_MASTER = "local[*]"
+
+Log = Callable[[str], None]
+
+
+def _stderr(line: str) -> None:
+    print(f"kproto spark: {line}", file=sys.stderr, flush=True)
+
+
+def spark_session(master: str = DEFAULT_MASTER, conf: Optional[Mapping[str, str]] = None, *,
+                  app_name: str = "kproto") -> Any:
+    """Get or create a SparkSession for ``master`` with ``conf`` on top of kproto's defaults.
+
+    Defaults: Spark's console progress bar on, Parquet timestamps as ``TIMESTAMP_MICROS`` (not the
+    legacy INT96), and for local masters the Python workers run this interpreter (the one kproto is
+    installed in) and Spark binds to 127.0.0.1 unless ``SPARK_LOCAL_IP`` says otherwise.
+    """
+    from pyspark.sql import SparkSession
+
+    settings = {
+        "spark.ui.showConsoleProgress": "true",
+        "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+    }
+    if master.startswith("local"):
+        # A session started from Python takes its workers' interpreter from the environment only.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    settings.update(conf or {})
+    builder = SparkSession.builder.appName(app_name).master(master)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def _join(out: str, name: str) -> str:
+    return out.rstrip("/") + "/" + name
+
+
+def write_tables(spark: Any, tables: SparkTables, out: str, *, mode: str = "overwrite", log: Log = _stderr) -> None:
+    """Write the three tables as Parquet under ``out`` (``out/exchanges``, ...) with save ``mode``."""
+    for name, frame in tables.tables().items():
+        spark.sparkContext.setJobDescription(f"kproto: write {name}")
+        log(f"writing {_join(out, name)}")
+        frame.write.mode(mode).parquet(_join(out, name))
+    spark.sparkContext.setJobDescription(None)
+
+
+def _finish(spark: Any, tables: SparkTables, out: str, mode: str, top: int, log: Log) -> Summary:
+    try:
+        write_tables(spark, tables, out, mode=mode, log=log)
+        spark.sparkContext.setJobDescription("kproto: summary")
+        return summary_from_spark(tables.tables(), top=top)
+    finally:
+        spark.sparkContext.setJobDescription(None)
+        tables.release()
+
+
+def run_captures(spark: Any, inputs: Iterable[str], out: str, *, ports: Collection[int] = DEFAULT_PORTS,
+                 detect: bool = True, glob: Optional[str] = None, partitions: Optional[int] = None,
+                 mode: str = "overwrite", top: int = 10, log: Log = _stderr) -> Summary:
+    """Decode the captures under ``inputs`` on Spark, write the tables under ``out``, return the summary."""
+    from kproto.spark.capture_tables import capture_tables
+
+    inputs = list(inputs)
+    log(f"decoding captures from {len(inputs)} input path(s) on {spark.sparkContext.master}")
+    tables = capture_tables(spark, inputs, ports=ports, detect=detect, glob=glob, partitions=partitions)
+    return _finish(spark, tables, out, mode, top, log)
+
+
+def run_segments(spark: Any, inputs: Iterable[str], out: str, *, glob: Optional[str] = SEGMENT_GLOB,
+                 mode: str = "overwrite", top: int = 10, log: Log = _stderr) -> Summary:
+    """Decode the log segments under ``inputs`` on Spark, write the tables under ``out``, return the summary."""
+    from kproto.spark.segment_tables import segment_tables
+
+    inputs = list(inputs)
+    log(f"decoding log segments from {len(inputs)} input path(s) on {spark.sparkContext.master}")
+    tables = segment_tables(spark, inputs, glob=glob)
+    return _finish(spark, tables, out, mode, top, log)
+
+
+def _prepare_local_out(out: str, mode: str) -> None:
+    if mode not in ("overwrite", "error", "errorifexists"):
+        raise ValueError(f"single-process runs support mode 'overwrite' or 'error', not {mode!r}")
+    for name in TABLES:
+        path = os.path.join(out, name)
+        if os.path.exists(path):
+            if mode != "overwrite":
+                raise FileExistsError(17, "Output exists", path)
+            shutil.rmtree(path)
+
+
+def run_captures_local(inputs: Iterable[str], out: str, *, ports: Collection[int] = DEFAULT_PORTS,
+                       detect: bool = True, glob: Optional[str] = None, mode: str = "overwrite", top: int = 10,
+                       log: Log = _stderr) -> Summary:
+    """:func:`run_captures` in one process, without Spark (local paths)."""
+    from kproto.spark.local import tables_from_captures_local
+
+    _prepare_local_out(out, mode)
+    log("decoding captures in this process")
+    tables = tables_from_captures_local(inputs, ports=ports, detect=detect, glob=glob)
+    log(f"writing {out}")
+    tables.write_parquet(out)
+    return summary_from_arrow(tables.tables(), top=top)
+
+
+def run_segments_local(inputs: Iterable[str], out: str, *, glob: Optional[str] = SEGMENT_GLOB,
+                       mode: str = "overwrite", top: int = 10, log: Log = _stderr) -> Summary:
+    """:func:`run_segments` in one process, without Spark (local paths)."""
+    from kproto.spark.local import tables_from_segments_local
+
+    _prepare_local_out(out, mode)
+    log("decoding log segments in this process")
+    tables = tables_from_segments_local(inputs, glob=glob)
+    log(f"writing {out}")
+    tables.write_parquet(out)
+    return summary_from_arrow(tables.tables(), top=top)

@@ -1,0 +1,53 @@
+"""``kproto broker`` as a process: announce line, topics, recording, clean exit on SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from broker_client import SocketClient, metadata_request
+from kproto.broker import cli_command
+from kproto.capture.conversation import Exchange, decode_capture
+
+RUNNER = (
+    "import argparse, sys\n"
+    "from kproto.broker import cli_command\n"
+    "parser = argparse.ArgumentParser()\n"
+    "cli_command.add_arguments(parser)\n"
+    "sys.exit(cli_command.run(parser.parse_args(sys.argv[1:])))\n"
+)
+
+
+def test_broker_process_announces_serves_and_records(tmp_path: Path) -> None:
+    record = tmp_path / "broker.pcap"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", RUNNER, "--host", "127.0.0.1", "--port", "0", "--topic", "orders:3",
+         "--topic", "audit", "--record", str(record)],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline().strip()
+        match = re.fullmatch(r"listening on (127\.0\.0\.1):(\d+)", line)
+        assert match, line
+        port = int(match.group(2))
+        with SocketClient(("127.0.0.1", port)) as client:
+            topics = client.request(metadata_request()).topics
+            assert {t.name: len(t.partitions) for t in topics} == {"orders": 3, "audit": 1}
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0
+    exchanges = [r for r in decode_capture(str(record), ports={port}) if isinstance(r, Exchange)]
+    assert [(e.api_name, e.answered) for e in exchanges] == [("Metadata", True)]
+
+
+def test_bad_topic_spec_is_an_argument_error() -> None:
+    parser = argparse.ArgumentParser()
+    cli_command.add_arguments(parser)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--topic", "name:zero"])
+    assert parser.parse_args(["--topic", "a:2", "--port", "0"]).topic == ["a:2"]

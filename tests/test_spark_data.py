@@ -1,0 +1,163 @@
+"""Test inputs for the kproto.spark tests (no tests here): scripted Kafka conversations written as a
+capture rotated over several files, damaged files, and Kafka log segments."""
+
+from __future__ import annotations
+
+import io
+import os
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import kproto
+from kproto.capture.writer import Impairments, Side, TcpConversation, write_capture, write_segments
+from kproto.records import encode_message_set
+
+BROKER = ("10.9.0.10", 9092)
+T0 = 1_460_000_000.0
+TOPIC = "orders"
+
+
+class Script:
+    """One client connection: frames built with kproto's encoders, times advancing per exchange."""
+
+    def __init__(self, client: Tuple[str, int], client_id: str, start: float) -> None:
+        self.client = client
+        self.client_id = client_id
+        self.clock = start
+        self.corr = 0
+        self.frames: List[Tuple[Side, bytes, float]] = []
+
+    def exchange(self, api: str, version: int, request: Dict[str, Any], response: Optional[Dict[str, Any]],
+                 latency: float = 0.003) -> None:
+        info = kproto.APIS[api]
+        self.corr += 1
+        self.clock += 0.050
+        self.frames.append((Side.CLIENT, kproto.encode_request(info.request.from_dict(request), version, self.corr,
+                                                               self.client_id), self.clock))
+        if response is not None:
+            self.clock += latency
+            self.frames.append((Side.SERVER, kproto.encode_response(info.response.from_dict(response), version,
+                                                                    self.corr), self.clock))
+
+    def conversation(self, **options: Any) -> TcpConversation:
+        return TcpConversation(self.client, BROKER, self.frames, **options)
+
+
+def payloads(prefix: str, count: int, size: int = 80) -> List[Tuple[Optional[bytes], bytes]]:
+    return [(f"{prefix}-k{i % 5}".encode() if i % 3 else None, f"{prefix}-{i}".ljust(size, ".").encode())
+            for i in range(count)]
+
+
+def metadata(topics: Sequence[str], error: int = 0) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    request = {"topics": [{"name": t} for t in topics]}
+    response = {"brokers": [{"node_id": 0, "host": "kafka-0", "port": 9092}],
+                "topics": [{"error_code": error, "name": t, "partitions": [] if error else [
+                    {"error_code": 0, "partition_index": 0, "leader_id": 0, "replica_nodes": [0], "isr_nodes": [0]}]}
+                    for t in topics]}
+    return request, response
+
+
+def produce(topic: str, partition: int, records: bytes, acks: int = 1, error: int = 0) -> Tuple[Dict, Dict]:
+    request = {"acks": acks, "timeout_ms": 1000,
+               "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": records}]}]}
+    response = {"responses": [{"name": topic, "partition_responses": [
+        {"index": partition, "error_code": error, "base_offset": 0}]}], "throttle_time_ms": 0}
+    return request, response
+
+
+def fetch(partitions: Dict[int, bytes], error: int = 0) -> Tuple[Dict, Dict]:
+    request = {"replica_id": -1, "max_wait_ms": 100, "min_bytes": 1, "topics": [{"topic": TOPIC, "partitions": [
+        {"partition": p, "fetch_offset": 0, "partition_max_bytes": 1 << 20} for p in sorted(partitions)]}]}
+    response = {"throttle_time_ms": 0, "responses": [{"topic": TOPIC, "partitions": [
+        {"partition_index": p, "error_code": error, "high_watermark": 100, "records": r}
+        for p, r in sorted(partitions.items())]}]}
+    return request, response
+
+
+def conversations() -> List[TcpConversation]:
+    """A producer (every codec, a request larger than many packets, acks=0, an error), a consumer, a
+    group member with an error, a 4-tuple used twice, and a request left unanswered."""
+    p = Script(("10.9.0.21", 41001), "producer-1", T0)
+    p.exchange("Metadata", 0, *metadata([TOPIC, "audit"]))
+    for n, codec in enumerate([None, "gzip", "snappy", "lz4", None, "gzip"]):
+        p.exchange("Produce", 1, *produce(TOPIC, n % 2, encode_message_set(payloads(f"p{n}", 4 + n), codec=codec)))
+    p.exchange("Produce", 1, *produce(TOPIC, 0, encode_message_set(payloads("big", 60, 200))))  # ~15 kB
+    p.exchange("Produce", 1, produce("audit", 0, encode_message_set(payloads("a", 2)), acks=0)[0], None)
+    p.exchange("Produce", 0, *produce("missing", 0, encode_message_set(payloads("m", 1)), error=3))
+    c = Script(("10.9.0.22", 41002), "consumer-1", T0 + 0.01)
+    p0 = encode_message_set(payloads("f0", 5), magic=1, codec="gzip")
+    p1 = encode_message_set(payloads("f1", 3)) + encode_message_set(payloads("cut", 2), base_offset=3)[:30]
+    c.exchange("Fetch", 1, *fetch({0: p0, 1: p1}))
+    c.exchange("Fetch", 1, *fetch({0: b""}, error=1))
+    g = Script(("10.9.0.23", 41003), "member-1", T0 + 0.02)
+    g.exchange("Heartbeat", 0, {"group_id": "g", "generation_id": 1, "member_id": "m"}, {"error_code": 27})
+    first = Script(("10.9.0.24", 41004), "reuse", T0 + 0.03)
+    first.exchange("Metadata", 0, *metadata([TOPIC]))
+    again = Script(("10.9.0.24", 41004), "reuse", T0 + 0.40)
+    again.exchange("Metadata", 0, *metadata(["audit"], error=5))
+    lost = Script(("10.9.0.25", 41005), "lost", T0 + 0.05)
+    lost.exchange("Metadata", 0, metadata([TOPIC])[0], None)
+    return [p.conversation(), c.conversation(), g.conversation(), first.conversation(),
+            again.conversation(client_isn=7_000_000), lost.conversation()]
+
+
+def capture_bytes(convs: Sequence[TcpConversation], impairments: Any = None) -> bytes:
+    buf = io.BytesIO()
+    write_capture(buf, convs, mss=1400, impairments=impairments)
+    return buf.getvalue()
+
+
+def write_rotated(directory: str, convs: Sequence[TcpConversation], names: Sequence[str],
+                  impairments: Any = None, pcapng_last: bool = True) -> List[str]:
+    """The capture of ``convs`` cut into ``len(names)`` files as a rotating capture writes them (the
+    last in pcapng when ``pcapng_last``).  The first cut falls inside the largest request, so one frame
+    is split between two files; the others split the rest evenly."""
+    buf = io.BytesIO()
+    segments = write_capture(buf, convs, mss=1400, impairments=impairments).segments
+    full = [i for i, seg in enumerate(segments) if len(seg.payload) == 1400]
+    cuts = [full[len(full) // 2]] if full else []
+    rest = len(segments) - (cuts[0] if cuts else 0)
+    start = cuts[0] if cuts else 0
+    cuts += [start + rest * k // (len(names) - len(cuts)) for k in range(1, len(names) - len(cuts))]
+    bounds = [0] + sorted(cuts) + [len(segments)]
+    paths = []
+    for i, name in enumerate(names):
+        path = os.path.join(directory, name)
+        fmt = "pcapng" if pcapng_last and i == len(names) - 1 else "pcap"
+        write_segments(path, segments[bounds[i]:bounds[i + 1]], format=fmt)
+        paths.append(path)
+    return paths
+
+
+def write_damaged(directory: str) -> Dict[str, str]:
+    """A truncated capture, a text file and an empty file."""
+    whole = capture_bytes(conversations()[2:3])
+    paths = {"truncated": os.path.join(directory, "cut.pcap"), "text": os.path.join(directory, "notes.txt"),
+             "empty": os.path.join(directory, "empty.pcap")}
+    with open(paths["truncated"], "wb") as f:
+        f.write(whole[: len(whole) - 7])
+    with open(paths["text"], "wb") as f:
+        f.write(b"not a capture at all\n")
+    open(paths["empty"], "wb").close()
+    return paths
+
+
+def write_segments_dir(directory: str) -> Dict[str, str]:
+    """A Kafka log directory: two good segments (magic 0 and 1, compressed), a truncated one, and the
+    index files a broker keeps beside them."""
+    files = {}
+    layout = {
+        "good0": ("orders-0", 0, encode_message_set(payloads("s0", 20)) + encode_message_set(
+            payloads("s1", 7), codec="snappy", base_offset=20)),
+        "good1": ("clicks-stream-3", 100, encode_message_set(payloads("c", 9), magic=1, codec="lz4", base_offset=100)),
+        "truncated": ("orders-1", 0, encode_message_set(payloads("t", 6), codec="gzip")
+                      + encode_message_set(payloads("u", 4), base_offset=6)[:-11]),
+    }
+    for label, (dirname, base, data) in layout.items():
+        os.makedirs(os.path.join(directory, dirname), exist_ok=True)
+        path = os.path.join(directory, dirname, f"{base:020d}.log")
+        with open(path, "wb") as f:
+            f.write(data)
+        with open(os.path.join(directory, dirname, f"{base:020d}.index"), "wb") as f:
+            f.write(b"\0" * 16)
+        files[label] = path
+    return files

@@ -1,0 +1,260 @@
+"""kproto.spark without a Spark session: the single-process tables, the two pipeline stages run by
+hand, log segments, the summary and the ``--local`` command."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import subprocess
+import sys
+import zlib
+from typing import Any, Dict, List
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from kproto.capture.conversation import Exchange, Problem, decode_capture
+from kproto.records import decode_message_set
+from kproto.spark import cli_command
+from kproto.spark.capture_stages import CONNECTION_KEY, SEGMENTS, decode_sorted_segments, extract_segments
+from kproto.spark.exchange_facts import exchange_facts
+from kproto.spark.inputs import capture_order_key, display_path, topic_partition
+from kproto.spark.local import LocalTables, tables_from_captures_local, tables_from_segments_local
+from kproto.spark.schema import TABLES
+from kproto.spark.segment_rows import segment_batches
+from kproto.spark.summary import summary_from_arrow
+from test_spark_data import capture_bytes, conversations, write_damaged, write_rotated, write_segments_dir
+
+pytestmark = pytest.mark.spark
+
+NAMES = ["rot.pcap9", "rot.pcap10", "rot.pcap11"]  # time order differs from name order
+
+
+def rows(table: pa.Table, drop: tuple = ()) -> List[Dict[str, Any]]:
+    """Rows in a canonical order (the pipelines promise the same rows, not the same order)."""
+    out = [{k: v for k, v in r.items() if k not in drop} for r in table.to_pylist()]
+    return sorted(out, key=lambda r: repr(sorted(r.items())))
+
+
+@pytest.fixture(scope="module")
+def rotated(tmp_path_factory: pytest.TempPathFactory) -> str:
+    directory = str(tmp_path_factory.mktemp("rotated"))
+    write_rotated(directory, conversations(), NAMES)
+    return directory
+
+
+@pytest.fixture(scope="module")
+def local(rotated: str) -> LocalTables:
+    return tables_from_captures_local([rotated])
+
+
+def test_rotated_files_are_read_in_capture_time_order(local: LocalTables, rotated: str) -> None:
+    assert local.files == [os.path.join(rotated, n) for n in NAMES]
+
+
+def test_rotated_files_decode_like_the_unsplit_capture(local: LocalTables, tmp_path: Any) -> None:
+    whole = tmp_path / "whole.pcap"
+    whole.write_bytes(capture_bytes(conversations()))
+    single = tables_from_captures_local([str(whole)])
+    where = ("file", "packet", "response_file", "response_packet")
+    assert rows(local.exchanges, where) == rows(single.exchanges, where)
+    assert rows(local.messages, ("file",)) == rows(single.messages, ("file",))
+    assert rows(local.problems, ("file", "packet")) == rows(single.problems, ("file", "packet"))
+    # The ~14 kB Produce request was cut between the first two files and still decoded.
+    big = [r for r in local.exchanges.to_pylist() if r["request_size"] > 10000]
+    assert len(big) == 1 and big[0]["file"].endswith("rot.pcap10") and big[0]["response_size"]
+    assert sum(1 for r in local.messages.to_pylist() if r["exchange_id"] == big[0]["exchange_id"]) == 60
+
+
+def test_exchanges_match_the_library_decode(local: LocalTables) -> None:
+    records = list(decode_capture(capture_bytes(conversations())))
+    exchanges = [r for r in records if isinstance(r, Exchange)]
+    expect = sorted((str(e.client), str(e.server), e.api_key, e.api_name, e.api_version, e.correlation_id,
+                     e.request_size, e.response_size, None if e.latency_ns is None else e.latency_ns / 1e6,
+                     e.expects_response) for e in exchanges)
+    got = sorted((r["client"], r["server"], r["api_key"], r["api_name"], r["api_version"], r["correlation_id"],
+                  r["request_size"], r["response_size"], r["latency_ms"], r["expects_response"])
+                 for r in local.exchanges.to_pylist())
+    assert got == expect
+    problems = sorted((p.kind.value, p.detail, p.offset) for p in records if isinstance(p, Problem))
+    assert sorted((r["kind"], r["detail"], r["stream_offset"]) for r in local.problems.to_pylist()) == problems
+
+
+def test_messages_match_the_library_decode(local: LocalTables) -> None:
+    expect = []
+    for e in decode_capture(capture_bytes(conversations())):
+        if not isinstance(e, Exchange):
+            continue
+        if e.api_key == 0 and e.request is not None:
+            sets = [(t.name, p.index, p.records, "request") for t in e.request.topic_data for p in t.partition_data]
+        elif e.api_key == 1 and e.response is not None:
+            sets = [(t.topic, p.partition_index, p.records, "response") for t in e.response.responses
+                    for p in t.partitions]
+        else:
+            continue
+        for topic, partition, records, direction in sets:
+            for m in decode_message_set(records.raw):
+                expect.append((topic, partition, direction, m.offset, m.key, m.value, m.magic))
+    got = [(r["topic"], r["partition"], r["direction"], r["offset"], r["key"], r["value"], r["magic"])
+           for r in local.messages.to_pylist()]
+    assert sorted(got, key=repr) == sorted(expect, key=repr)
+    assert {r["codec"] for r in local.messages.to_pylist()} == {"none", "gzip", "snappy", "lz4"}
+    assert all(r["crc_ok"] for r in local.messages.to_pylist())
+
+
+def test_exchange_facts_carry_topics_and_error_codes(local: LocalTables) -> None:
+    by_api: Dict[str, List[Dict[str, Any]]] = {}
+    for r in local.exchanges.to_pylist():
+        by_api.setdefault(r["api_name"], []).append(r)
+    assert [r["error_code"] for r in by_api["Heartbeat"]] == [27]
+    assert {"topic": "orders", "partition": 0, "error_code": 1} in sum((r["partition_errors"] for r in by_api["Fetch"]), [])
+    assert {"topic": "missing", "partition": 0, "error_code": 3} in sum((r["partition_errors"] for r in by_api["Produce"]), [])
+    assert {"topic": "audit", "partition": None, "error_code": 5} in sum((r["partition_errors"] for r in by_api["Metadata"]), [])
+    assert ["audit", "orders"] in [r["topics"] for r in by_api["Metadata"]]
+    assert exchange_facts(None, None) == ([], None, [])
+
+
+def test_connection_reuse_gets_a_second_name(local: LocalTables) -> None:
+    names = {r["connection"] for r in local.exchanges.to_pylist() if ":41004>" in r["connection"]}
+    assert names == {"10.9.0.24:41004>10.9.0.10:9092#1", "10.9.0.24:41004>10.9.0.10:9092#2"}
+
+
+def _stage_by_hand(files: List[str], partitions: int, batch_rows: int, seed: int) -> Dict[str, pa.Table]:
+    """What Spark does, in one process: stage 1 per file, hash partition by key, sort, stage 2 in
+    arbitrary batch sizes per partition."""
+    stage1 = pa.Table.from_batches(
+        [b for f in files for b in extract_segments(f, open(f, "rb").read(), batch_rows=batch_rows)], schema=SEGMENTS)
+    rows_ = stage1.to_pylist()
+    parts: List[List[Dict[str, Any]]] = [[] for _ in range(partitions)]
+    for r in rows_:
+        key = tuple(r[k] for k in CONNECTION_KEY)
+        parts[zlib.crc32(repr(key).encode()) % partitions].append(r)
+    out: Dict[str, List[pa.RecordBatch]] = {name: [] for name in TABLES}
+    rng = random.Random(seed)
+    for part in parts:
+        part.sort(key=lambda r: (tuple((v is not None, v) for v in (r[k] for k in CONNECTION_KEY)),
+                                 capture_order_key(r["file_time"], r["file"]), r["packet"] or 0))
+        table = pa.Table.from_pylist(part, schema=SEGMENTS)
+        batches, pos = [], 0
+        while pos < table.num_rows:
+            n = rng.randint(1, 9)
+            batches.extend(table.slice(pos, n).to_batches())
+            pos += n
+        for name, batch in decode_sorted_segments(batches, flush_rows=5):
+            out[name].append(batch)
+    return {name: pa.Table.from_batches(out[name], schema=schema) for name, schema in TABLES.items()}
+
+
+@pytest.mark.parametrize("partitions,seed", [(1, 1), (3, 2)])
+def test_the_two_stages_give_the_local_rows(local: LocalTables, rotated: str, tmp_path: Any,
+                                            partitions: int, seed: int) -> None:
+    damaged = write_damaged(str(tmp_path))
+    reference = tables_from_captures_local([rotated, str(tmp_path)])
+    staged = _stage_by_hand(reference.files, partitions, batch_rows=7, seed=seed)
+    for name in TABLES:
+        assert rows(staged[name]) == rows(reference.tables()[name]), name
+    assert {r["file"] for r in reference.problems.to_pylist() if r["kind"] == "capture"} == set(damaged.values())
+
+
+def test_damaged_files_become_problems(tmp_path: Any, rotated: str) -> None:
+    damaged = write_damaged(str(tmp_path))
+    tables = tables_from_captures_local([rotated, str(tmp_path)])
+    capture = {r["file"]: r for r in tables.problems.to_pylist() if r["kind"] == "capture"}
+    assert set(capture) == set(damaged.values())
+    assert capture[damaged["text"]]["detail"].startswith("not-a-capture")
+    assert capture[damaged["truncated"]]["detail"].startswith("truncated-file")
+    assert capture[damaged["truncated"]]["file_offset"] is not None
+    assert capture[damaged["empty"]]["detail"].startswith("truncated-file")
+    # The truncated file's complete packets still decoded (its heartbeat exchange is there).
+    assert any(r["file"] == damaged["truncated"] for r in tables.exchanges.to_pylist())
+
+
+def test_segments_decode_and_report_a_truncated_tail(tmp_path: Any) -> None:
+    files = write_segments_dir(str(tmp_path))
+    tables = tables_from_segments_local([str(tmp_path)])
+    assert sorted(tables.files) == sorted(files.values())  # .index files skipped
+    counts: Dict[Any, int] = {}
+    for r in tables.messages.to_pylist():
+        counts[(r["topic"], r["partition"])] = counts.get((r["topic"], r["partition"]), 0) + 1
+        assert r["exchange_id"] is None and r["direction"] is None and r["time"] is None
+    assert counts == {("orders", 0): 27, ("clicks-stream", 3): 9, ("orders", 1): 6 + 3}
+    (problem,) = tables.problems.to_pylist()
+    assert problem["kind"] == "truncated-segment" and problem["file"] == files["truncated"]
+    assert problem["file_offset"] is not None and problem["file_offset"] > 0
+    offsets = [r["offset"] for r in tables.messages.to_pylist() if r["topic"] == "clicks-stream"]
+    assert offsets == list(range(100, 109))
+
+
+def test_segment_chunks_give_the_same_rows(tmp_path: Any) -> None:
+    path = write_segments_dir(str(tmp_path))["good0"]
+    data = open(path, "rb").read()
+    whole = pa.Table.from_batches([b for _, b in segment_batches(path, data)])
+    chunked = pa.Table.from_batches([b for _, b in segment_batches(path, data, chunk_bytes=64)])
+    assert chunked.to_pylist() == whole.to_pylist() and whole.num_rows == 27
+
+
+def test_corrupt_segment_keeps_the_messages_before_the_damage(tmp_path: Any) -> None:
+    path = write_segments_dir(str(tmp_path))["good0"]
+    data = bytearray(open(path, "rb").read())
+    first = 12 + int.from_bytes(data[8:12], "big")
+    data[first + 12 + 4 + 1] = 0x07  # attributes of the second message: unknown codec
+    out = list(segment_batches(path, bytes(data)))
+    messages = [b for name, b in out if name == "messages"]
+    problems = [b for name, b in out if name == "problems"]
+    assert sum(b.num_rows for b in messages) == 1
+    assert problems[0].column("kind").to_pylist() == ["corrupt-segment"]
+    assert problems[0].column("file_offset").to_pylist() == [first]
+
+
+def test_paths_and_names() -> None:
+    assert display_path("file:/data/cap/a.pcap") == "/data/cap/a.pcap"
+    assert display_path("file:///data/cap/a.pcap") == "/data/cap/a.pcap"
+    assert display_path("hdfs://nn:8020/cap/a.pcap") == "hdfs://nn:8020/cap/a.pcap"
+    assert topic_partition("/logs/my-topic-12/00000000000000000000.log") == ("my-topic", 12)
+    assert topic_partition("s3a://b/logs/weird/0.log") == (None, None)
+    assert sorted([(5, "b"), (None, "z"), (1, "c")], key=lambda t: capture_order_key(*t)) == [(None, "z"), (1, "c"), (5, "b")]
+
+
+def test_summary_of_the_local_tables(local: LocalTables) -> None:
+    summary = summary_from_arrow(local.tables())
+    apis = {a.api: a for a in summary.apis}
+    assert apis["Produce"].count == 9 and apis["Produce"].errors == 1
+    assert apis["Heartbeat"].errors == 1 and apis["Fetch"].errors == 1
+    assert apis["Metadata"].p50_ms == pytest.approx(3.0)
+    assert summary.topics[0].topic == "orders"
+    assert summary.problems == {"unanswered-request": 1} and summary.damage_count == 0
+    text = summary.format()
+    assert "Produce" in text and "unanswered-request 1" in text and "top topics" in text
+
+
+def _cli(argv: List[str]) -> int:
+    parser = argparse.ArgumentParser(prog="kproto spark")
+    cli_command.add_arguments(parser)
+    return cli_command.run(parser.parse_args(argv))
+
+
+def test_local_command_writes_the_tables(rotated: str, local: LocalTables, tmp_path: Any,
+                                         capsys: pytest.CaptureFixture) -> None:
+    out = str(tmp_path / "out")
+    assert _cli(["captures", rotated, "--out", out, "--local"]) == 0
+    for name in TABLES:
+        assert rows(pq.read_table(os.path.join(out, name))) == rows(local.tables()[name])
+    captured = capsys.readouterr()
+    assert "Produce" in captured.out and "completed" in captured.err
+    assert _cli(["captures", rotated, "--out", out, "--local", "--mode", "error"]) == 2
+
+
+def test_local_command_reports_damage_and_missing_inputs(tmp_path: Any, capsys: pytest.CaptureFixture) -> None:
+    os.makedirs(tmp_path / "in")
+    write_damaged(str(tmp_path / "in"))
+    assert _cli(["captures", str(tmp_path / "in"), "--out", str(tmp_path / "out"), "--local"]) == 1
+    assert "problems" in capsys.readouterr().err
+    assert _cli(["segments", str(tmp_path / "nowhere"), "--out", str(tmp_path / "o2"), "--local"]) == 2
+
+
+def test_importing_kproto_imports_neither_pyspark_nor_pyarrow() -> None:
+    code = "import sys, kproto, kproto.spark; print('pyspark' in sys.modules, 'pyarrow' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "False"]
