@@ -7,7 +7,11 @@ Input layout: byte 0 holds flags, the rest is the message set.
   bit 0: ``check_crc``;
   bit 1: before decoding, rewrite the CRC of every complete top-level message to the right value (so that
          mutations of keys, values and compressed payloads are not all stopped by the CRC check);
-  bits 2-3: pass the set as ``bytes`` (0), ``bytearray`` (1) or ``memoryview`` (2, 3).
+  bits 2-3: pass the set as ``bytes`` (0), ``bytearray`` (1) or ``memoryview`` (2, 3);
+  bits 4-5: when not 0, the rest is an *inner* message set: the harness compresses it with gzip (1),
+         snappy (2) or lz4 (3) and wraps it in one wrapper message (offset 1000), so mutations reach the
+         inner messages without having to produce valid compressed streams;
+  bit 6: that wrapper is magic 1 (else magic 0); bit 7: a magic 1 wrapper is LogAppendTime.
 
 Oracles: only ``KprotoError`` escapes; both backends give the same messages (every field), the same
 ``valid_bytes``/``partial``, the same columns, or the same error class and offset; ``valid_bytes`` and
@@ -54,6 +58,16 @@ def fix_crcs(buf: bytearray) -> None:
         pos += 12 + size
 
 
+def wrap(inner: bytes, codec: int, magic: int, log_append: bool) -> bytes:
+    """One wrapper message carrying ``inner`` compressed with ``codec`` (1 gzip, 2 snappy, 3 lz4)."""
+    from kproto.records import _pure
+    from kproto.records.compression import compress
+
+    payload = compress(codec, inner, magic=magic)
+    attributes = codec | (0x08 if log_append and magic == 1 else 0)
+    return _pure.encode_plain([(None, payload, 1234567)], magic, 1000, attributes)[0]
+
+
 def prepare(data: bytes):
     """(payload as passed, payload bytes, check_crc) for an input."""
     flags = data[0] if data else 0
@@ -61,6 +75,8 @@ def prepare(data: bytes):
     if flags & 2:
         fix_crcs(body)
     raw = bytes(body)
+    if flags & 0x30:
+        raw = wrap(raw, (flags >> 4) & 3, 1 if flags & 0x40 else 0, bool(flags & 0x80))
     kind = (flags >> 2) & 3
     payload = raw if kind == 0 else bytearray(raw) if kind == 1 else memoryview(raw)
     return payload, raw, bool(flags & 1)

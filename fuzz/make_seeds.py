@@ -144,6 +144,11 @@ def message_set_seeds() -> Dict[str, bytes]:
     out["partial_tail"] = b"\x01" + plain + plain[:20]
     out["bytearray_input"] = b"\x05" + plain
     out["memoryview_input"] = b"\x09" + plain
+    inner1 = enc(ts, magic=1, base_offset=0)
+    out["wrap_gzip_inner_magic0"] = bytes((0x10 | 0x02,)) + plain
+    out["wrap_snappy_inner_magic0"] = bytes((0x20 | 0x02 | 0x01,)) + plain
+    out["wrap_lz4_magic1_logappend"] = bytes((0x30 | 0x40 | 0x80 | 0x02 | 0x01,)) + inner1
+    out["wrap_gzip_magic1"] = bytes((0x10 | 0x40 | 0x02,)) + inner1
     out["mixed_codecs"] = b"\x01" + plain + enc(msgs, codec="gzip", base_offset=3) + enc(msgs, codec="lz4", base_offset=6)
     return out
 

@@ -7,6 +7,7 @@ so they point at the byte a hex dump shows.
 
 from __future__ import annotations
 
+import struct
 from typing import List, Optional, Tuple, Union
 
 from kproto._generated.headers import RequestHeader, ResponseHeader
@@ -17,7 +18,8 @@ from kproto.wire import I32, trailing_bytes
 
 __all__ = [
     "DEFAULT_MAX_FRAME_SIZE", "RequestHeader", "ResponseHeader", "FrameReader", "encode_request", "decode_request",
-    "decode_request_header", "encode_response", "decode_response", "check_frame",
+    "decode_request_header", "encode_response", "decode_response", "check_frame", "plausible_request_header",
+    "MIN_REQUEST_SIZE",
 ]
 
 #: Largest frame accepted by default: Kafka's ``socket.request.max.bytes`` default (100 MiB).
@@ -87,12 +89,12 @@ def check_frame(frame: Bytes, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> b
     return buf
 
 
-def decode_request_header(frame: Bytes) -> Tuple[RequestHeader, int]:
+def decode_request_header(frame: Bytes, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> Tuple[RequestHeader, int]:
     """The request header and the offset where the body starts, for any api key (known or not).
 
     Unknown api keys are read with header v1 (every request but ControlledShutdown v0 uses it).
     """
-    buf = check_frame(frame)
+    buf = check_frame(frame, max_frame_size)
     if len(buf) < 8:
         raise DecodeError(f"need 4 bytes at offset 4, {len(buf) - 4} left", 4, "api_key")
     api_key, version = buf[4] << 8 | buf[5], buf[6] << 8 | buf[7]
@@ -108,10 +110,10 @@ def decode_request_header(frame: Bytes) -> Tuple[RequestHeader, int]:
     return header, pos
 
 
-def decode_request(frame: Bytes) -> Tuple[RequestHeader, Message]:
+def decode_request(frame: Bytes, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> Tuple[RequestHeader, Message]:
     """``(header, message)`` from a request frame; the api key and version come from the header."""
-    buf = check_frame(frame)
-    header, pos = decode_request_header(buf)
+    buf = check_frame(frame, max_frame_size)
+    header, pos = decode_request_header(buf, max_frame_size)
     info = _api_for(header.api_key, header.api_version, "request header")
     msg, end = info.request.decode_from(buf, pos, len(buf), header.api_version)
     if end != len(buf):
@@ -119,16 +121,51 @@ def decode_request(frame: Bytes) -> Tuple[RequestHeader, Message]:
     return header, msg
 
 
-def decode_response(frame: Bytes, api_key: int, version: int) -> Tuple[ResponseHeader, Message]:
+def decode_response(frame: Bytes, api_key: int, version: int,
+                    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> Tuple[ResponseHeader, Message]:
     """``(header, message)`` from a response frame; a response does not say what it answers, so the
     caller gives the api key and version of the request it pairs with."""
-    buf = check_frame(frame)
+    buf = check_frame(frame, max_frame_size)
     info = _api_for(api_key, version, "decode_response")
     header, pos = ResponseHeader.decode_from(buf, 4, len(buf), 0)
     msg, end = info.response.decode_from(buf, pos, len(buf), version)
     if end != len(buf):
         raise trailing_bytes(f"{info.response.__name__} v{version}", end, len(buf))
     return header, msg
+
+
+#: Smallest request frame body: api key, api version, correlation id (ControlledShutdown v0 has no client id).
+MIN_REQUEST_SIZE = 8
+_REQUEST_HEAD = struct.Struct(">ihhi")  # size, api_key, api_version, correlation_id
+
+
+def plausible_request_header(buf: Bytes, pos: int, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> Optional[bool]:
+    """Whether a request frame plausibly starts at ``buf[pos]``: None when more bytes are needed to tell.
+
+    Used to find the next frame boundary after lost or garbage bytes (captures, pasted dumps): the size is
+    within limits, the api key and version are known, and the client id, if the header has one, fits the
+    frame and is printable ASCII, as every real client's is.
+    """
+    if len(buf) - pos < 12:
+        return None
+    size, api_key, version, _ = _REQUEST_HEAD.unpack_from(buf, pos)
+    if size < MIN_REQUEST_SIZE or size > max_frame_size:
+        return False
+    info = APIS.get(api_key)
+    if info is None or version not in info.versions:
+        return False
+    if info.request_header_version(version) == 0:
+        return True
+    if len(buf) - pos < 14:
+        return None
+    length = (buf[pos + 12] << 8) | buf[pos + 13]
+    if length == 0xFFFF:  # -1: a null client id
+        return True
+    if length & 0x8000 or 10 + length > size:
+        return False
+    if len(buf) - pos < 14 + length:
+        return None
+    return all(0x20 <= b < 0x7F for b in buf[pos + 14:pos + 14 + length])
 
 
 class FrameReader:

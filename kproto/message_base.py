@@ -9,7 +9,7 @@ modules, where they can be compiled.
 from __future__ import annotations
 
 import struct
-from typing import Any, Callable, Dict, List, Optional, Tuple, Type, TypeVar, Union
+from typing import Any, Callable, Dict, Optional, Tuple, Type, TypeVar, Union
 
 from kproto.errors import DecodeError, EncodeError, KprotoError, UnsupportedVersionError
 from kproto.records.record_set import RecordSet

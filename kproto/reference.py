@@ -120,7 +120,7 @@ class _Walker:
         return out
 
     def field(self, f: FieldSpec, raw: Any, path: str) -> Any:
-        start, end = self.base + raw.offset1, self.base + raw.offset2
+        start = self.base + raw.offset1
         t = f.type
         if t.is_array:
             inner = t.element

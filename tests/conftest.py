@@ -49,3 +49,17 @@ def both_codecs():
     from kproto.records.message_set import MessageSetCodec
 
     return MessageSetCodec(_records_module("cython")), MessageSetCodec(_records_module("python"))
+
+
+@pytest.fixture
+def tshark_required() -> str:
+    """tshark is a test dependency (scripts/test installs it); in CI its absence fails, never skips."""
+    import shutil
+
+    path = shutil.which("tshark")
+    if path is None:
+        message = "tshark is required (scripts/test installs Debian's tshark package)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return path

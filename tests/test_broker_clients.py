@@ -20,9 +20,11 @@ import pytest
 from kproto.records import decode_message_set
 from kproto.testing import MockBroker
 
-kafka = pytest.importorskip("kafka")
-confluent_kafka = pytest.importorskip("confluent_kafka")
+import confluent_kafka  # noqa: E402  (dev dependency)
+import kafka  # noqa: E402  (dev dependency)
 from kafka import KafkaConsumer, KafkaProducer  # noqa: E402
+
+pytestmark = pytest.mark.real_clients
 
 N = 10_000
 DEADLINE = 90.0

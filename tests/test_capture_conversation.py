@@ -313,7 +313,7 @@ def test_any_segmentation_and_reordering_decodes_every_exchange(n, mss, seed, wi
         (i, True, None, None) for i in range(n)]
 
 
-@pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark is not installed (CI installs it with apt-get)")
+@pytest.mark.usefixtures("tshark_required")
 def test_tshark_pairs_the_same_requests_and_responses(tmp_path):
     msgs = []
     for i in range(1, 6):

@@ -256,7 +256,7 @@ def test_random_segmentation_and_reordering_round_trip(sizes, mss, seed, window,
     assert (bytes(streams[(1, Direction.FORWARD)]), bytes(streams[(1, Direction.REVERSE)])) == expected_streams(conv)
 
 
-@pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark is not installed (CI installs it with apt-get)")
+@pytest.mark.usefixtures("tshark_required")
 @pytest.mark.parametrize("fmt,link_type,v6", [("pcap", 1, False), ("pcapng", 276, True), ("pcap", 113, False)])
 def test_tshark_agrees_on_packets_and_stream_payload(tmp_path, fmt, link_type, v6):
     convs = [conversation(port=43000, v6=v6), conversation(port=43001, v6=v6, isn=2**32 - 100)]

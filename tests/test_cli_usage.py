@@ -55,9 +55,11 @@ def test_every_command_has_help(command: str) -> None:
     assert "--format" in out
 
 
-def test_broker_command_is_wired_in() -> None:
-    out = run_kproto("broker", "--help", check_code=0).stdout.decode()
-    assert "usage: kproto broker" in out and "--record" in out
+@pytest.mark.parametrize("command, option", [("broker", "--record"), ("spark", "--out")])
+def test_package_commands_are_wired_in(command: str, option: str) -> None:
+    out = run_kproto(command, "--help", check_code=0).stdout.decode()
+    assert f"usage: kproto {command}" in out and option in out
+    assert run_kproto(command, "--no-such-option").returncode == 2
 
 
 def test_version() -> None:

@@ -72,3 +72,31 @@ def test_mutated_bodies_only_raise_decode_error(spec, version, data):
     # Whatever decodes re-encodes to the same bytes (nothing silently dropped or altered).
     assert decoded.encode(version) == bytes(wire)
     assert reference_decode(spec, version, bytes(wire)) == decoded.to_dict()
+
+
+REQUEST_CASES = [(spec, v) for spec, v in CASES if spec.kind == "request"]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_mutated_and_truncated_request_frames_only_raise_kproto_errors(data):
+    import kproto
+    from kproto.errors import KprotoError
+
+    spec, version = data.draw(st.sampled_from(REQUEST_CASES))
+    msg = data.draw(message_values(spec, version))
+    frame = bytearray(kproto.encode_request(msg, version, data.draw(st.integers(-2**31, 2**31 - 1)), "c"))
+    action = data.draw(st.sampled_from(["flip", "cut", "grow"]))
+    if action == "flip":
+        for _ in range(data.draw(st.integers(1, 3))):
+            frame[data.draw(st.integers(0, len(frame) - 1))] = data.draw(st.integers(0, 255))
+    elif action == "cut":
+        frame = frame[:data.draw(st.integers(0, len(frame) - 1))]
+    else:
+        frame += data.draw(st.binary(min_size=1, max_size=8))
+    try:
+        header, decoded = kproto.decode_request(bytes(frame))
+    except KprotoError:
+        return
+    again = kproto.encode_request(decoded, header.api_version, header.correlation_id, header.client_id)
+    assert kproto.decode_request(again) == (header, decoded) or again == bytes(frame)

@@ -61,7 +61,7 @@ from kproto.capture.reassembly import (
     TcpReassembler,
 )
 from kproto.errors import DecodeError, KprotoError, LengthMismatchError, UnsupportedVersionError
-from kproto.framing import DEFAULT_MAX_FRAME_SIZE, decode_request_header
+from kproto.framing import DEFAULT_MAX_FRAME_SIZE, MIN_REQUEST_SIZE, decode_request_header, plausible_request_header
 
 __all__ = [
     "ProblemKind",
@@ -78,8 +78,7 @@ DEFAULT_PORTS = frozenset({9092})
 
 _HEAD = struct.Struct(">ihhi")  # size, api_key, api_version, correlation_id
 _I32 = struct.Struct(">i")
-_I16 = struct.Struct(">h")
-_MIN_REQUEST = 8  # api_key + api_version + correlation_id (ControlledShutdown v0 has no client id)
+_MIN_REQUEST = MIN_REQUEST_SIZE
 _MIN_RESPONSE = 4  # correlation_id
 
 
@@ -435,26 +434,7 @@ class KafkaConversations:
         return True
 
     def _plausible_request(self, buf: bytearray, pos: int) -> Optional[bool]:
-        if len(buf) - pos < 12:
-            return None
-        size, api_key, version, _corr = _HEAD.unpack_from(buf, pos)
-        if size < _MIN_REQUEST or size > self.max_frame_size:
-            return False
-        info = kproto.APIS.get(api_key)
-        if info is None or version not in info.versions:
-            return False
-        if info.request_header_version(version) == 0:
-            return True
-        if len(buf) - pos < 14:
-            return None
-        clen = _I16.unpack_from(buf, pos + 12)[0]
-        if clen == -1:
-            return True
-        if clen < 0 or 10 + clen > size:
-            return False
-        if len(buf) - pos < 14 + clen:
-            return None
-        return all(0x20 <= b < 0x7F for b in buf[pos + 14 : pos + 14 + clen])
+        return plausible_request_header(buf, pos, self.max_frame_size)
 
     def _plausible_response(self, conn: _Conn, buf: bytearray, pos: int) -> Optional[bool]:
         if len(buf) - pos < 8:

@@ -2,8 +2,8 @@
 
 ``main(argv)`` is the console script's entry point; each command lives in its own module
 (:mod:`kproto.cli.decode`, :mod:`~kproto.cli.hexdump`, :mod:`~kproto.cli.pcap`,
-:mod:`~kproto.cli.encode`, and :mod:`~kproto.cli.broker` wiring in the mock broker) and registers its
-parser there.  Exit codes: 0 success, 1 some frame failed
+:mod:`~kproto.cli.encode`) and registers its parser there; :mod:`~kproto.cli.package_commands` wires
+in the commands other packages provide (``broker``, ``spark``).  Exit codes: 0 success, 1 some frame failed
 to decode or the input is damaged, 2 usage error (see :mod:`kproto.cli.exit_codes`).  The CLI is the
 top layer: it may import all of kproto, and nothing in kproto imports it.
 """
@@ -16,7 +16,7 @@ import sys
 from typing import List, Optional
 
 import kproto
-from kproto.cli import broker, decode, encode, hexdump, pcap
+from kproto.cli import decode, encode, hexdump, package_commands, pcap
 from kproto.cli.exit_codes import EXIT_FAILED, EXIT_USAGE
 
 __all__ = ["main", "build_parser"]
@@ -31,8 +31,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"kproto {kproto.__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in (decode, hexdump, pcap, encode, broker):
-        module.add_parser(commands)
+    for module in (decode, hexdump, pcap, encode):
+        command = module.add_parser(commands)
+        command.set_defaults(command_parser=command)  # so usage errors found later print this command's usage
+    package_commands.add_parsers(commands)
     return parser
 
 
@@ -40,13 +42,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     """Run one command; returns the exit code (0 ok, 1 decode failures, 2 usage errors)."""
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
-    if args.command == "broker":
-        args.broker_args = extra  # parsed by the broker's own parser when the command runs
+    if args.command in package_commands.PACKAGE_COMMANDS:
+        args.package_args = extra  # parsed by the package's own parser when the command runs
     elif extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
-    command_parser = parser._subparsers._group_actions[0].choices[args.command]  # type: ignore[union-attr]
     try:
-        return args.run(args, command_parser)
+        return args.run(args, getattr(args, "command_parser", parser))
     except BrokenPipeError:
         # The reader went away (| head): stop quietly, and keep Python from complaining at exit.
         devnull = os.open(os.devnull, os.O_WRONLY)

@@ -15,15 +15,11 @@ import struct
 from dataclasses import dataclass
 from typing import Iterable, Iterator, List, Optional, Union
 
-import kproto
+from kproto.framing import MIN_REQUEST_SIZE, plausible_request_header
 
 __all__ = ["InputFrame", "InputProblem", "FrameSplitter", "split_frames"]
 
 _I32 = struct.Struct(">i")
-_HEAD = struct.Struct(">ihhi")
-_I16 = struct.Struct(">h")
-#: A request is at least api_key + api_version + correlation_id (ControlledShutdown v0 stops there).
-MIN_REQUEST_SIZE = 8
 #: A response is at least its correlation id.
 MIN_RESPONSE_SIZE = 4
 # Where a request header may start: a size below 128 MiB (first byte 0..7), api key 0..255, version 0..255.
@@ -133,26 +129,7 @@ class FrameSplitter:
 
     def _plausible_request(self, buf: bytes, pos: int) -> Optional[bool]:
         """True/False, or None when more bytes are needed to tell."""
-        if len(buf) - pos < 12:
-            return None
-        size, api_key, version, _ = _HEAD.unpack_from(buf, pos)
-        if size < MIN_REQUEST_SIZE or size > self.max_frame_size:
-            return False
-        info = kproto.APIS.get(api_key)
-        if info is None or version not in info.versions:
-            return False
-        if info.request_header_version(version) == 0:
-            return True
-        if len(buf) - pos < 14:
-            return None
-        length = _I16.unpack_from(buf, pos + 12)[0]
-        if length == -1:
-            return True
-        if length < 0 or 10 + length > size:
-            return False
-        if len(buf) - pos < 14 + length:
-            return None
-        return all(0x20 <= b < 0x7F for b in buf[pos + 14: pos + 14 + length])
+        return plausible_request_header(buf, pos, self.max_frame_size)
 
     # --- bookkeeping ---------------------------------------------------------------------------------
 

@@ -35,7 +35,8 @@ _TOPIC_PARTITION = re.compile(r"^(.+)-(\d+)$")
 
 def list_local_files(inputs: Iterable[str], glob: Optional[str] = None) -> List[str]:
     """Absolute paths of the files named by ``inputs``, directories searched recursively (in name
-    order), kept when their name matches ``glob`` (files named directly are always kept).
+    order), kept when their name matches ``glob`` (files named directly are always kept).  Empty files
+    are left out, as Spark's file sources never read them (so both pipelines see the same files).
 
     Raises :class:`FileNotFoundError` for an input that does not exist, as Spark fails on it too.
     """
@@ -46,10 +47,12 @@ def list_local_files(inputs: Iterable[str], glob: Optional[str] = None) -> List[
             for root, dirs, files in os.walk(path):
                 dirs.sort()
                 for name in sorted(files):
-                    if glob is None or fnmatch.fnmatch(name, glob):
-                        out.append(os.path.join(root, name))
+                    full = os.path.join(root, name)
+                    if (glob is None or fnmatch.fnmatch(name, glob)) and os.path.getsize(full):
+                        out.append(full)
         elif os.path.exists(path):
-            out.append(path)
+            if os.path.getsize(path):
+                out.append(path)
         else:
             raise FileNotFoundError(2, "No such file or directory", item)
     return out

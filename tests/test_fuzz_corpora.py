@@ -1,0 +1,78 @@
+"""Replay every committed fuzz corpus (``fuzz/corpus/<harness>/``) through its harness's oracles.
+
+Fast (no fuzzing, no atheris needed): each input runs once through ``one_input`` of ``fuzz/fuzz_<harness>.py``,
+which checks that only kproto's errors escape, that decode/encode round trips hold, that the Cython and
+pure-Python twins agree, and the per-input memory and CPU budgets (``fuzz/oracles.py``).  Under
+``KPROTO_PURE=1`` the "compiled" side is the pure code too, so the twin comparison is trivial there but
+every other oracle still runs.  Longer fuzzing: ``python fuzz/run_all.py``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import tracemalloc
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+HARNESSES = ["request_frames", "response_frames", "message_sets", "capture_files", "tcp_reassembly", "hex_input",
+             "broker_requests"]
+
+
+def _cases():
+    for name in HARNESSES:
+        d = os.path.join(ROOT, "fuzz", "corpus", name)
+        for entry in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+            yield pytest.param(name, os.path.join(d, entry), id=f"{name}/{entry}")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _stop_tracemalloc():
+    """The budget oracle starts tracemalloc; do not leave it slowing down the rest of the suite."""
+    was = tracemalloc.is_tracing()
+    yield
+    if not was and tracemalloc.is_tracing():
+        tracemalloc.stop()
+
+
+_loaded = {}
+
+
+def harness(name: str):
+    if name not in _loaded:
+        module = importlib.import_module(f"fuzz.fuzz_{name}")
+        module.setup()
+        _loaded[name] = module
+    return _loaded[name]
+
+
+def test_every_harness_has_a_corpus():
+    for name in HARNESSES:
+        d = os.path.join(ROOT, "fuzz", "corpus", name)
+        assert os.path.isdir(d) and os.listdir(d), f"fuzz/corpus/{name} is empty: run python fuzz/make_seeds.py"
+
+
+@pytest.mark.parametrize("name,path", list(_cases()))
+def test_corpus_input_passes_oracles(name, path):
+    with open(path, "rb") as f:
+        data = f.read()
+    harness(name).one_input(data)
+
+
+def test_twins_really_differ_when_built():
+    """The differential oracle is only meaningful when one side is compiled: say so if it is not."""
+    from fuzz.twin_backends import compiled_codecs, is_compiled, load_pure_codecs, records_modules
+
+    if os.environ.get("KPROTO_PURE") == "1":
+        pytest.skip("KPROTO_PURE=1: no compiled side")
+    compiled, pure = compiled_codecs(), load_pure_codecs()
+    assert is_compiled(compiled.framing) and not is_compiled(pure.framing)
+    produce_compiled = sys.modules["kproto._generated.produce"]
+    assert is_compiled(produce_compiled) and not is_compiled(pure.modules["kproto._generated.produce"])
+    fast, slow = records_modules()
+    assert fast is not None and is_compiled(fast) and not is_compiled(slow)
