@@ -21,7 +21,6 @@ from kproto.records import decode_message_set
 from kproto.testing import MockBroker
 
 import confluent_kafka  # noqa: E402  (dev dependency)
-import kafka  # noqa: E402  (dev dependency)
 from kafka import KafkaConsumer, KafkaProducer  # noqa: E402
 
 pytestmark = pytest.mark.real_clients

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import random
-import shutil
 import subprocess
 from collections import defaultdict
 from typing import Dict, List, Tuple
