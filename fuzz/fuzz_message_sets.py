@@ -33,7 +33,8 @@ import zlib
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from fuzz import atheris_runtime  # noqa: E402
-from fuzz.oracles import FUZZ_DECOMPRESSION_CAP, Budget, check_same_outcome, fail, outcome  # noqa: E402
+from fuzz.oracles import (FUZZ_DECOMPRESSION_CAP, Budget, check_same_outcome, fail, known_issue,  # noqa: E402
+                          memory_budget, outcome)
 
 NAME = "message_sets"
 _codecs = None  # [(name, MessageSetCodec)]
@@ -82,6 +83,18 @@ def prepare(data: bytes):
     return payload, raw, bool(flags & 1)
 
 
+def count_wrappers(raw: bytes) -> int:
+    """Top-level entries whose attributes carry a codec."""
+    pos, n, count = 0, len(raw), 0
+    while n - pos >= 18:
+        size = struct.unpack_from(">i", raw, pos + 8)[0]
+        if size < 14:
+            break
+        count += 1 if raw[pos + 17] & 7 else 0
+        pos += 12 + size
+    return count
+
+
 def fields(m):
     return (m.offset, m.key, m.value, m.timestamp, m.magic, m.attributes, m.codec, m.timestamp_type, m.crc)
 
@@ -107,12 +120,15 @@ def one_input(data: bytes) -> None:
         setup()
     payload, raw, check_crc = prepare(data)
     n = len(raw)
+    limit = memory_budget(n, FUZZ_DECOMPRESSION_CAP)
+    if known_issue("K1"):  # the cap applies per wrapper for now: allow it once per wrapper
+        limit = memory_budget(n, FUZZ_DECOMPRESSION_CAP * max(1, count_wrappers(raw)))
     decoded, columns = [], []
     for name, codec in _codecs:
-        with Budget(n, cap=FUZZ_DECOMPRESSION_CAP, what=f"decode_message_set ({name})", data=data):
+        with Budget(n, limit=limit, what=f"decode_message_set ({name})", data=data):
             decoded.append(outcome(_decode, codec, payload, check_crc, what=f"decode_message_set ({name})",
                                    data=data))
-        with Budget(n, cap=FUZZ_DECOMPRESSION_CAP, what=f"decode_columns ({name})", data=data):
+        with Budget(n, limit=limit, what=f"decode_columns ({name})", data=data):
             columns.append(outcome(_columns, codec, payload, check_crc, what=f"decode_columns ({name})", data=data))
     if len(_codecs) == 2:
         check_same_outcome(decoded[0], decoded[1], what="decode_message_set", data=data)
@@ -157,13 +173,18 @@ def check_reencode(name, codec, result, raw, check_crc, data) -> None:
     parts = []
     for m in messages:
         offset, key, value, timestamp, magic, attributes, carrier, ts_type, crc = m
+        if magic == 0 and (timestamp is not None or ts_type is not None):
+            if known_issue("K2"):
+                continue
+            raise fail(f"{name}: a magic 0 message came out with a timestamp: {m!r:.300}", data)
         try:
             wire = codec.encode_message_set([(key, value, timestamp)], magic=magic, base_offset=offset,
                                             timestamp_type=ts_type or 0)
         except Exception as exc:  # noqa: BLE001
             raise fail(f"{name}: encode_message_set of a decoded message raised {type(exc).__name__}: {exc}", data)
         parts.append(wire)
-        back = outcome(lambda: [fields(x) for x in codec.decode_message_set(wire)], what="decode of re-encoded", data=data)
+        back = outcome(lambda: [fields(x) for x in codec.decode_message_set(wire)], what="decode of re-encoded",
+                       data=data)
         if back[0] != "ok" or len(back[1]) != 1:
             raise fail(f"{name}: a re-encoded message does not decode: {back!r}", data)
         again = back[1][0]

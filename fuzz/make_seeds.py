@@ -49,7 +49,8 @@ def _leaf(kind: str, attr: str, owner: str) -> Any:
     if kind == "bool":
         return True
     if kind == "string":
-        return {"protocol_type": "consumer", "name": "test", "topic": "test", "protocol_name": "range"}.get(attr, "test")
+        names = {"protocol_type": "consumer", "name": "test", "topic": "test", "protocol_name": "range"}
+        return names.get(attr, "test")
     if kind == "records":
         return encode_message_set([(None, b"hello"), (b"k", b"v")])
     if attr == "metadata" and "JoinGroup" in owner:
@@ -149,7 +150,8 @@ def message_set_seeds() -> Dict[str, bytes]:
     out["wrap_snappy_inner_magic0"] = bytes((0x20 | 0x02 | 0x01,)) + plain
     out["wrap_lz4_magic1_logappend"] = bytes((0x30 | 0x40 | 0x80 | 0x02 | 0x01,)) + inner1
     out["wrap_gzip_magic1"] = bytes((0x10 | 0x40 | 0x02,)) + inner1
-    out["mixed_codecs"] = b"\x01" + plain + enc(msgs, codec="gzip", base_offset=3) + enc(msgs, codec="lz4", base_offset=6)
+    out["mixed_codecs"] = (b"\x01" + plain + enc(msgs, codec="gzip", base_offset=3)
+                           + enc(msgs, codec="lz4", base_offset=6))
     return out
 
 
@@ -185,8 +187,9 @@ def small_captures() -> Dict[str, bytes]:
     buf = io.BytesIO()
     write_capture(buf, [conv], mss=8, impairments=Impairments(drop=[1], retransmit=[2], swap=[3]))
     out["pcap_impaired"] = buf.getvalue()
-    for path in sorted(os.listdir(os.path.join(ROOT, "samples"))) if os.path.isdir(os.path.join(ROOT, "samples")) else []:
-        full = os.path.join(ROOT, "samples", path)
+    samples = os.path.join(ROOT, "samples")
+    for path in sorted(os.listdir(samples)) if os.path.isdir(samples) else []:
+        full = os.path.join(samples, path)
         if path.endswith((".pcap", ".pcapng")) and os.path.getsize(full) <= MAX_SAMPLE_CAPTURE:
             out["sample_" + path.replace(".", "_")] = open(full, "rb").read()
     return out
@@ -202,9 +205,12 @@ def reassembly_seeds(requests: Dict[str, bytes], md: List[Tuple[str, bytes]]) ->
     server = b"".join(answers)[:1500]
     return {
         "handshake_in_order": build_input(client, server, flags=3, retransmit=0, window=0),
-        "handshake_reordered": build_input(client, server, flags=3, window=4, retransmit=60, schedule=bytes(range(7, 250, 13))),
-        "midstream_wraparound": build_input(client, server, flags=0, client_isn=0xFFFFFF00, server_isn=0xFFFFFFF0, window=3),
-        "server_first_rst_garbage": build_input(client[:200], server[:200], flags=8 | 16 | 4 | 1, schedule=b"\x05\x90\x33\xf1"),
+        "handshake_reordered": build_input(client, server, flags=3, window=4, retransmit=60,
+                                           schedule=bytes(range(7, 250, 13))),
+        "midstream_wraparound": build_input(client, server, flags=0, client_isn=0xFFFFFF00, server_isn=0xFFFFFFF0,
+                                            window=3),
+        "server_first_rst_garbage": build_input(client[:200], server[:200], flags=8 | 16 | 4 | 1,
+                                                schedule=b"\x05\x90\x33\xf1"),
     }
 
 
@@ -215,7 +221,8 @@ def hex_seeds(md: List[Tuple[str, bytes]]) -> Dict[str, bytes]:
         out["samples_frames_hex"] = open(path, "rb").read()
     for fmt in range(10):
         out[f"render_format_{fmt}"] = bytes((fmt, 15)) + (md[0][1] if md else b"\x00\x01\x02")
-    out["tshark_label_lines"] = (b"Frame (30 bytes):\n0000  00 00 00 1a 00 03 00 00 00 00 00 01 00 06 6b 70   ..............kp\n"
+    out["tshark_label_lines"] = (b"Frame (30 bytes):\n"
+                                 b"0000  00 00 00 1a 00 03 00 00 00 00 00 01 00 06 6b 70   ..............kp\n"
                                  b"0010  72 6f 74 6f 00 00 00 01 00 04 74 65 73 74         roto......test\n")
     out["hexdump_c"] = (b"00000000  00 00 00 1a 00 03 00 00  00 00 00 01 00 06 6b 70  |..............kp|\n"
                         b"00000010  72 6f 74 6f 00 00 00 01  00 04 74 65 73 74        |roto......test|\n0000001e\n")

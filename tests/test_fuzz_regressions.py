@@ -114,3 +114,41 @@ def test_decode_from_refuses_an_end_beyond_the_buffer(twin):
         messages.RequestHeader.decode_from(b"", 0, 64, 1)
     with pytest.raises((KprotoError, ValueError)):
         messages.MetadataRequest.decode_from(b"\x00\x00\x00\x00", 6, 4, 0)
+
+
+# fuzz_message_sets, round-trip oracle (input fuzz/artifacts/message_sets-crash-b36e83fb..., reduced here): a
+# magic 1 gzip wrapper with LogAppendTime whose inner messages are magic 0.  Both backends hand out
+# Message(magic=0, timestamp=<wrapper's>, timestamp_type=1), which breaks the Message contract (magic 0 has no
+# timestamp) and cannot be re-encoded (encode_message_set: "timestamp_type must be 0, or 1 with magic 1").
+# Kafka requires inner messages to carry the wrapper's magic; the decoder should reject the mismatch with a
+# DecodeError (or at least not stamp magic 0 messages).
+def test_inner_magic_must_match_the_wrapper(records_codec):
+    from fuzz.fuzz_message_sets import wrap
+    from kproto.errors import DecodeError
+    from kproto.records import encode_message_set
+
+    inner = encode_message_set([(None, b"hello"), (b"key", b"value")], magic=0)
+    data = wrap(inner, 1, 1, True)  # gzip, wrapper magic 1, LogAppendTime
+    try:
+        messages = list(records_codec.decode_message_set(data))
+    except DecodeError:
+        return
+    for m in messages:
+        assert (m.timestamp is None) == (m.timestamp_type is None) == (m.magic == 0), m
+
+
+# fuzz_hex_input, round-trip oracle (fuzz/artifacts/hex_input-crash-306c0e81..., reduced): a dump line is
+# tested against _LABEL_LINE ("Frame (74 bytes):") before it is recognised as a dump line, so an xxd or
+# tshark line whose ASCII column contains a letter and ends in ":" (a client id "kproto:" at the end of a
+# 16-byte row) is skipped as a label: its bytes vanish and no bad line is reported.  Dump lines should be
+# recognised first.
+@pytest.mark.parametrize("text", [
+    "00000000: 6865 6c6c 6f20 6b70 726f 746f 3a         hello kproto:\n",
+    "0000  68 65 6c 6c 6f 20 6b 70 72 6f 74 6f 3a            hello kproto:\n",
+])
+def test_dump_line_whose_ascii_column_ends_in_a_colon_keeps_its_bytes(text):
+    from kproto.cli.hex_input import open_input_chunks
+
+    chunks = open_input_chunks(io.BytesIO(text.encode()), force="hex")
+    assert b"".join(chunks.chunks) == b"hello kproto:"
+    assert not chunks.bad_lines

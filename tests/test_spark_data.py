@@ -8,7 +8,7 @@ import os
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import kproto
-from kproto.capture.writer import Impairments, Side, TcpConversation, write_capture, write_segments
+from kproto.capture.writer import Side, TcpConversation, write_capture, write_segments
 from kproto.records import encode_message_set
 
 BROKER = ("10.9.0.10", 9092)

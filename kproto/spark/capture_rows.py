@@ -18,7 +18,7 @@ the file name and the packet number in that file back.
 
 from __future__ import annotations
 
-from typing import Any, Collection, Iterator, List, Optional, Tuple
+from typing import Any, Collection, Dict, Iterator, List, Optional, Tuple
 
 import pyarrow as pa
 
@@ -63,7 +63,7 @@ class CaptureTableDecoder:
         self._conversations = KafkaConversations(ports=ports, detect=detect)
         self._names = ConnectionNames()
         self._files: List[str] = []
-        self._file_index: dict = {}
+        self._file_index: Dict[str, int] = {}
         self.exchanges = RowBuffer(EXCHANGES)
         self.problems = RowBuffer(PROBLEMS)
         self.messages = MessageBuffer()

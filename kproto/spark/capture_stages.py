@@ -14,7 +14,7 @@ at a time, not a whole group.
 
 from __future__ import annotations
 
-from typing import Any, Collection, Iterable, Iterator, List, Optional, Tuple
+from typing import Any, Collection, Dict, Iterable, Iterator, List, Optional, Tuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -112,7 +112,7 @@ def decode_sorted_segments(
     problems = RowBuffer(PROBLEMS)
     decoder: Optional[CaptureTableDecoder] = None
     key: Any = None
-    tags: dict = {}
+    tags: Dict[str, int] = {}
     for batch in batches:
         columns = [batch.column(name).to_pylist() for name in CONNECTION_KEY + ("file", "diagnostic", "file_offset")]
         fields = [batch.column(name).to_pylist() for name in _SEGMENT_FIELDS]

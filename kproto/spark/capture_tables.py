@@ -63,12 +63,14 @@ def capture_tables(
     """The ``exchanges``, ``messages`` and ``problems`` DataFrames of the captures under ``inputs``.
 
     Lazy: nothing runs until a table is written or collected; the decode then runs once for all three
-    (call :meth:`SparkTables.release` afterwards).  ``partitions`` fixes the number of stage 2 tasks
-    (default: ``spark.sql.shuffle.partitions``, coalesced by adaptive execution).
+    (call :meth:`SparkTables.release` afterwards).  ``partitions`` is the number of stage 2 tasks;
+    the default, twice the cluster's default parallelism, keeps every core busy without the per-task
+    cost of ``spark.sql.shuffle.partitions`` (200) tasks: adaptive execution does not coalesce the
+    partitions of a persisted plan.
     """
     files = read_binary_files(spark, inputs, glob)
     segments = files.mapInArrow(_stage1, spark_schema(SEGMENTS))
     keys = list(CONNECTION_KEY)
-    shuffled = segments.repartition(partitions, *keys) if partitions else segments.repartition(*keys)
-    ordered = shuffled.sortWithinPartitions(*keys, *READING_ORDER)
+    count = partitions or 2 * max(1, spark.sparkContext.defaultParallelism)
+    ordered = segments.repartition(count, *keys).sortWithinPartitions(*keys, *READING_ORDER)
     return split_union(ordered.mapInArrow(_Stage2(ports, detect), union_spark_schema()))

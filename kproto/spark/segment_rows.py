@@ -51,7 +51,7 @@ def segment_batches(file: str, data: Any, *, chunk_bytes: int = DEFAULT_CHUNK_BY
         try:
             columns = decode_message_columns(view[pos:end])
         except DecodeError as exc:
-            good, problem = _before_damage(view, pos, exc, file)
+            good, problem = _before_damage(view[:end], pos, exc, file)
             if good is not None:
                 yield "messages", _messages(good, topic, partition, file)
             yield "problems", problem
@@ -64,7 +64,8 @@ def segment_batches(file: str, data: Any, *, chunk_bytes: int = DEFAULT_CHUNK_BY
         elif end < total:
             size *= 2  # one message larger than the chunk
         else:
-            detail = f"{total - pos} bytes after the last complete message are not a complete message"
+            detail = (f"{total - pos} bytes after the last complete message do not hold a complete message "
+                      "(a truncated file, or a damaged size field)")
             yield "problems", _problem(PROBLEM_TRUNCATED_SEGMENT, detail, file, pos)
             return
 
@@ -75,7 +76,8 @@ def _before_damage(view: memoryview, pos: int, exc: DecodeError, file: str) -> T
     damaged_at = pos
     if exc.offset is not None and exc.offset > 0:
         try:
-            good = decode_message_columns(view[pos:pos + exc.offset])
+            # Cut inside the damaged message: the decoder then stops at its start (an incomplete tail).
+            good = decode_message_columns(view[pos:min(pos + exc.offset, len(view))])
             damaged_at = pos + good.valid_bytes
         except DecodeError:
             good = None
