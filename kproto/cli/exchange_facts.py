@@ -1,13 +1,7 @@
 """The facts about one captured exchange that ``kproto pcap`` prints and filters on.
 
-Topics, partitions, groups and error codes are gathered from wherever they appear in the request and
-the response, by field name:
-
-* topics: ``topic``/``topic_name`` fields, and ``name`` in the elements of ``topics``/``topic_data``/
-  ``responses`` arrays (where the 0.9 schemas call the topic ``name``);
-* partitions: ``partition``, ``partition_index``, ``index`` (Produce) and ``partition_indexes``;
-* groups: ``group_id`` fields and the GroupCoordinator request's ``key``;
-* error codes: every non-zero ``error_code`` of the response.
+Topics, partitions, groups and error codes come from :mod:`kproto.capture.message_facts` (the walk the
+Spark tables use too); this module adds the exchange's own fields and the filter's field names.
 """
 
 from __future__ import annotations
@@ -15,13 +9,10 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Set
 
 from kproto.capture.conversation import Exchange
+from kproto.capture.message_facts import message_facts
 
-__all__ = ["ExchangeFacts", "FIELD_NAMES", "all_error_codes", "collect_names"]
+__all__ = ["ExchangeFacts", "FIELD_NAMES", "all_error_codes"]
 
-_TOPIC_KEYS = frozenset({"topic", "topic_name"})
-_TOPIC_ARRAYS = frozenset({"topics", "topic_data", "responses"})
-_PARTITION_KEYS = frozenset({"partition", "partition_index", "index"})
-_GROUP_KEYS = frozenset({"group_id"})
 
 
 class ExchangeFacts:
@@ -29,17 +20,11 @@ class ExchangeFacts:
 
     def __init__(self, exchange: Exchange) -> None:
         self.exchange = exchange
-        self.topics: Set[str] = set()
-        self.partitions: Set[int] = set()
-        self.groups: Set[str] = set()
-        self.error_codes: Set[int] = set()
-        for message in (exchange.request, exchange.response):
-            if message is not None:
-                collect_names(message.to_dict(), self, None)
-        if exchange.api_key == 10 and exchange.request is not None:  # GroupCoordinator: the group is "key"
-            self.groups.add(exchange.request.key)
-        if exchange.response is not None:
-            _collect_errors(exchange.response.to_dict(), self.error_codes)
+        facts = message_facts(exchange.request, exchange.response)
+        self.topics: Set[str] = facts.topics
+        self.partitions: Set[int] = facts.partitions
+        self.groups: Set[str] = facts.groups
+        self.error_codes: Set[int] = facts.error_codes
 
     @property
     def failed(self) -> bool:
@@ -92,44 +77,6 @@ FIELD_NAMES = (
 )
 
 
-def collect_names(value: Any, facts: ExchangeFacts, parent: Optional[str]) -> None:
-    """Add the topics, partitions and groups found in a ``to_dict()`` tree to ``facts``."""
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if key in _TOPIC_KEYS and isinstance(item, str):
-                facts.topics.add(item)
-            elif key == "name" and parent in _TOPIC_ARRAYS and isinstance(item, str):
-                facts.topics.add(item)
-            elif key in _PARTITION_KEYS and isinstance(item, int):
-                facts.partitions.add(item)
-            elif key == "partition_indexes" and isinstance(item, list):
-                facts.partitions.update(i for i in item if isinstance(i, int))
-            elif key in _GROUP_KEYS and isinstance(item, str):
-                facts.groups.add(item)
-            elif isinstance(item, list):
-                for element in item:
-                    collect_names(element, facts, key)
-            elif isinstance(item, dict):
-                collect_names(item, facts, key)
-
-
-def _collect_errors(value: Any, out: Set[int]) -> None:
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if key == "error_code" and isinstance(item, int):
-                if item:
-                    out.add(item)
-            elif isinstance(item, (list, dict)):
-                _collect_errors(item, out)
-    elif isinstance(value, list):
-        for element in value:
-            if isinstance(element, (list, dict)):
-                _collect_errors(element, out)
-
-
 def all_error_codes(exchange: Exchange) -> List[int]:
     """The distinct non-zero error codes of an exchange's response, sorted."""
-    out: Set[int] = set()
-    if exchange.response is not None:
-        _collect_errors(exchange.response.to_dict(), out)
-    return sorted(out)
+    return sorted(message_facts(None, exchange.response).error_codes)
