@@ -60,7 +60,8 @@ def render(data: bytes, fmt: int, width: int) -> str:
             cells = [f"{c:02x}" for c in row]
             half = " ".join(cells[:8]) + ("  " + " ".join(cells[8:]) if len(cells) > 8 else "")
             lines.append(f"{i * width:08x}  {half.ljust(3 * width + 1)} |{_printable(row)}|")
-        lines.append(f"{len(data):08x}")
+        if data:  # hexdump -C ends with the total length; for empty input it prints nothing at all
+            lines.append(f"{len(data):08x}")
     elif fmt == 2:  # tshark -x / Wireshark "Copy as Hex Dump"
         for i, row in enumerate(rows):
             if not row:
@@ -116,6 +117,9 @@ def one_input(data: bytes) -> None:
         text = render(payload, fmt, width)
         if known_issue("K3") and fmt in (0, 2) and any(
                 _hex._LABEL_LINE.match(line) for line in text.splitlines()[2:]):
+            return
+        if known_issue("K5") and fmt in (0, 2) and any(
+                _hex._HEXDUMP_C_ASCII.search(line) for line in text.splitlines()[2:]):
             return
         got = outcome(_read_all, io.BytesIO(text.encode("latin-1")), "hex", allowed=(), what="hex parse", data=data)[1]
         if got[1] != payload or got[2]:

@@ -21,8 +21,12 @@ PYTHONMALLOC=malloc valgrind --tool=memcheck --error-exitcode=99 --errors-for-le
 status=$?
 set -e
 grep -E "ERROR SUMMARY|Invalid|uninitialised|cython_paths" "$log" | sort | uniq -c | sort -rn | head -20
-if [ "$status" -ne 0 ]; then
-  echo "valgrind_cython.sh: memcheck reported errors (exit $status); full log: $log" >&2
+if [ "$status" -eq 99 ]; then
+  echo "valgrind_cython.sh: memcheck reported errors; full log: $log" >&2
+  exit 99
+elif [ "$status" -ne 0 ]; then
+  tail -20 "$log" >&2
+  echo "valgrind_cython.sh: the driver failed (exit $status) before memcheck could finish; log: $log" >&2
   exit "$status"
 fi
 echo "valgrind_cython.sh: no memcheck errors (log: $log)"

@@ -133,6 +133,12 @@ class Message(Struct):
         decoder = cls._DECODERS.get(version)
         if decoder is None:
             raise cls._unsupported(version)
+        if type(buf) is not bytes:
+            buf = bytes(buf)
+        if not 0 <= pos <= end <= len(buf):
+            # The generated decoders trust ``end`` (compiled, they read the buffer directly): check it once here.
+            raise ValueError(f"decode_from needs 0 <= pos <= end <= len(buf), got pos={pos}, end={end}, "
+                             f"len(buf)={len(buf)}")
         return decoder(buf, pos, end)
 
     @classmethod

@@ -152,3 +152,60 @@ def test_dump_line_whose_ascii_column_ends_in_a_colon_keeps_its_bytes(text):
     chunks = open_input_chunks(io.BytesIO(text.encode()), force="hex")
     assert b"".join(chunks.chunks) == b"hello kproto:"
     assert not chunks.bad_lines
+
+
+# fuzz_message_sets, exception and twin oracles (campaign input /tmp/.../message_sets-crash-1f597855..., kept
+# as fuzz/corpus/message_sets/regress-K4-...): a magic 1 wrapper turns relative inner offsets absolute with
+# delta = wrapper offset - last inner offset, and nothing checks that delta or the results fit int64.  Pure
+# decode_columns then raises OverflowError (array('q')), pure decode_message_set returns offsets beyond
+# int64; the Cython core computes delta in int64_t (signed overflow: undefined behaviour in C) and its lazy
+# decode_message_set adds that wrapped delta to a Python int (-18446744073709550617 below, where pure and
+# Cython's own columns say 999).  Offsets that do not fit int64 should be a DecodeError at the wrapper.
+_K4_FUZZ_INPUT = bytes.fromhex(
+    "523f000000000000000000001b942da341010000000000000003e8ffffffff0000000568656c6c6f800000009700000a0000001e"
+    "1d092bda010000000052000007d0000000036b65790000000576616c7565")
+
+
+def _k4_cases():
+    from fuzz.fuzz_message_sets import prepare, wrap
+    from kproto.records import encode_message_set
+
+    inner = encode_message_set([(None, b"a", 1), (None, b"b", 2)], magic=1, base_offset=-2**63)
+    return [("delta overflows int64", wrap(inner, 1, 1, False)), ("fuzz input", prepare(_K4_FUZZ_INPUT)[1])]
+
+
+@pytest.mark.parametrize("case", [0, 1], ids=["delta-overflows-int64", "fuzz-input"])
+def test_wrapper_offsets_stay_in_int64_and_backends_agree(both_codecs, case):
+    from kproto.errors import KprotoError
+
+    _, data = _k4_cases()[case]
+    outcomes = []
+    for codec in both_codecs:
+        for fn in ("decode_message_set", "decode_columns"):
+            try:
+                result = getattr(codec, fn)(data, check_crc=False)
+                offsets = [m.offset for m in result] if fn == "decode_message_set" else list(result.offsets)
+            except KprotoError as exc:
+                outcomes.append(("error", type(exc).__name__))
+                continue
+            assert all(-2**63 <= o < 2**63 for o in offsets), (fn, offsets)
+            outcomes.append(("ok", offsets))
+    assert all(o == outcomes[0] for o in outcomes), outcomes
+
+
+# fuzz_hex_input, round-trip oracle (campaign input, kept as fuzz/corpus/hex_input/regress-K5-...): a dump line
+# is taken for `hexdump -C` when _HEXDUMP_C_ASCII (r"\s\|.*\|\s*$") matches anywhere after the offset, so an
+# xxd or tshark line whose *ASCII column* shows " |...|" (payload bytes "ab |cd|") has the ASCII text before
+# the bars parsed as hex: the bytes come out with an extra 0xab and no bad line is reported.  The ASCII column
+# should be cut by the dump's layout (the hex area ends at the first run of two or more spaces, or at a fixed
+# column), not by a search through the whole line.
+@pytest.mark.parametrize("text", [
+    "00000000: 6162 207c 6364 7c                        ab |cd|\n",
+    "0000  61 62 20 7c 63 64 7c                                ab |cd|\n",
+])
+def test_ascii_column_with_bars_is_not_parsed_as_hex(text):
+    from kproto.cli.hex_input import open_input_chunks
+
+    chunks = open_input_chunks(io.BytesIO(text.encode()), force="hex")
+    assert b"".join(chunks.chunks) == b"ab |cd|"
+    assert not chunks.bad_lines

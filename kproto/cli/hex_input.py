@@ -23,6 +23,8 @@ import re
 from dataclasses import dataclass
 from typing import BinaryIO, Iterator, List, Optional
 
+from kproto.errors import DecodeError
+
 __all__ = ["HexSyntaxError", "HexTextDecoder", "InputChunks", "open_input_chunks", "parse_hex_line", "looks_like_hex_text"]
 
 _CHUNK = 1 << 20
@@ -30,21 +32,33 @@ _SNIFF = 4096
 
 # An offset column: 4-8 hex digits then ":" (xxd, protocol.md) or two spaces (hexdump -C, tshark -x).
 _DUMP_OFFSET = re.compile(r"^\s*([0-9A-Fa-f]{4,8})(?::\s?|  )")
-_HEXDUMP_C_ASCII = re.compile(r"\s\|.*\|\s*$")
+# hexdump -C pads every line so that its |ascii| column starts at this character position.
+_HEXDUMP_C_LINE = re.compile(r"^[0-9A-Fa-f]{8}  ")
+_HEXDUMP_C_ASCII_COLUMN = 60
 _WIDE_GAP = re.compile(r"\S(\s{2,})")
 _BARE_ITEM = re.compile(r"^(?:0[xX]|\\[xX])?((?:[0-9A-Fa-f]{2})+)$")
 _SEPARATORS = re.compile(r"[\s,:;]+")
 # A label such as "Frame (74 bytes):" or "Reassembled TCP (120 bytes):": ends in ":", has a non-hex letter.
-_LABEL_LINE = re.compile(r"^.*[G-WYZg-wyz(].*:\s*$")
+_LABEL_CHAR = re.compile(r"[G-WYZg-wyz(]")
 _LONE_OFFSET = re.compile(r"^\s*[0-9A-Fa-f]{7,8}\s*$")
 
 
-class HexSyntaxError(ValueError):
+class HexSyntaxError(DecodeError):
     """A line of hex input that is neither hex nor a recognised dump line."""
 
     def __init__(self, line_number: int, line: str, why: str) -> None:
         self.line_number = line_number
-        super().__init__(f"hex input line {line_number}: {why}: {line.strip()[:60]!r}")
+        self._line = line
+        self._why = why
+        super().__init__(f"{why}: {line.strip()[:60]!r}", None, f"hex input line {line_number}")
+
+    def __reduce__(self):
+        return (self.__class__, (self.line_number, self._line, self._why))
+
+
+def _is_label(text: str) -> bool:
+    # Two cheap tests instead of one backtracking regex: a long non-hex line must not cost seconds.
+    return text.rstrip().endswith(":") and _LABEL_CHAR.search(text) is not None
 
 
 def looks_like_hex_text(head: bytes) -> bool:
@@ -68,12 +82,15 @@ class HexTextDecoder:
 
     def line(self, line: str, line_number: int = 0) -> bytes:
         text = line.rstrip("\r\n")
-        if not text.strip() or text.lstrip().startswith("#") or _LABEL_LINE.match(text):
+        if not text.strip() or text.lstrip().startswith("#"):
             return b""
+        # Dump lines first: their ASCII column may end in ":" like a label line does.
         match = _DUMP_OFFSET.match(text)
         if match and _has_hex_after(text, match.end()):
             self._in_dump = True
-            return _parse_dump_line(text[match.end():], line_number, line)
+            return _parse_dump_line(text, match.end(), line_number, line)
+        if _is_label(text):
+            return b""
         if self._in_dump and _LONE_OFFSET.match(text):
             return b""
         self._in_dump = False
@@ -85,12 +102,15 @@ def _has_hex_after(text: str, pos: int) -> bool:
     return bool(rest) and rest[0] in "0123456789abcdefABCDEF"
 
 
-def _parse_dump_line(rest: str, line_number: int, line: str) -> bytes:
-    """The hex area of a dump line: cut the hexdump -C ``|ascii|`` column, or the ASCII column that
-    xxd and tshark put after a run of two or more spaces."""
-    if _HEXDUMP_C_ASCII.search(rest):
-        area = _HEXDUMP_C_ASCII.sub("", rest)
+def _parse_dump_line(text: str, start: int, line_number: int, line: str) -> bytes:
+    """The hex area of a dump line (``text[start:]`` follows the offset column): for hexdump -C, what lies
+    before its ``|ascii|`` column, found by position (the ASCII itself may hold ``|``); for xxd and
+    tshark, what lies before the ASCII column they put after a run of two or more spaces."""
+    if (_HEXDUMP_C_LINE.match(text) and len(text.rstrip()) > _HEXDUMP_C_ASCII_COLUMN
+            and text[_HEXDUMP_C_ASCII_COLUMN] == "|" and text.rstrip().endswith("|")):
+        area = text[start:_HEXDUMP_C_ASCII_COLUMN]
     else:
+        rest = text[start:]
         gap = _WIDE_GAP.search(rest)
         area = rest[: gap.start(1)] if gap else rest
     out = bytearray()
