@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from fuzz import atheris_runtime  # noqa: E402
 from fuzz.fuzz_capture_files import ShortReads  # noqa: E402
-from fuzz.oracles import Budget, fail, known_issue, outcome  # noqa: E402
+from fuzz.oracles import Budget, fail, outcome  # noqa: E402
 
 NAME = "hex_input"
 _hex = None
@@ -115,12 +115,6 @@ def one_input(data: bytes) -> None:
         if fmt == 1:
             width = 16  # hexdump -C always writes 16 bytes per line
         text = render(payload, fmt, width)
-        if known_issue("K3") and fmt in (0, 2) and any(
-                _hex._LABEL_LINE.match(line) for line in text.splitlines()[2:]):
-            return
-        if known_issue("K5") and fmt in (0, 2) and any(
-                _hex._HEXDUMP_C_ASCII.search(line) for line in text.splitlines()[2:]):
-            return
         got = outcome(_read_all, io.BytesIO(text.encode("latin-1")), "hex", allowed=(), what="hex parse", data=data)[1]
         if got[1] != payload or got[2]:
             raise fail(f"hex form {fmt} (width {width}) parsed to {got[1][:64].hex()} with bad lines {got[2][:3]}, "

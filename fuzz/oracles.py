@@ -87,10 +87,6 @@ KNOWN_ISSUES = {
           "decompresses to (wrappers x cap)",
     "K2": "a magic 1 LogAppendTime wrapper stamps its timestamp on inner magic 0 messages (magic 0 message with "
           "a timestamp); inner magic is not checked against the wrapper's",
-    "K3": "hex input: an xxd / tshark dump line whose ASCII column has a letter and ends in ':' is taken for a "
-          "label line and its bytes are dropped silently",
-    "K5": "hex input: an xxd / tshark dump line whose ASCII column contains ' |...|' is taken for hexdump -C and "
-          "the ASCII text before it is parsed as hex (extra bytes, no bad line)",
     "K4": "magic 1 wrapper offsets: delta = wrapper offset - last inner offset is not checked to keep offsets in "
           "int64 (pure columns: OverflowError; Cython: int64 overflow, offsets differ from pure)",
 }
