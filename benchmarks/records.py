@@ -166,6 +166,8 @@ def main() -> None:
         args.size, args.codec, args.magic, args.budget = "small", "none,lz4", "0", 0.1
     impls = args.impl.split(",")
     print(f"python {sys.version.split()[0]}; keys None; values random hex text; one process; best of 3 rounds")
+    print("decode: kproto checks the CRC of every message, inner messages of compressed wrappers included;")
+    print("        aiokafka/kafka-python (validate_crc) check only the wrapper's CRC, not the inner messages'")
     header = f"{'set':<16} {'codec':<7} {'op':<8} {'implementation':<16} {'M msg/s':>9}  ratios (first column / peer)"
     print(header)
     print("-" * len(header))
@@ -215,7 +217,7 @@ def _print_rates(label: str, cname: str, rates: Dict[Tuple[str, str], float]) ->
                         notes.append(f"{rate / prate:.2f}x {peer}")
                 if op == "columns" and ("kproto-cython", "decode") in rates and impl == "kproto-cython":
                     notes.append(f"{rate / rates[('kproto-cython', 'decode')]:.2f}x own decode")
-            print(f"{label:<16} {cname:<7} {op:<8} {impl:<16} {rate:>9.2f}  {', '.join(notes)}")
+            print(f"{label:<16} {cname:<7} {op:<8} {impl:<16} {rate:>9.3g}  {', '.join(notes)}")
 
 
 if __name__ == "__main__":

@@ -20,10 +20,15 @@ from kproto.records.format import CODEC_MASK, CODEC_NAMES, MIN_MESSAGE_SIZE, MIN
 
 __all__ = ["Message", "decode", "decode_columns", "encode_plain"]
 
-_HEAD = struct.Struct(">qiIbb")  # offset, message_size, crc, magic, attributes
+# offset, message_size, crc, magic, attributes (unsigned), then for magic 0 the key length and, when that is
+# -1 (null key), the value length: the 26 bytes of the smallest message
+_HEAD_KV = struct.Struct(">qiIbBii")
+_TS_KEY = struct.Struct(">qi")  # magic 1: timestamp, key length
+_TS_KV = struct.Struct(">qii")  # magic 1: timestamp, key length, value length (if the key is null)
+_BODY_V0_NULL_KEY = struct.Struct(">bbii")  # magic, attributes, key length -1, value length
+_BODY_V1_NULL_KEY = struct.Struct(">bbqii")  # magic, attributes, timestamp, key length -1, value length
 _ENTRY = struct.Struct(">qi")
 _I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
 _PREFIX = struct.Struct(">qiI")  # offset, message_size, crc
 _BODY_V0 = struct.Struct(">bbi")  # magic, attributes, key length
 _BODY_V1 = struct.Struct(">bbqi")  # magic, attributes, timestamp, key length
@@ -114,41 +119,81 @@ def _decode_into(
     """Append the messages of ``buf`` to ``out``; return (valid bytes, ended with a partial message)."""
     n = len(buf)
     pos = 0
-    head, i32, i64, crc32, append = _HEAD.unpack_from, _I32.unpack_from, _I64.unpack_from, zlib.crc32, out.append
+    # Everything the loop touches is a local: one struct call reads the entry head and (magic 0) the key
+    # length, attributes come unsigned (no masking), messages are built with tuple.__new__.
+    head, ts_key, i32, crc32, append = _HEAD_KV.unpack_from, _TS_KEY.unpack_from, _I32.unpack_from, zlib.crc32, out.append
+    new, message, ts_kv = _new, Message, _TS_KV.unpack_from
+    track = crc_flags is not None
+    crc_ok = True
+    last_head = n - 26  # a message starting after this cannot be complete (the smallest is 26 bytes)
+    view = memoryview(buf)
     while pos < n:
-        left = n - pos
-        if left < 18:
-            if left < 12:
+        if pos > last_head:  # a partial tail, unless its size is bad
+            if n - pos < 12:
                 return pos, True
             size = _ENTRY.unpack_from(buf, pos)[1]
             if size < MIN_MESSAGE_SIZE:
                 raise DecodeError(f"message size {size} is below the minimum of {MIN_MESSAGE_SIZE}", pos + 8)
             return pos, True
-        offset, size, crc, magic, attributes = head(buf, pos)
-        if size < MIN_MESSAGE_SIZE:
+        offset, size, crc, magic, attributes, klen, vlen = head(buf, pos)
+        if size < 14:  # MIN_MESSAGE_SIZE
             raise DecodeError(f"message size {size} is below the minimum of {MIN_MESSAGE_SIZE}", pos + 8)
-        start = pos + 12
-        end = start + size
+        end = pos + 12 + size
         if end > n:
             return pos, True
-        crc_ok = True
-        if check_crc or crc_flags is not None:
-            crc_ok = crc32(buf[start + 4 : end]) == crc
-            if not crc_ok and check_crc:
-                raise DecodeError(f"CRC mismatch: stored 0x{crc:08x}, computed 0x{crc32(buf[start + 4 : end]):08x}", start)
+        if check_crc:
+            # a slice copy is the cheapest view of a short message; a long one is read in place
+            if crc32(buf[pos + 16 : end] if size < 1024 else view[pos + 16 : end]) != crc:
+                raise DecodeError(
+                    f"CRC mismatch: stored 0x{crc:08x}, computed 0x{crc32(buf[pos + 16 : end]):08x}", pos + 12
+                )
+        elif track:
+            crc_ok = crc32(buf[pos + 16 : end] if size < 1024 else view[pos + 16 : end]) == crc
+        if magic == 0 and klen == -1 and vlen == size - 14 and not attributes & 7:
+            # the common case, a magic 0 message with a null key and a value, not a wrapper
+            append(new(message, (None, buf[pos + 26 : end], None, offset, 0, attributes, carrier_codec, None, crc)))
+            if track:
+                crc_flags.append(crc_ok)
+            pos = end
+            continue
+        if magic == 1 and size >= 22:
+            timestamp, klen, vlen = ts_kv(buf, pos + 18)
+            if klen == -1 and vlen == size - 22 and not attributes & 7:  # the same for magic 1
+                append(new(message, (None, buf[pos + 34 : end], timestamp, offset, 1, attributes, carrier_codec, (attributes >> 3) & 1, crc)))
+                if track:
+                    crc_flags.append(crc_ok)
+                pos = end
+                continue
         if magic == 0:
             timestamp = timestamp_type = None
-            p = start + 6
+            if klen == -1:  # null key: the value length was read with the head
+                key = None
+                p = pos + 26
+                if vlen == end - p:
+                    value = buf[p:end]
+                elif vlen == -1 and p == end:
+                    value = None
+                else:
+                    raise DecodeError(f"value length {vlen} does not match the {end - p} bytes left in the message", p - 4)
+                if attributes & CODEC_MASK:
+                    _expand_wrapper(
+                        buf, out, crc_flags, check_crc, limit, inner, pos, p, offset, 0, attributes, None, value, crc_ok
+                    )
+                else:
+                    append(new(message, (None, value, None, offset, 0, attributes, carrier_codec, None, crc)))
+                    if crc_flags is not None:
+                        crc_flags.append(crc_ok)
+                pos = end
+                continue
+            p = pos + 22
         elif magic == 1:
             if size < MIN_MESSAGE_SIZE_V1:
                 raise DecodeError(f"message size {size} is below the magic 1 minimum of {MIN_MESSAGE_SIZE_V1}", pos + 8)
-            timestamp = i64(buf, start + 6)[0]
+            timestamp, klen = ts_key(buf, pos + 18)
             timestamp_type = (attributes >> 3) & 1
-            p = start + 14
+            p = pos + 30
         else:
-            raise DecodeError(f"unsupported message magic {magic}", start + 4)
-        klen = i32(buf, p)[0]
-        p += 4
+            raise DecodeError(f"unsupported message magic {magic}", pos + 16)
         if klen == -1:
             key = None
         elif klen < -1 or klen > end - p - 4:
@@ -158,19 +203,18 @@ def _decode_into(
             p += klen
         vlen = i32(buf, p)[0]
         p += 4
-        if vlen == -1 and p == end:
-            value = None
-        elif vlen != end - p:
-            raise DecodeError(f"value length {vlen} does not match the {end - p} bytes left in the message", p - 4)
-        else:
+        if vlen == end - p:
             value = buf[p:end]
-        codec = attributes & CODEC_MASK
-        if codec:
+        elif vlen == -1 and p == end:
+            value = None
+        else:
+            raise DecodeError(f"value length {vlen} does not match the {end - p} bytes left in the message", p - 4)
+        if attributes & CODEC_MASK:
             _expand_wrapper(
                 buf, out, crc_flags, check_crc, limit, inner, pos, p, offset, magic, attributes, timestamp, value, crc_ok
             )
         else:
-            append(_new(Message, (key, value, timestamp, offset, magic, attributes & 0xFF, carrier_codec, timestamp_type, crc)))
+            append(new(message, (key, value, timestamp, offset, magic, attributes, carrier_codec, timestamp_type, crc)))
             if crc_flags is not None:
                 crc_flags.append(crc_ok)
         pos = end
@@ -248,33 +292,67 @@ def encode_plain(messages: Iterable[Any], magic: int, base_offset: int, attribut
     parts: List[bytes] = []
     add = parts.append
     pack_prefix, pack_i32, crc32 = _PREFIX.pack, _I32.pack, zlib.crc32
-    body_v0, body_v1 = _BODY_V0.pack, _BODY_V1.pack
+    body_v0, body_v1, body_v0_null_key = _BODY_V0.pack, _BODY_V1.pack, _BODY_V0_NULL_KEY.pack
+    body_v1_null_key = _BODY_V1_NULL_KEY.pack
+    join = b"".join
     offset = base_offset
+    last_offset = _I64_MAX  # offsets past it do not fit int64
     max_timestamp = NO_TIMESTAMP
     index = -1
     for index, item in enumerate(messages):
-        key, value, timestamp = _fields(item, index)
-        klen = -1 if key is None else len(key)
+        # the common shapes, (key, value) and (key, value, int timestamp) with bytes/None fields, are taken
+        # as they are; anything else goes through the full checks of _fields
+        if type(item) is tuple and len(item) == 2:
+            key, value = item
+            timestamp = None
+            if (type(value) is not bytes and value is not None) or (type(key) is not bytes and key is not None):
+                key, value, timestamp = _fields(item, index)
+        elif type(item) is tuple and len(item) == 3:
+            key, value, timestamp = item
+            if (
+                (type(value) is not bytes and value is not None)
+                or (type(key) is not bytes and key is not None)
+                or (timestamp is not None and (type(timestamp) is not int or not _I64_MIN <= timestamp <= _I64_MAX))
+            ):
+                key, value, timestamp = _fields(item, index)
+        else:
+            key, value, timestamp = _fields(item, index)
         vlen = -1 if value is None else len(value)
-        if klen > _I32_MAX or vlen > _I32_MAX:
+        if vlen > _I32_MAX or (key is not None and len(key) > _I32_MAX):
             raise EncodeError(f"message {index}: key or value longer than 2 GiB")
-        if offset > _I64_MAX:
+        if offset > last_offset:
             raise EncodeError(f"message {index}: offset {offset} does not fit int64")
         if magic == 0:
-            head = body_v0(0, attributes, klen)
+            if key is None:
+                body = body_v0_null_key(0, attributes, -1, vlen) + value if value is not None else body_v0_null_key(0, attributes, -1, -1)
+                if len(body) + 4 > _I32_MAX:
+                    raise EncodeError(f"message {index}: larger than 2 GiB")
+                add(pack_prefix(offset, len(body) + 4, crc32(body)))
+                add(body)
+                offset += 1
+                continue
+            head = body_v0(0, attributes, len(key))
         else:
             if timestamp is None:
                 timestamp = NO_TIMESTAMP
             elif timestamp > max_timestamp:
                 max_timestamp = timestamp
-            head = body_v1(1, attributes, timestamp, klen)
-        body = b"".join((head, key or b"", pack_i32(vlen), value or b""))
+            if key is None and value is not None:
+                body = body_v1_null_key(1, attributes, timestamp, -1, vlen) + value
+                if len(body) + 4 > _I32_MAX:
+                    raise EncodeError(f"message {index}: larger than 2 GiB")
+                add(pack_prefix(offset, len(body) + 4, crc32(body)))
+                add(body)
+                offset += 1
+                continue
+            head = body_v1(1, attributes, timestamp, -1 if key is None else len(key))
+        body = join((head, key or b"", pack_i32(vlen), value or b""))
         if len(body) + 4 > _I32_MAX:
             raise EncodeError(f"message {index}: larger than 2 GiB")
         add(pack_prefix(offset, len(body) + 4, crc32(body)))
         add(body)
         offset += 1
-    return b"".join(parts), index + 1, max_timestamp
+    return join(parts), index + 1, max_timestamp
 
 
 def _fields(item: Any, index: int) -> Tuple[Optional[bytes], Optional[bytes], Optional[int]]:
@@ -299,8 +377,8 @@ def _fields(item: Any, index: int) -> Tuple[Optional[bytes], Optional[bytes], Op
 
 
 def _binary(field: Any, name: str, index: int) -> Optional[bytes]:
-    if field is None or type(field) is bytes:
-        return field
+    if field is None or type(field) is bytes or type(field) is bytearray:
+        return field  # a bytearray is copied into the message when it is encoded, so it need not be frozen
     if isinstance(field, (bytes, bytearray, memoryview)):
         return memoryview(field).tobytes()
     raise EncodeError(f"message {index}: {name} must be bytes-like or None, not {type(field).__name__}")

@@ -15,9 +15,9 @@ import cramjam
 
 from kproto.errors import DecodeError, EncodeError, LimitExceededError
 from kproto.records.format import CODEC_GZIP, CODEC_LZ4, CODEC_SNAPPY
-from kproto.records.lz4_frame import lz4_frame_decode, lz4_frame_encode
+from kproto.records.lz4_frame import lz4_frame_decode_buffer, lz4_frame_encode_buffer
 
-__all__ = ["compress", "decompress", "XERIAL_MAGIC", "SNAPPY_FRAMINGS"]
+__all__ = ["compress", "compress_buffer", "decompress", "decompress_buffer", "XERIAL_MAGIC", "SNAPPY_FRAMINGS"]
 
 #: The 8 bytes that identify xerial snappy-java's stream format.  The version fields after them are not
 #: checked: some brokers wrote them little-endian (kafka-python #2414).
@@ -27,43 +27,151 @@ _XERIAL_BLOCK = 32 * 1024  # snappy-java's default block size
 _BE_I32 = struct.Struct(">i")
 SNAPPY_FRAMINGS = ("xerial", "raw")
 _GZIP_WBITS = 16 + zlib.MAX_WBITS
+_LE_U32 = struct.Struct("<I")
+_gzip_into = cramjam.gzip.decompress_into
+_snappy_len = cramjam.snappy.decompress_raw_len
+_snappy_into = cramjam.snappy.decompress_raw_into
+_snappy_raw_into = cramjam.snappy.compress_raw_into
+
+
+def _snappy_bound(n: int) -> int:
+    """snappy's MaxCompressedLength: the most a raw block of ``n`` bytes can take."""
+    return 32 + n + n // 6
+
 
 
 def compress(codec: int, data: bytes, *, magic: int, snappy_framing: str = "xerial") -> bytes:
     """Compress an inner message set for a wrapper of ``codec`` (1 gzip, 2 snappy, 3 lz4)."""
+    out = compress_buffer(codec, data, magic=magic, snappy_framing=snappy_framing)
+    return out if type(out) is bytes else bytes(out)
+
+
+def compress_buffer(codec: int, data: bytes, *, magic: int, snappy_framing: str = "xerial") -> "bytes | bytearray":
+    """:func:`compress`, the result possibly the ``bytearray`` the codec wrote into (no final copy)."""
     if codec == CODEC_GZIP:
         packer = zlib.compressobj(6, zlib.DEFLATED, _GZIP_WBITS)
         return packer.compress(data) + packer.flush()
     if codec == CODEC_SNAPPY:
         if snappy_framing == "raw":
-            return bytes(cramjam.snappy.compress_raw(data))
+            return _snappy_raw_encode(data)
         return _xerial_encode(data)
     if codec == CODEC_LZ4:
-        return lz4_frame_encode(data, magic=magic)
+        return lz4_frame_encode_buffer(data, magic=magic)
     raise EncodeError(f"unknown codec id {codec}")
 
 
 def decompress(codec: int, payload: bytes, *, magic: int, limit: int, position: int = 0) -> bytes:
     """Decompress a wrapper's value; raise DecodeError/LimitExceededError on bad or oversized payloads."""
+    out = decompress_buffer(codec, payload, magic=magic, limit=limit, position=position)
+    return out if type(out) is bytes else bytes(out)
+
+
+def decompress_buffer(codec: int, payload: bytes, *, magic: int, limit: int, position: int = 0) -> "bytes | bytearray":
+    """:func:`decompress`, but the result may be a ``bytearray`` (the one buffer the codec wrote into).
+
+    Each codec first tries a one-copy path: the decompressed size is read from the payload (gzip trailer
+    ISIZE, snappy length headers, lz4 block headers bound), one buffer of at most ``limit`` bytes is
+    allocated and the codec writes straight into it.  Anything unexpected (a size that does not match, a
+    size over the limit, a codec error) drops to the streaming path below, which produces the errors, so
+    results, errors and the cap are the same either way; no path allocates more than ``limit`` bytes.
+    """
     if codec == CODEC_GZIP:
-        return _gzip_decode(payload, limit, position)
+        out = _gzip_fast(payload, limit)
+        return out if out is not None else _gzip_decode(payload, limit, position)
     if codec == CODEC_SNAPPY:
         if len(payload) > 16 and payload[:8] == XERIAL_MAGIC:
-            return _xerial_decode(payload, limit, position)
-        return _snappy_block_decode(payload, limit, position)
+            out = _xerial_fast(payload, limit)
+            return out if out is not None else _xerial_decode(payload, limit, position)
+        out = _snappy_fast(payload, limit)
+        return out if out is not None else _snappy_block_decode(payload, limit, position)
     if codec == CODEC_LZ4:
-        return lz4_frame_decode(payload, magic=magic, limit=limit, position=position)
+        return lz4_frame_decode_buffer(payload, magic=magic, limit=limit, position=position)
     raise DecodeError(f"unknown compression codec {codec}", position)
 
 
-def _xerial_encode(data: bytes) -> bytes:
-    parts = [_XERIAL_HEADER]
-    view = memoryview(data)
-    for start in range(0, len(data), _XERIAL_BLOCK):
-        block = bytes(cramjam.snappy.compress_raw(view[start : start + _XERIAL_BLOCK]))
-        parts.append(_BE_I32.pack(len(block)))
-        parts.append(block)
-    return b"".join(parts)
+def _gzip_fast(payload: bytes, limit: int) -> "bytearray | None":
+    """One member whose trailer states its size: inflate straight into a buffer of exactly that size."""
+    n = len(payload)
+    if n < 18:
+        return None
+    (isize,) = _LE_U32.unpack_from(payload, n - 4)
+    if not 0 < isize <= limit:
+        return None
+    out = bytearray(isize)
+    try:
+        got = _gzip_into(payload, out)  # refuses (raises) rather than write past the buffer
+    except Exception:
+        return None
+    return out if got == isize else None
+
+
+def _snappy_fast(block: bytes, limit: int) -> "bytearray | None":
+    try:
+        declared = _snappy_len(block)
+        if declared > limit:
+            return None
+        out = bytearray(declared)
+        got = _snappy_into(block, out)
+    except Exception:
+        return None
+    return out if got == declared else None
+
+
+def _xerial_fast(payload: bytes, limit: int) -> "bytearray | None":
+    """Read every block's declared length first, then decompress all blocks into one buffer."""
+    pos, n = 16, len(payload)
+    view = memoryview(payload)
+    blocks = []
+    total = 0
+    unpack = _BE_I32.unpack_from
+    try:
+        while pos < n:
+            if n - pos < 4:
+                return None
+            (size,) = unpack(payload, pos)
+            if size < 0 or size > n - pos - 4:
+                return None
+            pos += 4
+            block = view[pos : pos + size]
+            declared = _snappy_len(block)
+            total += declared
+            if total > limit:
+                return None
+            blocks.append((block, declared))
+            pos += size
+        out = bytearray(total)
+        at = 0
+        with memoryview(out) as target:
+            for block, declared in blocks:
+                if _snappy_into(block, target[at : at + declared]) != declared:
+                    return None
+                at += declared
+    except Exception:
+        return None
+    return out
+
+
+def _snappy_raw_encode(data: bytes) -> bytearray:
+    out = bytearray(_snappy_bound(len(data)))
+    del out[_snappy_raw_into(data, out) :]
+    return out
+
+
+def _xerial_encode(data: bytes) -> bytearray:
+    """xerial framing written block by block straight into one buffer sized for the worst case."""
+    n = len(data)
+    blocks = (n + _XERIAL_BLOCK - 1) // _XERIAL_BLOCK
+    out = bytearray(16 + blocks * (4 + _snappy_bound(min(n, _XERIAL_BLOCK))))
+    out[:16] = _XERIAL_HEADER
+    at = 16
+    pack = _BE_I32.pack_into
+    with memoryview(data) as view, memoryview(out) as target:
+        for start in range(0, n, _XERIAL_BLOCK):
+            size = _snappy_raw_into(view[start : start + _XERIAL_BLOCK], target[at + 4 :])
+            pack(target, at, size)
+            at += 4 + size
+    del out[at:]
+    return out
 
 
 def _snappy_block_decode(block: bytes, limit: int, position: int) -> bytes:

@@ -17,7 +17,7 @@ import cramjam
 
 from kproto.errors import DecodeError, LimitExceededError
 
-__all__ = ["xxh32", "lz4_frame_encode", "lz4_frame_decode", "header_checksum"]
+__all__ = ["xxh32", "lz4_frame_encode", "lz4_frame_encode_buffer", "lz4_frame_decode", "lz4_frame_decode_buffer", "header_checksum"]
 
 _MASK32 = 0xFFFFFFFF
 _P1, _P2, _P3, _P4, _P5 = 2654435761, 2246822519, 3266489917, 668265263, 374761393
@@ -29,6 +29,10 @@ _WRITE_BLOCK = 64 * 1024
 _BLOCK_MAX_BY_ID = {4: 64 * 1024, 5: 256 * 1024, 6: 1024 * 1024, 7: 4 * 1024 * 1024}
 _STORED_RAW = 0x80000000
 _U32LE = struct.Struct("<I")
+_block_into = cramjam.lz4.decompress_block_into
+_block_compress_into = cramjam.lz4.compress_block_into
+#: An LZ4 block cannot expand more than ~255:1 (a match length grows by 255 per extra length byte).
+_LZ4_MAX_RATIO = 256
 
 
 def _rotl(x: int, r: int) -> int:
@@ -79,20 +83,37 @@ def header_checksum(header: bytes, *, broken: bool) -> int:
 
 def lz4_frame_encode(data: bytes, *, magic: int) -> bytes:
     """Frame ``data`` as Kafka does: 64 KiB independent blocks, broken HC for magic 0, correct HC for magic 1."""
+    return bytes(lz4_frame_encode_buffer(data, magic=magic))
+
+
+def lz4_frame_encode_buffer(data: bytes, *, magic: int) -> bytearray:
+    """:func:`lz4_frame_encode` written block by block straight into one buffer sized for the worst case."""
     header = _MAGIC + bytes((_FLG_WRITTEN, _BD_WRITTEN))
-    parts = [header, bytes((header_checksum(header, broken=magic == 0),))]
-    view = memoryview(data)
-    for start in range(0, len(data), _WRITE_BLOCK):
-        chunk = view[start : start + _WRITE_BLOCK]
-        block = bytes(cramjam.lz4.compress_block(chunk, store_size=False))
-        if len(block) < len(chunk):
-            parts.append(_U32LE.pack(len(block)))
-            parts.append(block)
-        else:  # incompressible: store as is, flagged by the high bit of the size
-            parts.append(_U32LE.pack(len(chunk) | _STORED_RAW))
-            parts.append(bytes(chunk))
-    parts.append(b"\x00\x00\x00\x00")
-    return b"".join(parts)
+    n = len(data)
+    blocks = (n + _WRITE_BLOCK - 1) // _WRITE_BLOCK
+    # each block is written compressed only when that is shorter, so it never takes more than its raw size
+    out = bytearray(7 + 4 * blocks + n + 4)
+    out[:6] = header
+    out[6] = header_checksum(header, broken=magic == 0)
+    at = 7
+    pack = _U32LE.pack_into
+    with memoryview(data) as view, memoryview(out) as target:
+        for start in range(0, n, _WRITE_BLOCK):
+            chunk = view[start : start + _WRITE_BLOCK]
+            size = len(chunk)
+            try:
+                written = _block_compress_into(chunk, target[at + 4 : at + 4 + size - 1], store_size=False)
+            except Exception:  # did not fit in size - 1 bytes: incompressible, store as is (high bit of the size)
+                written = size
+            if written < size:
+                pack(target, at, written)
+            else:
+                pack(target, at, size | _STORED_RAW)
+                target[at + 4 : at + 4 + size] = chunk
+            at += 4 + written if written < size else 4 + size
+    out[at : at + 4] = b"\x00\x00\x00\x00"
+    del out[at + 4 :]
+    return out
 
 
 def _check_header(frame: bytes, magic: int, position: int) -> tuple:
@@ -120,7 +141,67 @@ def _check_header(frame: bytes, magic: int, position: int) -> tuple:
 
 def lz4_frame_decode(frame: bytes, *, magic: int, limit: int, position: int = 0) -> bytes:
     """Decode one Kafka LZ4 frame; ``limit`` caps the output, ``position`` is where ``frame`` sits in the input."""
-    pos, block_max, block_checksum, content_checksum = _check_header(frame, magic, position)
+    out = lz4_frame_decode_buffer(frame, magic=magic, limit=limit, position=position)
+    return out if type(out) is bytes else bytes(out)
+
+
+def lz4_frame_decode_buffer(frame: bytes, *, magic: int, limit: int, position: int = 0) -> "bytes | bytearray":
+    """:func:`lz4_frame_decode`, the result possibly a ``bytearray``.
+
+    One pass reads the block headers and bounds the output (a compressed block expands to at most its
+    frame's block maximum and ~255 times its size); one buffer of at most ``limit`` bytes is allocated and
+    every block is decompressed straight into its place.  A malformed frame, a block that does not fit or
+    an output over ``limit`` falls back to the block-by-block decoder, which raises the error.
+    """
+    header = _check_header(frame, magic, position)
+    out = _decode_blocks_fast(frame, header, limit)
+    return out if out is not None else _decode_blocks(frame, header, limit, position)
+
+
+def _decode_blocks_fast(frame: bytes, header: tuple, limit: int) -> "bytearray | None":
+    pos, block_max, block_checksum, content_checksum = header
+    n = len(frame)
+    tail = 4 if block_checksum else 0
+    unpack = _U32LE.unpack_from
+    blocks = []
+    bound = 0
+    while True:
+        if n - pos < 4:
+            return None
+        (word,) = unpack(frame, pos)
+        pos += 4
+        if word == 0:
+            break
+        size = word & ~_STORED_RAW
+        if size > block_max or n - pos < size + tail:
+            return None
+        blocks.append((pos, size, word & _STORED_RAW))
+        bound += size if word & _STORED_RAW else min(block_max, size * _LZ4_MAX_RATIO)
+        pos += size + tail
+    if (n - pos != 4) if content_checksum else (pos != n):
+        return None
+    out = bytearray(min(bound, limit))
+    at = 0
+    cap = len(out)
+    try:
+        with memoryview(frame) as source, memoryview(out) as target:
+            for start, size, stored in blocks:
+                if stored:
+                    if at + size > cap:
+                        return None
+                    target[at : at + size] = source[start : start + size]
+                    at += size
+                else:
+                    at += _block_into(source[start : start + size], target[at : min(at + block_max, cap)])
+    except Exception:  # a corrupt block, or one that would cross the limit: the slow path says which
+        return None
+    if at != cap:
+        del out[at:]
+    return out
+
+
+def _decode_blocks(frame: bytes, header: tuple, limit: int, position: int) -> bytes:
+    pos, block_max, block_checksum, content_checksum = header
     n = len(frame)
     out = bytearray()
     scratch = bytearray(block_max)

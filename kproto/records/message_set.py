@@ -11,7 +11,7 @@ from typing import Any, Iterable, Optional
 
 from kproto._backend import records_impl as _impl
 from kproto.errors import EncodeError
-from kproto.records.compression import SNAPPY_FRAMINGS, compress
+from kproto.records.compression import SNAPPY_FRAMINGS, compress_buffer
 from kproto.records.decoded import MessageColumns, MessageSet
 from kproto.records.format import DEFAULT_MAX_DECOMPRESSED_SIZE, TIMESTAMP_TYPE_MASK, codec_id
 
@@ -112,7 +112,7 @@ class MessageSetCodec:
             return b""
         if base_offset + count - 1 > _I64_MAX:
             raise EncodeError(f"offsets from {base_offset} for {count} messages do not fit int64")
-        payload = compress(cid, inner, magic=magic, snappy_framing=snappy_framing)
+        payload = compress_buffer(cid, inner, magic=magic, snappy_framing=snappy_framing)
         wrapper = ((None, payload, max_timestamp),)
         return self.impl.encode_plain(wrapper, magic, base_offset + count - 1, cid | ts_bit)[0]
 

@@ -1,0 +1,89 @@
+"""The one-copy decompression paths give the same bytes, errors and limits as the streaming paths they skip."""
+
+from __future__ import annotations
+
+import gzip
+import struct
+
+import cramjam
+import pytest
+
+from kproto.errors import DecodeError, LimitExceededError
+from kproto.records import compression, lz4_frame
+
+DATA = b"".join(b"message %06d " % i + bytes(range(i % 200)) for i in range(3000))
+
+
+def _same(codec, payload, limit, magic=1):
+    """decompress() against the streaming decoder: equal output, or the same error class and offset."""
+    slow = {
+        1: lambda: compression._gzip_decode(payload, limit, 7),
+        2: lambda: (
+            compression._xerial_decode(payload, limit, 7)
+            if payload[:8] == compression.XERIAL_MAGIC
+            else compression._snappy_block_decode(payload, limit, 7)
+        ),
+        3: lambda: lz4_frame._decode_blocks(payload, lz4_frame._check_header(payload, magic, 7), limit, 7),
+    }[codec]
+    try:
+        expected = slow()
+    except (DecodeError, LimitExceededError) as exc:
+        with pytest.raises(type(exc)) as info:
+            compression.decompress(codec, payload, magic=magic, limit=limit, position=7)
+        assert info.value.offset == exc.offset
+        return None
+    got = compression.decompress(codec, payload, magic=magic, limit=limit, position=7)
+    assert type(got) is bytes and got == expected
+    return got
+
+
+@pytest.mark.parametrize("codec", [1, 2, 3])
+@pytest.mark.parametrize("limit", [0, 1000, len(DATA) - 1, len(DATA), 1 << 26])
+def test_fast_paths_match_streaming(codec, limit):
+    payload = compression.compress(codec, DATA, magic=1)
+    got = _same(codec, payload, limit)
+    assert (got == DATA) == (limit >= len(DATA))
+
+
+def test_gzip_trailer_that_lies_falls_back():
+    payload = bytearray(gzip.compress(DATA))
+    payload[-4:] = struct.pack("<I", 100)  # ISIZE says 100 bytes: the fast path refuses, the slow one raises
+    _same(1, bytes(payload), 1 << 26)
+    two_members = gzip.compress(DATA[:5000]) + gzip.compress(DATA[5000:])  # ISIZE covers the last member only
+    assert _same(1, two_members, 1 << 26) == DATA
+    assert _same(1, two_members, len(DATA) - 1) is None
+
+
+def test_snappy_raw_and_damaged():
+    raw = bytes(cramjam.snappy.compress_raw(DATA))
+    assert _same(2, raw, 1 << 26) == DATA
+    _same(2, raw[:-10], 1 << 26)
+    xerial = bytearray(compression.compress(2, DATA, magic=1))
+    xerial[20:24] = b"\xff\xff\xff\xff"  # damage the first block
+    _same(2, bytes(xerial), 1 << 26)
+
+
+def test_lz4_stored_blocks_checksums_and_damage():
+    lz4f = pytest.importorskip("lz4.frame")
+    incompressible = bytes(cramjam.snappy.compress_raw(DATA))
+    for data in (DATA, incompressible, DATA + incompressible):
+        for checksums in (False, True):
+            frame = lz4f.compress(
+                data, block_linked=False, block_checksum=checksums, content_checksum=checksums, block_size=lz4f.BLOCKSIZE_MAX64KB
+            )
+            assert _same(3, frame, 1 << 26) == data
+            assert _same(3, frame, len(data) - 1) is None
+    frame = bytearray(compression.compress(3, DATA, magic=1))
+    frame[40] ^= 0xFF
+    _same(3, bytes(frame), 1 << 26)
+    _same(3, bytes(frame[:-3]), 1 << 26)
+
+
+def test_encoders_round_trip():
+    for data in (b"", b"x", DATA, bytes(cramjam.snappy.compress_raw(DATA))):
+        # an empty xerial stream is just its 16-byte header, which decompress() reads as raw snappy (as before);
+        # encode_message_set never compresses an empty set
+        for codec in (1, 2, 3) if data else (1, 3):
+            assert compression.decompress(codec, compression.compress(codec, data, magic=1), magic=1, limit=1 << 26) == data
+        raw = compression.compress(2, data, magic=1, snappy_framing="raw")
+        assert bytes(cramjam.snappy.decompress_raw(raw)) == data
