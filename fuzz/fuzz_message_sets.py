@@ -33,7 +33,7 @@ import zlib
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from fuzz import atheris_runtime  # noqa: E402
-from fuzz.oracles import (FUZZ_DECOMPRESSION_CAP, Budget, check_same_outcome, fail, known_issue,  # noqa: E402
+from fuzz.oracles import (FUZZ_DECOMPRESSION_CAP, Budget, check_same_outcome, fail,  # noqa: E402
                           memory_budget, outcome)
 
 NAME = "message_sets"
@@ -83,27 +83,6 @@ def prepare(data: bytes):
     return payload, raw, bool(flags & 1)
 
 
-def count_wrappers(raw: bytes) -> int:
-    """Top-level entries whose attributes carry a codec."""
-    pos, n, count = 0, len(raw), 0
-    while n - pos >= 18:
-        size = struct.unpack_from(">i", raw, pos + 8)[0]
-        if size < 14:
-            break
-        count += 1 if raw[pos + 17] & 7 else 0
-        pos += 12 + size
-    return count
-
-
-def offsets_overflow(result) -> bool:
-    """A decode result with an offset outside int64 (or, for K4, one that needs a wrapper delta outside it)."""
-    if result[0] != "ok":
-        return False
-    offsets = [m[0] for m in result[1][0]]
-    return any(not -2**63 <= o < 2**63 for o in offsets) or (
-        len(offsets) > 1 and not -2**63 <= max(offsets) - min(offsets) < 2**63)
-
-
 def fields(m):
     return (m.offset, m.key, m.value, m.timestamp, m.magic, m.attributes, m.codec, m.timestamp_type, m.crc)
 
@@ -130,15 +109,11 @@ def one_input(data: bytes) -> None:
     payload, raw, check_crc = prepare(data)
     n = len(raw)
     limit = memory_budget(n, FUZZ_DECOMPRESSION_CAP)
-    if known_issue("K1"):  # the cap applies per wrapper for now: allow it once per wrapper
-        limit = memory_budget(n, FUZZ_DECOMPRESSION_CAP * max(1, count_wrappers(raw)))
     decoded, columns = [], []
     for name, codec in _codecs:
         with Budget(n, limit=limit, what=f"decode_message_set ({name})", data=data):
             decoded.append(outcome(_decode, codec, payload, check_crc, what=f"decode_message_set ({name})",
                                    data=data))
-    if known_issue("K4") and any(offsets_overflow(d) for d in decoded):
-        return
     for name, codec in _codecs:
         with Budget(n, limit=limit, what=f"decode_columns ({name})", data=data):
             columns.append(outcome(_columns, codec, payload, check_crc, what=f"decode_columns ({name})", data=data))
@@ -186,8 +161,6 @@ def check_reencode(name, codec, result, raw, check_crc, data) -> None:
     for m in messages:
         offset, key, value, timestamp, magic, attributes, carrier, ts_type, crc = m
         if magic == 0 and (timestamp is not None or ts_type is not None):
-            if known_issue("K2"):
-                continue
             raise fail(f"{name}: a magic 0 message came out with a timestamp: {m!r:.300}", data)
         try:
             wire = codec.encode_message_set([(key, value, timestamp)], magic=magic, base_offset=offset,

@@ -82,14 +82,7 @@ _MEMORY_ON = os.environ.get("KPROTO_FUZZ_BUDGET", "1") != "0"
 #: harnesses step around them (so a campaign keeps looking for new ones instead of stopping at the same
 #: crash); ``KPROTO_FUZZ_REPORT_KNOWN=1`` makes them fail again, e.g. to check a fix.  Remove an entry
 #: when its fix lands.
-KNOWN_ISSUES = {
-    "K1": "max_decompressed_size caps each compressed wrapper, not the message set: a set of many wrappers "
-          "decompresses to (wrappers x cap)",
-    "K2": "a magic 1 LogAppendTime wrapper stamps its timestamp on inner magic 0 messages (magic 0 message with "
-          "a timestamp); inner magic is not checked against the wrapper's",
-    "K4": "magic 1 wrapper offsets: delta = wrapper offset - last inner offset is not checked to keep offsets in "
-          "int64 (pure columns: OverflowError; Cython: int64 overflow, offsets differ from pure)",
-}
+KNOWN_ISSUES: dict = {}
 REPORT_KNOWN = os.environ.get("KPROTO_FUZZ_REPORT_KNOWN") == "1"
 
 

@@ -16,7 +16,7 @@ from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE
 from cpython.bytes cimport _PyBytes_Resize
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF, Py_XDECREF
-from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdint cimport INT64_MAX, INT64_MIN, int8_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, realloc
 from libc.string cimport memcpy
 
@@ -432,8 +432,10 @@ cdef struct Decoding:
     bint check_crc
     bint flag_crc      # columns: compute every CRC and record it instead of raising
     bint lazy          # validate only; messages are built later by _MessageIterator
-    Py_ssize_t limit   # max decompressed bytes per wrapper
+    Py_ssize_t limit   # decompressed bytes this call may still produce (the cap covers the whole set)
     Py_ssize_t count   # messages seen (lazy mode)
+    int inner_magics   # bit per magic seen among the current wrapper's inner messages
+    int64_t inner_max_offset  # largest inner offset of the current wrapper
 
 
 cdef inline Message new_message(object key, object value, int64_t timestamp, int64_t offset, int magic,
@@ -508,6 +510,10 @@ cdef Py_ssize_t decode_set(const uint8_t* buf, Py_ssize_t n, list out, _Columns 
         if not (vlen == -1 and p == end) and vlen != end - p:
             raise DecodeError(f"value length {vlen} does not match the {end - p} bytes left in the message", p - 4)
         codec = attributes & CODEC_MASK
+        if inner:
+            opts.inner_magics |= 1 << magic
+            if offset > opts.inner_max_offset:
+                opts.inner_max_offset = offset
         if codec:
             expand_wrapper(buf, out, cols, opts, inner, pos, p, offset, magic, attributes, timestamp, vlen, crc_ok)
         elif opts.lazy:
@@ -556,6 +562,9 @@ cdef int expand_wrapper(const uint8_t* buf, list out, _Columns cols, Decoding* o
     else:
         raw_data = <const uint8_t*>PyByteArray_AS_STRING(raw)
         raw_size = PyByteArray_GET_SIZE(raw)
+    opts.limit -= raw_size  # what the next wrappers of this call may still decompress
+    opts.inner_magics = 0
+    opts.inner_max_offset = INT64_MIN
     if cols is not None:
         row0 = cols.count
     elif not opts.lazy:
@@ -569,11 +578,18 @@ cdef int expand_wrapper(const uint8_t* buf, list out, _Columns cols, Decoding* o
         raise DecodeError(f"the {name} wrapper's inner message set is truncated at decompressed byte {valid}", value_pos)
     if (cols is not None and cols.count == row0) or (opts.lazy and opts.count == row0) or (found is not None and not found):
         raise DecodeError(f"the {name} wrapper holds no messages", value_pos)
+    if opts.inner_magics & ~(1 << magic):
+        raise DecodeError(f"the {name} wrapper (magic {magic}) holds messages of another magic", value_pos)
     delta = 0
     if magic == 1 and offset != 0:  # offset 0: older librdkafka left it unset, inner offsets are used as they are
         if offset < last:
             raise DecodeError(f"wrapper offset {offset} is below its last inner offset {last}", entry)
+        if last < 0 and offset > INT64_MAX + last:
+            raise DecodeError(f"wrapper offset {offset} minus last inner offset {last} does not fit int64", entry)
         delta = offset - last
+        if opts.inner_max_offset > INT64_MAX - delta:
+            raise DecodeError(f"inner offsets of the wrapper at offset {offset} do not fit int64 once made absolute",
+                              entry)
     log_append = magic == 1 and (attributes & TS_TYPE_BIT)
     if opts.lazy:
         out.append(_InnerSet.new(raw, raw_data, raw_size, codec, delta, log_append, timestamp))
@@ -768,6 +784,8 @@ def decode(data, bint check_crc, Py_ssize_t limit):
     opts.lazy = True
     opts.count = 0
     opts.limit = limit
+    opts.inner_magics = 0
+    opts.inner_max_offset = INT64_MIN
     valid = decode_set(<const uint8_t*>PyBytes_AS_STRING(top), PyBytes_GET_SIZE(top), inner_sets, None, &opts,
                        False, 0, &partial, &last)
     cdef LazyMessages messages = LazyMessages.__new__(LazyMessages)
@@ -790,6 +808,8 @@ def decode_columns(data, bint check_crc, Py_ssize_t limit):
     opts.lazy = False
     opts.count = 0
     opts.limit = limit
+    opts.inner_magics = 0
+    opts.inner_max_offset = INT64_MIN
     valid = decode_set(<const uint8_t*>held.view.buf, held.view.len, None, cols, &opts, False, 0, &partial, &last)
     return cols.build(valid, partial)
 

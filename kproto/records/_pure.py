@@ -64,7 +64,7 @@ def _as_bytes(data: Any) -> bytes:
 def decode(data: Any, check_crc: bool, limit: int) -> MessageSet:
     """Decode a message set into :class:`Message` objects (see :func:`kproto.records.decode_message_set`)."""
     messages: List[Message] = []
-    valid, partial = _decode_into(_as_bytes(data), messages, None, check_crc, limit, False, 0)
+    valid, partial = _decode_into(_as_bytes(data), messages, None, check_crc, [limit], False, 0)
     return MessageSet(messages, valid, partial)
 
 
@@ -72,7 +72,7 @@ def decode_columns(data: Any, check_crc: bool, limit: int) -> MessageColumns:
     """Decode a message set into columns (see :func:`kproto.records.decode_columns`)."""
     messages: List[Message] = []
     crc_flags: List[bool] = []
-    valid, partial = _decode_into(_as_bytes(data), messages, crc_flags, check_crc, limit, False, 0)
+    valid, partial = _decode_into(_as_bytes(data), messages, crc_flags, check_crc, [limit], False, 0)
     key_data, key_bounds, key_null = _pack_binary([m.key for m in messages])
     value_data, value_bounds, value_null = _pack_binary([m.value for m in messages])
     return MessageColumns(
@@ -112,11 +112,15 @@ def _decode_into(
     out: List[Message],
     crc_flags: Optional[List[bool]],
     check_crc: bool,
-    limit: int,
+    budget: List[int],
     inner: bool,
     carrier_codec: int,
 ) -> Tuple[int, bool]:
-    """Append the messages of ``buf`` to ``out``; return (valid bytes, ended with a partial message)."""
+    """Append the messages of ``buf`` to ``out``; return (valid bytes, ended with a partial message).
+
+    ``budget`` holds the decompressed bytes the whole call may still produce: one cap for the message set,
+    however many wrappers it holds.
+    """
     n = len(buf)
     pos = 0
     # Everything the loop touches is a local: one struct call reads the entry head and (magic 0) the key
@@ -177,7 +181,7 @@ def _decode_into(
                     raise DecodeError(f"value length {vlen} does not match the {end - p} bytes left in the message", p - 4)
                 if attributes & CODEC_MASK:
                     _expand_wrapper(
-                        buf, out, crc_flags, check_crc, limit, inner, pos, p, offset, 0, attributes, None, value, crc_ok
+                        buf, out, crc_flags, check_crc, budget, inner, pos, p, offset, 0, attributes, None, value, crc_ok
                     )
                 else:
                     append(new(message, (None, value, None, offset, 0, attributes, carrier_codec, None, crc)))
@@ -211,7 +215,7 @@ def _decode_into(
             raise DecodeError(f"value length {vlen} does not match the {end - p} bytes left in the message", p - 4)
         if attributes & CODEC_MASK:
             _expand_wrapper(
-                buf, out, crc_flags, check_crc, limit, inner, pos, p, offset, magic, attributes, timestamp, value, crc_ok
+                buf, out, crc_flags, check_crc, budget, inner, pos, p, offset, magic, attributes, timestamp, value, crc_ok
             )
         else:
             append(new(message, (key, value, timestamp, offset, magic, attributes, carrier_codec, timestamp_type, crc)))
@@ -226,7 +230,7 @@ def _expand_wrapper(
     out: List[Message],
     crc_flags: Optional[List[bool]],
     check_crc: bool,
-    limit: int,
+    budget: List[int],
     inner: bool,
     entry: int,
     value_pos: int,
@@ -246,17 +250,20 @@ def _expand_wrapper(
         raise LimitExceededError("a compressed message inside a compressed message set (nested compression)", entry + 17)
     if value is None:
         raise DecodeError(f"{name} wrapper message has a null value", value_pos - 4)
-    raw = decompress(codec, value, magic=magic, limit=limit, position=value_pos)
+    raw = decompress(codec, value, magic=magic, limit=budget[0], position=value_pos)
+    budget[0] -= len(raw)  # what the next wrappers of this call may still decompress
     found: List[Message] = []
     flags: Optional[List[bool]] = [] if crc_flags is not None else None
     try:
-        valid, partial = _decode_into(raw, found, flags, check_crc, limit, True, codec)
+        valid, partial = _decode_into(raw, found, flags, check_crc, budget, True, codec)
     except DecodeError as exc:
         raise type(exc)(f"{exc.reason} [decompressed byte {exc.offset} of the {name} wrapper]", value_pos) from None
     if partial:
         raise DecodeError(f"the {name} wrapper's inner message set is truncated at decompressed byte {valid}", value_pos)
     if not found:
         raise DecodeError(f"the {name} wrapper holds no messages", value_pos)
+    if any(m.magic != magic for m in found):
+        raise DecodeError(f"the {name} wrapper (magic {magic}) holds messages of another magic", value_pos)
     if magic == 1:
         found = _absolute_inner(found, entry, offset, attributes, timestamp)
     out.extend(found)
@@ -275,6 +282,11 @@ def _absolute_inner(
         raise DecodeError(f"wrapper offset {offset} is below its last inner offset {last}", entry)
     else:
         delta = offset - last
+        if delta > _I64_MAX:
+            raise DecodeError(f"wrapper offset {offset} minus last inner offset {last} does not fit int64", entry)
+        if max(m.offset for m in found) > _I64_MAX - delta:
+            raise DecodeError(f"inner offsets of the wrapper at offset {offset} do not fit int64 once made absolute",
+                              entry)
     log_append = bool(attributes & 0x08)
     if not delta and not log_append:
         return found

@@ -50,10 +50,12 @@ MIN_MESSAGE_SIZE_V1 = 22
 #: What magic 1 writes when a message has no timestamp.
 NO_TIMESTAMP = -1
 
-#: Default cap on the decompressed size of one compressed wrapper: 64 MiB.  A broker cuts a fetch at the
-#: partition's ``max_bytes`` (1 MiB by default) and a wrapper is at most ``message.max.bytes`` (~1 MB), so
-#: 64 MiB leaves room for 64:1 compression of the largest default wrapper while stopping a decompression
-#: bomb (gzip reaches ~1000:1) long before it exhausts memory.  Pass ``max_decompressed_size`` to change it.
+#: Default cap on the bytes one decode call may decompress, summed over every compressed wrapper of the
+#: message set: 64 MiB.  A broker cuts a fetch at the partition's ``max_bytes`` (1 MiB by default) and a
+#: wrapper is at most ``message.max.bytes`` (~1 MB), so 64 MiB leaves room for 64:1 compression of a full
+#: default fetch while stopping a decompression bomb (gzip reaches ~1000:1), or many small ones, long before
+#: memory runs out.  The cap covers the whole set because its wrappers are all held at once.  Pass
+#: ``max_decompressed_size`` to change it.
 DEFAULT_MAX_DECOMPRESSED_SIZE = 64 * 1024 * 1024
 
 _CODEC_IDS: Dict[Optional[str], int] = {

@@ -44,8 +44,8 @@ class MessageSetCodec:
         Compressed wrappers are expanded into their inner messages with absolute offsets.  A set that ends
         in an incomplete message (a fetch response cut at ``max_bytes``) is not an error: the result's
         ``partial`` is True and ``valid_bytes`` says where the complete messages end.  Anything else that
-        does not parse raises :class:`~kproto.errors.DecodeError` naming the absolute byte offset; a wrapper
-        that decompresses to more than ``max_decompressed_size`` bytes (default
+        does not parse raises :class:`~kproto.errors.DecodeError` naming the absolute byte offset; wrappers
+        that together decompress to more than ``max_decompressed_size`` bytes (default
         :data:`~kproto.records.format.DEFAULT_MAX_DECOMPRESSED_SIZE`, 64 MiB) or nested compression raises
         :class:`~kproto.errors.LimitExceededError`.  ``check_crc=False`` skips CRC32 validation.
         """
