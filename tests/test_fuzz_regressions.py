@@ -1,7 +1,7 @@
 """Inputs the fuzz harnesses (``fuzz/``) and their oracles found, kept as tests.
 
-Each test names the harness/oracle that caught the problem and states the expected behaviour; it fails
-until kproto is fixed.  See ``docs/reliability.md`` for the campaign these came from.
+Each test names the harness/oracle that caught the problem and pins the expected behaviour (all fixed; they
+keep the fixes from regressing).  See ``docs/reliability.md`` for the campaign these came from.
 """
 
 from __future__ import annotations
