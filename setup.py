@@ -57,14 +57,18 @@ def _extensions() -> list:
     directives = {"boundscheck": False, "wraparound": False, "cdivision": True, "embedsignature": True}
     # The generated modules must behave exactly like their pure-Python selves, so Cython may not turn
     # their annotations into type checks.
-    generated_directives = dict(directives, annotation_typing=False, binding=True)
+    plain_directives = dict(directives, annotation_typing=False, binding=True)
+    # The generated codecs also let Cython infer C types from C expressions (positions, counts, fixed-width
+    # fields read by the C readers): every such value is bounded by the buffer's length before arithmetic.
+    generated_directives = dict(plain_directives, infer_types=True)
     # Hand-written modules on the codec path, compiled as they are (their source stays the pure path).
     plain = [
         Extension(module, [module.replace(".", "/") + ".py"], extra_compile_args=["-O2"], optional=optional)
         for module in ("kproto.message_base", "kproto.framing", "kproto.wire")
     ]
-    return cythonize(fast, language_level=3, compiler_directives=directives) + cythonize(
-        generated + plain, language_level=3, compiler_directives=generated_directives)
+    return (cythonize(fast, language_level=3, compiler_directives=directives)
+            + cythonize(generated, language_level=3, compiler_directives=generated_directives)
+            + cythonize(plain, language_level=3, compiler_directives=plain_directives))
 
 
 class BuildPyWithSpecs(build_py):

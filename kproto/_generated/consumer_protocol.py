@@ -91,8 +91,9 @@ def _put_q(p, at, value):
         _put_i(p, at + 4, cython.cast(cython.int, value))
 
 
-def _dec_ConsumerProtocolAssignment_v0(buf, pos, end):
-    """Decode ConsumerProtocolAssignment (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_ConsumerProtocolAssignment_v0(buf, cur, end):
+    """Decode ConsumerProtocolAssignment (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_L0, pos, end)
     if cython.compiled:
@@ -104,12 +105,13 @@ def _dec_ConsumerProtocolAssignment_v0(buf, pos, end):
         raise _w.bad_count('assigned_partitions', pos - 4, n_assigned_partitions, end, 6)
     f_assigned_partitions = []
     i = 0
+    cur.pos = pos
     try:
         for i in range(n_assigned_partitions):
-            item, pos = _dec_ConsumerProtocolAssignment_TopicPartition_v0(buf, pos, end)
-            f_assigned_partitions.append(item)
+            f_assigned_partitions.append(_dec_ConsumerProtocolAssignment_TopicPartition_v0(buf, cur, end))
     except DecodeError as exc:
         raise exc.within("assigned_partitions[%d]" % i)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_L1, pos, end)
     if cython.compiled:
@@ -129,7 +131,8 @@ def _dec_ConsumerProtocolAssignment_v0(buf, pos, end):
     obj = ConsumerProtocolAssignment.__new__(ConsumerProtocolAssignment)
     obj.assigned_partitions = f_assigned_partitions
     obj.user_data = f_user_data
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_ConsumerProtocolAssignment_v0(obj, out):
@@ -159,8 +162,9 @@ def _enc_ConsumerProtocolAssignment_v0(obj, out):
         out += f_user_data
 
 
-def _dec_ConsumerProtocolAssignment_TopicPartition_v0(buf, pos, end):
-    """Decode ConsumerProtocolAssignment_TopicPartition (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_ConsumerProtocolAssignment_TopicPartition_v0(buf, cur, end):
+    """Decode ConsumerProtocolAssignment_TopicPartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_L2, pos, end)
     if cython.compiled:
@@ -195,7 +199,8 @@ def _dec_ConsumerProtocolAssignment_TopicPartition_v0(buf, pos, end):
     obj = ConsumerProtocolAssignment_TopicPartition.__new__(ConsumerProtocolAssignment_TopicPartition)
     obj.topic = f_topic
     obj.partitions = f_partitions
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_ConsumerProtocolAssignment_TopicPartition_v0(obj, out):
@@ -232,8 +237,9 @@ def _enc_ConsumerProtocolAssignment_TopicPartition_v0(obj, out):
         out += _pack(">%di" % n_partitions, *f_partitions)
 
 
-def _dec_ConsumerProtocolSubscription_v0(buf, pos, end):
-    """Decode ConsumerProtocolSubscription (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_ConsumerProtocolSubscription_v0(buf, cur, end):
+    """Decode ConsumerProtocolSubscription (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_L4, pos, end)
     if cython.compiled:
@@ -277,7 +283,8 @@ def _dec_ConsumerProtocolSubscription_v0(buf, pos, end):
     obj = ConsumerProtocolSubscription.__new__(ConsumerProtocolSubscription)
     obj.topics = f_topics
     obj.user_data = f_user_data
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_ConsumerProtocolSubscription_v0(obj, out):

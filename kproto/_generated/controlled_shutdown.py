@@ -91,8 +91,9 @@ def _put_q(p, at, value):
         _put_i(p, at + 4, cython.cast(cython.int, value))
 
 
-def _dec_ControlledShutdownRequest_v0(buf, pos, end):
-    """Decode ControlledShutdownRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_ControlledShutdownRequest_v0(buf, cur, end):
+    """Decode ControlledShutdownRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_L0, pos, end)
     if cython.compiled:
@@ -102,7 +103,8 @@ def _dec_ControlledShutdownRequest_v0(buf, pos, end):
     pos += 4
     obj = ControlledShutdownRequest.__new__(ControlledShutdownRequest)
     obj.broker_id = f_broker_id
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_ControlledShutdownRequest_v0(obj, out):
@@ -116,8 +118,9 @@ def _enc_ControlledShutdownRequest_v0(obj, out):
         out += _S_i.pack(obj.broker_id)
 
 
-def _dec_ControlledShutdownResponse_v0(buf, pos, end):
-    """Decode ControlledShutdownResponse (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_ControlledShutdownResponse_v0(buf, cur, end):
+    """Decode ControlledShutdownResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_L1, pos, end)
     if cython.compiled:
@@ -130,16 +133,18 @@ def _dec_ControlledShutdownResponse_v0(buf, pos, end):
         raise _w.bad_count('remaining_partitions', pos - 4, n_remaining_partitions, end, 6)
     f_remaining_partitions = []
     i = 0
+    cur.pos = pos
     try:
         for i in range(n_remaining_partitions):
-            item, pos = _dec_ControlledShutdownResponse_RemainingPartition_v0(buf, pos, end)
-            f_remaining_partitions.append(item)
+            f_remaining_partitions.append(_dec_ControlledShutdownResponse_RemainingPartition_v0(buf, cur, end))
     except DecodeError as exc:
         raise exc.within("remaining_partitions[%d]" % i)
+    pos = cur.pos
     obj = ControlledShutdownResponse.__new__(ControlledShutdownResponse)
     obj.error_code = f_error_code
     obj.remaining_partitions = f_remaining_partitions
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_ControlledShutdownResponse_v0(obj, out):
@@ -158,8 +163,9 @@ def _enc_ControlledShutdownResponse_v0(obj, out):
         _enc_ControlledShutdownResponse_RemainingPartition_v0(item, out)
 
 
-def _dec_ControlledShutdownResponse_RemainingPartition_v0(buf, pos, end):
-    """Decode ControlledShutdownResponse_RemainingPartition (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_ControlledShutdownResponse_RemainingPartition_v0(buf, cur, end):
+    """Decode ControlledShutdownResponse_RemainingPartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_L2, pos, end)
     if cython.compiled:
@@ -187,7 +193,8 @@ def _dec_ControlledShutdownResponse_RemainingPartition_v0(buf, pos, end):
     obj = ControlledShutdownResponse_RemainingPartition.__new__(ControlledShutdownResponse_RemainingPartition)
     obj.topic_name = f_topic_name
     obj.partition_index = f_partition_index
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_ControlledShutdownResponse_RemainingPartition_v0(obj, out):

@@ -98,8 +98,9 @@ def _put_q(p, at, value):
         _put_i(p, at + 4, cython.cast(cython.int, value))
 
 
-def _dec_DescribeGroupsRequest_v0(buf, pos, end):
-    """Decode DescribeGroupsRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_DescribeGroupsRequest_v0(buf, cur, end):
+    """Decode DescribeGroupsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_L0, pos, end)
     if cython.compiled:
@@ -126,7 +127,8 @@ def _dec_DescribeGroupsRequest_v0(buf, pos, end):
         pos += m
     obj = DescribeGroupsRequest.__new__(DescribeGroupsRequest)
     obj.groups = f_groups
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_DescribeGroupsRequest_v0(obj, out):
@@ -149,8 +151,9 @@ def _enc_DescribeGroupsRequest_v0(obj, out):
         out += data
 
 
-def _dec_DescribeGroupsResponse_v0(buf, pos, end):
-    """Decode DescribeGroupsResponse (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_DescribeGroupsResponse_v0(buf, cur, end):
+    """Decode DescribeGroupsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_L0, pos, end)
     if cython.compiled:
@@ -162,15 +165,17 @@ def _dec_DescribeGroupsResponse_v0(buf, pos, end):
         raise _w.bad_count('groups', pos - 4, n_groups, end, 14)
     f_groups = []
     i = 0
+    cur.pos = pos
     try:
         for i in range(n_groups):
-            item, pos = _dec_DescribeGroupsResponse_DescribedGroup_v0(buf, pos, end)
-            f_groups.append(item)
+            f_groups.append(_dec_DescribeGroupsResponse_DescribedGroup_v0(buf, cur, end))
     except DecodeError as exc:
         raise exc.within("groups[%d]" % i)
+    pos = cur.pos
     obj = DescribeGroupsResponse.__new__(DescribeGroupsResponse)
     obj.groups = f_groups
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_DescribeGroupsResponse_v0(obj, out):
@@ -188,8 +193,9 @@ def _enc_DescribeGroupsResponse_v0(obj, out):
         _enc_DescribeGroupsResponse_DescribedGroup_v0(item, out)
 
 
-def _dec_DescribeGroupsResponse_DescribedGroup_v0(buf, pos, end):
-    """Decode DescribeGroupsResponse_DescribedGroup (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_DescribeGroupsResponse_DescribedGroup_v0(buf, cur, end):
+    """Decode DescribeGroupsResponse_DescribedGroup (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_L1, pos, end)
     if cython.compiled:
@@ -270,12 +276,13 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v0(buf, pos, end):
         raise _w.bad_count('members', pos - 4, n_members, end, 14)
     f_members = []
     i = 0
+    cur.pos = pos
     try:
         for i in range(n_members):
-            item, pos = _dec_DescribeGroupsResponse_DescribedGroupMember_v0(buf, pos, end)
-            f_members.append(item)
+            f_members.append(_dec_DescribeGroupsResponse_DescribedGroupMember_v0(buf, cur, end))
     except DecodeError as exc:
         raise exc.within("members[%d]" % i)
+    pos = cur.pos
     obj = DescribeGroupsResponse_DescribedGroup.__new__(DescribeGroupsResponse_DescribedGroup)
     obj.error_code = f_error_code
     obj.group_id = f_group_id
@@ -283,7 +290,8 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v0(buf, pos, end):
     obj.protocol_type = f_protocol_type
     obj.protocol_data = f_protocol_data
     obj.members = f_members
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_DescribeGroupsResponse_DescribedGroup_v0(obj, out):
@@ -362,8 +370,9 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v0(obj, out):
         _enc_DescribeGroupsResponse_DescribedGroupMember_v0(item, out)
 
 
-def _dec_DescribeGroupsResponse_DescribedGroupMember_v0(buf, pos, end):
-    """Decode DescribeGroupsResponse_DescribedGroupMember (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_DescribeGroupsResponse_DescribedGroupMember_v0(buf, cur, end):
+    """Decode DescribeGroupsResponse_DescribedGroupMember (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_L6, pos, end)
     if cython.compiled:
@@ -449,7 +458,8 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v0(buf, pos, end):
     obj.client_host = f_client_host
     obj.member_metadata = f_member_metadata
     obj.member_assignment = f_member_assignment
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_DescribeGroupsResponse_DescribedGroupMember_v0(obj, out):

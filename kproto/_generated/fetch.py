@@ -97,8 +97,9 @@ def _put_q(p, at, value):
         _put_i(p, at + 4, cython.cast(cython.int, value))
 
 
-def _dec_FetchRequest_v0(buf, pos, end):
-    """Decode FetchRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_FetchRequest_v0(buf, cur, end):
+    """Decode FetchRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_L0, pos, end)
     if cython.compiled:
@@ -113,18 +114,20 @@ def _dec_FetchRequest_v0(buf, pos, end):
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6)
     f_topics = []
     i = 0
+    cur.pos = pos
     try:
         for i in range(n_topics):
-            item, pos = _dec_FetchRequest_FetchTopic_v0(buf, pos, end)
-            f_topics.append(item)
+            f_topics.append(_dec_FetchRequest_FetchTopic_v0(buf, cur, end))
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
+    pos = cur.pos
     obj = FetchRequest.__new__(FetchRequest)
     obj.replica_id = f_replica_id
     obj.max_wait_ms = f_max_wait_ms
     obj.min_bytes = f_min_bytes
     obj.topics = f_topics
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_FetchRequest_v0(obj, out):
@@ -145,8 +148,9 @@ def _enc_FetchRequest_v0(obj, out):
         _enc_FetchRequest_FetchTopic_v0(item, out)
 
 
-def _dec_FetchRequest_FetchTopic_v0(buf, pos, end):
-    """Decode FetchRequest_FetchTopic (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_FetchRequest_FetchTopic_v0(buf, cur, end):
+    """Decode FetchRequest_FetchTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_L1, pos, end)
     if cython.compiled:
@@ -175,16 +179,18 @@ def _dec_FetchRequest_FetchTopic_v0(buf, pos, end):
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 16)
     f_partitions = []
     i = 0
+    cur.pos = pos
     try:
         for i in range(n_partitions):
-            item, pos = _dec_FetchRequest_FetchPartition_v0(buf, pos, end)
-            f_partitions.append(item)
+            f_partitions.append(_dec_FetchRequest_FetchPartition_v0(buf, cur, end))
     except DecodeError as exc:
         raise exc.within("partitions[%d]" % i)
+    pos = cur.pos
     obj = FetchRequest_FetchTopic.__new__(FetchRequest_FetchTopic)
     obj.topic = f_topic
     obj.partitions = f_partitions
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_FetchRequest_FetchTopic_v0(obj, out):
@@ -217,8 +223,9 @@ def _enc_FetchRequest_FetchTopic_v0(obj, out):
         _enc_FetchRequest_FetchPartition_v0(item, out)
 
 
-def _dec_FetchRequest_FetchPartition_v0(buf, pos, end):
-    """Decode FetchRequest_FetchPartition (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_FetchRequest_FetchPartition_v0(buf, cur, end):
+    """Decode FetchRequest_FetchPartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_L3, pos, end)
     if cython.compiled:
@@ -232,7 +239,8 @@ def _dec_FetchRequest_FetchPartition_v0(buf, pos, end):
     obj.partition = f_partition
     obj.fetch_offset = f_fetch_offset
     obj.partition_max_bytes = f_partition_max_bytes
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_FetchRequest_FetchPartition_v0(obj, out):
@@ -248,8 +256,9 @@ def _enc_FetchRequest_FetchPartition_v0(obj, out):
         out += _S_iqi.pack(obj.partition, obj.fetch_offset, obj.partition_max_bytes)
 
 
-def _dec_FetchResponse_v0(buf, pos, end):
-    """Decode FetchResponse (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_FetchResponse_v0(buf, cur, end):
+    """Decode FetchResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_L4, pos, end)
     if cython.compiled:
@@ -261,16 +270,18 @@ def _dec_FetchResponse_v0(buf, pos, end):
         raise _w.bad_count('responses', pos - 4, n_responses, end, 6)
     f_responses = []
     i = 0
+    cur.pos = pos
     try:
         for i in range(n_responses):
-            item, pos = _dec_FetchResponse_FetchableTopicResponse_v0(buf, pos, end)
-            f_responses.append(item)
+            f_responses.append(_dec_FetchResponse_FetchableTopicResponse_v0(buf, cur, end))
     except DecodeError as exc:
         raise exc.within("responses[%d]" % i)
+    pos = cur.pos
     obj = FetchResponse.__new__(FetchResponse)
     obj.throttle_time_ms = 0
     obj.responses = f_responses
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_FetchResponse_v0(obj, out):
@@ -288,8 +299,9 @@ def _enc_FetchResponse_v0(obj, out):
         _enc_FetchResponse_FetchableTopicResponse_v0(item, out)
 
 
-def _dec_FetchResponse_v1(buf, pos, end):
-    """Decode FetchResponse (v1 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_FetchResponse_v1(buf, cur, end):
+    """Decode FetchResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_L5, pos, end)
     if cython.compiled:
@@ -302,16 +314,18 @@ def _dec_FetchResponse_v1(buf, pos, end):
         raise _w.bad_count('responses', pos - 4, n_responses, end, 6)
     f_responses = []
     i = 0
+    cur.pos = pos
     try:
         for i in range(n_responses):
-            item, pos = _dec_FetchResponse_FetchableTopicResponse_v0(buf, pos, end)
-            f_responses.append(item)
+            f_responses.append(_dec_FetchResponse_FetchableTopicResponse_v0(buf, cur, end))
     except DecodeError as exc:
         raise exc.within("responses[%d]" % i)
+    pos = cur.pos
     obj = FetchResponse.__new__(FetchResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.responses = f_responses
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_FetchResponse_v1(obj, out):
@@ -330,8 +344,9 @@ def _enc_FetchResponse_v1(obj, out):
         _enc_FetchResponse_FetchableTopicResponse_v0(item, out)
 
 
-def _dec_FetchResponse_FetchableTopicResponse_v0(buf, pos, end):
-    """Decode FetchResponse_FetchableTopicResponse (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_FetchResponse_FetchableTopicResponse_v0(buf, cur, end):
+    """Decode FetchResponse_FetchableTopicResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_L1, pos, end)
     if cython.compiled:
@@ -360,16 +375,18 @@ def _dec_FetchResponse_FetchableTopicResponse_v0(buf, pos, end):
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 18)
     f_partitions = []
     i = 0
+    cur.pos = pos
     try:
         for i in range(n_partitions):
-            item, pos = _dec_FetchResponse_PartitionData_v0(buf, pos, end)
-            f_partitions.append(item)
+            f_partitions.append(_dec_FetchResponse_PartitionData_v0(buf, cur, end))
     except DecodeError as exc:
         raise exc.within("partitions[%d]" % i)
+    pos = cur.pos
     obj = FetchResponse_FetchableTopicResponse.__new__(FetchResponse_FetchableTopicResponse)
     obj.topic = f_topic
     obj.partitions = f_partitions
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_FetchResponse_FetchableTopicResponse_v0(obj, out):
@@ -402,8 +419,9 @@ def _enc_FetchResponse_FetchableTopicResponse_v0(obj, out):
         _enc_FetchResponse_PartitionData_v0(item, out)
 
 
-def _dec_FetchResponse_PartitionData_v0(buf, pos, end):
-    """Decode FetchResponse_PartitionData (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_FetchResponse_PartitionData_v0(buf, cur, end):
+    """Decode FetchResponse_PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 18:
         raise _w.short_run(_L6, pos, end)
     if cython.compiled:
@@ -428,7 +446,8 @@ def _dec_FetchResponse_PartitionData_v0(buf, pos, end):
     obj.error_code = f_error_code
     obj.high_watermark = f_high_watermark
     obj.records = f_records
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_FetchResponse_PartitionData_v0(obj, out):

@@ -90,8 +90,9 @@ def _put_q(p, at, value):
         _put_i(p, at + 4, cython.cast(cython.int, value))
 
 
-def _dec_GroupCoordinatorRequest_v0(buf, pos, end):
-    """Decode GroupCoordinatorRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_GroupCoordinatorRequest_v0(buf, cur, end):
+    """Decode GroupCoordinatorRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_L0, pos, end)
     if cython.compiled:
@@ -111,7 +112,8 @@ def _dec_GroupCoordinatorRequest_v0(buf, pos, end):
         raise _w.bad_length('key', pos - 2, n_key, False)
     obj = GroupCoordinatorRequest.__new__(GroupCoordinatorRequest)
     obj.key = f_key
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_GroupCoordinatorRequest_v0(obj, out):
@@ -135,8 +137,9 @@ def _enc_GroupCoordinatorRequest_v0(obj, out):
         out += f_key
 
 
-def _dec_GroupCoordinatorResponse_v0(buf, pos, end):
-    """Decode GroupCoordinatorResponse (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_GroupCoordinatorResponse_v0(buf, cur, end):
+    """Decode GroupCoordinatorResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_L1, pos, end)
     if cython.compiled:
@@ -168,7 +171,8 @@ def _dec_GroupCoordinatorResponse_v0(buf, pos, end):
     obj.node_id = f_node_id
     obj.host = f_host
     obj.port = f_port
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_GroupCoordinatorResponse_v0(obj, out):

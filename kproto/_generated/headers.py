@@ -91,8 +91,9 @@ def _put_q(p, at, value):
         _put_i(p, at + 4, cython.cast(cython.int, value))
 
 
-def _dec_RequestHeader_v0(buf, pos, end):
-    """Decode RequestHeader (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_RequestHeader_v0(buf, cur, end):
+    """Decode RequestHeader (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_L0, pos, end)
     if cython.compiled:
@@ -107,7 +108,8 @@ def _dec_RequestHeader_v0(buf, pos, end):
     obj.api_version = f_api_version
     obj.correlation_id = f_correlation_id
     obj.client_id = ''
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_RequestHeader_v0(obj, out):
@@ -123,8 +125,9 @@ def _enc_RequestHeader_v0(obj, out):
         out += _S_hhi.pack(obj.api_key, obj.api_version, obj.correlation_id)
 
 
-def _dec_RequestHeader_v1(buf, pos, end):
-    """Decode RequestHeader (v1 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_RequestHeader_v1(buf, cur, end):
+    """Decode RequestHeader (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 10:
         raise _w.short_run(_L1, pos, end)
     if cython.compiled:
@@ -152,7 +155,8 @@ def _dec_RequestHeader_v1(buf, pos, end):
     obj.api_version = f_api_version
     obj.correlation_id = f_correlation_id
     obj.client_id = f_client_id
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_RequestHeader_v1(obj, out):
@@ -179,8 +183,9 @@ def _enc_RequestHeader_v1(obj, out):
         out += f_client_id
 
 
-def _dec_ResponseHeader_v0(buf, pos, end):
-    """Decode ResponseHeader (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_ResponseHeader_v0(buf, cur, end):
+    """Decode ResponseHeader (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_L2, pos, end)
     if cython.compiled:
@@ -190,7 +195,8 @@ def _dec_ResponseHeader_v0(buf, pos, end):
     pos += 4
     obj = ResponseHeader.__new__(ResponseHeader)
     obj.correlation_id = f_correlation_id
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_ResponseHeader_v0(obj, out):

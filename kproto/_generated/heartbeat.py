@@ -90,8 +90,9 @@ def _put_q(p, at, value):
         _put_i(p, at + 4, cython.cast(cython.int, value))
 
 
-def _dec_HeartbeatRequest_v0(buf, pos, end):
-    """Decode HeartbeatRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_HeartbeatRequest_v0(buf, cur, end):
+    """Decode HeartbeatRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_L0, pos, end)
     if cython.compiled:
@@ -131,7 +132,8 @@ def _dec_HeartbeatRequest_v0(buf, pos, end):
     obj.group_id = f_group_id
     obj.generation_id = f_generation_id
     obj.member_id = f_member_id
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_HeartbeatRequest_v0(obj, out):
@@ -171,8 +173,9 @@ def _enc_HeartbeatRequest_v0(obj, out):
         out += f_member_id
 
 
-def _dec_HeartbeatResponse_v0(buf, pos, end):
-    """Decode HeartbeatResponse (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_HeartbeatResponse_v0(buf, cur, end):
+    """Decode HeartbeatResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_L2, pos, end)
     if cython.compiled:
@@ -182,7 +185,8 @@ def _dec_HeartbeatResponse_v0(buf, pos, end):
     pos += 2
     obj = HeartbeatResponse.__new__(HeartbeatResponse)
     obj.error_code = f_error_code
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_HeartbeatResponse_v0(obj, out):

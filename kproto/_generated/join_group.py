@@ -98,8 +98,9 @@ def _put_q(p, at, value):
         _put_i(p, at + 4, cython.cast(cython.int, value))
 
 
-def _dec_JoinGroupRequest_v0(buf, pos, end):
-    """Decode JoinGroupRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_JoinGroupRequest_v0(buf, cur, end):
+    """Decode JoinGroupRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_L0, pos, end)
     if cython.compiled:
@@ -163,19 +164,21 @@ def _dec_JoinGroupRequest_v0(buf, pos, end):
         raise _w.bad_count('protocols', pos - 4, n_protocols, end, 6)
     f_protocols = []
     i = 0
+    cur.pos = pos
     try:
         for i in range(n_protocols):
-            item, pos = _dec_JoinGroupRequest_JoinGroupRequestProtocol_v0(buf, pos, end)
-            f_protocols.append(item)
+            f_protocols.append(_dec_JoinGroupRequest_JoinGroupRequestProtocol_v0(buf, cur, end))
     except DecodeError as exc:
         raise exc.within("protocols[%d]" % i)
+    pos = cur.pos
     obj = JoinGroupRequest.__new__(JoinGroupRequest)
     obj.group_id = f_group_id
     obj.session_timeout_ms = f_session_timeout_ms
     obj.member_id = f_member_id
     obj.protocol_type = f_protocol_type
     obj.protocols = f_protocols
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_JoinGroupRequest_v0(obj, out):
@@ -239,8 +242,9 @@ def _enc_JoinGroupRequest_v0(obj, out):
         _enc_JoinGroupRequest_JoinGroupRequestProtocol_v0(item, out)
 
 
-def _dec_JoinGroupRequest_JoinGroupRequestProtocol_v0(buf, pos, end):
-    """Decode JoinGroupRequest_JoinGroupRequestProtocol (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_JoinGroupRequest_JoinGroupRequestProtocol_v0(buf, cur, end):
+    """Decode JoinGroupRequest_JoinGroupRequestProtocol (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_L4, pos, end)
     if cython.compiled:
@@ -275,7 +279,8 @@ def _dec_JoinGroupRequest_JoinGroupRequestProtocol_v0(buf, pos, end):
     obj = JoinGroupRequest_JoinGroupRequestProtocol.__new__(JoinGroupRequest_JoinGroupRequestProtocol)
     obj.name = f_name
     obj.metadata = f_metadata
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_JoinGroupRequest_JoinGroupRequestProtocol_v0(obj, out):
@@ -311,8 +316,9 @@ def _enc_JoinGroupRequest_JoinGroupRequestProtocol_v0(obj, out):
         out += f_metadata
 
 
-def _dec_JoinGroupResponse_v0(buf, pos, end):
-    """Decode JoinGroupResponse (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_JoinGroupResponse_v0(buf, cur, end):
+    """Decode JoinGroupResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_L6, pos, end)
     if cython.compiled:
@@ -377,12 +383,13 @@ def _dec_JoinGroupResponse_v0(buf, pos, end):
         raise _w.bad_count('members', pos - 4, n_members, end, 6)
     f_members = []
     i = 0
+    cur.pos = pos
     try:
         for i in range(n_members):
-            item, pos = _dec_JoinGroupResponse_JoinGroupResponseMember_v0(buf, pos, end)
-            f_members.append(item)
+            f_members.append(_dec_JoinGroupResponse_JoinGroupResponseMember_v0(buf, cur, end))
     except DecodeError as exc:
         raise exc.within("members[%d]" % i)
+    pos = cur.pos
     obj = JoinGroupResponse.__new__(JoinGroupResponse)
     obj.error_code = f_error_code
     obj.generation_id = f_generation_id
@@ -390,7 +397,8 @@ def _dec_JoinGroupResponse_v0(buf, pos, end):
     obj.leader = f_leader
     obj.member_id = f_member_id
     obj.members = f_members
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_JoinGroupResponse_v0(obj, out):
@@ -455,8 +463,9 @@ def _enc_JoinGroupResponse_v0(obj, out):
         _enc_JoinGroupResponse_JoinGroupResponseMember_v0(item, out)
 
 
-def _dec_JoinGroupResponse_JoinGroupResponseMember_v0(buf, pos, end):
-    """Decode JoinGroupResponse_JoinGroupResponseMember (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_JoinGroupResponse_JoinGroupResponseMember_v0(buf, cur, end):
+    """Decode JoinGroupResponse_JoinGroupResponseMember (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_L8, pos, end)
     if cython.compiled:
@@ -491,7 +500,8 @@ def _dec_JoinGroupResponse_JoinGroupResponseMember_v0(buf, pos, end):
     obj = JoinGroupResponse_JoinGroupResponseMember.__new__(JoinGroupResponse_JoinGroupResponseMember)
     obj.member_id = f_member_id
     obj.metadata = f_metadata
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_JoinGroupResponse_JoinGroupResponseMember_v0(obj, out):

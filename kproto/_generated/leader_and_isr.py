@@ -100,8 +100,9 @@ def _put_q(p, at, value):
         _put_i(p, at + 4, cython.cast(cython.int, value))
 
 
-def _dec_LeaderAndIsrRequest_v0(buf, pos, end):
-    """Decode LeaderAndIsrRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_LeaderAndIsrRequest_v0(buf, cur, end):
+    """Decode LeaderAndIsrRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_L0, pos, end)
     if cython.compiled:
@@ -115,12 +116,13 @@ def _dec_LeaderAndIsrRequest_v0(buf, pos, end):
         raise _w.bad_count('ungrouped_partition_states', pos - 4, n_ungrouped_partition_states, end, 30)
     f_ungrouped_partition_states = []
     i = 0
+    cur.pos = pos
     try:
         for i in range(n_ungrouped_partition_states):
-            item, pos = _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(buf, pos, end)
-            f_ungrouped_partition_states.append(item)
+            f_ungrouped_partition_states.append(_dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(buf, cur, end))
     except DecodeError as exc:
         raise exc.within("ungrouped_partition_states[%d]" % i)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_L1, pos, end)
     if cython.compiled:
@@ -132,18 +134,20 @@ def _dec_LeaderAndIsrRequest_v0(buf, pos, end):
         raise _w.bad_count('live_leaders', pos - 4, n_live_leaders, end, 10)
     f_live_leaders = []
     i = 0
+    cur.pos = pos
     try:
         for i in range(n_live_leaders):
-            item, pos = _dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(buf, pos, end)
-            f_live_leaders.append(item)
+            f_live_leaders.append(_dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(buf, cur, end))
     except DecodeError as exc:
         raise exc.within("live_leaders[%d]" % i)
+    pos = cur.pos
     obj = LeaderAndIsrRequest.__new__(LeaderAndIsrRequest)
     obj.controller_id = f_controller_id
     obj.controller_epoch = f_controller_epoch
     obj.ungrouped_partition_states = f_ungrouped_partition_states
     obj.live_leaders = f_live_leaders
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_LeaderAndIsrRequest_v0(obj, out):
@@ -172,8 +176,9 @@ def _enc_LeaderAndIsrRequest_v0(obj, out):
         _enc_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(item, out)
 
 
-def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(buf, pos, end):
-    """Decode LeaderAndIsrRequest_LeaderAndIsrPartitionState (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(buf, cur, end):
+    """Decode LeaderAndIsrRequest_LeaderAndIsrPartitionState (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_L2, pos, end)
     if cython.compiled:
@@ -233,7 +238,8 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(buf, pos, end):
     obj.isr = f_isr
     obj.partition_epoch = f_partition_epoch
     obj.replicas = f_replicas
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(obj, out):
@@ -288,8 +294,9 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(obj, out):
         out += _pack(">%di" % n_replicas, *f_replicas)
 
 
-def _dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(buf, pos, end):
-    """Decode LeaderAndIsrRequest_LeaderAndIsrLiveLeader (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(buf, cur, end):
+    """Decode LeaderAndIsrRequest_LeaderAndIsrLiveLeader (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_L5, pos, end)
     if cython.compiled:
@@ -319,7 +326,8 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(buf, pos, end):
     obj.broker_id = f_broker_id
     obj.host_name = f_host_name
     obj.port = f_port
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(obj, out):
@@ -349,8 +357,9 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(obj, out):
         out += _S_i.pack(obj.port)
 
 
-def _dec_LeaderAndIsrResponse_v0(buf, pos, end):
-    """Decode LeaderAndIsrResponse (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_LeaderAndIsrResponse_v0(buf, cur, end):
+    """Decode LeaderAndIsrResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_L7, pos, end)
     if cython.compiled:
@@ -363,16 +372,18 @@ def _dec_LeaderAndIsrResponse_v0(buf, pos, end):
         raise _w.bad_count('partition_errors', pos - 4, n_partition_errors, end, 8)
     f_partition_errors = []
     i = 0
+    cur.pos = pos
     try:
         for i in range(n_partition_errors):
-            item, pos = _dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(buf, pos, end)
-            f_partition_errors.append(item)
+            f_partition_errors.append(_dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(buf, cur, end))
     except DecodeError as exc:
         raise exc.within("partition_errors[%d]" % i)
+    pos = cur.pos
     obj = LeaderAndIsrResponse.__new__(LeaderAndIsrResponse)
     obj.error_code = f_error_code
     obj.partition_errors = f_partition_errors
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_LeaderAndIsrResponse_v0(obj, out):
@@ -391,8 +402,9 @@ def _enc_LeaderAndIsrResponse_v0(obj, out):
         _enc_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(item, out)
 
 
-def _dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(buf, pos, end):
-    """Decode LeaderAndIsrResponse_LeaderAndIsrPartitionError (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(buf, cur, end):
+    """Decode LeaderAndIsrResponse_LeaderAndIsrPartitionError (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_L2, pos, end)
     if cython.compiled:
@@ -422,7 +434,8 @@ def _dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(buf, pos, end):
     obj.topic_name = f_topic_name
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(obj, out):

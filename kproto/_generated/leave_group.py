@@ -89,8 +89,9 @@ def _put_q(p, at, value):
         _put_i(p, at + 4, cython.cast(cython.int, value))
 
 
-def _dec_LeaveGroupRequest_v0(buf, pos, end):
-    """Decode LeaveGroupRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_LeaveGroupRequest_v0(buf, cur, end):
+    """Decode LeaveGroupRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_L0, pos, end)
     if cython.compiled:
@@ -128,7 +129,8 @@ def _dec_LeaveGroupRequest_v0(buf, pos, end):
     obj = LeaveGroupRequest.__new__(LeaveGroupRequest)
     obj.group_id = f_group_id
     obj.member_id = f_member_id
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_LeaveGroupRequest_v0(obj, out):
@@ -167,8 +169,9 @@ def _enc_LeaveGroupRequest_v0(obj, out):
         out += f_member_id
 
 
-def _dec_LeaveGroupResponse_v0(buf, pos, end):
-    """Decode LeaveGroupResponse (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_LeaveGroupResponse_v0(buf, cur, end):
+    """Decode LeaveGroupResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_L2, pos, end)
     if cython.compiled:
@@ -178,7 +181,8 @@ def _dec_LeaveGroupResponse_v0(buf, pos, end):
     pos += 2
     obj = LeaveGroupResponse.__new__(LeaveGroupResponse)
     obj.error_code = f_error_code
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_LeaveGroupResponse_v0(obj, out):

@@ -90,10 +90,12 @@ def _put_q(p, at, value):
         _put_i(p, at + 4, cython.cast(cython.int, value))
 
 
-def _dec_ListGroupsRequest_v0(buf, pos, end):
-    """Decode ListGroupsRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_ListGroupsRequest_v0(buf, cur, end):
+    """Decode ListGroupsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     obj = ListGroupsRequest.__new__(ListGroupsRequest)
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_ListGroupsRequest_v0(obj, out):
@@ -103,8 +105,9 @@ def _enc_ListGroupsRequest_v0(obj, out):
     pass
 
 
-def _dec_ListGroupsResponse_v0(buf, pos, end):
-    """Decode ListGroupsResponse (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_ListGroupsResponse_v0(buf, cur, end):
+    """Decode ListGroupsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_L0, pos, end)
     if cython.compiled:
@@ -117,16 +120,18 @@ def _dec_ListGroupsResponse_v0(buf, pos, end):
         raise _w.bad_count('groups', pos - 4, n_groups, end, 4)
     f_groups = []
     i = 0
+    cur.pos = pos
     try:
         for i in range(n_groups):
-            item, pos = _dec_ListGroupsResponse_ListedGroup_v0(buf, pos, end)
-            f_groups.append(item)
+            f_groups.append(_dec_ListGroupsResponse_ListedGroup_v0(buf, cur, end))
     except DecodeError as exc:
         raise exc.within("groups[%d]" % i)
+    pos = cur.pos
     obj = ListGroupsResponse.__new__(ListGroupsResponse)
     obj.error_code = f_error_code
     obj.groups = f_groups
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_ListGroupsResponse_v0(obj, out):
@@ -145,8 +150,9 @@ def _enc_ListGroupsResponse_v0(obj, out):
         _enc_ListGroupsResponse_ListedGroup_v0(item, out)
 
 
-def _dec_ListGroupsResponse_ListedGroup_v0(buf, pos, end):
-    """Decode ListGroupsResponse_ListedGroup (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_ListGroupsResponse_ListedGroup_v0(buf, cur, end):
+    """Decode ListGroupsResponse_ListedGroup (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_L1, pos, end)
     if cython.compiled:
@@ -184,7 +190,8 @@ def _dec_ListGroupsResponse_ListedGroup_v0(buf, pos, end):
     obj = ListGroupsResponse_ListedGroup.__new__(ListGroupsResponse_ListedGroup)
     obj.group_id = f_group_id
     obj.protocol_type = f_protocol_type
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_ListGroupsResponse_ListedGroup_v0(obj, out):

@@ -95,8 +95,9 @@ def _put_q(p, at, value):
         _put_i(p, at + 4, cython.cast(cython.int, value))
 
 
-def _dec_ListOffsetsRequest_v0(buf, pos, end):
-    """Decode ListOffsetsRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_ListOffsetsRequest_v0(buf, cur, end):
+    """Decode ListOffsetsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_L0, pos, end)
     if cython.compiled:
@@ -109,16 +110,18 @@ def _dec_ListOffsetsRequest_v0(buf, pos, end):
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6)
     f_topics = []
     i = 0
+    cur.pos = pos
     try:
         for i in range(n_topics):
-            item, pos = _dec_ListOffsetsRequest_ListOffsetsTopic_v0(buf, pos, end)
-            f_topics.append(item)
+            f_topics.append(_dec_ListOffsetsRequest_ListOffsetsTopic_v0(buf, cur, end))
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
+    pos = cur.pos
     obj = ListOffsetsRequest.__new__(ListOffsetsRequest)
     obj.replica_id = f_replica_id
     obj.topics = f_topics
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_ListOffsetsRequest_v0(obj, out):
@@ -137,8 +140,9 @@ def _enc_ListOffsetsRequest_v0(obj, out):
         _enc_ListOffsetsRequest_ListOffsetsTopic_v0(item, out)
 
 
-def _dec_ListOffsetsRequest_ListOffsetsTopic_v0(buf, pos, end):
-    """Decode ListOffsetsRequest_ListOffsetsTopic (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_ListOffsetsRequest_ListOffsetsTopic_v0(buf, cur, end):
+    """Decode ListOffsetsRequest_ListOffsetsTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_L1, pos, end)
     if cython.compiled:
@@ -167,16 +171,18 @@ def _dec_ListOffsetsRequest_ListOffsetsTopic_v0(buf, pos, end):
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 16)
     f_partitions = []
     i = 0
+    cur.pos = pos
     try:
         for i in range(n_partitions):
-            item, pos = _dec_ListOffsetsRequest_ListOffsetsPartition_v0(buf, pos, end)
-            f_partitions.append(item)
+            f_partitions.append(_dec_ListOffsetsRequest_ListOffsetsPartition_v0(buf, cur, end))
     except DecodeError as exc:
         raise exc.within("partitions[%d]" % i)
+    pos = cur.pos
     obj = ListOffsetsRequest_ListOffsetsTopic.__new__(ListOffsetsRequest_ListOffsetsTopic)
     obj.name = f_name
     obj.partitions = f_partitions
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_ListOffsetsRequest_ListOffsetsTopic_v0(obj, out):
@@ -209,8 +215,9 @@ def _enc_ListOffsetsRequest_ListOffsetsTopic_v0(obj, out):
         _enc_ListOffsetsRequest_ListOffsetsPartition_v0(item, out)
 
 
-def _dec_ListOffsetsRequest_ListOffsetsPartition_v0(buf, pos, end):
-    """Decode ListOffsetsRequest_ListOffsetsPartition (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_ListOffsetsRequest_ListOffsetsPartition_v0(buf, cur, end):
+    """Decode ListOffsetsRequest_ListOffsetsPartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_L3, pos, end)
     if cython.compiled:
@@ -224,7 +231,8 @@ def _dec_ListOffsetsRequest_ListOffsetsPartition_v0(buf, pos, end):
     obj.partition_index = f_partition_index
     obj.timestamp = f_timestamp
     obj.max_num_offsets = f_max_num_offsets
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_ListOffsetsRequest_ListOffsetsPartition_v0(obj, out):
@@ -240,8 +248,9 @@ def _enc_ListOffsetsRequest_ListOffsetsPartition_v0(obj, out):
         out += _S_iqi.pack(obj.partition_index, obj.timestamp, obj.max_num_offsets)
 
 
-def _dec_ListOffsetsResponse_v0(buf, pos, end):
-    """Decode ListOffsetsResponse (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_ListOffsetsResponse_v0(buf, cur, end):
+    """Decode ListOffsetsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_L4, pos, end)
     if cython.compiled:
@@ -253,15 +262,17 @@ def _dec_ListOffsetsResponse_v0(buf, pos, end):
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6)
     f_topics = []
     i = 0
+    cur.pos = pos
     try:
         for i in range(n_topics):
-            item, pos = _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v0(buf, pos, end)
-            f_topics.append(item)
+            f_topics.append(_dec_ListOffsetsResponse_ListOffsetsTopicResponse_v0(buf, cur, end))
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
+    pos = cur.pos
     obj = ListOffsetsResponse.__new__(ListOffsetsResponse)
     obj.topics = f_topics
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_ListOffsetsResponse_v0(obj, out):
@@ -279,8 +290,9 @@ def _enc_ListOffsetsResponse_v0(obj, out):
         _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v0(item, out)
 
 
-def _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v0(buf, pos, end):
-    """Decode ListOffsetsResponse_ListOffsetsTopicResponse (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v0(buf, cur, end):
+    """Decode ListOffsetsResponse_ListOffsetsTopicResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_L1, pos, end)
     if cython.compiled:
@@ -309,16 +321,18 @@ def _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v0(buf, pos, end):
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 10)
     f_partitions = []
     i = 0
+    cur.pos = pos
     try:
         for i in range(n_partitions):
-            item, pos = _dec_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(buf, pos, end)
-            f_partitions.append(item)
+            f_partitions.append(_dec_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(buf, cur, end))
     except DecodeError as exc:
         raise exc.within("partitions[%d]" % i)
+    pos = cur.pos
     obj = ListOffsetsResponse_ListOffsetsTopicResponse.__new__(ListOffsetsResponse_ListOffsetsTopicResponse)
     obj.name = f_name
     obj.partitions = f_partitions
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v0(obj, out):
@@ -351,8 +365,9 @@ def _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v0(obj, out):
         _enc_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(item, out)
 
 
-def _dec_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(buf, pos, end):
-    """Decode ListOffsetsResponse_ListOffsetsPartitionResponse (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(buf, cur, end):
+    """Decode ListOffsetsResponse_ListOffsetsPartitionResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 10:
         raise _w.short_run(_L5, pos, end)
     if cython.compiled:
@@ -373,7 +388,8 @@ def _dec_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(buf, pos, end):
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.old_style_offsets = f_old_style_offsets
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(obj, out):

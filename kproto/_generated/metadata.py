@@ -98,8 +98,9 @@ def _put_q(p, at, value):
         _put_i(p, at + 4, cython.cast(cython.int, value))
 
 
-def _dec_MetadataRequest_v0(buf, pos, end):
-    """Decode MetadataRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_MetadataRequest_v0(buf, cur, end):
+    """Decode MetadataRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_L0, pos, end)
     if cython.compiled:
@@ -111,15 +112,17 @@ def _dec_MetadataRequest_v0(buf, pos, end):
         raise _w.bad_count('topics', pos - 4, n_topics, end, 2)
     f_topics = []
     i = 0
+    cur.pos = pos
     try:
         for i in range(n_topics):
-            item, pos = _dec_MetadataRequest_MetadataRequestTopic_v0(buf, pos, end)
-            f_topics.append(item)
+            f_topics.append(_dec_MetadataRequest_MetadataRequestTopic_v0(buf, cur, end))
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
+    pos = cur.pos
     obj = MetadataRequest.__new__(MetadataRequest)
     obj.topics = f_topics
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_MetadataRequest_v0(obj, out):
@@ -137,8 +140,9 @@ def _enc_MetadataRequest_v0(obj, out):
         _enc_MetadataRequest_MetadataRequestTopic_v0(item, out)
 
 
-def _dec_MetadataRequest_MetadataRequestTopic_v0(buf, pos, end):
-    """Decode MetadataRequest_MetadataRequestTopic (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_MetadataRequest_MetadataRequestTopic_v0(buf, cur, end):
+    """Decode MetadataRequest_MetadataRequestTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_L1, pos, end)
     if cython.compiled:
@@ -158,7 +162,8 @@ def _dec_MetadataRequest_MetadataRequestTopic_v0(buf, pos, end):
         raise _w.bad_length('name', pos - 2, n_name, False)
     obj = MetadataRequest_MetadataRequestTopic.__new__(MetadataRequest_MetadataRequestTopic)
     obj.name = f_name
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_MetadataRequest_MetadataRequestTopic_v0(obj, out):
@@ -182,8 +187,9 @@ def _enc_MetadataRequest_MetadataRequestTopic_v0(obj, out):
         out += f_name
 
 
-def _dec_MetadataResponse_v0(buf, pos, end):
-    """Decode MetadataResponse (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_MetadataResponse_v0(buf, cur, end):
+    """Decode MetadataResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_L2, pos, end)
     if cython.compiled:
@@ -195,12 +201,13 @@ def _dec_MetadataResponse_v0(buf, pos, end):
         raise _w.bad_count('brokers', pos - 4, n_brokers, end, 10)
     f_brokers = []
     i = 0
+    cur.pos = pos
     try:
         for i in range(n_brokers):
-            item, pos = _dec_MetadataResponse_MetadataResponseBroker_v0(buf, pos, end)
-            f_brokers.append(item)
+            f_brokers.append(_dec_MetadataResponse_MetadataResponseBroker_v0(buf, cur, end))
     except DecodeError as exc:
         raise exc.within("brokers[%d]" % i)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_L0, pos, end)
     if cython.compiled:
@@ -212,16 +219,18 @@ def _dec_MetadataResponse_v0(buf, pos, end):
         raise _w.bad_count('topics', pos - 4, n_topics, end, 8)
     f_topics = []
     i = 0
+    cur.pos = pos
     try:
         for i in range(n_topics):
-            item, pos = _dec_MetadataResponse_MetadataResponseTopic_v0(buf, pos, end)
-            f_topics.append(item)
+            f_topics.append(_dec_MetadataResponse_MetadataResponseTopic_v0(buf, cur, end))
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
+    pos = cur.pos
     obj = MetadataResponse.__new__(MetadataResponse)
     obj.brokers = f_brokers
     obj.topics = f_topics
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_MetadataResponse_v0(obj, out):
@@ -248,8 +257,9 @@ def _enc_MetadataResponse_v0(obj, out):
         _enc_MetadataResponse_MetadataResponseTopic_v0(item, out)
 
 
-def _dec_MetadataResponse_MetadataResponseBroker_v0(buf, pos, end):
-    """Decode MetadataResponse_MetadataResponseBroker (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_MetadataResponse_MetadataResponseBroker_v0(buf, cur, end):
+    """Decode MetadataResponse_MetadataResponseBroker (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_L3, pos, end)
     if cython.compiled:
@@ -279,7 +289,8 @@ def _dec_MetadataResponse_MetadataResponseBroker_v0(buf, pos, end):
     obj.node_id = f_node_id
     obj.host = f_host
     obj.port = f_port
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_MetadataResponse_MetadataResponseBroker_v0(obj, out):
@@ -309,8 +320,9 @@ def _enc_MetadataResponse_MetadataResponseBroker_v0(obj, out):
         out += _S_i.pack(obj.port)
 
 
-def _dec_MetadataResponse_MetadataResponseTopic_v0(buf, pos, end):
-    """Decode MetadataResponse_MetadataResponseTopic (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_MetadataResponse_MetadataResponseTopic_v0(buf, cur, end):
+    """Decode MetadataResponse_MetadataResponseTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_L5, pos, end)
     if cython.compiled:
@@ -340,17 +352,19 @@ def _dec_MetadataResponse_MetadataResponseTopic_v0(buf, pos, end):
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 18)
     f_partitions = []
     i = 0
+    cur.pos = pos
     try:
         for i in range(n_partitions):
-            item, pos = _dec_MetadataResponse_MetadataResponsePartition_v0(buf, pos, end)
-            f_partitions.append(item)
+            f_partitions.append(_dec_MetadataResponse_MetadataResponsePartition_v0(buf, cur, end))
     except DecodeError as exc:
         raise exc.within("partitions[%d]" % i)
+    pos = cur.pos
     obj = MetadataResponse_MetadataResponseTopic.__new__(MetadataResponse_MetadataResponseTopic)
     obj.error_code = f_error_code
     obj.name = f_name
     obj.partitions = f_partitions
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_MetadataResponse_MetadataResponseTopic_v0(obj, out):
@@ -384,8 +398,9 @@ def _enc_MetadataResponse_MetadataResponseTopic_v0(obj, out):
         _enc_MetadataResponse_MetadataResponsePartition_v0(item, out)
 
 
-def _dec_MetadataResponse_MetadataResponsePartition_v0(buf, pos, end):
-    """Decode MetadataResponse_MetadataResponsePartition (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_MetadataResponse_MetadataResponsePartition_v0(buf, cur, end):
+    """Decode MetadataResponse_MetadataResponsePartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 14:
         raise _w.short_run(_L7, pos, end)
     if cython.compiled:
@@ -423,7 +438,8 @@ def _dec_MetadataResponse_MetadataResponsePartition_v0(buf, pos, end):
     obj.leader_id = f_leader_id
     obj.replica_nodes = f_replica_nodes
     obj.isr_nodes = f_isr_nodes
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_MetadataResponse_MetadataResponsePartition_v0(obj, out):

@@ -99,8 +99,9 @@ def _put_q(p, at, value):
         _put_i(p, at + 4, cython.cast(cython.int, value))
 
 
-def _dec_OffsetCommitRequest_v0(buf, pos, end):
-    """Decode OffsetCommitRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_OffsetCommitRequest_v0(buf, cur, end):
+    """Decode OffsetCommitRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_L0, pos, end)
     if cython.compiled:
@@ -129,19 +130,21 @@ def _dec_OffsetCommitRequest_v0(buf, pos, end):
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6)
     f_topics = []
     i = 0
+    cur.pos = pos
     try:
         for i in range(n_topics):
-            item, pos = _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v0(buf, pos, end)
-            f_topics.append(item)
+            f_topics.append(_dec_OffsetCommitRequest_OffsetCommitRequestTopic_v0(buf, cur, end))
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
+    pos = cur.pos
     obj = OffsetCommitRequest.__new__(OffsetCommitRequest)
     obj.group_id = f_group_id
     obj.generation_id_or_member_epoch = -1
     obj.member_id = ''
     obj.retention_time_ms = -1
     obj.topics = f_topics
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_OffsetCommitRequest_v0(obj, out):
@@ -174,8 +177,9 @@ def _enc_OffsetCommitRequest_v0(obj, out):
         _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v0(item, out)
 
 
-def _dec_OffsetCommitRequest_v1(buf, pos, end):
-    """Decode OffsetCommitRequest (v1 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_OffsetCommitRequest_v1(buf, cur, end):
+    """Decode OffsetCommitRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_L0, pos, end)
     if cython.compiled:
@@ -222,19 +226,21 @@ def _dec_OffsetCommitRequest_v1(buf, pos, end):
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6)
     f_topics = []
     i = 0
+    cur.pos = pos
     try:
         for i in range(n_topics):
-            item, pos = _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v1(buf, pos, end)
-            f_topics.append(item)
+            f_topics.append(_dec_OffsetCommitRequest_OffsetCommitRequestTopic_v1(buf, cur, end))
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
+    pos = cur.pos
     obj = OffsetCommitRequest.__new__(OffsetCommitRequest)
     obj.group_id = f_group_id
     obj.generation_id_or_member_epoch = f_generation_id_or_member_epoch
     obj.member_id = f_member_id
     obj.retention_time_ms = -1
     obj.topics = f_topics
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_OffsetCommitRequest_v1(obj, out):
@@ -283,8 +289,9 @@ def _enc_OffsetCommitRequest_v1(obj, out):
         _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v1(item, out)
 
 
-def _dec_OffsetCommitRequest_v2(buf, pos, end):
-    """Decode OffsetCommitRequest (v2 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_OffsetCommitRequest_v2(buf, cur, end):
+    """Decode OffsetCommitRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_L0, pos, end)
     if cython.compiled:
@@ -332,19 +339,21 @@ def _dec_OffsetCommitRequest_v2(buf, pos, end):
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6)
     f_topics = []
     i = 0
+    cur.pos = pos
     try:
         for i in range(n_topics):
-            item, pos = _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v0(buf, pos, end)
-            f_topics.append(item)
+            f_topics.append(_dec_OffsetCommitRequest_OffsetCommitRequestTopic_v0(buf, cur, end))
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
+    pos = cur.pos
     obj = OffsetCommitRequest.__new__(OffsetCommitRequest)
     obj.group_id = f_group_id
     obj.generation_id_or_member_epoch = f_generation_id_or_member_epoch
     obj.member_id = f_member_id
     obj.retention_time_ms = f_retention_time_ms
     obj.topics = f_topics
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_OffsetCommitRequest_v2(obj, out):
@@ -394,8 +403,9 @@ def _enc_OffsetCommitRequest_v2(obj, out):
         _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v0(item, out)
 
 
-def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v0(buf, pos, end):
-    """Decode OffsetCommitRequest_OffsetCommitRequestTopic (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v0(buf, cur, end):
+    """Decode OffsetCommitRequest_OffsetCommitRequestTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_L4, pos, end)
     if cython.compiled:
@@ -424,16 +434,18 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v0(buf, pos, end):
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 14)
     f_partitions = []
     i = 0
+    cur.pos = pos
     try:
         for i in range(n_partitions):
-            item, pos = _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v0(buf, pos, end)
-            f_partitions.append(item)
+            f_partitions.append(_dec_OffsetCommitRequest_OffsetCommitRequestPartition_v0(buf, cur, end))
     except DecodeError as exc:
         raise exc.within("partitions[%d]" % i)
+    pos = cur.pos
     obj = OffsetCommitRequest_OffsetCommitRequestTopic.__new__(OffsetCommitRequest_OffsetCommitRequestTopic)
     obj.name = f_name
     obj.partitions = f_partitions
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v0(obj, out):
@@ -466,8 +478,9 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v0(obj, out):
         _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v0(item, out)
 
 
-def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v1(buf, pos, end):
-    """Decode OffsetCommitRequest_OffsetCommitRequestTopic (v1 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v1(buf, cur, end):
+    """Decode OffsetCommitRequest_OffsetCommitRequestTopic (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_L4, pos, end)
     if cython.compiled:
@@ -496,16 +509,18 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v1(buf, pos, end):
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 22)
     f_partitions = []
     i = 0
+    cur.pos = pos
     try:
         for i in range(n_partitions):
-            item, pos = _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v1(buf, pos, end)
-            f_partitions.append(item)
+            f_partitions.append(_dec_OffsetCommitRequest_OffsetCommitRequestPartition_v1(buf, cur, end))
     except DecodeError as exc:
         raise exc.within("partitions[%d]" % i)
+    pos = cur.pos
     obj = OffsetCommitRequest_OffsetCommitRequestTopic.__new__(OffsetCommitRequest_OffsetCommitRequestTopic)
     obj.name = f_name
     obj.partitions = f_partitions
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v1(obj, out):
@@ -538,8 +553,9 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v1(obj, out):
         _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v1(item, out)
 
 
-def _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v0(buf, pos, end):
-    """Decode OffsetCommitRequest_OffsetCommitRequestPartition (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v0(buf, cur, end):
+    """Decode OffsetCommitRequest_OffsetCommitRequestPartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 14:
         raise _w.short_run(_L6, pos, end)
     if cython.compiled:
@@ -566,7 +582,8 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v0(buf, pos, end):
     obj.committed_offset = f_committed_offset
     obj.commit_timestamp = -1
     obj.committed_metadata = f_committed_metadata
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v0(obj, out):
@@ -594,8 +611,9 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v0(obj, out):
         out += f_committed_metadata
 
 
-def _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v1(buf, pos, end):
-    """Decode OffsetCommitRequest_OffsetCommitRequestPartition (v1 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v1(buf, cur, end):
+    """Decode OffsetCommitRequest_OffsetCommitRequestPartition (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 22:
         raise _w.short_run(_L7, pos, end)
     if cython.compiled:
@@ -623,7 +641,8 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v1(buf, pos, end):
     obj.committed_offset = f_committed_offset
     obj.commit_timestamp = f_commit_timestamp
     obj.committed_metadata = f_committed_metadata
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v1(obj, out):
@@ -650,8 +669,9 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v1(obj, out):
         out += f_committed_metadata
 
 
-def _dec_OffsetCommitResponse_v0(buf, pos, end):
-    """Decode OffsetCommitResponse (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_OffsetCommitResponse_v0(buf, cur, end):
+    """Decode OffsetCommitResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_L1, pos, end)
     if cython.compiled:
@@ -663,15 +683,17 @@ def _dec_OffsetCommitResponse_v0(buf, pos, end):
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6)
     f_topics = []
     i = 0
+    cur.pos = pos
     try:
         for i in range(n_topics):
-            item, pos = _dec_OffsetCommitResponse_OffsetCommitResponseTopic_v0(buf, pos, end)
-            f_topics.append(item)
+            f_topics.append(_dec_OffsetCommitResponse_OffsetCommitResponseTopic_v0(buf, cur, end))
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
+    pos = cur.pos
     obj = OffsetCommitResponse.__new__(OffsetCommitResponse)
     obj.topics = f_topics
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_OffsetCommitResponse_v0(obj, out):
@@ -689,8 +711,9 @@ def _enc_OffsetCommitResponse_v0(obj, out):
         _enc_OffsetCommitResponse_OffsetCommitResponseTopic_v0(item, out)
 
 
-def _dec_OffsetCommitResponse_OffsetCommitResponseTopic_v0(buf, pos, end):
-    """Decode OffsetCommitResponse_OffsetCommitResponseTopic (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_OffsetCommitResponse_OffsetCommitResponseTopic_v0(buf, cur, end):
+    """Decode OffsetCommitResponse_OffsetCommitResponseTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_L4, pos, end)
     if cython.compiled:
@@ -719,16 +742,18 @@ def _dec_OffsetCommitResponse_OffsetCommitResponseTopic_v0(buf, pos, end):
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 6)
     f_partitions = []
     i = 0
+    cur.pos = pos
     try:
         for i in range(n_partitions):
-            item, pos = _dec_OffsetCommitResponse_OffsetCommitResponsePartition_v0(buf, pos, end)
-            f_partitions.append(item)
+            f_partitions.append(_dec_OffsetCommitResponse_OffsetCommitResponsePartition_v0(buf, cur, end))
     except DecodeError as exc:
         raise exc.within("partitions[%d]" % i)
+    pos = cur.pos
     obj = OffsetCommitResponse_OffsetCommitResponseTopic.__new__(OffsetCommitResponse_OffsetCommitResponseTopic)
     obj.name = f_name
     obj.partitions = f_partitions
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_OffsetCommitResponse_OffsetCommitResponseTopic_v0(obj, out):
@@ -761,8 +786,9 @@ def _enc_OffsetCommitResponse_OffsetCommitResponseTopic_v0(obj, out):
         _enc_OffsetCommitResponse_OffsetCommitResponsePartition_v0(item, out)
 
 
-def _dec_OffsetCommitResponse_OffsetCommitResponsePartition_v0(buf, pos, end):
-    """Decode OffsetCommitResponse_OffsetCommitResponsePartition (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_OffsetCommitResponse_OffsetCommitResponsePartition_v0(buf, cur, end):
+    """Decode OffsetCommitResponse_OffsetCommitResponsePartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_L8, pos, end)
     if cython.compiled:
@@ -774,7 +800,8 @@ def _dec_OffsetCommitResponse_OffsetCommitResponsePartition_v0(buf, pos, end):
     obj = OffsetCommitResponse_OffsetCommitResponsePartition.__new__(OffsetCommitResponse_OffsetCommitResponsePartition)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_OffsetCommitResponse_OffsetCommitResponsePartition_v0(obj, out):

@@ -94,8 +94,9 @@ def _put_q(p, at, value):
         _put_i(p, at + 4, cython.cast(cython.int, value))
 
 
-def _dec_OffsetFetchRequest_v0(buf, pos, end):
-    """Decode OffsetFetchRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_OffsetFetchRequest_v0(buf, cur, end):
+    """Decode OffsetFetchRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_L0, pos, end)
     if cython.compiled:
@@ -124,16 +125,18 @@ def _dec_OffsetFetchRequest_v0(buf, pos, end):
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6)
     f_topics = []
     i = 0
+    cur.pos = pos
     try:
         for i in range(n_topics):
-            item, pos = _dec_OffsetFetchRequest_OffsetFetchRequestTopic_v0(buf, pos, end)
-            f_topics.append(item)
+            f_topics.append(_dec_OffsetFetchRequest_OffsetFetchRequestTopic_v0(buf, cur, end))
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
+    pos = cur.pos
     obj = OffsetFetchRequest.__new__(OffsetFetchRequest)
     obj.group_id = f_group_id
     obj.topics = f_topics
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_OffsetFetchRequest_v0(obj, out):
@@ -166,8 +169,9 @@ def _enc_OffsetFetchRequest_v0(obj, out):
         _enc_OffsetFetchRequest_OffsetFetchRequestTopic_v0(item, out)
 
 
-def _dec_OffsetFetchRequest_OffsetFetchRequestTopic_v0(buf, pos, end):
-    """Decode OffsetFetchRequest_OffsetFetchRequestTopic (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_OffsetFetchRequest_OffsetFetchRequestTopic_v0(buf, cur, end):
+    """Decode OffsetFetchRequest_OffsetFetchRequestTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_L2, pos, end)
     if cython.compiled:
@@ -202,7 +206,8 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestTopic_v0(buf, pos, end):
     obj = OffsetFetchRequest_OffsetFetchRequestTopic.__new__(OffsetFetchRequest_OffsetFetchRequestTopic)
     obj.name = f_name
     obj.partition_indexes = f_partition_indexes
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_OffsetFetchRequest_OffsetFetchRequestTopic_v0(obj, out):
@@ -239,8 +244,9 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestTopic_v0(obj, out):
         out += _pack(">%di" % n_partition_indexes, *f_partition_indexes)
 
 
-def _dec_OffsetFetchResponse_v0(buf, pos, end):
-    """Decode OffsetFetchResponse (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_OffsetFetchResponse_v0(buf, cur, end):
+    """Decode OffsetFetchResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_L1, pos, end)
     if cython.compiled:
@@ -252,15 +258,17 @@ def _dec_OffsetFetchResponse_v0(buf, pos, end):
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6)
     f_topics = []
     i = 0
+    cur.pos = pos
     try:
         for i in range(n_topics):
-            item, pos = _dec_OffsetFetchResponse_OffsetFetchResponseTopic_v0(buf, pos, end)
-            f_topics.append(item)
+            f_topics.append(_dec_OffsetFetchResponse_OffsetFetchResponseTopic_v0(buf, cur, end))
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
+    pos = cur.pos
     obj = OffsetFetchResponse.__new__(OffsetFetchResponse)
     obj.topics = f_topics
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_OffsetFetchResponse_v0(obj, out):
@@ -278,8 +286,9 @@ def _enc_OffsetFetchResponse_v0(obj, out):
         _enc_OffsetFetchResponse_OffsetFetchResponseTopic_v0(item, out)
 
 
-def _dec_OffsetFetchResponse_OffsetFetchResponseTopic_v0(buf, pos, end):
-    """Decode OffsetFetchResponse_OffsetFetchResponseTopic (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_OffsetFetchResponse_OffsetFetchResponseTopic_v0(buf, cur, end):
+    """Decode OffsetFetchResponse_OffsetFetchResponseTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_L2, pos, end)
     if cython.compiled:
@@ -308,16 +317,18 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseTopic_v0(buf, pos, end):
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 16)
     f_partitions = []
     i = 0
+    cur.pos = pos
     try:
         for i in range(n_partitions):
-            item, pos = _dec_OffsetFetchResponse_OffsetFetchResponsePartition_v0(buf, pos, end)
-            f_partitions.append(item)
+            f_partitions.append(_dec_OffsetFetchResponse_OffsetFetchResponsePartition_v0(buf, cur, end))
     except DecodeError as exc:
         raise exc.within("partitions[%d]" % i)
+    pos = cur.pos
     obj = OffsetFetchResponse_OffsetFetchResponseTopic.__new__(OffsetFetchResponse_OffsetFetchResponseTopic)
     obj.name = f_name
     obj.partitions = f_partitions
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_OffsetFetchResponse_OffsetFetchResponseTopic_v0(obj, out):
@@ -350,8 +361,9 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseTopic_v0(obj, out):
         _enc_OffsetFetchResponse_OffsetFetchResponsePartition_v0(item, out)
 
 
-def _dec_OffsetFetchResponse_OffsetFetchResponsePartition_v0(buf, pos, end):
-    """Decode OffsetFetchResponse_OffsetFetchResponsePartition (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_OffsetFetchResponse_OffsetFetchResponsePartition_v0(buf, cur, end):
+    """Decode OffsetFetchResponse_OffsetFetchResponsePartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 14:
         raise _w.short_run(_L5, pos, end)
     if cython.compiled:
@@ -385,7 +397,8 @@ def _dec_OffsetFetchResponse_OffsetFetchResponsePartition_v0(buf, pos, end):
     obj.committed_offset = f_committed_offset
     obj.metadata = f_metadata
     obj.error_code = f_error_code
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_OffsetFetchResponse_OffsetFetchResponsePartition_v0(obj, out):

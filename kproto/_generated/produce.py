@@ -97,8 +97,9 @@ def _put_q(p, at, value):
         _put_i(p, at + 4, cython.cast(cython.int, value))
 
 
-def _dec_ProduceRequest_v0(buf, pos, end):
-    """Decode ProduceRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_ProduceRequest_v0(buf, cur, end):
+    """Decode ProduceRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 10:
         raise _w.short_run(_L0, pos, end)
     if cython.compiled:
@@ -112,17 +113,19 @@ def _dec_ProduceRequest_v0(buf, pos, end):
         raise _w.bad_count('topic_data', pos - 4, n_topic_data, end, 6)
     f_topic_data = []
     i = 0
+    cur.pos = pos
     try:
         for i in range(n_topic_data):
-            item, pos = _dec_ProduceRequest_TopicProduceData_v0(buf, pos, end)
-            f_topic_data.append(item)
+            f_topic_data.append(_dec_ProduceRequest_TopicProduceData_v0(buf, cur, end))
     except DecodeError as exc:
         raise exc.within("topic_data[%d]" % i)
+    pos = cur.pos
     obj = ProduceRequest.__new__(ProduceRequest)
     obj.acks = f_acks
     obj.timeout_ms = f_timeout_ms
     obj.topic_data = f_topic_data
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_ProduceRequest_v0(obj, out):
@@ -142,8 +145,9 @@ def _enc_ProduceRequest_v0(obj, out):
         _enc_ProduceRequest_TopicProduceData_v0(item, out)
 
 
-def _dec_ProduceRequest_TopicProduceData_v0(buf, pos, end):
-    """Decode ProduceRequest_TopicProduceData (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_ProduceRequest_TopicProduceData_v0(buf, cur, end):
+    """Decode ProduceRequest_TopicProduceData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_L1, pos, end)
     if cython.compiled:
@@ -172,16 +176,18 @@ def _dec_ProduceRequest_TopicProduceData_v0(buf, pos, end):
         raise _w.bad_count('partition_data', pos - 4, n_partition_data, end, 8)
     f_partition_data = []
     i = 0
+    cur.pos = pos
     try:
         for i in range(n_partition_data):
-            item, pos = _dec_ProduceRequest_PartitionProduceData_v0(buf, pos, end)
-            f_partition_data.append(item)
+            f_partition_data.append(_dec_ProduceRequest_PartitionProduceData_v0(buf, cur, end))
     except DecodeError as exc:
         raise exc.within("partition_data[%d]" % i)
+    pos = cur.pos
     obj = ProduceRequest_TopicProduceData.__new__(ProduceRequest_TopicProduceData)
     obj.name = f_name
     obj.partition_data = f_partition_data
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_ProduceRequest_TopicProduceData_v0(obj, out):
@@ -214,8 +220,9 @@ def _enc_ProduceRequest_TopicProduceData_v0(obj, out):
         _enc_ProduceRequest_PartitionProduceData_v0(item, out)
 
 
-def _dec_ProduceRequest_PartitionProduceData_v0(buf, pos, end):
-    """Decode ProduceRequest_PartitionProduceData (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_ProduceRequest_PartitionProduceData_v0(buf, cur, end):
+    """Decode ProduceRequest_PartitionProduceData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_L3, pos, end)
     if cython.compiled:
@@ -236,7 +243,8 @@ def _dec_ProduceRequest_PartitionProduceData_v0(buf, pos, end):
     obj = ProduceRequest_PartitionProduceData.__new__(ProduceRequest_PartitionProduceData)
     obj.index = f_index
     obj.records = f_records
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_ProduceRequest_PartitionProduceData_v0(obj, out):
@@ -259,8 +267,9 @@ def _enc_ProduceRequest_PartitionProduceData_v0(obj, out):
         out += f_records
 
 
-def _dec_ProduceResponse_v0(buf, pos, end):
-    """Decode ProduceResponse (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_ProduceResponse_v0(buf, cur, end):
+    """Decode ProduceResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_L4, pos, end)
     if cython.compiled:
@@ -272,16 +281,18 @@ def _dec_ProduceResponse_v0(buf, pos, end):
         raise _w.bad_count('responses', pos - 4, n_responses, end, 6)
     f_responses = []
     i = 0
+    cur.pos = pos
     try:
         for i in range(n_responses):
-            item, pos = _dec_ProduceResponse_TopicProduceResponse_v0(buf, pos, end)
-            f_responses.append(item)
+            f_responses.append(_dec_ProduceResponse_TopicProduceResponse_v0(buf, cur, end))
     except DecodeError as exc:
         raise exc.within("responses[%d]" % i)
+    pos = cur.pos
     obj = ProduceResponse.__new__(ProduceResponse)
     obj.responses = f_responses
     obj.throttle_time_ms = 0
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_ProduceResponse_v0(obj, out):
@@ -299,8 +310,9 @@ def _enc_ProduceResponse_v0(obj, out):
         _enc_ProduceResponse_TopicProduceResponse_v0(item, out)
 
 
-def _dec_ProduceResponse_v1(buf, pos, end):
-    """Decode ProduceResponse (v1 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_ProduceResponse_v1(buf, cur, end):
+    """Decode ProduceResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_L4, pos, end)
     if cython.compiled:
@@ -312,12 +324,13 @@ def _dec_ProduceResponse_v1(buf, pos, end):
         raise _w.bad_count('responses', pos - 4, n_responses, end, 6)
     f_responses = []
     i = 0
+    cur.pos = pos
     try:
         for i in range(n_responses):
-            item, pos = _dec_ProduceResponse_TopicProduceResponse_v0(buf, pos, end)
-            f_responses.append(item)
+            f_responses.append(_dec_ProduceResponse_TopicProduceResponse_v0(buf, cur, end))
     except DecodeError as exc:
         raise exc.within("responses[%d]" % i)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_L5, pos, end)
     if cython.compiled:
@@ -328,7 +341,8 @@ def _dec_ProduceResponse_v1(buf, pos, end):
     obj = ProduceResponse.__new__(ProduceResponse)
     obj.responses = f_responses
     obj.throttle_time_ms = f_throttle_time_ms
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_ProduceResponse_v1(obj, out):
@@ -351,8 +365,9 @@ def _enc_ProduceResponse_v1(obj, out):
         out += _S_i.pack(obj.throttle_time_ms)
 
 
-def _dec_ProduceResponse_TopicProduceResponse_v0(buf, pos, end):
-    """Decode ProduceResponse_TopicProduceResponse (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_ProduceResponse_TopicProduceResponse_v0(buf, cur, end):
+    """Decode ProduceResponse_TopicProduceResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_L1, pos, end)
     if cython.compiled:
@@ -381,16 +396,18 @@ def _dec_ProduceResponse_TopicProduceResponse_v0(buf, pos, end):
         raise _w.bad_count('partition_responses', pos - 4, n_partition_responses, end, 14)
     f_partition_responses = []
     i = 0
+    cur.pos = pos
     try:
         for i in range(n_partition_responses):
-            item, pos = _dec_ProduceResponse_PartitionProduceResponse_v0(buf, pos, end)
-            f_partition_responses.append(item)
+            f_partition_responses.append(_dec_ProduceResponse_PartitionProduceResponse_v0(buf, cur, end))
     except DecodeError as exc:
         raise exc.within("partition_responses[%d]" % i)
+    pos = cur.pos
     obj = ProduceResponse_TopicProduceResponse.__new__(ProduceResponse_TopicProduceResponse)
     obj.name = f_name
     obj.partition_responses = f_partition_responses
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_ProduceResponse_TopicProduceResponse_v0(obj, out):
@@ -423,8 +440,9 @@ def _enc_ProduceResponse_TopicProduceResponse_v0(obj, out):
         _enc_ProduceResponse_PartitionProduceResponse_v0(item, out)
 
 
-def _dec_ProduceResponse_PartitionProduceResponse_v0(buf, pos, end):
-    """Decode ProduceResponse_PartitionProduceResponse (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_ProduceResponse_PartitionProduceResponse_v0(buf, cur, end):
+    """Decode ProduceResponse_PartitionProduceResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 14:
         raise _w.short_run(_L7, pos, end)
     if cython.compiled:
@@ -438,7 +456,8 @@ def _dec_ProduceResponse_PartitionProduceResponse_v0(buf, pos, end):
     obj.index = f_index
     obj.error_code = f_error_code
     obj.base_offset = f_base_offset
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_ProduceResponse_PartitionProduceResponse_v0(obj, out):

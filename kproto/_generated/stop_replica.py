@@ -95,8 +95,9 @@ def _put_q(p, at, value):
         _put_i(p, at + 4, cython.cast(cython.int, value))
 
 
-def _dec_StopReplicaRequest_v0(buf, pos, end):
-    """Decode StopReplicaRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_StopReplicaRequest_v0(buf, cur, end):
+    """Decode StopReplicaRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 13:
         raise _w.short_run(_L0, pos, end)
     if cython.compiled:
@@ -109,23 +110,25 @@ def _dec_StopReplicaRequest_v0(buf, pos, end):
     pos += 13
     if f_delete_partitions != 0 and f_delete_partitions != 1:
         raise _w.bad_bool('delete_partitions', pos - 5, f_delete_partitions)
-    f_delete_partitions = f_delete_partitions == 1
+    b_delete_partitions = f_delete_partitions == 1
     if n_ungrouped_partitions < 0 or n_ungrouped_partitions > (end - pos) // 6:
         raise _w.bad_count('ungrouped_partitions', pos - 4, n_ungrouped_partitions, end, 6)
     f_ungrouped_partitions = []
     i = 0
+    cur.pos = pos
     try:
         for i in range(n_ungrouped_partitions):
-            item, pos = _dec_StopReplicaRequest_StopReplicaPartitionV0_v0(buf, pos, end)
-            f_ungrouped_partitions.append(item)
+            f_ungrouped_partitions.append(_dec_StopReplicaRequest_StopReplicaPartitionV0_v0(buf, cur, end))
     except DecodeError as exc:
         raise exc.within("ungrouped_partitions[%d]" % i)
+    pos = cur.pos
     obj = StopReplicaRequest.__new__(StopReplicaRequest)
     obj.controller_id = f_controller_id
     obj.controller_epoch = f_controller_epoch
-    obj.delete_partitions = f_delete_partitions
+    obj.delete_partitions = b_delete_partitions
     obj.ungrouped_partitions = f_ungrouped_partitions
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_StopReplicaRequest_v0(obj, out):
@@ -146,8 +149,9 @@ def _enc_StopReplicaRequest_v0(obj, out):
         _enc_StopReplicaRequest_StopReplicaPartitionV0_v0(item, out)
 
 
-def _dec_StopReplicaRequest_StopReplicaPartitionV0_v0(buf, pos, end):
-    """Decode StopReplicaRequest_StopReplicaPartitionV0 (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_StopReplicaRequest_StopReplicaPartitionV0_v0(buf, cur, end):
+    """Decode StopReplicaRequest_StopReplicaPartitionV0 (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_L1, pos, end)
     if cython.compiled:
@@ -175,7 +179,8 @@ def _dec_StopReplicaRequest_StopReplicaPartitionV0_v0(buf, pos, end):
     obj = StopReplicaRequest_StopReplicaPartitionV0.__new__(StopReplicaRequest_StopReplicaPartitionV0)
     obj.topic_name = f_topic_name
     obj.partition_index = f_partition_index
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_StopReplicaRequest_StopReplicaPartitionV0_v0(obj, out):
@@ -204,8 +209,9 @@ def _enc_StopReplicaRequest_StopReplicaPartitionV0_v0(obj, out):
         out += _S_i.pack(obj.partition_index)
 
 
-def _dec_StopReplicaResponse_v0(buf, pos, end):
-    """Decode StopReplicaResponse (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_StopReplicaResponse_v0(buf, cur, end):
+    """Decode StopReplicaResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_L3, pos, end)
     if cython.compiled:
@@ -218,16 +224,18 @@ def _dec_StopReplicaResponse_v0(buf, pos, end):
         raise _w.bad_count('partition_errors', pos - 4, n_partition_errors, end, 8)
     f_partition_errors = []
     i = 0
+    cur.pos = pos
     try:
         for i in range(n_partition_errors):
-            item, pos = _dec_StopReplicaResponse_StopReplicaPartitionError_v0(buf, pos, end)
-            f_partition_errors.append(item)
+            f_partition_errors.append(_dec_StopReplicaResponse_StopReplicaPartitionError_v0(buf, cur, end))
     except DecodeError as exc:
         raise exc.within("partition_errors[%d]" % i)
+    pos = cur.pos
     obj = StopReplicaResponse.__new__(StopReplicaResponse)
     obj.error_code = f_error_code
     obj.partition_errors = f_partition_errors
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_StopReplicaResponse_v0(obj, out):
@@ -246,8 +254,9 @@ def _enc_StopReplicaResponse_v0(obj, out):
         _enc_StopReplicaResponse_StopReplicaPartitionError_v0(item, out)
 
 
-def _dec_StopReplicaResponse_StopReplicaPartitionError_v0(buf, pos, end):
-    """Decode StopReplicaResponse_StopReplicaPartitionError (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_StopReplicaResponse_StopReplicaPartitionError_v0(buf, cur, end):
+    """Decode StopReplicaResponse_StopReplicaPartitionError (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_L1, pos, end)
     if cython.compiled:
@@ -277,7 +286,8 @@ def _dec_StopReplicaResponse_StopReplicaPartitionError_v0(buf, pos, end):
     obj.topic_name = f_topic_name
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_StopReplicaResponse_StopReplicaPartitionError_v0(obj, out):

@@ -94,8 +94,9 @@ def _put_q(p, at, value):
         _put_i(p, at + 4, cython.cast(cython.int, value))
 
 
-def _dec_SyncGroupRequest_v0(buf, pos, end):
-    """Decode SyncGroupRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_SyncGroupRequest_v0(buf, cur, end):
+    """Decode SyncGroupRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_L0, pos, end)
     if cython.compiled:
@@ -142,18 +143,20 @@ def _dec_SyncGroupRequest_v0(buf, pos, end):
         raise _w.bad_count('assignments', pos - 4, n_assignments, end, 6)
     f_assignments = []
     i = 0
+    cur.pos = pos
     try:
         for i in range(n_assignments):
-            item, pos = _dec_SyncGroupRequest_SyncGroupRequestAssignment_v0(buf, pos, end)
-            f_assignments.append(item)
+            f_assignments.append(_dec_SyncGroupRequest_SyncGroupRequestAssignment_v0(buf, cur, end))
     except DecodeError as exc:
         raise exc.within("assignments[%d]" % i)
+    pos = cur.pos
     obj = SyncGroupRequest.__new__(SyncGroupRequest)
     obj.group_id = f_group_id
     obj.generation_id = f_generation_id
     obj.member_id = f_member_id
     obj.assignments = f_assignments
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_SyncGroupRequest_v0(obj, out):
@@ -202,8 +205,9 @@ def _enc_SyncGroupRequest_v0(obj, out):
         _enc_SyncGroupRequest_SyncGroupRequestAssignment_v0(item, out)
 
 
-def _dec_SyncGroupRequest_SyncGroupRequestAssignment_v0(buf, pos, end):
-    """Decode SyncGroupRequest_SyncGroupRequestAssignment (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_SyncGroupRequest_SyncGroupRequestAssignment_v0(buf, cur, end):
+    """Decode SyncGroupRequest_SyncGroupRequestAssignment (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_L3, pos, end)
     if cython.compiled:
@@ -238,7 +242,8 @@ def _dec_SyncGroupRequest_SyncGroupRequestAssignment_v0(buf, pos, end):
     obj = SyncGroupRequest_SyncGroupRequestAssignment.__new__(SyncGroupRequest_SyncGroupRequestAssignment)
     obj.member_id = f_member_id
     obj.assignment = f_assignment
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_SyncGroupRequest_SyncGroupRequestAssignment_v0(obj, out):
@@ -274,8 +279,9 @@ def _enc_SyncGroupRequest_SyncGroupRequestAssignment_v0(obj, out):
         out += f_assignment
 
 
-def _dec_SyncGroupResponse_v0(buf, pos, end):
-    """Decode SyncGroupResponse (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_SyncGroupResponse_v0(buf, cur, end):
+    """Decode SyncGroupResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_L5, pos, end)
     if cython.compiled:
@@ -294,7 +300,8 @@ def _dec_SyncGroupResponse_v0(buf, pos, end):
     obj = SyncGroupResponse.__new__(SyncGroupResponse)
     obj.error_code = f_error_code
     obj.assignment = f_assignment
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_SyncGroupResponse_v0(obj, out):

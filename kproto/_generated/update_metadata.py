@@ -101,8 +101,9 @@ def _put_q(p, at, value):
         _put_i(p, at + 4, cython.cast(cython.int, value))
 
 
-def _dec_UpdateMetadataRequest_v0(buf, pos, end):
-    """Decode UpdateMetadataRequest (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_UpdateMetadataRequest_v0(buf, cur, end):
+    """Decode UpdateMetadataRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_L0, pos, end)
     if cython.compiled:
@@ -116,12 +117,13 @@ def _dec_UpdateMetadataRequest_v0(buf, pos, end):
         raise _w.bad_count('ungrouped_partition_states', pos - 4, n_ungrouped_partition_states, end, 30)
     f_ungrouped_partition_states = []
     i = 0
+    cur.pos = pos
     try:
         for i in range(n_ungrouped_partition_states):
-            item, pos = _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(buf, pos, end)
-            f_ungrouped_partition_states.append(item)
+            f_ungrouped_partition_states.append(_dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(buf, cur, end))
     except DecodeError as exc:
         raise exc.within("ungrouped_partition_states[%d]" % i)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_L1, pos, end)
     if cython.compiled:
@@ -133,18 +135,20 @@ def _dec_UpdateMetadataRequest_v0(buf, pos, end):
         raise _w.bad_count('live_brokers', pos - 4, n_live_brokers, end, 10)
     f_live_brokers = []
     i = 0
+    cur.pos = pos
     try:
         for i in range(n_live_brokers):
-            item, pos = _dec_UpdateMetadataRequest_UpdateMetadataBroker_v0(buf, pos, end)
-            f_live_brokers.append(item)
+            f_live_brokers.append(_dec_UpdateMetadataRequest_UpdateMetadataBroker_v0(buf, cur, end))
     except DecodeError as exc:
         raise exc.within("live_brokers[%d]" % i)
+    pos = cur.pos
     obj = UpdateMetadataRequest.__new__(UpdateMetadataRequest)
     obj.controller_id = f_controller_id
     obj.controller_epoch = f_controller_epoch
     obj.ungrouped_partition_states = f_ungrouped_partition_states
     obj.live_brokers = f_live_brokers
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_UpdateMetadataRequest_v0(obj, out):
@@ -173,8 +177,9 @@ def _enc_UpdateMetadataRequest_v0(obj, out):
         _enc_UpdateMetadataRequest_UpdateMetadataBroker_v0(item, out)
 
 
-def _dec_UpdateMetadataRequest_v1(buf, pos, end):
-    """Decode UpdateMetadataRequest (v1 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_UpdateMetadataRequest_v1(buf, cur, end):
+    """Decode UpdateMetadataRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_L0, pos, end)
     if cython.compiled:
@@ -188,12 +193,13 @@ def _dec_UpdateMetadataRequest_v1(buf, pos, end):
         raise _w.bad_count('ungrouped_partition_states', pos - 4, n_ungrouped_partition_states, end, 30)
     f_ungrouped_partition_states = []
     i = 0
+    cur.pos = pos
     try:
         for i in range(n_ungrouped_partition_states):
-            item, pos = _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(buf, pos, end)
-            f_ungrouped_partition_states.append(item)
+            f_ungrouped_partition_states.append(_dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(buf, cur, end))
     except DecodeError as exc:
         raise exc.within("ungrouped_partition_states[%d]" % i)
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_L1, pos, end)
     if cython.compiled:
@@ -205,18 +211,20 @@ def _dec_UpdateMetadataRequest_v1(buf, pos, end):
         raise _w.bad_count('live_brokers', pos - 4, n_live_brokers, end, 8)
     f_live_brokers = []
     i = 0
+    cur.pos = pos
     try:
         for i in range(n_live_brokers):
-            item, pos = _dec_UpdateMetadataRequest_UpdateMetadataBroker_v1(buf, pos, end)
-            f_live_brokers.append(item)
+            f_live_brokers.append(_dec_UpdateMetadataRequest_UpdateMetadataBroker_v1(buf, cur, end))
     except DecodeError as exc:
         raise exc.within("live_brokers[%d]" % i)
+    pos = cur.pos
     obj = UpdateMetadataRequest.__new__(UpdateMetadataRequest)
     obj.controller_id = f_controller_id
     obj.controller_epoch = f_controller_epoch
     obj.ungrouped_partition_states = f_ungrouped_partition_states
     obj.live_brokers = f_live_brokers
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_UpdateMetadataRequest_v1(obj, out):
@@ -245,8 +253,9 @@ def _enc_UpdateMetadataRequest_v1(obj, out):
         _enc_UpdateMetadataRequest_UpdateMetadataBroker_v1(item, out)
 
 
-def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(buf, pos, end):
-    """Decode UpdateMetadataRequest_UpdateMetadataPartitionState (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(buf, cur, end):
+    """Decode UpdateMetadataRequest_UpdateMetadataPartitionState (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_L2, pos, end)
     if cython.compiled:
@@ -306,7 +315,8 @@ def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(buf, pos, end):
     obj.isr = f_isr
     obj.zk_version = f_zk_version
     obj.replicas = f_replicas
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(obj, out):
@@ -361,8 +371,9 @@ def _enc_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(obj, out):
         out += _pack(">%di" % n_replicas, *f_replicas)
 
 
-def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v0(buf, pos, end):
-    """Decode UpdateMetadataRequest_UpdateMetadataBroker (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v0(buf, cur, end):
+    """Decode UpdateMetadataRequest_UpdateMetadataBroker (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_L5, pos, end)
     if cython.compiled:
@@ -393,7 +404,8 @@ def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v0(buf, pos, end):
     obj.v0_host = f_v0_host
     obj.v0_port = f_v0_port
     obj.endpoints = []
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_UpdateMetadataRequest_UpdateMetadataBroker_v0(obj, out):
@@ -423,8 +435,9 @@ def _enc_UpdateMetadataRequest_UpdateMetadataBroker_v0(obj, out):
         out += _S_i.pack(obj.v0_port)
 
 
-def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v1(buf, pos, end):
-    """Decode UpdateMetadataRequest_UpdateMetadataBroker (v1 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v1(buf, cur, end):
+    """Decode UpdateMetadataRequest_UpdateMetadataBroker (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_L7, pos, end)
     if cython.compiled:
@@ -437,18 +450,20 @@ def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v1(buf, pos, end):
         raise _w.bad_count('endpoints', pos - 4, n_endpoints, end, 8)
     f_endpoints = []
     i = 0
+    cur.pos = pos
     try:
         for i in range(n_endpoints):
-            item, pos = _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(buf, pos, end)
-            f_endpoints.append(item)
+            f_endpoints.append(_dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(buf, cur, end))
     except DecodeError as exc:
         raise exc.within("endpoints[%d]" % i)
+    pos = cur.pos
     obj = UpdateMetadataRequest_UpdateMetadataBroker.__new__(UpdateMetadataRequest_UpdateMetadataBroker)
     obj.id = f_id
     obj.v0_host = ''
     obj.v0_port = 0
     obj.endpoints = f_endpoints
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_UpdateMetadataRequest_UpdateMetadataBroker_v1(obj, out):
@@ -467,8 +482,9 @@ def _enc_UpdateMetadataRequest_UpdateMetadataBroker_v1(obj, out):
         _enc_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(item, out)
 
 
-def _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(buf, pos, end):
-    """Decode UpdateMetadataRequest_UpdateMetadataEndpoint (v1 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(buf, cur, end):
+    """Decode UpdateMetadataRequest_UpdateMetadataEndpoint (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_L8, pos, end)
     if cython.compiled:
@@ -498,7 +514,8 @@ def _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(buf, pos, end):
     obj.port = f_port
     obj.host = f_host
     obj.security_protocol = f_security_protocol
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(obj, out):
@@ -528,8 +545,9 @@ def _enc_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(obj, out):
         out += _S_h.pack(obj.security_protocol)
 
 
-def _dec_UpdateMetadataResponse_v0(buf, pos, end):
-    """Decode UpdateMetadataResponse (v0 layout) from buf[pos:end]; return (object, new position)."""
+def _dec_UpdateMetadataResponse_v0(buf, cur, end):
+    """Decode UpdateMetadataResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_L10, pos, end)
     if cython.compiled:
@@ -539,7 +557,8 @@ def _dec_UpdateMetadataResponse_v0(buf, pos, end):
     pos += 2
     obj = UpdateMetadataResponse.__new__(UpdateMetadataResponse)
     obj.error_code = f_error_code
-    return obj, pos
+    cur.pos = pos
+    return obj
 
 
 def _enc_UpdateMetadataResponse_v0(obj, out):

@@ -12,8 +12,10 @@ Shape of what is generated, per message:
   bytes left (each element needs at least its minimum wire size), so no allocation follows an unchecked
   count; errors name the field path and the absolute offset.
 
-The ``.pxd`` companion declares the codec functions ``cpdef`` with C-typed positions and counts, so that
-``setup.py`` compiles the very same ``.py`` file with Cython; without a compiler it runs as it is.
+The ``.pxd`` companion declares the classes as extension types and the codec functions ``cpdef`` (with
+the shared read cursor and typed objects), so that ``setup.py`` compiles the very same ``.py`` file with
+Cython; inside a ``cython.compiled`` branch the fields are read and written by C helpers, and Cython
+infers C types for positions and counts from them.  Without a compiler the module runs as it is.
 """
 
 from __future__ import annotations
@@ -31,11 +33,6 @@ _WIDTH = {"b": 1, "h": 2, "i": 4, "q": 8, "?": 1}
 _ARRAY_FMT = {"int8": "b", "int16": "h", "int32": "i", "int64": "q"}
 _PY_TYPE = {"int8": "int", "int16": "int", "int32": "int", "int64": "int", "bool": "bool", "string": "str",
             "bytes": "bytes", "records": "RecordSet"}
-
-
-#: C types of fixed-width fields in the compiled build (bool stays a Python object: it is checked, then
-#: converted).
-_C_TYPE = {"int8": "signed char", "int16": "short", "int32": "int", "int64": "long long"}
 
 
 def _c_read(fmt: str, offset: object) -> str:
@@ -273,10 +270,9 @@ class ModuleGenerator:
     def _assemble_pxd(self, body: _Emitter) -> str:
         names = ", ".join(f"`{s}`" for s in self.sources)
         lines = [HEADER.format(sources=names).rstrip(),
-                 "# Cython declarations for the module of the same name: typed positions, counts and fixed-width",
-                 "# fields; the classes become extension types. (`import cython` in the module doubles as the",
-                 "# cimport.)", "",
-                 "from kproto.message_base cimport Message, Struct", ""]
+                 "# Cython declarations for the module of the same name: the classes become extension types,",
+                 "# the codec functions C-callable with a typed cursor and C readers/writers.", "",
+                 "from kproto.message_base cimport Cursor, Message, Struct", ""]
         return "\n".join(lines + [_READERS_PXD, _WRITERS_PXD] + self.out.pxd) + "\n"
 
     # ------------------------------------------------------------------ classes
@@ -387,22 +383,22 @@ class ModuleGenerator:
         e = self.out
         cls = class_name(message, struct)
         items = self._items(struct, version)
-        locals_ = ["i=Py_ssize_t", f"obj={cls}"] + [f"{it.count}=Py_ssize_t" for it in items if it.has_body]
-        locals_ += [f"{it.var}={_C_TYPE[it.f.type.kind]!r}" for it in items if it.f.type.kind in _C_TYPE]
-        e.pxd.append(f"@cython.locals({', '.join(sorted(set(locals_)))})")
-        e.pxd.append(f"cpdef tuple {fname}(bytes buf, Py_ssize_t pos, Py_ssize_t end)")
-        e.add(f"def {fname}(buf, pos, end):")
-        e.add(f'"""Decode {cls} (v{version} layout) from buf[pos:end]; return (object, new position)."""', 1)
+        e.pxd.append(f"cpdef {fname}(bytes buf, Cursor cur, Py_ssize_t end)")
+        e.add(f"def {fname}(buf, cur, end):")
+        e.add(f'"""Decode {cls} (v{version} layout) from buf[cur.pos:end]; move cur.pos past it."""', 1)
+        e.add("pos = cur.pos", 1)
         for run in _runs(items):
             self._decode_run(run, version, message)
         e.add(f"obj = {cls}.__new__({cls})", 1)
         present = {it.attr for it in items}
         for f in struct.fields:
             if f.attr in present:
-                e.add(f"obj.{f.attr} = f_{f.attr}", 1)
+                prefix = "b_" if f.type.kind == "bool" else "f_"
+                e.add(f"obj.{f.attr} = {prefix}{f.attr}", 1)
             else:
                 e.add(f"obj.{f.attr} = {self._default_expr(f)}", 1)
-        e.add("return obj, pos", 1)
+        e.add("cur.pos = pos", 1)
+        e.add("return obj", 1)
         e.add("")
         e.add("")
 
@@ -440,7 +436,8 @@ class ModuleGenerator:
             if it.f.type.kind == "bool":
                 e.add(f"if {it.var} != 0 and {it.var} != 1:", 1)
                 e.add(f"raise _w.bad_bool({attr!r}, pos - {size - off}, {it.var})", 2)
-                e.add(f"{it.var} = {it.var} == 1", 1)
+                # A new name: compiled, the byte is a C char and the flag must come out a Python bool.
+                e.add(f"b_{it.attr} = {it.var} == 1", 1)
         last = run[-1]
         if last.has_body:
             self._decode_body(last, version, message)
@@ -459,14 +456,16 @@ class ModuleGenerator:
             if inner.is_struct:
                 fn = self._fn_name("dec", message, inner.struct, version)[0]
                 # One try around the loop, not one per element: entering a try costs in compiled code.
+                # Elements move the shared cursor, so no (object, position) tuple is built per element.
                 e.add(f"{var} = []", 1)
                 e.add("i = 0", 1)
+                e.add("cur.pos = pos", 1)
                 e.add("try:", 1)
                 e.add(f"for i in range({n}):", 2)
-                e.add(f"item, pos = {fn}(buf, pos, end)", 3)
-                e.add(f"{var}.append(item)", 3)
+                e.add(f"{var}.append({fn}(buf, cur, end))", 3)
                 e.add("except DecodeError as exc:", 1)
                 e.add(f'raise exc.within("{attr}[%d]" % i)', 2)
+                e.add("pos = cur.pos", 1)
             elif inner.kind in _ARRAY_FMT:
                 ch = _ARRAY_FMT[inner.kind]
                 e.add("if cython.compiled:", 1)
@@ -518,8 +517,6 @@ class ModuleGenerator:
         e = self.out
         cls = class_name(message, struct)
         items = self._items(struct, version)
-        counts = sorted({f"{it.count}=Py_ssize_t" for it in items if it.has_body})
-        e.pxd.append("@cython.locals(" + ", ".join(["i=Py_ssize_t", "n=Py_ssize_t", "p='char*'"] + counts) + ")")
         e.pxd.append(f"cpdef {fname}({cls} obj, bytearray out)")
         e.add(f"def {fname}(obj, out):")
         e.add(f'"""Append the v{version} layout of a {cls} to ``out``."""', 1)
