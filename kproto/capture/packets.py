@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import socket
 import struct
-from typing import Dict, NamedTuple, Optional, Union
+from typing import Dict, NamedTuple, Optional, Tuple, Union
 
 from kproto.capture.diagnostics import CaptureDiagnostic, DiagnosticKind
 from kproto.capture.files import PacketRecord
@@ -149,6 +149,26 @@ def _malformed(record: PacketRecord, why: str) -> CaptureDiagnostic:
     return CaptureDiagnostic(DiagnosticKind.MALFORMED_PACKET, why, record.number, record.file_offset)
 
 
+def _ip_after_ethertype(record: PacketRecord, data: bytes, ethertype: int, off: int
+                        ) -> Union[Tuple[int, int], CaptureDiagnostic, None]:
+    """Skip 802.1Q/QinQ tags after an EtherType (Ethernet and Linux cooked captures alike): ``(IP version,
+    offset of the IP header)``, a diagnostic for damaged tags, or None for a frame that is not IP."""
+    tags = 0
+    while ethertype in _ETH_VLAN_TAGS:
+        tags += 1
+        if tags > _MAX_VLAN_TAGS:
+            return _malformed(record, f"more than {_MAX_VLAN_TAGS} VLAN tags")
+        if off + 4 > len(data):
+            return _malformed(record, "VLAN tag cut short")
+        ethertype = _u16(data, off + 2)[0]
+        off += 4
+    if ethertype == _ETH_IPV4:
+        return 4, off
+    if ethertype == _ETH_IPV6:
+        return 6, off
+    return None
+
+
 def decode_tcp_segment(record: PacketRecord) -> Union[TcpSegment, CaptureDiagnostic, None]:
     """Decode one packet record to a :class:`TcpSegment`.
 
@@ -162,23 +182,10 @@ def decode_tcp_segment(record: PacketRecord) -> Union[TcpSegment, CaptureDiagnos
     if link == LINKTYPE_ETHERNET:
         if n < 14:
             return _malformed(record, f"Ethernet header needs 14 bytes, {n} captured")
-        ethertype = (data[12] << 8) | data[13]
-        off = 14
-        tags = 0
-        while ethertype in _ETH_VLAN_TAGS:
-            tags += 1
-            if tags > _MAX_VLAN_TAGS:
-                return _malformed(record, f"more than {_MAX_VLAN_TAGS} VLAN tags")
-            if off + 4 > n:
-                return _malformed(record, "VLAN tag cut short")
-            ethertype = _u16(data, off + 2)[0]
-            off += 4
-        if ethertype == _ETH_IPV4:
-            version = 4
-        elif ethertype == _ETH_IPV6:
-            version = 6
-        else:
-            return None
+        found = _ip_after_ethertype(record, data, (data[12] << 8) | data[13], 14)
+        if type(found) is not tuple:
+            return found
+        version, off = found
     elif link == LINKTYPE_LINUX_SLL or link == LINKTYPE_LINUX_SLL2:
         if link == LINKTYPE_LINUX_SLL:
             if n < 16:
@@ -190,21 +197,10 @@ def decode_tcp_segment(record: PacketRecord) -> Union[TcpSegment, CaptureDiagnos
                 return _malformed(record, f"Linux cooked v2 header needs 20 bytes, {n} captured")
             ethertype = _u16(data, 0)[0]
             off = 20
-        tags = 0
-        while ethertype in _ETH_VLAN_TAGS:
-            tags += 1
-            if tags > _MAX_VLAN_TAGS:
-                return _malformed(record, f"more than {_MAX_VLAN_TAGS} VLAN tags")
-            if off + 4 > n:
-                return _malformed(record, "VLAN tag cut short")
-            ethertype = _u16(data, off + 2)[0]
-            off += 4
-        if ethertype == _ETH_IPV4:
-            version = 4
-        elif ethertype == _ETH_IPV6:
-            version = 6
-        else:
-            return None
+        found = _ip_after_ethertype(record, data, ethertype, off)
+        if type(found) is not tuple:
+            return found
+        version, off = found
     elif link == LINKTYPE_RAW or link in _LINKTYPE_RAW_ALIASES or link == LINKTYPE_IPV4 or link == LINKTYPE_IPV6:
         if n < 1:
             return _malformed(record, "empty raw IP packet")
