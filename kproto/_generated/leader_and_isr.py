@@ -22,7 +22,6 @@ __all__ = ['LeaderAndIsrRequest', 'LeaderAndIsrResponse']
 
 _unpack_from = _struct.unpack_from
 _pack = _struct.pack
-_S_b = _struct.Struct(">b")
 _S_h = _struct.Struct(">h")
 _S_hi = _struct.Struct(">hi")
 _S_i = _struct.Struct(">i")
@@ -30,7 +29,6 @@ _S_ih = _struct.Struct(">ih")
 _S_ii = _struct.Struct(">ii")
 _S_iii = _struct.Struct(">iii")
 _S_iiiii = _struct.Struct(">iiiii")
-_S_q = _struct.Struct(">q")
 _L0 = (('controller_id', 0, 4), ('controller_epoch', 4, 4), ('ungrouped_partition_states', 8, 4))
 _L1 = (('live_leaders', 0, 4),)
 _L2 = (('topic_name', 0, 2),)
@@ -40,64 +38,6 @@ _L5 = (('broker_id', 0, 4), ('host_name', 4, 2))
 _L6 = (('port', 0, 4),)
 _L7 = (('error_code', 0, 2), ('partition_errors', 2, 4))
 _L8 = (('partition_index', 0, 4), ('error_code', 4, 2))
-
-
-def _read_b(buf, pos):
-    if cython.compiled:
-        return cython.cast(cython.schar, buf[pos])
-    return _S_b.unpack_from(buf, pos)[0]
-
-
-def _read_h(buf, pos):
-    if cython.compiled:
-        return cython.cast(cython.short, (buf[pos] << 8) | buf[pos + 1])
-    return _S_h.unpack_from(buf, pos)[0]
-
-
-def _read_i(buf, pos):
-    if cython.compiled:
-        return cython.cast(cython.int, (cython.cast(cython.uint, buf[pos]) << 24) | (buf[pos + 1] << 16)
-                           | (buf[pos + 2] << 8) | buf[pos + 3])
-    return _S_i.unpack_from(buf, pos)[0]
-
-
-def _read_q(buf, pos):
-    if cython.compiled:
-        return cython.cast(cython.longlong, (cython.cast(cython.ulonglong, _read_i(buf, pos)) << 32)
-                           | cython.cast(cython.ulonglong, cython.cast(cython.uint, _read_i(buf, pos + 4))))
-    return _S_q.unpack_from(buf, pos)[0]
-
-
-def _grow(out, size):
-    if cython.compiled:
-        PyByteArray_Resize(out, len(out) + size)
-        return PyByteArray_AS_STRING(out) + (len(out) - size)
-    raise RuntimeError("compiled builds only")
-
-
-def _put_b(p, at, value):
-    if cython.compiled:
-        p[at] = cython.cast(cython.char, value)
-
-
-def _put_h(p, at, value):
-    if cython.compiled:
-        p[at] = cython.cast(cython.char, value >> 8)
-        p[at + 1] = cython.cast(cython.char, value)
-
-
-def _put_i(p, at, value):
-    if cython.compiled:
-        p[at] = cython.cast(cython.char, value >> 24)
-        p[at + 1] = cython.cast(cython.char, value >> 16)
-        p[at + 2] = cython.cast(cython.char, value >> 8)
-        p[at + 3] = cython.cast(cython.char, value)
-
-
-def _put_q(p, at, value):
-    if cython.compiled:
-        _put_i(p, at, cython.cast(cython.int, value >> 32))
-        _put_i(p, at + 4, cython.cast(cython.int, value))
 
 
 def _dec_LeaderAndIsrRequest_v0(buf, cur, end):

@@ -4,17 +4,9 @@
 
 from kproto.message_base cimport Cursor, Message, Struct
 
-cdef signed char _read_b(bytes buf, Py_ssize_t pos) noexcept
-cdef short _read_h(bytes buf, Py_ssize_t pos) noexcept
-cdef int _read_i(bytes buf, Py_ssize_t pos) noexcept
-cdef long long _read_q(bytes buf, Py_ssize_t pos) noexcept
-
-from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_Resize
-cdef char* _grow(bytearray out, Py_ssize_t size) except NULL
-cdef void _put_b(char* p, Py_ssize_t at, signed char value) noexcept
-cdef void _put_h(char* p, Py_ssize_t at, short value) noexcept
-cdef void _put_i(char* p, Py_ssize_t at, int value) noexcept
-cdef void _put_q(char* p, Py_ssize_t at, long long value) noexcept
+from kproto._generated._c_wire cimport (
+    _grow, _put_b, _put_h, _put_i, _put_q, _read_b, _read_h, _read_i, _read_q,
+)
 
 cpdef _dec_ListGroupsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
 cpdef _enc_ListGroupsRequest_v0(ListGroupsRequest obj, bytearray out)
