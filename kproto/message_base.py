@@ -9,13 +9,13 @@ modules, where they can be compiled.
 from __future__ import annotations
 
 import struct
-from typing import Any, Callable, Dict, Optional, Tuple, Type, TypeVar, Union
+from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple, Type, TypeVar, Union
 
 from kproto.errors import DecodeError, EncodeError, KprotoError, UnsupportedVersionError
 from kproto.records.record_set import RecordSet
 from kproto.wire import I16, encode_failure, trailing_bytes
 
-__all__ = ["Cursor", "Struct", "Message", "as_record_set"]
+__all__ = ["Cursor", "FieldInfo", "Struct", "Message", "as_record_set"]
 
 S = TypeVar("S", bound="Struct")
 M = TypeVar("M", bound="Message")
@@ -23,6 +23,28 @@ M = TypeVar("M", bound="Message")
 #: How a field is shaped, for the generic methods: a scalar (int/bool/str/bytes), a record set, a list of
 #: structs or a list of scalars.
 SCALAR, RECORDS, STRUCTS, SCALARS = "scalar", "records", "structs", "scalars"
+
+
+# The functional form: compiled by Cython, a class-syntax NamedTuple would lose its annotations.
+FieldInfo = NamedTuple("FieldInfo", [
+    ("name", str),
+    ("versions", Tuple[int, int]),
+    ("tag", Optional[int]),
+    ("entity_type", Optional[str]),
+    ("is_array", bool),
+    ("struct", Optional[type]),
+    ("nullable_versions", Optional[Tuple[int, int]]),
+    ("type", str),
+])
+FieldInfo.__doc__ = """One field of a generated class, in wire order (the class attribute ``FIELDS``).
+
+``name``: the Python attribute; ``versions``: the inclusive (lowest, highest) versions carrying it,
+clipped to the message's valid versions; ``tag``: its tag when it travels as a tagged field (in the
+versions of the spec's ``taggedVersions``), else None; ``entity_type``: what the value names
+(``topicName``, ``groupId``, ``brokerId``, ``partitionIndex``, ``errorCode``, ...) or None;
+``is_array``: a list of values; ``struct``: the nested struct class (of the elements, for an array) or
+None; ``nullable_versions``: the (lowest, highest) versions that allow null, or None; ``type``: the
+spec's type text (``int32``, ``[]string``, ``[]FetchTopic``, ``records``, ...)."""
 
 Decoder = Callable[[bytes, "Cursor", int], Any]
 Encoder = Callable[[Any, bytearray], None]
@@ -59,7 +81,9 @@ class Struct:
     # Class attributes set by each generated class (no annotations here: compiled, these classes are
     # extension types, where an annotated name would declare a C attribute):
     # _FIELDS: (attribute, shape, struct class or None) in wire order; _NAME: the dotted class name.
+    # FIELDS: FieldInfo rows in wire order (the public, spec-derived table).
     _FIELDS = ()
+    FIELDS = ()
     _NAME = "Struct"
 
     def __eq__(self, other: object) -> bool:
@@ -117,9 +141,14 @@ class Message(Struct):
     __slots__ = ()
     # API_KEY (int or None), KIND ("request", "response", "header", "data"), VERSIONS ((lowest, highest)),
     # _DECODERS / _ENCODERS (version -> codec function) are set by each generated class.
+    # VALID_VERSIONS ((lowest, highest)), FLEXIBLE_VERSIONS and DEPRECATED_VERSIONS ((lowest, highest) or
+    # None) come from the spec; VERSIONS is the older name of VALID_VERSIONS.
     API_KEY = None
     KIND = ""
     VERSIONS = (0, 0)
+    VALID_VERSIONS = (0, 0)
+    FLEXIBLE_VERSIONS = None
+    DEPRECATED_VERSIONS = None
     _DECODERS = {}  # type: Dict[int, Decoder]
     _ENCODERS = {}  # type: Dict[int, Encoder]
 

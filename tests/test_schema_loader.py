@@ -81,7 +81,17 @@ BAD_SPECS = [
     ("duplicate struct name", [{"name": "A", "type": "[]S", "versions": "0+", "fields": []},
                                {"name": "B", "type": "[]S", "versions": "0+", "fields": []}], {}),
     ("PascalCase", [{"name": "lower", "type": "int32", "versions": "0+"}], {}),
-    ("not implemented yet", [], {"flexibleVersions": "1+"}),
+    ("'tag' and 'taggedVersions' go together", [{"name": "A", "type": "int32", "versions": "1+", "tag": 0}],
+     {"flexibleVersions": "1+"}),
+    ("outside the flexible versions", [{"name": "A", "type": "int32", "versions": "0+", "tag": 0,
+                                        "taggedVersions": "0+"}], {"flexibleVersions": "1+"}),
+    ("tag 0 also used by 'A'", [{"name": "A", "type": "int32", "versions": "1+", "tag": 0, "taggedVersions": "1+"},
+                                {"name": "B", "type": "int32", "versions": "1+", "tag": 0, "taggedVersions": "1+"}],
+     {"flexibleVersions": "1+"}),
+    ("only applies to string and bytes", [{"name": "A", "type": "int32", "versions": "0+",
+                                           "flexibleVersions": "none"}], {}),
+    ("labels string fields", [{"name": "A", "type": "int32", "versions": "0+", "entityType": "topicName"}], {}),
+    ("unknown entityType", [{"name": "A", "type": "int32", "versions": "0+", "entityType": "color"}], {}),
 ]
 
 

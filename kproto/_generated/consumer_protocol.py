@@ -15,7 +15,7 @@ except ImportError:  # pure Python without Cython installed
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
-from kproto.message_base import RECORDS, SCALAR, SCALARS, STRUCTS, Message, Struct, as_record_set
+from kproto.message_base import RECORDS, SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct, as_record_set
 from kproto.records.record_set import RecordSet
 
 __all__ = ['ConsumerProtocolAssignment', 'ConsumerProtocolSubscription']
@@ -270,6 +270,10 @@ class ConsumerProtocolAssignment_TopicPartition(Struct):
     __slots__ = ('topic', 'partitions')
     _NAME = 'ConsumerProtocolAssignment.TopicPartition'
     _FIELDS = (('topic', SCALAR, None), ('partitions', SCALARS, None))
+    FIELDS = (
+        FieldInfo('topic', (0, 0), None, 'topicName', False, None, None, 'string'),
+        FieldInfo('partitions', (0, 0), None, None, True, None, None, '[]int32'),
+    )
 
     def __init__(
         self,
@@ -294,12 +298,19 @@ class ConsumerProtocolAssignment(Message):
     __slots__ = ('assigned_partitions', 'user_data')
     _NAME = 'ConsumerProtocolAssignment'
     _FIELDS = (('assigned_partitions', STRUCTS, ConsumerProtocolAssignment_TopicPartition), ('user_data', SCALAR, None))
+    FIELDS = (
+        FieldInfo('assigned_partitions', (0, 0), None, None, True, ConsumerProtocolAssignment_TopicPartition, None, '[]TopicPartition'),
+        FieldInfo('user_data', (0, 0), None, None, False, None, (0, 0), 'bytes'),
+    )
     TopicPartition = ConsumerProtocolAssignment_TopicPartition
     _DECODERS = {0: _dec_ConsumerProtocolAssignment_v0}
     _ENCODERS = {0: _enc_ConsumerProtocolAssignment_v0}
     API_KEY = None
     KIND = 'data'
-    VERSIONS = (0, 0)
+    VALID_VERSIONS = (0, 0)
+    VERSIONS = VALID_VERSIONS
+    FLEXIBLE_VERSIONS = None
+    DEPRECATED_VERSIONS = None
     VERSION_PREFIX = True
 
     def __init__(
@@ -325,11 +336,18 @@ class ConsumerProtocolSubscription(Message):
     __slots__ = ('topics', 'user_data')
     _NAME = 'ConsumerProtocolSubscription'
     _FIELDS = (('topics', SCALARS, None), ('user_data', SCALAR, None))
+    FIELDS = (
+        FieldInfo('topics', (0, 0), None, None, True, None, None, '[]string'),
+        FieldInfo('user_data', (0, 0), None, None, False, None, (0, 0), 'bytes'),
+    )
     _DECODERS = {0: _dec_ConsumerProtocolSubscription_v0}
     _ENCODERS = {0: _enc_ConsumerProtocolSubscription_v0}
     API_KEY = None
     KIND = 'data'
-    VERSIONS = (0, 0)
+    VALID_VERSIONS = (0, 0)
+    VERSIONS = VALID_VERSIONS
+    FLEXIBLE_VERSIONS = None
+    DEPRECATED_VERSIONS = None
     VERSION_PREFIX = True
 
     def __init__(

@@ -15,7 +15,7 @@ except ImportError:  # pure Python without Cython installed
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
-from kproto.message_base import RECORDS, SCALAR, SCALARS, STRUCTS, Message, Struct, as_record_set
+from kproto.message_base import RECORDS, SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct, as_record_set
 from kproto.records.record_set import RecordSet
 
 __all__ = ['ControlledShutdownRequest', 'ControlledShutdownResponse']
@@ -175,11 +175,17 @@ class ControlledShutdownRequest(Message):
     __slots__ = ('broker_id',)
     _NAME = 'ControlledShutdownRequest'
     _FIELDS = (('broker_id', SCALAR, None),)
+    FIELDS = (
+        FieldInfo('broker_id', (0, 1), None, 'brokerId', False, None, None, 'int32'),
+    )
     _DECODERS = {0: _dec_ControlledShutdownRequest_v0, 1: _dec_ControlledShutdownRequest_v0}
     _ENCODERS = {0: _enc_ControlledShutdownRequest_v0, 1: _enc_ControlledShutdownRequest_v0}
     API_KEY = 7
     KIND = 'request'
-    VERSIONS = (0, 1)
+    VALID_VERSIONS = (0, 1)
+    VERSIONS = VALID_VERSIONS
+    FLEXIBLE_VERSIONS = None
+    DEPRECATED_VERSIONS = None
     HEADER_VERSIONS = {0: 0, 1: 1}
 
     def __init__(
@@ -201,6 +207,10 @@ class ControlledShutdownResponse_RemainingPartition(Struct):
     __slots__ = ('topic_name', 'partition_index')
     _NAME = 'ControlledShutdownResponse.RemainingPartition'
     _FIELDS = (('topic_name', SCALAR, None), ('partition_index', SCALAR, None))
+    FIELDS = (
+        FieldInfo('topic_name', (0, 1), None, 'topicName', False, None, None, 'string'),
+        FieldInfo('partition_index', (0, 1), None, None, False, None, None, 'int32'),
+    )
 
     def __init__(
         self,
@@ -225,12 +235,19 @@ class ControlledShutdownResponse(Message):
     __slots__ = ('error_code', 'remaining_partitions')
     _NAME = 'ControlledShutdownResponse'
     _FIELDS = (('error_code', SCALAR, None), ('remaining_partitions', STRUCTS, ControlledShutdownResponse_RemainingPartition))
+    FIELDS = (
+        FieldInfo('error_code', (0, 1), None, None, False, None, None, 'int16'),
+        FieldInfo('remaining_partitions', (0, 1), None, None, True, ControlledShutdownResponse_RemainingPartition, None, '[]RemainingPartition'),
+    )
     RemainingPartition = ControlledShutdownResponse_RemainingPartition
     _DECODERS = {0: _dec_ControlledShutdownResponse_v0, 1: _dec_ControlledShutdownResponse_v0}
     _ENCODERS = {0: _enc_ControlledShutdownResponse_v0, 1: _enc_ControlledShutdownResponse_v0}
     API_KEY = 7
     KIND = 'response'
-    VERSIONS = (0, 1)
+    VALID_VERSIONS = (0, 1)
+    VERSIONS = VALID_VERSIONS
+    FLEXIBLE_VERSIONS = None
+    DEPRECATED_VERSIONS = None
     HEADER_VERSIONS = {0: 0, 1: 0}
 
     def __init__(

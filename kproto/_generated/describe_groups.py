@@ -15,7 +15,7 @@ except ImportError:  # pure Python without Cython installed
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
-from kproto.message_base import RECORDS, SCALAR, SCALARS, STRUCTS, Message, Struct, as_record_set
+from kproto.message_base import RECORDS, SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct, as_record_set
 from kproto.records.record_set import RecordSet
 
 __all__ = ['DescribeGroupsRequest', 'DescribeGroupsResponse']
@@ -489,11 +489,17 @@ class DescribeGroupsRequest(Message):
     __slots__ = ('groups',)
     _NAME = 'DescribeGroupsRequest'
     _FIELDS = (('groups', SCALARS, None),)
+    FIELDS = (
+        FieldInfo('groups', (0, 0), None, 'groupId', True, None, None, '[]string'),
+    )
     _DECODERS = {0: _dec_DescribeGroupsRequest_v0}
     _ENCODERS = {0: _enc_DescribeGroupsRequest_v0}
     API_KEY = 15
     KIND = 'request'
-    VERSIONS = (0, 0)
+    VALID_VERSIONS = (0, 0)
+    VERSIONS = VALID_VERSIONS
+    FLEXIBLE_VERSIONS = None
+    DEPRECATED_VERSIONS = None
     HEADER_VERSIONS = {0: 1}
 
     def __init__(
@@ -518,6 +524,13 @@ class DescribeGroupsResponse_DescribedGroupMember(Struct):
     __slots__ = ('member_id', 'client_id', 'client_host', 'member_metadata', 'member_assignment')
     _NAME = 'DescribeGroupsResponse.DescribedGroup.DescribedGroupMember'
     _FIELDS = (('member_id', SCALAR, None), ('client_id', SCALAR, None), ('client_host', SCALAR, None), ('member_metadata', SCALAR, None), ('member_assignment', SCALAR, None))
+    FIELDS = (
+        FieldInfo('member_id', (0, 0), None, None, False, None, None, 'string'),
+        FieldInfo('client_id', (0, 0), None, None, False, None, None, 'string'),
+        FieldInfo('client_host', (0, 0), None, None, False, None, None, 'string'),
+        FieldInfo('member_metadata', (0, 0), None, None, False, None, None, 'bytes'),
+        FieldInfo('member_assignment', (0, 0), None, None, False, None, None, 'bytes'),
+    )
 
     def __init__(
         self,
@@ -550,6 +563,14 @@ class DescribeGroupsResponse_DescribedGroup(Struct):
     __slots__ = ('error_code', 'group_id', 'group_state', 'protocol_type', 'protocol_data', 'members')
     _NAME = 'DescribeGroupsResponse.DescribedGroup'
     _FIELDS = (('error_code', SCALAR, None), ('group_id', SCALAR, None), ('group_state', SCALAR, None), ('protocol_type', SCALAR, None), ('protocol_data', SCALAR, None), ('members', STRUCTS, DescribeGroupsResponse_DescribedGroupMember))
+    FIELDS = (
+        FieldInfo('error_code', (0, 0), None, None, False, None, None, 'int16'),
+        FieldInfo('group_id', (0, 0), None, 'groupId', False, None, None, 'string'),
+        FieldInfo('group_state', (0, 0), None, None, False, None, None, 'string'),
+        FieldInfo('protocol_type', (0, 0), None, None, False, None, None, 'string'),
+        FieldInfo('protocol_data', (0, 0), None, None, False, None, None, 'string'),
+        FieldInfo('members', (0, 0), None, None, True, DescribeGroupsResponse_DescribedGroupMember, None, '[]DescribedGroupMember'),
+    )
     DescribedGroupMember = DescribeGroupsResponse_DescribedGroupMember
 
     def __init__(
@@ -582,12 +603,18 @@ class DescribeGroupsResponse(Message):
     __slots__ = ('groups',)
     _NAME = 'DescribeGroupsResponse'
     _FIELDS = (('groups', STRUCTS, DescribeGroupsResponse_DescribedGroup),)
+    FIELDS = (
+        FieldInfo('groups', (0, 0), None, None, True, DescribeGroupsResponse_DescribedGroup, None, '[]DescribedGroup'),
+    )
     DescribedGroup = DescribeGroupsResponse_DescribedGroup
     _DECODERS = {0: _dec_DescribeGroupsResponse_v0}
     _ENCODERS = {0: _enc_DescribeGroupsResponse_v0}
     API_KEY = 15
     KIND = 'response'
-    VERSIONS = (0, 0)
+    VALID_VERSIONS = (0, 0)
+    VERSIONS = VALID_VERSIONS
+    FLEXIBLE_VERSIONS = None
+    DEPRECATED_VERSIONS = None
     HEADER_VERSIONS = {0: 0}
 
     def __init__(

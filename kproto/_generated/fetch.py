@@ -15,7 +15,7 @@ except ImportError:  # pure Python without Cython installed
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
-from kproto.message_base import RECORDS, SCALAR, SCALARS, STRUCTS, Message, Struct, as_record_set
+from kproto.message_base import RECORDS, SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct, as_record_set
 from kproto.records.record_set import RecordSet
 
 __all__ = ['FetchRequest', 'FetchResponse']
@@ -424,6 +424,11 @@ class FetchRequest_FetchPartition(Struct):
     __slots__ = ('partition', 'fetch_offset', 'partition_max_bytes')
     _NAME = 'FetchRequest.FetchTopic.FetchPartition'
     _FIELDS = (('partition', SCALAR, None), ('fetch_offset', SCALAR, None), ('partition_max_bytes', SCALAR, None))
+    FIELDS = (
+        FieldInfo('partition', (0, 1), None, None, False, None, None, 'int32'),
+        FieldInfo('fetch_offset', (0, 1), None, None, False, None, None, 'int64'),
+        FieldInfo('partition_max_bytes', (0, 1), None, None, False, None, None, 'int32'),
+    )
 
     def __init__(
         self,
@@ -448,6 +453,10 @@ class FetchRequest_FetchTopic(Struct):
     __slots__ = ('topic', 'partitions')
     _NAME = 'FetchRequest.FetchTopic'
     _FIELDS = (('topic', SCALAR, None), ('partitions', STRUCTS, FetchRequest_FetchPartition))
+    FIELDS = (
+        FieldInfo('topic', (0, 1), None, 'topicName', False, None, None, 'string'),
+        FieldInfo('partitions', (0, 1), None, None, True, FetchRequest_FetchPartition, None, '[]FetchPartition'),
+    )
     FetchPartition = FetchRequest_FetchPartition
 
     def __init__(
@@ -475,12 +484,21 @@ class FetchRequest(Message):
     __slots__ = ('replica_id', 'max_wait_ms', 'min_bytes', 'topics')
     _NAME = 'FetchRequest'
     _FIELDS = (('replica_id', SCALAR, None), ('max_wait_ms', SCALAR, None), ('min_bytes', SCALAR, None), ('topics', STRUCTS, FetchRequest_FetchTopic))
+    FIELDS = (
+        FieldInfo('replica_id', (0, 1), None, 'brokerId', False, None, None, 'int32'),
+        FieldInfo('max_wait_ms', (0, 1), None, None, False, None, None, 'int32'),
+        FieldInfo('min_bytes', (0, 1), None, None, False, None, None, 'int32'),
+        FieldInfo('topics', (0, 1), None, None, True, FetchRequest_FetchTopic, None, '[]FetchTopic'),
+    )
     FetchTopic = FetchRequest_FetchTopic
     _DECODERS = {0: _dec_FetchRequest_v0, 1: _dec_FetchRequest_v0}
     _ENCODERS = {0: _enc_FetchRequest_v0, 1: _enc_FetchRequest_v0}
     API_KEY = 1
     KIND = 'request'
-    VERSIONS = (0, 1)
+    VALID_VERSIONS = (0, 1)
+    VERSIONS = VALID_VERSIONS
+    FLEXIBLE_VERSIONS = None
+    DEPRECATED_VERSIONS = None
     HEADER_VERSIONS = {0: 1, 1: 1}
 
     def __init__(
@@ -510,6 +528,12 @@ class FetchResponse_PartitionData(Struct):
     __slots__ = ('partition_index', 'error_code', 'high_watermark', 'records')
     _NAME = 'FetchResponse.FetchableTopicResponse.PartitionData'
     _FIELDS = (('partition_index', SCALAR, None), ('error_code', SCALAR, None), ('high_watermark', SCALAR, None), ('records', RECORDS, None))
+    FIELDS = (
+        FieldInfo('partition_index', (0, 1), None, None, False, None, None, 'int32'),
+        FieldInfo('error_code', (0, 1), None, None, False, None, None, 'int16'),
+        FieldInfo('high_watermark', (0, 1), None, None, False, None, None, 'int64'),
+        FieldInfo('records', (0, 1), None, None, False, None, (0, 1), 'records'),
+    )
 
     def __init__(
         self,
@@ -536,6 +560,10 @@ class FetchResponse_FetchableTopicResponse(Struct):
     __slots__ = ('topic', 'partitions')
     _NAME = 'FetchResponse.FetchableTopicResponse'
     _FIELDS = (('topic', SCALAR, None), ('partitions', STRUCTS, FetchResponse_PartitionData))
+    FIELDS = (
+        FieldInfo('topic', (0, 1), None, 'topicName', False, None, None, 'string'),
+        FieldInfo('partitions', (0, 1), None, None, True, FetchResponse_PartitionData, None, '[]PartitionData'),
+    )
     PartitionData = FetchResponse_PartitionData
 
     def __init__(
@@ -561,12 +589,19 @@ class FetchResponse(Message):
     __slots__ = ('throttle_time_ms', 'responses')
     _NAME = 'FetchResponse'
     _FIELDS = (('throttle_time_ms', SCALAR, None), ('responses', STRUCTS, FetchResponse_FetchableTopicResponse))
+    FIELDS = (
+        FieldInfo('throttle_time_ms', (1, 1), None, None, False, None, None, 'int32'),
+        FieldInfo('responses', (0, 1), None, None, True, FetchResponse_FetchableTopicResponse, None, '[]FetchableTopicResponse'),
+    )
     FetchableTopicResponse = FetchResponse_FetchableTopicResponse
     _DECODERS = {0: _dec_FetchResponse_v0, 1: _dec_FetchResponse_v1}
     _ENCODERS = {0: _enc_FetchResponse_v0, 1: _enc_FetchResponse_v1}
     API_KEY = 1
     KIND = 'response'
-    VERSIONS = (0, 1)
+    VALID_VERSIONS = (0, 1)
+    VERSIONS = VALID_VERSIONS
+    FLEXIBLE_VERSIONS = None
+    DEPRECATED_VERSIONS = None
     HEADER_VERSIONS = {0: 0, 1: 0}
 
     def __init__(

@@ -15,7 +15,7 @@ except ImportError:  # pure Python without Cython installed
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
-from kproto.message_base import RECORDS, SCALAR, SCALARS, STRUCTS, Message, Struct, as_record_set
+from kproto.message_base import RECORDS, SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct, as_record_set
 from kproto.records.record_set import RecordSet
 
 __all__ = ['GroupCoordinatorRequest', 'GroupCoordinatorResponse']
@@ -155,11 +155,17 @@ class GroupCoordinatorRequest(Message):
     __slots__ = ('key',)
     _NAME = 'GroupCoordinatorRequest'
     _FIELDS = (('key', SCALAR, None),)
+    FIELDS = (
+        FieldInfo('key', (0, 0), None, None, False, None, None, 'string'),
+    )
     _DECODERS = {0: _dec_GroupCoordinatorRequest_v0}
     _ENCODERS = {0: _enc_GroupCoordinatorRequest_v0}
     API_KEY = 10
     KIND = 'request'
-    VERSIONS = (0, 0)
+    VALID_VERSIONS = (0, 0)
+    VERSIONS = VALID_VERSIONS
+    FLEXIBLE_VERSIONS = None
+    DEPRECATED_VERSIONS = None
     HEADER_VERSIONS = {0: 1}
 
     def __init__(
@@ -185,11 +191,20 @@ class GroupCoordinatorResponse(Message):
     __slots__ = ('error_code', 'node_id', 'host', 'port')
     _NAME = 'GroupCoordinatorResponse'
     _FIELDS = (('error_code', SCALAR, None), ('node_id', SCALAR, None), ('host', SCALAR, None), ('port', SCALAR, None))
+    FIELDS = (
+        FieldInfo('error_code', (0, 0), None, None, False, None, None, 'int16'),
+        FieldInfo('node_id', (0, 0), None, 'brokerId', False, None, None, 'int32'),
+        FieldInfo('host', (0, 0), None, None, False, None, None, 'string'),
+        FieldInfo('port', (0, 0), None, None, False, None, None, 'int32'),
+    )
     _DECODERS = {0: _dec_GroupCoordinatorResponse_v0}
     _ENCODERS = {0: _enc_GroupCoordinatorResponse_v0}
     API_KEY = 10
     KIND = 'response'
-    VERSIONS = (0, 0)
+    VALID_VERSIONS = (0, 0)
+    VERSIONS = VALID_VERSIONS
+    FLEXIBLE_VERSIONS = None
+    DEPRECATED_VERSIONS = None
     HEADER_VERSIONS = {0: 0}
 
     def __init__(

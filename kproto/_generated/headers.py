@@ -15,7 +15,7 @@ except ImportError:  # pure Python without Cython installed
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
-from kproto.message_base import RECORDS, SCALAR, SCALARS, STRUCTS, Message, Struct, as_record_set
+from kproto.message_base import RECORDS, SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct, as_record_set
 from kproto.records.record_set import RecordSet
 
 __all__ = ['RequestHeader', 'ResponseHeader']
@@ -164,11 +164,20 @@ class RequestHeader(Message):
     __slots__ = ('api_key', 'api_version', 'correlation_id', 'client_id')
     _NAME = 'RequestHeader'
     _FIELDS = (('api_key', SCALAR, None), ('api_version', SCALAR, None), ('correlation_id', SCALAR, None), ('client_id', SCALAR, None))
+    FIELDS = (
+        FieldInfo('api_key', (0, 1), None, None, False, None, None, 'int16'),
+        FieldInfo('api_version', (0, 1), None, None, False, None, None, 'int16'),
+        FieldInfo('correlation_id', (0, 1), None, None, False, None, None, 'int32'),
+        FieldInfo('client_id', (1, 1), None, None, False, None, (1, 1), 'string'),
+    )
     _DECODERS = {0: _dec_RequestHeader_v0, 1: _dec_RequestHeader_v1}
     _ENCODERS = {0: _enc_RequestHeader_v0, 1: _enc_RequestHeader_v1}
     API_KEY = None
     KIND = 'header'
-    VERSIONS = (0, 1)
+    VALID_VERSIONS = (0, 1)
+    VERSIONS = VALID_VERSIONS
+    FLEXIBLE_VERSIONS = None
+    DEPRECATED_VERSIONS = None
 
     def __init__(
         self,
@@ -196,11 +205,17 @@ class ResponseHeader(Message):
     __slots__ = ('correlation_id',)
     _NAME = 'ResponseHeader'
     _FIELDS = (('correlation_id', SCALAR, None),)
+    FIELDS = (
+        FieldInfo('correlation_id', (0, 0), None, None, False, None, None, 'int32'),
+    )
     _DECODERS = {0: _dec_ResponseHeader_v0}
     _ENCODERS = {0: _enc_ResponseHeader_v0}
     API_KEY = None
     KIND = 'header'
-    VERSIONS = (0, 0)
+    VALID_VERSIONS = (0, 0)
+    VERSIONS = VALID_VERSIONS
+    FLEXIBLE_VERSIONS = None
+    DEPRECATED_VERSIONS = None
 
     def __init__(
         self,

@@ -15,7 +15,7 @@ except ImportError:  # pure Python without Cython installed
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
-from kproto.message_base import RECORDS, SCALAR, SCALARS, STRUCTS, Message, Struct, as_record_set
+from kproto.message_base import RECORDS, SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct, as_record_set
 from kproto.records.record_set import RecordSet
 
 __all__ = ['HeartbeatRequest', 'HeartbeatResponse']
@@ -153,11 +153,19 @@ class HeartbeatRequest(Message):
     __slots__ = ('group_id', 'generation_id', 'member_id')
     _NAME = 'HeartbeatRequest'
     _FIELDS = (('group_id', SCALAR, None), ('generation_id', SCALAR, None), ('member_id', SCALAR, None))
+    FIELDS = (
+        FieldInfo('group_id', (0, 0), None, 'groupId', False, None, None, 'string'),
+        FieldInfo('generation_id', (0, 0), None, None, False, None, None, 'int32'),
+        FieldInfo('member_id', (0, 0), None, None, False, None, None, 'string'),
+    )
     _DECODERS = {0: _dec_HeartbeatRequest_v0}
     _ENCODERS = {0: _enc_HeartbeatRequest_v0}
     API_KEY = 12
     KIND = 'request'
-    VERSIONS = (0, 0)
+    VALID_VERSIONS = (0, 0)
+    VERSIONS = VALID_VERSIONS
+    FLEXIBLE_VERSIONS = None
+    DEPRECATED_VERSIONS = None
     HEADER_VERSIONS = {0: 1}
 
     def __init__(
@@ -184,11 +192,17 @@ class HeartbeatResponse(Message):
     __slots__ = ('error_code',)
     _NAME = 'HeartbeatResponse'
     _FIELDS = (('error_code', SCALAR, None),)
+    FIELDS = (
+        FieldInfo('error_code', (0, 0), None, None, False, None, None, 'int16'),
+    )
     _DECODERS = {0: _dec_HeartbeatResponse_v0}
     _ENCODERS = {0: _enc_HeartbeatResponse_v0}
     API_KEY = 12
     KIND = 'response'
-    VERSIONS = (0, 0)
+    VALID_VERSIONS = (0, 0)
+    VERSIONS = VALID_VERSIONS
+    FLEXIBLE_VERSIONS = None
+    DEPRECATED_VERSIONS = None
     HEADER_VERSIONS = {0: 0}
 
     def __init__(

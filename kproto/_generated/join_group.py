@@ -15,7 +15,7 @@ except ImportError:  # pure Python without Cython installed
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
-from kproto.message_base import RECORDS, SCALAR, SCALARS, STRUCTS, Message, Struct, as_record_set
+from kproto.message_base import RECORDS, SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct, as_record_set
 from kproto.records.record_set import RecordSet
 
 __all__ = ['JoinGroupRequest', 'JoinGroupResponse']
@@ -488,6 +488,10 @@ class JoinGroupRequest_JoinGroupRequestProtocol(Struct):
     __slots__ = ('name', 'metadata')
     _NAME = 'JoinGroupRequest.JoinGroupRequestProtocol'
     _FIELDS = (('name', SCALAR, None), ('metadata', SCALAR, None))
+    FIELDS = (
+        FieldInfo('name', (0, 0), None, None, False, None, None, 'string'),
+        FieldInfo('metadata', (0, 0), None, None, False, None, None, 'bytes'),
+    )
 
     def __init__(
         self,
@@ -515,12 +519,22 @@ class JoinGroupRequest(Message):
     __slots__ = ('group_id', 'session_timeout_ms', 'member_id', 'protocol_type', 'protocols')
     _NAME = 'JoinGroupRequest'
     _FIELDS = (('group_id', SCALAR, None), ('session_timeout_ms', SCALAR, None), ('member_id', SCALAR, None), ('protocol_type', SCALAR, None), ('protocols', STRUCTS, JoinGroupRequest_JoinGroupRequestProtocol))
+    FIELDS = (
+        FieldInfo('group_id', (0, 0), None, 'groupId', False, None, None, 'string'),
+        FieldInfo('session_timeout_ms', (0, 0), None, None, False, None, None, 'int32'),
+        FieldInfo('member_id', (0, 0), None, None, False, None, None, 'string'),
+        FieldInfo('protocol_type', (0, 0), None, None, False, None, None, 'string'),
+        FieldInfo('protocols', (0, 0), None, None, True, JoinGroupRequest_JoinGroupRequestProtocol, None, '[]JoinGroupRequestProtocol'),
+    )
     JoinGroupRequestProtocol = JoinGroupRequest_JoinGroupRequestProtocol
     _DECODERS = {0: _dec_JoinGroupRequest_v0}
     _ENCODERS = {0: _enc_JoinGroupRequest_v0}
     API_KEY = 11
     KIND = 'request'
-    VERSIONS = (0, 0)
+    VALID_VERSIONS = (0, 0)
+    VERSIONS = VALID_VERSIONS
+    FLEXIBLE_VERSIONS = None
+    DEPRECATED_VERSIONS = None
     HEADER_VERSIONS = {0: 1}
 
     def __init__(
@@ -550,6 +564,10 @@ class JoinGroupResponse_JoinGroupResponseMember(Struct):
     __slots__ = ('member_id', 'metadata')
     _NAME = 'JoinGroupResponse.JoinGroupResponseMember'
     _FIELDS = (('member_id', SCALAR, None), ('metadata', SCALAR, None))
+    FIELDS = (
+        FieldInfo('member_id', (0, 0), None, None, False, None, None, 'string'),
+        FieldInfo('metadata', (0, 0), None, None, False, None, None, 'bytes'),
+    )
 
     def __init__(
         self,
@@ -578,12 +596,23 @@ class JoinGroupResponse(Message):
     __slots__ = ('error_code', 'generation_id', 'protocol_name', 'leader', 'member_id', 'members')
     _NAME = 'JoinGroupResponse'
     _FIELDS = (('error_code', SCALAR, None), ('generation_id', SCALAR, None), ('protocol_name', SCALAR, None), ('leader', SCALAR, None), ('member_id', SCALAR, None), ('members', STRUCTS, JoinGroupResponse_JoinGroupResponseMember))
+    FIELDS = (
+        FieldInfo('error_code', (0, 0), None, None, False, None, None, 'int16'),
+        FieldInfo('generation_id', (0, 0), None, None, False, None, None, 'int32'),
+        FieldInfo('protocol_name', (0, 0), None, None, False, None, None, 'string'),
+        FieldInfo('leader', (0, 0), None, None, False, None, None, 'string'),
+        FieldInfo('member_id', (0, 0), None, None, False, None, None, 'string'),
+        FieldInfo('members', (0, 0), None, None, True, JoinGroupResponse_JoinGroupResponseMember, None, '[]JoinGroupResponseMember'),
+    )
     JoinGroupResponseMember = JoinGroupResponse_JoinGroupResponseMember
     _DECODERS = {0: _dec_JoinGroupResponse_v0}
     _ENCODERS = {0: _enc_JoinGroupResponse_v0}
     API_KEY = 11
     KIND = 'response'
-    VERSIONS = (0, 0)
+    VALID_VERSIONS = (0, 0)
+    VERSIONS = VALID_VERSIONS
+    FLEXIBLE_VERSIONS = None
+    DEPRECATED_VERSIONS = None
     HEADER_VERSIONS = {0: 0}
 
     def __init__(

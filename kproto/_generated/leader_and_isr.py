@@ -15,7 +15,7 @@ except ImportError:  # pure Python without Cython installed
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
-from kproto.message_base import RECORDS, SCALAR, SCALARS, STRUCTS, Message, Struct, as_record_set
+from kproto.message_base import RECORDS, SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct, as_record_set
 from kproto.records.record_set import RecordSet
 
 __all__ = ['LeaderAndIsrRequest', 'LeaderAndIsrResponse']
@@ -417,6 +417,11 @@ class LeaderAndIsrRequest_LeaderAndIsrLiveLeader(Struct):
     __slots__ = ('broker_id', 'host_name', 'port')
     _NAME = 'LeaderAndIsrRequest.LeaderAndIsrLiveLeader'
     _FIELDS = (('broker_id', SCALAR, None), ('host_name', SCALAR, None), ('port', SCALAR, None))
+    FIELDS = (
+        FieldInfo('broker_id', (0, 0), None, 'brokerId', False, None, None, 'int32'),
+        FieldInfo('host_name', (0, 0), None, None, False, None, None, 'string'),
+        FieldInfo('port', (0, 0), None, None, False, None, None, 'int32'),
+    )
 
     def __init__(
         self,
@@ -447,6 +452,16 @@ class LeaderAndIsrRequest_LeaderAndIsrPartitionState(Struct):
     __slots__ = ('topic_name', 'partition_index', 'controller_epoch', 'leader', 'leader_epoch', 'isr', 'partition_epoch', 'replicas')
     _NAME = 'LeaderAndIsrRequest.LeaderAndIsrPartitionState'
     _FIELDS = (('topic_name', SCALAR, None), ('partition_index', SCALAR, None), ('controller_epoch', SCALAR, None), ('leader', SCALAR, None), ('leader_epoch', SCALAR, None), ('isr', SCALARS, None), ('partition_epoch', SCALAR, None), ('replicas', SCALARS, None))
+    FIELDS = (
+        FieldInfo('topic_name', (0, 0), None, 'topicName', False, None, None, 'string'),
+        FieldInfo('partition_index', (0, 0), None, None, False, None, None, 'int32'),
+        FieldInfo('controller_epoch', (0, 0), None, None, False, None, None, 'int32'),
+        FieldInfo('leader', (0, 0), None, 'brokerId', False, None, None, 'int32'),
+        FieldInfo('leader_epoch', (0, 0), None, None, False, None, None, 'int32'),
+        FieldInfo('isr', (0, 0), None, 'brokerId', True, None, None, '[]int32'),
+        FieldInfo('partition_epoch', (0, 0), None, None, False, None, None, 'int32'),
+        FieldInfo('replicas', (0, 0), None, 'brokerId', True, None, None, '[]int32'),
+    )
 
     def __init__(
         self,
@@ -485,13 +500,22 @@ class LeaderAndIsrRequest(Message):
     __slots__ = ('controller_id', 'controller_epoch', 'ungrouped_partition_states', 'live_leaders')
     _NAME = 'LeaderAndIsrRequest'
     _FIELDS = (('controller_id', SCALAR, None), ('controller_epoch', SCALAR, None), ('ungrouped_partition_states', STRUCTS, LeaderAndIsrRequest_LeaderAndIsrPartitionState), ('live_leaders', STRUCTS, LeaderAndIsrRequest_LeaderAndIsrLiveLeader))
+    FIELDS = (
+        FieldInfo('controller_id', (0, 0), None, 'brokerId', False, None, None, 'int32'),
+        FieldInfo('controller_epoch', (0, 0), None, None, False, None, None, 'int32'),
+        FieldInfo('ungrouped_partition_states', (0, 0), None, None, True, LeaderAndIsrRequest_LeaderAndIsrPartitionState, None, '[]LeaderAndIsrPartitionState'),
+        FieldInfo('live_leaders', (0, 0), None, None, True, LeaderAndIsrRequest_LeaderAndIsrLiveLeader, None, '[]LeaderAndIsrLiveLeader'),
+    )
     LeaderAndIsrPartitionState = LeaderAndIsrRequest_LeaderAndIsrPartitionState
     LeaderAndIsrLiveLeader = LeaderAndIsrRequest_LeaderAndIsrLiveLeader
     _DECODERS = {0: _dec_LeaderAndIsrRequest_v0}
     _ENCODERS = {0: _enc_LeaderAndIsrRequest_v0}
     API_KEY = 4
     KIND = 'request'
-    VERSIONS = (0, 0)
+    VALID_VERSIONS = (0, 0)
+    VERSIONS = VALID_VERSIONS
+    FLEXIBLE_VERSIONS = None
+    DEPRECATED_VERSIONS = None
     HEADER_VERSIONS = {0: 1}
 
     def __init__(
@@ -520,6 +544,11 @@ class LeaderAndIsrResponse_LeaderAndIsrPartitionError(Struct):
     __slots__ = ('topic_name', 'partition_index', 'error_code')
     _NAME = 'LeaderAndIsrResponse.LeaderAndIsrPartitionError'
     _FIELDS = (('topic_name', SCALAR, None), ('partition_index', SCALAR, None), ('error_code', SCALAR, None))
+    FIELDS = (
+        FieldInfo('topic_name', (0, 0), None, 'topicName', False, None, None, 'string'),
+        FieldInfo('partition_index', (0, 0), None, None, False, None, None, 'int32'),
+        FieldInfo('error_code', (0, 0), None, None, False, None, None, 'int16'),
+    )
 
     def __init__(
         self,
@@ -546,12 +575,19 @@ class LeaderAndIsrResponse(Message):
     __slots__ = ('error_code', 'partition_errors')
     _NAME = 'LeaderAndIsrResponse'
     _FIELDS = (('error_code', SCALAR, None), ('partition_errors', STRUCTS, LeaderAndIsrResponse_LeaderAndIsrPartitionError))
+    FIELDS = (
+        FieldInfo('error_code', (0, 0), None, None, False, None, None, 'int16'),
+        FieldInfo('partition_errors', (0, 0), None, None, True, LeaderAndIsrResponse_LeaderAndIsrPartitionError, None, '[]LeaderAndIsrPartitionError'),
+    )
     LeaderAndIsrPartitionError = LeaderAndIsrResponse_LeaderAndIsrPartitionError
     _DECODERS = {0: _dec_LeaderAndIsrResponse_v0}
     _ENCODERS = {0: _enc_LeaderAndIsrResponse_v0}
     API_KEY = 4
     KIND = 'response'
-    VERSIONS = (0, 0)
+    VALID_VERSIONS = (0, 0)
+    VERSIONS = VALID_VERSIONS
+    FLEXIBLE_VERSIONS = None
+    DEPRECATED_VERSIONS = None
     HEADER_VERSIONS = {0: 0}
 
     def __init__(

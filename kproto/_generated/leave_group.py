@@ -15,7 +15,7 @@ except ImportError:  # pure Python without Cython installed
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
-from kproto.message_base import RECORDS, SCALAR, SCALARS, STRUCTS, Message, Struct, as_record_set
+from kproto.message_base import RECORDS, SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct, as_record_set
 from kproto.records.record_set import RecordSet
 
 __all__ = ['LeaveGroupRequest', 'LeaveGroupResponse']
@@ -148,11 +148,18 @@ class LeaveGroupRequest(Message):
     __slots__ = ('group_id', 'member_id')
     _NAME = 'LeaveGroupRequest'
     _FIELDS = (('group_id', SCALAR, None), ('member_id', SCALAR, None))
+    FIELDS = (
+        FieldInfo('group_id', (0, 0), None, 'groupId', False, None, None, 'string'),
+        FieldInfo('member_id', (0, 0), None, None, False, None, None, 'string'),
+    )
     _DECODERS = {0: _dec_LeaveGroupRequest_v0}
     _ENCODERS = {0: _enc_LeaveGroupRequest_v0}
     API_KEY = 13
     KIND = 'request'
-    VERSIONS = (0, 0)
+    VALID_VERSIONS = (0, 0)
+    VERSIONS = VALID_VERSIONS
+    FLEXIBLE_VERSIONS = None
+    DEPRECATED_VERSIONS = None
     HEADER_VERSIONS = {0: 1}
 
     def __init__(
@@ -177,11 +184,17 @@ class LeaveGroupResponse(Message):
     __slots__ = ('error_code',)
     _NAME = 'LeaveGroupResponse'
     _FIELDS = (('error_code', SCALAR, None),)
+    FIELDS = (
+        FieldInfo('error_code', (0, 0), None, None, False, None, None, 'int16'),
+    )
     _DECODERS = {0: _dec_LeaveGroupResponse_v0}
     _ENCODERS = {0: _enc_LeaveGroupResponse_v0}
     API_KEY = 13
     KIND = 'response'
-    VERSIONS = (0, 0)
+    VALID_VERSIONS = (0, 0)
+    VERSIONS = VALID_VERSIONS
+    FLEXIBLE_VERSIONS = None
+    DEPRECATED_VERSIONS = None
     HEADER_VERSIONS = {0: 0}
 
     def __init__(

@@ -15,7 +15,7 @@ except ImportError:  # pure Python without Cython installed
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
-from kproto.message_base import RECORDS, SCALAR, SCALARS, STRUCTS, Message, Struct, as_record_set
+from kproto.message_base import RECORDS, SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct, as_record_set
 from kproto.records.record_set import RecordSet
 
 __all__ = ['ListGroupsRequest', 'ListGroupsResponse']
@@ -180,11 +180,16 @@ class ListGroupsRequest(Message):
     __slots__ = ()
     _NAME = 'ListGroupsRequest'
     _FIELDS = ()
+    FIELDS = (
+    )
     _DECODERS = {0: _dec_ListGroupsRequest_v0}
     _ENCODERS = {0: _enc_ListGroupsRequest_v0}
     API_KEY = 16
     KIND = 'request'
-    VERSIONS = (0, 0)
+    VALID_VERSIONS = (0, 0)
+    VERSIONS = VALID_VERSIONS
+    FLEXIBLE_VERSIONS = None
+    DEPRECATED_VERSIONS = None
     HEADER_VERSIONS = {0: 1}
 
     def __init__(self) -> None:
@@ -202,6 +207,10 @@ class ListGroupsResponse_ListedGroup(Struct):
     __slots__ = ('group_id', 'protocol_type')
     _NAME = 'ListGroupsResponse.ListedGroup'
     _FIELDS = (('group_id', SCALAR, None), ('protocol_type', SCALAR, None))
+    FIELDS = (
+        FieldInfo('group_id', (0, 0), None, 'groupId', False, None, None, 'string'),
+        FieldInfo('protocol_type', (0, 0), None, None, False, None, None, 'string'),
+    )
 
     def __init__(
         self,
@@ -226,12 +235,19 @@ class ListGroupsResponse(Message):
     __slots__ = ('error_code', 'groups')
     _NAME = 'ListGroupsResponse'
     _FIELDS = (('error_code', SCALAR, None), ('groups', STRUCTS, ListGroupsResponse_ListedGroup))
+    FIELDS = (
+        FieldInfo('error_code', (0, 0), None, None, False, None, None, 'int16'),
+        FieldInfo('groups', (0, 0), None, None, True, ListGroupsResponse_ListedGroup, None, '[]ListedGroup'),
+    )
     ListedGroup = ListGroupsResponse_ListedGroup
     _DECODERS = {0: _dec_ListGroupsResponse_v0}
     _ENCODERS = {0: _enc_ListGroupsResponse_v0}
     API_KEY = 16
     KIND = 'response'
-    VERSIONS = (0, 0)
+    VALID_VERSIONS = (0, 0)
+    VERSIONS = VALID_VERSIONS
+    FLEXIBLE_VERSIONS = None
+    DEPRECATED_VERSIONS = None
     HEADER_VERSIONS = {0: 0}
 
     def __init__(

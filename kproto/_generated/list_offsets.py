@@ -15,7 +15,7 @@ except ImportError:  # pure Python without Cython installed
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
-from kproto.message_base import RECORDS, SCALAR, SCALARS, STRUCTS, Message, Struct, as_record_set
+from kproto.message_base import RECORDS, SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct, as_record_set
 from kproto.records.record_set import RecordSet
 
 __all__ = ['ListOffsetsRequest', 'ListOffsetsResponse']
@@ -365,6 +365,11 @@ class ListOffsetsRequest_ListOffsetsPartition(Struct):
     __slots__ = ('partition_index', 'timestamp', 'max_num_offsets')
     _NAME = 'ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition'
     _FIELDS = (('partition_index', SCALAR, None), ('timestamp', SCALAR, None), ('max_num_offsets', SCALAR, None))
+    FIELDS = (
+        FieldInfo('partition_index', (0, 0), None, None, False, None, None, 'int32'),
+        FieldInfo('timestamp', (0, 0), None, None, False, None, None, 'int64'),
+        FieldInfo('max_num_offsets', (0, 0), None, None, False, None, None, 'int32'),
+    )
 
     def __init__(
         self,
@@ -389,6 +394,10 @@ class ListOffsetsRequest_ListOffsetsTopic(Struct):
     __slots__ = ('name', 'partitions')
     _NAME = 'ListOffsetsRequest.ListOffsetsTopic'
     _FIELDS = (('name', SCALAR, None), ('partitions', STRUCTS, ListOffsetsRequest_ListOffsetsPartition))
+    FIELDS = (
+        FieldInfo('name', (0, 0), None, 'topicName', False, None, None, 'string'),
+        FieldInfo('partitions', (0, 0), None, None, True, ListOffsetsRequest_ListOffsetsPartition, None, '[]ListOffsetsPartition'),
+    )
     ListOffsetsPartition = ListOffsetsRequest_ListOffsetsPartition
 
     def __init__(
@@ -414,12 +423,19 @@ class ListOffsetsRequest(Message):
     __slots__ = ('replica_id', 'topics')
     _NAME = 'ListOffsetsRequest'
     _FIELDS = (('replica_id', SCALAR, None), ('topics', STRUCTS, ListOffsetsRequest_ListOffsetsTopic))
+    FIELDS = (
+        FieldInfo('replica_id', (0, 0), None, 'brokerId', False, None, None, 'int32'),
+        FieldInfo('topics', (0, 0), None, None, True, ListOffsetsRequest_ListOffsetsTopic, None, '[]ListOffsetsTopic'),
+    )
     ListOffsetsTopic = ListOffsetsRequest_ListOffsetsTopic
     _DECODERS = {0: _dec_ListOffsetsRequest_v0}
     _ENCODERS = {0: _enc_ListOffsetsRequest_v0}
     API_KEY = 2
     KIND = 'request'
-    VERSIONS = (0, 0)
+    VALID_VERSIONS = (0, 0)
+    VERSIONS = VALID_VERSIONS
+    FLEXIBLE_VERSIONS = None
+    DEPRECATED_VERSIONS = None
     HEADER_VERSIONS = {0: 1}
 
     def __init__(
@@ -444,6 +460,11 @@ class ListOffsetsResponse_ListOffsetsPartitionResponse(Struct):
     __slots__ = ('partition_index', 'error_code', 'old_style_offsets')
     _NAME = 'ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse'
     _FIELDS = (('partition_index', SCALAR, None), ('error_code', SCALAR, None), ('old_style_offsets', SCALARS, None))
+    FIELDS = (
+        FieldInfo('partition_index', (0, 0), None, None, False, None, None, 'int32'),
+        FieldInfo('error_code', (0, 0), None, None, False, None, None, 'int16'),
+        FieldInfo('old_style_offsets', (0, 0), None, None, True, None, None, '[]int64'),
+    )
 
     def __init__(
         self,
@@ -468,6 +489,10 @@ class ListOffsetsResponse_ListOffsetsTopicResponse(Struct):
     __slots__ = ('name', 'partitions')
     _NAME = 'ListOffsetsResponse.ListOffsetsTopicResponse'
     _FIELDS = (('name', SCALAR, None), ('partitions', STRUCTS, ListOffsetsResponse_ListOffsetsPartitionResponse))
+    FIELDS = (
+        FieldInfo('name', (0, 0), None, 'topicName', False, None, None, 'string'),
+        FieldInfo('partitions', (0, 0), None, None, True, ListOffsetsResponse_ListOffsetsPartitionResponse, None, '[]ListOffsetsPartitionResponse'),
+    )
     ListOffsetsPartitionResponse = ListOffsetsResponse_ListOffsetsPartitionResponse
 
     def __init__(
@@ -492,12 +517,18 @@ class ListOffsetsResponse(Message):
     __slots__ = ('topics',)
     _NAME = 'ListOffsetsResponse'
     _FIELDS = (('topics', STRUCTS, ListOffsetsResponse_ListOffsetsTopicResponse),)
+    FIELDS = (
+        FieldInfo('topics', (0, 0), None, None, True, ListOffsetsResponse_ListOffsetsTopicResponse, None, '[]ListOffsetsTopicResponse'),
+    )
     ListOffsetsTopicResponse = ListOffsetsResponse_ListOffsetsTopicResponse
     _DECODERS = {0: _dec_ListOffsetsResponse_v0}
     _ENCODERS = {0: _enc_ListOffsetsResponse_v0}
     API_KEY = 2
     KIND = 'response'
-    VERSIONS = (0, 0)
+    VALID_VERSIONS = (0, 0)
+    VERSIONS = VALID_VERSIONS
+    FLEXIBLE_VERSIONS = None
+    DEPRECATED_VERSIONS = None
     HEADER_VERSIONS = {0: 0}
 
     def __init__(

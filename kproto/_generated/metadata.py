@@ -15,7 +15,7 @@ except ImportError:  # pure Python without Cython installed
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
-from kproto.message_base import RECORDS, SCALAR, SCALARS, STRUCTS, Message, Struct, as_record_set
+from kproto.message_base import RECORDS, SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct, as_record_set
 from kproto.records.record_set import RecordSet
 
 __all__ = ['MetadataRequest', 'MetadataResponse']
@@ -427,6 +427,9 @@ class MetadataRequest_MetadataRequestTopic(Struct):
     __slots__ = ('name',)
     _NAME = 'MetadataRequest.MetadataRequestTopic'
     _FIELDS = (('name', SCALAR, None),)
+    FIELDS = (
+        FieldInfo('name', (0, 0), None, 'topicName', False, None, None, 'string'),
+    )
 
     def __init__(
         self,
@@ -448,12 +451,18 @@ class MetadataRequest(Message):
     __slots__ = ('topics',)
     _NAME = 'MetadataRequest'
     _FIELDS = (('topics', STRUCTS, MetadataRequest_MetadataRequestTopic),)
+    FIELDS = (
+        FieldInfo('topics', (0, 0), None, None, True, MetadataRequest_MetadataRequestTopic, None, '[]MetadataRequestTopic'),
+    )
     MetadataRequestTopic = MetadataRequest_MetadataRequestTopic
     _DECODERS = {0: _dec_MetadataRequest_v0}
     _ENCODERS = {0: _enc_MetadataRequest_v0}
     API_KEY = 3
     KIND = 'request'
-    VERSIONS = (0, 0)
+    VALID_VERSIONS = (0, 0)
+    VERSIONS = VALID_VERSIONS
+    FLEXIBLE_VERSIONS = None
+    DEPRECATED_VERSIONS = None
     HEADER_VERSIONS = {0: 1}
 
     def __init__(
@@ -478,6 +487,13 @@ class MetadataResponse_MetadataResponsePartition(Struct):
     __slots__ = ('error_code', 'partition_index', 'leader_id', 'replica_nodes', 'isr_nodes')
     _NAME = 'MetadataResponse.MetadataResponseTopic.MetadataResponsePartition'
     _FIELDS = (('error_code', SCALAR, None), ('partition_index', SCALAR, None), ('leader_id', SCALAR, None), ('replica_nodes', SCALARS, None), ('isr_nodes', SCALARS, None))
+    FIELDS = (
+        FieldInfo('error_code', (0, 0), None, None, False, None, None, 'int16'),
+        FieldInfo('partition_index', (0, 0), None, None, False, None, None, 'int32'),
+        FieldInfo('leader_id', (0, 0), None, 'brokerId', False, None, None, 'int32'),
+        FieldInfo('replica_nodes', (0, 0), None, 'brokerId', True, None, None, '[]int32'),
+        FieldInfo('isr_nodes', (0, 0), None, 'brokerId', True, None, None, '[]int32'),
+    )
 
     def __init__(
         self,
@@ -507,6 +523,11 @@ class MetadataResponse_MetadataResponseTopic(Struct):
     __slots__ = ('error_code', 'name', 'partitions')
     _NAME = 'MetadataResponse.MetadataResponseTopic'
     _FIELDS = (('error_code', SCALAR, None), ('name', SCALAR, None), ('partitions', STRUCTS, MetadataResponse_MetadataResponsePartition))
+    FIELDS = (
+        FieldInfo('error_code', (0, 0), None, None, False, None, None, 'int16'),
+        FieldInfo('name', (0, 0), None, 'topicName', False, None, None, 'string'),
+        FieldInfo('partitions', (0, 0), None, None, True, MetadataResponse_MetadataResponsePartition, None, '[]MetadataResponsePartition'),
+    )
     MetadataResponsePartition = MetadataResponse_MetadataResponsePartition
 
     def __init__(
@@ -533,6 +554,11 @@ class MetadataResponse_MetadataResponseBroker(Struct):
     __slots__ = ('node_id', 'host', 'port')
     _NAME = 'MetadataResponse.MetadataResponseBroker'
     _FIELDS = (('node_id', SCALAR, None), ('host', SCALAR, None), ('port', SCALAR, None))
+    FIELDS = (
+        FieldInfo('node_id', (0, 0), None, 'brokerId', False, None, None, 'int32'),
+        FieldInfo('host', (0, 0), None, None, False, None, None, 'string'),
+        FieldInfo('port', (0, 0), None, None, False, None, None, 'int32'),
+    )
 
     def __init__(
         self,
@@ -559,13 +585,20 @@ class MetadataResponse(Message):
     __slots__ = ('brokers', 'topics')
     _NAME = 'MetadataResponse'
     _FIELDS = (('brokers', STRUCTS, MetadataResponse_MetadataResponseBroker), ('topics', STRUCTS, MetadataResponse_MetadataResponseTopic))
+    FIELDS = (
+        FieldInfo('brokers', (0, 0), None, None, True, MetadataResponse_MetadataResponseBroker, None, '[]MetadataResponseBroker'),
+        FieldInfo('topics', (0, 0), None, None, True, MetadataResponse_MetadataResponseTopic, None, '[]MetadataResponseTopic'),
+    )
     MetadataResponseBroker = MetadataResponse_MetadataResponseBroker
     MetadataResponseTopic = MetadataResponse_MetadataResponseTopic
     _DECODERS = {0: _dec_MetadataResponse_v0}
     _ENCODERS = {0: _enc_MetadataResponse_v0}
     API_KEY = 3
     KIND = 'response'
-    VERSIONS = (0, 0)
+    VALID_VERSIONS = (0, 0)
+    VERSIONS = VALID_VERSIONS
+    FLEXIBLE_VERSIONS = None
+    DEPRECATED_VERSIONS = None
     HEADER_VERSIONS = {0: 0}
 
     def __init__(

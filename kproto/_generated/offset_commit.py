@@ -15,7 +15,7 @@ except ImportError:  # pure Python without Cython installed
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
-from kproto.message_base import RECORDS, SCALAR, SCALARS, STRUCTS, Message, Struct, as_record_set
+from kproto.message_base import RECORDS, SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct, as_record_set
 from kproto.records.record_set import RecordSet
 
 __all__ = ['OffsetCommitRequest', 'OffsetCommitResponse']
@@ -769,6 +769,12 @@ class OffsetCommitRequest_OffsetCommitRequestPartition(Struct):
     __slots__ = ('partition_index', 'committed_offset', 'commit_timestamp', 'committed_metadata')
     _NAME = 'OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition'
     _FIELDS = (('partition_index', SCALAR, None), ('committed_offset', SCALAR, None), ('commit_timestamp', SCALAR, None), ('committed_metadata', SCALAR, None))
+    FIELDS = (
+        FieldInfo('partition_index', (0, 2), None, None, False, None, None, 'int32'),
+        FieldInfo('committed_offset', (0, 2), None, None, False, None, None, 'int64'),
+        FieldInfo('commit_timestamp', (1, 1), None, None, False, None, None, 'int64'),
+        FieldInfo('committed_metadata', (0, 2), None, None, False, None, (0, 2), 'string'),
+    )
 
     def __init__(
         self,
@@ -795,6 +801,10 @@ class OffsetCommitRequest_OffsetCommitRequestTopic(Struct):
     __slots__ = ('name', 'partitions')
     _NAME = 'OffsetCommitRequest.OffsetCommitRequestTopic'
     _FIELDS = (('name', SCALAR, None), ('partitions', STRUCTS, OffsetCommitRequest_OffsetCommitRequestPartition))
+    FIELDS = (
+        FieldInfo('name', (0, 2), None, 'topicName', False, None, None, 'string'),
+        FieldInfo('partitions', (0, 2), None, None, True, OffsetCommitRequest_OffsetCommitRequestPartition, None, '[]OffsetCommitRequestPartition'),
+    )
     OffsetCommitRequestPartition = OffsetCommitRequest_OffsetCommitRequestPartition
 
     def __init__(
@@ -823,12 +833,22 @@ class OffsetCommitRequest(Message):
     __slots__ = ('group_id', 'generation_id_or_member_epoch', 'member_id', 'retention_time_ms', 'topics')
     _NAME = 'OffsetCommitRequest'
     _FIELDS = (('group_id', SCALAR, None), ('generation_id_or_member_epoch', SCALAR, None), ('member_id', SCALAR, None), ('retention_time_ms', SCALAR, None), ('topics', STRUCTS, OffsetCommitRequest_OffsetCommitRequestTopic))
+    FIELDS = (
+        FieldInfo('group_id', (0, 2), None, 'groupId', False, None, None, 'string'),
+        FieldInfo('generation_id_or_member_epoch', (1, 2), None, None, False, None, None, 'int32'),
+        FieldInfo('member_id', (1, 2), None, None, False, None, None, 'string'),
+        FieldInfo('retention_time_ms', (2, 2), None, None, False, None, None, 'int64'),
+        FieldInfo('topics', (0, 2), None, None, True, OffsetCommitRequest_OffsetCommitRequestTopic, None, '[]OffsetCommitRequestTopic'),
+    )
     OffsetCommitRequestTopic = OffsetCommitRequest_OffsetCommitRequestTopic
     _DECODERS = {0: _dec_OffsetCommitRequest_v0, 1: _dec_OffsetCommitRequest_v1, 2: _dec_OffsetCommitRequest_v2}
     _ENCODERS = {0: _enc_OffsetCommitRequest_v0, 1: _enc_OffsetCommitRequest_v1, 2: _enc_OffsetCommitRequest_v2}
     API_KEY = 8
     KIND = 'request'
-    VERSIONS = (0, 2)
+    VALID_VERSIONS = (0, 2)
+    VERSIONS = VALID_VERSIONS
+    FLEXIBLE_VERSIONS = None
+    DEPRECATED_VERSIONS = None
     HEADER_VERSIONS = {0: 1, 1: 1, 2: 1}
 
     def __init__(
@@ -858,6 +878,10 @@ class OffsetCommitResponse_OffsetCommitResponsePartition(Struct):
     __slots__ = ('partition_index', 'error_code')
     _NAME = 'OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition'
     _FIELDS = (('partition_index', SCALAR, None), ('error_code', SCALAR, None))
+    FIELDS = (
+        FieldInfo('partition_index', (0, 2), None, None, False, None, None, 'int32'),
+        FieldInfo('error_code', (0, 2), None, None, False, None, None, 'int16'),
+    )
 
     def __init__(
         self,
@@ -880,6 +904,10 @@ class OffsetCommitResponse_OffsetCommitResponseTopic(Struct):
     __slots__ = ('name', 'partitions')
     _NAME = 'OffsetCommitResponse.OffsetCommitResponseTopic'
     _FIELDS = (('name', SCALAR, None), ('partitions', STRUCTS, OffsetCommitResponse_OffsetCommitResponsePartition))
+    FIELDS = (
+        FieldInfo('name', (0, 2), None, 'topicName', False, None, None, 'string'),
+        FieldInfo('partitions', (0, 2), None, None, True, OffsetCommitResponse_OffsetCommitResponsePartition, None, '[]OffsetCommitResponsePartition'),
+    )
     OffsetCommitResponsePartition = OffsetCommitResponse_OffsetCommitResponsePartition
 
     def __init__(
@@ -904,12 +932,18 @@ class OffsetCommitResponse(Message):
     __slots__ = ('topics',)
     _NAME = 'OffsetCommitResponse'
     _FIELDS = (('topics', STRUCTS, OffsetCommitResponse_OffsetCommitResponseTopic),)
+    FIELDS = (
+        FieldInfo('topics', (0, 2), None, None, True, OffsetCommitResponse_OffsetCommitResponseTopic, None, '[]OffsetCommitResponseTopic'),
+    )
     OffsetCommitResponseTopic = OffsetCommitResponse_OffsetCommitResponseTopic
     _DECODERS = {0: _dec_OffsetCommitResponse_v0, 1: _dec_OffsetCommitResponse_v0, 2: _dec_OffsetCommitResponse_v0}
     _ENCODERS = {0: _enc_OffsetCommitResponse_v0, 1: _enc_OffsetCommitResponse_v0, 2: _enc_OffsetCommitResponse_v0}
     API_KEY = 8
     KIND = 'response'
-    VERSIONS = (0, 2)
+    VALID_VERSIONS = (0, 2)
+    VERSIONS = VALID_VERSIONS
+    FLEXIBLE_VERSIONS = None
+    DEPRECATED_VERSIONS = None
     HEADER_VERSIONS = {0: 0, 1: 0, 2: 0}
 
     def __init__(

@@ -15,7 +15,7 @@ except ImportError:  # pure Python without Cython installed
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
-from kproto.message_base import RECORDS, SCALAR, SCALARS, STRUCTS, Message, Struct, as_record_set
+from kproto.message_base import RECORDS, SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct, as_record_set
 from kproto.records.record_set import RecordSet
 
 __all__ = ['OffsetFetchRequest', 'OffsetFetchResponse']
@@ -380,6 +380,10 @@ class OffsetFetchRequest_OffsetFetchRequestTopic(Struct):
     __slots__ = ('name', 'partition_indexes')
     _NAME = 'OffsetFetchRequest.OffsetFetchRequestTopic'
     _FIELDS = (('name', SCALAR, None), ('partition_indexes', SCALARS, None))
+    FIELDS = (
+        FieldInfo('name', (0, 1), None, 'topicName', False, None, None, 'string'),
+        FieldInfo('partition_indexes', (0, 1), None, None, True, None, None, '[]int32'),
+    )
 
     def __init__(
         self,
@@ -404,12 +408,19 @@ class OffsetFetchRequest(Message):
     __slots__ = ('group_id', 'topics')
     _NAME = 'OffsetFetchRequest'
     _FIELDS = (('group_id', SCALAR, None), ('topics', STRUCTS, OffsetFetchRequest_OffsetFetchRequestTopic))
+    FIELDS = (
+        FieldInfo('group_id', (0, 1), None, 'groupId', False, None, None, 'string'),
+        FieldInfo('topics', (0, 1), None, None, True, OffsetFetchRequest_OffsetFetchRequestTopic, None, '[]OffsetFetchRequestTopic'),
+    )
     OffsetFetchRequestTopic = OffsetFetchRequest_OffsetFetchRequestTopic
     _DECODERS = {0: _dec_OffsetFetchRequest_v0, 1: _dec_OffsetFetchRequest_v0}
     _ENCODERS = {0: _enc_OffsetFetchRequest_v0, 1: _enc_OffsetFetchRequest_v0}
     API_KEY = 9
     KIND = 'request'
-    VERSIONS = (0, 1)
+    VALID_VERSIONS = (0, 1)
+    VERSIONS = VALID_VERSIONS
+    FLEXIBLE_VERSIONS = None
+    DEPRECATED_VERSIONS = None
     HEADER_VERSIONS = {0: 1, 1: 1}
 
     def __init__(
@@ -435,6 +446,12 @@ class OffsetFetchResponse_OffsetFetchResponsePartition(Struct):
     __slots__ = ('partition_index', 'committed_offset', 'metadata', 'error_code')
     _NAME = 'OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition'
     _FIELDS = (('partition_index', SCALAR, None), ('committed_offset', SCALAR, None), ('metadata', SCALAR, None), ('error_code', SCALAR, None))
+    FIELDS = (
+        FieldInfo('partition_index', (0, 1), None, None, False, None, None, 'int32'),
+        FieldInfo('committed_offset', (0, 1), None, None, False, None, None, 'int64'),
+        FieldInfo('metadata', (0, 1), None, None, False, None, (0, 1), 'string'),
+        FieldInfo('error_code', (0, 1), None, None, False, None, None, 'int16'),
+    )
 
     def __init__(
         self,
@@ -461,6 +478,10 @@ class OffsetFetchResponse_OffsetFetchResponseTopic(Struct):
     __slots__ = ('name', 'partitions')
     _NAME = 'OffsetFetchResponse.OffsetFetchResponseTopic'
     _FIELDS = (('name', SCALAR, None), ('partitions', STRUCTS, OffsetFetchResponse_OffsetFetchResponsePartition))
+    FIELDS = (
+        FieldInfo('name', (0, 1), None, 'topicName', False, None, None, 'string'),
+        FieldInfo('partitions', (0, 1), None, None, True, OffsetFetchResponse_OffsetFetchResponsePartition, None, '[]OffsetFetchResponsePartition'),
+    )
     OffsetFetchResponsePartition = OffsetFetchResponse_OffsetFetchResponsePartition
 
     def __init__(
@@ -485,12 +506,18 @@ class OffsetFetchResponse(Message):
     __slots__ = ('topics',)
     _NAME = 'OffsetFetchResponse'
     _FIELDS = (('topics', STRUCTS, OffsetFetchResponse_OffsetFetchResponseTopic),)
+    FIELDS = (
+        FieldInfo('topics', (0, 1), None, None, True, OffsetFetchResponse_OffsetFetchResponseTopic, None, '[]OffsetFetchResponseTopic'),
+    )
     OffsetFetchResponseTopic = OffsetFetchResponse_OffsetFetchResponseTopic
     _DECODERS = {0: _dec_OffsetFetchResponse_v0, 1: _dec_OffsetFetchResponse_v0}
     _ENCODERS = {0: _enc_OffsetFetchResponse_v0, 1: _enc_OffsetFetchResponse_v0}
     API_KEY = 9
     KIND = 'response'
-    VERSIONS = (0, 1)
+    VALID_VERSIONS = (0, 1)
+    VERSIONS = VALID_VERSIONS
+    FLEXIBLE_VERSIONS = None
+    DEPRECATED_VERSIONS = None
     HEADER_VERSIONS = {0: 0, 1: 0}
 
     def __init__(

@@ -15,7 +15,7 @@ except ImportError:  # pure Python without Cython installed
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
-from kproto.message_base import RECORDS, SCALAR, SCALARS, STRUCTS, Message, Struct, as_record_set
+from kproto.message_base import RECORDS, SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct, as_record_set
 from kproto.records.record_set import RecordSet
 
 __all__ = ['ProduceRequest', 'ProduceResponse']
@@ -424,6 +424,10 @@ class ProduceRequest_PartitionProduceData(Struct):
     __slots__ = ('index', 'records')
     _NAME = 'ProduceRequest.TopicProduceData.PartitionProduceData'
     _FIELDS = (('index', SCALAR, None), ('records', RECORDS, None))
+    FIELDS = (
+        FieldInfo('index', (0, 1), None, None, False, None, None, 'int32'),
+        FieldInfo('records', (0, 1), None, None, False, None, (0, 1), 'records'),
+    )
 
     def __init__(
         self,
@@ -446,6 +450,10 @@ class ProduceRequest_TopicProduceData(Struct):
     __slots__ = ('name', 'partition_data')
     _NAME = 'ProduceRequest.TopicProduceData'
     _FIELDS = (('name', SCALAR, None), ('partition_data', STRUCTS, ProduceRequest_PartitionProduceData))
+    FIELDS = (
+        FieldInfo('name', (0, 1), None, 'topicName', False, None, None, 'string'),
+        FieldInfo('partition_data', (0, 1), None, None, True, ProduceRequest_PartitionProduceData, None, '[]PartitionProduceData'),
+    )
     PartitionProduceData = ProduceRequest_PartitionProduceData
 
     def __init__(
@@ -472,12 +480,20 @@ class ProduceRequest(Message):
     __slots__ = ('acks', 'timeout_ms', 'topic_data')
     _NAME = 'ProduceRequest'
     _FIELDS = (('acks', SCALAR, None), ('timeout_ms', SCALAR, None), ('topic_data', STRUCTS, ProduceRequest_TopicProduceData))
+    FIELDS = (
+        FieldInfo('acks', (0, 1), None, None, False, None, None, 'int16'),
+        FieldInfo('timeout_ms', (0, 1), None, None, False, None, None, 'int32'),
+        FieldInfo('topic_data', (0, 1), None, None, True, ProduceRequest_TopicProduceData, None, '[]TopicProduceData'),
+    )
     TopicProduceData = ProduceRequest_TopicProduceData
     _DECODERS = {0: _dec_ProduceRequest_v0, 1: _dec_ProduceRequest_v0}
     _ENCODERS = {0: _enc_ProduceRequest_v0, 1: _enc_ProduceRequest_v0}
     API_KEY = 0
     KIND = 'request'
-    VERSIONS = (0, 1)
+    VALID_VERSIONS = (0, 1)
+    VERSIONS = VALID_VERSIONS
+    FLEXIBLE_VERSIONS = None
+    DEPRECATED_VERSIONS = None
     HEADER_VERSIONS = {0: 1, 1: 1}
 
     def __init__(
@@ -504,6 +520,11 @@ class ProduceResponse_PartitionProduceResponse(Struct):
     __slots__ = ('index', 'error_code', 'base_offset')
     _NAME = 'ProduceResponse.TopicProduceResponse.PartitionProduceResponse'
     _FIELDS = (('index', SCALAR, None), ('error_code', SCALAR, None), ('base_offset', SCALAR, None))
+    FIELDS = (
+        FieldInfo('index', (0, 1), None, None, False, None, None, 'int32'),
+        FieldInfo('error_code', (0, 1), None, None, False, None, None, 'int16'),
+        FieldInfo('base_offset', (0, 1), None, None, False, None, None, 'int64'),
+    )
 
     def __init__(
         self,
@@ -528,6 +549,10 @@ class ProduceResponse_TopicProduceResponse(Struct):
     __slots__ = ('name', 'partition_responses')
     _NAME = 'ProduceResponse.TopicProduceResponse'
     _FIELDS = (('name', SCALAR, None), ('partition_responses', STRUCTS, ProduceResponse_PartitionProduceResponse))
+    FIELDS = (
+        FieldInfo('name', (0, 1), None, 'topicName', False, None, None, 'string'),
+        FieldInfo('partition_responses', (0, 1), None, None, True, ProduceResponse_PartitionProduceResponse, None, '[]PartitionProduceResponse'),
+    )
     PartitionProduceResponse = ProduceResponse_PartitionProduceResponse
 
     def __init__(
@@ -553,12 +578,19 @@ class ProduceResponse(Message):
     __slots__ = ('responses', 'throttle_time_ms')
     _NAME = 'ProduceResponse'
     _FIELDS = (('responses', STRUCTS, ProduceResponse_TopicProduceResponse), ('throttle_time_ms', SCALAR, None))
+    FIELDS = (
+        FieldInfo('responses', (0, 1), None, None, True, ProduceResponse_TopicProduceResponse, None, '[]TopicProduceResponse'),
+        FieldInfo('throttle_time_ms', (1, 1), None, None, False, None, None, 'int32'),
+    )
     TopicProduceResponse = ProduceResponse_TopicProduceResponse
     _DECODERS = {0: _dec_ProduceResponse_v0, 1: _dec_ProduceResponse_v1}
     _ENCODERS = {0: _enc_ProduceResponse_v0, 1: _enc_ProduceResponse_v1}
     API_KEY = 0
     KIND = 'response'
-    VERSIONS = (0, 1)
+    VALID_VERSIONS = (0, 1)
+    VERSIONS = VALID_VERSIONS
+    FLEXIBLE_VERSIONS = None
+    DEPRECATED_VERSIONS = None
     HEADER_VERSIONS = {0: 0, 1: 0}
 
     def __init__(

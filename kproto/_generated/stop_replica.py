@@ -15,7 +15,7 @@ except ImportError:  # pure Python without Cython installed
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
-from kproto.message_base import RECORDS, SCALAR, SCALARS, STRUCTS, Message, Struct, as_record_set
+from kproto.message_base import RECORDS, SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct, as_record_set
 from kproto.records.record_set import RecordSet
 
 __all__ = ['StopReplicaRequest', 'StopReplicaResponse']
@@ -268,6 +268,10 @@ class StopReplicaRequest_StopReplicaPartitionV0(Struct):
     __slots__ = ('topic_name', 'partition_index')
     _NAME = 'StopReplicaRequest.StopReplicaPartitionV0'
     _FIELDS = (('topic_name', SCALAR, None), ('partition_index', SCALAR, None))
+    FIELDS = (
+        FieldInfo('topic_name', (0, 0), None, 'topicName', False, None, None, 'string'),
+        FieldInfo('partition_index', (0, 0), None, None, False, None, None, 'int32'),
+    )
 
     def __init__(
         self,
@@ -294,12 +298,21 @@ class StopReplicaRequest(Message):
     __slots__ = ('controller_id', 'controller_epoch', 'delete_partitions', 'ungrouped_partitions')
     _NAME = 'StopReplicaRequest'
     _FIELDS = (('controller_id', SCALAR, None), ('controller_epoch', SCALAR, None), ('delete_partitions', SCALAR, None), ('ungrouped_partitions', STRUCTS, StopReplicaRequest_StopReplicaPartitionV0))
+    FIELDS = (
+        FieldInfo('controller_id', (0, 0), None, 'brokerId', False, None, None, 'int32'),
+        FieldInfo('controller_epoch', (0, 0), None, None, False, None, None, 'int32'),
+        FieldInfo('delete_partitions', (0, 0), None, None, False, None, None, 'bool'),
+        FieldInfo('ungrouped_partitions', (0, 0), None, None, True, StopReplicaRequest_StopReplicaPartitionV0, None, '[]StopReplicaPartitionV0'),
+    )
     StopReplicaPartitionV0 = StopReplicaRequest_StopReplicaPartitionV0
     _DECODERS = {0: _dec_StopReplicaRequest_v0}
     _ENCODERS = {0: _enc_StopReplicaRequest_v0}
     API_KEY = 5
     KIND = 'request'
-    VERSIONS = (0, 0)
+    VALID_VERSIONS = (0, 0)
+    VERSIONS = VALID_VERSIONS
+    FLEXIBLE_VERSIONS = None
+    DEPRECATED_VERSIONS = None
     HEADER_VERSIONS = {0: 1}
 
     def __init__(
@@ -328,6 +341,11 @@ class StopReplicaResponse_StopReplicaPartitionError(Struct):
     __slots__ = ('topic_name', 'partition_index', 'error_code')
     _NAME = 'StopReplicaResponse.StopReplicaPartitionError'
     _FIELDS = (('topic_name', SCALAR, None), ('partition_index', SCALAR, None), ('error_code', SCALAR, None))
+    FIELDS = (
+        FieldInfo('topic_name', (0, 0), None, 'topicName', False, None, None, 'string'),
+        FieldInfo('partition_index', (0, 0), None, None, False, None, None, 'int32'),
+        FieldInfo('error_code', (0, 0), None, None, False, None, None, 'int16'),
+    )
 
     def __init__(
         self,
@@ -354,12 +372,19 @@ class StopReplicaResponse(Message):
     __slots__ = ('error_code', 'partition_errors')
     _NAME = 'StopReplicaResponse'
     _FIELDS = (('error_code', SCALAR, None), ('partition_errors', STRUCTS, StopReplicaResponse_StopReplicaPartitionError))
+    FIELDS = (
+        FieldInfo('error_code', (0, 0), None, None, False, None, None, 'int16'),
+        FieldInfo('partition_errors', (0, 0), None, None, True, StopReplicaResponse_StopReplicaPartitionError, None, '[]StopReplicaPartitionError'),
+    )
     StopReplicaPartitionError = StopReplicaResponse_StopReplicaPartitionError
     _DECODERS = {0: _dec_StopReplicaResponse_v0}
     _ENCODERS = {0: _enc_StopReplicaResponse_v0}
     API_KEY = 5
     KIND = 'response'
-    VERSIONS = (0, 0)
+    VALID_VERSIONS = (0, 0)
+    VERSIONS = VALID_VERSIONS
+    FLEXIBLE_VERSIONS = None
+    DEPRECATED_VERSIONS = None
     HEADER_VERSIONS = {0: 0}
 
     def __init__(

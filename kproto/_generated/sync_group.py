@@ -15,7 +15,7 @@ except ImportError:  # pure Python without Cython installed
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
-from kproto.message_base import RECORDS, SCALAR, SCALARS, STRUCTS, Message, Struct, as_record_set
+from kproto.message_base import RECORDS, SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct, as_record_set
 from kproto.records.record_set import RecordSet
 
 __all__ = ['SyncGroupRequest', 'SyncGroupResponse']
@@ -274,6 +274,10 @@ class SyncGroupRequest_SyncGroupRequestAssignment(Struct):
     __slots__ = ('member_id', 'assignment')
     _NAME = 'SyncGroupRequest.SyncGroupRequestAssignment'
     _FIELDS = (('member_id', SCALAR, None), ('assignment', SCALAR, None))
+    FIELDS = (
+        FieldInfo('member_id', (0, 0), None, None, False, None, None, 'string'),
+        FieldInfo('assignment', (0, 0), None, None, False, None, None, 'bytes'),
+    )
 
     def __init__(
         self,
@@ -300,12 +304,21 @@ class SyncGroupRequest(Message):
     __slots__ = ('group_id', 'generation_id', 'member_id', 'assignments')
     _NAME = 'SyncGroupRequest'
     _FIELDS = (('group_id', SCALAR, None), ('generation_id', SCALAR, None), ('member_id', SCALAR, None), ('assignments', STRUCTS, SyncGroupRequest_SyncGroupRequestAssignment))
+    FIELDS = (
+        FieldInfo('group_id', (0, 0), None, 'groupId', False, None, None, 'string'),
+        FieldInfo('generation_id', (0, 0), None, None, False, None, None, 'int32'),
+        FieldInfo('member_id', (0, 0), None, None, False, None, None, 'string'),
+        FieldInfo('assignments', (0, 0), None, None, True, SyncGroupRequest_SyncGroupRequestAssignment, None, '[]SyncGroupRequestAssignment'),
+    )
     SyncGroupRequestAssignment = SyncGroupRequest_SyncGroupRequestAssignment
     _DECODERS = {0: _dec_SyncGroupRequest_v0}
     _ENCODERS = {0: _enc_SyncGroupRequest_v0}
     API_KEY = 14
     KIND = 'request'
-    VERSIONS = (0, 0)
+    VALID_VERSIONS = (0, 0)
+    VERSIONS = VALID_VERSIONS
+    FLEXIBLE_VERSIONS = None
+    DEPRECATED_VERSIONS = None
     HEADER_VERSIONS = {0: 1}
 
     def __init__(
@@ -335,11 +348,18 @@ class SyncGroupResponse(Message):
     __slots__ = ('error_code', 'assignment')
     _NAME = 'SyncGroupResponse'
     _FIELDS = (('error_code', SCALAR, None), ('assignment', SCALAR, None))
+    FIELDS = (
+        FieldInfo('error_code', (0, 0), None, None, False, None, None, 'int16'),
+        FieldInfo('assignment', (0, 0), None, None, False, None, None, 'bytes'),
+    )
     _DECODERS = {0: _dec_SyncGroupResponse_v0}
     _ENCODERS = {0: _enc_SyncGroupResponse_v0}
     API_KEY = 14
     KIND = 'response'
-    VERSIONS = (0, 0)
+    VALID_VERSIONS = (0, 0)
+    VERSIONS = VALID_VERSIONS
+    FLEXIBLE_VERSIONS = None
+    DEPRECATED_VERSIONS = None
     HEADER_VERSIONS = {0: 0}
 
     def __init__(

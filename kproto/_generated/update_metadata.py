@@ -15,7 +15,7 @@ except ImportError:  # pure Python without Cython installed
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
-from kproto.message_base import RECORDS, SCALAR, SCALARS, STRUCTS, Message, Struct, as_record_set
+from kproto.message_base import RECORDS, SCALAR, SCALARS, STRUCTS, FieldInfo, Message, Struct, as_record_set
 from kproto.records.record_set import RecordSet
 
 __all__ = ['UpdateMetadataRequest', 'UpdateMetadataResponse']
@@ -524,6 +524,11 @@ class UpdateMetadataRequest_UpdateMetadataEndpoint(Struct):
     __slots__ = ('port', 'host', 'security_protocol')
     _NAME = 'UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint'
     _FIELDS = (('port', SCALAR, None), ('host', SCALAR, None), ('security_protocol', SCALAR, None))
+    FIELDS = (
+        FieldInfo('port', (1, 1), None, None, False, None, None, 'int32'),
+        FieldInfo('host', (1, 1), None, None, False, None, None, 'string'),
+        FieldInfo('security_protocol', (1, 1), None, None, False, None, None, 'int16'),
+    )
 
     def __init__(
         self,
@@ -550,6 +555,12 @@ class UpdateMetadataRequest_UpdateMetadataBroker(Struct):
     __slots__ = ('id', 'v0_host', 'v0_port', 'endpoints')
     _NAME = 'UpdateMetadataRequest.UpdateMetadataBroker'
     _FIELDS = (('id', SCALAR, None), ('v0_host', SCALAR, None), ('v0_port', SCALAR, None), ('endpoints', STRUCTS, UpdateMetadataRequest_UpdateMetadataEndpoint))
+    FIELDS = (
+        FieldInfo('id', (0, 1), None, 'brokerId', False, None, None, 'int32'),
+        FieldInfo('v0_host', (0, 0), None, None, False, None, None, 'string'),
+        FieldInfo('v0_port', (0, 0), None, None, False, None, None, 'int32'),
+        FieldInfo('endpoints', (1, 1), None, None, True, UpdateMetadataRequest_UpdateMetadataEndpoint, None, '[]UpdateMetadataEndpoint'),
+    )
     UpdateMetadataEndpoint = UpdateMetadataRequest_UpdateMetadataEndpoint
 
     def __init__(
@@ -583,6 +594,16 @@ class UpdateMetadataRequest_UpdateMetadataPartitionState(Struct):
     __slots__ = ('topic_name', 'partition_index', 'controller_epoch', 'leader', 'leader_epoch', 'isr', 'zk_version', 'replicas')
     _NAME = 'UpdateMetadataRequest.UpdateMetadataPartitionState'
     _FIELDS = (('topic_name', SCALAR, None), ('partition_index', SCALAR, None), ('controller_epoch', SCALAR, None), ('leader', SCALAR, None), ('leader_epoch', SCALAR, None), ('isr', SCALARS, None), ('zk_version', SCALAR, None), ('replicas', SCALARS, None))
+    FIELDS = (
+        FieldInfo('topic_name', (0, 1), None, 'topicName', False, None, None, 'string'),
+        FieldInfo('partition_index', (0, 1), None, None, False, None, None, 'int32'),
+        FieldInfo('controller_epoch', (0, 1), None, None, False, None, None, 'int32'),
+        FieldInfo('leader', (0, 1), None, 'brokerId', False, None, None, 'int32'),
+        FieldInfo('leader_epoch', (0, 1), None, None, False, None, None, 'int32'),
+        FieldInfo('isr', (0, 1), None, 'brokerId', True, None, None, '[]int32'),
+        FieldInfo('zk_version', (0, 1), None, None, False, None, None, 'int32'),
+        FieldInfo('replicas', (0, 1), None, 'brokerId', True, None, None, '[]int32'),
+    )
 
     def __init__(
         self,
@@ -621,13 +642,22 @@ class UpdateMetadataRequest(Message):
     __slots__ = ('controller_id', 'controller_epoch', 'ungrouped_partition_states', 'live_brokers')
     _NAME = 'UpdateMetadataRequest'
     _FIELDS = (('controller_id', SCALAR, None), ('controller_epoch', SCALAR, None), ('ungrouped_partition_states', STRUCTS, UpdateMetadataRequest_UpdateMetadataPartitionState), ('live_brokers', STRUCTS, UpdateMetadataRequest_UpdateMetadataBroker))
+    FIELDS = (
+        FieldInfo('controller_id', (0, 1), None, 'brokerId', False, None, None, 'int32'),
+        FieldInfo('controller_epoch', (0, 1), None, None, False, None, None, 'int32'),
+        FieldInfo('ungrouped_partition_states', (0, 1), None, None, True, UpdateMetadataRequest_UpdateMetadataPartitionState, None, '[]UpdateMetadataPartitionState'),
+        FieldInfo('live_brokers', (0, 1), None, None, True, UpdateMetadataRequest_UpdateMetadataBroker, None, '[]UpdateMetadataBroker'),
+    )
     UpdateMetadataPartitionState = UpdateMetadataRequest_UpdateMetadataPartitionState
     UpdateMetadataBroker = UpdateMetadataRequest_UpdateMetadataBroker
     _DECODERS = {0: _dec_UpdateMetadataRequest_v0, 1: _dec_UpdateMetadataRequest_v1}
     _ENCODERS = {0: _enc_UpdateMetadataRequest_v0, 1: _enc_UpdateMetadataRequest_v1}
     API_KEY = 6
     KIND = 'request'
-    VERSIONS = (0, 1)
+    VALID_VERSIONS = (0, 1)
+    VERSIONS = VALID_VERSIONS
+    FLEXIBLE_VERSIONS = None
+    DEPRECATED_VERSIONS = None
     HEADER_VERSIONS = {0: 1, 1: 1}
 
     def __init__(
@@ -656,11 +686,17 @@ class UpdateMetadataResponse(Message):
     __slots__ = ('error_code',)
     _NAME = 'UpdateMetadataResponse'
     _FIELDS = (('error_code', SCALAR, None),)
+    FIELDS = (
+        FieldInfo('error_code', (0, 1), None, None, False, None, None, 'int16'),
+    )
     _DECODERS = {0: _dec_UpdateMetadataResponse_v0, 1: _dec_UpdateMetadataResponse_v0}
     _ENCODERS = {0: _enc_UpdateMetadataResponse_v0, 1: _enc_UpdateMetadataResponse_v0}
     API_KEY = 6
     KIND = 'response'
-    VERSIONS = (0, 1)
+    VALID_VERSIONS = (0, 1)
+    VERSIONS = VALID_VERSIONS
+    FLEXIBLE_VERSIONS = None
+    DEPRECATED_VERSIONS = None
     HEADER_VERSIONS = {0: 0, 1: 0}
 
     def __init__(

@@ -21,21 +21,27 @@ from kproto.schema.model import (
     SchemaSet,
     StructSpec,
     TypeRef,
-
+    ZERO_UUID,
 )
-from kproto.schema.versions import VersionRangeError, Versions
+from kproto.schema.versions import EMPTY, VersionRangeError, Versions
 
 __all__ = ["SpecError", "load_specs", "default_spec_dir", "parse_spec_text"]
 
 _FIELD_KEYS = {"name", "type", "versions", "nullableVersions", "default", "ignorable", "about", "fields",
-               "entityType", "errorCodeContext"}
-_SECTION_KEYS = {"validVersions", "flexibleVersions", "headerVersions", "fields", "commonStructs", "about"}
+               "entityType", "errorCodeContext", "tag", "taggedVersions", "oldNames", "flexibleVersions"}
+_SECTION_KEYS = {"validVersions", "flexibleVersions", "headerVersions", "deprecatedVersions", "fields",
+                 "commonStructs", "about"}
 _API_KEYS = {"kind", "apiKey", "name", "oldNames", "about", "request", "response"}
 _HEADER_KEYS = {"kind", "name", "about", "validVersions", "flexibleVersions", "fields"}
 _DATA_KEYS = {"kind", "name", "about", "validVersions", "flexibleVersions", "fields", "versionPrefix", "commonStructs"}
 _ERROR_KEYS = {"code", "name", "oldNames", "modernName", "retriable", "introduced", "about", "contexts", "note"}
+#: entityType values and the (element) type they may label: Kafka's values plus two kproto additions,
+#: ``partitionIndex`` (partition numbers in topic-partition structures) and ``errorCode``.
 _ENTITY_TYPES = {"topicName": "string", "groupId": "string", "brokerId": "int32", "transactionalId": "string",
-                 "producerId": "int64"}
+                 "producerId": "int64", "partitionIndex": "int32", "errorCode": "int16"}
+#: Spec kinds another loader reads (``releases``: kproto.schema.releases); skipped here.
+_FOREIGN_KINDS = ("releases",)
+_INT_BITS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
 
 
 class SpecError(ValueError):
@@ -98,27 +104,32 @@ def _default(ctx: _Context, where: str, spec: Dict[str, Any], type_ref: TypeRef,
     kind = type_ref.kind
     if raw is None:
         if kind in FIXED_TYPES:
-            return False if kind == "bool" else 0
+            return {"bool": False, "float64": 0.0, "uuid": ZERO_UUID}.get(kind, 0)
         if kind == "string":
             return ""
         if kind in ("bytes", "records"):
             return b""
         if kind == "array":
             return []
-        raise ctx.fail(where, "struct fields cannot have defaults")
+        return None  # a struct: a fresh instance with its own defaults
     if raw == "null":
-        if kind not in NULLABLE_TYPES or nullable != versions:
+        if nullable != versions:
             raise ctx.fail(where, "default 'null' needs a field nullable in all its versions")
         return None
-    if kind in ("int8", "int16", "int32", "int64"):
+    if kind in _INT_BITS or kind == "uint16":
         try:
             value = int(str(raw), 0)
         except ValueError:
             raise ctx.fail(where, f"default {raw!r} is not an integer") from None
-        bits = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}[kind]
-        if not -(1 << (bits - 1)) <= value < (1 << (bits - 1)):
+        lo, hi = (0, 1 << 16) if kind == "uint16" else (-(1 << (_INT_BITS[kind] - 1)), 1 << (_INT_BITS[kind] - 1))
+        if not lo <= value < hi:
             raise ctx.fail(where, f"default {raw!r} does not fit {kind}")
         return value
+    if kind == "float64":
+        try:
+            return float(str(raw))
+        except ValueError:
+            raise ctx.fail(where, f"default {raw!r} is not a number") from None
     if kind == "bool":
         if str(raw) not in ("true", "false"):
             raise ctx.fail(where, f"default {raw!r} is not true/false")
@@ -131,9 +142,10 @@ def _default(ctx: _Context, where: str, spec: Dict[str, Any], type_ref: TypeRef,
 class _StructBuilder:
     """Turns field lists into StructSpecs, resolving common structs and checking names."""
 
-    def __init__(self, ctx: _Context, highest: int, common: Dict[str, Dict[str, Any]]) -> None:
+    def __init__(self, ctx: _Context, highest: int, common: Dict[str, Dict[str, Any]], flexible: Versions) -> None:
         self.ctx = ctx
         self.highest = highest
+        self.flexible = flexible
         self.common_specs = common
         self.common_built: Dict[str, StructSpec] = {}
         self.struct_names: Dict[str, str] = {}
@@ -149,6 +161,7 @@ class _StructBuilder:
         built: List[FieldSpec] = []
         names: Dict[str, int] = {}
         attrs: Dict[str, str] = {}
+        tags: Dict[int, str] = {}
         for index, spec in enumerate(fields):
             fwhere = f"{where}.{spec.get('name', f'#{index}')}" if isinstance(spec, dict) else f"{where}#{index}"
             f = self.field(spec, versions, fwhere)
@@ -156,6 +169,10 @@ class _StructBuilder:
                 raise self.ctx.fail(fwhere, f"duplicate field name {f.name!r}")
             if f.attr in attrs:
                 raise self.ctx.fail(fwhere, f"field {f.name!r} clashes with {attrs[f.attr]!r} as {f.attr!r}")
+            if f.tag is not None:
+                if f.tag in tags:
+                    raise self.ctx.fail(fwhere, f"tag {f.tag} also used by {tags[f.tag]!r}")
+                tags[f.tag] = f.name
             names[f.name] = index
             attrs[f.attr] = f.name
             built.append(f)
@@ -177,7 +194,7 @@ class _StructBuilder:
         type_ref = self.type_ref(spec, versions, where)
         nullable = _versions(ctx, where + " nullableVersions", spec.get("nullableVersions", "none"), self.highest)
         if not nullable.empty:
-            if type_ref.kind not in NULLABLE_TYPES:
+            if type_ref.kind not in NULLABLE_TYPES and not type_ref.is_array and not type_ref.is_struct:
                 raise ctx.fail(where, f"type {type_ref.describe()} cannot be nullable")
             if not nullable.within(versions):
                 raise ctx.fail(where, f"nullableVersions {nullable} outside versions {versions}")
@@ -187,8 +204,23 @@ class _StructBuilder:
         if not isinstance(ignorable, bool):
             raise ctx.fail(where, "'ignorable' must be true or false")
         entity = spec.get("entityType")
-        if entity is not None and entity not in _ENTITY_TYPES:
-            raise ctx.fail(where, f"unknown entityType {entity!r}")
+        if entity is not None:
+            if entity not in _ENTITY_TYPES:
+                raise ctx.fail(where, f"unknown entityType {entity!r} (known: {', '.join(sorted(_ENTITY_TYPES))})")
+            labelled = type_ref.element if type_ref.is_array else type_ref
+            if labelled is None or labelled.kind != _ENTITY_TYPES[entity]:
+                raise ctx.fail(where, f"entityType {entity!r} labels {_ENTITY_TYPES[entity]} fields, "
+                                      f"not {type_ref.describe()}")
+        tag, tagged = self.tagging(spec, versions, where)
+        old_names = spec.get("oldNames", [])
+        if not isinstance(old_names, list) or not all(isinstance(n, str) and n.isidentifier() and n[:1].isupper()
+                                                      for n in old_names):
+            raise ctx.fail(where, "oldNames must be a list of PascalCase names")
+        field_flexible: Optional[Versions] = None
+        if "flexibleVersions" in spec:
+            if type_ref.kind not in ("string", "bytes"):
+                raise ctx.fail(where, "a field-level flexibleVersions only applies to string and bytes fields")
+            field_flexible = _versions(ctx, where + " flexibleVersions", spec["flexibleVersions"], self.highest)
         context = spec.get("errorCodeContext")
         if context is not None and (type_ref.kind != "int16" or not name.endswith("ErrorCode")):
             raise ctx.fail(where, "errorCodeContext only applies to int16 *ErrorCode fields")
@@ -202,7 +234,27 @@ class _StructBuilder:
             about=str(spec.get("about", "")),
             entity_type=entity,
             error_code_context=context,
+            tag=tag,
+            tagged_versions=tagged,
+            old_names=list(old_names),
+            flexible_versions=field_flexible,
         )
+
+    def tagging(self, spec: Dict[str, Any], versions: Versions, where: str) -> Tuple[Optional[int], Versions]:
+        """``tag`` and ``taggedVersions``: both or neither; tagged only in flexible versions of the field."""
+        if ("tag" in spec) != ("taggedVersions" in spec):
+            raise self.ctx.fail(where, "'tag' and 'taggedVersions' go together")
+        if "tag" not in spec:
+            return None, EMPTY
+        tag = spec["tag"]
+        if not isinstance(tag, int) or isinstance(tag, bool) or not 0 <= tag < (1 << 31):
+            raise self.ctx.fail(where, f"tag {tag!r} must be a non-negative integer")
+        tagged = _versions(self.ctx, where + " taggedVersions", spec["taggedVersions"], self.highest)
+        if tagged.empty or not tagged.within(versions):
+            raise self.ctx.fail(where, f"taggedVersions {tagged} must be non-empty and within versions {versions}")
+        if not tagged.within(self.flexible):
+            raise self.ctx.fail(where, f"taggedVersions {tagged} outside the flexible versions {self.flexible}")
+        return tag, tagged
 
     def type_ref(self, spec: Dict[str, Any], versions: Versions, where: str) -> TypeRef:
         text = spec["type"]
@@ -242,9 +294,22 @@ class _StructBuilder:
         raise self.ctx.fail(where, f"unknown type {spec['type']!r} (no inline fields and no common struct)")
 
 
-def _header_versions(ctx: _Context, where: str, raw: Any, valid: Versions, default: int) -> List[Tuple[Versions, int]]:
+#: Header versions derived from flexibility when a message states none: (classic, flexible) per kind.
+DERIVED_HEADER_VERSIONS = {"request": (1, 2), "response": (0, 1)}
+
+
+def _header_versions(ctx: _Context, where: str, raw: Any, valid: Versions, flexible: Versions,
+                     kind: str) -> List[Tuple[Versions, int]]:
     if raw is None:
-        return [(valid, default)]
+        classic, compact = DERIVED_HEADER_VERSIONS[kind]
+        out = [(Versions(v, v), compact if v in flexible else classic) for v in valid]
+        merged: List[Tuple[Versions, int]] = []
+        for versions, header in out:  # adjacent versions with the same header share one range
+            if merged and merged[-1][1] == header:
+                merged[-1] = (Versions(merged[-1][0].lo, versions.hi), header)
+            else:
+                merged.append((versions, header))
+        return merged
     if not isinstance(raw, dict) or not raw:
         raise ctx.fail(where, "headerVersions must be a non-empty object")
     out: List[Tuple[Versions, int]] = []
@@ -264,7 +329,7 @@ def _header_versions(ctx: _Context, where: str, raw: Any, valid: Versions, defau
 
 
 def _message(ctx: _Context, section: Any, name: str, kind: str, api_key: Optional[int], where: str,
-             default_header: Optional[int], version_prefix: Optional[str] = None) -> MessageSpec:
+             version_prefix: Optional[str] = None) -> MessageSpec:
     if not isinstance(section, dict):
         raise ctx.fail(where, "must be an object")
     allowed = _SECTION_KEYS if kind in ("request", "response") else (_HEADER_KEYS | _DATA_KEYS)
@@ -274,8 +339,11 @@ def _message(ctx: _Context, section: Any, name: str, kind: str, api_key: Optiona
         raise ctx.fail(where, "validVersions must be a closed, non-empty range like '0-2'")
     highest = valid.hi
     flexible = _versions(ctx, where + " flexibleVersions", section.get("flexibleVersions", "none"), highest)
-    if not flexible.empty:
-        raise ctx.fail(where, "flexible versions (KIP-482) are not implemented yet; use 'none'")
+    if not flexible.within(valid):
+        raise ctx.fail(where, f"flexibleVersions {flexible} outside validVersions {valid}")
+    deprecated = _versions(ctx, where + " deprecatedVersions", section.get("deprecatedVersions", "none"), highest)
+    if not deprecated.within(valid):
+        raise ctx.fail(where, f"deprecatedVersions {deprecated} outside validVersions {valid}")
     common_list = section.get("commonStructs", [])
     if not isinstance(common_list, list):
         raise ctx.fail(where, "commonStructs must be a list")
@@ -286,21 +354,21 @@ def _message(ctx: _Context, section: Any, name: str, kind: str, api_key: Optiona
         if item["name"] in common:
             raise ctx.fail(where + ".commonStructs", f"duplicate struct name {item['name']!r}")
         common[item["name"]] = item
-    builder = _StructBuilder(ctx, highest, common)
+    builder = _StructBuilder(ctx, highest, common, flexible)
     builder.claim_struct_name(name, where)
     root = builder.struct(name, section["fields"], valid, where)
     unused = sorted(set(common) - set(builder.common_built))
     if unused:
         raise ctx.fail(where + ".commonStructs", f"unused common struct(s) {', '.join(unused)}")
     headers: List[Tuple[Versions, int]] = []
-    if default_header is not None:
+    if kind in DERIVED_HEADER_VERSIONS:
         headers = _header_versions(ctx, where + ".headerVersions", section.get("headerVersions"), valid,
-                                   default_header)
+                                   flexible, kind)
     elif "headerVersions" in section:
         raise ctx.fail(where, "headerVersions only applies to requests and responses")
     return MessageSpec(name=name, kind=kind, api_key=api_key, valid_versions=valid, flexible_versions=flexible,
                        header_versions=headers, root=root, about=str(section.get("about", "")),
-                       source=ctx.source, version_prefix=version_prefix)
+                       source=ctx.source, version_prefix=version_prefix, deprecated_versions=deprecated)
 
 
 def _api(ctx: _Context, doc: Dict[str, Any]) -> ApiSpec:
@@ -314,8 +382,11 @@ def _api(ctx: _Context, doc: Dict[str, Any]) -> ApiSpec:
     old = doc.get("oldNames", [])
     if not isinstance(old, list) or not all(isinstance(n, str) for n in old):
         raise ctx.fail("oldNames", "must be a list of strings")
-    request = _message(ctx, doc["request"], name + "Request", "request", key, "request", 1)
-    response = _message(ctx, doc["response"], name + "Response", "response", key, "response", 0)
+    request = _message(ctx, doc["request"], name + "Request", "request", key, "request")
+    response = _message(ctx, doc["response"], name + "Response", "response", key, "response")
+    if request.valid_versions != response.valid_versions:
+        raise ctx.fail("response", f"validVersions {response.valid_versions} differ from the request's "
+                                   f"{request.valid_versions}")
     about = str(doc.get("about", ""))
     for message, role in ((request, "request"), (response, "response")):
         if not message.about:
@@ -386,8 +457,10 @@ def load_specs(directory: Optional[str] = None) -> SchemaSet:
             prefix = doc.get("versionPrefix")
             if prefix not in (None, "int16"):
                 raise ctx.fail("versionPrefix", "only 'int16' is supported")
-            spec = _message(ctx, doc, doc["name"], kind, None, "", None, prefix)
+            spec = _message(ctx, doc, doc["name"], kind, None, "", prefix)
             (headers if kind == "header" else data)[spec.name] = spec
+        elif kind in _FOREIGN_KINDS:
+            continue
         elif kind == "errors":
             if errors:
                 raise ctx.fail("", "a second errors file")

@@ -7,21 +7,28 @@ of them reads the JSON files directly.
 from __future__ import annotations
 
 import re
+import uuid
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple, Union
 
 from kproto.schema.versions import Versions
 
-#: Fixed-width primitive types and their struct format characters.
-FIXED_TYPES: Dict[str, str] = {"int8": "b", "int16": "h", "int32": "i", "int64": "q", "bool": "?"}
+#: Fixed-width primitive types and their struct format characters (``uuid`` is 16 raw bytes).
+FIXED_TYPES: Dict[str, str] = {"int8": "b", "int16": "h", "uint16": "H", "int32": "i", "int64": "q",
+                               "float64": "d", "bool": "?", "uuid": "16s"}
 #: Length-prefixed primitive types.
 VARIABLE_TYPES = ("string", "bytes", "records")
 PRIMITIVE_TYPES = tuple(FIXED_TYPES) + VARIABLE_TYPES
-#: Types that may carry ``nullableVersions``.
+#: Types that may carry ``nullableVersions`` (besides arrays and structs).
 NULLABLE_TYPES = ("string", "bytes", "records")
-#: Smallest number of bytes any value of the type occupies on the wire (bounds array counts).
-MIN_WIRE_SIZE: Dict[str, int] = {"int8": 1, "int16": 2, "int32": 4, "int64": 8, "bool": 1,
-                                  "string": 2, "bytes": 4, "records": 4}
+#: Smallest number of bytes any value of the type occupies on the wire in a non-flexible version
+#: (bounds array counts); flexible versions use :data:`MIN_COMPACT_SIZE` for length-prefixed types.
+MIN_WIRE_SIZE: Dict[str, int] = {"int8": 1, "int16": 2, "uint16": 2, "int32": 4, "int64": 8, "float64": 8,
+                                  "bool": 1, "uuid": 16, "string": 2, "bytes": 4, "records": 4}
+#: The default of a uuid field (Kafka's "no topic id").
+ZERO_UUID = uuid.UUID(int=0)
+#: A compact (unsigned-varint) length or count takes at least one byte.
+MIN_COMPACT_SIZE = 1
 
 
 def snake_case(name: str) -> str:
@@ -51,12 +58,13 @@ class TypeRef:
     def is_fixed(self) -> bool:
         return self.kind in FIXED_TYPES
 
-    def min_wire_size(self, version: int) -> int:
-        if self.kind == "array":
-            return 4
+    def min_wire_size(self, version: int, flexible: bool = False) -> int:
+        """Fewest bytes a value takes in ``version`` (``flexible``: compact lengths, tag sections)."""
+        if self.kind == "array" or self.kind in VARIABLE_TYPES:
+            return MIN_COMPACT_SIZE if flexible else MIN_WIRE_SIZE.get(self.kind, 4)
         if self.kind == "struct":
             assert self.struct is not None
-            return sum(f.type.min_wire_size(version) for f in self.struct.fields_for(version))
+            return self.struct.min_wire_size(version, flexible)
         return MIN_WIRE_SIZE[self.kind]
 
     def describe(self) -> str:
@@ -82,6 +90,15 @@ class FieldSpec:
     about: str
     entity_type: Optional[str] = None
     error_code_context: Optional[str] = None
+    #: Tagged fields (KIP-482): the tag number and the versions in which the field travels tagged;
+    #: a tagged field never appears among the ordered fields.
+    tag: Optional[int] = None
+    tagged_versions: Versions = field(default_factory=lambda: Versions(1, 0))
+    #: Earlier names of the field (a later Kafka renamed it); the attribute uses :attr:`name`.
+    old_names: List[str] = field(default_factory=list)
+    #: A field-level override of the message's flexible versions (``"none"`` keeps the request header's
+    #: client id a classic int16-length string in header v2); None: follow the message.
+    flexible_versions: Optional[Versions] = None
 
     @property
     def attr(self) -> str:
@@ -89,6 +106,15 @@ class FieldSpec:
 
     def nullable_in(self, version: int) -> bool:
         return version in self.nullable_versions
+
+    def tagged_in(self, version: int) -> bool:
+        return self.tag is not None and version in self.tagged_versions
+
+    def compact_in(self, version: int, message_flexible: bool) -> bool:
+        """Whether lengths of this field are unsigned varints in ``version``."""
+        if self.flexible_versions is not None:
+            return version in self.flexible_versions
+        return message_flexible
 
 
 @dataclass
@@ -100,7 +126,22 @@ class StructSpec:
     versions: Versions
 
     def fields_for(self, version: int) -> List[FieldSpec]:
+        """Every field present in ``version``, tagged ones included, in declaration order."""
         return [f for f in self.fields if version in f.versions]
+
+    def ordered_fields(self, version: int) -> List[FieldSpec]:
+        """The fields written in wire order in ``version`` (tagged fields excluded)."""
+        return [f for f in self.fields if version in f.versions and not f.tagged_in(version)]
+
+    def tagged_fields(self, version: int) -> List[FieldSpec]:
+        """The tagged fields of ``version``, in ascending tag order."""
+        return sorted((f for f in self.fields if version in f.versions and f.tagged_in(version)),
+                      key=lambda f: f.tag or 0)
+
+    def min_wire_size(self, version: int, flexible: bool) -> int:
+        size = sum(1 if f.type.is_struct and f.nullable_in(version) else f.type.min_wire_size(version, flexible)
+                   for f in self.ordered_fields(version))
+        return size + (MIN_COMPACT_SIZE if flexible else 0)  # the (empty) tag section
 
     def nested_structs(self) -> List["StructSpec"]:
         """Every struct reachable from this one, depth first, each once."""
@@ -131,6 +172,11 @@ class MessageSpec:
     about: str
     source: str
     version_prefix: Optional[str] = None
+    #: Versions Kafka 4.0 stopped serving (KIP-896); kproto still encodes and decodes them.
+    deprecated_versions: Versions = field(default_factory=lambda: Versions(1, 0))
+
+    def flexible_in(self, version: int) -> bool:
+        return version in self.flexible_versions
 
     def header_version(self, version: int) -> int:
         for versions, header in self.header_versions:
