@@ -8,8 +8,8 @@ Two checks per input:
   ``open_input_chunks``; ``parse_hex_line`` may raise only ``HexSyntaxError`` (its documented error, a
   ``ValueError``).  Both readings must give the same bytes and the same bad lines.
 * **Known bytes in every dump form.**  Byte 0 picks a format (bare hex in its spellings, ``xxd``,
-  ``hexdump -C``, ``tshark -x``, protocol.md's ``0000:`` form), byte 1 the bytes per line; the rest is
-  rendered in that form and must parse back to exactly itself with no bad line.
+  ``hexdump -C``, ``tshark -x``, the ``0000:`` form of ``samples/frames.hex``), byte 1 the bytes per
+  line; the rest is rendered in that form and must parse back to exactly itself with no bad line.
 
 Budget: 64·n + 1 MiB, 1 s CPU.
 
@@ -67,7 +67,7 @@ def render(data: bytes, fmt: int, width: int) -> str:
             if not row:
                 continue
             lines.append(f"{i * width:04x}  {' '.join(f'{c:02x}' for c in row).ljust(3 * width)}  {_printable(row)}")
-    elif fmt == 3:  # protocol.md
+    elif fmt == 3:  # offset and colon, as in samples/frames.hex
         for i, row in enumerate(rows):
             if row:
                 lines.append(f"{i * width:04x}: " + " ".join(f"{c:02x}" for c in row))

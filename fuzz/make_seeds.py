@@ -6,8 +6,8 @@ Sources:
   version carries set (values walked from the schema, ``kproto.reference.schema()``), JoinGroup/SyncGroup
   carrying real consumer-protocol metadata and assignments, Produce/Fetch carrying real message sets;
 * message sets of every codec and magic (``encode_message_set``), plus partial and damaged ones;
-* the worked hex examples of protocol.md §7 (``/work/shared/protocol.md``, when present) and
-  ``samples/frames.hex``;
+* the worked frames the repository keeps: ``samples/frames.hex`` and the golden frames of
+  ``tests/test_golden_frames.py`` (requests, responses, and the message sets Produce requests carry);
 * ``samples/`` captures up to 8 KiB, and small captures written with ``kproto.capture.writer`` in
   several link types and container variants.
 
@@ -21,20 +21,31 @@ Each file is named after what it holds; the content is in the harness's input fo
 from __future__ import annotations
 
 import argparse
+import ast
 import io
 import os
 import re
 import struct
 import sys
-from typing import Any, Dict, List, Tuple
+import uuid
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 CORPUS = os.path.join(ROOT, "fuzz", "corpus")
-PROTOCOL_MD = "/work/shared/protocol.md"
 MAX_SAMPLE_CAPTURE = 8 * 1024
 _I32 = struct.Struct(">i")
+
+
+class Example(NamedTuple):
+    """A worked frame the repository keeps: ``kind`` is "request", "response" or "message_set"."""
+
+    label: str
+    kind: str
+    api_key: Optional[int]
+    version: Optional[int]
+    data: bytes
 
 
 # ---------------------------------------------------------------------------------------------------- values
@@ -44,8 +55,12 @@ def _leaf(kind: str, attr: str, owner: str) -> Any:
     from kproto.messages import ConsumerProtocolAssignment, ConsumerProtocolSubscription
     from kproto.records import encode_message_set
 
-    if kind in ("int8", "int16", "int32", "int64"):
+    if kind in ("int8", "int16", "uint16", "int32", "int64"):
         return {"acks": 1, "max_wait_ms": 0, "min_bytes": 1, "timeout_ms": 100}.get(attr, 1)
+    if kind == "float64":
+        return 0.5
+    if kind == "uuid":
+        return uuid.UUID(int=0x1234)
     if kind == "bool":
         return True
     if kind == "string":
@@ -65,7 +80,7 @@ def _leaf(kind: str, attr: str, owner: str) -> Any:
 
 def _struct_values(struct, version: int, owner: str) -> Dict[str, Any]:
     out: Dict[str, Any] = {}
-    for f in struct.fields_for(version):
+    for f in struct.fields_for(version):  # tagged fields included: seeds carry a non-empty tag section
         t = f.type
         if t.is_array:
             inner = t.element
@@ -73,6 +88,8 @@ def _struct_values(struct, version: int, owner: str) -> Dict[str, Any]:
                 out[f.attr] = [_struct_values(inner.struct, version, owner)]
             else:
                 out[f.attr] = [_leaf(inner.kind, f.attr, owner)]
+        elif t.is_struct:
+            out[f.attr] = _struct_values(t.struct, version, owner)
         else:
             out[f.attr] = _leaf(t.kind, f.attr, owner)
     return out
@@ -108,22 +125,102 @@ def request_and_response_seeds() -> Tuple[Dict[str, bytes], Dict[str, bytes]]:
     return requests, responses
 
 
-def protocol_md_frames() -> List[Tuple[str, bytes]]:
-    """The hex examples of protocol.md §7 as (title, bytes)."""
-    sources = []
-    if os.path.exists(PROTOCOL_MD):
-        sources.append(open(PROTOCOL_MD, encoding="utf-8").read())
-    out = []
-    for text in sources:
-        for m in re.finditer(r"^### (7\.\w+) ([^\n]*)\n((?:(?!^### ).)*?)```\n(.*?)```", text, re.S | re.M):
-            number, title, body = m.group(1), m.group(2), m.group(4)
-            data = bytearray()
-            for line in body.splitlines():
-                if ":" in line:
-                    data += bytes.fromhex(line.split(":", 1)[1])
-            out.append(((number.replace(".", "_") + "_" + re.sub(r"\W+", "_", title.split(":")[0]).strip("_"))[:40],
-                        bytes(data)))
+def worked_examples() -> List[Example]:
+    """The worked frames the repository keeps: the titled frames of ``samples/frames.hex`` and the hex
+    constants of ``tests/test_golden_frames.py`` (read as text, not imported), each once, classified by
+    what they decode as."""
+    import kproto
+
+    seen = set()
+    out: List[Example] = []
+
+    def add(label: str, frame: bytes, response_of: Optional[Tuple[int, int]] = None) -> None:
+        if frame in seen:
+            return
+        seen.add(frame)
+        label = re.sub(r"\W+", "_", label).strip("_")[:48]
+        if response_of is None:
+            try:
+                header, _ = kproto.decode_request(frame)
+                out.append(Example(label, "request", header.api_key, header.api_version, frame))
+                return
+            except kproto.KprotoError:
+                response_of = _response_reading(frame)
+        if response_of is not None:
+            out.append(Example(label, "response", response_of[0], response_of[1], frame))
+        elif _is_message_set(frame):
+            out.append(Example(label, "message_set", None, None, frame))
+
+    for title, frame in _frames_hex(os.path.join(ROOT, "samples", "frames.hex")):
+        named = re.search(r"(\w+)Response v(\d+)", title)
+        add("frames_hex_" + title.split(" (")[0], frame,
+            _api_of(named.group(1), int(named.group(2))) if named else None)
+    golden = os.path.join(ROOT, "tests", "test_golden_frames.py")
+    if os.path.exists(golden):
+        tree = ast.parse(open(golden, encoding="utf-8").read())
+        for node in tree.body:
+            if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                    and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+                    and re.fullmatch(r"(?:[0-9a-f]{2})+", node.value.value)):
+                add("golden_" + node.targets[0].id, bytes.fromhex(node.value.value))
     return out
+
+
+def _frames_hex(path: str) -> List[Tuple[str, bytes]]:
+    """(title, bytes) of each ``# title`` block of offset-prefixed hex lines."""
+    if not os.path.exists(path):
+        return []
+    blocks: List[Tuple[str, bytearray]] = []
+    for line in open(path, encoding="utf-8"):
+        if line.startswith("#"):
+            blocks.append((line[1:].strip(), bytearray()))
+        elif ":" in line and blocks:
+            blocks[-1][1].extend(bytes.fromhex(line.split(":", 1)[1]))
+    return [(title, bytes(data)) for title, data in blocks if data]
+
+
+def _api_of(name: str, version: int) -> Optional[Tuple[int, int]]:
+    from kproto.apis import APIS
+
+    try:
+        return APIS[name].api_key, version
+    except KeyError:
+        return None
+
+
+def _response_reading(frame: bytes) -> Optional[Tuple[int, int]]:
+    """The first (api key, version) under which ``frame`` decodes as a response and re-encodes exactly."""
+    import kproto
+    from kproto.apis import APIS
+
+    for _, info in sorted(APIS.items()):
+        for version in info.versions:
+            try:
+                header, msg = kproto.decode_response(frame, info.api_key, version)
+                if kproto.encode_response(msg, version, header.correlation_id) == frame:
+                    return info.api_key, version
+            except kproto.KprotoError:
+                continue
+    return None
+
+
+def _is_message_set(data: bytes) -> bool:
+    from kproto.records import decode_message_set
+
+    try:
+        return bool(decode_message_set(data))
+    except Exception:  # noqa: BLE001 - anything that does not decode is simply not a message set
+        return False
+
+
+def _produced_records(frame: bytes) -> List[bytes]:
+    """The record sets a Produce request frame carries (none for other requests)."""
+    import kproto
+
+    _, msg = kproto.decode_request(frame)
+    if msg.API_KEY != 0:
+        return []
+    return [bytes(p.records.raw) for t in msg.topic_data for p in t.partition_data if p.records is not None]
 
 
 def message_set_seeds() -> Dict[str, bytes]:
@@ -195,12 +292,12 @@ def small_captures() -> Dict[str, bytes]:
     return out
 
 
-def reassembly_seeds(requests: Dict[str, bytes], md: List[Tuple[str, bytes]]) -> Dict[str, bytes]:
+def reassembly_seeds(examples: List[Example]) -> Dict[str, bytes]:
     from fuzz.fuzz_tcp_reassembly import build_input, setup
 
     setup()
-    frames = [data for name, data in md if "Request" in name]
-    answers = [data for name, data in md if "Response" in name]
+    frames = [e.data for e in examples if e.kind == "request"]
+    answers = [e.data for e in examples if e.kind == "response"]
     client = b"".join(frames)[:1500]
     server = b"".join(answers)[:1500]
     return {
@@ -214,13 +311,13 @@ def reassembly_seeds(requests: Dict[str, bytes], md: List[Tuple[str, bytes]]) ->
     }
 
 
-def hex_seeds(md: List[Tuple[str, bytes]]) -> Dict[str, bytes]:
+def hex_seeds(examples: List[Example]) -> Dict[str, bytes]:
     out = {}
     path = os.path.join(ROOT, "samples", "frames.hex")
     if os.path.exists(path):
         out["samples_frames_hex"] = open(path, "rb").read()
     for fmt in range(10):
-        out[f"render_format_{fmt}"] = bytes((fmt, 15)) + (md[0][1] if md else b"\x00\x01\x02")
+        out[f"render_format_{fmt}"] = bytes((fmt, 15)) + (examples[0].data if examples else b"\x00\x01\x02")
     out["tshark_label_lines"] = (b"Frame (30 bytes):\n"
                                  b"0000  00 00 00 1a 00 03 00 00 00 00 00 01 00 06 6b 70   ..............kp\n"
                                  b"0010  72 6f 74 6f 00 00 00 01 00 04 74 65 73 74         roto......test\n")
@@ -269,24 +366,22 @@ def broker_seeds(requests: Dict[str, bytes]) -> Dict[str, bytes]:
 
 def build_all() -> Dict[str, Dict[str, bytes]]:
     requests, responses = request_and_response_seeds()
-    md = protocol_md_frames()
+    examples = worked_examples()
     from fuzz.fuzz_response_frames import input_for
 
-    md_requests = {"md_" + name: b"\x01" + data for name, data in md if "Request" in name}
-    md_responses = {}
-    answers = {"7_4": (3, 0), "7_7a": (0, 0), "7_7b": (0, 1), "7_8": (1, 0)}
-    for name, data in md:
-        for prefix, (key, version) in answers.items():
-            if name.startswith(prefix + "_"):
-                md_responses["md_" + name] = input_for(key, version, data)
-    md_sets = {"md_" + name: b"\x01" + data for name, data in md if name.startswith("7_9")}
+    ex_requests = {"ex_" + e.label: b"\x01" + e.data for e in examples if e.kind == "request"}
+    ex_responses = {"ex_" + e.label: input_for(e.api_key, e.version, e.data)
+                    for e in examples if e.kind == "response"}
+    ex_sets = {"ex_" + e.label: b"\x01" + e.data for e in examples if e.kind == "message_set"}
+    ex_sets.update({"ex_records_" + e.label: b"\x01" + r for e in examples if e.kind == "request"
+                    for r in _produced_records(e.data)})
     return {
-        "request_frames": {**requests, **md_requests},
-        "response_frames": {**responses, **md_responses},
-        "message_sets": {**message_set_seeds(), **md_sets},
+        "request_frames": {**requests, **ex_requests},
+        "response_frames": {**responses, **ex_responses},
+        "message_sets": {**message_set_seeds(), **ex_sets},
         "capture_files": small_captures(),
-        "tcp_reassembly": reassembly_seeds(requests, md),
-        "hex_input": hex_seeds(md),
+        "tcp_reassembly": reassembly_seeds(examples),
+        "hex_input": hex_seeds(examples),
         "broker_requests": broker_seeds(requests),
     }
 

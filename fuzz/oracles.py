@@ -24,7 +24,9 @@ Set ``KPROTO_FUZZ_BUDGET=0`` to switch the memory check off (for speed while min
 
 from __future__ import annotations
 
+import math
 import os
+import struct
 import time
 import tracemalloc
 from typing import Any, Callable, Optional, Tuple, Type
@@ -47,6 +49,9 @@ __all__ = [
     "fail",
     "KNOWN_ISSUES",
     "known_issue",
+    "message_value",
+    "is_flexible",
+    "check_reencoding",
 ]
 
 #: Bytes one decode may allocate per input byte (objects, copies, error messages).
@@ -202,3 +207,62 @@ def check_round_trip(first: Any, encode: Callable[[], Any], decode: Callable[[An
 def _short(value: Any, limit: int = 600) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[:limit] + "..."
+
+
+def message_value(obj: Any) -> Any:
+    """A generated message or struct as plain comparable data, for the twin and round-trip oracles.
+
+    Walks the ``FIELDS`` table (every field of every version) and adds each struct's
+    ``unknown_tagged_fields``, so tagged data the decoder kept but does not know is compared too.  Floats
+    compare by their bytes (a NaN decoded by both twins is the same value); record sets by their raw bytes.
+    """
+    fields = getattr(type(obj), "FIELDS", None)
+    if fields is None:
+        return _plain(obj)
+    out = {info.name: message_value_of(getattr(obj, info.name)) for info in fields}
+    unknown = getattr(obj, "unknown_tagged_fields", None)
+    if unknown:
+        out["unknown_tagged_fields"] = [(tag, bytes(data)) for tag, data in unknown]
+    return (type(obj).__name__, out)
+
+
+def message_value_of(value: Any) -> Any:
+    if isinstance(value, list):
+        return [message_value_of(v) for v in value]
+    if hasattr(type(value), "FIELDS"):
+        return message_value(value)
+    return _plain(value)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, float):
+        return ("float", struct.pack(">d", value)) if math.isnan(value) else value
+    raw = getattr(value, "raw", None)
+    if raw is not None and not isinstance(value, (bytes, bytearray)):
+        return ("records", bytes(raw))
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    return value
+
+
+def is_flexible(cls: Any, version: int) -> bool:
+    """Whether ``version`` of message class ``cls`` uses the flexible (KIP-482) encoding."""
+    flexible = getattr(cls, "FLEXIBLE_VERSIONS", None)
+    return flexible is not None and flexible[0] <= version <= flexible[1]
+
+
+def check_reencoding(original: bytes, encoded: bytes, encode_again: Callable[[], bytes], *, flexible: bool,
+                     what: str, data: Optional[bytes] = None) -> None:
+    """What decodes re-encodes to the very same bytes -- in classic versions, where every value has one
+    encoding.  Flexible versions admit several encodings of one value (a tagged field written with its
+    default value, which an encoder leaves out; varints with redundant continuation bytes), so there the
+    oracle is that the re-encoding is a fixed point: decoding and encoding it again gives it back."""
+    if not flexible:
+        if encoded != original:
+            raise fail(f"{what}: re-encoded bytes differ from the input:\n  input:      {original[:200].hex()}\n"
+                       f"  re-encoded: {encoded[:200].hex()}", data)
+        return
+    again = encode_again()
+    if again != encoded:
+        raise fail(f"{what}: re-encoding is not a fixed point:\n  first:  {encoded[:200].hex()}\n"
+                   f"  second: {again[:200].hex()}", data)

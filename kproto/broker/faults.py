@@ -5,33 +5,28 @@ Faults of one api are used in the order they were injected.  :class:`FaultPlan` 
 thread that injects and the broker's event loop, hence the lock.
 
 :func:`error_response` builds the response a broker sends when ``code`` applies to everything a request
-asks about: every partition (Produce, Fetch, ListOffsets, OffsetCommit, OffsetFetch), every topic
-(Metadata), every group (DescribeGroups), or the request as a whole (the group APIs).
+asks about, for any api: it folds the request into the groups, topics and partitions it names
+(:func:`kproto.message_facts.scope_tree`, which reads the specs' entity types) and mirrors them into the
+response class's ``FIELDS``:
+
+* every ``errorCode`` field, at every level, is ``code``;
+* an array whose elements carry a ``groupId``/``topicName``/``partitionIndex`` field gets one element per
+  group/topic/partition the request named at that level (so Produce answers per partition, Metadata per
+  topic, DescribeGroups per group); other arrays are empty;
+* a ``groupId``/``topicName``/``partitionIndex``/``transactionalId``/``producerId`` field repeats the request's
+  value for its scope; a ``brokerId`` field is -1 (no broker), as Kafka answers when it has none to name;
+* everything else keeps the class default.
 """
 
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Union
+from typing import Any, Dict, List, Optional, Union
 
 from kproto.apis import APIS
 from kproto.message_base import Message
-from kproto.messages import (
-    DescribeGroupsResponse,
-    FetchResponse,
-    GroupCoordinatorResponse,
-    HeartbeatResponse,
-    JoinGroupResponse,
-    LeaveGroupResponse,
-    ListGroupsResponse,
-    ListOffsetsResponse,
-    MetadataResponse,
-    OffsetCommitResponse,
-    OffsetFetchResponse,
-    ProduceResponse,
-    SyncGroupResponse,
-)
+from kproto.message_facts import BROKER, ERROR, SCOPE_ENTITIES, Scope, scope_tree, struct_has_entity
 
 __all__ = ["Fault", "FaultPlan", "error_response"]
 
@@ -94,87 +89,53 @@ class FaultPlan:
             self._faults.clear()
 
 
-def _per_partition(topics: Any, name_attr: str, partitions_attr: str, make: Callable[[Any], Any]) -> list:
-    return [(getattr(t, name_attr), [make(p) for p in getattr(t, partitions_attr)]) for t in topics]
-
-
 def error_response(api_key: int, request: Message, code: int) -> Message:
     """The response to ``request`` in which ``code`` applies everywhere (see the module docstring)."""
-    build = _BUILDERS.get(api_key)
-    if build is None:
+    if api_key not in APIS:
         raise ValueError(f"no error response for api key {api_key}")
-    return build(request, code)
+    return _mirror(APIS[api_key].response, scope_tree(request), [], code)
 
 
-def _produce(req: Any, code: int) -> Message:
-    T, P = ProduceResponse.TopicProduceResponse, ProduceResponse.TopicProduceResponse.PartitionProduceResponse
-    return ProduceResponse(responses=[
-        T(name=name, partition_responses=parts) for name, parts in _per_partition(
-            req.topic_data, "name", "partition_data", lambda p: P(index=p.index, error_code=code, base_offset=-1))
-    ])
+def _find(scope: Scope, kind: str) -> List[Scope]:
+    """The scopes of ``kind`` nearest below ``scope`` (not below another scope of that kind)."""
+    found: List[Scope] = []
+    for child in scope.children:
+        if child.kind == kind:
+            found.append(child)
+        else:
+            found += _find(child, kind)
+    return found
 
 
-def _fetch(req: Any, code: int) -> Message:
-    T, P = FetchResponse.FetchableTopicResponse, FetchResponse.FetchableTopicResponse.PartitionData
-    return FetchResponse(responses=[
-        T(topic=name, partitions=parts) for name, parts in _per_partition(
-            req.topics, "topic", "partitions",
-            lambda p: P(partition_index=p.partition, error_code=code, high_watermark=-1, records=b""))
-    ])
+def _value(path: List[Scope], kind: str) -> Any:
+    """The request's value of entity ``kind`` for the innermost scope of ``path`` that has one."""
+    for scope in reversed(path):
+        if scope.kind == kind:
+            return scope.value
+        if kind in scope.values:
+            return scope.values[kind]
+    return None
 
 
-def _list_offsets(req: Any, code: int) -> Message:
-    T = ListOffsetsResponse.ListOffsetsTopicResponse
-    P = T.ListOffsetsPartitionResponse
-    return ListOffsetsResponse(topics=[
-        T(name=name, partitions=parts) for name, parts in _per_partition(
-            req.topics, "name", "partitions", lambda p: P(partition_index=p.partition_index, error_code=code))
-    ])
-
-
-def _metadata(req: Any, code: int) -> Message:
-    T = MetadataResponse.MetadataResponseTopic
-    return MetadataResponse(brokers=[], topics=[T(error_code=code, name=t.name, partitions=[]) for t in req.topics])
-
-
-def _offset_commit(req: Any, code: int) -> Message:
-    T = OffsetCommitResponse.OffsetCommitResponseTopic
-    P = T.OffsetCommitResponsePartition
-    return OffsetCommitResponse(topics=[
-        T(name=name, partitions=parts) for name, parts in _per_partition(
-            req.topics, "name", "partitions", lambda p: P(partition_index=p.partition_index, error_code=code))
-    ])
-
-
-def _offset_fetch(req: Any, code: int) -> Message:
-    T = OffsetFetchResponse.OffsetFetchResponseTopic
-    P = T.OffsetFetchResponsePartition
-    return OffsetFetchResponse(topics=[
-        T(name=t.name, partitions=[
-            P(partition_index=i, committed_offset=-1, metadata="", error_code=code) for i in t.partition_indexes])
-        for t in req.topics
-    ])
-
-
-def _describe_groups(req: Any, code: int) -> Message:
-    G = DescribeGroupsResponse.DescribedGroup
-    return DescribeGroupsResponse(groups=[
-        G(error_code=code, group_id=g, group_state="", protocol_type="", protocol_data="") for g in req.groups])
-
-
-_BUILDERS: Dict[int, Callable[[Any, int], Message]] = {
-    0: _produce,
-    1: _fetch,
-    2: _list_offsets,
-    3: _metadata,
-    8: _offset_commit,
-    9: _offset_fetch,
-    10: lambda req, code: GroupCoordinatorResponse(error_code=code, node_id=-1, host="", port=-1),
-    11: lambda req, code: JoinGroupResponse(
-        error_code=code, generation_id=0, protocol_name="", leader="", member_id=req.member_id),
-    12: lambda req, code: HeartbeatResponse(error_code=code),
-    13: lambda req, code: LeaveGroupResponse(error_code=code),
-    14: lambda req, code: SyncGroupResponse(error_code=code, assignment=b""),
-    15: _describe_groups,
-    16: lambda req, code: ListGroupsResponse(error_code=code, groups=[]),
-}
+def _mirror(cls: Any, scope: Scope, path: List[Scope], code: int) -> Any:
+    path = path + [scope]
+    kwargs: Dict[str, Any] = {}
+    for info in cls.FIELDS:
+        if info.struct is not None:
+            if not info.is_array:
+                kwargs[info.name] = _mirror(info.struct, scope, path[:-1], code)
+                continue
+            kind = next((k for k in SCOPE_ENTITIES if struct_has_entity(info.struct, k)), None)
+            scopes = _find(scope, kind) if kind is not None else []
+            kwargs[info.name] = [_mirror(info.struct, s, path, code) for s in scopes]
+        elif info.is_array:
+            continue
+        elif info.entity_type == ERROR:
+            kwargs[info.name] = code
+        elif info.entity_type == BROKER:
+            kwargs[info.name] = -1
+        elif info.entity_type is not None:
+            value = _value(path, info.entity_type)
+            if value is not None:
+                kwargs[info.name] = value
+    return cls(**kwargs)

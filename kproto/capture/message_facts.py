@@ -1,17 +1,13 @@
-"""What a decoded request/response pair is about: topics, partitions, groups and error codes.
+"""What a captured request/response pair is about: topics, partitions, groups and error codes.
 
-One walk over the generated classes' ``_FIELDS`` tables (never ``to_dict()``, which would copy every
-record set of a Produce request or Fetch response just to read names), shared by ``kproto pcap``'s
-filters and the Spark ``exchanges`` table so the two cannot disagree.  Fields are recognised by the
-names the 0.9 schemas give them:
+``kproto pcap``'s filters and the Spark ``exchanges`` table both summarise an exchange this way, so the
+summary lives in one place.  The values come from :func:`kproto.message_facts.entities`, which walks the
+generated classes' ``FIELDS`` tables on the specs' entity types (``topicName``, ``partitionIndex``,
+``groupId``, ``errorCode``); every API the specs describe is covered without naming its fields here.
 
-* topics: ``topic``/``topic_name`` fields, and ``name`` in elements of ``topics``/``topic_data``/
-  ``responses`` arrays;
-* partitions: ``partition``, ``partition_index``, ``index`` (Produce) and ``partition_indexes``;
-* groups: ``group_id`` fields and, in a GroupCoordinator request, ``key``;
-* error codes: the response's root ``error_code`` is the top-level code; every non-zero ``error_code``
-  below the root is a partition error, tagged with the topic and partition it sits under (either None
-  where the schema nests it elsewhere, e.g. DescribeGroups' per-group codes).
+Error codes: an ``errorCode`` field at the root of the response is the top-level code; every non-zero
+code below the root is recorded with the topic and partition it sits under (either None where the schema
+nests it elsewhere, e.g. DescribeGroups' per-group codes).
 """
 
 from __future__ import annotations
@@ -19,14 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Set
 
-from kproto.message_base import SCALAR, SCALARS, STRUCTS
+from kproto.message_facts import ERROR, GROUP, PARTITION, TOPIC, entities
 
 __all__ = ["MessageFacts", "message_facts"]
-
-_TOPIC_KEYS = frozenset({"topic", "topic_name"})
-_TOPIC_ARRAYS = frozenset({"topics", "topic_data", "responses"})
-_PARTITION_KEYS = frozenset({"partition", "partition_index", "index"})
-_GROUP_COORDINATOR = 10
 
 
 @dataclass
@@ -48,44 +39,24 @@ class MessageFacts:
         return codes
 
 
-def message_facts(request: Any, response: Any) -> MessageFacts:
-    """Facts of a decoded request and response (either may be None)."""
+def message_facts(request: Any, response: Any, version: Optional[int] = None) -> MessageFacts:
+    """Facts of a decoded request and response (either may be None) of one api ``version`` (when known,
+    fields that version lacks are skipped)."""
     facts = MessageFacts()
-    if request is not None:
-        _walk(request, None, None, None, facts, errors=False)
-        if request.API_KEY == _GROUP_COORDINATOR and isinstance(getattr(request, "key", None), str):
-            facts.groups.add(request.key)
-    if response is not None:
-        _walk(response, None, None, None, facts, errors=True, root=True)
-    return facts
-
-
-def _walk(struct: Any, parent: Optional[str], topic: Optional[str], partition: Optional[int], facts: MessageFacts,
-          errors: bool, root: bool = False) -> None:
-    fields = struct._FIELDS
-    # Names first: a struct's own topic/partition is the context of its error code and children.
-    for name, shape, _ in fields:
-        if shape == SCALARS and name == "partition_indexes":
-            facts.partitions.update(getattr(struct, name))
-        if shape != SCALAR:
+    for message, is_response in ((request, False), (response, True)):
+        if message is None:
             continue
-        value = getattr(struct, name)
-        if name in _TOPIC_KEYS or (name == "name" and parent in _TOPIC_ARRAYS):
-            if isinstance(value, str):
-                topic = value
-                facts.topics.add(value)
-        elif name in _PARTITION_KEYS and isinstance(value, int):
-            partition = value
-            facts.partitions.add(value)
-        elif name == "group_id" and isinstance(value, str):
-            facts.groups.add(value)
-    for name, shape, _ in fields:
-        if shape == SCALAR and name == "error_code" and errors:
-            code = getattr(struct, name)
-            if root:
-                facts.error_code = code
-            elif code:
-                facts.partition_errors.append({"topic": topic, "partition": partition, "error_code": code})
-        elif shape == STRUCTS:
-            for item in getattr(struct, name):
-                _walk(item, name, topic, partition, facts, errors)
+        for entity in entities(message, version):
+            if entity.kind == TOPIC:
+                facts.topics.add(entity.value)
+            elif entity.kind == PARTITION:
+                facts.partitions.add(entity.value)
+            elif entity.kind == GROUP:
+                facts.groups.add(entity.value)
+            elif entity.kind == ERROR and is_response:
+                if "." not in entity.path:
+                    facts.error_code = entity.value
+                elif entity.value:
+                    facts.partition_errors.append(
+                        {"topic": entity.topic, "partition": entity.partition, "error_code": entity.value})
+    return facts
