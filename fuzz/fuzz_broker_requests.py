@@ -10,7 +10,7 @@ request the coordinator parks (waiting for other members) ends the input after 5
 out in order.
 
 Oracles: ``receive_data`` raises only ``KprotoError`` (a broken size prefix); ``handle`` raises only
-``ProtocolError`` (inter-broker api keys, which a 0.9 broker closes the connection for); every answer
+``ProtocolError`` (api keys the mock broker does not serve, for which it closes the connection); every answer
 encodes (``send_response``), decodes again with ``decode_response`` for the request's api and version
 and equals the message the handler built; an ``acks=0`` Produce gets no answer and every other request
 one.  Budget: 64·n + 1 MiB, 1 s CPU.

@@ -75,3 +75,29 @@ def test_twins_really_differ_when_built():
     assert is_compiled(produce_compiled) and not is_compiled(pure.modules["kproto._generated.produce"])
     fast, slow = records_modules()
     assert fast is not None and is_compiled(fast) and not is_compiled(slow)
+
+
+def test_every_api_version_has_request_and_response_seeds():
+    """The frame corpora grow with the protocol: a seed for each (api, version), request and response, that
+    the harness reads as exactly that api and version."""
+    import kproto
+    from fuzz import fuzz_response_frames
+
+    fuzz_response_frames.setup()
+    missing = []
+    for _, info in sorted(kproto.APIS.items()):
+        for version in info.versions:
+            for kind, cls in (("request_frames", info.request), ("response_frames", info.response)):
+                path = os.path.join(ROOT, "fuzz", "corpus", kind, f"seed-{cls.__name__}_v{version}")
+                if not os.path.exists(path):
+                    missing.append(f"{kind}/seed-{cls.__name__}_v{version}")
+                    continue
+                data = open(path, "rb").read()
+                if kind == "request_frames":
+                    header, msg = kproto.decode_request(data[1:] if data[0] & 1 else
+                                                        len(data[1:]).to_bytes(4, "big") + data[1:])
+                    got = (header.api_key, header.api_version)
+                else:
+                    got = fuzz_response_frames.select(data)[:2]
+                assert got == (info.api_key, version), f"{path} holds api {got[0]} v{got[1]}"
+    assert not missing, f"{len(missing)} seeds missing (run python fuzz/make_seeds.py): {missing[:10]}"

@@ -6,8 +6,8 @@ say exactly what kproto encodes and decodes, and ``tests/test_protocol_docs.py``
 pages are stale (regenerate with ``python -m kproto.codegen``, or this module alone:
 ``python -m kproto.codegen.protocol_docs [--check]``).
 
-What a page holds, per API (one page each, plus an index by api key and pages for the frame headers and the
-schemas carried inside other messages):
+What a page holds, per API (one page each, plus an index by api key and pages for the frame headers, the
+schemas carried inside other messages and the error codes):
 
 * the request's and response's valid, flexible (KIP-482 compact encoding) and deprecated (removed by
   Kafka 4.0, KIP-896; kproto still speaks them) versions, and the header version each uses;
@@ -326,13 +326,26 @@ def render_index(schema: SchemaSet) -> str:
         lines.append(f"| {api.api_key} | [{api.name}]({_page_name(api)}) | {', '.join(_old_names(api))} | "
                      f"{_explicit(req.valid_versions)} | {_range(req.flexible_versions, highest)} | "
                      f"{_range(_deprecated(req), highest)} | {_explicit(resp.valid_versions)} |")
-    lines += ["", "Also: [frame headers](headers.md), [schemas carried inside other messages](embedded.md).", ""]
+    lines += ["", "Also: [frame headers](headers.md), [schemas carried inside other messages](embedded.md), "
+              "[error codes](error_codes.md).", ""]
     return "\n".join(lines)
+
+
+def render_errors(schema: SchemaSet) -> str:
+    """The error codes (every ``errorCode`` field holds one of these)."""
+    lines = [GENERATED_NOTE, "", "# Error codes", "",
+             "The values of every field whose entity type is `errorCode`; 0 means no error.  Retriable: a client "
+             "may try the same request again and expect it to succeed.", "",
+             "| code | name | retriable | former names | since | about |", "|---|---|---|---|---|---|"]
+    for error in sorted(schema.errors, key=lambda e: e.code):
+        lines.append(f"| {error.code} | {error.name} | {'yes' if error.retriable else ''} | "
+                     f"{', '.join(error.old_names)} | {_cell(error.introduced or '')} | {_cell(error.about)} |")
+    return "\n".join(lines) + "\n"
 
 
 def generate_docs(schema: SchemaSet) -> Dict[str, str]:
     """File name (relative to ``docs/protocol``) → contents, for every page."""
-    pages = {"README.md": render_index(schema)}
+    pages = {"README.md": render_index(schema), "error_codes.md": render_errors(schema)}
     for api in schema.apis.values():
         pages[_page_name(api)] = render_api(api)
     pages["headers.md"] = render_group(
