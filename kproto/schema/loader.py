@@ -149,6 +149,8 @@ class _StructBuilder:
         self.common_specs = common
         self.common_built: Dict[str, StructSpec] = {}
         self.struct_names: Dict[str, str] = {}
+        self.inline_built: Dict[str, Tuple[Any, StructSpec]] = {}
+        self.common_building: set = set()
 
     def claim_struct_name(self, name: str, where: str) -> None:
         if name in self.struct_names:
@@ -281,15 +283,29 @@ class _StructBuilder:
         if "fields" in spec:
             if name in self.common_specs:
                 raise self.ctx.fail(where, f"struct {name!r} is both inline and a common struct")
+            if name in self.inline_built:
+                # Kafka's files repeat a struct inline where two fields share it; the repeat must say the
+                # same thing, and then both fields share one struct (one class).
+                first_fields, built = self.inline_built[name]
+                if first_fields != spec["fields"]:
+                    raise self.ctx.fail(where, f"duplicate struct name {name!r} with different fields "
+                                               f"(also at {self.struct_names[name]})")
+                return TypeRef("struct", struct=built)
             self.claim_struct_name(name, where)
-            return TypeRef("struct", struct=self.struct(name, spec["fields"], versions, where))
+            built = self.struct(name, spec["fields"], versions, where)
+            self.inline_built[name] = (spec["fields"], built)
+            return TypeRef("struct", struct=built)
         if name in self.common_specs:
+            if name in self.common_building:
+                raise self.ctx.fail(where, f"common struct {name!r} contains itself (a struct cannot recurse)")
             if name not in self.common_built:
                 common = self.common_specs[name]
                 cwhere = f"commonStructs.{name}"
                 cversions = _versions(self.ctx, cwhere, common.get("versions", "0+"), self.highest)
                 self.claim_struct_name(name, cwhere)
+                self.common_building.add(name)
                 self.common_built[name] = self.struct(name, common.get("fields", []), cversions, cwhere)
+                self.common_building.discard(name)
             return TypeRef("struct", struct=self.common_built[name])
         raise self.ctx.fail(where, f"unknown type {spec['type']!r} (no inline fields and no common struct)")
 
