@@ -6,8 +6,10 @@ Sources:
   version carries set (values walked from the schema, ``kproto.reference.schema()``), JoinGroup/SyncGroup
   carrying real consumer-protocol metadata and assignments, Produce/Fetch carrying real message sets;
 * message sets of every codec and magic (``encode_message_set``), plus partial and damaged ones;
-* the worked frames the repository keeps: ``samples/frames.hex`` and the golden frames of
-  ``tests/test_golden_frames.py`` (requests, responses, and the message sets Produce requests carry);
+* the worked frames the repository keeps: ``samples/frames.hex``, the golden frames of
+  ``tests/test_golden_frames.py`` and the requests real clients sent (``tests/golden/clients``) --
+  requests, responses, the message sets Produce requests carry, and each client's session as a broker
+  input;
 * ``samples/`` captures up to 8 KiB, and small captures written with ``kproto.capture.writer`` in
   several link types and container variants.
 
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import ast
 import io
+import json
 import os
 import re
 import struct
@@ -155,6 +158,12 @@ def worked_examples() -> List[Example]:
         named = re.search(r"(\w+)Response v(\d+)", title)
         add("frames_hex_" + title.split(" (")[0], frame,
             _api_of(named.group(1), int(named.group(2))) if named else None)
+    for entry in golden_client_frames():
+        if entry["frame"] not in seen:
+            seen.add(entry["frame"])
+            label = f"client_{entry['client']}_{entry['file'].rsplit('/', 1)[-1].rsplit('.', 1)[0]}"
+            out.append(Example(re.sub(r"\W+", "_", label), "request", entry["api_key"], entry["api_version"],
+                               entry["frame"]))
     golden = os.path.join(ROOT, "tests", "test_golden_frames.py")
     if os.path.exists(golden):
         tree = ast.parse(open(golden, encoding="utf-8").read())
@@ -163,6 +172,21 @@ def worked_examples() -> List[Example]:
                     and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
                     and re.fullmatch(r"(?:[0-9a-f]{2})+", node.value.value)):
                 add("golden_" + node.targets[0].id, bytes.fromhex(node.value.value))
+    return out
+
+
+def golden_client_frames() -> List[Dict[str, Any]]:
+    """The requests real clients sent, recorded under ``tests/golden/clients`` (``index.json`` lists them
+    with their api and version), in recording order; each entry gains ``frame`` (the bytes)."""
+    base = os.path.join(ROOT, "tests", "golden", "clients")
+    index = os.path.join(base, "index.json")
+    if not os.path.exists(index):
+        return []
+    out = []
+    for entry in json.load(open(index, encoding="utf-8")).get("frames", []):
+        path = os.path.join(base, entry["file"])
+        if os.path.exists(path):
+            out.append(dict(entry, frame=open(path, "rb").read()))
     return out
 
 
@@ -217,7 +241,10 @@ def _produced_records(frame: bytes) -> List[bytes]:
     """The record sets a Produce request frame carries (none for other requests)."""
     import kproto
 
-    _, msg = kproto.decode_request(frame)
+    try:
+        _, msg = kproto.decode_request(frame)
+    except kproto.KprotoError:
+        return []
     if msg.API_KEY != 0:
         return []
     return [bytes(p.records.raw) for t in msg.topic_data for p in t.partition_data if p.records is not None]
@@ -361,6 +388,11 @@ def broker_seeds(requests: Dict[str, bytes]) -> Dict[str, bytes]:
     fetch = kproto.encode_request(sample_message(specs["OffsetFetchRequest"], 1), 1, 5, "c")
     leave = kproto.encode_request(LeaveGroupRequest(group_id="test", member_id=member), 0, 6, "c")
     out["group_session"] = b"\xff" + join + sync + hb + commit + fetch + leave
+    sessions: Dict[str, bytes] = {}
+    for entry in golden_client_frames():
+        sessions[entry["client"]] = sessions.get(entry["client"], b"") + entry["frame"]
+    for client, stream in sessions.items():
+        out["client_session_" + re.sub(r"\W+", "_", client)] = b"\xff" + stream
     return out
 
 

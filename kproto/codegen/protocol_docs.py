@@ -144,6 +144,9 @@ def _layout(struct: StructSpec, version: int, prefix: str = "") -> List[Tuple[st
 
 
 def _header_version(spec: MessageSpec, version: int) -> Optional[int]:
+    """The header version framing ``version`` (None for headers and embedded schemas, which have none)."""
+    if spec.kind not in ("request", "response"):
+        return None
     try:
         return spec.header_version(version)
     except (KeyError, AttributeError):
@@ -167,14 +170,16 @@ def _summary(spec: MessageSpec) -> List[str]:
     for v in versions:
         headers.setdefault(_header_version(spec, v), []).append(v)
     header_text = "; ".join(f"{_header_name(spec, h)} in {_runs_text(vs, highest)}" for h, vs in headers.items())
-    return [
+    lines = [
         f"| | {spec.name} |",
         "|---|---|",
         f"| valid versions | {_explicit(spec.valid_versions)} |",
         f"| flexible versions (compact encoding, tagged fields) | {_range(spec.flexible_versions, highest)} |",
         f"| deprecated versions (removed by Kafka 4.0) | {_range(_deprecated(spec), highest)} |",
-        f"| header | {header_text or 'none'} |",
     ]
+    if None not in headers:
+        lines.append(f"| header | {header_text} |")
+    return lines
 
 
 def _flags(spec: MessageSpec, version: int) -> Tuple[bool, bool]:
@@ -249,7 +254,7 @@ def _layouts(spec: MessageSpec) -> List[str]:
     for vs, key, rows in groups:
         (flexible, deprecated), header, _ = key
         title = f"v{vs[0]}" if len(vs) == 1 else f"v{vs[0]}-{vs[-1]}"
-        notes = [_header_name(spec, header), "flexible" if flexible else "not flexible"]
+        notes = ([] if header is None else [_header_name(spec, header)]) + ["flexible" if flexible else "not flexible"]
         if deprecated:
             notes.append("deprecated")
         lines += ["", f"#### {title} ({', '.join(notes)})", ""]
@@ -262,11 +267,11 @@ def _layouts(spec: MessageSpec) -> List[str]:
     return lines
 
 
-def render_message(spec: MessageSpec, level: int = 2) -> List[str]:
+def render_message(spec: MessageSpec, level: int = 2, api_about: str = "") -> List[str]:
     """The sections of one message (request, response, header or embedded schema)."""
     h = "#" * level
     lines = [f"{h} {spec.name}", ""]
-    if spec.about:
+    if spec.about and not (api_about and api_about in spec.about):
         lines += [_cell(spec.about), ""]
     lines += _summary(spec)
     lines += ["", f"{h}# Versions", ""] + _version_table(spec)
@@ -301,7 +306,7 @@ def render_api(api: ApiSpec) -> str:
     if old:
         lines += [f"Former names: {', '.join(old)}.", ""]
     lines += [f"Spec file: `specs/{api.source}`.", ""] + _ENCODING_NOTE + [""]
-    lines += render_message(api.request) + render_message(api.response)
+    lines += render_message(api.request, api_about=api.about) + render_message(api.response, api_about=api.about)
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
