@@ -6,9 +6,11 @@ the network can catch one class and know nothing else escapes.  The hierarchy is
     KprotoError
     ├── DecodeError              bytes that do not parse (offset + field path)
     │   ├── LengthMismatchError  a body that ends before or after its frame does
-    │   └── LimitExceededError   input asking for more than a configured limit allows
-    ├── EncodeError              a value that cannot be written
-    │   └── UnsupportedVersionError
+    │   ├── LimitExceededError   input asking for more than a configured limit allows
+    │   └── UnknownVersionError  a frame (or caller) naming an api key or version kproto does not know
+    ├── EncodeError              a value that cannot be written (the message names the field path)
+    │   └── UnsupportedVersionError  encoding in a version that does not exist or cannot carry a set field
+    ├── UnknownApiError          ``kproto.APIS[name]`` with a name no API has (also a KeyError)
     ├── ProtocolError            a peer that breaks the conversation rules (correlation ids, states)
     └── BrokerError              an error code answered by a broker (one subclass per code,
                                  see :mod:`kproto.error_codes`)
@@ -24,6 +26,8 @@ __all__ = [
     "LimitExceededError",
     "LengthMismatchError",
     "EncodeError",
+    "UnknownApiError",
+    "UnknownVersionError",
     "UnsupportedVersionError",
     "ProtocolError",
     "BrokerError",
@@ -80,6 +84,18 @@ class LengthMismatchError(DecodeError):
 
 class LimitExceededError(DecodeError):
     """Input that asks for more than a configured limit (frame size, decompressed size, nesting)."""
+
+
+class UnknownVersionError(DecodeError):
+    """A frame or a decode call names an api key or version that kproto does not know (``path`` is
+    ``api_key`` or ``api_version``, ``offset`` where that field sits in the frame when there is one)."""
+
+
+class UnknownApiError(KprotoError, KeyError):
+    """An API name or key that ``kproto.APIS`` does not have; the message lists the valid names."""
+
+    def __str__(self) -> str:  # KeyError would quote the whole message
+        return str(self.args[0]) if self.args else ""
 
 
 class EncodeError(KprotoError, ValueError):

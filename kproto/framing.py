@@ -8,11 +8,18 @@ so they point at the byte a hex dump shows.
 from __future__ import annotations
 
 import struct
-from typing import List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, List, Optional, Tuple, Union
 
 from kproto._generated.headers import RequestHeader, ResponseHeader
 from kproto.apis import APIS, ApiInfo
-from kproto.errors import DecodeError, EncodeError, LengthMismatchError, LimitExceededError, UnsupportedVersionError
+from kproto.errors import (
+    DecodeError,
+    EncodeError,
+    LengthMismatchError,
+    LimitExceededError,
+    UnknownVersionError,
+    UnsupportedVersionError,
+)
 from kproto.message_base import Message
 from kproto.wire import I32, trailing_bytes
 
@@ -28,10 +35,26 @@ DEFAULT_MAX_FRAME_SIZE = 100 * 1024 * 1024
 Bytes = Union[bytes, bytearray, memoryview]
 
 
-def _api_for(api_key: int, version: int, what: str) -> ApiInfo:
+def _api_for(api_key: int, version: int, what: str, offset: Optional[int] = None) -> ApiInfo:
+    """The API of a frame being decoded; an unknown key or version is an :class:`UnknownVersionError`
+    whose offset is where the api key (version: two bytes later) sits when the frame carries them."""
     info = APIS.get(api_key)
     if info is None:
-        raise UnsupportedVersionError(f"unknown api key {api_key} in {what}")
+        raise UnknownVersionError(f"unknown api key {api_key} in {what}", offset, "api_key")
+    if version not in info.versions:
+        raise UnknownVersionError(
+            f"{info.name} has no version {version} (kproto knows {info.min_version}-{info.max_version})",
+            None if offset is None else offset + 2, "api_version")
+    return info
+
+
+def _encodable(msg: Message, version: int, kind: str) -> ApiInfo:
+    """The API of a message being encoded; an unknown version is an :class:`UnsupportedVersionError`."""
+    if getattr(msg, "KIND", None) != kind:
+        raise EncodeError(f"{type(msg).__name__} is not a {kind} message")
+    info = APIS.get(msg.API_KEY)  # type: ignore[arg-type]
+    if info is None:
+        raise UnsupportedVersionError(f"unknown api key {msg.API_KEY}")
     if version not in info.versions:
         raise UnsupportedVersionError(
             f"{info.name} has no version {version} (kproto knows {info.min_version}-{info.max_version})")
@@ -48,14 +71,13 @@ def _frame(out: bytearray) -> bytes:
 
 
 def encode_request(msg: Message, version: int, correlation_id: int, client_id: Optional[str] = "") -> bytes:
-    """The size-prefixed frame of request ``msg`` in ``version``.
+    """The size-prefixed frame of request ``msg`` in ``version``, with the header version it takes
+    (v2 in flexible versions, v1 before, v0 for ControlledShutdown v0).
 
     ``client_id`` ``None`` is written as a null string; ControlledShutdown v0's header has no client id at
     all, so it is not written there.
     """
-    if getattr(msg, "KIND", None) != "request":
-        raise EncodeError(f"{type(msg).__name__} is not a request message")
-    info = _api_for(msg.API_KEY, version, "encode_request")  # type: ignore[arg-type]
+    info = _encodable(msg, version, "request")
     header = RequestHeader(api_key=info.api_key, api_version=version, correlation_id=correlation_id,
                            client_id=client_id)
     out = bytearray(4)
@@ -65,12 +87,11 @@ def encode_request(msg: Message, version: int, correlation_id: int, client_id: O
 
 
 def encode_response(msg: Message, version: int, correlation_id: int) -> bytes:
-    """The size-prefixed frame of response ``msg`` in ``version``."""
-    if getattr(msg, "KIND", None) != "response":
-        raise EncodeError(f"{type(msg).__name__} is not a response message")
-    _api_for(msg.API_KEY, version, "encode_response")  # type: ignore[arg-type]
+    """The size-prefixed frame of response ``msg`` in ``version``, with the header version it takes
+    (v1 in flexible versions, v0 before and for every ApiVersions response)."""
+    info = _encodable(msg, version, "response")
     out = bytearray(4)
-    ResponseHeader(correlation_id=correlation_id).encode_into(out, 0)
+    ResponseHeader(correlation_id=correlation_id).encode_into(out, info.response_header_version(version))
     msg.encode_into(out, version)
     return _frame(out)
 
@@ -92,7 +113,8 @@ def check_frame(frame: Bytes, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> b
 def decode_request_header(frame: Bytes, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> Tuple[RequestHeader, int]:
     """The request header and the offset where the body starts, for any api key (known or not).
 
-    Unknown api keys are read with header v1 (every request but ControlledShutdown v0 uses it).
+    Unknown api keys and versions are read with header v1 (its fields open header v2 too, so the api key,
+    version, correlation id and client id are right whichever a newer version uses).
     """
     buf = check_frame(frame, max_frame_size)
     if len(buf) < 8:
@@ -114,24 +136,31 @@ def decode_request(frame: Bytes, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -
     """``(header, message)`` from a request frame; the api key and version come from the header."""
     buf = check_frame(frame, max_frame_size)
     header, pos = decode_request_header(buf, max_frame_size)
-    info = _api_for(header.api_key, header.api_version, "request header")
+    info = _api_for(header.api_key, header.api_version, "request header", 4)
     msg, end = info.request.decode_from(buf, pos, len(buf), header.api_version)
     if end != len(buf):
         raise trailing_bytes(f"{info.request.__name__} v{header.api_version}", end, len(buf))
     return header, msg
 
 
-def decode_response(frame: Bytes, api_key: int, version: int,
-                    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> Tuple[ResponseHeader, Message]:
+def _decode_response(frame: Bytes, api_key: int, version: int,
+                     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> Tuple[ResponseHeader, Message]:
     """``(header, message)`` from a response frame; a response does not say what it answers, so the
-    caller gives the api key and version of the request it pairs with."""
+    caller gives the api key and version of the request it pairs with (they also choose the header
+    version).  An unknown api key or version is an :class:`UnknownVersionError`."""
     buf = check_frame(frame, max_frame_size)
     info = _api_for(api_key, version, "decode_response")
-    header, pos = ResponseHeader.decode_from(buf, 4, len(buf), 0)
+    header, pos = ResponseHeader.decode_from(buf, 4, len(buf), info.response_header_version(version))
     msg, end = info.response.decode_from(buf, pos, len(buf), version)
     if end != len(buf):
         raise trailing_bytes(f"{info.response.__name__} v{version}", end, len(buf))
     return header, msg
+
+
+if TYPE_CHECKING:  # one overload per api key: the result is that API's response class
+    from kproto._generated.typed_decode import decode_response as decode_response
+else:
+    decode_response = _decode_response
 
 
 #: Smallest request frame body: api key, api version, correlation id (ControlledShutdown v0 has no client id).

@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple, Type, TypeVar, Union
 
-from kproto.errors import DecodeError, EncodeError, KprotoError, UnsupportedVersionError
+from kproto.errors import DecodeError, EncodeError, KprotoError, UnknownVersionError, UnsupportedVersionError
 from kproto.records.record_set import RecordSet
 from kproto.wire import I16, encode_failure, trailing_bytes
 
@@ -22,7 +22,7 @@ M = TypeVar("M", bound="Message")
 
 #: How a field is shaped, for the generic methods: a scalar (int/bool/str/bytes), a record set, a list of
 #: structs or a list of scalars.
-SCALAR, RECORDS, STRUCTS, SCALARS = "scalar", "records", "structs", "scalars"
+SCALAR, RECORDS, STRUCT, STRUCTS, SCALARS = "scalar", "records", "struct", "structs", "scalars"
 
 
 # The functional form: compiled by Cython, a class-syntax NamedTuple would lose its annotations.
@@ -89,7 +89,8 @@ class Struct:
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
             return NotImplemented
-        return all(getattr(self, name) == getattr(other, name) for name, _, _ in self._FIELDS)
+        return (all(getattr(self, name) == getattr(other, name) for name, _, _ in self._FIELDS)
+                and getattr(self, "unknown_tagged_fields", None) == getattr(other, "unknown_tagged_fields", None))
 
     __hash__ = None  # type: ignore[assignment]  # mutable values
 
@@ -103,9 +104,11 @@ class Struct:
         for name, shape, _ in self._FIELDS:
             value = getattr(self, name)
             if shape == STRUCTS:
-                value = [item.to_dict() for item in value]
+                value = None if value is None else [item.to_dict() for item in value]
+            elif shape == STRUCT:
+                value = None if value is None else value.to_dict()
             elif shape == SCALARS:
-                value = list(value)
+                value = None if value is None else list(value)
             elif shape == RECORDS and value is not None:
                 value = value.raw if isinstance(value, RecordSet) else bytes(value)
             out[name] = value
@@ -123,10 +126,12 @@ class Struct:
         kwargs: Dict[str, Any] = {}
         for name, value in data.items():
             shape, sub = known[name]
-            if shape == STRUCTS:
+            if shape == STRUCTS and value is not None:
                 if not isinstance(value, list):
                     raise EncodeError(f"{cls._NAME}.{name}: expected a list")
                 value = [item if isinstance(item, sub) else sub.from_dict(item) for item in value]
+            elif shape == STRUCT and isinstance(value, dict):
+                value = sub.from_dict(value)
             kwargs[name] = value
         return cls(**kwargs)
 
@@ -158,6 +163,11 @@ class Message(Struct):
         return UnsupportedVersionError(f"{cls._NAME} has no version {version!r} (valid: {lo}-{hi})")
 
     @classmethod
+    def _unknown(cls, version: object, pos: int) -> UnknownVersionError:
+        lo, hi = cls.VERSIONS
+        return UnknownVersionError(f"{cls._NAME} has no version {version!r} (valid: {lo}-{hi})", pos, "api_version")
+
+    @classmethod
     def decode(cls: Type[M], data: Union[bytes, bytearray, memoryview], version: int) -> M:
         """Decode a body of exactly ``len(data)`` bytes; raises :class:`~kproto.errors.DecodeError`."""
         buf = data if type(data) is bytes else bytes(data)
@@ -174,7 +184,7 @@ class Message(Struct):
         """
         decoder = cls._DECODERS.get(version)
         if decoder is None:
-            raise cls._unsupported(version)
+            raise cls._unknown(version, pos)
         if type(buf) is not bytes:
             buf = bytes(buf)
         if not 0 <= pos <= end <= len(buf):

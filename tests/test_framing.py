@@ -16,6 +16,7 @@ from kproto.errors import (
     KprotoError,
     LengthMismatchError,
     LimitExceededError,
+    UnknownVersionError,
     UnsupportedVersionError,
 )
 from kproto.framing import decode_request_header
@@ -69,19 +70,24 @@ def test_errors_inside_a_frame_report_frame_offsets_and_paths():
                                f"{len(frame) - 10}, 10 left")
 
 
-def test_unknown_api_key_and_version():
-    frame = bytes.fromhex("0000000a" "0063" "0000" "00000001" "0000")
+def test_unknown_api_key_and_version_are_decode_errors_with_offsets():
+    frame = bytes.fromhex("0000000a" "7063" "0000" "00000001" "0000")
     header, pos = decode_request_header(frame)
-    assert (header.api_key, pos) == (99, 14)
-    with pytest.raises(UnsupportedVersionError, match="unknown api key 99"):
+    assert (header.api_key, pos) == (0x7063, 14)
+    with pytest.raises(UnknownVersionError, match="unknown api key 28771") as info:
         kproto.decode_request(frame)
-    frame = bytes.fromhex("0000000a" "0003" "0007" "00000001" "0000")
-    with pytest.raises(UnsupportedVersionError, match="Metadata has no version 7"):
+    assert (info.value.offset, info.value.path) == (4, "api_key")
+    assert isinstance(info.value, DecodeError) and not isinstance(info.value, EncodeError)
+    frame = bytes.fromhex("0000000a" "0003" "0063" "00000001" "0000")
+    with pytest.raises(UnknownVersionError, match="Metadata has no version 99") as info:
         kproto.decode_request(frame)
+    assert (info.value.offset, info.value.path) == (6, "api_version")
+    with pytest.raises(UnknownVersionError):
+        kproto.decode_response(kproto.encode_response(MetadataResponse(), 0, 1), 3, 99)
     with pytest.raises(UnsupportedVersionError):
-        HEARTBEAT.encode(1)
-    with pytest.raises(UnsupportedVersionError):
-        HeartbeatRequest.decode(b"", 5)
+        HEARTBEAT.encode(99)
+    with pytest.raises(UnknownVersionError):
+        HeartbeatRequest.decode(b"", 99)
 
 
 def test_responses_need_api_key_and_version():
@@ -166,8 +172,8 @@ def test_error_codes():
     assert E(14) is E.OFFSETS_LOAD_IN_PROGRESS
     assert E.NOT_LEADER_FOR_PARTITION.retriable and not E.ILLEGAL_GENERATION.retriable
     assert E(4).name == "INVALID_FETCH_SIZE"
-    unknown = E(99)
-    assert int(unknown) == 99 and unknown.name == "UNKNOWN_CODE_99" and not unknown.retriable
+    unknown = E(32000)
+    assert int(unknown) == 32000 and unknown.name == "UNKNOWN_CODE_32000" and not unknown.retriable
     from kproto._generated.error_codes import error_class, name_in_context, raise_for_code
 
     assert name_in_context(13) == "NETWORK_EXCEPTION"
@@ -182,7 +188,42 @@ def test_error_codes():
 
 
 def test_apis_table():
-    assert len(kproto.APIS) == 17
-    assert kproto.APIS["Offsets"] is kproto.APIS[2] is kproto.APIS["listoffsets"]
-    assert list(kproto.APIS[8].versions) == [0, 1, 2]
-    assert kproto.APIS[7].request_header_version(0) == 0
+    apis = kproto.APIS
+    assert list(apis) == list(range(len(apis)))  # every api key from 0 up, none missing
+    assert apis["Offsets"] is apis[2] is apis["listoffsets"]
+    assert apis["GroupCoordinator"] is apis["FindCoordinator"] is apis[10]
+    assert apis[8].versions[:3] == range(0, 3)
+    assert apis[7].request_header_version(0) == 0
+    metadata = apis["Metadata"]
+    assert metadata.flexible_versions is not None and metadata.is_flexible(12) and not metadata.is_flexible(8)
+    assert (metadata.request_header_version(12), metadata.response_header_version(12)) == (2, 1)
+    assert (metadata.request_header_version(8), metadata.response_header_version(8)) == (1, 0)
+    versions = apis["ApiVersions"]
+    assert all(versions.response_header_version(v) == 0 for v in versions.versions)
+    assert versions.request_header_version(3) == 2
+
+
+def test_unknown_api_names_list_the_valid_ones():
+    with pytest.raises(KeyError) as info:
+        kproto.APIS["Nope"]
+    assert isinstance(info.value, KprotoError)
+    assert "'Nope'" in str(info.value) and "Metadata" in str(info.value) and "FindCoordinator" in str(info.value)
+    assert kproto.APIS.get("Nope") is None and "Nope" not in kproto.APIS
+
+
+def test_flexible_frames_carry_header_v2_and_v1():
+    from kproto.messages import MetadataRequest
+
+    frame = kproto.encode_request(MetadataRequest(topics=None), 12, 7, "c")
+    # size, api key 3, version 12, correlation 7, client id "c" (int16 length), empty tag section, body
+    assert frame[4:16] == bytes.fromhex("0003000c00000007" "000163" "00")
+    header, msg = kproto.decode_request(frame)
+    assert (header.api_version, header.client_id, msg.topics) == (12, "c", None)
+    response = MetadataResponse(cluster_id="k")
+    frame = kproto.encode_response(response, 12, 7)
+    assert frame[4:9] == bytes.fromhex("00000007" "00")  # header v1: correlation id + empty tag section
+    assert kproto.decode_response(frame, 3, 12)[1] == response
+    from kproto.messages import ApiVersionsResponse
+
+    frame = kproto.encode_response(ApiVersionsResponse(), 3, 7)
+    assert frame[4:8] == bytes.fromhex("00000007") and frame[8:10] == b"\x00\x00"  # header v0, error code 0

@@ -140,6 +140,312 @@ _INFO: Dict[int, ErrorInfo] = {
     31: ErrorInfo(31, 'CLUSTER_AUTHORIZATION_FAILED', (), None, False, '0.9.0',
         'The authorizer denied access to the cluster resource (inter-broker and controller requests).',
         {}, None),
+    32: ErrorInfo(32, 'INVALID_TIMESTAMP', (), None, False, '0.10.0',
+        '',
+        {}, None),
+    33: ErrorInfo(33, 'UNSUPPORTED_SASL_MECHANISM', (), None, False, '0.10.0',
+        '',
+        {}, None),
+    34: ErrorInfo(34, 'ILLEGAL_SASL_STATE', (), None, False, '0.10.0',
+        '',
+        {}, None),
+    35: ErrorInfo(35, 'UNSUPPORTED_VERSION', (), None, False, '0.10.0',
+        '',
+        {}, None),
+    36: ErrorInfo(36, 'TOPIC_ALREADY_EXISTS', (), None, False, '0.10.1',
+        '',
+        {}, None),
+    37: ErrorInfo(37, 'INVALID_PARTITIONS', (), None, False, '0.10.1',
+        '',
+        {}, None),
+    38: ErrorInfo(38, 'INVALID_REPLICATION_FACTOR', (), None, False, '0.10.1',
+        '',
+        {}, None),
+    39: ErrorInfo(39, 'INVALID_REPLICA_ASSIGNMENT', (), None, False, '0.10.1',
+        '',
+        {}, None),
+    40: ErrorInfo(40, 'INVALID_CONFIG', (), None, False, '0.10.1',
+        '',
+        {}, None),
+    41: ErrorInfo(41, 'NOT_CONTROLLER', (), None, True, '0.10.1',
+        '',
+        {}, None),
+    42: ErrorInfo(42, 'INVALID_REQUEST', (), None, False, '0.10.1',
+        '',
+        {}, None),
+    43: ErrorInfo(43, 'UNSUPPORTED_FOR_MESSAGE_FORMAT', (), None, False, '0.10.1',
+        '',
+        {}, None),
+    44: ErrorInfo(44, 'POLICY_VIOLATION', (), None, False, '0.10.2',
+        '',
+        {}, None),
+    45: ErrorInfo(45, 'OUT_OF_ORDER_SEQUENCE_NUMBER', (), None, False, '0.11.0',
+        '',
+        {}, None),
+    46: ErrorInfo(46, 'DUPLICATE_SEQUENCE_NUMBER', (), None, False, '0.11.0',
+        '',
+        {}, None),
+    47: ErrorInfo(47, 'INVALID_PRODUCER_EPOCH', (), None, False, '0.11.0',
+        '',
+        {}, None),
+    48: ErrorInfo(48, 'INVALID_TXN_STATE', (), None, False, '0.11.0',
+        '',
+        {}, None),
+    49: ErrorInfo(49, 'INVALID_PRODUCER_ID_MAPPING', (), None, False, '0.11.0',
+        '',
+        {}, None),
+    50: ErrorInfo(50, 'INVALID_TRANSACTION_TIMEOUT', (), None, False, '0.11.0',
+        '',
+        {}, None),
+    51: ErrorInfo(51, 'CONCURRENT_TRANSACTIONS', (), None, True, '0.11.0',
+        '',
+        {}, None),
+    52: ErrorInfo(52, 'TRANSACTION_COORDINATOR_FENCED', (), None, False, '0.11.0',
+        '',
+        {}, None),
+    53: ErrorInfo(53, 'TRANSACTIONAL_ID_AUTHORIZATION_FAILED', (), None, False, '0.11.0',
+        '',
+        {}, None),
+    54: ErrorInfo(54, 'SECURITY_DISABLED', (), None, False, '0.11.0',
+        '',
+        {}, None),
+    55: ErrorInfo(55, 'OPERATION_NOT_ATTEMPTED', (), None, False, '0.11.0',
+        '',
+        {}, None),
+    56: ErrorInfo(56, 'KAFKA_STORAGE_ERROR', (), None, True, '1.0',
+        '',
+        {}, None),
+    57: ErrorInfo(57, 'LOG_DIR_NOT_FOUND', (), None, False, '1.0',
+        '',
+        {}, None),
+    58: ErrorInfo(58, 'SASL_AUTHENTICATION_FAILED', (), None, False, '1.0',
+        '',
+        {}, None),
+    59: ErrorInfo(59, 'UNKNOWN_PRODUCER_ID', (), None, False, '1.0',
+        '',
+        {}, None),
+    60: ErrorInfo(60, 'REASSIGNMENT_IN_PROGRESS', (), None, False, '1.0',
+        '',
+        {}, None),
+    61: ErrorInfo(61, 'DELEGATION_TOKEN_AUTH_DISABLED', (), None, False, '1.1',
+        '',
+        {}, None),
+    62: ErrorInfo(62, 'DELEGATION_TOKEN_NOT_FOUND', (), None, False, '1.1',
+        '',
+        {}, None),
+    63: ErrorInfo(63, 'DELEGATION_TOKEN_OWNER_MISMATCH', (), None, False, '1.1',
+        '',
+        {}, None),
+    64: ErrorInfo(64, 'DELEGATION_TOKEN_REQUEST_NOT_ALLOWED', (), None, False, '1.1',
+        '',
+        {}, None),
+    65: ErrorInfo(65, 'DELEGATION_TOKEN_AUTHORIZATION_FAILED', (), None, False, '1.1',
+        '',
+        {}, None),
+    66: ErrorInfo(66, 'DELEGATION_TOKEN_EXPIRED', (), None, False, '1.1',
+        '',
+        {}, None),
+    67: ErrorInfo(67, 'INVALID_PRINCIPAL_TYPE', (), None, False, '1.1',
+        '',
+        {}, None),
+    68: ErrorInfo(68, 'NON_EMPTY_GROUP', (), None, False, '1.1',
+        '',
+        {}, None),
+    69: ErrorInfo(69, 'GROUP_ID_NOT_FOUND', (), None, False, '1.1',
+        '',
+        {}, None),
+    70: ErrorInfo(70, 'FETCH_SESSION_ID_NOT_FOUND', (), None, True, '1.1',
+        '',
+        {}, None),
+    71: ErrorInfo(71, 'INVALID_FETCH_SESSION_EPOCH', (), None, True, '1.1',
+        '',
+        {}, None),
+    72: ErrorInfo(72, 'LISTENER_NOT_FOUND', (), None, True, '2.0',
+        '',
+        {}, None),
+    73: ErrorInfo(73, 'TOPIC_DELETION_DISABLED', (), None, False, '2.1',
+        '',
+        {}, None),
+    74: ErrorInfo(74, 'FENCED_LEADER_EPOCH', (), None, True, '2.1',
+        '',
+        {}, None),
+    75: ErrorInfo(75, 'UNKNOWN_LEADER_EPOCH', (), None, True, '2.1',
+        '',
+        {}, None),
+    76: ErrorInfo(76, 'UNSUPPORTED_COMPRESSION_TYPE', (), None, False, '2.1',
+        '',
+        {}, None),
+    77: ErrorInfo(77, 'STALE_BROKER_EPOCH', (), None, False, '2.2',
+        '',
+        {}, None),
+    78: ErrorInfo(78, 'OFFSET_NOT_AVAILABLE', (), None, True, '2.2',
+        '',
+        {}, None),
+    79: ErrorInfo(79, 'MEMBER_ID_REQUIRED', (), None, False, '2.2',
+        '',
+        {}, None),
+    80: ErrorInfo(80, 'PREFERRED_LEADER_NOT_AVAILABLE', (), None, True, '2.2',
+        '',
+        {}, None),
+    81: ErrorInfo(81, 'GROUP_MAX_SIZE_REACHED', (), None, False, '2.2',
+        '',
+        {}, None),
+    82: ErrorInfo(82, 'FENCED_INSTANCE_ID', (), None, False, '2.3',
+        '',
+        {}, None),
+    83: ErrorInfo(83, 'ELIGIBLE_LEADERS_NOT_AVAILABLE', (), None, True, '2.4',
+        '',
+        {}, None),
+    84: ErrorInfo(84, 'ELECTION_NOT_NEEDED', (), None, True, '2.4',
+        '',
+        {}, None),
+    85: ErrorInfo(85, 'NO_REASSIGNMENT_IN_PROGRESS', (), None, False, '2.4',
+        '',
+        {}, None),
+    86: ErrorInfo(86, 'GROUP_SUBSCRIBED_TO_TOPIC', (), None, False, '2.4',
+        '',
+        {}, None),
+    87: ErrorInfo(87, 'INVALID_RECORD', (), None, False, '2.4',
+        '',
+        {}, None),
+    88: ErrorInfo(88, 'UNSTABLE_OFFSET_COMMIT', (), None, True, '2.5',
+        '',
+        {}, None),
+    89: ErrorInfo(89, 'THROTTLING_QUOTA_EXCEEDED', (), None, True, '2.7',
+        '',
+        {}, None),
+    90: ErrorInfo(90, 'PRODUCER_FENCED', (), None, False, '2.7',
+        '',
+        {}, None),
+    91: ErrorInfo(91, 'RESOURCE_NOT_FOUND', (), None, False, '2.7',
+        '',
+        {}, None),
+    92: ErrorInfo(92, 'DUPLICATE_RESOURCE', (), None, False, '2.7',
+        '',
+        {}, None),
+    93: ErrorInfo(93, 'UNACCEPTABLE_CREDENTIAL', (), None, False, '2.7',
+        '',
+        {}, None),
+    94: ErrorInfo(94, 'INCONSISTENT_VOTER_SET', (), None, False, '2.7',
+        '',
+        {}, None),
+    95: ErrorInfo(95, 'INVALID_UPDATE_VERSION', (), None, False, '2.7',
+        '',
+        {}, None),
+    96: ErrorInfo(96, 'FEATURE_UPDATE_FAILED', (), None, False, '2.7',
+        '',
+        {}, None),
+    97: ErrorInfo(97, 'PRINCIPAL_DESERIALIZATION_FAILURE', (), None, False, '2.8',
+        '',
+        {}, None),
+    98: ErrorInfo(98, 'SNAPSHOT_NOT_FOUND', (), None, False, '2.8',
+        '',
+        {}, None),
+    99: ErrorInfo(99, 'POSITION_OUT_OF_RANGE', (), None, False, '2.8',
+        '',
+        {}, None),
+    100: ErrorInfo(100, 'UNKNOWN_TOPIC_ID', (), None, True, '2.8',
+        '',
+        {}, None),
+    101: ErrorInfo(101, 'DUPLICATE_BROKER_REGISTRATION', (), None, False, '2.8',
+        '',
+        {}, None),
+    102: ErrorInfo(102, 'BROKER_ID_NOT_REGISTERED', (), None, False, '2.8',
+        '',
+        {}, None),
+    103: ErrorInfo(103, 'INCONSISTENT_TOPIC_ID', (), None, True, '2.8',
+        '',
+        {}, None),
+    104: ErrorInfo(104, 'INCONSISTENT_CLUSTER_ID', (), None, False, '2.8',
+        '',
+        {}, None),
+    105: ErrorInfo(105, 'TRANSACTIONAL_ID_NOT_FOUND', (), None, False, '3.0',
+        '',
+        {}, None),
+    106: ErrorInfo(106, 'FETCH_SESSION_TOPIC_ID_ERROR', (), None, True, '3.1',
+        '',
+        {}, None),
+    107: ErrorInfo(107, 'INELIGIBLE_REPLICA', (), None, False, '3.3',
+        '',
+        {}, None),
+    108: ErrorInfo(108, 'NEW_LEADER_ELECTED', (), None, False, '3.3',
+        '',
+        {}, None),
+    109: ErrorInfo(109, 'OFFSET_MOVED_TO_TIERED_STORAGE', (), None, False, '3.5',
+        '',
+        {}, None),
+    110: ErrorInfo(110, 'FENCED_MEMBER_EPOCH', (), None, False, '3.5',
+        '',
+        {}, None),
+    111: ErrorInfo(111, 'UNRELEASED_INSTANCE_ID', (), None, False, '3.5',
+        '',
+        {}, None),
+    112: ErrorInfo(112, 'UNSUPPORTED_ASSIGNOR', (), None, False, '3.5',
+        '',
+        {}, None),
+    113: ErrorInfo(113, 'STALE_MEMBER_EPOCH', (), None, False, '3.6',
+        '',
+        {}, None),
+    114: ErrorInfo(114, 'MISMATCHED_ENDPOINT_TYPE', (), None, False, '3.7',
+        '',
+        {}, None),
+    115: ErrorInfo(115, 'UNSUPPORTED_ENDPOINT_TYPE', (), None, False, '3.7',
+        '',
+        {}, None),
+    116: ErrorInfo(116, 'UNKNOWN_CONTROLLER_ID', (), None, False, '3.7',
+        '',
+        {}, None),
+    117: ErrorInfo(117, 'UNKNOWN_SUBSCRIPTION_ID', (), None, False, '3.7',
+        '',
+        {}, None),
+    118: ErrorInfo(118, 'TELEMETRY_TOO_LARGE', (), None, False, '3.7',
+        '',
+        {}, None),
+    119: ErrorInfo(119, 'INVALID_REGISTRATION', (), None, False, '3.7',
+        '',
+        {}, None),
+    120: ErrorInfo(120, 'TRANSACTION_ABORTABLE', (), None, False, '3.8',
+        '',
+        {}, None),
+    121: ErrorInfo(121, 'INVALID_RECORD_STATE', (), None, False, '3.9',
+        '',
+        {}, None),
+    122: ErrorInfo(122, 'SHARE_SESSION_NOT_FOUND', (), None, True, '3.9',
+        '',
+        {}, None),
+    123: ErrorInfo(123, 'INVALID_SHARE_SESSION_EPOCH', (), None, True, '3.9',
+        '',
+        {}, None),
+    124: ErrorInfo(124, 'FENCED_STATE_EPOCH', (), None, False, '3.9',
+        '',
+        {}, None),
+    125: ErrorInfo(125, 'INVALID_VOTER_KEY', (), None, False, '3.9',
+        '',
+        {}, None),
+    126: ErrorInfo(126, 'DUPLICATE_VOTER', (), None, False, '3.9',
+        '',
+        {}, None),
+    127: ErrorInfo(127, 'VOTER_NOT_FOUND', (), None, False, '3.9',
+        '',
+        {}, None),
+    128: ErrorInfo(128, 'INVALID_REGULAR_EXPRESSION', (), None, False, '4.0',
+        '',
+        {}, None),
+    129: ErrorInfo(129, 'REBOOTSTRAP_REQUIRED', (), None, False, None,
+        '',
+        {}, None),
+    130: ErrorInfo(130, 'STREAMS_INVALID_TOPOLOGY', (), None, False, None,
+        '',
+        {}, None),
+    131: ErrorInfo(131, 'STREAMS_INVALID_TOPOLOGY_EPOCH', (), None, False, None,
+        '',
+        {}, None),
+    132: ErrorInfo(132, 'STREAMS_TOPOLOGY_FENCED', (), None, False, None,
+        '',
+        {}, None),
+    133: ErrorInfo(133, 'SHARE_SESSION_LIMIT_REACHED', (), None, True, None,
+        '',
+        {}, None),
 }
 
 
@@ -179,6 +485,108 @@ class ErrorCode(enum.IntEnum):
     TOPIC_AUTHORIZATION_FAILED = 29
     GROUP_AUTHORIZATION_FAILED = 30
     CLUSTER_AUTHORIZATION_FAILED = 31
+    INVALID_TIMESTAMP = 32
+    UNSUPPORTED_SASL_MECHANISM = 33
+    ILLEGAL_SASL_STATE = 34
+    UNSUPPORTED_VERSION = 35
+    TOPIC_ALREADY_EXISTS = 36
+    INVALID_PARTITIONS = 37
+    INVALID_REPLICATION_FACTOR = 38
+    INVALID_REPLICA_ASSIGNMENT = 39
+    INVALID_CONFIG = 40
+    NOT_CONTROLLER = 41
+    INVALID_REQUEST = 42
+    UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
+    POLICY_VIOLATION = 44
+    OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+    DUPLICATE_SEQUENCE_NUMBER = 46
+    INVALID_PRODUCER_EPOCH = 47
+    INVALID_TXN_STATE = 48
+    INVALID_PRODUCER_ID_MAPPING = 49
+    INVALID_TRANSACTION_TIMEOUT = 50
+    CONCURRENT_TRANSACTIONS = 51
+    TRANSACTION_COORDINATOR_FENCED = 52
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+    SECURITY_DISABLED = 54
+    OPERATION_NOT_ATTEMPTED = 55
+    KAFKA_STORAGE_ERROR = 56
+    LOG_DIR_NOT_FOUND = 57
+    SASL_AUTHENTICATION_FAILED = 58
+    UNKNOWN_PRODUCER_ID = 59
+    REASSIGNMENT_IN_PROGRESS = 60
+    DELEGATION_TOKEN_AUTH_DISABLED = 61
+    DELEGATION_TOKEN_NOT_FOUND = 62
+    DELEGATION_TOKEN_OWNER_MISMATCH = 63
+    DELEGATION_TOKEN_REQUEST_NOT_ALLOWED = 64
+    DELEGATION_TOKEN_AUTHORIZATION_FAILED = 65
+    DELEGATION_TOKEN_EXPIRED = 66
+    INVALID_PRINCIPAL_TYPE = 67
+    NON_EMPTY_GROUP = 68
+    GROUP_ID_NOT_FOUND = 69
+    FETCH_SESSION_ID_NOT_FOUND = 70
+    INVALID_FETCH_SESSION_EPOCH = 71
+    LISTENER_NOT_FOUND = 72
+    TOPIC_DELETION_DISABLED = 73
+    FENCED_LEADER_EPOCH = 74
+    UNKNOWN_LEADER_EPOCH = 75
+    UNSUPPORTED_COMPRESSION_TYPE = 76
+    STALE_BROKER_EPOCH = 77
+    OFFSET_NOT_AVAILABLE = 78
+    MEMBER_ID_REQUIRED = 79
+    PREFERRED_LEADER_NOT_AVAILABLE = 80
+    GROUP_MAX_SIZE_REACHED = 81
+    FENCED_INSTANCE_ID = 82
+    ELIGIBLE_LEADERS_NOT_AVAILABLE = 83
+    ELECTION_NOT_NEEDED = 84
+    NO_REASSIGNMENT_IN_PROGRESS = 85
+    GROUP_SUBSCRIBED_TO_TOPIC = 86
+    INVALID_RECORD = 87
+    UNSTABLE_OFFSET_COMMIT = 88
+    THROTTLING_QUOTA_EXCEEDED = 89
+    PRODUCER_FENCED = 90
+    RESOURCE_NOT_FOUND = 91
+    DUPLICATE_RESOURCE = 92
+    UNACCEPTABLE_CREDENTIAL = 93
+    INCONSISTENT_VOTER_SET = 94
+    INVALID_UPDATE_VERSION = 95
+    FEATURE_UPDATE_FAILED = 96
+    PRINCIPAL_DESERIALIZATION_FAILURE = 97
+    SNAPSHOT_NOT_FOUND = 98
+    POSITION_OUT_OF_RANGE = 99
+    UNKNOWN_TOPIC_ID = 100
+    DUPLICATE_BROKER_REGISTRATION = 101
+    BROKER_ID_NOT_REGISTERED = 102
+    INCONSISTENT_TOPIC_ID = 103
+    INCONSISTENT_CLUSTER_ID = 104
+    TRANSACTIONAL_ID_NOT_FOUND = 105
+    FETCH_SESSION_TOPIC_ID_ERROR = 106
+    INELIGIBLE_REPLICA = 107
+    NEW_LEADER_ELECTED = 108
+    OFFSET_MOVED_TO_TIERED_STORAGE = 109
+    FENCED_MEMBER_EPOCH = 110
+    UNRELEASED_INSTANCE_ID = 111
+    UNSUPPORTED_ASSIGNOR = 112
+    STALE_MEMBER_EPOCH = 113
+    MISMATCHED_ENDPOINT_TYPE = 114
+    UNSUPPORTED_ENDPOINT_TYPE = 115
+    UNKNOWN_CONTROLLER_ID = 116
+    UNKNOWN_SUBSCRIPTION_ID = 117
+    TELEMETRY_TOO_LARGE = 118
+    INVALID_REGISTRATION = 119
+    TRANSACTION_ABORTABLE = 120
+    INVALID_RECORD_STATE = 121
+    SHARE_SESSION_NOT_FOUND = 122
+    INVALID_SHARE_SESSION_EPOCH = 123
+    FENCED_STATE_EPOCH = 124
+    INVALID_VOTER_KEY = 125
+    DUPLICATE_VOTER = 126
+    VOTER_NOT_FOUND = 127
+    INVALID_REGULAR_EXPRESSION = 128
+    REBOOTSTRAP_REQUIRED = 129
+    STREAMS_INVALID_TOPOLOGY = 130
+    STREAMS_INVALID_TOPOLOGY_EPOCH = 131
+    STREAMS_TOPOLOGY_FENCED = 132
+    SHARE_SESSION_LIMIT_REACHED = 133
     # Older (0.8.x Scala) names of the same codes.
     NO_ERROR = 0
     INVALID_MESSAGE = 2
@@ -486,6 +894,822 @@ class ClusterAuthorizationFailedError(BrokerError):
     description = _INFO[31].description
 
 
+class InvalidTimestampError(BrokerError):
+    """Error code 32: INVALID_TIMESTAMP."""
+
+    code = 32
+    retriable = False
+    description = _INFO[32].description
+
+
+class UnsupportedSaslMechanismError(BrokerError):
+    """Error code 33: UNSUPPORTED_SASL_MECHANISM."""
+
+    code = 33
+    retriable = False
+    description = _INFO[33].description
+
+
+class IllegalSaslStateError(BrokerError):
+    """Error code 34: ILLEGAL_SASL_STATE."""
+
+    code = 34
+    retriable = False
+    description = _INFO[34].description
+
+
+class UnsupportedVersionError(BrokerError):
+    """Error code 35: UNSUPPORTED_VERSION."""
+
+    code = 35
+    retriable = False
+    description = _INFO[35].description
+
+
+class TopicAlreadyExistsError(BrokerError):
+    """Error code 36: TOPIC_ALREADY_EXISTS."""
+
+    code = 36
+    retriable = False
+    description = _INFO[36].description
+
+
+class InvalidPartitionsError(BrokerError):
+    """Error code 37: INVALID_PARTITIONS."""
+
+    code = 37
+    retriable = False
+    description = _INFO[37].description
+
+
+class InvalidReplicationFactorError(BrokerError):
+    """Error code 38: INVALID_REPLICATION_FACTOR."""
+
+    code = 38
+    retriable = False
+    description = _INFO[38].description
+
+
+class InvalidReplicaAssignmentError(BrokerError):
+    """Error code 39: INVALID_REPLICA_ASSIGNMENT."""
+
+    code = 39
+    retriable = False
+    description = _INFO[39].description
+
+
+class InvalidConfigError(BrokerError):
+    """Error code 40: INVALID_CONFIG."""
+
+    code = 40
+    retriable = False
+    description = _INFO[40].description
+
+
+class NotControllerError(BrokerError):
+    """Error code 41: NOT_CONTROLLER."""
+
+    code = 41
+    retriable = True
+    description = _INFO[41].description
+
+
+class InvalidRequestError(BrokerError):
+    """Error code 42: INVALID_REQUEST."""
+
+    code = 42
+    retriable = False
+    description = _INFO[42].description
+
+
+class UnsupportedForMessageFormatError(BrokerError):
+    """Error code 43: UNSUPPORTED_FOR_MESSAGE_FORMAT."""
+
+    code = 43
+    retriable = False
+    description = _INFO[43].description
+
+
+class PolicyViolationError(BrokerError):
+    """Error code 44: POLICY_VIOLATION."""
+
+    code = 44
+    retriable = False
+    description = _INFO[44].description
+
+
+class OutOfOrderSequenceNumberError(BrokerError):
+    """Error code 45: OUT_OF_ORDER_SEQUENCE_NUMBER."""
+
+    code = 45
+    retriable = False
+    description = _INFO[45].description
+
+
+class DuplicateSequenceNumberError(BrokerError):
+    """Error code 46: DUPLICATE_SEQUENCE_NUMBER."""
+
+    code = 46
+    retriable = False
+    description = _INFO[46].description
+
+
+class InvalidProducerEpochError(BrokerError):
+    """Error code 47: INVALID_PRODUCER_EPOCH."""
+
+    code = 47
+    retriable = False
+    description = _INFO[47].description
+
+
+class InvalidTxnStateError(BrokerError):
+    """Error code 48: INVALID_TXN_STATE."""
+
+    code = 48
+    retriable = False
+    description = _INFO[48].description
+
+
+class InvalidProducerIdMappingError(BrokerError):
+    """Error code 49: INVALID_PRODUCER_ID_MAPPING."""
+
+    code = 49
+    retriable = False
+    description = _INFO[49].description
+
+
+class InvalidTransactionTimeoutError(BrokerError):
+    """Error code 50: INVALID_TRANSACTION_TIMEOUT."""
+
+    code = 50
+    retriable = False
+    description = _INFO[50].description
+
+
+class ConcurrentTransactionsError(BrokerError):
+    """Error code 51: CONCURRENT_TRANSACTIONS."""
+
+    code = 51
+    retriable = True
+    description = _INFO[51].description
+
+
+class TransactionCoordinatorFencedError(BrokerError):
+    """Error code 52: TRANSACTION_COORDINATOR_FENCED."""
+
+    code = 52
+    retriable = False
+    description = _INFO[52].description
+
+
+class TransactionalIdAuthorizationFailedError(BrokerError):
+    """Error code 53: TRANSACTIONAL_ID_AUTHORIZATION_FAILED."""
+
+    code = 53
+    retriable = False
+    description = _INFO[53].description
+
+
+class SecurityDisabledError(BrokerError):
+    """Error code 54: SECURITY_DISABLED."""
+
+    code = 54
+    retriable = False
+    description = _INFO[54].description
+
+
+class OperationNotAttemptedError(BrokerError):
+    """Error code 55: OPERATION_NOT_ATTEMPTED."""
+
+    code = 55
+    retriable = False
+    description = _INFO[55].description
+
+
+class KafkaStorageError(BrokerError):
+    """Error code 56: KAFKA_STORAGE_ERROR."""
+
+    code = 56
+    retriable = True
+    description = _INFO[56].description
+
+
+class LogDirNotFoundError(BrokerError):
+    """Error code 57: LOG_DIR_NOT_FOUND."""
+
+    code = 57
+    retriable = False
+    description = _INFO[57].description
+
+
+class SaslAuthenticationFailedError(BrokerError):
+    """Error code 58: SASL_AUTHENTICATION_FAILED."""
+
+    code = 58
+    retriable = False
+    description = _INFO[58].description
+
+
+class UnknownProducerIdError(BrokerError):
+    """Error code 59: UNKNOWN_PRODUCER_ID."""
+
+    code = 59
+    retriable = False
+    description = _INFO[59].description
+
+
+class ReassignmentInProgressError(BrokerError):
+    """Error code 60: REASSIGNMENT_IN_PROGRESS."""
+
+    code = 60
+    retriable = False
+    description = _INFO[60].description
+
+
+class DelegationTokenAuthDisabledError(BrokerError):
+    """Error code 61: DELEGATION_TOKEN_AUTH_DISABLED."""
+
+    code = 61
+    retriable = False
+    description = _INFO[61].description
+
+
+class DelegationTokenNotFoundError(BrokerError):
+    """Error code 62: DELEGATION_TOKEN_NOT_FOUND."""
+
+    code = 62
+    retriable = False
+    description = _INFO[62].description
+
+
+class DelegationTokenOwnerMismatchError(BrokerError):
+    """Error code 63: DELEGATION_TOKEN_OWNER_MISMATCH."""
+
+    code = 63
+    retriable = False
+    description = _INFO[63].description
+
+
+class DelegationTokenRequestNotAllowedError(BrokerError):
+    """Error code 64: DELEGATION_TOKEN_REQUEST_NOT_ALLOWED."""
+
+    code = 64
+    retriable = False
+    description = _INFO[64].description
+
+
+class DelegationTokenAuthorizationFailedError(BrokerError):
+    """Error code 65: DELEGATION_TOKEN_AUTHORIZATION_FAILED."""
+
+    code = 65
+    retriable = False
+    description = _INFO[65].description
+
+
+class DelegationTokenExpiredError(BrokerError):
+    """Error code 66: DELEGATION_TOKEN_EXPIRED."""
+
+    code = 66
+    retriable = False
+    description = _INFO[66].description
+
+
+class InvalidPrincipalTypeError(BrokerError):
+    """Error code 67: INVALID_PRINCIPAL_TYPE."""
+
+    code = 67
+    retriable = False
+    description = _INFO[67].description
+
+
+class NonEmptyGroupError(BrokerError):
+    """Error code 68: NON_EMPTY_GROUP."""
+
+    code = 68
+    retriable = False
+    description = _INFO[68].description
+
+
+class GroupIdNotFoundError(BrokerError):
+    """Error code 69: GROUP_ID_NOT_FOUND."""
+
+    code = 69
+    retriable = False
+    description = _INFO[69].description
+
+
+class FetchSessionIdNotFoundError(BrokerError):
+    """Error code 70: FETCH_SESSION_ID_NOT_FOUND."""
+
+    code = 70
+    retriable = True
+    description = _INFO[70].description
+
+
+class InvalidFetchSessionEpochError(BrokerError):
+    """Error code 71: INVALID_FETCH_SESSION_EPOCH."""
+
+    code = 71
+    retriable = True
+    description = _INFO[71].description
+
+
+class ListenerNotFoundError(BrokerError):
+    """Error code 72: LISTENER_NOT_FOUND."""
+
+    code = 72
+    retriable = True
+    description = _INFO[72].description
+
+
+class TopicDeletionDisabledError(BrokerError):
+    """Error code 73: TOPIC_DELETION_DISABLED."""
+
+    code = 73
+    retriable = False
+    description = _INFO[73].description
+
+
+class FencedLeaderEpochError(BrokerError):
+    """Error code 74: FENCED_LEADER_EPOCH."""
+
+    code = 74
+    retriable = True
+    description = _INFO[74].description
+
+
+class UnknownLeaderEpochError(BrokerError):
+    """Error code 75: UNKNOWN_LEADER_EPOCH."""
+
+    code = 75
+    retriable = True
+    description = _INFO[75].description
+
+
+class UnsupportedCompressionTypeError(BrokerError):
+    """Error code 76: UNSUPPORTED_COMPRESSION_TYPE."""
+
+    code = 76
+    retriable = False
+    description = _INFO[76].description
+
+
+class StaleBrokerEpochError(BrokerError):
+    """Error code 77: STALE_BROKER_EPOCH."""
+
+    code = 77
+    retriable = False
+    description = _INFO[77].description
+
+
+class OffsetNotAvailableError(BrokerError):
+    """Error code 78: OFFSET_NOT_AVAILABLE."""
+
+    code = 78
+    retriable = True
+    description = _INFO[78].description
+
+
+class MemberIdRequiredError(BrokerError):
+    """Error code 79: MEMBER_ID_REQUIRED."""
+
+    code = 79
+    retriable = False
+    description = _INFO[79].description
+
+
+class PreferredLeaderNotAvailableError(BrokerError):
+    """Error code 80: PREFERRED_LEADER_NOT_AVAILABLE."""
+
+    code = 80
+    retriable = True
+    description = _INFO[80].description
+
+
+class GroupMaxSizeReachedError(BrokerError):
+    """Error code 81: GROUP_MAX_SIZE_REACHED."""
+
+    code = 81
+    retriable = False
+    description = _INFO[81].description
+
+
+class FencedInstanceIdError(BrokerError):
+    """Error code 82: FENCED_INSTANCE_ID."""
+
+    code = 82
+    retriable = False
+    description = _INFO[82].description
+
+
+class EligibleLeadersNotAvailableError(BrokerError):
+    """Error code 83: ELIGIBLE_LEADERS_NOT_AVAILABLE."""
+
+    code = 83
+    retriable = True
+    description = _INFO[83].description
+
+
+class ElectionNotNeededError(BrokerError):
+    """Error code 84: ELECTION_NOT_NEEDED."""
+
+    code = 84
+    retriable = True
+    description = _INFO[84].description
+
+
+class NoReassignmentInProgressError(BrokerError):
+    """Error code 85: NO_REASSIGNMENT_IN_PROGRESS."""
+
+    code = 85
+    retriable = False
+    description = _INFO[85].description
+
+
+class GroupSubscribedToTopicError(BrokerError):
+    """Error code 86: GROUP_SUBSCRIBED_TO_TOPIC."""
+
+    code = 86
+    retriable = False
+    description = _INFO[86].description
+
+
+class InvalidRecordError(BrokerError):
+    """Error code 87: INVALID_RECORD."""
+
+    code = 87
+    retriable = False
+    description = _INFO[87].description
+
+
+class UnstableOffsetCommitError(BrokerError):
+    """Error code 88: UNSTABLE_OFFSET_COMMIT."""
+
+    code = 88
+    retriable = True
+    description = _INFO[88].description
+
+
+class ThrottlingQuotaExceededError(BrokerError):
+    """Error code 89: THROTTLING_QUOTA_EXCEEDED."""
+
+    code = 89
+    retriable = True
+    description = _INFO[89].description
+
+
+class ProducerFencedError(BrokerError):
+    """Error code 90: PRODUCER_FENCED."""
+
+    code = 90
+    retriable = False
+    description = _INFO[90].description
+
+
+class ResourceNotFoundError(BrokerError):
+    """Error code 91: RESOURCE_NOT_FOUND."""
+
+    code = 91
+    retriable = False
+    description = _INFO[91].description
+
+
+class DuplicateResourceError(BrokerError):
+    """Error code 92: DUPLICATE_RESOURCE."""
+
+    code = 92
+    retriable = False
+    description = _INFO[92].description
+
+
+class UnacceptableCredentialError(BrokerError):
+    """Error code 93: UNACCEPTABLE_CREDENTIAL."""
+
+    code = 93
+    retriable = False
+    description = _INFO[93].description
+
+
+class InconsistentVoterSetError(BrokerError):
+    """Error code 94: INCONSISTENT_VOTER_SET."""
+
+    code = 94
+    retriable = False
+    description = _INFO[94].description
+
+
+class InvalidUpdateVersionError(BrokerError):
+    """Error code 95: INVALID_UPDATE_VERSION."""
+
+    code = 95
+    retriable = False
+    description = _INFO[95].description
+
+
+class FeatureUpdateFailedError(BrokerError):
+    """Error code 96: FEATURE_UPDATE_FAILED."""
+
+    code = 96
+    retriable = False
+    description = _INFO[96].description
+
+
+class PrincipalDeserializationFailureError(BrokerError):
+    """Error code 97: PRINCIPAL_DESERIALIZATION_FAILURE."""
+
+    code = 97
+    retriable = False
+    description = _INFO[97].description
+
+
+class SnapshotNotFoundError(BrokerError):
+    """Error code 98: SNAPSHOT_NOT_FOUND."""
+
+    code = 98
+    retriable = False
+    description = _INFO[98].description
+
+
+class PositionOutOfRangeError(BrokerError):
+    """Error code 99: POSITION_OUT_OF_RANGE."""
+
+    code = 99
+    retriable = False
+    description = _INFO[99].description
+
+
+class UnknownTopicIdError(BrokerError):
+    """Error code 100: UNKNOWN_TOPIC_ID."""
+
+    code = 100
+    retriable = True
+    description = _INFO[100].description
+
+
+class DuplicateBrokerRegistrationError(BrokerError):
+    """Error code 101: DUPLICATE_BROKER_REGISTRATION."""
+
+    code = 101
+    retriable = False
+    description = _INFO[101].description
+
+
+class BrokerIdNotRegisteredError(BrokerError):
+    """Error code 102: BROKER_ID_NOT_REGISTERED."""
+
+    code = 102
+    retriable = False
+    description = _INFO[102].description
+
+
+class InconsistentTopicIdError(BrokerError):
+    """Error code 103: INCONSISTENT_TOPIC_ID."""
+
+    code = 103
+    retriable = True
+    description = _INFO[103].description
+
+
+class InconsistentClusterIdError(BrokerError):
+    """Error code 104: INCONSISTENT_CLUSTER_ID."""
+
+    code = 104
+    retriable = False
+    description = _INFO[104].description
+
+
+class TransactionalIdNotFoundError(BrokerError):
+    """Error code 105: TRANSACTIONAL_ID_NOT_FOUND."""
+
+    code = 105
+    retriable = False
+    description = _INFO[105].description
+
+
+class FetchSessionTopicIdError(BrokerError):
+    """Error code 106: FETCH_SESSION_TOPIC_ID_ERROR."""
+
+    code = 106
+    retriable = True
+    description = _INFO[106].description
+
+
+class IneligibleReplicaError(BrokerError):
+    """Error code 107: INELIGIBLE_REPLICA."""
+
+    code = 107
+    retriable = False
+    description = _INFO[107].description
+
+
+class NewLeaderElectedError(BrokerError):
+    """Error code 108: NEW_LEADER_ELECTED."""
+
+    code = 108
+    retriable = False
+    description = _INFO[108].description
+
+
+class OffsetMovedToTieredStorageError(BrokerError):
+    """Error code 109: OFFSET_MOVED_TO_TIERED_STORAGE."""
+
+    code = 109
+    retriable = False
+    description = _INFO[109].description
+
+
+class FencedMemberEpochError(BrokerError):
+    """Error code 110: FENCED_MEMBER_EPOCH."""
+
+    code = 110
+    retriable = False
+    description = _INFO[110].description
+
+
+class UnreleasedInstanceIdError(BrokerError):
+    """Error code 111: UNRELEASED_INSTANCE_ID."""
+
+    code = 111
+    retriable = False
+    description = _INFO[111].description
+
+
+class UnsupportedAssignorError(BrokerError):
+    """Error code 112: UNSUPPORTED_ASSIGNOR."""
+
+    code = 112
+    retriable = False
+    description = _INFO[112].description
+
+
+class StaleMemberEpochError(BrokerError):
+    """Error code 113: STALE_MEMBER_EPOCH."""
+
+    code = 113
+    retriable = False
+    description = _INFO[113].description
+
+
+class MismatchedEndpointTypeError(BrokerError):
+    """Error code 114: MISMATCHED_ENDPOINT_TYPE."""
+
+    code = 114
+    retriable = False
+    description = _INFO[114].description
+
+
+class UnsupportedEndpointTypeError(BrokerError):
+    """Error code 115: UNSUPPORTED_ENDPOINT_TYPE."""
+
+    code = 115
+    retriable = False
+    description = _INFO[115].description
+
+
+class UnknownControllerIdError(BrokerError):
+    """Error code 116: UNKNOWN_CONTROLLER_ID."""
+
+    code = 116
+    retriable = False
+    description = _INFO[116].description
+
+
+class UnknownSubscriptionIdError(BrokerError):
+    """Error code 117: UNKNOWN_SUBSCRIPTION_ID."""
+
+    code = 117
+    retriable = False
+    description = _INFO[117].description
+
+
+class TelemetryTooLargeError(BrokerError):
+    """Error code 118: TELEMETRY_TOO_LARGE."""
+
+    code = 118
+    retriable = False
+    description = _INFO[118].description
+
+
+class InvalidRegistrationError(BrokerError):
+    """Error code 119: INVALID_REGISTRATION."""
+
+    code = 119
+    retriable = False
+    description = _INFO[119].description
+
+
+class TransactionAbortableError(BrokerError):
+    """Error code 120: TRANSACTION_ABORTABLE."""
+
+    code = 120
+    retriable = False
+    description = _INFO[120].description
+
+
+class InvalidRecordStateError(BrokerError):
+    """Error code 121: INVALID_RECORD_STATE."""
+
+    code = 121
+    retriable = False
+    description = _INFO[121].description
+
+
+class ShareSessionNotFoundError(BrokerError):
+    """Error code 122: SHARE_SESSION_NOT_FOUND."""
+
+    code = 122
+    retriable = True
+    description = _INFO[122].description
+
+
+class InvalidShareSessionEpochError(BrokerError):
+    """Error code 123: INVALID_SHARE_SESSION_EPOCH."""
+
+    code = 123
+    retriable = True
+    description = _INFO[123].description
+
+
+class FencedStateEpochError(BrokerError):
+    """Error code 124: FENCED_STATE_EPOCH."""
+
+    code = 124
+    retriable = False
+    description = _INFO[124].description
+
+
+class InvalidVoterKeyError(BrokerError):
+    """Error code 125: INVALID_VOTER_KEY."""
+
+    code = 125
+    retriable = False
+    description = _INFO[125].description
+
+
+class DuplicateVoterError(BrokerError):
+    """Error code 126: DUPLICATE_VOTER."""
+
+    code = 126
+    retriable = False
+    description = _INFO[126].description
+
+
+class VoterNotFoundError(BrokerError):
+    """Error code 127: VOTER_NOT_FOUND."""
+
+    code = 127
+    retriable = False
+    description = _INFO[127].description
+
+
+class InvalidRegularExpressionError(BrokerError):
+    """Error code 128: INVALID_REGULAR_EXPRESSION."""
+
+    code = 128
+    retriable = False
+    description = _INFO[128].description
+
+
+class RebootstrapRequiredError(BrokerError):
+    """Error code 129: REBOOTSTRAP_REQUIRED."""
+
+    code = 129
+    retriable = False
+    description = _INFO[129].description
+
+
+class StreamsInvalidTopologyError(BrokerError):
+    """Error code 130: STREAMS_INVALID_TOPOLOGY."""
+
+    code = 130
+    retriable = False
+    description = _INFO[130].description
+
+
+class StreamsInvalidTopologyEpochError(BrokerError):
+    """Error code 131: STREAMS_INVALID_TOPOLOGY_EPOCH."""
+
+    code = 131
+    retriable = False
+    description = _INFO[131].description
+
+
+class StreamsTopologyFencedError(BrokerError):
+    """Error code 132: STREAMS_TOPOLOGY_FENCED."""
+
+    code = 132
+    retriable = False
+    description = _INFO[132].description
+
+
+class ShareSessionLimitReachedError(BrokerError):
+    """Error code 133: SHARE_SESSION_LIMIT_REACHED."""
+
+    code = 133
+    retriable = True
+    description = _INFO[133].description
+
+
 _CLASSES: Dict[int, Type[BrokerError]] = {
     -1: UnknownError,
     1: OffsetOutOfRangeError,
@@ -519,6 +1743,108 @@ _CLASSES: Dict[int, Type[BrokerError]] = {
     29: TopicAuthorizationFailedError,
     30: GroupAuthorizationFailedError,
     31: ClusterAuthorizationFailedError,
+    32: InvalidTimestampError,
+    33: UnsupportedSaslMechanismError,
+    34: IllegalSaslStateError,
+    35: UnsupportedVersionError,
+    36: TopicAlreadyExistsError,
+    37: InvalidPartitionsError,
+    38: InvalidReplicationFactorError,
+    39: InvalidReplicaAssignmentError,
+    40: InvalidConfigError,
+    41: NotControllerError,
+    42: InvalidRequestError,
+    43: UnsupportedForMessageFormatError,
+    44: PolicyViolationError,
+    45: OutOfOrderSequenceNumberError,
+    46: DuplicateSequenceNumberError,
+    47: InvalidProducerEpochError,
+    48: InvalidTxnStateError,
+    49: InvalidProducerIdMappingError,
+    50: InvalidTransactionTimeoutError,
+    51: ConcurrentTransactionsError,
+    52: TransactionCoordinatorFencedError,
+    53: TransactionalIdAuthorizationFailedError,
+    54: SecurityDisabledError,
+    55: OperationNotAttemptedError,
+    56: KafkaStorageError,
+    57: LogDirNotFoundError,
+    58: SaslAuthenticationFailedError,
+    59: UnknownProducerIdError,
+    60: ReassignmentInProgressError,
+    61: DelegationTokenAuthDisabledError,
+    62: DelegationTokenNotFoundError,
+    63: DelegationTokenOwnerMismatchError,
+    64: DelegationTokenRequestNotAllowedError,
+    65: DelegationTokenAuthorizationFailedError,
+    66: DelegationTokenExpiredError,
+    67: InvalidPrincipalTypeError,
+    68: NonEmptyGroupError,
+    69: GroupIdNotFoundError,
+    70: FetchSessionIdNotFoundError,
+    71: InvalidFetchSessionEpochError,
+    72: ListenerNotFoundError,
+    73: TopicDeletionDisabledError,
+    74: FencedLeaderEpochError,
+    75: UnknownLeaderEpochError,
+    76: UnsupportedCompressionTypeError,
+    77: StaleBrokerEpochError,
+    78: OffsetNotAvailableError,
+    79: MemberIdRequiredError,
+    80: PreferredLeaderNotAvailableError,
+    81: GroupMaxSizeReachedError,
+    82: FencedInstanceIdError,
+    83: EligibleLeadersNotAvailableError,
+    84: ElectionNotNeededError,
+    85: NoReassignmentInProgressError,
+    86: GroupSubscribedToTopicError,
+    87: InvalidRecordError,
+    88: UnstableOffsetCommitError,
+    89: ThrottlingQuotaExceededError,
+    90: ProducerFencedError,
+    91: ResourceNotFoundError,
+    92: DuplicateResourceError,
+    93: UnacceptableCredentialError,
+    94: InconsistentVoterSetError,
+    95: InvalidUpdateVersionError,
+    96: FeatureUpdateFailedError,
+    97: PrincipalDeserializationFailureError,
+    98: SnapshotNotFoundError,
+    99: PositionOutOfRangeError,
+    100: UnknownTopicIdError,
+    101: DuplicateBrokerRegistrationError,
+    102: BrokerIdNotRegisteredError,
+    103: InconsistentTopicIdError,
+    104: InconsistentClusterIdError,
+    105: TransactionalIdNotFoundError,
+    106: FetchSessionTopicIdError,
+    107: IneligibleReplicaError,
+    108: NewLeaderElectedError,
+    109: OffsetMovedToTieredStorageError,
+    110: FencedMemberEpochError,
+    111: UnreleasedInstanceIdError,
+    112: UnsupportedAssignorError,
+    113: StaleMemberEpochError,
+    114: MismatchedEndpointTypeError,
+    115: UnsupportedEndpointTypeError,
+    116: UnknownControllerIdError,
+    117: UnknownSubscriptionIdError,
+    118: TelemetryTooLargeError,
+    119: InvalidRegistrationError,
+    120: TransactionAbortableError,
+    121: InvalidRecordStateError,
+    122: ShareSessionNotFoundError,
+    123: InvalidShareSessionEpochError,
+    124: FencedStateEpochError,
+    125: InvalidVoterKeyError,
+    126: DuplicateVoterError,
+    127: VoterNotFoundError,
+    128: InvalidRegularExpressionError,
+    129: RebootstrapRequiredError,
+    130: StreamsInvalidTopologyError,
+    131: StreamsInvalidTopologyEpochError,
+    132: StreamsTopologyFencedError,
+    133: ShareSessionLimitReachedError,
 }
 
 
@@ -539,4 +1865,4 @@ def raise_for_code(code: int, message: str = "") -> None:
     if code:
         raise error_class(code)(message)
 
-__all__ += ['UnknownError', 'OffsetOutOfRangeError', 'CorruptMessageError', 'UnknownTopicOrPartitionError', 'InvalidFetchSizeError', 'LeaderNotAvailableError', 'NotLeaderForPartitionError', 'RequestTimedOutError', 'BrokerNotAvailableError', 'ReplicaNotAvailableError', 'MessageTooLargeError', 'StaleControllerEpochError', 'OffsetMetadataTooLargeError', 'NetworkExceptionError', 'GroupLoadInProgressError', 'GroupCoordinatorNotAvailableError', 'NotCoordinatorForGroupError', 'InvalidTopicExceptionError', 'RecordListTooLargeError', 'NotEnoughReplicasError', 'NotEnoughReplicasAfterAppendError', 'InvalidRequiredAcksError', 'IllegalGenerationError', 'InconsistentGroupProtocolError', 'InvalidGroupIdError', 'UnknownMemberIdError', 'InvalidSessionTimeoutError', 'RebalanceInProgressError', 'InvalidCommitOffsetSizeError', 'TopicAuthorizationFailedError', 'GroupAuthorizationFailedError', 'ClusterAuthorizationFailedError']
+__all__ += ['UnknownError', 'OffsetOutOfRangeError', 'CorruptMessageError', 'UnknownTopicOrPartitionError', 'InvalidFetchSizeError', 'LeaderNotAvailableError', 'NotLeaderForPartitionError', 'RequestTimedOutError', 'BrokerNotAvailableError', 'ReplicaNotAvailableError', 'MessageTooLargeError', 'StaleControllerEpochError', 'OffsetMetadataTooLargeError', 'NetworkExceptionError', 'GroupLoadInProgressError', 'GroupCoordinatorNotAvailableError', 'NotCoordinatorForGroupError', 'InvalidTopicExceptionError', 'RecordListTooLargeError', 'NotEnoughReplicasError', 'NotEnoughReplicasAfterAppendError', 'InvalidRequiredAcksError', 'IllegalGenerationError', 'InconsistentGroupProtocolError', 'InvalidGroupIdError', 'UnknownMemberIdError', 'InvalidSessionTimeoutError', 'RebalanceInProgressError', 'InvalidCommitOffsetSizeError', 'TopicAuthorizationFailedError', 'GroupAuthorizationFailedError', 'ClusterAuthorizationFailedError', 'InvalidTimestampError', 'UnsupportedSaslMechanismError', 'IllegalSaslStateError', 'UnsupportedVersionError', 'TopicAlreadyExistsError', 'InvalidPartitionsError', 'InvalidReplicationFactorError', 'InvalidReplicaAssignmentError', 'InvalidConfigError', 'NotControllerError', 'InvalidRequestError', 'UnsupportedForMessageFormatError', 'PolicyViolationError', 'OutOfOrderSequenceNumberError', 'DuplicateSequenceNumberError', 'InvalidProducerEpochError', 'InvalidTxnStateError', 'InvalidProducerIdMappingError', 'InvalidTransactionTimeoutError', 'ConcurrentTransactionsError', 'TransactionCoordinatorFencedError', 'TransactionalIdAuthorizationFailedError', 'SecurityDisabledError', 'OperationNotAttemptedError', 'KafkaStorageError', 'LogDirNotFoundError', 'SaslAuthenticationFailedError', 'UnknownProducerIdError', 'ReassignmentInProgressError', 'DelegationTokenAuthDisabledError', 'DelegationTokenNotFoundError', 'DelegationTokenOwnerMismatchError', 'DelegationTokenRequestNotAllowedError', 'DelegationTokenAuthorizationFailedError', 'DelegationTokenExpiredError', 'InvalidPrincipalTypeError', 'NonEmptyGroupError', 'GroupIdNotFoundError', 'FetchSessionIdNotFoundError', 'InvalidFetchSessionEpochError', 'ListenerNotFoundError', 'TopicDeletionDisabledError', 'FencedLeaderEpochError', 'UnknownLeaderEpochError', 'UnsupportedCompressionTypeError', 'StaleBrokerEpochError', 'OffsetNotAvailableError', 'MemberIdRequiredError', 'PreferredLeaderNotAvailableError', 'GroupMaxSizeReachedError', 'FencedInstanceIdError', 'EligibleLeadersNotAvailableError', 'ElectionNotNeededError', 'NoReassignmentInProgressError', 'GroupSubscribedToTopicError', 'InvalidRecordError', 'UnstableOffsetCommitError', 'ThrottlingQuotaExceededError', 'ProducerFencedError', 'ResourceNotFoundError', 'DuplicateResourceError', 'UnacceptableCredentialError', 'InconsistentVoterSetError', 'InvalidUpdateVersionError', 'FeatureUpdateFailedError', 'PrincipalDeserializationFailureError', 'SnapshotNotFoundError', 'PositionOutOfRangeError', 'UnknownTopicIdError', 'DuplicateBrokerRegistrationError', 'BrokerIdNotRegisteredError', 'InconsistentTopicIdError', 'InconsistentClusterIdError', 'TransactionalIdNotFoundError', 'FetchSessionTopicIdError', 'IneligibleReplicaError', 'NewLeaderElectedError', 'OffsetMovedToTieredStorageError', 'FencedMemberEpochError', 'UnreleasedInstanceIdError', 'UnsupportedAssignorError', 'StaleMemberEpochError', 'MismatchedEndpointTypeError', 'UnsupportedEndpointTypeError', 'UnknownControllerIdError', 'UnknownSubscriptionIdError', 'TelemetryTooLargeError', 'InvalidRegistrationError', 'TransactionAbortableError', 'InvalidRecordStateError', 'ShareSessionNotFoundError', 'InvalidShareSessionEpochError', 'FencedStateEpochError', 'InvalidVoterKeyError', 'DuplicateVoterError', 'VoterNotFoundError', 'InvalidRegularExpressionError', 'RebootstrapRequiredError', 'StreamsInvalidTopologyError', 'StreamsInvalidTopologyEpochError', 'StreamsTopologyFencedError', 'ShareSessionLimitReachedError']
