@@ -42,13 +42,18 @@ def match_name(peer_name: str, names: Iterable[str]) -> str:
     Peers snake-case Kafka's names their own way (``isr_nodes``/``isrnodes``), kio drops ``_ms`` from
     fields it models as durations and suffixes ``id_`` to dodge a builtin, and kafka-python's header
     schema spells ``request_api_key`` where kproto has ``api_key``; comparing names without underscores
-    and case, then with those two affixes, resolves all of them.
+    and case, then with those two affixes, then as a unique suffix, resolves all of them.
     """
     keyed = {_key(n): n for n in names}
     k = _key(peer_name)
     for cand in (k, k + "ms", k[len("request"):] if k.startswith("request") else None):
         if cand is not None and cand in keyed:
             return keyed[cand]
+    # kafka-python renames the authorized-operations bit fields it patches to ``authorized_operations``
+    # (kproto: ``cluster_authorized_operations``, ``topic_authorized_operations``): a unique suffix.
+    suffixed = [n for key, n in keyed.items() if key.endswith(k)]
+    if len(suffixed) == 1:
+        return suffixed[0]
     raise AssertionError(f"peer field {peer_name!r} has no kproto counterpart among {sorted(names)}")
 
 

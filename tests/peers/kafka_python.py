@@ -252,11 +252,11 @@ class KafkaPythonJson(Peer):
         kind = api_and_kind(spec)[1]
         if kind == "header":
             obj = self.build(cls._struct, version, value, shape, cls)
-            return obj.encode(flexible=version == cls._flexible_versions[0])
+            return bytes(obj.encode(flexible=version == cls._flexible_versions[0]))
         obj = self.build(cls._struct, version, value, shape, cls)
         if kind == "data":
-            return obj.encode(version=version, header=False)  # the int16 version prefix is not kproto's
-        return obj.encode(version=version)
+            return bytes(obj.encode(version=version, header=False))  # the int16 version prefix is not kproto's
+        return bytes(obj.encode(version=version))
 
     def decode(self, spec, version, data):
         cls = self.cls(spec, version)

@@ -39,6 +39,16 @@ _I64_MS_LIMIT = 1 << 40
 _ZERO_UUID = uuid.UUID(int=0)
 
 
+def _truncates_timestamps() -> bool:
+    """kio 0.5.0 reads int64 timestamps to whole seconds (its TZAware.truncate); 0.6 keeps milliseconds."""
+    from kio.serial.readers import read_datetime_i64
+
+    return (read_datetime_i64(b"\x00" * 7 + b"\x01", 0)[0] - _EPOCH) // _MS == 0
+
+
+_TRUNCATES_TIMESTAMPS = _truncates_timestamps()
+
+
 def _snake(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
@@ -69,6 +79,12 @@ def _fields(cls: type, shape: Shape):
     return rows
 
 
+def _optional(f: dataclasses.Field) -> bool:
+    from kio.serial._introspect import is_optional
+
+    return is_optional(f)
+
+
 def build(cls: type, value: Dict[str, Any], shape: Shape) -> Any:
     """A kio ``cls`` instance holding the wire value ``value``."""
     kwargs = {}
@@ -85,7 +101,11 @@ def build(cls: type, value: Dict[str, Any], shape: Shape) -> Any:
         elif ktype in ("timedelta_i32", "timedelta_i64"):
             v = datetime.timedelta(milliseconds=v)
         elif ktype == "datetime_i64":
-            v = _EPOCH + datetime.timedelta(milliseconds=v)
+            # kio reads -1 as None where the field is nullable in its model (Kafka's "no timestamp")
+            v = None if v == -1 and _optional(f) else _EPOCH + datetime.timedelta(milliseconds=v)
+        elif ktype == "uuid" and v == _ZERO_UUID and "tag" in f.metadata:
+            # kio writes a tagged zero uuid (its default is None); Kafka's writer omits it as the default
+            v = None
         elif isinstance(v, list):
             v = tuple(v)
         kwargs[f.name] = v
@@ -99,6 +119,8 @@ def unbuild(obj: Any, shape: Shape) -> Dict[str, Any]:
         v = getattr(obj, f.name)
         if ktype == "uuid" and v is None:
             v = _ZERO_UUID
+        elif ktype == "datetime_i64" and v is None:
+            v = -1
         elif v is None:
             pass
         elif isinstance(fc, EntityTupleField):
@@ -151,7 +173,8 @@ def constrain(ident: Ident, version: int, value: Dict[str, Any], shape: Shape) -
 
     * error codes kio's ``ErrorCode`` enum lacks (it rejects them on build and on read) are folded onto
       known codes;
-    * int64 durations/timestamps outside [0, 2**40) ms are folded into it (see ``_I64_MS_LIMIT``).
+    * int64 durations/timestamps outside [0, 2**40) ms are folded into it (see ``_I64_MS_LIMIT``);
+    * with kio 0.5.0, timestamps are whole seconds (it drops the milliseconds when reading).
     """
     cls = entity(ident, version)
     assert cls is not None
@@ -170,6 +193,8 @@ def constrain(ident: Ident, version: int, value: Dict[str, Any], shape: Shape) -
                 out[name] = _ERROR_CODES[v % len(_ERROR_CODES)]
             elif ktype in ("timedelta_i64", "datetime_i64") and not 0 <= v < _I64_MS_LIMIT:
                 out[name] = v % _I64_MS_LIMIT
+            if ktype == "datetime_i64" and _TRUNCATES_TIMESTAMPS:
+                out[name] -= out[name] % 1000
         return out
 
     return fix(cls, value, shape)
