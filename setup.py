@@ -66,9 +66,11 @@ def _extensions() -> list:
         Extension(module, [module.replace(".", "/") + ".py"], extra_compile_args=["-O2"], optional=optional)
         for module in ("kproto.message_base", "kproto.framing", "kproto.wire")
     ]
-    return (cythonize(fast, language_level=3, compiler_directives=directives)
-            + cythonize(generated, language_level=3, compiler_directives=generated_directives)
-            + cythonize(plain, language_level=3, compiler_directives=plain_directives))
+    # Cythonize on every core too (the C compile is parallel with ``build_ext -j``/``--parallel``).
+    workers = os.cpu_count() or 1
+    return (cythonize(fast, language_level=3, compiler_directives=directives, nthreads=workers)
+            + cythonize(generated, language_level=3, compiler_directives=generated_directives, nthreads=workers)
+            + cythonize(plain, language_level=3, compiler_directives=plain_directives, nthreads=workers))
 
 
 class BuildPyWithSpecs(build_py):

@@ -99,7 +99,19 @@ class UnknownApiError(KprotoError, KeyError):
 
 
 class EncodeError(KprotoError, ValueError):
-    """A value that cannot be encoded (wrong type, out of range, string too long, ...)."""
+    """A value that cannot be encoded (wrong type, out of range, string too long, ...).
+
+    ``path`` names the field when it is known (``ProduceRequest.topic_data[0].partition_data[1].index``);
+    ``str()`` then starts with it, as a :class:`DecodeError`'s does.
+    """
+
+    def __init__(self, reason: str = "", path: str = "") -> None:
+        self.reason = reason
+        self.path = path
+        super().__init__(f"{path}: {reason}" if path else reason)
+
+    def __reduce__(self):  # keep the path across pickling
+        return (self.__class__, (self.reason, self.path))
 
 
 class UnsupportedVersionError(EncodeError):

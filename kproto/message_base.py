@@ -9,6 +9,7 @@ modules, where they can be compiled.
 from __future__ import annotations
 
 import struct
+import uuid
 from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple, Type, TypeVar, Union
 
 from kproto.errors import DecodeError, EncodeError, KprotoError, UnknownVersionError, UnsupportedVersionError
@@ -96,6 +97,9 @@ class Struct:
 
     def __repr__(self) -> str:
         parts = ", ".join(f"{name}={getattr(self, name)!r}" for name, _, _ in self._FIELDS)
+        unknown = getattr(self, "unknown_tagged_fields", None)
+        if unknown:
+            parts += f", unknown_tagged_fields={unknown!r}"
         return f"{self._NAME}({parts})"
 
     def to_dict(self) -> Dict[str, Any]:
@@ -238,5 +242,52 @@ class Message(Struct):
         except KprotoError:
             raise
         except (struct.error, TypeError, ValueError, AttributeError, OverflowError) as exc:
-            # A value of the wrong type or out of range for its wire type.
-            raise encode_failure(f"{self._NAME} v{version}", exc) from exc
+            # A value of the wrong type or out of range for its wire type: find which (the encoders do
+            # not track paths, so that good input pays nothing for it).
+            raise encode_failure(f"{self._NAME} v{version}", exc, _bad_field(self, version, self._NAME)) from exc
+
+
+_INT_RANGES = {"int8": (-(1 << 7), 1 << 7), "int16": (-(1 << 15), 1 << 15), "uint16": (0, 1 << 16),
+               "int32": (-(1 << 31), 1 << 31), "int64": (-(1 << 63), 1 << 63)}
+
+
+def _fits(kind: str, value: Any) -> bool:
+    """Whether one value can be written as ``kind`` (nullness is checked by the encoders themselves)."""
+    if kind in _INT_RANGES:
+        lo, hi = _INT_RANGES[kind]
+        return isinstance(value, int) and lo <= value < hi
+    if kind == "float64":
+        return isinstance(value, (int, float))
+    if kind == "string":
+        return value is None or isinstance(value, str)
+    if kind in ("bytes", "records"):
+        return value is None or isinstance(value, (bytes, bytearray, memoryview, RecordSet))
+    if kind == "uuid":
+        return isinstance(value, uuid.UUID)
+    return True  # bool: any value has a truth value
+
+
+def _bad_field(obj: Any, version: int, path: str) -> str:
+    """The path of the first field of ``obj`` (in ``version``) whose value cannot be written, or ``path``."""
+    for info in type(obj).FIELDS:
+        lo, hi = info.versions
+        if not lo <= version <= hi:
+            continue
+        value = getattr(obj, info.name)
+        here = f"{path}.{info.name}"
+        if value is None:
+            continue
+        items = value if info.is_array else [value]
+        if info.is_array and not isinstance(value, list):
+            return here
+        for i, item in enumerate(items):
+            where = f"{here}[{i}]" if info.is_array else here
+            if info.struct is not None:
+                if not isinstance(item, info.struct):
+                    return where
+                inner = _bad_field(item, version, where)
+                if inner != where:
+                    return inner
+            elif not _fits(info.type.lstrip("[]"), item):
+                return where
+    return path

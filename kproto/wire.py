@@ -85,16 +85,16 @@ def trailing_bytes(what: str, pos: int, end: int) -> LengthMismatchError:
 
 
 def string_too_long(field: str, length: int) -> EncodeError:
-    return EncodeError(f"{field}: {length} UTF-8 bytes do not fit an int16 length (max {MAX_STRING_BYTES})")
+    return EncodeError(f"{length} UTF-8 bytes do not fit an int16 length (max {MAX_STRING_BYTES})", field)
 
 
 def not_nullable(field: str) -> EncodeError:
-    return EncodeError(f"{field}: None given but the field is not nullable in this version")
+    return EncodeError("None given but the field is not nullable in this version", field)
 
 
-def encode_failure(what: str, exc: Exception) -> EncodeError:
-    """Turn a low-level packing failure (wrong type, out of range) into an EncodeError."""
-    return EncodeError(f"cannot encode {what}: {exc}")
+def encode_failure(what: str, exc: Exception, path: str = "") -> EncodeError:
+    """Turn a low-level packing failure (wrong type, out of range) into an EncodeError naming the field."""
+    return EncodeError(f"cannot encode {what}: {exc}", path)
 
 
 def bad_marker(field: str, pos: int, value: int) -> DecodeError:
@@ -110,7 +110,7 @@ def bools(field: str, values: List[int], pos: int) -> List[bool]:
 
 
 def not_in_version(field: str, version: int, versions: str) -> UnsupportedVersionError:
-    return UnsupportedVersionError(f"{field}: set, but version {version} cannot carry it (versions {versions})")
+    return UnsupportedVersionError(f"set, but version {version} cannot carry it (versions {versions})", field)
 
 
 def read_uvarint(buf: bytes, pos: int, end: int, field: str) -> Tuple[int, int]:
