@@ -21,7 +21,8 @@ Produce stores the client's record batch and Fetch serves it back (the client's 
 with the base offset the broker assigns), OffsetCommit/OffsetFetch keep what was committed.
 
 Every request frame is captured; the first frame of each (client, api key, version) is kept — and for
-JoinGroup both the first join and the rejoin with the assigned member id — as ``clients/<client>/
+JoinGroup both the first join and the rejoin with the assigned member id, for Metadata both a bootstrap
+request and one naming the topic — as ``clients/<client>/
 <ApiName>-v<version>[-<n>].bin`` (the whole frame, size prefix included), listed in ``clients/index.json``
 with the client, its version, api key and name, version, correlation id and client id.
 """
@@ -169,7 +170,7 @@ class Broker:
         if not req.member_id and version >= 4:
             # Since 2.2 a broker first hands out a member id and asks the member to join again with it.
             return {"throttle_time_ms": 0, "error_code": 79, "generation_id": -1, "protocol_type": None,
-                    "protocol_name": None, "leader": "", "member_id": f"{header.client_id}-{uuid.uuid4()}",
+                    "protocol_name": None if version >= 7 else "", "leader": "", "member_id": f"{header.client_id}-{uuid.uuid4()}",
                     "members": []}
         member_id = req.member_id or f"{header.client_id}-{uuid.uuid4()}"
         self.generation += 1
@@ -278,8 +279,23 @@ class KprotoCodec:
         return kproto.decode_request(frame)
 
     def encode_response(self, api_key: int, version: int, correlation_id: int, value: Dict[str, Any]) -> bytes:
-        body = kproto.APIS[api_key].response.from_dict(value)
+        cls = kproto.APIS[api_key].response
+        body = cls.from_dict(self._fit(cls, value, version))
         return kproto.encode_response(body, version, correlation_id)
+
+    def _fit(self, cls: Any, value: Dict[str, Any], version: int) -> Dict[str, Any]:
+        """The handlers write every field some version has; keep those ``version`` carries (kproto refuses
+        to encode a set field that the version cannot hold)."""
+        out = {}
+        for info in cls.FIELDS:
+            if info.name not in value or not info.versions[0] <= version <= info.versions[1]:
+                continue
+            v = value[info.name]
+            if info.struct is not None and v is not None:
+                v = [self._fit(info.struct, item, version) for item in v] if info.is_array else \
+                    self._fit(info.struct, v, version)
+            out[info.name] = v
+        return out
 
 
 class KafkaPythonCodec:
@@ -493,13 +509,17 @@ def client_version(label: str) -> str:
 
 
 def keep(frames: List[Dict[str, Any]], codec: Any) -> List[Dict[str, Any]]:
-    """The first frame of each (client, api, version); JoinGroup keeps the first join and the rejoin."""
+    """The first frame of each (client, api, version); JoinGroup keeps the first join and the rejoin,
+    Metadata the first request for no topic or all topics (bootstrap) and the first naming topics."""
     kept, seen = [], set()
     for f in frames:
         key: Tuple[Any, ...] = (f["client"], f["api_key"], f["api_version"])
         if f["api_key"] == 11:
             _, req = codec.decode_request(f["frame"])
             key += (bool(req.member_id),)
+        if f["api_key"] == 3:
+            _, req = codec.decode_request(f["frame"])
+            key += (bool(req.topics),)
         if key not in seen:
             seen.add(key)
             kept.append(f)
