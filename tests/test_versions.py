@@ -194,3 +194,20 @@ def test_the_module_docstring_example_holds():
 
     failures, tried = doctest.testmod(kproto.versions)
     assert (failures, tried) == (0, 3)
+
+
+@pytest.mark.parametrize("release, version", [("2.8", 3), ("4.1", 4), ("0.10.2", 1)])
+def test_a_decoded_api_versions_response_negotiates_like_its_release(release, version):
+    """A broker's answer written by kafka-python's encoder, read by kproto's decoder, then negotiated."""
+    from kafka.protocol.metadata import ApiVersionsResponse as PeerResponse
+
+    import kproto.messages as km
+
+    entry_cls = PeerResponse._struct.fields["api_keys"].array_of.data_class
+    served = broker_release(release).apis
+    peer = PeerResponse(version=version, error_code=0, throttle_time_ms=0, api_keys=[
+        entry_cls(api_key=k, min_version=lo, max_version=hi) for k, (lo, hi) in served.items()])
+    response = km.ApiVersionsResponse.decode(bytes(peer.encode()), version)
+    assert served_versions(response) == dict(served)
+    assert negotiate(response) == negotiate(release)
+    assert negotiate(response)[18] == min(served[18][1], supported_versions()[18][1])
