@@ -49,9 +49,30 @@ _OLD_MODULES = {
 # ("version"); kproto's ConsumerProtocol* messages are the body after that prefix.
 _OLD_DATA = {"ConsumerProtocolSubscription": "ConsumerProtocolMemberMetadata_v0",
              "ConsumerProtocolAssignment": "ConsumerProtocolMemberAssignment_v0"}
-# MetadataRequest v0: Kafka's JSON (and kproto) has Topics as an array of a struct with one Name;
-# kafka-python declares Array(String).  Same bytes, different shape: unwrap/rewrap the single field.
-_OLD_SCALAR_STRUCTS = {"MetadataRequest_v0": {"topics": "name"}}
+# Where Kafka's JSON (and kproto) has an array of a struct with one field (MetadataRequest's topics: [{name}]),
+# kafka-python may declare an array of that field's type: the same bytes in another shape, which the
+# adapter unwraps and rewraps (_one_field).
+
+
+def _is_old_bitfield(ftype: Any) -> bool:
+    return getattr(ftype, "__name__", type(ftype).__name__) == "BitField"
+
+
+def _bits(value: int) -> Optional[set]:
+    """kafka-python's authorized-operations set for an int32 (INT32_MIN, "not requested", is None)."""
+    return None if value == _INT32_MIN else {b for b in range(32) if (value >> b) & 1}
+
+
+def _int32(bits: Optional[set]) -> int:
+    return _INT32_MIN if bits is None else sum(1 << b for b in bits) - ((1 << 32) if 31 in bits else 0)
+
+
+def _one_field(ftype: Any, sub: Any) -> Optional[str]:
+    """The single field's name when kafka-python has a scalar array where kproto has one-field structs."""
+    if isinstance(ftype, _old_types.Array) and not isinstance(ftype.array_of, _old_types.Schema) \
+            and isinstance(sub, dict) and len(sub) == 1:
+        return next(iter(sub))
+    return None
 
 
 class KafkaPythonOld(Peer):
@@ -81,39 +102,43 @@ class KafkaPythonOld(Peer):
         return self.cls(spec, version) is not None
 
     @staticmethod
-    def _to_tuple(schema: Any, value: Value, shape: Shape, wrapped: Dict[str, str]) -> List[Any]:
+    def _to_tuple(schema: Any, value: Value, shape: Shape) -> List[Any]:
         names = [match_name(n, shape) for n in schema.names]
         assert sorted(names) == sorted(value), (schema.names, sorted(value))
         out = []
         for name, ftype in zip(names, schema.fields):
             v = value[name]
             if isinstance(ftype, _old_types.Array) and isinstance(ftype.array_of, _old_types.Schema):
-                v = [tuple(KafkaPythonOld._to_tuple(ftype.array_of, item, shape[name], {})) for item in v]
-            elif name in wrapped and v is not None:
-                v = [item[wrapped[name]] for item in v]
+                v = [tuple(KafkaPythonOld._to_tuple(ftype.array_of, item, shape[name])) for item in v]
+            elif _one_field(ftype, shape[name]) and v is not None:
+                v = [item[_one_field(ftype, shape[name])] for item in v]
+            elif _is_old_bitfield(ftype):
+                v = _bits(v)
             out.append(v)
         return out
 
     @staticmethod
-    def _to_dict(schema: Any, values: Any, shape: Shape, wrapped: Dict[str, str]) -> Value:
+    def _to_dict(schema: Any, values: Any, shape: Shape) -> Value:
         out = {}
         for i, (pname, ftype) in enumerate(zip(schema.names, schema.fields)):
             name = match_name(pname, shape)
             v = getattr(values, pname) if not isinstance(values, tuple) else values[i]
             if isinstance(ftype, _old_types.Array) and isinstance(ftype.array_of, _old_types.Schema):
-                v = [KafkaPythonOld._to_dict(ftype.array_of, item, shape[name], {}) for item in v]
-            elif name in wrapped and v is not None:
-                v = [{wrapped[name]: item} for item in v]
+                v = [KafkaPythonOld._to_dict(ftype.array_of, item, shape[name]) for item in v]
+            elif _one_field(ftype, shape[name]) and v is not None:
+                v = [{_one_field(ftype, shape[name]): item} for item in v]
+            elif _is_old_bitfield(ftype):
+                v = _int32(v)
             out[name] = _bytes(v)
         return out
 
     def build(self, cls: type, value: Value, shape: Shape) -> Any:
         """An instance of kafka-python class ``cls`` holding ``value``."""
-        return cls(*self._to_tuple(cls.SCHEMA, value, shape, _OLD_SCALAR_STRUCTS.get(cls.__name__, {})))
+        return cls(*self._to_tuple(cls.SCHEMA, value, shape))
 
     def values(self, cls: type, obj: Any, shape: Shape) -> Value:
         """The inverse of :meth:`build`."""
-        return self._to_dict(cls.SCHEMA, obj, shape, _OLD_SCALAR_STRUCTS.get(cls.__name__, {}))
+        return self._to_dict(cls.SCHEMA, obj, shape)
 
     def encode(self, spec, version, value):
         cls = self.cls(spec, version)
@@ -218,7 +243,7 @@ class KafkaPythonJson(Peer):
                 else:
                     v = self.build(f, version, v, shape[name], f.data_class)
             elif _is_bitfield(f):
-                v = None if v == _INT32_MIN else {b for b in range(32) if (v >> b) & 1}
+                v = _bits(v)
             elif _is_uuid(f) and tagged and v == _ZERO_UUID:
                 v = None
             kwargs[f.name] = v
@@ -238,7 +263,7 @@ class KafkaPythonJson(Peer):
                 else:
                     v = self.unbuild(f, version, v, shape[name])
             elif _is_bitfield(f):
-                v = _INT32_MIN if v is None else sum(1 << b for b in v) - ((1 << 32) if 31 in v else 0)
+                v = _int32(v)
             elif _is_uuid(f):
                 v = _ZERO_UUID if v is None else v
             elif isinstance(v, list):
