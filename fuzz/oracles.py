@@ -218,7 +218,7 @@ def message_value(obj: Any) -> Any:
     """
     fields = getattr(type(obj), "FIELDS", None)
     if fields is None:
-        return _plain(obj)
+        return message_value_of(obj)
     out = {info.name: message_value_of(getattr(obj, info.name)) for info in fields}
     unknown = getattr(obj, "unknown_tagged_fields", None)
     if unknown:

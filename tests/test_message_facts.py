@@ -118,7 +118,7 @@ def test_error_response_for_every_api(spec, version):
     from fuzz.make_seeds import sample_message
 
     req = sample_message(spec, version)
-    resp = error_response(spec.api_key, req, 42)
+    resp = error_response(spec.api_key, req, 42, version)
     assert type(resp) is APIS[spec.api_key].response
     frame = kproto.encode_response(resp, version, 1)
     _, back = kproto.decode_response(frame, spec.api_key, version)

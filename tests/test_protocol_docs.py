@@ -8,6 +8,7 @@ version that does not carry it, or misses what a version added, fails.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from typing import Dict, List, Set, Tuple
@@ -19,6 +20,11 @@ from kproto.codegen.protocol_docs import docs_dir, generate_docs, sync_docs
 from kproto.reference import schema
 
 PAGES = docs_dir()
+
+
+@functools.lru_cache(maxsize=1)
+def _pages() -> Dict[str, str]:
+    return generate_docs(schema())
 
 
 def _paths(cls, version: int, prefix: str = "") -> List[Tuple[str, object]]:
@@ -83,8 +89,7 @@ def _api_infos():
 
 @pytest.mark.parametrize("info", _api_infos(), ids=lambda i: i.name)
 def test_every_version_layout_matches_the_generated_class(info):
-    pages = {name: text for name, text in generate_docs(schema()).items()}
-    page = next(text for text in pages.values() if text.startswith("<!--") and f"(api key {info.api_key})\n" in text)
+    page = next(text for text in _pages().values() if text.startswith("<!--") and f"(api key {info.api_key})\n" in text)
     for cls in (info.request, info.response):
         section = _section(page, cls.__name__)
         layouts = _layouts(section)

@@ -15,7 +15,7 @@ response class's ``FIELDS``:
   topic, DescribeGroups per group); other arrays are empty;
 * a ``groupId``/``topicName``/``partitionIndex``/``transactionalId``/``producerId`` field repeats the request's
   value for its scope; a ``brokerId`` field is -1 (no broker), as Kafka answers when it has none to name;
-* everything else keeps the class default.
+* a nullable struct stays null; everything else keeps the class default.
 """
 
 from __future__ import annotations
@@ -89,11 +89,16 @@ class FaultPlan:
             self._faults.clear()
 
 
-def error_response(api_key: int, request: Message, code: int) -> Message:
-    """The response to ``request`` in which ``code`` applies everywhere (see the module docstring)."""
+def error_response(api_key: int, request: Message, code: int, version: Optional[int] = None) -> Message:
+    """The response to ``request`` in which ``code`` applies everywhere (see the module docstring).
+
+    ``version``: the version it will be encoded in; fields that version cannot carry keep their defaults
+    (an encoder refuses a value in a field its version lacks).  None fills every field, which suits only
+    messages whose fields all span every version.
+    """
     if api_key not in APIS:
         raise ValueError(f"no error response for api key {api_key}")
-    return _mirror(APIS[api_key].response, scope_tree(request), [], code)
+    return _mirror(APIS[api_key].response, [scope_tree(request, version)], code, version)
 
 
 def _find(scope: Scope, kind: str) -> List[Scope]:
@@ -107,6 +112,14 @@ def _find(scope: Scope, kind: str) -> List[Scope]:
     return found
 
 
+def _chains(scope: Scope, kinds: List[str]) -> List[List[Scope]]:
+    """Nested scopes below ``scope`` matching ``kinds`` in order: a struct with a topic and a partition
+    field gets one element per partition of each topic."""
+    if not kinds:
+        return [[]]
+    return [[s] + rest for s in _find(scope, kinds[0]) for rest in _chains(s, kinds[1:])]
+
+
 def _value(path: List[Scope], kind: str) -> Any:
     """The request's value of entity ``kind`` for the innermost scope of ``path`` that has one."""
     for scope in reversed(path):
@@ -117,17 +130,20 @@ def _value(path: List[Scope], kind: str) -> Any:
     return None
 
 
-def _mirror(cls: Any, scope: Scope, path: List[Scope], code: int) -> Any:
-    path = path + [scope]
+def _mirror(cls: Any, path: List[Scope], code: int, version: Optional[int]) -> Any:
     kwargs: Dict[str, Any] = {}
     for info in cls.FIELDS:
+        if version is not None and not info.versions[0] <= version <= info.versions[1]:
+            continue
         if info.struct is not None:
             if not info.is_array:
-                kwargs[info.name] = _mirror(info.struct, scope, path[:-1], code)
-                continue
-            kind = next((k for k in SCOPE_ENTITIES if struct_has_entity(info.struct, k)), None)
-            scopes = _find(scope, kind) if kind is not None else []
-            kwargs[info.name] = [_mirror(info.struct, s, path, code) for s in scopes]
+                if info.nullable_versions is None or (
+                        version is not None and not info.nullable_versions[0] <= version <= info.nullable_versions[1]):
+                    kwargs[info.name] = _mirror(info.struct, path, code, version)
+                continue  # a nullable struct (a cursor, a leader hint) stays null in an error response
+            kinds = [k for k in SCOPE_ENTITIES if struct_has_entity(info.struct, k)]
+            chains = _chains(path[-1], kinds) if kinds else []
+            kwargs[info.name] = [_mirror(info.struct, path + chain, code, version) for chain in chains]
         elif info.is_array:
             continue
         elif info.entity_type == ERROR:

@@ -197,7 +197,7 @@ class BrokerServer:
         if fault is not None and (fault.drop or (fault.error is not None and not request.expects_response)):
             return _DROP  # an acks=0 Produce that fails closes the connection, as in 0.9
         if fault is not None and fault.error is not None:
-            response = error_response(request.api_key, request.message, fault.error)
+            response = error_response(request.api_key, request.message, fault.error, request.api_version)
         else:
             response = await self.core.handle(request, client_host)
         if not request.expects_response:
