@@ -131,7 +131,7 @@ def supported_versions() -> Dict[int, Tuple[int, int]]:
     """kproto's own side: every api key it encodes and decodes, with its version range."""
     from kproto.apis import APIS
 
-    return {key: (info.min_version, info.max_version) for key, info in APIS.items()}
+    return {info.api_key: (info.min_version, info.max_version) for info in APIS.values()}
 
 
 def served_versions(broker: Broker) -> Dict[int, Tuple[int, int]]:
