@@ -44,6 +44,7 @@ __all__ = [
     "UnknownReleaseError",
     "VersionRanges",
     "broker_release",
+    "common_versions",
     "negotiate",
     "release_names",
     "served_versions",
@@ -158,22 +159,28 @@ def served_versions(broker: Broker) -> Dict[int, Tuple[int, int]]:
     return out
 
 
-def negotiate(broker: Broker, client: Optional[VersionRanges] = None) -> Dict[int, int]:
-    """The version of each API that ``client`` (default: kproto) and ``broker`` would use: the highest
-    version both ranges hold. APIs either side lacks, or whose ranges do not meet, are absent.
+def common_versions(broker: Broker, client: Optional[VersionRanges] = None) -> Dict[int, Tuple[int, int]]:
+    """Per api key, the range of versions both ``client`` (default: kproto) and ``broker`` hold; APIs either
+    side lacks, or whose ranges do not meet, are absent.
 
     ``broker`` is a release string, a decoded ``ApiVersionsResponse`` or a ``{api_key: (min, max)}``
     mapping; ``client`` a mapping of the same shape.
     """
     theirs = served_versions(broker)
     ours = supported_versions() if client is None else served_versions(client)
-    agreed: Dict[int, int] = {}
+    common: Dict[int, Tuple[int, int]] = {}
     for key in sorted(theirs.keys() & ours.keys()):
         lo = max(theirs[key][0], ours[key][0])
         hi = min(theirs[key][1], ours[key][1])
         if lo <= hi:
-            agreed[key] = hi
-    return agreed
+            common[key] = (lo, hi)
+    return common
+
+
+def negotiate(broker: Broker, client: Optional[VersionRanges] = None) -> Dict[int, int]:
+    """The version of each API that ``client`` (default: kproto) and ``broker`` would use: the highest
+    version both hold (see :func:`common_versions` for the arguments; APIs without one are absent)."""
+    return {key: hi for key, (_, hi) in common_versions(broker, client).items()}
 
 
 def _checked_range(key: Any, value: Any) -> Tuple[int, int]:

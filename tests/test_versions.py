@@ -20,6 +20,7 @@ from kproto.versions import (
     NegotiationError,
     UnknownReleaseError,
     broker_release,
+    common_versions,
     negotiate,
     release_names,
     served_versions,
@@ -137,6 +138,7 @@ def test_kproto_against_a_release_uses_the_highest_common_version():
 
 def test_apis_the_broker_lacks_or_whose_ranges_do_not_meet_are_absent():
     client = {1: (0, 3), 3: (0, 20), 18: (0, 3), 9999: (0, 1)}
+    assert common_versions("4.1", client) == {3: (0, 13), 18: (0, 3)}
     assert negotiate("4.1", client=client) == {3: 13, 18: 3}  # Fetch v0-3 were removed in 4.0
     assert negotiate("0.9.0", client=client) == {1: 1, 3: 0}  # no ApiVersions before 0.10
 

@@ -8,7 +8,12 @@ Run by hand (it needs the three clients installed, and nothing else: no broker, 
                                                               # report the (api, version) pairs only
 
 then review ``git diff tests/golden/clients`` and commit. The test decodes the committed files; it never runs
-this tool.
+this tool. ``--verbose`` prints every request as it arrives; ``--answer-with kafka-python`` lets kafka-python
+3.x's classes read the requests and write the answers instead of kproto's (the frames the clients send must
+not change with it: a check that kproto's answers are what the clients expect).
+
+The clients run at their defaults except for what a conversation needs: the bootstrap address, a group id,
+and ``auto.offset.reset=earliest`` so that each consumer reads the record its producer wrote just before.
 
 Why a fake broker: the frames must be what kafka-python, librdkafka (confluent-kafka) and aiokafka really
 write when nobody pins their versions, so each client has to get through a whole produce + group consume +
@@ -50,8 +55,7 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 import kproto  # noqa: E402
-import kproto.messages as km  # noqa: E402
-from kproto.versions import served_versions, supported_versions  # noqa: E402
+from kproto.versions import common_versions, supported_versions  # noqa: E402
 
 GOLDEN_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "clients")
 TOPIC = "golden-orders"
@@ -66,13 +70,7 @@ EXPECTED_APIS = (18, 3, 0, 1, 10, 11, 14, 12, 8, 9)
 def advertised_versions(ours: Dict[int, Tuple[int, int]]) -> Dict[int, Tuple[int, int]]:
     """What this broker lists in ApiVersions: the versions the answering codecs encode (kproto's, by
     default), within what a 4.1 broker serves."""
-    broker = served_versions("4.1")
-    out = {}
-    for key in sorted(ours.keys() & broker.keys()):
-        lo, hi = max(ours[key][0], broker[key][0]), min(ours[key][1], broker[key][1])
-        if lo <= hi:
-            out[key] = (lo, hi)
-    return out
+    return common_versions("4.1", ours)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -568,8 +566,11 @@ def main(argv: Optional[List[str]] = None) -> int:
             time.sleep(0.5)  # let the last requests (LeaveGroup, closing Metadata) arrive
         frames = list(server.recorder.frames)
         unanswered = list(server.recorder.unanswered)
+        failures = list(server.recorder.failures)
     if unanswered:
         print(f"requests the recording broker cannot answer: {unanswered}", file=sys.stderr)
+    if failures:
+        print(f"{len(failures)} requests failed in the recording broker (tracebacks above)", file=sys.stderr)
     kept = keep(frames, codec)
     missing = [(label, key) for label in labels for key in EXPECTED_APIS
                if not any(f["client"] == label and f["api_key"] == key for f in kept)]
@@ -582,8 +583,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         shutil.rmtree(out_dir)
     if missing:
         print(f"expected requests that were not sent: {missing}", file=sys.stderr)
-        return 1
-    return 0
+    return 1 if missing or failures or unanswered else 0
 
 
 if __name__ == "__main__":
