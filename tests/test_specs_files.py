@@ -159,11 +159,34 @@ def test_what_0_9_had_is_kept(key):
 
 def test_renamed_apis_keep_their_old_names():
     docs = by_key()
-    assert docs[2]["name"] == "ListOffsets" and "Offsets" in docs[2]["oldNames"]
+    assert docs[2]["name"] == "ListOffsets" and {"Offsets", "ListOffset"} <= set(docs[2]["oldNames"])
+    assert docs[43]["name"] == "ElectLeaders" and "ElectPreferredLeaders" in docs[43]["oldNames"]
     assert docs[10]["name"] == "FindCoordinator"
     assert {"GroupCoordinator", "ConsumerMetadata"} <= set(docs[10]["oldNames"])
     assert docs[56]["name"] == "AlterPartition" and "AlterIsr" in docs[56]["oldNames"]
     assert docs[74]["name"] == "ListConfigResources" and "ListClientMetricsResources" in docs[74]["oldNames"]
+
+
+def _field(section, path):
+    common = {c["name"]: c for c in section.get("commonStructs", [])}
+    fields = section["fields"]
+    for name in path[:-1]:
+        parent = next(f for f in fields if f["name"] == name)
+        fields = parent.get("fields") or common[parent["type"].lstrip("[]")]["fields"]
+    return next(f for f in fields if f["name"] == path[-1])
+
+
+@pytest.mark.parametrize("key,kind,path,old", [
+    (1, "request", ("MaxWaitMs",), "MaxWait"),
+    (1, "request", ("SessionEpoch",), "Epoch"),
+    (1, "request", ("Topics", "Partitions"), "FetchPartitions"),
+    (0, "request", ("TopicData",), "Topics"),
+    (8, "request", ("GenerationIdOrMemberEpoch",), "GenerationId"),
+    (4, "request", ("UngroupedPartitionStates", "PartitionEpoch"), "ZkVersion"),
+    (74, "response", ("ConfigResources",), "ClientMetricsResources"),
+])
+def test_renamed_fields_keep_their_old_names(key, kind, path, old):
+    assert old in _field(by_key()[key][kind], path).get("oldNames", [])
 
 
 def test_header_versions_only_for_the_exceptions():
@@ -231,6 +254,8 @@ def test_fields_are_well_formed(label, section):
     def check(fields, parent_versions, path):
         names = [f["name"] for f in fields]
         assert len(names) == len(set(names)), (label, path, names)
+        every_name = names + [old for f in fields for old in f.get("oldNames", [])]
+        assert len(every_name) == len(set(every_name)), (label, path, every_name)  # an old name stays unambiguous
         tags = {}
         for field in fields:
             where = (label, ".".join(path + (field["name"],)))
