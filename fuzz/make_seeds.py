@@ -14,8 +14,8 @@ Sources:
   several link types and container variants.
 
 Each file is named after what it holds; the content is in the harness's input format (see each
-``fuzz/fuzz_*.py``).  Re-running rewrites the seed files and leaves others (added minimised crashes,
-``crash-*``/``regress-*``) alone.
+``fuzz/fuzz_*.py``).  Re-running rewrites the seed files, removes ``seed-*`` files nothing makes any more,
+and leaves others (added minimised crashes, ``crash-*``/``regress-*``) alone.
 
     python fuzz/make_seeds.py [--check]
 """
@@ -436,6 +436,11 @@ def main(argv=None) -> int:
                 if not args.check:
                     with open(path, "wb") as f:
                         f.write(data)
+        wanted = {"seed-" + name for name in seeds}
+        for old in sorted(n for n in os.listdir(d) if n.startswith("seed-") and n not in wanted):
+            stale += 1  # a seed no source makes any more (a renamed api, a removed example)
+            if not args.check:
+                os.remove(os.path.join(d, old))
         print(f"{harness}: {len(seeds)} seeds")
     print(f"{total} bytes of seeds" + (f", {stale} stale" if args.check and stale else ""))
     return 1 if args.check and stale else 0
