@@ -100,6 +100,31 @@ def test_every_message_version_has_a_peer():
     assert not stale, f"NO_PEER lists messages a peer covers (or kproto lacks): {stale}"
 
 
+def _peer_versions() -> Dict[str, set]:
+    """(api key, version) pairs each in-process peer's own index lists (kio's schema index, kafka-python's
+    JSON classes)."""
+    from kio.schema.index import api_key_map, schema_name_map
+
+    from peers.kafka_python import _JSON_MODULES
+
+    kio = {(key, v) for key, name in api_key_map.items() for v in schema_name_map[name]}
+    kp = set()
+    for mod in _JSON_MODULES:
+        for cls in vars(mod).values():
+            if isinstance(cls, type) and isinstance(getattr(cls, "API_KEY", None), int) \
+                    and isinstance(getattr(cls, "max_version", None), int):
+                kp |= {(cls.API_KEY, v) for v in range(cls.min_version, cls.max_version + 1)}
+    return {"kio": kio, "kp-json": kp}
+
+
+def test_kproto_has_every_version_a_peer_has():
+    """Nothing a peer can speak is missing from kproto (the pinned release is the peers' newest)."""
+    for peer, pairs in _peer_versions().items():
+        missing = sorted((key, v) for key, v in pairs
+                         if key not in kproto.APIS or v not in kproto.APIS[key].versions)
+        assert not missing, f"{peer} has (api key, version) kproto lacks: {missing}"
+
+
 def _check(peer: Peer, spec: Any, version: int, value: Dict[str, Any]) -> None:
     cls = message_class(spec)
     msg = cls.from_dict(peer.constrain(spec, version, value))
