@@ -75,6 +75,16 @@ class Cursor:
         self.pos = pos
 
 
+def _rebuild(cls: Any, values: Tuple[Any, ...], unknown: Any) -> Any:
+    """Unpickle a generated struct or message (see :meth:`Struct.__reduce__`)."""
+    obj = cls.__new__(cls)
+    for (name, _, _), value in zip(cls._FIELDS, values):
+        setattr(obj, name, value)
+    if unknown is not None:
+        obj.unknown_tagged_fields = unknown
+    return obj
+
+
 class Struct:
     """Base of every generated struct: value semantics driven by the class's ``_FIELDS`` table."""
 
@@ -94,6 +104,12 @@ class Struct:
                 and getattr(self, "unknown_tagged_fields", None) == getattr(other, "unknown_tagged_fields", None))
 
     __hash__ = None  # type: ignore[assignment]  # mutable values
+
+    def __reduce__(self) -> Tuple[Any, ...]:
+        # One pickling rule for both builds (the compiled classes are built without Cython's per-class
+        # pickling code, which would be a large share of the generated C).
+        values = tuple(getattr(self, name) for name, _, _ in self._FIELDS)
+        return (_rebuild, (type(self), values, getattr(self, "unknown_tagged_fields", None)))
 
     def __repr__(self) -> str:
         parts = ", ".join(f"{name}={getattr(self, name)!r}" for name, _, _ in self._FIELDS)

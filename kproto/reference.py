@@ -11,6 +11,7 @@ never on a hot path.
 from __future__ import annotations
 
 import functools
+import uuid
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -22,7 +23,8 @@ from kproto.schema.model import SchemaSet
 
 __all__ = ["FieldRange", "reference_decode", "dissect", "schema", "message_spec"]
 
-_INTS = {"int8": c.Int8sb, "int16": c.Int16sb, "int32": c.Int32sb, "int64": c.Int64sb, "bool": c.Int8sb}
+_INTS = {"int8": c.Int8sb, "int16": c.Int16sb, "uint16": c.Int16ub, "int32": c.Int32sb, "int64": c.Int64sb,
+         "bool": c.Int8sb, "float64": c.Float64b}
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,16 @@ def message_spec(name: str) -> MessageSpec:
     raise KeyError(name)
 
 
+#: A compact (KIP-482) length or count: an unsigned varint holding the value plus one (0: null).
+_COMPACT = c.ExprAdapter(c.VarInt, lambda obj, ctx: obj - 1, lambda obj, ctx: obj + 1)
+
+
+def _length(kind: str, compact: bool) -> c.Construct:
+    if compact:
+        return _COMPACT
+    return c.Int16sb if kind == "string" else c.Int32sb
+
+
 def _prefixed(length: Any, nullable: bool) -> c.Construct:
     return c.Struct(
         "length" / length,
@@ -65,58 +77,109 @@ def _prefixed(length: Any, nullable: bool) -> c.Construct:
     )
 
 
-def _field_con(f: FieldSpec, version: int) -> c.Construct:
+def _field_con(f: FieldSpec, version: int, flexible: bool) -> c.Construct:
     t = f.type
+    compact = f.compact_in(version, flexible)
+    nullable = f.nullable_in(version)
     if t.is_array:
         inner = t.element
         assert inner is not None
-        elem = _struct_con(inner.struct, version) if inner.is_struct else _leaf_con(inner.kind, False)
-        return c.PrefixedArray(c.Int32sb, c.RawCopy(elem))
+        elem = (_struct_con(inner.struct, version, flexible) if inner.is_struct
+                else _leaf_con(inner.kind, False, compact))
+        return c.Struct(
+            "count" / (_COMPACT if compact else c.Int32sb),
+            c.Check(c.this.count >= (-1 if nullable else 0)),
+            "items" / c.If(c.this.count >= 0, c.Array(c.this.count, c.RawCopy(elem))),
+        )
     if t.is_struct:
-        return _struct_con(t.struct, version)
-    return _leaf_con(t.kind, f.nullable_in(version))
+        body = _struct_con(t.struct, version, flexible)
+        if not nullable:
+            return body
+        return c.Struct("marker" / c.Int8sb, c.Check((c.this.marker == -1) | (c.this.marker == 1)),
+                        "value" / c.If(c.this.marker == 1, body))
+    return _leaf_con(t.kind, nullable, compact)
 
 
-def _leaf_con(kind: str, nullable: bool) -> c.Construct:
+def _leaf_con(kind: str, nullable: bool, compact: bool) -> c.Construct:
     if kind in _INTS:
         return _INTS[kind]
-    if kind == "string":
-        return _prefixed(c.Int16sb, nullable)
-    return _prefixed(c.Int32sb, nullable)
+    if kind == "uuid":
+        return c.Bytes(16)
+    return _prefixed(_length(kind, compact), nullable)
+
+
+#: The tag section closing every struct of a flexible version: tagged fields as (tag, raw bytes).
+_TAGS = c.PrefixedArray(c.VarInt, c.Struct("tag" / c.VarInt, "size" / c.VarInt, "data" / c.Bytes(c.this.size)))
 
 
 @functools.lru_cache(maxsize=None)
-def _cached_struct_con(struct_id: int, version: int) -> c.Construct:
+def _cached_struct_con(struct_id: int, version: int, flexible: bool) -> c.Construct:
     struct = _STRUCTS[struct_id]
-    return c.Struct(*[f.attr / c.RawCopy(_field_con(f, version)) for f in struct.fields_for(version)])
+    fields = [f.attr / c.RawCopy(_field_con(f, version, flexible)) for f in struct.ordered_fields(version)]
+    if flexible:
+        fields.append("_tags" / c.RawCopy(_TAGS))
+    return c.Struct(*fields)
 
 
 _STRUCTS: Dict[int, StructSpec] = {}
 
 
-def _struct_con(struct: Optional[StructSpec], version: int) -> c.Construct:
+def _struct_con(struct: Optional[StructSpec], version: int, flexible: bool) -> c.Construct:
     assert struct is not None
     _STRUCTS[id(struct)] = struct
-    return _cached_struct_con(id(struct), version)
+    return _cached_struct_con(id(struct), version, flexible)
 
 
 class _Walker:
     """Turns construct's parse tree into to_dict()-shaped values and labelled ranges."""
 
-    def __init__(self, base: int, version: int) -> None:
+    def __init__(self, base: int, version: int, flexible: bool) -> None:
         self.base = base
         self.version = version
+        self.flexible = flexible
         self.ranges: List[FieldRange] = []
 
     def struct(self, struct: StructSpec, parsed: Any, path: str) -> Dict[str, Any]:
         out: Dict[str, Any] = {}
-        present = {f.attr for f in struct.fields_for(self.version)}
+        ordered = {f.attr for f in struct.ordered_fields(self.version)}
+        tagged = {f.tag: f for f in struct.tagged_fields(self.version)} if self.flexible else {}
+        values: Dict[str, Any] = {}
         for f in struct.fields:
-            if f.attr not in present:
-                out[f.attr] = _default(f)
+            if f.attr in ordered:
+                values[f.attr] = self.field(f, parsed[f.attr], f"{path}.{f.attr}" if path else f.attr)
+        if self.flexible:
+            values.update(self.tags(parsed["_tags"], tagged, path))
+        for f in struct.fields:
+            out[f.attr] = values[f.attr] if f.attr in values else _default(f)
+        return out
+
+    def tags(self, raw: Any, tagged: Dict[int, FieldSpec], path: str) -> Dict[str, Any]:
+        """Known tagged fields decoded from their bytes (each parsed on its own, then placed)."""
+        start = self.base + raw.offset1
+        self.ranges.append(FieldRange(f"{path}._tagged_fields" if path else "_tagged_fields", "tags", start,
+                                      self.base + raw.offset2, len(raw.value)))
+        out: Dict[str, Any] = {}
+        last = -1
+        for entry in raw.value:
+            if entry.tag <= last:
+                raise DecodeError(f"tag {entry.tag} out of order or repeated", start, path)
+            last = entry.tag
+            f = tagged.get(entry.tag)
+            if f is None:
                 continue
-            raw = parsed[f.attr]
-            out[f.attr] = self.field(f, raw, f"{path}.{f.attr}" if path else f.attr)
+            con = c.RawCopy(_field_con(f, self.version, True))
+            try:
+                parsed = con.parse(entry.data)
+            except c.ConstructError as exc:
+                raise DecodeError(f"reference decoder: tagged field {entry.tag}: {exc}", start, path) from None
+            if parsed.offset2 != len(entry.data):
+                raise DecodeError(f"tagged field {entry.tag} has trailing bytes", start, path)
+            # Offsets inside the tag's data are not tracked back to the frame: label them from the section.
+            saved, self.base = self.base, start
+            try:
+                out[f.attr] = self.field(f, parsed, f"{path}.{f.attr}" if path else f.attr)
+            finally:
+                self.base = saved
         return out
 
     def field(self, f: FieldSpec, raw: Any, path: str) -> Any:
@@ -125,9 +188,13 @@ class _Walker:
         if t.is_array:
             inner = t.element
             assert inner is not None
-            self.ranges.append(FieldRange(path, "count", start, start + 4, len(raw.value)))
+            items_raw = raw.value["items"]
+            self.ranges.append(FieldRange(path, "count", start, start + 4,
+                                          None if items_raw is None else len(items_raw)))
+            if items_raw is None:
+                return None
             items = []
-            for i, item in enumerate(raw.value):
+            for i, item in enumerate(items_raw):
                 ipath = f"{path}[{i}]"
                 if inner.is_struct:
                     assert inner.struct is not None
@@ -135,6 +202,14 @@ class _Walker:
                 else:
                     items.append(self.leaf(inner.kind, item, ipath))
             return items
+        if t.is_struct:
+            assert t.struct is not None
+            value = raw.value
+            if f.nullable_in(self.version):
+                if value["value"] is None:
+                    return None
+                value = value["value"]
+            return self.struct(t.struct, value, path)
         return self.leaf(t.kind, raw, path)
 
     def leaf(self, kind: str, raw: Any, path: str) -> Any:
@@ -147,11 +222,15 @@ class _Walker:
                 value = value == 1
             self.ranges.append(FieldRange(path, "value", start, end, value))
             return value
-        width = 2 if kind == "string" else 4
+        if kind == "uuid":
+            value = uuid.UUID(bytes=bytes(value))
+            self.ranges.append(FieldRange(path, "value", start, end, value))
+            return value
         data = value.data
         if data is None:
             self.ranges.append(FieldRange(path, "length", start, end, None))
             return None
+        width = (end - start) - len(data)
         self.ranges.append(FieldRange(path, "length", start, start + width, len(data)))
         if kind == "string":
             try:
@@ -165,25 +244,32 @@ class _Walker:
 
 
 def _default(f: FieldSpec) -> Any:
-    return [] if f.type.is_array else f.default
+    if f.type.is_array:
+        return None if f.default is None else []
+    if f.type.is_struct:
+        assert f.type.struct is not None
+        return None if f.default is None and not f.nullable_versions.empty and f.nullable_versions == f.versions \
+            else {g.attr: _default(g) for g in f.type.struct.fields}
+    return f.default
 
 
 def _parse(spec: MessageSpec, version: int, data: bytes, base: int) -> Tuple[Dict[str, Any], List[FieldRange], int]:
     if version not in spec.valid_versions:
         raise DecodeError(f"{spec.name} has no version {version}", base)
-    con = _struct_con(spec.root, version)
+    flexible = spec.flexible_in(version)
+    con = _struct_con(spec.root, version, flexible)
     try:
         parsed = con.parse(data)
         consumed = _consumed(parsed)
     except c.ConstructError as exc:
         raise DecodeError(f"reference decoder: {exc}", None) from None
-    walker = _Walker(base, version)
+    walker = _Walker(base, version, flexible)
     value = walker.struct(spec.root, parsed, "")
     return value, walker.ranges, consumed
 
 
 def _consumed(parsed: Any) -> int:
-    ends = [v.offset2 for k, v in parsed.items() if not k.startswith("_") and hasattr(v, "offset2")]
+    ends = [v.offset2 for k, v in parsed.items() if (k == "_tags" or not k.startswith("_")) and hasattr(v, "offset2")]
     return max(ends) if ends else 0
 
 

@@ -10,7 +10,8 @@ only for errors and non-empty tag sections):
 
 * unsigned varints: 7 bits per byte, least significant group first, high bit set on every byte but the
   last; kproto accepts at most 5 bytes and values up to 2**32 - 1 (a compact length or count is stored
-  plus one, so 0 means null);
+  plus one, so 0 means null); a varint padded with zero groups is refused, so that every body that
+  decodes re-encodes to the same bytes;
 * the tag section closing every struct: a varint count, then per field a varint tag, a varint size and
   that many bytes; tags strictly ascending, each size within the bytes the struct has left.
 """
@@ -24,7 +25,7 @@ from kproto.errors import DecodeError, EncodeError, LengthMismatchError, Unsuppo
 
 __all__ = [
     "I8", "I16", "I32", "I64", "MAX_STRING_BYTES", "MAX_UVARINT_BYTES", "short_read", "short_run", "bad_length",
-    "bad_count", "bad_utf8", "bad_bool", "bad_marker", "bools", "string_too_long", "not_nullable", "not_in_version",
+    "bad_count", "bad_utf8", "bad_sized", "utf8", "bad_bool", "bad_marker", "bools", "string_too_long", "not_nullable", "not_in_version",
     "trailing_bytes", "encode_failure", "read_uvarint", "bad_uvarint", "put_uvarint", "read_tag_section",
     "tag_size_mismatch", "put_tag_section",
 ]
@@ -70,6 +71,21 @@ def bad_count(field: str, pos: int, count: int, end: int, min_size: int, width: 
     return DecodeError(
         f"array count {count} at offset {pos} cannot fit in the {left} bytes left "
         f"(each element takes at least {min_size})", pos, field)
+
+
+def utf8(buf: bytes, pos: int, size: int, field: str) -> str:
+    """The UTF-8 text of ``buf[pos:pos + size]`` (already bounds-checked by the caller)."""
+    try:
+        return buf[pos:pos + size].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise bad_utf8(field, pos, exc) from None
+
+
+def bad_sized(field: str, pos: int, size: int, end: int, width: int, nullable: bool) -> DecodeError:
+    """A string/bytes length (read just before ``pos``, ``width`` bytes wide) that is negative or too long."""
+    if size < 0:
+        return bad_length(field, pos - width, size, nullable)
+    return short_read(field, pos, size, end)
 
 
 def bad_utf8(field: str, pos: int, exc: UnicodeDecodeError) -> DecodeError:
@@ -126,6 +142,9 @@ def read_uvarint(buf: bytes, pos: int, end: int, field: str) -> Tuple[int, int]:
         if byte < 0x80:
             if value > _MAX_UVARINT:
                 raise DecodeError(f"unsigned varint at offset {start} overflows 32 bits ({value})", start, field)
+            if byte == 0 and pos - start > 1:
+                # Padded with a zero group: refused, so that whatever decodes re-encodes to the same bytes.
+                raise DecodeError(f"unsigned varint at offset {start} is not minimally encoded", start, field)
             return value, pos
         shift += 7
         if shift >= 7 * MAX_UVARINT_BYTES:

@@ -41,7 +41,7 @@ cdef inline double _read_d(bytes buf, Py_ssize_t pos) noexcept:
 
 cdef inline long long _read_uvarint(bytes buf, Py_ssize_t pos, Py_ssize_t end) noexcept:
     # An unsigned varint at pos: (value << 4) | bytes used, or -1 when it is truncated, longer than
-    # 5 bytes or above 2**32 - 1 (kproto.wire.bad_uvarint then says which).
+    # 5 bytes, above 2**32 - 1 or not minimally encoded (kproto.wire.bad_uvarint then says which).
     cdef const unsigned char* p = buf
     cdef unsigned long long value = 0
     cdef int shift = 0
@@ -52,7 +52,7 @@ cdef inline long long _read_uvarint(bytes buf, Py_ssize_t pos, Py_ssize_t end) n
         value |= <unsigned long long>(b & 0x7F) << shift
         i += 1
         if b < 0x80:
-            if value > 0xFFFFFFFFULL:
+            if value > 0xFFFFFFFFULL or (b == 0 and i - pos > 1):
                 return -1
             return <long long>((value << 4) | <unsigned long long>(i - pos))
         shift += 7

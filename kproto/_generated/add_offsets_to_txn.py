@@ -61,16 +61,11 @@ def _dec_AddOffsetsToTxnRequest_v0(buf, cur, end):
     else:
         n_transactional_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_transactional_id >= 0:
-        if end - pos < n_transactional_id:
-            raise _w.short_read('transactional_id', pos, n_transactional_id, end)
-        try:
-            f_transactional_id = buf[pos:pos + n_transactional_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('transactional_id', pos, exc) from None
+    if 0 <= n_transactional_id <= end - pos:
+        f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
         pos += n_transactional_id
     else:
-        raise _w.bad_length('transactional_id', pos - 2, n_transactional_id, False)
+        raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 2, False)
     if end - pos < 12:
         raise _w.short_run(_RUN_producer_id__group_id, pos, end)
     if cython.compiled:
@@ -80,16 +75,11 @@ def _dec_AddOffsetsToTxnRequest_v0(buf, cur, end):
     else:
         f_producer_id, f_producer_epoch, n_group_id = _S_qhh.unpack_from(buf, pos)
     pos += 12
-    if n_group_id >= 0:
-        if end - pos < n_group_id:
-            raise _w.short_read('group_id', pos, n_group_id, end)
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
+    if 0 <= n_group_id <= end - pos:
+        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
-        raise _w.bad_length('group_id', pos - 2, n_group_id, False)
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
     obj = AddOffsetsToTxnRequest.__new__(AddOffsetsToTxnRequest)
     obj.transactional_id = f_transactional_id
     obj.producer_id = f_producer_id
@@ -141,7 +131,10 @@ def _enc_AddOffsetsToTxnRequest_v0(obj, out):
 def _dec_AddOffsetsToTxnRequest_v3(buf, cur, end):
     """Decode AddOffsetsToTxnRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_transactional_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('transactional_id', buf, pos, end)
@@ -150,16 +143,11 @@ def _dec_AddOffsetsToTxnRequest_v3(buf, cur, end):
     else:
         n_transactional_id, pos = _w.read_uvarint(buf, pos, end, 'transactional_id')
         n_transactional_id -= 1
-    if n_transactional_id >= 0:
-        if end - pos < n_transactional_id:
-            raise _w.short_read('transactional_id', pos, n_transactional_id, end)
-        try:
-            f_transactional_id = buf[pos:pos + n_transactional_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('transactional_id', pos, exc) from None
+    if 0 <= n_transactional_id <= end - pos:
+        f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
         pos += n_transactional_id
     else:
-        raise _w.bad_length('transactional_id', pos - 1, n_transactional_id, False)
+        raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 1, False)
     if end - pos < 10:
         raise _w.short_run(_RUN_producer_id__producer_epoch, pos, end)
     if cython.compiled:
@@ -168,7 +156,10 @@ def _dec_AddOffsetsToTxnRequest_v3(buf, cur, end):
     else:
         f_producer_id, f_producer_epoch = _S_qh.unpack_from(buf, pos)
     pos += 10
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_group_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('group_id', buf, pos, end)
@@ -177,16 +168,11 @@ def _dec_AddOffsetsToTxnRequest_v3(buf, cur, end):
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
-    if n_group_id >= 0:
-        if end - pos < n_group_id:
-            raise _w.short_read('group_id', pos, n_group_id, end)
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
+    if 0 <= n_group_id <= end - pos:
+        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
-        raise _w.bad_length('group_id', pos - 1, n_group_id, False)
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -216,6 +202,8 @@ def _enc_AddOffsetsToTxnRequest_v3(obj, out):
             raise _w.string_too_long("AddOffsetsToTxnRequest.transactional_id", n_transactional_id)
     if cython.compiled:
         _put_uvarint(out, n_transactional_id + 1)
+    elif 0 <= n_transactional_id + 1 < 128:
+        out.append(n_transactional_id + 1)
     else:
         _w.put_uvarint(out, n_transactional_id + 1)
     if n_transactional_id > 0:
@@ -236,6 +224,8 @@ def _enc_AddOffsetsToTxnRequest_v3(obj, out):
             raise _w.string_too_long("AddOffsetsToTxnRequest.group_id", n_group_id)
     if cython.compiled:
         _put_uvarint(out, n_group_id + 1)
+    elif 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
@@ -326,7 +316,7 @@ class AddOffsetsToTxnRequest(Message):
     Attributes:
         transactional_id (string, v0-4): 
         producer_id (int64, v0-4): 
-        producer_epoch (int16, v0-4): 
+        producer_epoch (int16, v0-4): The epoch of the producer id; a newer epoch fences older instances of the same producer.
         group_id (string, v0-4): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
@@ -376,7 +366,7 @@ class AddOffsetsToTxnResponse(Message):
     Flexible (compact lengths, tagged fields) in v3-4.
 
     Attributes:
-        throttle_time_ms (int32, v0-4): 
+        throttle_time_ms (int32, v0-4): How long the response was held back by a quota, in milliseconds (0 if not throttled).
         error_code (int16, v0-4): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """

@@ -72,16 +72,11 @@ def _dec_AddPartitionsToTxnRequest_v0(buf, cur, end):
     else:
         n_v3_and_below_transactional_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_v3_and_below_transactional_id >= 0:
-        if end - pos < n_v3_and_below_transactional_id:
-            raise _w.short_read('v3_and_below_transactional_id', pos, n_v3_and_below_transactional_id, end)
-        try:
-            f_v3_and_below_transactional_id = buf[pos:pos + n_v3_and_below_transactional_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('v3_and_below_transactional_id', pos, exc) from None
+    if 0 <= n_v3_and_below_transactional_id <= end - pos:
+        f_v3_and_below_transactional_id = _w.utf8(buf, pos, n_v3_and_below_transactional_id, 'v3_and_below_transactional_id')
         pos += n_v3_and_below_transactional_id
     else:
-        raise _w.bad_length('v3_and_below_transactional_id', pos - 2, n_v3_and_below_transactional_id, False)
+        raise _w.bad_sized('v3_and_below_transactional_id', pos, n_v3_and_below_transactional_id, end, 2, False)
     if end - pos < 14:
         raise _w.short_run(_RUN_v3_and_below_producer_id__v3_and_below_topics, pos, end)
     if cython.compiled:
@@ -153,7 +148,10 @@ def _enc_AddPartitionsToTxnRequest_v0(obj, out):
 def _dec_AddPartitionsToTxnRequest_v3(buf, cur, end):
     """Decode AddPartitionsToTxnRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_v3_and_below_transactional_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('v3_and_below_transactional_id', buf, pos, end)
@@ -162,16 +160,11 @@ def _dec_AddPartitionsToTxnRequest_v3(buf, cur, end):
     else:
         n_v3_and_below_transactional_id, pos = _w.read_uvarint(buf, pos, end, 'v3_and_below_transactional_id')
         n_v3_and_below_transactional_id -= 1
-    if n_v3_and_below_transactional_id >= 0:
-        if end - pos < n_v3_and_below_transactional_id:
-            raise _w.short_read('v3_and_below_transactional_id', pos, n_v3_and_below_transactional_id, end)
-        try:
-            f_v3_and_below_transactional_id = buf[pos:pos + n_v3_and_below_transactional_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('v3_and_below_transactional_id', pos, exc) from None
+    if 0 <= n_v3_and_below_transactional_id <= end - pos:
+        f_v3_and_below_transactional_id = _w.utf8(buf, pos, n_v3_and_below_transactional_id, 'v3_and_below_transactional_id')
         pos += n_v3_and_below_transactional_id
     else:
-        raise _w.bad_length('v3_and_below_transactional_id', pos - 1, n_v3_and_below_transactional_id, False)
+        raise _w.bad_sized('v3_and_below_transactional_id', pos, n_v3_and_below_transactional_id, end, 1, False)
     if end - pos < 10:
         raise _w.short_run(_RUN_v3_and_below_producer_id__v3_and_below_producer_epoch, pos, end)
     if cython.compiled:
@@ -180,7 +173,10 @@ def _dec_AddPartitionsToTxnRequest_v3(buf, cur, end):
     else:
         f_v3_and_below_producer_id, f_v3_and_below_producer_epoch = _S_qh.unpack_from(buf, pos)
     pos += 10
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_v3_and_below_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('v3_and_below_topics', buf, pos, end)
@@ -232,6 +228,8 @@ def _enc_AddPartitionsToTxnRequest_v3(obj, out):
             raise _w.string_too_long("AddPartitionsToTxnRequest.v3_and_below_transactional_id", n_v3_and_below_transactional_id)
     if cython.compiled:
         _put_uvarint(out, n_v3_and_below_transactional_id + 1)
+    elif 0 <= n_v3_and_below_transactional_id + 1 < 128:
+        out.append(n_v3_and_below_transactional_id + 1)
     else:
         _w.put_uvarint(out, n_v3_and_below_transactional_id + 1)
     if n_v3_and_below_transactional_id > 0:
@@ -249,6 +247,8 @@ def _enc_AddPartitionsToTxnRequest_v3(obj, out):
         n_v3_and_below_topics = len(f_v3_and_below_topics)
     if cython.compiled:
         _put_uvarint(out, n_v3_and_below_topics + 1)
+    elif 0 <= n_v3_and_below_topics + 1 < 128:
+        out.append(n_v3_and_below_topics + 1)
     else:
         _w.put_uvarint(out, n_v3_and_below_topics + 1)
     for item in f_v3_and_below_topics:
@@ -262,7 +262,10 @@ def _enc_AddPartitionsToTxnRequest_v3(obj, out):
 def _dec_AddPartitionsToTxnRequest_v4(buf, cur, end):
     """Decode AddPartitionsToTxnRequest (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_transactions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('transactions', buf, pos, end)
@@ -317,6 +320,8 @@ def _enc_AddPartitionsToTxnRequest_v4(obj, out):
         n_transactions = len(f_transactions)
     if cython.compiled:
         _put_uvarint(out, n_transactions + 1)
+    elif 0 <= n_transactions + 1 < 128:
+        out.append(n_transactions + 1)
     else:
         _w.put_uvarint(out, n_transactions + 1)
     for item in f_transactions:
@@ -330,7 +335,10 @@ def _enc_AddPartitionsToTxnRequest_v4(obj, out):
 def _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(buf, cur, end):
     """Decode AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_transactional_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('transactional_id', buf, pos, end)
@@ -339,16 +347,11 @@ def _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(buf, cur, en
     else:
         n_transactional_id, pos = _w.read_uvarint(buf, pos, end, 'transactional_id')
         n_transactional_id -= 1
-    if n_transactional_id >= 0:
-        if end - pos < n_transactional_id:
-            raise _w.short_read('transactional_id', pos, n_transactional_id, end)
-        try:
-            f_transactional_id = buf[pos:pos + n_transactional_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('transactional_id', pos, exc) from None
+    if 0 <= n_transactional_id <= end - pos:
+        f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
         pos += n_transactional_id
     else:
-        raise _w.bad_length('transactional_id', pos - 1, n_transactional_id, False)
+        raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 1, False)
     if end - pos < 11:
         raise _w.short_run(_RUN_producer_id__verify_only, pos, end)
     if cython.compiled:
@@ -361,7 +364,10 @@ def _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(buf, cur, en
     if f_verify_only != 0 and f_verify_only != 1:
         raise _w.bad_bool('verify_only', pos - 1, f_verify_only)
     b_verify_only = f_verify_only == 1
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -411,6 +417,8 @@ def _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(obj, out):
             raise _w.string_too_long("AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.transactional_id", n_transactional_id)
     if cython.compiled:
         _put_uvarint(out, n_transactional_id + 1)
+    elif 0 <= n_transactional_id + 1 < 128:
+        out.append(n_transactional_id + 1)
     else:
         _w.put_uvarint(out, n_transactional_id + 1)
     if n_transactional_id > 0:
@@ -429,6 +437,8 @@ def _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -449,16 +459,11 @@ def _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v0(buf, cur, end):
     else:
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 2, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_partitions, pos, end)
     if cython.compiled:
@@ -521,7 +526,10 @@ def _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v0(obj, out):
 def _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(buf, cur, end):
     """Decode AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.AddPartitionsToTxnTopic (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -530,17 +538,15 @@ def _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(buf, cur, end):
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 1, n_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('name', pos, n_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -583,6 +589,8 @@ def _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(obj, out):
             raise _w.string_too_long("AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.AddPartitionsToTxnTopic.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -594,6 +602,8 @@ def _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     if cython.compiled:
@@ -671,7 +681,10 @@ def _dec_AddPartitionsToTxnResponse_v3(buf, cur, end):
     else:
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_results_by_topic_v3_and_below = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('results_by_topic_v3_and_below', buf, pos, end)
@@ -724,6 +737,8 @@ def _enc_AddPartitionsToTxnResponse_v3(obj, out):
         n_results_by_topic_v3_and_below = len(f_results_by_topic_v3_and_below)
     if cython.compiled:
         _put_uvarint(out, n_results_by_topic_v3_and_below + 1)
+    elif 0 <= n_results_by_topic_v3_and_below + 1 < 128:
+        out.append(n_results_by_topic_v3_and_below + 1)
     else:
         _w.put_uvarint(out, n_results_by_topic_v3_and_below + 1)
     for item in f_results_by_topic_v3_and_below:
@@ -745,7 +760,10 @@ def _dec_AddPartitionsToTxnResponse_v4(buf, cur, end):
     else:
         f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_results_by_transaction = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('results_by_transaction', buf, pos, end)
@@ -799,6 +817,8 @@ def _enc_AddPartitionsToTxnResponse_v4(obj, out):
         n_results_by_transaction = len(f_results_by_transaction)
     if cython.compiled:
         _put_uvarint(out, n_results_by_transaction + 1)
+    elif 0 <= n_results_by_transaction + 1 < 128:
+        out.append(n_results_by_transaction + 1)
     else:
         _w.put_uvarint(out, n_results_by_transaction + 1)
     for item in f_results_by_transaction:
@@ -812,7 +832,10 @@ def _enc_AddPartitionsToTxnResponse_v4(obj, out):
 def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4(buf, cur, end):
     """Decode AddPartitionsToTxnResponse.AddPartitionsToTxnResult (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_transactional_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('transactional_id', buf, pos, end)
@@ -821,17 +844,15 @@ def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4(buf, cur, end):
     else:
         n_transactional_id, pos = _w.read_uvarint(buf, pos, end, 'transactional_id')
         n_transactional_id -= 1
-    if n_transactional_id >= 0:
-        if end - pos < n_transactional_id:
-            raise _w.short_read('transactional_id', pos, n_transactional_id, end)
-        try:
-            f_transactional_id = buf[pos:pos + n_transactional_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('transactional_id', pos, exc) from None
+    if 0 <= n_transactional_id <= end - pos:
+        f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
         pos += n_transactional_id
     else:
-        raise _w.bad_length('transactional_id', pos - 1, n_transactional_id, False)
-    if cython.compiled:
+        raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_topic_results = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic_results', buf, pos, end)
@@ -878,6 +899,8 @@ def _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4(obj, out):
             raise _w.string_too_long("AddPartitionsToTxnResponse.AddPartitionsToTxnResult.transactional_id", n_transactional_id)
     if cython.compiled:
         _put_uvarint(out, n_transactional_id + 1)
+    elif 0 <= n_transactional_id + 1 < 128:
+        out.append(n_transactional_id + 1)
     else:
         _w.put_uvarint(out, n_transactional_id + 1)
     if n_transactional_id > 0:
@@ -889,6 +912,8 @@ def _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4(obj, out):
         n_topic_results = len(f_topic_results)
     if cython.compiled:
         _put_uvarint(out, n_topic_results + 1)
+    elif 0 <= n_topic_results + 1 < 128:
+        out.append(n_topic_results + 1)
     else:
         _w.put_uvarint(out, n_topic_results + 1)
     for item in f_topic_results:
@@ -909,16 +934,11 @@ def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v0(buf, cur, e
     else:
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 2, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_results_by_partition, pos, end)
     if cython.compiled:
@@ -981,7 +1001,10 @@ def _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v0(obj, out):
 def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(buf, cur, end):
     """Decode AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -990,17 +1013,15 @@ def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(buf, cur, e
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 1, n_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('name', pos, n_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_results_by_partition = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('results_by_partition', buf, pos, end)
@@ -1047,6 +1068,8 @@ def _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(obj, out):
             raise _w.string_too_long("AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -1058,6 +1081,8 @@ def _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(obj, out):
         n_results_by_partition = len(f_results_by_partition)
     if cython.compiled:
         _put_uvarint(out, n_results_by_partition + 1)
+    elif 0 <= n_results_by_partition + 1 < 128:
+        out.append(n_results_by_partition + 1)
     else:
         _w.put_uvarint(out, n_results_by_partition + 1)
     for item in f_results_by_partition:
@@ -1174,7 +1199,7 @@ class AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction(Struct):
     Attributes:
         transactional_id (string, v4-5): 
         producer_id (int64, v4-5): 
-        producer_epoch (int16, v4-5): 
+        producer_epoch (int16, v4-5): The epoch of the producer id; a newer epoch fences older instances of the same producer.
         verify_only (bool, v4-5): 
         topics ([]AddPartitionsToTxnTopic, v4-5): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
@@ -1218,10 +1243,10 @@ class AddPartitionsToTxnRequest(Message):
 
     Attributes:
         transactions ([]AddPartitionsToTxnTransaction, v4-5): 
-        v3_and_below_transactional_id (string, v0-3): 
-        v3_and_below_producer_id (int64, v0-3): 
-        v3_and_below_producer_epoch (int16, v0-3): 
-        v3_and_below_topics ([]AddPartitionsToTxnTopic, v0-3): 
+        v3_and_below_transactional_id (string, v0-3, formerly TransactionalId): 
+        v3_and_below_producer_id (int64, v0-3, formerly ProducerId): 
+        v3_and_below_producer_epoch (int16, v0-3, formerly ProducerEpoch): 
+        v3_and_below_topics ([]AddPartitionsToTxnTopic, v0-3, formerly Topics): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -1273,7 +1298,7 @@ class AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult(Struct):
 
     Attributes:
         partition_index (int32, v0-5): 
-        partition_error_code (int16, v0-5): 
+        partition_error_code (int16, v0-5, formerly ErrorCode): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -1302,7 +1327,7 @@ class AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult(Struct):
 
     Attributes:
         name (string, v0-5): 
-        results_by_partition ([]AddPartitionsToTxnPartitionResult, v0-5): 
+        results_by_partition ([]AddPartitionsToTxnPartitionResult, v0-5, formerly Results): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -1364,10 +1389,10 @@ class AddPartitionsToTxnResponse(Message):
     Flexible (compact lengths, tagged fields) in v3-5.
 
     Attributes:
-        throttle_time_ms (int32, v0-5): 
+        throttle_time_ms (int32, v0-5): How long the response was held back by a quota, in milliseconds (0 if not throttled).
         error_code (int16, v4-5): 
         results_by_transaction ([]AddPartitionsToTxnResult, v4-5): 
-        results_by_topic_v3_and_below ([]AddPartitionsToTxnTopicResult, v0-3): 
+        results_by_topic_v3_and_below ([]AddPartitionsToTxnTopicResult, v0-3, formerly Results): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 

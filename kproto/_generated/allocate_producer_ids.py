@@ -141,7 +141,7 @@ class AllocateProducerIdsRequest(Message):
 
     Attributes:
         broker_id (int32, v0): 
-        broker_epoch (int64, v0): 
+        broker_epoch (int64, v0): The epoch the controller gave the broker's current registration; -1 if not known.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -181,7 +181,7 @@ class AllocateProducerIdsResponse(Message):
     Flexible (compact lengths, tagged fields) in v0.
 
     Attributes:
-        throttle_time_ms (int32, v0): 
+        throttle_time_ms (int32, v0): How long the response was held back by a quota, in milliseconds (0 if not throttled).
         error_code (int16, v0): 
         producer_id_start (int64, v0): 
         producer_id_len (int32, v0): 

@@ -128,7 +128,10 @@ def _enc_AlterClientQuotasRequest_v0(obj, out):
 def _dec_AlterClientQuotasRequest_v1(buf, cur, end):
     """Decode AlterClientQuotasRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_entries = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('entries', buf, pos, end)
@@ -182,6 +185,8 @@ def _enc_AlterClientQuotasRequest_v1(obj, out):
         n_entries = len(f_entries)
     if cython.compiled:
         _put_uvarint(out, n_entries + 1)
+    elif 0 <= n_entries + 1 < 128:
+        out.append(n_entries + 1)
     else:
         _w.put_uvarint(out, n_entries + 1)
     for item in f_entries:
@@ -277,7 +282,10 @@ def _enc_AlterClientQuotasRequest_EntryData_v0(obj, out):
 def _dec_AlterClientQuotasRequest_EntryData_v1(buf, cur, end):
     """Decode AlterClientQuotasRequest.EntryData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_entity = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('entity', buf, pos, end)
@@ -297,7 +305,10 @@ def _dec_AlterClientQuotasRequest_EntryData_v1(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("entity[%d]" % i)
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_ops = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('ops', buf, pos, end)
@@ -341,6 +352,8 @@ def _enc_AlterClientQuotasRequest_EntryData_v1(obj, out):
         n_entity = len(f_entity)
     if cython.compiled:
         _put_uvarint(out, n_entity + 1)
+    elif 0 <= n_entity + 1 < 128:
+        out.append(n_entity + 1)
     else:
         _w.put_uvarint(out, n_entity + 1)
     for item in f_entity:
@@ -352,6 +365,8 @@ def _enc_AlterClientQuotasRequest_EntryData_v1(obj, out):
         n_ops = len(f_ops)
     if cython.compiled:
         _put_uvarint(out, n_ops + 1)
+    elif 0 <= n_ops + 1 < 128:
+        out.append(n_ops + 1)
     else:
         _w.put_uvarint(out, n_ops + 1)
     for item in f_ops:
@@ -372,16 +387,11 @@ def _dec_AlterClientQuotasRequest_EntityData_v0(buf, cur, end):
     else:
         n_entity_type = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_entity_type >= 0:
-        if end - pos < n_entity_type:
-            raise _w.short_read('entity_type', pos, n_entity_type, end)
-        try:
-            f_entity_type = buf[pos:pos + n_entity_type].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('entity_type', pos, exc) from None
+    if 0 <= n_entity_type <= end - pos:
+        f_entity_type = _w.utf8(buf, pos, n_entity_type, 'entity_type')
         pos += n_entity_type
     else:
-        raise _w.bad_length('entity_type', pos - 2, n_entity_type, False)
+        raise _w.bad_sized('entity_type', pos, n_entity_type, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_entity_name, pos, end)
     if cython.compiled:
@@ -389,18 +399,13 @@ def _dec_AlterClientQuotasRequest_EntityData_v0(buf, cur, end):
     else:
         n_entity_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_entity_name >= 0:
-        if end - pos < n_entity_name:
-            raise _w.short_read('entity_name', pos, n_entity_name, end)
-        try:
-            f_entity_name = buf[pos:pos + n_entity_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('entity_name', pos, exc) from None
+    if 0 <= n_entity_name <= end - pos:
+        f_entity_name = _w.utf8(buf, pos, n_entity_name, 'entity_name')
         pos += n_entity_name
     elif n_entity_name == -1:
         f_entity_name = None
     else:
-        raise _w.bad_length('entity_name', pos - 2, n_entity_name, True)
+        raise _w.bad_sized('entity_name', pos, n_entity_name, end, 2, True)
     obj = AlterClientQuotasRequest_EntityData.__new__(AlterClientQuotasRequest_EntityData)
     obj.entity_type = f_entity_type
     obj.entity_name = f_entity_name
@@ -448,7 +453,10 @@ def _enc_AlterClientQuotasRequest_EntityData_v0(obj, out):
 def _dec_AlterClientQuotasRequest_EntityData_v1(buf, cur, end):
     """Decode AlterClientQuotasRequest.EntryData.EntityData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_entity_type = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('entity_type', buf, pos, end)
@@ -457,17 +465,15 @@ def _dec_AlterClientQuotasRequest_EntityData_v1(buf, cur, end):
     else:
         n_entity_type, pos = _w.read_uvarint(buf, pos, end, 'entity_type')
         n_entity_type -= 1
-    if n_entity_type >= 0:
-        if end - pos < n_entity_type:
-            raise _w.short_read('entity_type', pos, n_entity_type, end)
-        try:
-            f_entity_type = buf[pos:pos + n_entity_type].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('entity_type', pos, exc) from None
+    if 0 <= n_entity_type <= end - pos:
+        f_entity_type = _w.utf8(buf, pos, n_entity_type, 'entity_type')
         pos += n_entity_type
     else:
-        raise _w.bad_length('entity_type', pos - 1, n_entity_type, False)
-    if cython.compiled:
+        raise _w.bad_sized('entity_type', pos, n_entity_type, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_entity_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('entity_name', buf, pos, end)
@@ -476,18 +482,13 @@ def _dec_AlterClientQuotasRequest_EntityData_v1(buf, cur, end):
     else:
         n_entity_name, pos = _w.read_uvarint(buf, pos, end, 'entity_name')
         n_entity_name -= 1
-    if n_entity_name >= 0:
-        if end - pos < n_entity_name:
-            raise _w.short_read('entity_name', pos, n_entity_name, end)
-        try:
-            f_entity_name = buf[pos:pos + n_entity_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('entity_name', pos, exc) from None
+    if 0 <= n_entity_name <= end - pos:
+        f_entity_name = _w.utf8(buf, pos, n_entity_name, 'entity_name')
         pos += n_entity_name
     elif n_entity_name == -1:
         f_entity_name = None
     else:
-        raise _w.bad_length('entity_name', pos - 1, n_entity_name, True)
+        raise _w.bad_sized('entity_name', pos, n_entity_name, end, 1, True)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -515,6 +516,8 @@ def _enc_AlterClientQuotasRequest_EntityData_v1(obj, out):
             raise _w.string_too_long("AlterClientQuotasRequest.EntryData.EntityData.entity_type", n_entity_type)
     if cython.compiled:
         _put_uvarint(out, n_entity_type + 1)
+    elif 0 <= n_entity_type + 1 < 128:
+        out.append(n_entity_type + 1)
     else:
         _w.put_uvarint(out, n_entity_type + 1)
     if n_entity_type > 0:
@@ -529,6 +532,8 @@ def _enc_AlterClientQuotasRequest_EntityData_v1(obj, out):
             raise _w.string_too_long("AlterClientQuotasRequest.EntryData.EntityData.entity_name", n_entity_name)
     if cython.compiled:
         _put_uvarint(out, n_entity_name + 1)
+    elif 0 <= n_entity_name + 1 < 128:
+        out.append(n_entity_name + 1)
     else:
         _w.put_uvarint(out, n_entity_name + 1)
     if n_entity_name > 0:
@@ -549,16 +554,11 @@ def _dec_AlterClientQuotasRequest_OpData_v0(buf, cur, end):
     else:
         n_key = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_key >= 0:
-        if end - pos < n_key:
-            raise _w.short_read('key', pos, n_key, end)
-        try:
-            f_key = buf[pos:pos + n_key].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('key', pos, exc) from None
+    if 0 <= n_key <= end - pos:
+        f_key = _w.utf8(buf, pos, n_key, 'key')
         pos += n_key
     else:
-        raise _w.bad_length('key', pos - 2, n_key, False)
+        raise _w.bad_sized('key', pos, n_key, end, 2, False)
     if end - pos < 9:
         raise _w.short_run(_RUN_value__remove, pos, end)
     if cython.compiled:
@@ -609,7 +609,10 @@ def _enc_AlterClientQuotasRequest_OpData_v0(obj, out):
 def _dec_AlterClientQuotasRequest_OpData_v1(buf, cur, end):
     """Decode AlterClientQuotasRequest.EntryData.OpData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_key = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('key', buf, pos, end)
@@ -618,16 +621,11 @@ def _dec_AlterClientQuotasRequest_OpData_v1(buf, cur, end):
     else:
         n_key, pos = _w.read_uvarint(buf, pos, end, 'key')
         n_key -= 1
-    if n_key >= 0:
-        if end - pos < n_key:
-            raise _w.short_read('key', pos, n_key, end)
-        try:
-            f_key = buf[pos:pos + n_key].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('key', pos, exc) from None
+    if 0 <= n_key <= end - pos:
+        f_key = _w.utf8(buf, pos, n_key, 'key')
         pos += n_key
     else:
-        raise _w.bad_length('key', pos - 1, n_key, False)
+        raise _w.bad_sized('key', pos, n_key, end, 1, False)
     if end - pos < 9:
         raise _w.short_run(_RUN_value__remove, pos, end)
     if cython.compiled:
@@ -667,6 +665,8 @@ def _enc_AlterClientQuotasRequest_OpData_v1(obj, out):
             raise _w.string_too_long("AlterClientQuotasRequest.EntryData.OpData.key", n_key)
     if cython.compiled:
         _put_uvarint(out, n_key + 1)
+    elif 0 <= n_key + 1 < 128:
+        out.append(n_key + 1)
     else:
         _w.put_uvarint(out, n_key + 1)
     if n_key > 0:
@@ -742,7 +742,10 @@ def _dec_AlterClientQuotasResponse_v1(buf, cur, end):
     else:
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_entries = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('entries', buf, pos, end)
@@ -791,6 +794,8 @@ def _enc_AlterClientQuotasResponse_v1(obj, out):
         n_entries = len(f_entries)
     if cython.compiled:
         _put_uvarint(out, n_entries + 1)
+    elif 0 <= n_entries + 1 < 128:
+        out.append(n_entries + 1)
     else:
         _w.put_uvarint(out, n_entries + 1)
     for item in f_entries:
@@ -812,18 +817,13 @@ def _dec_AlterClientQuotasResponse_EntryData_v0(buf, cur, end):
     else:
         f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
     pos += 4
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 2, n_error_message, True)
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 2, True)
     if end - pos < 4:
         raise _w.short_run(_RUN_entity, pos, end)
     if cython.compiled:
@@ -895,7 +895,10 @@ def _dec_AlterClientQuotasResponse_EntryData_v1(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('error_message', buf, pos, end)
@@ -904,19 +907,17 @@ def _dec_AlterClientQuotasResponse_EntryData_v1(buf, cur, end):
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 1, n_error_message, True)
-    if cython.compiled:
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_entity = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('entity', buf, pos, end)
@@ -969,6 +970,8 @@ def _enc_AlterClientQuotasResponse_EntryData_v1(obj, out):
             raise _w.string_too_long("AlterClientQuotasResponse.EntryData.error_message", n_error_message)
     if cython.compiled:
         _put_uvarint(out, n_error_message + 1)
+    elif 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
@@ -980,6 +983,8 @@ def _enc_AlterClientQuotasResponse_EntryData_v1(obj, out):
         n_entity = len(f_entity)
     if cython.compiled:
         _put_uvarint(out, n_entity + 1)
+    elif 0 <= n_entity + 1 < 128:
+        out.append(n_entity + 1)
     else:
         _w.put_uvarint(out, n_entity + 1)
     for item in f_entity:
@@ -1000,16 +1005,11 @@ def _dec_AlterClientQuotasResponse_EntityData_v0(buf, cur, end):
     else:
         n_entity_type = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_entity_type >= 0:
-        if end - pos < n_entity_type:
-            raise _w.short_read('entity_type', pos, n_entity_type, end)
-        try:
-            f_entity_type = buf[pos:pos + n_entity_type].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('entity_type', pos, exc) from None
+    if 0 <= n_entity_type <= end - pos:
+        f_entity_type = _w.utf8(buf, pos, n_entity_type, 'entity_type')
         pos += n_entity_type
     else:
-        raise _w.bad_length('entity_type', pos - 2, n_entity_type, False)
+        raise _w.bad_sized('entity_type', pos, n_entity_type, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_entity_name, pos, end)
     if cython.compiled:
@@ -1017,18 +1017,13 @@ def _dec_AlterClientQuotasResponse_EntityData_v0(buf, cur, end):
     else:
         n_entity_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_entity_name >= 0:
-        if end - pos < n_entity_name:
-            raise _w.short_read('entity_name', pos, n_entity_name, end)
-        try:
-            f_entity_name = buf[pos:pos + n_entity_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('entity_name', pos, exc) from None
+    if 0 <= n_entity_name <= end - pos:
+        f_entity_name = _w.utf8(buf, pos, n_entity_name, 'entity_name')
         pos += n_entity_name
     elif n_entity_name == -1:
         f_entity_name = None
     else:
-        raise _w.bad_length('entity_name', pos - 2, n_entity_name, True)
+        raise _w.bad_sized('entity_name', pos, n_entity_name, end, 2, True)
     obj = AlterClientQuotasResponse_EntityData.__new__(AlterClientQuotasResponse_EntityData)
     obj.entity_type = f_entity_type
     obj.entity_name = f_entity_name
@@ -1076,7 +1071,10 @@ def _enc_AlterClientQuotasResponse_EntityData_v0(obj, out):
 def _dec_AlterClientQuotasResponse_EntityData_v1(buf, cur, end):
     """Decode AlterClientQuotasResponse.EntryData.EntityData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_entity_type = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('entity_type', buf, pos, end)
@@ -1085,17 +1083,15 @@ def _dec_AlterClientQuotasResponse_EntityData_v1(buf, cur, end):
     else:
         n_entity_type, pos = _w.read_uvarint(buf, pos, end, 'entity_type')
         n_entity_type -= 1
-    if n_entity_type >= 0:
-        if end - pos < n_entity_type:
-            raise _w.short_read('entity_type', pos, n_entity_type, end)
-        try:
-            f_entity_type = buf[pos:pos + n_entity_type].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('entity_type', pos, exc) from None
+    if 0 <= n_entity_type <= end - pos:
+        f_entity_type = _w.utf8(buf, pos, n_entity_type, 'entity_type')
         pos += n_entity_type
     else:
-        raise _w.bad_length('entity_type', pos - 1, n_entity_type, False)
-    if cython.compiled:
+        raise _w.bad_sized('entity_type', pos, n_entity_type, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_entity_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('entity_name', buf, pos, end)
@@ -1104,18 +1100,13 @@ def _dec_AlterClientQuotasResponse_EntityData_v1(buf, cur, end):
     else:
         n_entity_name, pos = _w.read_uvarint(buf, pos, end, 'entity_name')
         n_entity_name -= 1
-    if n_entity_name >= 0:
-        if end - pos < n_entity_name:
-            raise _w.short_read('entity_name', pos, n_entity_name, end)
-        try:
-            f_entity_name = buf[pos:pos + n_entity_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('entity_name', pos, exc) from None
+    if 0 <= n_entity_name <= end - pos:
+        f_entity_name = _w.utf8(buf, pos, n_entity_name, 'entity_name')
         pos += n_entity_name
     elif n_entity_name == -1:
         f_entity_name = None
     else:
-        raise _w.bad_length('entity_name', pos - 1, n_entity_name, True)
+        raise _w.bad_sized('entity_name', pos, n_entity_name, end, 1, True)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1143,6 +1134,8 @@ def _enc_AlterClientQuotasResponse_EntityData_v1(obj, out):
             raise _w.string_too_long("AlterClientQuotasResponse.EntryData.EntityData.entity_type", n_entity_type)
     if cython.compiled:
         _put_uvarint(out, n_entity_type + 1)
+    elif 0 <= n_entity_type + 1 < 128:
+        out.append(n_entity_type + 1)
     else:
         _w.put_uvarint(out, n_entity_type + 1)
     if n_entity_type > 0:
@@ -1157,6 +1150,8 @@ def _enc_AlterClientQuotasResponse_EntityData_v1(obj, out):
             raise _w.string_too_long("AlterClientQuotasResponse.EntryData.EntityData.entity_name", n_entity_name)
     if cython.compiled:
         _put_uvarint(out, n_entity_name + 1)
+    elif 0 <= n_entity_name + 1 < 128:
+        out.append(n_entity_name + 1)
     else:
         _w.put_uvarint(out, n_entity_name + 1)
     if n_entity_name > 0:
@@ -1268,7 +1263,7 @@ class AlterClientQuotasRequest(Message):
 
     Attributes:
         entries ([]EntryData, v0-1): 
-        validate_only (bool, v0-1): 
+        validate_only (bool, v0-1): Only validate the request; change nothing.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -1372,7 +1367,7 @@ class AlterClientQuotasResponse(Message):
     Flexible (compact lengths, tagged fields) in v1.
 
     Attributes:
-        throttle_time_ms (int32, v0-1): 
+        throttle_time_ms (int32, v0-1): How long the response was held back by a quota, in milliseconds (0 if not throttled).
         entries ([]EntryData, v0-1): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """

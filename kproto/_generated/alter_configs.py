@@ -126,7 +126,10 @@ def _enc_AlterConfigsRequest_v0(obj, out):
 def _dec_AlterConfigsRequest_v2(buf, cur, end):
     """Decode AlterConfigsRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_resources = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('resources', buf, pos, end)
@@ -180,6 +183,8 @@ def _enc_AlterConfigsRequest_v2(obj, out):
         n_resources = len(f_resources)
     if cython.compiled:
         _put_uvarint(out, n_resources + 1)
+    elif 0 <= n_resources + 1 < 128:
+        out.append(n_resources + 1)
     else:
         _w.put_uvarint(out, n_resources + 1)
     for item in f_resources:
@@ -206,16 +211,11 @@ def _dec_AlterConfigsRequest_AlterConfigsResource_v0(buf, cur, end):
     else:
         f_resource_type, n_resource_name = _S_bh.unpack_from(buf, pos)
     pos += 3
-    if n_resource_name >= 0:
-        if end - pos < n_resource_name:
-            raise _w.short_read('resource_name', pos, n_resource_name, end)
-        try:
-            f_resource_name = buf[pos:pos + n_resource_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('resource_name', pos, exc) from None
+    if 0 <= n_resource_name <= end - pos:
+        f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
         pos += n_resource_name
     else:
-        raise _w.bad_length('resource_name', pos - 2, n_resource_name, False)
+        raise _w.bad_sized('resource_name', pos, n_resource_name, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_configs, pos, end)
     if cython.compiled:
@@ -287,7 +287,10 @@ def _dec_AlterConfigsRequest_AlterConfigsResource_v2(buf, cur, end):
     else:
         f_resource_type = _S_b.unpack_from(buf, pos)[0]
     pos += 1
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_resource_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('resource_name', buf, pos, end)
@@ -296,17 +299,15 @@ def _dec_AlterConfigsRequest_AlterConfigsResource_v2(buf, cur, end):
     else:
         n_resource_name, pos = _w.read_uvarint(buf, pos, end, 'resource_name')
         n_resource_name -= 1
-    if n_resource_name >= 0:
-        if end - pos < n_resource_name:
-            raise _w.short_read('resource_name', pos, n_resource_name, end)
-        try:
-            f_resource_name = buf[pos:pos + n_resource_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('resource_name', pos, exc) from None
+    if 0 <= n_resource_name <= end - pos:
+        f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
         pos += n_resource_name
     else:
-        raise _w.bad_length('resource_name', pos - 1, n_resource_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('resource_name', pos, n_resource_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_configs = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('configs', buf, pos, end)
@@ -359,6 +360,8 @@ def _enc_AlterConfigsRequest_AlterConfigsResource_v2(obj, out):
             raise _w.string_too_long("AlterConfigsRequest.AlterConfigsResource.resource_name", n_resource_name)
     if cython.compiled:
         _put_uvarint(out, n_resource_name + 1)
+    elif 0 <= n_resource_name + 1 < 128:
+        out.append(n_resource_name + 1)
     else:
         _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
@@ -370,6 +373,8 @@ def _enc_AlterConfigsRequest_AlterConfigsResource_v2(obj, out):
         n_configs = len(f_configs)
     if cython.compiled:
         _put_uvarint(out, n_configs + 1)
+    elif 0 <= n_configs + 1 < 128:
+        out.append(n_configs + 1)
     else:
         _w.put_uvarint(out, n_configs + 1)
     for item in f_configs:
@@ -390,16 +395,11 @@ def _dec_AlterConfigsRequest_AlterableConfig_v0(buf, cur, end):
     else:
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 2, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_value, pos, end)
     if cython.compiled:
@@ -407,18 +407,13 @@ def _dec_AlterConfigsRequest_AlterableConfig_v0(buf, cur, end):
     else:
         n_value = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_value >= 0:
-        if end - pos < n_value:
-            raise _w.short_read('value', pos, n_value, end)
-        try:
-            f_value = buf[pos:pos + n_value].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('value', pos, exc) from None
+    if 0 <= n_value <= end - pos:
+        f_value = _w.utf8(buf, pos, n_value, 'value')
         pos += n_value
     elif n_value == -1:
         f_value = None
     else:
-        raise _w.bad_length('value', pos - 2, n_value, True)
+        raise _w.bad_sized('value', pos, n_value, end, 2, True)
     obj = AlterConfigsRequest_AlterableConfig.__new__(AlterConfigsRequest_AlterableConfig)
     obj.name = f_name
     obj.value = f_value
@@ -466,7 +461,10 @@ def _enc_AlterConfigsRequest_AlterableConfig_v0(obj, out):
 def _dec_AlterConfigsRequest_AlterableConfig_v2(buf, cur, end):
     """Decode AlterConfigsRequest.AlterConfigsResource.AlterableConfig (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -475,17 +473,15 @@ def _dec_AlterConfigsRequest_AlterableConfig_v2(buf, cur, end):
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 1, n_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('name', pos, n_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_value = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('value', buf, pos, end)
@@ -494,18 +490,13 @@ def _dec_AlterConfigsRequest_AlterableConfig_v2(buf, cur, end):
     else:
         n_value, pos = _w.read_uvarint(buf, pos, end, 'value')
         n_value -= 1
-    if n_value >= 0:
-        if end - pos < n_value:
-            raise _w.short_read('value', pos, n_value, end)
-        try:
-            f_value = buf[pos:pos + n_value].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('value', pos, exc) from None
+    if 0 <= n_value <= end - pos:
+        f_value = _w.utf8(buf, pos, n_value, 'value')
         pos += n_value
     elif n_value == -1:
         f_value = None
     else:
-        raise _w.bad_length('value', pos - 1, n_value, True)
+        raise _w.bad_sized('value', pos, n_value, end, 1, True)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -533,6 +524,8 @@ def _enc_AlterConfigsRequest_AlterableConfig_v2(obj, out):
             raise _w.string_too_long("AlterConfigsRequest.AlterConfigsResource.AlterableConfig.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -547,6 +540,8 @@ def _enc_AlterConfigsRequest_AlterableConfig_v2(obj, out):
             raise _w.string_too_long("AlterConfigsRequest.AlterConfigsResource.AlterableConfig.value", n_value)
     if cython.compiled:
         _put_uvarint(out, n_value + 1)
+    elif 0 <= n_value + 1 < 128:
+        out.append(n_value + 1)
     else:
         _w.put_uvarint(out, n_value + 1)
     if n_value > 0:
@@ -616,7 +611,10 @@ def _dec_AlterConfigsResponse_v2(buf, cur, end):
     else:
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_responses = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('responses', buf, pos, end)
@@ -665,6 +663,8 @@ def _enc_AlterConfigsResponse_v2(obj, out):
         n_responses = len(f_responses)
     if cython.compiled:
         _put_uvarint(out, n_responses + 1)
+    elif 0 <= n_responses + 1 < 128:
+        out.append(n_responses + 1)
     else:
         _w.put_uvarint(out, n_responses + 1)
     for item in f_responses:
@@ -686,18 +686,13 @@ def _dec_AlterConfigsResponse_AlterConfigsResourceResponse_v0(buf, cur, end):
     else:
         f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
     pos += 4
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 2, n_error_message, True)
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 2, True)
     if end - pos < 3:
         raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
     if cython.compiled:
@@ -706,16 +701,11 @@ def _dec_AlterConfigsResponse_AlterConfigsResourceResponse_v0(buf, cur, end):
     else:
         f_resource_type, n_resource_name = _S_bh.unpack_from(buf, pos)
     pos += 3
-    if n_resource_name >= 0:
-        if end - pos < n_resource_name:
-            raise _w.short_read('resource_name', pos, n_resource_name, end)
-        try:
-            f_resource_name = buf[pos:pos + n_resource_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('resource_name', pos, exc) from None
+    if 0 <= n_resource_name <= end - pos:
+        f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
         pos += n_resource_name
     else:
-        raise _w.bad_length('resource_name', pos - 2, n_resource_name, False)
+        raise _w.bad_sized('resource_name', pos, n_resource_name, end, 2, False)
     obj = AlterConfigsResponse_AlterConfigsResourceResponse.__new__(AlterConfigsResponse_AlterConfigsResourceResponse)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -774,7 +764,10 @@ def _dec_AlterConfigsResponse_AlterConfigsResourceResponse_v2(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('error_message', buf, pos, end)
@@ -783,18 +776,13 @@ def _dec_AlterConfigsResponse_AlterConfigsResourceResponse_v2(buf, cur, end):
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 1, n_error_message, True)
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
     if end - pos < 1:
         raise _w.short_run(_RUN_resource_type, pos, end)
     if cython.compiled:
@@ -802,7 +790,10 @@ def _dec_AlterConfigsResponse_AlterConfigsResourceResponse_v2(buf, cur, end):
     else:
         f_resource_type = _S_b.unpack_from(buf, pos)[0]
     pos += 1
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_resource_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('resource_name', buf, pos, end)
@@ -811,16 +802,11 @@ def _dec_AlterConfigsResponse_AlterConfigsResourceResponse_v2(buf, cur, end):
     else:
         n_resource_name, pos = _w.read_uvarint(buf, pos, end, 'resource_name')
         n_resource_name -= 1
-    if n_resource_name >= 0:
-        if end - pos < n_resource_name:
-            raise _w.short_read('resource_name', pos, n_resource_name, end)
-        try:
-            f_resource_name = buf[pos:pos + n_resource_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('resource_name', pos, exc) from None
+    if 0 <= n_resource_name <= end - pos:
+        f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
         pos += n_resource_name
     else:
-        raise _w.bad_length('resource_name', pos - 1, n_resource_name, False)
+        raise _w.bad_sized('resource_name', pos, n_resource_name, end, 1, False)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -855,6 +841,8 @@ def _enc_AlterConfigsResponse_AlterConfigsResourceResponse_v2(obj, out):
             raise _w.string_too_long("AlterConfigsResponse.AlterConfigsResourceResponse.error_message", n_error_message)
     if cython.compiled:
         _put_uvarint(out, n_error_message + 1)
+    elif 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
@@ -874,6 +862,8 @@ def _enc_AlterConfigsResponse_AlterConfigsResourceResponse_v2(obj, out):
             raise _w.string_too_long("AlterConfigsResponse.AlterConfigsResourceResponse.resource_name", n_resource_name)
     if cython.compiled:
         _put_uvarint(out, n_resource_name + 1)
+    elif 0 <= n_resource_name + 1 < 128:
+        out.append(n_resource_name + 1)
     else:
         _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
@@ -955,7 +945,7 @@ class AlterConfigsRequest(Message):
 
     Attributes:
         resources ([]AlterConfigsResource, v0-2): 
-        validate_only (bool, v0-2): 
+        validate_only (bool, v0-2): Only validate the request; change nothing.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -1034,8 +1024,8 @@ class AlterConfigsResponse(Message):
     Flexible (compact lengths, tagged fields) in v2.
 
     Attributes:
-        throttle_time_ms (int32, v0-2): 
-        responses ([]AlterConfigsResourceResponse, v0-2): 
+        throttle_time_ms (int32, v0-2): How long the response was held back by a quota, in milliseconds (0 if not throttled).
+        responses ([]AlterConfigsResourceResponse, v0-2, formerly Resources): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 

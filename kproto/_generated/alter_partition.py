@@ -66,7 +66,10 @@ def _dec_AlterPartitionRequest_v0(buf, cur, end):
     else:
         f_broker_id, f_broker_epoch = _S_iq.unpack_from(buf, pos)
     pos += 12
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -117,6 +120,8 @@ def _enc_AlterPartitionRequest_v0(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -138,7 +143,10 @@ def _dec_AlterPartitionRequest_v1(buf, cur, end):
     else:
         f_broker_id, f_broker_epoch = _S_iq.unpack_from(buf, pos)
     pos += 12
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -189,6 +197,8 @@ def _enc_AlterPartitionRequest_v1(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -210,7 +220,10 @@ def _dec_AlterPartitionRequest_v2(buf, cur, end):
     else:
         f_broker_id, f_broker_epoch = _S_iq.unpack_from(buf, pos)
     pos += 12
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -261,6 +274,8 @@ def _enc_AlterPartitionRequest_v2(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -282,7 +297,10 @@ def _dec_AlterPartitionRequest_v3(buf, cur, end):
     else:
         f_broker_id, f_broker_epoch = _S_iq.unpack_from(buf, pos)
     pos += 12
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -333,6 +351,8 @@ def _enc_AlterPartitionRequest_v3(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -346,7 +366,10 @@ def _enc_AlterPartitionRequest_v3(obj, out):
 def _dec_AlterPartitionRequest_TopicData_v0(buf, cur, end):
     """Decode AlterPartitionRequest.TopicData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topic_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic_name', buf, pos, end)
@@ -355,17 +378,15 @@ def _dec_AlterPartitionRequest_TopicData_v0(buf, cur, end):
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
-    if n_topic_name >= 0:
-        if end - pos < n_topic_name:
-            raise _w.short_read('topic_name', pos, n_topic_name, end)
-        try:
-            f_topic_name = buf[pos:pos + n_topic_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic_name', pos, exc) from None
+    if 0 <= n_topic_name <= end - pos:
+        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
-        raise _w.bad_length('topic_name', pos - 1, n_topic_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -413,6 +434,8 @@ def _enc_AlterPartitionRequest_TopicData_v0(obj, out):
             raise _w.string_too_long("AlterPartitionRequest.TopicData.topic_name", n_topic_name)
     if cython.compiled:
         _put_uvarint(out, n_topic_name + 1)
+    elif 0 <= n_topic_name + 1 < 128:
+        out.append(n_topic_name + 1)
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
@@ -424,6 +447,8 @@ def _enc_AlterPartitionRequest_TopicData_v0(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
@@ -437,7 +462,10 @@ def _enc_AlterPartitionRequest_TopicData_v0(obj, out):
 def _dec_AlterPartitionRequest_TopicData_v1(buf, cur, end):
     """Decode AlterPartitionRequest.TopicData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topic_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic_name', buf, pos, end)
@@ -446,17 +474,15 @@ def _dec_AlterPartitionRequest_TopicData_v1(buf, cur, end):
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
-    if n_topic_name >= 0:
-        if end - pos < n_topic_name:
-            raise _w.short_read('topic_name', pos, n_topic_name, end)
-        try:
-            f_topic_name = buf[pos:pos + n_topic_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic_name', pos, exc) from None
+    if 0 <= n_topic_name <= end - pos:
+        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
-        raise _w.bad_length('topic_name', pos - 1, n_topic_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -504,6 +530,8 @@ def _enc_AlterPartitionRequest_TopicData_v1(obj, out):
             raise _w.string_too_long("AlterPartitionRequest.TopicData.topic_name", n_topic_name)
     if cython.compiled:
         _put_uvarint(out, n_topic_name + 1)
+    elif 0 <= n_topic_name + 1 < 128:
+        out.append(n_topic_name + 1)
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
@@ -515,6 +543,8 @@ def _enc_AlterPartitionRequest_TopicData_v1(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
@@ -532,7 +562,10 @@ def _dec_AlterPartitionRequest_TopicData_v2(buf, cur, end):
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -578,6 +611,8 @@ def _enc_AlterPartitionRequest_TopicData_v2(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
@@ -595,7 +630,10 @@ def _dec_AlterPartitionRequest_TopicData_v3(buf, cur, end):
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -641,6 +679,8 @@ def _enc_AlterPartitionRequest_TopicData_v3(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
@@ -662,7 +702,10 @@ def _dec_AlterPartitionRequest_PartitionData_v0(buf, cur, end):
     else:
         f_partition_index, f_leader_epoch = _S_ii.unpack_from(buf, pos)
     pos += 8
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_new_isr = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('new_isr', buf, pos, end)
@@ -723,6 +766,8 @@ def _enc_AlterPartitionRequest_PartitionData_v0(obj, out):
         n_new_isr = len(f_new_isr)
     if cython.compiled:
         _put_uvarint(out, n_new_isr + 1)
+    elif 0 <= n_new_isr + 1 < 128:
+        out.append(n_new_isr + 1)
     else:
         _w.put_uvarint(out, n_new_isr + 1)
     if cython.compiled:
@@ -753,7 +798,10 @@ def _dec_AlterPartitionRequest_PartitionData_v1(buf, cur, end):
     else:
         f_partition_index, f_leader_epoch = _S_ii.unpack_from(buf, pos)
     pos += 8
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_new_isr = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('new_isr', buf, pos, end)
@@ -813,6 +861,8 @@ def _enc_AlterPartitionRequest_PartitionData_v1(obj, out):
         n_new_isr = len(f_new_isr)
     if cython.compiled:
         _put_uvarint(out, n_new_isr + 1)
+    elif 0 <= n_new_isr + 1 < 128:
+        out.append(n_new_isr + 1)
     else:
         _w.put_uvarint(out, n_new_isr + 1)
     if cython.compiled:
@@ -844,7 +894,10 @@ def _dec_AlterPartitionRequest_PartitionData_v3(buf, cur, end):
     else:
         f_partition_index, f_leader_epoch = _S_ii.unpack_from(buf, pos)
     pos += 8
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_new_isr_with_epochs = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('new_isr_with_epochs', buf, pos, end)
@@ -908,6 +961,8 @@ def _enc_AlterPartitionRequest_PartitionData_v3(obj, out):
         n_new_isr_with_epochs = len(f_new_isr_with_epochs)
     if cython.compiled:
         _put_uvarint(out, n_new_isr_with_epochs + 1)
+    elif 0 <= n_new_isr_with_epochs + 1 < 128:
+        out.append(n_new_isr_with_epochs + 1)
     else:
         _w.put_uvarint(out, n_new_isr_with_epochs + 1)
     for item in f_new_isr_with_epochs:
@@ -975,7 +1030,10 @@ def _dec_AlterPartitionResponse_v0(buf, cur, end):
     else:
         f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -1026,6 +1084,8 @@ def _enc_AlterPartitionResponse_v0(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -1047,7 +1107,10 @@ def _dec_AlterPartitionResponse_v1(buf, cur, end):
     else:
         f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -1098,6 +1161,8 @@ def _enc_AlterPartitionResponse_v1(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -1119,7 +1184,10 @@ def _dec_AlterPartitionResponse_v2(buf, cur, end):
     else:
         f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -1170,6 +1238,8 @@ def _enc_AlterPartitionResponse_v2(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -1183,7 +1253,10 @@ def _enc_AlterPartitionResponse_v2(obj, out):
 def _dec_AlterPartitionResponse_TopicData_v0(buf, cur, end):
     """Decode AlterPartitionResponse.TopicData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topic_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic_name', buf, pos, end)
@@ -1192,17 +1265,15 @@ def _dec_AlterPartitionResponse_TopicData_v0(buf, cur, end):
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
-    if n_topic_name >= 0:
-        if end - pos < n_topic_name:
-            raise _w.short_read('topic_name', pos, n_topic_name, end)
-        try:
-            f_topic_name = buf[pos:pos + n_topic_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic_name', pos, exc) from None
+    if 0 <= n_topic_name <= end - pos:
+        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
-        raise _w.bad_length('topic_name', pos - 1, n_topic_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -1250,6 +1321,8 @@ def _enc_AlterPartitionResponse_TopicData_v0(obj, out):
             raise _w.string_too_long("AlterPartitionResponse.TopicData.topic_name", n_topic_name)
     if cython.compiled:
         _put_uvarint(out, n_topic_name + 1)
+    elif 0 <= n_topic_name + 1 < 128:
+        out.append(n_topic_name + 1)
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
@@ -1261,6 +1334,8 @@ def _enc_AlterPartitionResponse_TopicData_v0(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
@@ -1274,7 +1349,10 @@ def _enc_AlterPartitionResponse_TopicData_v0(obj, out):
 def _dec_AlterPartitionResponse_TopicData_v1(buf, cur, end):
     """Decode AlterPartitionResponse.TopicData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topic_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic_name', buf, pos, end)
@@ -1283,17 +1361,15 @@ def _dec_AlterPartitionResponse_TopicData_v1(buf, cur, end):
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
-    if n_topic_name >= 0:
-        if end - pos < n_topic_name:
-            raise _w.short_read('topic_name', pos, n_topic_name, end)
-        try:
-            f_topic_name = buf[pos:pos + n_topic_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic_name', pos, exc) from None
+    if 0 <= n_topic_name <= end - pos:
+        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
-        raise _w.bad_length('topic_name', pos - 1, n_topic_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -1341,6 +1417,8 @@ def _enc_AlterPartitionResponse_TopicData_v1(obj, out):
             raise _w.string_too_long("AlterPartitionResponse.TopicData.topic_name", n_topic_name)
     if cython.compiled:
         _put_uvarint(out, n_topic_name + 1)
+    elif 0 <= n_topic_name + 1 < 128:
+        out.append(n_topic_name + 1)
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
@@ -1352,6 +1430,8 @@ def _enc_AlterPartitionResponse_TopicData_v1(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
@@ -1369,7 +1449,10 @@ def _dec_AlterPartitionResponse_TopicData_v2(buf, cur, end):
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -1415,6 +1498,8 @@ def _enc_AlterPartitionResponse_TopicData_v2(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
@@ -1438,7 +1523,10 @@ def _dec_AlterPartitionResponse_PartitionData_v0(buf, cur, end):
     else:
         f_partition_index, f_error_code, f_leader_id, f_leader_epoch = _S_ihii.unpack_from(buf, pos)
     pos += 14
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_isr = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('isr', buf, pos, end)
@@ -1498,6 +1586,8 @@ def _enc_AlterPartitionResponse_PartitionData_v0(obj, out):
         n_isr = len(f_isr)
     if cython.compiled:
         _put_uvarint(out, n_isr + 1)
+    elif 0 <= n_isr + 1 < 128:
+        out.append(n_isr + 1)
     else:
         _w.put_uvarint(out, n_isr + 1)
     if cython.compiled:
@@ -1530,7 +1620,10 @@ def _dec_AlterPartitionResponse_PartitionData_v1(buf, cur, end):
     else:
         f_partition_index, f_error_code, f_leader_id, f_leader_epoch = _S_ihii.unpack_from(buf, pos)
     pos += 14
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_isr = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('isr', buf, pos, end)
@@ -1591,6 +1684,8 @@ def _enc_AlterPartitionResponse_PartitionData_v1(obj, out):
         n_isr = len(f_isr)
     if cython.compiled:
         _put_uvarint(out, n_isr + 1)
+    elif 0 <= n_isr + 1 < 128:
+        out.append(n_isr + 1)
     else:
         _w.put_uvarint(out, n_isr + 1)
     if cython.compiled:
@@ -1616,7 +1711,7 @@ class AlterPartitionRequest_BrokerState(Struct):
 
     Attributes:
         broker_id (int32, v3): 
-        broker_epoch (int64, v3): 
+        broker_epoch (int64, v3): The epoch the controller gave the broker's current registration; -1 if not known.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -1648,8 +1743,8 @@ class AlterPartitionRequest_PartitionData(Struct):
         leader_epoch (int32, v0-3): 
         new_isr ([]int32, v0-2): 
         new_isr_with_epochs ([]BrokerState, v3): 
-        leader_recovery_state (int8, v1-3): 
-        partition_epoch (int32, v0-3): 
+        leader_recovery_state (int8, v1-3): 0 when the leader was elected from the ISR, 1 while a leader elected uncleanly is still recovering.
+        partition_epoch (int32, v0-3, formerly CurrentIsrVersion): The epoch of the partition's state (leader, ISR, replicas), raised by every change.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -1690,7 +1785,7 @@ class AlterPartitionRequest_TopicData(Struct):
     """TopicData (part of AlterPartitionRequest).
 
     Attributes:
-        topic_name (string, v0-1): 
+        topic_name (string, v0-1, formerly Name): 
         topic_id (uuid, v2-3): 
         partitions ([]PartitionData, v0-3): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
@@ -1729,7 +1824,7 @@ class AlterPartitionRequest(Message):
 
     Attributes:
         broker_id (int32, v0-3): 
-        broker_epoch (int64, v0-3): 
+        broker_epoch (int64, v0-3): The epoch the controller gave the broker's current registration; -1 if not known.
         topics ([]TopicData, v0-3): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
@@ -1776,8 +1871,8 @@ class AlterPartitionResponse_PartitionData(Struct):
         leader_id (int32, v0-3): 
         leader_epoch (int32, v0-3): 
         isr ([]int32, v0-3): 
-        leader_recovery_state (int8, v1-3): 
-        partition_epoch (int32, v0-3): 
+        leader_recovery_state (int8, v1-3): 0 when the leader was elected from the ISR, 1 while a leader elected uncleanly is still recovering.
+        partition_epoch (int32, v0-3, formerly CurrentIsrVersion): The epoch of the partition's state (leader, ISR, replicas), raised by every change.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -1820,7 +1915,7 @@ class AlterPartitionResponse_TopicData(Struct):
     """TopicData (part of AlterPartitionResponse).
 
     Attributes:
-        topic_name (string, v0-1): 
+        topic_name (string, v0-1, formerly Name): 
         topic_id (uuid, v2-3): 
         partitions ([]PartitionData, v0-3): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
@@ -1858,7 +1953,7 @@ class AlterPartitionResponse(Message):
     Deprecated (removed by Kafka 4.0) in v0-1.
 
     Attributes:
-        throttle_time_ms (int32, v0-3): 
+        throttle_time_ms (int32, v0-3): How long the response was held back by a quota, in milliseconds (0 if not throttled).
         error_code (int16, v0-3): 
         topics ([]TopicData, v0-3): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.

@@ -54,7 +54,10 @@ _RUN_throttle_time_ms = (('throttle_time_ms', 0, 4),)
 def _dec_AlterUserScramCredentialsRequest_v0(buf, cur, end):
     """Decode AlterUserScramCredentialsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_deletions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('deletions', buf, pos, end)
@@ -74,7 +77,10 @@ def _dec_AlterUserScramCredentialsRequest_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("deletions[%d]" % i)
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_upsertions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('upsertions', buf, pos, end)
@@ -118,6 +124,8 @@ def _enc_AlterUserScramCredentialsRequest_v0(obj, out):
         n_deletions = len(f_deletions)
     if cython.compiled:
         _put_uvarint(out, n_deletions + 1)
+    elif 0 <= n_deletions + 1 < 128:
+        out.append(n_deletions + 1)
     else:
         _w.put_uvarint(out, n_deletions + 1)
     for item in f_deletions:
@@ -129,6 +137,8 @@ def _enc_AlterUserScramCredentialsRequest_v0(obj, out):
         n_upsertions = len(f_upsertions)
     if cython.compiled:
         _put_uvarint(out, n_upsertions + 1)
+    elif 0 <= n_upsertions + 1 < 128:
+        out.append(n_upsertions + 1)
     else:
         _w.put_uvarint(out, n_upsertions + 1)
     for item in f_upsertions:
@@ -142,7 +152,10 @@ def _enc_AlterUserScramCredentialsRequest_v0(obj, out):
 def _dec_AlterUserScramCredentialsRequest_ScramCredentialDeletion_v0(buf, cur, end):
     """Decode AlterUserScramCredentialsRequest.ScramCredentialDeletion (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -151,16 +164,11 @@ def _dec_AlterUserScramCredentialsRequest_ScramCredentialDeletion_v0(buf, cur, e
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 1, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 1, False)
     if end - pos < 1:
         raise _w.short_run(_RUN_mechanism, pos, end)
     if cython.compiled:
@@ -195,6 +203,8 @@ def _enc_AlterUserScramCredentialsRequest_ScramCredentialDeletion_v0(obj, out):
             raise _w.string_too_long("AlterUserScramCredentialsRequest.ScramCredentialDeletion.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -213,7 +223,10 @@ def _enc_AlterUserScramCredentialsRequest_ScramCredentialDeletion_v0(obj, out):
 def _dec_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(buf, cur, end):
     """Decode AlterUserScramCredentialsRequest.ScramCredentialUpsertion (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -222,16 +235,11 @@ def _dec_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(buf, cur, 
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 1, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 1, False)
     if end - pos < 5:
         raise _w.short_run(_RUN_mechanism__iterations, pos, end)
     if cython.compiled:
@@ -240,7 +248,10 @@ def _dec_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(buf, cur, 
     else:
         f_mechanism, f_iterations = _S_bi.unpack_from(buf, pos)
     pos += 5
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_salt = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('salt', buf, pos, end)
@@ -249,14 +260,15 @@ def _dec_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(buf, cur, 
     else:
         n_salt, pos = _w.read_uvarint(buf, pos, end, 'salt')
         n_salt -= 1
-    if n_salt >= 0:
-        if end - pos < n_salt:
-            raise _w.short_read('salt', pos, n_salt, end)
+    if 0 <= n_salt <= end - pos:
         f_salt = buf[pos:pos + n_salt]
         pos += n_salt
     else:
-        raise _w.bad_length('salt', pos - 1, n_salt, False)
-    if cython.compiled:
+        raise _w.bad_sized('salt', pos, n_salt, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_salted_password = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('salted_password', buf, pos, end)
@@ -265,13 +277,11 @@ def _dec_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(buf, cur, 
     else:
         n_salted_password, pos = _w.read_uvarint(buf, pos, end, 'salted_password')
         n_salted_password -= 1
-    if n_salted_password >= 0:
-        if end - pos < n_salted_password:
-            raise _w.short_read('salted_password', pos, n_salted_password, end)
+    if 0 <= n_salted_password <= end - pos:
         f_salted_password = buf[pos:pos + n_salted_password]
         pos += n_salted_password
     else:
-        raise _w.bad_length('salted_password', pos - 1, n_salted_password, False)
+        raise _w.bad_sized('salted_password', pos, n_salted_password, end, 1, False)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -302,6 +312,8 @@ def _enc_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(obj, out):
             raise _w.string_too_long("AlterUserScramCredentialsRequest.ScramCredentialUpsertion.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -319,6 +331,8 @@ def _enc_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(obj, out):
         n_salt = len(f_salt)
     if cython.compiled:
         _put_uvarint(out, n_salt + 1)
+    elif 0 <= n_salt + 1 < 128:
+        out.append(n_salt + 1)
     else:
         _w.put_uvarint(out, n_salt + 1)
     if n_salt > 0:
@@ -330,6 +344,8 @@ def _enc_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(obj, out):
         n_salted_password = len(f_salted_password)
     if cython.compiled:
         _put_uvarint(out, n_salted_password + 1)
+    elif 0 <= n_salted_password + 1 < 128:
+        out.append(n_salted_password + 1)
     else:
         _w.put_uvarint(out, n_salted_password + 1)
     if n_salted_password > 0:
@@ -350,7 +366,10 @@ def _dec_AlterUserScramCredentialsResponse_v0(buf, cur, end):
     else:
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_results = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('results', buf, pos, end)
@@ -399,6 +418,8 @@ def _enc_AlterUserScramCredentialsResponse_v0(obj, out):
         n_results = len(f_results)
     if cython.compiled:
         _put_uvarint(out, n_results + 1)
+    elif 0 <= n_results + 1 < 128:
+        out.append(n_results + 1)
     else:
         _w.put_uvarint(out, n_results + 1)
     for item in f_results:
@@ -412,7 +433,10 @@ def _enc_AlterUserScramCredentialsResponse_v0(obj, out):
 def _dec_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_v0(buf, cur, end):
     """Decode AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_user = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('user', buf, pos, end)
@@ -421,16 +445,11 @@ def _dec_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_v0(bu
     else:
         n_user, pos = _w.read_uvarint(buf, pos, end, 'user')
         n_user -= 1
-    if n_user >= 0:
-        if end - pos < n_user:
-            raise _w.short_read('user', pos, n_user, end)
-        try:
-            f_user = buf[pos:pos + n_user].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('user', pos, exc) from None
+    if 0 <= n_user <= end - pos:
+        f_user = _w.utf8(buf, pos, n_user, 'user')
         pos += n_user
     else:
-        raise _w.bad_length('user', pos - 1, n_user, False)
+        raise _w.bad_sized('user', pos, n_user, end, 1, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -438,7 +457,10 @@ def _dec_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_v0(bu
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('error_message', buf, pos, end)
@@ -447,18 +469,13 @@ def _dec_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_v0(bu
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 1, n_error_message, True)
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -487,6 +504,8 @@ def _enc_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_v0(ob
             raise _w.string_too_long("AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult.user", n_user)
     if cython.compiled:
         _put_uvarint(out, n_user + 1)
+    elif 0 <= n_user + 1 < 128:
+        out.append(n_user + 1)
     else:
         _w.put_uvarint(out, n_user + 1)
     if n_user > 0:
@@ -506,6 +525,8 @@ def _enc_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_v0(ob
             raise _w.string_too_long("AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult.error_message", n_error_message)
     if cython.compiled:
         _put_uvarint(out, n_error_message + 1)
+    elif 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
@@ -669,7 +690,7 @@ class AlterUserScramCredentialsResponse(Message):
     Flexible (compact lengths, tagged fields) in v0.
 
     Attributes:
-        throttle_time_ms (int32, v0): 
+        throttle_time_ms (int32, v0): How long the response was held back by a quota, in milliseconds (0 if not throttled).
         results ([]AlterUserScramCredentialsResult, v0): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """

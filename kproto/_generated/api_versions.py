@@ -80,7 +80,10 @@ def _enc_ApiVersionsRequest_v0(obj, out):
 def _dec_ApiVersionsRequest_v3(buf, cur, end):
     """Decode ApiVersionsRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_client_software_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('client_software_name', buf, pos, end)
@@ -89,17 +92,15 @@ def _dec_ApiVersionsRequest_v3(buf, cur, end):
     else:
         n_client_software_name, pos = _w.read_uvarint(buf, pos, end, 'client_software_name')
         n_client_software_name -= 1
-    if n_client_software_name >= 0:
-        if end - pos < n_client_software_name:
-            raise _w.short_read('client_software_name', pos, n_client_software_name, end)
-        try:
-            f_client_software_name = buf[pos:pos + n_client_software_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('client_software_name', pos, exc) from None
+    if 0 <= n_client_software_name <= end - pos:
+        f_client_software_name = _w.utf8(buf, pos, n_client_software_name, 'client_software_name')
         pos += n_client_software_name
     else:
-        raise _w.bad_length('client_software_name', pos - 1, n_client_software_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('client_software_name', pos, n_client_software_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_client_software_version = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('client_software_version', buf, pos, end)
@@ -108,16 +109,11 @@ def _dec_ApiVersionsRequest_v3(buf, cur, end):
     else:
         n_client_software_version, pos = _w.read_uvarint(buf, pos, end, 'client_software_version')
         n_client_software_version -= 1
-    if n_client_software_version >= 0:
-        if end - pos < n_client_software_version:
-            raise _w.short_read('client_software_version', pos, n_client_software_version, end)
-        try:
-            f_client_software_version = buf[pos:pos + n_client_software_version].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('client_software_version', pos, exc) from None
+    if 0 <= n_client_software_version <= end - pos:
+        f_client_software_version = _w.utf8(buf, pos, n_client_software_version, 'client_software_version')
         pos += n_client_software_version
     else:
-        raise _w.bad_length('client_software_version', pos - 1, n_client_software_version, False)
+        raise _w.bad_sized('client_software_version', pos, n_client_software_version, end, 1, False)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -145,6 +141,8 @@ def _enc_ApiVersionsRequest_v3(obj, out):
             raise _w.string_too_long("ApiVersionsRequest.client_software_name", n_client_software_name)
     if cython.compiled:
         _put_uvarint(out, n_client_software_name + 1)
+    elif 0 <= n_client_software_name + 1 < 128:
+        out.append(n_client_software_name + 1)
     else:
         _w.put_uvarint(out, n_client_software_name + 1)
     if n_client_software_name > 0:
@@ -159,6 +157,8 @@ def _enc_ApiVersionsRequest_v3(obj, out):
             raise _w.string_too_long("ApiVersionsRequest.client_software_version", n_client_software_version)
     if cython.compiled:
         _put_uvarint(out, n_client_software_version + 1)
+    elif 0 <= n_client_software_version + 1 < 128:
+        out.append(n_client_software_version + 1)
     else:
         _w.put_uvarint(out, n_client_software_version + 1)
     if n_client_software_version > 0:
@@ -299,7 +299,10 @@ def _dec_ApiVersionsResponse_v3(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_api_keys = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('api_keys', buf, pos, end)
@@ -337,7 +340,10 @@ def _dec_ApiVersionsResponse_v3(buf, cur, end):
         unknown, spans, after = _w.read_tag_section(buf, pos, end, (0, 1, 2, 3))
         for tag, pos, t_end in spans:
             if tag == 0:
-                if cython.compiled:
+                if pos < t_end and buf[pos] < 128:
+                    n_supported_features = buf[pos] - 1
+                    pos += 1
+                elif cython.compiled:
                     v = _read_uvarint(buf, pos, t_end)
                     if v < 0:
                         raise _w.bad_uvarint('supported_features', buf, pos, t_end)
@@ -370,7 +376,10 @@ def _dec_ApiVersionsResponse_v3(buf, cur, end):
                 if pos != t_end:
                     raise _w.tag_size_mismatch('finalized_features_epoch', 1, pos, t_end)
             elif tag == 2:
-                if cython.compiled:
+                if pos < t_end and buf[pos] < 128:
+                    n_finalized_features = buf[pos] - 1
+                    pos += 1
+                elif cython.compiled:
                     v = _read_uvarint(buf, pos, t_end)
                     if v < 0:
                         raise _w.bad_uvarint('finalized_features', buf, pos, t_end)
@@ -436,6 +445,8 @@ def _enc_ApiVersionsResponse_v3(obj, out):
         n_api_keys = len(f_api_keys)
     if cython.compiled:
         _put_uvarint(out, n_api_keys + 1)
+    elif 0 <= n_api_keys + 1 < 128:
+        out.append(n_api_keys + 1)
     else:
         _w.put_uvarint(out, n_api_keys + 1)
     for item in f_api_keys:
@@ -446,7 +457,7 @@ def _enc_ApiVersionsResponse_v3(obj, out):
     else:
         out += _S_i.pack(obj.throttle_time_ms)
     known = []
-    if obj.supported_features:
+    if obj.supported_features != []:
         t = bytearray()
         f_supported_features = obj.supported_features
         if f_supported_features is None:
@@ -455,6 +466,8 @@ def _enc_ApiVersionsResponse_v3(obj, out):
             n_supported_features = len(f_supported_features)
         if cython.compiled:
             _put_uvarint(t, n_supported_features + 1)
+        elif 0 <= n_supported_features + 1 < 128:
+            t.append(n_supported_features + 1)
         else:
             _w.put_uvarint(t, n_supported_features + 1)
         for item in f_supported_features:
@@ -468,7 +481,7 @@ def _enc_ApiVersionsResponse_v3(obj, out):
         else:
             t += _S_q.pack(obj.finalized_features_epoch)
         known.append((1, t))
-    if obj.finalized_features:
+    if obj.finalized_features != []:
         t = bytearray()
         f_finalized_features = obj.finalized_features
         if f_finalized_features is None:
@@ -477,6 +490,8 @@ def _enc_ApiVersionsResponse_v3(obj, out):
             n_finalized_features = len(f_finalized_features)
         if cython.compiled:
             _put_uvarint(t, n_finalized_features + 1)
+        elif 0 <= n_finalized_features + 1 < 128:
+            t.append(n_finalized_features + 1)
         else:
             _w.put_uvarint(t, n_finalized_features + 1)
         for item in f_finalized_features:
@@ -576,7 +591,10 @@ def _enc_ApiVersionsResponse_ApiVersion_v3(obj, out):
 def _dec_ApiVersionsResponse_SupportedFeatureKey_v3(buf, cur, end):
     """Decode ApiVersionsResponse.SupportedFeatureKey (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -585,16 +603,11 @@ def _dec_ApiVersionsResponse_SupportedFeatureKey_v3(buf, cur, end):
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 1, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 1, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_min_version__max_version, pos, end)
     if cython.compiled:
@@ -631,6 +644,8 @@ def _enc_ApiVersionsResponse_SupportedFeatureKey_v3(obj, out):
             raise _w.string_too_long("ApiVersionsResponse.SupportedFeatureKey.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -650,7 +665,10 @@ def _enc_ApiVersionsResponse_SupportedFeatureKey_v3(obj, out):
 def _dec_ApiVersionsResponse_FinalizedFeatureKey_v3(buf, cur, end):
     """Decode ApiVersionsResponse.FinalizedFeatureKey (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -659,16 +677,11 @@ def _dec_ApiVersionsResponse_FinalizedFeatureKey_v3(buf, cur, end):
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 1, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 1, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_max_version_level__min_version_level, pos, end)
     if cython.compiled:
@@ -705,6 +718,8 @@ def _enc_ApiVersionsResponse_FinalizedFeatureKey_v3(obj, out):
             raise _w.string_too_long("ApiVersionsResponse.FinalizedFeatureKey.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -728,8 +743,8 @@ class ApiVersionsRequest(Message):
     Flexible (compact lengths, tagged fields) in v3-4.
 
     Attributes:
-        client_software_name (string, v3-4): 
-        client_software_version (string, v3-4): 
+        client_software_name (string, v3-4): The client library's name, for broker metrics.
+        client_software_version (string, v3-4): The client library's version, for broker metrics.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -769,7 +784,7 @@ class ApiVersionsResponse_ApiVersion(Struct):
     """ApiVersion (part of ApiVersionsResponse).
 
     Attributes:
-        api_key (int16, v0-4): 
+        api_key (int16, v0-4, formerly Index): 
         min_version (int16, v0-4): 
         max_version (int16, v0-4): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
@@ -872,12 +887,12 @@ class ApiVersionsResponse(Message):
 
     Attributes:
         error_code (int16, v0-4): 
-        api_keys ([]ApiVersion, v0-4): 
-        throttle_time_ms (int32, v1-4): 
-        supported_features ([]SupportedFeatureKey, v3-4, tag 0 in v3-4): 
-        finalized_features_epoch (int64, v3-4, tag 1 in v3-4): 
-        finalized_features ([]FinalizedFeatureKey, v3-4, tag 2 in v3-4): 
-        zk_migration_ready (bool, v3-4, tag 3 in v3-4): 
+        api_keys ([]ApiVersion, v0-4): The versions the broker serves, per api key.
+        throttle_time_ms (int32, v1-4): How long the response was held back by a quota, in milliseconds (0 if not throttled).
+        supported_features ([]SupportedFeatureKey, v3-4, tag 0 in v3-4): The feature versions this broker supports.
+        finalized_features_epoch (int64, v3-4, tag 1 in v3-4): The epoch of the finalized feature levels, -1 if unknown.
+        finalized_features ([]FinalizedFeatureKey, v3-4, tag 2 in v3-4): The feature levels the cluster has finalized.
+        zk_migration_ready (bool, v3-4, tag 3 in v3-4): Whether the controller is ready to migrate from ZooKeeper (KIP-866).
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 

@@ -61,7 +61,10 @@ def _dec_AssignReplicasToDirsRequest_v0(buf, cur, end):
     else:
         f_broker_id, f_broker_epoch = _S_iq.unpack_from(buf, pos)
     pos += 12
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_directories = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('directories', buf, pos, end)
@@ -112,6 +115,8 @@ def _enc_AssignReplicasToDirsRequest_v0(obj, out):
         n_directories = len(f_directories)
     if cython.compiled:
         _put_uvarint(out, n_directories + 1)
+    elif 0 <= n_directories + 1 < 128:
+        out.append(n_directories + 1)
     else:
         _w.put_uvarint(out, n_directories + 1)
     for item in f_directories:
@@ -129,7 +134,10 @@ def _dec_AssignReplicasToDirsRequest_DirectoryData_v0(buf, cur, end):
         raise _w.short_read('id', pos, 16, end)
     f_id = UUID(bytes=buf[pos:pos + 16])
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -174,6 +182,8 @@ def _enc_AssignReplicasToDirsRequest_DirectoryData_v0(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -191,7 +201,10 @@ def _dec_AssignReplicasToDirsRequest_TopicData_v0(buf, cur, end):
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -236,6 +249,8 @@ def _enc_AssignReplicasToDirsRequest_TopicData_v0(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
@@ -294,7 +309,10 @@ def _dec_AssignReplicasToDirsResponse_v0(buf, cur, end):
     else:
         f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_directories = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('directories', buf, pos, end)
@@ -345,6 +363,8 @@ def _enc_AssignReplicasToDirsResponse_v0(obj, out):
         n_directories = len(f_directories)
     if cython.compiled:
         _put_uvarint(out, n_directories + 1)
+    elif 0 <= n_directories + 1 < 128:
+        out.append(n_directories + 1)
     else:
         _w.put_uvarint(out, n_directories + 1)
     for item in f_directories:
@@ -362,7 +382,10 @@ def _dec_AssignReplicasToDirsResponse_DirectoryData_v0(buf, cur, end):
         raise _w.short_read('id', pos, 16, end)
     f_id = UUID(bytes=buf[pos:pos + 16])
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -407,6 +430,8 @@ def _enc_AssignReplicasToDirsResponse_DirectoryData_v0(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -424,7 +449,10 @@ def _dec_AssignReplicasToDirsResponse_TopicData_v0(buf, cur, end):
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -469,6 +497,8 @@ def _enc_AssignReplicasToDirsResponse_TopicData_v0(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
@@ -612,7 +642,7 @@ class AssignReplicasToDirsRequest(Message):
 
     Attributes:
         broker_id (int32, v0): 
-        broker_epoch (int64, v0): 
+        broker_epoch (int64, v0): The epoch the controller gave the broker's current registration; -1 if not known.
         directories ([]DirectoryData, v0): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
@@ -746,7 +776,7 @@ class AssignReplicasToDirsResponse(Message):
     Flexible (compact lengths, tagged fields) in v0.
 
     Attributes:
-        throttle_time_ms (int32, v0): 
+        throttle_time_ms (int32, v0): How long the response was held back by a quota, in milliseconds (0 if not throttled).
         error_code (int16, v0): 
         directories ([]DirectoryData, v0): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.

@@ -73,18 +73,13 @@ def _dec_BeginQuorumEpochRequest_v0(buf, cur, end):
     else:
         n_cluster_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_cluster_id >= 0:
-        if end - pos < n_cluster_id:
-            raise _w.short_read('cluster_id', pos, n_cluster_id, end)
-        try:
-            f_cluster_id = buf[pos:pos + n_cluster_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('cluster_id', pos, exc) from None
+    if 0 <= n_cluster_id <= end - pos:
+        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
     else:
-        raise _w.bad_length('cluster_id', pos - 2, n_cluster_id, True)
+        raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 2, True)
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -149,7 +144,10 @@ def _enc_BeginQuorumEpochRequest_v0(obj, out):
 def _dec_BeginQuorumEpochRequest_v1(buf, cur, end):
     """Decode BeginQuorumEpochRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_cluster_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('cluster_id', buf, pos, end)
@@ -158,18 +156,13 @@ def _dec_BeginQuorumEpochRequest_v1(buf, cur, end):
     else:
         n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
         n_cluster_id -= 1
-    if n_cluster_id >= 0:
-        if end - pos < n_cluster_id:
-            raise _w.short_read('cluster_id', pos, n_cluster_id, end)
-        try:
-            f_cluster_id = buf[pos:pos + n_cluster_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('cluster_id', pos, exc) from None
+    if 0 <= n_cluster_id <= end - pos:
+        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
     else:
-        raise _w.bad_length('cluster_id', pos - 1, n_cluster_id, True)
+        raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 1, True)
     if end - pos < 4:
         raise _w.short_run(_RUN_voter_id, pos, end)
     if cython.compiled:
@@ -177,7 +170,10 @@ def _dec_BeginQuorumEpochRequest_v1(buf, cur, end):
     else:
         f_voter_id = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -197,7 +193,10 @@ def _dec_BeginQuorumEpochRequest_v1(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_leader_endpoints = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('leader_endpoints', buf, pos, end)
@@ -246,6 +245,8 @@ def _enc_BeginQuorumEpochRequest_v1(obj, out):
             raise _w.string_too_long("BeginQuorumEpochRequest.cluster_id", n_cluster_id)
     if cython.compiled:
         _put_uvarint(out, n_cluster_id + 1)
+    elif 0 <= n_cluster_id + 1 < 128:
+        out.append(n_cluster_id + 1)
     else:
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
@@ -262,6 +263,8 @@ def _enc_BeginQuorumEpochRequest_v1(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -273,6 +276,8 @@ def _enc_BeginQuorumEpochRequest_v1(obj, out):
         n_leader_endpoints = len(f_leader_endpoints)
     if cython.compiled:
         _put_uvarint(out, n_leader_endpoints + 1)
+    elif 0 <= n_leader_endpoints + 1 < 128:
+        out.append(n_leader_endpoints + 1)
     else:
         _w.put_uvarint(out, n_leader_endpoints + 1)
     for item in f_leader_endpoints:
@@ -293,16 +298,11 @@ def _dec_BeginQuorumEpochRequest_TopicData_v0(buf, cur, end):
     else:
         n_topic_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_topic_name >= 0:
-        if end - pos < n_topic_name:
-            raise _w.short_read('topic_name', pos, n_topic_name, end)
-        try:
-            f_topic_name = buf[pos:pos + n_topic_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic_name', pos, exc) from None
+    if 0 <= n_topic_name <= end - pos:
+        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
-        raise _w.bad_length('topic_name', pos - 2, n_topic_name, False)
+        raise _w.bad_sized('topic_name', pos, n_topic_name, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_partitions, pos, end)
     if cython.compiled:
@@ -365,7 +365,10 @@ def _enc_BeginQuorumEpochRequest_TopicData_v0(obj, out):
 def _dec_BeginQuorumEpochRequest_TopicData_v1(buf, cur, end):
     """Decode BeginQuorumEpochRequest.TopicData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topic_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic_name', buf, pos, end)
@@ -374,17 +377,15 @@ def _dec_BeginQuorumEpochRequest_TopicData_v1(buf, cur, end):
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
-    if n_topic_name >= 0:
-        if end - pos < n_topic_name:
-            raise _w.short_read('topic_name', pos, n_topic_name, end)
-        try:
-            f_topic_name = buf[pos:pos + n_topic_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic_name', pos, exc) from None
+    if 0 <= n_topic_name <= end - pos:
+        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
-        raise _w.bad_length('topic_name', pos - 1, n_topic_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -431,6 +432,8 @@ def _enc_BeginQuorumEpochRequest_TopicData_v1(obj, out):
             raise _w.string_too_long("BeginQuorumEpochRequest.TopicData.topic_name", n_topic_name)
     if cython.compiled:
         _put_uvarint(out, n_topic_name + 1)
+    elif 0 <= n_topic_name + 1 < 128:
+        out.append(n_topic_name + 1)
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
@@ -442,6 +445,8 @@ def _enc_BeginQuorumEpochRequest_TopicData_v1(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
@@ -549,7 +554,10 @@ def _enc_BeginQuorumEpochRequest_PartitionData_v1(obj, out):
 def _dec_BeginQuorumEpochRequest_LeaderEndpoint_v1(buf, cur, end):
     """Decode BeginQuorumEpochRequest.LeaderEndpoint (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -558,17 +566,15 @@ def _dec_BeginQuorumEpochRequest_LeaderEndpoint_v1(buf, cur, end):
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 1, n_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('name', pos, n_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_host = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('host', buf, pos, end)
@@ -577,16 +583,11 @@ def _dec_BeginQuorumEpochRequest_LeaderEndpoint_v1(buf, cur, end):
     else:
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
-    if n_host >= 0:
-        if end - pos < n_host:
-            raise _w.short_read('host', pos, n_host, end)
-        try:
-            f_host = buf[pos:pos + n_host].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('host', pos, exc) from None
+    if 0 <= n_host <= end - pos:
+        f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
-        raise _w.bad_length('host', pos - 1, n_host, False)
+        raise _w.bad_sized('host', pos, n_host, end, 1, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_port, pos, end)
     if cython.compiled:
@@ -622,6 +623,8 @@ def _enc_BeginQuorumEpochRequest_LeaderEndpoint_v1(obj, out):
             raise _w.string_too_long("BeginQuorumEpochRequest.LeaderEndpoint.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -636,6 +639,8 @@ def _enc_BeginQuorumEpochRequest_LeaderEndpoint_v1(obj, out):
             raise _w.string_too_long("BeginQuorumEpochRequest.LeaderEndpoint.host", n_host)
     if cython.compiled:
         _put_uvarint(out, n_host + 1)
+    elif 0 <= n_host + 1 < 128:
+        out.append(n_host + 1)
     else:
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
@@ -713,7 +718,10 @@ def _dec_BeginQuorumEpochResponse_v1(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -741,7 +749,10 @@ def _dec_BeginQuorumEpochResponse_v1(buf, cur, end):
         unknown, spans, after = _w.read_tag_section(buf, pos, end, (0,))
         for tag, pos, t_end in spans:
             if tag == 0:
-                if cython.compiled:
+                if pos < t_end and buf[pos] < 128:
+                    n_node_endpoints = buf[pos] - 1
+                    pos += 1
+                elif cython.compiled:
                     v = _read_uvarint(buf, pos, t_end)
                     if v < 0:
                         raise _w.bad_uvarint('node_endpoints', buf, pos, t_end)
@@ -789,12 +800,14 @@ def _enc_BeginQuorumEpochResponse_v1(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
         _enc_BeginQuorumEpochResponse_TopicData_v1(item, out)
     known = []
-    if obj.node_endpoints:
+    if obj.node_endpoints != []:
         t = bytearray()
         f_node_endpoints = obj.node_endpoints
         if f_node_endpoints is None:
@@ -803,6 +816,8 @@ def _enc_BeginQuorumEpochResponse_v1(obj, out):
             n_node_endpoints = len(f_node_endpoints)
         if cython.compiled:
             _put_uvarint(t, n_node_endpoints + 1)
+        elif 0 <= n_node_endpoints + 1 < 128:
+            t.append(n_node_endpoints + 1)
         else:
             _w.put_uvarint(t, n_node_endpoints + 1)
         for item in f_node_endpoints:
@@ -824,16 +839,11 @@ def _dec_BeginQuorumEpochResponse_TopicData_v0(buf, cur, end):
     else:
         n_topic_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_topic_name >= 0:
-        if end - pos < n_topic_name:
-            raise _w.short_read('topic_name', pos, n_topic_name, end)
-        try:
-            f_topic_name = buf[pos:pos + n_topic_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic_name', pos, exc) from None
+    if 0 <= n_topic_name <= end - pos:
+        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
-        raise _w.bad_length('topic_name', pos - 2, n_topic_name, False)
+        raise _w.bad_sized('topic_name', pos, n_topic_name, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_partitions, pos, end)
     if cython.compiled:
@@ -896,7 +906,10 @@ def _enc_BeginQuorumEpochResponse_TopicData_v0(obj, out):
 def _dec_BeginQuorumEpochResponse_TopicData_v1(buf, cur, end):
     """Decode BeginQuorumEpochResponse.TopicData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topic_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic_name', buf, pos, end)
@@ -905,17 +918,15 @@ def _dec_BeginQuorumEpochResponse_TopicData_v1(buf, cur, end):
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
-    if n_topic_name >= 0:
-        if end - pos < n_topic_name:
-            raise _w.short_read('topic_name', pos, n_topic_name, end)
-        try:
-            f_topic_name = buf[pos:pos + n_topic_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic_name', pos, exc) from None
+    if 0 <= n_topic_name <= end - pos:
+        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
-        raise _w.bad_length('topic_name', pos - 1, n_topic_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -962,6 +973,8 @@ def _enc_BeginQuorumEpochResponse_TopicData_v1(obj, out):
             raise _w.string_too_long("BeginQuorumEpochResponse.TopicData.topic_name", n_topic_name)
     if cython.compiled:
         _put_uvarint(out, n_topic_name + 1)
+    elif 0 <= n_topic_name + 1 < 128:
+        out.append(n_topic_name + 1)
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
@@ -973,6 +986,8 @@ def _enc_BeginQuorumEpochResponse_TopicData_v1(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
@@ -1076,7 +1091,10 @@ def _dec_BeginQuorumEpochResponse_NodeEndpoint_v1(buf, cur, end):
     else:
         f_node_id = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_host = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('host', buf, pos, end)
@@ -1085,16 +1103,11 @@ def _dec_BeginQuorumEpochResponse_NodeEndpoint_v1(buf, cur, end):
     else:
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
-    if n_host >= 0:
-        if end - pos < n_host:
-            raise _w.short_read('host', pos, n_host, end)
-        try:
-            f_host = buf[pos:pos + n_host].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('host', pos, exc) from None
+    if 0 <= n_host <= end - pos:
+        f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
-        raise _w.bad_length('host', pos - 1, n_host, False)
+        raise _w.bad_sized('host', pos, n_host, end, 1, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_port, pos, end)
     if cython.compiled:
@@ -1135,6 +1148,8 @@ def _enc_BeginQuorumEpochResponse_NodeEndpoint_v1(obj, out):
             raise _w.string_too_long("BeginQuorumEpochResponse.NodeEndpoint.host", n_host)
     if cython.compiled:
         _put_uvarint(out, n_host + 1)
+    elif 0 <= n_host + 1 < 128:
+        out.append(n_host + 1)
     else:
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
@@ -1257,7 +1272,7 @@ class BeginQuorumEpochRequest(Message):
     Flexible (compact lengths, tagged fields) in v1.
 
     Attributes:
-        cluster_id (string, v0-1, nullable v0-1): 
+        cluster_id (string, v0-1, nullable v0-1): The id of the cluster, null if unknown; KRaft nodes use it to refuse a peer from another cluster.
         voter_id (int32, v1): 
         topics ([]TopicData, v0-1): 
         leader_endpoints ([]LeaderEndpoint, v1): 
@@ -1410,7 +1425,7 @@ class BeginQuorumEpochResponse(Message):
     Attributes:
         error_code (int16, v0-1): 
         topics ([]TopicData, v0-1): 
-        node_endpoints ([]NodeEndpoint, v1, tag 0 in v1): 
+        node_endpoints ([]NodeEndpoint, v1, tag 0 in v1): Host and port of the brokers named in CurrentLeader fields, so the client can move without a Metadata request.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 

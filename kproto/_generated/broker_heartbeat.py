@@ -81,7 +81,7 @@ def _dec_BrokerHeartbeatRequest_v0(buf, cur, end):
     obj.want_fence = b_want_fence
     obj.want_shut_down = b_want_shut_down
     obj.offline_log_dirs = []
-    obj.cordoned_log_dirs = []
+    obj.cordoned_log_dirs = None
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
@@ -93,7 +93,7 @@ def _enc_BrokerHeartbeatRequest_v0(obj, out):
         raise TypeError("BrokerHeartbeatRequest expected, got None")
     if obj.offline_log_dirs:
         raise _w.not_in_version("BrokerHeartbeatRequest.offline_log_dirs", 0, "1-2")
-    if obj.cordoned_log_dirs:
+    if obj.cordoned_log_dirs is not None:
         raise _w.not_in_version("BrokerHeartbeatRequest.cordoned_log_dirs", 0, "2")
     if cython.compiled:
         p = _grow(out, 22)
@@ -138,7 +138,10 @@ def _dec_BrokerHeartbeatRequest_v1(buf, cur, end):
         unknown, spans, after = _w.read_tag_section(buf, pos, end, (0,))
         for tag, pos, t_end in spans:
             if tag == 0:
-                if cython.compiled:
+                if pos < t_end and buf[pos] < 128:
+                    n_offline_log_dirs = buf[pos] - 1
+                    pos += 1
+                elif cython.compiled:
                     v = _read_uvarint(buf, pos, t_end)
                     if v < 0:
                         raise _w.bad_uvarint('offline_log_dirs', buf, pos, t_end)
@@ -161,7 +164,7 @@ def _dec_BrokerHeartbeatRequest_v1(buf, cur, end):
     obj.want_fence = b_want_fence
     obj.want_shut_down = b_want_shut_down
     obj.offline_log_dirs = f_offline_log_dirs
-    obj.cordoned_log_dirs = []
+    obj.cordoned_log_dirs = None
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
@@ -171,7 +174,7 @@ def _enc_BrokerHeartbeatRequest_v1(obj, out):
     """Append the v1 layout of a BrokerHeartbeatRequest to ``out``."""
     if obj is None:
         raise TypeError("BrokerHeartbeatRequest expected, got None")
-    if obj.cordoned_log_dirs:
+    if obj.cordoned_log_dirs is not None:
         raise _w.not_in_version("BrokerHeartbeatRequest.cordoned_log_dirs", 1, "2")
     if cython.compiled:
         p = _grow(out, 22)
@@ -183,7 +186,7 @@ def _enc_BrokerHeartbeatRequest_v1(obj, out):
     else:
         out += _S_iqqBB.pack(obj.broker_id, obj.broker_epoch, obj.current_metadata_offset, obj.want_fence, obj.want_shut_down)
     known = []
-    if obj.offline_log_dirs:
+    if obj.offline_log_dirs != []:
         t = bytearray()
         f_offline_log_dirs = obj.offline_log_dirs
         if f_offline_log_dirs is None:
@@ -192,6 +195,8 @@ def _enc_BrokerHeartbeatRequest_v1(obj, out):
             n_offline_log_dirs = len(f_offline_log_dirs)
         if cython.compiled:
             _put_uvarint(t, n_offline_log_dirs + 1)
+        elif 0 <= n_offline_log_dirs + 1 < 128:
+            t.append(n_offline_log_dirs + 1)
         else:
             _w.put_uvarint(t, n_offline_log_dirs + 1)
         for item in f_offline_log_dirs:
@@ -224,7 +229,7 @@ def _dec_BrokerHeartbeatRequest_v2(buf, cur, end):
         raise _w.bad_bool('want_shut_down', pos - 1, f_want_shut_down)
     b_want_shut_down = f_want_shut_down == 1
     f_offline_log_dirs = []
-    f_cordoned_log_dirs = []
+    f_cordoned_log_dirs = None
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -232,7 +237,10 @@ def _dec_BrokerHeartbeatRequest_v2(buf, cur, end):
         unknown, spans, after = _w.read_tag_section(buf, pos, end, (0, 1))
         for tag, pos, t_end in spans:
             if tag == 0:
-                if cython.compiled:
+                if pos < t_end and buf[pos] < 128:
+                    n_offline_log_dirs = buf[pos] - 1
+                    pos += 1
+                elif cython.compiled:
                     v = _read_uvarint(buf, pos, t_end)
                     if v < 0:
                         raise _w.bad_uvarint('offline_log_dirs', buf, pos, t_end)
@@ -248,7 +256,10 @@ def _dec_BrokerHeartbeatRequest_v2(buf, cur, end):
                 if pos != t_end:
                     raise _w.tag_size_mismatch('offline_log_dirs', 0, pos, t_end)
             elif tag == 1:
-                if cython.compiled:
+                if pos < t_end and buf[pos] < 128:
+                    n_cordoned_log_dirs = buf[pos] - 1
+                    pos += 1
+                elif cython.compiled:
                     v = _read_uvarint(buf, pos, t_end)
                     if v < 0:
                         raise _w.bad_uvarint('cordoned_log_dirs', buf, pos, t_end)
@@ -294,7 +305,7 @@ def _enc_BrokerHeartbeatRequest_v2(obj, out):
     else:
         out += _S_iqqBB.pack(obj.broker_id, obj.broker_epoch, obj.current_metadata_offset, obj.want_fence, obj.want_shut_down)
     known = []
-    if obj.offline_log_dirs:
+    if obj.offline_log_dirs != []:
         t = bytearray()
         f_offline_log_dirs = obj.offline_log_dirs
         if f_offline_log_dirs is None:
@@ -303,12 +314,14 @@ def _enc_BrokerHeartbeatRequest_v2(obj, out):
             n_offline_log_dirs = len(f_offline_log_dirs)
         if cython.compiled:
             _put_uvarint(t, n_offline_log_dirs + 1)
+        elif 0 <= n_offline_log_dirs + 1 < 128:
+            t.append(n_offline_log_dirs + 1)
         else:
             _w.put_uvarint(t, n_offline_log_dirs + 1)
         for item in f_offline_log_dirs:
             t += item.bytes
         known.append((0, t))
-    if obj.cordoned_log_dirs:
+    if obj.cordoned_log_dirs is not None:
         t = bytearray()
         f_cordoned_log_dirs = obj.cordoned_log_dirs
         if f_cordoned_log_dirs is None:
@@ -317,6 +330,8 @@ def _enc_BrokerHeartbeatRequest_v2(obj, out):
             n_cordoned_log_dirs = len(f_cordoned_log_dirs)
         if cython.compiled:
             _put_uvarint(t, n_cordoned_log_dirs + 1)
+        elif 0 <= n_cordoned_log_dirs + 1 < 128:
+            t.append(n_cordoned_log_dirs + 1)
         else:
             _w.put_uvarint(t, n_cordoned_log_dirs + 1)
         if n_cordoned_log_dirs > 0:
@@ -395,7 +410,7 @@ class BrokerHeartbeatRequest(Message):
 
     Attributes:
         broker_id (int32, v0-2): 
-        broker_epoch (int64, v0-2): 
+        broker_epoch (int64, v0-2): The epoch the controller gave the broker's current registration; -1 if not known.
         current_metadata_offset (int64, v0-2): 
         want_fence (bool, v0-2): 
         want_shut_down (bool, v0-2): 
@@ -435,7 +450,7 @@ class BrokerHeartbeatRequest(Message):
         want_fence: bool = False,
         want_shut_down: bool = False,
         offline_log_dirs: Optional[List[UUID]] = None,
-        cordoned_log_dirs: Optional[List[UUID]] = _NOT_GIVEN,
+        cordoned_log_dirs: Optional[List[UUID]] = None,
         unknown_tagged_fields: Optional[List[Tuple[int, bytes]]] = None,
     ) -> None:
         self.broker_id = broker_id
@@ -444,7 +459,7 @@ class BrokerHeartbeatRequest(Message):
         self.want_fence = want_fence
         self.want_shut_down = want_shut_down
         self.offline_log_dirs = [] if offline_log_dirs is None else offline_log_dirs
-        self.cordoned_log_dirs = [] if cordoned_log_dirs is _NOT_GIVEN else cordoned_log_dirs
+        self.cordoned_log_dirs = cordoned_log_dirs
         self.unknown_tagged_fields = [] if unknown_tagged_fields is None else unknown_tagged_fields
 
 
@@ -455,7 +470,7 @@ class BrokerHeartbeatResponse(Message):
     Flexible (compact lengths, tagged fields) in v0-2.
 
     Attributes:
-        throttle_time_ms (int32, v0-2): 
+        throttle_time_ms (int32, v0-2): How long the response was held back by a quota, in milliseconds (0 if not throttled).
         error_code (int16, v0-2): 
         is_caught_up (bool, v0-2): 
         is_fenced (bool, v0-2): 

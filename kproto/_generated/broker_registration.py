@@ -66,7 +66,10 @@ def _dec_BrokerRegistrationRequest_v0(buf, cur, end):
     else:
         f_broker_id = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_cluster_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('cluster_id', buf, pos, end)
@@ -75,21 +78,19 @@ def _dec_BrokerRegistrationRequest_v0(buf, cur, end):
     else:
         n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
         n_cluster_id -= 1
-    if n_cluster_id >= 0:
-        if end - pos < n_cluster_id:
-            raise _w.short_read('cluster_id', pos, n_cluster_id, end)
-        try:
-            f_cluster_id = buf[pos:pos + n_cluster_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('cluster_id', pos, exc) from None
+    if 0 <= n_cluster_id <= end - pos:
+        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
         pos += n_cluster_id
     else:
-        raise _w.bad_length('cluster_id', pos - 1, n_cluster_id, False)
+        raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 1, False)
     if end - pos < 16:
         raise _w.short_read('incarnation_id', pos, 16, end)
     f_incarnation_id = UUID(bytes=buf[pos:pos + 16])
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_listeners = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('listeners', buf, pos, end)
@@ -109,7 +110,10 @@ def _dec_BrokerRegistrationRequest_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("listeners[%d]" % i)
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_features = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('features', buf, pos, end)
@@ -129,7 +133,10 @@ def _dec_BrokerRegistrationRequest_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("features[%d]" % i)
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_rack = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('rack', buf, pos, end)
@@ -138,18 +145,13 @@ def _dec_BrokerRegistrationRequest_v0(buf, cur, end):
     else:
         n_rack, pos = _w.read_uvarint(buf, pos, end, 'rack')
         n_rack -= 1
-    if n_rack >= 0:
-        if end - pos < n_rack:
-            raise _w.short_read('rack', pos, n_rack, end)
-        try:
-            f_rack = buf[pos:pos + n_rack].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('rack', pos, exc) from None
+    if 0 <= n_rack <= end - pos:
+        f_rack = _w.utf8(buf, pos, n_rack, 'rack')
         pos += n_rack
     elif n_rack == -1:
         f_rack = None
     else:
-        raise _w.bad_length('rack', pos - 1, n_rack, True)
+        raise _w.bad_sized('rack', pos, n_rack, end, 1, True)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -191,6 +193,8 @@ def _enc_BrokerRegistrationRequest_v0(obj, out):
             raise _w.string_too_long("BrokerRegistrationRequest.cluster_id", n_cluster_id)
     if cython.compiled:
         _put_uvarint(out, n_cluster_id + 1)
+    elif 0 <= n_cluster_id + 1 < 128:
+        out.append(n_cluster_id + 1)
     else:
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
@@ -203,6 +207,8 @@ def _enc_BrokerRegistrationRequest_v0(obj, out):
         n_listeners = len(f_listeners)
     if cython.compiled:
         _put_uvarint(out, n_listeners + 1)
+    elif 0 <= n_listeners + 1 < 128:
+        out.append(n_listeners + 1)
     else:
         _w.put_uvarint(out, n_listeners + 1)
     for item in f_listeners:
@@ -214,6 +220,8 @@ def _enc_BrokerRegistrationRequest_v0(obj, out):
         n_features = len(f_features)
     if cython.compiled:
         _put_uvarint(out, n_features + 1)
+    elif 0 <= n_features + 1 < 128:
+        out.append(n_features + 1)
     else:
         _w.put_uvarint(out, n_features + 1)
     for item in f_features:
@@ -228,6 +236,8 @@ def _enc_BrokerRegistrationRequest_v0(obj, out):
             raise _w.string_too_long("BrokerRegistrationRequest.rack", n_rack)
     if cython.compiled:
         _put_uvarint(out, n_rack + 1)
+    elif 0 <= n_rack + 1 < 128:
+        out.append(n_rack + 1)
     else:
         _w.put_uvarint(out, n_rack + 1)
     if n_rack > 0:
@@ -248,7 +258,10 @@ def _dec_BrokerRegistrationRequest_v1(buf, cur, end):
     else:
         f_broker_id = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_cluster_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('cluster_id', buf, pos, end)
@@ -257,21 +270,19 @@ def _dec_BrokerRegistrationRequest_v1(buf, cur, end):
     else:
         n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
         n_cluster_id -= 1
-    if n_cluster_id >= 0:
-        if end - pos < n_cluster_id:
-            raise _w.short_read('cluster_id', pos, n_cluster_id, end)
-        try:
-            f_cluster_id = buf[pos:pos + n_cluster_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('cluster_id', pos, exc) from None
+    if 0 <= n_cluster_id <= end - pos:
+        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
         pos += n_cluster_id
     else:
-        raise _w.bad_length('cluster_id', pos - 1, n_cluster_id, False)
+        raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 1, False)
     if end - pos < 16:
         raise _w.short_read('incarnation_id', pos, 16, end)
     f_incarnation_id = UUID(bytes=buf[pos:pos + 16])
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_listeners = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('listeners', buf, pos, end)
@@ -291,7 +302,10 @@ def _dec_BrokerRegistrationRequest_v1(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("listeners[%d]" % i)
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_features = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('features', buf, pos, end)
@@ -311,7 +325,10 @@ def _dec_BrokerRegistrationRequest_v1(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("features[%d]" % i)
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_rack = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('rack', buf, pos, end)
@@ -320,18 +337,13 @@ def _dec_BrokerRegistrationRequest_v1(buf, cur, end):
     else:
         n_rack, pos = _w.read_uvarint(buf, pos, end, 'rack')
         n_rack -= 1
-    if n_rack >= 0:
-        if end - pos < n_rack:
-            raise _w.short_read('rack', pos, n_rack, end)
-        try:
-            f_rack = buf[pos:pos + n_rack].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('rack', pos, exc) from None
+    if 0 <= n_rack <= end - pos:
+        f_rack = _w.utf8(buf, pos, n_rack, 'rack')
         pos += n_rack
     elif n_rack == -1:
         f_rack = None
     else:
-        raise _w.bad_length('rack', pos - 1, n_rack, True)
+        raise _w.bad_sized('rack', pos, n_rack, end, 1, True)
     if end - pos < 1:
         raise _w.short_run(_RUN_is_migrating_zk_broker, pos, end)
     if cython.compiled:
@@ -381,6 +393,8 @@ def _enc_BrokerRegistrationRequest_v1(obj, out):
             raise _w.string_too_long("BrokerRegistrationRequest.cluster_id", n_cluster_id)
     if cython.compiled:
         _put_uvarint(out, n_cluster_id + 1)
+    elif 0 <= n_cluster_id + 1 < 128:
+        out.append(n_cluster_id + 1)
     else:
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
@@ -393,6 +407,8 @@ def _enc_BrokerRegistrationRequest_v1(obj, out):
         n_listeners = len(f_listeners)
     if cython.compiled:
         _put_uvarint(out, n_listeners + 1)
+    elif 0 <= n_listeners + 1 < 128:
+        out.append(n_listeners + 1)
     else:
         _w.put_uvarint(out, n_listeners + 1)
     for item in f_listeners:
@@ -404,6 +420,8 @@ def _enc_BrokerRegistrationRequest_v1(obj, out):
         n_features = len(f_features)
     if cython.compiled:
         _put_uvarint(out, n_features + 1)
+    elif 0 <= n_features + 1 < 128:
+        out.append(n_features + 1)
     else:
         _w.put_uvarint(out, n_features + 1)
     for item in f_features:
@@ -418,6 +436,8 @@ def _enc_BrokerRegistrationRequest_v1(obj, out):
             raise _w.string_too_long("BrokerRegistrationRequest.rack", n_rack)
     if cython.compiled:
         _put_uvarint(out, n_rack + 1)
+    elif 0 <= n_rack + 1 < 128:
+        out.append(n_rack + 1)
     else:
         _w.put_uvarint(out, n_rack + 1)
     if n_rack > 0:
@@ -443,7 +463,10 @@ def _dec_BrokerRegistrationRequest_v2(buf, cur, end):
     else:
         f_broker_id = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_cluster_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('cluster_id', buf, pos, end)
@@ -452,21 +475,19 @@ def _dec_BrokerRegistrationRequest_v2(buf, cur, end):
     else:
         n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
         n_cluster_id -= 1
-    if n_cluster_id >= 0:
-        if end - pos < n_cluster_id:
-            raise _w.short_read('cluster_id', pos, n_cluster_id, end)
-        try:
-            f_cluster_id = buf[pos:pos + n_cluster_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('cluster_id', pos, exc) from None
+    if 0 <= n_cluster_id <= end - pos:
+        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
         pos += n_cluster_id
     else:
-        raise _w.bad_length('cluster_id', pos - 1, n_cluster_id, False)
+        raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 1, False)
     if end - pos < 16:
         raise _w.short_read('incarnation_id', pos, 16, end)
     f_incarnation_id = UUID(bytes=buf[pos:pos + 16])
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_listeners = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('listeners', buf, pos, end)
@@ -486,7 +507,10 @@ def _dec_BrokerRegistrationRequest_v2(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("listeners[%d]" % i)
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_features = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('features', buf, pos, end)
@@ -506,7 +530,10 @@ def _dec_BrokerRegistrationRequest_v2(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("features[%d]" % i)
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_rack = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('rack', buf, pos, end)
@@ -515,18 +542,13 @@ def _dec_BrokerRegistrationRequest_v2(buf, cur, end):
     else:
         n_rack, pos = _w.read_uvarint(buf, pos, end, 'rack')
         n_rack -= 1
-    if n_rack >= 0:
-        if end - pos < n_rack:
-            raise _w.short_read('rack', pos, n_rack, end)
-        try:
-            f_rack = buf[pos:pos + n_rack].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('rack', pos, exc) from None
+    if 0 <= n_rack <= end - pos:
+        f_rack = _w.utf8(buf, pos, n_rack, 'rack')
         pos += n_rack
     elif n_rack == -1:
         f_rack = None
     else:
-        raise _w.bad_length('rack', pos - 1, n_rack, True)
+        raise _w.bad_sized('rack', pos, n_rack, end, 1, True)
     if end - pos < 1:
         raise _w.short_run(_RUN_is_migrating_zk_broker, pos, end)
     if cython.compiled:
@@ -537,7 +559,10 @@ def _dec_BrokerRegistrationRequest_v2(buf, cur, end):
     if f_is_migrating_zk_broker != 0 and f_is_migrating_zk_broker != 1:
         raise _w.bad_bool('is_migrating_zk_broker', pos - 1, f_is_migrating_zk_broker)
     b_is_migrating_zk_broker = f_is_migrating_zk_broker == 1
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_log_dirs = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('log_dirs', buf, pos, end)
@@ -589,6 +614,8 @@ def _enc_BrokerRegistrationRequest_v2(obj, out):
             raise _w.string_too_long("BrokerRegistrationRequest.cluster_id", n_cluster_id)
     if cython.compiled:
         _put_uvarint(out, n_cluster_id + 1)
+    elif 0 <= n_cluster_id + 1 < 128:
+        out.append(n_cluster_id + 1)
     else:
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
@@ -601,6 +628,8 @@ def _enc_BrokerRegistrationRequest_v2(obj, out):
         n_listeners = len(f_listeners)
     if cython.compiled:
         _put_uvarint(out, n_listeners + 1)
+    elif 0 <= n_listeners + 1 < 128:
+        out.append(n_listeners + 1)
     else:
         _w.put_uvarint(out, n_listeners + 1)
     for item in f_listeners:
@@ -612,6 +641,8 @@ def _enc_BrokerRegistrationRequest_v2(obj, out):
         n_features = len(f_features)
     if cython.compiled:
         _put_uvarint(out, n_features + 1)
+    elif 0 <= n_features + 1 < 128:
+        out.append(n_features + 1)
     else:
         _w.put_uvarint(out, n_features + 1)
     for item in f_features:
@@ -626,6 +657,8 @@ def _enc_BrokerRegistrationRequest_v2(obj, out):
             raise _w.string_too_long("BrokerRegistrationRequest.rack", n_rack)
     if cython.compiled:
         _put_uvarint(out, n_rack + 1)
+    elif 0 <= n_rack + 1 < 128:
+        out.append(n_rack + 1)
     else:
         _w.put_uvarint(out, n_rack + 1)
     if n_rack > 0:
@@ -642,6 +675,8 @@ def _enc_BrokerRegistrationRequest_v2(obj, out):
         n_log_dirs = len(f_log_dirs)
     if cython.compiled:
         _put_uvarint(out, n_log_dirs + 1)
+    elif 0 <= n_log_dirs + 1 < 128:
+        out.append(n_log_dirs + 1)
     else:
         _w.put_uvarint(out, n_log_dirs + 1)
     for item in f_log_dirs:
@@ -662,7 +697,10 @@ def _dec_BrokerRegistrationRequest_v3(buf, cur, end):
     else:
         f_broker_id = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_cluster_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('cluster_id', buf, pos, end)
@@ -671,21 +709,19 @@ def _dec_BrokerRegistrationRequest_v3(buf, cur, end):
     else:
         n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
         n_cluster_id -= 1
-    if n_cluster_id >= 0:
-        if end - pos < n_cluster_id:
-            raise _w.short_read('cluster_id', pos, n_cluster_id, end)
-        try:
-            f_cluster_id = buf[pos:pos + n_cluster_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('cluster_id', pos, exc) from None
+    if 0 <= n_cluster_id <= end - pos:
+        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
         pos += n_cluster_id
     else:
-        raise _w.bad_length('cluster_id', pos - 1, n_cluster_id, False)
+        raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 1, False)
     if end - pos < 16:
         raise _w.short_read('incarnation_id', pos, 16, end)
     f_incarnation_id = UUID(bytes=buf[pos:pos + 16])
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_listeners = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('listeners', buf, pos, end)
@@ -705,7 +741,10 @@ def _dec_BrokerRegistrationRequest_v3(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("listeners[%d]" % i)
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_features = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('features', buf, pos, end)
@@ -725,7 +764,10 @@ def _dec_BrokerRegistrationRequest_v3(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("features[%d]" % i)
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_rack = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('rack', buf, pos, end)
@@ -734,18 +776,13 @@ def _dec_BrokerRegistrationRequest_v3(buf, cur, end):
     else:
         n_rack, pos = _w.read_uvarint(buf, pos, end, 'rack')
         n_rack -= 1
-    if n_rack >= 0:
-        if end - pos < n_rack:
-            raise _w.short_read('rack', pos, n_rack, end)
-        try:
-            f_rack = buf[pos:pos + n_rack].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('rack', pos, exc) from None
+    if 0 <= n_rack <= end - pos:
+        f_rack = _w.utf8(buf, pos, n_rack, 'rack')
         pos += n_rack
     elif n_rack == -1:
         f_rack = None
     else:
-        raise _w.bad_length('rack', pos - 1, n_rack, True)
+        raise _w.bad_sized('rack', pos, n_rack, end, 1, True)
     if end - pos < 1:
         raise _w.short_run(_RUN_is_migrating_zk_broker, pos, end)
     if cython.compiled:
@@ -756,7 +793,10 @@ def _dec_BrokerRegistrationRequest_v3(buf, cur, end):
     if f_is_migrating_zk_broker != 0 and f_is_migrating_zk_broker != 1:
         raise _w.bad_bool('is_migrating_zk_broker', pos - 1, f_is_migrating_zk_broker)
     b_is_migrating_zk_broker = f_is_migrating_zk_broker == 1
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_log_dirs = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('log_dirs', buf, pos, end)
@@ -815,6 +855,8 @@ def _enc_BrokerRegistrationRequest_v3(obj, out):
             raise _w.string_too_long("BrokerRegistrationRequest.cluster_id", n_cluster_id)
     if cython.compiled:
         _put_uvarint(out, n_cluster_id + 1)
+    elif 0 <= n_cluster_id + 1 < 128:
+        out.append(n_cluster_id + 1)
     else:
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
@@ -827,6 +869,8 @@ def _enc_BrokerRegistrationRequest_v3(obj, out):
         n_listeners = len(f_listeners)
     if cython.compiled:
         _put_uvarint(out, n_listeners + 1)
+    elif 0 <= n_listeners + 1 < 128:
+        out.append(n_listeners + 1)
     else:
         _w.put_uvarint(out, n_listeners + 1)
     for item in f_listeners:
@@ -838,6 +882,8 @@ def _enc_BrokerRegistrationRequest_v3(obj, out):
         n_features = len(f_features)
     if cython.compiled:
         _put_uvarint(out, n_features + 1)
+    elif 0 <= n_features + 1 < 128:
+        out.append(n_features + 1)
     else:
         _w.put_uvarint(out, n_features + 1)
     for item in f_features:
@@ -852,6 +898,8 @@ def _enc_BrokerRegistrationRequest_v3(obj, out):
             raise _w.string_too_long("BrokerRegistrationRequest.rack", n_rack)
     if cython.compiled:
         _put_uvarint(out, n_rack + 1)
+    elif 0 <= n_rack + 1 < 128:
+        out.append(n_rack + 1)
     else:
         _w.put_uvarint(out, n_rack + 1)
     if n_rack > 0:
@@ -868,6 +916,8 @@ def _enc_BrokerRegistrationRequest_v3(obj, out):
         n_log_dirs = len(f_log_dirs)
     if cython.compiled:
         _put_uvarint(out, n_log_dirs + 1)
+    elif 0 <= n_log_dirs + 1 < 128:
+        out.append(n_log_dirs + 1)
     else:
         _w.put_uvarint(out, n_log_dirs + 1)
     for item in f_log_dirs:
@@ -886,7 +936,10 @@ def _enc_BrokerRegistrationRequest_v3(obj, out):
 def _dec_BrokerRegistrationRequest_Listener_v0(buf, cur, end):
     """Decode BrokerRegistrationRequest.Listener (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -895,17 +948,15 @@ def _dec_BrokerRegistrationRequest_Listener_v0(buf, cur, end):
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 1, n_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('name', pos, n_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_host = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('host', buf, pos, end)
@@ -914,16 +965,11 @@ def _dec_BrokerRegistrationRequest_Listener_v0(buf, cur, end):
     else:
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
-    if n_host >= 0:
-        if end - pos < n_host:
-            raise _w.short_read('host', pos, n_host, end)
-        try:
-            f_host = buf[pos:pos + n_host].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('host', pos, exc) from None
+    if 0 <= n_host <= end - pos:
+        f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
-        raise _w.bad_length('host', pos - 1, n_host, False)
+        raise _w.bad_sized('host', pos, n_host, end, 1, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_port__security_protocol, pos, end)
     if cython.compiled:
@@ -961,6 +1007,8 @@ def _enc_BrokerRegistrationRequest_Listener_v0(obj, out):
             raise _w.string_too_long("BrokerRegistrationRequest.Listener.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -975,6 +1023,8 @@ def _enc_BrokerRegistrationRequest_Listener_v0(obj, out):
             raise _w.string_too_long("BrokerRegistrationRequest.Listener.host", n_host)
     if cython.compiled:
         _put_uvarint(out, n_host + 1)
+    elif 0 <= n_host + 1 < 128:
+        out.append(n_host + 1)
     else:
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
@@ -994,7 +1044,10 @@ def _enc_BrokerRegistrationRequest_Listener_v0(obj, out):
 def _dec_BrokerRegistrationRequest_Feature_v0(buf, cur, end):
     """Decode BrokerRegistrationRequest.Feature (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -1003,16 +1056,11 @@ def _dec_BrokerRegistrationRequest_Feature_v0(buf, cur, end):
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 1, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 1, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_min_supported_version__max_supported_version, pos, end)
     if cython.compiled:
@@ -1049,6 +1097,8 @@ def _enc_BrokerRegistrationRequest_Feature_v0(obj, out):
             raise _w.string_too_long("BrokerRegistrationRequest.Feature.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -1186,7 +1236,7 @@ class BrokerRegistrationRequest(Message):
 
     Attributes:
         broker_id (int32, v0-4): 
-        cluster_id (string, v0-4): 
+        cluster_id (string, v0-4): The id of the cluster, null if unknown; KRaft nodes use it to refuse a peer from another cluster.
         incarnation_id (uuid, v0-4): 
         listeners ([]Listener, v0-4): 
         features ([]Feature, v0-4): 
@@ -1257,9 +1307,9 @@ class BrokerRegistrationResponse(Message):
     Flexible (compact lengths, tagged fields) in v0-4.
 
     Attributes:
-        throttle_time_ms (int32, v0-4): 
+        throttle_time_ms (int32, v0-4): How long the response was held back by a quota, in milliseconds (0 if not throttled).
         error_code (int16, v0-4): 
-        broker_epoch (int64, v0-4): 
+        broker_epoch (int64, v0-4): The epoch the controller gave the broker's current registration; -1 if not known.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 

@@ -58,7 +58,10 @@ _RUN_throttle_time_ms = (('throttle_time_ms', 0, 4),)
 def _dec_ConsumerGroupDescribeRequest_v0(buf, cur, end):
     """Decode ConsumerGroupDescribeRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_group_ids = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('group_ids', buf, pos, end)
@@ -71,7 +74,10 @@ def _dec_ConsumerGroupDescribeRequest_v0(buf, cur, end):
         raise _w.bad_count('group_ids', pos - 1, n_group_ids, end, 1, 1)
     f_group_ids = []
     for i in range(n_group_ids):
-        if cython.compiled:
+        if pos < end and buf[pos] < 128:
+            m = buf[pos] - 1
+            pos += 1
+        elif cython.compiled:
             v = _read_uvarint(buf, pos, end)
             if v < 0:
                 raise _w.bad_uvarint("group_ids[%d]" % i, buf, pos, end)
@@ -81,13 +87,8 @@ def _dec_ConsumerGroupDescribeRequest_v0(buf, cur, end):
             m, pos = _w.read_uvarint(buf, pos, end, "group_ids[%d]" % i)
             m -= 1
         if m < 0 or end - pos < m:
-            if m < 0:
-                raise _w.bad_length("group_ids[%d]" % i, pos - 1, m, False)
-            raise _w.short_read("group_ids[%d]" % i, pos, m, end)
-        try:
-            f_group_ids.append(buf[pos:pos + m].decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8("group_ids[%d]" % i, pos, exc) from None
+            raise _w.bad_sized("group_ids[%d]" % i, pos, m, end, 1, False)
+        f_group_ids.append(_w.utf8(buf, pos, m, "group_ids[%d]" % i))
         pos += m
     if end - pos < 1:
         raise _w.short_run(_RUN_include_authorized_operations, pos, end)
@@ -123,6 +124,8 @@ def _enc_ConsumerGroupDescribeRequest_v0(obj, out):
         n_group_ids = len(f_group_ids)
     if cython.compiled:
         _put_uvarint(out, n_group_ids + 1)
+    elif 0 <= n_group_ids + 1 < 128:
+        out.append(n_group_ids + 1)
     else:
         _w.put_uvarint(out, n_group_ids + 1)
     for item in f_group_ids:
@@ -132,6 +135,8 @@ def _enc_ConsumerGroupDescribeRequest_v0(obj, out):
             raise _w.string_too_long("ConsumerGroupDescribeRequest.group_ids[]", m)
         if cython.compiled:
             _put_uvarint(out, m + 1)
+        elif 0 <= m + 1 < 128:
+            out.append(m + 1)
         else:
             _w.put_uvarint(out, m + 1)
         out += data
@@ -156,7 +161,10 @@ def _dec_ConsumerGroupDescribeResponse_v0(buf, cur, end):
     else:
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_groups = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('groups', buf, pos, end)
@@ -205,6 +213,8 @@ def _enc_ConsumerGroupDescribeResponse_v0(obj, out):
         n_groups = len(f_groups)
     if cython.compiled:
         _put_uvarint(out, n_groups + 1)
+    elif 0 <= n_groups + 1 < 128:
+        out.append(n_groups + 1)
     else:
         _w.put_uvarint(out, n_groups + 1)
     for item in f_groups:
@@ -225,7 +235,10 @@ def _dec_ConsumerGroupDescribeResponse_v1(buf, cur, end):
     else:
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_groups = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('groups', buf, pos, end)
@@ -274,6 +287,8 @@ def _enc_ConsumerGroupDescribeResponse_v1(obj, out):
         n_groups = len(f_groups)
     if cython.compiled:
         _put_uvarint(out, n_groups + 1)
+    elif 0 <= n_groups + 1 < 128:
+        out.append(n_groups + 1)
     else:
         _w.put_uvarint(out, n_groups + 1)
     for item in f_groups:
@@ -294,7 +309,10 @@ def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('error_message', buf, pos, end)
@@ -303,19 +321,17 @@ def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 1, n_error_message, True)
-    if cython.compiled:
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_group_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('group_id', buf, pos, end)
@@ -324,17 +340,15 @@ def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
-    if n_group_id >= 0:
-        if end - pos < n_group_id:
-            raise _w.short_read('group_id', pos, n_group_id, end)
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
+    if 0 <= n_group_id <= end - pos:
+        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
-        raise _w.bad_length('group_id', pos - 1, n_group_id, False)
-    if cython.compiled:
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_group_state = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('group_state', buf, pos, end)
@@ -343,16 +357,11 @@ def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
     else:
         n_group_state, pos = _w.read_uvarint(buf, pos, end, 'group_state')
         n_group_state -= 1
-    if n_group_state >= 0:
-        if end - pos < n_group_state:
-            raise _w.short_read('group_state', pos, n_group_state, end)
-        try:
-            f_group_state = buf[pos:pos + n_group_state].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_state', pos, exc) from None
+    if 0 <= n_group_state <= end - pos:
+        f_group_state = _w.utf8(buf, pos, n_group_state, 'group_state')
         pos += n_group_state
     else:
-        raise _w.bad_length('group_state', pos - 1, n_group_state, False)
+        raise _w.bad_sized('group_state', pos, n_group_state, end, 1, False)
     if end - pos < 8:
         raise _w.short_run(_RUN_group_epoch__assignment_epoch, pos, end)
     if cython.compiled:
@@ -361,7 +370,10 @@ def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
     else:
         f_group_epoch, f_assignment_epoch = _S_ii.unpack_from(buf, pos)
     pos += 8
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_assignor_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('assignor_name', buf, pos, end)
@@ -370,17 +382,15 @@ def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
     else:
         n_assignor_name, pos = _w.read_uvarint(buf, pos, end, 'assignor_name')
         n_assignor_name -= 1
-    if n_assignor_name >= 0:
-        if end - pos < n_assignor_name:
-            raise _w.short_read('assignor_name', pos, n_assignor_name, end)
-        try:
-            f_assignor_name = buf[pos:pos + n_assignor_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('assignor_name', pos, exc) from None
+    if 0 <= n_assignor_name <= end - pos:
+        f_assignor_name = _w.utf8(buf, pos, n_assignor_name, 'assignor_name')
         pos += n_assignor_name
     else:
-        raise _w.bad_length('assignor_name', pos - 1, n_assignor_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('assignor_name', pos, n_assignor_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_members = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('members', buf, pos, end)
@@ -446,6 +456,8 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v0(obj, out):
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.error_message", n_error_message)
     if cython.compiled:
         _put_uvarint(out, n_error_message + 1)
+    elif 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
@@ -460,6 +472,8 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v0(obj, out):
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.group_id", n_group_id)
     if cython.compiled:
         _put_uvarint(out, n_group_id + 1)
+    elif 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
@@ -474,6 +488,8 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v0(obj, out):
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.group_state", n_group_state)
     if cython.compiled:
         _put_uvarint(out, n_group_state + 1)
+    elif 0 <= n_group_state + 1 < 128:
+        out.append(n_group_state + 1)
     else:
         _w.put_uvarint(out, n_group_state + 1)
     if n_group_state > 0:
@@ -494,6 +510,8 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v0(obj, out):
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.assignor_name", n_assignor_name)
     if cython.compiled:
         _put_uvarint(out, n_assignor_name + 1)
+    elif 0 <= n_assignor_name + 1 < 128:
+        out.append(n_assignor_name + 1)
     else:
         _w.put_uvarint(out, n_assignor_name + 1)
     if n_assignor_name > 0:
@@ -505,6 +523,8 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v0(obj, out):
         n_members = len(f_members)
     if cython.compiled:
         _put_uvarint(out, n_members + 1)
+    elif 0 <= n_members + 1 < 128:
+        out.append(n_members + 1)
     else:
         _w.put_uvarint(out, n_members + 1)
     for item in f_members:
@@ -530,7 +550,10 @@ def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('error_message', buf, pos, end)
@@ -539,19 +562,17 @@ def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 1, n_error_message, True)
-    if cython.compiled:
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_group_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('group_id', buf, pos, end)
@@ -560,17 +581,15 @@ def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
-    if n_group_id >= 0:
-        if end - pos < n_group_id:
-            raise _w.short_read('group_id', pos, n_group_id, end)
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
+    if 0 <= n_group_id <= end - pos:
+        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
-        raise _w.bad_length('group_id', pos - 1, n_group_id, False)
-    if cython.compiled:
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_group_state = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('group_state', buf, pos, end)
@@ -579,16 +598,11 @@ def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
     else:
         n_group_state, pos = _w.read_uvarint(buf, pos, end, 'group_state')
         n_group_state -= 1
-    if n_group_state >= 0:
-        if end - pos < n_group_state:
-            raise _w.short_read('group_state', pos, n_group_state, end)
-        try:
-            f_group_state = buf[pos:pos + n_group_state].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_state', pos, exc) from None
+    if 0 <= n_group_state <= end - pos:
+        f_group_state = _w.utf8(buf, pos, n_group_state, 'group_state')
         pos += n_group_state
     else:
-        raise _w.bad_length('group_state', pos - 1, n_group_state, False)
+        raise _w.bad_sized('group_state', pos, n_group_state, end, 1, False)
     if end - pos < 8:
         raise _w.short_run(_RUN_group_epoch__assignment_epoch, pos, end)
     if cython.compiled:
@@ -597,7 +611,10 @@ def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
     else:
         f_group_epoch, f_assignment_epoch = _S_ii.unpack_from(buf, pos)
     pos += 8
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_assignor_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('assignor_name', buf, pos, end)
@@ -606,17 +623,15 @@ def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
     else:
         n_assignor_name, pos = _w.read_uvarint(buf, pos, end, 'assignor_name')
         n_assignor_name -= 1
-    if n_assignor_name >= 0:
-        if end - pos < n_assignor_name:
-            raise _w.short_read('assignor_name', pos, n_assignor_name, end)
-        try:
-            f_assignor_name = buf[pos:pos + n_assignor_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('assignor_name', pos, exc) from None
+    if 0 <= n_assignor_name <= end - pos:
+        f_assignor_name = _w.utf8(buf, pos, n_assignor_name, 'assignor_name')
         pos += n_assignor_name
     else:
-        raise _w.bad_length('assignor_name', pos - 1, n_assignor_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('assignor_name', pos, n_assignor_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_members = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('members', buf, pos, end)
@@ -682,6 +697,8 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v1(obj, out):
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.error_message", n_error_message)
     if cython.compiled:
         _put_uvarint(out, n_error_message + 1)
+    elif 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
@@ -696,6 +713,8 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v1(obj, out):
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.group_id", n_group_id)
     if cython.compiled:
         _put_uvarint(out, n_group_id + 1)
+    elif 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
@@ -710,6 +729,8 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v1(obj, out):
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.group_state", n_group_state)
     if cython.compiled:
         _put_uvarint(out, n_group_state + 1)
+    elif 0 <= n_group_state + 1 < 128:
+        out.append(n_group_state + 1)
     else:
         _w.put_uvarint(out, n_group_state + 1)
     if n_group_state > 0:
@@ -730,6 +751,8 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v1(obj, out):
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.assignor_name", n_assignor_name)
     if cython.compiled:
         _put_uvarint(out, n_assignor_name + 1)
+    elif 0 <= n_assignor_name + 1 < 128:
+        out.append(n_assignor_name + 1)
     else:
         _w.put_uvarint(out, n_assignor_name + 1)
     if n_assignor_name > 0:
@@ -741,6 +764,8 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v1(obj, out):
         n_members = len(f_members)
     if cython.compiled:
         _put_uvarint(out, n_members + 1)
+    elif 0 <= n_members + 1 < 128:
+        out.append(n_members + 1)
     else:
         _w.put_uvarint(out, n_members + 1)
     for item in f_members:
@@ -759,7 +784,10 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v1(obj, out):
 def _dec_ConsumerGroupDescribeResponse_Member_v0(buf, cur, end):
     """Decode ConsumerGroupDescribeResponse.DescribedGroup.Member (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_member_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('member_id', buf, pos, end)
@@ -768,17 +796,15 @@ def _dec_ConsumerGroupDescribeResponse_Member_v0(buf, cur, end):
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
-    if n_member_id >= 0:
-        if end - pos < n_member_id:
-            raise _w.short_read('member_id', pos, n_member_id, end)
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
+    if 0 <= n_member_id <= end - pos:
+        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
-        raise _w.bad_length('member_id', pos - 1, n_member_id, False)
-    if cython.compiled:
+        raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_instance_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('instance_id', buf, pos, end)
@@ -787,19 +813,17 @@ def _dec_ConsumerGroupDescribeResponse_Member_v0(buf, cur, end):
     else:
         n_instance_id, pos = _w.read_uvarint(buf, pos, end, 'instance_id')
         n_instance_id -= 1
-    if n_instance_id >= 0:
-        if end - pos < n_instance_id:
-            raise _w.short_read('instance_id', pos, n_instance_id, end)
-        try:
-            f_instance_id = buf[pos:pos + n_instance_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('instance_id', pos, exc) from None
+    if 0 <= n_instance_id <= end - pos:
+        f_instance_id = _w.utf8(buf, pos, n_instance_id, 'instance_id')
         pos += n_instance_id
     elif n_instance_id == -1:
         f_instance_id = None
     else:
-        raise _w.bad_length('instance_id', pos - 1, n_instance_id, True)
-    if cython.compiled:
+        raise _w.bad_sized('instance_id', pos, n_instance_id, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_rack_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('rack_id', buf, pos, end)
@@ -808,18 +832,13 @@ def _dec_ConsumerGroupDescribeResponse_Member_v0(buf, cur, end):
     else:
         n_rack_id, pos = _w.read_uvarint(buf, pos, end, 'rack_id')
         n_rack_id -= 1
-    if n_rack_id >= 0:
-        if end - pos < n_rack_id:
-            raise _w.short_read('rack_id', pos, n_rack_id, end)
-        try:
-            f_rack_id = buf[pos:pos + n_rack_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('rack_id', pos, exc) from None
+    if 0 <= n_rack_id <= end - pos:
+        f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
         pos += n_rack_id
     elif n_rack_id == -1:
         f_rack_id = None
     else:
-        raise _w.bad_length('rack_id', pos - 1, n_rack_id, True)
+        raise _w.bad_sized('rack_id', pos, n_rack_id, end, 1, True)
     if end - pos < 4:
         raise _w.short_run(_RUN_member_epoch, pos, end)
     if cython.compiled:
@@ -827,7 +846,10 @@ def _dec_ConsumerGroupDescribeResponse_Member_v0(buf, cur, end):
     else:
         f_member_epoch = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_client_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('client_id', buf, pos, end)
@@ -836,17 +858,15 @@ def _dec_ConsumerGroupDescribeResponse_Member_v0(buf, cur, end):
     else:
         n_client_id, pos = _w.read_uvarint(buf, pos, end, 'client_id')
         n_client_id -= 1
-    if n_client_id >= 0:
-        if end - pos < n_client_id:
-            raise _w.short_read('client_id', pos, n_client_id, end)
-        try:
-            f_client_id = buf[pos:pos + n_client_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('client_id', pos, exc) from None
+    if 0 <= n_client_id <= end - pos:
+        f_client_id = _w.utf8(buf, pos, n_client_id, 'client_id')
         pos += n_client_id
     else:
-        raise _w.bad_length('client_id', pos - 1, n_client_id, False)
-    if cython.compiled:
+        raise _w.bad_sized('client_id', pos, n_client_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_client_host = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('client_host', buf, pos, end)
@@ -855,17 +875,15 @@ def _dec_ConsumerGroupDescribeResponse_Member_v0(buf, cur, end):
     else:
         n_client_host, pos = _w.read_uvarint(buf, pos, end, 'client_host')
         n_client_host -= 1
-    if n_client_host >= 0:
-        if end - pos < n_client_host:
-            raise _w.short_read('client_host', pos, n_client_host, end)
-        try:
-            f_client_host = buf[pos:pos + n_client_host].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('client_host', pos, exc) from None
+    if 0 <= n_client_host <= end - pos:
+        f_client_host = _w.utf8(buf, pos, n_client_host, 'client_host')
         pos += n_client_host
     else:
-        raise _w.bad_length('client_host', pos - 1, n_client_host, False)
-    if cython.compiled:
+        raise _w.bad_sized('client_host', pos, n_client_host, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_subscribed_topic_names = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('subscribed_topic_names', buf, pos, end)
@@ -878,7 +896,10 @@ def _dec_ConsumerGroupDescribeResponse_Member_v0(buf, cur, end):
         raise _w.bad_count('subscribed_topic_names', pos - 1, n_subscribed_topic_names, end, 1, 1)
     f_subscribed_topic_names = []
     for i in range(n_subscribed_topic_names):
-        if cython.compiled:
+        if pos < end and buf[pos] < 128:
+            m = buf[pos] - 1
+            pos += 1
+        elif cython.compiled:
             v = _read_uvarint(buf, pos, end)
             if v < 0:
                 raise _w.bad_uvarint("subscribed_topic_names[%d]" % i, buf, pos, end)
@@ -888,15 +909,13 @@ def _dec_ConsumerGroupDescribeResponse_Member_v0(buf, cur, end):
             m, pos = _w.read_uvarint(buf, pos, end, "subscribed_topic_names[%d]" % i)
             m -= 1
         if m < 0 or end - pos < m:
-            if m < 0:
-                raise _w.bad_length("subscribed_topic_names[%d]" % i, pos - 1, m, False)
-            raise _w.short_read("subscribed_topic_names[%d]" % i, pos, m, end)
-        try:
-            f_subscribed_topic_names.append(buf[pos:pos + m].decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8("subscribed_topic_names[%d]" % i, pos, exc) from None
+            raise _w.bad_sized("subscribed_topic_names[%d]" % i, pos, m, end, 1, False)
+        f_subscribed_topic_names.append(_w.utf8(buf, pos, m, "subscribed_topic_names[%d]" % i))
         pos += m
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_subscribed_topic_regex = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('subscribed_topic_regex', buf, pos, end)
@@ -905,18 +924,13 @@ def _dec_ConsumerGroupDescribeResponse_Member_v0(buf, cur, end):
     else:
         n_subscribed_topic_regex, pos = _w.read_uvarint(buf, pos, end, 'subscribed_topic_regex')
         n_subscribed_topic_regex -= 1
-    if n_subscribed_topic_regex >= 0:
-        if end - pos < n_subscribed_topic_regex:
-            raise _w.short_read('subscribed_topic_regex', pos, n_subscribed_topic_regex, end)
-        try:
-            f_subscribed_topic_regex = buf[pos:pos + n_subscribed_topic_regex].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('subscribed_topic_regex', pos, exc) from None
+    if 0 <= n_subscribed_topic_regex <= end - pos:
+        f_subscribed_topic_regex = _w.utf8(buf, pos, n_subscribed_topic_regex, 'subscribed_topic_regex')
         pos += n_subscribed_topic_regex
     elif n_subscribed_topic_regex == -1:
         f_subscribed_topic_regex = None
     else:
-        raise _w.bad_length('subscribed_topic_regex', pos - 1, n_subscribed_topic_regex, True)
+        raise _w.bad_sized('subscribed_topic_regex', pos, n_subscribed_topic_regex, end, 1, True)
     cur.pos = pos
     try:
         f_assignment = _dec_ConsumerGroupDescribeResponse_Assignment_v0(buf, cur, end)
@@ -967,6 +981,8 @@ def _enc_ConsumerGroupDescribeResponse_Member_v0(obj, out):
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.Member.member_id", n_member_id)
     if cython.compiled:
         _put_uvarint(out, n_member_id + 1)
+    elif 0 <= n_member_id + 1 < 128:
+        out.append(n_member_id + 1)
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
@@ -981,6 +997,8 @@ def _enc_ConsumerGroupDescribeResponse_Member_v0(obj, out):
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.Member.instance_id", n_instance_id)
     if cython.compiled:
         _put_uvarint(out, n_instance_id + 1)
+    elif 0 <= n_instance_id + 1 < 128:
+        out.append(n_instance_id + 1)
     else:
         _w.put_uvarint(out, n_instance_id + 1)
     if n_instance_id > 0:
@@ -995,6 +1013,8 @@ def _enc_ConsumerGroupDescribeResponse_Member_v0(obj, out):
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.Member.rack_id", n_rack_id)
     if cython.compiled:
         _put_uvarint(out, n_rack_id + 1)
+    elif 0 <= n_rack_id + 1 < 128:
+        out.append(n_rack_id + 1)
     else:
         _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
@@ -1014,6 +1034,8 @@ def _enc_ConsumerGroupDescribeResponse_Member_v0(obj, out):
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.Member.client_id", n_client_id)
     if cython.compiled:
         _put_uvarint(out, n_client_id + 1)
+    elif 0 <= n_client_id + 1 < 128:
+        out.append(n_client_id + 1)
     else:
         _w.put_uvarint(out, n_client_id + 1)
     if n_client_id > 0:
@@ -1028,6 +1050,8 @@ def _enc_ConsumerGroupDescribeResponse_Member_v0(obj, out):
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.Member.client_host", n_client_host)
     if cython.compiled:
         _put_uvarint(out, n_client_host + 1)
+    elif 0 <= n_client_host + 1 < 128:
+        out.append(n_client_host + 1)
     else:
         _w.put_uvarint(out, n_client_host + 1)
     if n_client_host > 0:
@@ -1039,6 +1063,8 @@ def _enc_ConsumerGroupDescribeResponse_Member_v0(obj, out):
         n_subscribed_topic_names = len(f_subscribed_topic_names)
     if cython.compiled:
         _put_uvarint(out, n_subscribed_topic_names + 1)
+    elif 0 <= n_subscribed_topic_names + 1 < 128:
+        out.append(n_subscribed_topic_names + 1)
     else:
         _w.put_uvarint(out, n_subscribed_topic_names + 1)
     for item in f_subscribed_topic_names:
@@ -1048,6 +1074,8 @@ def _enc_ConsumerGroupDescribeResponse_Member_v0(obj, out):
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.Member.subscribed_topic_names[]", m)
         if cython.compiled:
             _put_uvarint(out, m + 1)
+        elif 0 <= m + 1 < 128:
+            out.append(m + 1)
         else:
             _w.put_uvarint(out, m + 1)
         out += data
@@ -1061,6 +1089,8 @@ def _enc_ConsumerGroupDescribeResponse_Member_v0(obj, out):
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.Member.subscribed_topic_regex", n_subscribed_topic_regex)
     if cython.compiled:
         _put_uvarint(out, n_subscribed_topic_regex + 1)
+    elif 0 <= n_subscribed_topic_regex + 1 < 128:
+        out.append(n_subscribed_topic_regex + 1)
     else:
         _w.put_uvarint(out, n_subscribed_topic_regex + 1)
     if n_subscribed_topic_regex > 0:
@@ -1078,7 +1108,10 @@ def _enc_ConsumerGroupDescribeResponse_Member_v0(obj, out):
 def _dec_ConsumerGroupDescribeResponse_Member_v1(buf, cur, end):
     """Decode ConsumerGroupDescribeResponse.DescribedGroup.Member (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_member_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('member_id', buf, pos, end)
@@ -1087,17 +1120,15 @@ def _dec_ConsumerGroupDescribeResponse_Member_v1(buf, cur, end):
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
-    if n_member_id >= 0:
-        if end - pos < n_member_id:
-            raise _w.short_read('member_id', pos, n_member_id, end)
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
+    if 0 <= n_member_id <= end - pos:
+        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
-        raise _w.bad_length('member_id', pos - 1, n_member_id, False)
-    if cython.compiled:
+        raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_instance_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('instance_id', buf, pos, end)
@@ -1106,19 +1137,17 @@ def _dec_ConsumerGroupDescribeResponse_Member_v1(buf, cur, end):
     else:
         n_instance_id, pos = _w.read_uvarint(buf, pos, end, 'instance_id')
         n_instance_id -= 1
-    if n_instance_id >= 0:
-        if end - pos < n_instance_id:
-            raise _w.short_read('instance_id', pos, n_instance_id, end)
-        try:
-            f_instance_id = buf[pos:pos + n_instance_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('instance_id', pos, exc) from None
+    if 0 <= n_instance_id <= end - pos:
+        f_instance_id = _w.utf8(buf, pos, n_instance_id, 'instance_id')
         pos += n_instance_id
     elif n_instance_id == -1:
         f_instance_id = None
     else:
-        raise _w.bad_length('instance_id', pos - 1, n_instance_id, True)
-    if cython.compiled:
+        raise _w.bad_sized('instance_id', pos, n_instance_id, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_rack_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('rack_id', buf, pos, end)
@@ -1127,18 +1156,13 @@ def _dec_ConsumerGroupDescribeResponse_Member_v1(buf, cur, end):
     else:
         n_rack_id, pos = _w.read_uvarint(buf, pos, end, 'rack_id')
         n_rack_id -= 1
-    if n_rack_id >= 0:
-        if end - pos < n_rack_id:
-            raise _w.short_read('rack_id', pos, n_rack_id, end)
-        try:
-            f_rack_id = buf[pos:pos + n_rack_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('rack_id', pos, exc) from None
+    if 0 <= n_rack_id <= end - pos:
+        f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
         pos += n_rack_id
     elif n_rack_id == -1:
         f_rack_id = None
     else:
-        raise _w.bad_length('rack_id', pos - 1, n_rack_id, True)
+        raise _w.bad_sized('rack_id', pos, n_rack_id, end, 1, True)
     if end - pos < 4:
         raise _w.short_run(_RUN_member_epoch, pos, end)
     if cython.compiled:
@@ -1146,7 +1170,10 @@ def _dec_ConsumerGroupDescribeResponse_Member_v1(buf, cur, end):
     else:
         f_member_epoch = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_client_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('client_id', buf, pos, end)
@@ -1155,17 +1182,15 @@ def _dec_ConsumerGroupDescribeResponse_Member_v1(buf, cur, end):
     else:
         n_client_id, pos = _w.read_uvarint(buf, pos, end, 'client_id')
         n_client_id -= 1
-    if n_client_id >= 0:
-        if end - pos < n_client_id:
-            raise _w.short_read('client_id', pos, n_client_id, end)
-        try:
-            f_client_id = buf[pos:pos + n_client_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('client_id', pos, exc) from None
+    if 0 <= n_client_id <= end - pos:
+        f_client_id = _w.utf8(buf, pos, n_client_id, 'client_id')
         pos += n_client_id
     else:
-        raise _w.bad_length('client_id', pos - 1, n_client_id, False)
-    if cython.compiled:
+        raise _w.bad_sized('client_id', pos, n_client_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_client_host = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('client_host', buf, pos, end)
@@ -1174,17 +1199,15 @@ def _dec_ConsumerGroupDescribeResponse_Member_v1(buf, cur, end):
     else:
         n_client_host, pos = _w.read_uvarint(buf, pos, end, 'client_host')
         n_client_host -= 1
-    if n_client_host >= 0:
-        if end - pos < n_client_host:
-            raise _w.short_read('client_host', pos, n_client_host, end)
-        try:
-            f_client_host = buf[pos:pos + n_client_host].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('client_host', pos, exc) from None
+    if 0 <= n_client_host <= end - pos:
+        f_client_host = _w.utf8(buf, pos, n_client_host, 'client_host')
         pos += n_client_host
     else:
-        raise _w.bad_length('client_host', pos - 1, n_client_host, False)
-    if cython.compiled:
+        raise _w.bad_sized('client_host', pos, n_client_host, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_subscribed_topic_names = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('subscribed_topic_names', buf, pos, end)
@@ -1197,7 +1220,10 @@ def _dec_ConsumerGroupDescribeResponse_Member_v1(buf, cur, end):
         raise _w.bad_count('subscribed_topic_names', pos - 1, n_subscribed_topic_names, end, 1, 1)
     f_subscribed_topic_names = []
     for i in range(n_subscribed_topic_names):
-        if cython.compiled:
+        if pos < end and buf[pos] < 128:
+            m = buf[pos] - 1
+            pos += 1
+        elif cython.compiled:
             v = _read_uvarint(buf, pos, end)
             if v < 0:
                 raise _w.bad_uvarint("subscribed_topic_names[%d]" % i, buf, pos, end)
@@ -1207,15 +1233,13 @@ def _dec_ConsumerGroupDescribeResponse_Member_v1(buf, cur, end):
             m, pos = _w.read_uvarint(buf, pos, end, "subscribed_topic_names[%d]" % i)
             m -= 1
         if m < 0 or end - pos < m:
-            if m < 0:
-                raise _w.bad_length("subscribed_topic_names[%d]" % i, pos - 1, m, False)
-            raise _w.short_read("subscribed_topic_names[%d]" % i, pos, m, end)
-        try:
-            f_subscribed_topic_names.append(buf[pos:pos + m].decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8("subscribed_topic_names[%d]" % i, pos, exc) from None
+            raise _w.bad_sized("subscribed_topic_names[%d]" % i, pos, m, end, 1, False)
+        f_subscribed_topic_names.append(_w.utf8(buf, pos, m, "subscribed_topic_names[%d]" % i))
         pos += m
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_subscribed_topic_regex = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('subscribed_topic_regex', buf, pos, end)
@@ -1224,18 +1248,13 @@ def _dec_ConsumerGroupDescribeResponse_Member_v1(buf, cur, end):
     else:
         n_subscribed_topic_regex, pos = _w.read_uvarint(buf, pos, end, 'subscribed_topic_regex')
         n_subscribed_topic_regex -= 1
-    if n_subscribed_topic_regex >= 0:
-        if end - pos < n_subscribed_topic_regex:
-            raise _w.short_read('subscribed_topic_regex', pos, n_subscribed_topic_regex, end)
-        try:
-            f_subscribed_topic_regex = buf[pos:pos + n_subscribed_topic_regex].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('subscribed_topic_regex', pos, exc) from None
+    if 0 <= n_subscribed_topic_regex <= end - pos:
+        f_subscribed_topic_regex = _w.utf8(buf, pos, n_subscribed_topic_regex, 'subscribed_topic_regex')
         pos += n_subscribed_topic_regex
     elif n_subscribed_topic_regex == -1:
         f_subscribed_topic_regex = None
     else:
-        raise _w.bad_length('subscribed_topic_regex', pos - 1, n_subscribed_topic_regex, True)
+        raise _w.bad_sized('subscribed_topic_regex', pos, n_subscribed_topic_regex, end, 1, True)
     cur.pos = pos
     try:
         f_assignment = _dec_ConsumerGroupDescribeResponse_Assignment_v0(buf, cur, end)
@@ -1291,6 +1310,8 @@ def _enc_ConsumerGroupDescribeResponse_Member_v1(obj, out):
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.Member.member_id", n_member_id)
     if cython.compiled:
         _put_uvarint(out, n_member_id + 1)
+    elif 0 <= n_member_id + 1 < 128:
+        out.append(n_member_id + 1)
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
@@ -1305,6 +1326,8 @@ def _enc_ConsumerGroupDescribeResponse_Member_v1(obj, out):
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.Member.instance_id", n_instance_id)
     if cython.compiled:
         _put_uvarint(out, n_instance_id + 1)
+    elif 0 <= n_instance_id + 1 < 128:
+        out.append(n_instance_id + 1)
     else:
         _w.put_uvarint(out, n_instance_id + 1)
     if n_instance_id > 0:
@@ -1319,6 +1342,8 @@ def _enc_ConsumerGroupDescribeResponse_Member_v1(obj, out):
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.Member.rack_id", n_rack_id)
     if cython.compiled:
         _put_uvarint(out, n_rack_id + 1)
+    elif 0 <= n_rack_id + 1 < 128:
+        out.append(n_rack_id + 1)
     else:
         _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
@@ -1338,6 +1363,8 @@ def _enc_ConsumerGroupDescribeResponse_Member_v1(obj, out):
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.Member.client_id", n_client_id)
     if cython.compiled:
         _put_uvarint(out, n_client_id + 1)
+    elif 0 <= n_client_id + 1 < 128:
+        out.append(n_client_id + 1)
     else:
         _w.put_uvarint(out, n_client_id + 1)
     if n_client_id > 0:
@@ -1352,6 +1379,8 @@ def _enc_ConsumerGroupDescribeResponse_Member_v1(obj, out):
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.Member.client_host", n_client_host)
     if cython.compiled:
         _put_uvarint(out, n_client_host + 1)
+    elif 0 <= n_client_host + 1 < 128:
+        out.append(n_client_host + 1)
     else:
         _w.put_uvarint(out, n_client_host + 1)
     if n_client_host > 0:
@@ -1363,6 +1392,8 @@ def _enc_ConsumerGroupDescribeResponse_Member_v1(obj, out):
         n_subscribed_topic_names = len(f_subscribed_topic_names)
     if cython.compiled:
         _put_uvarint(out, n_subscribed_topic_names + 1)
+    elif 0 <= n_subscribed_topic_names + 1 < 128:
+        out.append(n_subscribed_topic_names + 1)
     else:
         _w.put_uvarint(out, n_subscribed_topic_names + 1)
     for item in f_subscribed_topic_names:
@@ -1372,6 +1403,8 @@ def _enc_ConsumerGroupDescribeResponse_Member_v1(obj, out):
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.Member.subscribed_topic_names[]", m)
         if cython.compiled:
             _put_uvarint(out, m + 1)
+        elif 0 <= m + 1 < 128:
+            out.append(m + 1)
         else:
             _w.put_uvarint(out, m + 1)
         out += data
@@ -1385,6 +1418,8 @@ def _enc_ConsumerGroupDescribeResponse_Member_v1(obj, out):
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.Member.subscribed_topic_regex", n_subscribed_topic_regex)
     if cython.compiled:
         _put_uvarint(out, n_subscribed_topic_regex + 1)
+    elif 0 <= n_subscribed_topic_regex + 1 < 128:
+        out.append(n_subscribed_topic_regex + 1)
     else:
         _w.put_uvarint(out, n_subscribed_topic_regex + 1)
     if n_subscribed_topic_regex > 0:
@@ -1407,7 +1442,10 @@ def _enc_ConsumerGroupDescribeResponse_Member_v1(obj, out):
 def _dec_ConsumerGroupDescribeResponse_Assignment_v0(buf, cur, end):
     """Decode ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topic_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic_partitions', buf, pos, end)
@@ -1450,6 +1488,8 @@ def _enc_ConsumerGroupDescribeResponse_Assignment_v0(obj, out):
         n_topic_partitions = len(f_topic_partitions)
     if cython.compiled:
         _put_uvarint(out, n_topic_partitions + 1)
+    elif 0 <= n_topic_partitions + 1 < 128:
+        out.append(n_topic_partitions + 1)
     else:
         _w.put_uvarint(out, n_topic_partitions + 1)
     for item in f_topic_partitions:
@@ -1467,7 +1507,10 @@ def _dec_ConsumerGroupDescribeResponse_TopicPartitions_v0(buf, cur, end):
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topic_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic_name', buf, pos, end)
@@ -1476,17 +1519,15 @@ def _dec_ConsumerGroupDescribeResponse_TopicPartitions_v0(buf, cur, end):
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
-    if n_topic_name >= 0:
-        if end - pos < n_topic_name:
-            raise _w.short_read('topic_name', pos, n_topic_name, end)
-        try:
-            f_topic_name = buf[pos:pos + n_topic_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic_name', pos, exc) from None
+    if 0 <= n_topic_name <= end - pos:
+        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
-        raise _w.bad_length('topic_name', pos - 1, n_topic_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -1531,6 +1572,8 @@ def _enc_ConsumerGroupDescribeResponse_TopicPartitions_v0(obj, out):
             raise _w.string_too_long("ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment.TopicPartitions.topic_name", n_topic_name)
     if cython.compiled:
         _put_uvarint(out, n_topic_name + 1)
+    elif 0 <= n_topic_name + 1 < 128:
+        out.append(n_topic_name + 1)
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
@@ -1542,6 +1585,8 @@ def _enc_ConsumerGroupDescribeResponse_TopicPartitions_v0(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     if cython.compiled:
@@ -1564,7 +1609,7 @@ class ConsumerGroupDescribeRequest(Message):
 
     Attributes:
         group_ids ([]string, v0-1): 
-        include_authorized_operations (bool, v0-1): 
+        include_authorized_operations (bool, v0-1): Whether the response should say which operations the caller may perform.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -1663,8 +1708,8 @@ class ConsumerGroupDescribeResponse_Member(Struct):
     Attributes:
         member_id (string, v0-1): 
         instance_id (string, v0-1, nullable v0-1): 
-        rack_id (string, v0-1, nullable v0-1): 
-        member_epoch (int32, v0-1): 
+        rack_id (string, v0-1, nullable v0-1): The client's rack, so that a nearby replica or partition can be chosen for it; empty or null if unset.
+        member_epoch (int32, v0-1): The epoch of the member in the group (new consumer protocol); it rises with every new assignment.
         client_id (string, v0-1): 
         client_host (string, v0-1): 
         subscribed_topic_names ([]string, v0-1): 
@@ -1735,7 +1780,7 @@ class ConsumerGroupDescribeResponse_DescribedGroup(Struct):
         assignment_epoch (int32, v0-1): 
         assignor_name (string, v0-1): 
         members ([]Member, v0-1): 
-        authorized_operations (int32, v0-1): 
+        authorized_operations (int32, v0-1): A bit field of the ACL operations the caller may perform on the resource; -2147483648 when not requested.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -1788,7 +1833,7 @@ class ConsumerGroupDescribeResponse(Message):
     Flexible (compact lengths, tagged fields) in v0-1.
 
     Attributes:
-        throttle_time_ms (int32, v0-1): 
+        throttle_time_ms (int32, v0-1): How long the response was held back by a quota, in milliseconds (0 if not throttled).
         groups ([]DescribedGroup, v0-1): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """

@@ -53,7 +53,10 @@ _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 
 def _dec_ConsumerGroupHeartbeatRequest_v0(buf, cur, end):
     """Decode ConsumerGroupHeartbeatRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_group_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('group_id', buf, pos, end)
@@ -62,17 +65,15 @@ def _dec_ConsumerGroupHeartbeatRequest_v0(buf, cur, end):
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
-    if n_group_id >= 0:
-        if end - pos < n_group_id:
-            raise _w.short_read('group_id', pos, n_group_id, end)
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
+    if 0 <= n_group_id <= end - pos:
+        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
-        raise _w.bad_length('group_id', pos - 1, n_group_id, False)
-    if cython.compiled:
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_member_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('member_id', buf, pos, end)
@@ -81,16 +82,11 @@ def _dec_ConsumerGroupHeartbeatRequest_v0(buf, cur, end):
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
-    if n_member_id >= 0:
-        if end - pos < n_member_id:
-            raise _w.short_read('member_id', pos, n_member_id, end)
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
+    if 0 <= n_member_id <= end - pos:
+        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
-        raise _w.bad_length('member_id', pos - 1, n_member_id, False)
+        raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_member_epoch, pos, end)
     if cython.compiled:
@@ -98,7 +94,10 @@ def _dec_ConsumerGroupHeartbeatRequest_v0(buf, cur, end):
     else:
         f_member_epoch = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_instance_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('instance_id', buf, pos, end)
@@ -107,19 +106,17 @@ def _dec_ConsumerGroupHeartbeatRequest_v0(buf, cur, end):
     else:
         n_instance_id, pos = _w.read_uvarint(buf, pos, end, 'instance_id')
         n_instance_id -= 1
-    if n_instance_id >= 0:
-        if end - pos < n_instance_id:
-            raise _w.short_read('instance_id', pos, n_instance_id, end)
-        try:
-            f_instance_id = buf[pos:pos + n_instance_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('instance_id', pos, exc) from None
+    if 0 <= n_instance_id <= end - pos:
+        f_instance_id = _w.utf8(buf, pos, n_instance_id, 'instance_id')
         pos += n_instance_id
     elif n_instance_id == -1:
         f_instance_id = None
     else:
-        raise _w.bad_length('instance_id', pos - 1, n_instance_id, True)
-    if cython.compiled:
+        raise _w.bad_sized('instance_id', pos, n_instance_id, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_rack_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('rack_id', buf, pos, end)
@@ -128,18 +125,13 @@ def _dec_ConsumerGroupHeartbeatRequest_v0(buf, cur, end):
     else:
         n_rack_id, pos = _w.read_uvarint(buf, pos, end, 'rack_id')
         n_rack_id -= 1
-    if n_rack_id >= 0:
-        if end - pos < n_rack_id:
-            raise _w.short_read('rack_id', pos, n_rack_id, end)
-        try:
-            f_rack_id = buf[pos:pos + n_rack_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('rack_id', pos, exc) from None
+    if 0 <= n_rack_id <= end - pos:
+        f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
         pos += n_rack_id
     elif n_rack_id == -1:
         f_rack_id = None
     else:
-        raise _w.bad_length('rack_id', pos - 1, n_rack_id, True)
+        raise _w.bad_sized('rack_id', pos, n_rack_id, end, 1, True)
     if end - pos < 4:
         raise _w.short_run(_RUN_rebalance_timeout_ms, pos, end)
     if cython.compiled:
@@ -147,7 +139,10 @@ def _dec_ConsumerGroupHeartbeatRequest_v0(buf, cur, end):
     else:
         f_rebalance_timeout_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_subscribed_topic_names = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('subscribed_topic_names', buf, pos, end)
@@ -163,7 +158,10 @@ def _dec_ConsumerGroupHeartbeatRequest_v0(buf, cur, end):
     else:
         f_subscribed_topic_names = []
         for i in range(n_subscribed_topic_names):
-            if cython.compiled:
+            if pos < end and buf[pos] < 128:
+                m = buf[pos] - 1
+                pos += 1
+            elif cython.compiled:
                 v = _read_uvarint(buf, pos, end)
                 if v < 0:
                     raise _w.bad_uvarint("subscribed_topic_names[%d]" % i, buf, pos, end)
@@ -173,15 +171,13 @@ def _dec_ConsumerGroupHeartbeatRequest_v0(buf, cur, end):
                 m, pos = _w.read_uvarint(buf, pos, end, "subscribed_topic_names[%d]" % i)
                 m -= 1
             if m < 0 or end - pos < m:
-                if m < 0:
-                    raise _w.bad_length("subscribed_topic_names[%d]" % i, pos - 1, m, False)
-                raise _w.short_read("subscribed_topic_names[%d]" % i, pos, m, end)
-            try:
-                f_subscribed_topic_names.append(buf[pos:pos + m].decode("utf-8"))
-            except UnicodeDecodeError as exc:
-                raise _w.bad_utf8("subscribed_topic_names[%d]" % i, pos, exc) from None
+                raise _w.bad_sized("subscribed_topic_names[%d]" % i, pos, m, end, 1, False)
+            f_subscribed_topic_names.append(_w.utf8(buf, pos, m, "subscribed_topic_names[%d]" % i))
             pos += m
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_server_assignor = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('server_assignor', buf, pos, end)
@@ -190,19 +186,17 @@ def _dec_ConsumerGroupHeartbeatRequest_v0(buf, cur, end):
     else:
         n_server_assignor, pos = _w.read_uvarint(buf, pos, end, 'server_assignor')
         n_server_assignor -= 1
-    if n_server_assignor >= 0:
-        if end - pos < n_server_assignor:
-            raise _w.short_read('server_assignor', pos, n_server_assignor, end)
-        try:
-            f_server_assignor = buf[pos:pos + n_server_assignor].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('server_assignor', pos, exc) from None
+    if 0 <= n_server_assignor <= end - pos:
+        f_server_assignor = _w.utf8(buf, pos, n_server_assignor, 'server_assignor')
         pos += n_server_assignor
     elif n_server_assignor == -1:
         f_server_assignor = None
     else:
-        raise _w.bad_length('server_assignor', pos - 1, n_server_assignor, True)
-    if cython.compiled:
+        raise _w.bad_sized('server_assignor', pos, n_server_assignor, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_topic_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic_partitions', buf, pos, end)
@@ -262,6 +256,8 @@ def _enc_ConsumerGroupHeartbeatRequest_v0(obj, out):
             raise _w.string_too_long("ConsumerGroupHeartbeatRequest.group_id", n_group_id)
     if cython.compiled:
         _put_uvarint(out, n_group_id + 1)
+    elif 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
@@ -276,6 +272,8 @@ def _enc_ConsumerGroupHeartbeatRequest_v0(obj, out):
             raise _w.string_too_long("ConsumerGroupHeartbeatRequest.member_id", n_member_id)
     if cython.compiled:
         _put_uvarint(out, n_member_id + 1)
+    elif 0 <= n_member_id + 1 < 128:
+        out.append(n_member_id + 1)
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
@@ -295,6 +293,8 @@ def _enc_ConsumerGroupHeartbeatRequest_v0(obj, out):
             raise _w.string_too_long("ConsumerGroupHeartbeatRequest.instance_id", n_instance_id)
     if cython.compiled:
         _put_uvarint(out, n_instance_id + 1)
+    elif 0 <= n_instance_id + 1 < 128:
+        out.append(n_instance_id + 1)
     else:
         _w.put_uvarint(out, n_instance_id + 1)
     if n_instance_id > 0:
@@ -309,6 +309,8 @@ def _enc_ConsumerGroupHeartbeatRequest_v0(obj, out):
             raise _w.string_too_long("ConsumerGroupHeartbeatRequest.rack_id", n_rack_id)
     if cython.compiled:
         _put_uvarint(out, n_rack_id + 1)
+    elif 0 <= n_rack_id + 1 < 128:
+        out.append(n_rack_id + 1)
     else:
         _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
@@ -325,6 +327,8 @@ def _enc_ConsumerGroupHeartbeatRequest_v0(obj, out):
         n_subscribed_topic_names = len(f_subscribed_topic_names)
     if cython.compiled:
         _put_uvarint(out, n_subscribed_topic_names + 1)
+    elif 0 <= n_subscribed_topic_names + 1 < 128:
+        out.append(n_subscribed_topic_names + 1)
     else:
         _w.put_uvarint(out, n_subscribed_topic_names + 1)
     if n_subscribed_topic_names > 0:
@@ -335,6 +339,8 @@ def _enc_ConsumerGroupHeartbeatRequest_v0(obj, out):
                 raise _w.string_too_long("ConsumerGroupHeartbeatRequest.subscribed_topic_names[]", m)
             if cython.compiled:
                 _put_uvarint(out, m + 1)
+            elif 0 <= m + 1 < 128:
+                out.append(m + 1)
             else:
                 _w.put_uvarint(out, m + 1)
             out += data
@@ -348,6 +354,8 @@ def _enc_ConsumerGroupHeartbeatRequest_v0(obj, out):
             raise _w.string_too_long("ConsumerGroupHeartbeatRequest.server_assignor", n_server_assignor)
     if cython.compiled:
         _put_uvarint(out, n_server_assignor + 1)
+    elif 0 <= n_server_assignor + 1 < 128:
+        out.append(n_server_assignor + 1)
     else:
         _w.put_uvarint(out, n_server_assignor + 1)
     if n_server_assignor > 0:
@@ -359,6 +367,8 @@ def _enc_ConsumerGroupHeartbeatRequest_v0(obj, out):
         n_topic_partitions = len(f_topic_partitions)
     if cython.compiled:
         _put_uvarint(out, n_topic_partitions + 1)
+    elif 0 <= n_topic_partitions + 1 < 128:
+        out.append(n_topic_partitions + 1)
     else:
         _w.put_uvarint(out, n_topic_partitions + 1)
     if n_topic_partitions > 0:
@@ -373,7 +383,10 @@ def _enc_ConsumerGroupHeartbeatRequest_v0(obj, out):
 def _dec_ConsumerGroupHeartbeatRequest_v1(buf, cur, end):
     """Decode ConsumerGroupHeartbeatRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_group_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('group_id', buf, pos, end)
@@ -382,17 +395,15 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(buf, cur, end):
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
-    if n_group_id >= 0:
-        if end - pos < n_group_id:
-            raise _w.short_read('group_id', pos, n_group_id, end)
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
+    if 0 <= n_group_id <= end - pos:
+        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
-        raise _w.bad_length('group_id', pos - 1, n_group_id, False)
-    if cython.compiled:
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_member_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('member_id', buf, pos, end)
@@ -401,16 +412,11 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(buf, cur, end):
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
-    if n_member_id >= 0:
-        if end - pos < n_member_id:
-            raise _w.short_read('member_id', pos, n_member_id, end)
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
+    if 0 <= n_member_id <= end - pos:
+        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
-        raise _w.bad_length('member_id', pos - 1, n_member_id, False)
+        raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_member_epoch, pos, end)
     if cython.compiled:
@@ -418,7 +424,10 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(buf, cur, end):
     else:
         f_member_epoch = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_instance_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('instance_id', buf, pos, end)
@@ -427,19 +436,17 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(buf, cur, end):
     else:
         n_instance_id, pos = _w.read_uvarint(buf, pos, end, 'instance_id')
         n_instance_id -= 1
-    if n_instance_id >= 0:
-        if end - pos < n_instance_id:
-            raise _w.short_read('instance_id', pos, n_instance_id, end)
-        try:
-            f_instance_id = buf[pos:pos + n_instance_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('instance_id', pos, exc) from None
+    if 0 <= n_instance_id <= end - pos:
+        f_instance_id = _w.utf8(buf, pos, n_instance_id, 'instance_id')
         pos += n_instance_id
     elif n_instance_id == -1:
         f_instance_id = None
     else:
-        raise _w.bad_length('instance_id', pos - 1, n_instance_id, True)
-    if cython.compiled:
+        raise _w.bad_sized('instance_id', pos, n_instance_id, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_rack_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('rack_id', buf, pos, end)
@@ -448,18 +455,13 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(buf, cur, end):
     else:
         n_rack_id, pos = _w.read_uvarint(buf, pos, end, 'rack_id')
         n_rack_id -= 1
-    if n_rack_id >= 0:
-        if end - pos < n_rack_id:
-            raise _w.short_read('rack_id', pos, n_rack_id, end)
-        try:
-            f_rack_id = buf[pos:pos + n_rack_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('rack_id', pos, exc) from None
+    if 0 <= n_rack_id <= end - pos:
+        f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
         pos += n_rack_id
     elif n_rack_id == -1:
         f_rack_id = None
     else:
-        raise _w.bad_length('rack_id', pos - 1, n_rack_id, True)
+        raise _w.bad_sized('rack_id', pos, n_rack_id, end, 1, True)
     if end - pos < 4:
         raise _w.short_run(_RUN_rebalance_timeout_ms, pos, end)
     if cython.compiled:
@@ -467,7 +469,10 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(buf, cur, end):
     else:
         f_rebalance_timeout_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_subscribed_topic_names = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('subscribed_topic_names', buf, pos, end)
@@ -483,7 +488,10 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(buf, cur, end):
     else:
         f_subscribed_topic_names = []
         for i in range(n_subscribed_topic_names):
-            if cython.compiled:
+            if pos < end and buf[pos] < 128:
+                m = buf[pos] - 1
+                pos += 1
+            elif cython.compiled:
                 v = _read_uvarint(buf, pos, end)
                 if v < 0:
                     raise _w.bad_uvarint("subscribed_topic_names[%d]" % i, buf, pos, end)
@@ -493,15 +501,13 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(buf, cur, end):
                 m, pos = _w.read_uvarint(buf, pos, end, "subscribed_topic_names[%d]" % i)
                 m -= 1
             if m < 0 or end - pos < m:
-                if m < 0:
-                    raise _w.bad_length("subscribed_topic_names[%d]" % i, pos - 1, m, False)
-                raise _w.short_read("subscribed_topic_names[%d]" % i, pos, m, end)
-            try:
-                f_subscribed_topic_names.append(buf[pos:pos + m].decode("utf-8"))
-            except UnicodeDecodeError as exc:
-                raise _w.bad_utf8("subscribed_topic_names[%d]" % i, pos, exc) from None
+                raise _w.bad_sized("subscribed_topic_names[%d]" % i, pos, m, end, 1, False)
+            f_subscribed_topic_names.append(_w.utf8(buf, pos, m, "subscribed_topic_names[%d]" % i))
             pos += m
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_subscribed_topic_regex = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('subscribed_topic_regex', buf, pos, end)
@@ -510,19 +516,17 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(buf, cur, end):
     else:
         n_subscribed_topic_regex, pos = _w.read_uvarint(buf, pos, end, 'subscribed_topic_regex')
         n_subscribed_topic_regex -= 1
-    if n_subscribed_topic_regex >= 0:
-        if end - pos < n_subscribed_topic_regex:
-            raise _w.short_read('subscribed_topic_regex', pos, n_subscribed_topic_regex, end)
-        try:
-            f_subscribed_topic_regex = buf[pos:pos + n_subscribed_topic_regex].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('subscribed_topic_regex', pos, exc) from None
+    if 0 <= n_subscribed_topic_regex <= end - pos:
+        f_subscribed_topic_regex = _w.utf8(buf, pos, n_subscribed_topic_regex, 'subscribed_topic_regex')
         pos += n_subscribed_topic_regex
     elif n_subscribed_topic_regex == -1:
         f_subscribed_topic_regex = None
     else:
-        raise _w.bad_length('subscribed_topic_regex', pos - 1, n_subscribed_topic_regex, True)
-    if cython.compiled:
+        raise _w.bad_sized('subscribed_topic_regex', pos, n_subscribed_topic_regex, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_server_assignor = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('server_assignor', buf, pos, end)
@@ -531,19 +535,17 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(buf, cur, end):
     else:
         n_server_assignor, pos = _w.read_uvarint(buf, pos, end, 'server_assignor')
         n_server_assignor -= 1
-    if n_server_assignor >= 0:
-        if end - pos < n_server_assignor:
-            raise _w.short_read('server_assignor', pos, n_server_assignor, end)
-        try:
-            f_server_assignor = buf[pos:pos + n_server_assignor].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('server_assignor', pos, exc) from None
+    if 0 <= n_server_assignor <= end - pos:
+        f_server_assignor = _w.utf8(buf, pos, n_server_assignor, 'server_assignor')
         pos += n_server_assignor
     elif n_server_assignor == -1:
         f_server_assignor = None
     else:
-        raise _w.bad_length('server_assignor', pos - 1, n_server_assignor, True)
-    if cython.compiled:
+        raise _w.bad_sized('server_assignor', pos, n_server_assignor, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_topic_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic_partitions', buf, pos, end)
@@ -601,6 +603,8 @@ def _enc_ConsumerGroupHeartbeatRequest_v1(obj, out):
             raise _w.string_too_long("ConsumerGroupHeartbeatRequest.group_id", n_group_id)
     if cython.compiled:
         _put_uvarint(out, n_group_id + 1)
+    elif 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
@@ -615,6 +619,8 @@ def _enc_ConsumerGroupHeartbeatRequest_v1(obj, out):
             raise _w.string_too_long("ConsumerGroupHeartbeatRequest.member_id", n_member_id)
     if cython.compiled:
         _put_uvarint(out, n_member_id + 1)
+    elif 0 <= n_member_id + 1 < 128:
+        out.append(n_member_id + 1)
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
@@ -634,6 +640,8 @@ def _enc_ConsumerGroupHeartbeatRequest_v1(obj, out):
             raise _w.string_too_long("ConsumerGroupHeartbeatRequest.instance_id", n_instance_id)
     if cython.compiled:
         _put_uvarint(out, n_instance_id + 1)
+    elif 0 <= n_instance_id + 1 < 128:
+        out.append(n_instance_id + 1)
     else:
         _w.put_uvarint(out, n_instance_id + 1)
     if n_instance_id > 0:
@@ -648,6 +656,8 @@ def _enc_ConsumerGroupHeartbeatRequest_v1(obj, out):
             raise _w.string_too_long("ConsumerGroupHeartbeatRequest.rack_id", n_rack_id)
     if cython.compiled:
         _put_uvarint(out, n_rack_id + 1)
+    elif 0 <= n_rack_id + 1 < 128:
+        out.append(n_rack_id + 1)
     else:
         _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
@@ -664,6 +674,8 @@ def _enc_ConsumerGroupHeartbeatRequest_v1(obj, out):
         n_subscribed_topic_names = len(f_subscribed_topic_names)
     if cython.compiled:
         _put_uvarint(out, n_subscribed_topic_names + 1)
+    elif 0 <= n_subscribed_topic_names + 1 < 128:
+        out.append(n_subscribed_topic_names + 1)
     else:
         _w.put_uvarint(out, n_subscribed_topic_names + 1)
     if n_subscribed_topic_names > 0:
@@ -674,6 +686,8 @@ def _enc_ConsumerGroupHeartbeatRequest_v1(obj, out):
                 raise _w.string_too_long("ConsumerGroupHeartbeatRequest.subscribed_topic_names[]", m)
             if cython.compiled:
                 _put_uvarint(out, m + 1)
+            elif 0 <= m + 1 < 128:
+                out.append(m + 1)
             else:
                 _w.put_uvarint(out, m + 1)
             out += data
@@ -687,6 +701,8 @@ def _enc_ConsumerGroupHeartbeatRequest_v1(obj, out):
             raise _w.string_too_long("ConsumerGroupHeartbeatRequest.subscribed_topic_regex", n_subscribed_topic_regex)
     if cython.compiled:
         _put_uvarint(out, n_subscribed_topic_regex + 1)
+    elif 0 <= n_subscribed_topic_regex + 1 < 128:
+        out.append(n_subscribed_topic_regex + 1)
     else:
         _w.put_uvarint(out, n_subscribed_topic_regex + 1)
     if n_subscribed_topic_regex > 0:
@@ -701,6 +717,8 @@ def _enc_ConsumerGroupHeartbeatRequest_v1(obj, out):
             raise _w.string_too_long("ConsumerGroupHeartbeatRequest.server_assignor", n_server_assignor)
     if cython.compiled:
         _put_uvarint(out, n_server_assignor + 1)
+    elif 0 <= n_server_assignor + 1 < 128:
+        out.append(n_server_assignor + 1)
     else:
         _w.put_uvarint(out, n_server_assignor + 1)
     if n_server_assignor > 0:
@@ -712,6 +730,8 @@ def _enc_ConsumerGroupHeartbeatRequest_v1(obj, out):
         n_topic_partitions = len(f_topic_partitions)
     if cython.compiled:
         _put_uvarint(out, n_topic_partitions + 1)
+    elif 0 <= n_topic_partitions + 1 < 128:
+        out.append(n_topic_partitions + 1)
     else:
         _w.put_uvarint(out, n_topic_partitions + 1)
     if n_topic_partitions > 0:
@@ -730,7 +750,10 @@ def _dec_ConsumerGroupHeartbeatRequest_TopicPartitions_v0(buf, cur, end):
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -771,6 +794,8 @@ def _enc_ConsumerGroupHeartbeatRequest_TopicPartitions_v0(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     if cython.compiled:
@@ -796,7 +821,10 @@ def _dec_ConsumerGroupHeartbeatResponse_v0(buf, cur, end):
     else:
         f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('error_message', buf, pos, end)
@@ -805,19 +833,17 @@ def _dec_ConsumerGroupHeartbeatResponse_v0(buf, cur, end):
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 1, n_error_message, True)
-    if cython.compiled:
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_member_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('member_id', buf, pos, end)
@@ -826,18 +852,13 @@ def _dec_ConsumerGroupHeartbeatResponse_v0(buf, cur, end):
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
-    if n_member_id >= 0:
-        if end - pos < n_member_id:
-            raise _w.short_read('member_id', pos, n_member_id, end)
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
+    if 0 <= n_member_id <= end - pos:
+        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     elif n_member_id == -1:
         f_member_id = None
     else:
-        raise _w.bad_length('member_id', pos - 1, n_member_id, True)
+        raise _w.bad_sized('member_id', pos, n_member_id, end, 1, True)
     if end - pos < 9:
         raise _w.short_run(_RUN_member_epoch__assignment, pos, end)
     if cython.compiled:
@@ -896,6 +917,8 @@ def _enc_ConsumerGroupHeartbeatResponse_v0(obj, out):
             raise _w.string_too_long("ConsumerGroupHeartbeatResponse.error_message", n_error_message)
     if cython.compiled:
         _put_uvarint(out, n_error_message + 1)
+    elif 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
@@ -910,6 +933,8 @@ def _enc_ConsumerGroupHeartbeatResponse_v0(obj, out):
             raise _w.string_too_long("ConsumerGroupHeartbeatResponse.member_id", n_member_id)
     if cython.compiled:
         _put_uvarint(out, n_member_id + 1)
+    elif 0 <= n_member_id + 1 < 128:
+        out.append(n_member_id + 1)
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
@@ -934,7 +959,10 @@ def _enc_ConsumerGroupHeartbeatResponse_v0(obj, out):
 def _dec_ConsumerGroupHeartbeatResponse_Assignment_v0(buf, cur, end):
     """Decode ConsumerGroupHeartbeatResponse.Assignment (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topic_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic_partitions', buf, pos, end)
@@ -977,6 +1005,8 @@ def _enc_ConsumerGroupHeartbeatResponse_Assignment_v0(obj, out):
         n_topic_partitions = len(f_topic_partitions)
     if cython.compiled:
         _put_uvarint(out, n_topic_partitions + 1)
+    elif 0 <= n_topic_partitions + 1 < 128:
+        out.append(n_topic_partitions + 1)
     else:
         _w.put_uvarint(out, n_topic_partitions + 1)
     for item in f_topic_partitions:
@@ -994,7 +1024,10 @@ def _dec_ConsumerGroupHeartbeatResponse_TopicPartitions_v0(buf, cur, end):
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -1035,6 +1068,8 @@ def _enc_ConsumerGroupHeartbeatResponse_TopicPartitions_v0(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     if cython.compiled:
@@ -1087,10 +1122,10 @@ class ConsumerGroupHeartbeatRequest(Message):
     Attributes:
         group_id (string, v0-1): 
         member_id (string, v0-1): 
-        member_epoch (int32, v0-1): 
+        member_epoch (int32, v0-1): The epoch of the member in the group (new consumer protocol); it rises with every new assignment.
         instance_id (string, v0-1, nullable v0-1): 
-        rack_id (string, v0-1, nullable v0-1): 
-        rebalance_timeout_ms (int32, v0-1): 
+        rack_id (string, v0-1, nullable v0-1): The client's rack, so that a nearby replica or partition can be chosen for it; empty or null if unset.
+        rebalance_timeout_ms (int32, v0-1): How long the coordinator waits for every member to rejoin during a rebalance, in milliseconds.
         subscribed_topic_names ([]string, v0-1, nullable v0-1): 
         subscribed_topic_regex (string, v1, nullable v1): 
         server_assignor (string, v0-1, nullable v0-1): 
@@ -1214,12 +1249,12 @@ class ConsumerGroupHeartbeatResponse(Message):
     Flexible (compact lengths, tagged fields) in v0-1.
 
     Attributes:
-        throttle_time_ms (int32, v0-1): 
+        throttle_time_ms (int32, v0-1): How long the response was held back by a quota, in milliseconds (0 if not throttled).
         error_code (int16, v0-1): 
         error_message (string, v0-1, nullable v0-1): 
         member_id (string, v0-1, nullable v0-1): 
-        member_epoch (int32, v0-1): 
-        heartbeat_interval_ms (int32, v0-1): 
+        member_epoch (int32, v0-1): The epoch of the member in the group (new consumer protocol); it rises with every new assignment.
+        heartbeat_interval_ms (int32, v0-1): How often the member should send heartbeats, in milliseconds.
         assignment (Assignment, v0-1, nullable v0-1): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """

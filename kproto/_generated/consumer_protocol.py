@@ -82,15 +82,13 @@ def _dec_ConsumerProtocolAssignment_v0(buf, cur, end):
     else:
         n_user_data = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if n_user_data >= 0:
-        if end - pos < n_user_data:
-            raise _w.short_read('user_data', pos, n_user_data, end)
+    if 0 <= n_user_data <= end - pos:
         f_user_data = buf[pos:pos + n_user_data]
         pos += n_user_data
     elif n_user_data == -1:
         f_user_data = None
     else:
-        raise _w.bad_length('user_data', pos - 4, n_user_data, True)
+        raise _w.bad_sized('user_data', pos, n_user_data, end, 4, True)
     obj = ConsumerProtocolAssignment.__new__(ConsumerProtocolAssignment)
     obj.assigned_partitions = f_assigned_partitions
     obj.user_data = f_user_data
@@ -138,16 +136,11 @@ def _dec_ConsumerProtocolAssignment_TopicPartition_v0(buf, cur, end):
     else:
         n_topic = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_topic >= 0:
-        if end - pos < n_topic:
-            raise _w.short_read('topic', pos, n_topic, end)
-        try:
-            f_topic = buf[pos:pos + n_topic].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic', pos, exc) from None
+    if 0 <= n_topic <= end - pos:
+        f_topic = _w.utf8(buf, pos, n_topic, 'topic')
         pos += n_topic
     else:
-        raise _w.bad_length('topic', pos - 2, n_topic, False)
+        raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_partitions, pos, end)
     if cython.compiled:
@@ -225,13 +218,8 @@ def _dec_ConsumerProtocolSubscription_v0(buf, cur, end):
         m = _S_h.unpack_from(buf, pos)[0]
         pos += 2
         if m < 0 or end - pos < m:
-            if m < 0:
-                raise _w.bad_length("topics[%d]" % i, pos - 1, m, False)
-            raise _w.short_read("topics[%d]" % i, pos, m, end)
-        try:
-            f_topics.append(buf[pos:pos + m].decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8("topics[%d]" % i, pos, exc) from None
+            raise _w.bad_sized("topics[%d]" % i, pos, m, end, 1, False)
+        f_topics.append(_w.utf8(buf, pos, m, "topics[%d]" % i))
         pos += m
     if end - pos < 4:
         raise _w.short_run(_RUN_user_data, pos, end)
@@ -240,15 +228,13 @@ def _dec_ConsumerProtocolSubscription_v0(buf, cur, end):
     else:
         n_user_data = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if n_user_data >= 0:
-        if end - pos < n_user_data:
-            raise _w.short_read('user_data', pos, n_user_data, end)
+    if 0 <= n_user_data <= end - pos:
         f_user_data = buf[pos:pos + n_user_data]
         pos += n_user_data
     elif n_user_data == -1:
         f_user_data = None
     else:
-        raise _w.bad_length('user_data', pos - 4, n_user_data, True)
+        raise _w.bad_sized('user_data', pos, n_user_data, end, 4, True)
     obj = ConsumerProtocolSubscription.__new__(ConsumerProtocolSubscription)
     obj.topics = f_topics
     obj.user_data = f_user_data
@@ -313,13 +299,8 @@ def _dec_ConsumerProtocolSubscription_v1(buf, cur, end):
         m = _S_h.unpack_from(buf, pos)[0]
         pos += 2
         if m < 0 or end - pos < m:
-            if m < 0:
-                raise _w.bad_length("topics[%d]" % i, pos - 1, m, False)
-            raise _w.short_read("topics[%d]" % i, pos, m, end)
-        try:
-            f_topics.append(buf[pos:pos + m].decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8("topics[%d]" % i, pos, exc) from None
+            raise _w.bad_sized("topics[%d]" % i, pos, m, end, 1, False)
+        f_topics.append(_w.utf8(buf, pos, m, "topics[%d]" % i))
         pos += m
     if end - pos < 4:
         raise _w.short_run(_RUN_user_data, pos, end)
@@ -328,15 +309,13 @@ def _dec_ConsumerProtocolSubscription_v1(buf, cur, end):
     else:
         n_user_data = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if n_user_data >= 0:
-        if end - pos < n_user_data:
-            raise _w.short_read('user_data', pos, n_user_data, end)
+    if 0 <= n_user_data <= end - pos:
         f_user_data = buf[pos:pos + n_user_data]
         pos += n_user_data
     elif n_user_data == -1:
         f_user_data = None
     else:
-        raise _w.bad_length('user_data', pos - 4, n_user_data, True)
+        raise _w.bad_sized('user_data', pos, n_user_data, end, 4, True)
     if end - pos < 4:
         raise _w.short_run(_RUN_owned_partitions, pos, end)
     if cython.compiled:
@@ -431,13 +410,8 @@ def _dec_ConsumerProtocolSubscription_v2(buf, cur, end):
         m = _S_h.unpack_from(buf, pos)[0]
         pos += 2
         if m < 0 or end - pos < m:
-            if m < 0:
-                raise _w.bad_length("topics[%d]" % i, pos - 1, m, False)
-            raise _w.short_read("topics[%d]" % i, pos, m, end)
-        try:
-            f_topics.append(buf[pos:pos + m].decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8("topics[%d]" % i, pos, exc) from None
+            raise _w.bad_sized("topics[%d]" % i, pos, m, end, 1, False)
+        f_topics.append(_w.utf8(buf, pos, m, "topics[%d]" % i))
         pos += m
     if end - pos < 4:
         raise _w.short_run(_RUN_user_data, pos, end)
@@ -446,15 +420,13 @@ def _dec_ConsumerProtocolSubscription_v2(buf, cur, end):
     else:
         n_user_data = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if n_user_data >= 0:
-        if end - pos < n_user_data:
-            raise _w.short_read('user_data', pos, n_user_data, end)
+    if 0 <= n_user_data <= end - pos:
         f_user_data = buf[pos:pos + n_user_data]
         pos += n_user_data
     elif n_user_data == -1:
         f_user_data = None
     else:
-        raise _w.bad_length('user_data', pos - 4, n_user_data, True)
+        raise _w.bad_sized('user_data', pos, n_user_data, end, 4, True)
     if end - pos < 4:
         raise _w.short_run(_RUN_owned_partitions, pos, end)
     if cython.compiled:
@@ -561,13 +533,8 @@ def _dec_ConsumerProtocolSubscription_v3(buf, cur, end):
         m = _S_h.unpack_from(buf, pos)[0]
         pos += 2
         if m < 0 or end - pos < m:
-            if m < 0:
-                raise _w.bad_length("topics[%d]" % i, pos - 1, m, False)
-            raise _w.short_read("topics[%d]" % i, pos, m, end)
-        try:
-            f_topics.append(buf[pos:pos + m].decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8("topics[%d]" % i, pos, exc) from None
+            raise _w.bad_sized("topics[%d]" % i, pos, m, end, 1, False)
+        f_topics.append(_w.utf8(buf, pos, m, "topics[%d]" % i))
         pos += m
     if end - pos < 4:
         raise _w.short_run(_RUN_user_data, pos, end)
@@ -576,15 +543,13 @@ def _dec_ConsumerProtocolSubscription_v3(buf, cur, end):
     else:
         n_user_data = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if n_user_data >= 0:
-        if end - pos < n_user_data:
-            raise _w.short_read('user_data', pos, n_user_data, end)
+    if 0 <= n_user_data <= end - pos:
         f_user_data = buf[pos:pos + n_user_data]
         pos += n_user_data
     elif n_user_data == -1:
         f_user_data = None
     else:
-        raise _w.bad_length('user_data', pos - 4, n_user_data, True)
+        raise _w.bad_sized('user_data', pos, n_user_data, end, 4, True)
     if end - pos < 4:
         raise _w.short_run(_RUN_owned_partitions, pos, end)
     if cython.compiled:
@@ -611,18 +576,13 @@ def _dec_ConsumerProtocolSubscription_v3(buf, cur, end):
     else:
         f_generation_id, n_rack_id = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if n_rack_id >= 0:
-        if end - pos < n_rack_id:
-            raise _w.short_read('rack_id', pos, n_rack_id, end)
-        try:
-            f_rack_id = buf[pos:pos + n_rack_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('rack_id', pos, exc) from None
+    if 0 <= n_rack_id <= end - pos:
+        f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
         pos += n_rack_id
     elif n_rack_id == -1:
         f_rack_id = None
     else:
-        raise _w.bad_length('rack_id', pos - 2, n_rack_id, True)
+        raise _w.bad_sized('rack_id', pos, n_rack_id, end, 2, True)
     obj = ConsumerProtocolSubscription.__new__(ConsumerProtocolSubscription)
     obj.topics = f_topics
     obj.user_data = f_user_data
@@ -706,16 +666,11 @@ def _dec_ConsumerProtocolSubscription_TopicPartition_v1(buf, cur, end):
     else:
         n_topic = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_topic >= 0:
-        if end - pos < n_topic:
-            raise _w.short_read('topic', pos, n_topic, end)
-        try:
-            f_topic = buf[pos:pos + n_topic].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic', pos, exc) from None
+    if 0 <= n_topic <= end - pos:
+        f_topic = _w.utf8(buf, pos, n_topic, 'topic')
         pos += n_topic
     else:
-        raise _w.bad_length('topic', pos - 2, n_topic, False)
+        raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_partitions, pos, end)
     if cython.compiled:

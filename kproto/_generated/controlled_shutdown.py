@@ -212,7 +212,10 @@ def _dec_ControlledShutdownResponse_v3(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_remaining_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('remaining_partitions', buf, pos, end)
@@ -261,6 +264,8 @@ def _enc_ControlledShutdownResponse_v3(obj, out):
         n_remaining_partitions = len(f_remaining_partitions)
     if cython.compiled:
         _put_uvarint(out, n_remaining_partitions + 1)
+    elif 0 <= n_remaining_partitions + 1 < 128:
+        out.append(n_remaining_partitions + 1)
     else:
         _w.put_uvarint(out, n_remaining_partitions + 1)
     for item in f_remaining_partitions:
@@ -281,16 +286,11 @@ def _dec_ControlledShutdownResponse_RemainingPartition_v0(buf, cur, end):
     else:
         n_topic_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_topic_name >= 0:
-        if end - pos < n_topic_name:
-            raise _w.short_read('topic_name', pos, n_topic_name, end)
-        try:
-            f_topic_name = buf[pos:pos + n_topic_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic_name', pos, exc) from None
+    if 0 <= n_topic_name <= end - pos:
+        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
-        raise _w.bad_length('topic_name', pos - 2, n_topic_name, False)
+        raise _w.bad_sized('topic_name', pos, n_topic_name, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_partition_index, pos, end)
     if cython.compiled:
@@ -335,7 +335,10 @@ def _enc_ControlledShutdownResponse_RemainingPartition_v0(obj, out):
 def _dec_ControlledShutdownResponse_RemainingPartition_v3(buf, cur, end):
     """Decode ControlledShutdownResponse.RemainingPartition (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topic_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic_name', buf, pos, end)
@@ -344,16 +347,11 @@ def _dec_ControlledShutdownResponse_RemainingPartition_v3(buf, cur, end):
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
-    if n_topic_name >= 0:
-        if end - pos < n_topic_name:
-            raise _w.short_read('topic_name', pos, n_topic_name, end)
-        try:
-            f_topic_name = buf[pos:pos + n_topic_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic_name', pos, exc) from None
+    if 0 <= n_topic_name <= end - pos:
+        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
-        raise _w.bad_length('topic_name', pos - 1, n_topic_name, False)
+        raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_partition_index, pos, end)
     if cython.compiled:
@@ -388,6 +386,8 @@ def _enc_ControlledShutdownResponse_RemainingPartition_v3(obj, out):
             raise _w.string_too_long("ControlledShutdownResponse.RemainingPartition.topic_name", n_topic_name)
     if cython.compiled:
         _put_uvarint(out, n_topic_name + 1)
+    elif 0 <= n_topic_name + 1 < 128:
+        out.append(n_topic_name + 1)
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
@@ -412,7 +412,7 @@ class ControlledShutdownRequest(Message):
 
     Attributes:
         broker_id (int32, v0-3): The id of the broker that wants to shut down.
-        broker_epoch (int64, v2-3): 
+        broker_epoch (int64, v2-3): The epoch the controller gave the broker's current registration; -1 if not known.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 

@@ -78,7 +78,10 @@ def _dec_ControllerRegistrationRequest_v0(buf, cur, end):
     if f_zk_migration_ready != 0 and f_zk_migration_ready != 1:
         raise _w.bad_bool('zk_migration_ready', pos - 1, f_zk_migration_ready)
     b_zk_migration_ready = f_zk_migration_ready == 1
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_listeners = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('listeners', buf, pos, end)
@@ -98,7 +101,10 @@ def _dec_ControllerRegistrationRequest_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("listeners[%d]" % i)
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_features = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('features', buf, pos, end)
@@ -156,6 +162,8 @@ def _enc_ControllerRegistrationRequest_v0(obj, out):
         n_listeners = len(f_listeners)
     if cython.compiled:
         _put_uvarint(out, n_listeners + 1)
+    elif 0 <= n_listeners + 1 < 128:
+        out.append(n_listeners + 1)
     else:
         _w.put_uvarint(out, n_listeners + 1)
     for item in f_listeners:
@@ -167,6 +175,8 @@ def _enc_ControllerRegistrationRequest_v0(obj, out):
         n_features = len(f_features)
     if cython.compiled:
         _put_uvarint(out, n_features + 1)
+    elif 0 <= n_features + 1 < 128:
+        out.append(n_features + 1)
     else:
         _w.put_uvarint(out, n_features + 1)
     for item in f_features:
@@ -180,7 +190,10 @@ def _enc_ControllerRegistrationRequest_v0(obj, out):
 def _dec_ControllerRegistrationRequest_Listener_v0(buf, cur, end):
     """Decode ControllerRegistrationRequest.Listener (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -189,17 +202,15 @@ def _dec_ControllerRegistrationRequest_Listener_v0(buf, cur, end):
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 1, n_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('name', pos, n_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_host = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('host', buf, pos, end)
@@ -208,16 +219,11 @@ def _dec_ControllerRegistrationRequest_Listener_v0(buf, cur, end):
     else:
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
-    if n_host >= 0:
-        if end - pos < n_host:
-            raise _w.short_read('host', pos, n_host, end)
-        try:
-            f_host = buf[pos:pos + n_host].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('host', pos, exc) from None
+    if 0 <= n_host <= end - pos:
+        f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
-        raise _w.bad_length('host', pos - 1, n_host, False)
+        raise _w.bad_sized('host', pos, n_host, end, 1, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_port__security_protocol, pos, end)
     if cython.compiled:
@@ -255,6 +261,8 @@ def _enc_ControllerRegistrationRequest_Listener_v0(obj, out):
             raise _w.string_too_long("ControllerRegistrationRequest.Listener.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -269,6 +277,8 @@ def _enc_ControllerRegistrationRequest_Listener_v0(obj, out):
             raise _w.string_too_long("ControllerRegistrationRequest.Listener.host", n_host)
     if cython.compiled:
         _put_uvarint(out, n_host + 1)
+    elif 0 <= n_host + 1 < 128:
+        out.append(n_host + 1)
     else:
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
@@ -288,7 +298,10 @@ def _enc_ControllerRegistrationRequest_Listener_v0(obj, out):
 def _dec_ControllerRegistrationRequest_Feature_v0(buf, cur, end):
     """Decode ControllerRegistrationRequest.Feature (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -297,16 +310,11 @@ def _dec_ControllerRegistrationRequest_Feature_v0(buf, cur, end):
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 1, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 1, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_min_supported_version__max_supported_version, pos, end)
     if cython.compiled:
@@ -343,6 +351,8 @@ def _enc_ControllerRegistrationRequest_Feature_v0(obj, out):
             raise _w.string_too_long("ControllerRegistrationRequest.Feature.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -370,7 +380,10 @@ def _dec_ControllerRegistrationResponse_v0(buf, cur, end):
     else:
         f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('error_message', buf, pos, end)
@@ -379,18 +392,13 @@ def _dec_ControllerRegistrationResponse_v0(buf, cur, end):
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 1, n_error_message, True)
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -425,6 +433,8 @@ def _enc_ControllerRegistrationResponse_v0(obj, out):
             raise _w.string_too_long("ControllerRegistrationResponse.error_message", n_error_message)
     if cython.compiled:
         _put_uvarint(out, n_error_message + 1)
+    elif 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
@@ -514,7 +524,7 @@ class ControllerRegistrationRequest(Message):
     Attributes:
         controller_id (int32, v0): 
         incarnation_id (uuid, v0): 
-        zk_migration_ready (bool, v0): 
+        zk_migration_ready (bool, v0): Whether the controller is ready to migrate from ZooKeeper (KIP-866).
         listeners ([]Listener, v0): 
         features ([]Feature, v0): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
@@ -567,7 +577,7 @@ class ControllerRegistrationResponse(Message):
     Flexible (compact lengths, tagged fields) in v0.
 
     Attributes:
-        throttle_time_ms (int32, v0): 
+        throttle_time_ms (int32, v0): How long the response was held back by a quota, in milliseconds (0 if not throttled).
         error_code (int16, v0): 
         error_message (string, v0, nullable v0): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.

@@ -157,7 +157,10 @@ def _enc_CreateAclsRequest_v1(obj, out):
 def _dec_CreateAclsRequest_v2(buf, cur, end):
     """Decode CreateAclsRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_creations = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('creations', buf, pos, end)
@@ -200,6 +203,8 @@ def _enc_CreateAclsRequest_v2(obj, out):
         n_creations = len(f_creations)
     if cython.compiled:
         _put_uvarint(out, n_creations + 1)
+    elif 0 <= n_creations + 1 < 128:
+        out.append(n_creations + 1)
     else:
         _w.put_uvarint(out, n_creations + 1)
     for item in f_creations:
@@ -221,16 +226,11 @@ def _dec_CreateAclsRequest_AclCreation_v0(buf, cur, end):
     else:
         f_resource_type, n_resource_name = _S_bh.unpack_from(buf, pos)
     pos += 3
-    if n_resource_name >= 0:
-        if end - pos < n_resource_name:
-            raise _w.short_read('resource_name', pos, n_resource_name, end)
-        try:
-            f_resource_name = buf[pos:pos + n_resource_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('resource_name', pos, exc) from None
+    if 0 <= n_resource_name <= end - pos:
+        f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
         pos += n_resource_name
     else:
-        raise _w.bad_length('resource_name', pos - 2, n_resource_name, False)
+        raise _w.bad_sized('resource_name', pos, n_resource_name, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_principal, pos, end)
     if cython.compiled:
@@ -238,16 +238,11 @@ def _dec_CreateAclsRequest_AclCreation_v0(buf, cur, end):
     else:
         n_principal = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_principal >= 0:
-        if end - pos < n_principal:
-            raise _w.short_read('principal', pos, n_principal, end)
-        try:
-            f_principal = buf[pos:pos + n_principal].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('principal', pos, exc) from None
+    if 0 <= n_principal <= end - pos:
+        f_principal = _w.utf8(buf, pos, n_principal, 'principal')
         pos += n_principal
     else:
-        raise _w.bad_length('principal', pos - 2, n_principal, False)
+        raise _w.bad_sized('principal', pos, n_principal, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_host, pos, end)
     if cython.compiled:
@@ -255,16 +250,11 @@ def _dec_CreateAclsRequest_AclCreation_v0(buf, cur, end):
     else:
         n_host = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_host >= 0:
-        if end - pos < n_host:
-            raise _w.short_read('host', pos, n_host, end)
-        try:
-            f_host = buf[pos:pos + n_host].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('host', pos, exc) from None
+    if 0 <= n_host <= end - pos:
+        f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
-        raise _w.bad_length('host', pos - 2, n_host, False)
+        raise _w.bad_sized('host', pos, n_host, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_operation__permission_type, pos, end)
     if cython.compiled:
@@ -357,16 +347,11 @@ def _dec_CreateAclsRequest_AclCreation_v1(buf, cur, end):
     else:
         f_resource_type, n_resource_name = _S_bh.unpack_from(buf, pos)
     pos += 3
-    if n_resource_name >= 0:
-        if end - pos < n_resource_name:
-            raise _w.short_read('resource_name', pos, n_resource_name, end)
-        try:
-            f_resource_name = buf[pos:pos + n_resource_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('resource_name', pos, exc) from None
+    if 0 <= n_resource_name <= end - pos:
+        f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
         pos += n_resource_name
     else:
-        raise _w.bad_length('resource_name', pos - 2, n_resource_name, False)
+        raise _w.bad_sized('resource_name', pos, n_resource_name, end, 2, False)
     if end - pos < 3:
         raise _w.short_run(_RUN_resource_pattern_type__principal, pos, end)
     if cython.compiled:
@@ -375,16 +360,11 @@ def _dec_CreateAclsRequest_AclCreation_v1(buf, cur, end):
     else:
         f_resource_pattern_type, n_principal = _S_bh.unpack_from(buf, pos)
     pos += 3
-    if n_principal >= 0:
-        if end - pos < n_principal:
-            raise _w.short_read('principal', pos, n_principal, end)
-        try:
-            f_principal = buf[pos:pos + n_principal].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('principal', pos, exc) from None
+    if 0 <= n_principal <= end - pos:
+        f_principal = _w.utf8(buf, pos, n_principal, 'principal')
         pos += n_principal
     else:
-        raise _w.bad_length('principal', pos - 2, n_principal, False)
+        raise _w.bad_sized('principal', pos, n_principal, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_host, pos, end)
     if cython.compiled:
@@ -392,16 +372,11 @@ def _dec_CreateAclsRequest_AclCreation_v1(buf, cur, end):
     else:
         n_host = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_host >= 0:
-        if end - pos < n_host:
-            raise _w.short_read('host', pos, n_host, end)
-        try:
-            f_host = buf[pos:pos + n_host].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('host', pos, exc) from None
+    if 0 <= n_host <= end - pos:
+        f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
-        raise _w.bad_length('host', pos - 2, n_host, False)
+        raise _w.bad_sized('host', pos, n_host, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_operation__permission_type, pos, end)
     if cython.compiled:
@@ -492,7 +467,10 @@ def _dec_CreateAclsRequest_AclCreation_v2(buf, cur, end):
     else:
         f_resource_type = _S_b.unpack_from(buf, pos)[0]
     pos += 1
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_resource_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('resource_name', buf, pos, end)
@@ -501,16 +479,11 @@ def _dec_CreateAclsRequest_AclCreation_v2(buf, cur, end):
     else:
         n_resource_name, pos = _w.read_uvarint(buf, pos, end, 'resource_name')
         n_resource_name -= 1
-    if n_resource_name >= 0:
-        if end - pos < n_resource_name:
-            raise _w.short_read('resource_name', pos, n_resource_name, end)
-        try:
-            f_resource_name = buf[pos:pos + n_resource_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('resource_name', pos, exc) from None
+    if 0 <= n_resource_name <= end - pos:
+        f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
         pos += n_resource_name
     else:
-        raise _w.bad_length('resource_name', pos - 1, n_resource_name, False)
+        raise _w.bad_sized('resource_name', pos, n_resource_name, end, 1, False)
     if end - pos < 1:
         raise _w.short_run(_RUN_resource_pattern_type, pos, end)
     if cython.compiled:
@@ -518,7 +491,10 @@ def _dec_CreateAclsRequest_AclCreation_v2(buf, cur, end):
     else:
         f_resource_pattern_type = _S_b.unpack_from(buf, pos)[0]
     pos += 1
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_principal = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('principal', buf, pos, end)
@@ -527,17 +503,15 @@ def _dec_CreateAclsRequest_AclCreation_v2(buf, cur, end):
     else:
         n_principal, pos = _w.read_uvarint(buf, pos, end, 'principal')
         n_principal -= 1
-    if n_principal >= 0:
-        if end - pos < n_principal:
-            raise _w.short_read('principal', pos, n_principal, end)
-        try:
-            f_principal = buf[pos:pos + n_principal].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('principal', pos, exc) from None
+    if 0 <= n_principal <= end - pos:
+        f_principal = _w.utf8(buf, pos, n_principal, 'principal')
         pos += n_principal
     else:
-        raise _w.bad_length('principal', pos - 1, n_principal, False)
-    if cython.compiled:
+        raise _w.bad_sized('principal', pos, n_principal, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_host = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('host', buf, pos, end)
@@ -546,16 +520,11 @@ def _dec_CreateAclsRequest_AclCreation_v2(buf, cur, end):
     else:
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
-    if n_host >= 0:
-        if end - pos < n_host:
-            raise _w.short_read('host', pos, n_host, end)
-        try:
-            f_host = buf[pos:pos + n_host].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('host', pos, exc) from None
+    if 0 <= n_host <= end - pos:
+        f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
-        raise _w.bad_length('host', pos - 1, n_host, False)
+        raise _w.bad_sized('host', pos, n_host, end, 1, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_operation__permission_type, pos, end)
     if cython.compiled:
@@ -601,6 +570,8 @@ def _enc_CreateAclsRequest_AclCreation_v2(obj, out):
             raise _w.string_too_long("CreateAclsRequest.AclCreation.resource_name", n_resource_name)
     if cython.compiled:
         _put_uvarint(out, n_resource_name + 1)
+    elif 0 <= n_resource_name + 1 < 128:
+        out.append(n_resource_name + 1)
     else:
         _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
@@ -620,6 +591,8 @@ def _enc_CreateAclsRequest_AclCreation_v2(obj, out):
             raise _w.string_too_long("CreateAclsRequest.AclCreation.principal", n_principal)
     if cython.compiled:
         _put_uvarint(out, n_principal + 1)
+    elif 0 <= n_principal + 1 < 128:
+        out.append(n_principal + 1)
     else:
         _w.put_uvarint(out, n_principal + 1)
     if n_principal > 0:
@@ -634,6 +607,8 @@ def _enc_CreateAclsRequest_AclCreation_v2(obj, out):
             raise _w.string_too_long("CreateAclsRequest.AclCreation.host", n_host)
     if cython.compiled:
         _put_uvarint(out, n_host + 1)
+    elif 0 <= n_host + 1 < 128:
+        out.append(n_host + 1)
     else:
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
@@ -709,7 +684,10 @@ def _dec_CreateAclsResponse_v2(buf, cur, end):
     else:
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_results = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('results', buf, pos, end)
@@ -758,6 +736,8 @@ def _enc_CreateAclsResponse_v2(obj, out):
         n_results = len(f_results)
     if cython.compiled:
         _put_uvarint(out, n_results + 1)
+    elif 0 <= n_results + 1 < 128:
+        out.append(n_results + 1)
     else:
         _w.put_uvarint(out, n_results + 1)
     for item in f_results:
@@ -779,18 +759,13 @@ def _dec_CreateAclsResponse_AclCreationResult_v0(buf, cur, end):
     else:
         f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
     pos += 4
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 2, n_error_message, True)
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 2, True)
     obj = CreateAclsResponse_AclCreationResult.__new__(CreateAclsResponse_AclCreationResult)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -831,7 +806,10 @@ def _dec_CreateAclsResponse_AclCreationResult_v2(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('error_message', buf, pos, end)
@@ -840,18 +818,13 @@ def _dec_CreateAclsResponse_AclCreationResult_v2(buf, cur, end):
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 1, n_error_message, True)
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -884,6 +857,8 @@ def _enc_CreateAclsResponse_AclCreationResult_v2(obj, out):
             raise _w.string_too_long("CreateAclsResponse.AclCreationResult.error_message", n_error_message)
     if cython.compiled:
         _put_uvarint(out, n_error_message + 1)
+    elif 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
@@ -1020,7 +995,7 @@ class CreateAclsResponse(Message):
     Deprecated (removed by Kafka 4.0) in v0.
 
     Attributes:
-        throttle_time_ms (int32, v0-3): 
+        throttle_time_ms (int32, v0-3): How long the response was held back by a quota, in milliseconds (0 if not throttled).
         results ([]AclCreationResult, v0-3): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """

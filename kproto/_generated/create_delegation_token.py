@@ -127,7 +127,10 @@ def _enc_CreateDelegationTokenRequest_v0(obj, out):
 def _dec_CreateDelegationTokenRequest_v2(buf, cur, end):
     """Decode CreateDelegationTokenRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_renewers = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('renewers', buf, pos, end)
@@ -184,6 +187,8 @@ def _enc_CreateDelegationTokenRequest_v2(obj, out):
         n_renewers = len(f_renewers)
     if cython.compiled:
         _put_uvarint(out, n_renewers + 1)
+    elif 0 <= n_renewers + 1 < 128:
+        out.append(n_renewers + 1)
     else:
         _w.put_uvarint(out, n_renewers + 1)
     for item in f_renewers:
@@ -202,7 +207,10 @@ def _enc_CreateDelegationTokenRequest_v2(obj, out):
 def _dec_CreateDelegationTokenRequest_v3(buf, cur, end):
     """Decode CreateDelegationTokenRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_owner_principal_type = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('owner_principal_type', buf, pos, end)
@@ -211,19 +219,17 @@ def _dec_CreateDelegationTokenRequest_v3(buf, cur, end):
     else:
         n_owner_principal_type, pos = _w.read_uvarint(buf, pos, end, 'owner_principal_type')
         n_owner_principal_type -= 1
-    if n_owner_principal_type >= 0:
-        if end - pos < n_owner_principal_type:
-            raise _w.short_read('owner_principal_type', pos, n_owner_principal_type, end)
-        try:
-            f_owner_principal_type = buf[pos:pos + n_owner_principal_type].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('owner_principal_type', pos, exc) from None
+    if 0 <= n_owner_principal_type <= end - pos:
+        f_owner_principal_type = _w.utf8(buf, pos, n_owner_principal_type, 'owner_principal_type')
         pos += n_owner_principal_type
     elif n_owner_principal_type == -1:
         f_owner_principal_type = None
     else:
-        raise _w.bad_length('owner_principal_type', pos - 1, n_owner_principal_type, True)
-    if cython.compiled:
+        raise _w.bad_sized('owner_principal_type', pos, n_owner_principal_type, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_owner_principal_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('owner_principal_name', buf, pos, end)
@@ -232,19 +238,17 @@ def _dec_CreateDelegationTokenRequest_v3(buf, cur, end):
     else:
         n_owner_principal_name, pos = _w.read_uvarint(buf, pos, end, 'owner_principal_name')
         n_owner_principal_name -= 1
-    if n_owner_principal_name >= 0:
-        if end - pos < n_owner_principal_name:
-            raise _w.short_read('owner_principal_name', pos, n_owner_principal_name, end)
-        try:
-            f_owner_principal_name = buf[pos:pos + n_owner_principal_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('owner_principal_name', pos, exc) from None
+    if 0 <= n_owner_principal_name <= end - pos:
+        f_owner_principal_name = _w.utf8(buf, pos, n_owner_principal_name, 'owner_principal_name')
         pos += n_owner_principal_name
     elif n_owner_principal_name == -1:
         f_owner_principal_name = None
     else:
-        raise _w.bad_length('owner_principal_name', pos - 1, n_owner_principal_name, True)
-    if cython.compiled:
+        raise _w.bad_sized('owner_principal_name', pos, n_owner_principal_name, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_renewers = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('renewers', buf, pos, end)
@@ -300,6 +304,8 @@ def _enc_CreateDelegationTokenRequest_v3(obj, out):
             raise _w.string_too_long("CreateDelegationTokenRequest.owner_principal_type", n_owner_principal_type)
     if cython.compiled:
         _put_uvarint(out, n_owner_principal_type + 1)
+    elif 0 <= n_owner_principal_type + 1 < 128:
+        out.append(n_owner_principal_type + 1)
     else:
         _w.put_uvarint(out, n_owner_principal_type + 1)
     if n_owner_principal_type > 0:
@@ -314,6 +320,8 @@ def _enc_CreateDelegationTokenRequest_v3(obj, out):
             raise _w.string_too_long("CreateDelegationTokenRequest.owner_principal_name", n_owner_principal_name)
     if cython.compiled:
         _put_uvarint(out, n_owner_principal_name + 1)
+    elif 0 <= n_owner_principal_name + 1 < 128:
+        out.append(n_owner_principal_name + 1)
     else:
         _w.put_uvarint(out, n_owner_principal_name + 1)
     if n_owner_principal_name > 0:
@@ -325,6 +333,8 @@ def _enc_CreateDelegationTokenRequest_v3(obj, out):
         n_renewers = len(f_renewers)
     if cython.compiled:
         _put_uvarint(out, n_renewers + 1)
+    elif 0 <= n_renewers + 1 < 128:
+        out.append(n_renewers + 1)
     else:
         _w.put_uvarint(out, n_renewers + 1)
     for item in f_renewers:
@@ -350,16 +360,11 @@ def _dec_CreateDelegationTokenRequest_CreatableRenewers_v0(buf, cur, end):
     else:
         n_principal_type = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_principal_type >= 0:
-        if end - pos < n_principal_type:
-            raise _w.short_read('principal_type', pos, n_principal_type, end)
-        try:
-            f_principal_type = buf[pos:pos + n_principal_type].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('principal_type', pos, exc) from None
+    if 0 <= n_principal_type <= end - pos:
+        f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
         pos += n_principal_type
     else:
-        raise _w.bad_length('principal_type', pos - 2, n_principal_type, False)
+        raise _w.bad_sized('principal_type', pos, n_principal_type, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_principal_name, pos, end)
     if cython.compiled:
@@ -367,16 +372,11 @@ def _dec_CreateDelegationTokenRequest_CreatableRenewers_v0(buf, cur, end):
     else:
         n_principal_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_principal_name >= 0:
-        if end - pos < n_principal_name:
-            raise _w.short_read('principal_name', pos, n_principal_name, end)
-        try:
-            f_principal_name = buf[pos:pos + n_principal_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('principal_name', pos, exc) from None
+    if 0 <= n_principal_name <= end - pos:
+        f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
         pos += n_principal_name
     else:
-        raise _w.bad_length('principal_name', pos - 2, n_principal_name, False)
+        raise _w.bad_sized('principal_name', pos, n_principal_name, end, 2, False)
     obj = CreateDelegationTokenRequest_CreatableRenewers.__new__(CreateDelegationTokenRequest_CreatableRenewers)
     obj.principal_type = f_principal_type
     obj.principal_name = f_principal_name
@@ -424,7 +424,10 @@ def _enc_CreateDelegationTokenRequest_CreatableRenewers_v0(obj, out):
 def _dec_CreateDelegationTokenRequest_CreatableRenewers_v2(buf, cur, end):
     """Decode CreateDelegationTokenRequest.CreatableRenewers (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_principal_type = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('principal_type', buf, pos, end)
@@ -433,17 +436,15 @@ def _dec_CreateDelegationTokenRequest_CreatableRenewers_v2(buf, cur, end):
     else:
         n_principal_type, pos = _w.read_uvarint(buf, pos, end, 'principal_type')
         n_principal_type -= 1
-    if n_principal_type >= 0:
-        if end - pos < n_principal_type:
-            raise _w.short_read('principal_type', pos, n_principal_type, end)
-        try:
-            f_principal_type = buf[pos:pos + n_principal_type].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('principal_type', pos, exc) from None
+    if 0 <= n_principal_type <= end - pos:
+        f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
         pos += n_principal_type
     else:
-        raise _w.bad_length('principal_type', pos - 1, n_principal_type, False)
-    if cython.compiled:
+        raise _w.bad_sized('principal_type', pos, n_principal_type, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_principal_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('principal_name', buf, pos, end)
@@ -452,16 +453,11 @@ def _dec_CreateDelegationTokenRequest_CreatableRenewers_v2(buf, cur, end):
     else:
         n_principal_name, pos = _w.read_uvarint(buf, pos, end, 'principal_name')
         n_principal_name -= 1
-    if n_principal_name >= 0:
-        if end - pos < n_principal_name:
-            raise _w.short_read('principal_name', pos, n_principal_name, end)
-        try:
-            f_principal_name = buf[pos:pos + n_principal_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('principal_name', pos, exc) from None
+    if 0 <= n_principal_name <= end - pos:
+        f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
         pos += n_principal_name
     else:
-        raise _w.bad_length('principal_name', pos - 1, n_principal_name, False)
+        raise _w.bad_sized('principal_name', pos, n_principal_name, end, 1, False)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -489,6 +485,8 @@ def _enc_CreateDelegationTokenRequest_CreatableRenewers_v2(obj, out):
             raise _w.string_too_long("CreateDelegationTokenRequest.CreatableRenewers.principal_type", n_principal_type)
     if cython.compiled:
         _put_uvarint(out, n_principal_type + 1)
+    elif 0 <= n_principal_type + 1 < 128:
+        out.append(n_principal_type + 1)
     else:
         _w.put_uvarint(out, n_principal_type + 1)
     if n_principal_type > 0:
@@ -503,6 +501,8 @@ def _enc_CreateDelegationTokenRequest_CreatableRenewers_v2(obj, out):
             raise _w.string_too_long("CreateDelegationTokenRequest.CreatableRenewers.principal_name", n_principal_name)
     if cython.compiled:
         _put_uvarint(out, n_principal_name + 1)
+    elif 0 <= n_principal_name + 1 < 128:
+        out.append(n_principal_name + 1)
     else:
         _w.put_uvarint(out, n_principal_name + 1)
     if n_principal_name > 0:
@@ -524,16 +524,11 @@ def _dec_CreateDelegationTokenResponse_v0(buf, cur, end):
     else:
         f_error_code, n_principal_type = _S_hh.unpack_from(buf, pos)
     pos += 4
-    if n_principal_type >= 0:
-        if end - pos < n_principal_type:
-            raise _w.short_read('principal_type', pos, n_principal_type, end)
-        try:
-            f_principal_type = buf[pos:pos + n_principal_type].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('principal_type', pos, exc) from None
+    if 0 <= n_principal_type <= end - pos:
+        f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
         pos += n_principal_type
     else:
-        raise _w.bad_length('principal_type', pos - 2, n_principal_type, False)
+        raise _w.bad_sized('principal_type', pos, n_principal_type, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_principal_name, pos, end)
     if cython.compiled:
@@ -541,16 +536,11 @@ def _dec_CreateDelegationTokenResponse_v0(buf, cur, end):
     else:
         n_principal_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_principal_name >= 0:
-        if end - pos < n_principal_name:
-            raise _w.short_read('principal_name', pos, n_principal_name, end)
-        try:
-            f_principal_name = buf[pos:pos + n_principal_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('principal_name', pos, exc) from None
+    if 0 <= n_principal_name <= end - pos:
+        f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
         pos += n_principal_name
     else:
-        raise _w.bad_length('principal_name', pos - 2, n_principal_name, False)
+        raise _w.bad_sized('principal_name', pos, n_principal_name, end, 2, False)
     if end - pos < 26:
         raise _w.short_run(_RUN_issue_timestamp_ms__token_id, pos, end)
     if cython.compiled:
@@ -561,16 +551,11 @@ def _dec_CreateDelegationTokenResponse_v0(buf, cur, end):
     else:
         f_issue_timestamp_ms, f_expiry_timestamp_ms, f_max_timestamp_ms, n_token_id = _S_qqqh.unpack_from(buf, pos)
     pos += 26
-    if n_token_id >= 0:
-        if end - pos < n_token_id:
-            raise _w.short_read('token_id', pos, n_token_id, end)
-        try:
-            f_token_id = buf[pos:pos + n_token_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('token_id', pos, exc) from None
+    if 0 <= n_token_id <= end - pos:
+        f_token_id = _w.utf8(buf, pos, n_token_id, 'token_id')
         pos += n_token_id
     else:
-        raise _w.bad_length('token_id', pos - 2, n_token_id, False)
+        raise _w.bad_sized('token_id', pos, n_token_id, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_hmac, pos, end)
     if cython.compiled:
@@ -578,13 +563,11 @@ def _dec_CreateDelegationTokenResponse_v0(buf, cur, end):
     else:
         n_hmac = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if n_hmac >= 0:
-        if end - pos < n_hmac:
-            raise _w.short_read('hmac', pos, n_hmac, end)
+    if 0 <= n_hmac <= end - pos:
         f_hmac = buf[pos:pos + n_hmac]
         pos += n_hmac
     else:
-        raise _w.bad_length('hmac', pos - 4, n_hmac, False)
+        raise _w.bad_sized('hmac', pos, n_hmac, end, 4, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -695,7 +678,10 @@ def _dec_CreateDelegationTokenResponse_v2(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_principal_type = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('principal_type', buf, pos, end)
@@ -704,17 +690,15 @@ def _dec_CreateDelegationTokenResponse_v2(buf, cur, end):
     else:
         n_principal_type, pos = _w.read_uvarint(buf, pos, end, 'principal_type')
         n_principal_type -= 1
-    if n_principal_type >= 0:
-        if end - pos < n_principal_type:
-            raise _w.short_read('principal_type', pos, n_principal_type, end)
-        try:
-            f_principal_type = buf[pos:pos + n_principal_type].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('principal_type', pos, exc) from None
+    if 0 <= n_principal_type <= end - pos:
+        f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
         pos += n_principal_type
     else:
-        raise _w.bad_length('principal_type', pos - 1, n_principal_type, False)
-    if cython.compiled:
+        raise _w.bad_sized('principal_type', pos, n_principal_type, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_principal_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('principal_name', buf, pos, end)
@@ -723,16 +707,11 @@ def _dec_CreateDelegationTokenResponse_v2(buf, cur, end):
     else:
         n_principal_name, pos = _w.read_uvarint(buf, pos, end, 'principal_name')
         n_principal_name -= 1
-    if n_principal_name >= 0:
-        if end - pos < n_principal_name:
-            raise _w.short_read('principal_name', pos, n_principal_name, end)
-        try:
-            f_principal_name = buf[pos:pos + n_principal_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('principal_name', pos, exc) from None
+    if 0 <= n_principal_name <= end - pos:
+        f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
         pos += n_principal_name
     else:
-        raise _w.bad_length('principal_name', pos - 1, n_principal_name, False)
+        raise _w.bad_sized('principal_name', pos, n_principal_name, end, 1, False)
     if end - pos < 24:
         raise _w.short_run(_RUN_issue_timestamp_ms__max_timestamp_ms, pos, end)
     if cython.compiled:
@@ -742,7 +721,10 @@ def _dec_CreateDelegationTokenResponse_v2(buf, cur, end):
     else:
         f_issue_timestamp_ms, f_expiry_timestamp_ms, f_max_timestamp_ms = _S_qqq.unpack_from(buf, pos)
     pos += 24
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_token_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('token_id', buf, pos, end)
@@ -751,17 +733,15 @@ def _dec_CreateDelegationTokenResponse_v2(buf, cur, end):
     else:
         n_token_id, pos = _w.read_uvarint(buf, pos, end, 'token_id')
         n_token_id -= 1
-    if n_token_id >= 0:
-        if end - pos < n_token_id:
-            raise _w.short_read('token_id', pos, n_token_id, end)
-        try:
-            f_token_id = buf[pos:pos + n_token_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('token_id', pos, exc) from None
+    if 0 <= n_token_id <= end - pos:
+        f_token_id = _w.utf8(buf, pos, n_token_id, 'token_id')
         pos += n_token_id
     else:
-        raise _w.bad_length('token_id', pos - 1, n_token_id, False)
-    if cython.compiled:
+        raise _w.bad_sized('token_id', pos, n_token_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_hmac = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('hmac', buf, pos, end)
@@ -770,13 +750,11 @@ def _dec_CreateDelegationTokenResponse_v2(buf, cur, end):
     else:
         n_hmac, pos = _w.read_uvarint(buf, pos, end, 'hmac')
         n_hmac -= 1
-    if n_hmac >= 0:
-        if end - pos < n_hmac:
-            raise _w.short_read('hmac', pos, n_hmac, end)
+    if 0 <= n_hmac <= end - pos:
         f_hmac = buf[pos:pos + n_hmac]
         pos += n_hmac
     else:
-        raise _w.bad_length('hmac', pos - 1, n_hmac, False)
+        raise _w.bad_sized('hmac', pos, n_hmac, end, 1, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -829,6 +807,8 @@ def _enc_CreateDelegationTokenResponse_v2(obj, out):
             raise _w.string_too_long("CreateDelegationTokenResponse.principal_type", n_principal_type)
     if cython.compiled:
         _put_uvarint(out, n_principal_type + 1)
+    elif 0 <= n_principal_type + 1 < 128:
+        out.append(n_principal_type + 1)
     else:
         _w.put_uvarint(out, n_principal_type + 1)
     if n_principal_type > 0:
@@ -843,6 +823,8 @@ def _enc_CreateDelegationTokenResponse_v2(obj, out):
             raise _w.string_too_long("CreateDelegationTokenResponse.principal_name", n_principal_name)
     if cython.compiled:
         _put_uvarint(out, n_principal_name + 1)
+    elif 0 <= n_principal_name + 1 < 128:
+        out.append(n_principal_name + 1)
     else:
         _w.put_uvarint(out, n_principal_name + 1)
     if n_principal_name > 0:
@@ -864,6 +846,8 @@ def _enc_CreateDelegationTokenResponse_v2(obj, out):
             raise _w.string_too_long("CreateDelegationTokenResponse.token_id", n_token_id)
     if cython.compiled:
         _put_uvarint(out, n_token_id + 1)
+    elif 0 <= n_token_id + 1 < 128:
+        out.append(n_token_id + 1)
     else:
         _w.put_uvarint(out, n_token_id + 1)
     if n_token_id > 0:
@@ -875,6 +859,8 @@ def _enc_CreateDelegationTokenResponse_v2(obj, out):
         n_hmac = len(f_hmac)
     if cython.compiled:
         _put_uvarint(out, n_hmac + 1)
+    elif 0 <= n_hmac + 1 < 128:
+        out.append(n_hmac + 1)
     else:
         _w.put_uvarint(out, n_hmac + 1)
     if n_hmac > 0:
@@ -900,7 +886,10 @@ def _dec_CreateDelegationTokenResponse_v3(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_principal_type = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('principal_type', buf, pos, end)
@@ -909,17 +898,15 @@ def _dec_CreateDelegationTokenResponse_v3(buf, cur, end):
     else:
         n_principal_type, pos = _w.read_uvarint(buf, pos, end, 'principal_type')
         n_principal_type -= 1
-    if n_principal_type >= 0:
-        if end - pos < n_principal_type:
-            raise _w.short_read('principal_type', pos, n_principal_type, end)
-        try:
-            f_principal_type = buf[pos:pos + n_principal_type].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('principal_type', pos, exc) from None
+    if 0 <= n_principal_type <= end - pos:
+        f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
         pos += n_principal_type
     else:
-        raise _w.bad_length('principal_type', pos - 1, n_principal_type, False)
-    if cython.compiled:
+        raise _w.bad_sized('principal_type', pos, n_principal_type, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_principal_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('principal_name', buf, pos, end)
@@ -928,17 +915,15 @@ def _dec_CreateDelegationTokenResponse_v3(buf, cur, end):
     else:
         n_principal_name, pos = _w.read_uvarint(buf, pos, end, 'principal_name')
         n_principal_name -= 1
-    if n_principal_name >= 0:
-        if end - pos < n_principal_name:
-            raise _w.short_read('principal_name', pos, n_principal_name, end)
-        try:
-            f_principal_name = buf[pos:pos + n_principal_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('principal_name', pos, exc) from None
+    if 0 <= n_principal_name <= end - pos:
+        f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
         pos += n_principal_name
     else:
-        raise _w.bad_length('principal_name', pos - 1, n_principal_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('principal_name', pos, n_principal_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_token_requester_principal_type = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('token_requester_principal_type', buf, pos, end)
@@ -947,17 +932,15 @@ def _dec_CreateDelegationTokenResponse_v3(buf, cur, end):
     else:
         n_token_requester_principal_type, pos = _w.read_uvarint(buf, pos, end, 'token_requester_principal_type')
         n_token_requester_principal_type -= 1
-    if n_token_requester_principal_type >= 0:
-        if end - pos < n_token_requester_principal_type:
-            raise _w.short_read('token_requester_principal_type', pos, n_token_requester_principal_type, end)
-        try:
-            f_token_requester_principal_type = buf[pos:pos + n_token_requester_principal_type].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('token_requester_principal_type', pos, exc) from None
+    if 0 <= n_token_requester_principal_type <= end - pos:
+        f_token_requester_principal_type = _w.utf8(buf, pos, n_token_requester_principal_type, 'token_requester_principal_type')
         pos += n_token_requester_principal_type
     else:
-        raise _w.bad_length('token_requester_principal_type', pos - 1, n_token_requester_principal_type, False)
-    if cython.compiled:
+        raise _w.bad_sized('token_requester_principal_type', pos, n_token_requester_principal_type, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_token_requester_principal_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('token_requester_principal_name', buf, pos, end)
@@ -966,16 +949,11 @@ def _dec_CreateDelegationTokenResponse_v3(buf, cur, end):
     else:
         n_token_requester_principal_name, pos = _w.read_uvarint(buf, pos, end, 'token_requester_principal_name')
         n_token_requester_principal_name -= 1
-    if n_token_requester_principal_name >= 0:
-        if end - pos < n_token_requester_principal_name:
-            raise _w.short_read('token_requester_principal_name', pos, n_token_requester_principal_name, end)
-        try:
-            f_token_requester_principal_name = buf[pos:pos + n_token_requester_principal_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('token_requester_principal_name', pos, exc) from None
+    if 0 <= n_token_requester_principal_name <= end - pos:
+        f_token_requester_principal_name = _w.utf8(buf, pos, n_token_requester_principal_name, 'token_requester_principal_name')
         pos += n_token_requester_principal_name
     else:
-        raise _w.bad_length('token_requester_principal_name', pos - 1, n_token_requester_principal_name, False)
+        raise _w.bad_sized('token_requester_principal_name', pos, n_token_requester_principal_name, end, 1, False)
     if end - pos < 24:
         raise _w.short_run(_RUN_issue_timestamp_ms__max_timestamp_ms, pos, end)
     if cython.compiled:
@@ -985,7 +963,10 @@ def _dec_CreateDelegationTokenResponse_v3(buf, cur, end):
     else:
         f_issue_timestamp_ms, f_expiry_timestamp_ms, f_max_timestamp_ms = _S_qqq.unpack_from(buf, pos)
     pos += 24
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_token_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('token_id', buf, pos, end)
@@ -994,17 +975,15 @@ def _dec_CreateDelegationTokenResponse_v3(buf, cur, end):
     else:
         n_token_id, pos = _w.read_uvarint(buf, pos, end, 'token_id')
         n_token_id -= 1
-    if n_token_id >= 0:
-        if end - pos < n_token_id:
-            raise _w.short_read('token_id', pos, n_token_id, end)
-        try:
-            f_token_id = buf[pos:pos + n_token_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('token_id', pos, exc) from None
+    if 0 <= n_token_id <= end - pos:
+        f_token_id = _w.utf8(buf, pos, n_token_id, 'token_id')
         pos += n_token_id
     else:
-        raise _w.bad_length('token_id', pos - 1, n_token_id, False)
-    if cython.compiled:
+        raise _w.bad_sized('token_id', pos, n_token_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_hmac = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('hmac', buf, pos, end)
@@ -1013,13 +992,11 @@ def _dec_CreateDelegationTokenResponse_v3(buf, cur, end):
     else:
         n_hmac, pos = _w.read_uvarint(buf, pos, end, 'hmac')
         n_hmac -= 1
-    if n_hmac >= 0:
-        if end - pos < n_hmac:
-            raise _w.short_read('hmac', pos, n_hmac, end)
+    if 0 <= n_hmac <= end - pos:
         f_hmac = buf[pos:pos + n_hmac]
         pos += n_hmac
     else:
-        raise _w.bad_length('hmac', pos - 1, n_hmac, False)
+        raise _w.bad_sized('hmac', pos, n_hmac, end, 1, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -1068,6 +1045,8 @@ def _enc_CreateDelegationTokenResponse_v3(obj, out):
             raise _w.string_too_long("CreateDelegationTokenResponse.principal_type", n_principal_type)
     if cython.compiled:
         _put_uvarint(out, n_principal_type + 1)
+    elif 0 <= n_principal_type + 1 < 128:
+        out.append(n_principal_type + 1)
     else:
         _w.put_uvarint(out, n_principal_type + 1)
     if n_principal_type > 0:
@@ -1082,6 +1061,8 @@ def _enc_CreateDelegationTokenResponse_v3(obj, out):
             raise _w.string_too_long("CreateDelegationTokenResponse.principal_name", n_principal_name)
     if cython.compiled:
         _put_uvarint(out, n_principal_name + 1)
+    elif 0 <= n_principal_name + 1 < 128:
+        out.append(n_principal_name + 1)
     else:
         _w.put_uvarint(out, n_principal_name + 1)
     if n_principal_name > 0:
@@ -1096,6 +1077,8 @@ def _enc_CreateDelegationTokenResponse_v3(obj, out):
             raise _w.string_too_long("CreateDelegationTokenResponse.token_requester_principal_type", n_token_requester_principal_type)
     if cython.compiled:
         _put_uvarint(out, n_token_requester_principal_type + 1)
+    elif 0 <= n_token_requester_principal_type + 1 < 128:
+        out.append(n_token_requester_principal_type + 1)
     else:
         _w.put_uvarint(out, n_token_requester_principal_type + 1)
     if n_token_requester_principal_type > 0:
@@ -1110,6 +1093,8 @@ def _enc_CreateDelegationTokenResponse_v3(obj, out):
             raise _w.string_too_long("CreateDelegationTokenResponse.token_requester_principal_name", n_token_requester_principal_name)
     if cython.compiled:
         _put_uvarint(out, n_token_requester_principal_name + 1)
+    elif 0 <= n_token_requester_principal_name + 1 < 128:
+        out.append(n_token_requester_principal_name + 1)
     else:
         _w.put_uvarint(out, n_token_requester_principal_name + 1)
     if n_token_requester_principal_name > 0:
@@ -1131,6 +1116,8 @@ def _enc_CreateDelegationTokenResponse_v3(obj, out):
             raise _w.string_too_long("CreateDelegationTokenResponse.token_id", n_token_id)
     if cython.compiled:
         _put_uvarint(out, n_token_id + 1)
+    elif 0 <= n_token_id + 1 < 128:
+        out.append(n_token_id + 1)
     else:
         _w.put_uvarint(out, n_token_id + 1)
     if n_token_id > 0:
@@ -1142,6 +1129,8 @@ def _enc_CreateDelegationTokenResponse_v3(obj, out):
         n_hmac = len(f_hmac)
     if cython.compiled:
         _put_uvarint(out, n_hmac + 1)
+    elif 0 <= n_hmac + 1 < 128:
+        out.append(n_hmac + 1)
     else:
         _w.put_uvarint(out, n_hmac + 1)
     if n_hmac > 0:
@@ -1256,7 +1245,7 @@ class CreateDelegationTokenResponse(Message):
         max_timestamp_ms (int64, v0-3): 
         token_id (string, v0-3): 
         hmac (bytes, v0-3): 
-        throttle_time_ms (int32, v0-3): 
+        throttle_time_ms (int32, v0-3): How long the response was held back by a quota, in milliseconds (0 if not throttled).
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 

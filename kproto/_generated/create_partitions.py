@@ -127,7 +127,10 @@ def _enc_CreatePartitionsRequest_v0(obj, out):
 def _dec_CreatePartitionsRequest_v2(buf, cur, end):
     """Decode CreatePartitionsRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -183,6 +186,8 @@ def _enc_CreatePartitionsRequest_v2(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -209,16 +214,11 @@ def _dec_CreatePartitionsRequest_CreatePartitionsTopic_v0(buf, cur, end):
     else:
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 2, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 2, False)
     if end - pos < 8:
         raise _w.short_run(_RUN_count__assignments, pos, end)
     if cython.compiled:
@@ -288,7 +288,10 @@ def _enc_CreatePartitionsRequest_CreatePartitionsTopic_v0(obj, out):
 def _dec_CreatePartitionsRequest_CreatePartitionsTopic_v2(buf, cur, end):
     """Decode CreatePartitionsRequest.CreatePartitionsTopic (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -297,16 +300,11 @@ def _dec_CreatePartitionsRequest_CreatePartitionsTopic_v2(buf, cur, end):
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 1, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 1, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_count, pos, end)
     if cython.compiled:
@@ -314,7 +312,10 @@ def _dec_CreatePartitionsRequest_CreatePartitionsTopic_v2(buf, cur, end):
     else:
         f_count = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_assignments = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('assignments', buf, pos, end)
@@ -365,6 +366,8 @@ def _enc_CreatePartitionsRequest_CreatePartitionsTopic_v2(obj, out):
             raise _w.string_too_long("CreatePartitionsRequest.CreatePartitionsTopic.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -381,6 +384,8 @@ def _enc_CreatePartitionsRequest_CreatePartitionsTopic_v2(obj, out):
         n_assignments = len(f_assignments)
     if cython.compiled:
         _put_uvarint(out, n_assignments + 1)
+    elif 0 <= n_assignments + 1 < 128:
+        out.append(n_assignments + 1)
     else:
         _w.put_uvarint(out, n_assignments + 1)
     if n_assignments > 0:
@@ -441,7 +446,10 @@ def _enc_CreatePartitionsRequest_CreatePartitionsAssignment_v0(obj, out):
 def _dec_CreatePartitionsRequest_CreatePartitionsAssignment_v2(buf, cur, end):
     """Decode CreatePartitionsRequest.CreatePartitionsTopic.CreatePartitionsAssignment (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_broker_ids = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('broker_ids', buf, pos, end)
@@ -480,6 +488,8 @@ def _enc_CreatePartitionsRequest_CreatePartitionsAssignment_v2(obj, out):
         n_broker_ids = len(f_broker_ids)
     if cython.compiled:
         _put_uvarint(out, n_broker_ids + 1)
+    elif 0 <= n_broker_ids + 1 < 128:
+        out.append(n_broker_ids + 1)
     else:
         _w.put_uvarint(out, n_broker_ids + 1)
     if cython.compiled:
@@ -553,7 +563,10 @@ def _dec_CreatePartitionsResponse_v2(buf, cur, end):
     else:
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_results = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('results', buf, pos, end)
@@ -602,6 +615,8 @@ def _enc_CreatePartitionsResponse_v2(obj, out):
         n_results = len(f_results)
     if cython.compiled:
         _put_uvarint(out, n_results + 1)
+    elif 0 <= n_results + 1 < 128:
+        out.append(n_results + 1)
     else:
         _w.put_uvarint(out, n_results + 1)
     for item in f_results:
@@ -622,16 +637,11 @@ def _dec_CreatePartitionsResponse_CreatePartitionsTopicResult_v0(buf, cur, end):
     else:
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 2, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__error_message, pos, end)
     if cython.compiled:
@@ -640,18 +650,13 @@ def _dec_CreatePartitionsResponse_CreatePartitionsTopicResult_v0(buf, cur, end):
     else:
         f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
     pos += 4
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 2, n_error_message, True)
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 2, True)
     obj = CreatePartitionsResponse_CreatePartitionsTopicResult.__new__(CreatePartitionsResponse_CreatePartitionsTopicResult)
     obj.name = f_name
     obj.error_code = f_error_code
@@ -701,7 +706,10 @@ def _enc_CreatePartitionsResponse_CreatePartitionsTopicResult_v0(obj, out):
 def _dec_CreatePartitionsResponse_CreatePartitionsTopicResult_v2(buf, cur, end):
     """Decode CreatePartitionsResponse.CreatePartitionsTopicResult (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -710,16 +718,11 @@ def _dec_CreatePartitionsResponse_CreatePartitionsTopicResult_v2(buf, cur, end):
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 1, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 1, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -727,7 +730,10 @@ def _dec_CreatePartitionsResponse_CreatePartitionsTopicResult_v2(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('error_message', buf, pos, end)
@@ -736,18 +742,13 @@ def _dec_CreatePartitionsResponse_CreatePartitionsTopicResult_v2(buf, cur, end):
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 1, n_error_message, True)
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -776,6 +777,8 @@ def _enc_CreatePartitionsResponse_CreatePartitionsTopicResult_v2(obj, out):
             raise _w.string_too_long("CreatePartitionsResponse.CreatePartitionsTopicResult.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -795,6 +798,8 @@ def _enc_CreatePartitionsResponse_CreatePartitionsTopicResult_v2(obj, out):
             raise _w.string_too_long("CreatePartitionsResponse.CreatePartitionsTopicResult.error_message", n_error_message)
     if cython.compiled:
         _put_uvarint(out, n_error_message + 1)
+    elif 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
@@ -873,7 +878,7 @@ class CreatePartitionsRequest(Message):
     Attributes:
         topics ([]CreatePartitionsTopic, v0-3): 
         timeout_ms (int32, v0-3): 
-        validate_only (bool, v0-3): 
+        validate_only (bool, v0-3): Only validate the request; change nothing.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -952,7 +957,7 @@ class CreatePartitionsResponse(Message):
     Flexible (compact lengths, tagged fields) in v2-3.
 
     Attributes:
-        throttle_time_ms (int32, v0-3): 
+        throttle_time_ms (int32, v0-3): How long the response was held back by a quota, in milliseconds (0 if not throttled).
         results ([]CreatePartitionsTopicResult, v0-3): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """

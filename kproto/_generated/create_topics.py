@@ -199,7 +199,10 @@ def _enc_CreateTopicsRequest_v1(obj, out):
 def _dec_CreateTopicsRequest_v5(buf, cur, end):
     """Decode CreateTopicsRequest (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -255,6 +258,8 @@ def _enc_CreateTopicsRequest_v5(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -281,16 +286,11 @@ def _dec_CreateTopicsRequest_CreatableTopic_v0(buf, cur, end):
     else:
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 2, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 2, False)
     if end - pos < 10:
         raise _w.short_run(_RUN_num_partitions__assignments, pos, end)
     if cython.compiled:
@@ -390,7 +390,10 @@ def _enc_CreateTopicsRequest_CreatableTopic_v0(obj, out):
 def _dec_CreateTopicsRequest_CreatableTopic_v5(buf, cur, end):
     """Decode CreateTopicsRequest.CreatableTopic (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -399,16 +402,11 @@ def _dec_CreateTopicsRequest_CreatableTopic_v5(buf, cur, end):
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 1, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 1, False)
     if end - pos < 6:
         raise _w.short_run(_RUN_num_partitions__replication_factor, pos, end)
     if cython.compiled:
@@ -417,7 +415,10 @@ def _dec_CreateTopicsRequest_CreatableTopic_v5(buf, cur, end):
     else:
         f_num_partitions, f_replication_factor = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_assignments = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('assignments', buf, pos, end)
@@ -437,7 +438,10 @@ def _dec_CreateTopicsRequest_CreatableTopic_v5(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("assignments[%d]" % i)
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_configs = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('configs', buf, pos, end)
@@ -487,6 +491,8 @@ def _enc_CreateTopicsRequest_CreatableTopic_v5(obj, out):
             raise _w.string_too_long("CreateTopicsRequest.CreatableTopic.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -504,6 +510,8 @@ def _enc_CreateTopicsRequest_CreatableTopic_v5(obj, out):
         n_assignments = len(f_assignments)
     if cython.compiled:
         _put_uvarint(out, n_assignments + 1)
+    elif 0 <= n_assignments + 1 < 128:
+        out.append(n_assignments + 1)
     else:
         _w.put_uvarint(out, n_assignments + 1)
     for item in f_assignments:
@@ -515,6 +523,8 @@ def _enc_CreateTopicsRequest_CreatableTopic_v5(obj, out):
         n_configs = len(f_configs)
     if cython.compiled:
         _put_uvarint(out, n_configs + 1)
+    elif 0 <= n_configs + 1 < 128:
+        out.append(n_configs + 1)
     else:
         _w.put_uvarint(out, n_configs + 1)
     for item in f_configs:
@@ -584,7 +594,10 @@ def _dec_CreateTopicsRequest_CreatableReplicaAssignment_v5(buf, cur, end):
     else:
         f_partition_index = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_broker_ids = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('broker_ids', buf, pos, end)
@@ -629,6 +642,8 @@ def _enc_CreateTopicsRequest_CreatableReplicaAssignment_v5(obj, out):
         n_broker_ids = len(f_broker_ids)
     if cython.compiled:
         _put_uvarint(out, n_broker_ids + 1)
+    elif 0 <= n_broker_ids + 1 < 128:
+        out.append(n_broker_ids + 1)
     else:
         _w.put_uvarint(out, n_broker_ids + 1)
     if cython.compiled:
@@ -653,16 +668,11 @@ def _dec_CreateTopicsRequest_CreatableTopicConfig_v0(buf, cur, end):
     else:
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 2, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_value, pos, end)
     if cython.compiled:
@@ -670,18 +680,13 @@ def _dec_CreateTopicsRequest_CreatableTopicConfig_v0(buf, cur, end):
     else:
         n_value = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_value >= 0:
-        if end - pos < n_value:
-            raise _w.short_read('value', pos, n_value, end)
-        try:
-            f_value = buf[pos:pos + n_value].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('value', pos, exc) from None
+    if 0 <= n_value <= end - pos:
+        f_value = _w.utf8(buf, pos, n_value, 'value')
         pos += n_value
     elif n_value == -1:
         f_value = None
     else:
-        raise _w.bad_length('value', pos - 2, n_value, True)
+        raise _w.bad_sized('value', pos, n_value, end, 2, True)
     obj = CreateTopicsRequest_CreatableTopicConfig.__new__(CreateTopicsRequest_CreatableTopicConfig)
     obj.name = f_name
     obj.value = f_value
@@ -729,7 +734,10 @@ def _enc_CreateTopicsRequest_CreatableTopicConfig_v0(obj, out):
 def _dec_CreateTopicsRequest_CreatableTopicConfig_v5(buf, cur, end):
     """Decode CreateTopicsRequest.CreatableTopic.CreatableTopicConfig (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -738,17 +746,15 @@ def _dec_CreateTopicsRequest_CreatableTopicConfig_v5(buf, cur, end):
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 1, n_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('name', pos, n_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_value = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('value', buf, pos, end)
@@ -757,18 +763,13 @@ def _dec_CreateTopicsRequest_CreatableTopicConfig_v5(buf, cur, end):
     else:
         n_value, pos = _w.read_uvarint(buf, pos, end, 'value')
         n_value -= 1
-    if n_value >= 0:
-        if end - pos < n_value:
-            raise _w.short_read('value', pos, n_value, end)
-        try:
-            f_value = buf[pos:pos + n_value].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('value', pos, exc) from None
+    if 0 <= n_value <= end - pos:
+        f_value = _w.utf8(buf, pos, n_value, 'value')
         pos += n_value
     elif n_value == -1:
         f_value = None
     else:
-        raise _w.bad_length('value', pos - 1, n_value, True)
+        raise _w.bad_sized('value', pos, n_value, end, 1, True)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -796,6 +797,8 @@ def _enc_CreateTopicsRequest_CreatableTopicConfig_v5(obj, out):
             raise _w.string_too_long("CreateTopicsRequest.CreatableTopic.CreatableTopicConfig.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -810,6 +813,8 @@ def _enc_CreateTopicsRequest_CreatableTopicConfig_v5(obj, out):
             raise _w.string_too_long("CreateTopicsRequest.CreatableTopic.CreatableTopicConfig.value", n_value)
     if cython.compiled:
         _put_uvarint(out, n_value + 1)
+    elif 0 <= n_value + 1 < 128:
+        out.append(n_value + 1)
     else:
         _w.put_uvarint(out, n_value + 1)
     if n_value > 0:
@@ -973,7 +978,10 @@ def _dec_CreateTopicsResponse_v5(buf, cur, end):
     else:
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -1022,6 +1030,8 @@ def _enc_CreateTopicsResponse_v5(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -1042,7 +1052,10 @@ def _dec_CreateTopicsResponse_v7(buf, cur, end):
     else:
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -1091,6 +1104,8 @@ def _enc_CreateTopicsResponse_v7(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -1111,16 +1126,11 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v0(buf, cur, end):
     else:
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 2, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -1178,16 +1188,11 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v1(buf, cur, end):
     else:
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 2, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__error_message, pos, end)
     if cython.compiled:
@@ -1196,18 +1201,13 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v1(buf, cur, end):
     else:
         f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
     pos += 4
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 2, n_error_message, True)
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 2, True)
     obj = CreateTopicsResponse_CreatableTopicResult.__new__(CreateTopicsResponse_CreatableTopicResult)
     obj.name = f_name
     obj.topic_id = UUID(int=0)
@@ -1262,7 +1262,10 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_v1(obj, out):
 def _dec_CreateTopicsResponse_CreatableTopicResult_v5(buf, cur, end):
     """Decode CreateTopicsResponse.CreatableTopicResult (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -1271,16 +1274,11 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v5(buf, cur, end):
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 1, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 1, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -1288,7 +1286,10 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v5(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('error_message', buf, pos, end)
@@ -1297,18 +1298,13 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v5(buf, cur, end):
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 1, n_error_message, True)
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
     if end - pos < 6:
         raise _w.short_run(_RUN_num_partitions__replication_factor, pos, end)
     if cython.compiled:
@@ -1317,7 +1313,10 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v5(buf, cur, end):
     else:
         f_num_partitions, f_replication_factor = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_configs = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('configs', buf, pos, end)
@@ -1386,6 +1385,8 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_v5(obj, out):
             raise _w.string_too_long("CreateTopicsResponse.CreatableTopicResult.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -1405,6 +1406,8 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_v5(obj, out):
             raise _w.string_too_long("CreateTopicsResponse.CreatableTopicResult.error_message", n_error_message)
     if cython.compiled:
         _put_uvarint(out, n_error_message + 1)
+    elif 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
@@ -1422,6 +1425,8 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_v5(obj, out):
         n_configs = len(f_configs)
     if cython.compiled:
         _put_uvarint(out, n_configs + 1)
+    elif 0 <= n_configs + 1 < 128:
+        out.append(n_configs + 1)
     else:
         _w.put_uvarint(out, n_configs + 1)
     if n_configs > 0:
@@ -1445,7 +1450,10 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_v5(obj, out):
 def _dec_CreateTopicsResponse_CreatableTopicResult_v7(buf, cur, end):
     """Decode CreateTopicsResponse.CreatableTopicResult (v7 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -1454,16 +1462,11 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v7(buf, cur, end):
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 1, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 1, False)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
@@ -1475,7 +1478,10 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v7(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('error_message', buf, pos, end)
@@ -1484,18 +1490,13 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v7(buf, cur, end):
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 1, n_error_message, True)
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
     if end - pos < 6:
         raise _w.short_run(_RUN_num_partitions__replication_factor, pos, end)
     if cython.compiled:
@@ -1504,7 +1505,10 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v7(buf, cur, end):
     else:
         f_num_partitions, f_replication_factor = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_configs = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('configs', buf, pos, end)
@@ -1573,6 +1577,8 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_v7(obj, out):
             raise _w.string_too_long("CreateTopicsResponse.CreatableTopicResult.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -1593,6 +1599,8 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_v7(obj, out):
             raise _w.string_too_long("CreateTopicsResponse.CreatableTopicResult.error_message", n_error_message)
     if cython.compiled:
         _put_uvarint(out, n_error_message + 1)
+    elif 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
@@ -1610,6 +1618,8 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_v7(obj, out):
         n_configs = len(f_configs)
     if cython.compiled:
         _put_uvarint(out, n_configs + 1)
+    elif 0 <= n_configs + 1 < 128:
+        out.append(n_configs + 1)
     else:
         _w.put_uvarint(out, n_configs + 1)
     if n_configs > 0:
@@ -1633,7 +1643,10 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_v7(obj, out):
 def _dec_CreateTopicsResponse_CreatableTopicConfigs_v5(buf, cur, end):
     """Decode CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -1642,17 +1655,15 @@ def _dec_CreateTopicsResponse_CreatableTopicConfigs_v5(buf, cur, end):
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 1, n_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('name', pos, n_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_value = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('value', buf, pos, end)
@@ -1661,18 +1672,13 @@ def _dec_CreateTopicsResponse_CreatableTopicConfigs_v5(buf, cur, end):
     else:
         n_value, pos = _w.read_uvarint(buf, pos, end, 'value')
         n_value -= 1
-    if n_value >= 0:
-        if end - pos < n_value:
-            raise _w.short_read('value', pos, n_value, end)
-        try:
-            f_value = buf[pos:pos + n_value].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('value', pos, exc) from None
+    if 0 <= n_value <= end - pos:
+        f_value = _w.utf8(buf, pos, n_value, 'value')
         pos += n_value
     elif n_value == -1:
         f_value = None
     else:
-        raise _w.bad_length('value', pos - 1, n_value, True)
+        raise _w.bad_sized('value', pos, n_value, end, 1, True)
     if end - pos < 3:
         raise _w.short_run(_RUN_read_only__is_sensitive, pos, end)
     if cython.compiled:
@@ -1718,6 +1724,8 @@ def _enc_CreateTopicsResponse_CreatableTopicConfigs_v5(obj, out):
             raise _w.string_too_long("CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -1732,6 +1740,8 @@ def _enc_CreateTopicsResponse_CreatableTopicConfigs_v5(obj, out):
             raise _w.string_too_long("CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs.value", n_value)
     if cython.compiled:
         _put_uvarint(out, n_value + 1)
+    elif 0 <= n_value + 1 < 128:
+        out.append(n_value + 1)
     else:
         _w.put_uvarint(out, n_value + 1)
     if n_value > 0:
@@ -1860,7 +1870,7 @@ class CreateTopicsRequest(Message):
     Attributes:
         topics ([]CreatableTopic, v0-7): 
         timeout_ms (int32, v0-7): 
-        validate_only (bool, v1-7): 
+        validate_only (bool, v1-7): Only validate the request; change nothing.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -1909,8 +1919,8 @@ class CreateTopicsResponse_CreatableTopicConfigs(Struct):
         name (string, v5-7): 
         value (string, v5-7, nullable v5-7): 
         read_only (bool, v5-7): 
-        config_source (int8, v5-7): 
-        is_sensitive (bool, v5-7): 
+        config_source (int8, v5-7): Where the value comes from: 0 unknown, 1 topic, 2 dynamic broker, 3 dynamic default broker, 4 static broker, 5 default, 6 dynamic logger, 7 client metrics, 8 group.
+        is_sensitive (bool, v5-7): Whether the value is hidden (null) because it is a secret.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -2005,7 +2015,7 @@ class CreateTopicsResponse(Message):
     Deprecated (removed by Kafka 4.0) in v0-1.
 
     Attributes:
-        throttle_time_ms (int32, v2-7): 
+        throttle_time_ms (int32, v2-7): How long the response was held back by a quota, in milliseconds (0 if not throttled).
         topics ([]CreatableTopicResult, v0-7): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """

@@ -164,7 +164,10 @@ def _enc_DeleteAclsRequest_v1(obj, out):
 def _dec_DeleteAclsRequest_v2(buf, cur, end):
     """Decode DeleteAclsRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_filters = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('filters', buf, pos, end)
@@ -207,6 +210,8 @@ def _enc_DeleteAclsRequest_v2(obj, out):
         n_filters = len(f_filters)
     if cython.compiled:
         _put_uvarint(out, n_filters + 1)
+    elif 0 <= n_filters + 1 < 128:
+        out.append(n_filters + 1)
     else:
         _w.put_uvarint(out, n_filters + 1)
     for item in f_filters:
@@ -228,18 +233,13 @@ def _dec_DeleteAclsRequest_DeleteAclsFilter_v0(buf, cur, end):
     else:
         f_resource_type_filter, n_resource_name_filter = _S_bh.unpack_from(buf, pos)
     pos += 3
-    if n_resource_name_filter >= 0:
-        if end - pos < n_resource_name_filter:
-            raise _w.short_read('resource_name_filter', pos, n_resource_name_filter, end)
-        try:
-            f_resource_name_filter = buf[pos:pos + n_resource_name_filter].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('resource_name_filter', pos, exc) from None
+    if 0 <= n_resource_name_filter <= end - pos:
+        f_resource_name_filter = _w.utf8(buf, pos, n_resource_name_filter, 'resource_name_filter')
         pos += n_resource_name_filter
     elif n_resource_name_filter == -1:
         f_resource_name_filter = None
     else:
-        raise _w.bad_length('resource_name_filter', pos - 2, n_resource_name_filter, True)
+        raise _w.bad_sized('resource_name_filter', pos, n_resource_name_filter, end, 2, True)
     if end - pos < 2:
         raise _w.short_run(_RUN_principal_filter, pos, end)
     if cython.compiled:
@@ -247,18 +247,13 @@ def _dec_DeleteAclsRequest_DeleteAclsFilter_v0(buf, cur, end):
     else:
         n_principal_filter = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_principal_filter >= 0:
-        if end - pos < n_principal_filter:
-            raise _w.short_read('principal_filter', pos, n_principal_filter, end)
-        try:
-            f_principal_filter = buf[pos:pos + n_principal_filter].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('principal_filter', pos, exc) from None
+    if 0 <= n_principal_filter <= end - pos:
+        f_principal_filter = _w.utf8(buf, pos, n_principal_filter, 'principal_filter')
         pos += n_principal_filter
     elif n_principal_filter == -1:
         f_principal_filter = None
     else:
-        raise _w.bad_length('principal_filter', pos - 2, n_principal_filter, True)
+        raise _w.bad_sized('principal_filter', pos, n_principal_filter, end, 2, True)
     if end - pos < 2:
         raise _w.short_run(_RUN_host_filter, pos, end)
     if cython.compiled:
@@ -266,18 +261,13 @@ def _dec_DeleteAclsRequest_DeleteAclsFilter_v0(buf, cur, end):
     else:
         n_host_filter = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_host_filter >= 0:
-        if end - pos < n_host_filter:
-            raise _w.short_read('host_filter', pos, n_host_filter, end)
-        try:
-            f_host_filter = buf[pos:pos + n_host_filter].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('host_filter', pos, exc) from None
+    if 0 <= n_host_filter <= end - pos:
+        f_host_filter = _w.utf8(buf, pos, n_host_filter, 'host_filter')
         pos += n_host_filter
     elif n_host_filter == -1:
         f_host_filter = None
     else:
-        raise _w.bad_length('host_filter', pos - 2, n_host_filter, True)
+        raise _w.bad_sized('host_filter', pos, n_host_filter, end, 2, True)
     if end - pos < 2:
         raise _w.short_run(_RUN_operation__permission_type, pos, end)
     if cython.compiled:
@@ -370,18 +360,13 @@ def _dec_DeleteAclsRequest_DeleteAclsFilter_v1(buf, cur, end):
     else:
         f_resource_type_filter, n_resource_name_filter = _S_bh.unpack_from(buf, pos)
     pos += 3
-    if n_resource_name_filter >= 0:
-        if end - pos < n_resource_name_filter:
-            raise _w.short_read('resource_name_filter', pos, n_resource_name_filter, end)
-        try:
-            f_resource_name_filter = buf[pos:pos + n_resource_name_filter].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('resource_name_filter', pos, exc) from None
+    if 0 <= n_resource_name_filter <= end - pos:
+        f_resource_name_filter = _w.utf8(buf, pos, n_resource_name_filter, 'resource_name_filter')
         pos += n_resource_name_filter
     elif n_resource_name_filter == -1:
         f_resource_name_filter = None
     else:
-        raise _w.bad_length('resource_name_filter', pos - 2, n_resource_name_filter, True)
+        raise _w.bad_sized('resource_name_filter', pos, n_resource_name_filter, end, 2, True)
     if end - pos < 3:
         raise _w.short_run(_RUN_pattern_type_filter__principal_filter, pos, end)
     if cython.compiled:
@@ -390,18 +375,13 @@ def _dec_DeleteAclsRequest_DeleteAclsFilter_v1(buf, cur, end):
     else:
         f_pattern_type_filter, n_principal_filter = _S_bh.unpack_from(buf, pos)
     pos += 3
-    if n_principal_filter >= 0:
-        if end - pos < n_principal_filter:
-            raise _w.short_read('principal_filter', pos, n_principal_filter, end)
-        try:
-            f_principal_filter = buf[pos:pos + n_principal_filter].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('principal_filter', pos, exc) from None
+    if 0 <= n_principal_filter <= end - pos:
+        f_principal_filter = _w.utf8(buf, pos, n_principal_filter, 'principal_filter')
         pos += n_principal_filter
     elif n_principal_filter == -1:
         f_principal_filter = None
     else:
-        raise _w.bad_length('principal_filter', pos - 2, n_principal_filter, True)
+        raise _w.bad_sized('principal_filter', pos, n_principal_filter, end, 2, True)
     if end - pos < 2:
         raise _w.short_run(_RUN_host_filter, pos, end)
     if cython.compiled:
@@ -409,18 +389,13 @@ def _dec_DeleteAclsRequest_DeleteAclsFilter_v1(buf, cur, end):
     else:
         n_host_filter = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_host_filter >= 0:
-        if end - pos < n_host_filter:
-            raise _w.short_read('host_filter', pos, n_host_filter, end)
-        try:
-            f_host_filter = buf[pos:pos + n_host_filter].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('host_filter', pos, exc) from None
+    if 0 <= n_host_filter <= end - pos:
+        f_host_filter = _w.utf8(buf, pos, n_host_filter, 'host_filter')
         pos += n_host_filter
     elif n_host_filter == -1:
         f_host_filter = None
     else:
-        raise _w.bad_length('host_filter', pos - 2, n_host_filter, True)
+        raise _w.bad_sized('host_filter', pos, n_host_filter, end, 2, True)
     if end - pos < 2:
         raise _w.short_run(_RUN_operation__permission_type, pos, end)
     if cython.compiled:
@@ -511,7 +486,10 @@ def _dec_DeleteAclsRequest_DeleteAclsFilter_v2(buf, cur, end):
     else:
         f_resource_type_filter = _S_b.unpack_from(buf, pos)[0]
     pos += 1
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_resource_name_filter = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('resource_name_filter', buf, pos, end)
@@ -520,18 +498,13 @@ def _dec_DeleteAclsRequest_DeleteAclsFilter_v2(buf, cur, end):
     else:
         n_resource_name_filter, pos = _w.read_uvarint(buf, pos, end, 'resource_name_filter')
         n_resource_name_filter -= 1
-    if n_resource_name_filter >= 0:
-        if end - pos < n_resource_name_filter:
-            raise _w.short_read('resource_name_filter', pos, n_resource_name_filter, end)
-        try:
-            f_resource_name_filter = buf[pos:pos + n_resource_name_filter].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('resource_name_filter', pos, exc) from None
+    if 0 <= n_resource_name_filter <= end - pos:
+        f_resource_name_filter = _w.utf8(buf, pos, n_resource_name_filter, 'resource_name_filter')
         pos += n_resource_name_filter
     elif n_resource_name_filter == -1:
         f_resource_name_filter = None
     else:
-        raise _w.bad_length('resource_name_filter', pos - 1, n_resource_name_filter, True)
+        raise _w.bad_sized('resource_name_filter', pos, n_resource_name_filter, end, 1, True)
     if end - pos < 1:
         raise _w.short_run(_RUN_pattern_type_filter, pos, end)
     if cython.compiled:
@@ -539,7 +512,10 @@ def _dec_DeleteAclsRequest_DeleteAclsFilter_v2(buf, cur, end):
     else:
         f_pattern_type_filter = _S_b.unpack_from(buf, pos)[0]
     pos += 1
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_principal_filter = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('principal_filter', buf, pos, end)
@@ -548,19 +524,17 @@ def _dec_DeleteAclsRequest_DeleteAclsFilter_v2(buf, cur, end):
     else:
         n_principal_filter, pos = _w.read_uvarint(buf, pos, end, 'principal_filter')
         n_principal_filter -= 1
-    if n_principal_filter >= 0:
-        if end - pos < n_principal_filter:
-            raise _w.short_read('principal_filter', pos, n_principal_filter, end)
-        try:
-            f_principal_filter = buf[pos:pos + n_principal_filter].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('principal_filter', pos, exc) from None
+    if 0 <= n_principal_filter <= end - pos:
+        f_principal_filter = _w.utf8(buf, pos, n_principal_filter, 'principal_filter')
         pos += n_principal_filter
     elif n_principal_filter == -1:
         f_principal_filter = None
     else:
-        raise _w.bad_length('principal_filter', pos - 1, n_principal_filter, True)
-    if cython.compiled:
+        raise _w.bad_sized('principal_filter', pos, n_principal_filter, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_host_filter = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('host_filter', buf, pos, end)
@@ -569,18 +543,13 @@ def _dec_DeleteAclsRequest_DeleteAclsFilter_v2(buf, cur, end):
     else:
         n_host_filter, pos = _w.read_uvarint(buf, pos, end, 'host_filter')
         n_host_filter -= 1
-    if n_host_filter >= 0:
-        if end - pos < n_host_filter:
-            raise _w.short_read('host_filter', pos, n_host_filter, end)
-        try:
-            f_host_filter = buf[pos:pos + n_host_filter].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('host_filter', pos, exc) from None
+    if 0 <= n_host_filter <= end - pos:
+        f_host_filter = _w.utf8(buf, pos, n_host_filter, 'host_filter')
         pos += n_host_filter
     elif n_host_filter == -1:
         f_host_filter = None
     else:
-        raise _w.bad_length('host_filter', pos - 1, n_host_filter, True)
+        raise _w.bad_sized('host_filter', pos, n_host_filter, end, 1, True)
     if end - pos < 2:
         raise _w.short_run(_RUN_operation__permission_type, pos, end)
     if cython.compiled:
@@ -626,6 +595,8 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter_v2(obj, out):
             raise _w.string_too_long("DeleteAclsRequest.DeleteAclsFilter.resource_name_filter", n_resource_name_filter)
     if cython.compiled:
         _put_uvarint(out, n_resource_name_filter + 1)
+    elif 0 <= n_resource_name_filter + 1 < 128:
+        out.append(n_resource_name_filter + 1)
     else:
         _w.put_uvarint(out, n_resource_name_filter + 1)
     if n_resource_name_filter > 0:
@@ -645,6 +616,8 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter_v2(obj, out):
             raise _w.string_too_long("DeleteAclsRequest.DeleteAclsFilter.principal_filter", n_principal_filter)
     if cython.compiled:
         _put_uvarint(out, n_principal_filter + 1)
+    elif 0 <= n_principal_filter + 1 < 128:
+        out.append(n_principal_filter + 1)
     else:
         _w.put_uvarint(out, n_principal_filter + 1)
     if n_principal_filter > 0:
@@ -659,6 +632,8 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter_v2(obj, out):
             raise _w.string_too_long("DeleteAclsRequest.DeleteAclsFilter.host_filter", n_host_filter)
     if cython.compiled:
         _put_uvarint(out, n_host_filter + 1)
+    elif 0 <= n_host_filter + 1 < 128:
+        out.append(n_host_filter + 1)
     else:
         _w.put_uvarint(out, n_host_filter + 1)
     if n_host_filter > 0:
@@ -783,7 +758,10 @@ def _dec_DeleteAclsResponse_v2(buf, cur, end):
     else:
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_filter_results = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('filter_results', buf, pos, end)
@@ -832,6 +810,8 @@ def _enc_DeleteAclsResponse_v2(obj, out):
         n_filter_results = len(f_filter_results)
     if cython.compiled:
         _put_uvarint(out, n_filter_results + 1)
+    elif 0 <= n_filter_results + 1 < 128:
+        out.append(n_filter_results + 1)
     else:
         _w.put_uvarint(out, n_filter_results + 1)
     for item in f_filter_results:
@@ -853,18 +833,13 @@ def _dec_DeleteAclsResponse_DeleteAclsFilterResult_v0(buf, cur, end):
     else:
         f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
     pos += 4
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 2, n_error_message, True)
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 2, True)
     if end - pos < 4:
         raise _w.short_run(_RUN_matching_acls, pos, end)
     if cython.compiled:
@@ -937,18 +912,13 @@ def _dec_DeleteAclsResponse_DeleteAclsFilterResult_v1(buf, cur, end):
     else:
         f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
     pos += 4
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 2, n_error_message, True)
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 2, True)
     if end - pos < 4:
         raise _w.short_run(_RUN_matching_acls, pos, end)
     if cython.compiled:
@@ -1020,7 +990,10 @@ def _dec_DeleteAclsResponse_DeleteAclsFilterResult_v2(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('error_message', buf, pos, end)
@@ -1029,19 +1002,17 @@ def _dec_DeleteAclsResponse_DeleteAclsFilterResult_v2(buf, cur, end):
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 1, n_error_message, True)
-    if cython.compiled:
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_matching_acls = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('matching_acls', buf, pos, end)
@@ -1094,6 +1065,8 @@ def _enc_DeleteAclsResponse_DeleteAclsFilterResult_v2(obj, out):
             raise _w.string_too_long("DeleteAclsResponse.DeleteAclsFilterResult.error_message", n_error_message)
     if cython.compiled:
         _put_uvarint(out, n_error_message + 1)
+    elif 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
@@ -1105,6 +1078,8 @@ def _enc_DeleteAclsResponse_DeleteAclsFilterResult_v2(obj, out):
         n_matching_acls = len(f_matching_acls)
     if cython.compiled:
         _put_uvarint(out, n_matching_acls + 1)
+    elif 0 <= n_matching_acls + 1 < 128:
+        out.append(n_matching_acls + 1)
     else:
         _w.put_uvarint(out, n_matching_acls + 1)
     for item in f_matching_acls:
@@ -1126,18 +1101,13 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(buf, cur, end):
     else:
         f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
     pos += 4
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 2, n_error_message, True)
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 2, True)
     if end - pos < 3:
         raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
     if cython.compiled:
@@ -1146,16 +1116,11 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(buf, cur, end):
     else:
         f_resource_type, n_resource_name = _S_bh.unpack_from(buf, pos)
     pos += 3
-    if n_resource_name >= 0:
-        if end - pos < n_resource_name:
-            raise _w.short_read('resource_name', pos, n_resource_name, end)
-        try:
-            f_resource_name = buf[pos:pos + n_resource_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('resource_name', pos, exc) from None
+    if 0 <= n_resource_name <= end - pos:
+        f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
         pos += n_resource_name
     else:
-        raise _w.bad_length('resource_name', pos - 2, n_resource_name, False)
+        raise _w.bad_sized('resource_name', pos, n_resource_name, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_principal, pos, end)
     if cython.compiled:
@@ -1163,16 +1128,11 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(buf, cur, end):
     else:
         n_principal = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_principal >= 0:
-        if end - pos < n_principal:
-            raise _w.short_read('principal', pos, n_principal, end)
-        try:
-            f_principal = buf[pos:pos + n_principal].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('principal', pos, exc) from None
+    if 0 <= n_principal <= end - pos:
+        f_principal = _w.utf8(buf, pos, n_principal, 'principal')
         pos += n_principal
     else:
-        raise _w.bad_length('principal', pos - 2, n_principal, False)
+        raise _w.bad_sized('principal', pos, n_principal, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_host, pos, end)
     if cython.compiled:
@@ -1180,16 +1140,11 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(buf, cur, end):
     else:
         n_host = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_host >= 0:
-        if end - pos < n_host:
-            raise _w.short_read('host', pos, n_host, end)
-        try:
-            f_host = buf[pos:pos + n_host].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('host', pos, exc) from None
+    if 0 <= n_host <= end - pos:
+        f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
-        raise _w.bad_length('host', pos - 2, n_host, False)
+        raise _w.bad_sized('host', pos, n_host, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_operation__permission_type, pos, end)
     if cython.compiled:
@@ -1300,18 +1255,13 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(buf, cur, end):
     else:
         f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
     pos += 4
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 2, n_error_message, True)
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 2, True)
     if end - pos < 3:
         raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
     if cython.compiled:
@@ -1320,16 +1270,11 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(buf, cur, end):
     else:
         f_resource_type, n_resource_name = _S_bh.unpack_from(buf, pos)
     pos += 3
-    if n_resource_name >= 0:
-        if end - pos < n_resource_name:
-            raise _w.short_read('resource_name', pos, n_resource_name, end)
-        try:
-            f_resource_name = buf[pos:pos + n_resource_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('resource_name', pos, exc) from None
+    if 0 <= n_resource_name <= end - pos:
+        f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
         pos += n_resource_name
     else:
-        raise _w.bad_length('resource_name', pos - 2, n_resource_name, False)
+        raise _w.bad_sized('resource_name', pos, n_resource_name, end, 2, False)
     if end - pos < 3:
         raise _w.short_run(_RUN_pattern_type__principal, pos, end)
     if cython.compiled:
@@ -1338,16 +1283,11 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(buf, cur, end):
     else:
         f_pattern_type, n_principal = _S_bh.unpack_from(buf, pos)
     pos += 3
-    if n_principal >= 0:
-        if end - pos < n_principal:
-            raise _w.short_read('principal', pos, n_principal, end)
-        try:
-            f_principal = buf[pos:pos + n_principal].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('principal', pos, exc) from None
+    if 0 <= n_principal <= end - pos:
+        f_principal = _w.utf8(buf, pos, n_principal, 'principal')
         pos += n_principal
     else:
-        raise _w.bad_length('principal', pos - 2, n_principal, False)
+        raise _w.bad_sized('principal', pos, n_principal, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_host, pos, end)
     if cython.compiled:
@@ -1355,16 +1295,11 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(buf, cur, end):
     else:
         n_host = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_host >= 0:
-        if end - pos < n_host:
-            raise _w.short_read('host', pos, n_host, end)
-        try:
-            f_host = buf[pos:pos + n_host].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('host', pos, exc) from None
+    if 0 <= n_host <= end - pos:
+        f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
-        raise _w.bad_length('host', pos - 2, n_host, False)
+        raise _w.bad_sized('host', pos, n_host, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_operation__permission_type, pos, end)
     if cython.compiled:
@@ -1473,7 +1408,10 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('error_message', buf, pos, end)
@@ -1482,18 +1420,13 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(buf, cur, end):
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 1, n_error_message, True)
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
     if end - pos < 1:
         raise _w.short_run(_RUN_resource_type, pos, end)
     if cython.compiled:
@@ -1501,7 +1434,10 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(buf, cur, end):
     else:
         f_resource_type = _S_b.unpack_from(buf, pos)[0]
     pos += 1
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_resource_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('resource_name', buf, pos, end)
@@ -1510,16 +1446,11 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(buf, cur, end):
     else:
         n_resource_name, pos = _w.read_uvarint(buf, pos, end, 'resource_name')
         n_resource_name -= 1
-    if n_resource_name >= 0:
-        if end - pos < n_resource_name:
-            raise _w.short_read('resource_name', pos, n_resource_name, end)
-        try:
-            f_resource_name = buf[pos:pos + n_resource_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('resource_name', pos, exc) from None
+    if 0 <= n_resource_name <= end - pos:
+        f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
         pos += n_resource_name
     else:
-        raise _w.bad_length('resource_name', pos - 1, n_resource_name, False)
+        raise _w.bad_sized('resource_name', pos, n_resource_name, end, 1, False)
     if end - pos < 1:
         raise _w.short_run(_RUN_pattern_type, pos, end)
     if cython.compiled:
@@ -1527,7 +1458,10 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(buf, cur, end):
     else:
         f_pattern_type = _S_b.unpack_from(buf, pos)[0]
     pos += 1
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_principal = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('principal', buf, pos, end)
@@ -1536,17 +1470,15 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(buf, cur, end):
     else:
         n_principal, pos = _w.read_uvarint(buf, pos, end, 'principal')
         n_principal -= 1
-    if n_principal >= 0:
-        if end - pos < n_principal:
-            raise _w.short_read('principal', pos, n_principal, end)
-        try:
-            f_principal = buf[pos:pos + n_principal].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('principal', pos, exc) from None
+    if 0 <= n_principal <= end - pos:
+        f_principal = _w.utf8(buf, pos, n_principal, 'principal')
         pos += n_principal
     else:
-        raise _w.bad_length('principal', pos - 1, n_principal, False)
-    if cython.compiled:
+        raise _w.bad_sized('principal', pos, n_principal, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_host = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('host', buf, pos, end)
@@ -1555,16 +1487,11 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(buf, cur, end):
     else:
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
-    if n_host >= 0:
-        if end - pos < n_host:
-            raise _w.short_read('host', pos, n_host, end)
-        try:
-            f_host = buf[pos:pos + n_host].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('host', pos, exc) from None
+    if 0 <= n_host <= end - pos:
+        f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
-        raise _w.bad_length('host', pos - 1, n_host, False)
+        raise _w.bad_sized('host', pos, n_host, end, 1, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_operation__permission_type, pos, end)
     if cython.compiled:
@@ -1612,6 +1539,8 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(obj, out):
             raise _w.string_too_long("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.error_message", n_error_message)
     if cython.compiled:
         _put_uvarint(out, n_error_message + 1)
+    elif 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
@@ -1631,6 +1560,8 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(obj, out):
             raise _w.string_too_long("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.resource_name", n_resource_name)
     if cython.compiled:
         _put_uvarint(out, n_resource_name + 1)
+    elif 0 <= n_resource_name + 1 < 128:
+        out.append(n_resource_name + 1)
     else:
         _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
@@ -1650,6 +1581,8 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(obj, out):
             raise _w.string_too_long("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.principal", n_principal)
     if cython.compiled:
         _put_uvarint(out, n_principal + 1)
+    elif 0 <= n_principal + 1 < 128:
+        out.append(n_principal + 1)
     else:
         _w.put_uvarint(out, n_principal + 1)
     if n_principal > 0:
@@ -1664,6 +1597,8 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(obj, out):
             raise _w.string_too_long("DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl.host", n_host)
     if cython.compiled:
         _put_uvarint(out, n_host + 1)
+    elif 0 <= n_host + 1 < 128:
+        out.append(n_host + 1)
     else:
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
@@ -1777,7 +1712,7 @@ class DeleteAclsResponse_DeleteAclsMatchingAcl(Struct):
         error_message (string, v0-3, nullable v0-3): 
         resource_type (int8, v0-3): 
         resource_name (string, v0-3): 
-        pattern_type (int8, v1-3): 
+        pattern_type (int8, v1-3): How a resource name matches: 1 any, 2 match (filters only), 3 literal, 4 prefixed.
         principal (string, v0-3): 
         host (string, v0-3): 
         operation (int8, v0-3): 
@@ -1868,7 +1803,7 @@ class DeleteAclsResponse(Message):
     Deprecated (removed by Kafka 4.0) in v0.
 
     Attributes:
-        throttle_time_ms (int32, v0-3): 
+        throttle_time_ms (int32, v0-3): How long the response was held back by a quota, in milliseconds (0 if not throttled).
         filter_results ([]DeleteAclsFilterResult, v0-3): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """

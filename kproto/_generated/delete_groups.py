@@ -70,13 +70,8 @@ def _dec_DeleteGroupsRequest_v0(buf, cur, end):
         m = _S_h.unpack_from(buf, pos)[0]
         pos += 2
         if m < 0 or end - pos < m:
-            if m < 0:
-                raise _w.bad_length("groups_names[%d]" % i, pos - 1, m, False)
-            raise _w.short_read("groups_names[%d]" % i, pos, m, end)
-        try:
-            f_groups_names.append(buf[pos:pos + m].decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8("groups_names[%d]" % i, pos, exc) from None
+            raise _w.bad_sized("groups_names[%d]" % i, pos, m, end, 1, False)
+        f_groups_names.append(_w.utf8(buf, pos, m, "groups_names[%d]" % i))
         pos += m
     obj = DeleteGroupsRequest.__new__(DeleteGroupsRequest)
     obj.groups_names = f_groups_names
@@ -111,7 +106,10 @@ def _enc_DeleteGroupsRequest_v0(obj, out):
 def _dec_DeleteGroupsRequest_v2(buf, cur, end):
     """Decode DeleteGroupsRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_groups_names = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('groups_names', buf, pos, end)
@@ -124,7 +122,10 @@ def _dec_DeleteGroupsRequest_v2(buf, cur, end):
         raise _w.bad_count('groups_names', pos - 1, n_groups_names, end, 1, 1)
     f_groups_names = []
     for i in range(n_groups_names):
-        if cython.compiled:
+        if pos < end and buf[pos] < 128:
+            m = buf[pos] - 1
+            pos += 1
+        elif cython.compiled:
             v = _read_uvarint(buf, pos, end)
             if v < 0:
                 raise _w.bad_uvarint("groups_names[%d]" % i, buf, pos, end)
@@ -134,13 +135,8 @@ def _dec_DeleteGroupsRequest_v2(buf, cur, end):
             m, pos = _w.read_uvarint(buf, pos, end, "groups_names[%d]" % i)
             m -= 1
         if m < 0 or end - pos < m:
-            if m < 0:
-                raise _w.bad_length("groups_names[%d]" % i, pos - 1, m, False)
-            raise _w.short_read("groups_names[%d]" % i, pos, m, end)
-        try:
-            f_groups_names.append(buf[pos:pos + m].decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8("groups_names[%d]" % i, pos, exc) from None
+            raise _w.bad_sized("groups_names[%d]" % i, pos, m, end, 1, False)
+        f_groups_names.append(_w.utf8(buf, pos, m, "groups_names[%d]" % i))
         pos += m
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -165,6 +161,8 @@ def _enc_DeleteGroupsRequest_v2(obj, out):
         n_groups_names = len(f_groups_names)
     if cython.compiled:
         _put_uvarint(out, n_groups_names + 1)
+    elif 0 <= n_groups_names + 1 < 128:
+        out.append(n_groups_names + 1)
     else:
         _w.put_uvarint(out, n_groups_names + 1)
     for item in f_groups_names:
@@ -174,6 +172,8 @@ def _enc_DeleteGroupsRequest_v2(obj, out):
             raise _w.string_too_long("DeleteGroupsRequest.groups_names[]", m)
         if cython.compiled:
             _put_uvarint(out, m + 1)
+        elif 0 <= m + 1 < 128:
+            out.append(m + 1)
         else:
             _w.put_uvarint(out, m + 1)
         out += data
@@ -242,7 +242,10 @@ def _dec_DeleteGroupsResponse_v2(buf, cur, end):
     else:
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_results = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('results', buf, pos, end)
@@ -291,6 +294,8 @@ def _enc_DeleteGroupsResponse_v2(obj, out):
         n_results = len(f_results)
     if cython.compiled:
         _put_uvarint(out, n_results + 1)
+    elif 0 <= n_results + 1 < 128:
+        out.append(n_results + 1)
     else:
         _w.put_uvarint(out, n_results + 1)
     for item in f_results:
@@ -311,16 +316,11 @@ def _dec_DeleteGroupsResponse_DeletableGroupResult_v0(buf, cur, end):
     else:
         n_group_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_group_id >= 0:
-        if end - pos < n_group_id:
-            raise _w.short_read('group_id', pos, n_group_id, end)
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
+    if 0 <= n_group_id <= end - pos:
+        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
-        raise _w.bad_length('group_id', pos - 2, n_group_id, False)
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -365,7 +365,10 @@ def _enc_DeleteGroupsResponse_DeletableGroupResult_v0(obj, out):
 def _dec_DeleteGroupsResponse_DeletableGroupResult_v2(buf, cur, end):
     """Decode DeleteGroupsResponse.DeletableGroupResult (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_group_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('group_id', buf, pos, end)
@@ -374,16 +377,11 @@ def _dec_DeleteGroupsResponse_DeletableGroupResult_v2(buf, cur, end):
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
-    if n_group_id >= 0:
-        if end - pos < n_group_id:
-            raise _w.short_read('group_id', pos, n_group_id, end)
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
+    if 0 <= n_group_id <= end - pos:
+        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
-        raise _w.bad_length('group_id', pos - 1, n_group_id, False)
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -418,6 +416,8 @@ def _enc_DeleteGroupsResponse_DeletableGroupResult_v2(obj, out):
             raise _w.string_too_long("DeleteGroupsResponse.DeletableGroupResult.group_id", n_group_id)
     if cython.compiled:
         _put_uvarint(out, n_group_id + 1)
+    elif 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
@@ -507,7 +507,7 @@ class DeleteGroupsResponse(Message):
     Flexible (compact lengths, tagged fields) in v2.
 
     Attributes:
-        throttle_time_ms (int32, v0-2): 
+        throttle_time_ms (int32, v0-2): How long the response was held back by a quota, in milliseconds (0 if not throttled).
         results ([]DeletableGroupResult, v0-2): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """

@@ -50,7 +50,10 @@ _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 
 def _dec_DeleteShareGroupOffsetsRequest_v0(buf, cur, end):
     """Decode DeleteShareGroupOffsetsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_group_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('group_id', buf, pos, end)
@@ -59,17 +62,15 @@ def _dec_DeleteShareGroupOffsetsRequest_v0(buf, cur, end):
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
-    if n_group_id >= 0:
-        if end - pos < n_group_id:
-            raise _w.short_read('group_id', pos, n_group_id, end)
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
+    if 0 <= n_group_id <= end - pos:
+        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
-        raise _w.bad_length('group_id', pos - 1, n_group_id, False)
-    if cython.compiled:
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -116,6 +117,8 @@ def _enc_DeleteShareGroupOffsetsRequest_v0(obj, out):
             raise _w.string_too_long("DeleteShareGroupOffsetsRequest.group_id", n_group_id)
     if cython.compiled:
         _put_uvarint(out, n_group_id + 1)
+    elif 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
@@ -127,6 +130,8 @@ def _enc_DeleteShareGroupOffsetsRequest_v0(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -140,7 +145,10 @@ def _enc_DeleteShareGroupOffsetsRequest_v0(obj, out):
 def _dec_DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic_v0(buf, cur, end):
     """Decode DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topic_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic_name', buf, pos, end)
@@ -149,16 +157,11 @@ def _dec_DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic_v0(b
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
-    if n_topic_name >= 0:
-        if end - pos < n_topic_name:
-            raise _w.short_read('topic_name', pos, n_topic_name, end)
-        try:
-            f_topic_name = buf[pos:pos + n_topic_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic_name', pos, exc) from None
+    if 0 <= n_topic_name <= end - pos:
+        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
-        raise _w.bad_length('topic_name', pos - 1, n_topic_name, False)
+        raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -185,6 +188,8 @@ def _enc_DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic_v0(o
             raise _w.string_too_long("DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic.topic_name", n_topic_name)
     if cython.compiled:
         _put_uvarint(out, n_topic_name + 1)
+    elif 0 <= n_topic_name + 1 < 128:
+        out.append(n_topic_name + 1)
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
@@ -206,7 +211,10 @@ def _dec_DeleteShareGroupOffsetsResponse_v0(buf, cur, end):
     else:
         f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('error_message', buf, pos, end)
@@ -215,19 +223,17 @@ def _dec_DeleteShareGroupOffsetsResponse_v0(buf, cur, end):
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 1, n_error_message, True)
-    if cython.compiled:
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_responses = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('responses', buf, pos, end)
@@ -282,6 +288,8 @@ def _enc_DeleteShareGroupOffsetsResponse_v0(obj, out):
             raise _w.string_too_long("DeleteShareGroupOffsetsResponse.error_message", n_error_message)
     if cython.compiled:
         _put_uvarint(out, n_error_message + 1)
+    elif 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
@@ -293,6 +301,8 @@ def _enc_DeleteShareGroupOffsetsResponse_v0(obj, out):
         n_responses = len(f_responses)
     if cython.compiled:
         _put_uvarint(out, n_responses + 1)
+    elif 0 <= n_responses + 1 < 128:
+        out.append(n_responses + 1)
     else:
         _w.put_uvarint(out, n_responses + 1)
     for item in f_responses:
@@ -306,7 +316,10 @@ def _enc_DeleteShareGroupOffsetsResponse_v0(obj, out):
 def _dec_DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic_v0(buf, cur, end):
     """Decode DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topic_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic_name', buf, pos, end)
@@ -315,16 +328,11 @@ def _dec_DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic_v0
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
-    if n_topic_name >= 0:
-        if end - pos < n_topic_name:
-            raise _w.short_read('topic_name', pos, n_topic_name, end)
-        try:
-            f_topic_name = buf[pos:pos + n_topic_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic_name', pos, exc) from None
+    if 0 <= n_topic_name <= end - pos:
+        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
-        raise _w.bad_length('topic_name', pos - 1, n_topic_name, False)
+        raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
@@ -336,7 +344,10 @@ def _dec_DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic_v0
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('error_message', buf, pos, end)
@@ -345,18 +356,13 @@ def _dec_DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic_v0
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 1, n_error_message, True)
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -386,6 +392,8 @@ def _enc_DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic_v0
             raise _w.string_too_long("DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic.topic_name", n_topic_name)
     if cython.compiled:
         _put_uvarint(out, n_topic_name + 1)
+    elif 0 <= n_topic_name + 1 < 128:
+        out.append(n_topic_name + 1)
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
@@ -406,6 +414,8 @@ def _enc_DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic_v0
             raise _w.string_too_long("DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic.error_message", n_error_message)
     if cython.compiled:
         _put_uvarint(out, n_error_message + 1)
+    elif 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
@@ -527,7 +537,7 @@ class DeleteShareGroupOffsetsResponse(Message):
     Flexible (compact lengths, tagged fields) in v0.
 
     Attributes:
-        throttle_time_ms (int32, v0): 
+        throttle_time_ms (int32, v0): How long the response was held back by a quota, in milliseconds (0 if not throttled).
         error_code (int16, v0): 
         error_message (string, v0, nullable v0): 
         responses ([]DeleteShareGroupOffsetsResponseTopic, v0): 

@@ -72,13 +72,8 @@ def _dec_DeleteTopicsRequest_v0(buf, cur, end):
         m = _S_h.unpack_from(buf, pos)[0]
         pos += 2
         if m < 0 or end - pos < m:
-            if m < 0:
-                raise _w.bad_length("topic_names[%d]" % i, pos - 1, m, False)
-            raise _w.short_read("topic_names[%d]" % i, pos, m, end)
-        try:
-            f_topic_names.append(buf[pos:pos + m].decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8("topic_names[%d]" % i, pos, exc) from None
+            raise _w.bad_sized("topic_names[%d]" % i, pos, m, end, 1, False)
+        f_topic_names.append(_w.utf8(buf, pos, m, "topic_names[%d]" % i))
         pos += m
     if end - pos < 4:
         raise _w.short_run(_RUN_timeout_ms, pos, end)
@@ -129,7 +124,10 @@ def _enc_DeleteTopicsRequest_v0(obj, out):
 def _dec_DeleteTopicsRequest_v4(buf, cur, end):
     """Decode DeleteTopicsRequest (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topic_names = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic_names', buf, pos, end)
@@ -142,7 +140,10 @@ def _dec_DeleteTopicsRequest_v4(buf, cur, end):
         raise _w.bad_count('topic_names', pos - 1, n_topic_names, end, 1, 1)
     f_topic_names = []
     for i in range(n_topic_names):
-        if cython.compiled:
+        if pos < end and buf[pos] < 128:
+            m = buf[pos] - 1
+            pos += 1
+        elif cython.compiled:
             v = _read_uvarint(buf, pos, end)
             if v < 0:
                 raise _w.bad_uvarint("topic_names[%d]" % i, buf, pos, end)
@@ -152,13 +153,8 @@ def _dec_DeleteTopicsRequest_v4(buf, cur, end):
             m, pos = _w.read_uvarint(buf, pos, end, "topic_names[%d]" % i)
             m -= 1
         if m < 0 or end - pos < m:
-            if m < 0:
-                raise _w.bad_length("topic_names[%d]" % i, pos - 1, m, False)
-            raise _w.short_read("topic_names[%d]" % i, pos, m, end)
-        try:
-            f_topic_names.append(buf[pos:pos + m].decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8("topic_names[%d]" % i, pos, exc) from None
+            raise _w.bad_sized("topic_names[%d]" % i, pos, m, end, 1, False)
+        f_topic_names.append(_w.utf8(buf, pos, m, "topic_names[%d]" % i))
         pos += m
     if end - pos < 4:
         raise _w.short_run(_RUN_timeout_ms, pos, end)
@@ -194,6 +190,8 @@ def _enc_DeleteTopicsRequest_v4(obj, out):
         n_topic_names = len(f_topic_names)
     if cython.compiled:
         _put_uvarint(out, n_topic_names + 1)
+    elif 0 <= n_topic_names + 1 < 128:
+        out.append(n_topic_names + 1)
     else:
         _w.put_uvarint(out, n_topic_names + 1)
     for item in f_topic_names:
@@ -203,6 +201,8 @@ def _enc_DeleteTopicsRequest_v4(obj, out):
             raise _w.string_too_long("DeleteTopicsRequest.topic_names[]", m)
         if cython.compiled:
             _put_uvarint(out, m + 1)
+        elif 0 <= m + 1 < 128:
+            out.append(m + 1)
         else:
             _w.put_uvarint(out, m + 1)
         out += data
@@ -220,7 +220,10 @@ def _enc_DeleteTopicsRequest_v4(obj, out):
 def _dec_DeleteTopicsRequest_v6(buf, cur, end):
     """Decode DeleteTopicsRequest (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -272,6 +275,8 @@ def _enc_DeleteTopicsRequest_v6(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -290,7 +295,10 @@ def _enc_DeleteTopicsRequest_v6(obj, out):
 def _dec_DeleteTopicsRequest_DeleteTopicState_v6(buf, cur, end):
     """Decode DeleteTopicsRequest.DeleteTopicState (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -299,18 +307,13 @@ def _dec_DeleteTopicsRequest_DeleteTopicState_v6(buf, cur, end):
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     elif n_name == -1:
         f_name = None
     else:
-        raise _w.bad_length('name', pos - 1, n_name, True)
+        raise _w.bad_sized('name', pos, n_name, end, 1, True)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
@@ -342,6 +345,8 @@ def _enc_DeleteTopicsRequest_DeleteTopicState_v6(obj, out):
             raise _w.string_too_long("DeleteTopicsRequest.DeleteTopicState.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -459,7 +464,10 @@ def _dec_DeleteTopicsResponse_v4(buf, cur, end):
     else:
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_responses = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('responses', buf, pos, end)
@@ -508,6 +516,8 @@ def _enc_DeleteTopicsResponse_v4(obj, out):
         n_responses = len(f_responses)
     if cython.compiled:
         _put_uvarint(out, n_responses + 1)
+    elif 0 <= n_responses + 1 < 128:
+        out.append(n_responses + 1)
     else:
         _w.put_uvarint(out, n_responses + 1)
     for item in f_responses:
@@ -528,7 +538,10 @@ def _dec_DeleteTopicsResponse_v5(buf, cur, end):
     else:
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_responses = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('responses', buf, pos, end)
@@ -577,6 +590,8 @@ def _enc_DeleteTopicsResponse_v5(obj, out):
         n_responses = len(f_responses)
     if cython.compiled:
         _put_uvarint(out, n_responses + 1)
+    elif 0 <= n_responses + 1 < 128:
+        out.append(n_responses + 1)
     else:
         _w.put_uvarint(out, n_responses + 1)
     for item in f_responses:
@@ -597,7 +612,10 @@ def _dec_DeleteTopicsResponse_v6(buf, cur, end):
     else:
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_responses = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('responses', buf, pos, end)
@@ -646,6 +664,8 @@ def _enc_DeleteTopicsResponse_v6(obj, out):
         n_responses = len(f_responses)
     if cython.compiled:
         _put_uvarint(out, n_responses + 1)
+    elif 0 <= n_responses + 1 < 128:
+        out.append(n_responses + 1)
     else:
         _w.put_uvarint(out, n_responses + 1)
     for item in f_responses:
@@ -666,16 +686,11 @@ def _dec_DeleteTopicsResponse_DeletableTopicResult_v0(buf, cur, end):
     else:
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 2, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -722,7 +737,10 @@ def _enc_DeleteTopicsResponse_DeletableTopicResult_v0(obj, out):
 def _dec_DeleteTopicsResponse_DeletableTopicResult_v4(buf, cur, end):
     """Decode DeleteTopicsResponse.DeletableTopicResult (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -731,16 +749,11 @@ def _dec_DeleteTopicsResponse_DeletableTopicResult_v4(buf, cur, end):
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 1, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 1, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -777,6 +790,8 @@ def _enc_DeleteTopicsResponse_DeletableTopicResult_v4(obj, out):
             raise _w.string_too_long("DeleteTopicsResponse.DeletableTopicResult.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -795,7 +810,10 @@ def _enc_DeleteTopicsResponse_DeletableTopicResult_v4(obj, out):
 def _dec_DeleteTopicsResponse_DeletableTopicResult_v5(buf, cur, end):
     """Decode DeleteTopicsResponse.DeletableTopicResult (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -804,16 +822,11 @@ def _dec_DeleteTopicsResponse_DeletableTopicResult_v5(buf, cur, end):
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 1, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 1, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -821,7 +834,10 @@ def _dec_DeleteTopicsResponse_DeletableTopicResult_v5(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('error_message', buf, pos, end)
@@ -830,18 +846,13 @@ def _dec_DeleteTopicsResponse_DeletableTopicResult_v5(buf, cur, end):
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 1, n_error_message, True)
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -871,6 +882,8 @@ def _enc_DeleteTopicsResponse_DeletableTopicResult_v5(obj, out):
             raise _w.string_too_long("DeleteTopicsResponse.DeletableTopicResult.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -890,6 +903,8 @@ def _enc_DeleteTopicsResponse_DeletableTopicResult_v5(obj, out):
             raise _w.string_too_long("DeleteTopicsResponse.DeletableTopicResult.error_message", n_error_message)
     if cython.compiled:
         _put_uvarint(out, n_error_message + 1)
+    elif 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
@@ -903,7 +918,10 @@ def _enc_DeleteTopicsResponse_DeletableTopicResult_v5(obj, out):
 def _dec_DeleteTopicsResponse_DeletableTopicResult_v6(buf, cur, end):
     """Decode DeleteTopicsResponse.DeletableTopicResult (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -912,18 +930,13 @@ def _dec_DeleteTopicsResponse_DeletableTopicResult_v6(buf, cur, end):
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     elif n_name == -1:
         f_name = None
     else:
-        raise _w.bad_length('name', pos - 1, n_name, True)
+        raise _w.bad_sized('name', pos, n_name, end, 1, True)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
@@ -935,7 +948,10 @@ def _dec_DeleteTopicsResponse_DeletableTopicResult_v6(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('error_message', buf, pos, end)
@@ -944,18 +960,13 @@ def _dec_DeleteTopicsResponse_DeletableTopicResult_v6(buf, cur, end):
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 1, n_error_message, True)
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -985,6 +996,8 @@ def _enc_DeleteTopicsResponse_DeletableTopicResult_v6(obj, out):
             raise _w.string_too_long("DeleteTopicsResponse.DeletableTopicResult.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -1005,6 +1018,8 @@ def _enc_DeleteTopicsResponse_DeletableTopicResult_v6(obj, out):
             raise _w.string_too_long("DeleteTopicsResponse.DeletableTopicResult.error_message", n_error_message)
     if cython.compiled:
         _put_uvarint(out, n_error_message + 1)
+    elif 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
@@ -1140,7 +1155,7 @@ class DeleteTopicsResponse(Message):
     Deprecated (removed by Kafka 4.0) in v0.
 
     Attributes:
-        throttle_time_ms (int32, v1-6): 
+        throttle_time_ms (int32, v1-6): How long the response was held back by a quota, in milliseconds (0 if not throttled).
         responses ([]DeletableTopicResult, v0-6): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """

@@ -79,18 +79,13 @@ def _dec_DescribeAclsRequest_v0(buf, cur, end):
     else:
         f_resource_type_filter, n_resource_name_filter = _S_bh.unpack_from(buf, pos)
     pos += 3
-    if n_resource_name_filter >= 0:
-        if end - pos < n_resource_name_filter:
-            raise _w.short_read('resource_name_filter', pos, n_resource_name_filter, end)
-        try:
-            f_resource_name_filter = buf[pos:pos + n_resource_name_filter].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('resource_name_filter', pos, exc) from None
+    if 0 <= n_resource_name_filter <= end - pos:
+        f_resource_name_filter = _w.utf8(buf, pos, n_resource_name_filter, 'resource_name_filter')
         pos += n_resource_name_filter
     elif n_resource_name_filter == -1:
         f_resource_name_filter = None
     else:
-        raise _w.bad_length('resource_name_filter', pos - 2, n_resource_name_filter, True)
+        raise _w.bad_sized('resource_name_filter', pos, n_resource_name_filter, end, 2, True)
     if end - pos < 2:
         raise _w.short_run(_RUN_principal_filter, pos, end)
     if cython.compiled:
@@ -98,18 +93,13 @@ def _dec_DescribeAclsRequest_v0(buf, cur, end):
     else:
         n_principal_filter = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_principal_filter >= 0:
-        if end - pos < n_principal_filter:
-            raise _w.short_read('principal_filter', pos, n_principal_filter, end)
-        try:
-            f_principal_filter = buf[pos:pos + n_principal_filter].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('principal_filter', pos, exc) from None
+    if 0 <= n_principal_filter <= end - pos:
+        f_principal_filter = _w.utf8(buf, pos, n_principal_filter, 'principal_filter')
         pos += n_principal_filter
     elif n_principal_filter == -1:
         f_principal_filter = None
     else:
-        raise _w.bad_length('principal_filter', pos - 2, n_principal_filter, True)
+        raise _w.bad_sized('principal_filter', pos, n_principal_filter, end, 2, True)
     if end - pos < 2:
         raise _w.short_run(_RUN_host_filter, pos, end)
     if cython.compiled:
@@ -117,18 +107,13 @@ def _dec_DescribeAclsRequest_v0(buf, cur, end):
     else:
         n_host_filter = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_host_filter >= 0:
-        if end - pos < n_host_filter:
-            raise _w.short_read('host_filter', pos, n_host_filter, end)
-        try:
-            f_host_filter = buf[pos:pos + n_host_filter].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('host_filter', pos, exc) from None
+    if 0 <= n_host_filter <= end - pos:
+        f_host_filter = _w.utf8(buf, pos, n_host_filter, 'host_filter')
         pos += n_host_filter
     elif n_host_filter == -1:
         f_host_filter = None
     else:
-        raise _w.bad_length('host_filter', pos - 2, n_host_filter, True)
+        raise _w.bad_sized('host_filter', pos, n_host_filter, end, 2, True)
     if end - pos < 2:
         raise _w.short_run(_RUN_operation__permission_type, pos, end)
     if cython.compiled:
@@ -221,18 +206,13 @@ def _dec_DescribeAclsRequest_v1(buf, cur, end):
     else:
         f_resource_type_filter, n_resource_name_filter = _S_bh.unpack_from(buf, pos)
     pos += 3
-    if n_resource_name_filter >= 0:
-        if end - pos < n_resource_name_filter:
-            raise _w.short_read('resource_name_filter', pos, n_resource_name_filter, end)
-        try:
-            f_resource_name_filter = buf[pos:pos + n_resource_name_filter].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('resource_name_filter', pos, exc) from None
+    if 0 <= n_resource_name_filter <= end - pos:
+        f_resource_name_filter = _w.utf8(buf, pos, n_resource_name_filter, 'resource_name_filter')
         pos += n_resource_name_filter
     elif n_resource_name_filter == -1:
         f_resource_name_filter = None
     else:
-        raise _w.bad_length('resource_name_filter', pos - 2, n_resource_name_filter, True)
+        raise _w.bad_sized('resource_name_filter', pos, n_resource_name_filter, end, 2, True)
     if end - pos < 3:
         raise _w.short_run(_RUN_pattern_type_filter__principal_filter, pos, end)
     if cython.compiled:
@@ -241,18 +221,13 @@ def _dec_DescribeAclsRequest_v1(buf, cur, end):
     else:
         f_pattern_type_filter, n_principal_filter = _S_bh.unpack_from(buf, pos)
     pos += 3
-    if n_principal_filter >= 0:
-        if end - pos < n_principal_filter:
-            raise _w.short_read('principal_filter', pos, n_principal_filter, end)
-        try:
-            f_principal_filter = buf[pos:pos + n_principal_filter].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('principal_filter', pos, exc) from None
+    if 0 <= n_principal_filter <= end - pos:
+        f_principal_filter = _w.utf8(buf, pos, n_principal_filter, 'principal_filter')
         pos += n_principal_filter
     elif n_principal_filter == -1:
         f_principal_filter = None
     else:
-        raise _w.bad_length('principal_filter', pos - 2, n_principal_filter, True)
+        raise _w.bad_sized('principal_filter', pos, n_principal_filter, end, 2, True)
     if end - pos < 2:
         raise _w.short_run(_RUN_host_filter, pos, end)
     if cython.compiled:
@@ -260,18 +235,13 @@ def _dec_DescribeAclsRequest_v1(buf, cur, end):
     else:
         n_host_filter = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_host_filter >= 0:
-        if end - pos < n_host_filter:
-            raise _w.short_read('host_filter', pos, n_host_filter, end)
-        try:
-            f_host_filter = buf[pos:pos + n_host_filter].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('host_filter', pos, exc) from None
+    if 0 <= n_host_filter <= end - pos:
+        f_host_filter = _w.utf8(buf, pos, n_host_filter, 'host_filter')
         pos += n_host_filter
     elif n_host_filter == -1:
         f_host_filter = None
     else:
-        raise _w.bad_length('host_filter', pos - 2, n_host_filter, True)
+        raise _w.bad_sized('host_filter', pos, n_host_filter, end, 2, True)
     if end - pos < 2:
         raise _w.short_run(_RUN_operation__permission_type, pos, end)
     if cython.compiled:
@@ -362,7 +332,10 @@ def _dec_DescribeAclsRequest_v2(buf, cur, end):
     else:
         f_resource_type_filter = _S_b.unpack_from(buf, pos)[0]
     pos += 1
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_resource_name_filter = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('resource_name_filter', buf, pos, end)
@@ -371,18 +344,13 @@ def _dec_DescribeAclsRequest_v2(buf, cur, end):
     else:
         n_resource_name_filter, pos = _w.read_uvarint(buf, pos, end, 'resource_name_filter')
         n_resource_name_filter -= 1
-    if n_resource_name_filter >= 0:
-        if end - pos < n_resource_name_filter:
-            raise _w.short_read('resource_name_filter', pos, n_resource_name_filter, end)
-        try:
-            f_resource_name_filter = buf[pos:pos + n_resource_name_filter].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('resource_name_filter', pos, exc) from None
+    if 0 <= n_resource_name_filter <= end - pos:
+        f_resource_name_filter = _w.utf8(buf, pos, n_resource_name_filter, 'resource_name_filter')
         pos += n_resource_name_filter
     elif n_resource_name_filter == -1:
         f_resource_name_filter = None
     else:
-        raise _w.bad_length('resource_name_filter', pos - 1, n_resource_name_filter, True)
+        raise _w.bad_sized('resource_name_filter', pos, n_resource_name_filter, end, 1, True)
     if end - pos < 1:
         raise _w.short_run(_RUN_pattern_type_filter, pos, end)
     if cython.compiled:
@@ -390,7 +358,10 @@ def _dec_DescribeAclsRequest_v2(buf, cur, end):
     else:
         f_pattern_type_filter = _S_b.unpack_from(buf, pos)[0]
     pos += 1
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_principal_filter = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('principal_filter', buf, pos, end)
@@ -399,19 +370,17 @@ def _dec_DescribeAclsRequest_v2(buf, cur, end):
     else:
         n_principal_filter, pos = _w.read_uvarint(buf, pos, end, 'principal_filter')
         n_principal_filter -= 1
-    if n_principal_filter >= 0:
-        if end - pos < n_principal_filter:
-            raise _w.short_read('principal_filter', pos, n_principal_filter, end)
-        try:
-            f_principal_filter = buf[pos:pos + n_principal_filter].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('principal_filter', pos, exc) from None
+    if 0 <= n_principal_filter <= end - pos:
+        f_principal_filter = _w.utf8(buf, pos, n_principal_filter, 'principal_filter')
         pos += n_principal_filter
     elif n_principal_filter == -1:
         f_principal_filter = None
     else:
-        raise _w.bad_length('principal_filter', pos - 1, n_principal_filter, True)
-    if cython.compiled:
+        raise _w.bad_sized('principal_filter', pos, n_principal_filter, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_host_filter = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('host_filter', buf, pos, end)
@@ -420,18 +389,13 @@ def _dec_DescribeAclsRequest_v2(buf, cur, end):
     else:
         n_host_filter, pos = _w.read_uvarint(buf, pos, end, 'host_filter')
         n_host_filter -= 1
-    if n_host_filter >= 0:
-        if end - pos < n_host_filter:
-            raise _w.short_read('host_filter', pos, n_host_filter, end)
-        try:
-            f_host_filter = buf[pos:pos + n_host_filter].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('host_filter', pos, exc) from None
+    if 0 <= n_host_filter <= end - pos:
+        f_host_filter = _w.utf8(buf, pos, n_host_filter, 'host_filter')
         pos += n_host_filter
     elif n_host_filter == -1:
         f_host_filter = None
     else:
-        raise _w.bad_length('host_filter', pos - 1, n_host_filter, True)
+        raise _w.bad_sized('host_filter', pos, n_host_filter, end, 1, True)
     if end - pos < 2:
         raise _w.short_run(_RUN_operation__permission_type, pos, end)
     if cython.compiled:
@@ -477,6 +441,8 @@ def _enc_DescribeAclsRequest_v2(obj, out):
             raise _w.string_too_long("DescribeAclsRequest.resource_name_filter", n_resource_name_filter)
     if cython.compiled:
         _put_uvarint(out, n_resource_name_filter + 1)
+    elif 0 <= n_resource_name_filter + 1 < 128:
+        out.append(n_resource_name_filter + 1)
     else:
         _w.put_uvarint(out, n_resource_name_filter + 1)
     if n_resource_name_filter > 0:
@@ -496,6 +462,8 @@ def _enc_DescribeAclsRequest_v2(obj, out):
             raise _w.string_too_long("DescribeAclsRequest.principal_filter", n_principal_filter)
     if cython.compiled:
         _put_uvarint(out, n_principal_filter + 1)
+    elif 0 <= n_principal_filter + 1 < 128:
+        out.append(n_principal_filter + 1)
     else:
         _w.put_uvarint(out, n_principal_filter + 1)
     if n_principal_filter > 0:
@@ -510,6 +478,8 @@ def _enc_DescribeAclsRequest_v2(obj, out):
             raise _w.string_too_long("DescribeAclsRequest.host_filter", n_host_filter)
     if cython.compiled:
         _put_uvarint(out, n_host_filter + 1)
+    elif 0 <= n_host_filter + 1 < 128:
+        out.append(n_host_filter + 1)
     else:
         _w.put_uvarint(out, n_host_filter + 1)
     if n_host_filter > 0:
@@ -538,18 +508,13 @@ def _dec_DescribeAclsResponse_v0(buf, cur, end):
     else:
         f_throttle_time_ms, f_error_code, n_error_message = _S_ihh.unpack_from(buf, pos)
     pos += 8
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 2, n_error_message, True)
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 2, True)
     if end - pos < 4:
         raise _w.short_run(_RUN_resources, pos, end)
     if cython.compiled:
@@ -625,18 +590,13 @@ def _dec_DescribeAclsResponse_v1(buf, cur, end):
     else:
         f_throttle_time_ms, f_error_code, n_error_message = _S_ihh.unpack_from(buf, pos)
     pos += 8
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 2, n_error_message, True)
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 2, True)
     if end - pos < 4:
         raise _w.short_run(_RUN_resources, pos, end)
     if cython.compiled:
@@ -711,7 +671,10 @@ def _dec_DescribeAclsResponse_v2(buf, cur, end):
     else:
         f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('error_message', buf, pos, end)
@@ -720,19 +683,17 @@ def _dec_DescribeAclsResponse_v2(buf, cur, end):
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 1, n_error_message, True)
-    if cython.compiled:
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_resources = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('resources', buf, pos, end)
@@ -787,6 +748,8 @@ def _enc_DescribeAclsResponse_v2(obj, out):
             raise _w.string_too_long("DescribeAclsResponse.error_message", n_error_message)
     if cython.compiled:
         _put_uvarint(out, n_error_message + 1)
+    elif 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
@@ -798,6 +761,8 @@ def _enc_DescribeAclsResponse_v2(obj, out):
         n_resources = len(f_resources)
     if cython.compiled:
         _put_uvarint(out, n_resources + 1)
+    elif 0 <= n_resources + 1 < 128:
+        out.append(n_resources + 1)
     else:
         _w.put_uvarint(out, n_resources + 1)
     for item in f_resources:
@@ -819,16 +784,11 @@ def _dec_DescribeAclsResponse_DescribeAclsResource_v0(buf, cur, end):
     else:
         f_resource_type, n_resource_name = _S_bh.unpack_from(buf, pos)
     pos += 3
-    if n_resource_name >= 0:
-        if end - pos < n_resource_name:
-            raise _w.short_read('resource_name', pos, n_resource_name, end)
-        try:
-            f_resource_name = buf[pos:pos + n_resource_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('resource_name', pos, exc) from None
+    if 0 <= n_resource_name <= end - pos:
+        f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
         pos += n_resource_name
     else:
-        raise _w.bad_length('resource_name', pos - 2, n_resource_name, False)
+        raise _w.bad_sized('resource_name', pos, n_resource_name, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_acls, pos, end)
     if cython.compiled:
@@ -904,16 +864,11 @@ def _dec_DescribeAclsResponse_DescribeAclsResource_v1(buf, cur, end):
     else:
         f_resource_type, n_resource_name = _S_bh.unpack_from(buf, pos)
     pos += 3
-    if n_resource_name >= 0:
-        if end - pos < n_resource_name:
-            raise _w.short_read('resource_name', pos, n_resource_name, end)
-        try:
-            f_resource_name = buf[pos:pos + n_resource_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('resource_name', pos, exc) from None
+    if 0 <= n_resource_name <= end - pos:
+        f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
         pos += n_resource_name
     else:
-        raise _w.bad_length('resource_name', pos - 2, n_resource_name, False)
+        raise _w.bad_sized('resource_name', pos, n_resource_name, end, 2, False)
     if end - pos < 5:
         raise _w.short_run(_RUN_pattern_type__acls, pos, end)
     if cython.compiled:
@@ -988,7 +943,10 @@ def _dec_DescribeAclsResponse_DescribeAclsResource_v2(buf, cur, end):
     else:
         f_resource_type = _S_b.unpack_from(buf, pos)[0]
     pos += 1
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_resource_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('resource_name', buf, pos, end)
@@ -997,16 +955,11 @@ def _dec_DescribeAclsResponse_DescribeAclsResource_v2(buf, cur, end):
     else:
         n_resource_name, pos = _w.read_uvarint(buf, pos, end, 'resource_name')
         n_resource_name -= 1
-    if n_resource_name >= 0:
-        if end - pos < n_resource_name:
-            raise _w.short_read('resource_name', pos, n_resource_name, end)
-        try:
-            f_resource_name = buf[pos:pos + n_resource_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('resource_name', pos, exc) from None
+    if 0 <= n_resource_name <= end - pos:
+        f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
         pos += n_resource_name
     else:
-        raise _w.bad_length('resource_name', pos - 1, n_resource_name, False)
+        raise _w.bad_sized('resource_name', pos, n_resource_name, end, 1, False)
     if end - pos < 1:
         raise _w.short_run(_RUN_pattern_type, pos, end)
     if cython.compiled:
@@ -1014,7 +967,10 @@ def _dec_DescribeAclsResponse_DescribeAclsResource_v2(buf, cur, end):
     else:
         f_pattern_type = _S_b.unpack_from(buf, pos)[0]
     pos += 1
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_acls = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('acls', buf, pos, end)
@@ -1068,6 +1024,8 @@ def _enc_DescribeAclsResponse_DescribeAclsResource_v2(obj, out):
             raise _w.string_too_long("DescribeAclsResponse.DescribeAclsResource.resource_name", n_resource_name)
     if cython.compiled:
         _put_uvarint(out, n_resource_name + 1)
+    elif 0 <= n_resource_name + 1 < 128:
+        out.append(n_resource_name + 1)
     else:
         _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
@@ -1084,6 +1042,8 @@ def _enc_DescribeAclsResponse_DescribeAclsResource_v2(obj, out):
         n_acls = len(f_acls)
     if cython.compiled:
         _put_uvarint(out, n_acls + 1)
+    elif 0 <= n_acls + 1 < 128:
+        out.append(n_acls + 1)
     else:
         _w.put_uvarint(out, n_acls + 1)
     for item in f_acls:
@@ -1104,16 +1064,11 @@ def _dec_DescribeAclsResponse_AclDescription_v0(buf, cur, end):
     else:
         n_principal = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_principal >= 0:
-        if end - pos < n_principal:
-            raise _w.short_read('principal', pos, n_principal, end)
-        try:
-            f_principal = buf[pos:pos + n_principal].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('principal', pos, exc) from None
+    if 0 <= n_principal <= end - pos:
+        f_principal = _w.utf8(buf, pos, n_principal, 'principal')
         pos += n_principal
     else:
-        raise _w.bad_length('principal', pos - 2, n_principal, False)
+        raise _w.bad_sized('principal', pos, n_principal, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_host, pos, end)
     if cython.compiled:
@@ -1121,16 +1076,11 @@ def _dec_DescribeAclsResponse_AclDescription_v0(buf, cur, end):
     else:
         n_host = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_host >= 0:
-        if end - pos < n_host:
-            raise _w.short_read('host', pos, n_host, end)
-        try:
-            f_host = buf[pos:pos + n_host].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('host', pos, exc) from None
+    if 0 <= n_host <= end - pos:
+        f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
-        raise _w.bad_length('host', pos - 2, n_host, False)
+        raise _w.bad_sized('host', pos, n_host, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_operation__permission_type, pos, end)
     if cython.compiled:
@@ -1194,7 +1144,10 @@ def _enc_DescribeAclsResponse_AclDescription_v0(obj, out):
 def _dec_DescribeAclsResponse_AclDescription_v2(buf, cur, end):
     """Decode DescribeAclsResponse.DescribeAclsResource.AclDescription (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_principal = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('principal', buf, pos, end)
@@ -1203,17 +1156,15 @@ def _dec_DescribeAclsResponse_AclDescription_v2(buf, cur, end):
     else:
         n_principal, pos = _w.read_uvarint(buf, pos, end, 'principal')
         n_principal -= 1
-    if n_principal >= 0:
-        if end - pos < n_principal:
-            raise _w.short_read('principal', pos, n_principal, end)
-        try:
-            f_principal = buf[pos:pos + n_principal].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('principal', pos, exc) from None
+    if 0 <= n_principal <= end - pos:
+        f_principal = _w.utf8(buf, pos, n_principal, 'principal')
         pos += n_principal
     else:
-        raise _w.bad_length('principal', pos - 1, n_principal, False)
-    if cython.compiled:
+        raise _w.bad_sized('principal', pos, n_principal, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_host = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('host', buf, pos, end)
@@ -1222,16 +1173,11 @@ def _dec_DescribeAclsResponse_AclDescription_v2(buf, cur, end):
     else:
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
-    if n_host >= 0:
-        if end - pos < n_host:
-            raise _w.short_read('host', pos, n_host, end)
-        try:
-            f_host = buf[pos:pos + n_host].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('host', pos, exc) from None
+    if 0 <= n_host <= end - pos:
+        f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
-        raise _w.bad_length('host', pos - 1, n_host, False)
+        raise _w.bad_sized('host', pos, n_host, end, 1, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_operation__permission_type, pos, end)
     if cython.compiled:
@@ -1269,6 +1215,8 @@ def _enc_DescribeAclsResponse_AclDescription_v2(obj, out):
             raise _w.string_too_long("DescribeAclsResponse.DescribeAclsResource.AclDescription.principal", n_principal)
     if cython.compiled:
         _put_uvarint(out, n_principal + 1)
+    elif 0 <= n_principal + 1 < 128:
+        out.append(n_principal + 1)
     else:
         _w.put_uvarint(out, n_principal + 1)
     if n_principal > 0:
@@ -1283,6 +1231,8 @@ def _enc_DescribeAclsResponse_AclDescription_v2(obj, out):
             raise _w.string_too_long("DescribeAclsResponse.DescribeAclsResource.AclDescription.host", n_host)
     if cython.compiled:
         _put_uvarint(out, n_host + 1)
+    elif 0 <= n_host + 1 < 128:
+        out.append(n_host + 1)
     else:
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
@@ -1307,9 +1257,9 @@ class DescribeAclsRequest(Message):
     Deprecated (removed by Kafka 4.0) in v0.
 
     Attributes:
-        resource_type_filter (int8, v0-3): 
+        resource_type_filter (int8, v0-3, formerly ResourceType): 
         resource_name_filter (string, v0-3, nullable v0-3): 
-        pattern_type_filter (int8, v1-3): 
+        pattern_type_filter (int8, v1-3, formerly ResourcePatternType): 
         principal_filter (string, v0-3, nullable v0-3): 
         host_filter (string, v0-3, nullable v0-3): 
         operation (int8, v0-3): 
@@ -1403,9 +1353,9 @@ class DescribeAclsResponse_DescribeAclsResource(Struct):
     """DescribeAclsResource (part of DescribeAclsResponse).
 
     Attributes:
-        resource_type (int8, v0-3): 
-        resource_name (string, v0-3): 
-        pattern_type (int8, v1-3): 
+        resource_type (int8, v0-3, formerly Type): 
+        resource_name (string, v0-3, formerly Name): 
+        pattern_type (int8, v1-3): How a resource name matches: 1 any, 2 match (filters only), 3 literal, 4 prefixed.
         acls ([]AclDescription, v0-3): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
@@ -1445,7 +1395,7 @@ class DescribeAclsResponse(Message):
     Deprecated (removed by Kafka 4.0) in v0.
 
     Attributes:
-        throttle_time_ms (int32, v0-3): 
+        throttle_time_ms (int32, v0-3): How long the response was held back by a quota, in milliseconds (0 if not throttled).
         error_code (int16, v0-3): 
         error_message (string, v0-3, nullable v0-3): 
         resources ([]DescribeAclsResource, v0-3): 

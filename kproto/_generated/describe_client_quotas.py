@@ -129,7 +129,10 @@ def _enc_DescribeClientQuotasRequest_v0(obj, out):
 def _dec_DescribeClientQuotasRequest_v1(buf, cur, end):
     """Decode DescribeClientQuotasRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_components = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('components', buf, pos, end)
@@ -183,6 +186,8 @@ def _enc_DescribeClientQuotasRequest_v1(obj, out):
         n_components = len(f_components)
     if cython.compiled:
         _put_uvarint(out, n_components + 1)
+    elif 0 <= n_components + 1 < 128:
+        out.append(n_components + 1)
     else:
         _w.put_uvarint(out, n_components + 1)
     for item in f_components:
@@ -208,16 +213,11 @@ def _dec_DescribeClientQuotasRequest_ComponentData_v0(buf, cur, end):
     else:
         n_entity_type = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_entity_type >= 0:
-        if end - pos < n_entity_type:
-            raise _w.short_read('entity_type', pos, n_entity_type, end)
-        try:
-            f_entity_type = buf[pos:pos + n_entity_type].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('entity_type', pos, exc) from None
+    if 0 <= n_entity_type <= end - pos:
+        f_entity_type = _w.utf8(buf, pos, n_entity_type, 'entity_type')
         pos += n_entity_type
     else:
-        raise _w.bad_length('entity_type', pos - 2, n_entity_type, False)
+        raise _w.bad_sized('entity_type', pos, n_entity_type, end, 2, False)
     if end - pos < 3:
         raise _w.short_run(_RUN_match_type__match, pos, end)
     if cython.compiled:
@@ -226,18 +226,13 @@ def _dec_DescribeClientQuotasRequest_ComponentData_v0(buf, cur, end):
     else:
         f_match_type, n_match = _S_bh.unpack_from(buf, pos)
     pos += 3
-    if n_match >= 0:
-        if end - pos < n_match:
-            raise _w.short_read('match', pos, n_match, end)
-        try:
-            f_match = buf[pos:pos + n_match].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('match', pos, exc) from None
+    if 0 <= n_match <= end - pos:
+        f_match = _w.utf8(buf, pos, n_match, 'match')
         pos += n_match
     elif n_match == -1:
         f_match = None
     else:
-        raise _w.bad_length('match', pos - 2, n_match, True)
+        raise _w.bad_sized('match', pos, n_match, end, 2, True)
     obj = DescribeClientQuotasRequest_ComponentData.__new__(DescribeClientQuotasRequest_ComponentData)
     obj.entity_type = f_entity_type
     obj.match_type = f_match_type
@@ -287,7 +282,10 @@ def _enc_DescribeClientQuotasRequest_ComponentData_v0(obj, out):
 def _dec_DescribeClientQuotasRequest_ComponentData_v1(buf, cur, end):
     """Decode DescribeClientQuotasRequest.ComponentData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_entity_type = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('entity_type', buf, pos, end)
@@ -296,16 +294,11 @@ def _dec_DescribeClientQuotasRequest_ComponentData_v1(buf, cur, end):
     else:
         n_entity_type, pos = _w.read_uvarint(buf, pos, end, 'entity_type')
         n_entity_type -= 1
-    if n_entity_type >= 0:
-        if end - pos < n_entity_type:
-            raise _w.short_read('entity_type', pos, n_entity_type, end)
-        try:
-            f_entity_type = buf[pos:pos + n_entity_type].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('entity_type', pos, exc) from None
+    if 0 <= n_entity_type <= end - pos:
+        f_entity_type = _w.utf8(buf, pos, n_entity_type, 'entity_type')
         pos += n_entity_type
     else:
-        raise _w.bad_length('entity_type', pos - 1, n_entity_type, False)
+        raise _w.bad_sized('entity_type', pos, n_entity_type, end, 1, False)
     if end - pos < 1:
         raise _w.short_run(_RUN_match_type, pos, end)
     if cython.compiled:
@@ -313,7 +306,10 @@ def _dec_DescribeClientQuotasRequest_ComponentData_v1(buf, cur, end):
     else:
         f_match_type = _S_b.unpack_from(buf, pos)[0]
     pos += 1
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_match = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('match', buf, pos, end)
@@ -322,18 +318,13 @@ def _dec_DescribeClientQuotasRequest_ComponentData_v1(buf, cur, end):
     else:
         n_match, pos = _w.read_uvarint(buf, pos, end, 'match')
         n_match -= 1
-    if n_match >= 0:
-        if end - pos < n_match:
-            raise _w.short_read('match', pos, n_match, end)
-        try:
-            f_match = buf[pos:pos + n_match].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('match', pos, exc) from None
+    if 0 <= n_match <= end - pos:
+        f_match = _w.utf8(buf, pos, n_match, 'match')
         pos += n_match
     elif n_match == -1:
         f_match = None
     else:
-        raise _w.bad_length('match', pos - 1, n_match, True)
+        raise _w.bad_sized('match', pos, n_match, end, 1, True)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -362,6 +353,8 @@ def _enc_DescribeClientQuotasRequest_ComponentData_v1(obj, out):
             raise _w.string_too_long("DescribeClientQuotasRequest.ComponentData.entity_type", n_entity_type)
     if cython.compiled:
         _put_uvarint(out, n_entity_type + 1)
+    elif 0 <= n_entity_type + 1 < 128:
+        out.append(n_entity_type + 1)
     else:
         _w.put_uvarint(out, n_entity_type + 1)
     if n_entity_type > 0:
@@ -381,6 +374,8 @@ def _enc_DescribeClientQuotasRequest_ComponentData_v1(obj, out):
             raise _w.string_too_long("DescribeClientQuotasRequest.ComponentData.match", n_match)
     if cython.compiled:
         _put_uvarint(out, n_match + 1)
+    elif 0 <= n_match + 1 < 128:
+        out.append(n_match + 1)
     else:
         _w.put_uvarint(out, n_match + 1)
     if n_match > 0:
@@ -403,18 +398,13 @@ def _dec_DescribeClientQuotasResponse_v0(buf, cur, end):
     else:
         f_throttle_time_ms, f_error_code, n_error_message = _S_ihh.unpack_from(buf, pos)
     pos += 8
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 2, n_error_message, True)
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 2, True)
     if end - pos < 4:
         raise _w.short_run(_RUN_entries, pos, end)
     if cython.compiled:
@@ -493,7 +483,10 @@ def _dec_DescribeClientQuotasResponse_v1(buf, cur, end):
     else:
         f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('error_message', buf, pos, end)
@@ -502,19 +495,17 @@ def _dec_DescribeClientQuotasResponse_v1(buf, cur, end):
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 1, n_error_message, True)
-    if cython.compiled:
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_entries = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('entries', buf, pos, end)
@@ -572,6 +563,8 @@ def _enc_DescribeClientQuotasResponse_v1(obj, out):
             raise _w.string_too_long("DescribeClientQuotasResponse.error_message", n_error_message)
     if cython.compiled:
         _put_uvarint(out, n_error_message + 1)
+    elif 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
@@ -583,6 +576,8 @@ def _enc_DescribeClientQuotasResponse_v1(obj, out):
         n_entries = len(f_entries)
     if cython.compiled:
         _put_uvarint(out, n_entries + 1)
+    elif 0 <= n_entries + 1 < 128:
+        out.append(n_entries + 1)
     else:
         _w.put_uvarint(out, n_entries + 1)
     if n_entries > 0:
@@ -674,7 +669,10 @@ def _enc_DescribeClientQuotasResponse_EntryData_v0(obj, out):
 def _dec_DescribeClientQuotasResponse_EntryData_v1(buf, cur, end):
     """Decode DescribeClientQuotasResponse.EntryData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_entity = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('entity', buf, pos, end)
@@ -694,7 +692,10 @@ def _dec_DescribeClientQuotasResponse_EntryData_v1(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("entity[%d]" % i)
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_values = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('values', buf, pos, end)
@@ -738,6 +739,8 @@ def _enc_DescribeClientQuotasResponse_EntryData_v1(obj, out):
         n_entity = len(f_entity)
     if cython.compiled:
         _put_uvarint(out, n_entity + 1)
+    elif 0 <= n_entity + 1 < 128:
+        out.append(n_entity + 1)
     else:
         _w.put_uvarint(out, n_entity + 1)
     for item in f_entity:
@@ -749,6 +752,8 @@ def _enc_DescribeClientQuotasResponse_EntryData_v1(obj, out):
         n_values = len(f_values)
     if cython.compiled:
         _put_uvarint(out, n_values + 1)
+    elif 0 <= n_values + 1 < 128:
+        out.append(n_values + 1)
     else:
         _w.put_uvarint(out, n_values + 1)
     for item in f_values:
@@ -769,16 +774,11 @@ def _dec_DescribeClientQuotasResponse_EntityData_v0(buf, cur, end):
     else:
         n_entity_type = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_entity_type >= 0:
-        if end - pos < n_entity_type:
-            raise _w.short_read('entity_type', pos, n_entity_type, end)
-        try:
-            f_entity_type = buf[pos:pos + n_entity_type].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('entity_type', pos, exc) from None
+    if 0 <= n_entity_type <= end - pos:
+        f_entity_type = _w.utf8(buf, pos, n_entity_type, 'entity_type')
         pos += n_entity_type
     else:
-        raise _w.bad_length('entity_type', pos - 2, n_entity_type, False)
+        raise _w.bad_sized('entity_type', pos, n_entity_type, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_entity_name, pos, end)
     if cython.compiled:
@@ -786,18 +786,13 @@ def _dec_DescribeClientQuotasResponse_EntityData_v0(buf, cur, end):
     else:
         n_entity_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_entity_name >= 0:
-        if end - pos < n_entity_name:
-            raise _w.short_read('entity_name', pos, n_entity_name, end)
-        try:
-            f_entity_name = buf[pos:pos + n_entity_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('entity_name', pos, exc) from None
+    if 0 <= n_entity_name <= end - pos:
+        f_entity_name = _w.utf8(buf, pos, n_entity_name, 'entity_name')
         pos += n_entity_name
     elif n_entity_name == -1:
         f_entity_name = None
     else:
-        raise _w.bad_length('entity_name', pos - 2, n_entity_name, True)
+        raise _w.bad_sized('entity_name', pos, n_entity_name, end, 2, True)
     obj = DescribeClientQuotasResponse_EntityData.__new__(DescribeClientQuotasResponse_EntityData)
     obj.entity_type = f_entity_type
     obj.entity_name = f_entity_name
@@ -845,7 +840,10 @@ def _enc_DescribeClientQuotasResponse_EntityData_v0(obj, out):
 def _dec_DescribeClientQuotasResponse_EntityData_v1(buf, cur, end):
     """Decode DescribeClientQuotasResponse.EntryData.EntityData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_entity_type = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('entity_type', buf, pos, end)
@@ -854,17 +852,15 @@ def _dec_DescribeClientQuotasResponse_EntityData_v1(buf, cur, end):
     else:
         n_entity_type, pos = _w.read_uvarint(buf, pos, end, 'entity_type')
         n_entity_type -= 1
-    if n_entity_type >= 0:
-        if end - pos < n_entity_type:
-            raise _w.short_read('entity_type', pos, n_entity_type, end)
-        try:
-            f_entity_type = buf[pos:pos + n_entity_type].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('entity_type', pos, exc) from None
+    if 0 <= n_entity_type <= end - pos:
+        f_entity_type = _w.utf8(buf, pos, n_entity_type, 'entity_type')
         pos += n_entity_type
     else:
-        raise _w.bad_length('entity_type', pos - 1, n_entity_type, False)
-    if cython.compiled:
+        raise _w.bad_sized('entity_type', pos, n_entity_type, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_entity_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('entity_name', buf, pos, end)
@@ -873,18 +869,13 @@ def _dec_DescribeClientQuotasResponse_EntityData_v1(buf, cur, end):
     else:
         n_entity_name, pos = _w.read_uvarint(buf, pos, end, 'entity_name')
         n_entity_name -= 1
-    if n_entity_name >= 0:
-        if end - pos < n_entity_name:
-            raise _w.short_read('entity_name', pos, n_entity_name, end)
-        try:
-            f_entity_name = buf[pos:pos + n_entity_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('entity_name', pos, exc) from None
+    if 0 <= n_entity_name <= end - pos:
+        f_entity_name = _w.utf8(buf, pos, n_entity_name, 'entity_name')
         pos += n_entity_name
     elif n_entity_name == -1:
         f_entity_name = None
     else:
-        raise _w.bad_length('entity_name', pos - 1, n_entity_name, True)
+        raise _w.bad_sized('entity_name', pos, n_entity_name, end, 1, True)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -912,6 +903,8 @@ def _enc_DescribeClientQuotasResponse_EntityData_v1(obj, out):
             raise _w.string_too_long("DescribeClientQuotasResponse.EntryData.EntityData.entity_type", n_entity_type)
     if cython.compiled:
         _put_uvarint(out, n_entity_type + 1)
+    elif 0 <= n_entity_type + 1 < 128:
+        out.append(n_entity_type + 1)
     else:
         _w.put_uvarint(out, n_entity_type + 1)
     if n_entity_type > 0:
@@ -926,6 +919,8 @@ def _enc_DescribeClientQuotasResponse_EntityData_v1(obj, out):
             raise _w.string_too_long("DescribeClientQuotasResponse.EntryData.EntityData.entity_name", n_entity_name)
     if cython.compiled:
         _put_uvarint(out, n_entity_name + 1)
+    elif 0 <= n_entity_name + 1 < 128:
+        out.append(n_entity_name + 1)
     else:
         _w.put_uvarint(out, n_entity_name + 1)
     if n_entity_name > 0:
@@ -946,16 +941,11 @@ def _dec_DescribeClientQuotasResponse_ValueData_v0(buf, cur, end):
     else:
         n_key = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_key >= 0:
-        if end - pos < n_key:
-            raise _w.short_read('key', pos, n_key, end)
-        try:
-            f_key = buf[pos:pos + n_key].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('key', pos, exc) from None
+    if 0 <= n_key <= end - pos:
+        f_key = _w.utf8(buf, pos, n_key, 'key')
         pos += n_key
     else:
-        raise _w.bad_length('key', pos - 2, n_key, False)
+        raise _w.bad_sized('key', pos, n_key, end, 2, False)
     if end - pos < 8:
         raise _w.short_run(_RUN_value, pos, end)
     if cython.compiled:
@@ -1000,7 +990,10 @@ def _enc_DescribeClientQuotasResponse_ValueData_v0(obj, out):
 def _dec_DescribeClientQuotasResponse_ValueData_v1(buf, cur, end):
     """Decode DescribeClientQuotasResponse.EntryData.ValueData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_key = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('key', buf, pos, end)
@@ -1009,16 +1002,11 @@ def _dec_DescribeClientQuotasResponse_ValueData_v1(buf, cur, end):
     else:
         n_key, pos = _w.read_uvarint(buf, pos, end, 'key')
         n_key -= 1
-    if n_key >= 0:
-        if end - pos < n_key:
-            raise _w.short_read('key', pos, n_key, end)
-        try:
-            f_key = buf[pos:pos + n_key].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('key', pos, exc) from None
+    if 0 <= n_key <= end - pos:
+        f_key = _w.utf8(buf, pos, n_key, 'key')
         pos += n_key
     else:
-        raise _w.bad_length('key', pos - 1, n_key, False)
+        raise _w.bad_sized('key', pos, n_key, end, 1, False)
     if end - pos < 8:
         raise _w.short_run(_RUN_value, pos, end)
     if cython.compiled:
@@ -1053,6 +1041,8 @@ def _enc_DescribeClientQuotasResponse_ValueData_v1(obj, out):
             raise _w.string_too_long("DescribeClientQuotasResponse.EntryData.ValueData.key", n_key)
     if cython.compiled:
         _put_uvarint(out, n_key + 1)
+    elif 0 <= n_key + 1 < 128:
+        out.append(n_key + 1)
     else:
         _w.put_uvarint(out, n_key + 1)
     if n_key > 0:
@@ -1239,7 +1229,7 @@ class DescribeClientQuotasResponse(Message):
     Flexible (compact lengths, tagged fields) in v1.
 
     Attributes:
-        throttle_time_ms (int32, v0-1): 
+        throttle_time_ms (int32, v0-1): How long the response was held back by a quota, in milliseconds (0 if not throttled).
         error_code (int16, v0-1): 
         error_message (string, v0-1, nullable v0-1): 
         entries ([]EntryData, v0-1, nullable v0-1): 

@@ -213,7 +213,10 @@ def _dec_DescribeClusterResponse_v0(buf, cur, end):
     else:
         f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('error_message', buf, pos, end)
@@ -222,19 +225,17 @@ def _dec_DescribeClusterResponse_v0(buf, cur, end):
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 1, n_error_message, True)
-    if cython.compiled:
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_cluster_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('cluster_id', buf, pos, end)
@@ -243,16 +244,11 @@ def _dec_DescribeClusterResponse_v0(buf, cur, end):
     else:
         n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
         n_cluster_id -= 1
-    if n_cluster_id >= 0:
-        if end - pos < n_cluster_id:
-            raise _w.short_read('cluster_id', pos, n_cluster_id, end)
-        try:
-            f_cluster_id = buf[pos:pos + n_cluster_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('cluster_id', pos, exc) from None
+    if 0 <= n_cluster_id <= end - pos:
+        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
         pos += n_cluster_id
     else:
-        raise _w.bad_length('cluster_id', pos - 1, n_cluster_id, False)
+        raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 1, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_controller_id, pos, end)
     if cython.compiled:
@@ -260,7 +256,10 @@ def _dec_DescribeClusterResponse_v0(buf, cur, end):
     else:
         f_controller_id = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_brokers = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('brokers', buf, pos, end)
@@ -328,6 +327,8 @@ def _enc_DescribeClusterResponse_v0(obj, out):
             raise _w.string_too_long("DescribeClusterResponse.error_message", n_error_message)
     if cython.compiled:
         _put_uvarint(out, n_error_message + 1)
+    elif 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
@@ -342,6 +343,8 @@ def _enc_DescribeClusterResponse_v0(obj, out):
             raise _w.string_too_long("DescribeClusterResponse.cluster_id", n_cluster_id)
     if cython.compiled:
         _put_uvarint(out, n_cluster_id + 1)
+    elif 0 <= n_cluster_id + 1 < 128:
+        out.append(n_cluster_id + 1)
     else:
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
@@ -358,6 +361,8 @@ def _enc_DescribeClusterResponse_v0(obj, out):
         n_brokers = len(f_brokers)
     if cython.compiled:
         _put_uvarint(out, n_brokers + 1)
+    elif 0 <= n_brokers + 1 < 128:
+        out.append(n_brokers + 1)
     else:
         _w.put_uvarint(out, n_brokers + 1)
     for item in f_brokers:
@@ -384,7 +389,10 @@ def _dec_DescribeClusterResponse_v1(buf, cur, end):
     else:
         f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('error_message', buf, pos, end)
@@ -393,18 +401,13 @@ def _dec_DescribeClusterResponse_v1(buf, cur, end):
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 1, n_error_message, True)
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
     if end - pos < 1:
         raise _w.short_run(_RUN_endpoint_type, pos, end)
     if cython.compiled:
@@ -412,7 +415,10 @@ def _dec_DescribeClusterResponse_v1(buf, cur, end):
     else:
         f_endpoint_type = _S_b.unpack_from(buf, pos)[0]
     pos += 1
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_cluster_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('cluster_id', buf, pos, end)
@@ -421,16 +427,11 @@ def _dec_DescribeClusterResponse_v1(buf, cur, end):
     else:
         n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
         n_cluster_id -= 1
-    if n_cluster_id >= 0:
-        if end - pos < n_cluster_id:
-            raise _w.short_read('cluster_id', pos, n_cluster_id, end)
-        try:
-            f_cluster_id = buf[pos:pos + n_cluster_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('cluster_id', pos, exc) from None
+    if 0 <= n_cluster_id <= end - pos:
+        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
         pos += n_cluster_id
     else:
-        raise _w.bad_length('cluster_id', pos - 1, n_cluster_id, False)
+        raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 1, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_controller_id, pos, end)
     if cython.compiled:
@@ -438,7 +439,10 @@ def _dec_DescribeClusterResponse_v1(buf, cur, end):
     else:
         f_controller_id = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_brokers = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('brokers', buf, pos, end)
@@ -504,6 +508,8 @@ def _enc_DescribeClusterResponse_v1(obj, out):
             raise _w.string_too_long("DescribeClusterResponse.error_message", n_error_message)
     if cython.compiled:
         _put_uvarint(out, n_error_message + 1)
+    elif 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
@@ -523,6 +529,8 @@ def _enc_DescribeClusterResponse_v1(obj, out):
             raise _w.string_too_long("DescribeClusterResponse.cluster_id", n_cluster_id)
     if cython.compiled:
         _put_uvarint(out, n_cluster_id + 1)
+    elif 0 <= n_cluster_id + 1 < 128:
+        out.append(n_cluster_id + 1)
     else:
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
@@ -539,6 +547,8 @@ def _enc_DescribeClusterResponse_v1(obj, out):
         n_brokers = len(f_brokers)
     if cython.compiled:
         _put_uvarint(out, n_brokers + 1)
+    elif 0 <= n_brokers + 1 < 128:
+        out.append(n_brokers + 1)
     else:
         _w.put_uvarint(out, n_brokers + 1)
     for item in f_brokers:
@@ -565,7 +575,10 @@ def _dec_DescribeClusterResponse_v2(buf, cur, end):
     else:
         f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('error_message', buf, pos, end)
@@ -574,18 +587,13 @@ def _dec_DescribeClusterResponse_v2(buf, cur, end):
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 1, n_error_message, True)
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
     if end - pos < 1:
         raise _w.short_run(_RUN_endpoint_type, pos, end)
     if cython.compiled:
@@ -593,7 +601,10 @@ def _dec_DescribeClusterResponse_v2(buf, cur, end):
     else:
         f_endpoint_type = _S_b.unpack_from(buf, pos)[0]
     pos += 1
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_cluster_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('cluster_id', buf, pos, end)
@@ -602,16 +613,11 @@ def _dec_DescribeClusterResponse_v2(buf, cur, end):
     else:
         n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
         n_cluster_id -= 1
-    if n_cluster_id >= 0:
-        if end - pos < n_cluster_id:
-            raise _w.short_read('cluster_id', pos, n_cluster_id, end)
-        try:
-            f_cluster_id = buf[pos:pos + n_cluster_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('cluster_id', pos, exc) from None
+    if 0 <= n_cluster_id <= end - pos:
+        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
         pos += n_cluster_id
     else:
-        raise _w.bad_length('cluster_id', pos - 1, n_cluster_id, False)
+        raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 1, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_controller_id, pos, end)
     if cython.compiled:
@@ -619,7 +625,10 @@ def _dec_DescribeClusterResponse_v2(buf, cur, end):
     else:
         f_controller_id = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_brokers = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('brokers', buf, pos, end)
@@ -685,6 +694,8 @@ def _enc_DescribeClusterResponse_v2(obj, out):
             raise _w.string_too_long("DescribeClusterResponse.error_message", n_error_message)
     if cython.compiled:
         _put_uvarint(out, n_error_message + 1)
+    elif 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
@@ -704,6 +715,8 @@ def _enc_DescribeClusterResponse_v2(obj, out):
             raise _w.string_too_long("DescribeClusterResponse.cluster_id", n_cluster_id)
     if cython.compiled:
         _put_uvarint(out, n_cluster_id + 1)
+    elif 0 <= n_cluster_id + 1 < 128:
+        out.append(n_cluster_id + 1)
     else:
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
@@ -720,6 +733,8 @@ def _enc_DescribeClusterResponse_v2(obj, out):
         n_brokers = len(f_brokers)
     if cython.compiled:
         _put_uvarint(out, n_brokers + 1)
+    elif 0 <= n_brokers + 1 < 128:
+        out.append(n_brokers + 1)
     else:
         _w.put_uvarint(out, n_brokers + 1)
     for item in f_brokers:
@@ -745,7 +760,10 @@ def _dec_DescribeClusterResponse_DescribeClusterBroker_v0(buf, cur, end):
     else:
         f_broker_id = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_host = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('host', buf, pos, end)
@@ -754,16 +772,11 @@ def _dec_DescribeClusterResponse_DescribeClusterBroker_v0(buf, cur, end):
     else:
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
-    if n_host >= 0:
-        if end - pos < n_host:
-            raise _w.short_read('host', pos, n_host, end)
-        try:
-            f_host = buf[pos:pos + n_host].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('host', pos, exc) from None
+    if 0 <= n_host <= end - pos:
+        f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
-        raise _w.bad_length('host', pos - 1, n_host, False)
+        raise _w.bad_sized('host', pos, n_host, end, 1, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_port, pos, end)
     if cython.compiled:
@@ -771,7 +784,10 @@ def _dec_DescribeClusterResponse_DescribeClusterBroker_v0(buf, cur, end):
     else:
         f_port = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_rack = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('rack', buf, pos, end)
@@ -780,18 +796,13 @@ def _dec_DescribeClusterResponse_DescribeClusterBroker_v0(buf, cur, end):
     else:
         n_rack, pos = _w.read_uvarint(buf, pos, end, 'rack')
         n_rack -= 1
-    if n_rack >= 0:
-        if end - pos < n_rack:
-            raise _w.short_read('rack', pos, n_rack, end)
-        try:
-            f_rack = buf[pos:pos + n_rack].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('rack', pos, exc) from None
+    if 0 <= n_rack <= end - pos:
+        f_rack = _w.utf8(buf, pos, n_rack, 'rack')
         pos += n_rack
     elif n_rack == -1:
         f_rack = None
     else:
-        raise _w.bad_length('rack', pos - 1, n_rack, True)
+        raise _w.bad_sized('rack', pos, n_rack, end, 1, True)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -829,6 +840,8 @@ def _enc_DescribeClusterResponse_DescribeClusterBroker_v0(obj, out):
             raise _w.string_too_long("DescribeClusterResponse.DescribeClusterBroker.host", n_host)
     if cython.compiled:
         _put_uvarint(out, n_host + 1)
+    elif 0 <= n_host + 1 < 128:
+        out.append(n_host + 1)
     else:
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
@@ -848,6 +861,8 @@ def _enc_DescribeClusterResponse_DescribeClusterBroker_v0(obj, out):
             raise _w.string_too_long("DescribeClusterResponse.DescribeClusterBroker.rack", n_rack)
     if cython.compiled:
         _put_uvarint(out, n_rack + 1)
+    elif 0 <= n_rack + 1 < 128:
+        out.append(n_rack + 1)
     else:
         _w.put_uvarint(out, n_rack + 1)
     if n_rack > 0:
@@ -868,7 +883,10 @@ def _dec_DescribeClusterResponse_DescribeClusterBroker_v2(buf, cur, end):
     else:
         f_broker_id = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_host = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('host', buf, pos, end)
@@ -877,16 +895,11 @@ def _dec_DescribeClusterResponse_DescribeClusterBroker_v2(buf, cur, end):
     else:
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
-    if n_host >= 0:
-        if end - pos < n_host:
-            raise _w.short_read('host', pos, n_host, end)
-        try:
-            f_host = buf[pos:pos + n_host].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('host', pos, exc) from None
+    if 0 <= n_host <= end - pos:
+        f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
-        raise _w.bad_length('host', pos - 1, n_host, False)
+        raise _w.bad_sized('host', pos, n_host, end, 1, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_port, pos, end)
     if cython.compiled:
@@ -894,7 +907,10 @@ def _dec_DescribeClusterResponse_DescribeClusterBroker_v2(buf, cur, end):
     else:
         f_port = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_rack = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('rack', buf, pos, end)
@@ -903,18 +919,13 @@ def _dec_DescribeClusterResponse_DescribeClusterBroker_v2(buf, cur, end):
     else:
         n_rack, pos = _w.read_uvarint(buf, pos, end, 'rack')
         n_rack -= 1
-    if n_rack >= 0:
-        if end - pos < n_rack:
-            raise _w.short_read('rack', pos, n_rack, end)
-        try:
-            f_rack = buf[pos:pos + n_rack].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('rack', pos, exc) from None
+    if 0 <= n_rack <= end - pos:
+        f_rack = _w.utf8(buf, pos, n_rack, 'rack')
         pos += n_rack
     elif n_rack == -1:
         f_rack = None
     else:
-        raise _w.bad_length('rack', pos - 1, n_rack, True)
+        raise _w.bad_sized('rack', pos, n_rack, end, 1, True)
     if end - pos < 1:
         raise _w.short_run(_RUN_is_fenced, pos, end)
     if cython.compiled:
@@ -960,6 +971,8 @@ def _enc_DescribeClusterResponse_DescribeClusterBroker_v2(obj, out):
             raise _w.string_too_long("DescribeClusterResponse.DescribeClusterBroker.host", n_host)
     if cython.compiled:
         _put_uvarint(out, n_host + 1)
+    elif 0 <= n_host + 1 < 128:
+        out.append(n_host + 1)
     else:
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
@@ -979,6 +992,8 @@ def _enc_DescribeClusterResponse_DescribeClusterBroker_v2(obj, out):
             raise _w.string_too_long("DescribeClusterResponse.DescribeClusterBroker.rack", n_rack)
     if cython.compiled:
         _put_uvarint(out, n_rack + 1)
+    elif 0 <= n_rack + 1 < 128:
+        out.append(n_rack + 1)
     else:
         _w.put_uvarint(out, n_rack + 1)
     if n_rack > 0:
@@ -1001,7 +1016,7 @@ class DescribeClusterRequest(Message):
     Flexible (compact lengths, tagged fields) in v0-2.
 
     Attributes:
-        include_cluster_authorized_operations (bool, v0-2): 
+        include_cluster_authorized_operations (bool, v0-2): Whether the response should say which cluster operations the caller may perform.
         endpoint_type (int8, v1-2): 
         include_fenced_brokers (bool, v2): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
@@ -1087,11 +1102,11 @@ class DescribeClusterResponse(Message):
     Flexible (compact lengths, tagged fields) in v0-2.
 
     Attributes:
-        throttle_time_ms (int32, v0-2): 
+        throttle_time_ms (int32, v0-2): How long the response was held back by a quota, in milliseconds (0 if not throttled).
         error_code (int16, v0-2): 
         error_message (string, v0-2, nullable v0-2): 
         endpoint_type (int8, v1-2): 
-        cluster_id (string, v0-2): 
+        cluster_id (string, v0-2): The id of the cluster, null if unknown; KRaft nodes use it to refuse a peer from another cluster.
         controller_id (int32, v0-2): 
         brokers ([]DescribeClusterBroker, v0-2): 
         cluster_authorized_operations (int32, v0-2): 

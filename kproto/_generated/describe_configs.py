@@ -264,7 +264,10 @@ def _enc_DescribeConfigsRequest_v3(obj, out):
 def _dec_DescribeConfigsRequest_v4(buf, cur, end):
     """Decode DescribeConfigsRequest (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_resources = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('resources', buf, pos, end)
@@ -323,6 +326,8 @@ def _enc_DescribeConfigsRequest_v4(obj, out):
         n_resources = len(f_resources)
     if cython.compiled:
         _put_uvarint(out, n_resources + 1)
+    elif 0 <= n_resources + 1 < 128:
+        out.append(n_resources + 1)
     else:
         _w.put_uvarint(out, n_resources + 1)
     for item in f_resources:
@@ -350,16 +355,11 @@ def _dec_DescribeConfigsRequest_DescribeConfigsResource_v0(buf, cur, end):
     else:
         f_resource_type, n_resource_name = _S_bh.unpack_from(buf, pos)
     pos += 3
-    if n_resource_name >= 0:
-        if end - pos < n_resource_name:
-            raise _w.short_read('resource_name', pos, n_resource_name, end)
-        try:
-            f_resource_name = buf[pos:pos + n_resource_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('resource_name', pos, exc) from None
+    if 0 <= n_resource_name <= end - pos:
+        f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
         pos += n_resource_name
     else:
-        raise _w.bad_length('resource_name', pos - 2, n_resource_name, False)
+        raise _w.bad_sized('resource_name', pos, n_resource_name, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_configuration_keys, pos, end)
     if cython.compiled:
@@ -379,13 +379,8 @@ def _dec_DescribeConfigsRequest_DescribeConfigsResource_v0(buf, cur, end):
             m = _S_h.unpack_from(buf, pos)[0]
             pos += 2
             if m < 0 or end - pos < m:
-                if m < 0:
-                    raise _w.bad_length("configuration_keys[%d]" % i, pos - 1, m, False)
-                raise _w.short_read("configuration_keys[%d]" % i, pos, m, end)
-            try:
-                f_configuration_keys.append(buf[pos:pos + m].decode("utf-8"))
-            except UnicodeDecodeError as exc:
-                raise _w.bad_utf8("configuration_keys[%d]" % i, pos, exc) from None
+                raise _w.bad_sized("configuration_keys[%d]" % i, pos, m, end, 1, False)
+            f_configuration_keys.append(_w.utf8(buf, pos, m, "configuration_keys[%d]" % i))
             pos += m
     obj = DescribeConfigsRequest_DescribeConfigsResource.__new__(DescribeConfigsRequest_DescribeConfigsResource)
     obj.resource_type = f_resource_type
@@ -446,7 +441,10 @@ def _dec_DescribeConfigsRequest_DescribeConfigsResource_v4(buf, cur, end):
     else:
         f_resource_type = _S_b.unpack_from(buf, pos)[0]
     pos += 1
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_resource_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('resource_name', buf, pos, end)
@@ -455,17 +453,15 @@ def _dec_DescribeConfigsRequest_DescribeConfigsResource_v4(buf, cur, end):
     else:
         n_resource_name, pos = _w.read_uvarint(buf, pos, end, 'resource_name')
         n_resource_name -= 1
-    if n_resource_name >= 0:
-        if end - pos < n_resource_name:
-            raise _w.short_read('resource_name', pos, n_resource_name, end)
-        try:
-            f_resource_name = buf[pos:pos + n_resource_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('resource_name', pos, exc) from None
+    if 0 <= n_resource_name <= end - pos:
+        f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
         pos += n_resource_name
     else:
-        raise _w.bad_length('resource_name', pos - 1, n_resource_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('resource_name', pos, n_resource_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_configuration_keys = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('configuration_keys', buf, pos, end)
@@ -481,7 +477,10 @@ def _dec_DescribeConfigsRequest_DescribeConfigsResource_v4(buf, cur, end):
     else:
         f_configuration_keys = []
         for i in range(n_configuration_keys):
-            if cython.compiled:
+            if pos < end and buf[pos] < 128:
+                m = buf[pos] - 1
+                pos += 1
+            elif cython.compiled:
                 v = _read_uvarint(buf, pos, end)
                 if v < 0:
                     raise _w.bad_uvarint("configuration_keys[%d]" % i, buf, pos, end)
@@ -491,13 +490,8 @@ def _dec_DescribeConfigsRequest_DescribeConfigsResource_v4(buf, cur, end):
                 m, pos = _w.read_uvarint(buf, pos, end, "configuration_keys[%d]" % i)
                 m -= 1
             if m < 0 or end - pos < m:
-                if m < 0:
-                    raise _w.bad_length("configuration_keys[%d]" % i, pos - 1, m, False)
-                raise _w.short_read("configuration_keys[%d]" % i, pos, m, end)
-            try:
-                f_configuration_keys.append(buf[pos:pos + m].decode("utf-8"))
-            except UnicodeDecodeError as exc:
-                raise _w.bad_utf8("configuration_keys[%d]" % i, pos, exc) from None
+                raise _w.bad_sized("configuration_keys[%d]" % i, pos, m, end, 1, False)
+            f_configuration_keys.append(_w.utf8(buf, pos, m, "configuration_keys[%d]" % i))
             pos += m
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -532,6 +526,8 @@ def _enc_DescribeConfigsRequest_DescribeConfigsResource_v4(obj, out):
             raise _w.string_too_long("DescribeConfigsRequest.DescribeConfigsResource.resource_name", n_resource_name)
     if cython.compiled:
         _put_uvarint(out, n_resource_name + 1)
+    elif 0 <= n_resource_name + 1 < 128:
+        out.append(n_resource_name + 1)
     else:
         _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
@@ -543,6 +539,8 @@ def _enc_DescribeConfigsRequest_DescribeConfigsResource_v4(obj, out):
         n_configuration_keys = len(f_configuration_keys)
     if cython.compiled:
         _put_uvarint(out, n_configuration_keys + 1)
+    elif 0 <= n_configuration_keys + 1 < 128:
+        out.append(n_configuration_keys + 1)
     else:
         _w.put_uvarint(out, n_configuration_keys + 1)
     if n_configuration_keys > 0:
@@ -553,6 +551,8 @@ def _enc_DescribeConfigsRequest_DescribeConfigsResource_v4(obj, out):
                 raise _w.string_too_long("DescribeConfigsRequest.DescribeConfigsResource.configuration_keys[]", m)
             if cython.compiled:
                 _put_uvarint(out, m + 1)
+            elif 0 <= m + 1 < 128:
+                out.append(m + 1)
             else:
                 _w.put_uvarint(out, m + 1)
             out += data
@@ -719,7 +719,10 @@ def _dec_DescribeConfigsResponse_v4(buf, cur, end):
     else:
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_results = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('results', buf, pos, end)
@@ -768,6 +771,8 @@ def _enc_DescribeConfigsResponse_v4(obj, out):
         n_results = len(f_results)
     if cython.compiled:
         _put_uvarint(out, n_results + 1)
+    elif 0 <= n_results + 1 < 128:
+        out.append(n_results + 1)
     else:
         _w.put_uvarint(out, n_results + 1)
     for item in f_results:
@@ -789,18 +794,13 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v0(buf, cur, end):
     else:
         f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
     pos += 4
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 2, n_error_message, True)
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 2, True)
     if end - pos < 3:
         raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
     if cython.compiled:
@@ -809,16 +809,11 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v0(buf, cur, end):
     else:
         f_resource_type, n_resource_name = _S_bh.unpack_from(buf, pos)
     pos += 3
-    if n_resource_name >= 0:
-        if end - pos < n_resource_name:
-            raise _w.short_read('resource_name', pos, n_resource_name, end)
-        try:
-            f_resource_name = buf[pos:pos + n_resource_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('resource_name', pos, exc) from None
+    if 0 <= n_resource_name <= end - pos:
+        f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
         pos += n_resource_name
     else:
-        raise _w.bad_length('resource_name', pos - 2, n_resource_name, False)
+        raise _w.bad_sized('resource_name', pos, n_resource_name, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_configs, pos, end)
     if cython.compiled:
@@ -909,18 +904,13 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v1(buf, cur, end):
     else:
         f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
     pos += 4
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 2, n_error_message, True)
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 2, True)
     if end - pos < 3:
         raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
     if cython.compiled:
@@ -929,16 +919,11 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v1(buf, cur, end):
     else:
         f_resource_type, n_resource_name = _S_bh.unpack_from(buf, pos)
     pos += 3
-    if n_resource_name >= 0:
-        if end - pos < n_resource_name:
-            raise _w.short_read('resource_name', pos, n_resource_name, end)
-        try:
-            f_resource_name = buf[pos:pos + n_resource_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('resource_name', pos, exc) from None
+    if 0 <= n_resource_name <= end - pos:
+        f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
         pos += n_resource_name
     else:
-        raise _w.bad_length('resource_name', pos - 2, n_resource_name, False)
+        raise _w.bad_sized('resource_name', pos, n_resource_name, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_configs, pos, end)
     if cython.compiled:
@@ -1029,18 +1014,13 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v3(buf, cur, end):
     else:
         f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
     pos += 4
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 2, n_error_message, True)
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 2, True)
     if end - pos < 3:
         raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
     if cython.compiled:
@@ -1049,16 +1029,11 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v3(buf, cur, end):
     else:
         f_resource_type, n_resource_name = _S_bh.unpack_from(buf, pos)
     pos += 3
-    if n_resource_name >= 0:
-        if end - pos < n_resource_name:
-            raise _w.short_read('resource_name', pos, n_resource_name, end)
-        try:
-            f_resource_name = buf[pos:pos + n_resource_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('resource_name', pos, exc) from None
+    if 0 <= n_resource_name <= end - pos:
+        f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
         pos += n_resource_name
     else:
-        raise _w.bad_length('resource_name', pos - 2, n_resource_name, False)
+        raise _w.bad_sized('resource_name', pos, n_resource_name, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_configs, pos, end)
     if cython.compiled:
@@ -1148,7 +1123,10 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v4(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('error_message', buf, pos, end)
@@ -1157,18 +1135,13 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v4(buf, cur, end):
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 1, n_error_message, True)
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
     if end - pos < 1:
         raise _w.short_run(_RUN_resource_type, pos, end)
     if cython.compiled:
@@ -1176,7 +1149,10 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v4(buf, cur, end):
     else:
         f_resource_type = _S_b.unpack_from(buf, pos)[0]
     pos += 1
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_resource_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('resource_name', buf, pos, end)
@@ -1185,17 +1161,15 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v4(buf, cur, end):
     else:
         n_resource_name, pos = _w.read_uvarint(buf, pos, end, 'resource_name')
         n_resource_name -= 1
-    if n_resource_name >= 0:
-        if end - pos < n_resource_name:
-            raise _w.short_read('resource_name', pos, n_resource_name, end)
-        try:
-            f_resource_name = buf[pos:pos + n_resource_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('resource_name', pos, exc) from None
+    if 0 <= n_resource_name <= end - pos:
+        f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
         pos += n_resource_name
     else:
-        raise _w.bad_length('resource_name', pos - 1, n_resource_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('resource_name', pos, n_resource_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_configs = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('configs', buf, pos, end)
@@ -1250,6 +1224,8 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_v4(obj, out):
             raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.error_message", n_error_message)
     if cython.compiled:
         _put_uvarint(out, n_error_message + 1)
+    elif 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
@@ -1269,6 +1245,8 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_v4(obj, out):
             raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.resource_name", n_resource_name)
     if cython.compiled:
         _put_uvarint(out, n_resource_name + 1)
+    elif 0 <= n_resource_name + 1 < 128:
+        out.append(n_resource_name + 1)
     else:
         _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
@@ -1280,6 +1258,8 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_v4(obj, out):
         n_configs = len(f_configs)
     if cython.compiled:
         _put_uvarint(out, n_configs + 1)
+    elif 0 <= n_configs + 1 < 128:
+        out.append(n_configs + 1)
     else:
         _w.put_uvarint(out, n_configs + 1)
     for item in f_configs:
@@ -1300,16 +1280,11 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v0(buf, cur, end)
     else:
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 2, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_value, pos, end)
     if cython.compiled:
@@ -1317,18 +1292,13 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v0(buf, cur, end)
     else:
         n_value = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_value >= 0:
-        if end - pos < n_value:
-            raise _w.short_read('value', pos, n_value, end)
-        try:
-            f_value = buf[pos:pos + n_value].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('value', pos, exc) from None
+    if 0 <= n_value <= end - pos:
+        f_value = _w.utf8(buf, pos, n_value, 'value')
         pos += n_value
     elif n_value == -1:
         f_value = None
     else:
-        raise _w.bad_length('value', pos - 2, n_value, True)
+        raise _w.bad_sized('value', pos, n_value, end, 2, True)
     if end - pos < 3:
         raise _w.short_run(_RUN_read_only__is_sensitive, pos, end)
     if cython.compiled:
@@ -1415,16 +1385,11 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(buf, cur, end)
     else:
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 2, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_value, pos, end)
     if cython.compiled:
@@ -1432,18 +1397,13 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(buf, cur, end)
     else:
         n_value = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_value >= 0:
-        if end - pos < n_value:
-            raise _w.short_read('value', pos, n_value, end)
-        try:
-            f_value = buf[pos:pos + n_value].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('value', pos, exc) from None
+    if 0 <= n_value <= end - pos:
+        f_value = _w.utf8(buf, pos, n_value, 'value')
         pos += n_value
     elif n_value == -1:
         f_value = None
     else:
-        raise _w.bad_length('value', pos - 2, n_value, True)
+        raise _w.bad_sized('value', pos, n_value, end, 2, True)
     if end - pos < 7:
         raise _w.short_run(_RUN_read_only__synonyms, pos, end)
     if cython.compiled:
@@ -1549,16 +1509,11 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(buf, cur, end)
     else:
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 2, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_value, pos, end)
     if cython.compiled:
@@ -1566,18 +1521,13 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(buf, cur, end)
     else:
         n_value = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_value >= 0:
-        if end - pos < n_value:
-            raise _w.short_read('value', pos, n_value, end)
-        try:
-            f_value = buf[pos:pos + n_value].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('value', pos, exc) from None
+    if 0 <= n_value <= end - pos:
+        f_value = _w.utf8(buf, pos, n_value, 'value')
         pos += n_value
     elif n_value == -1:
         f_value = None
     else:
-        raise _w.bad_length('value', pos - 2, n_value, True)
+        raise _w.bad_sized('value', pos, n_value, end, 2, True)
     if end - pos < 7:
         raise _w.short_run(_RUN_read_only__synonyms, pos, end)
     if cython.compiled:
@@ -1613,18 +1563,13 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(buf, cur, end)
     else:
         f_config_type, n_documentation = _S_bh.unpack_from(buf, pos)
     pos += 3
-    if n_documentation >= 0:
-        if end - pos < n_documentation:
-            raise _w.short_read('documentation', pos, n_documentation, end)
-        try:
-            f_documentation = buf[pos:pos + n_documentation].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('documentation', pos, exc) from None
+    if 0 <= n_documentation <= end - pos:
+        f_documentation = _w.utf8(buf, pos, n_documentation, 'documentation')
         pos += n_documentation
     elif n_documentation == -1:
         f_documentation = None
     else:
-        raise _w.bad_length('documentation', pos - 2, n_documentation, True)
+        raise _w.bad_sized('documentation', pos, n_documentation, end, 2, True)
     obj = DescribeConfigsResponse_DescribeConfigsResourceResult.__new__(DescribeConfigsResponse_DescribeConfigsResourceResult)
     obj.name = f_name
     obj.value = f_value
@@ -1712,7 +1657,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(obj, out):
 def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(buf, cur, end):
     """Decode DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -1721,17 +1669,15 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(buf, cur, end)
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 1, n_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('name', pos, n_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_value = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('value', buf, pos, end)
@@ -1740,18 +1686,13 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(buf, cur, end)
     else:
         n_value, pos = _w.read_uvarint(buf, pos, end, 'value')
         n_value -= 1
-    if n_value >= 0:
-        if end - pos < n_value:
-            raise _w.short_read('value', pos, n_value, end)
-        try:
-            f_value = buf[pos:pos + n_value].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('value', pos, exc) from None
+    if 0 <= n_value <= end - pos:
+        f_value = _w.utf8(buf, pos, n_value, 'value')
         pos += n_value
     elif n_value == -1:
         f_value = None
     else:
-        raise _w.bad_length('value', pos - 1, n_value, True)
+        raise _w.bad_sized('value', pos, n_value, end, 1, True)
     if end - pos < 3:
         raise _w.short_run(_RUN_read_only__is_sensitive_2, pos, end)
     if cython.compiled:
@@ -1767,7 +1708,10 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(buf, cur, end)
     if f_is_sensitive != 0 and f_is_sensitive != 1:
         raise _w.bad_bool('is_sensitive', pos - 1, f_is_sensitive)
     b_is_sensitive = f_is_sensitive == 1
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_synonyms = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('synonyms', buf, pos, end)
@@ -1794,7 +1738,10 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(buf, cur, end)
     else:
         f_config_type = _S_b.unpack_from(buf, pos)[0]
     pos += 1
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_documentation = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('documentation', buf, pos, end)
@@ -1803,18 +1750,13 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(buf, cur, end)
     else:
         n_documentation, pos = _w.read_uvarint(buf, pos, end, 'documentation')
         n_documentation -= 1
-    if n_documentation >= 0:
-        if end - pos < n_documentation:
-            raise _w.short_read('documentation', pos, n_documentation, end)
-        try:
-            f_documentation = buf[pos:pos + n_documentation].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('documentation', pos, exc) from None
+    if 0 <= n_documentation <= end - pos:
+        f_documentation = _w.utf8(buf, pos, n_documentation, 'documentation')
         pos += n_documentation
     elif n_documentation == -1:
         f_documentation = None
     else:
-        raise _w.bad_length('documentation', pos - 1, n_documentation, True)
+        raise _w.bad_sized('documentation', pos, n_documentation, end, 1, True)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1851,6 +1793,8 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(obj, out):
             raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -1865,6 +1809,8 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(obj, out):
             raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.value", n_value)
     if cython.compiled:
         _put_uvarint(out, n_value + 1)
+    elif 0 <= n_value + 1 < 128:
+        out.append(n_value + 1)
     else:
         _w.put_uvarint(out, n_value + 1)
     if n_value > 0:
@@ -1883,6 +1829,8 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(obj, out):
         n_synonyms = len(f_synonyms)
     if cython.compiled:
         _put_uvarint(out, n_synonyms + 1)
+    elif 0 <= n_synonyms + 1 < 128:
+        out.append(n_synonyms + 1)
     else:
         _w.put_uvarint(out, n_synonyms + 1)
     for item in f_synonyms:
@@ -1902,6 +1850,8 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(obj, out):
             raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.documentation", n_documentation)
     if cython.compiled:
         _put_uvarint(out, n_documentation + 1)
+    elif 0 <= n_documentation + 1 < 128:
+        out.append(n_documentation + 1)
     else:
         _w.put_uvarint(out, n_documentation + 1)
     if n_documentation > 0:
@@ -1922,16 +1872,11 @@ def _dec_DescribeConfigsResponse_DescribeConfigsSynonym_v1(buf, cur, end):
     else:
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 2, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_value, pos, end)
     if cython.compiled:
@@ -1939,18 +1884,13 @@ def _dec_DescribeConfigsResponse_DescribeConfigsSynonym_v1(buf, cur, end):
     else:
         n_value = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_value >= 0:
-        if end - pos < n_value:
-            raise _w.short_read('value', pos, n_value, end)
-        try:
-            f_value = buf[pos:pos + n_value].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('value', pos, exc) from None
+    if 0 <= n_value <= end - pos:
+        f_value = _w.utf8(buf, pos, n_value, 'value')
         pos += n_value
     elif n_value == -1:
         f_value = None
     else:
-        raise _w.bad_length('value', pos - 2, n_value, True)
+        raise _w.bad_sized('value', pos, n_value, end, 2, True)
     if end - pos < 1:
         raise _w.short_run(_RUN_source, pos, end)
     if cython.compiled:
@@ -2011,7 +1951,10 @@ def _enc_DescribeConfigsResponse_DescribeConfigsSynonym_v1(obj, out):
 def _dec_DescribeConfigsResponse_DescribeConfigsSynonym_v4(buf, cur, end):
     """Decode DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -2020,17 +1963,15 @@ def _dec_DescribeConfigsResponse_DescribeConfigsSynonym_v4(buf, cur, end):
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 1, n_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('name', pos, n_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_value = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('value', buf, pos, end)
@@ -2039,18 +1980,13 @@ def _dec_DescribeConfigsResponse_DescribeConfigsSynonym_v4(buf, cur, end):
     else:
         n_value, pos = _w.read_uvarint(buf, pos, end, 'value')
         n_value -= 1
-    if n_value >= 0:
-        if end - pos < n_value:
-            raise _w.short_read('value', pos, n_value, end)
-        try:
-            f_value = buf[pos:pos + n_value].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('value', pos, exc) from None
+    if 0 <= n_value <= end - pos:
+        f_value = _w.utf8(buf, pos, n_value, 'value')
         pos += n_value
     elif n_value == -1:
         f_value = None
     else:
-        raise _w.bad_length('value', pos - 1, n_value, True)
+        raise _w.bad_sized('value', pos, n_value, end, 1, True)
     if end - pos < 1:
         raise _w.short_run(_RUN_source, pos, end)
     if cython.compiled:
@@ -2086,6 +2022,8 @@ def _enc_DescribeConfigsResponse_DescribeConfigsSynonym_v4(obj, out):
             raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -2100,6 +2038,8 @@ def _enc_DescribeConfigsResponse_DescribeConfigsSynonym_v4(obj, out):
             raise _w.string_too_long("DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym.value", n_value)
     if cython.compiled:
         _put_uvarint(out, n_value + 1)
+    elif 0 <= n_value + 1 < 128:
+        out.append(n_value + 1)
     else:
         _w.put_uvarint(out, n_value + 1)
     if n_value > 0:
@@ -2157,7 +2097,7 @@ class DescribeConfigsRequest(Message):
 
     Attributes:
         resources ([]DescribeConfigsResource, v0-4): 
-        include_synonyms (bool, v1-4): 
+        include_synonyms (bool, v1-4, formerly IncludeSynoyms): 
         include_documentation (bool, v3-4): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
@@ -2236,9 +2176,9 @@ class DescribeConfigsResponse_DescribeConfigsResourceResult(Struct):
         name (string, v0-4): 
         value (string, v0-4, nullable v0-4): 
         read_only (bool, v0-4): 
-        config_source (int8, v1-4): 
+        config_source (int8, v1-4): Where the value comes from: 0 unknown, 1 topic, 2 dynamic broker, 3 dynamic default broker, 4 static broker, 5 default, 6 dynamic logger, 7 client metrics, 8 group.
         is_default (bool, v0): 
-        is_sensitive (bool, v0-4): 
+        is_sensitive (bool, v0-4): Whether the value is hidden (null) because it is a secret.
         synonyms ([]DescribeConfigsSynonym, v1-4): 
         config_type (int8, v3-4): 
         documentation (string, v3-4, nullable v3-4): 
@@ -2337,7 +2277,7 @@ class DescribeConfigsResponse(Message):
     Deprecated (removed by Kafka 4.0) in v0.
 
     Attributes:
-        throttle_time_ms (int32, v0-4): 
+        throttle_time_ms (int32, v0-4): How long the response was held back by a quota, in milliseconds (0 if not throttled).
         results ([]DescribeConfigsResult, v0-4): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """

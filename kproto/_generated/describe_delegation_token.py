@@ -111,7 +111,10 @@ def _enc_DescribeDelegationTokenRequest_v0(obj, out):
 def _dec_DescribeDelegationTokenRequest_v2(buf, cur, end):
     """Decode DescribeDelegationTokenRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_owners = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('owners', buf, pos, end)
@@ -157,6 +160,8 @@ def _enc_DescribeDelegationTokenRequest_v2(obj, out):
         n_owners = len(f_owners)
     if cython.compiled:
         _put_uvarint(out, n_owners + 1)
+    elif 0 <= n_owners + 1 < 128:
+        out.append(n_owners + 1)
     else:
         _w.put_uvarint(out, n_owners + 1)
     if n_owners > 0:
@@ -178,16 +183,11 @@ def _dec_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v0(buf, cur
     else:
         n_principal_type = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_principal_type >= 0:
-        if end - pos < n_principal_type:
-            raise _w.short_read('principal_type', pos, n_principal_type, end)
-        try:
-            f_principal_type = buf[pos:pos + n_principal_type].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('principal_type', pos, exc) from None
+    if 0 <= n_principal_type <= end - pos:
+        f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
         pos += n_principal_type
     else:
-        raise _w.bad_length('principal_type', pos - 2, n_principal_type, False)
+        raise _w.bad_sized('principal_type', pos, n_principal_type, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_principal_name, pos, end)
     if cython.compiled:
@@ -195,16 +195,11 @@ def _dec_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v0(buf, cur
     else:
         n_principal_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_principal_name >= 0:
-        if end - pos < n_principal_name:
-            raise _w.short_read('principal_name', pos, n_principal_name, end)
-        try:
-            f_principal_name = buf[pos:pos + n_principal_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('principal_name', pos, exc) from None
+    if 0 <= n_principal_name <= end - pos:
+        f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
         pos += n_principal_name
     else:
-        raise _w.bad_length('principal_name', pos - 2, n_principal_name, False)
+        raise _w.bad_sized('principal_name', pos, n_principal_name, end, 2, False)
     obj = DescribeDelegationTokenRequest_DescribeDelegationTokenOwner.__new__(DescribeDelegationTokenRequest_DescribeDelegationTokenOwner)
     obj.principal_type = f_principal_type
     obj.principal_name = f_principal_name
@@ -252,7 +247,10 @@ def _enc_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v0(obj, out
 def _dec_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2(buf, cur, end):
     """Decode DescribeDelegationTokenRequest.DescribeDelegationTokenOwner (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_principal_type = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('principal_type', buf, pos, end)
@@ -261,17 +259,15 @@ def _dec_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2(buf, cur
     else:
         n_principal_type, pos = _w.read_uvarint(buf, pos, end, 'principal_type')
         n_principal_type -= 1
-    if n_principal_type >= 0:
-        if end - pos < n_principal_type:
-            raise _w.short_read('principal_type', pos, n_principal_type, end)
-        try:
-            f_principal_type = buf[pos:pos + n_principal_type].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('principal_type', pos, exc) from None
+    if 0 <= n_principal_type <= end - pos:
+        f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
         pos += n_principal_type
     else:
-        raise _w.bad_length('principal_type', pos - 1, n_principal_type, False)
-    if cython.compiled:
+        raise _w.bad_sized('principal_type', pos, n_principal_type, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_principal_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('principal_name', buf, pos, end)
@@ -280,16 +276,11 @@ def _dec_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2(buf, cur
     else:
         n_principal_name, pos = _w.read_uvarint(buf, pos, end, 'principal_name')
         n_principal_name -= 1
-    if n_principal_name >= 0:
-        if end - pos < n_principal_name:
-            raise _w.short_read('principal_name', pos, n_principal_name, end)
-        try:
-            f_principal_name = buf[pos:pos + n_principal_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('principal_name', pos, exc) from None
+    if 0 <= n_principal_name <= end - pos:
+        f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
         pos += n_principal_name
     else:
-        raise _w.bad_length('principal_name', pos - 1, n_principal_name, False)
+        raise _w.bad_sized('principal_name', pos, n_principal_name, end, 1, False)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -317,6 +308,8 @@ def _enc_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2(obj, out
             raise _w.string_too_long("DescribeDelegationTokenRequest.DescribeDelegationTokenOwner.principal_type", n_principal_type)
     if cython.compiled:
         _put_uvarint(out, n_principal_type + 1)
+    elif 0 <= n_principal_type + 1 < 128:
+        out.append(n_principal_type + 1)
     else:
         _w.put_uvarint(out, n_principal_type + 1)
     if n_principal_type > 0:
@@ -331,6 +324,8 @@ def _enc_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2(obj, out
             raise _w.string_too_long("DescribeDelegationTokenRequest.DescribeDelegationTokenOwner.principal_name", n_principal_name)
     if cython.compiled:
         _put_uvarint(out, n_principal_name + 1)
+    elif 0 <= n_principal_name + 1 < 128:
+        out.append(n_principal_name + 1)
     else:
         _w.put_uvarint(out, n_principal_name + 1)
     if n_principal_name > 0:
@@ -413,7 +408,10 @@ def _dec_DescribeDelegationTokenResponse_v2(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_tokens = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('tokens', buf, pos, end)
@@ -470,6 +468,8 @@ def _enc_DescribeDelegationTokenResponse_v2(obj, out):
         n_tokens = len(f_tokens)
     if cython.compiled:
         _put_uvarint(out, n_tokens + 1)
+    elif 0 <= n_tokens + 1 < 128:
+        out.append(n_tokens + 1)
     else:
         _w.put_uvarint(out, n_tokens + 1)
     for item in f_tokens:
@@ -495,7 +495,10 @@ def _dec_DescribeDelegationTokenResponse_v3(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_tokens = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('tokens', buf, pos, end)
@@ -552,6 +555,8 @@ def _enc_DescribeDelegationTokenResponse_v3(obj, out):
         n_tokens = len(f_tokens)
     if cython.compiled:
         _put_uvarint(out, n_tokens + 1)
+    elif 0 <= n_tokens + 1 < 128:
+        out.append(n_tokens + 1)
     else:
         _w.put_uvarint(out, n_tokens + 1)
     for item in f_tokens:
@@ -577,16 +582,11 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(buf, cur, e
     else:
         n_principal_type = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_principal_type >= 0:
-        if end - pos < n_principal_type:
-            raise _w.short_read('principal_type', pos, n_principal_type, end)
-        try:
-            f_principal_type = buf[pos:pos + n_principal_type].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('principal_type', pos, exc) from None
+    if 0 <= n_principal_type <= end - pos:
+        f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
         pos += n_principal_type
     else:
-        raise _w.bad_length('principal_type', pos - 2, n_principal_type, False)
+        raise _w.bad_sized('principal_type', pos, n_principal_type, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_principal_name, pos, end)
     if cython.compiled:
@@ -594,16 +594,11 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(buf, cur, e
     else:
         n_principal_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_principal_name >= 0:
-        if end - pos < n_principal_name:
-            raise _w.short_read('principal_name', pos, n_principal_name, end)
-        try:
-            f_principal_name = buf[pos:pos + n_principal_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('principal_name', pos, exc) from None
+    if 0 <= n_principal_name <= end - pos:
+        f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
         pos += n_principal_name
     else:
-        raise _w.bad_length('principal_name', pos - 2, n_principal_name, False)
+        raise _w.bad_sized('principal_name', pos, n_principal_name, end, 2, False)
     if end - pos < 26:
         raise _w.short_run(_RUN_issue_timestamp__token_id, pos, end)
     if cython.compiled:
@@ -614,16 +609,11 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(buf, cur, e
     else:
         f_issue_timestamp, f_expiry_timestamp, f_max_timestamp, n_token_id = _S_qqqh.unpack_from(buf, pos)
     pos += 26
-    if n_token_id >= 0:
-        if end - pos < n_token_id:
-            raise _w.short_read('token_id', pos, n_token_id, end)
-        try:
-            f_token_id = buf[pos:pos + n_token_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('token_id', pos, exc) from None
+    if 0 <= n_token_id <= end - pos:
+        f_token_id = _w.utf8(buf, pos, n_token_id, 'token_id')
         pos += n_token_id
     else:
-        raise _w.bad_length('token_id', pos - 2, n_token_id, False)
+        raise _w.bad_sized('token_id', pos, n_token_id, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_hmac, pos, end)
     if cython.compiled:
@@ -631,13 +621,11 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(buf, cur, e
     else:
         n_hmac = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if n_hmac >= 0:
-        if end - pos < n_hmac:
-            raise _w.short_read('hmac', pos, n_hmac, end)
+    if 0 <= n_hmac <= end - pos:
         f_hmac = buf[pos:pos + n_hmac]
         pos += n_hmac
     else:
-        raise _w.bad_length('hmac', pos - 4, n_hmac, False)
+        raise _w.bad_sized('hmac', pos, n_hmac, end, 4, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_renewers, pos, end)
     if cython.compiled:
@@ -757,7 +745,10 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(obj, out):
 def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(buf, cur, end):
     """Decode DescribeDelegationTokenResponse.DescribedDelegationToken (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_principal_type = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('principal_type', buf, pos, end)
@@ -766,17 +757,15 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(buf, cur, e
     else:
         n_principal_type, pos = _w.read_uvarint(buf, pos, end, 'principal_type')
         n_principal_type -= 1
-    if n_principal_type >= 0:
-        if end - pos < n_principal_type:
-            raise _w.short_read('principal_type', pos, n_principal_type, end)
-        try:
-            f_principal_type = buf[pos:pos + n_principal_type].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('principal_type', pos, exc) from None
+    if 0 <= n_principal_type <= end - pos:
+        f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
         pos += n_principal_type
     else:
-        raise _w.bad_length('principal_type', pos - 1, n_principal_type, False)
-    if cython.compiled:
+        raise _w.bad_sized('principal_type', pos, n_principal_type, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_principal_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('principal_name', buf, pos, end)
@@ -785,16 +774,11 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(buf, cur, e
     else:
         n_principal_name, pos = _w.read_uvarint(buf, pos, end, 'principal_name')
         n_principal_name -= 1
-    if n_principal_name >= 0:
-        if end - pos < n_principal_name:
-            raise _w.short_read('principal_name', pos, n_principal_name, end)
-        try:
-            f_principal_name = buf[pos:pos + n_principal_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('principal_name', pos, exc) from None
+    if 0 <= n_principal_name <= end - pos:
+        f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
         pos += n_principal_name
     else:
-        raise _w.bad_length('principal_name', pos - 1, n_principal_name, False)
+        raise _w.bad_sized('principal_name', pos, n_principal_name, end, 1, False)
     if end - pos < 24:
         raise _w.short_run(_RUN_issue_timestamp__max_timestamp, pos, end)
     if cython.compiled:
@@ -804,7 +788,10 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(buf, cur, e
     else:
         f_issue_timestamp, f_expiry_timestamp, f_max_timestamp = _S_qqq.unpack_from(buf, pos)
     pos += 24
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_token_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('token_id', buf, pos, end)
@@ -813,17 +800,15 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(buf, cur, e
     else:
         n_token_id, pos = _w.read_uvarint(buf, pos, end, 'token_id')
         n_token_id -= 1
-    if n_token_id >= 0:
-        if end - pos < n_token_id:
-            raise _w.short_read('token_id', pos, n_token_id, end)
-        try:
-            f_token_id = buf[pos:pos + n_token_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('token_id', pos, exc) from None
+    if 0 <= n_token_id <= end - pos:
+        f_token_id = _w.utf8(buf, pos, n_token_id, 'token_id')
         pos += n_token_id
     else:
-        raise _w.bad_length('token_id', pos - 1, n_token_id, False)
-    if cython.compiled:
+        raise _w.bad_sized('token_id', pos, n_token_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_hmac = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('hmac', buf, pos, end)
@@ -832,14 +817,15 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(buf, cur, e
     else:
         n_hmac, pos = _w.read_uvarint(buf, pos, end, 'hmac')
         n_hmac -= 1
-    if n_hmac >= 0:
-        if end - pos < n_hmac:
-            raise _w.short_read('hmac', pos, n_hmac, end)
+    if 0 <= n_hmac <= end - pos:
         f_hmac = buf[pos:pos + n_hmac]
         pos += n_hmac
     else:
-        raise _w.bad_length('hmac', pos - 1, n_hmac, False)
-    if cython.compiled:
+        raise _w.bad_sized('hmac', pos, n_hmac, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_renewers = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('renewers', buf, pos, end)
@@ -898,6 +884,8 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(obj, out):
             raise _w.string_too_long("DescribeDelegationTokenResponse.DescribedDelegationToken.principal_type", n_principal_type)
     if cython.compiled:
         _put_uvarint(out, n_principal_type + 1)
+    elif 0 <= n_principal_type + 1 < 128:
+        out.append(n_principal_type + 1)
     else:
         _w.put_uvarint(out, n_principal_type + 1)
     if n_principal_type > 0:
@@ -912,6 +900,8 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(obj, out):
             raise _w.string_too_long("DescribeDelegationTokenResponse.DescribedDelegationToken.principal_name", n_principal_name)
     if cython.compiled:
         _put_uvarint(out, n_principal_name + 1)
+    elif 0 <= n_principal_name + 1 < 128:
+        out.append(n_principal_name + 1)
     else:
         _w.put_uvarint(out, n_principal_name + 1)
     if n_principal_name > 0:
@@ -933,6 +923,8 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(obj, out):
             raise _w.string_too_long("DescribeDelegationTokenResponse.DescribedDelegationToken.token_id", n_token_id)
     if cython.compiled:
         _put_uvarint(out, n_token_id + 1)
+    elif 0 <= n_token_id + 1 < 128:
+        out.append(n_token_id + 1)
     else:
         _w.put_uvarint(out, n_token_id + 1)
     if n_token_id > 0:
@@ -944,6 +936,8 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(obj, out):
         n_hmac = len(f_hmac)
     if cython.compiled:
         _put_uvarint(out, n_hmac + 1)
+    elif 0 <= n_hmac + 1 < 128:
+        out.append(n_hmac + 1)
     else:
         _w.put_uvarint(out, n_hmac + 1)
     if n_hmac > 0:
@@ -955,6 +949,8 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(obj, out):
         n_renewers = len(f_renewers)
     if cython.compiled:
         _put_uvarint(out, n_renewers + 1)
+    elif 0 <= n_renewers + 1 < 128:
+        out.append(n_renewers + 1)
     else:
         _w.put_uvarint(out, n_renewers + 1)
     for item in f_renewers:
@@ -968,7 +964,10 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(obj, out):
 def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(buf, cur, end):
     """Decode DescribeDelegationTokenResponse.DescribedDelegationToken (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_principal_type = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('principal_type', buf, pos, end)
@@ -977,17 +976,15 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(buf, cur, e
     else:
         n_principal_type, pos = _w.read_uvarint(buf, pos, end, 'principal_type')
         n_principal_type -= 1
-    if n_principal_type >= 0:
-        if end - pos < n_principal_type:
-            raise _w.short_read('principal_type', pos, n_principal_type, end)
-        try:
-            f_principal_type = buf[pos:pos + n_principal_type].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('principal_type', pos, exc) from None
+    if 0 <= n_principal_type <= end - pos:
+        f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
         pos += n_principal_type
     else:
-        raise _w.bad_length('principal_type', pos - 1, n_principal_type, False)
-    if cython.compiled:
+        raise _w.bad_sized('principal_type', pos, n_principal_type, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_principal_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('principal_name', buf, pos, end)
@@ -996,17 +993,15 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(buf, cur, e
     else:
         n_principal_name, pos = _w.read_uvarint(buf, pos, end, 'principal_name')
         n_principal_name -= 1
-    if n_principal_name >= 0:
-        if end - pos < n_principal_name:
-            raise _w.short_read('principal_name', pos, n_principal_name, end)
-        try:
-            f_principal_name = buf[pos:pos + n_principal_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('principal_name', pos, exc) from None
+    if 0 <= n_principal_name <= end - pos:
+        f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
         pos += n_principal_name
     else:
-        raise _w.bad_length('principal_name', pos - 1, n_principal_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('principal_name', pos, n_principal_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_token_requester_principal_type = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('token_requester_principal_type', buf, pos, end)
@@ -1015,17 +1010,15 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(buf, cur, e
     else:
         n_token_requester_principal_type, pos = _w.read_uvarint(buf, pos, end, 'token_requester_principal_type')
         n_token_requester_principal_type -= 1
-    if n_token_requester_principal_type >= 0:
-        if end - pos < n_token_requester_principal_type:
-            raise _w.short_read('token_requester_principal_type', pos, n_token_requester_principal_type, end)
-        try:
-            f_token_requester_principal_type = buf[pos:pos + n_token_requester_principal_type].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('token_requester_principal_type', pos, exc) from None
+    if 0 <= n_token_requester_principal_type <= end - pos:
+        f_token_requester_principal_type = _w.utf8(buf, pos, n_token_requester_principal_type, 'token_requester_principal_type')
         pos += n_token_requester_principal_type
     else:
-        raise _w.bad_length('token_requester_principal_type', pos - 1, n_token_requester_principal_type, False)
-    if cython.compiled:
+        raise _w.bad_sized('token_requester_principal_type', pos, n_token_requester_principal_type, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_token_requester_principal_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('token_requester_principal_name', buf, pos, end)
@@ -1034,16 +1027,11 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(buf, cur, e
     else:
         n_token_requester_principal_name, pos = _w.read_uvarint(buf, pos, end, 'token_requester_principal_name')
         n_token_requester_principal_name -= 1
-    if n_token_requester_principal_name >= 0:
-        if end - pos < n_token_requester_principal_name:
-            raise _w.short_read('token_requester_principal_name', pos, n_token_requester_principal_name, end)
-        try:
-            f_token_requester_principal_name = buf[pos:pos + n_token_requester_principal_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('token_requester_principal_name', pos, exc) from None
+    if 0 <= n_token_requester_principal_name <= end - pos:
+        f_token_requester_principal_name = _w.utf8(buf, pos, n_token_requester_principal_name, 'token_requester_principal_name')
         pos += n_token_requester_principal_name
     else:
-        raise _w.bad_length('token_requester_principal_name', pos - 1, n_token_requester_principal_name, False)
+        raise _w.bad_sized('token_requester_principal_name', pos, n_token_requester_principal_name, end, 1, False)
     if end - pos < 24:
         raise _w.short_run(_RUN_issue_timestamp__max_timestamp, pos, end)
     if cython.compiled:
@@ -1053,7 +1041,10 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(buf, cur, e
     else:
         f_issue_timestamp, f_expiry_timestamp, f_max_timestamp = _S_qqq.unpack_from(buf, pos)
     pos += 24
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_token_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('token_id', buf, pos, end)
@@ -1062,17 +1053,15 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(buf, cur, e
     else:
         n_token_id, pos = _w.read_uvarint(buf, pos, end, 'token_id')
         n_token_id -= 1
-    if n_token_id >= 0:
-        if end - pos < n_token_id:
-            raise _w.short_read('token_id', pos, n_token_id, end)
-        try:
-            f_token_id = buf[pos:pos + n_token_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('token_id', pos, exc) from None
+    if 0 <= n_token_id <= end - pos:
+        f_token_id = _w.utf8(buf, pos, n_token_id, 'token_id')
         pos += n_token_id
     else:
-        raise _w.bad_length('token_id', pos - 1, n_token_id, False)
-    if cython.compiled:
+        raise _w.bad_sized('token_id', pos, n_token_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_hmac = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('hmac', buf, pos, end)
@@ -1081,14 +1070,15 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(buf, cur, e
     else:
         n_hmac, pos = _w.read_uvarint(buf, pos, end, 'hmac')
         n_hmac -= 1
-    if n_hmac >= 0:
-        if end - pos < n_hmac:
-            raise _w.short_read('hmac', pos, n_hmac, end)
+    if 0 <= n_hmac <= end - pos:
         f_hmac = buf[pos:pos + n_hmac]
         pos += n_hmac
     else:
-        raise _w.bad_length('hmac', pos - 1, n_hmac, False)
-    if cython.compiled:
+        raise _w.bad_sized('hmac', pos, n_hmac, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_renewers = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('renewers', buf, pos, end)
@@ -1143,6 +1133,8 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(obj, out):
             raise _w.string_too_long("DescribeDelegationTokenResponse.DescribedDelegationToken.principal_type", n_principal_type)
     if cython.compiled:
         _put_uvarint(out, n_principal_type + 1)
+    elif 0 <= n_principal_type + 1 < 128:
+        out.append(n_principal_type + 1)
     else:
         _w.put_uvarint(out, n_principal_type + 1)
     if n_principal_type > 0:
@@ -1157,6 +1149,8 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(obj, out):
             raise _w.string_too_long("DescribeDelegationTokenResponse.DescribedDelegationToken.principal_name", n_principal_name)
     if cython.compiled:
         _put_uvarint(out, n_principal_name + 1)
+    elif 0 <= n_principal_name + 1 < 128:
+        out.append(n_principal_name + 1)
     else:
         _w.put_uvarint(out, n_principal_name + 1)
     if n_principal_name > 0:
@@ -1171,6 +1165,8 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(obj, out):
             raise _w.string_too_long("DescribeDelegationTokenResponse.DescribedDelegationToken.token_requester_principal_type", n_token_requester_principal_type)
     if cython.compiled:
         _put_uvarint(out, n_token_requester_principal_type + 1)
+    elif 0 <= n_token_requester_principal_type + 1 < 128:
+        out.append(n_token_requester_principal_type + 1)
     else:
         _w.put_uvarint(out, n_token_requester_principal_type + 1)
     if n_token_requester_principal_type > 0:
@@ -1185,6 +1181,8 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(obj, out):
             raise _w.string_too_long("DescribeDelegationTokenResponse.DescribedDelegationToken.token_requester_principal_name", n_token_requester_principal_name)
     if cython.compiled:
         _put_uvarint(out, n_token_requester_principal_name + 1)
+    elif 0 <= n_token_requester_principal_name + 1 < 128:
+        out.append(n_token_requester_principal_name + 1)
     else:
         _w.put_uvarint(out, n_token_requester_principal_name + 1)
     if n_token_requester_principal_name > 0:
@@ -1206,6 +1204,8 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(obj, out):
             raise _w.string_too_long("DescribeDelegationTokenResponse.DescribedDelegationToken.token_id", n_token_id)
     if cython.compiled:
         _put_uvarint(out, n_token_id + 1)
+    elif 0 <= n_token_id + 1 < 128:
+        out.append(n_token_id + 1)
     else:
         _w.put_uvarint(out, n_token_id + 1)
     if n_token_id > 0:
@@ -1217,6 +1217,8 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(obj, out):
         n_hmac = len(f_hmac)
     if cython.compiled:
         _put_uvarint(out, n_hmac + 1)
+    elif 0 <= n_hmac + 1 < 128:
+        out.append(n_hmac + 1)
     else:
         _w.put_uvarint(out, n_hmac + 1)
     if n_hmac > 0:
@@ -1228,6 +1230,8 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(obj, out):
         n_renewers = len(f_renewers)
     if cython.compiled:
         _put_uvarint(out, n_renewers + 1)
+    elif 0 <= n_renewers + 1 < 128:
+        out.append(n_renewers + 1)
     else:
         _w.put_uvarint(out, n_renewers + 1)
     for item in f_renewers:
@@ -1248,16 +1252,11 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v0(buf,
     else:
         n_principal_type = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_principal_type >= 0:
-        if end - pos < n_principal_type:
-            raise _w.short_read('principal_type', pos, n_principal_type, end)
-        try:
-            f_principal_type = buf[pos:pos + n_principal_type].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('principal_type', pos, exc) from None
+    if 0 <= n_principal_type <= end - pos:
+        f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
         pos += n_principal_type
     else:
-        raise _w.bad_length('principal_type', pos - 2, n_principal_type, False)
+        raise _w.bad_sized('principal_type', pos, n_principal_type, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_principal_name, pos, end)
     if cython.compiled:
@@ -1265,16 +1264,11 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v0(buf,
     else:
         n_principal_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_principal_name >= 0:
-        if end - pos < n_principal_name:
-            raise _w.short_read('principal_name', pos, n_principal_name, end)
-        try:
-            f_principal_name = buf[pos:pos + n_principal_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('principal_name', pos, exc) from None
+    if 0 <= n_principal_name <= end - pos:
+        f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
         pos += n_principal_name
     else:
-        raise _w.bad_length('principal_name', pos - 2, n_principal_name, False)
+        raise _w.bad_sized('principal_name', pos, n_principal_name, end, 2, False)
     obj = DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer.__new__(DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer)
     obj.principal_type = f_principal_type
     obj.principal_name = f_principal_name
@@ -1322,7 +1316,10 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v0(obj,
 def _dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2(buf, cur, end):
     """Decode DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_principal_type = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('principal_type', buf, pos, end)
@@ -1331,17 +1328,15 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2(buf,
     else:
         n_principal_type, pos = _w.read_uvarint(buf, pos, end, 'principal_type')
         n_principal_type -= 1
-    if n_principal_type >= 0:
-        if end - pos < n_principal_type:
-            raise _w.short_read('principal_type', pos, n_principal_type, end)
-        try:
-            f_principal_type = buf[pos:pos + n_principal_type].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('principal_type', pos, exc) from None
+    if 0 <= n_principal_type <= end - pos:
+        f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
         pos += n_principal_type
     else:
-        raise _w.bad_length('principal_type', pos - 1, n_principal_type, False)
-    if cython.compiled:
+        raise _w.bad_sized('principal_type', pos, n_principal_type, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_principal_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('principal_name', buf, pos, end)
@@ -1350,16 +1345,11 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2(buf,
     else:
         n_principal_name, pos = _w.read_uvarint(buf, pos, end, 'principal_name')
         n_principal_name -= 1
-    if n_principal_name >= 0:
-        if end - pos < n_principal_name:
-            raise _w.short_read('principal_name', pos, n_principal_name, end)
-        try:
-            f_principal_name = buf[pos:pos + n_principal_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('principal_name', pos, exc) from None
+    if 0 <= n_principal_name <= end - pos:
+        f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
         pos += n_principal_name
     else:
-        raise _w.bad_length('principal_name', pos - 1, n_principal_name, False)
+        raise _w.bad_sized('principal_name', pos, n_principal_name, end, 1, False)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1387,6 +1377,8 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2(obj,
             raise _w.string_too_long("DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer.principal_type", n_principal_type)
     if cython.compiled:
         _put_uvarint(out, n_principal_type + 1)
+    elif 0 <= n_principal_type + 1 < 128:
+        out.append(n_principal_type + 1)
     else:
         _w.put_uvarint(out, n_principal_type + 1)
     if n_principal_type > 0:
@@ -1401,6 +1393,8 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2(obj,
             raise _w.string_too_long("DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer.principal_name", n_principal_name)
     if cython.compiled:
         _put_uvarint(out, n_principal_name + 1)
+    elif 0 <= n_principal_name + 1 < 128:
+        out.append(n_principal_name + 1)
     else:
         _w.put_uvarint(out, n_principal_name + 1)
     if n_principal_name > 0:
@@ -1582,7 +1576,7 @@ class DescribeDelegationTokenResponse(Message):
     Attributes:
         error_code (int16, v0-3): 
         tokens ([]DescribedDelegationToken, v0-3): 
-        throttle_time_ms (int32, v0-3): 
+        throttle_time_ms (int32, v0-3): How long the response was held back by a quota, in milliseconds (0 if not throttled).
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 

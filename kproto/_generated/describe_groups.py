@@ -85,13 +85,8 @@ def _dec_DescribeGroupsRequest_v0(buf, cur, end):
         m = _S_h.unpack_from(buf, pos)[0]
         pos += 2
         if m < 0 or end - pos < m:
-            if m < 0:
-                raise _w.bad_length("groups[%d]" % i, pos - 1, m, False)
-            raise _w.short_read("groups[%d]" % i, pos, m, end)
-        try:
-            f_groups.append(buf[pos:pos + m].decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8("groups[%d]" % i, pos, exc) from None
+            raise _w.bad_sized("groups[%d]" % i, pos, m, end, 1, False)
+        f_groups.append(_w.utf8(buf, pos, m, "groups[%d]" % i))
         pos += m
     obj = DescribeGroupsRequest.__new__(DescribeGroupsRequest)
     obj.groups = f_groups
@@ -145,13 +140,8 @@ def _dec_DescribeGroupsRequest_v3(buf, cur, end):
         m = _S_h.unpack_from(buf, pos)[0]
         pos += 2
         if m < 0 or end - pos < m:
-            if m < 0:
-                raise _w.bad_length("groups[%d]" % i, pos - 1, m, False)
-            raise _w.short_read("groups[%d]" % i, pos, m, end)
-        try:
-            f_groups.append(buf[pos:pos + m].decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8("groups[%d]" % i, pos, exc) from None
+            raise _w.bad_sized("groups[%d]" % i, pos, m, end, 1, False)
+        f_groups.append(_w.utf8(buf, pos, m, "groups[%d]" % i))
         pos += m
     if end - pos < 1:
         raise _w.short_run(_RUN_include_authorized_operations, pos, end)
@@ -202,7 +192,10 @@ def _enc_DescribeGroupsRequest_v3(obj, out):
 def _dec_DescribeGroupsRequest_v5(buf, cur, end):
     """Decode DescribeGroupsRequest (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_groups = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('groups', buf, pos, end)
@@ -215,7 +208,10 @@ def _dec_DescribeGroupsRequest_v5(buf, cur, end):
         raise _w.bad_count('groups', pos - 1, n_groups, end, 1, 1)
     f_groups = []
     for i in range(n_groups):
-        if cython.compiled:
+        if pos < end and buf[pos] < 128:
+            m = buf[pos] - 1
+            pos += 1
+        elif cython.compiled:
             v = _read_uvarint(buf, pos, end)
             if v < 0:
                 raise _w.bad_uvarint("groups[%d]" % i, buf, pos, end)
@@ -225,13 +221,8 @@ def _dec_DescribeGroupsRequest_v5(buf, cur, end):
             m, pos = _w.read_uvarint(buf, pos, end, "groups[%d]" % i)
             m -= 1
         if m < 0 or end - pos < m:
-            if m < 0:
-                raise _w.bad_length("groups[%d]" % i, pos - 1, m, False)
-            raise _w.short_read("groups[%d]" % i, pos, m, end)
-        try:
-            f_groups.append(buf[pos:pos + m].decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8("groups[%d]" % i, pos, exc) from None
+            raise _w.bad_sized("groups[%d]" % i, pos, m, end, 1, False)
+        f_groups.append(_w.utf8(buf, pos, m, "groups[%d]" % i))
         pos += m
     if end - pos < 1:
         raise _w.short_run(_RUN_include_authorized_operations, pos, end)
@@ -267,6 +258,8 @@ def _enc_DescribeGroupsRequest_v5(obj, out):
         n_groups = len(f_groups)
     if cython.compiled:
         _put_uvarint(out, n_groups + 1)
+    elif 0 <= n_groups + 1 < 128:
+        out.append(n_groups + 1)
     else:
         _w.put_uvarint(out, n_groups + 1)
     for item in f_groups:
@@ -276,6 +269,8 @@ def _enc_DescribeGroupsRequest_v5(obj, out):
             raise _w.string_too_long("DescribeGroupsRequest.groups[]", m)
         if cython.compiled:
             _put_uvarint(out, m + 1)
+        elif 0 <= m + 1 < 128:
+            out.append(m + 1)
         else:
             _w.put_uvarint(out, m + 1)
         out += data
@@ -494,7 +489,10 @@ def _dec_DescribeGroupsResponse_v5(buf, cur, end):
     else:
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_groups = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('groups', buf, pos, end)
@@ -543,6 +541,8 @@ def _enc_DescribeGroupsResponse_v5(obj, out):
         n_groups = len(f_groups)
     if cython.compiled:
         _put_uvarint(out, n_groups + 1)
+    elif 0 <= n_groups + 1 < 128:
+        out.append(n_groups + 1)
     else:
         _w.put_uvarint(out, n_groups + 1)
     for item in f_groups:
@@ -563,7 +563,10 @@ def _dec_DescribeGroupsResponse_v6(buf, cur, end):
     else:
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_groups = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('groups', buf, pos, end)
@@ -612,6 +615,8 @@ def _enc_DescribeGroupsResponse_v6(obj, out):
         n_groups = len(f_groups)
     if cython.compiled:
         _put_uvarint(out, n_groups + 1)
+    elif 0 <= n_groups + 1 < 128:
+        out.append(n_groups + 1)
     else:
         _w.put_uvarint(out, n_groups + 1)
     for item in f_groups:
@@ -633,16 +638,11 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v0(buf, cur, end):
     else:
         f_error_code, n_group_id = _S_hh.unpack_from(buf, pos)
     pos += 4
-    if n_group_id >= 0:
-        if end - pos < n_group_id:
-            raise _w.short_read('group_id', pos, n_group_id, end)
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
+    if 0 <= n_group_id <= end - pos:
+        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
-        raise _w.bad_length('group_id', pos - 2, n_group_id, False)
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_group_state, pos, end)
     if cython.compiled:
@@ -650,16 +650,11 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v0(buf, cur, end):
     else:
         n_group_state = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_group_state >= 0:
-        if end - pos < n_group_state:
-            raise _w.short_read('group_state', pos, n_group_state, end)
-        try:
-            f_group_state = buf[pos:pos + n_group_state].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_state', pos, exc) from None
+    if 0 <= n_group_state <= end - pos:
+        f_group_state = _w.utf8(buf, pos, n_group_state, 'group_state')
         pos += n_group_state
     else:
-        raise _w.bad_length('group_state', pos - 2, n_group_state, False)
+        raise _w.bad_sized('group_state', pos, n_group_state, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_protocol_type, pos, end)
     if cython.compiled:
@@ -667,16 +662,11 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v0(buf, cur, end):
     else:
         n_protocol_type = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_protocol_type >= 0:
-        if end - pos < n_protocol_type:
-            raise _w.short_read('protocol_type', pos, n_protocol_type, end)
-        try:
-            f_protocol_type = buf[pos:pos + n_protocol_type].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('protocol_type', pos, exc) from None
+    if 0 <= n_protocol_type <= end - pos:
+        f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
         pos += n_protocol_type
     else:
-        raise _w.bad_length('protocol_type', pos - 2, n_protocol_type, False)
+        raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_protocol_data, pos, end)
     if cython.compiled:
@@ -684,16 +674,11 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v0(buf, cur, end):
     else:
         n_protocol_data = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_protocol_data >= 0:
-        if end - pos < n_protocol_data:
-            raise _w.short_read('protocol_data', pos, n_protocol_data, end)
-        try:
-            f_protocol_data = buf[pos:pos + n_protocol_data].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('protocol_data', pos, exc) from None
+    if 0 <= n_protocol_data <= end - pos:
+        f_protocol_data = _w.utf8(buf, pos, n_protocol_data, 'protocol_data')
         pos += n_protocol_data
     else:
-        raise _w.bad_length('protocol_data', pos - 2, n_protocol_data, False)
+        raise _w.bad_sized('protocol_data', pos, n_protocol_data, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_members, pos, end)
     if cython.compiled:
@@ -820,16 +805,11 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v3(buf, cur, end):
     else:
         f_error_code, n_group_id = _S_hh.unpack_from(buf, pos)
     pos += 4
-    if n_group_id >= 0:
-        if end - pos < n_group_id:
-            raise _w.short_read('group_id', pos, n_group_id, end)
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
+    if 0 <= n_group_id <= end - pos:
+        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
-        raise _w.bad_length('group_id', pos - 2, n_group_id, False)
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_group_state, pos, end)
     if cython.compiled:
@@ -837,16 +817,11 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v3(buf, cur, end):
     else:
         n_group_state = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_group_state >= 0:
-        if end - pos < n_group_state:
-            raise _w.short_read('group_state', pos, n_group_state, end)
-        try:
-            f_group_state = buf[pos:pos + n_group_state].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_state', pos, exc) from None
+    if 0 <= n_group_state <= end - pos:
+        f_group_state = _w.utf8(buf, pos, n_group_state, 'group_state')
         pos += n_group_state
     else:
-        raise _w.bad_length('group_state', pos - 2, n_group_state, False)
+        raise _w.bad_sized('group_state', pos, n_group_state, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_protocol_type, pos, end)
     if cython.compiled:
@@ -854,16 +829,11 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v3(buf, cur, end):
     else:
         n_protocol_type = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_protocol_type >= 0:
-        if end - pos < n_protocol_type:
-            raise _w.short_read('protocol_type', pos, n_protocol_type, end)
-        try:
-            f_protocol_type = buf[pos:pos + n_protocol_type].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('protocol_type', pos, exc) from None
+    if 0 <= n_protocol_type <= end - pos:
+        f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
         pos += n_protocol_type
     else:
-        raise _w.bad_length('protocol_type', pos - 2, n_protocol_type, False)
+        raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_protocol_data, pos, end)
     if cython.compiled:
@@ -871,16 +841,11 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v3(buf, cur, end):
     else:
         n_protocol_data = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_protocol_data >= 0:
-        if end - pos < n_protocol_data:
-            raise _w.short_read('protocol_data', pos, n_protocol_data, end)
-        try:
-            f_protocol_data = buf[pos:pos + n_protocol_data].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('protocol_data', pos, exc) from None
+    if 0 <= n_protocol_data <= end - pos:
+        f_protocol_data = _w.utf8(buf, pos, n_protocol_data, 'protocol_data')
         pos += n_protocol_data
     else:
-        raise _w.bad_length('protocol_data', pos - 2, n_protocol_data, False)
+        raise _w.bad_sized('protocol_data', pos, n_protocol_data, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_members, pos, end)
     if cython.compiled:
@@ -1017,16 +982,11 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v4(buf, cur, end):
     else:
         f_error_code, n_group_id = _S_hh.unpack_from(buf, pos)
     pos += 4
-    if n_group_id >= 0:
-        if end - pos < n_group_id:
-            raise _w.short_read('group_id', pos, n_group_id, end)
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
+    if 0 <= n_group_id <= end - pos:
+        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
-        raise _w.bad_length('group_id', pos - 2, n_group_id, False)
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_group_state, pos, end)
     if cython.compiled:
@@ -1034,16 +994,11 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v4(buf, cur, end):
     else:
         n_group_state = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_group_state >= 0:
-        if end - pos < n_group_state:
-            raise _w.short_read('group_state', pos, n_group_state, end)
-        try:
-            f_group_state = buf[pos:pos + n_group_state].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_state', pos, exc) from None
+    if 0 <= n_group_state <= end - pos:
+        f_group_state = _w.utf8(buf, pos, n_group_state, 'group_state')
         pos += n_group_state
     else:
-        raise _w.bad_length('group_state', pos - 2, n_group_state, False)
+        raise _w.bad_sized('group_state', pos, n_group_state, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_protocol_type, pos, end)
     if cython.compiled:
@@ -1051,16 +1006,11 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v4(buf, cur, end):
     else:
         n_protocol_type = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_protocol_type >= 0:
-        if end - pos < n_protocol_type:
-            raise _w.short_read('protocol_type', pos, n_protocol_type, end)
-        try:
-            f_protocol_type = buf[pos:pos + n_protocol_type].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('protocol_type', pos, exc) from None
+    if 0 <= n_protocol_type <= end - pos:
+        f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
         pos += n_protocol_type
     else:
-        raise _w.bad_length('protocol_type', pos - 2, n_protocol_type, False)
+        raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_protocol_data, pos, end)
     if cython.compiled:
@@ -1068,16 +1018,11 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v4(buf, cur, end):
     else:
         n_protocol_data = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_protocol_data >= 0:
-        if end - pos < n_protocol_data:
-            raise _w.short_read('protocol_data', pos, n_protocol_data, end)
-        try:
-            f_protocol_data = buf[pos:pos + n_protocol_data].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('protocol_data', pos, exc) from None
+    if 0 <= n_protocol_data <= end - pos:
+        f_protocol_data = _w.utf8(buf, pos, n_protocol_data, 'protocol_data')
         pos += n_protocol_data
     else:
-        raise _w.bad_length('protocol_data', pos - 2, n_protocol_data, False)
+        raise _w.bad_sized('protocol_data', pos, n_protocol_data, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_members, pos, end)
     if cython.compiled:
@@ -1213,7 +1158,10 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v5(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_group_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('group_id', buf, pos, end)
@@ -1222,17 +1170,15 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v5(buf, cur, end):
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
-    if n_group_id >= 0:
-        if end - pos < n_group_id:
-            raise _w.short_read('group_id', pos, n_group_id, end)
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
+    if 0 <= n_group_id <= end - pos:
+        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
-        raise _w.bad_length('group_id', pos - 1, n_group_id, False)
-    if cython.compiled:
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_group_state = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('group_state', buf, pos, end)
@@ -1241,17 +1187,15 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v5(buf, cur, end):
     else:
         n_group_state, pos = _w.read_uvarint(buf, pos, end, 'group_state')
         n_group_state -= 1
-    if n_group_state >= 0:
-        if end - pos < n_group_state:
-            raise _w.short_read('group_state', pos, n_group_state, end)
-        try:
-            f_group_state = buf[pos:pos + n_group_state].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_state', pos, exc) from None
+    if 0 <= n_group_state <= end - pos:
+        f_group_state = _w.utf8(buf, pos, n_group_state, 'group_state')
         pos += n_group_state
     else:
-        raise _w.bad_length('group_state', pos - 1, n_group_state, False)
-    if cython.compiled:
+        raise _w.bad_sized('group_state', pos, n_group_state, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_protocol_type = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('protocol_type', buf, pos, end)
@@ -1260,17 +1204,15 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v5(buf, cur, end):
     else:
         n_protocol_type, pos = _w.read_uvarint(buf, pos, end, 'protocol_type')
         n_protocol_type -= 1
-    if n_protocol_type >= 0:
-        if end - pos < n_protocol_type:
-            raise _w.short_read('protocol_type', pos, n_protocol_type, end)
-        try:
-            f_protocol_type = buf[pos:pos + n_protocol_type].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('protocol_type', pos, exc) from None
+    if 0 <= n_protocol_type <= end - pos:
+        f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
         pos += n_protocol_type
     else:
-        raise _w.bad_length('protocol_type', pos - 1, n_protocol_type, False)
-    if cython.compiled:
+        raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_protocol_data = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('protocol_data', buf, pos, end)
@@ -1279,17 +1221,15 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v5(buf, cur, end):
     else:
         n_protocol_data, pos = _w.read_uvarint(buf, pos, end, 'protocol_data')
         n_protocol_data -= 1
-    if n_protocol_data >= 0:
-        if end - pos < n_protocol_data:
-            raise _w.short_read('protocol_data', pos, n_protocol_data, end)
-        try:
-            f_protocol_data = buf[pos:pos + n_protocol_data].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('protocol_data', pos, exc) from None
+    if 0 <= n_protocol_data <= end - pos:
+        f_protocol_data = _w.utf8(buf, pos, n_protocol_data, 'protocol_data')
         pos += n_protocol_data
     else:
-        raise _w.bad_length('protocol_data', pos - 1, n_protocol_data, False)
-    if cython.compiled:
+        raise _w.bad_sized('protocol_data', pos, n_protocol_data, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_members = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('members', buf, pos, end)
@@ -1356,6 +1296,8 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v5(obj, out):
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.group_id", n_group_id)
     if cython.compiled:
         _put_uvarint(out, n_group_id + 1)
+    elif 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
@@ -1370,6 +1312,8 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v5(obj, out):
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.group_state", n_group_state)
     if cython.compiled:
         _put_uvarint(out, n_group_state + 1)
+    elif 0 <= n_group_state + 1 < 128:
+        out.append(n_group_state + 1)
     else:
         _w.put_uvarint(out, n_group_state + 1)
     if n_group_state > 0:
@@ -1384,6 +1328,8 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v5(obj, out):
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.protocol_type", n_protocol_type)
     if cython.compiled:
         _put_uvarint(out, n_protocol_type + 1)
+    elif 0 <= n_protocol_type + 1 < 128:
+        out.append(n_protocol_type + 1)
     else:
         _w.put_uvarint(out, n_protocol_type + 1)
     if n_protocol_type > 0:
@@ -1398,6 +1344,8 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v5(obj, out):
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.protocol_data", n_protocol_data)
     if cython.compiled:
         _put_uvarint(out, n_protocol_data + 1)
+    elif 0 <= n_protocol_data + 1 < 128:
+        out.append(n_protocol_data + 1)
     else:
         _w.put_uvarint(out, n_protocol_data + 1)
     if n_protocol_data > 0:
@@ -1409,6 +1357,8 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v5(obj, out):
         n_members = len(f_members)
     if cython.compiled:
         _put_uvarint(out, n_members + 1)
+    elif 0 <= n_members + 1 < 128:
+        out.append(n_members + 1)
     else:
         _w.put_uvarint(out, n_members + 1)
     for item in f_members:
@@ -1434,7 +1384,10 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v6(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('error_message', buf, pos, end)
@@ -1443,19 +1396,17 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v6(buf, cur, end):
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 1, n_error_message, True)
-    if cython.compiled:
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_group_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('group_id', buf, pos, end)
@@ -1464,17 +1415,15 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v6(buf, cur, end):
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
-    if n_group_id >= 0:
-        if end - pos < n_group_id:
-            raise _w.short_read('group_id', pos, n_group_id, end)
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
+    if 0 <= n_group_id <= end - pos:
+        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
-        raise _w.bad_length('group_id', pos - 1, n_group_id, False)
-    if cython.compiled:
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_group_state = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('group_state', buf, pos, end)
@@ -1483,17 +1432,15 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v6(buf, cur, end):
     else:
         n_group_state, pos = _w.read_uvarint(buf, pos, end, 'group_state')
         n_group_state -= 1
-    if n_group_state >= 0:
-        if end - pos < n_group_state:
-            raise _w.short_read('group_state', pos, n_group_state, end)
-        try:
-            f_group_state = buf[pos:pos + n_group_state].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_state', pos, exc) from None
+    if 0 <= n_group_state <= end - pos:
+        f_group_state = _w.utf8(buf, pos, n_group_state, 'group_state')
         pos += n_group_state
     else:
-        raise _w.bad_length('group_state', pos - 1, n_group_state, False)
-    if cython.compiled:
+        raise _w.bad_sized('group_state', pos, n_group_state, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_protocol_type = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('protocol_type', buf, pos, end)
@@ -1502,17 +1449,15 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v6(buf, cur, end):
     else:
         n_protocol_type, pos = _w.read_uvarint(buf, pos, end, 'protocol_type')
         n_protocol_type -= 1
-    if n_protocol_type >= 0:
-        if end - pos < n_protocol_type:
-            raise _w.short_read('protocol_type', pos, n_protocol_type, end)
-        try:
-            f_protocol_type = buf[pos:pos + n_protocol_type].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('protocol_type', pos, exc) from None
+    if 0 <= n_protocol_type <= end - pos:
+        f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
         pos += n_protocol_type
     else:
-        raise _w.bad_length('protocol_type', pos - 1, n_protocol_type, False)
-    if cython.compiled:
+        raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_protocol_data = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('protocol_data', buf, pos, end)
@@ -1521,17 +1466,15 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v6(buf, cur, end):
     else:
         n_protocol_data, pos = _w.read_uvarint(buf, pos, end, 'protocol_data')
         n_protocol_data -= 1
-    if n_protocol_data >= 0:
-        if end - pos < n_protocol_data:
-            raise _w.short_read('protocol_data', pos, n_protocol_data, end)
-        try:
-            f_protocol_data = buf[pos:pos + n_protocol_data].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('protocol_data', pos, exc) from None
+    if 0 <= n_protocol_data <= end - pos:
+        f_protocol_data = _w.utf8(buf, pos, n_protocol_data, 'protocol_data')
         pos += n_protocol_data
     else:
-        raise _w.bad_length('protocol_data', pos - 1, n_protocol_data, False)
-    if cython.compiled:
+        raise _w.bad_sized('protocol_data', pos, n_protocol_data, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_members = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('members', buf, pos, end)
@@ -1596,6 +1539,8 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v6(obj, out):
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.error_message", n_error_message)
     if cython.compiled:
         _put_uvarint(out, n_error_message + 1)
+    elif 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
@@ -1610,6 +1555,8 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v6(obj, out):
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.group_id", n_group_id)
     if cython.compiled:
         _put_uvarint(out, n_group_id + 1)
+    elif 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
@@ -1624,6 +1571,8 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v6(obj, out):
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.group_state", n_group_state)
     if cython.compiled:
         _put_uvarint(out, n_group_state + 1)
+    elif 0 <= n_group_state + 1 < 128:
+        out.append(n_group_state + 1)
     else:
         _w.put_uvarint(out, n_group_state + 1)
     if n_group_state > 0:
@@ -1638,6 +1587,8 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v6(obj, out):
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.protocol_type", n_protocol_type)
     if cython.compiled:
         _put_uvarint(out, n_protocol_type + 1)
+    elif 0 <= n_protocol_type + 1 < 128:
+        out.append(n_protocol_type + 1)
     else:
         _w.put_uvarint(out, n_protocol_type + 1)
     if n_protocol_type > 0:
@@ -1652,6 +1603,8 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v6(obj, out):
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.protocol_data", n_protocol_data)
     if cython.compiled:
         _put_uvarint(out, n_protocol_data + 1)
+    elif 0 <= n_protocol_data + 1 < 128:
+        out.append(n_protocol_data + 1)
     else:
         _w.put_uvarint(out, n_protocol_data + 1)
     if n_protocol_data > 0:
@@ -1663,6 +1616,8 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v6(obj, out):
         n_members = len(f_members)
     if cython.compiled:
         _put_uvarint(out, n_members + 1)
+    elif 0 <= n_members + 1 < 128:
+        out.append(n_members + 1)
     else:
         _w.put_uvarint(out, n_members + 1)
     for item in f_members:
@@ -1688,16 +1643,11 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v0(buf, cur, end):
     else:
         n_member_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_member_id >= 0:
-        if end - pos < n_member_id:
-            raise _w.short_read('member_id', pos, n_member_id, end)
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
+    if 0 <= n_member_id <= end - pos:
+        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
-        raise _w.bad_length('member_id', pos - 2, n_member_id, False)
+        raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_client_id, pos, end)
     if cython.compiled:
@@ -1705,16 +1655,11 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v0(buf, cur, end):
     else:
         n_client_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_client_id >= 0:
-        if end - pos < n_client_id:
-            raise _w.short_read('client_id', pos, n_client_id, end)
-        try:
-            f_client_id = buf[pos:pos + n_client_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('client_id', pos, exc) from None
+    if 0 <= n_client_id <= end - pos:
+        f_client_id = _w.utf8(buf, pos, n_client_id, 'client_id')
         pos += n_client_id
     else:
-        raise _w.bad_length('client_id', pos - 2, n_client_id, False)
+        raise _w.bad_sized('client_id', pos, n_client_id, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_client_host, pos, end)
     if cython.compiled:
@@ -1722,16 +1667,11 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v0(buf, cur, end):
     else:
         n_client_host = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_client_host >= 0:
-        if end - pos < n_client_host:
-            raise _w.short_read('client_host', pos, n_client_host, end)
-        try:
-            f_client_host = buf[pos:pos + n_client_host].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('client_host', pos, exc) from None
+    if 0 <= n_client_host <= end - pos:
+        f_client_host = _w.utf8(buf, pos, n_client_host, 'client_host')
         pos += n_client_host
     else:
-        raise _w.bad_length('client_host', pos - 2, n_client_host, False)
+        raise _w.bad_sized('client_host', pos, n_client_host, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_member_metadata, pos, end)
     if cython.compiled:
@@ -1739,13 +1679,11 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v0(buf, cur, end):
     else:
         n_member_metadata = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if n_member_metadata >= 0:
-        if end - pos < n_member_metadata:
-            raise _w.short_read('member_metadata', pos, n_member_metadata, end)
+    if 0 <= n_member_metadata <= end - pos:
         f_member_metadata = buf[pos:pos + n_member_metadata]
         pos += n_member_metadata
     else:
-        raise _w.bad_length('member_metadata', pos - 4, n_member_metadata, False)
+        raise _w.bad_sized('member_metadata', pos, n_member_metadata, end, 4, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_member_assignment, pos, end)
     if cython.compiled:
@@ -1753,13 +1691,11 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v0(buf, cur, end):
     else:
         n_member_assignment = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if n_member_assignment >= 0:
-        if end - pos < n_member_assignment:
-            raise _w.short_read('member_assignment', pos, n_member_assignment, end)
+    if 0 <= n_member_assignment <= end - pos:
         f_member_assignment = buf[pos:pos + n_member_assignment]
         pos += n_member_assignment
     else:
-        raise _w.bad_length('member_assignment', pos - 4, n_member_assignment, False)
+        raise _w.bad_sized('member_assignment', pos, n_member_assignment, end, 4, False)
     obj = DescribeGroupsResponse_DescribedGroupMember.__new__(DescribeGroupsResponse_DescribedGroupMember)
     obj.member_id = f_member_id
     obj.group_instance_id = None
@@ -1857,16 +1793,11 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v4(buf, cur, end):
     else:
         n_member_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_member_id >= 0:
-        if end - pos < n_member_id:
-            raise _w.short_read('member_id', pos, n_member_id, end)
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
+    if 0 <= n_member_id <= end - pos:
+        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
-        raise _w.bad_length('member_id', pos - 2, n_member_id, False)
+        raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_group_instance_id, pos, end)
     if cython.compiled:
@@ -1874,18 +1805,13 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v4(buf, cur, end):
     else:
         n_group_instance_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_group_instance_id >= 0:
-        if end - pos < n_group_instance_id:
-            raise _w.short_read('group_instance_id', pos, n_group_instance_id, end)
-        try:
-            f_group_instance_id = buf[pos:pos + n_group_instance_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_instance_id', pos, exc) from None
+    if 0 <= n_group_instance_id <= end - pos:
+        f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
     else:
-        raise _w.bad_length('group_instance_id', pos - 2, n_group_instance_id, True)
+        raise _w.bad_sized('group_instance_id', pos, n_group_instance_id, end, 2, True)
     if end - pos < 2:
         raise _w.short_run(_RUN_client_id, pos, end)
     if cython.compiled:
@@ -1893,16 +1819,11 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v4(buf, cur, end):
     else:
         n_client_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_client_id >= 0:
-        if end - pos < n_client_id:
-            raise _w.short_read('client_id', pos, n_client_id, end)
-        try:
-            f_client_id = buf[pos:pos + n_client_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('client_id', pos, exc) from None
+    if 0 <= n_client_id <= end - pos:
+        f_client_id = _w.utf8(buf, pos, n_client_id, 'client_id')
         pos += n_client_id
     else:
-        raise _w.bad_length('client_id', pos - 2, n_client_id, False)
+        raise _w.bad_sized('client_id', pos, n_client_id, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_client_host, pos, end)
     if cython.compiled:
@@ -1910,16 +1831,11 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v4(buf, cur, end):
     else:
         n_client_host = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_client_host >= 0:
-        if end - pos < n_client_host:
-            raise _w.short_read('client_host', pos, n_client_host, end)
-        try:
-            f_client_host = buf[pos:pos + n_client_host].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('client_host', pos, exc) from None
+    if 0 <= n_client_host <= end - pos:
+        f_client_host = _w.utf8(buf, pos, n_client_host, 'client_host')
         pos += n_client_host
     else:
-        raise _w.bad_length('client_host', pos - 2, n_client_host, False)
+        raise _w.bad_sized('client_host', pos, n_client_host, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_member_metadata, pos, end)
     if cython.compiled:
@@ -1927,13 +1843,11 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v4(buf, cur, end):
     else:
         n_member_metadata = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if n_member_metadata >= 0:
-        if end - pos < n_member_metadata:
-            raise _w.short_read('member_metadata', pos, n_member_metadata, end)
+    if 0 <= n_member_metadata <= end - pos:
         f_member_metadata = buf[pos:pos + n_member_metadata]
         pos += n_member_metadata
     else:
-        raise _w.bad_length('member_metadata', pos - 4, n_member_metadata, False)
+        raise _w.bad_sized('member_metadata', pos, n_member_metadata, end, 4, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_member_assignment, pos, end)
     if cython.compiled:
@@ -1941,13 +1855,11 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v4(buf, cur, end):
     else:
         n_member_assignment = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if n_member_assignment >= 0:
-        if end - pos < n_member_assignment:
-            raise _w.short_read('member_assignment', pos, n_member_assignment, end)
+    if 0 <= n_member_assignment <= end - pos:
         f_member_assignment = buf[pos:pos + n_member_assignment]
         pos += n_member_assignment
     else:
-        raise _w.bad_length('member_assignment', pos - 4, n_member_assignment, False)
+        raise _w.bad_sized('member_assignment', pos, n_member_assignment, end, 4, False)
     obj = DescribeGroupsResponse_DescribedGroupMember.__new__(DescribeGroupsResponse_DescribedGroupMember)
     obj.member_id = f_member_id
     obj.group_instance_id = f_group_instance_id
@@ -2053,7 +1965,10 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v4(obj, out):
 def _dec_DescribeGroupsResponse_DescribedGroupMember_v5(buf, cur, end):
     """Decode DescribeGroupsResponse.DescribedGroup.DescribedGroupMember (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_member_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('member_id', buf, pos, end)
@@ -2062,17 +1977,15 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v5(buf, cur, end):
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
-    if n_member_id >= 0:
-        if end - pos < n_member_id:
-            raise _w.short_read('member_id', pos, n_member_id, end)
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
+    if 0 <= n_member_id <= end - pos:
+        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
-        raise _w.bad_length('member_id', pos - 1, n_member_id, False)
-    if cython.compiled:
+        raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_group_instance_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('group_instance_id', buf, pos, end)
@@ -2081,19 +1994,17 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v5(buf, cur, end):
     else:
         n_group_instance_id, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
         n_group_instance_id -= 1
-    if n_group_instance_id >= 0:
-        if end - pos < n_group_instance_id:
-            raise _w.short_read('group_instance_id', pos, n_group_instance_id, end)
-        try:
-            f_group_instance_id = buf[pos:pos + n_group_instance_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_instance_id', pos, exc) from None
+    if 0 <= n_group_instance_id <= end - pos:
+        f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
     else:
-        raise _w.bad_length('group_instance_id', pos - 1, n_group_instance_id, True)
-    if cython.compiled:
+        raise _w.bad_sized('group_instance_id', pos, n_group_instance_id, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_client_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('client_id', buf, pos, end)
@@ -2102,17 +2013,15 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v5(buf, cur, end):
     else:
         n_client_id, pos = _w.read_uvarint(buf, pos, end, 'client_id')
         n_client_id -= 1
-    if n_client_id >= 0:
-        if end - pos < n_client_id:
-            raise _w.short_read('client_id', pos, n_client_id, end)
-        try:
-            f_client_id = buf[pos:pos + n_client_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('client_id', pos, exc) from None
+    if 0 <= n_client_id <= end - pos:
+        f_client_id = _w.utf8(buf, pos, n_client_id, 'client_id')
         pos += n_client_id
     else:
-        raise _w.bad_length('client_id', pos - 1, n_client_id, False)
-    if cython.compiled:
+        raise _w.bad_sized('client_id', pos, n_client_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_client_host = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('client_host', buf, pos, end)
@@ -2121,17 +2030,15 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v5(buf, cur, end):
     else:
         n_client_host, pos = _w.read_uvarint(buf, pos, end, 'client_host')
         n_client_host -= 1
-    if n_client_host >= 0:
-        if end - pos < n_client_host:
-            raise _w.short_read('client_host', pos, n_client_host, end)
-        try:
-            f_client_host = buf[pos:pos + n_client_host].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('client_host', pos, exc) from None
+    if 0 <= n_client_host <= end - pos:
+        f_client_host = _w.utf8(buf, pos, n_client_host, 'client_host')
         pos += n_client_host
     else:
-        raise _w.bad_length('client_host', pos - 1, n_client_host, False)
-    if cython.compiled:
+        raise _w.bad_sized('client_host', pos, n_client_host, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_member_metadata = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('member_metadata', buf, pos, end)
@@ -2140,14 +2047,15 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v5(buf, cur, end):
     else:
         n_member_metadata, pos = _w.read_uvarint(buf, pos, end, 'member_metadata')
         n_member_metadata -= 1
-    if n_member_metadata >= 0:
-        if end - pos < n_member_metadata:
-            raise _w.short_read('member_metadata', pos, n_member_metadata, end)
+    if 0 <= n_member_metadata <= end - pos:
         f_member_metadata = buf[pos:pos + n_member_metadata]
         pos += n_member_metadata
     else:
-        raise _w.bad_length('member_metadata', pos - 1, n_member_metadata, False)
-    if cython.compiled:
+        raise _w.bad_sized('member_metadata', pos, n_member_metadata, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_member_assignment = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('member_assignment', buf, pos, end)
@@ -2156,13 +2064,11 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v5(buf, cur, end):
     else:
         n_member_assignment, pos = _w.read_uvarint(buf, pos, end, 'member_assignment')
         n_member_assignment -= 1
-    if n_member_assignment >= 0:
-        if end - pos < n_member_assignment:
-            raise _w.short_read('member_assignment', pos, n_member_assignment, end)
+    if 0 <= n_member_assignment <= end - pos:
         f_member_assignment = buf[pos:pos + n_member_assignment]
         pos += n_member_assignment
     else:
-        raise _w.bad_length('member_assignment', pos - 1, n_member_assignment, False)
+        raise _w.bad_sized('member_assignment', pos, n_member_assignment, end, 1, False)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -2194,6 +2100,8 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v5(obj, out):
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.member_id", n_member_id)
     if cython.compiled:
         _put_uvarint(out, n_member_id + 1)
+    elif 0 <= n_member_id + 1 < 128:
+        out.append(n_member_id + 1)
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
@@ -2208,6 +2116,8 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v5(obj, out):
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.group_instance_id", n_group_instance_id)
     if cython.compiled:
         _put_uvarint(out, n_group_instance_id + 1)
+    elif 0 <= n_group_instance_id + 1 < 128:
+        out.append(n_group_instance_id + 1)
     else:
         _w.put_uvarint(out, n_group_instance_id + 1)
     if n_group_instance_id > 0:
@@ -2222,6 +2132,8 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v5(obj, out):
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.client_id", n_client_id)
     if cython.compiled:
         _put_uvarint(out, n_client_id + 1)
+    elif 0 <= n_client_id + 1 < 128:
+        out.append(n_client_id + 1)
     else:
         _w.put_uvarint(out, n_client_id + 1)
     if n_client_id > 0:
@@ -2236,6 +2148,8 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v5(obj, out):
             raise _w.string_too_long("DescribeGroupsResponse.DescribedGroup.DescribedGroupMember.client_host", n_client_host)
     if cython.compiled:
         _put_uvarint(out, n_client_host + 1)
+    elif 0 <= n_client_host + 1 < 128:
+        out.append(n_client_host + 1)
     else:
         _w.put_uvarint(out, n_client_host + 1)
     if n_client_host > 0:
@@ -2247,6 +2161,8 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v5(obj, out):
         n_member_metadata = len(f_member_metadata)
     if cython.compiled:
         _put_uvarint(out, n_member_metadata + 1)
+    elif 0 <= n_member_metadata + 1 < 128:
+        out.append(n_member_metadata + 1)
     else:
         _w.put_uvarint(out, n_member_metadata + 1)
     if n_member_metadata > 0:
@@ -2258,6 +2174,8 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v5(obj, out):
         n_member_assignment = len(f_member_assignment)
     if cython.compiled:
         _put_uvarint(out, n_member_assignment + 1)
+    elif 0 <= n_member_assignment + 1 < 128:
+        out.append(n_member_assignment + 1)
     else:
         _w.put_uvarint(out, n_member_assignment + 1)
     if n_member_assignment > 0:
@@ -2276,7 +2194,7 @@ class DescribeGroupsRequest(Message):
 
     Attributes:
         groups ([]string, v0-6): The ids of the groups to describe.
-        include_authorized_operations (bool, v3-6): 
+        include_authorized_operations (bool, v3-6): Whether the response should say which operations the caller may perform.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -2318,7 +2236,7 @@ class DescribeGroupsResponse_DescribedGroupMember(Struct):
 
     Attributes:
         member_id (string, v0-6): The member id.
-        group_instance_id (string, v4-6, nullable v4-6): 
+        group_instance_id (string, v4-6, nullable v4-6): The static member id (KIP-345) configured by the member, or null for a dynamic member.
         client_id (string, v0-6): The client id of the member's last JoinGroup.
         client_host (string, v0-6): The member's address as the broker saw it, e.g. "/127.0.0.1".
         member_metadata (bytes, v0-6): The member's metadata for the chosen protocol; empty unless Stable.
@@ -2369,7 +2287,7 @@ class DescribeGroupsResponse_DescribedGroup(Struct):
         protocol_type (string, v0-6): The group's protocol type, or empty.
         protocol_data (string, v0-6): The chosen protocol when the group is Stable, otherwise empty.
         members ([]DescribedGroupMember, v0-6): The members of the group.
-        authorized_operations (int32, v3-6): 
+        authorized_operations (int32, v3-6): A bit field of the ACL operations the caller may perform on the resource; -2147483648 when not requested.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -2419,7 +2337,7 @@ class DescribeGroupsResponse(Message):
     Flexible (compact lengths, tagged fields) in v5-6.
 
     Attributes:
-        throttle_time_ms (int32, v1-6): 
+        throttle_time_ms (int32, v1-6): How long the response was held back by a quota, in milliseconds (0 if not throttled).
         groups ([]DescribedGroup, v0-6): One entry per requested group.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """

@@ -118,7 +118,10 @@ def _enc_DescribeLogDirsRequest_v0(obj, out):
 def _dec_DescribeLogDirsRequest_v2(buf, cur, end):
     """Decode DescribeLogDirsRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -164,6 +167,8 @@ def _enc_DescribeLogDirsRequest_v2(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     if n_topics > 0:
@@ -185,16 +190,11 @@ def _dec_DescribeLogDirsRequest_DescribableLogDirTopic_v0(buf, cur, end):
     else:
         n_topic = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_topic >= 0:
-        if end - pos < n_topic:
-            raise _w.short_read('topic', pos, n_topic, end)
-        try:
-            f_topic = buf[pos:pos + n_topic].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic', pos, exc) from None
+    if 0 <= n_topic <= end - pos:
+        f_topic = _w.utf8(buf, pos, n_topic, 'topic')
         pos += n_topic
     else:
-        raise _w.bad_length('topic', pos - 2, n_topic, False)
+        raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_partitions, pos, end)
     if cython.compiled:
@@ -257,7 +257,10 @@ def _enc_DescribeLogDirsRequest_DescribableLogDirTopic_v0(obj, out):
 def _dec_DescribeLogDirsRequest_DescribableLogDirTopic_v2(buf, cur, end):
     """Decode DescribeLogDirsRequest.DescribableLogDirTopic (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topic = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic', buf, pos, end)
@@ -266,17 +269,15 @@ def _dec_DescribeLogDirsRequest_DescribableLogDirTopic_v2(buf, cur, end):
     else:
         n_topic, pos = _w.read_uvarint(buf, pos, end, 'topic')
         n_topic -= 1
-    if n_topic >= 0:
-        if end - pos < n_topic:
-            raise _w.short_read('topic', pos, n_topic, end)
-        try:
-            f_topic = buf[pos:pos + n_topic].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic', pos, exc) from None
+    if 0 <= n_topic <= end - pos:
+        f_topic = _w.utf8(buf, pos, n_topic, 'topic')
         pos += n_topic
     else:
-        raise _w.bad_length('topic', pos - 1, n_topic, False)
-    if cython.compiled:
+        raise _w.bad_sized('topic', pos, n_topic, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -319,6 +320,8 @@ def _enc_DescribeLogDirsRequest_DescribableLogDirTopic_v2(obj, out):
             raise _w.string_too_long("DescribeLogDirsRequest.DescribableLogDirTopic.topic", n_topic)
     if cython.compiled:
         _put_uvarint(out, n_topic + 1)
+    elif 0 <= n_topic + 1 < 128:
+        out.append(n_topic + 1)
     else:
         _w.put_uvarint(out, n_topic + 1)
     if n_topic > 0:
@@ -330,6 +333,8 @@ def _enc_DescribeLogDirsRequest_DescribableLogDirTopic_v2(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     if cython.compiled:
@@ -404,7 +409,10 @@ def _dec_DescribeLogDirsResponse_v2(buf, cur, end):
     else:
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_results = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('results', buf, pos, end)
@@ -454,6 +462,8 @@ def _enc_DescribeLogDirsResponse_v2(obj, out):
         n_results = len(f_results)
     if cython.compiled:
         _put_uvarint(out, n_results + 1)
+    elif 0 <= n_results + 1 < 128:
+        out.append(n_results + 1)
     else:
         _w.put_uvarint(out, n_results + 1)
     for item in f_results:
@@ -475,7 +485,10 @@ def _dec_DescribeLogDirsResponse_v3(buf, cur, end):
     else:
         f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_results = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('results', buf, pos, end)
@@ -526,6 +539,8 @@ def _enc_DescribeLogDirsResponse_v3(obj, out):
         n_results = len(f_results)
     if cython.compiled:
         _put_uvarint(out, n_results + 1)
+    elif 0 <= n_results + 1 < 128:
+        out.append(n_results + 1)
     else:
         _w.put_uvarint(out, n_results + 1)
     for item in f_results:
@@ -547,7 +562,10 @@ def _dec_DescribeLogDirsResponse_v4(buf, cur, end):
     else:
         f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_results = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('results', buf, pos, end)
@@ -598,6 +616,8 @@ def _enc_DescribeLogDirsResponse_v4(obj, out):
         n_results = len(f_results)
     if cython.compiled:
         _put_uvarint(out, n_results + 1)
+    elif 0 <= n_results + 1 < 128:
+        out.append(n_results + 1)
     else:
         _w.put_uvarint(out, n_results + 1)
     for item in f_results:
@@ -619,7 +639,10 @@ def _dec_DescribeLogDirsResponse_v5(buf, cur, end):
     else:
         f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_results = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('results', buf, pos, end)
@@ -670,6 +693,8 @@ def _enc_DescribeLogDirsResponse_v5(obj, out):
         n_results = len(f_results)
     if cython.compiled:
         _put_uvarint(out, n_results + 1)
+    elif 0 <= n_results + 1 < 128:
+        out.append(n_results + 1)
     else:
         _w.put_uvarint(out, n_results + 1)
     for item in f_results:
@@ -691,16 +716,11 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v0(buf, cur, end):
     else:
         f_error_code, n_log_dir = _S_hh.unpack_from(buf, pos)
     pos += 4
-    if n_log_dir >= 0:
-        if end - pos < n_log_dir:
-            raise _w.short_read('log_dir', pos, n_log_dir, end)
-        try:
-            f_log_dir = buf[pos:pos + n_log_dir].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('log_dir', pos, exc) from None
+    if 0 <= n_log_dir <= end - pos:
+        f_log_dir = _w.utf8(buf, pos, n_log_dir, 'log_dir')
         pos += n_log_dir
     else:
-        raise _w.bad_length('log_dir', pos - 2, n_log_dir, False)
+        raise _w.bad_sized('log_dir', pos, n_log_dir, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -775,7 +795,10 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v2(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_log_dir = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('log_dir', buf, pos, end)
@@ -784,17 +807,15 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v2(buf, cur, end):
     else:
         n_log_dir, pos = _w.read_uvarint(buf, pos, end, 'log_dir')
         n_log_dir -= 1
-    if n_log_dir >= 0:
-        if end - pos < n_log_dir:
-            raise _w.short_read('log_dir', pos, n_log_dir, end)
-        try:
-            f_log_dir = buf[pos:pos + n_log_dir].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('log_dir', pos, exc) from None
+    if 0 <= n_log_dir <= end - pos:
+        f_log_dir = _w.utf8(buf, pos, n_log_dir, 'log_dir')
         pos += n_log_dir
     else:
-        raise _w.bad_length('log_dir', pos - 1, n_log_dir, False)
-    if cython.compiled:
+        raise _w.bad_sized('log_dir', pos, n_log_dir, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -850,6 +871,8 @@ def _enc_DescribeLogDirsResponse_DescribeLogDirsResult_v2(obj, out):
             raise _w.string_too_long("DescribeLogDirsResponse.DescribeLogDirsResult.log_dir", n_log_dir)
     if cython.compiled:
         _put_uvarint(out, n_log_dir + 1)
+    elif 0 <= n_log_dir + 1 < 128:
+        out.append(n_log_dir + 1)
     else:
         _w.put_uvarint(out, n_log_dir + 1)
     if n_log_dir > 0:
@@ -861,6 +884,8 @@ def _enc_DescribeLogDirsResponse_DescribeLogDirsResult_v2(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -881,7 +906,10 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v4(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_log_dir = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('log_dir', buf, pos, end)
@@ -890,17 +918,15 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v4(buf, cur, end):
     else:
         n_log_dir, pos = _w.read_uvarint(buf, pos, end, 'log_dir')
         n_log_dir -= 1
-    if n_log_dir >= 0:
-        if end - pos < n_log_dir:
-            raise _w.short_read('log_dir', pos, n_log_dir, end)
-        try:
-            f_log_dir = buf[pos:pos + n_log_dir].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('log_dir', pos, exc) from None
+    if 0 <= n_log_dir <= end - pos:
+        f_log_dir = _w.utf8(buf, pos, n_log_dir, 'log_dir')
         pos += n_log_dir
     else:
-        raise _w.bad_length('log_dir', pos - 1, n_log_dir, False)
-    if cython.compiled:
+        raise _w.bad_sized('log_dir', pos, n_log_dir, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -964,6 +990,8 @@ def _enc_DescribeLogDirsResponse_DescribeLogDirsResult_v4(obj, out):
             raise _w.string_too_long("DescribeLogDirsResponse.DescribeLogDirsResult.log_dir", n_log_dir)
     if cython.compiled:
         _put_uvarint(out, n_log_dir + 1)
+    elif 0 <= n_log_dir + 1 < 128:
+        out.append(n_log_dir + 1)
     else:
         _w.put_uvarint(out, n_log_dir + 1)
     if n_log_dir > 0:
@@ -975,6 +1003,8 @@ def _enc_DescribeLogDirsResponse_DescribeLogDirsResult_v4(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -1001,7 +1031,10 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v5(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_log_dir = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('log_dir', buf, pos, end)
@@ -1010,17 +1043,15 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v5(buf, cur, end):
     else:
         n_log_dir, pos = _w.read_uvarint(buf, pos, end, 'log_dir')
         n_log_dir -= 1
-    if n_log_dir >= 0:
-        if end - pos < n_log_dir:
-            raise _w.short_read('log_dir', pos, n_log_dir, end)
-        try:
-            f_log_dir = buf[pos:pos + n_log_dir].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('log_dir', pos, exc) from None
+    if 0 <= n_log_dir <= end - pos:
+        f_log_dir = _w.utf8(buf, pos, n_log_dir, 'log_dir')
         pos += n_log_dir
     else:
-        raise _w.bad_length('log_dir', pos - 1, n_log_dir, False)
-    if cython.compiled:
+        raise _w.bad_sized('log_dir', pos, n_log_dir, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -1088,6 +1119,8 @@ def _enc_DescribeLogDirsResponse_DescribeLogDirsResult_v5(obj, out):
             raise _w.string_too_long("DescribeLogDirsResponse.DescribeLogDirsResult.log_dir", n_log_dir)
     if cython.compiled:
         _put_uvarint(out, n_log_dir + 1)
+    elif 0 <= n_log_dir + 1 < 128:
+        out.append(n_log_dir + 1)
     else:
         _w.put_uvarint(out, n_log_dir + 1)
     if n_log_dir > 0:
@@ -1099,6 +1132,8 @@ def _enc_DescribeLogDirsResponse_DescribeLogDirsResult_v5(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -1126,16 +1161,11 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v0(buf, cur, end):
     else:
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 2, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_partitions, pos, end)
     if cython.compiled:
@@ -1198,7 +1228,10 @@ def _enc_DescribeLogDirsResponse_DescribeLogDirsTopic_v0(obj, out):
 def _dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v2(buf, cur, end):
     """Decode DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -1207,17 +1240,15 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v2(buf, cur, end):
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 1, n_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('name', pos, n_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -1264,6 +1295,8 @@ def _enc_DescribeLogDirsResponse_DescribeLogDirsTopic_v2(obj, out):
             raise _w.string_too_long("DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -1275,6 +1308,8 @@ def _enc_DescribeLogDirsResponse_DescribeLogDirsTopic_v2(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
@@ -1379,7 +1414,7 @@ class DescribeLogDirsRequest_DescribableLogDirTopic(Struct):
 
     Attributes:
         topic (string, v0-5): 
-        partitions ([]int32, v0-5): 
+        partitions ([]int32, v0-5, formerly PartitionIndex): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -1567,7 +1602,7 @@ class DescribeLogDirsResponse(Message):
     Deprecated (removed by Kafka 4.0) in v0.
 
     Attributes:
-        throttle_time_ms (int32, v0-5): 
+        throttle_time_ms (int32, v0-5): How long the response was held back by a quota, in milliseconds (0 if not throttled).
         error_code (int16, v3-5): 
         results ([]DescribeLogDirsResult, v0-5): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.

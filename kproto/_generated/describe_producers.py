@@ -52,7 +52,10 @@ _RUN_throttle_time_ms = (('throttle_time_ms', 0, 4),)
 def _dec_DescribeProducersRequest_v0(buf, cur, end):
     """Decode DescribeProducersRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -95,6 +98,8 @@ def _enc_DescribeProducersRequest_v0(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -108,7 +113,10 @@ def _enc_DescribeProducersRequest_v0(obj, out):
 def _dec_DescribeProducersRequest_TopicRequest_v0(buf, cur, end):
     """Decode DescribeProducersRequest.TopicRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -117,17 +125,15 @@ def _dec_DescribeProducersRequest_TopicRequest_v0(buf, cur, end):
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 1, n_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('name', pos, n_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_partition_indexes = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partition_indexes', buf, pos, end)
@@ -170,6 +176,8 @@ def _enc_DescribeProducersRequest_TopicRequest_v0(obj, out):
             raise _w.string_too_long("DescribeProducersRequest.TopicRequest.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -181,6 +189,8 @@ def _enc_DescribeProducersRequest_TopicRequest_v0(obj, out):
         n_partition_indexes = len(f_partition_indexes)
     if cython.compiled:
         _put_uvarint(out, n_partition_indexes + 1)
+    elif 0 <= n_partition_indexes + 1 < 128:
+        out.append(n_partition_indexes + 1)
     else:
         _w.put_uvarint(out, n_partition_indexes + 1)
     if cython.compiled:
@@ -205,7 +215,10 @@ def _dec_DescribeProducersResponse_v0(buf, cur, end):
     else:
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -254,6 +267,8 @@ def _enc_DescribeProducersResponse_v0(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -267,7 +282,10 @@ def _enc_DescribeProducersResponse_v0(obj, out):
 def _dec_DescribeProducersResponse_TopicResponse_v0(buf, cur, end):
     """Decode DescribeProducersResponse.TopicResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -276,17 +294,15 @@ def _dec_DescribeProducersResponse_TopicResponse_v0(buf, cur, end):
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 1, n_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('name', pos, n_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -333,6 +349,8 @@ def _enc_DescribeProducersResponse_TopicResponse_v0(obj, out):
             raise _w.string_too_long("DescribeProducersResponse.TopicResponse.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -344,6 +362,8 @@ def _enc_DescribeProducersResponse_TopicResponse_v0(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
@@ -365,7 +385,10 @@ def _dec_DescribeProducersResponse_PartitionResponse_v0(buf, cur, end):
     else:
         f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('error_message', buf, pos, end)
@@ -374,19 +397,17 @@ def _dec_DescribeProducersResponse_PartitionResponse_v0(buf, cur, end):
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 1, n_error_message, True)
-    if cython.compiled:
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_active_producers = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('active_producers', buf, pos, end)
@@ -441,6 +462,8 @@ def _enc_DescribeProducersResponse_PartitionResponse_v0(obj, out):
             raise _w.string_too_long("DescribeProducersResponse.TopicResponse.PartitionResponse.error_message", n_error_message)
     if cython.compiled:
         _put_uvarint(out, n_error_message + 1)
+    elif 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
@@ -452,6 +475,8 @@ def _enc_DescribeProducersResponse_PartitionResponse_v0(obj, out):
         n_active_producers = len(f_active_producers)
     if cython.compiled:
         _put_uvarint(out, n_active_producers + 1)
+    elif 0 <= n_active_producers + 1 < 128:
+        out.append(n_active_producers + 1)
     else:
         _w.put_uvarint(out, n_active_producers + 1)
     for item in f_active_producers:
@@ -586,7 +611,7 @@ class DescribeProducersResponse_ProducerState(Struct):
 
     Attributes:
         producer_id (int64, v0): 
-        producer_epoch (int32, v0): 
+        producer_epoch (int32, v0): The epoch of the producer id; a newer epoch fences older instances of the same producer.
         last_sequence (int32, v0): 
         last_timestamp (int64, v0): 
         coordinator_epoch (int32, v0): 
@@ -701,7 +726,7 @@ class DescribeProducersResponse(Message):
     Flexible (compact lengths, tagged fields) in v0.
 
     Attributes:
-        throttle_time_ms (int32, v0): 
+        throttle_time_ms (int32, v0): How long the response was held back by a quota, in milliseconds (0 if not throttled).
         topics ([]TopicResponse, v0): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """

@@ -66,7 +66,10 @@ _RUN_replica_id__log_end_offset = (('replica_id', 0, 4), ('log_end_offset', 4, 8
 def _dec_DescribeQuorumRequest_v0(buf, cur, end):
     """Decode DescribeQuorumRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -109,6 +112,8 @@ def _enc_DescribeQuorumRequest_v0(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -122,7 +127,10 @@ def _enc_DescribeQuorumRequest_v0(obj, out):
 def _dec_DescribeQuorumRequest_TopicData_v0(buf, cur, end):
     """Decode DescribeQuorumRequest.TopicData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topic_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic_name', buf, pos, end)
@@ -131,17 +139,15 @@ def _dec_DescribeQuorumRequest_TopicData_v0(buf, cur, end):
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
-    if n_topic_name >= 0:
-        if end - pos < n_topic_name:
-            raise _w.short_read('topic_name', pos, n_topic_name, end)
-        try:
-            f_topic_name = buf[pos:pos + n_topic_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic_name', pos, exc) from None
+    if 0 <= n_topic_name <= end - pos:
+        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
-        raise _w.bad_length('topic_name', pos - 1, n_topic_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -188,6 +194,8 @@ def _enc_DescribeQuorumRequest_TopicData_v0(obj, out):
             raise _w.string_too_long("DescribeQuorumRequest.TopicData.topic_name", n_topic_name)
     if cython.compiled:
         _put_uvarint(out, n_topic_name + 1)
+    elif 0 <= n_topic_name + 1 < 128:
+        out.append(n_topic_name + 1)
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
@@ -199,6 +207,8 @@ def _enc_DescribeQuorumRequest_TopicData_v0(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
@@ -256,7 +266,10 @@ def _dec_DescribeQuorumResponse_v0(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -309,6 +322,8 @@ def _enc_DescribeQuorumResponse_v0(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -329,7 +344,10 @@ def _dec_DescribeQuorumResponse_v1(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -382,6 +400,8 @@ def _enc_DescribeQuorumResponse_v1(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -402,7 +422,10 @@ def _dec_DescribeQuorumResponse_v2(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('error_message', buf, pos, end)
@@ -411,19 +434,17 @@ def _dec_DescribeQuorumResponse_v2(buf, cur, end):
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 1, n_error_message, True)
-    if cython.compiled:
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -443,7 +464,10 @@ def _dec_DescribeQuorumResponse_v2(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_nodes = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('nodes', buf, pos, end)
@@ -497,6 +521,8 @@ def _enc_DescribeQuorumResponse_v2(obj, out):
             raise _w.string_too_long("DescribeQuorumResponse.error_message", n_error_message)
     if cython.compiled:
         _put_uvarint(out, n_error_message + 1)
+    elif 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
@@ -508,6 +534,8 @@ def _enc_DescribeQuorumResponse_v2(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -519,6 +547,8 @@ def _enc_DescribeQuorumResponse_v2(obj, out):
         n_nodes = len(f_nodes)
     if cython.compiled:
         _put_uvarint(out, n_nodes + 1)
+    elif 0 <= n_nodes + 1 < 128:
+        out.append(n_nodes + 1)
     else:
         _w.put_uvarint(out, n_nodes + 1)
     for item in f_nodes:
@@ -532,7 +562,10 @@ def _enc_DescribeQuorumResponse_v2(obj, out):
 def _dec_DescribeQuorumResponse_TopicData_v0(buf, cur, end):
     """Decode DescribeQuorumResponse.TopicData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topic_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic_name', buf, pos, end)
@@ -541,17 +574,15 @@ def _dec_DescribeQuorumResponse_TopicData_v0(buf, cur, end):
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
-    if n_topic_name >= 0:
-        if end - pos < n_topic_name:
-            raise _w.short_read('topic_name', pos, n_topic_name, end)
-        try:
-            f_topic_name = buf[pos:pos + n_topic_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic_name', pos, exc) from None
+    if 0 <= n_topic_name <= end - pos:
+        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
-        raise _w.bad_length('topic_name', pos - 1, n_topic_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -598,6 +629,8 @@ def _enc_DescribeQuorumResponse_TopicData_v0(obj, out):
             raise _w.string_too_long("DescribeQuorumResponse.TopicData.topic_name", n_topic_name)
     if cython.compiled:
         _put_uvarint(out, n_topic_name + 1)
+    elif 0 <= n_topic_name + 1 < 128:
+        out.append(n_topic_name + 1)
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
@@ -609,6 +642,8 @@ def _enc_DescribeQuorumResponse_TopicData_v0(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
@@ -622,7 +657,10 @@ def _enc_DescribeQuorumResponse_TopicData_v0(obj, out):
 def _dec_DescribeQuorumResponse_TopicData_v1(buf, cur, end):
     """Decode DescribeQuorumResponse.TopicData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topic_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic_name', buf, pos, end)
@@ -631,17 +669,15 @@ def _dec_DescribeQuorumResponse_TopicData_v1(buf, cur, end):
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
-    if n_topic_name >= 0:
-        if end - pos < n_topic_name:
-            raise _w.short_read('topic_name', pos, n_topic_name, end)
-        try:
-            f_topic_name = buf[pos:pos + n_topic_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic_name', pos, exc) from None
+    if 0 <= n_topic_name <= end - pos:
+        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
-        raise _w.bad_length('topic_name', pos - 1, n_topic_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -688,6 +724,8 @@ def _enc_DescribeQuorumResponse_TopicData_v1(obj, out):
             raise _w.string_too_long("DescribeQuorumResponse.TopicData.topic_name", n_topic_name)
     if cython.compiled:
         _put_uvarint(out, n_topic_name + 1)
+    elif 0 <= n_topic_name + 1 < 128:
+        out.append(n_topic_name + 1)
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
@@ -699,6 +737,8 @@ def _enc_DescribeQuorumResponse_TopicData_v1(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
@@ -712,7 +752,10 @@ def _enc_DescribeQuorumResponse_TopicData_v1(obj, out):
 def _dec_DescribeQuorumResponse_TopicData_v2(buf, cur, end):
     """Decode DescribeQuorumResponse.TopicData (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topic_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic_name', buf, pos, end)
@@ -721,17 +764,15 @@ def _dec_DescribeQuorumResponse_TopicData_v2(buf, cur, end):
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
-    if n_topic_name >= 0:
-        if end - pos < n_topic_name:
-            raise _w.short_read('topic_name', pos, n_topic_name, end)
-        try:
-            f_topic_name = buf[pos:pos + n_topic_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic_name', pos, exc) from None
+    if 0 <= n_topic_name <= end - pos:
+        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
-        raise _w.bad_length('topic_name', pos - 1, n_topic_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -778,6 +819,8 @@ def _enc_DescribeQuorumResponse_TopicData_v2(obj, out):
             raise _w.string_too_long("DescribeQuorumResponse.TopicData.topic_name", n_topic_name)
     if cython.compiled:
         _put_uvarint(out, n_topic_name + 1)
+    elif 0 <= n_topic_name + 1 < 128:
+        out.append(n_topic_name + 1)
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
@@ -789,6 +832,8 @@ def _enc_DescribeQuorumResponse_TopicData_v2(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
@@ -813,7 +858,10 @@ def _dec_DescribeQuorumResponse_PartitionData_v0(buf, cur, end):
     else:
         f_partition_index, f_error_code, f_leader_id, f_leader_epoch, f_high_watermark = _S_ihiiq.unpack_from(buf, pos)
     pos += 22
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_current_voters = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('current_voters', buf, pos, end)
@@ -833,7 +881,10 @@ def _dec_DescribeQuorumResponse_PartitionData_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("current_voters[%d]" % i)
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_observers = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('observers', buf, pos, end)
@@ -892,6 +943,8 @@ def _enc_DescribeQuorumResponse_PartitionData_v0(obj, out):
         n_current_voters = len(f_current_voters)
     if cython.compiled:
         _put_uvarint(out, n_current_voters + 1)
+    elif 0 <= n_current_voters + 1 < 128:
+        out.append(n_current_voters + 1)
     else:
         _w.put_uvarint(out, n_current_voters + 1)
     for item in f_current_voters:
@@ -903,6 +956,8 @@ def _enc_DescribeQuorumResponse_PartitionData_v0(obj, out):
         n_observers = len(f_observers)
     if cython.compiled:
         _put_uvarint(out, n_observers + 1)
+    elif 0 <= n_observers + 1 < 128:
+        out.append(n_observers + 1)
     else:
         _w.put_uvarint(out, n_observers + 1)
     for item in f_observers:
@@ -927,7 +982,10 @@ def _dec_DescribeQuorumResponse_PartitionData_v1(buf, cur, end):
     else:
         f_partition_index, f_error_code, f_leader_id, f_leader_epoch, f_high_watermark = _S_ihiiq.unpack_from(buf, pos)
     pos += 22
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_current_voters = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('current_voters', buf, pos, end)
@@ -947,7 +1005,10 @@ def _dec_DescribeQuorumResponse_PartitionData_v1(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("current_voters[%d]" % i)
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_observers = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('observers', buf, pos, end)
@@ -1006,6 +1067,8 @@ def _enc_DescribeQuorumResponse_PartitionData_v1(obj, out):
         n_current_voters = len(f_current_voters)
     if cython.compiled:
         _put_uvarint(out, n_current_voters + 1)
+    elif 0 <= n_current_voters + 1 < 128:
+        out.append(n_current_voters + 1)
     else:
         _w.put_uvarint(out, n_current_voters + 1)
     for item in f_current_voters:
@@ -1017,6 +1080,8 @@ def _enc_DescribeQuorumResponse_PartitionData_v1(obj, out):
         n_observers = len(f_observers)
     if cython.compiled:
         _put_uvarint(out, n_observers + 1)
+    elif 0 <= n_observers + 1 < 128:
+        out.append(n_observers + 1)
     else:
         _w.put_uvarint(out, n_observers + 1)
     for item in f_observers:
@@ -1038,7 +1103,10 @@ def _dec_DescribeQuorumResponse_PartitionData_v2(buf, cur, end):
     else:
         f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('error_message', buf, pos, end)
@@ -1047,18 +1115,13 @@ def _dec_DescribeQuorumResponse_PartitionData_v2(buf, cur, end):
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 1, n_error_message, True)
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
     if end - pos < 16:
         raise _w.short_run(_RUN_leader_id__high_watermark, pos, end)
     if cython.compiled:
@@ -1068,7 +1131,10 @@ def _dec_DescribeQuorumResponse_PartitionData_v2(buf, cur, end):
     else:
         f_leader_id, f_leader_epoch, f_high_watermark = _S_iiq.unpack_from(buf, pos)
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_current_voters = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('current_voters', buf, pos, end)
@@ -1088,7 +1154,10 @@ def _dec_DescribeQuorumResponse_PartitionData_v2(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("current_voters[%d]" % i)
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_observers = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('observers', buf, pos, end)
@@ -1147,6 +1216,8 @@ def _enc_DescribeQuorumResponse_PartitionData_v2(obj, out):
             raise _w.string_too_long("DescribeQuorumResponse.TopicData.PartitionData.error_message", n_error_message)
     if cython.compiled:
         _put_uvarint(out, n_error_message + 1)
+    elif 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
@@ -1165,6 +1236,8 @@ def _enc_DescribeQuorumResponse_PartitionData_v2(obj, out):
         n_current_voters = len(f_current_voters)
     if cython.compiled:
         _put_uvarint(out, n_current_voters + 1)
+    elif 0 <= n_current_voters + 1 < 128:
+        out.append(n_current_voters + 1)
     else:
         _w.put_uvarint(out, n_current_voters + 1)
     for item in f_current_voters:
@@ -1176,6 +1249,8 @@ def _enc_DescribeQuorumResponse_PartitionData_v2(obj, out):
         n_observers = len(f_observers)
     if cython.compiled:
         _put_uvarint(out, n_observers + 1)
+    elif 0 <= n_observers + 1 < 128:
+        out.append(n_observers + 1)
     else:
         _w.put_uvarint(out, n_observers + 1)
     for item in f_observers:
@@ -1352,7 +1427,10 @@ def _dec_DescribeQuorumResponse_Node_v2(buf, cur, end):
     else:
         f_node_id = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_listeners = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('listeners', buf, pos, end)
@@ -1401,6 +1479,8 @@ def _enc_DescribeQuorumResponse_Node_v2(obj, out):
         n_listeners = len(f_listeners)
     if cython.compiled:
         _put_uvarint(out, n_listeners + 1)
+    elif 0 <= n_listeners + 1 < 128:
+        out.append(n_listeners + 1)
     else:
         _w.put_uvarint(out, n_listeners + 1)
     for item in f_listeners:
@@ -1414,7 +1494,10 @@ def _enc_DescribeQuorumResponse_Node_v2(obj, out):
 def _dec_DescribeQuorumResponse_Listener_v2(buf, cur, end):
     """Decode DescribeQuorumResponse.Node.Listener (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -1423,17 +1506,15 @@ def _dec_DescribeQuorumResponse_Listener_v2(buf, cur, end):
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 1, n_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('name', pos, n_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_host = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('host', buf, pos, end)
@@ -1442,16 +1523,11 @@ def _dec_DescribeQuorumResponse_Listener_v2(buf, cur, end):
     else:
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
-    if n_host >= 0:
-        if end - pos < n_host:
-            raise _w.short_read('host', pos, n_host, end)
-        try:
-            f_host = buf[pos:pos + n_host].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('host', pos, exc) from None
+    if 0 <= n_host <= end - pos:
+        f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
-        raise _w.bad_length('host', pos - 1, n_host, False)
+        raise _w.bad_sized('host', pos, n_host, end, 1, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_port, pos, end)
     if cython.compiled:
@@ -1487,6 +1563,8 @@ def _enc_DescribeQuorumResponse_Listener_v2(obj, out):
             raise _w.string_too_long("DescribeQuorumResponse.Node.Listener.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -1501,6 +1579,8 @@ def _enc_DescribeQuorumResponse_Listener_v2(obj, out):
             raise _w.string_too_long("DescribeQuorumResponse.Node.Listener.host", n_host)
     if cython.compiled:
         _put_uvarint(out, n_host + 1)
+    elif 0 <= n_host + 1 < 128:
+        out.append(n_host + 1)
     else:
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
@@ -1616,7 +1696,7 @@ class DescribeQuorumResponse_ReplicaState(Struct):
 
     Attributes:
         replica_id (int32, v0-2): 
-        replica_directory_id (uuid, v2): 
+        replica_directory_id (uuid, v2): The id of the log directory that holds the replica (KIP-858/KIP-853).
         log_end_offset (int64, v0-2): 
         last_fetch_timestamp (int64, v1-2): 
         last_caught_up_timestamp (int64, v1-2): 

@@ -60,7 +60,10 @@ _RUN_topic_authorized_operations = (('topic_authorized_operations', 0, 4),)
 def _dec_DescribeTopicPartitionsRequest_v0(buf, cur, end):
     """Decode DescribeTopicPartitionsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -124,6 +127,8 @@ def _enc_DescribeTopicPartitionsRequest_v0(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -147,7 +152,10 @@ def _enc_DescribeTopicPartitionsRequest_v0(obj, out):
 def _dec_DescribeTopicPartitionsRequest_TopicRequest_v0(buf, cur, end):
     """Decode DescribeTopicPartitionsRequest.TopicRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -156,16 +164,11 @@ def _dec_DescribeTopicPartitionsRequest_TopicRequest_v0(buf, cur, end):
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 1, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 1, False)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -192,6 +195,8 @@ def _enc_DescribeTopicPartitionsRequest_TopicRequest_v0(obj, out):
             raise _w.string_too_long("DescribeTopicPartitionsRequest.TopicRequest.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -205,7 +210,10 @@ def _enc_DescribeTopicPartitionsRequest_TopicRequest_v0(obj, out):
 def _dec_DescribeTopicPartitionsRequest_Cursor_v0(buf, cur, end):
     """Decode DescribeTopicPartitionsRequest.Cursor (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topic_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic_name', buf, pos, end)
@@ -214,16 +222,11 @@ def _dec_DescribeTopicPartitionsRequest_Cursor_v0(buf, cur, end):
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
-    if n_topic_name >= 0:
-        if end - pos < n_topic_name:
-            raise _w.short_read('topic_name', pos, n_topic_name, end)
-        try:
-            f_topic_name = buf[pos:pos + n_topic_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic_name', pos, exc) from None
+    if 0 <= n_topic_name <= end - pos:
+        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
-        raise _w.bad_length('topic_name', pos - 1, n_topic_name, False)
+        raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_partition_index, pos, end)
     if cython.compiled:
@@ -258,6 +261,8 @@ def _enc_DescribeTopicPartitionsRequest_Cursor_v0(obj, out):
             raise _w.string_too_long("DescribeTopicPartitionsRequest.Cursor.topic_name", n_topic_name)
     if cython.compiled:
         _put_uvarint(out, n_topic_name + 1)
+    elif 0 <= n_topic_name + 1 < 128:
+        out.append(n_topic_name + 1)
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
@@ -283,7 +288,10 @@ def _dec_DescribeTopicPartitionsResponse_v0(buf, cur, end):
     else:
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -351,6 +359,8 @@ def _enc_DescribeTopicPartitionsResponse_v0(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -380,7 +390,10 @@ def _dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic_v0
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -389,18 +402,13 @@ def _dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic_v0
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     elif n_name == -1:
         f_name = None
     else:
-        raise _w.bad_length('name', pos - 1, n_name, True)
+        raise _w.bad_sized('name', pos, n_name, end, 1, True)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
@@ -415,7 +423,10 @@ def _dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic_v0
     if f_is_internal != 0 and f_is_internal != 1:
         raise _w.bad_bool('is_internal', pos - 1, f_is_internal)
     b_is_internal = f_is_internal == 1
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -478,6 +489,8 @@ def _enc_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic_v0
             raise _w.string_too_long("DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -495,6 +508,8 @@ def _enc_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic_v0
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
@@ -523,7 +538,10 @@ def _dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartitio
     else:
         f_error_code, f_partition_index, f_leader_id, f_leader_epoch = _S_hiii.unpack_from(buf, pos)
     pos += 14
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_replica_nodes = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('replica_nodes', buf, pos, end)
@@ -539,7 +557,10 @@ def _dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartitio
     else:
         f_replica_nodes = list(_unpack_from(">%di" % n_replica_nodes, buf, pos))
     pos += n_replica_nodes * 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_isr_nodes = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('isr_nodes', buf, pos, end)
@@ -555,7 +576,10 @@ def _dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartitio
     else:
         f_isr_nodes = list(_unpack_from(">%di" % n_isr_nodes, buf, pos))
     pos += n_isr_nodes * 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_eligible_leader_replicas = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('eligible_leader_replicas', buf, pos, end)
@@ -574,7 +598,10 @@ def _dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartitio
         else:
             f_eligible_leader_replicas = list(_unpack_from(">%di" % n_eligible_leader_replicas, buf, pos))
         pos += n_eligible_leader_replicas * 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_last_known_elr = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('last_known_elr', buf, pos, end)
@@ -593,7 +620,10 @@ def _dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartitio
         else:
             f_last_known_elr = list(_unpack_from(">%di" % n_last_known_elr, buf, pos))
         pos += n_last_known_elr * 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_offline_replicas = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('offline_replicas', buf, pos, end)
@@ -648,6 +678,8 @@ def _enc_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartitio
         n_replica_nodes = len(f_replica_nodes)
     if cython.compiled:
         _put_uvarint(out, n_replica_nodes + 1)
+    elif 0 <= n_replica_nodes + 1 < 128:
+        out.append(n_replica_nodes + 1)
     else:
         _w.put_uvarint(out, n_replica_nodes + 1)
     if cython.compiled:
@@ -663,6 +695,8 @@ def _enc_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartitio
         n_isr_nodes = len(f_isr_nodes)
     if cython.compiled:
         _put_uvarint(out, n_isr_nodes + 1)
+    elif 0 <= n_isr_nodes + 1 < 128:
+        out.append(n_isr_nodes + 1)
     else:
         _w.put_uvarint(out, n_isr_nodes + 1)
     if cython.compiled:
@@ -678,6 +712,8 @@ def _enc_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartitio
         n_eligible_leader_replicas = len(f_eligible_leader_replicas)
     if cython.compiled:
         _put_uvarint(out, n_eligible_leader_replicas + 1)
+    elif 0 <= n_eligible_leader_replicas + 1 < 128:
+        out.append(n_eligible_leader_replicas + 1)
     else:
         _w.put_uvarint(out, n_eligible_leader_replicas + 1)
     if n_eligible_leader_replicas > 0:
@@ -694,6 +730,8 @@ def _enc_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartitio
         n_last_known_elr = len(f_last_known_elr)
     if cython.compiled:
         _put_uvarint(out, n_last_known_elr + 1)
+    elif 0 <= n_last_known_elr + 1 < 128:
+        out.append(n_last_known_elr + 1)
     else:
         _w.put_uvarint(out, n_last_known_elr + 1)
     if n_last_known_elr > 0:
@@ -710,6 +748,8 @@ def _enc_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartitio
         n_offline_replicas = len(f_offline_replicas)
     if cython.compiled:
         _put_uvarint(out, n_offline_replicas + 1)
+    elif 0 <= n_offline_replicas + 1 < 128:
+        out.append(n_offline_replicas + 1)
     else:
         _w.put_uvarint(out, n_offline_replicas + 1)
     if cython.compiled:
@@ -727,7 +767,10 @@ def _enc_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartitio
 def _dec_DescribeTopicPartitionsResponse_Cursor_v0(buf, cur, end):
     """Decode DescribeTopicPartitionsResponse.Cursor (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topic_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic_name', buf, pos, end)
@@ -736,16 +779,11 @@ def _dec_DescribeTopicPartitionsResponse_Cursor_v0(buf, cur, end):
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
-    if n_topic_name >= 0:
-        if end - pos < n_topic_name:
-            raise _w.short_read('topic_name', pos, n_topic_name, end)
-        try:
-            f_topic_name = buf[pos:pos + n_topic_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic_name', pos, exc) from None
+    if 0 <= n_topic_name <= end - pos:
+        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
-        raise _w.bad_length('topic_name', pos - 1, n_topic_name, False)
+        raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_partition_index, pos, end)
     if cython.compiled:
@@ -780,6 +818,8 @@ def _enc_DescribeTopicPartitionsResponse_Cursor_v0(obj, out):
             raise _w.string_too_long("DescribeTopicPartitionsResponse.Cursor.topic_name", n_topic_name)
     if cython.compiled:
         _put_uvarint(out, n_topic_name + 1)
+    elif 0 <= n_topic_name + 1 < 128:
+        out.append(n_topic_name + 1)
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
@@ -908,7 +948,7 @@ class DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition(S
         isr_nodes ([]int32, v0): 
         eligible_leader_replicas ([]int32, v0, nullable v0): 
         last_known_elr ([]int32, v0, nullable v0): 
-        offline_replicas ([]int32, v0): 
+        offline_replicas ([]int32, v0): The replicas whose log directory is offline.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -1035,7 +1075,7 @@ class DescribeTopicPartitionsResponse(Message):
     Flexible (compact lengths, tagged fields) in v0.
 
     Attributes:
-        throttle_time_ms (int32, v0): 
+        throttle_time_ms (int32, v0): How long the response was held back by a quota, in milliseconds (0 if not throttled).
         topics ([]DescribeTopicPartitionsResponseTopic, v0): 
         next_cursor (Cursor, v0, nullable v0): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.

@@ -52,7 +52,10 @@ _RUN_transaction_timeout_ms__producer_epoch = (('transaction_timeout_ms', 0, 4),
 def _dec_DescribeTransactionsRequest_v0(buf, cur, end):
     """Decode DescribeTransactionsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_transactional_ids = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('transactional_ids', buf, pos, end)
@@ -65,7 +68,10 @@ def _dec_DescribeTransactionsRequest_v0(buf, cur, end):
         raise _w.bad_count('transactional_ids', pos - 1, n_transactional_ids, end, 1, 1)
     f_transactional_ids = []
     for i in range(n_transactional_ids):
-        if cython.compiled:
+        if pos < end and buf[pos] < 128:
+            m = buf[pos] - 1
+            pos += 1
+        elif cython.compiled:
             v = _read_uvarint(buf, pos, end)
             if v < 0:
                 raise _w.bad_uvarint("transactional_ids[%d]" % i, buf, pos, end)
@@ -75,13 +81,8 @@ def _dec_DescribeTransactionsRequest_v0(buf, cur, end):
             m, pos = _w.read_uvarint(buf, pos, end, "transactional_ids[%d]" % i)
             m -= 1
         if m < 0 or end - pos < m:
-            if m < 0:
-                raise _w.bad_length("transactional_ids[%d]" % i, pos - 1, m, False)
-            raise _w.short_read("transactional_ids[%d]" % i, pos, m, end)
-        try:
-            f_transactional_ids.append(buf[pos:pos + m].decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8("transactional_ids[%d]" % i, pos, exc) from None
+            raise _w.bad_sized("transactional_ids[%d]" % i, pos, m, end, 1, False)
+        f_transactional_ids.append(_w.utf8(buf, pos, m, "transactional_ids[%d]" % i))
         pos += m
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -106,6 +107,8 @@ def _enc_DescribeTransactionsRequest_v0(obj, out):
         n_transactional_ids = len(f_transactional_ids)
     if cython.compiled:
         _put_uvarint(out, n_transactional_ids + 1)
+    elif 0 <= n_transactional_ids + 1 < 128:
+        out.append(n_transactional_ids + 1)
     else:
         _w.put_uvarint(out, n_transactional_ids + 1)
     for item in f_transactional_ids:
@@ -115,6 +118,8 @@ def _enc_DescribeTransactionsRequest_v0(obj, out):
             raise _w.string_too_long("DescribeTransactionsRequest.transactional_ids[]", m)
         if cython.compiled:
             _put_uvarint(out, m + 1)
+        elif 0 <= m + 1 < 128:
+            out.append(m + 1)
         else:
             _w.put_uvarint(out, m + 1)
         out += data
@@ -134,7 +139,10 @@ def _dec_DescribeTransactionsResponse_v0(buf, cur, end):
     else:
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_transaction_states = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('transaction_states', buf, pos, end)
@@ -183,6 +191,8 @@ def _enc_DescribeTransactionsResponse_v0(obj, out):
         n_transaction_states = len(f_transaction_states)
     if cython.compiled:
         _put_uvarint(out, n_transaction_states + 1)
+    elif 0 <= n_transaction_states + 1 < 128:
+        out.append(n_transaction_states + 1)
     else:
         _w.put_uvarint(out, n_transaction_states + 1)
     for item in f_transaction_states:
@@ -203,7 +213,10 @@ def _dec_DescribeTransactionsResponse_TransactionState_v0(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_transactional_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('transactional_id', buf, pos, end)
@@ -212,17 +225,15 @@ def _dec_DescribeTransactionsResponse_TransactionState_v0(buf, cur, end):
     else:
         n_transactional_id, pos = _w.read_uvarint(buf, pos, end, 'transactional_id')
         n_transactional_id -= 1
-    if n_transactional_id >= 0:
-        if end - pos < n_transactional_id:
-            raise _w.short_read('transactional_id', pos, n_transactional_id, end)
-        try:
-            f_transactional_id = buf[pos:pos + n_transactional_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('transactional_id', pos, exc) from None
+    if 0 <= n_transactional_id <= end - pos:
+        f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
         pos += n_transactional_id
     else:
-        raise _w.bad_length('transactional_id', pos - 1, n_transactional_id, False)
-    if cython.compiled:
+        raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_transaction_state = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('transaction_state', buf, pos, end)
@@ -231,16 +242,11 @@ def _dec_DescribeTransactionsResponse_TransactionState_v0(buf, cur, end):
     else:
         n_transaction_state, pos = _w.read_uvarint(buf, pos, end, 'transaction_state')
         n_transaction_state -= 1
-    if n_transaction_state >= 0:
-        if end - pos < n_transaction_state:
-            raise _w.short_read('transaction_state', pos, n_transaction_state, end)
-        try:
-            f_transaction_state = buf[pos:pos + n_transaction_state].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('transaction_state', pos, exc) from None
+    if 0 <= n_transaction_state <= end - pos:
+        f_transaction_state = _w.utf8(buf, pos, n_transaction_state, 'transaction_state')
         pos += n_transaction_state
     else:
-        raise _w.bad_length('transaction_state', pos - 1, n_transaction_state, False)
+        raise _w.bad_sized('transaction_state', pos, n_transaction_state, end, 1, False)
     if end - pos < 22:
         raise _w.short_run(_RUN_transaction_timeout_ms__producer_epoch, pos, end)
     if cython.compiled:
@@ -251,7 +257,10 @@ def _dec_DescribeTransactionsResponse_TransactionState_v0(buf, cur, end):
     else:
         f_transaction_timeout_ms, f_transaction_start_time_ms, f_producer_id, f_producer_epoch = _S_iqqh.unpack_from(buf, pos)
     pos += 22
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -309,6 +318,8 @@ def _enc_DescribeTransactionsResponse_TransactionState_v0(obj, out):
             raise _w.string_too_long("DescribeTransactionsResponse.TransactionState.transactional_id", n_transactional_id)
     if cython.compiled:
         _put_uvarint(out, n_transactional_id + 1)
+    elif 0 <= n_transactional_id + 1 < 128:
+        out.append(n_transactional_id + 1)
     else:
         _w.put_uvarint(out, n_transactional_id + 1)
     if n_transactional_id > 0:
@@ -323,6 +334,8 @@ def _enc_DescribeTransactionsResponse_TransactionState_v0(obj, out):
             raise _w.string_too_long("DescribeTransactionsResponse.TransactionState.transaction_state", n_transaction_state)
     if cython.compiled:
         _put_uvarint(out, n_transaction_state + 1)
+    elif 0 <= n_transaction_state + 1 < 128:
+        out.append(n_transaction_state + 1)
     else:
         _w.put_uvarint(out, n_transaction_state + 1)
     if n_transaction_state > 0:
@@ -342,6 +355,8 @@ def _enc_DescribeTransactionsResponse_TransactionState_v0(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -355,7 +370,10 @@ def _enc_DescribeTransactionsResponse_TransactionState_v0(obj, out):
 def _dec_DescribeTransactionsResponse_TopicData_v0(buf, cur, end):
     """Decode DescribeTransactionsResponse.TransactionState.TopicData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topic = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic', buf, pos, end)
@@ -364,17 +382,15 @@ def _dec_DescribeTransactionsResponse_TopicData_v0(buf, cur, end):
     else:
         n_topic, pos = _w.read_uvarint(buf, pos, end, 'topic')
         n_topic -= 1
-    if n_topic >= 0:
-        if end - pos < n_topic:
-            raise _w.short_read('topic', pos, n_topic, end)
-        try:
-            f_topic = buf[pos:pos + n_topic].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic', pos, exc) from None
+    if 0 <= n_topic <= end - pos:
+        f_topic = _w.utf8(buf, pos, n_topic, 'topic')
         pos += n_topic
     else:
-        raise _w.bad_length('topic', pos - 1, n_topic, False)
-    if cython.compiled:
+        raise _w.bad_sized('topic', pos, n_topic, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -417,6 +433,8 @@ def _enc_DescribeTransactionsResponse_TopicData_v0(obj, out):
             raise _w.string_too_long("DescribeTransactionsResponse.TransactionState.TopicData.topic", n_topic)
     if cython.compiled:
         _put_uvarint(out, n_topic + 1)
+    elif 0 <= n_topic + 1 < 128:
+        out.append(n_topic + 1)
     else:
         _w.put_uvarint(out, n_topic + 1)
     if n_topic > 0:
@@ -428,6 +446,8 @@ def _enc_DescribeTransactionsResponse_TopicData_v0(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     if cython.compiled:
@@ -518,7 +538,7 @@ class DescribeTransactionsResponse_TransactionState(Struct):
         transaction_timeout_ms (int32, v0): 
         transaction_start_time_ms (int64, v0): 
         producer_id (int64, v0): 
-        producer_epoch (int16, v0): 
+        producer_epoch (int16, v0): The epoch of the producer id; a newer epoch fences older instances of the same producer.
         topics ([]TopicData, v0): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
@@ -569,7 +589,7 @@ class DescribeTransactionsResponse(Message):
     Flexible (compact lengths, tagged fields) in v0.
 
     Attributes:
-        throttle_time_ms (int32, v0): 
+        throttle_time_ms (int32, v0): How long the response was held back by a quota, in milliseconds (0 if not throttled).
         transaction_states ([]TransactionState, v0): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """

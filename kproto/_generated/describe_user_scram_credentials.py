@@ -52,7 +52,10 @@ _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 
 def _dec_DescribeUserScramCredentialsRequest_v0(buf, cur, end):
     """Decode DescribeUserScramCredentialsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_users = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('users', buf, pos, end)
@@ -98,6 +101,8 @@ def _enc_DescribeUserScramCredentialsRequest_v0(obj, out):
         n_users = len(f_users)
     if cython.compiled:
         _put_uvarint(out, n_users + 1)
+    elif 0 <= n_users + 1 < 128:
+        out.append(n_users + 1)
     else:
         _w.put_uvarint(out, n_users + 1)
     if n_users > 0:
@@ -112,7 +117,10 @@ def _enc_DescribeUserScramCredentialsRequest_v0(obj, out):
 def _dec_DescribeUserScramCredentialsRequest_UserName_v0(buf, cur, end):
     """Decode DescribeUserScramCredentialsRequest.UserName (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -121,16 +129,11 @@ def _dec_DescribeUserScramCredentialsRequest_UserName_v0(buf, cur, end):
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 1, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 1, False)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -157,6 +160,8 @@ def _enc_DescribeUserScramCredentialsRequest_UserName_v0(obj, out):
             raise _w.string_too_long("DescribeUserScramCredentialsRequest.UserName.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -178,7 +183,10 @@ def _dec_DescribeUserScramCredentialsResponse_v0(buf, cur, end):
     else:
         f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('error_message', buf, pos, end)
@@ -187,19 +195,17 @@ def _dec_DescribeUserScramCredentialsResponse_v0(buf, cur, end):
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 1, n_error_message, True)
-    if cython.compiled:
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_results = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('results', buf, pos, end)
@@ -254,6 +260,8 @@ def _enc_DescribeUserScramCredentialsResponse_v0(obj, out):
             raise _w.string_too_long("DescribeUserScramCredentialsResponse.error_message", n_error_message)
     if cython.compiled:
         _put_uvarint(out, n_error_message + 1)
+    elif 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
@@ -265,6 +273,8 @@ def _enc_DescribeUserScramCredentialsResponse_v0(obj, out):
         n_results = len(f_results)
     if cython.compiled:
         _put_uvarint(out, n_results + 1)
+    elif 0 <= n_results + 1 < 128:
+        out.append(n_results + 1)
     else:
         _w.put_uvarint(out, n_results + 1)
     for item in f_results:
@@ -278,7 +288,10 @@ def _enc_DescribeUserScramCredentialsResponse_v0(obj, out):
 def _dec_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult_v0(buf, cur, end):
     """Decode DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_user = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('user', buf, pos, end)
@@ -287,16 +300,11 @@ def _dec_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult
     else:
         n_user, pos = _w.read_uvarint(buf, pos, end, 'user')
         n_user -= 1
-    if n_user >= 0:
-        if end - pos < n_user:
-            raise _w.short_read('user', pos, n_user, end)
-        try:
-            f_user = buf[pos:pos + n_user].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('user', pos, exc) from None
+    if 0 <= n_user <= end - pos:
+        f_user = _w.utf8(buf, pos, n_user, 'user')
         pos += n_user
     else:
-        raise _w.bad_length('user', pos - 1, n_user, False)
+        raise _w.bad_sized('user', pos, n_user, end, 1, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -304,7 +312,10 @@ def _dec_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('error_message', buf, pos, end)
@@ -313,19 +324,17 @@ def _dec_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 1, n_error_message, True)
-    if cython.compiled:
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_credential_infos = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('credential_infos', buf, pos, end)
@@ -374,6 +383,8 @@ def _enc_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult
             raise _w.string_too_long("DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult.user", n_user)
     if cython.compiled:
         _put_uvarint(out, n_user + 1)
+    elif 0 <= n_user + 1 < 128:
+        out.append(n_user + 1)
     else:
         _w.put_uvarint(out, n_user + 1)
     if n_user > 0:
@@ -393,6 +404,8 @@ def _enc_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult
             raise _w.string_too_long("DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult.error_message", n_error_message)
     if cython.compiled:
         _put_uvarint(out, n_error_message + 1)
+    elif 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
@@ -404,6 +417,8 @@ def _enc_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult
         n_credential_infos = len(f_credential_infos)
     if cython.compiled:
         _put_uvarint(out, n_credential_infos + 1)
+    elif 0 <= n_credential_infos + 1 < 128:
+        out.append(n_credential_infos + 1)
     else:
         _w.put_uvarint(out, n_credential_infos + 1)
     for item in f_credential_infos:
@@ -591,7 +606,7 @@ class DescribeUserScramCredentialsResponse(Message):
     Flexible (compact lengths, tagged fields) in v0.
 
     Attributes:
-        throttle_time_ms (int32, v0): 
+        throttle_time_ms (int32, v0): How long the response was held back by a quota, in milliseconds (0 if not throttled).
         error_code (int16, v0): 
         error_message (string, v0, nullable v0): 
         results ([]DescribeUserScramCredentialsResult, v0): 

@@ -205,7 +205,10 @@ def _dec_ElectLeadersRequest_v2(buf, cur, end):
     else:
         f_election_type = _S_b.unpack_from(buf, pos)[0]
     pos += 1
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topic_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic_partitions', buf, pos, end)
@@ -265,6 +268,8 @@ def _enc_ElectLeadersRequest_v2(obj, out):
         n_topic_partitions = len(f_topic_partitions)
     if cython.compiled:
         _put_uvarint(out, n_topic_partitions + 1)
+    elif 0 <= n_topic_partitions + 1 < 128:
+        out.append(n_topic_partitions + 1)
     else:
         _w.put_uvarint(out, n_topic_partitions + 1)
     if n_topic_partitions > 0:
@@ -291,16 +296,11 @@ def _dec_ElectLeadersRequest_TopicPartitions_v0(buf, cur, end):
     else:
         n_topic = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_topic >= 0:
-        if end - pos < n_topic:
-            raise _w.short_read('topic', pos, n_topic, end)
-        try:
-            f_topic = buf[pos:pos + n_topic].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic', pos, exc) from None
+    if 0 <= n_topic <= end - pos:
+        f_topic = _w.utf8(buf, pos, n_topic, 'topic')
         pos += n_topic
     else:
-        raise _w.bad_length('topic', pos - 2, n_topic, False)
+        raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_partitions, pos, end)
     if cython.compiled:
@@ -363,7 +363,10 @@ def _enc_ElectLeadersRequest_TopicPartitions_v0(obj, out):
 def _dec_ElectLeadersRequest_TopicPartitions_v2(buf, cur, end):
     """Decode ElectLeadersRequest.TopicPartitions (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topic = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic', buf, pos, end)
@@ -372,17 +375,15 @@ def _dec_ElectLeadersRequest_TopicPartitions_v2(buf, cur, end):
     else:
         n_topic, pos = _w.read_uvarint(buf, pos, end, 'topic')
         n_topic -= 1
-    if n_topic >= 0:
-        if end - pos < n_topic:
-            raise _w.short_read('topic', pos, n_topic, end)
-        try:
-            f_topic = buf[pos:pos + n_topic].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic', pos, exc) from None
+    if 0 <= n_topic <= end - pos:
+        f_topic = _w.utf8(buf, pos, n_topic, 'topic')
         pos += n_topic
     else:
-        raise _w.bad_length('topic', pos - 1, n_topic, False)
-    if cython.compiled:
+        raise _w.bad_sized('topic', pos, n_topic, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -425,6 +426,8 @@ def _enc_ElectLeadersRequest_TopicPartitions_v2(obj, out):
             raise _w.string_too_long("ElectLeadersRequest.TopicPartitions.topic", n_topic)
     if cython.compiled:
         _put_uvarint(out, n_topic + 1)
+    elif 0 <= n_topic + 1 < 128:
+        out.append(n_topic + 1)
     else:
         _w.put_uvarint(out, n_topic + 1)
     if n_topic > 0:
@@ -436,6 +439,8 @@ def _enc_ElectLeadersRequest_TopicPartitions_v2(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     if cython.compiled:
@@ -565,7 +570,10 @@ def _dec_ElectLeadersResponse_v2(buf, cur, end):
     else:
         f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_replica_election_results = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('replica_election_results', buf, pos, end)
@@ -616,6 +624,8 @@ def _enc_ElectLeadersResponse_v2(obj, out):
         n_replica_election_results = len(f_replica_election_results)
     if cython.compiled:
         _put_uvarint(out, n_replica_election_results + 1)
+    elif 0 <= n_replica_election_results + 1 < 128:
+        out.append(n_replica_election_results + 1)
     else:
         _w.put_uvarint(out, n_replica_election_results + 1)
     for item in f_replica_election_results:
@@ -636,16 +646,11 @@ def _dec_ElectLeadersResponse_ReplicaElectionResult_v0(buf, cur, end):
     else:
         n_topic = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_topic >= 0:
-        if end - pos < n_topic:
-            raise _w.short_read('topic', pos, n_topic, end)
-        try:
-            f_topic = buf[pos:pos + n_topic].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic', pos, exc) from None
+    if 0 <= n_topic <= end - pos:
+        f_topic = _w.utf8(buf, pos, n_topic, 'topic')
         pos += n_topic
     else:
-        raise _w.bad_length('topic', pos - 2, n_topic, False)
+        raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_partition_result, pos, end)
     if cython.compiled:
@@ -708,7 +713,10 @@ def _enc_ElectLeadersResponse_ReplicaElectionResult_v0(obj, out):
 def _dec_ElectLeadersResponse_ReplicaElectionResult_v2(buf, cur, end):
     """Decode ElectLeadersResponse.ReplicaElectionResult (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topic = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic', buf, pos, end)
@@ -717,17 +725,15 @@ def _dec_ElectLeadersResponse_ReplicaElectionResult_v2(buf, cur, end):
     else:
         n_topic, pos = _w.read_uvarint(buf, pos, end, 'topic')
         n_topic -= 1
-    if n_topic >= 0:
-        if end - pos < n_topic:
-            raise _w.short_read('topic', pos, n_topic, end)
-        try:
-            f_topic = buf[pos:pos + n_topic].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic', pos, exc) from None
+    if 0 <= n_topic <= end - pos:
+        f_topic = _w.utf8(buf, pos, n_topic, 'topic')
         pos += n_topic
     else:
-        raise _w.bad_length('topic', pos - 1, n_topic, False)
-    if cython.compiled:
+        raise _w.bad_sized('topic', pos, n_topic, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_partition_result = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partition_result', buf, pos, end)
@@ -774,6 +780,8 @@ def _enc_ElectLeadersResponse_ReplicaElectionResult_v2(obj, out):
             raise _w.string_too_long("ElectLeadersResponse.ReplicaElectionResult.topic", n_topic)
     if cython.compiled:
         _put_uvarint(out, n_topic + 1)
+    elif 0 <= n_topic + 1 < 128:
+        out.append(n_topic + 1)
     else:
         _w.put_uvarint(out, n_topic + 1)
     if n_topic > 0:
@@ -785,6 +793,8 @@ def _enc_ElectLeadersResponse_ReplicaElectionResult_v2(obj, out):
         n_partition_result = len(f_partition_result)
     if cython.compiled:
         _put_uvarint(out, n_partition_result + 1)
+    elif 0 <= n_partition_result + 1 < 128:
+        out.append(n_partition_result + 1)
     else:
         _w.put_uvarint(out, n_partition_result + 1)
     for item in f_partition_result:
@@ -807,18 +817,13 @@ def _dec_ElectLeadersResponse_PartitionResult_v0(buf, cur, end):
     else:
         f_partition_id, f_error_code, n_error_message = _S_ihh.unpack_from(buf, pos)
     pos += 8
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 2, n_error_message, True)
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 2, True)
     obj = ElectLeadersResponse_PartitionResult.__new__(ElectLeadersResponse_PartitionResult)
     obj.partition_id = f_partition_id
     obj.error_code = f_error_code
@@ -862,7 +867,10 @@ def _dec_ElectLeadersResponse_PartitionResult_v2(buf, cur, end):
     else:
         f_partition_id, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('error_message', buf, pos, end)
@@ -871,18 +879,13 @@ def _dec_ElectLeadersResponse_PartitionResult_v2(buf, cur, end):
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 1, n_error_message, True)
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -917,6 +920,8 @@ def _enc_ElectLeadersResponse_PartitionResult_v2(obj, out):
             raise _w.string_too_long("ElectLeadersResponse.ReplicaElectionResult.PartitionResult.error_message", n_error_message)
     if cython.compiled:
         _put_uvarint(out, n_error_message + 1)
+    elif 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
@@ -932,7 +937,7 @@ class ElectLeadersRequest_TopicPartitions(Struct):
 
     Attributes:
         topic (string, v0-2): 
-        partitions ([]int32, v0-2): 
+        partitions ([]int32, v0-2, formerly PartitionId): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -1072,7 +1077,7 @@ class ElectLeadersResponse(Message):
     Flexible (compact lengths, tagged fields) in v2.
 
     Attributes:
-        throttle_time_ms (int32, v0-2): 
+        throttle_time_ms (int32, v0-2): How long the response was held back by a quota, in milliseconds (0 if not throttled).
         error_code (int16, v1-2): 
         replica_election_results ([]ReplicaElectionResult, v0-2): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.

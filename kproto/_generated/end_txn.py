@@ -62,16 +62,11 @@ def _dec_EndTxnRequest_v0(buf, cur, end):
     else:
         n_transactional_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_transactional_id >= 0:
-        if end - pos < n_transactional_id:
-            raise _w.short_read('transactional_id', pos, n_transactional_id, end)
-        try:
-            f_transactional_id = buf[pos:pos + n_transactional_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('transactional_id', pos, exc) from None
+    if 0 <= n_transactional_id <= end - pos:
+        f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
         pos += n_transactional_id
     else:
-        raise _w.bad_length('transactional_id', pos - 2, n_transactional_id, False)
+        raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 2, False)
     if end - pos < 11:
         raise _w.short_run(_RUN_producer_id__committed, pos, end)
     if cython.compiled:
@@ -125,7 +120,10 @@ def _enc_EndTxnRequest_v0(obj, out):
 def _dec_EndTxnRequest_v3(buf, cur, end):
     """Decode EndTxnRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_transactional_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('transactional_id', buf, pos, end)
@@ -134,16 +132,11 @@ def _dec_EndTxnRequest_v3(buf, cur, end):
     else:
         n_transactional_id, pos = _w.read_uvarint(buf, pos, end, 'transactional_id')
         n_transactional_id -= 1
-    if n_transactional_id >= 0:
-        if end - pos < n_transactional_id:
-            raise _w.short_read('transactional_id', pos, n_transactional_id, end)
-        try:
-            f_transactional_id = buf[pos:pos + n_transactional_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('transactional_id', pos, exc) from None
+    if 0 <= n_transactional_id <= end - pos:
+        f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
         pos += n_transactional_id
     else:
-        raise _w.bad_length('transactional_id', pos - 1, n_transactional_id, False)
+        raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 1, False)
     if end - pos < 11:
         raise _w.short_run(_RUN_producer_id__committed, pos, end)
     if cython.compiled:
@@ -185,6 +178,8 @@ def _enc_EndTxnRequest_v3(obj, out):
             raise _w.string_too_long("EndTxnRequest.transactional_id", n_transactional_id)
     if cython.compiled:
         _put_uvarint(out, n_transactional_id + 1)
+    elif 0 <= n_transactional_id + 1 < 128:
+        out.append(n_transactional_id + 1)
     else:
         _w.put_uvarint(out, n_transactional_id + 1)
     if n_transactional_id > 0:
@@ -332,7 +327,7 @@ class EndTxnRequest(Message):
     Attributes:
         transactional_id (string, v0-5): 
         producer_id (int64, v0-5): 
-        producer_epoch (int16, v0-5): 
+        producer_epoch (int16, v0-5): The epoch of the producer id; a newer epoch fences older instances of the same producer.
         committed (bool, v0-5): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
@@ -383,10 +378,10 @@ class EndTxnResponse(Message):
     Flexible (compact lengths, tagged fields) in v3-5.
 
     Attributes:
-        throttle_time_ms (int32, v0-5): 
+        throttle_time_ms (int32, v0-5): How long the response was held back by a quota, in milliseconds (0 if not throttled).
         error_code (int16, v0-5): 
         producer_id (int64, v5): 
-        producer_epoch (int16, v5): 
+        producer_epoch (int16, v5): The epoch of the producer id; a newer epoch fences older instances of the same producer.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 

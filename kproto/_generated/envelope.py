@@ -48,7 +48,10 @@ _RUN_error_code = (('error_code', 0, 2),)
 def _dec_EnvelopeRequest_v0(buf, cur, end):
     """Decode EnvelopeRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_request_data = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('request_data', buf, pos, end)
@@ -57,14 +60,15 @@ def _dec_EnvelopeRequest_v0(buf, cur, end):
     else:
         n_request_data, pos = _w.read_uvarint(buf, pos, end, 'request_data')
         n_request_data -= 1
-    if n_request_data >= 0:
-        if end - pos < n_request_data:
-            raise _w.short_read('request_data', pos, n_request_data, end)
+    if 0 <= n_request_data <= end - pos:
         f_request_data = buf[pos:pos + n_request_data]
         pos += n_request_data
     else:
-        raise _w.bad_length('request_data', pos - 1, n_request_data, False)
-    if cython.compiled:
+        raise _w.bad_sized('request_data', pos, n_request_data, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_request_principal = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('request_principal', buf, pos, end)
@@ -73,16 +77,17 @@ def _dec_EnvelopeRequest_v0(buf, cur, end):
     else:
         n_request_principal, pos = _w.read_uvarint(buf, pos, end, 'request_principal')
         n_request_principal -= 1
-    if n_request_principal >= 0:
-        if end - pos < n_request_principal:
-            raise _w.short_read('request_principal', pos, n_request_principal, end)
+    if 0 <= n_request_principal <= end - pos:
         f_request_principal = buf[pos:pos + n_request_principal]
         pos += n_request_principal
     elif n_request_principal == -1:
         f_request_principal = None
     else:
-        raise _w.bad_length('request_principal', pos - 1, n_request_principal, True)
-    if cython.compiled:
+        raise _w.bad_sized('request_principal', pos, n_request_principal, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_client_host_address = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('client_host_address', buf, pos, end)
@@ -91,13 +96,11 @@ def _dec_EnvelopeRequest_v0(buf, cur, end):
     else:
         n_client_host_address, pos = _w.read_uvarint(buf, pos, end, 'client_host_address')
         n_client_host_address -= 1
-    if n_client_host_address >= 0:
-        if end - pos < n_client_host_address:
-            raise _w.short_read('client_host_address', pos, n_client_host_address, end)
+    if 0 <= n_client_host_address <= end - pos:
         f_client_host_address = buf[pos:pos + n_client_host_address]
         pos += n_client_host_address
     else:
-        raise _w.bad_length('client_host_address', pos - 1, n_client_host_address, False)
+        raise _w.bad_sized('client_host_address', pos, n_client_host_address, end, 1, False)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -123,6 +126,8 @@ def _enc_EnvelopeRequest_v0(obj, out):
         n_request_data = len(f_request_data)
     if cython.compiled:
         _put_uvarint(out, n_request_data + 1)
+    elif 0 <= n_request_data + 1 < 128:
+        out.append(n_request_data + 1)
     else:
         _w.put_uvarint(out, n_request_data + 1)
     if n_request_data > 0:
@@ -134,6 +139,8 @@ def _enc_EnvelopeRequest_v0(obj, out):
         n_request_principal = len(f_request_principal)
     if cython.compiled:
         _put_uvarint(out, n_request_principal + 1)
+    elif 0 <= n_request_principal + 1 < 128:
+        out.append(n_request_principal + 1)
     else:
         _w.put_uvarint(out, n_request_principal + 1)
     if n_request_principal > 0:
@@ -145,6 +152,8 @@ def _enc_EnvelopeRequest_v0(obj, out):
         n_client_host_address = len(f_client_host_address)
     if cython.compiled:
         _put_uvarint(out, n_client_host_address + 1)
+    elif 0 <= n_client_host_address + 1 < 128:
+        out.append(n_client_host_address + 1)
     else:
         _w.put_uvarint(out, n_client_host_address + 1)
     if n_client_host_address > 0:
@@ -158,7 +167,10 @@ def _enc_EnvelopeRequest_v0(obj, out):
 def _dec_EnvelopeResponse_v0(buf, cur, end):
     """Decode EnvelopeResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_response_data = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('response_data', buf, pos, end)
@@ -167,15 +179,13 @@ def _dec_EnvelopeResponse_v0(buf, cur, end):
     else:
         n_response_data, pos = _w.read_uvarint(buf, pos, end, 'response_data')
         n_response_data -= 1
-    if n_response_data >= 0:
-        if end - pos < n_response_data:
-            raise _w.short_read('response_data', pos, n_response_data, end)
+    if 0 <= n_response_data <= end - pos:
         f_response_data = buf[pos:pos + n_response_data]
         pos += n_response_data
     elif n_response_data == -1:
         f_response_data = None
     else:
-        raise _w.bad_length('response_data', pos - 1, n_response_data, True)
+        raise _w.bad_sized('response_data', pos, n_response_data, end, 1, True)
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -207,6 +217,8 @@ def _enc_EnvelopeResponse_v0(obj, out):
         n_response_data = len(f_response_data)
     if cython.compiled:
         _put_uvarint(out, n_response_data + 1)
+    elif 0 <= n_response_data + 1 < 128:
+        out.append(n_response_data + 1)
     else:
         _w.put_uvarint(out, n_response_data + 1)
     if n_response_data > 0:

@@ -636,16 +636,11 @@ def _dec_FetchRequest_v11(buf, cur, end):
     else:
         n_rack_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_rack_id >= 0:
-        if end - pos < n_rack_id:
-            raise _w.short_read('rack_id', pos, n_rack_id, end)
-        try:
-            f_rack_id = buf[pos:pos + n_rack_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('rack_id', pos, exc) from None
+    if 0 <= n_rack_id <= end - pos:
+        f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
         pos += n_rack_id
     else:
-        raise _w.bad_length('rack_id', pos - 2, n_rack_id, False)
+        raise _w.bad_sized('rack_id', pos, n_rack_id, end, 2, False)
     obj = FetchRequest.__new__(FetchRequest)
     obj.cluster_id = None
     obj.replica_id = f_replica_id
@@ -734,7 +729,10 @@ def _dec_FetchRequest_v12(buf, cur, end):
     else:
         f_replica_id, f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, f_session_id, f_session_epoch = _S_iiiibii.unpack_from(buf, pos)
     pos += 25
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -754,7 +752,10 @@ def _dec_FetchRequest_v12(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_forgotten_topics_data = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('forgotten_topics_data', buf, pos, end)
@@ -774,7 +775,10 @@ def _dec_FetchRequest_v12(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("forgotten_topics_data[%d]" % i)
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_rack_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('rack_id', buf, pos, end)
@@ -783,16 +787,11 @@ def _dec_FetchRequest_v12(buf, cur, end):
     else:
         n_rack_id, pos = _w.read_uvarint(buf, pos, end, 'rack_id')
         n_rack_id -= 1
-    if n_rack_id >= 0:
-        if end - pos < n_rack_id:
-            raise _w.short_read('rack_id', pos, n_rack_id, end)
-        try:
-            f_rack_id = buf[pos:pos + n_rack_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('rack_id', pos, exc) from None
+    if 0 <= n_rack_id <= end - pos:
+        f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
         pos += n_rack_id
     else:
-        raise _w.bad_length('rack_id', pos - 1, n_rack_id, False)
+        raise _w.bad_sized('rack_id', pos, n_rack_id, end, 1, False)
     f_cluster_id = None
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -801,7 +800,10 @@ def _dec_FetchRequest_v12(buf, cur, end):
         unknown, spans, after = _w.read_tag_section(buf, pos, end, (0,))
         for tag, pos, t_end in spans:
             if tag == 0:
-                if cython.compiled:
+                if pos < t_end and buf[pos] < 128:
+                    n_cluster_id = buf[pos] - 1
+                    pos += 1
+                elif cython.compiled:
                     v = _read_uvarint(buf, pos, t_end)
                     if v < 0:
                         raise _w.bad_uvarint('cluster_id', buf, pos, t_end)
@@ -810,18 +812,13 @@ def _dec_FetchRequest_v12(buf, cur, end):
                 else:
                     n_cluster_id, pos = _w.read_uvarint(buf, pos, t_end, 'cluster_id')
                     n_cluster_id -= 1
-                if n_cluster_id >= 0:
-                    if t_end - pos < n_cluster_id:
-                        raise _w.short_read('cluster_id', pos, n_cluster_id, t_end)
-                    try:
-                        f_cluster_id = buf[pos:pos + n_cluster_id].decode("utf-8")
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('cluster_id', pos, exc) from None
+                if 0 <= n_cluster_id <= t_end - pos:
+                    f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
                     pos += n_cluster_id
                 elif n_cluster_id == -1:
                     f_cluster_id = None
                 else:
-                    raise _w.bad_length('cluster_id', pos - 1, n_cluster_id, True)
+                    raise _w.bad_sized('cluster_id', pos, n_cluster_id, t_end, 1, True)
                 if pos != t_end:
                     raise _w.tag_size_mismatch('cluster_id', 0, pos, t_end)
         pos = after
@@ -867,6 +864,8 @@ def _enc_FetchRequest_v12(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -878,6 +877,8 @@ def _enc_FetchRequest_v12(obj, out):
         n_forgotten_topics_data = len(f_forgotten_topics_data)
     if cython.compiled:
         _put_uvarint(out, n_forgotten_topics_data + 1)
+    elif 0 <= n_forgotten_topics_data + 1 < 128:
+        out.append(n_forgotten_topics_data + 1)
     else:
         _w.put_uvarint(out, n_forgotten_topics_data + 1)
     for item in f_forgotten_topics_data:
@@ -892,6 +893,8 @@ def _enc_FetchRequest_v12(obj, out):
             raise _w.string_too_long("FetchRequest.rack_id", n_rack_id)
     if cython.compiled:
         _put_uvarint(out, n_rack_id + 1)
+    elif 0 <= n_rack_id + 1 < 128:
+        out.append(n_rack_id + 1)
     else:
         _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
@@ -909,6 +912,8 @@ def _enc_FetchRequest_v12(obj, out):
                 raise _w.string_too_long("FetchRequest.cluster_id", n_cluster_id)
         if cython.compiled:
             _put_uvarint(t, n_cluster_id + 1)
+        elif 0 <= n_cluster_id + 1 < 128:
+            t.append(n_cluster_id + 1)
         else:
             _w.put_uvarint(t, n_cluster_id + 1)
         if n_cluster_id > 0:
@@ -936,7 +941,10 @@ def _dec_FetchRequest_v13(buf, cur, end):
     else:
         f_replica_id, f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, f_session_id, f_session_epoch = _S_iiiibii.unpack_from(buf, pos)
     pos += 25
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -956,7 +964,10 @@ def _dec_FetchRequest_v13(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_forgotten_topics_data = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('forgotten_topics_data', buf, pos, end)
@@ -976,7 +987,10 @@ def _dec_FetchRequest_v13(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("forgotten_topics_data[%d]" % i)
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_rack_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('rack_id', buf, pos, end)
@@ -985,16 +999,11 @@ def _dec_FetchRequest_v13(buf, cur, end):
     else:
         n_rack_id, pos = _w.read_uvarint(buf, pos, end, 'rack_id')
         n_rack_id -= 1
-    if n_rack_id >= 0:
-        if end - pos < n_rack_id:
-            raise _w.short_read('rack_id', pos, n_rack_id, end)
-        try:
-            f_rack_id = buf[pos:pos + n_rack_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('rack_id', pos, exc) from None
+    if 0 <= n_rack_id <= end - pos:
+        f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
         pos += n_rack_id
     else:
-        raise _w.bad_length('rack_id', pos - 1, n_rack_id, False)
+        raise _w.bad_sized('rack_id', pos, n_rack_id, end, 1, False)
     f_cluster_id = None
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -1003,7 +1012,10 @@ def _dec_FetchRequest_v13(buf, cur, end):
         unknown, spans, after = _w.read_tag_section(buf, pos, end, (0,))
         for tag, pos, t_end in spans:
             if tag == 0:
-                if cython.compiled:
+                if pos < t_end and buf[pos] < 128:
+                    n_cluster_id = buf[pos] - 1
+                    pos += 1
+                elif cython.compiled:
                     v = _read_uvarint(buf, pos, t_end)
                     if v < 0:
                         raise _w.bad_uvarint('cluster_id', buf, pos, t_end)
@@ -1012,18 +1024,13 @@ def _dec_FetchRequest_v13(buf, cur, end):
                 else:
                     n_cluster_id, pos = _w.read_uvarint(buf, pos, t_end, 'cluster_id')
                     n_cluster_id -= 1
-                if n_cluster_id >= 0:
-                    if t_end - pos < n_cluster_id:
-                        raise _w.short_read('cluster_id', pos, n_cluster_id, t_end)
-                    try:
-                        f_cluster_id = buf[pos:pos + n_cluster_id].decode("utf-8")
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('cluster_id', pos, exc) from None
+                if 0 <= n_cluster_id <= t_end - pos:
+                    f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
                     pos += n_cluster_id
                 elif n_cluster_id == -1:
                     f_cluster_id = None
                 else:
-                    raise _w.bad_length('cluster_id', pos - 1, n_cluster_id, True)
+                    raise _w.bad_sized('cluster_id', pos, n_cluster_id, t_end, 1, True)
                 if pos != t_end:
                     raise _w.tag_size_mismatch('cluster_id', 0, pos, t_end)
         pos = after
@@ -1069,6 +1076,8 @@ def _enc_FetchRequest_v13(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -1080,6 +1089,8 @@ def _enc_FetchRequest_v13(obj, out):
         n_forgotten_topics_data = len(f_forgotten_topics_data)
     if cython.compiled:
         _put_uvarint(out, n_forgotten_topics_data + 1)
+    elif 0 <= n_forgotten_topics_data + 1 < 128:
+        out.append(n_forgotten_topics_data + 1)
     else:
         _w.put_uvarint(out, n_forgotten_topics_data + 1)
     for item in f_forgotten_topics_data:
@@ -1094,6 +1105,8 @@ def _enc_FetchRequest_v13(obj, out):
             raise _w.string_too_long("FetchRequest.rack_id", n_rack_id)
     if cython.compiled:
         _put_uvarint(out, n_rack_id + 1)
+    elif 0 <= n_rack_id + 1 < 128:
+        out.append(n_rack_id + 1)
     else:
         _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
@@ -1111,6 +1124,8 @@ def _enc_FetchRequest_v13(obj, out):
                 raise _w.string_too_long("FetchRequest.cluster_id", n_cluster_id)
         if cython.compiled:
             _put_uvarint(t, n_cluster_id + 1)
+        elif 0 <= n_cluster_id + 1 < 128:
+            t.append(n_cluster_id + 1)
         else:
             _w.put_uvarint(t, n_cluster_id + 1)
         if n_cluster_id > 0:
@@ -1137,7 +1152,10 @@ def _dec_FetchRequest_v15(buf, cur, end):
     else:
         f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, f_session_id, f_session_epoch = _S_iiibii.unpack_from(buf, pos)
     pos += 21
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -1157,7 +1175,10 @@ def _dec_FetchRequest_v15(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_forgotten_topics_data = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('forgotten_topics_data', buf, pos, end)
@@ -1177,7 +1198,10 @@ def _dec_FetchRequest_v15(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("forgotten_topics_data[%d]" % i)
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_rack_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('rack_id', buf, pos, end)
@@ -1186,16 +1210,11 @@ def _dec_FetchRequest_v15(buf, cur, end):
     else:
         n_rack_id, pos = _w.read_uvarint(buf, pos, end, 'rack_id')
         n_rack_id -= 1
-    if n_rack_id >= 0:
-        if end - pos < n_rack_id:
-            raise _w.short_read('rack_id', pos, n_rack_id, end)
-        try:
-            f_rack_id = buf[pos:pos + n_rack_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('rack_id', pos, exc) from None
+    if 0 <= n_rack_id <= end - pos:
+        f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
         pos += n_rack_id
     else:
-        raise _w.bad_length('rack_id', pos - 1, n_rack_id, False)
+        raise _w.bad_sized('rack_id', pos, n_rack_id, end, 1, False)
     f_cluster_id = None
     f_replica_state = FetchRequest_ReplicaState()
     if pos < end and buf[pos] == 0:
@@ -1205,7 +1224,10 @@ def _dec_FetchRequest_v15(buf, cur, end):
         unknown, spans, after = _w.read_tag_section(buf, pos, end, (0, 1))
         for tag, pos, t_end in spans:
             if tag == 0:
-                if cython.compiled:
+                if pos < t_end and buf[pos] < 128:
+                    n_cluster_id = buf[pos] - 1
+                    pos += 1
+                elif cython.compiled:
                     v = _read_uvarint(buf, pos, t_end)
                     if v < 0:
                         raise _w.bad_uvarint('cluster_id', buf, pos, t_end)
@@ -1214,18 +1236,13 @@ def _dec_FetchRequest_v15(buf, cur, end):
                 else:
                     n_cluster_id, pos = _w.read_uvarint(buf, pos, t_end, 'cluster_id')
                     n_cluster_id -= 1
-                if n_cluster_id >= 0:
-                    if t_end - pos < n_cluster_id:
-                        raise _w.short_read('cluster_id', pos, n_cluster_id, t_end)
-                    try:
-                        f_cluster_id = buf[pos:pos + n_cluster_id].decode("utf-8")
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('cluster_id', pos, exc) from None
+                if 0 <= n_cluster_id <= t_end - pos:
+                    f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
                     pos += n_cluster_id
                 elif n_cluster_id == -1:
                     f_cluster_id = None
                 else:
-                    raise _w.bad_length('cluster_id', pos - 1, n_cluster_id, True)
+                    raise _w.bad_sized('cluster_id', pos, n_cluster_id, t_end, 1, True)
                 if pos != t_end:
                     raise _w.tag_size_mismatch('cluster_id', 0, pos, t_end)
             elif tag == 1:
@@ -1279,6 +1296,8 @@ def _enc_FetchRequest_v15(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -1290,6 +1309,8 @@ def _enc_FetchRequest_v15(obj, out):
         n_forgotten_topics_data = len(f_forgotten_topics_data)
     if cython.compiled:
         _put_uvarint(out, n_forgotten_topics_data + 1)
+    elif 0 <= n_forgotten_topics_data + 1 < 128:
+        out.append(n_forgotten_topics_data + 1)
     else:
         _w.put_uvarint(out, n_forgotten_topics_data + 1)
     for item in f_forgotten_topics_data:
@@ -1304,6 +1325,8 @@ def _enc_FetchRequest_v15(obj, out):
             raise _w.string_too_long("FetchRequest.rack_id", n_rack_id)
     if cython.compiled:
         _put_uvarint(out, n_rack_id + 1)
+    elif 0 <= n_rack_id + 1 < 128:
+        out.append(n_rack_id + 1)
     else:
         _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
@@ -1321,6 +1344,8 @@ def _enc_FetchRequest_v15(obj, out):
                 raise _w.string_too_long("FetchRequest.cluster_id", n_cluster_id)
         if cython.compiled:
             _put_uvarint(t, n_cluster_id + 1)
+        elif 0 <= n_cluster_id + 1 < 128:
+            t.append(n_cluster_id + 1)
         else:
             _w.put_uvarint(t, n_cluster_id + 1)
         if n_cluster_id > 0:
@@ -1352,7 +1377,10 @@ def _dec_FetchRequest_v17(buf, cur, end):
     else:
         f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, f_session_id, f_session_epoch = _S_iiibii.unpack_from(buf, pos)
     pos += 21
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -1372,7 +1400,10 @@ def _dec_FetchRequest_v17(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_forgotten_topics_data = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('forgotten_topics_data', buf, pos, end)
@@ -1392,7 +1423,10 @@ def _dec_FetchRequest_v17(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("forgotten_topics_data[%d]" % i)
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_rack_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('rack_id', buf, pos, end)
@@ -1401,16 +1435,11 @@ def _dec_FetchRequest_v17(buf, cur, end):
     else:
         n_rack_id, pos = _w.read_uvarint(buf, pos, end, 'rack_id')
         n_rack_id -= 1
-    if n_rack_id >= 0:
-        if end - pos < n_rack_id:
-            raise _w.short_read('rack_id', pos, n_rack_id, end)
-        try:
-            f_rack_id = buf[pos:pos + n_rack_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('rack_id', pos, exc) from None
+    if 0 <= n_rack_id <= end - pos:
+        f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
         pos += n_rack_id
     else:
-        raise _w.bad_length('rack_id', pos - 1, n_rack_id, False)
+        raise _w.bad_sized('rack_id', pos, n_rack_id, end, 1, False)
     f_cluster_id = None
     f_replica_state = FetchRequest_ReplicaState()
     if pos < end and buf[pos] == 0:
@@ -1420,7 +1449,10 @@ def _dec_FetchRequest_v17(buf, cur, end):
         unknown, spans, after = _w.read_tag_section(buf, pos, end, (0, 1))
         for tag, pos, t_end in spans:
             if tag == 0:
-                if cython.compiled:
+                if pos < t_end and buf[pos] < 128:
+                    n_cluster_id = buf[pos] - 1
+                    pos += 1
+                elif cython.compiled:
                     v = _read_uvarint(buf, pos, t_end)
                     if v < 0:
                         raise _w.bad_uvarint('cluster_id', buf, pos, t_end)
@@ -1429,18 +1461,13 @@ def _dec_FetchRequest_v17(buf, cur, end):
                 else:
                     n_cluster_id, pos = _w.read_uvarint(buf, pos, t_end, 'cluster_id')
                     n_cluster_id -= 1
-                if n_cluster_id >= 0:
-                    if t_end - pos < n_cluster_id:
-                        raise _w.short_read('cluster_id', pos, n_cluster_id, t_end)
-                    try:
-                        f_cluster_id = buf[pos:pos + n_cluster_id].decode("utf-8")
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('cluster_id', pos, exc) from None
+                if 0 <= n_cluster_id <= t_end - pos:
+                    f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
                     pos += n_cluster_id
                 elif n_cluster_id == -1:
                     f_cluster_id = None
                 else:
-                    raise _w.bad_length('cluster_id', pos - 1, n_cluster_id, True)
+                    raise _w.bad_sized('cluster_id', pos, n_cluster_id, t_end, 1, True)
                 if pos != t_end:
                     raise _w.tag_size_mismatch('cluster_id', 0, pos, t_end)
             elif tag == 1:
@@ -1494,6 +1521,8 @@ def _enc_FetchRequest_v17(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -1505,6 +1534,8 @@ def _enc_FetchRequest_v17(obj, out):
         n_forgotten_topics_data = len(f_forgotten_topics_data)
     if cython.compiled:
         _put_uvarint(out, n_forgotten_topics_data + 1)
+    elif 0 <= n_forgotten_topics_data + 1 < 128:
+        out.append(n_forgotten_topics_data + 1)
     else:
         _w.put_uvarint(out, n_forgotten_topics_data + 1)
     for item in f_forgotten_topics_data:
@@ -1519,6 +1550,8 @@ def _enc_FetchRequest_v17(obj, out):
             raise _w.string_too_long("FetchRequest.rack_id", n_rack_id)
     if cython.compiled:
         _put_uvarint(out, n_rack_id + 1)
+    elif 0 <= n_rack_id + 1 < 128:
+        out.append(n_rack_id + 1)
     else:
         _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
@@ -1536,6 +1569,8 @@ def _enc_FetchRequest_v17(obj, out):
                 raise _w.string_too_long("FetchRequest.cluster_id", n_cluster_id)
         if cython.compiled:
             _put_uvarint(t, n_cluster_id + 1)
+        elif 0 <= n_cluster_id + 1 < 128:
+            t.append(n_cluster_id + 1)
         else:
             _w.put_uvarint(t, n_cluster_id + 1)
         if n_cluster_id > 0:
@@ -1567,7 +1602,10 @@ def _dec_FetchRequest_v18(buf, cur, end):
     else:
         f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, f_session_id, f_session_epoch = _S_iiibii.unpack_from(buf, pos)
     pos += 21
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -1587,7 +1625,10 @@ def _dec_FetchRequest_v18(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_forgotten_topics_data = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('forgotten_topics_data', buf, pos, end)
@@ -1607,7 +1648,10 @@ def _dec_FetchRequest_v18(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("forgotten_topics_data[%d]" % i)
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_rack_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('rack_id', buf, pos, end)
@@ -1616,16 +1660,11 @@ def _dec_FetchRequest_v18(buf, cur, end):
     else:
         n_rack_id, pos = _w.read_uvarint(buf, pos, end, 'rack_id')
         n_rack_id -= 1
-    if n_rack_id >= 0:
-        if end - pos < n_rack_id:
-            raise _w.short_read('rack_id', pos, n_rack_id, end)
-        try:
-            f_rack_id = buf[pos:pos + n_rack_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('rack_id', pos, exc) from None
+    if 0 <= n_rack_id <= end - pos:
+        f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
         pos += n_rack_id
     else:
-        raise _w.bad_length('rack_id', pos - 1, n_rack_id, False)
+        raise _w.bad_sized('rack_id', pos, n_rack_id, end, 1, False)
     f_cluster_id = None
     f_replica_state = FetchRequest_ReplicaState()
     if pos < end and buf[pos] == 0:
@@ -1635,7 +1674,10 @@ def _dec_FetchRequest_v18(buf, cur, end):
         unknown, spans, after = _w.read_tag_section(buf, pos, end, (0, 1))
         for tag, pos, t_end in spans:
             if tag == 0:
-                if cython.compiled:
+                if pos < t_end and buf[pos] < 128:
+                    n_cluster_id = buf[pos] - 1
+                    pos += 1
+                elif cython.compiled:
                     v = _read_uvarint(buf, pos, t_end)
                     if v < 0:
                         raise _w.bad_uvarint('cluster_id', buf, pos, t_end)
@@ -1644,18 +1686,13 @@ def _dec_FetchRequest_v18(buf, cur, end):
                 else:
                     n_cluster_id, pos = _w.read_uvarint(buf, pos, t_end, 'cluster_id')
                     n_cluster_id -= 1
-                if n_cluster_id >= 0:
-                    if t_end - pos < n_cluster_id:
-                        raise _w.short_read('cluster_id', pos, n_cluster_id, t_end)
-                    try:
-                        f_cluster_id = buf[pos:pos + n_cluster_id].decode("utf-8")
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('cluster_id', pos, exc) from None
+                if 0 <= n_cluster_id <= t_end - pos:
+                    f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
                     pos += n_cluster_id
                 elif n_cluster_id == -1:
                     f_cluster_id = None
                 else:
-                    raise _w.bad_length('cluster_id', pos - 1, n_cluster_id, True)
+                    raise _w.bad_sized('cluster_id', pos, n_cluster_id, t_end, 1, True)
                 if pos != t_end:
                     raise _w.tag_size_mismatch('cluster_id', 0, pos, t_end)
             elif tag == 1:
@@ -1709,6 +1746,8 @@ def _enc_FetchRequest_v18(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -1720,6 +1759,8 @@ def _enc_FetchRequest_v18(obj, out):
         n_forgotten_topics_data = len(f_forgotten_topics_data)
     if cython.compiled:
         _put_uvarint(out, n_forgotten_topics_data + 1)
+    elif 0 <= n_forgotten_topics_data + 1 < 128:
+        out.append(n_forgotten_topics_data + 1)
     else:
         _w.put_uvarint(out, n_forgotten_topics_data + 1)
     for item in f_forgotten_topics_data:
@@ -1734,6 +1775,8 @@ def _enc_FetchRequest_v18(obj, out):
             raise _w.string_too_long("FetchRequest.rack_id", n_rack_id)
     if cython.compiled:
         _put_uvarint(out, n_rack_id + 1)
+    elif 0 <= n_rack_id + 1 < 128:
+        out.append(n_rack_id + 1)
     else:
         _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
@@ -1751,6 +1794,8 @@ def _enc_FetchRequest_v18(obj, out):
                 raise _w.string_too_long("FetchRequest.cluster_id", n_cluster_id)
         if cython.compiled:
             _put_uvarint(t, n_cluster_id + 1)
+        elif 0 <= n_cluster_id + 1 < 128:
+            t.append(n_cluster_id + 1)
         else:
             _w.put_uvarint(t, n_cluster_id + 1)
         if n_cluster_id > 0:
@@ -1817,16 +1862,11 @@ def _dec_FetchRequest_FetchTopic_v0(buf, cur, end):
     else:
         n_topic = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_topic >= 0:
-        if end - pos < n_topic:
-            raise _w.short_read('topic', pos, n_topic, end)
-        try:
-            f_topic = buf[pos:pos + n_topic].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic', pos, exc) from None
+    if 0 <= n_topic <= end - pos:
+        f_topic = _w.utf8(buf, pos, n_topic, 'topic')
         pos += n_topic
     else:
-        raise _w.bad_length('topic', pos - 2, n_topic, False)
+        raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_partitions, pos, end)
     if cython.compiled:
@@ -1897,16 +1937,11 @@ def _dec_FetchRequest_FetchTopic_v5(buf, cur, end):
     else:
         n_topic = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_topic >= 0:
-        if end - pos < n_topic:
-            raise _w.short_read('topic', pos, n_topic, end)
-        try:
-            f_topic = buf[pos:pos + n_topic].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic', pos, exc) from None
+    if 0 <= n_topic <= end - pos:
+        f_topic = _w.utf8(buf, pos, n_topic, 'topic')
         pos += n_topic
     else:
-        raise _w.bad_length('topic', pos - 2, n_topic, False)
+        raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_partitions, pos, end)
     if cython.compiled:
@@ -1977,16 +2012,11 @@ def _dec_FetchRequest_FetchTopic_v9(buf, cur, end):
     else:
         n_topic = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_topic >= 0:
-        if end - pos < n_topic:
-            raise _w.short_read('topic', pos, n_topic, end)
-        try:
-            f_topic = buf[pos:pos + n_topic].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic', pos, exc) from None
+    if 0 <= n_topic <= end - pos:
+        f_topic = _w.utf8(buf, pos, n_topic, 'topic')
         pos += n_topic
     else:
-        raise _w.bad_length('topic', pos - 2, n_topic, False)
+        raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_partitions, pos, end)
     if cython.compiled:
@@ -2050,7 +2080,10 @@ def _enc_FetchRequest_FetchTopic_v9(obj, out):
 def _dec_FetchRequest_FetchTopic_v12(buf, cur, end):
     """Decode FetchRequest.FetchTopic (v12 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topic = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic', buf, pos, end)
@@ -2059,17 +2092,15 @@ def _dec_FetchRequest_FetchTopic_v12(buf, cur, end):
     else:
         n_topic, pos = _w.read_uvarint(buf, pos, end, 'topic')
         n_topic -= 1
-    if n_topic >= 0:
-        if end - pos < n_topic:
-            raise _w.short_read('topic', pos, n_topic, end)
-        try:
-            f_topic = buf[pos:pos + n_topic].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic', pos, exc) from None
+    if 0 <= n_topic <= end - pos:
+        f_topic = _w.utf8(buf, pos, n_topic, 'topic')
         pos += n_topic
     else:
-        raise _w.bad_length('topic', pos - 1, n_topic, False)
-    if cython.compiled:
+        raise _w.bad_sized('topic', pos, n_topic, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -2117,6 +2148,8 @@ def _enc_FetchRequest_FetchTopic_v12(obj, out):
             raise _w.string_too_long("FetchRequest.FetchTopic.topic", n_topic)
     if cython.compiled:
         _put_uvarint(out, n_topic + 1)
+    elif 0 <= n_topic + 1 < 128:
+        out.append(n_topic + 1)
     else:
         _w.put_uvarint(out, n_topic + 1)
     if n_topic > 0:
@@ -2128,6 +2161,8 @@ def _enc_FetchRequest_FetchTopic_v12(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
@@ -2145,7 +2180,10 @@ def _dec_FetchRequest_FetchTopic_v13(buf, cur, end):
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -2191,6 +2229,8 @@ def _enc_FetchRequest_FetchTopic_v13(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
@@ -2208,7 +2248,10 @@ def _dec_FetchRequest_FetchTopic_v17(buf, cur, end):
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -2254,6 +2297,8 @@ def _enc_FetchRequest_FetchTopic_v17(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
@@ -2271,7 +2316,10 @@ def _dec_FetchRequest_FetchTopic_v18(buf, cur, end):
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -2317,6 +2365,8 @@ def _enc_FetchRequest_FetchTopic_v18(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
@@ -2677,16 +2727,11 @@ def _dec_FetchRequest_ForgottenTopic_v7(buf, cur, end):
     else:
         n_topic = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_topic >= 0:
-        if end - pos < n_topic:
-            raise _w.short_read('topic', pos, n_topic, end)
-        try:
-            f_topic = buf[pos:pos + n_topic].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic', pos, exc) from None
+    if 0 <= n_topic <= end - pos:
+        f_topic = _w.utf8(buf, pos, n_topic, 'topic')
         pos += n_topic
     else:
-        raise _w.bad_length('topic', pos - 2, n_topic, False)
+        raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_partitions, pos, end)
     if cython.compiled:
@@ -2750,7 +2795,10 @@ def _enc_FetchRequest_ForgottenTopic_v7(obj, out):
 def _dec_FetchRequest_ForgottenTopic_v12(buf, cur, end):
     """Decode FetchRequest.ForgottenTopic (v12 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topic = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic', buf, pos, end)
@@ -2759,17 +2807,15 @@ def _dec_FetchRequest_ForgottenTopic_v12(buf, cur, end):
     else:
         n_topic, pos = _w.read_uvarint(buf, pos, end, 'topic')
         n_topic -= 1
-    if n_topic >= 0:
-        if end - pos < n_topic:
-            raise _w.short_read('topic', pos, n_topic, end)
-        try:
-            f_topic = buf[pos:pos + n_topic].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic', pos, exc) from None
+    if 0 <= n_topic <= end - pos:
+        f_topic = _w.utf8(buf, pos, n_topic, 'topic')
         pos += n_topic
     else:
-        raise _w.bad_length('topic', pos - 1, n_topic, False)
-    if cython.compiled:
+        raise _w.bad_sized('topic', pos, n_topic, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -2813,6 +2859,8 @@ def _enc_FetchRequest_ForgottenTopic_v12(obj, out):
             raise _w.string_too_long("FetchRequest.ForgottenTopic.topic", n_topic)
     if cython.compiled:
         _put_uvarint(out, n_topic + 1)
+    elif 0 <= n_topic + 1 < 128:
+        out.append(n_topic + 1)
     else:
         _w.put_uvarint(out, n_topic + 1)
     if n_topic > 0:
@@ -2824,6 +2872,8 @@ def _enc_FetchRequest_ForgottenTopic_v12(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     if cython.compiled:
@@ -2845,7 +2895,10 @@ def _dec_FetchRequest_ForgottenTopic_v13(buf, cur, end):
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -2887,6 +2940,8 @@ def _enc_FetchRequest_ForgottenTopic_v13(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     if cython.compiled:
@@ -3251,7 +3306,10 @@ def _dec_FetchResponse_v12(buf, cur, end):
     else:
         f_throttle_time_ms, f_error_code, f_session_id = _S_ihi.unpack_from(buf, pos)
     pos += 10
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_responses = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('responses', buf, pos, end)
@@ -3307,6 +3365,8 @@ def _enc_FetchResponse_v12(obj, out):
         n_responses = len(f_responses)
     if cython.compiled:
         _put_uvarint(out, n_responses + 1)
+    elif 0 <= n_responses + 1 < 128:
+        out.append(n_responses + 1)
     else:
         _w.put_uvarint(out, n_responses + 1)
     for item in f_responses:
@@ -3329,7 +3389,10 @@ def _dec_FetchResponse_v13(buf, cur, end):
     else:
         f_throttle_time_ms, f_error_code, f_session_id = _S_ihi.unpack_from(buf, pos)
     pos += 10
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_responses = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('responses', buf, pos, end)
@@ -3385,6 +3448,8 @@ def _enc_FetchResponse_v13(obj, out):
         n_responses = len(f_responses)
     if cython.compiled:
         _put_uvarint(out, n_responses + 1)
+    elif 0 <= n_responses + 1 < 128:
+        out.append(n_responses + 1)
     else:
         _w.put_uvarint(out, n_responses + 1)
     for item in f_responses:
@@ -3407,7 +3472,10 @@ def _dec_FetchResponse_v16(buf, cur, end):
     else:
         f_throttle_time_ms, f_error_code, f_session_id = _S_ihi.unpack_from(buf, pos)
     pos += 10
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_responses = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('responses', buf, pos, end)
@@ -3435,7 +3503,10 @@ def _dec_FetchResponse_v16(buf, cur, end):
         unknown, spans, after = _w.read_tag_section(buf, pos, end, (0,))
         for tag, pos, t_end in spans:
             if tag == 0:
-                if cython.compiled:
+                if pos < t_end and buf[pos] < 128:
+                    n_node_endpoints = buf[pos] - 1
+                    pos += 1
+                elif cython.compiled:
                     v = _read_uvarint(buf, pos, t_end)
                     if v < 0:
                         raise _w.bad_uvarint('node_endpoints', buf, pos, t_end)
@@ -3487,12 +3558,14 @@ def _enc_FetchResponse_v16(obj, out):
         n_responses = len(f_responses)
     if cython.compiled:
         _put_uvarint(out, n_responses + 1)
+    elif 0 <= n_responses + 1 < 128:
+        out.append(n_responses + 1)
     else:
         _w.put_uvarint(out, n_responses + 1)
     for item in f_responses:
         _enc_FetchResponse_FetchableTopicResponse_v13(item, out)
     known = []
-    if obj.node_endpoints:
+    if obj.node_endpoints != []:
         t = bytearray()
         f_node_endpoints = obj.node_endpoints
         if f_node_endpoints is None:
@@ -3501,6 +3574,8 @@ def _enc_FetchResponse_v16(obj, out):
             n_node_endpoints = len(f_node_endpoints)
         if cython.compiled:
             _put_uvarint(t, n_node_endpoints + 1)
+        elif 0 <= n_node_endpoints + 1 < 128:
+            t.append(n_node_endpoints + 1)
         else:
             _w.put_uvarint(t, n_node_endpoints + 1)
         for item in f_node_endpoints:
@@ -3522,16 +3597,11 @@ def _dec_FetchResponse_FetchableTopicResponse_v0(buf, cur, end):
     else:
         n_topic = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_topic >= 0:
-        if end - pos < n_topic:
-            raise _w.short_read('topic', pos, n_topic, end)
-        try:
-            f_topic = buf[pos:pos + n_topic].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic', pos, exc) from None
+    if 0 <= n_topic <= end - pos:
+        f_topic = _w.utf8(buf, pos, n_topic, 'topic')
         pos += n_topic
     else:
-        raise _w.bad_length('topic', pos - 2, n_topic, False)
+        raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_partitions, pos, end)
     if cython.compiled:
@@ -3602,16 +3672,11 @@ def _dec_FetchResponse_FetchableTopicResponse_v4(buf, cur, end):
     else:
         n_topic = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_topic >= 0:
-        if end - pos < n_topic:
-            raise _w.short_read('topic', pos, n_topic, end)
-        try:
-            f_topic = buf[pos:pos + n_topic].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic', pos, exc) from None
+    if 0 <= n_topic <= end - pos:
+        f_topic = _w.utf8(buf, pos, n_topic, 'topic')
         pos += n_topic
     else:
-        raise _w.bad_length('topic', pos - 2, n_topic, False)
+        raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_partitions, pos, end)
     if cython.compiled:
@@ -3682,16 +3747,11 @@ def _dec_FetchResponse_FetchableTopicResponse_v5(buf, cur, end):
     else:
         n_topic = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_topic >= 0:
-        if end - pos < n_topic:
-            raise _w.short_read('topic', pos, n_topic, end)
-        try:
-            f_topic = buf[pos:pos + n_topic].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic', pos, exc) from None
+    if 0 <= n_topic <= end - pos:
+        f_topic = _w.utf8(buf, pos, n_topic, 'topic')
         pos += n_topic
     else:
-        raise _w.bad_length('topic', pos - 2, n_topic, False)
+        raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_partitions, pos, end)
     if cython.compiled:
@@ -3762,16 +3822,11 @@ def _dec_FetchResponse_FetchableTopicResponse_v11(buf, cur, end):
     else:
         n_topic = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_topic >= 0:
-        if end - pos < n_topic:
-            raise _w.short_read('topic', pos, n_topic, end)
-        try:
-            f_topic = buf[pos:pos + n_topic].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic', pos, exc) from None
+    if 0 <= n_topic <= end - pos:
+        f_topic = _w.utf8(buf, pos, n_topic, 'topic')
         pos += n_topic
     else:
-        raise _w.bad_length('topic', pos - 2, n_topic, False)
+        raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_partitions, pos, end)
     if cython.compiled:
@@ -3835,7 +3890,10 @@ def _enc_FetchResponse_FetchableTopicResponse_v11(obj, out):
 def _dec_FetchResponse_FetchableTopicResponse_v12(buf, cur, end):
     """Decode FetchResponse.FetchableTopicResponse (v12 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topic = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic', buf, pos, end)
@@ -3844,17 +3902,15 @@ def _dec_FetchResponse_FetchableTopicResponse_v12(buf, cur, end):
     else:
         n_topic, pos = _w.read_uvarint(buf, pos, end, 'topic')
         n_topic -= 1
-    if n_topic >= 0:
-        if end - pos < n_topic:
-            raise _w.short_read('topic', pos, n_topic, end)
-        try:
-            f_topic = buf[pos:pos + n_topic].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic', pos, exc) from None
+    if 0 <= n_topic <= end - pos:
+        f_topic = _w.utf8(buf, pos, n_topic, 'topic')
         pos += n_topic
     else:
-        raise _w.bad_length('topic', pos - 1, n_topic, False)
-    if cython.compiled:
+        raise _w.bad_sized('topic', pos, n_topic, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -3902,6 +3958,8 @@ def _enc_FetchResponse_FetchableTopicResponse_v12(obj, out):
             raise _w.string_too_long("FetchResponse.FetchableTopicResponse.topic", n_topic)
     if cython.compiled:
         _put_uvarint(out, n_topic + 1)
+    elif 0 <= n_topic + 1 < 128:
+        out.append(n_topic + 1)
     else:
         _w.put_uvarint(out, n_topic + 1)
     if n_topic > 0:
@@ -3913,6 +3971,8 @@ def _enc_FetchResponse_FetchableTopicResponse_v12(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
@@ -3930,7 +3990,10 @@ def _dec_FetchResponse_FetchableTopicResponse_v13(buf, cur, end):
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -3976,6 +4039,8 @@ def _enc_FetchResponse_FetchableTopicResponse_v13(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
@@ -3999,15 +4064,13 @@ def _dec_FetchResponse_PartitionData_v0(buf, cur, end):
     else:
         f_partition_index, f_error_code, f_high_watermark, n_records = _S_ihqi.unpack_from(buf, pos)
     pos += 18
-    if n_records >= 0:
-        if end - pos < n_records:
-            raise _w.short_read('records', pos, n_records, end)
+    if 0 <= n_records <= end - pos:
         f_records = RecordSet(buf[pos:pos + n_records])
         pos += n_records
     elif n_records == -1:
         f_records = None
     else:
-        raise _w.bad_length('records', pos - 4, n_records, True)
+        raise _w.bad_sized('records', pos, n_records, end, 4, True)
     obj = FetchResponse_PartitionData.__new__(FetchResponse_PartitionData)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
@@ -4090,15 +4153,13 @@ def _dec_FetchResponse_PartitionData_v4(buf, cur, end):
     else:
         n_records = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if n_records >= 0:
-        if end - pos < n_records:
-            raise _w.short_read('records', pos, n_records, end)
+    if 0 <= n_records <= end - pos:
         f_records = RecordSet(buf[pos:pos + n_records])
         pos += n_records
     elif n_records == -1:
         f_records = None
     else:
-        raise _w.bad_length('records', pos - 4, n_records, True)
+        raise _w.bad_sized('records', pos, n_records, end, 4, True)
     obj = FetchResponse_PartitionData.__new__(FetchResponse_PartitionData)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
@@ -4196,15 +4257,13 @@ def _dec_FetchResponse_PartitionData_v5(buf, cur, end):
     else:
         n_records = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if n_records >= 0:
-        if end - pos < n_records:
-            raise _w.short_read('records', pos, n_records, end)
+    if 0 <= n_records <= end - pos:
         f_records = RecordSet(buf[pos:pos + n_records])
         pos += n_records
     elif n_records == -1:
         f_records = None
     else:
-        raise _w.bad_length('records', pos - 4, n_records, True)
+        raise _w.bad_sized('records', pos, n_records, end, 4, True)
     obj = FetchResponse_PartitionData.__new__(FetchResponse_PartitionData)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
@@ -4304,15 +4363,13 @@ def _dec_FetchResponse_PartitionData_v11(buf, cur, end):
     else:
         f_preferred_read_replica, n_records = _S_ii.unpack_from(buf, pos)
     pos += 8
-    if n_records >= 0:
-        if end - pos < n_records:
-            raise _w.short_read('records', pos, n_records, end)
+    if 0 <= n_records <= end - pos:
         f_records = RecordSet(buf[pos:pos + n_records])
         pos += n_records
     elif n_records == -1:
         f_records = None
     else:
-        raise _w.bad_length('records', pos - 4, n_records, True)
+        raise _w.bad_sized('records', pos, n_records, end, 4, True)
     obj = FetchResponse_PartitionData.__new__(FetchResponse_PartitionData)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
@@ -4388,7 +4445,10 @@ def _dec_FetchResponse_PartitionData_v12(buf, cur, end):
     else:
         f_partition_index, f_error_code, f_high_watermark, f_last_stable_offset, f_log_start_offset = _S_ihqqq.unpack_from(buf, pos)
     pos += 30
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_aborted_transactions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('aborted_transactions', buf, pos, end)
@@ -4418,7 +4478,10 @@ def _dec_FetchResponse_PartitionData_v12(buf, cur, end):
     else:
         f_preferred_read_replica = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_records = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('records', buf, pos, end)
@@ -4427,15 +4490,13 @@ def _dec_FetchResponse_PartitionData_v12(buf, cur, end):
     else:
         n_records, pos = _w.read_uvarint(buf, pos, end, 'records')
         n_records -= 1
-    if n_records >= 0:
-        if end - pos < n_records:
-            raise _w.short_read('records', pos, n_records, end)
+    if 0 <= n_records <= end - pos:
         f_records = RecordSet(buf[pos:pos + n_records])
         pos += n_records
     elif n_records == -1:
         f_records = None
     else:
-        raise _w.bad_length('records', pos - 1, n_records, True)
+        raise _w.bad_sized('records', pos, n_records, end, 1, True)
     f_diverging_epoch = FetchResponse_EpochEndOffset()
     f_current_leader = FetchResponse_LeaderIdAndEpoch()
     f_snapshot_id = FetchResponse_SnapshotId()
@@ -4510,6 +4571,8 @@ def _enc_FetchResponse_PartitionData_v12(obj, out):
         n_aborted_transactions = len(f_aborted_transactions)
     if cython.compiled:
         _put_uvarint(out, n_aborted_transactions + 1)
+    elif 0 <= n_aborted_transactions + 1 < 128:
+        out.append(n_aborted_transactions + 1)
     else:
         _w.put_uvarint(out, n_aborted_transactions + 1)
     if n_aborted_transactions > 0:
@@ -4528,6 +4591,8 @@ def _enc_FetchResponse_PartitionData_v12(obj, out):
         n_records = len(f_records)
     if cython.compiled:
         _put_uvarint(out, n_records + 1)
+    elif 0 <= n_records + 1 < 128:
+        out.append(n_records + 1)
     else:
         _w.put_uvarint(out, n_records + 1)
     if n_records > 0:
@@ -4755,7 +4820,10 @@ def _dec_FetchResponse_NodeEndpoint_v16(buf, cur, end):
     else:
         f_node_id = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_host = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('host', buf, pos, end)
@@ -4764,16 +4832,11 @@ def _dec_FetchResponse_NodeEndpoint_v16(buf, cur, end):
     else:
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
-    if n_host >= 0:
-        if end - pos < n_host:
-            raise _w.short_read('host', pos, n_host, end)
-        try:
-            f_host = buf[pos:pos + n_host].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('host', pos, exc) from None
+    if 0 <= n_host <= end - pos:
+        f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
-        raise _w.bad_length('host', pos - 1, n_host, False)
+        raise _w.bad_sized('host', pos, n_host, end, 1, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_port, pos, end)
     if cython.compiled:
@@ -4781,7 +4844,10 @@ def _dec_FetchResponse_NodeEndpoint_v16(buf, cur, end):
     else:
         f_port = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_rack = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('rack', buf, pos, end)
@@ -4790,18 +4856,13 @@ def _dec_FetchResponse_NodeEndpoint_v16(buf, cur, end):
     else:
         n_rack, pos = _w.read_uvarint(buf, pos, end, 'rack')
         n_rack -= 1
-    if n_rack >= 0:
-        if end - pos < n_rack:
-            raise _w.short_read('rack', pos, n_rack, end)
-        try:
-            f_rack = buf[pos:pos + n_rack].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('rack', pos, exc) from None
+    if 0 <= n_rack <= end - pos:
+        f_rack = _w.utf8(buf, pos, n_rack, 'rack')
         pos += n_rack
     elif n_rack == -1:
         f_rack = None
     else:
-        raise _w.bad_length('rack', pos - 1, n_rack, True)
+        raise _w.bad_sized('rack', pos, n_rack, end, 1, True)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -4836,6 +4897,8 @@ def _enc_FetchResponse_NodeEndpoint_v16(obj, out):
             raise _w.string_too_long("FetchResponse.NodeEndpoint.host", n_host)
     if cython.compiled:
         _put_uvarint(out, n_host + 1)
+    elif 0 <= n_host + 1 < 128:
+        out.append(n_host + 1)
     else:
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
@@ -4855,6 +4918,8 @@ def _enc_FetchResponse_NodeEndpoint_v16(obj, out):
             raise _w.string_too_long("FetchResponse.NodeEndpoint.rack", n_rack)
     if cython.compiled:
         _put_uvarint(out, n_rack + 1)
+    elif 0 <= n_rack + 1 < 128:
+        out.append(n_rack + 1)
     else:
         _w.put_uvarint(out, n_rack + 1)
     if n_rack > 0:
@@ -4898,14 +4963,14 @@ class FetchRequest_FetchPartition(Struct):
     """FetchPartition (part of FetchRequest).
 
     Attributes:
-        partition (int32, v0-18): The partition index.
-        current_leader_epoch (int32, v9-18): 
+        partition (int32, v0-18, formerly PartitionIndex): The partition index.
+        current_leader_epoch (int32, v9-18): The leader epoch the sender believes current, -1 if unknown; a stale one is answered with FENCED_LEADER_EPOCH.
         fetch_offset (int64, v0-18): The offset to start reading from.
-        last_fetched_epoch (int32, v12-18): 
-        log_start_offset (int64, v5-18): 
-        partition_max_bytes (int32, v0-18): The most bytes of record data to return for this partition.
-        replica_directory_id (uuid, v17-18, tag 0 in v17-18): 
-        high_watermark (int64, v18, tag 1 in v18): 
+        last_fetched_epoch (int32, v12-18): The epoch of the last record the follower has, for divergence checks; -1 if none.
+        log_start_offset (int64, v5-18): The earliest offset still in the log, -1 if unknown.
+        partition_max_bytes (int32, v0-18, formerly MaxBytes): The most bytes of record data to return for this partition.
+        replica_directory_id (uuid, v17-18, tag 0 in v17-18): The id of the log directory that holds the replica (KIP-858/KIP-853).
+        high_watermark (int64, v18, tag 1 in v18): The follower's high watermark, so a KRaft leader can answer a fetch early when it changed.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -4951,9 +5016,9 @@ class FetchRequest_FetchTopic(Struct):
     """FetchTopic (part of FetchRequest).
 
     Attributes:
-        topic (string, v0-12): The topic name.
+        topic (string, v0-12, formerly Name): The topic name.
         topic_id (uuid, v13-18): 
-        partitions ([]FetchPartition, v0-18): What to fetch, per partition.
+        partitions ([]FetchPartition, v0-18, formerly FetchPartitions): What to fetch, per partition.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -4985,9 +5050,9 @@ class FetchRequest_ForgottenTopic(Struct):
     """ForgottenTopic (part of FetchRequest).
 
     Attributes:
-        topic (string, v7-12): 
+        topic (string, v7-12, formerly Name): 
         topic_id (uuid, v13-18): 
-        partitions ([]int32, v7-18): 
+        partitions ([]int32, v7-18, formerly ForgottenPartitionIndexes): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -5022,18 +5087,18 @@ class FetchRequest(Message):
     Deprecated (removed by Kafka 4.0) in v0-3.
 
     Attributes:
-        cluster_id (string, v12-18, nullable v12-18, tag 0 in v12-18): 
+        cluster_id (string, v12-18, nullable v12-18, tag 0 in v12-18): The cluster id the fetching replica expects, checked by KRaft leaders; null otherwise.
         replica_id (int32, v0-14): The follower's broker id, -1 for an ordinary consumer, -2 for a debugging consumer.
-        replica_state (ReplicaState, v15-18, tag 1 in v15-18): 
-        max_wait_ms (int32, v0-18): How long the broker may wait for MinBytes to accumulate, in milliseconds.
+        replica_state (ReplicaState, v15-18, tag 1 in v15-18): The fetching replica and its broker epoch (from v15 instead of ReplicaId); absent for consumers.
+        max_wait_ms (int32, v0-18, formerly MaxWait): How long the broker may wait for MinBytes to accumulate, in milliseconds.
         min_bytes (int32, v0-18): The least amount of data the broker should collect before answering.
         max_bytes (int32, v3-18): 
-        isolation_level (int8, v4-18): 
-        session_id (int32, v7-18): 
-        session_epoch (int32, v7-18): 
+        isolation_level (int8, v4-18): 0 (read uncommitted) sees every record; 1 (read committed) sees only records of committed transactions, up to the last stable offset.
+        session_id (int32, v7-18): The fetch session id (KIP-227), 0 to open a new session or send a full request.
+        session_epoch (int32, v7-18, formerly Epoch): The fetch session epoch (KIP-227): 0 opens a full fetch session, -1 closes it, otherwise it rises with each request.
         topics ([]FetchTopic, v0-18): What to fetch, per topic.
-        forgotten_topics_data ([]ForgottenTopic, v7-18): 
-        rack_id (string, v11-18): 
+        forgotten_topics_data ([]ForgottenTopic, v7-18, formerly Forgotten): Partitions to remove from an incremental fetch session.
+        rack_id (string, v11-18): The client's rack, so that a nearby replica or partition can be chosen for it; empty or null if unset.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -5226,17 +5291,17 @@ class FetchResponse_PartitionData(Struct):
     """PartitionData (part of FetchResponse).
 
     Attributes:
-        partition_index (int32, v0-18): The partition index.
+        partition_index (int32, v0-18, formerly Partition): The partition index.
         error_code (int16, v0-18): The error code, 0 for none.
         high_watermark (int64, v0-18): The offset after the last committed message of the partition.
-        last_stable_offset (int64, v4-18): 
-        log_start_offset (int64, v5-18): 
-        diverging_epoch (EpochEndOffset, v12-18, tag 0 in v12-18): 
-        current_leader (LeaderIdAndEpoch, v12-18, tag 1 in v12-18): 
-        snapshot_id (SnapshotId, v12-18, tag 2 in v12-18): 
-        aborted_transactions ([]AbortedTransaction, v4-18, nullable v4-18): 
-        preferred_read_replica (int32, v11-18): 
-        records (records, v0-18, nullable v0-18): The message set read (size-prefixed, no count); its last entry may be truncated.
+        last_stable_offset (int64, v4-18): The offset below which every transaction is decided (committed or aborted); read-committed consumers stop here.
+        log_start_offset (int64, v5-18): The earliest offset still in the log, -1 if unknown.
+        diverging_epoch (EpochEndOffset, v12-18, tag 0 in v12-18): Where the follower's log diverges from the leader's: the largest epoch both have and its end offset.
+        current_leader (LeaderIdAndEpoch, v12-18, tag 1 in v12-18): The partition leader and epoch as this broker knows them: a hint for a client that sent the request to a broker that does not lead.
+        snapshot_id (SnapshotId, v12-18, tag 2 in v12-18): The end offset and epoch of the snapshot the follower must fetch instead, when its fetch offset is no longer in the log.
+        aborted_transactions ([]AbortedTransaction, v4-18, nullable v4-18): For read-committed fetches: the producers whose transactions were aborted in the returned range, with the offset where each aborted transaction starts.
+        preferred_read_replica (int32, v11-18): The replica the consumer should fetch from next (KIP-392), -1 to keep the leader.
+        records (records, v0-18, nullable v0-18, formerly RecordSet): The message set read (size-prefixed, no count); its last entry may be truncated.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -5295,9 +5360,9 @@ class FetchResponse_FetchableTopicResponse(Struct):
     """FetchableTopicResponse (part of FetchResponse).
 
     Attributes:
-        topic (string, v0-12): The topic name.
+        topic (string, v0-12, formerly Name): The topic name.
         topic_id (uuid, v13-18): 
-        partitions ([]PartitionData, v0-18): The result per partition.
+        partitions ([]PartitionData, v0-18, formerly PartitionResponses): The result per partition.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -5372,9 +5437,9 @@ class FetchResponse(Message):
     Attributes:
         throttle_time_ms (int32, v1-18): How long the request was held back by a quota, in milliseconds (0 if not throttled).
         error_code (int16, v7-18): 
-        session_id (int32, v7-18): 
-        responses ([]FetchableTopicResponse, v0-18): The result per topic.
-        node_endpoints ([]NodeEndpoint, v16-18, tag 0 in v16-18): 
+        session_id (int32, v7-18): The fetch session id the broker assigned, 0 if it keeps none.
+        responses ([]FetchableTopicResponse, v0-18, formerly Topics): The result per topic.
+        node_endpoints ([]NodeEndpoint, v16-18, tag 0 in v16-18): Host and port of the brokers named in CurrentLeader fields, so the client can move without a Metadata request.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 

@@ -71,7 +71,10 @@ def _dec_FetchSnapshotRequest_v0(buf, cur, end):
     else:
         f_replica_id, f_max_bytes = _S_ii.unpack_from(buf, pos)
     pos += 8
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -99,7 +102,10 @@ def _dec_FetchSnapshotRequest_v0(buf, cur, end):
         unknown, spans, after = _w.read_tag_section(buf, pos, end, (0,))
         for tag, pos, t_end in spans:
             if tag == 0:
-                if cython.compiled:
+                if pos < t_end and buf[pos] < 128:
+                    n_cluster_id = buf[pos] - 1
+                    pos += 1
+                elif cython.compiled:
                     v = _read_uvarint(buf, pos, t_end)
                     if v < 0:
                         raise _w.bad_uvarint('cluster_id', buf, pos, t_end)
@@ -108,18 +114,13 @@ def _dec_FetchSnapshotRequest_v0(buf, cur, end):
                 else:
                     n_cluster_id, pos = _w.read_uvarint(buf, pos, t_end, 'cluster_id')
                     n_cluster_id -= 1
-                if n_cluster_id >= 0:
-                    if t_end - pos < n_cluster_id:
-                        raise _w.short_read('cluster_id', pos, n_cluster_id, t_end)
-                    try:
-                        f_cluster_id = buf[pos:pos + n_cluster_id].decode("utf-8")
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('cluster_id', pos, exc) from None
+                if 0 <= n_cluster_id <= t_end - pos:
+                    f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
                     pos += n_cluster_id
                 elif n_cluster_id == -1:
                     f_cluster_id = None
                 else:
-                    raise _w.bad_length('cluster_id', pos - 1, n_cluster_id, True)
+                    raise _w.bad_sized('cluster_id', pos, n_cluster_id, t_end, 1, True)
                 if pos != t_end:
                     raise _w.tag_size_mismatch('cluster_id', 0, pos, t_end)
         pos = after
@@ -150,6 +151,8 @@ def _enc_FetchSnapshotRequest_v0(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -167,6 +170,8 @@ def _enc_FetchSnapshotRequest_v0(obj, out):
                 raise _w.string_too_long("FetchSnapshotRequest.cluster_id", n_cluster_id)
         if cython.compiled:
             _put_uvarint(t, n_cluster_id + 1)
+        elif 0 <= n_cluster_id + 1 < 128:
+            t.append(n_cluster_id + 1)
         else:
             _w.put_uvarint(t, n_cluster_id + 1)
         if n_cluster_id > 0:
@@ -189,7 +194,10 @@ def _dec_FetchSnapshotRequest_v1(buf, cur, end):
     else:
         f_replica_id, f_max_bytes = _S_ii.unpack_from(buf, pos)
     pos += 8
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -217,7 +225,10 @@ def _dec_FetchSnapshotRequest_v1(buf, cur, end):
         unknown, spans, after = _w.read_tag_section(buf, pos, end, (0,))
         for tag, pos, t_end in spans:
             if tag == 0:
-                if cython.compiled:
+                if pos < t_end and buf[pos] < 128:
+                    n_cluster_id = buf[pos] - 1
+                    pos += 1
+                elif cython.compiled:
                     v = _read_uvarint(buf, pos, t_end)
                     if v < 0:
                         raise _w.bad_uvarint('cluster_id', buf, pos, t_end)
@@ -226,18 +237,13 @@ def _dec_FetchSnapshotRequest_v1(buf, cur, end):
                 else:
                     n_cluster_id, pos = _w.read_uvarint(buf, pos, t_end, 'cluster_id')
                     n_cluster_id -= 1
-                if n_cluster_id >= 0:
-                    if t_end - pos < n_cluster_id:
-                        raise _w.short_read('cluster_id', pos, n_cluster_id, t_end)
-                    try:
-                        f_cluster_id = buf[pos:pos + n_cluster_id].decode("utf-8")
-                    except UnicodeDecodeError as exc:
-                        raise _w.bad_utf8('cluster_id', pos, exc) from None
+                if 0 <= n_cluster_id <= t_end - pos:
+                    f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
                     pos += n_cluster_id
                 elif n_cluster_id == -1:
                     f_cluster_id = None
                 else:
-                    raise _w.bad_length('cluster_id', pos - 1, n_cluster_id, True)
+                    raise _w.bad_sized('cluster_id', pos, n_cluster_id, t_end, 1, True)
                 if pos != t_end:
                     raise _w.tag_size_mismatch('cluster_id', 0, pos, t_end)
         pos = after
@@ -268,6 +274,8 @@ def _enc_FetchSnapshotRequest_v1(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -285,6 +293,8 @@ def _enc_FetchSnapshotRequest_v1(obj, out):
                 raise _w.string_too_long("FetchSnapshotRequest.cluster_id", n_cluster_id)
         if cython.compiled:
             _put_uvarint(t, n_cluster_id + 1)
+        elif 0 <= n_cluster_id + 1 < 128:
+            t.append(n_cluster_id + 1)
         else:
             _w.put_uvarint(t, n_cluster_id + 1)
         if n_cluster_id > 0:
@@ -299,7 +309,10 @@ def _enc_FetchSnapshotRequest_v1(obj, out):
 def _dec_FetchSnapshotRequest_TopicSnapshot_v0(buf, cur, end):
     """Decode FetchSnapshotRequest.TopicSnapshot (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -308,17 +321,15 @@ def _dec_FetchSnapshotRequest_TopicSnapshot_v0(buf, cur, end):
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 1, n_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('name', pos, n_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -365,6 +376,8 @@ def _enc_FetchSnapshotRequest_TopicSnapshot_v0(obj, out):
             raise _w.string_too_long("FetchSnapshotRequest.TopicSnapshot.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -376,6 +389,8 @@ def _enc_FetchSnapshotRequest_TopicSnapshot_v0(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
@@ -389,7 +404,10 @@ def _enc_FetchSnapshotRequest_TopicSnapshot_v0(obj, out):
 def _dec_FetchSnapshotRequest_TopicSnapshot_v1(buf, cur, end):
     """Decode FetchSnapshotRequest.TopicSnapshot (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -398,17 +416,15 @@ def _dec_FetchSnapshotRequest_TopicSnapshot_v1(buf, cur, end):
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 1, n_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('name', pos, n_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -455,6 +471,8 @@ def _enc_FetchSnapshotRequest_TopicSnapshot_v1(obj, out):
             raise _w.string_too_long("FetchSnapshotRequest.TopicSnapshot.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -466,6 +484,8 @@ def _enc_FetchSnapshotRequest_TopicSnapshot_v1(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
@@ -668,7 +688,10 @@ def _dec_FetchSnapshotResponse_v0(buf, cur, end):
     else:
         f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -722,6 +745,8 @@ def _enc_FetchSnapshotResponse_v0(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -743,7 +768,10 @@ def _dec_FetchSnapshotResponse_v1(buf, cur, end):
     else:
         f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -771,7 +799,10 @@ def _dec_FetchSnapshotResponse_v1(buf, cur, end):
         unknown, spans, after = _w.read_tag_section(buf, pos, end, (0,))
         for tag, pos, t_end in spans:
             if tag == 0:
-                if cython.compiled:
+                if pos < t_end and buf[pos] < 128:
+                    n_node_endpoints = buf[pos] - 1
+                    pos += 1
+                elif cython.compiled:
                     v = _read_uvarint(buf, pos, t_end)
                     if v < 0:
                         raise _w.bad_uvarint('node_endpoints', buf, pos, t_end)
@@ -821,12 +852,14 @@ def _enc_FetchSnapshotResponse_v1(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
         _enc_FetchSnapshotResponse_TopicSnapshot_v0(item, out)
     known = []
-    if obj.node_endpoints:
+    if obj.node_endpoints != []:
         t = bytearray()
         f_node_endpoints = obj.node_endpoints
         if f_node_endpoints is None:
@@ -835,6 +868,8 @@ def _enc_FetchSnapshotResponse_v1(obj, out):
             n_node_endpoints = len(f_node_endpoints)
         if cython.compiled:
             _put_uvarint(t, n_node_endpoints + 1)
+        elif 0 <= n_node_endpoints + 1 < 128:
+            t.append(n_node_endpoints + 1)
         else:
             _w.put_uvarint(t, n_node_endpoints + 1)
         for item in f_node_endpoints:
@@ -849,7 +884,10 @@ def _enc_FetchSnapshotResponse_v1(obj, out):
 def _dec_FetchSnapshotResponse_TopicSnapshot_v0(buf, cur, end):
     """Decode FetchSnapshotResponse.TopicSnapshot (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -858,17 +896,15 @@ def _dec_FetchSnapshotResponse_TopicSnapshot_v0(buf, cur, end):
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 1, n_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('name', pos, n_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -915,6 +951,8 @@ def _enc_FetchSnapshotResponse_TopicSnapshot_v0(obj, out):
             raise _w.string_too_long("FetchSnapshotResponse.TopicSnapshot.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -926,6 +964,8 @@ def _enc_FetchSnapshotResponse_TopicSnapshot_v0(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
@@ -961,7 +1001,10 @@ def _dec_FetchSnapshotResponse_PartitionSnapshot_v0(buf, cur, end):
     else:
         f_size, f_position = _S_qq.unpack_from(buf, pos)
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_unaligned_records = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('unaligned_records', buf, pos, end)
@@ -970,13 +1013,11 @@ def _dec_FetchSnapshotResponse_PartitionSnapshot_v0(buf, cur, end):
     else:
         n_unaligned_records, pos = _w.read_uvarint(buf, pos, end, 'unaligned_records')
         n_unaligned_records -= 1
-    if n_unaligned_records >= 0:
-        if end - pos < n_unaligned_records:
-            raise _w.short_read('unaligned_records', pos, n_unaligned_records, end)
+    if 0 <= n_unaligned_records <= end - pos:
         f_unaligned_records = RecordSet(buf[pos:pos + n_unaligned_records])
         pos += n_unaligned_records
     else:
-        raise _w.bad_length('unaligned_records', pos - 1, n_unaligned_records, False)
+        raise _w.bad_sized('unaligned_records', pos, n_unaligned_records, end, 1, False)
     f_current_leader = FetchSnapshotResponse_LeaderIdAndEpoch()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -1033,6 +1074,8 @@ def _enc_FetchSnapshotResponse_PartitionSnapshot_v0(obj, out):
         n_unaligned_records = len(f_unaligned_records)
     if cython.compiled:
         _put_uvarint(out, n_unaligned_records + 1)
+    elif 0 <= n_unaligned_records + 1 < 128:
+        out.append(n_unaligned_records + 1)
     else:
         _w.put_uvarint(out, n_unaligned_records + 1)
     if n_unaligned_records > 0:
@@ -1139,7 +1182,10 @@ def _dec_FetchSnapshotResponse_NodeEndpoint_v1(buf, cur, end):
     else:
         f_node_id = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_host = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('host', buf, pos, end)
@@ -1148,16 +1194,11 @@ def _dec_FetchSnapshotResponse_NodeEndpoint_v1(buf, cur, end):
     else:
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
-    if n_host >= 0:
-        if end - pos < n_host:
-            raise _w.short_read('host', pos, n_host, end)
-        try:
-            f_host = buf[pos:pos + n_host].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('host', pos, exc) from None
+    if 0 <= n_host <= end - pos:
+        f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
-        raise _w.bad_length('host', pos - 1, n_host, False)
+        raise _w.bad_sized('host', pos, n_host, end, 1, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_port, pos, end)
     if cython.compiled:
@@ -1198,6 +1239,8 @@ def _enc_FetchSnapshotResponse_NodeEndpoint_v1(obj, out):
             raise _w.string_too_long("FetchSnapshotResponse.NodeEndpoint.host", n_host)
     if cython.compiled:
         _put_uvarint(out, n_host + 1)
+    elif 0 <= n_host + 1 < 128:
+        out.append(n_host + 1)
     else:
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
@@ -1247,10 +1290,10 @@ class FetchSnapshotRequest_PartitionSnapshot(Struct):
 
     Attributes:
         partition (int32, v0-1): 
-        current_leader_epoch (int32, v0-1): 
-        snapshot_id (SnapshotId, v0-1): 
+        current_leader_epoch (int32, v0-1): The leader epoch the sender believes current, -1 if unknown; a stale one is answered with FENCED_LEADER_EPOCH.
+        snapshot_id (SnapshotId, v0-1): The end offset and epoch of the snapshot the follower must fetch instead, when its fetch offset is no longer in the log.
         position (int64, v0-1): 
-        replica_directory_id (uuid, v1, tag 0 in v1): 
+        replica_directory_id (uuid, v1, tag 0 in v1): The id of the log directory that holds the replica (KIP-858/KIP-853).
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -1321,7 +1364,7 @@ class FetchSnapshotRequest(Message):
     Flexible (compact lengths, tagged fields) in v0-1.
 
     Attributes:
-        cluster_id (string, v0-1, nullable v0-1, tag 0 in v0-1): 
+        cluster_id (string, v0-1, nullable v0-1, tag 0 in v0-1): The id of the cluster, null if unknown; KRaft nodes use it to refuse a peer from another cluster.
         replica_id (int32, v0-1): 
         max_bytes (int32, v0-1): 
         topics ([]TopicSnapshot, v0-1): 
@@ -1428,8 +1471,8 @@ class FetchSnapshotResponse_PartitionSnapshot(Struct):
     Attributes:
         index (int32, v0-1): 
         error_code (int16, v0-1): 
-        snapshot_id (SnapshotId, v0-1): 
-        current_leader (LeaderIdAndEpoch, v0-1, tag 0 in v0-1): 
+        snapshot_id (SnapshotId, v0-1): The end offset and epoch of the snapshot the follower must fetch instead, when its fetch offset is no longer in the log.
+        current_leader (LeaderIdAndEpoch, v0-1, tag 0 in v0-1): The partition leader and epoch as this broker knows them: a hint for a client that sent the request to a broker that does not lead.
         size (int64, v0-1): 
         position (int64, v0-1): 
         unaligned_records (records, v0-1): 
@@ -1543,10 +1586,10 @@ class FetchSnapshotResponse(Message):
     Flexible (compact lengths, tagged fields) in v0-1.
 
     Attributes:
-        throttle_time_ms (int32, v0-1): 
+        throttle_time_ms (int32, v0-1): How long the response was held back by a quota, in milliseconds (0 if not throttled).
         error_code (int16, v0-1): 
         topics ([]TopicSnapshot, v0-1): 
-        node_endpoints ([]NodeEndpoint, v1, tag 0 in v1): 
+        node_endpoints ([]NodeEndpoint, v1, tag 0 in v1): Host and port of the brokers named in CurrentLeader fields, so the client can move without a Metadata request.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 

@@ -69,16 +69,11 @@ def _dec_FindCoordinatorRequest_v0(buf, cur, end):
     else:
         n_key = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_key >= 0:
-        if end - pos < n_key:
-            raise _w.short_read('key', pos, n_key, end)
-        try:
-            f_key = buf[pos:pos + n_key].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('key', pos, exc) from None
+    if 0 <= n_key <= end - pos:
+        f_key = _w.utf8(buf, pos, n_key, 'key')
         pos += n_key
     else:
-        raise _w.bad_length('key', pos - 2, n_key, False)
+        raise _w.bad_sized('key', pos, n_key, end, 2, False)
     obj = FindCoordinatorRequest.__new__(FindCoordinatorRequest)
     obj.key = f_key
     obj.key_type = 0
@@ -123,16 +118,11 @@ def _dec_FindCoordinatorRequest_v1(buf, cur, end):
     else:
         n_key = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_key >= 0:
-        if end - pos < n_key:
-            raise _w.short_read('key', pos, n_key, end)
-        try:
-            f_key = buf[pos:pos + n_key].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('key', pos, exc) from None
+    if 0 <= n_key <= end - pos:
+        f_key = _w.utf8(buf, pos, n_key, 'key')
         pos += n_key
     else:
-        raise _w.bad_length('key', pos - 2, n_key, False)
+        raise _w.bad_sized('key', pos, n_key, end, 2, False)
     if end - pos < 1:
         raise _w.short_run(_RUN_key_type, pos, end)
     if cython.compiled:
@@ -180,7 +170,10 @@ def _enc_FindCoordinatorRequest_v1(obj, out):
 def _dec_FindCoordinatorRequest_v3(buf, cur, end):
     """Decode FindCoordinatorRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_key = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('key', buf, pos, end)
@@ -189,16 +182,11 @@ def _dec_FindCoordinatorRequest_v3(buf, cur, end):
     else:
         n_key, pos = _w.read_uvarint(buf, pos, end, 'key')
         n_key -= 1
-    if n_key >= 0:
-        if end - pos < n_key:
-            raise _w.short_read('key', pos, n_key, end)
-        try:
-            f_key = buf[pos:pos + n_key].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('key', pos, exc) from None
+    if 0 <= n_key <= end - pos:
+        f_key = _w.utf8(buf, pos, n_key, 'key')
         pos += n_key
     else:
-        raise _w.bad_length('key', pos - 1, n_key, False)
+        raise _w.bad_sized('key', pos, n_key, end, 1, False)
     if end - pos < 1:
         raise _w.short_run(_RUN_key_type, pos, end)
     if cython.compiled:
@@ -236,6 +224,8 @@ def _enc_FindCoordinatorRequest_v3(obj, out):
             raise _w.string_too_long("FindCoordinatorRequest.key", n_key)
     if cython.compiled:
         _put_uvarint(out, n_key + 1)
+    elif 0 <= n_key + 1 < 128:
+        out.append(n_key + 1)
     else:
         _w.put_uvarint(out, n_key + 1)
     if n_key > 0:
@@ -261,7 +251,10 @@ def _dec_FindCoordinatorRequest_v4(buf, cur, end):
     else:
         f_key_type = _S_b.unpack_from(buf, pos)[0]
     pos += 1
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_coordinator_keys = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('coordinator_keys', buf, pos, end)
@@ -274,7 +267,10 @@ def _dec_FindCoordinatorRequest_v4(buf, cur, end):
         raise _w.bad_count('coordinator_keys', pos - 1, n_coordinator_keys, end, 1, 1)
     f_coordinator_keys = []
     for i in range(n_coordinator_keys):
-        if cython.compiled:
+        if pos < end and buf[pos] < 128:
+            m = buf[pos] - 1
+            pos += 1
+        elif cython.compiled:
             v = _read_uvarint(buf, pos, end)
             if v < 0:
                 raise _w.bad_uvarint("coordinator_keys[%d]" % i, buf, pos, end)
@@ -284,13 +280,8 @@ def _dec_FindCoordinatorRequest_v4(buf, cur, end):
             m, pos = _w.read_uvarint(buf, pos, end, "coordinator_keys[%d]" % i)
             m -= 1
         if m < 0 or end - pos < m:
-            if m < 0:
-                raise _w.bad_length("coordinator_keys[%d]" % i, pos - 1, m, False)
-            raise _w.short_read("coordinator_keys[%d]" % i, pos, m, end)
-        try:
-            f_coordinator_keys.append(buf[pos:pos + m].decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8("coordinator_keys[%d]" % i, pos, exc) from None
+            raise _w.bad_sized("coordinator_keys[%d]" % i, pos, m, end, 1, False)
+        f_coordinator_keys.append(_w.utf8(buf, pos, m, "coordinator_keys[%d]" % i))
         pos += m
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -324,6 +315,8 @@ def _enc_FindCoordinatorRequest_v4(obj, out):
         n_coordinator_keys = len(f_coordinator_keys)
     if cython.compiled:
         _put_uvarint(out, n_coordinator_keys + 1)
+    elif 0 <= n_coordinator_keys + 1 < 128:
+        out.append(n_coordinator_keys + 1)
     else:
         _w.put_uvarint(out, n_coordinator_keys + 1)
     for item in f_coordinator_keys:
@@ -333,6 +326,8 @@ def _enc_FindCoordinatorRequest_v4(obj, out):
             raise _w.string_too_long("FindCoordinatorRequest.coordinator_keys[]", m)
         if cython.compiled:
             _put_uvarint(out, m + 1)
+        elif 0 <= m + 1 < 128:
+            out.append(m + 1)
         else:
             _w.put_uvarint(out, m + 1)
         out += data
@@ -354,16 +349,11 @@ def _dec_FindCoordinatorResponse_v0(buf, cur, end):
     else:
         f_error_code, f_node_id, n_host = _S_hih.unpack_from(buf, pos)
     pos += 8
-    if n_host >= 0:
-        if end - pos < n_host:
-            raise _w.short_read('host', pos, n_host, end)
-        try:
-            f_host = buf[pos:pos + n_host].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('host', pos, exc) from None
+    if 0 <= n_host <= end - pos:
+        f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
-        raise _w.bad_length('host', pos - 2, n_host, False)
+        raise _w.bad_sized('host', pos, n_host, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_port, pos, end)
     if cython.compiled:
@@ -426,18 +416,13 @@ def _dec_FindCoordinatorResponse_v1(buf, cur, end):
     else:
         f_throttle_time_ms, f_error_code, n_error_message = _S_ihh.unpack_from(buf, pos)
     pos += 8
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 2, n_error_message, True)
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 2, True)
     if end - pos < 6:
         raise _w.short_run(_RUN_node_id__host, pos, end)
     if cython.compiled:
@@ -446,16 +431,11 @@ def _dec_FindCoordinatorResponse_v1(buf, cur, end):
     else:
         f_node_id, n_host = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if n_host >= 0:
-        if end - pos < n_host:
-            raise _w.short_read('host', pos, n_host, end)
-        try:
-            f_host = buf[pos:pos + n_host].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('host', pos, exc) from None
+    if 0 <= n_host <= end - pos:
+        f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
-        raise _w.bad_length('host', pos - 2, n_host, False)
+        raise _w.bad_sized('host', pos, n_host, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_port, pos, end)
     if cython.compiled:
@@ -533,7 +513,10 @@ def _dec_FindCoordinatorResponse_v3(buf, cur, end):
     else:
         f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('error_message', buf, pos, end)
@@ -542,18 +525,13 @@ def _dec_FindCoordinatorResponse_v3(buf, cur, end):
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 1, n_error_message, True)
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
     if end - pos < 4:
         raise _w.short_run(_RUN_node_id, pos, end)
     if cython.compiled:
@@ -561,7 +539,10 @@ def _dec_FindCoordinatorResponse_v3(buf, cur, end):
     else:
         f_node_id = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_host = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('host', buf, pos, end)
@@ -570,16 +551,11 @@ def _dec_FindCoordinatorResponse_v3(buf, cur, end):
     else:
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
-    if n_host >= 0:
-        if end - pos < n_host:
-            raise _w.short_read('host', pos, n_host, end)
-        try:
-            f_host = buf[pos:pos + n_host].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('host', pos, exc) from None
+    if 0 <= n_host <= end - pos:
+        f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
-        raise _w.bad_length('host', pos - 1, n_host, False)
+        raise _w.bad_sized('host', pos, n_host, end, 1, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_port, pos, end)
     if cython.compiled:
@@ -627,6 +603,8 @@ def _enc_FindCoordinatorResponse_v3(obj, out):
             raise _w.string_too_long("FindCoordinatorResponse.error_message", n_error_message)
     if cython.compiled:
         _put_uvarint(out, n_error_message + 1)
+    elif 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
@@ -646,6 +624,8 @@ def _enc_FindCoordinatorResponse_v3(obj, out):
             raise _w.string_too_long("FindCoordinatorResponse.host", n_host)
     if cython.compiled:
         _put_uvarint(out, n_host + 1)
+    elif 0 <= n_host + 1 < 128:
+        out.append(n_host + 1)
     else:
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
@@ -671,7 +651,10 @@ def _dec_FindCoordinatorResponse_v4(buf, cur, end):
     else:
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_coordinators = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('coordinators', buf, pos, end)
@@ -733,6 +716,8 @@ def _enc_FindCoordinatorResponse_v4(obj, out):
         n_coordinators = len(f_coordinators)
     if cython.compiled:
         _put_uvarint(out, n_coordinators + 1)
+    elif 0 <= n_coordinators + 1 < 128:
+        out.append(n_coordinators + 1)
     else:
         _w.put_uvarint(out, n_coordinators + 1)
     for item in f_coordinators:
@@ -746,7 +731,10 @@ def _enc_FindCoordinatorResponse_v4(obj, out):
 def _dec_FindCoordinatorResponse_Coordinator_v4(buf, cur, end):
     """Decode FindCoordinatorResponse.Coordinator (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_key = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('key', buf, pos, end)
@@ -755,16 +743,11 @@ def _dec_FindCoordinatorResponse_Coordinator_v4(buf, cur, end):
     else:
         n_key, pos = _w.read_uvarint(buf, pos, end, 'key')
         n_key -= 1
-    if n_key >= 0:
-        if end - pos < n_key:
-            raise _w.short_read('key', pos, n_key, end)
-        try:
-            f_key = buf[pos:pos + n_key].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('key', pos, exc) from None
+    if 0 <= n_key <= end - pos:
+        f_key = _w.utf8(buf, pos, n_key, 'key')
         pos += n_key
     else:
-        raise _w.bad_length('key', pos - 1, n_key, False)
+        raise _w.bad_sized('key', pos, n_key, end, 1, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_node_id, pos, end)
     if cython.compiled:
@@ -772,7 +755,10 @@ def _dec_FindCoordinatorResponse_Coordinator_v4(buf, cur, end):
     else:
         f_node_id = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_host = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('host', buf, pos, end)
@@ -781,16 +767,11 @@ def _dec_FindCoordinatorResponse_Coordinator_v4(buf, cur, end):
     else:
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
-    if n_host >= 0:
-        if end - pos < n_host:
-            raise _w.short_read('host', pos, n_host, end)
-        try:
-            f_host = buf[pos:pos + n_host].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('host', pos, exc) from None
+    if 0 <= n_host <= end - pos:
+        f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
-        raise _w.bad_length('host', pos - 1, n_host, False)
+        raise _w.bad_sized('host', pos, n_host, end, 1, False)
     if end - pos < 6:
         raise _w.short_run(_RUN_port__error_code, pos, end)
     if cython.compiled:
@@ -799,7 +780,10 @@ def _dec_FindCoordinatorResponse_Coordinator_v4(buf, cur, end):
     else:
         f_port, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('error_message', buf, pos, end)
@@ -808,18 +792,13 @@ def _dec_FindCoordinatorResponse_Coordinator_v4(buf, cur, end):
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 1, n_error_message, True)
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -851,6 +830,8 @@ def _enc_FindCoordinatorResponse_Coordinator_v4(obj, out):
             raise _w.string_too_long("FindCoordinatorResponse.Coordinator.key", n_key)
     if cython.compiled:
         _put_uvarint(out, n_key + 1)
+    elif 0 <= n_key + 1 < 128:
+        out.append(n_key + 1)
     else:
         _w.put_uvarint(out, n_key + 1)
     if n_key > 0:
@@ -870,6 +851,8 @@ def _enc_FindCoordinatorResponse_Coordinator_v4(obj, out):
             raise _w.string_too_long("FindCoordinatorResponse.Coordinator.host", n_host)
     if cython.compiled:
         _put_uvarint(out, n_host + 1)
+    elif 0 <= n_host + 1 < 128:
+        out.append(n_host + 1)
     else:
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
@@ -890,6 +873,8 @@ def _enc_FindCoordinatorResponse_Coordinator_v4(obj, out):
             raise _w.string_too_long("FindCoordinatorResponse.Coordinator.error_message", n_error_message)
     if cython.compiled:
         _put_uvarint(out, n_error_message + 1)
+    elif 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
@@ -908,7 +893,7 @@ class FindCoordinatorRequest(Message):
 
     Attributes:
         key (string, v0-3): The group id whose coordinator is wanted.
-        key_type (int8, v1-6): 
+        key_type (int8, v1-6): What the key names: 0 a consumer group, 1 a transactional id, 2 a share group.
         coordinator_keys ([]string, v4-6): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
@@ -1000,7 +985,7 @@ class FindCoordinatorResponse(Message):
     Flexible (compact lengths, tagged fields) in v3-6.
 
     Attributes:
-        throttle_time_ms (int32, v1-6): 
+        throttle_time_ms (int32, v1-6): How long the response was held back by a quota, in milliseconds (0 if not throttled).
         error_code (int16, v0-3): The error code, 0 for none.
         error_message (string, v1-3, nullable v1-3): 
         node_id (int32, v0-3): The coordinator's broker id, -1 on error.

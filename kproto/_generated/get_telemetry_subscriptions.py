@@ -102,7 +102,10 @@ def _dec_GetTelemetrySubscriptionsResponse_v0(buf, cur, end):
     else:
         f_subscription_id = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_accepted_compression_types = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('accepted_compression_types', buf, pos, end)
@@ -130,7 +133,10 @@ def _dec_GetTelemetrySubscriptionsResponse_v0(buf, cur, end):
     if f_delta_temporality != 0 and f_delta_temporality != 1:
         raise _w.bad_bool('delta_temporality', pos - 1, f_delta_temporality)
     b_delta_temporality = f_delta_temporality == 1
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_requested_metrics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('requested_metrics', buf, pos, end)
@@ -143,7 +149,10 @@ def _dec_GetTelemetrySubscriptionsResponse_v0(buf, cur, end):
         raise _w.bad_count('requested_metrics', pos - 1, n_requested_metrics, end, 1, 1)
     f_requested_metrics = []
     for i in range(n_requested_metrics):
-        if cython.compiled:
+        if pos < end and buf[pos] < 128:
+            m = buf[pos] - 1
+            pos += 1
+        elif cython.compiled:
             v = _read_uvarint(buf, pos, end)
             if v < 0:
                 raise _w.bad_uvarint("requested_metrics[%d]" % i, buf, pos, end)
@@ -153,13 +162,8 @@ def _dec_GetTelemetrySubscriptionsResponse_v0(buf, cur, end):
             m, pos = _w.read_uvarint(buf, pos, end, "requested_metrics[%d]" % i)
             m -= 1
         if m < 0 or end - pos < m:
-            if m < 0:
-                raise _w.bad_length("requested_metrics[%d]" % i, pos - 1, m, False)
-            raise _w.short_read("requested_metrics[%d]" % i, pos, m, end)
-        try:
-            f_requested_metrics.append(buf[pos:pos + m].decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8("requested_metrics[%d]" % i, pos, exc) from None
+            raise _w.bad_sized("requested_metrics[%d]" % i, pos, m, end, 1, False)
+        f_requested_metrics.append(_w.utf8(buf, pos, m, "requested_metrics[%d]" % i))
         pos += m
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -204,6 +208,8 @@ def _enc_GetTelemetrySubscriptionsResponse_v0(obj, out):
         n_accepted_compression_types = len(f_accepted_compression_types)
     if cython.compiled:
         _put_uvarint(out, n_accepted_compression_types + 1)
+    elif 0 <= n_accepted_compression_types + 1 < 128:
+        out.append(n_accepted_compression_types + 1)
     else:
         _w.put_uvarint(out, n_accepted_compression_types + 1)
     if cython.compiled:
@@ -226,6 +232,8 @@ def _enc_GetTelemetrySubscriptionsResponse_v0(obj, out):
         n_requested_metrics = len(f_requested_metrics)
     if cython.compiled:
         _put_uvarint(out, n_requested_metrics + 1)
+    elif 0 <= n_requested_metrics + 1 < 128:
+        out.append(n_requested_metrics + 1)
     else:
         _w.put_uvarint(out, n_requested_metrics + 1)
     for item in f_requested_metrics:
@@ -235,6 +243,8 @@ def _enc_GetTelemetrySubscriptionsResponse_v0(obj, out):
             raise _w.string_too_long("GetTelemetrySubscriptionsResponse.requested_metrics[]", m)
         if cython.compiled:
             _put_uvarint(out, m + 1)
+        elif 0 <= m + 1 < 128:
+            out.append(m + 1)
         else:
             _w.put_uvarint(out, m + 1)
         out += data
@@ -288,7 +298,7 @@ class GetTelemetrySubscriptionsResponse(Message):
     Flexible (compact lengths, tagged fields) in v0.
 
     Attributes:
-        throttle_time_ms (int32, v0): 
+        throttle_time_ms (int32, v0): How long the response was held back by a quota, in milliseconds (0 if not throttled).
         error_code (int16, v0): 
         client_instance_id (uuid, v0): 
         subscription_id (int32, v0): 

@@ -97,18 +97,13 @@ def _dec_RequestHeader_v1(buf, cur, end):
     else:
         f_api_key, f_api_version, f_correlation_id, n_client_id = _S_hhih.unpack_from(buf, pos)
     pos += 10
-    if n_client_id >= 0:
-        if end - pos < n_client_id:
-            raise _w.short_read('client_id', pos, n_client_id, end)
-        try:
-            f_client_id = buf[pos:pos + n_client_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('client_id', pos, exc) from None
+    if 0 <= n_client_id <= end - pos:
+        f_client_id = _w.utf8(buf, pos, n_client_id, 'client_id')
         pos += n_client_id
     elif n_client_id == -1:
         f_client_id = None
     else:
-        raise _w.bad_length('client_id', pos - 2, n_client_id, True)
+        raise _w.bad_sized('client_id', pos, n_client_id, end, 2, True)
     obj = RequestHeader.__new__(RequestHeader)
     obj.api_key = f_api_key
     obj.api_version = f_api_version
@@ -156,18 +151,13 @@ def _dec_RequestHeader_v2(buf, cur, end):
     else:
         f_api_key, f_api_version, f_correlation_id, n_client_id = _S_hhih.unpack_from(buf, pos)
     pos += 10
-    if n_client_id >= 0:
-        if end - pos < n_client_id:
-            raise _w.short_read('client_id', pos, n_client_id, end)
-        try:
-            f_client_id = buf[pos:pos + n_client_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('client_id', pos, exc) from None
+    if 0 <= n_client_id <= end - pos:
+        f_client_id = _w.utf8(buf, pos, n_client_id, 'client_id')
         pos += n_client_id
     elif n_client_id == -1:
         f_client_id = None
     else:
-        raise _w.bad_length('client_id', pos - 2, n_client_id, True)
+        raise _w.bad_sized('client_id', pos, n_client_id, end, 2, True)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

@@ -66,18 +66,13 @@ def _dec_InitProducerIdRequest_v0(buf, cur, end):
     else:
         n_transactional_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_transactional_id >= 0:
-        if end - pos < n_transactional_id:
-            raise _w.short_read('transactional_id', pos, n_transactional_id, end)
-        try:
-            f_transactional_id = buf[pos:pos + n_transactional_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('transactional_id', pos, exc) from None
+    if 0 <= n_transactional_id <= end - pos:
+        f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
         pos += n_transactional_id
     elif n_transactional_id == -1:
         f_transactional_id = None
     else:
-        raise _w.bad_length('transactional_id', pos - 2, n_transactional_id, True)
+        raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 2, True)
     if end - pos < 4:
         raise _w.short_run(_RUN_transaction_timeout_ms, pos, end)
     if cython.compiled:
@@ -134,7 +129,10 @@ def _enc_InitProducerIdRequest_v0(obj, out):
 def _dec_InitProducerIdRequest_v2(buf, cur, end):
     """Decode InitProducerIdRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_transactional_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('transactional_id', buf, pos, end)
@@ -143,18 +141,13 @@ def _dec_InitProducerIdRequest_v2(buf, cur, end):
     else:
         n_transactional_id, pos = _w.read_uvarint(buf, pos, end, 'transactional_id')
         n_transactional_id -= 1
-    if n_transactional_id >= 0:
-        if end - pos < n_transactional_id:
-            raise _w.short_read('transactional_id', pos, n_transactional_id, end)
-        try:
-            f_transactional_id = buf[pos:pos + n_transactional_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('transactional_id', pos, exc) from None
+    if 0 <= n_transactional_id <= end - pos:
+        f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
         pos += n_transactional_id
     elif n_transactional_id == -1:
         f_transactional_id = None
     else:
-        raise _w.bad_length('transactional_id', pos - 1, n_transactional_id, True)
+        raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 1, True)
     if end - pos < 4:
         raise _w.short_run(_RUN_transaction_timeout_ms, pos, end)
     if cython.compiled:
@@ -201,6 +194,8 @@ def _enc_InitProducerIdRequest_v2(obj, out):
             raise _w.string_too_long("InitProducerIdRequest.transactional_id", n_transactional_id)
     if cython.compiled:
         _put_uvarint(out, n_transactional_id + 1)
+    elif 0 <= n_transactional_id + 1 < 128:
+        out.append(n_transactional_id + 1)
     else:
         _w.put_uvarint(out, n_transactional_id + 1)
     if n_transactional_id > 0:
@@ -219,7 +214,10 @@ def _enc_InitProducerIdRequest_v2(obj, out):
 def _dec_InitProducerIdRequest_v3(buf, cur, end):
     """Decode InitProducerIdRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_transactional_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('transactional_id', buf, pos, end)
@@ -228,18 +226,13 @@ def _dec_InitProducerIdRequest_v3(buf, cur, end):
     else:
         n_transactional_id, pos = _w.read_uvarint(buf, pos, end, 'transactional_id')
         n_transactional_id -= 1
-    if n_transactional_id >= 0:
-        if end - pos < n_transactional_id:
-            raise _w.short_read('transactional_id', pos, n_transactional_id, end)
-        try:
-            f_transactional_id = buf[pos:pos + n_transactional_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('transactional_id', pos, exc) from None
+    if 0 <= n_transactional_id <= end - pos:
+        f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
         pos += n_transactional_id
     elif n_transactional_id == -1:
         f_transactional_id = None
     else:
-        raise _w.bad_length('transactional_id', pos - 1, n_transactional_id, True)
+        raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 1, True)
     if end - pos < 14:
         raise _w.short_run(_RUN_transaction_timeout_ms__producer_epoch, pos, end)
     if cython.compiled:
@@ -284,6 +277,8 @@ def _enc_InitProducerIdRequest_v3(obj, out):
             raise _w.string_too_long("InitProducerIdRequest.transactional_id", n_transactional_id)
     if cython.compiled:
         _put_uvarint(out, n_transactional_id + 1)
+    elif 0 <= n_transactional_id + 1 < 128:
+        out.append(n_transactional_id + 1)
     else:
         _w.put_uvarint(out, n_transactional_id + 1)
     if n_transactional_id > 0:
@@ -304,7 +299,10 @@ def _enc_InitProducerIdRequest_v3(obj, out):
 def _dec_InitProducerIdRequest_v6(buf, cur, end):
     """Decode InitProducerIdRequest (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_transactional_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('transactional_id', buf, pos, end)
@@ -313,18 +311,13 @@ def _dec_InitProducerIdRequest_v6(buf, cur, end):
     else:
         n_transactional_id, pos = _w.read_uvarint(buf, pos, end, 'transactional_id')
         n_transactional_id -= 1
-    if n_transactional_id >= 0:
-        if end - pos < n_transactional_id:
-            raise _w.short_read('transactional_id', pos, n_transactional_id, end)
-        try:
-            f_transactional_id = buf[pos:pos + n_transactional_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('transactional_id', pos, exc) from None
+    if 0 <= n_transactional_id <= end - pos:
+        f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
         pos += n_transactional_id
     elif n_transactional_id == -1:
         f_transactional_id = None
     else:
-        raise _w.bad_length('transactional_id', pos - 1, n_transactional_id, True)
+        raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 1, True)
     if end - pos < 16:
         raise _w.short_run(_RUN_transaction_timeout_ms__keep_prepared_txn, pos, end)
     if cython.compiled:
@@ -373,6 +366,8 @@ def _enc_InitProducerIdRequest_v6(obj, out):
             raise _w.string_too_long("InitProducerIdRequest.transactional_id", n_transactional_id)
     if cython.compiled:
         _put_uvarint(out, n_transactional_id + 1)
+    elif 0 <= n_transactional_id + 1 < 128:
+        out.append(n_transactional_id + 1)
     else:
         _w.put_uvarint(out, n_transactional_id + 1)
     if n_transactional_id > 0:
@@ -547,11 +542,11 @@ class InitProducerIdRequest(Message):
 
     Attributes:
         transactional_id (string, v0-6, nullable v0-6): 
-        transaction_timeout_ms (int32, v0-6): 
+        transaction_timeout_ms (int32, v0-6): How long a transaction may stay open before the coordinator aborts it, in milliseconds.
         producer_id (int64, v3-6): 
-        producer_epoch (int16, v3-6): 
-        enable2_pc (bool, v6): 
-        keep_prepared_txn (bool, v6): 
+        producer_epoch (int16, v3-6): The epoch of the producer id; a newer epoch fences older instances of the same producer.
+        enable2_pc (bool, v6): Whether the producer takes part in two-phase commit with an external coordinator (KIP-939).
+        keep_prepared_txn (bool, v6): Whether to keep a prepared transaction open across the restart instead of aborting it (KIP-939).
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -606,10 +601,10 @@ class InitProducerIdResponse(Message):
     Flexible (compact lengths, tagged fields) in v2-6.
 
     Attributes:
-        throttle_time_ms (int32, v0-6): 
+        throttle_time_ms (int32, v0-6): How long the response was held back by a quota, in milliseconds (0 if not throttled).
         error_code (int16, v0-6): 
         producer_id (int64, v0-6): 
-        producer_epoch (int16, v0-6): 
+        producer_epoch (int16, v0-6): The epoch of the producer id; a newer epoch fences older instances of the same producer.
         ongoing_txn_producer_id (int64, v6): 
         ongoing_txn_producer_epoch (int16, v6): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.

@@ -79,16 +79,11 @@ def _dec_JoinGroupRequest_v0(buf, cur, end):
     else:
         n_group_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_group_id >= 0:
-        if end - pos < n_group_id:
-            raise _w.short_read('group_id', pos, n_group_id, end)
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
+    if 0 <= n_group_id <= end - pos:
+        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
-        raise _w.bad_length('group_id', pos - 2, n_group_id, False)
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
     if end - pos < 6:
         raise _w.short_run(_RUN_session_timeout_ms__member_id, pos, end)
     if cython.compiled:
@@ -97,16 +92,11 @@ def _dec_JoinGroupRequest_v0(buf, cur, end):
     else:
         f_session_timeout_ms, n_member_id = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if n_member_id >= 0:
-        if end - pos < n_member_id:
-            raise _w.short_read('member_id', pos, n_member_id, end)
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
+    if 0 <= n_member_id <= end - pos:
+        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
-        raise _w.bad_length('member_id', pos - 2, n_member_id, False)
+        raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_protocol_type, pos, end)
     if cython.compiled:
@@ -114,16 +104,11 @@ def _dec_JoinGroupRequest_v0(buf, cur, end):
     else:
         n_protocol_type = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_protocol_type >= 0:
-        if end - pos < n_protocol_type:
-            raise _w.short_read('protocol_type', pos, n_protocol_type, end)
-        try:
-            f_protocol_type = buf[pos:pos + n_protocol_type].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('protocol_type', pos, exc) from None
+    if 0 <= n_protocol_type <= end - pos:
+        f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
         pos += n_protocol_type
     else:
-        raise _w.bad_length('protocol_type', pos - 2, n_protocol_type, False)
+        raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_protocols, pos, end)
     if cython.compiled:
@@ -232,16 +217,11 @@ def _dec_JoinGroupRequest_v1(buf, cur, end):
     else:
         n_group_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_group_id >= 0:
-        if end - pos < n_group_id:
-            raise _w.short_read('group_id', pos, n_group_id, end)
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
+    if 0 <= n_group_id <= end - pos:
+        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
-        raise _w.bad_length('group_id', pos - 2, n_group_id, False)
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
     if end - pos < 10:
         raise _w.short_run(_RUN_session_timeout_ms__member_id_2, pos, end)
     if cython.compiled:
@@ -251,16 +231,11 @@ def _dec_JoinGroupRequest_v1(buf, cur, end):
     else:
         f_session_timeout_ms, f_rebalance_timeout_ms, n_member_id = _S_iih.unpack_from(buf, pos)
     pos += 10
-    if n_member_id >= 0:
-        if end - pos < n_member_id:
-            raise _w.short_read('member_id', pos, n_member_id, end)
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
+    if 0 <= n_member_id <= end - pos:
+        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
-        raise _w.bad_length('member_id', pos - 2, n_member_id, False)
+        raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_protocol_type, pos, end)
     if cython.compiled:
@@ -268,16 +243,11 @@ def _dec_JoinGroupRequest_v1(buf, cur, end):
     else:
         n_protocol_type = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_protocol_type >= 0:
-        if end - pos < n_protocol_type:
-            raise _w.short_read('protocol_type', pos, n_protocol_type, end)
-        try:
-            f_protocol_type = buf[pos:pos + n_protocol_type].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('protocol_type', pos, exc) from None
+    if 0 <= n_protocol_type <= end - pos:
+        f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
         pos += n_protocol_type
     else:
-        raise _w.bad_length('protocol_type', pos - 2, n_protocol_type, False)
+        raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_protocols, pos, end)
     if cython.compiled:
@@ -387,16 +357,11 @@ def _dec_JoinGroupRequest_v5(buf, cur, end):
     else:
         n_group_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_group_id >= 0:
-        if end - pos < n_group_id:
-            raise _w.short_read('group_id', pos, n_group_id, end)
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
+    if 0 <= n_group_id <= end - pos:
+        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
-        raise _w.bad_length('group_id', pos - 2, n_group_id, False)
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
     if end - pos < 10:
         raise _w.short_run(_RUN_session_timeout_ms__member_id_2, pos, end)
     if cython.compiled:
@@ -406,16 +371,11 @@ def _dec_JoinGroupRequest_v5(buf, cur, end):
     else:
         f_session_timeout_ms, f_rebalance_timeout_ms, n_member_id = _S_iih.unpack_from(buf, pos)
     pos += 10
-    if n_member_id >= 0:
-        if end - pos < n_member_id:
-            raise _w.short_read('member_id', pos, n_member_id, end)
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
+    if 0 <= n_member_id <= end - pos:
+        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
-        raise _w.bad_length('member_id', pos - 2, n_member_id, False)
+        raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_group_instance_id, pos, end)
     if cython.compiled:
@@ -423,18 +383,13 @@ def _dec_JoinGroupRequest_v5(buf, cur, end):
     else:
         n_group_instance_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_group_instance_id >= 0:
-        if end - pos < n_group_instance_id:
-            raise _w.short_read('group_instance_id', pos, n_group_instance_id, end)
-        try:
-            f_group_instance_id = buf[pos:pos + n_group_instance_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_instance_id', pos, exc) from None
+    if 0 <= n_group_instance_id <= end - pos:
+        f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
     else:
-        raise _w.bad_length('group_instance_id', pos - 2, n_group_instance_id, True)
+        raise _w.bad_sized('group_instance_id', pos, n_group_instance_id, end, 2, True)
     if end - pos < 2:
         raise _w.short_run(_RUN_protocol_type, pos, end)
     if cython.compiled:
@@ -442,16 +397,11 @@ def _dec_JoinGroupRequest_v5(buf, cur, end):
     else:
         n_protocol_type = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_protocol_type >= 0:
-        if end - pos < n_protocol_type:
-            raise _w.short_read('protocol_type', pos, n_protocol_type, end)
-        try:
-            f_protocol_type = buf[pos:pos + n_protocol_type].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('protocol_type', pos, exc) from None
+    if 0 <= n_protocol_type <= end - pos:
+        f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
         pos += n_protocol_type
     else:
-        raise _w.bad_length('protocol_type', pos - 2, n_protocol_type, False)
+        raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_protocols, pos, end)
     if cython.compiled:
@@ -567,7 +517,10 @@ def _enc_JoinGroupRequest_v5(obj, out):
 def _dec_JoinGroupRequest_v6(buf, cur, end):
     """Decode JoinGroupRequest (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_group_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('group_id', buf, pos, end)
@@ -576,16 +529,11 @@ def _dec_JoinGroupRequest_v6(buf, cur, end):
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
-    if n_group_id >= 0:
-        if end - pos < n_group_id:
-            raise _w.short_read('group_id', pos, n_group_id, end)
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
+    if 0 <= n_group_id <= end - pos:
+        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
-        raise _w.bad_length('group_id', pos - 1, n_group_id, False)
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
     if end - pos < 8:
         raise _w.short_run(_RUN_session_timeout_ms__rebalance_timeout_ms, pos, end)
     if cython.compiled:
@@ -594,7 +542,10 @@ def _dec_JoinGroupRequest_v6(buf, cur, end):
     else:
         f_session_timeout_ms, f_rebalance_timeout_ms = _S_ii.unpack_from(buf, pos)
     pos += 8
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_member_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('member_id', buf, pos, end)
@@ -603,17 +554,15 @@ def _dec_JoinGroupRequest_v6(buf, cur, end):
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
-    if n_member_id >= 0:
-        if end - pos < n_member_id:
-            raise _w.short_read('member_id', pos, n_member_id, end)
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
+    if 0 <= n_member_id <= end - pos:
+        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
-        raise _w.bad_length('member_id', pos - 1, n_member_id, False)
-    if cython.compiled:
+        raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_group_instance_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('group_instance_id', buf, pos, end)
@@ -622,19 +571,17 @@ def _dec_JoinGroupRequest_v6(buf, cur, end):
     else:
         n_group_instance_id, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
         n_group_instance_id -= 1
-    if n_group_instance_id >= 0:
-        if end - pos < n_group_instance_id:
-            raise _w.short_read('group_instance_id', pos, n_group_instance_id, end)
-        try:
-            f_group_instance_id = buf[pos:pos + n_group_instance_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_instance_id', pos, exc) from None
+    if 0 <= n_group_instance_id <= end - pos:
+        f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
     else:
-        raise _w.bad_length('group_instance_id', pos - 1, n_group_instance_id, True)
-    if cython.compiled:
+        raise _w.bad_sized('group_instance_id', pos, n_group_instance_id, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_protocol_type = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('protocol_type', buf, pos, end)
@@ -643,17 +590,15 @@ def _dec_JoinGroupRequest_v6(buf, cur, end):
     else:
         n_protocol_type, pos = _w.read_uvarint(buf, pos, end, 'protocol_type')
         n_protocol_type -= 1
-    if n_protocol_type >= 0:
-        if end - pos < n_protocol_type:
-            raise _w.short_read('protocol_type', pos, n_protocol_type, end)
-        try:
-            f_protocol_type = buf[pos:pos + n_protocol_type].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('protocol_type', pos, exc) from None
+    if 0 <= n_protocol_type <= end - pos:
+        f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
         pos += n_protocol_type
     else:
-        raise _w.bad_length('protocol_type', pos - 1, n_protocol_type, False)
-    if cython.compiled:
+        raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_protocols = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('protocols', buf, pos, end)
@@ -706,6 +651,8 @@ def _enc_JoinGroupRequest_v6(obj, out):
             raise _w.string_too_long("JoinGroupRequest.group_id", n_group_id)
     if cython.compiled:
         _put_uvarint(out, n_group_id + 1)
+    elif 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
@@ -726,6 +673,8 @@ def _enc_JoinGroupRequest_v6(obj, out):
             raise _w.string_too_long("JoinGroupRequest.member_id", n_member_id)
     if cython.compiled:
         _put_uvarint(out, n_member_id + 1)
+    elif 0 <= n_member_id + 1 < 128:
+        out.append(n_member_id + 1)
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
@@ -740,6 +689,8 @@ def _enc_JoinGroupRequest_v6(obj, out):
             raise _w.string_too_long("JoinGroupRequest.group_instance_id", n_group_instance_id)
     if cython.compiled:
         _put_uvarint(out, n_group_instance_id + 1)
+    elif 0 <= n_group_instance_id + 1 < 128:
+        out.append(n_group_instance_id + 1)
     else:
         _w.put_uvarint(out, n_group_instance_id + 1)
     if n_group_instance_id > 0:
@@ -754,6 +705,8 @@ def _enc_JoinGroupRequest_v6(obj, out):
             raise _w.string_too_long("JoinGroupRequest.protocol_type", n_protocol_type)
     if cython.compiled:
         _put_uvarint(out, n_protocol_type + 1)
+    elif 0 <= n_protocol_type + 1 < 128:
+        out.append(n_protocol_type + 1)
     else:
         _w.put_uvarint(out, n_protocol_type + 1)
     if n_protocol_type > 0:
@@ -765,6 +718,8 @@ def _enc_JoinGroupRequest_v6(obj, out):
         n_protocols = len(f_protocols)
     if cython.compiled:
         _put_uvarint(out, n_protocols + 1)
+    elif 0 <= n_protocols + 1 < 128:
+        out.append(n_protocols + 1)
     else:
         _w.put_uvarint(out, n_protocols + 1)
     for item in f_protocols:
@@ -778,7 +733,10 @@ def _enc_JoinGroupRequest_v6(obj, out):
 def _dec_JoinGroupRequest_v8(buf, cur, end):
     """Decode JoinGroupRequest (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_group_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('group_id', buf, pos, end)
@@ -787,16 +745,11 @@ def _dec_JoinGroupRequest_v8(buf, cur, end):
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
-    if n_group_id >= 0:
-        if end - pos < n_group_id:
-            raise _w.short_read('group_id', pos, n_group_id, end)
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
+    if 0 <= n_group_id <= end - pos:
+        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
-        raise _w.bad_length('group_id', pos - 1, n_group_id, False)
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
     if end - pos < 8:
         raise _w.short_run(_RUN_session_timeout_ms__rebalance_timeout_ms, pos, end)
     if cython.compiled:
@@ -805,7 +758,10 @@ def _dec_JoinGroupRequest_v8(buf, cur, end):
     else:
         f_session_timeout_ms, f_rebalance_timeout_ms = _S_ii.unpack_from(buf, pos)
     pos += 8
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_member_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('member_id', buf, pos, end)
@@ -814,17 +770,15 @@ def _dec_JoinGroupRequest_v8(buf, cur, end):
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
-    if n_member_id >= 0:
-        if end - pos < n_member_id:
-            raise _w.short_read('member_id', pos, n_member_id, end)
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
+    if 0 <= n_member_id <= end - pos:
+        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
-        raise _w.bad_length('member_id', pos - 1, n_member_id, False)
-    if cython.compiled:
+        raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_group_instance_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('group_instance_id', buf, pos, end)
@@ -833,19 +787,17 @@ def _dec_JoinGroupRequest_v8(buf, cur, end):
     else:
         n_group_instance_id, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
         n_group_instance_id -= 1
-    if n_group_instance_id >= 0:
-        if end - pos < n_group_instance_id:
-            raise _w.short_read('group_instance_id', pos, n_group_instance_id, end)
-        try:
-            f_group_instance_id = buf[pos:pos + n_group_instance_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_instance_id', pos, exc) from None
+    if 0 <= n_group_instance_id <= end - pos:
+        f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
     else:
-        raise _w.bad_length('group_instance_id', pos - 1, n_group_instance_id, True)
-    if cython.compiled:
+        raise _w.bad_sized('group_instance_id', pos, n_group_instance_id, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_protocol_type = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('protocol_type', buf, pos, end)
@@ -854,17 +806,15 @@ def _dec_JoinGroupRequest_v8(buf, cur, end):
     else:
         n_protocol_type, pos = _w.read_uvarint(buf, pos, end, 'protocol_type')
         n_protocol_type -= 1
-    if n_protocol_type >= 0:
-        if end - pos < n_protocol_type:
-            raise _w.short_read('protocol_type', pos, n_protocol_type, end)
-        try:
-            f_protocol_type = buf[pos:pos + n_protocol_type].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('protocol_type', pos, exc) from None
+    if 0 <= n_protocol_type <= end - pos:
+        f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
         pos += n_protocol_type
     else:
-        raise _w.bad_length('protocol_type', pos - 1, n_protocol_type, False)
-    if cython.compiled:
+        raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_protocols = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('protocols', buf, pos, end)
@@ -884,7 +834,10 @@ def _dec_JoinGroupRequest_v8(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("protocols[%d]" % i)
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_reason = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('reason', buf, pos, end)
@@ -893,18 +846,13 @@ def _dec_JoinGroupRequest_v8(buf, cur, end):
     else:
         n_reason, pos = _w.read_uvarint(buf, pos, end, 'reason')
         n_reason -= 1
-    if n_reason >= 0:
-        if end - pos < n_reason:
-            raise _w.short_read('reason', pos, n_reason, end)
-        try:
-            f_reason = buf[pos:pos + n_reason].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('reason', pos, exc) from None
+    if 0 <= n_reason <= end - pos:
+        f_reason = _w.utf8(buf, pos, n_reason, 'reason')
         pos += n_reason
     elif n_reason == -1:
         f_reason = None
     else:
-        raise _w.bad_length('reason', pos - 1, n_reason, True)
+        raise _w.bad_sized('reason', pos, n_reason, end, 1, True)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -938,6 +886,8 @@ def _enc_JoinGroupRequest_v8(obj, out):
             raise _w.string_too_long("JoinGroupRequest.group_id", n_group_id)
     if cython.compiled:
         _put_uvarint(out, n_group_id + 1)
+    elif 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
@@ -958,6 +908,8 @@ def _enc_JoinGroupRequest_v8(obj, out):
             raise _w.string_too_long("JoinGroupRequest.member_id", n_member_id)
     if cython.compiled:
         _put_uvarint(out, n_member_id + 1)
+    elif 0 <= n_member_id + 1 < 128:
+        out.append(n_member_id + 1)
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
@@ -972,6 +924,8 @@ def _enc_JoinGroupRequest_v8(obj, out):
             raise _w.string_too_long("JoinGroupRequest.group_instance_id", n_group_instance_id)
     if cython.compiled:
         _put_uvarint(out, n_group_instance_id + 1)
+    elif 0 <= n_group_instance_id + 1 < 128:
+        out.append(n_group_instance_id + 1)
     else:
         _w.put_uvarint(out, n_group_instance_id + 1)
     if n_group_instance_id > 0:
@@ -986,6 +940,8 @@ def _enc_JoinGroupRequest_v8(obj, out):
             raise _w.string_too_long("JoinGroupRequest.protocol_type", n_protocol_type)
     if cython.compiled:
         _put_uvarint(out, n_protocol_type + 1)
+    elif 0 <= n_protocol_type + 1 < 128:
+        out.append(n_protocol_type + 1)
     else:
         _w.put_uvarint(out, n_protocol_type + 1)
     if n_protocol_type > 0:
@@ -997,6 +953,8 @@ def _enc_JoinGroupRequest_v8(obj, out):
         n_protocols = len(f_protocols)
     if cython.compiled:
         _put_uvarint(out, n_protocols + 1)
+    elif 0 <= n_protocols + 1 < 128:
+        out.append(n_protocols + 1)
     else:
         _w.put_uvarint(out, n_protocols + 1)
     for item in f_protocols:
@@ -1011,6 +969,8 @@ def _enc_JoinGroupRequest_v8(obj, out):
             raise _w.string_too_long("JoinGroupRequest.reason", n_reason)
     if cython.compiled:
         _put_uvarint(out, n_reason + 1)
+    elif 0 <= n_reason + 1 < 128:
+        out.append(n_reason + 1)
     else:
         _w.put_uvarint(out, n_reason + 1)
     if n_reason > 0:
@@ -1031,16 +991,11 @@ def _dec_JoinGroupRequest_JoinGroupRequestProtocol_v0(buf, cur, end):
     else:
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 2, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_metadata, pos, end)
     if cython.compiled:
@@ -1048,13 +1003,11 @@ def _dec_JoinGroupRequest_JoinGroupRequestProtocol_v0(buf, cur, end):
     else:
         n_metadata = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if n_metadata >= 0:
-        if end - pos < n_metadata:
-            raise _w.short_read('metadata', pos, n_metadata, end)
+    if 0 <= n_metadata <= end - pos:
         f_metadata = buf[pos:pos + n_metadata]
         pos += n_metadata
     else:
-        raise _w.bad_length('metadata', pos - 4, n_metadata, False)
+        raise _w.bad_sized('metadata', pos, n_metadata, end, 4, False)
     obj = JoinGroupRequest_JoinGroupRequestProtocol.__new__(JoinGroupRequest_JoinGroupRequestProtocol)
     obj.name = f_name
     obj.metadata = f_metadata
@@ -1099,7 +1052,10 @@ def _enc_JoinGroupRequest_JoinGroupRequestProtocol_v0(obj, out):
 def _dec_JoinGroupRequest_JoinGroupRequestProtocol_v6(buf, cur, end):
     """Decode JoinGroupRequest.JoinGroupRequestProtocol (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -1108,17 +1064,15 @@ def _dec_JoinGroupRequest_JoinGroupRequestProtocol_v6(buf, cur, end):
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 1, n_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('name', pos, n_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_metadata = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('metadata', buf, pos, end)
@@ -1127,13 +1081,11 @@ def _dec_JoinGroupRequest_JoinGroupRequestProtocol_v6(buf, cur, end):
     else:
         n_metadata, pos = _w.read_uvarint(buf, pos, end, 'metadata')
         n_metadata -= 1
-    if n_metadata >= 0:
-        if end - pos < n_metadata:
-            raise _w.short_read('metadata', pos, n_metadata, end)
+    if 0 <= n_metadata <= end - pos:
         f_metadata = buf[pos:pos + n_metadata]
         pos += n_metadata
     else:
-        raise _w.bad_length('metadata', pos - 1, n_metadata, False)
+        raise _w.bad_sized('metadata', pos, n_metadata, end, 1, False)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1161,6 +1113,8 @@ def _enc_JoinGroupRequest_JoinGroupRequestProtocol_v6(obj, out):
             raise _w.string_too_long("JoinGroupRequest.JoinGroupRequestProtocol.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -1172,6 +1126,8 @@ def _enc_JoinGroupRequest_JoinGroupRequestProtocol_v6(obj, out):
         n_metadata = len(f_metadata)
     if cython.compiled:
         _put_uvarint(out, n_metadata + 1)
+    elif 0 <= n_metadata + 1 < 128:
+        out.append(n_metadata + 1)
     else:
         _w.put_uvarint(out, n_metadata + 1)
     if n_metadata > 0:
@@ -1194,16 +1150,11 @@ def _dec_JoinGroupResponse_v0(buf, cur, end):
     else:
         f_error_code, f_generation_id, n_protocol_name = _S_hih.unpack_from(buf, pos)
     pos += 8
-    if n_protocol_name >= 0:
-        if end - pos < n_protocol_name:
-            raise _w.short_read('protocol_name', pos, n_protocol_name, end)
-        try:
-            f_protocol_name = buf[pos:pos + n_protocol_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('protocol_name', pos, exc) from None
+    if 0 <= n_protocol_name <= end - pos:
+        f_protocol_name = _w.utf8(buf, pos, n_protocol_name, 'protocol_name')
         pos += n_protocol_name
     else:
-        raise _w.bad_length('protocol_name', pos - 2, n_protocol_name, False)
+        raise _w.bad_sized('protocol_name', pos, n_protocol_name, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_leader, pos, end)
     if cython.compiled:
@@ -1211,16 +1162,11 @@ def _dec_JoinGroupResponse_v0(buf, cur, end):
     else:
         n_leader = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_leader >= 0:
-        if end - pos < n_leader:
-            raise _w.short_read('leader', pos, n_leader, end)
-        try:
-            f_leader = buf[pos:pos + n_leader].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('leader', pos, exc) from None
+    if 0 <= n_leader <= end - pos:
+        f_leader = _w.utf8(buf, pos, n_leader, 'leader')
         pos += n_leader
     else:
-        raise _w.bad_length('leader', pos - 2, n_leader, False)
+        raise _w.bad_sized('leader', pos, n_leader, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_member_id, pos, end)
     if cython.compiled:
@@ -1228,16 +1174,11 @@ def _dec_JoinGroupResponse_v0(buf, cur, end):
     else:
         n_member_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_member_id >= 0:
-        if end - pos < n_member_id:
-            raise _w.short_read('member_id', pos, n_member_id, end)
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
+    if 0 <= n_member_id <= end - pos:
+        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
-        raise _w.bad_length('member_id', pos - 2, n_member_id, False)
+        raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_members, pos, end)
     if cython.compiled:
@@ -1351,16 +1292,11 @@ def _dec_JoinGroupResponse_v2(buf, cur, end):
     else:
         f_throttle_time_ms, f_error_code, f_generation_id, n_protocol_name = _S_ihih.unpack_from(buf, pos)
     pos += 12
-    if n_protocol_name >= 0:
-        if end - pos < n_protocol_name:
-            raise _w.short_read('protocol_name', pos, n_protocol_name, end)
-        try:
-            f_protocol_name = buf[pos:pos + n_protocol_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('protocol_name', pos, exc) from None
+    if 0 <= n_protocol_name <= end - pos:
+        f_protocol_name = _w.utf8(buf, pos, n_protocol_name, 'protocol_name')
         pos += n_protocol_name
     else:
-        raise _w.bad_length('protocol_name', pos - 2, n_protocol_name, False)
+        raise _w.bad_sized('protocol_name', pos, n_protocol_name, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_leader, pos, end)
     if cython.compiled:
@@ -1368,16 +1304,11 @@ def _dec_JoinGroupResponse_v2(buf, cur, end):
     else:
         n_leader = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_leader >= 0:
-        if end - pos < n_leader:
-            raise _w.short_read('leader', pos, n_leader, end)
-        try:
-            f_leader = buf[pos:pos + n_leader].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('leader', pos, exc) from None
+    if 0 <= n_leader <= end - pos:
+        f_leader = _w.utf8(buf, pos, n_leader, 'leader')
         pos += n_leader
     else:
-        raise _w.bad_length('leader', pos - 2, n_leader, False)
+        raise _w.bad_sized('leader', pos, n_leader, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_member_id, pos, end)
     if cython.compiled:
@@ -1385,16 +1316,11 @@ def _dec_JoinGroupResponse_v2(buf, cur, end):
     else:
         n_member_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_member_id >= 0:
-        if end - pos < n_member_id:
-            raise _w.short_read('member_id', pos, n_member_id, end)
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
+    if 0 <= n_member_id <= end - pos:
+        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
-        raise _w.bad_length('member_id', pos - 2, n_member_id, False)
+        raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_members, pos, end)
     if cython.compiled:
@@ -1509,16 +1435,11 @@ def _dec_JoinGroupResponse_v5(buf, cur, end):
     else:
         f_throttle_time_ms, f_error_code, f_generation_id, n_protocol_name = _S_ihih.unpack_from(buf, pos)
     pos += 12
-    if n_protocol_name >= 0:
-        if end - pos < n_protocol_name:
-            raise _w.short_read('protocol_name', pos, n_protocol_name, end)
-        try:
-            f_protocol_name = buf[pos:pos + n_protocol_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('protocol_name', pos, exc) from None
+    if 0 <= n_protocol_name <= end - pos:
+        f_protocol_name = _w.utf8(buf, pos, n_protocol_name, 'protocol_name')
         pos += n_protocol_name
     else:
-        raise _w.bad_length('protocol_name', pos - 2, n_protocol_name, False)
+        raise _w.bad_sized('protocol_name', pos, n_protocol_name, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_leader, pos, end)
     if cython.compiled:
@@ -1526,16 +1447,11 @@ def _dec_JoinGroupResponse_v5(buf, cur, end):
     else:
         n_leader = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_leader >= 0:
-        if end - pos < n_leader:
-            raise _w.short_read('leader', pos, n_leader, end)
-        try:
-            f_leader = buf[pos:pos + n_leader].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('leader', pos, exc) from None
+    if 0 <= n_leader <= end - pos:
+        f_leader = _w.utf8(buf, pos, n_leader, 'leader')
         pos += n_leader
     else:
-        raise _w.bad_length('leader', pos - 2, n_leader, False)
+        raise _w.bad_sized('leader', pos, n_leader, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_member_id, pos, end)
     if cython.compiled:
@@ -1543,16 +1459,11 @@ def _dec_JoinGroupResponse_v5(buf, cur, end):
     else:
         n_member_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_member_id >= 0:
-        if end - pos < n_member_id:
-            raise _w.short_read('member_id', pos, n_member_id, end)
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
+    if 0 <= n_member_id <= end - pos:
+        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
-        raise _w.bad_length('member_id', pos - 2, n_member_id, False)
+        raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_members, pos, end)
     if cython.compiled:
@@ -1666,7 +1577,10 @@ def _dec_JoinGroupResponse_v6(buf, cur, end):
     else:
         f_throttle_time_ms, f_error_code, f_generation_id = _S_ihi.unpack_from(buf, pos)
     pos += 10
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_protocol_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('protocol_name', buf, pos, end)
@@ -1675,17 +1589,15 @@ def _dec_JoinGroupResponse_v6(buf, cur, end):
     else:
         n_protocol_name, pos = _w.read_uvarint(buf, pos, end, 'protocol_name')
         n_protocol_name -= 1
-    if n_protocol_name >= 0:
-        if end - pos < n_protocol_name:
-            raise _w.short_read('protocol_name', pos, n_protocol_name, end)
-        try:
-            f_protocol_name = buf[pos:pos + n_protocol_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('protocol_name', pos, exc) from None
+    if 0 <= n_protocol_name <= end - pos:
+        f_protocol_name = _w.utf8(buf, pos, n_protocol_name, 'protocol_name')
         pos += n_protocol_name
     else:
-        raise _w.bad_length('protocol_name', pos - 1, n_protocol_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('protocol_name', pos, n_protocol_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_leader = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('leader', buf, pos, end)
@@ -1694,17 +1606,15 @@ def _dec_JoinGroupResponse_v6(buf, cur, end):
     else:
         n_leader, pos = _w.read_uvarint(buf, pos, end, 'leader')
         n_leader -= 1
-    if n_leader >= 0:
-        if end - pos < n_leader:
-            raise _w.short_read('leader', pos, n_leader, end)
-        try:
-            f_leader = buf[pos:pos + n_leader].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('leader', pos, exc) from None
+    if 0 <= n_leader <= end - pos:
+        f_leader = _w.utf8(buf, pos, n_leader, 'leader')
         pos += n_leader
     else:
-        raise _w.bad_length('leader', pos - 1, n_leader, False)
-    if cython.compiled:
+        raise _w.bad_sized('leader', pos, n_leader, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_member_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('member_id', buf, pos, end)
@@ -1713,17 +1623,15 @@ def _dec_JoinGroupResponse_v6(buf, cur, end):
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
-    if n_member_id >= 0:
-        if end - pos < n_member_id:
-            raise _w.short_read('member_id', pos, n_member_id, end)
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
+    if 0 <= n_member_id <= end - pos:
+        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
-        raise _w.bad_length('member_id', pos - 1, n_member_id, False)
-    if cython.compiled:
+        raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_members = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('members', buf, pos, end)
@@ -1786,6 +1694,8 @@ def _enc_JoinGroupResponse_v6(obj, out):
             raise _w.string_too_long("JoinGroupResponse.protocol_name", n_protocol_name)
     if cython.compiled:
         _put_uvarint(out, n_protocol_name + 1)
+    elif 0 <= n_protocol_name + 1 < 128:
+        out.append(n_protocol_name + 1)
     else:
         _w.put_uvarint(out, n_protocol_name + 1)
     if n_protocol_name > 0:
@@ -1800,6 +1710,8 @@ def _enc_JoinGroupResponse_v6(obj, out):
             raise _w.string_too_long("JoinGroupResponse.leader", n_leader)
     if cython.compiled:
         _put_uvarint(out, n_leader + 1)
+    elif 0 <= n_leader + 1 < 128:
+        out.append(n_leader + 1)
     else:
         _w.put_uvarint(out, n_leader + 1)
     if n_leader > 0:
@@ -1814,6 +1726,8 @@ def _enc_JoinGroupResponse_v6(obj, out):
             raise _w.string_too_long("JoinGroupResponse.member_id", n_member_id)
     if cython.compiled:
         _put_uvarint(out, n_member_id + 1)
+    elif 0 <= n_member_id + 1 < 128:
+        out.append(n_member_id + 1)
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
@@ -1825,6 +1739,8 @@ def _enc_JoinGroupResponse_v6(obj, out):
         n_members = len(f_members)
     if cython.compiled:
         _put_uvarint(out, n_members + 1)
+    elif 0 <= n_members + 1 < 128:
+        out.append(n_members + 1)
     else:
         _w.put_uvarint(out, n_members + 1)
     for item in f_members:
@@ -1847,7 +1763,10 @@ def _dec_JoinGroupResponse_v7(buf, cur, end):
     else:
         f_throttle_time_ms, f_error_code, f_generation_id = _S_ihi.unpack_from(buf, pos)
     pos += 10
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_protocol_type = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('protocol_type', buf, pos, end)
@@ -1856,19 +1775,17 @@ def _dec_JoinGroupResponse_v7(buf, cur, end):
     else:
         n_protocol_type, pos = _w.read_uvarint(buf, pos, end, 'protocol_type')
         n_protocol_type -= 1
-    if n_protocol_type >= 0:
-        if end - pos < n_protocol_type:
-            raise _w.short_read('protocol_type', pos, n_protocol_type, end)
-        try:
-            f_protocol_type = buf[pos:pos + n_protocol_type].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('protocol_type', pos, exc) from None
+    if 0 <= n_protocol_type <= end - pos:
+        f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
         pos += n_protocol_type
     elif n_protocol_type == -1:
         f_protocol_type = None
     else:
-        raise _w.bad_length('protocol_type', pos - 1, n_protocol_type, True)
-    if cython.compiled:
+        raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_protocol_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('protocol_name', buf, pos, end)
@@ -1877,19 +1794,17 @@ def _dec_JoinGroupResponse_v7(buf, cur, end):
     else:
         n_protocol_name, pos = _w.read_uvarint(buf, pos, end, 'protocol_name')
         n_protocol_name -= 1
-    if n_protocol_name >= 0:
-        if end - pos < n_protocol_name:
-            raise _w.short_read('protocol_name', pos, n_protocol_name, end)
-        try:
-            f_protocol_name = buf[pos:pos + n_protocol_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('protocol_name', pos, exc) from None
+    if 0 <= n_protocol_name <= end - pos:
+        f_protocol_name = _w.utf8(buf, pos, n_protocol_name, 'protocol_name')
         pos += n_protocol_name
     elif n_protocol_name == -1:
         f_protocol_name = None
     else:
-        raise _w.bad_length('protocol_name', pos - 1, n_protocol_name, True)
-    if cython.compiled:
+        raise _w.bad_sized('protocol_name', pos, n_protocol_name, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_leader = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('leader', buf, pos, end)
@@ -1898,17 +1813,15 @@ def _dec_JoinGroupResponse_v7(buf, cur, end):
     else:
         n_leader, pos = _w.read_uvarint(buf, pos, end, 'leader')
         n_leader -= 1
-    if n_leader >= 0:
-        if end - pos < n_leader:
-            raise _w.short_read('leader', pos, n_leader, end)
-        try:
-            f_leader = buf[pos:pos + n_leader].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('leader', pos, exc) from None
+    if 0 <= n_leader <= end - pos:
+        f_leader = _w.utf8(buf, pos, n_leader, 'leader')
         pos += n_leader
     else:
-        raise _w.bad_length('leader', pos - 1, n_leader, False)
-    if cython.compiled:
+        raise _w.bad_sized('leader', pos, n_leader, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_member_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('member_id', buf, pos, end)
@@ -1917,17 +1830,15 @@ def _dec_JoinGroupResponse_v7(buf, cur, end):
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
-    if n_member_id >= 0:
-        if end - pos < n_member_id:
-            raise _w.short_read('member_id', pos, n_member_id, end)
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
+    if 0 <= n_member_id <= end - pos:
+        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
-        raise _w.bad_length('member_id', pos - 1, n_member_id, False)
-    if cython.compiled:
+        raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_members = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('members', buf, pos, end)
@@ -1990,6 +1901,8 @@ def _enc_JoinGroupResponse_v7(obj, out):
             raise _w.string_too_long("JoinGroupResponse.protocol_type", n_protocol_type)
     if cython.compiled:
         _put_uvarint(out, n_protocol_type + 1)
+    elif 0 <= n_protocol_type + 1 < 128:
+        out.append(n_protocol_type + 1)
     else:
         _w.put_uvarint(out, n_protocol_type + 1)
     if n_protocol_type > 0:
@@ -2004,6 +1917,8 @@ def _enc_JoinGroupResponse_v7(obj, out):
             raise _w.string_too_long("JoinGroupResponse.protocol_name", n_protocol_name)
     if cython.compiled:
         _put_uvarint(out, n_protocol_name + 1)
+    elif 0 <= n_protocol_name + 1 < 128:
+        out.append(n_protocol_name + 1)
     else:
         _w.put_uvarint(out, n_protocol_name + 1)
     if n_protocol_name > 0:
@@ -2018,6 +1933,8 @@ def _enc_JoinGroupResponse_v7(obj, out):
             raise _w.string_too_long("JoinGroupResponse.leader", n_leader)
     if cython.compiled:
         _put_uvarint(out, n_leader + 1)
+    elif 0 <= n_leader + 1 < 128:
+        out.append(n_leader + 1)
     else:
         _w.put_uvarint(out, n_leader + 1)
     if n_leader > 0:
@@ -2032,6 +1949,8 @@ def _enc_JoinGroupResponse_v7(obj, out):
             raise _w.string_too_long("JoinGroupResponse.member_id", n_member_id)
     if cython.compiled:
         _put_uvarint(out, n_member_id + 1)
+    elif 0 <= n_member_id + 1 < 128:
+        out.append(n_member_id + 1)
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
@@ -2043,6 +1962,8 @@ def _enc_JoinGroupResponse_v7(obj, out):
         n_members = len(f_members)
     if cython.compiled:
         _put_uvarint(out, n_members + 1)
+    elif 0 <= n_members + 1 < 128:
+        out.append(n_members + 1)
     else:
         _w.put_uvarint(out, n_members + 1)
     for item in f_members:
@@ -2065,7 +1986,10 @@ def _dec_JoinGroupResponse_v9(buf, cur, end):
     else:
         f_throttle_time_ms, f_error_code, f_generation_id = _S_ihi.unpack_from(buf, pos)
     pos += 10
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_protocol_type = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('protocol_type', buf, pos, end)
@@ -2074,19 +1998,17 @@ def _dec_JoinGroupResponse_v9(buf, cur, end):
     else:
         n_protocol_type, pos = _w.read_uvarint(buf, pos, end, 'protocol_type')
         n_protocol_type -= 1
-    if n_protocol_type >= 0:
-        if end - pos < n_protocol_type:
-            raise _w.short_read('protocol_type', pos, n_protocol_type, end)
-        try:
-            f_protocol_type = buf[pos:pos + n_protocol_type].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('protocol_type', pos, exc) from None
+    if 0 <= n_protocol_type <= end - pos:
+        f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
         pos += n_protocol_type
     elif n_protocol_type == -1:
         f_protocol_type = None
     else:
-        raise _w.bad_length('protocol_type', pos - 1, n_protocol_type, True)
-    if cython.compiled:
+        raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_protocol_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('protocol_name', buf, pos, end)
@@ -2095,19 +2017,17 @@ def _dec_JoinGroupResponse_v9(buf, cur, end):
     else:
         n_protocol_name, pos = _w.read_uvarint(buf, pos, end, 'protocol_name')
         n_protocol_name -= 1
-    if n_protocol_name >= 0:
-        if end - pos < n_protocol_name:
-            raise _w.short_read('protocol_name', pos, n_protocol_name, end)
-        try:
-            f_protocol_name = buf[pos:pos + n_protocol_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('protocol_name', pos, exc) from None
+    if 0 <= n_protocol_name <= end - pos:
+        f_protocol_name = _w.utf8(buf, pos, n_protocol_name, 'protocol_name')
         pos += n_protocol_name
     elif n_protocol_name == -1:
         f_protocol_name = None
     else:
-        raise _w.bad_length('protocol_name', pos - 1, n_protocol_name, True)
-    if cython.compiled:
+        raise _w.bad_sized('protocol_name', pos, n_protocol_name, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_leader = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('leader', buf, pos, end)
@@ -2116,16 +2036,11 @@ def _dec_JoinGroupResponse_v9(buf, cur, end):
     else:
         n_leader, pos = _w.read_uvarint(buf, pos, end, 'leader')
         n_leader -= 1
-    if n_leader >= 0:
-        if end - pos < n_leader:
-            raise _w.short_read('leader', pos, n_leader, end)
-        try:
-            f_leader = buf[pos:pos + n_leader].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('leader', pos, exc) from None
+    if 0 <= n_leader <= end - pos:
+        f_leader = _w.utf8(buf, pos, n_leader, 'leader')
         pos += n_leader
     else:
-        raise _w.bad_length('leader', pos - 1, n_leader, False)
+        raise _w.bad_sized('leader', pos, n_leader, end, 1, False)
     if end - pos < 1:
         raise _w.short_run(_RUN_skip_assignment, pos, end)
     if cython.compiled:
@@ -2136,7 +2051,10 @@ def _dec_JoinGroupResponse_v9(buf, cur, end):
     if f_skip_assignment != 0 and f_skip_assignment != 1:
         raise _w.bad_bool('skip_assignment', pos - 1, f_skip_assignment)
     b_skip_assignment = f_skip_assignment == 1
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_member_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('member_id', buf, pos, end)
@@ -2145,17 +2063,15 @@ def _dec_JoinGroupResponse_v9(buf, cur, end):
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
-    if n_member_id >= 0:
-        if end - pos < n_member_id:
-            raise _w.short_read('member_id', pos, n_member_id, end)
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
+    if 0 <= n_member_id <= end - pos:
+        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
-        raise _w.bad_length('member_id', pos - 1, n_member_id, False)
-    if cython.compiled:
+        raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_members = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('members', buf, pos, end)
@@ -2216,6 +2132,8 @@ def _enc_JoinGroupResponse_v9(obj, out):
             raise _w.string_too_long("JoinGroupResponse.protocol_type", n_protocol_type)
     if cython.compiled:
         _put_uvarint(out, n_protocol_type + 1)
+    elif 0 <= n_protocol_type + 1 < 128:
+        out.append(n_protocol_type + 1)
     else:
         _w.put_uvarint(out, n_protocol_type + 1)
     if n_protocol_type > 0:
@@ -2230,6 +2148,8 @@ def _enc_JoinGroupResponse_v9(obj, out):
             raise _w.string_too_long("JoinGroupResponse.protocol_name", n_protocol_name)
     if cython.compiled:
         _put_uvarint(out, n_protocol_name + 1)
+    elif 0 <= n_protocol_name + 1 < 128:
+        out.append(n_protocol_name + 1)
     else:
         _w.put_uvarint(out, n_protocol_name + 1)
     if n_protocol_name > 0:
@@ -2244,6 +2164,8 @@ def _enc_JoinGroupResponse_v9(obj, out):
             raise _w.string_too_long("JoinGroupResponse.leader", n_leader)
     if cython.compiled:
         _put_uvarint(out, n_leader + 1)
+    elif 0 <= n_leader + 1 < 128:
+        out.append(n_leader + 1)
     else:
         _w.put_uvarint(out, n_leader + 1)
     if n_leader > 0:
@@ -2263,6 +2185,8 @@ def _enc_JoinGroupResponse_v9(obj, out):
             raise _w.string_too_long("JoinGroupResponse.member_id", n_member_id)
     if cython.compiled:
         _put_uvarint(out, n_member_id + 1)
+    elif 0 <= n_member_id + 1 < 128:
+        out.append(n_member_id + 1)
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
@@ -2274,6 +2198,8 @@ def _enc_JoinGroupResponse_v9(obj, out):
         n_members = len(f_members)
     if cython.compiled:
         _put_uvarint(out, n_members + 1)
+    elif 0 <= n_members + 1 < 128:
+        out.append(n_members + 1)
     else:
         _w.put_uvarint(out, n_members + 1)
     for item in f_members:
@@ -2294,16 +2220,11 @@ def _dec_JoinGroupResponse_JoinGroupResponseMember_v0(buf, cur, end):
     else:
         n_member_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_member_id >= 0:
-        if end - pos < n_member_id:
-            raise _w.short_read('member_id', pos, n_member_id, end)
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
+    if 0 <= n_member_id <= end - pos:
+        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
-        raise _w.bad_length('member_id', pos - 2, n_member_id, False)
+        raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_metadata, pos, end)
     if cython.compiled:
@@ -2311,13 +2232,11 @@ def _dec_JoinGroupResponse_JoinGroupResponseMember_v0(buf, cur, end):
     else:
         n_metadata = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if n_metadata >= 0:
-        if end - pos < n_metadata:
-            raise _w.short_read('metadata', pos, n_metadata, end)
+    if 0 <= n_metadata <= end - pos:
         f_metadata = buf[pos:pos + n_metadata]
         pos += n_metadata
     else:
-        raise _w.bad_length('metadata', pos - 4, n_metadata, False)
+        raise _w.bad_sized('metadata', pos, n_metadata, end, 4, False)
     obj = JoinGroupResponse_JoinGroupResponseMember.__new__(JoinGroupResponse_JoinGroupResponseMember)
     obj.member_id = f_member_id
     obj.group_instance_id = None
@@ -2370,16 +2289,11 @@ def _dec_JoinGroupResponse_JoinGroupResponseMember_v5(buf, cur, end):
     else:
         n_member_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_member_id >= 0:
-        if end - pos < n_member_id:
-            raise _w.short_read('member_id', pos, n_member_id, end)
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
+    if 0 <= n_member_id <= end - pos:
+        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
-        raise _w.bad_length('member_id', pos - 2, n_member_id, False)
+        raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_group_instance_id, pos, end)
     if cython.compiled:
@@ -2387,18 +2301,13 @@ def _dec_JoinGroupResponse_JoinGroupResponseMember_v5(buf, cur, end):
     else:
         n_group_instance_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_group_instance_id >= 0:
-        if end - pos < n_group_instance_id:
-            raise _w.short_read('group_instance_id', pos, n_group_instance_id, end)
-        try:
-            f_group_instance_id = buf[pos:pos + n_group_instance_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_instance_id', pos, exc) from None
+    if 0 <= n_group_instance_id <= end - pos:
+        f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
     else:
-        raise _w.bad_length('group_instance_id', pos - 2, n_group_instance_id, True)
+        raise _w.bad_sized('group_instance_id', pos, n_group_instance_id, end, 2, True)
     if end - pos < 4:
         raise _w.short_run(_RUN_metadata, pos, end)
     if cython.compiled:
@@ -2406,13 +2315,11 @@ def _dec_JoinGroupResponse_JoinGroupResponseMember_v5(buf, cur, end):
     else:
         n_metadata = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if n_metadata >= 0:
-        if end - pos < n_metadata:
-            raise _w.short_read('metadata', pos, n_metadata, end)
+    if 0 <= n_metadata <= end - pos:
         f_metadata = buf[pos:pos + n_metadata]
         pos += n_metadata
     else:
-        raise _w.bad_length('metadata', pos - 4, n_metadata, False)
+        raise _w.bad_sized('metadata', pos, n_metadata, end, 4, False)
     obj = JoinGroupResponse_JoinGroupResponseMember.__new__(JoinGroupResponse_JoinGroupResponseMember)
     obj.member_id = f_member_id
     obj.group_instance_id = f_group_instance_id
@@ -2473,7 +2380,10 @@ def _enc_JoinGroupResponse_JoinGroupResponseMember_v5(obj, out):
 def _dec_JoinGroupResponse_JoinGroupResponseMember_v6(buf, cur, end):
     """Decode JoinGroupResponse.JoinGroupResponseMember (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_member_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('member_id', buf, pos, end)
@@ -2482,17 +2392,15 @@ def _dec_JoinGroupResponse_JoinGroupResponseMember_v6(buf, cur, end):
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
-    if n_member_id >= 0:
-        if end - pos < n_member_id:
-            raise _w.short_read('member_id', pos, n_member_id, end)
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
+    if 0 <= n_member_id <= end - pos:
+        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
-        raise _w.bad_length('member_id', pos - 1, n_member_id, False)
-    if cython.compiled:
+        raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_group_instance_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('group_instance_id', buf, pos, end)
@@ -2501,19 +2409,17 @@ def _dec_JoinGroupResponse_JoinGroupResponseMember_v6(buf, cur, end):
     else:
         n_group_instance_id, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
         n_group_instance_id -= 1
-    if n_group_instance_id >= 0:
-        if end - pos < n_group_instance_id:
-            raise _w.short_read('group_instance_id', pos, n_group_instance_id, end)
-        try:
-            f_group_instance_id = buf[pos:pos + n_group_instance_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_instance_id', pos, exc) from None
+    if 0 <= n_group_instance_id <= end - pos:
+        f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
     else:
-        raise _w.bad_length('group_instance_id', pos - 1, n_group_instance_id, True)
-    if cython.compiled:
+        raise _w.bad_sized('group_instance_id', pos, n_group_instance_id, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_metadata = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('metadata', buf, pos, end)
@@ -2522,13 +2428,11 @@ def _dec_JoinGroupResponse_JoinGroupResponseMember_v6(buf, cur, end):
     else:
         n_metadata, pos = _w.read_uvarint(buf, pos, end, 'metadata')
         n_metadata -= 1
-    if n_metadata >= 0:
-        if end - pos < n_metadata:
-            raise _w.short_read('metadata', pos, n_metadata, end)
+    if 0 <= n_metadata <= end - pos:
         f_metadata = buf[pos:pos + n_metadata]
         pos += n_metadata
     else:
-        raise _w.bad_length('metadata', pos - 1, n_metadata, False)
+        raise _w.bad_sized('metadata', pos, n_metadata, end, 1, False)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -2557,6 +2461,8 @@ def _enc_JoinGroupResponse_JoinGroupResponseMember_v6(obj, out):
             raise _w.string_too_long("JoinGroupResponse.JoinGroupResponseMember.member_id", n_member_id)
     if cython.compiled:
         _put_uvarint(out, n_member_id + 1)
+    elif 0 <= n_member_id + 1 < 128:
+        out.append(n_member_id + 1)
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
@@ -2571,6 +2477,8 @@ def _enc_JoinGroupResponse_JoinGroupResponseMember_v6(obj, out):
             raise _w.string_too_long("JoinGroupResponse.JoinGroupResponseMember.group_instance_id", n_group_instance_id)
     if cython.compiled:
         _put_uvarint(out, n_group_instance_id + 1)
+    elif 0 <= n_group_instance_id + 1 < 128:
+        out.append(n_group_instance_id + 1)
     else:
         _w.put_uvarint(out, n_group_instance_id + 1)
     if n_group_instance_id > 0:
@@ -2582,6 +2490,8 @@ def _enc_JoinGroupResponse_JoinGroupResponseMember_v6(obj, out):
         n_metadata = len(f_metadata)
     if cython.compiled:
         _put_uvarint(out, n_metadata + 1)
+    elif 0 <= n_metadata + 1 < 128:
+        out.append(n_metadata + 1)
     else:
         _w.put_uvarint(out, n_metadata + 1)
     if n_metadata > 0:
@@ -2630,12 +2540,12 @@ class JoinGroupRequest(Message):
     Attributes:
         group_id (string, v0-9): The group to join.
         session_timeout_ms (int32, v0-9): How long the coordinator waits for a heartbeat before dropping the member, in milliseconds.
-        rebalance_timeout_ms (int32, v1-9): 
+        rebalance_timeout_ms (int32, v1-9): How long the coordinator waits for every member to rejoin during a rebalance, in milliseconds.
         member_id (string, v0-9): The member id from an earlier join, or empty for a new member.
-        group_instance_id (string, v5-9, nullable v5-9): 
+        group_instance_id (string, v5-9, nullable v5-9): The static member id (KIP-345) configured by the member, or null for a dynamic member.
         protocol_type (string, v0-9): The kind of protocols offered, e.g. "consumer".
         protocols ([]JoinGroupRequestProtocol, v0-9): The protocols the member supports, most preferred first.
-        reason (string, v8-9, nullable v8-9): 
+        reason (string, v8-9, nullable v8-9): A free-text reason, logged by the broker.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -2697,7 +2607,7 @@ class JoinGroupResponse_JoinGroupResponseMember(Struct):
 
     Attributes:
         member_id (string, v0-9): The member id.
-        group_instance_id (string, v5-9, nullable v5-9): 
+        group_instance_id (string, v5-9, nullable v5-9): The static member id (KIP-345) configured by the member, or null for a dynamic member.
         metadata (bytes, v0-9): The member's metadata for the chosen protocol.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
@@ -2732,13 +2642,13 @@ class JoinGroupResponse(Message):
     Flexible (compact lengths, tagged fields) in v6-9.
 
     Attributes:
-        throttle_time_ms (int32, v2-9): 
+        throttle_time_ms (int32, v2-9): How long the response was held back by a quota, in milliseconds (0 if not throttled).
         error_code (int16, v0-9): The error code, 0 for none.
         generation_id (int32, v0-9): The generation the group has entered.
-        protocol_type (string, v7-9, nullable v7-9): 
+        protocol_type (string, v7-9, nullable v7-9): The class of group protocol ("consumer", "connect", ...), or null.
         protocol_name (string, v0-9, nullable v7-9): The protocol the coordinator chose for the group.
         leader (string, v0-9): The member id of the group leader.
-        skip_assignment (bool, v9): 
+        skip_assignment (bool, v9): Set for the group leader when the coordinator computes the assignment itself, so the leader must not.
         member_id (string, v0-9): This member's id.
         members ([]JoinGroupResponseMember, v0-9): Every member with its metadata; filled in only in the leader's response.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.

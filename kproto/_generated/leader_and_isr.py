@@ -470,7 +470,10 @@ def _dec_LeaderAndIsrRequest_v4(buf, cur, end):
     else:
         f_controller_id, f_controller_epoch, f_broker_epoch = _S_iiq.unpack_from(buf, pos)
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topic_states = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic_states', buf, pos, end)
@@ -490,7 +493,10 @@ def _dec_LeaderAndIsrRequest_v4(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topic_states[%d]" % i)
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_live_leaders = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('live_leaders', buf, pos, end)
@@ -553,6 +559,8 @@ def _enc_LeaderAndIsrRequest_v4(obj, out):
         n_topic_states = len(f_topic_states)
     if cython.compiled:
         _put_uvarint(out, n_topic_states + 1)
+    elif 0 <= n_topic_states + 1 < 128:
+        out.append(n_topic_states + 1)
     else:
         _w.put_uvarint(out, n_topic_states + 1)
     for item in f_topic_states:
@@ -564,6 +572,8 @@ def _enc_LeaderAndIsrRequest_v4(obj, out):
         n_live_leaders = len(f_live_leaders)
     if cython.compiled:
         _put_uvarint(out, n_live_leaders + 1)
+    elif 0 <= n_live_leaders + 1 < 128:
+        out.append(n_live_leaders + 1)
     else:
         _w.put_uvarint(out, n_live_leaders + 1)
     for item in f_live_leaders:
@@ -587,7 +597,10 @@ def _dec_LeaderAndIsrRequest_v5(buf, cur, end):
     else:
         f_controller_id, f_controller_epoch, f_broker_epoch, f_type = _S_iiqb.unpack_from(buf, pos)
     pos += 17
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topic_states = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic_states', buf, pos, end)
@@ -607,7 +620,10 @@ def _dec_LeaderAndIsrRequest_v5(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topic_states[%d]" % i)
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_live_leaders = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('live_leaders', buf, pos, end)
@@ -669,6 +685,8 @@ def _enc_LeaderAndIsrRequest_v5(obj, out):
         n_topic_states = len(f_topic_states)
     if cython.compiled:
         _put_uvarint(out, n_topic_states + 1)
+    elif 0 <= n_topic_states + 1 < 128:
+        out.append(n_topic_states + 1)
     else:
         _w.put_uvarint(out, n_topic_states + 1)
     for item in f_topic_states:
@@ -680,6 +698,8 @@ def _enc_LeaderAndIsrRequest_v5(obj, out):
         n_live_leaders = len(f_live_leaders)
     if cython.compiled:
         _put_uvarint(out, n_live_leaders + 1)
+    elif 0 <= n_live_leaders + 1 < 128:
+        out.append(n_live_leaders + 1)
     else:
         _w.put_uvarint(out, n_live_leaders + 1)
     for item in f_live_leaders:
@@ -703,7 +723,10 @@ def _dec_LeaderAndIsrRequest_v6(buf, cur, end):
     else:
         f_controller_id, f_controller_epoch, f_broker_epoch, f_type = _S_iiqb.unpack_from(buf, pos)
     pos += 17
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topic_states = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic_states', buf, pos, end)
@@ -723,7 +746,10 @@ def _dec_LeaderAndIsrRequest_v6(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topic_states[%d]" % i)
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_live_leaders = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('live_leaders', buf, pos, end)
@@ -785,6 +811,8 @@ def _enc_LeaderAndIsrRequest_v6(obj, out):
         n_topic_states = len(f_topic_states)
     if cython.compiled:
         _put_uvarint(out, n_topic_states + 1)
+    elif 0 <= n_topic_states + 1 < 128:
+        out.append(n_topic_states + 1)
     else:
         _w.put_uvarint(out, n_topic_states + 1)
     for item in f_topic_states:
@@ -796,6 +824,8 @@ def _enc_LeaderAndIsrRequest_v6(obj, out):
         n_live_leaders = len(f_live_leaders)
     if cython.compiled:
         _put_uvarint(out, n_live_leaders + 1)
+    elif 0 <= n_live_leaders + 1 < 128:
+        out.append(n_live_leaders + 1)
     else:
         _w.put_uvarint(out, n_live_leaders + 1)
     for item in f_live_leaders:
@@ -823,7 +853,10 @@ def _dec_LeaderAndIsrRequest_v7(buf, cur, end):
     if f_is_k_raft_controller != 0 and f_is_k_raft_controller != 1:
         raise _w.bad_bool('is_k_raft_controller', pos - 14, f_is_k_raft_controller)
     b_is_k_raft_controller = f_is_k_raft_controller == 1
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topic_states = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic_states', buf, pos, end)
@@ -843,7 +876,10 @@ def _dec_LeaderAndIsrRequest_v7(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topic_states[%d]" % i)
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_live_leaders = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('live_leaders', buf, pos, end)
@@ -904,6 +940,8 @@ def _enc_LeaderAndIsrRequest_v7(obj, out):
         n_topic_states = len(f_topic_states)
     if cython.compiled:
         _put_uvarint(out, n_topic_states + 1)
+    elif 0 <= n_topic_states + 1 < 128:
+        out.append(n_topic_states + 1)
     else:
         _w.put_uvarint(out, n_topic_states + 1)
     for item in f_topic_states:
@@ -915,6 +953,8 @@ def _enc_LeaderAndIsrRequest_v7(obj, out):
         n_live_leaders = len(f_live_leaders)
     if cython.compiled:
         _put_uvarint(out, n_live_leaders + 1)
+    elif 0 <= n_live_leaders + 1 < 128:
+        out.append(n_live_leaders + 1)
     else:
         _w.put_uvarint(out, n_live_leaders + 1)
     for item in f_live_leaders:
@@ -935,16 +975,11 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(buf, cur, end):
     else:
         n_topic_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_topic_name >= 0:
-        if end - pos < n_topic_name:
-            raise _w.short_read('topic_name', pos, n_topic_name, end)
-        try:
-            f_topic_name = buf[pos:pos + n_topic_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic_name', pos, exc) from None
+    if 0 <= n_topic_name <= end - pos:
+        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
-        raise _w.bad_length('topic_name', pos - 2, n_topic_name, False)
+        raise _w.bad_sized('topic_name', pos, n_topic_name, end, 2, False)
     if end - pos < 20:
         raise _w.short_run(_RUN_partition_index__isr, pos, end)
     if cython.compiled:
@@ -1066,16 +1101,11 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v1(buf, cur, end):
     else:
         n_topic_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_topic_name >= 0:
-        if end - pos < n_topic_name:
-            raise _w.short_read('topic_name', pos, n_topic_name, end)
-        try:
-            f_topic_name = buf[pos:pos + n_topic_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic_name', pos, exc) from None
+    if 0 <= n_topic_name <= end - pos:
+        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
-        raise _w.bad_length('topic_name', pos - 2, n_topic_name, False)
+        raise _w.bad_sized('topic_name', pos, n_topic_name, end, 2, False)
     if end - pos < 20:
         raise _w.short_run(_RUN_partition_index__isr, pos, end)
     if cython.compiled:
@@ -1503,7 +1533,10 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(buf, cur, end):
     else:
         f_partition_index, f_controller_epoch, f_leader, f_leader_epoch = _S_iiii.unpack_from(buf, pos)
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_isr = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('isr', buf, pos, end)
@@ -1526,7 +1559,10 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(buf, cur, end):
     else:
         f_partition_epoch = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_replicas = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('replicas', buf, pos, end)
@@ -1542,7 +1578,10 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(buf, cur, end):
     else:
         f_replicas = list(_unpack_from(">%di" % n_replicas, buf, pos))
     pos += n_replicas * 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_adding_replicas = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('adding_replicas', buf, pos, end)
@@ -1558,7 +1597,10 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(buf, cur, end):
     else:
         f_adding_replicas = list(_unpack_from(">%di" % n_adding_replicas, buf, pos))
     pos += n_adding_replicas * 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_removing_replicas = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('removing_replicas', buf, pos, end)
@@ -1628,6 +1670,8 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(obj, out):
         n_isr = len(f_isr)
     if cython.compiled:
         _put_uvarint(out, n_isr + 1)
+    elif 0 <= n_isr + 1 < 128:
+        out.append(n_isr + 1)
     else:
         _w.put_uvarint(out, n_isr + 1)
     if cython.compiled:
@@ -1648,6 +1692,8 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(obj, out):
         n_replicas = len(f_replicas)
     if cython.compiled:
         _put_uvarint(out, n_replicas + 1)
+    elif 0 <= n_replicas + 1 < 128:
+        out.append(n_replicas + 1)
     else:
         _w.put_uvarint(out, n_replicas + 1)
     if cython.compiled:
@@ -1663,6 +1709,8 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(obj, out):
         n_adding_replicas = len(f_adding_replicas)
     if cython.compiled:
         _put_uvarint(out, n_adding_replicas + 1)
+    elif 0 <= n_adding_replicas + 1 < 128:
+        out.append(n_adding_replicas + 1)
     else:
         _w.put_uvarint(out, n_adding_replicas + 1)
     if cython.compiled:
@@ -1678,6 +1726,8 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(obj, out):
         n_removing_replicas = len(f_removing_replicas)
     if cython.compiled:
         _put_uvarint(out, n_removing_replicas + 1)
+    elif 0 <= n_removing_replicas + 1 < 128:
+        out.append(n_removing_replicas + 1)
     else:
         _w.put_uvarint(out, n_removing_replicas + 1)
     if cython.compiled:
@@ -1710,7 +1760,10 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6(buf, cur, end):
     else:
         f_partition_index, f_controller_epoch, f_leader, f_leader_epoch = _S_iiii.unpack_from(buf, pos)
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_isr = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('isr', buf, pos, end)
@@ -1733,7 +1786,10 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6(buf, cur, end):
     else:
         f_partition_epoch = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_replicas = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('replicas', buf, pos, end)
@@ -1749,7 +1805,10 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6(buf, cur, end):
     else:
         f_replicas = list(_unpack_from(">%di" % n_replicas, buf, pos))
     pos += n_replicas * 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_adding_replicas = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('adding_replicas', buf, pos, end)
@@ -1765,7 +1824,10 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6(buf, cur, end):
     else:
         f_adding_replicas = list(_unpack_from(">%di" % n_adding_replicas, buf, pos))
     pos += n_adding_replicas * 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_removing_replicas = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('removing_replicas', buf, pos, end)
@@ -1834,6 +1896,8 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6(obj, out):
         n_isr = len(f_isr)
     if cython.compiled:
         _put_uvarint(out, n_isr + 1)
+    elif 0 <= n_isr + 1 < 128:
+        out.append(n_isr + 1)
     else:
         _w.put_uvarint(out, n_isr + 1)
     if cython.compiled:
@@ -1854,6 +1918,8 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6(obj, out):
         n_replicas = len(f_replicas)
     if cython.compiled:
         _put_uvarint(out, n_replicas + 1)
+    elif 0 <= n_replicas + 1 < 128:
+        out.append(n_replicas + 1)
     else:
         _w.put_uvarint(out, n_replicas + 1)
     if cython.compiled:
@@ -1869,6 +1935,8 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6(obj, out):
         n_adding_replicas = len(f_adding_replicas)
     if cython.compiled:
         _put_uvarint(out, n_adding_replicas + 1)
+    elif 0 <= n_adding_replicas + 1 < 128:
+        out.append(n_adding_replicas + 1)
     else:
         _w.put_uvarint(out, n_adding_replicas + 1)
     if cython.compiled:
@@ -1884,6 +1952,8 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6(obj, out):
         n_removing_replicas = len(f_removing_replicas)
     if cython.compiled:
         _put_uvarint(out, n_removing_replicas + 1)
+    elif 0 <= n_removing_replicas + 1 < 128:
+        out.append(n_removing_replicas + 1)
     else:
         _w.put_uvarint(out, n_removing_replicas + 1)
     if cython.compiled:
@@ -1914,16 +1984,11 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v2(buf, cur, end):
     else:
         n_topic_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_topic_name >= 0:
-        if end - pos < n_topic_name:
-            raise _w.short_read('topic_name', pos, n_topic_name, end)
-        try:
-            f_topic_name = buf[pos:pos + n_topic_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic_name', pos, exc) from None
+    if 0 <= n_topic_name <= end - pos:
+        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
-        raise _w.bad_length('topic_name', pos - 2, n_topic_name, False)
+        raise _w.bad_sized('topic_name', pos, n_topic_name, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_partition_states, pos, end)
     if cython.compiled:
@@ -1994,16 +2059,11 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v3(buf, cur, end):
     else:
         n_topic_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_topic_name >= 0:
-        if end - pos < n_topic_name:
-            raise _w.short_read('topic_name', pos, n_topic_name, end)
-        try:
-            f_topic_name = buf[pos:pos + n_topic_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic_name', pos, exc) from None
+    if 0 <= n_topic_name <= end - pos:
+        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
-        raise _w.bad_length('topic_name', pos - 2, n_topic_name, False)
+        raise _w.bad_sized('topic_name', pos, n_topic_name, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_partition_states, pos, end)
     if cython.compiled:
@@ -2067,7 +2127,10 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v3(obj, out):
 def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4(buf, cur, end):
     """Decode LeaderAndIsrRequest.LeaderAndIsrTopicState (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topic_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic_name', buf, pos, end)
@@ -2076,17 +2139,15 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4(buf, cur, end):
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
-    if n_topic_name >= 0:
-        if end - pos < n_topic_name:
-            raise _w.short_read('topic_name', pos, n_topic_name, end)
-        try:
-            f_topic_name = buf[pos:pos + n_topic_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic_name', pos, exc) from None
+    if 0 <= n_topic_name <= end - pos:
+        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
-        raise _w.bad_length('topic_name', pos - 1, n_topic_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_partition_states = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partition_states', buf, pos, end)
@@ -2134,6 +2195,8 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4(obj, out):
             raise _w.string_too_long("LeaderAndIsrRequest.LeaderAndIsrTopicState.topic_name", n_topic_name)
     if cython.compiled:
         _put_uvarint(out, n_topic_name + 1)
+    elif 0 <= n_topic_name + 1 < 128:
+        out.append(n_topic_name + 1)
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
@@ -2145,6 +2208,8 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4(obj, out):
         n_partition_states = len(f_partition_states)
     if cython.compiled:
         _put_uvarint(out, n_partition_states + 1)
+    elif 0 <= n_partition_states + 1 < 128:
+        out.append(n_partition_states + 1)
     else:
         _w.put_uvarint(out, n_partition_states + 1)
     for item in f_partition_states:
@@ -2158,7 +2223,10 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4(obj, out):
 def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(buf, cur, end):
     """Decode LeaderAndIsrRequest.LeaderAndIsrTopicState (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topic_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic_name', buf, pos, end)
@@ -2167,21 +2235,19 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(buf, cur, end):
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
-    if n_topic_name >= 0:
-        if end - pos < n_topic_name:
-            raise _w.short_read('topic_name', pos, n_topic_name, end)
-        try:
-            f_topic_name = buf[pos:pos + n_topic_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic_name', pos, exc) from None
+    if 0 <= n_topic_name <= end - pos:
+        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
-        raise _w.bad_length('topic_name', pos - 1, n_topic_name, False)
+        raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_partition_states = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partition_states', buf, pos, end)
@@ -2229,6 +2295,8 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(obj, out):
             raise _w.string_too_long("LeaderAndIsrRequest.LeaderAndIsrTopicState.topic_name", n_topic_name)
     if cython.compiled:
         _put_uvarint(out, n_topic_name + 1)
+    elif 0 <= n_topic_name + 1 < 128:
+        out.append(n_topic_name + 1)
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
@@ -2241,6 +2309,8 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(obj, out):
         n_partition_states = len(f_partition_states)
     if cython.compiled:
         _put_uvarint(out, n_partition_states + 1)
+    elif 0 <= n_partition_states + 1 < 128:
+        out.append(n_partition_states + 1)
     else:
         _w.put_uvarint(out, n_partition_states + 1)
     for item in f_partition_states:
@@ -2254,7 +2324,10 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(obj, out):
 def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(buf, cur, end):
     """Decode LeaderAndIsrRequest.LeaderAndIsrTopicState (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topic_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic_name', buf, pos, end)
@@ -2263,21 +2336,19 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(buf, cur, end):
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
-    if n_topic_name >= 0:
-        if end - pos < n_topic_name:
-            raise _w.short_read('topic_name', pos, n_topic_name, end)
-        try:
-            f_topic_name = buf[pos:pos + n_topic_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic_name', pos, exc) from None
+    if 0 <= n_topic_name <= end - pos:
+        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
-        raise _w.bad_length('topic_name', pos - 1, n_topic_name, False)
+        raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_partition_states = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partition_states', buf, pos, end)
@@ -2325,6 +2396,8 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(obj, out):
             raise _w.string_too_long("LeaderAndIsrRequest.LeaderAndIsrTopicState.topic_name", n_topic_name)
     if cython.compiled:
         _put_uvarint(out, n_topic_name + 1)
+    elif 0 <= n_topic_name + 1 < 128:
+        out.append(n_topic_name + 1)
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
@@ -2337,6 +2410,8 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(obj, out):
         n_partition_states = len(f_partition_states)
     if cython.compiled:
         _put_uvarint(out, n_partition_states + 1)
+    elif 0 <= n_partition_states + 1 < 128:
+        out.append(n_partition_states + 1)
     else:
         _w.put_uvarint(out, n_partition_states + 1)
     for item in f_partition_states:
@@ -2358,16 +2433,11 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(buf, cur, end):
     else:
         f_broker_id, n_host_name = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if n_host_name >= 0:
-        if end - pos < n_host_name:
-            raise _w.short_read('host_name', pos, n_host_name, end)
-        try:
-            f_host_name = buf[pos:pos + n_host_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('host_name', pos, exc) from None
+    if 0 <= n_host_name <= end - pos:
+        f_host_name = _w.utf8(buf, pos, n_host_name, 'host_name')
         pos += n_host_name
     else:
-        raise _w.bad_length('host_name', pos - 2, n_host_name, False)
+        raise _w.bad_sized('host_name', pos, n_host_name, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_port, pos, end)
     if cython.compiled:
@@ -2421,7 +2491,10 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(buf, cur, end):
     else:
         f_broker_id = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_host_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('host_name', buf, pos, end)
@@ -2430,16 +2503,11 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(buf, cur, end):
     else:
         n_host_name, pos = _w.read_uvarint(buf, pos, end, 'host_name')
         n_host_name -= 1
-    if n_host_name >= 0:
-        if end - pos < n_host_name:
-            raise _w.short_read('host_name', pos, n_host_name, end)
-        try:
-            f_host_name = buf[pos:pos + n_host_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('host_name', pos, exc) from None
+    if 0 <= n_host_name <= end - pos:
+        f_host_name = _w.utf8(buf, pos, n_host_name, 'host_name')
         pos += n_host_name
     else:
-        raise _w.bad_length('host_name', pos - 1, n_host_name, False)
+        raise _w.bad_sized('host_name', pos, n_host_name, end, 1, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_port, pos, end)
     if cython.compiled:
@@ -2480,6 +2548,8 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(obj, out):
             raise _w.string_too_long("LeaderAndIsrRequest.LeaderAndIsrLiveLeader.host_name", n_host_name)
     if cython.compiled:
         _put_uvarint(out, n_host_name + 1)
+    elif 0 <= n_host_name + 1 < 128:
+        out.append(n_host_name + 1)
     else:
         _w.put_uvarint(out, n_host_name + 1)
     if n_host_name > 0:
@@ -2557,7 +2627,10 @@ def _dec_LeaderAndIsrResponse_v4(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_partition_errors = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partition_errors', buf, pos, end)
@@ -2609,6 +2682,8 @@ def _enc_LeaderAndIsrResponse_v4(obj, out):
         n_partition_errors = len(f_partition_errors)
     if cython.compiled:
         _put_uvarint(out, n_partition_errors + 1)
+    elif 0 <= n_partition_errors + 1 < 128:
+        out.append(n_partition_errors + 1)
     else:
         _w.put_uvarint(out, n_partition_errors + 1)
     for item in f_partition_errors:
@@ -2629,7 +2704,10 @@ def _dec_LeaderAndIsrResponse_v5(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -2681,6 +2759,8 @@ def _enc_LeaderAndIsrResponse_v5(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -2701,16 +2781,11 @@ def _dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(buf, cur, end):
     else:
         n_topic_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_topic_name >= 0:
-        if end - pos < n_topic_name:
-            raise _w.short_read('topic_name', pos, n_topic_name, end)
-        try:
-            f_topic_name = buf[pos:pos + n_topic_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic_name', pos, exc) from None
+    if 0 <= n_topic_name <= end - pos:
+        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
-        raise _w.bad_length('topic_name', pos - 2, n_topic_name, False)
+        raise _w.bad_sized('topic_name', pos, n_topic_name, end, 2, False)
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
     if cython.compiled:
@@ -2758,7 +2833,10 @@ def _enc_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(obj, out):
 def _dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v4(buf, cur, end):
     """Decode LeaderAndIsrResponse.LeaderAndIsrPartitionError (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topic_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic_name', buf, pos, end)
@@ -2767,16 +2845,11 @@ def _dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v4(buf, cur, end):
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
-    if n_topic_name >= 0:
-        if end - pos < n_topic_name:
-            raise _w.short_read('topic_name', pos, n_topic_name, end)
-        try:
-            f_topic_name = buf[pos:pos + n_topic_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic_name', pos, exc) from None
+    if 0 <= n_topic_name <= end - pos:
+        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
-        raise _w.bad_length('topic_name', pos - 1, n_topic_name, False)
+        raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
     if cython.compiled:
@@ -2813,6 +2886,8 @@ def _enc_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v4(obj, out):
             raise _w.string_too_long("LeaderAndIsrResponse.LeaderAndIsrPartitionError.topic_name", n_topic_name)
     if cython.compiled:
         _put_uvarint(out, n_topic_name + 1)
+    elif 0 <= n_topic_name + 1 < 128:
+        out.append(n_topic_name + 1)
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
@@ -2877,7 +2952,10 @@ def _dec_LeaderAndIsrResponse_LeaderAndIsrTopicError_v5(buf, cur, end):
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_partition_errors = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partition_errors', buf, pos, end)
@@ -2922,6 +3000,8 @@ def _enc_LeaderAndIsrResponse_LeaderAndIsrTopicError_v5(obj, out):
         n_partition_errors = len(f_partition_errors)
     if cython.compiled:
         _put_uvarint(out, n_partition_errors + 1)
+    elif 0 <= n_partition_errors + 1 < 128:
+        out.append(n_partition_errors + 1)
     else:
         _w.put_uvarint(out, n_partition_errors + 1)
     for item in f_partition_errors:
@@ -2938,16 +3018,16 @@ class LeaderAndIsrRequest_LeaderAndIsrPartitionState(Struct):
     Attributes:
         topic_name (string, v0-1): 
         partition_index (int32, v0-7): 
-        controller_epoch (int32, v0-7): 
-        leader (int32, v0-7): 
+        controller_epoch (int32, v0-7): The epoch of the controller that sent the request.
+        leader (int32, v0-7, formerly LeaderKey): 
         leader_epoch (int32, v0-7): 
-        isr ([]int32, v0-7): 
-        partition_epoch (int32, v0-7): 
+        isr ([]int32, v0-7, formerly IsrReplicas): 
+        partition_epoch (int32, v0-7, formerly ZkVersion): The epoch of the partition's state (leader, ISR, replicas), raised by every change.
         replicas ([]int32, v0-7): 
         adding_replicas ([]int32, v3-7): 
         removing_replicas ([]int32, v3-7): 
         is_new (bool, v1-7): 
-        leader_recovery_state (int8, v6-7): 
+        leader_recovery_state (int8, v6-7): 0 when the leader was elected from the ISR, 1 while a leader elected uncleanly is still recovering.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -3005,7 +3085,7 @@ class LeaderAndIsrRequest_LeaderAndIsrTopicState(Struct):
     """LeaderAndIsrTopicState (part of LeaderAndIsrRequest).
 
     Attributes:
-        topic_name (string, v2-7): 
+        topic_name (string, v2-7, formerly Name): 
         topic_id (uuid, v5-7): 
         partition_states ([]LeaderAndIsrPartitionState, v2-7): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
@@ -3079,9 +3159,9 @@ class LeaderAndIsrRequest(Message):
         controller_id (int32, v0-7): The sending controller's broker id.
         is_k_raft_controller (bool, v7): 
         controller_epoch (int32, v0-7): The controller's epoch.
-        broker_epoch (int64, v2-7): 
+        broker_epoch (int64, v2-7): The epoch the controller gave the broker's current registration; -1 if not known.
         type (int8, v5-7): 
-        ungrouped_partition_states ([]LeaderAndIsrPartitionState, v0-1): The new state of each partition.
+        ungrouped_partition_states ([]LeaderAndIsrPartitionState, v0-1, formerly PartitionStatesV0): The new state of each partition.
         topic_states ([]LeaderAndIsrTopicState, v2-7): 
         live_leaders ([]LeaderAndIsrLiveLeader, v0-7): The brokers that lead at least one of the partitions above.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
@@ -3209,7 +3289,7 @@ class LeaderAndIsrResponse(Message):
 
     Attributes:
         error_code (int16, v0-7): The request-level error code, 0 for none.
-        partition_errors ([]LeaderAndIsrPartitionError, v0-4): The result per partition.
+        partition_errors ([]LeaderAndIsrPartitionError, v0-4, formerly Partitions): The result per partition.
         topics ([]LeaderAndIsrTopicError, v5-7): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """

@@ -77,7 +77,10 @@ def _enc_ListConfigResourcesRequest_v0(obj, out):
 def _dec_ListConfigResourcesRequest_v1(buf, cur, end):
     """Decode ListConfigResourcesRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_resource_types = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('resource_types', buf, pos, end)
@@ -116,6 +119,8 @@ def _enc_ListConfigResourcesRequest_v1(obj, out):
         n_resource_types = len(f_resource_types)
     if cython.compiled:
         _put_uvarint(out, n_resource_types + 1)
+    elif 0 <= n_resource_types + 1 < 128:
+        out.append(n_resource_types + 1)
     else:
         _w.put_uvarint(out, n_resource_types + 1)
     if cython.compiled:
@@ -141,7 +146,10 @@ def _dec_ListConfigResourcesResponse_v0(buf, cur, end):
     else:
         f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_config_resources = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('config_resources', buf, pos, end)
@@ -192,6 +200,8 @@ def _enc_ListConfigResourcesResponse_v0(obj, out):
         n_config_resources = len(f_config_resources)
     if cython.compiled:
         _put_uvarint(out, n_config_resources + 1)
+    elif 0 <= n_config_resources + 1 < 128:
+        out.append(n_config_resources + 1)
     else:
         _w.put_uvarint(out, n_config_resources + 1)
     for item in f_config_resources:
@@ -213,7 +223,10 @@ def _dec_ListConfigResourcesResponse_v1(buf, cur, end):
     else:
         f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_config_resources = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('config_resources', buf, pos, end)
@@ -264,6 +277,8 @@ def _enc_ListConfigResourcesResponse_v1(obj, out):
         n_config_resources = len(f_config_resources)
     if cython.compiled:
         _put_uvarint(out, n_config_resources + 1)
+    elif 0 <= n_config_resources + 1 < 128:
+        out.append(n_config_resources + 1)
     else:
         _w.put_uvarint(out, n_config_resources + 1)
     for item in f_config_resources:
@@ -277,7 +292,10 @@ def _enc_ListConfigResourcesResponse_v1(obj, out):
 def _dec_ListConfigResourcesResponse_ConfigResource_v0(buf, cur, end):
     """Decode ListConfigResourcesResponse.ConfigResource (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_resource_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('resource_name', buf, pos, end)
@@ -286,16 +304,11 @@ def _dec_ListConfigResourcesResponse_ConfigResource_v0(buf, cur, end):
     else:
         n_resource_name, pos = _w.read_uvarint(buf, pos, end, 'resource_name')
         n_resource_name -= 1
-    if n_resource_name >= 0:
-        if end - pos < n_resource_name:
-            raise _w.short_read('resource_name', pos, n_resource_name, end)
-        try:
-            f_resource_name = buf[pos:pos + n_resource_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('resource_name', pos, exc) from None
+    if 0 <= n_resource_name <= end - pos:
+        f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
         pos += n_resource_name
     else:
-        raise _w.bad_length('resource_name', pos - 1, n_resource_name, False)
+        raise _w.bad_sized('resource_name', pos, n_resource_name, end, 1, False)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -323,6 +336,8 @@ def _enc_ListConfigResourcesResponse_ConfigResource_v0(obj, out):
             raise _w.string_too_long("ListConfigResourcesResponse.ConfigResource.resource_name", n_resource_name)
     if cython.compiled:
         _put_uvarint(out, n_resource_name + 1)
+    elif 0 <= n_resource_name + 1 < 128:
+        out.append(n_resource_name + 1)
     else:
         _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
@@ -336,7 +351,10 @@ def _enc_ListConfigResourcesResponse_ConfigResource_v0(obj, out):
 def _dec_ListConfigResourcesResponse_ConfigResource_v1(buf, cur, end):
     """Decode ListConfigResourcesResponse.ConfigResource (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_resource_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('resource_name', buf, pos, end)
@@ -345,16 +363,11 @@ def _dec_ListConfigResourcesResponse_ConfigResource_v1(buf, cur, end):
     else:
         n_resource_name, pos = _w.read_uvarint(buf, pos, end, 'resource_name')
         n_resource_name -= 1
-    if n_resource_name >= 0:
-        if end - pos < n_resource_name:
-            raise _w.short_read('resource_name', pos, n_resource_name, end)
-        try:
-            f_resource_name = buf[pos:pos + n_resource_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('resource_name', pos, exc) from None
+    if 0 <= n_resource_name <= end - pos:
+        f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
         pos += n_resource_name
     else:
-        raise _w.bad_length('resource_name', pos - 1, n_resource_name, False)
+        raise _w.bad_sized('resource_name', pos, n_resource_name, end, 1, False)
     if end - pos < 1:
         raise _w.short_run(_RUN_resource_type, pos, end)
     if cython.compiled:
@@ -389,6 +402,8 @@ def _enc_ListConfigResourcesResponse_ConfigResource_v1(obj, out):
             raise _w.string_too_long("ListConfigResourcesResponse.ConfigResource.resource_name", n_resource_name)
     if cython.compiled:
         _put_uvarint(out, n_resource_name + 1)
+    elif 0 <= n_resource_name + 1 < 128:
+        out.append(n_resource_name + 1)
     else:
         _w.put_uvarint(out, n_resource_name + 1)
     if n_resource_name > 0:
@@ -445,7 +460,7 @@ class ListConfigResourcesResponse_ConfigResource(Struct):
     """ConfigResource (part of ListConfigResourcesResponse).
 
     Attributes:
-        resource_name (string, v0-1): 
+        resource_name (string, v0-1, formerly Name): 
         resource_type (int8, v1): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
@@ -477,9 +492,9 @@ class ListConfigResourcesResponse(Message):
     Flexible (compact lengths, tagged fields) in v0-1.
 
     Attributes:
-        throttle_time_ms (int32, v0-1): 
+        throttle_time_ms (int32, v0-1): How long the response was held back by a quota, in milliseconds (0 if not throttled).
         error_code (int16, v0-1): 
-        config_resources ([]ConfigResource, v0-1): 
+        config_resources ([]ConfigResource, v0-1, formerly ClientMetricsResources): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 

@@ -107,7 +107,10 @@ def _enc_ListGroupsRequest_v3(obj, out):
 def _dec_ListGroupsRequest_v4(buf, cur, end):
     """Decode ListGroupsRequest (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_states_filter = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('states_filter', buf, pos, end)
@@ -120,7 +123,10 @@ def _dec_ListGroupsRequest_v4(buf, cur, end):
         raise _w.bad_count('states_filter', pos - 1, n_states_filter, end, 1, 1)
     f_states_filter = []
     for i in range(n_states_filter):
-        if cython.compiled:
+        if pos < end and buf[pos] < 128:
+            m = buf[pos] - 1
+            pos += 1
+        elif cython.compiled:
             v = _read_uvarint(buf, pos, end)
             if v < 0:
                 raise _w.bad_uvarint("states_filter[%d]" % i, buf, pos, end)
@@ -130,13 +136,8 @@ def _dec_ListGroupsRequest_v4(buf, cur, end):
             m, pos = _w.read_uvarint(buf, pos, end, "states_filter[%d]" % i)
             m -= 1
         if m < 0 or end - pos < m:
-            if m < 0:
-                raise _w.bad_length("states_filter[%d]" % i, pos - 1, m, False)
-            raise _w.short_read("states_filter[%d]" % i, pos, m, end)
-        try:
-            f_states_filter.append(buf[pos:pos + m].decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8("states_filter[%d]" % i, pos, exc) from None
+            raise _w.bad_sized("states_filter[%d]" % i, pos, m, end, 1, False)
+        f_states_filter.append(_w.utf8(buf, pos, m, "states_filter[%d]" % i))
         pos += m
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -164,6 +165,8 @@ def _enc_ListGroupsRequest_v4(obj, out):
         n_states_filter = len(f_states_filter)
     if cython.compiled:
         _put_uvarint(out, n_states_filter + 1)
+    elif 0 <= n_states_filter + 1 < 128:
+        out.append(n_states_filter + 1)
     else:
         _w.put_uvarint(out, n_states_filter + 1)
     for item in f_states_filter:
@@ -173,6 +176,8 @@ def _enc_ListGroupsRequest_v4(obj, out):
             raise _w.string_too_long("ListGroupsRequest.states_filter[]", m)
         if cython.compiled:
             _put_uvarint(out, m + 1)
+        elif 0 <= m + 1 < 128:
+            out.append(m + 1)
         else:
             _w.put_uvarint(out, m + 1)
         out += data
@@ -185,7 +190,10 @@ def _enc_ListGroupsRequest_v4(obj, out):
 def _dec_ListGroupsRequest_v5(buf, cur, end):
     """Decode ListGroupsRequest (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_states_filter = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('states_filter', buf, pos, end)
@@ -198,7 +206,10 @@ def _dec_ListGroupsRequest_v5(buf, cur, end):
         raise _w.bad_count('states_filter', pos - 1, n_states_filter, end, 1, 1)
     f_states_filter = []
     for i in range(n_states_filter):
-        if cython.compiled:
+        if pos < end and buf[pos] < 128:
+            m = buf[pos] - 1
+            pos += 1
+        elif cython.compiled:
             v = _read_uvarint(buf, pos, end)
             if v < 0:
                 raise _w.bad_uvarint("states_filter[%d]" % i, buf, pos, end)
@@ -208,15 +219,13 @@ def _dec_ListGroupsRequest_v5(buf, cur, end):
             m, pos = _w.read_uvarint(buf, pos, end, "states_filter[%d]" % i)
             m -= 1
         if m < 0 or end - pos < m:
-            if m < 0:
-                raise _w.bad_length("states_filter[%d]" % i, pos - 1, m, False)
-            raise _w.short_read("states_filter[%d]" % i, pos, m, end)
-        try:
-            f_states_filter.append(buf[pos:pos + m].decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8("states_filter[%d]" % i, pos, exc) from None
+            raise _w.bad_sized("states_filter[%d]" % i, pos, m, end, 1, False)
+        f_states_filter.append(_w.utf8(buf, pos, m, "states_filter[%d]" % i))
         pos += m
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_types_filter = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('types_filter', buf, pos, end)
@@ -229,7 +238,10 @@ def _dec_ListGroupsRequest_v5(buf, cur, end):
         raise _w.bad_count('types_filter', pos - 1, n_types_filter, end, 1, 1)
     f_types_filter = []
     for i in range(n_types_filter):
-        if cython.compiled:
+        if pos < end and buf[pos] < 128:
+            m = buf[pos] - 1
+            pos += 1
+        elif cython.compiled:
             v = _read_uvarint(buf, pos, end)
             if v < 0:
                 raise _w.bad_uvarint("types_filter[%d]" % i, buf, pos, end)
@@ -239,13 +251,8 @@ def _dec_ListGroupsRequest_v5(buf, cur, end):
             m, pos = _w.read_uvarint(buf, pos, end, "types_filter[%d]" % i)
             m -= 1
         if m < 0 or end - pos < m:
-            if m < 0:
-                raise _w.bad_length("types_filter[%d]" % i, pos - 1, m, False)
-            raise _w.short_read("types_filter[%d]" % i, pos, m, end)
-        try:
-            f_types_filter.append(buf[pos:pos + m].decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8("types_filter[%d]" % i, pos, exc) from None
+            raise _w.bad_sized("types_filter[%d]" % i, pos, m, end, 1, False)
+        f_types_filter.append(_w.utf8(buf, pos, m, "types_filter[%d]" % i))
         pos += m
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -271,6 +278,8 @@ def _enc_ListGroupsRequest_v5(obj, out):
         n_states_filter = len(f_states_filter)
     if cython.compiled:
         _put_uvarint(out, n_states_filter + 1)
+    elif 0 <= n_states_filter + 1 < 128:
+        out.append(n_states_filter + 1)
     else:
         _w.put_uvarint(out, n_states_filter + 1)
     for item in f_states_filter:
@@ -280,6 +289,8 @@ def _enc_ListGroupsRequest_v5(obj, out):
             raise _w.string_too_long("ListGroupsRequest.states_filter[]", m)
         if cython.compiled:
             _put_uvarint(out, m + 1)
+        elif 0 <= m + 1 < 128:
+            out.append(m + 1)
         else:
             _w.put_uvarint(out, m + 1)
         out += data
@@ -290,6 +301,8 @@ def _enc_ListGroupsRequest_v5(obj, out):
         n_types_filter = len(f_types_filter)
     if cython.compiled:
         _put_uvarint(out, n_types_filter + 1)
+    elif 0 <= n_types_filter + 1 < 128:
+        out.append(n_types_filter + 1)
     else:
         _w.put_uvarint(out, n_types_filter + 1)
     for item in f_types_filter:
@@ -299,6 +312,8 @@ def _enc_ListGroupsRequest_v5(obj, out):
             raise _w.string_too_long("ListGroupsRequest.types_filter[]", m)
         if cython.compiled:
             _put_uvarint(out, m + 1)
+        elif 0 <= m + 1 < 128:
+            out.append(m + 1)
         else:
             _w.put_uvarint(out, m + 1)
         out += data
@@ -421,7 +436,10 @@ def _dec_ListGroupsResponse_v3(buf, cur, end):
     else:
         f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_groups = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('groups', buf, pos, end)
@@ -472,6 +490,8 @@ def _enc_ListGroupsResponse_v3(obj, out):
         n_groups = len(f_groups)
     if cython.compiled:
         _put_uvarint(out, n_groups + 1)
+    elif 0 <= n_groups + 1 < 128:
+        out.append(n_groups + 1)
     else:
         _w.put_uvarint(out, n_groups + 1)
     for item in f_groups:
@@ -493,7 +513,10 @@ def _dec_ListGroupsResponse_v4(buf, cur, end):
     else:
         f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_groups = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('groups', buf, pos, end)
@@ -544,6 +567,8 @@ def _enc_ListGroupsResponse_v4(obj, out):
         n_groups = len(f_groups)
     if cython.compiled:
         _put_uvarint(out, n_groups + 1)
+    elif 0 <= n_groups + 1 < 128:
+        out.append(n_groups + 1)
     else:
         _w.put_uvarint(out, n_groups + 1)
     for item in f_groups:
@@ -565,7 +590,10 @@ def _dec_ListGroupsResponse_v5(buf, cur, end):
     else:
         f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_groups = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('groups', buf, pos, end)
@@ -616,6 +644,8 @@ def _enc_ListGroupsResponse_v5(obj, out):
         n_groups = len(f_groups)
     if cython.compiled:
         _put_uvarint(out, n_groups + 1)
+    elif 0 <= n_groups + 1 < 128:
+        out.append(n_groups + 1)
     else:
         _w.put_uvarint(out, n_groups + 1)
     for item in f_groups:
@@ -636,16 +666,11 @@ def _dec_ListGroupsResponse_ListedGroup_v0(buf, cur, end):
     else:
         n_group_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_group_id >= 0:
-        if end - pos < n_group_id:
-            raise _w.short_read('group_id', pos, n_group_id, end)
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
+    if 0 <= n_group_id <= end - pos:
+        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
-        raise _w.bad_length('group_id', pos - 2, n_group_id, False)
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_protocol_type, pos, end)
     if cython.compiled:
@@ -653,16 +678,11 @@ def _dec_ListGroupsResponse_ListedGroup_v0(buf, cur, end):
     else:
         n_protocol_type = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_protocol_type >= 0:
-        if end - pos < n_protocol_type:
-            raise _w.short_read('protocol_type', pos, n_protocol_type, end)
-        try:
-            f_protocol_type = buf[pos:pos + n_protocol_type].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('protocol_type', pos, exc) from None
+    if 0 <= n_protocol_type <= end - pos:
+        f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
         pos += n_protocol_type
     else:
-        raise _w.bad_length('protocol_type', pos - 2, n_protocol_type, False)
+        raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 2, False)
     obj = ListGroupsResponse_ListedGroup.__new__(ListGroupsResponse_ListedGroup)
     obj.group_id = f_group_id
     obj.protocol_type = f_protocol_type
@@ -712,7 +732,10 @@ def _enc_ListGroupsResponse_ListedGroup_v0(obj, out):
 def _dec_ListGroupsResponse_ListedGroup_v3(buf, cur, end):
     """Decode ListGroupsResponse.ListedGroup (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_group_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('group_id', buf, pos, end)
@@ -721,17 +744,15 @@ def _dec_ListGroupsResponse_ListedGroup_v3(buf, cur, end):
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
-    if n_group_id >= 0:
-        if end - pos < n_group_id:
-            raise _w.short_read('group_id', pos, n_group_id, end)
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
+    if 0 <= n_group_id <= end - pos:
+        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
-        raise _w.bad_length('group_id', pos - 1, n_group_id, False)
-    if cython.compiled:
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_protocol_type = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('protocol_type', buf, pos, end)
@@ -740,16 +761,11 @@ def _dec_ListGroupsResponse_ListedGroup_v3(buf, cur, end):
     else:
         n_protocol_type, pos = _w.read_uvarint(buf, pos, end, 'protocol_type')
         n_protocol_type -= 1
-    if n_protocol_type >= 0:
-        if end - pos < n_protocol_type:
-            raise _w.short_read('protocol_type', pos, n_protocol_type, end)
-        try:
-            f_protocol_type = buf[pos:pos + n_protocol_type].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('protocol_type', pos, exc) from None
+    if 0 <= n_protocol_type <= end - pos:
+        f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
         pos += n_protocol_type
     else:
-        raise _w.bad_length('protocol_type', pos - 1, n_protocol_type, False)
+        raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 1, False)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -779,6 +795,8 @@ def _enc_ListGroupsResponse_ListedGroup_v3(obj, out):
             raise _w.string_too_long("ListGroupsResponse.ListedGroup.group_id", n_group_id)
     if cython.compiled:
         _put_uvarint(out, n_group_id + 1)
+    elif 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
@@ -793,6 +811,8 @@ def _enc_ListGroupsResponse_ListedGroup_v3(obj, out):
             raise _w.string_too_long("ListGroupsResponse.ListedGroup.protocol_type", n_protocol_type)
     if cython.compiled:
         _put_uvarint(out, n_protocol_type + 1)
+    elif 0 <= n_protocol_type + 1 < 128:
+        out.append(n_protocol_type + 1)
     else:
         _w.put_uvarint(out, n_protocol_type + 1)
     if n_protocol_type > 0:
@@ -806,7 +826,10 @@ def _enc_ListGroupsResponse_ListedGroup_v3(obj, out):
 def _dec_ListGroupsResponse_ListedGroup_v4(buf, cur, end):
     """Decode ListGroupsResponse.ListedGroup (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_group_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('group_id', buf, pos, end)
@@ -815,17 +838,15 @@ def _dec_ListGroupsResponse_ListedGroup_v4(buf, cur, end):
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
-    if n_group_id >= 0:
-        if end - pos < n_group_id:
-            raise _w.short_read('group_id', pos, n_group_id, end)
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
+    if 0 <= n_group_id <= end - pos:
+        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
-        raise _w.bad_length('group_id', pos - 1, n_group_id, False)
-    if cython.compiled:
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_protocol_type = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('protocol_type', buf, pos, end)
@@ -834,17 +855,15 @@ def _dec_ListGroupsResponse_ListedGroup_v4(buf, cur, end):
     else:
         n_protocol_type, pos = _w.read_uvarint(buf, pos, end, 'protocol_type')
         n_protocol_type -= 1
-    if n_protocol_type >= 0:
-        if end - pos < n_protocol_type:
-            raise _w.short_read('protocol_type', pos, n_protocol_type, end)
-        try:
-            f_protocol_type = buf[pos:pos + n_protocol_type].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('protocol_type', pos, exc) from None
+    if 0 <= n_protocol_type <= end - pos:
+        f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
         pos += n_protocol_type
     else:
-        raise _w.bad_length('protocol_type', pos - 1, n_protocol_type, False)
-    if cython.compiled:
+        raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_group_state = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('group_state', buf, pos, end)
@@ -853,16 +872,11 @@ def _dec_ListGroupsResponse_ListedGroup_v4(buf, cur, end):
     else:
         n_group_state, pos = _w.read_uvarint(buf, pos, end, 'group_state')
         n_group_state -= 1
-    if n_group_state >= 0:
-        if end - pos < n_group_state:
-            raise _w.short_read('group_state', pos, n_group_state, end)
-        try:
-            f_group_state = buf[pos:pos + n_group_state].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_state', pos, exc) from None
+    if 0 <= n_group_state <= end - pos:
+        f_group_state = _w.utf8(buf, pos, n_group_state, 'group_state')
         pos += n_group_state
     else:
-        raise _w.bad_length('group_state', pos - 1, n_group_state, False)
+        raise _w.bad_sized('group_state', pos, n_group_state, end, 1, False)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -892,6 +906,8 @@ def _enc_ListGroupsResponse_ListedGroup_v4(obj, out):
             raise _w.string_too_long("ListGroupsResponse.ListedGroup.group_id", n_group_id)
     if cython.compiled:
         _put_uvarint(out, n_group_id + 1)
+    elif 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
@@ -906,6 +922,8 @@ def _enc_ListGroupsResponse_ListedGroup_v4(obj, out):
             raise _w.string_too_long("ListGroupsResponse.ListedGroup.protocol_type", n_protocol_type)
     if cython.compiled:
         _put_uvarint(out, n_protocol_type + 1)
+    elif 0 <= n_protocol_type + 1 < 128:
+        out.append(n_protocol_type + 1)
     else:
         _w.put_uvarint(out, n_protocol_type + 1)
     if n_protocol_type > 0:
@@ -920,6 +938,8 @@ def _enc_ListGroupsResponse_ListedGroup_v4(obj, out):
             raise _w.string_too_long("ListGroupsResponse.ListedGroup.group_state", n_group_state)
     if cython.compiled:
         _put_uvarint(out, n_group_state + 1)
+    elif 0 <= n_group_state + 1 < 128:
+        out.append(n_group_state + 1)
     else:
         _w.put_uvarint(out, n_group_state + 1)
     if n_group_state > 0:
@@ -933,7 +953,10 @@ def _enc_ListGroupsResponse_ListedGroup_v4(obj, out):
 def _dec_ListGroupsResponse_ListedGroup_v5(buf, cur, end):
     """Decode ListGroupsResponse.ListedGroup (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_group_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('group_id', buf, pos, end)
@@ -942,17 +965,15 @@ def _dec_ListGroupsResponse_ListedGroup_v5(buf, cur, end):
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
-    if n_group_id >= 0:
-        if end - pos < n_group_id:
-            raise _w.short_read('group_id', pos, n_group_id, end)
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
+    if 0 <= n_group_id <= end - pos:
+        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
-        raise _w.bad_length('group_id', pos - 1, n_group_id, False)
-    if cython.compiled:
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_protocol_type = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('protocol_type', buf, pos, end)
@@ -961,17 +982,15 @@ def _dec_ListGroupsResponse_ListedGroup_v5(buf, cur, end):
     else:
         n_protocol_type, pos = _w.read_uvarint(buf, pos, end, 'protocol_type')
         n_protocol_type -= 1
-    if n_protocol_type >= 0:
-        if end - pos < n_protocol_type:
-            raise _w.short_read('protocol_type', pos, n_protocol_type, end)
-        try:
-            f_protocol_type = buf[pos:pos + n_protocol_type].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('protocol_type', pos, exc) from None
+    if 0 <= n_protocol_type <= end - pos:
+        f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
         pos += n_protocol_type
     else:
-        raise _w.bad_length('protocol_type', pos - 1, n_protocol_type, False)
-    if cython.compiled:
+        raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_group_state = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('group_state', buf, pos, end)
@@ -980,17 +999,15 @@ def _dec_ListGroupsResponse_ListedGroup_v5(buf, cur, end):
     else:
         n_group_state, pos = _w.read_uvarint(buf, pos, end, 'group_state')
         n_group_state -= 1
-    if n_group_state >= 0:
-        if end - pos < n_group_state:
-            raise _w.short_read('group_state', pos, n_group_state, end)
-        try:
-            f_group_state = buf[pos:pos + n_group_state].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_state', pos, exc) from None
+    if 0 <= n_group_state <= end - pos:
+        f_group_state = _w.utf8(buf, pos, n_group_state, 'group_state')
         pos += n_group_state
     else:
-        raise _w.bad_length('group_state', pos - 1, n_group_state, False)
-    if cython.compiled:
+        raise _w.bad_sized('group_state', pos, n_group_state, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_group_type = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('group_type', buf, pos, end)
@@ -999,16 +1016,11 @@ def _dec_ListGroupsResponse_ListedGroup_v5(buf, cur, end):
     else:
         n_group_type, pos = _w.read_uvarint(buf, pos, end, 'group_type')
         n_group_type -= 1
-    if n_group_type >= 0:
-        if end - pos < n_group_type:
-            raise _w.short_read('group_type', pos, n_group_type, end)
-        try:
-            f_group_type = buf[pos:pos + n_group_type].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_type', pos, exc) from None
+    if 0 <= n_group_type <= end - pos:
+        f_group_type = _w.utf8(buf, pos, n_group_type, 'group_type')
         pos += n_group_type
     else:
-        raise _w.bad_length('group_type', pos - 1, n_group_type, False)
+        raise _w.bad_sized('group_type', pos, n_group_type, end, 1, False)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1038,6 +1050,8 @@ def _enc_ListGroupsResponse_ListedGroup_v5(obj, out):
             raise _w.string_too_long("ListGroupsResponse.ListedGroup.group_id", n_group_id)
     if cython.compiled:
         _put_uvarint(out, n_group_id + 1)
+    elif 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
@@ -1052,6 +1066,8 @@ def _enc_ListGroupsResponse_ListedGroup_v5(obj, out):
             raise _w.string_too_long("ListGroupsResponse.ListedGroup.protocol_type", n_protocol_type)
     if cython.compiled:
         _put_uvarint(out, n_protocol_type + 1)
+    elif 0 <= n_protocol_type + 1 < 128:
+        out.append(n_protocol_type + 1)
     else:
         _w.put_uvarint(out, n_protocol_type + 1)
     if n_protocol_type > 0:
@@ -1066,6 +1082,8 @@ def _enc_ListGroupsResponse_ListedGroup_v5(obj, out):
             raise _w.string_too_long("ListGroupsResponse.ListedGroup.group_state", n_group_state)
     if cython.compiled:
         _put_uvarint(out, n_group_state + 1)
+    elif 0 <= n_group_state + 1 < 128:
+        out.append(n_group_state + 1)
     else:
         _w.put_uvarint(out, n_group_state + 1)
     if n_group_state > 0:
@@ -1080,6 +1098,8 @@ def _enc_ListGroupsResponse_ListedGroup_v5(obj, out):
             raise _w.string_too_long("ListGroupsResponse.ListedGroup.group_type", n_group_type)
     if cython.compiled:
         _put_uvarint(out, n_group_type + 1)
+    elif 0 <= n_group_type + 1 < 128:
+        out.append(n_group_type + 1)
     else:
         _w.put_uvarint(out, n_group_type + 1)
     if n_group_type > 0:
@@ -1177,7 +1197,7 @@ class ListGroupsResponse(Message):
     Flexible (compact lengths, tagged fields) in v3-5.
 
     Attributes:
-        throttle_time_ms (int32, v1-5): 
+        throttle_time_ms (int32, v1-5): How long the response was held back by a quota, in milliseconds (0 if not throttled).
         error_code (int16, v0-5): The error code, 0 for none.
         groups ([]ListedGroup, v0-5): The groups.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.

@@ -58,7 +58,10 @@ def _dec_ListPartitionReassignmentsRequest_v0(buf, cur, end):
     else:
         f_timeout_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -110,6 +113,8 @@ def _enc_ListPartitionReassignmentsRequest_v0(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     if n_topics > 0:
@@ -124,7 +129,10 @@ def _enc_ListPartitionReassignmentsRequest_v0(obj, out):
 def _dec_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_v0(buf, cur, end):
     """Decode ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -133,17 +141,15 @@ def _dec_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_v0(b
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 1, n_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('name', pos, n_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_partition_indexes = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partition_indexes', buf, pos, end)
@@ -186,6 +192,8 @@ def _enc_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_v0(o
             raise _w.string_too_long("ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -197,6 +205,8 @@ def _enc_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_v0(o
         n_partition_indexes = len(f_partition_indexes)
     if cython.compiled:
         _put_uvarint(out, n_partition_indexes + 1)
+    elif 0 <= n_partition_indexes + 1 < 128:
+        out.append(n_partition_indexes + 1)
     else:
         _w.put_uvarint(out, n_partition_indexes + 1)
     if cython.compiled:
@@ -222,7 +232,10 @@ def _dec_ListPartitionReassignmentsResponse_v0(buf, cur, end):
     else:
         f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('error_message', buf, pos, end)
@@ -231,19 +244,17 @@ def _dec_ListPartitionReassignmentsResponse_v0(buf, cur, end):
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 1, n_error_message, True)
-    if cython.compiled:
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -298,6 +309,8 @@ def _enc_ListPartitionReassignmentsResponse_v0(obj, out):
             raise _w.string_too_long("ListPartitionReassignmentsResponse.error_message", n_error_message)
     if cython.compiled:
         _put_uvarint(out, n_error_message + 1)
+    elif 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
@@ -309,6 +322,8 @@ def _enc_ListPartitionReassignmentsResponse_v0(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -322,7 +337,10 @@ def _enc_ListPartitionReassignmentsResponse_v0(obj, out):
 def _dec_ListPartitionReassignmentsResponse_OngoingTopicReassignment_v0(buf, cur, end):
     """Decode ListPartitionReassignmentsResponse.OngoingTopicReassignment (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -331,17 +349,15 @@ def _dec_ListPartitionReassignmentsResponse_OngoingTopicReassignment_v0(buf, cur
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 1, n_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('name', pos, n_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -388,6 +404,8 @@ def _enc_ListPartitionReassignmentsResponse_OngoingTopicReassignment_v0(obj, out
             raise _w.string_too_long("ListPartitionReassignmentsResponse.OngoingTopicReassignment.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -399,6 +417,8 @@ def _enc_ListPartitionReassignmentsResponse_OngoingTopicReassignment_v0(obj, out
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
@@ -419,7 +439,10 @@ def _dec_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_v0(buf,
     else:
         f_partition_index = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_replicas = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('replicas', buf, pos, end)
@@ -435,7 +458,10 @@ def _dec_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_v0(buf,
     else:
         f_replicas = list(_unpack_from(">%di" % n_replicas, buf, pos))
     pos += n_replicas * 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_adding_replicas = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('adding_replicas', buf, pos, end)
@@ -451,7 +477,10 @@ def _dec_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_v0(buf,
     else:
         f_adding_replicas = list(_unpack_from(">%di" % n_adding_replicas, buf, pos))
     pos += n_adding_replicas * 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_removing_replicas = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('removing_replicas', buf, pos, end)
@@ -498,6 +527,8 @@ def _enc_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_v0(obj,
         n_replicas = len(f_replicas)
     if cython.compiled:
         _put_uvarint(out, n_replicas + 1)
+    elif 0 <= n_replicas + 1 < 128:
+        out.append(n_replicas + 1)
     else:
         _w.put_uvarint(out, n_replicas + 1)
     if cython.compiled:
@@ -513,6 +544,8 @@ def _enc_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_v0(obj,
         n_adding_replicas = len(f_adding_replicas)
     if cython.compiled:
         _put_uvarint(out, n_adding_replicas + 1)
+    elif 0 <= n_adding_replicas + 1 < 128:
+        out.append(n_adding_replicas + 1)
     else:
         _w.put_uvarint(out, n_adding_replicas + 1)
     if cython.compiled:
@@ -528,6 +561,8 @@ def _enc_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_v0(obj,
         n_removing_replicas = len(f_removing_replicas)
     if cython.compiled:
         _put_uvarint(out, n_removing_replicas + 1)
+    elif 0 <= n_removing_replicas + 1 < 128:
+        out.append(n_removing_replicas + 1)
     else:
         _w.put_uvarint(out, n_removing_replicas + 1)
     if cython.compiled:
@@ -687,7 +722,7 @@ class ListPartitionReassignmentsResponse(Message):
     Flexible (compact lengths, tagged fields) in v0.
 
     Attributes:
-        throttle_time_ms (int32, v0): 
+        throttle_time_ms (int32, v0): How long the response was held back by a quota, in milliseconds (0 if not throttled).
         error_code (int16, v0): 
         error_message (string, v0, nullable v0): 
         topics ([]OngoingTopicReassignment, v0): 

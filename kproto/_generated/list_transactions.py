@@ -51,7 +51,10 @@ _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 
 def _dec_ListTransactionsRequest_v0(buf, cur, end):
     """Decode ListTransactionsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_state_filters = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('state_filters', buf, pos, end)
@@ -64,7 +67,10 @@ def _dec_ListTransactionsRequest_v0(buf, cur, end):
         raise _w.bad_count('state_filters', pos - 1, n_state_filters, end, 1, 1)
     f_state_filters = []
     for i in range(n_state_filters):
-        if cython.compiled:
+        if pos < end and buf[pos] < 128:
+            m = buf[pos] - 1
+            pos += 1
+        elif cython.compiled:
             v = _read_uvarint(buf, pos, end)
             if v < 0:
                 raise _w.bad_uvarint("state_filters[%d]" % i, buf, pos, end)
@@ -74,15 +80,13 @@ def _dec_ListTransactionsRequest_v0(buf, cur, end):
             m, pos = _w.read_uvarint(buf, pos, end, "state_filters[%d]" % i)
             m -= 1
         if m < 0 or end - pos < m:
-            if m < 0:
-                raise _w.bad_length("state_filters[%d]" % i, pos - 1, m, False)
-            raise _w.short_read("state_filters[%d]" % i, pos, m, end)
-        try:
-            f_state_filters.append(buf[pos:pos + m].decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8("state_filters[%d]" % i, pos, exc) from None
+            raise _w.bad_sized("state_filters[%d]" % i, pos, m, end, 1, False)
+        f_state_filters.append(_w.utf8(buf, pos, m, "state_filters[%d]" % i))
         pos += m
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_producer_id_filters = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('producer_id_filters', buf, pos, end)
@@ -128,6 +132,8 @@ def _enc_ListTransactionsRequest_v0(obj, out):
         n_state_filters = len(f_state_filters)
     if cython.compiled:
         _put_uvarint(out, n_state_filters + 1)
+    elif 0 <= n_state_filters + 1 < 128:
+        out.append(n_state_filters + 1)
     else:
         _w.put_uvarint(out, n_state_filters + 1)
     for item in f_state_filters:
@@ -137,6 +143,8 @@ def _enc_ListTransactionsRequest_v0(obj, out):
             raise _w.string_too_long("ListTransactionsRequest.state_filters[]", m)
         if cython.compiled:
             _put_uvarint(out, m + 1)
+        elif 0 <= m + 1 < 128:
+            out.append(m + 1)
         else:
             _w.put_uvarint(out, m + 1)
         out += data
@@ -147,6 +155,8 @@ def _enc_ListTransactionsRequest_v0(obj, out):
         n_producer_id_filters = len(f_producer_id_filters)
     if cython.compiled:
         _put_uvarint(out, n_producer_id_filters + 1)
+    elif 0 <= n_producer_id_filters + 1 < 128:
+        out.append(n_producer_id_filters + 1)
     else:
         _w.put_uvarint(out, n_producer_id_filters + 1)
     if cython.compiled:
@@ -164,7 +174,10 @@ def _enc_ListTransactionsRequest_v0(obj, out):
 def _dec_ListTransactionsRequest_v1(buf, cur, end):
     """Decode ListTransactionsRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_state_filters = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('state_filters', buf, pos, end)
@@ -177,7 +190,10 @@ def _dec_ListTransactionsRequest_v1(buf, cur, end):
         raise _w.bad_count('state_filters', pos - 1, n_state_filters, end, 1, 1)
     f_state_filters = []
     for i in range(n_state_filters):
-        if cython.compiled:
+        if pos < end and buf[pos] < 128:
+            m = buf[pos] - 1
+            pos += 1
+        elif cython.compiled:
             v = _read_uvarint(buf, pos, end)
             if v < 0:
                 raise _w.bad_uvarint("state_filters[%d]" % i, buf, pos, end)
@@ -187,15 +203,13 @@ def _dec_ListTransactionsRequest_v1(buf, cur, end):
             m, pos = _w.read_uvarint(buf, pos, end, "state_filters[%d]" % i)
             m -= 1
         if m < 0 or end - pos < m:
-            if m < 0:
-                raise _w.bad_length("state_filters[%d]" % i, pos - 1, m, False)
-            raise _w.short_read("state_filters[%d]" % i, pos, m, end)
-        try:
-            f_state_filters.append(buf[pos:pos + m].decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8("state_filters[%d]" % i, pos, exc) from None
+            raise _w.bad_sized("state_filters[%d]" % i, pos, m, end, 1, False)
+        f_state_filters.append(_w.utf8(buf, pos, m, "state_filters[%d]" % i))
         pos += m
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_producer_id_filters = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('producer_id_filters', buf, pos, end)
@@ -246,6 +260,8 @@ def _enc_ListTransactionsRequest_v1(obj, out):
         n_state_filters = len(f_state_filters)
     if cython.compiled:
         _put_uvarint(out, n_state_filters + 1)
+    elif 0 <= n_state_filters + 1 < 128:
+        out.append(n_state_filters + 1)
     else:
         _w.put_uvarint(out, n_state_filters + 1)
     for item in f_state_filters:
@@ -255,6 +271,8 @@ def _enc_ListTransactionsRequest_v1(obj, out):
             raise _w.string_too_long("ListTransactionsRequest.state_filters[]", m)
         if cython.compiled:
             _put_uvarint(out, m + 1)
+        elif 0 <= m + 1 < 128:
+            out.append(m + 1)
         else:
             _w.put_uvarint(out, m + 1)
         out += data
@@ -265,6 +283,8 @@ def _enc_ListTransactionsRequest_v1(obj, out):
         n_producer_id_filters = len(f_producer_id_filters)
     if cython.compiled:
         _put_uvarint(out, n_producer_id_filters + 1)
+    elif 0 <= n_producer_id_filters + 1 < 128:
+        out.append(n_producer_id_filters + 1)
     else:
         _w.put_uvarint(out, n_producer_id_filters + 1)
     if cython.compiled:
@@ -287,7 +307,10 @@ def _enc_ListTransactionsRequest_v1(obj, out):
 def _dec_ListTransactionsRequest_v2(buf, cur, end):
     """Decode ListTransactionsRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_state_filters = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('state_filters', buf, pos, end)
@@ -300,7 +323,10 @@ def _dec_ListTransactionsRequest_v2(buf, cur, end):
         raise _w.bad_count('state_filters', pos - 1, n_state_filters, end, 1, 1)
     f_state_filters = []
     for i in range(n_state_filters):
-        if cython.compiled:
+        if pos < end and buf[pos] < 128:
+            m = buf[pos] - 1
+            pos += 1
+        elif cython.compiled:
             v = _read_uvarint(buf, pos, end)
             if v < 0:
                 raise _w.bad_uvarint("state_filters[%d]" % i, buf, pos, end)
@@ -310,15 +336,13 @@ def _dec_ListTransactionsRequest_v2(buf, cur, end):
             m, pos = _w.read_uvarint(buf, pos, end, "state_filters[%d]" % i)
             m -= 1
         if m < 0 or end - pos < m:
-            if m < 0:
-                raise _w.bad_length("state_filters[%d]" % i, pos - 1, m, False)
-            raise _w.short_read("state_filters[%d]" % i, pos, m, end)
-        try:
-            f_state_filters.append(buf[pos:pos + m].decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8("state_filters[%d]" % i, pos, exc) from None
+            raise _w.bad_sized("state_filters[%d]" % i, pos, m, end, 1, False)
+        f_state_filters.append(_w.utf8(buf, pos, m, "state_filters[%d]" % i))
         pos += m
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_producer_id_filters = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('producer_id_filters', buf, pos, end)
@@ -341,7 +365,10 @@ def _dec_ListTransactionsRequest_v2(buf, cur, end):
     else:
         f_duration_filter = _S_q.unpack_from(buf, pos)[0]
     pos += 8
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_transactional_id_pattern = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('transactional_id_pattern', buf, pos, end)
@@ -350,18 +377,13 @@ def _dec_ListTransactionsRequest_v2(buf, cur, end):
     else:
         n_transactional_id_pattern, pos = _w.read_uvarint(buf, pos, end, 'transactional_id_pattern')
         n_transactional_id_pattern -= 1
-    if n_transactional_id_pattern >= 0:
-        if end - pos < n_transactional_id_pattern:
-            raise _w.short_read('transactional_id_pattern', pos, n_transactional_id_pattern, end)
-        try:
-            f_transactional_id_pattern = buf[pos:pos + n_transactional_id_pattern].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('transactional_id_pattern', pos, exc) from None
+    if 0 <= n_transactional_id_pattern <= end - pos:
+        f_transactional_id_pattern = _w.utf8(buf, pos, n_transactional_id_pattern, 'transactional_id_pattern')
         pos += n_transactional_id_pattern
     elif n_transactional_id_pattern == -1:
         f_transactional_id_pattern = None
     else:
-        raise _w.bad_length('transactional_id_pattern', pos - 1, n_transactional_id_pattern, True)
+        raise _w.bad_sized('transactional_id_pattern', pos, n_transactional_id_pattern, end, 1, True)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -388,6 +410,8 @@ def _enc_ListTransactionsRequest_v2(obj, out):
         n_state_filters = len(f_state_filters)
     if cython.compiled:
         _put_uvarint(out, n_state_filters + 1)
+    elif 0 <= n_state_filters + 1 < 128:
+        out.append(n_state_filters + 1)
     else:
         _w.put_uvarint(out, n_state_filters + 1)
     for item in f_state_filters:
@@ -397,6 +421,8 @@ def _enc_ListTransactionsRequest_v2(obj, out):
             raise _w.string_too_long("ListTransactionsRequest.state_filters[]", m)
         if cython.compiled:
             _put_uvarint(out, m + 1)
+        elif 0 <= m + 1 < 128:
+            out.append(m + 1)
         else:
             _w.put_uvarint(out, m + 1)
         out += data
@@ -407,6 +433,8 @@ def _enc_ListTransactionsRequest_v2(obj, out):
         n_producer_id_filters = len(f_producer_id_filters)
     if cython.compiled:
         _put_uvarint(out, n_producer_id_filters + 1)
+    elif 0 <= n_producer_id_filters + 1 < 128:
+        out.append(n_producer_id_filters + 1)
     else:
         _w.put_uvarint(out, n_producer_id_filters + 1)
     if cython.compiled:
@@ -430,6 +458,8 @@ def _enc_ListTransactionsRequest_v2(obj, out):
             raise _w.string_too_long("ListTransactionsRequest.transactional_id_pattern", n_transactional_id_pattern)
     if cython.compiled:
         _put_uvarint(out, n_transactional_id_pattern + 1)
+    elif 0 <= n_transactional_id_pattern + 1 < 128:
+        out.append(n_transactional_id_pattern + 1)
     else:
         _w.put_uvarint(out, n_transactional_id_pattern + 1)
     if n_transactional_id_pattern > 0:
@@ -451,7 +481,10 @@ def _dec_ListTransactionsResponse_v0(buf, cur, end):
     else:
         f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_unknown_state_filters = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('unknown_state_filters', buf, pos, end)
@@ -464,7 +497,10 @@ def _dec_ListTransactionsResponse_v0(buf, cur, end):
         raise _w.bad_count('unknown_state_filters', pos - 1, n_unknown_state_filters, end, 1, 1)
     f_unknown_state_filters = []
     for i in range(n_unknown_state_filters):
-        if cython.compiled:
+        if pos < end and buf[pos] < 128:
+            m = buf[pos] - 1
+            pos += 1
+        elif cython.compiled:
             v = _read_uvarint(buf, pos, end)
             if v < 0:
                 raise _w.bad_uvarint("unknown_state_filters[%d]" % i, buf, pos, end)
@@ -474,15 +510,13 @@ def _dec_ListTransactionsResponse_v0(buf, cur, end):
             m, pos = _w.read_uvarint(buf, pos, end, "unknown_state_filters[%d]" % i)
             m -= 1
         if m < 0 or end - pos < m:
-            if m < 0:
-                raise _w.bad_length("unknown_state_filters[%d]" % i, pos - 1, m, False)
-            raise _w.short_read("unknown_state_filters[%d]" % i, pos, m, end)
-        try:
-            f_unknown_state_filters.append(buf[pos:pos + m].decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8("unknown_state_filters[%d]" % i, pos, exc) from None
+            raise _w.bad_sized("unknown_state_filters[%d]" % i, pos, m, end, 1, False)
+        f_unknown_state_filters.append(_w.utf8(buf, pos, m, "unknown_state_filters[%d]" % i))
         pos += m
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_transaction_states = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('transaction_states', buf, pos, end)
@@ -534,6 +568,8 @@ def _enc_ListTransactionsResponse_v0(obj, out):
         n_unknown_state_filters = len(f_unknown_state_filters)
     if cython.compiled:
         _put_uvarint(out, n_unknown_state_filters + 1)
+    elif 0 <= n_unknown_state_filters + 1 < 128:
+        out.append(n_unknown_state_filters + 1)
     else:
         _w.put_uvarint(out, n_unknown_state_filters + 1)
     for item in f_unknown_state_filters:
@@ -543,6 +579,8 @@ def _enc_ListTransactionsResponse_v0(obj, out):
             raise _w.string_too_long("ListTransactionsResponse.unknown_state_filters[]", m)
         if cython.compiled:
             _put_uvarint(out, m + 1)
+        elif 0 <= m + 1 < 128:
+            out.append(m + 1)
         else:
             _w.put_uvarint(out, m + 1)
         out += data
@@ -553,6 +591,8 @@ def _enc_ListTransactionsResponse_v0(obj, out):
         n_transaction_states = len(f_transaction_states)
     if cython.compiled:
         _put_uvarint(out, n_transaction_states + 1)
+    elif 0 <= n_transaction_states + 1 < 128:
+        out.append(n_transaction_states + 1)
     else:
         _w.put_uvarint(out, n_transaction_states + 1)
     for item in f_transaction_states:
@@ -566,7 +606,10 @@ def _enc_ListTransactionsResponse_v0(obj, out):
 def _dec_ListTransactionsResponse_TransactionState_v0(buf, cur, end):
     """Decode ListTransactionsResponse.TransactionState (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_transactional_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('transactional_id', buf, pos, end)
@@ -575,16 +618,11 @@ def _dec_ListTransactionsResponse_TransactionState_v0(buf, cur, end):
     else:
         n_transactional_id, pos = _w.read_uvarint(buf, pos, end, 'transactional_id')
         n_transactional_id -= 1
-    if n_transactional_id >= 0:
-        if end - pos < n_transactional_id:
-            raise _w.short_read('transactional_id', pos, n_transactional_id, end)
-        try:
-            f_transactional_id = buf[pos:pos + n_transactional_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('transactional_id', pos, exc) from None
+    if 0 <= n_transactional_id <= end - pos:
+        f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
         pos += n_transactional_id
     else:
-        raise _w.bad_length('transactional_id', pos - 1, n_transactional_id, False)
+        raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 1, False)
     if end - pos < 8:
         raise _w.short_run(_RUN_producer_id, pos, end)
     if cython.compiled:
@@ -592,7 +630,10 @@ def _dec_ListTransactionsResponse_TransactionState_v0(buf, cur, end):
     else:
         f_producer_id = _S_q.unpack_from(buf, pos)[0]
     pos += 8
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_transaction_state = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('transaction_state', buf, pos, end)
@@ -601,16 +642,11 @@ def _dec_ListTransactionsResponse_TransactionState_v0(buf, cur, end):
     else:
         n_transaction_state, pos = _w.read_uvarint(buf, pos, end, 'transaction_state')
         n_transaction_state -= 1
-    if n_transaction_state >= 0:
-        if end - pos < n_transaction_state:
-            raise _w.short_read('transaction_state', pos, n_transaction_state, end)
-        try:
-            f_transaction_state = buf[pos:pos + n_transaction_state].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('transaction_state', pos, exc) from None
+    if 0 <= n_transaction_state <= end - pos:
+        f_transaction_state = _w.utf8(buf, pos, n_transaction_state, 'transaction_state')
         pos += n_transaction_state
     else:
-        raise _w.bad_length('transaction_state', pos - 1, n_transaction_state, False)
+        raise _w.bad_sized('transaction_state', pos, n_transaction_state, end, 1, False)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -639,6 +675,8 @@ def _enc_ListTransactionsResponse_TransactionState_v0(obj, out):
             raise _w.string_too_long("ListTransactionsResponse.TransactionState.transactional_id", n_transactional_id)
     if cython.compiled:
         _put_uvarint(out, n_transactional_id + 1)
+    elif 0 <= n_transactional_id + 1 < 128:
+        out.append(n_transactional_id + 1)
     else:
         _w.put_uvarint(out, n_transactional_id + 1)
     if n_transactional_id > 0:
@@ -658,6 +696,8 @@ def _enc_ListTransactionsResponse_TransactionState_v0(obj, out):
             raise _w.string_too_long("ListTransactionsResponse.TransactionState.transaction_state", n_transaction_state)
     if cython.compiled:
         _put_uvarint(out, n_transaction_state + 1)
+    elif 0 <= n_transaction_state + 1 < 128:
+        out.append(n_transaction_state + 1)
     else:
         _w.put_uvarint(out, n_transaction_state + 1)
     if n_transaction_state > 0:
@@ -757,7 +797,7 @@ class ListTransactionsResponse(Message):
     Flexible (compact lengths, tagged fields) in v0-2.
 
     Attributes:
-        throttle_time_ms (int32, v0-2): 
+        throttle_time_ms (int32, v0-2): How long the response was held back by a quota, in milliseconds (0 if not throttled).
         error_code (int16, v0-2): 
         unknown_state_filters ([]string, v0-2): 
         transaction_states ([]TransactionState, v0-2): 

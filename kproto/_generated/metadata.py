@@ -352,7 +352,10 @@ def _enc_MetadataRequest_v8(obj, out):
 def _dec_MetadataRequest_v9(buf, cur, end):
     """Decode MetadataRequest (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -419,6 +422,8 @@ def _enc_MetadataRequest_v9(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     if n_topics > 0:
@@ -440,7 +445,10 @@ def _enc_MetadataRequest_v9(obj, out):
 def _dec_MetadataRequest_v10(buf, cur, end):
     """Decode MetadataRequest (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -507,6 +515,8 @@ def _enc_MetadataRequest_v10(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     if n_topics > 0:
@@ -528,7 +538,10 @@ def _enc_MetadataRequest_v10(obj, out):
 def _dec_MetadataRequest_v11(buf, cur, end):
     """Decode MetadataRequest (v11 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -593,6 +606,8 @@ def _enc_MetadataRequest_v11(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     if n_topics > 0:
@@ -620,16 +635,11 @@ def _dec_MetadataRequest_MetadataRequestTopic_v0(buf, cur, end):
     else:
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 2, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 2, False)
     obj = MetadataRequest_MetadataRequestTopic.__new__(MetadataRequest_MetadataRequestTopic)
     obj.topic_id = UUID(int=0)
     obj.name = f_name
@@ -662,7 +672,10 @@ def _enc_MetadataRequest_MetadataRequestTopic_v0(obj, out):
 def _dec_MetadataRequest_MetadataRequestTopic_v9(buf, cur, end):
     """Decode MetadataRequest.MetadataRequestTopic (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -671,16 +684,11 @@ def _dec_MetadataRequest_MetadataRequestTopic_v9(buf, cur, end):
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 1, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 1, False)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -708,6 +716,8 @@ def _enc_MetadataRequest_MetadataRequestTopic_v9(obj, out):
             raise _w.string_too_long("MetadataRequest.MetadataRequestTopic.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -725,7 +735,10 @@ def _dec_MetadataRequest_MetadataRequestTopic_v10(buf, cur, end):
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -734,18 +747,13 @@ def _dec_MetadataRequest_MetadataRequestTopic_v10(buf, cur, end):
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     elif n_name == -1:
         f_name = None
     else:
-        raise _w.bad_length('name', pos - 1, n_name, True)
+        raise _w.bad_sized('name', pos, n_name, end, 1, True)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -774,6 +782,8 @@ def _enc_MetadataRequest_MetadataRequestTopic_v10(obj, out):
             raise _w.string_too_long("MetadataRequest.MetadataRequestTopic.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -982,18 +992,13 @@ def _dec_MetadataResponse_v2(buf, cur, end):
     else:
         n_cluster_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_cluster_id >= 0:
-        if end - pos < n_cluster_id:
-            raise _w.short_read('cluster_id', pos, n_cluster_id, end)
-        try:
-            f_cluster_id = buf[pos:pos + n_cluster_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('cluster_id', pos, exc) from None
+    if 0 <= n_cluster_id <= end - pos:
+        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
     else:
-        raise _w.bad_length('cluster_id', pos - 2, n_cluster_id, True)
+        raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 2, True)
     if end - pos < 8:
         raise _w.short_run(_RUN_controller_id__topics, pos, end)
     if cython.compiled:
@@ -1103,18 +1108,13 @@ def _dec_MetadataResponse_v3(buf, cur, end):
     else:
         n_cluster_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_cluster_id >= 0:
-        if end - pos < n_cluster_id:
-            raise _w.short_read('cluster_id', pos, n_cluster_id, end)
-        try:
-            f_cluster_id = buf[pos:pos + n_cluster_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('cluster_id', pos, exc) from None
+    if 0 <= n_cluster_id <= end - pos:
+        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
     else:
-        raise _w.bad_length('cluster_id', pos - 2, n_cluster_id, True)
+        raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 2, True)
     if end - pos < 8:
         raise _w.short_run(_RUN_controller_id__topics, pos, end)
     if cython.compiled:
@@ -1225,18 +1225,13 @@ def _dec_MetadataResponse_v5(buf, cur, end):
     else:
         n_cluster_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_cluster_id >= 0:
-        if end - pos < n_cluster_id:
-            raise _w.short_read('cluster_id', pos, n_cluster_id, end)
-        try:
-            f_cluster_id = buf[pos:pos + n_cluster_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('cluster_id', pos, exc) from None
+    if 0 <= n_cluster_id <= end - pos:
+        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
     else:
-        raise _w.bad_length('cluster_id', pos - 2, n_cluster_id, True)
+        raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 2, True)
     if end - pos < 8:
         raise _w.short_run(_RUN_controller_id__topics, pos, end)
     if cython.compiled:
@@ -1347,18 +1342,13 @@ def _dec_MetadataResponse_v7(buf, cur, end):
     else:
         n_cluster_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_cluster_id >= 0:
-        if end - pos < n_cluster_id:
-            raise _w.short_read('cluster_id', pos, n_cluster_id, end)
-        try:
-            f_cluster_id = buf[pos:pos + n_cluster_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('cluster_id', pos, exc) from None
+    if 0 <= n_cluster_id <= end - pos:
+        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
     else:
-        raise _w.bad_length('cluster_id', pos - 2, n_cluster_id, True)
+        raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 2, True)
     if end - pos < 8:
         raise _w.short_run(_RUN_controller_id__topics, pos, end)
     if cython.compiled:
@@ -1469,18 +1459,13 @@ def _dec_MetadataResponse_v8(buf, cur, end):
     else:
         n_cluster_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_cluster_id >= 0:
-        if end - pos < n_cluster_id:
-            raise _w.short_read('cluster_id', pos, n_cluster_id, end)
-        try:
-            f_cluster_id = buf[pos:pos + n_cluster_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('cluster_id', pos, exc) from None
+    if 0 <= n_cluster_id <= end - pos:
+        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
     else:
-        raise _w.bad_length('cluster_id', pos - 2, n_cluster_id, True)
+        raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 2, True)
     if end - pos < 8:
         raise _w.short_run(_RUN_controller_id__topics, pos, end)
     if cython.compiled:
@@ -1582,7 +1567,10 @@ def _dec_MetadataResponse_v9(buf, cur, end):
     else:
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_brokers = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('brokers', buf, pos, end)
@@ -1602,7 +1590,10 @@ def _dec_MetadataResponse_v9(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("brokers[%d]" % i)
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_cluster_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('cluster_id', buf, pos, end)
@@ -1611,18 +1602,13 @@ def _dec_MetadataResponse_v9(buf, cur, end):
     else:
         n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
         n_cluster_id -= 1
-    if n_cluster_id >= 0:
-        if end - pos < n_cluster_id:
-            raise _w.short_read('cluster_id', pos, n_cluster_id, end)
-        try:
-            f_cluster_id = buf[pos:pos + n_cluster_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('cluster_id', pos, exc) from None
+    if 0 <= n_cluster_id <= end - pos:
+        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
     else:
-        raise _w.bad_length('cluster_id', pos - 1, n_cluster_id, True)
+        raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 1, True)
     if end - pos < 4:
         raise _w.short_run(_RUN_controller_id, pos, end)
     if cython.compiled:
@@ -1630,7 +1616,10 @@ def _dec_MetadataResponse_v9(buf, cur, end):
     else:
         f_controller_id = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -1691,6 +1680,8 @@ def _enc_MetadataResponse_v9(obj, out):
         n_brokers = len(f_brokers)
     if cython.compiled:
         _put_uvarint(out, n_brokers + 1)
+    elif 0 <= n_brokers + 1 < 128:
+        out.append(n_brokers + 1)
     else:
         _w.put_uvarint(out, n_brokers + 1)
     for item in f_brokers:
@@ -1705,6 +1696,8 @@ def _enc_MetadataResponse_v9(obj, out):
             raise _w.string_too_long("MetadataResponse.cluster_id", n_cluster_id)
     if cython.compiled:
         _put_uvarint(out, n_cluster_id + 1)
+    elif 0 <= n_cluster_id + 1 < 128:
+        out.append(n_cluster_id + 1)
     else:
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
@@ -1721,6 +1714,8 @@ def _enc_MetadataResponse_v9(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -1746,7 +1741,10 @@ def _dec_MetadataResponse_v10(buf, cur, end):
     else:
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_brokers = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('brokers', buf, pos, end)
@@ -1766,7 +1764,10 @@ def _dec_MetadataResponse_v10(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("brokers[%d]" % i)
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_cluster_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('cluster_id', buf, pos, end)
@@ -1775,18 +1776,13 @@ def _dec_MetadataResponse_v10(buf, cur, end):
     else:
         n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
         n_cluster_id -= 1
-    if n_cluster_id >= 0:
-        if end - pos < n_cluster_id:
-            raise _w.short_read('cluster_id', pos, n_cluster_id, end)
-        try:
-            f_cluster_id = buf[pos:pos + n_cluster_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('cluster_id', pos, exc) from None
+    if 0 <= n_cluster_id <= end - pos:
+        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
     else:
-        raise _w.bad_length('cluster_id', pos - 1, n_cluster_id, True)
+        raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 1, True)
     if end - pos < 4:
         raise _w.short_run(_RUN_controller_id, pos, end)
     if cython.compiled:
@@ -1794,7 +1790,10 @@ def _dec_MetadataResponse_v10(buf, cur, end):
     else:
         f_controller_id = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -1855,6 +1854,8 @@ def _enc_MetadataResponse_v10(obj, out):
         n_brokers = len(f_brokers)
     if cython.compiled:
         _put_uvarint(out, n_brokers + 1)
+    elif 0 <= n_brokers + 1 < 128:
+        out.append(n_brokers + 1)
     else:
         _w.put_uvarint(out, n_brokers + 1)
     for item in f_brokers:
@@ -1869,6 +1870,8 @@ def _enc_MetadataResponse_v10(obj, out):
             raise _w.string_too_long("MetadataResponse.cluster_id", n_cluster_id)
     if cython.compiled:
         _put_uvarint(out, n_cluster_id + 1)
+    elif 0 <= n_cluster_id + 1 < 128:
+        out.append(n_cluster_id + 1)
     else:
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
@@ -1885,6 +1888,8 @@ def _enc_MetadataResponse_v10(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -1910,7 +1915,10 @@ def _dec_MetadataResponse_v11(buf, cur, end):
     else:
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_brokers = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('brokers', buf, pos, end)
@@ -1930,7 +1938,10 @@ def _dec_MetadataResponse_v11(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("brokers[%d]" % i)
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_cluster_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('cluster_id', buf, pos, end)
@@ -1939,18 +1950,13 @@ def _dec_MetadataResponse_v11(buf, cur, end):
     else:
         n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
         n_cluster_id -= 1
-    if n_cluster_id >= 0:
-        if end - pos < n_cluster_id:
-            raise _w.short_read('cluster_id', pos, n_cluster_id, end)
-        try:
-            f_cluster_id = buf[pos:pos + n_cluster_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('cluster_id', pos, exc) from None
+    if 0 <= n_cluster_id <= end - pos:
+        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
     else:
-        raise _w.bad_length('cluster_id', pos - 1, n_cluster_id, True)
+        raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 1, True)
     if end - pos < 4:
         raise _w.short_run(_RUN_controller_id, pos, end)
     if cython.compiled:
@@ -1958,7 +1964,10 @@ def _dec_MetadataResponse_v11(buf, cur, end):
     else:
         f_controller_id = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -2014,6 +2023,8 @@ def _enc_MetadataResponse_v11(obj, out):
         n_brokers = len(f_brokers)
     if cython.compiled:
         _put_uvarint(out, n_brokers + 1)
+    elif 0 <= n_brokers + 1 < 128:
+        out.append(n_brokers + 1)
     else:
         _w.put_uvarint(out, n_brokers + 1)
     for item in f_brokers:
@@ -2028,6 +2039,8 @@ def _enc_MetadataResponse_v11(obj, out):
             raise _w.string_too_long("MetadataResponse.cluster_id", n_cluster_id)
     if cython.compiled:
         _put_uvarint(out, n_cluster_id + 1)
+    elif 0 <= n_cluster_id + 1 < 128:
+        out.append(n_cluster_id + 1)
     else:
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
@@ -2044,6 +2057,8 @@ def _enc_MetadataResponse_v11(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -2064,7 +2079,10 @@ def _dec_MetadataResponse_v12(buf, cur, end):
     else:
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_brokers = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('brokers', buf, pos, end)
@@ -2084,7 +2102,10 @@ def _dec_MetadataResponse_v12(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("brokers[%d]" % i)
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_cluster_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('cluster_id', buf, pos, end)
@@ -2093,18 +2114,13 @@ def _dec_MetadataResponse_v12(buf, cur, end):
     else:
         n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
         n_cluster_id -= 1
-    if n_cluster_id >= 0:
-        if end - pos < n_cluster_id:
-            raise _w.short_read('cluster_id', pos, n_cluster_id, end)
-        try:
-            f_cluster_id = buf[pos:pos + n_cluster_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('cluster_id', pos, exc) from None
+    if 0 <= n_cluster_id <= end - pos:
+        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
     else:
-        raise _w.bad_length('cluster_id', pos - 1, n_cluster_id, True)
+        raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 1, True)
     if end - pos < 4:
         raise _w.short_run(_RUN_controller_id, pos, end)
     if cython.compiled:
@@ -2112,7 +2128,10 @@ def _dec_MetadataResponse_v12(buf, cur, end):
     else:
         f_controller_id = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -2168,6 +2187,8 @@ def _enc_MetadataResponse_v12(obj, out):
         n_brokers = len(f_brokers)
     if cython.compiled:
         _put_uvarint(out, n_brokers + 1)
+    elif 0 <= n_brokers + 1 < 128:
+        out.append(n_brokers + 1)
     else:
         _w.put_uvarint(out, n_brokers + 1)
     for item in f_brokers:
@@ -2182,6 +2203,8 @@ def _enc_MetadataResponse_v12(obj, out):
             raise _w.string_too_long("MetadataResponse.cluster_id", n_cluster_id)
     if cython.compiled:
         _put_uvarint(out, n_cluster_id + 1)
+    elif 0 <= n_cluster_id + 1 < 128:
+        out.append(n_cluster_id + 1)
     else:
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
@@ -2198,6 +2221,8 @@ def _enc_MetadataResponse_v12(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -2218,7 +2243,10 @@ def _dec_MetadataResponse_v13(buf, cur, end):
     else:
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_brokers = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('brokers', buf, pos, end)
@@ -2238,7 +2266,10 @@ def _dec_MetadataResponse_v13(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("brokers[%d]" % i)
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_cluster_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('cluster_id', buf, pos, end)
@@ -2247,18 +2278,13 @@ def _dec_MetadataResponse_v13(buf, cur, end):
     else:
         n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
         n_cluster_id -= 1
-    if n_cluster_id >= 0:
-        if end - pos < n_cluster_id:
-            raise _w.short_read('cluster_id', pos, n_cluster_id, end)
-        try:
-            f_cluster_id = buf[pos:pos + n_cluster_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('cluster_id', pos, exc) from None
+    if 0 <= n_cluster_id <= end - pos:
+        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
     else:
-        raise _w.bad_length('cluster_id', pos - 1, n_cluster_id, True)
+        raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 1, True)
     if end - pos < 4:
         raise _w.short_run(_RUN_controller_id, pos, end)
     if cython.compiled:
@@ -2266,7 +2292,10 @@ def _dec_MetadataResponse_v13(buf, cur, end):
     else:
         f_controller_id = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -2329,6 +2358,8 @@ def _enc_MetadataResponse_v13(obj, out):
         n_brokers = len(f_brokers)
     if cython.compiled:
         _put_uvarint(out, n_brokers + 1)
+    elif 0 <= n_brokers + 1 < 128:
+        out.append(n_brokers + 1)
     else:
         _w.put_uvarint(out, n_brokers + 1)
     for item in f_brokers:
@@ -2343,6 +2374,8 @@ def _enc_MetadataResponse_v13(obj, out):
             raise _w.string_too_long("MetadataResponse.cluster_id", n_cluster_id)
     if cython.compiled:
         _put_uvarint(out, n_cluster_id + 1)
+    elif 0 <= n_cluster_id + 1 < 128:
+        out.append(n_cluster_id + 1)
     else:
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
@@ -2359,6 +2392,8 @@ def _enc_MetadataResponse_v13(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -2385,16 +2420,11 @@ def _dec_MetadataResponse_MetadataResponseBroker_v0(buf, cur, end):
     else:
         f_node_id, n_host = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if n_host >= 0:
-        if end - pos < n_host:
-            raise _w.short_read('host', pos, n_host, end)
-        try:
-            f_host = buf[pos:pos + n_host].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('host', pos, exc) from None
+    if 0 <= n_host <= end - pos:
+        f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
-        raise _w.bad_length('host', pos - 2, n_host, False)
+        raise _w.bad_sized('host', pos, n_host, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_port, pos, end)
     if cython.compiled:
@@ -2450,16 +2480,11 @@ def _dec_MetadataResponse_MetadataResponseBroker_v1(buf, cur, end):
     else:
         f_node_id, n_host = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if n_host >= 0:
-        if end - pos < n_host:
-            raise _w.short_read('host', pos, n_host, end)
-        try:
-            f_host = buf[pos:pos + n_host].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('host', pos, exc) from None
+    if 0 <= n_host <= end - pos:
+        f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
-        raise _w.bad_length('host', pos - 2, n_host, False)
+        raise _w.bad_sized('host', pos, n_host, end, 2, False)
     if end - pos < 6:
         raise _w.short_run(_RUN_port__rack, pos, end)
     if cython.compiled:
@@ -2468,18 +2493,13 @@ def _dec_MetadataResponse_MetadataResponseBroker_v1(buf, cur, end):
     else:
         f_port, n_rack = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if n_rack >= 0:
-        if end - pos < n_rack:
-            raise _w.short_read('rack', pos, n_rack, end)
-        try:
-            f_rack = buf[pos:pos + n_rack].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('rack', pos, exc) from None
+    if 0 <= n_rack <= end - pos:
+        f_rack = _w.utf8(buf, pos, n_rack, 'rack')
         pos += n_rack
     elif n_rack == -1:
         f_rack = None
     else:
-        raise _w.bad_length('rack', pos - 2, n_rack, True)
+        raise _w.bad_sized('rack', pos, n_rack, end, 2, True)
     obj = MetadataResponse_MetadataResponseBroker.__new__(MetadataResponse_MetadataResponseBroker)
     obj.node_id = f_node_id
     obj.host = f_host
@@ -2538,7 +2558,10 @@ def _dec_MetadataResponse_MetadataResponseBroker_v9(buf, cur, end):
     else:
         f_node_id = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_host = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('host', buf, pos, end)
@@ -2547,16 +2570,11 @@ def _dec_MetadataResponse_MetadataResponseBroker_v9(buf, cur, end):
     else:
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
-    if n_host >= 0:
-        if end - pos < n_host:
-            raise _w.short_read('host', pos, n_host, end)
-        try:
-            f_host = buf[pos:pos + n_host].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('host', pos, exc) from None
+    if 0 <= n_host <= end - pos:
+        f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
-        raise _w.bad_length('host', pos - 1, n_host, False)
+        raise _w.bad_sized('host', pos, n_host, end, 1, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_port, pos, end)
     if cython.compiled:
@@ -2564,7 +2582,10 @@ def _dec_MetadataResponse_MetadataResponseBroker_v9(buf, cur, end):
     else:
         f_port = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_rack = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('rack', buf, pos, end)
@@ -2573,18 +2594,13 @@ def _dec_MetadataResponse_MetadataResponseBroker_v9(buf, cur, end):
     else:
         n_rack, pos = _w.read_uvarint(buf, pos, end, 'rack')
         n_rack -= 1
-    if n_rack >= 0:
-        if end - pos < n_rack:
-            raise _w.short_read('rack', pos, n_rack, end)
-        try:
-            f_rack = buf[pos:pos + n_rack].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('rack', pos, exc) from None
+    if 0 <= n_rack <= end - pos:
+        f_rack = _w.utf8(buf, pos, n_rack, 'rack')
         pos += n_rack
     elif n_rack == -1:
         f_rack = None
     else:
-        raise _w.bad_length('rack', pos - 1, n_rack, True)
+        raise _w.bad_sized('rack', pos, n_rack, end, 1, True)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -2619,6 +2635,8 @@ def _enc_MetadataResponse_MetadataResponseBroker_v9(obj, out):
             raise _w.string_too_long("MetadataResponse.MetadataResponseBroker.host", n_host)
     if cython.compiled:
         _put_uvarint(out, n_host + 1)
+    elif 0 <= n_host + 1 < 128:
+        out.append(n_host + 1)
     else:
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
@@ -2638,6 +2656,8 @@ def _enc_MetadataResponse_MetadataResponseBroker_v9(obj, out):
             raise _w.string_too_long("MetadataResponse.MetadataResponseBroker.rack", n_rack)
     if cython.compiled:
         _put_uvarint(out, n_rack + 1)
+    elif 0 <= n_rack + 1 < 128:
+        out.append(n_rack + 1)
     else:
         _w.put_uvarint(out, n_rack + 1)
     if n_rack > 0:
@@ -2659,16 +2679,11 @@ def _dec_MetadataResponse_MetadataResponseTopic_v0(buf, cur, end):
     else:
         f_error_code, n_name = _S_hh.unpack_from(buf, pos)
     pos += 4
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 2, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_partitions, pos, end)
     if cython.compiled:
@@ -2746,16 +2761,11 @@ def _dec_MetadataResponse_MetadataResponseTopic_v1(buf, cur, end):
     else:
         f_error_code, n_name = _S_hh.unpack_from(buf, pos)
     pos += 4
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 2, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 2, False)
     if end - pos < 5:
         raise _w.short_run(_RUN_is_internal__partitions, pos, end)
     if cython.compiled:
@@ -2838,16 +2848,11 @@ def _dec_MetadataResponse_MetadataResponseTopic_v5(buf, cur, end):
     else:
         f_error_code, n_name = _S_hh.unpack_from(buf, pos)
     pos += 4
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 2, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 2, False)
     if end - pos < 5:
         raise _w.short_run(_RUN_is_internal__partitions, pos, end)
     if cython.compiled:
@@ -2930,16 +2935,11 @@ def _dec_MetadataResponse_MetadataResponseTopic_v7(buf, cur, end):
     else:
         f_error_code, n_name = _S_hh.unpack_from(buf, pos)
     pos += 4
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 2, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 2, False)
     if end - pos < 5:
         raise _w.short_run(_RUN_is_internal__partitions, pos, end)
     if cython.compiled:
@@ -3022,16 +3022,11 @@ def _dec_MetadataResponse_MetadataResponseTopic_v8(buf, cur, end):
     else:
         f_error_code, n_name = _S_hh.unpack_from(buf, pos)
     pos += 4
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 2, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 2, False)
     if end - pos < 5:
         raise _w.short_run(_RUN_is_internal__partitions, pos, end)
     if cython.compiled:
@@ -3123,7 +3118,10 @@ def _dec_MetadataResponse_MetadataResponseTopic_v9(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -3132,16 +3130,11 @@ def _dec_MetadataResponse_MetadataResponseTopic_v9(buf, cur, end):
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 1, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 1, False)
     if end - pos < 1:
         raise _w.short_run(_RUN_is_internal, pos, end)
     if cython.compiled:
@@ -3152,7 +3145,10 @@ def _dec_MetadataResponse_MetadataResponseTopic_v9(buf, cur, end):
     if f_is_internal != 0 and f_is_internal != 1:
         raise _w.bad_bool('is_internal', pos - 1, f_is_internal)
     b_is_internal = f_is_internal == 1
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -3215,6 +3211,8 @@ def _enc_MetadataResponse_MetadataResponseTopic_v9(obj, out):
             raise _w.string_too_long("MetadataResponse.MetadataResponseTopic.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -3231,6 +3229,8 @@ def _enc_MetadataResponse_MetadataResponseTopic_v9(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
@@ -3256,7 +3256,10 @@ def _dec_MetadataResponse_MetadataResponseTopic_v10(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -3265,16 +3268,11 @@ def _dec_MetadataResponse_MetadataResponseTopic_v10(buf, cur, end):
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 1, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 1, False)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
@@ -3289,7 +3287,10 @@ def _dec_MetadataResponse_MetadataResponseTopic_v10(buf, cur, end):
     if f_is_internal != 0 and f_is_internal != 1:
         raise _w.bad_bool('is_internal', pos - 1, f_is_internal)
     b_is_internal = f_is_internal == 1
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -3352,6 +3353,8 @@ def _enc_MetadataResponse_MetadataResponseTopic_v10(obj, out):
             raise _w.string_too_long("MetadataResponse.MetadataResponseTopic.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -3369,6 +3372,8 @@ def _enc_MetadataResponse_MetadataResponseTopic_v10(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
@@ -3394,7 +3399,10 @@ def _dec_MetadataResponse_MetadataResponseTopic_v12(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -3403,18 +3411,13 @@ def _dec_MetadataResponse_MetadataResponseTopic_v12(buf, cur, end):
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     elif n_name == -1:
         f_name = None
     else:
-        raise _w.bad_length('name', pos - 1, n_name, True)
+        raise _w.bad_sized('name', pos, n_name, end, 1, True)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
@@ -3429,7 +3432,10 @@ def _dec_MetadataResponse_MetadataResponseTopic_v12(buf, cur, end):
     if f_is_internal != 0 and f_is_internal != 1:
         raise _w.bad_bool('is_internal', pos - 1, f_is_internal)
     b_is_internal = f_is_internal == 1
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -3492,6 +3498,8 @@ def _enc_MetadataResponse_MetadataResponseTopic_v12(obj, out):
             raise _w.string_too_long("MetadataResponse.MetadataResponseTopic.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -3509,6 +3517,8 @@ def _enc_MetadataResponse_MetadataResponseTopic_v12(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
@@ -3863,7 +3873,10 @@ def _dec_MetadataResponse_MetadataResponsePartition_v9(buf, cur, end):
     else:
         f_error_code, f_partition_index, f_leader_id, f_leader_epoch = _S_hiii.unpack_from(buf, pos)
     pos += 14
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_replica_nodes = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('replica_nodes', buf, pos, end)
@@ -3879,7 +3892,10 @@ def _dec_MetadataResponse_MetadataResponsePartition_v9(buf, cur, end):
     else:
         f_replica_nodes = list(_unpack_from(">%di" % n_replica_nodes, buf, pos))
     pos += n_replica_nodes * 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_isr_nodes = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('isr_nodes', buf, pos, end)
@@ -3895,7 +3911,10 @@ def _dec_MetadataResponse_MetadataResponsePartition_v9(buf, cur, end):
     else:
         f_isr_nodes = list(_unpack_from(">%di" % n_isr_nodes, buf, pos))
     pos += n_isr_nodes * 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_offline_replicas = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('offline_replicas', buf, pos, end)
@@ -3948,6 +3967,8 @@ def _enc_MetadataResponse_MetadataResponsePartition_v9(obj, out):
         n_replica_nodes = len(f_replica_nodes)
     if cython.compiled:
         _put_uvarint(out, n_replica_nodes + 1)
+    elif 0 <= n_replica_nodes + 1 < 128:
+        out.append(n_replica_nodes + 1)
     else:
         _w.put_uvarint(out, n_replica_nodes + 1)
     if cython.compiled:
@@ -3963,6 +3984,8 @@ def _enc_MetadataResponse_MetadataResponsePartition_v9(obj, out):
         n_isr_nodes = len(f_isr_nodes)
     if cython.compiled:
         _put_uvarint(out, n_isr_nodes + 1)
+    elif 0 <= n_isr_nodes + 1 < 128:
+        out.append(n_isr_nodes + 1)
     else:
         _w.put_uvarint(out, n_isr_nodes + 1)
     if cython.compiled:
@@ -3978,6 +4001,8 @@ def _enc_MetadataResponse_MetadataResponsePartition_v9(obj, out):
         n_offline_replicas = len(f_offline_replicas)
     if cython.compiled:
         _put_uvarint(out, n_offline_replicas + 1)
+    elif 0 <= n_offline_replicas + 1 < 128:
+        out.append(n_offline_replicas + 1)
     else:
         _w.put_uvarint(out, n_offline_replicas + 1)
     if cython.compiled:
@@ -4029,9 +4054,9 @@ class MetadataRequest(Message):
 
     Attributes:
         topics ([]MetadataRequestTopic, v0-13, nullable v1-13): The topics wanted; an empty array asks for every topic.
-        allow_auto_topic_creation (bool, v4-13): 
-        include_cluster_authorized_operations (bool, v8-10): 
-        include_topic_authorized_operations (bool, v8-13): 
+        allow_auto_topic_creation (bool, v4-13): Whether the broker may create requested topics that do not exist.
+        include_cluster_authorized_operations (bool, v8-10): Whether the response should say which cluster operations the caller may perform.
+        include_topic_authorized_operations (bool, v8-13): Whether the response should say which operations the caller may perform on each topic.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -4125,7 +4150,7 @@ class MetadataResponse_MetadataResponsePartition(Struct):
         leader_epoch (int32, v7-13): 
         replica_nodes ([]int32, v0-13): The live brokers holding a replica.
         isr_nodes ([]int32, v0-13): The live brokers in the in-sync replica set.
-        offline_replicas ([]int32, v5-13): 
+        offline_replicas ([]int32, v5-13): The replicas whose log directory is offline.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -4217,9 +4242,9 @@ class MetadataResponse(Message):
     Flexible (compact lengths, tagged fields) in v9-13.
 
     Attributes:
-        throttle_time_ms (int32, v3-13): 
+        throttle_time_ms (int32, v3-13): How long the response was held back by a quota, in milliseconds (0 if not throttled).
         brokers ([]MetadataResponseBroker, v0-13): Brokers of the cluster (0.8.0/0.8.1: only those named in the answer; 0.8.2+: all live ones).
-        cluster_id (string, v2-13, nullable v2-13): 
+        cluster_id (string, v2-13, nullable v2-13): The id of the cluster, null if unknown; KRaft nodes use it to refuse a peer from another cluster.
         controller_id (int32, v1-13): 
         topics ([]MetadataResponseTopic, v0-13): The metadata per topic.
         cluster_authorized_operations (int32, v8-10): 

@@ -77,16 +77,11 @@ def _dec_OffsetCommitRequest_v0(buf, cur, end):
     else:
         n_group_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_group_id >= 0:
-        if end - pos < n_group_id:
-            raise _w.short_read('group_id', pos, n_group_id, end)
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
+    if 0 <= n_group_id <= end - pos:
+        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
-        raise _w.bad_length('group_id', pos - 2, n_group_id, False)
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -162,16 +157,11 @@ def _dec_OffsetCommitRequest_v1(buf, cur, end):
     else:
         n_group_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_group_id >= 0:
-        if end - pos < n_group_id:
-            raise _w.short_read('group_id', pos, n_group_id, end)
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
+    if 0 <= n_group_id <= end - pos:
+        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
-        raise _w.bad_length('group_id', pos - 2, n_group_id, False)
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
     if end - pos < 6:
         raise _w.short_run(_RUN_generation_id_or_member_epoch__member_id, pos, end)
     if cython.compiled:
@@ -180,16 +170,11 @@ def _dec_OffsetCommitRequest_v1(buf, cur, end):
     else:
         f_generation_id_or_member_epoch, n_member_id = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if n_member_id >= 0:
-        if end - pos < n_member_id:
-            raise _w.short_read('member_id', pos, n_member_id, end)
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
+    if 0 <= n_member_id <= end - pos:
+        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
-        raise _w.bad_length('member_id', pos - 2, n_member_id, False)
+        raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -281,16 +266,11 @@ def _dec_OffsetCommitRequest_v2(buf, cur, end):
     else:
         n_group_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_group_id >= 0:
-        if end - pos < n_group_id:
-            raise _w.short_read('group_id', pos, n_group_id, end)
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
+    if 0 <= n_group_id <= end - pos:
+        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
-        raise _w.bad_length('group_id', pos - 2, n_group_id, False)
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
     if end - pos < 6:
         raise _w.short_run(_RUN_generation_id_or_member_epoch__member_id, pos, end)
     if cython.compiled:
@@ -299,16 +279,11 @@ def _dec_OffsetCommitRequest_v2(buf, cur, end):
     else:
         f_generation_id_or_member_epoch, n_member_id = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if n_member_id >= 0:
-        if end - pos < n_member_id:
-            raise _w.short_read('member_id', pos, n_member_id, end)
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
+    if 0 <= n_member_id <= end - pos:
+        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
-        raise _w.bad_length('member_id', pos - 2, n_member_id, False)
+        raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
     if end - pos < 12:
         raise _w.short_run(_RUN_retention_time_ms__topics, pos, end)
     if cython.compiled:
@@ -402,16 +377,11 @@ def _dec_OffsetCommitRequest_v5(buf, cur, end):
     else:
         n_group_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_group_id >= 0:
-        if end - pos < n_group_id:
-            raise _w.short_read('group_id', pos, n_group_id, end)
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
+    if 0 <= n_group_id <= end - pos:
+        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
-        raise _w.bad_length('group_id', pos - 2, n_group_id, False)
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
     if end - pos < 6:
         raise _w.short_run(_RUN_generation_id_or_member_epoch__member_id, pos, end)
     if cython.compiled:
@@ -420,16 +390,11 @@ def _dec_OffsetCommitRequest_v5(buf, cur, end):
     else:
         f_generation_id_or_member_epoch, n_member_id = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if n_member_id >= 0:
-        if end - pos < n_member_id:
-            raise _w.short_read('member_id', pos, n_member_id, end)
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
+    if 0 <= n_member_id <= end - pos:
+        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
-        raise _w.bad_length('member_id', pos - 2, n_member_id, False)
+        raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -521,16 +486,11 @@ def _dec_OffsetCommitRequest_v6(buf, cur, end):
     else:
         n_group_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_group_id >= 0:
-        if end - pos < n_group_id:
-            raise _w.short_read('group_id', pos, n_group_id, end)
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
+    if 0 <= n_group_id <= end - pos:
+        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
-        raise _w.bad_length('group_id', pos - 2, n_group_id, False)
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
     if end - pos < 6:
         raise _w.short_run(_RUN_generation_id_or_member_epoch__member_id, pos, end)
     if cython.compiled:
@@ -539,16 +499,11 @@ def _dec_OffsetCommitRequest_v6(buf, cur, end):
     else:
         f_generation_id_or_member_epoch, n_member_id = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if n_member_id >= 0:
-        if end - pos < n_member_id:
-            raise _w.short_read('member_id', pos, n_member_id, end)
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
+    if 0 <= n_member_id <= end - pos:
+        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
-        raise _w.bad_length('member_id', pos - 2, n_member_id, False)
+        raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -640,16 +595,11 @@ def _dec_OffsetCommitRequest_v7(buf, cur, end):
     else:
         n_group_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_group_id >= 0:
-        if end - pos < n_group_id:
-            raise _w.short_read('group_id', pos, n_group_id, end)
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
+    if 0 <= n_group_id <= end - pos:
+        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
-        raise _w.bad_length('group_id', pos - 2, n_group_id, False)
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
     if end - pos < 6:
         raise _w.short_run(_RUN_generation_id_or_member_epoch__member_id, pos, end)
     if cython.compiled:
@@ -658,16 +608,11 @@ def _dec_OffsetCommitRequest_v7(buf, cur, end):
     else:
         f_generation_id_or_member_epoch, n_member_id = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if n_member_id >= 0:
-        if end - pos < n_member_id:
-            raise _w.short_read('member_id', pos, n_member_id, end)
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
+    if 0 <= n_member_id <= end - pos:
+        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
-        raise _w.bad_length('member_id', pos - 2, n_member_id, False)
+        raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_group_instance_id, pos, end)
     if cython.compiled:
@@ -675,18 +620,13 @@ def _dec_OffsetCommitRequest_v7(buf, cur, end):
     else:
         n_group_instance_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_group_instance_id >= 0:
-        if end - pos < n_group_instance_id:
-            raise _w.short_read('group_instance_id', pos, n_group_instance_id, end)
-        try:
-            f_group_instance_id = buf[pos:pos + n_group_instance_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_instance_id', pos, exc) from None
+    if 0 <= n_group_instance_id <= end - pos:
+        f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
     else:
-        raise _w.bad_length('group_instance_id', pos - 2, n_group_instance_id, True)
+        raise _w.bad_sized('group_instance_id', pos, n_group_instance_id, end, 2, True)
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -784,7 +724,10 @@ def _enc_OffsetCommitRequest_v7(obj, out):
 def _dec_OffsetCommitRequest_v8(buf, cur, end):
     """Decode OffsetCommitRequest (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_group_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('group_id', buf, pos, end)
@@ -793,16 +736,11 @@ def _dec_OffsetCommitRequest_v8(buf, cur, end):
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
-    if n_group_id >= 0:
-        if end - pos < n_group_id:
-            raise _w.short_read('group_id', pos, n_group_id, end)
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
+    if 0 <= n_group_id <= end - pos:
+        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
-        raise _w.bad_length('group_id', pos - 1, n_group_id, False)
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_generation_id_or_member_epoch, pos, end)
     if cython.compiled:
@@ -810,7 +748,10 @@ def _dec_OffsetCommitRequest_v8(buf, cur, end):
     else:
         f_generation_id_or_member_epoch = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_member_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('member_id', buf, pos, end)
@@ -819,17 +760,15 @@ def _dec_OffsetCommitRequest_v8(buf, cur, end):
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
-    if n_member_id >= 0:
-        if end - pos < n_member_id:
-            raise _w.short_read('member_id', pos, n_member_id, end)
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
+    if 0 <= n_member_id <= end - pos:
+        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
-        raise _w.bad_length('member_id', pos - 1, n_member_id, False)
-    if cython.compiled:
+        raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_group_instance_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('group_instance_id', buf, pos, end)
@@ -838,19 +777,17 @@ def _dec_OffsetCommitRequest_v8(buf, cur, end):
     else:
         n_group_instance_id, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
         n_group_instance_id -= 1
-    if n_group_instance_id >= 0:
-        if end - pos < n_group_instance_id:
-            raise _w.short_read('group_instance_id', pos, n_group_instance_id, end)
-        try:
-            f_group_instance_id = buf[pos:pos + n_group_instance_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_instance_id', pos, exc) from None
+    if 0 <= n_group_instance_id <= end - pos:
+        f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
     else:
-        raise _w.bad_length('group_instance_id', pos - 1, n_group_instance_id, True)
-    if cython.compiled:
+        raise _w.bad_sized('group_instance_id', pos, n_group_instance_id, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -901,6 +838,8 @@ def _enc_OffsetCommitRequest_v8(obj, out):
             raise _w.string_too_long("OffsetCommitRequest.group_id", n_group_id)
     if cython.compiled:
         _put_uvarint(out, n_group_id + 1)
+    elif 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
@@ -920,6 +859,8 @@ def _enc_OffsetCommitRequest_v8(obj, out):
             raise _w.string_too_long("OffsetCommitRequest.member_id", n_member_id)
     if cython.compiled:
         _put_uvarint(out, n_member_id + 1)
+    elif 0 <= n_member_id + 1 < 128:
+        out.append(n_member_id + 1)
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
@@ -934,6 +875,8 @@ def _enc_OffsetCommitRequest_v8(obj, out):
             raise _w.string_too_long("OffsetCommitRequest.group_instance_id", n_group_instance_id)
     if cython.compiled:
         _put_uvarint(out, n_group_instance_id + 1)
+    elif 0 <= n_group_instance_id + 1 < 128:
+        out.append(n_group_instance_id + 1)
     else:
         _w.put_uvarint(out, n_group_instance_id + 1)
     if n_group_instance_id > 0:
@@ -945,6 +888,8 @@ def _enc_OffsetCommitRequest_v8(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -958,7 +903,10 @@ def _enc_OffsetCommitRequest_v8(obj, out):
 def _dec_OffsetCommitRequest_v10(buf, cur, end):
     """Decode OffsetCommitRequest (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_group_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('group_id', buf, pos, end)
@@ -967,16 +915,11 @@ def _dec_OffsetCommitRequest_v10(buf, cur, end):
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
-    if n_group_id >= 0:
-        if end - pos < n_group_id:
-            raise _w.short_read('group_id', pos, n_group_id, end)
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
+    if 0 <= n_group_id <= end - pos:
+        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
-        raise _w.bad_length('group_id', pos - 1, n_group_id, False)
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_generation_id_or_member_epoch, pos, end)
     if cython.compiled:
@@ -984,7 +927,10 @@ def _dec_OffsetCommitRequest_v10(buf, cur, end):
     else:
         f_generation_id_or_member_epoch = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_member_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('member_id', buf, pos, end)
@@ -993,17 +939,15 @@ def _dec_OffsetCommitRequest_v10(buf, cur, end):
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
-    if n_member_id >= 0:
-        if end - pos < n_member_id:
-            raise _w.short_read('member_id', pos, n_member_id, end)
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
+    if 0 <= n_member_id <= end - pos:
+        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
-        raise _w.bad_length('member_id', pos - 1, n_member_id, False)
-    if cython.compiled:
+        raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_group_instance_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('group_instance_id', buf, pos, end)
@@ -1012,19 +956,17 @@ def _dec_OffsetCommitRequest_v10(buf, cur, end):
     else:
         n_group_instance_id, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
         n_group_instance_id -= 1
-    if n_group_instance_id >= 0:
-        if end - pos < n_group_instance_id:
-            raise _w.short_read('group_instance_id', pos, n_group_instance_id, end)
-        try:
-            f_group_instance_id = buf[pos:pos + n_group_instance_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_instance_id', pos, exc) from None
+    if 0 <= n_group_instance_id <= end - pos:
+        f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
     else:
-        raise _w.bad_length('group_instance_id', pos - 1, n_group_instance_id, True)
-    if cython.compiled:
+        raise _w.bad_sized('group_instance_id', pos, n_group_instance_id, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -1075,6 +1017,8 @@ def _enc_OffsetCommitRequest_v10(obj, out):
             raise _w.string_too_long("OffsetCommitRequest.group_id", n_group_id)
     if cython.compiled:
         _put_uvarint(out, n_group_id + 1)
+    elif 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
@@ -1094,6 +1038,8 @@ def _enc_OffsetCommitRequest_v10(obj, out):
             raise _w.string_too_long("OffsetCommitRequest.member_id", n_member_id)
     if cython.compiled:
         _put_uvarint(out, n_member_id + 1)
+    elif 0 <= n_member_id + 1 < 128:
+        out.append(n_member_id + 1)
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
@@ -1108,6 +1054,8 @@ def _enc_OffsetCommitRequest_v10(obj, out):
             raise _w.string_too_long("OffsetCommitRequest.group_instance_id", n_group_instance_id)
     if cython.compiled:
         _put_uvarint(out, n_group_instance_id + 1)
+    elif 0 <= n_group_instance_id + 1 < 128:
+        out.append(n_group_instance_id + 1)
     else:
         _w.put_uvarint(out, n_group_instance_id + 1)
     if n_group_instance_id > 0:
@@ -1119,6 +1067,8 @@ def _enc_OffsetCommitRequest_v10(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -1139,16 +1089,11 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v0(buf, cur, end):
     else:
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 2, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_partitions, pos, end)
     if cython.compiled:
@@ -1219,16 +1164,11 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v1(buf, cur, end):
     else:
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 2, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_partitions, pos, end)
     if cython.compiled:
@@ -1299,16 +1239,11 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v6(buf, cur, end):
     else:
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 2, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_partitions, pos, end)
     if cython.compiled:
@@ -1372,7 +1307,10 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v6(obj, out):
 def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v8(buf, cur, end):
     """Decode OffsetCommitRequest.OffsetCommitRequestTopic (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -1381,17 +1319,15 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v8(buf, cur, end):
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 1, n_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('name', pos, n_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -1439,6 +1375,8 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v8(obj, out):
             raise _w.string_too_long("OffsetCommitRequest.OffsetCommitRequestTopic.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -1450,6 +1388,8 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v8(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
@@ -1467,7 +1407,10 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v10(buf, cur, end):
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -1513,6 +1456,8 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v10(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
@@ -1535,18 +1480,13 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v0(buf, cur, end):
     else:
         f_partition_index, f_committed_offset, n_committed_metadata = _S_iqh.unpack_from(buf, pos)
     pos += 14
-    if n_committed_metadata >= 0:
-        if end - pos < n_committed_metadata:
-            raise _w.short_read('committed_metadata', pos, n_committed_metadata, end)
-        try:
-            f_committed_metadata = buf[pos:pos + n_committed_metadata].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('committed_metadata', pos, exc) from None
+    if 0 <= n_committed_metadata <= end - pos:
+        f_committed_metadata = _w.utf8(buf, pos, n_committed_metadata, 'committed_metadata')
         pos += n_committed_metadata
     elif n_committed_metadata == -1:
         f_committed_metadata = None
     else:
-        raise _w.bad_length('committed_metadata', pos - 2, n_committed_metadata, True)
+        raise _w.bad_sized('committed_metadata', pos, n_committed_metadata, end, 2, True)
     obj = OffsetCommitRequest_OffsetCommitRequestPartition.__new__(OffsetCommitRequest_OffsetCommitRequestPartition)
     obj.partition_index = f_partition_index
     obj.committed_offset = f_committed_offset
@@ -1596,18 +1536,13 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v1(buf, cur, end):
     else:
         f_partition_index, f_committed_offset, f_commit_timestamp, n_committed_metadata = _S_iqqh.unpack_from(buf, pos)
     pos += 22
-    if n_committed_metadata >= 0:
-        if end - pos < n_committed_metadata:
-            raise _w.short_read('committed_metadata', pos, n_committed_metadata, end)
-        try:
-            f_committed_metadata = buf[pos:pos + n_committed_metadata].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('committed_metadata', pos, exc) from None
+    if 0 <= n_committed_metadata <= end - pos:
+        f_committed_metadata = _w.utf8(buf, pos, n_committed_metadata, 'committed_metadata')
         pos += n_committed_metadata
     elif n_committed_metadata == -1:
         f_committed_metadata = None
     else:
-        raise _w.bad_length('committed_metadata', pos - 2, n_committed_metadata, True)
+        raise _w.bad_sized('committed_metadata', pos, n_committed_metadata, end, 2, True)
     obj = OffsetCommitRequest_OffsetCommitRequestPartition.__new__(OffsetCommitRequest_OffsetCommitRequestPartition)
     obj.partition_index = f_partition_index
     obj.committed_offset = f_committed_offset
@@ -1656,18 +1591,13 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v6(buf, cur, end):
     else:
         f_partition_index, f_committed_offset, f_committed_leader_epoch, n_committed_metadata = _S_iqih.unpack_from(buf, pos)
     pos += 18
-    if n_committed_metadata >= 0:
-        if end - pos < n_committed_metadata:
-            raise _w.short_read('committed_metadata', pos, n_committed_metadata, end)
-        try:
-            f_committed_metadata = buf[pos:pos + n_committed_metadata].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('committed_metadata', pos, exc) from None
+    if 0 <= n_committed_metadata <= end - pos:
+        f_committed_metadata = _w.utf8(buf, pos, n_committed_metadata, 'committed_metadata')
         pos += n_committed_metadata
     elif n_committed_metadata == -1:
         f_committed_metadata = None
     else:
-        raise _w.bad_length('committed_metadata', pos - 2, n_committed_metadata, True)
+        raise _w.bad_sized('committed_metadata', pos, n_committed_metadata, end, 2, True)
     obj = OffsetCommitRequest_OffsetCommitRequestPartition.__new__(OffsetCommitRequest_OffsetCommitRequestPartition)
     obj.partition_index = f_partition_index
     obj.committed_offset = f_committed_offset
@@ -1717,7 +1647,10 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v8(buf, cur, end):
     else:
         f_partition_index, f_committed_offset, f_committed_leader_epoch = _S_iqi.unpack_from(buf, pos)
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_committed_metadata = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('committed_metadata', buf, pos, end)
@@ -1726,18 +1659,13 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v8(buf, cur, end):
     else:
         n_committed_metadata, pos = _w.read_uvarint(buf, pos, end, 'committed_metadata')
         n_committed_metadata -= 1
-    if n_committed_metadata >= 0:
-        if end - pos < n_committed_metadata:
-            raise _w.short_read('committed_metadata', pos, n_committed_metadata, end)
-        try:
-            f_committed_metadata = buf[pos:pos + n_committed_metadata].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('committed_metadata', pos, exc) from None
+    if 0 <= n_committed_metadata <= end - pos:
+        f_committed_metadata = _w.utf8(buf, pos, n_committed_metadata, 'committed_metadata')
         pos += n_committed_metadata
     elif n_committed_metadata == -1:
         f_committed_metadata = None
     else:
-        raise _w.bad_length('committed_metadata', pos - 1, n_committed_metadata, True)
+        raise _w.bad_sized('committed_metadata', pos, n_committed_metadata, end, 1, True)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1777,6 +1705,8 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v8(obj, out):
             raise _w.string_too_long("OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition.committed_metadata", n_committed_metadata)
     if cython.compiled:
         _put_uvarint(out, n_committed_metadata + 1)
+    elif 0 <= n_committed_metadata + 1 < 128:
+        out.append(n_committed_metadata + 1)
     else:
         _w.put_uvarint(out, n_committed_metadata + 1)
     if n_committed_metadata > 0:
@@ -1893,7 +1823,10 @@ def _dec_OffsetCommitResponse_v8(buf, cur, end):
     else:
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -1942,6 +1875,8 @@ def _enc_OffsetCommitResponse_v8(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -1962,7 +1897,10 @@ def _dec_OffsetCommitResponse_v10(buf, cur, end):
     else:
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -2011,6 +1949,8 @@ def _enc_OffsetCommitResponse_v10(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -2031,16 +1971,11 @@ def _dec_OffsetCommitResponse_OffsetCommitResponseTopic_v0(buf, cur, end):
     else:
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 2, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_partitions, pos, end)
     if cython.compiled:
@@ -2104,7 +2039,10 @@ def _enc_OffsetCommitResponse_OffsetCommitResponseTopic_v0(obj, out):
 def _dec_OffsetCommitResponse_OffsetCommitResponseTopic_v8(buf, cur, end):
     """Decode OffsetCommitResponse.OffsetCommitResponseTopic (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -2113,17 +2051,15 @@ def _dec_OffsetCommitResponse_OffsetCommitResponseTopic_v8(buf, cur, end):
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 1, n_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('name', pos, n_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -2171,6 +2107,8 @@ def _enc_OffsetCommitResponse_OffsetCommitResponseTopic_v8(obj, out):
             raise _w.string_too_long("OffsetCommitResponse.OffsetCommitResponseTopic.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -2182,6 +2120,8 @@ def _enc_OffsetCommitResponse_OffsetCommitResponseTopic_v8(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
@@ -2199,7 +2139,10 @@ def _dec_OffsetCommitResponse_OffsetCommitResponseTopic_v10(buf, cur, end):
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -2245,6 +2188,8 @@ def _enc_OffsetCommitResponse_OffsetCommitResponseTopic_v10(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
@@ -2332,7 +2277,7 @@ class OffsetCommitRequest_OffsetCommitRequestPartition(Struct):
     Attributes:
         partition_index (int32, v0-10): The partition index.
         committed_offset (int64, v0-10): The offset to commit.
-        committed_leader_epoch (int32, v6-10): 
+        committed_leader_epoch (int32, v6-10): The leader epoch of the record at the committed offset, -1 if unknown.
         commit_timestamp (int64, v1): The commit time in ms (v1 only); -1 lets the broker use the time it receives the request.
         committed_metadata (string, v0-10, nullable v0-10): Free-form text the client stores alongside the offset.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
@@ -2410,9 +2355,9 @@ class OffsetCommitRequest(Message):
 
     Attributes:
         group_id (string, v0-10): The group committing.
-        generation_id_or_member_epoch (int32, v1-10): The group generation the member belongs to; -1 when group management is not used.
+        generation_id_or_member_epoch (int32, v1-10, formerly GenerationId): The group generation the member belongs to; -1 when group management is not used.
         member_id (string, v1-10): The member id given by the coordinator; empty when group management is not used.
-        group_instance_id (string, v7-10, nullable v7-10): 
+        group_instance_id (string, v7-10, nullable v7-10): The static member id (KIP-345) configured by the member, or null for a dynamic member.
         retention_time_ms (int64, v2-4): How long to keep the offsets, in milliseconds; -1 for the broker's default.
         topics ([]OffsetCommitRequestTopic, v0-10): The offsets to commit, per topic.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
@@ -2534,7 +2479,7 @@ class OffsetCommitResponse(Message):
     Deprecated (removed by Kafka 4.0) in v0-1.
 
     Attributes:
-        throttle_time_ms (int32, v3-10): 
+        throttle_time_ms (int32, v3-10): How long the response was held back by a quota, in milliseconds (0 if not throttled).
         topics ([]OffsetCommitResponseTopic, v0-10): The result per topic.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """

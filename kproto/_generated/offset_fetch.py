@@ -74,16 +74,11 @@ def _dec_OffsetFetchRequest_v0(buf, cur, end):
     else:
         n_group_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_group_id >= 0:
-        if end - pos < n_group_id:
-            raise _w.short_read('group_id', pos, n_group_id, end)
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
+    if 0 <= n_group_id <= end - pos:
+        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
-        raise _w.bad_length('group_id', pos - 2, n_group_id, False)
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -159,16 +154,11 @@ def _dec_OffsetFetchRequest_v2(buf, cur, end):
     else:
         n_group_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_group_id >= 0:
-        if end - pos < n_group_id:
-            raise _w.short_read('group_id', pos, n_group_id, end)
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
+    if 0 <= n_group_id <= end - pos:
+        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
-        raise _w.bad_length('group_id', pos - 2, n_group_id, False)
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -241,7 +231,10 @@ def _enc_OffsetFetchRequest_v2(obj, out):
 def _dec_OffsetFetchRequest_v6(buf, cur, end):
     """Decode OffsetFetchRequest (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_group_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('group_id', buf, pos, end)
@@ -250,17 +243,15 @@ def _dec_OffsetFetchRequest_v6(buf, cur, end):
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
-    if n_group_id >= 0:
-        if end - pos < n_group_id:
-            raise _w.short_read('group_id', pos, n_group_id, end)
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
+    if 0 <= n_group_id <= end - pos:
+        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
-        raise _w.bad_length('group_id', pos - 1, n_group_id, False)
-    if cython.compiled:
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -316,6 +307,8 @@ def _enc_OffsetFetchRequest_v6(obj, out):
             raise _w.string_too_long("OffsetFetchRequest.group_id", n_group_id)
     if cython.compiled:
         _put_uvarint(out, n_group_id + 1)
+    elif 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
@@ -327,6 +320,8 @@ def _enc_OffsetFetchRequest_v6(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     if n_topics > 0:
@@ -341,7 +336,10 @@ def _enc_OffsetFetchRequest_v6(obj, out):
 def _dec_OffsetFetchRequest_v7(buf, cur, end):
     """Decode OffsetFetchRequest (v7 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_group_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('group_id', buf, pos, end)
@@ -350,17 +348,15 @@ def _dec_OffsetFetchRequest_v7(buf, cur, end):
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
-    if n_group_id >= 0:
-        if end - pos < n_group_id:
-            raise _w.short_read('group_id', pos, n_group_id, end)
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
+    if 0 <= n_group_id <= end - pos:
+        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
-        raise _w.bad_length('group_id', pos - 1, n_group_id, False)
-    if cython.compiled:
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -424,6 +420,8 @@ def _enc_OffsetFetchRequest_v7(obj, out):
             raise _w.string_too_long("OffsetFetchRequest.group_id", n_group_id)
     if cython.compiled:
         _put_uvarint(out, n_group_id + 1)
+    elif 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
@@ -435,6 +433,8 @@ def _enc_OffsetFetchRequest_v7(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     if n_topics > 0:
@@ -454,7 +454,10 @@ def _enc_OffsetFetchRequest_v7(obj, out):
 def _dec_OffsetFetchRequest_v8(buf, cur, end):
     """Decode OffsetFetchRequest (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_groups = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('groups', buf, pos, end)
@@ -514,6 +517,8 @@ def _enc_OffsetFetchRequest_v8(obj, out):
         n_groups = len(f_groups)
     if cython.compiled:
         _put_uvarint(out, n_groups + 1)
+    elif 0 <= n_groups + 1 < 128:
+        out.append(n_groups + 1)
     else:
         _w.put_uvarint(out, n_groups + 1)
     for item in f_groups:
@@ -532,7 +537,10 @@ def _enc_OffsetFetchRequest_v8(obj, out):
 def _dec_OffsetFetchRequest_v9(buf, cur, end):
     """Decode OffsetFetchRequest (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_groups = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('groups', buf, pos, end)
@@ -592,6 +600,8 @@ def _enc_OffsetFetchRequest_v9(obj, out):
         n_groups = len(f_groups)
     if cython.compiled:
         _put_uvarint(out, n_groups + 1)
+    elif 0 <= n_groups + 1 < 128:
+        out.append(n_groups + 1)
     else:
         _w.put_uvarint(out, n_groups + 1)
     for item in f_groups:
@@ -610,7 +620,10 @@ def _enc_OffsetFetchRequest_v9(obj, out):
 def _dec_OffsetFetchRequest_v10(buf, cur, end):
     """Decode OffsetFetchRequest (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_groups = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('groups', buf, pos, end)
@@ -670,6 +683,8 @@ def _enc_OffsetFetchRequest_v10(obj, out):
         n_groups = len(f_groups)
     if cython.compiled:
         _put_uvarint(out, n_groups + 1)
+    elif 0 <= n_groups + 1 < 128:
+        out.append(n_groups + 1)
     else:
         _w.put_uvarint(out, n_groups + 1)
     for item in f_groups:
@@ -695,16 +710,11 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestTopic_v0(buf, cur, end):
     else:
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 2, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_partition_indexes, pos, end)
     if cython.compiled:
@@ -767,7 +777,10 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestTopic_v0(obj, out):
 def _dec_OffsetFetchRequest_OffsetFetchRequestTopic_v6(buf, cur, end):
     """Decode OffsetFetchRequest.OffsetFetchRequestTopic (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -776,17 +789,15 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestTopic_v6(buf, cur, end):
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 1, n_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('name', pos, n_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_partition_indexes = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partition_indexes', buf, pos, end)
@@ -829,6 +840,8 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestTopic_v6(obj, out):
             raise _w.string_too_long("OffsetFetchRequest.OffsetFetchRequestTopic.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -840,6 +853,8 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestTopic_v6(obj, out):
         n_partition_indexes = len(f_partition_indexes)
     if cython.compiled:
         _put_uvarint(out, n_partition_indexes + 1)
+    elif 0 <= n_partition_indexes + 1 < 128:
+        out.append(n_partition_indexes + 1)
     else:
         _w.put_uvarint(out, n_partition_indexes + 1)
     if cython.compiled:
@@ -857,7 +872,10 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestTopic_v6(obj, out):
 def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v8(buf, cur, end):
     """Decode OffsetFetchRequest.OffsetFetchRequestGroup (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_group_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('group_id', buf, pos, end)
@@ -866,17 +884,15 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v8(buf, cur, end):
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
-    if n_group_id >= 0:
-        if end - pos < n_group_id:
-            raise _w.short_read('group_id', pos, n_group_id, end)
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
+    if 0 <= n_group_id <= end - pos:
+        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
-        raise _w.bad_length('group_id', pos - 1, n_group_id, False)
-    if cython.compiled:
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -928,6 +944,8 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v8(obj, out):
             raise _w.string_too_long("OffsetFetchRequest.OffsetFetchRequestGroup.group_id", n_group_id)
     if cython.compiled:
         _put_uvarint(out, n_group_id + 1)
+    elif 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
@@ -939,6 +957,8 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v8(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     if n_topics > 0:
@@ -953,7 +973,10 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v8(obj, out):
 def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v9(buf, cur, end):
     """Decode OffsetFetchRequest.OffsetFetchRequestGroup (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_group_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('group_id', buf, pos, end)
@@ -962,17 +985,15 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v9(buf, cur, end):
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
-    if n_group_id >= 0:
-        if end - pos < n_group_id:
-            raise _w.short_read('group_id', pos, n_group_id, end)
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
+    if 0 <= n_group_id <= end - pos:
+        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
-        raise _w.bad_length('group_id', pos - 1, n_group_id, False)
-    if cython.compiled:
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_member_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('member_id', buf, pos, end)
@@ -981,18 +1002,13 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v9(buf, cur, end):
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
-    if n_member_id >= 0:
-        if end - pos < n_member_id:
-            raise _w.short_read('member_id', pos, n_member_id, end)
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
+    if 0 <= n_member_id <= end - pos:
+        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     elif n_member_id == -1:
         f_member_id = None
     else:
-        raise _w.bad_length('member_id', pos - 1, n_member_id, True)
+        raise _w.bad_sized('member_id', pos, n_member_id, end, 1, True)
     if end - pos < 4:
         raise _w.short_run(_RUN_member_epoch, pos, end)
     if cython.compiled:
@@ -1000,7 +1016,10 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v9(buf, cur, end):
     else:
         f_member_epoch = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -1052,6 +1071,8 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v9(obj, out):
             raise _w.string_too_long("OffsetFetchRequest.OffsetFetchRequestGroup.group_id", n_group_id)
     if cython.compiled:
         _put_uvarint(out, n_group_id + 1)
+    elif 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
@@ -1066,6 +1087,8 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v9(obj, out):
             raise _w.string_too_long("OffsetFetchRequest.OffsetFetchRequestGroup.member_id", n_member_id)
     if cython.compiled:
         _put_uvarint(out, n_member_id + 1)
+    elif 0 <= n_member_id + 1 < 128:
+        out.append(n_member_id + 1)
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
@@ -1082,6 +1105,8 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v9(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     if n_topics > 0:
@@ -1096,7 +1121,10 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v9(obj, out):
 def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v10(buf, cur, end):
     """Decode OffsetFetchRequest.OffsetFetchRequestGroup (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_group_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('group_id', buf, pos, end)
@@ -1105,17 +1133,15 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v10(buf, cur, end):
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
-    if n_group_id >= 0:
-        if end - pos < n_group_id:
-            raise _w.short_read('group_id', pos, n_group_id, end)
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
+    if 0 <= n_group_id <= end - pos:
+        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
-        raise _w.bad_length('group_id', pos - 1, n_group_id, False)
-    if cython.compiled:
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_member_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('member_id', buf, pos, end)
@@ -1124,18 +1150,13 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v10(buf, cur, end):
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
-    if n_member_id >= 0:
-        if end - pos < n_member_id:
-            raise _w.short_read('member_id', pos, n_member_id, end)
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
+    if 0 <= n_member_id <= end - pos:
+        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     elif n_member_id == -1:
         f_member_id = None
     else:
-        raise _w.bad_length('member_id', pos - 1, n_member_id, True)
+        raise _w.bad_sized('member_id', pos, n_member_id, end, 1, True)
     if end - pos < 4:
         raise _w.short_run(_RUN_member_epoch, pos, end)
     if cython.compiled:
@@ -1143,7 +1164,10 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v10(buf, cur, end):
     else:
         f_member_epoch = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -1195,6 +1219,8 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v10(obj, out):
             raise _w.string_too_long("OffsetFetchRequest.OffsetFetchRequestGroup.group_id", n_group_id)
     if cython.compiled:
         _put_uvarint(out, n_group_id + 1)
+    elif 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
@@ -1209,6 +1235,8 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v10(obj, out):
             raise _w.string_too_long("OffsetFetchRequest.OffsetFetchRequestGroup.member_id", n_member_id)
     if cython.compiled:
         _put_uvarint(out, n_member_id + 1)
+    elif 0 <= n_member_id + 1 < 128:
+        out.append(n_member_id + 1)
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
@@ -1225,6 +1253,8 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v10(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     if n_topics > 0:
@@ -1239,7 +1269,10 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v10(obj, out):
 def _dec_OffsetFetchRequest_OffsetFetchRequestTopics_v8(buf, cur, end):
     """Decode OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -1248,17 +1281,15 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestTopics_v8(buf, cur, end):
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 1, n_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('name', pos, n_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_partition_indexes = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partition_indexes', buf, pos, end)
@@ -1302,6 +1333,8 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestTopics_v8(obj, out):
             raise _w.string_too_long("OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -1313,6 +1346,8 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestTopics_v8(obj, out):
         n_partition_indexes = len(f_partition_indexes)
     if cython.compiled:
         _put_uvarint(out, n_partition_indexes + 1)
+    elif 0 <= n_partition_indexes + 1 < 128:
+        out.append(n_partition_indexes + 1)
     else:
         _w.put_uvarint(out, n_partition_indexes + 1)
     if cython.compiled:
@@ -1334,7 +1369,10 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestTopics_v10(buf, cur, end):
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_partition_indexes = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partition_indexes', buf, pos, end)
@@ -1376,6 +1414,8 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestTopics_v10(obj, out):
         n_partition_indexes = len(f_partition_indexes)
     if cython.compiled:
         _put_uvarint(out, n_partition_indexes + 1)
+    elif 0 <= n_partition_indexes + 1 < 128:
+        out.append(n_partition_indexes + 1)
     else:
         _w.put_uvarint(out, n_partition_indexes + 1)
     if cython.compiled:
@@ -1644,7 +1684,10 @@ def _dec_OffsetFetchResponse_v6(buf, cur, end):
     else:
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -1704,6 +1747,8 @@ def _enc_OffsetFetchResponse_v6(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -1729,7 +1774,10 @@ def _dec_OffsetFetchResponse_v8(buf, cur, end):
     else:
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_groups = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('groups', buf, pos, end)
@@ -1782,6 +1830,8 @@ def _enc_OffsetFetchResponse_v8(obj, out):
         n_groups = len(f_groups)
     if cython.compiled:
         _put_uvarint(out, n_groups + 1)
+    elif 0 <= n_groups + 1 < 128:
+        out.append(n_groups + 1)
     else:
         _w.put_uvarint(out, n_groups + 1)
     for item in f_groups:
@@ -1802,7 +1852,10 @@ def _dec_OffsetFetchResponse_v10(buf, cur, end):
     else:
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_groups = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('groups', buf, pos, end)
@@ -1855,6 +1908,8 @@ def _enc_OffsetFetchResponse_v10(obj, out):
         n_groups = len(f_groups)
     if cython.compiled:
         _put_uvarint(out, n_groups + 1)
+    elif 0 <= n_groups + 1 < 128:
+        out.append(n_groups + 1)
     else:
         _w.put_uvarint(out, n_groups + 1)
     for item in f_groups:
@@ -1875,16 +1930,11 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseTopic_v0(buf, cur, end):
     else:
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 2, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_partitions, pos, end)
     if cython.compiled:
@@ -1954,16 +2004,11 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseTopic_v5(buf, cur, end):
     else:
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 2, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_partitions, pos, end)
     if cython.compiled:
@@ -2026,7 +2071,10 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseTopic_v5(obj, out):
 def _dec_OffsetFetchResponse_OffsetFetchResponseTopic_v6(buf, cur, end):
     """Decode OffsetFetchResponse.OffsetFetchResponseTopic (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -2035,17 +2083,15 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseTopic_v6(buf, cur, end):
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 1, n_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('name', pos, n_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -2092,6 +2138,8 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseTopic_v6(obj, out):
             raise _w.string_too_long("OffsetFetchResponse.OffsetFetchResponseTopic.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -2103,6 +2151,8 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseTopic_v6(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
@@ -2125,18 +2175,13 @@ def _dec_OffsetFetchResponse_OffsetFetchResponsePartition_v0(buf, cur, end):
     else:
         f_partition_index, f_committed_offset, n_metadata = _S_iqh.unpack_from(buf, pos)
     pos += 14
-    if n_metadata >= 0:
-        if end - pos < n_metadata:
-            raise _w.short_read('metadata', pos, n_metadata, end)
-        try:
-            f_metadata = buf[pos:pos + n_metadata].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('metadata', pos, exc) from None
+    if 0 <= n_metadata <= end - pos:
+        f_metadata = _w.utf8(buf, pos, n_metadata, 'metadata')
         pos += n_metadata
     elif n_metadata == -1:
         f_metadata = None
     else:
-        raise _w.bad_length('metadata', pos - 2, n_metadata, True)
+        raise _w.bad_sized('metadata', pos, n_metadata, end, 2, True)
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -2196,18 +2241,13 @@ def _dec_OffsetFetchResponse_OffsetFetchResponsePartition_v5(buf, cur, end):
     else:
         f_partition_index, f_committed_offset, f_committed_leader_epoch, n_metadata = _S_iqih.unpack_from(buf, pos)
     pos += 18
-    if n_metadata >= 0:
-        if end - pos < n_metadata:
-            raise _w.short_read('metadata', pos, n_metadata, end)
-        try:
-            f_metadata = buf[pos:pos + n_metadata].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('metadata', pos, exc) from None
+    if 0 <= n_metadata <= end - pos:
+        f_metadata = _w.utf8(buf, pos, n_metadata, 'metadata')
         pos += n_metadata
     elif n_metadata == -1:
         f_metadata = None
     else:
-        raise _w.bad_length('metadata', pos - 2, n_metadata, True)
+        raise _w.bad_sized('metadata', pos, n_metadata, end, 2, True)
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -2267,7 +2307,10 @@ def _dec_OffsetFetchResponse_OffsetFetchResponsePartition_v6(buf, cur, end):
     else:
         f_partition_index, f_committed_offset, f_committed_leader_epoch = _S_iqi.unpack_from(buf, pos)
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_metadata = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('metadata', buf, pos, end)
@@ -2276,18 +2319,13 @@ def _dec_OffsetFetchResponse_OffsetFetchResponsePartition_v6(buf, cur, end):
     else:
         n_metadata, pos = _w.read_uvarint(buf, pos, end, 'metadata')
         n_metadata -= 1
-    if n_metadata >= 0:
-        if end - pos < n_metadata:
-            raise _w.short_read('metadata', pos, n_metadata, end)
-        try:
-            f_metadata = buf[pos:pos + n_metadata].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('metadata', pos, exc) from None
+    if 0 <= n_metadata <= end - pos:
+        f_metadata = _w.utf8(buf, pos, n_metadata, 'metadata')
         pos += n_metadata
     elif n_metadata == -1:
         f_metadata = None
     else:
-        raise _w.bad_length('metadata', pos - 1, n_metadata, True)
+        raise _w.bad_sized('metadata', pos, n_metadata, end, 1, True)
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -2332,6 +2370,8 @@ def _enc_OffsetFetchResponse_OffsetFetchResponsePartition_v6(obj, out):
             raise _w.string_too_long("OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition.metadata", n_metadata)
     if cython.compiled:
         _put_uvarint(out, n_metadata + 1)
+    elif 0 <= n_metadata + 1 < 128:
+        out.append(n_metadata + 1)
     else:
         _w.put_uvarint(out, n_metadata + 1)
     if n_metadata > 0:
@@ -2350,7 +2390,10 @@ def _enc_OffsetFetchResponse_OffsetFetchResponsePartition_v6(obj, out):
 def _dec_OffsetFetchResponse_OffsetFetchResponseGroup_v8(buf, cur, end):
     """Decode OffsetFetchResponse.OffsetFetchResponseGroup (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_group_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('group_id', buf, pos, end)
@@ -2359,17 +2402,15 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseGroup_v8(buf, cur, end):
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
-    if n_group_id >= 0:
-        if end - pos < n_group_id:
-            raise _w.short_read('group_id', pos, n_group_id, end)
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
+    if 0 <= n_group_id <= end - pos:
+        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
-        raise _w.bad_length('group_id', pos - 1, n_group_id, False)
-    if cython.compiled:
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -2424,6 +2465,8 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseGroup_v8(obj, out):
             raise _w.string_too_long("OffsetFetchResponse.OffsetFetchResponseGroup.group_id", n_group_id)
     if cython.compiled:
         _put_uvarint(out, n_group_id + 1)
+    elif 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
@@ -2435,6 +2478,8 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseGroup_v8(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -2453,7 +2498,10 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseGroup_v8(obj, out):
 def _dec_OffsetFetchResponse_OffsetFetchResponseGroup_v10(buf, cur, end):
     """Decode OffsetFetchResponse.OffsetFetchResponseGroup (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_group_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('group_id', buf, pos, end)
@@ -2462,17 +2510,15 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseGroup_v10(buf, cur, end):
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
-    if n_group_id >= 0:
-        if end - pos < n_group_id:
-            raise _w.short_read('group_id', pos, n_group_id, end)
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
+    if 0 <= n_group_id <= end - pos:
+        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
-        raise _w.bad_length('group_id', pos - 1, n_group_id, False)
-    if cython.compiled:
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -2527,6 +2573,8 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseGroup_v10(obj, out):
             raise _w.string_too_long("OffsetFetchResponse.OffsetFetchResponseGroup.group_id", n_group_id)
     if cython.compiled:
         _put_uvarint(out, n_group_id + 1)
+    elif 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
@@ -2538,6 +2586,8 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseGroup_v10(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -2556,7 +2606,10 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseGroup_v10(obj, out):
 def _dec_OffsetFetchResponse_OffsetFetchResponseTopics_v8(buf, cur, end):
     """Decode OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -2565,17 +2618,15 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseTopics_v8(buf, cur, end):
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 1, n_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('name', pos, n_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -2623,6 +2674,8 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseTopics_v8(obj, out):
             raise _w.string_too_long("OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -2634,6 +2687,8 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseTopics_v8(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
@@ -2651,7 +2706,10 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseTopics_v10(buf, cur, end):
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -2697,6 +2755,8 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseTopics_v10(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
@@ -2719,7 +2779,10 @@ def _dec_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(buf, cur, end):
     else:
         f_partition_index, f_committed_offset, f_committed_leader_epoch = _S_iqi.unpack_from(buf, pos)
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_metadata = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('metadata', buf, pos, end)
@@ -2728,18 +2791,13 @@ def _dec_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(buf, cur, end):
     else:
         n_metadata, pos = _w.read_uvarint(buf, pos, end, 'metadata')
         n_metadata -= 1
-    if n_metadata >= 0:
-        if end - pos < n_metadata:
-            raise _w.short_read('metadata', pos, n_metadata, end)
-        try:
-            f_metadata = buf[pos:pos + n_metadata].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('metadata', pos, exc) from None
+    if 0 <= n_metadata <= end - pos:
+        f_metadata = _w.utf8(buf, pos, n_metadata, 'metadata')
         pos += n_metadata
     elif n_metadata == -1:
         f_metadata = None
     else:
-        raise _w.bad_length('metadata', pos - 1, n_metadata, True)
+        raise _w.bad_sized('metadata', pos, n_metadata, end, 1, True)
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -2784,6 +2842,8 @@ def _enc_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(obj, out):
             raise _w.string_too_long("OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics.OffsetFetchResponsePartitions.metadata", n_metadata)
     if cython.compiled:
         _put_uvarint(out, n_metadata + 1)
+    elif 0 <= n_metadata + 1 < 128:
+        out.append(n_metadata + 1)
     else:
         _w.put_uvarint(out, n_metadata + 1)
     if n_metadata > 0:
@@ -2867,7 +2927,7 @@ class OffsetFetchRequest_OffsetFetchRequestGroup(Struct):
     Attributes:
         group_id (string, v8-10): 
         member_id (string, v9-10, nullable v9-10): 
-        member_epoch (int32, v9-10): 
+        member_epoch (int32, v9-10): The epoch of the member in the group (new consumer protocol); it rises with every new assignment.
         topics ([]OffsetFetchRequestTopics, v8-10, nullable v8-10): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
@@ -2910,7 +2970,7 @@ class OffsetFetchRequest(Message):
         group_id (string, v0-7): The group whose offsets are wanted.
         topics ([]OffsetFetchRequestTopic, v0-7, nullable v2-7): The partitions wanted, per topic (an empty array in v1 on 0.9.0 returns every offset of the group).
         groups ([]OffsetFetchRequestGroup, v8-10): 
-        require_stable (bool, v7-10): 
+        require_stable (bool, v7-10): Whether to wait until pending transactional offsets are committed or aborted before answering.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -2961,7 +3021,7 @@ class OffsetFetchResponse_OffsetFetchResponsePartition(Struct):
     Attributes:
         partition_index (int32, v0-7): The partition index.
         committed_offset (int64, v0-7): The committed offset, -1 if there is none.
-        committed_leader_epoch (int32, v5-7): 
+        committed_leader_epoch (int32, v5-7): The leader epoch of the record at the committed offset, -1 if unknown.
         metadata (string, v0-7, nullable v0-7): The text committed with the offset, empty if there is none.
         error_code (int16, v0-7): The error code, 0 for none.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
@@ -3032,7 +3092,7 @@ class OffsetFetchResponse_OffsetFetchResponsePartitions(Struct):
     Attributes:
         partition_index (int32, v8-10): 
         committed_offset (int64, v8-10): 
-        committed_leader_epoch (int32, v8-10): 
+        committed_leader_epoch (int32, v8-10): The leader epoch of the record at the committed offset, -1 if unknown.
         metadata (string, v8-10, nullable v8-10): 
         error_code (int16, v8-10): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
@@ -3143,7 +3203,7 @@ class OffsetFetchResponse(Message):
     Deprecated (removed by Kafka 4.0) in v0.
 
     Attributes:
-        throttle_time_ms (int32, v3-10): 
+        throttle_time_ms (int32, v3-10): How long the response was held back by a quota, in milliseconds (0 if not throttled).
         topics ([]OffsetFetchResponseTopic, v0-7): The result per topic.
         error_code (int16, v2-7): 
         groups ([]OffsetFetchResponseGroup, v8-10): 

@@ -213,7 +213,10 @@ def _dec_OffsetForLeaderEpochRequest_v4(buf, cur, end):
     else:
         f_replica_id = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -262,6 +265,8 @@ def _enc_OffsetForLeaderEpochRequest_v4(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -282,16 +287,11 @@ def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v0(buf, cur, end):
     else:
         n_topic = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_topic >= 0:
-        if end - pos < n_topic:
-            raise _w.short_read('topic', pos, n_topic, end)
-        try:
-            f_topic = buf[pos:pos + n_topic].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic', pos, exc) from None
+    if 0 <= n_topic <= end - pos:
+        f_topic = _w.utf8(buf, pos, n_topic, 'topic')
         pos += n_topic
     else:
-        raise _w.bad_length('topic', pos - 2, n_topic, False)
+        raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_partitions, pos, end)
     if cython.compiled:
@@ -361,16 +361,11 @@ def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2(buf, cur, end):
     else:
         n_topic = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_topic >= 0:
-        if end - pos < n_topic:
-            raise _w.short_read('topic', pos, n_topic, end)
-        try:
-            f_topic = buf[pos:pos + n_topic].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic', pos, exc) from None
+    if 0 <= n_topic <= end - pos:
+        f_topic = _w.utf8(buf, pos, n_topic, 'topic')
         pos += n_topic
     else:
-        raise _w.bad_length('topic', pos - 2, n_topic, False)
+        raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_partitions, pos, end)
     if cython.compiled:
@@ -433,7 +428,10 @@ def _enc_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2(obj, out):
 def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4(buf, cur, end):
     """Decode OffsetForLeaderEpochRequest.OffsetForLeaderTopic (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topic = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic', buf, pos, end)
@@ -442,17 +440,15 @@ def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4(buf, cur, end):
     else:
         n_topic, pos = _w.read_uvarint(buf, pos, end, 'topic')
         n_topic -= 1
-    if n_topic >= 0:
-        if end - pos < n_topic:
-            raise _w.short_read('topic', pos, n_topic, end)
-        try:
-            f_topic = buf[pos:pos + n_topic].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic', pos, exc) from None
+    if 0 <= n_topic <= end - pos:
+        f_topic = _w.utf8(buf, pos, n_topic, 'topic')
         pos += n_topic
     else:
-        raise _w.bad_length('topic', pos - 1, n_topic, False)
-    if cython.compiled:
+        raise _w.bad_sized('topic', pos, n_topic, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -499,6 +495,8 @@ def _enc_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4(obj, out):
             raise _w.string_too_long("OffsetForLeaderEpochRequest.OffsetForLeaderTopic.topic", n_topic)
     if cython.compiled:
         _put_uvarint(out, n_topic + 1)
+    elif 0 <= n_topic + 1 < 128:
+        out.append(n_topic + 1)
     else:
         _w.put_uvarint(out, n_topic + 1)
     if n_topic > 0:
@@ -510,6 +508,8 @@ def _enc_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
@@ -782,7 +782,10 @@ def _dec_OffsetForLeaderEpochResponse_v4(buf, cur, end):
     else:
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -831,6 +834,8 @@ def _enc_OffsetForLeaderEpochResponse_v4(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -851,16 +856,11 @@ def _dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v0(buf, cur, en
     else:
         n_topic = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_topic >= 0:
-        if end - pos < n_topic:
-            raise _w.short_read('topic', pos, n_topic, end)
-        try:
-            f_topic = buf[pos:pos + n_topic].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic', pos, exc) from None
+    if 0 <= n_topic <= end - pos:
+        f_topic = _w.utf8(buf, pos, n_topic, 'topic')
         pos += n_topic
     else:
-        raise _w.bad_length('topic', pos - 2, n_topic, False)
+        raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_partitions, pos, end)
     if cython.compiled:
@@ -930,16 +930,11 @@ def _dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1(buf, cur, en
     else:
         n_topic = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_topic >= 0:
-        if end - pos < n_topic:
-            raise _w.short_read('topic', pos, n_topic, end)
-        try:
-            f_topic = buf[pos:pos + n_topic].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic', pos, exc) from None
+    if 0 <= n_topic <= end - pos:
+        f_topic = _w.utf8(buf, pos, n_topic, 'topic')
         pos += n_topic
     else:
-        raise _w.bad_length('topic', pos - 2, n_topic, False)
+        raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_partitions, pos, end)
     if cython.compiled:
@@ -1002,7 +997,10 @@ def _enc_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1(obj, out):
 def _dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4(buf, cur, end):
     """Decode OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topic = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic', buf, pos, end)
@@ -1011,17 +1009,15 @@ def _dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4(buf, cur, en
     else:
         n_topic, pos = _w.read_uvarint(buf, pos, end, 'topic')
         n_topic -= 1
-    if n_topic >= 0:
-        if end - pos < n_topic:
-            raise _w.short_read('topic', pos, n_topic, end)
-        try:
-            f_topic = buf[pos:pos + n_topic].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic', pos, exc) from None
+    if 0 <= n_topic <= end - pos:
+        f_topic = _w.utf8(buf, pos, n_topic, 'topic')
         pos += n_topic
     else:
-        raise _w.bad_length('topic', pos - 1, n_topic, False)
-    if cython.compiled:
+        raise _w.bad_sized('topic', pos, n_topic, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -1068,6 +1064,8 @@ def _enc_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4(obj, out):
             raise _w.string_too_long("OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.topic", n_topic)
     if cython.compiled:
         _put_uvarint(out, n_topic + 1)
+    elif 0 <= n_topic + 1 < 128:
+        out.append(n_topic + 1)
     else:
         _w.put_uvarint(out, n_topic + 1)
     if n_topic > 0:
@@ -1079,6 +1077,8 @@ def _enc_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
@@ -1211,8 +1211,8 @@ class OffsetForLeaderEpochRequest_OffsetForLeaderPartition(Struct):
     """OffsetForLeaderPartition (part of OffsetForLeaderEpochRequest).
 
     Attributes:
-        partition (int32, v0-4): 
-        current_leader_epoch (int32, v2-4): 
+        partition (int32, v0-4, formerly PartitionIndex): 
+        current_leader_epoch (int32, v2-4): The leader epoch the sender believes current, -1 if unknown; a stale one is answered with FENCED_LEADER_EPOCH.
         leader_epoch (int32, v0-4): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
@@ -1244,7 +1244,7 @@ class OffsetForLeaderEpochRequest_OffsetForLeaderTopic(Struct):
     """OffsetForLeaderTopic (part of OffsetForLeaderEpochRequest).
 
     Attributes:
-        topic (string, v0-4): 
+        topic (string, v0-4, formerly Name): 
         partitions ([]OffsetForLeaderPartition, v0-4): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
@@ -1319,7 +1319,7 @@ class OffsetForLeaderEpochResponse_EpochEndOffset(Struct):
 
     Attributes:
         error_code (int16, v0-4): 
-        partition (int32, v0-4): 
+        partition (int32, v0-4, formerly PartitionIndex): 
         leader_epoch (int32, v1-4): 
         end_offset (int64, v0-4): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
@@ -1355,7 +1355,7 @@ class OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult(Struct):
     """OffsetForLeaderTopicResult (part of OffsetForLeaderEpochResponse).
 
     Attributes:
-        topic (string, v0-4): 
+        topic (string, v0-4, formerly Name): 
         partitions ([]EpochEndOffset, v0-4): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
@@ -1389,7 +1389,7 @@ class OffsetForLeaderEpochResponse(Message):
     Deprecated (removed by Kafka 4.0) in v0-1.
 
     Attributes:
-        throttle_time_ms (int32, v2-4): 
+        throttle_time_ms (int32, v2-4): How long the response was held back by a quota, in milliseconds (0 if not throttled).
         topics ([]OffsetForLeaderTopicResult, v0-4): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """

@@ -138,18 +138,13 @@ def _dec_ProduceRequest_v3(buf, cur, end):
     else:
         n_transactional_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_transactional_id >= 0:
-        if end - pos < n_transactional_id:
-            raise _w.short_read('transactional_id', pos, n_transactional_id, end)
-        try:
-            f_transactional_id = buf[pos:pos + n_transactional_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('transactional_id', pos, exc) from None
+    if 0 <= n_transactional_id <= end - pos:
+        f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
         pos += n_transactional_id
     elif n_transactional_id == -1:
         f_transactional_id = None
     else:
-        raise _w.bad_length('transactional_id', pos - 2, n_transactional_id, True)
+        raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 2, True)
     if end - pos < 10:
         raise _w.short_run(_RUN_acks__topic_data, pos, end)
     if cython.compiled:
@@ -218,7 +213,10 @@ def _enc_ProduceRequest_v3(obj, out):
 def _dec_ProduceRequest_v9(buf, cur, end):
     """Decode ProduceRequest (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_transactional_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('transactional_id', buf, pos, end)
@@ -227,18 +225,13 @@ def _dec_ProduceRequest_v9(buf, cur, end):
     else:
         n_transactional_id, pos = _w.read_uvarint(buf, pos, end, 'transactional_id')
         n_transactional_id -= 1
-    if n_transactional_id >= 0:
-        if end - pos < n_transactional_id:
-            raise _w.short_read('transactional_id', pos, n_transactional_id, end)
-        try:
-            f_transactional_id = buf[pos:pos + n_transactional_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('transactional_id', pos, exc) from None
+    if 0 <= n_transactional_id <= end - pos:
+        f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
         pos += n_transactional_id
     elif n_transactional_id == -1:
         f_transactional_id = None
     else:
-        raise _w.bad_length('transactional_id', pos - 1, n_transactional_id, True)
+        raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 1, True)
     if end - pos < 6:
         raise _w.short_run(_RUN_acks__timeout_ms, pos, end)
     if cython.compiled:
@@ -247,7 +240,10 @@ def _dec_ProduceRequest_v9(buf, cur, end):
     else:
         f_acks, f_timeout_ms = _S_hi.unpack_from(buf, pos)
     pos += 6
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topic_data = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic_data', buf, pos, end)
@@ -296,6 +292,8 @@ def _enc_ProduceRequest_v9(obj, out):
             raise _w.string_too_long("ProduceRequest.transactional_id", n_transactional_id)
     if cython.compiled:
         _put_uvarint(out, n_transactional_id + 1)
+    elif 0 <= n_transactional_id + 1 < 128:
+        out.append(n_transactional_id + 1)
     else:
         _w.put_uvarint(out, n_transactional_id + 1)
     if n_transactional_id > 0:
@@ -313,6 +311,8 @@ def _enc_ProduceRequest_v9(obj, out):
         n_topic_data = len(f_topic_data)
     if cython.compiled:
         _put_uvarint(out, n_topic_data + 1)
+    elif 0 <= n_topic_data + 1 < 128:
+        out.append(n_topic_data + 1)
     else:
         _w.put_uvarint(out, n_topic_data + 1)
     for item in f_topic_data:
@@ -326,7 +326,10 @@ def _enc_ProduceRequest_v9(obj, out):
 def _dec_ProduceRequest_v13(buf, cur, end):
     """Decode ProduceRequest (v13 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_transactional_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('transactional_id', buf, pos, end)
@@ -335,18 +338,13 @@ def _dec_ProduceRequest_v13(buf, cur, end):
     else:
         n_transactional_id, pos = _w.read_uvarint(buf, pos, end, 'transactional_id')
         n_transactional_id -= 1
-    if n_transactional_id >= 0:
-        if end - pos < n_transactional_id:
-            raise _w.short_read('transactional_id', pos, n_transactional_id, end)
-        try:
-            f_transactional_id = buf[pos:pos + n_transactional_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('transactional_id', pos, exc) from None
+    if 0 <= n_transactional_id <= end - pos:
+        f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
         pos += n_transactional_id
     elif n_transactional_id == -1:
         f_transactional_id = None
     else:
-        raise _w.bad_length('transactional_id', pos - 1, n_transactional_id, True)
+        raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 1, True)
     if end - pos < 6:
         raise _w.short_run(_RUN_acks__timeout_ms, pos, end)
     if cython.compiled:
@@ -355,7 +353,10 @@ def _dec_ProduceRequest_v13(buf, cur, end):
     else:
         f_acks, f_timeout_ms = _S_hi.unpack_from(buf, pos)
     pos += 6
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topic_data = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic_data', buf, pos, end)
@@ -404,6 +405,8 @@ def _enc_ProduceRequest_v13(obj, out):
             raise _w.string_too_long("ProduceRequest.transactional_id", n_transactional_id)
     if cython.compiled:
         _put_uvarint(out, n_transactional_id + 1)
+    elif 0 <= n_transactional_id + 1 < 128:
+        out.append(n_transactional_id + 1)
     else:
         _w.put_uvarint(out, n_transactional_id + 1)
     if n_transactional_id > 0:
@@ -421,6 +424,8 @@ def _enc_ProduceRequest_v13(obj, out):
         n_topic_data = len(f_topic_data)
     if cython.compiled:
         _put_uvarint(out, n_topic_data + 1)
+    elif 0 <= n_topic_data + 1 < 128:
+        out.append(n_topic_data + 1)
     else:
         _w.put_uvarint(out, n_topic_data + 1)
     for item in f_topic_data:
@@ -441,16 +446,11 @@ def _dec_ProduceRequest_TopicProduceData_v0(buf, cur, end):
     else:
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 2, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_partition_data, pos, end)
     if cython.compiled:
@@ -514,7 +514,10 @@ def _enc_ProduceRequest_TopicProduceData_v0(obj, out):
 def _dec_ProduceRequest_TopicProduceData_v9(buf, cur, end):
     """Decode ProduceRequest.TopicProduceData (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -523,17 +526,15 @@ def _dec_ProduceRequest_TopicProduceData_v9(buf, cur, end):
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 1, n_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('name', pos, n_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_partition_data = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partition_data', buf, pos, end)
@@ -581,6 +582,8 @@ def _enc_ProduceRequest_TopicProduceData_v9(obj, out):
             raise _w.string_too_long("ProduceRequest.TopicProduceData.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -592,6 +595,8 @@ def _enc_ProduceRequest_TopicProduceData_v9(obj, out):
         n_partition_data = len(f_partition_data)
     if cython.compiled:
         _put_uvarint(out, n_partition_data + 1)
+    elif 0 <= n_partition_data + 1 < 128:
+        out.append(n_partition_data + 1)
     else:
         _w.put_uvarint(out, n_partition_data + 1)
     for item in f_partition_data:
@@ -609,7 +614,10 @@ def _dec_ProduceRequest_TopicProduceData_v13(buf, cur, end):
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_partition_data = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partition_data', buf, pos, end)
@@ -655,6 +663,8 @@ def _enc_ProduceRequest_TopicProduceData_v13(obj, out):
         n_partition_data = len(f_partition_data)
     if cython.compiled:
         _put_uvarint(out, n_partition_data + 1)
+    elif 0 <= n_partition_data + 1 < 128:
+        out.append(n_partition_data + 1)
     else:
         _w.put_uvarint(out, n_partition_data + 1)
     for item in f_partition_data:
@@ -676,15 +686,13 @@ def _dec_ProduceRequest_PartitionProduceData_v0(buf, cur, end):
     else:
         f_index, n_records = _S_ii.unpack_from(buf, pos)
     pos += 8
-    if n_records >= 0:
-        if end - pos < n_records:
-            raise _w.short_read('records', pos, n_records, end)
+    if 0 <= n_records <= end - pos:
         f_records = RecordSet(buf[pos:pos + n_records])
         pos += n_records
     elif n_records == -1:
         f_records = None
     else:
-        raise _w.bad_length('records', pos - 4, n_records, True)
+        raise _w.bad_sized('records', pos, n_records, end, 4, True)
     obj = ProduceRequest_PartitionProduceData.__new__(ProduceRequest_PartitionProduceData)
     obj.index = f_index
     obj.records = f_records
@@ -723,7 +731,10 @@ def _dec_ProduceRequest_PartitionProduceData_v9(buf, cur, end):
     else:
         f_index = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_records = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('records', buf, pos, end)
@@ -732,15 +743,13 @@ def _dec_ProduceRequest_PartitionProduceData_v9(buf, cur, end):
     else:
         n_records, pos = _w.read_uvarint(buf, pos, end, 'records')
         n_records -= 1
-    if n_records >= 0:
-        if end - pos < n_records:
-            raise _w.short_read('records', pos, n_records, end)
+    if 0 <= n_records <= end - pos:
         f_records = RecordSet(buf[pos:pos + n_records])
         pos += n_records
     elif n_records == -1:
         f_records = None
     else:
-        raise _w.bad_length('records', pos - 1, n_records, True)
+        raise _w.bad_sized('records', pos, n_records, end, 1, True)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -771,6 +780,8 @@ def _enc_ProduceRequest_PartitionProduceData_v9(obj, out):
         n_records = len(f_records)
     if cython.compiled:
         _put_uvarint(out, n_records + 1)
+    elif 0 <= n_records + 1 < 128:
+        out.append(n_records + 1)
     else:
         _w.put_uvarint(out, n_records + 1)
     if n_records > 0:
@@ -1082,7 +1093,10 @@ def _enc_ProduceResponse_v8(obj, out):
 def _dec_ProduceResponse_v9(buf, cur, end):
     """Decode ProduceResponse (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_responses = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('responses', buf, pos, end)
@@ -1136,6 +1150,8 @@ def _enc_ProduceResponse_v9(obj, out):
         n_responses = len(f_responses)
     if cython.compiled:
         _put_uvarint(out, n_responses + 1)
+    elif 0 <= n_responses + 1 < 128:
+        out.append(n_responses + 1)
     else:
         _w.put_uvarint(out, n_responses + 1)
     for item in f_responses:
@@ -1154,7 +1170,10 @@ def _enc_ProduceResponse_v9(obj, out):
 def _dec_ProduceResponse_v10(buf, cur, end):
     """Decode ProduceResponse (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_responses = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('responses', buf, pos, end)
@@ -1189,7 +1208,10 @@ def _dec_ProduceResponse_v10(buf, cur, end):
         unknown, spans, after = _w.read_tag_section(buf, pos, end, (0,))
         for tag, pos, t_end in spans:
             if tag == 0:
-                if cython.compiled:
+                if pos < t_end and buf[pos] < 128:
+                    n_node_endpoints = buf[pos] - 1
+                    pos += 1
+                elif cython.compiled:
                     v = _read_uvarint(buf, pos, t_end)
                     if v < 0:
                         raise _w.bad_uvarint('node_endpoints', buf, pos, t_end)
@@ -1232,6 +1254,8 @@ def _enc_ProduceResponse_v10(obj, out):
         n_responses = len(f_responses)
     if cython.compiled:
         _put_uvarint(out, n_responses + 1)
+    elif 0 <= n_responses + 1 < 128:
+        out.append(n_responses + 1)
     else:
         _w.put_uvarint(out, n_responses + 1)
     for item in f_responses:
@@ -1242,7 +1266,7 @@ def _enc_ProduceResponse_v10(obj, out):
     else:
         out += _S_i.pack(obj.throttle_time_ms)
     known = []
-    if obj.node_endpoints:
+    if obj.node_endpoints != []:
         t = bytearray()
         f_node_endpoints = obj.node_endpoints
         if f_node_endpoints is None:
@@ -1251,6 +1275,8 @@ def _enc_ProduceResponse_v10(obj, out):
             n_node_endpoints = len(f_node_endpoints)
         if cython.compiled:
             _put_uvarint(t, n_node_endpoints + 1)
+        elif 0 <= n_node_endpoints + 1 < 128:
+            t.append(n_node_endpoints + 1)
         else:
             _w.put_uvarint(t, n_node_endpoints + 1)
         for item in f_node_endpoints:
@@ -1265,7 +1291,10 @@ def _enc_ProduceResponse_v10(obj, out):
 def _dec_ProduceResponse_v13(buf, cur, end):
     """Decode ProduceResponse (v13 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_responses = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('responses', buf, pos, end)
@@ -1300,7 +1329,10 @@ def _dec_ProduceResponse_v13(buf, cur, end):
         unknown, spans, after = _w.read_tag_section(buf, pos, end, (0,))
         for tag, pos, t_end in spans:
             if tag == 0:
-                if cython.compiled:
+                if pos < t_end and buf[pos] < 128:
+                    n_node_endpoints = buf[pos] - 1
+                    pos += 1
+                elif cython.compiled:
                     v = _read_uvarint(buf, pos, t_end)
                     if v < 0:
                         raise _w.bad_uvarint('node_endpoints', buf, pos, t_end)
@@ -1343,6 +1375,8 @@ def _enc_ProduceResponse_v13(obj, out):
         n_responses = len(f_responses)
     if cython.compiled:
         _put_uvarint(out, n_responses + 1)
+    elif 0 <= n_responses + 1 < 128:
+        out.append(n_responses + 1)
     else:
         _w.put_uvarint(out, n_responses + 1)
     for item in f_responses:
@@ -1353,7 +1387,7 @@ def _enc_ProduceResponse_v13(obj, out):
     else:
         out += _S_i.pack(obj.throttle_time_ms)
     known = []
-    if obj.node_endpoints:
+    if obj.node_endpoints != []:
         t = bytearray()
         f_node_endpoints = obj.node_endpoints
         if f_node_endpoints is None:
@@ -1362,6 +1396,8 @@ def _enc_ProduceResponse_v13(obj, out):
             n_node_endpoints = len(f_node_endpoints)
         if cython.compiled:
             _put_uvarint(t, n_node_endpoints + 1)
+        elif 0 <= n_node_endpoints + 1 < 128:
+            t.append(n_node_endpoints + 1)
         else:
             _w.put_uvarint(t, n_node_endpoints + 1)
         for item in f_node_endpoints:
@@ -1383,16 +1419,11 @@ def _dec_ProduceResponse_TopicProduceResponse_v0(buf, cur, end):
     else:
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 2, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_partition_responses, pos, end)
     if cython.compiled:
@@ -1463,16 +1494,11 @@ def _dec_ProduceResponse_TopicProduceResponse_v2(buf, cur, end):
     else:
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 2, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_partition_responses, pos, end)
     if cython.compiled:
@@ -1543,16 +1569,11 @@ def _dec_ProduceResponse_TopicProduceResponse_v5(buf, cur, end):
     else:
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 2, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_partition_responses, pos, end)
     if cython.compiled:
@@ -1623,16 +1644,11 @@ def _dec_ProduceResponse_TopicProduceResponse_v8(buf, cur, end):
     else:
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 2, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_partition_responses, pos, end)
     if cython.compiled:
@@ -1696,7 +1712,10 @@ def _enc_ProduceResponse_TopicProduceResponse_v8(obj, out):
 def _dec_ProduceResponse_TopicProduceResponse_v9(buf, cur, end):
     """Decode ProduceResponse.TopicProduceResponse (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -1705,17 +1724,15 @@ def _dec_ProduceResponse_TopicProduceResponse_v9(buf, cur, end):
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 1, n_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('name', pos, n_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_partition_responses = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partition_responses', buf, pos, end)
@@ -1763,6 +1780,8 @@ def _enc_ProduceResponse_TopicProduceResponse_v9(obj, out):
             raise _w.string_too_long("ProduceResponse.TopicProduceResponse.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -1774,6 +1793,8 @@ def _enc_ProduceResponse_TopicProduceResponse_v9(obj, out):
         n_partition_responses = len(f_partition_responses)
     if cython.compiled:
         _put_uvarint(out, n_partition_responses + 1)
+    elif 0 <= n_partition_responses + 1 < 128:
+        out.append(n_partition_responses + 1)
     else:
         _w.put_uvarint(out, n_partition_responses + 1)
     for item in f_partition_responses:
@@ -1787,7 +1808,10 @@ def _enc_ProduceResponse_TopicProduceResponse_v9(obj, out):
 def _dec_ProduceResponse_TopicProduceResponse_v10(buf, cur, end):
     """Decode ProduceResponse.TopicProduceResponse (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -1796,17 +1820,15 @@ def _dec_ProduceResponse_TopicProduceResponse_v10(buf, cur, end):
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 1, n_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('name', pos, n_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_partition_responses = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partition_responses', buf, pos, end)
@@ -1854,6 +1876,8 @@ def _enc_ProduceResponse_TopicProduceResponse_v10(obj, out):
             raise _w.string_too_long("ProduceResponse.TopicProduceResponse.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -1865,6 +1889,8 @@ def _enc_ProduceResponse_TopicProduceResponse_v10(obj, out):
         n_partition_responses = len(f_partition_responses)
     if cython.compiled:
         _put_uvarint(out, n_partition_responses + 1)
+    elif 0 <= n_partition_responses + 1 < 128:
+        out.append(n_partition_responses + 1)
     else:
         _w.put_uvarint(out, n_partition_responses + 1)
     for item in f_partition_responses:
@@ -1882,7 +1908,10 @@ def _dec_ProduceResponse_TopicProduceResponse_v13(buf, cur, end):
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_partition_responses = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partition_responses', buf, pos, end)
@@ -1928,6 +1957,8 @@ def _enc_ProduceResponse_TopicProduceResponse_v13(obj, out):
         n_partition_responses = len(f_partition_responses)
     if cython.compiled:
         _put_uvarint(out, n_partition_responses + 1)
+    elif 0 <= n_partition_responses + 1 < 128:
+        out.append(n_partition_responses + 1)
     else:
         _w.put_uvarint(out, n_partition_responses + 1)
     for item in f_partition_responses:
@@ -2100,18 +2131,13 @@ def _dec_ProduceResponse_PartitionProduceResponse_v8(buf, cur, end):
     else:
         n_error_message = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 2, n_error_message, True)
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 2, True)
     obj = ProduceResponse_PartitionProduceResponse.__new__(ProduceResponse_PartitionProduceResponse)
     obj.index = f_index
     obj.error_code = f_error_code
@@ -2180,7 +2206,10 @@ def _dec_ProduceResponse_PartitionProduceResponse_v9(buf, cur, end):
     else:
         f_index, f_error_code, f_base_offset, f_log_append_time_ms, f_log_start_offset = _S_ihqqq.unpack_from(buf, pos)
     pos += 30
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_record_errors = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('record_errors', buf, pos, end)
@@ -2200,7 +2229,10 @@ def _dec_ProduceResponse_PartitionProduceResponse_v9(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("record_errors[%d]" % i)
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('error_message', buf, pos, end)
@@ -2209,18 +2241,13 @@ def _dec_ProduceResponse_PartitionProduceResponse_v9(buf, cur, end):
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 1, n_error_message, True)
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -2262,6 +2289,8 @@ def _enc_ProduceResponse_PartitionProduceResponse_v9(obj, out):
         n_record_errors = len(f_record_errors)
     if cython.compiled:
         _put_uvarint(out, n_record_errors + 1)
+    elif 0 <= n_record_errors + 1 < 128:
+        out.append(n_record_errors + 1)
     else:
         _w.put_uvarint(out, n_record_errors + 1)
     for item in f_record_errors:
@@ -2276,6 +2305,8 @@ def _enc_ProduceResponse_PartitionProduceResponse_v9(obj, out):
             raise _w.string_too_long("ProduceResponse.TopicProduceResponse.PartitionProduceResponse.error_message", n_error_message)
     if cython.compiled:
         _put_uvarint(out, n_error_message + 1)
+    elif 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
@@ -2300,7 +2331,10 @@ def _dec_ProduceResponse_PartitionProduceResponse_v10(buf, cur, end):
     else:
         f_index, f_error_code, f_base_offset, f_log_append_time_ms, f_log_start_offset = _S_ihqqq.unpack_from(buf, pos)
     pos += 30
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_record_errors = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('record_errors', buf, pos, end)
@@ -2320,7 +2354,10 @@ def _dec_ProduceResponse_PartitionProduceResponse_v10(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("record_errors[%d]" % i)
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('error_message', buf, pos, end)
@@ -2329,18 +2366,13 @@ def _dec_ProduceResponse_PartitionProduceResponse_v10(buf, cur, end):
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 1, n_error_message, True)
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
     f_current_leader = ProduceResponse_LeaderIdAndEpoch()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -2392,6 +2424,8 @@ def _enc_ProduceResponse_PartitionProduceResponse_v10(obj, out):
         n_record_errors = len(f_record_errors)
     if cython.compiled:
         _put_uvarint(out, n_record_errors + 1)
+    elif 0 <= n_record_errors + 1 < 128:
+        out.append(n_record_errors + 1)
     else:
         _w.put_uvarint(out, n_record_errors + 1)
     for item in f_record_errors:
@@ -2406,6 +2440,8 @@ def _enc_ProduceResponse_PartitionProduceResponse_v10(obj, out):
             raise _w.string_too_long("ProduceResponse.TopicProduceResponse.PartitionProduceResponse.error_message", n_error_message)
     if cython.compiled:
         _put_uvarint(out, n_error_message + 1)
+    elif 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
@@ -2433,18 +2469,13 @@ def _dec_ProduceResponse_BatchIndexAndErrorMessage_v8(buf, cur, end):
     else:
         f_batch_index, n_batch_index_error_message = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if n_batch_index_error_message >= 0:
-        if end - pos < n_batch_index_error_message:
-            raise _w.short_read('batch_index_error_message', pos, n_batch_index_error_message, end)
-        try:
-            f_batch_index_error_message = buf[pos:pos + n_batch_index_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('batch_index_error_message', pos, exc) from None
+    if 0 <= n_batch_index_error_message <= end - pos:
+        f_batch_index_error_message = _w.utf8(buf, pos, n_batch_index_error_message, 'batch_index_error_message')
         pos += n_batch_index_error_message
     elif n_batch_index_error_message == -1:
         f_batch_index_error_message = None
     else:
-        raise _w.bad_length('batch_index_error_message', pos - 2, n_batch_index_error_message, True)
+        raise _w.bad_sized('batch_index_error_message', pos, n_batch_index_error_message, end, 2, True)
     obj = ProduceResponse_BatchIndexAndErrorMessage.__new__(ProduceResponse_BatchIndexAndErrorMessage)
     obj.batch_index = f_batch_index
     obj.batch_index_error_message = f_batch_index_error_message
@@ -2485,7 +2516,10 @@ def _dec_ProduceResponse_BatchIndexAndErrorMessage_v9(buf, cur, end):
     else:
         f_batch_index = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_batch_index_error_message = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('batch_index_error_message', buf, pos, end)
@@ -2494,18 +2528,13 @@ def _dec_ProduceResponse_BatchIndexAndErrorMessage_v9(buf, cur, end):
     else:
         n_batch_index_error_message, pos = _w.read_uvarint(buf, pos, end, 'batch_index_error_message')
         n_batch_index_error_message -= 1
-    if n_batch_index_error_message >= 0:
-        if end - pos < n_batch_index_error_message:
-            raise _w.short_read('batch_index_error_message', pos, n_batch_index_error_message, end)
-        try:
-            f_batch_index_error_message = buf[pos:pos + n_batch_index_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('batch_index_error_message', pos, exc) from None
+    if 0 <= n_batch_index_error_message <= end - pos:
+        f_batch_index_error_message = _w.utf8(buf, pos, n_batch_index_error_message, 'batch_index_error_message')
         pos += n_batch_index_error_message
     elif n_batch_index_error_message == -1:
         f_batch_index_error_message = None
     else:
-        raise _w.bad_length('batch_index_error_message', pos - 1, n_batch_index_error_message, True)
+        raise _w.bad_sized('batch_index_error_message', pos, n_batch_index_error_message, end, 1, True)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -2538,6 +2567,8 @@ def _enc_ProduceResponse_BatchIndexAndErrorMessage_v9(obj, out):
             raise _w.string_too_long("ProduceResponse.TopicProduceResponse.PartitionProduceResponse.BatchIndexAndErrorMessage.batch_index_error_message", n_batch_index_error_message)
     if cython.compiled:
         _put_uvarint(out, n_batch_index_error_message + 1)
+    elif 0 <= n_batch_index_error_message + 1 < 128:
+        out.append(n_batch_index_error_message + 1)
     else:
         _w.put_uvarint(out, n_batch_index_error_message + 1)
     if n_batch_index_error_message > 0:
@@ -2598,7 +2629,10 @@ def _dec_ProduceResponse_NodeEndpoint_v10(buf, cur, end):
     else:
         f_node_id = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_host = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('host', buf, pos, end)
@@ -2607,16 +2641,11 @@ def _dec_ProduceResponse_NodeEndpoint_v10(buf, cur, end):
     else:
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
-    if n_host >= 0:
-        if end - pos < n_host:
-            raise _w.short_read('host', pos, n_host, end)
-        try:
-            f_host = buf[pos:pos + n_host].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('host', pos, exc) from None
+    if 0 <= n_host <= end - pos:
+        f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
-        raise _w.bad_length('host', pos - 1, n_host, False)
+        raise _w.bad_sized('host', pos, n_host, end, 1, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_port, pos, end)
     if cython.compiled:
@@ -2624,7 +2653,10 @@ def _dec_ProduceResponse_NodeEndpoint_v10(buf, cur, end):
     else:
         f_port = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_rack = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('rack', buf, pos, end)
@@ -2633,18 +2665,13 @@ def _dec_ProduceResponse_NodeEndpoint_v10(buf, cur, end):
     else:
         n_rack, pos = _w.read_uvarint(buf, pos, end, 'rack')
         n_rack -= 1
-    if n_rack >= 0:
-        if end - pos < n_rack:
-            raise _w.short_read('rack', pos, n_rack, end)
-        try:
-            f_rack = buf[pos:pos + n_rack].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('rack', pos, exc) from None
+    if 0 <= n_rack <= end - pos:
+        f_rack = _w.utf8(buf, pos, n_rack, 'rack')
         pos += n_rack
     elif n_rack == -1:
         f_rack = None
     else:
-        raise _w.bad_length('rack', pos - 1, n_rack, True)
+        raise _w.bad_sized('rack', pos, n_rack, end, 1, True)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -2679,6 +2706,8 @@ def _enc_ProduceResponse_NodeEndpoint_v10(obj, out):
             raise _w.string_too_long("ProduceResponse.NodeEndpoint.host", n_host)
     if cython.compiled:
         _put_uvarint(out, n_host + 1)
+    elif 0 <= n_host + 1 < 128:
+        out.append(n_host + 1)
     else:
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
@@ -2698,6 +2727,8 @@ def _enc_ProduceResponse_NodeEndpoint_v10(obj, out):
             raise _w.string_too_long("ProduceResponse.NodeEndpoint.rack", n_rack)
     if cython.compiled:
         _put_uvarint(out, n_rack + 1)
+    elif 0 <= n_rack + 1 < 128:
+        out.append(n_rack + 1)
     else:
         _w.put_uvarint(out, n_rack + 1)
     if n_rack > 0:
@@ -2743,7 +2774,7 @@ class ProduceRequest_TopicProduceData(Struct):
     Attributes:
         name (string, v0-12): The topic name.
         topic_id (uuid, v13): 
-        partition_data ([]PartitionProduceData, v0-13): The data to append, per partition.
+        partition_data ([]PartitionProduceData, v0-13, formerly Partitions): The data to append, per partition.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -2782,7 +2813,7 @@ class ProduceRequest(Message):
         transactional_id (string, v3-13, nullable v3-13): 
         acks (int16, v0-13): Acknowledgements the leader waits for: 0 none (no response is sent), 1 the leader, -1 the full ISR.
         timeout_ms (int32, v0-13): How long the broker may wait for the acknowledgements, in milliseconds.
-        topic_data ([]TopicProduceData, v0-13): The data to append, per topic.
+        topic_data ([]TopicProduceData, v0-13, formerly Topics): The data to append, per topic.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -2894,14 +2925,14 @@ class ProduceResponse_PartitionProduceResponse(Struct):
     """PartitionProduceResponse (part of ProduceResponse).
 
     Attributes:
-        index (int32, v0-13): The partition index.
+        index (int32, v0-13, formerly PartitionIndex): The partition index.
         error_code (int16, v0-13): The error code, 0 for none.
         base_offset (int64, v0-13): The offset given to the first message appended; -1 on error.
         log_append_time_ms (int64, v2-13): 
-        log_start_offset (int64, v5-13): 
+        log_start_offset (int64, v5-13): The earliest offset still in the log, -1 if unknown.
         record_errors ([]BatchIndexAndErrorMessage, v8-13): 
         error_message (string, v8-13, nullable v8-13): 
-        current_leader (LeaderIdAndEpoch, v10-13, tag 0 in v10-13): 
+        current_leader (LeaderIdAndEpoch, v10-13, tag 0 in v10-13): The partition leader and epoch as this broker knows them: a hint for a client that sent the request to a broker that does not lead.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -2951,7 +2982,7 @@ class ProduceResponse_TopicProduceResponse(Struct):
     Attributes:
         name (string, v0-12): The topic name.
         topic_id (uuid, v13): 
-        partition_responses ([]PartitionProduceResponse, v0-13): The result per partition.
+        partition_responses ([]PartitionProduceResponse, v0-13, formerly Partitions): The result per partition.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -3026,7 +3057,7 @@ class ProduceResponse(Message):
     Attributes:
         responses ([]TopicProduceResponse, v0-13): The result per topic.
         throttle_time_ms (int32, v1-13): How long the request was held back by a quota, in milliseconds (0 if not throttled).
-        node_endpoints ([]NodeEndpoint, v10-13, tag 0 in v10-13): 
+        node_endpoints ([]NodeEndpoint, v10-13, tag 0 in v10-13): Host and port of the brokers named in CurrentLeader fields, so the client can move without a Metadata request.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 

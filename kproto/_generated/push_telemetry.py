@@ -67,7 +67,10 @@ def _dec_PushTelemetryRequest_v0(buf, cur, end):
     if f_terminating != 0 and f_terminating != 1:
         raise _w.bad_bool('terminating', pos - 2, f_terminating)
     b_terminating = f_terminating == 1
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_metrics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('metrics', buf, pos, end)
@@ -76,13 +79,11 @@ def _dec_PushTelemetryRequest_v0(buf, cur, end):
     else:
         n_metrics, pos = _w.read_uvarint(buf, pos, end, 'metrics')
         n_metrics -= 1
-    if n_metrics >= 0:
-        if end - pos < n_metrics:
-            raise _w.short_read('metrics', pos, n_metrics, end)
+    if 0 <= n_metrics <= end - pos:
         f_metrics = buf[pos:pos + n_metrics]
         pos += n_metrics
     else:
-        raise _w.bad_length('metrics', pos - 1, n_metrics, False)
+        raise _w.bad_sized('metrics', pos, n_metrics, end, 1, False)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -118,6 +119,8 @@ def _enc_PushTelemetryRequest_v0(obj, out):
         n_metrics = len(f_metrics)
     if cython.compiled:
         _put_uvarint(out, n_metrics + 1)
+    elif 0 <= n_metrics + 1 < 128:
+        out.append(n_metrics + 1)
     else:
         _w.put_uvarint(out, n_metrics + 1)
     if n_metrics > 0:
@@ -228,7 +231,7 @@ class PushTelemetryResponse(Message):
     Flexible (compact lengths, tagged fields) in v0.
 
     Attributes:
-        throttle_time_ms (int32, v0): 
+        throttle_time_ms (int32, v0): How long the response was held back by a quota, in milliseconds (0 if not throttled).
         error_code (int16, v0): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """

@@ -54,7 +54,10 @@ _RUN_state_epoch__start_offset = (('state_epoch', 0, 4), ('leader_epoch', 4, 4),
 def _dec_ReadShareGroupStateSummaryRequest_v0(buf, cur, end):
     """Decode ReadShareGroupStateSummaryRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_group_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('group_id', buf, pos, end)
@@ -63,17 +66,15 @@ def _dec_ReadShareGroupStateSummaryRequest_v0(buf, cur, end):
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
-    if n_group_id >= 0:
-        if end - pos < n_group_id:
-            raise _w.short_read('group_id', pos, n_group_id, end)
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
+    if 0 <= n_group_id <= end - pos:
+        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
-        raise _w.bad_length('group_id', pos - 1, n_group_id, False)
-    if cython.compiled:
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -120,6 +121,8 @@ def _enc_ReadShareGroupStateSummaryRequest_v0(obj, out):
             raise _w.string_too_long("ReadShareGroupStateSummaryRequest.group_id", n_group_id)
     if cython.compiled:
         _put_uvarint(out, n_group_id + 1)
+    elif 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
@@ -131,6 +134,8 @@ def _enc_ReadShareGroupStateSummaryRequest_v0(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -148,7 +153,10 @@ def _dec_ReadShareGroupStateSummaryRequest_ReadStateSummaryData_v0(buf, cur, end
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -193,6 +201,8 @@ def _enc_ReadShareGroupStateSummaryRequest_ReadStateSummaryData_v0(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
@@ -246,7 +256,10 @@ def _enc_ReadShareGroupStateSummaryRequest_PartitionData_v0(obj, out):
 def _dec_ReadShareGroupStateSummaryResponse_v0(buf, cur, end):
     """Decode ReadShareGroupStateSummaryResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_results = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('results', buf, pos, end)
@@ -289,6 +302,8 @@ def _enc_ReadShareGroupStateSummaryResponse_v0(obj, out):
         n_results = len(f_results)
     if cython.compiled:
         _put_uvarint(out, n_results + 1)
+    elif 0 <= n_results + 1 < 128:
+        out.append(n_results + 1)
     else:
         _w.put_uvarint(out, n_results + 1)
     for item in f_results:
@@ -302,7 +317,10 @@ def _enc_ReadShareGroupStateSummaryResponse_v0(obj, out):
 def _dec_ReadShareGroupStateSummaryResponse_v1(buf, cur, end):
     """Decode ReadShareGroupStateSummaryResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_results = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('results', buf, pos, end)
@@ -345,6 +363,8 @@ def _enc_ReadShareGroupStateSummaryResponse_v1(obj, out):
         n_results = len(f_results)
     if cython.compiled:
         _put_uvarint(out, n_results + 1)
+    elif 0 <= n_results + 1 < 128:
+        out.append(n_results + 1)
     else:
         _w.put_uvarint(out, n_results + 1)
     for item in f_results:
@@ -362,7 +382,10 @@ def _dec_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v0(buf, cur, 
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -407,6 +430,8 @@ def _enc_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v0(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
@@ -424,7 +449,10 @@ def _dec_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v1(buf, cur, 
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -469,6 +497,8 @@ def _enc_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v1(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
@@ -490,7 +520,10 @@ def _dec_ReadShareGroupStateSummaryResponse_PartitionResult_v0(buf, cur, end):
     else:
         f_partition, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('error_message', buf, pos, end)
@@ -499,18 +532,13 @@ def _dec_ReadShareGroupStateSummaryResponse_PartitionResult_v0(buf, cur, end):
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 1, n_error_message, True)
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
     if end - pos < 16:
         raise _w.short_run(_RUN_state_epoch__start_offset, pos, end)
     if cython.compiled:
@@ -560,6 +588,8 @@ def _enc_ReadShareGroupStateSummaryResponse_PartitionResult_v0(obj, out):
             raise _w.string_too_long("ReadShareGroupStateSummaryResponse.ReadStateSummaryResult.PartitionResult.error_message", n_error_message)
     if cython.compiled:
         _put_uvarint(out, n_error_message + 1)
+    elif 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
@@ -588,7 +618,10 @@ def _dec_ReadShareGroupStateSummaryResponse_PartitionResult_v1(buf, cur, end):
     else:
         f_partition, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('error_message', buf, pos, end)
@@ -597,18 +630,13 @@ def _dec_ReadShareGroupStateSummaryResponse_PartitionResult_v1(buf, cur, end):
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 1, n_error_message, True)
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
     if end - pos < 20:
         raise _w.short_run(_RUN_state_epoch__delivery_complete_count, pos, end)
     if cython.compiled:
@@ -657,6 +685,8 @@ def _enc_ReadShareGroupStateSummaryResponse_PartitionResult_v1(obj, out):
             raise _w.string_too_long("ReadShareGroupStateSummaryResponse.ReadStateSummaryResult.PartitionResult.error_message", n_error_message)
     if cython.compiled:
         _put_uvarint(out, n_error_message + 1)
+    elif 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
@@ -784,7 +814,7 @@ class ReadShareGroupStateSummaryResponse_PartitionResult(Struct):
         partition (int32, v0-1): 
         error_code (int16, v0-1): 
         error_message (string, v0-1, nullable v0-1): 
-        state_epoch (int32, v0-1): 
+        state_epoch (int32, v0-1): The epoch of the persisted share-group state.
         leader_epoch (int32, v0-1): 
         start_offset (int64, v0-1): 
         delivery_complete_count (int32, v1): 

@@ -199,10 +199,14 @@ ProducerRequest = ProduceRequest
 ProducerResponse = ProduceResponse
 OffsetsRequest = ListOffsetsRequest
 OffsetsResponse = ListOffsetsResponse
+ListOffsetRequest = ListOffsetsRequest
+ListOffsetResponse = ListOffsetsResponse
 GroupCoordinatorRequest = FindCoordinatorRequest
 GroupCoordinatorResponse = FindCoordinatorResponse
 ConsumerMetadataRequest = FindCoordinatorRequest
 ConsumerMetadataResponse = FindCoordinatorResponse
+ElectPreferredLeadersRequest = ElectLeadersRequest
+ElectPreferredLeadersResponse = ElectLeadersResponse
 AlterIsrRequest = AlterPartitionRequest
 AlterIsrResponse = AlterPartitionResponse
 ListClientMetricsResourcesRequest = ListConfigResourcesRequest
@@ -303,6 +307,8 @@ __all__ = [
     'DescribeUserScramCredentialsResponse',
     'ElectLeadersRequest',
     'ElectLeadersResponse',
+    'ElectPreferredLeadersRequest',
+    'ElectPreferredLeadersResponse',
     'EndQuorumEpochRequest',
     'EndQuorumEpochResponse',
     'EndTxnRequest',
@@ -341,6 +347,8 @@ __all__ = [
     'ListConfigResourcesResponse',
     'ListGroupsRequest',
     'ListGroupsResponse',
+    'ListOffsetRequest',
+    'ListOffsetResponse',
     'ListOffsetsRequest',
     'ListOffsetsResponse',
     'ListPartitionReassignmentsRequest',
@@ -417,7 +425,7 @@ __all__ = [
 API_TABLE = (
     (0, 'Produce', ('Producer',), ProduceRequest, ProduceResponse),
     (1, 'Fetch', (), FetchRequest, FetchResponse),
-    (2, 'ListOffsets', ('Offsets',), ListOffsetsRequest, ListOffsetsResponse),
+    (2, 'ListOffsets', ('Offsets', 'ListOffset'), ListOffsetsRequest, ListOffsetsResponse),
     (3, 'Metadata', (), MetadataRequest, MetadataResponse),
     (4, 'LeaderAndIsr', (), LeaderAndIsrRequest, LeaderAndIsrResponse),
     (5, 'StopReplica', (), StopReplicaRequest, StopReplicaResponse),
@@ -458,7 +466,7 @@ API_TABLE = (
     (40, 'ExpireDelegationToken', (), ExpireDelegationTokenRequest, ExpireDelegationTokenResponse),
     (41, 'DescribeDelegationToken', (), DescribeDelegationTokenRequest, DescribeDelegationTokenResponse),
     (42, 'DeleteGroups', (), DeleteGroupsRequest, DeleteGroupsResponse),
-    (43, 'ElectLeaders', (), ElectLeadersRequest, ElectLeadersResponse),
+    (43, 'ElectLeaders', ('ElectPreferredLeaders',), ElectLeadersRequest, ElectLeadersResponse),
     (44, 'IncrementalAlterConfigs', (), IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
     (45, 'AlterPartitionReassignments', (), AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse),
     (46, 'ListPartitionReassignments', (), ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse),

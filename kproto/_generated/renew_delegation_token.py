@@ -59,13 +59,11 @@ def _dec_RenewDelegationTokenRequest_v0(buf, cur, end):
     else:
         n_hmac = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if n_hmac >= 0:
-        if end - pos < n_hmac:
-            raise _w.short_read('hmac', pos, n_hmac, end)
+    if 0 <= n_hmac <= end - pos:
         f_hmac = buf[pos:pos + n_hmac]
         pos += n_hmac
     else:
-        raise _w.bad_length('hmac', pos - 4, n_hmac, False)
+        raise _w.bad_sized('hmac', pos, n_hmac, end, 4, False)
     if end - pos < 8:
         raise _w.short_run(_RUN_renew_period_ms, pos, end)
     if cython.compiled:
@@ -107,7 +105,10 @@ def _enc_RenewDelegationTokenRequest_v0(obj, out):
 def _dec_RenewDelegationTokenRequest_v2(buf, cur, end):
     """Decode RenewDelegationTokenRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_hmac = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('hmac', buf, pos, end)
@@ -116,13 +117,11 @@ def _dec_RenewDelegationTokenRequest_v2(buf, cur, end):
     else:
         n_hmac, pos = _w.read_uvarint(buf, pos, end, 'hmac')
         n_hmac -= 1
-    if n_hmac >= 0:
-        if end - pos < n_hmac:
-            raise _w.short_read('hmac', pos, n_hmac, end)
+    if 0 <= n_hmac <= end - pos:
         f_hmac = buf[pos:pos + n_hmac]
         pos += n_hmac
     else:
-        raise _w.bad_length('hmac', pos - 1, n_hmac, False)
+        raise _w.bad_sized('hmac', pos, n_hmac, end, 1, False)
     if end - pos < 8:
         raise _w.short_run(_RUN_renew_period_ms, pos, end)
     if cython.compiled:
@@ -154,6 +153,8 @@ def _enc_RenewDelegationTokenRequest_v2(obj, out):
         n_hmac = len(f_hmac)
     if cython.compiled:
         _put_uvarint(out, n_hmac + 1)
+    elif 0 <= n_hmac + 1 < 128:
+        out.append(n_hmac + 1)
     else:
         _w.put_uvarint(out, n_hmac + 1)
     if n_hmac > 0:
@@ -299,7 +300,7 @@ class RenewDelegationTokenResponse(Message):
     Attributes:
         error_code (int16, v0-2): 
         expiry_timestamp_ms (int64, v0-2): 
-        throttle_time_ms (int32, v0-2): 
+        throttle_time_ms (int32, v0-2): How long the response was held back by a quota, in milliseconds (0 if not throttled).
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 

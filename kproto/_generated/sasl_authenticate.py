@@ -61,13 +61,11 @@ def _dec_SaslAuthenticateRequest_v0(buf, cur, end):
     else:
         n_auth_bytes = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if n_auth_bytes >= 0:
-        if end - pos < n_auth_bytes:
-            raise _w.short_read('auth_bytes', pos, n_auth_bytes, end)
+    if 0 <= n_auth_bytes <= end - pos:
         f_auth_bytes = buf[pos:pos + n_auth_bytes]
         pos += n_auth_bytes
     else:
-        raise _w.bad_length('auth_bytes', pos - 4, n_auth_bytes, False)
+        raise _w.bad_sized('auth_bytes', pos, n_auth_bytes, end, 4, False)
     obj = SaslAuthenticateRequest.__new__(SaslAuthenticateRequest)
     obj.auth_bytes = f_auth_bytes
     obj.unknown_tagged_fields = []
@@ -96,7 +94,10 @@ def _enc_SaslAuthenticateRequest_v0(obj, out):
 def _dec_SaslAuthenticateRequest_v2(buf, cur, end):
     """Decode SaslAuthenticateRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_auth_bytes = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('auth_bytes', buf, pos, end)
@@ -105,13 +106,11 @@ def _dec_SaslAuthenticateRequest_v2(buf, cur, end):
     else:
         n_auth_bytes, pos = _w.read_uvarint(buf, pos, end, 'auth_bytes')
         n_auth_bytes -= 1
-    if n_auth_bytes >= 0:
-        if end - pos < n_auth_bytes:
-            raise _w.short_read('auth_bytes', pos, n_auth_bytes, end)
+    if 0 <= n_auth_bytes <= end - pos:
         f_auth_bytes = buf[pos:pos + n_auth_bytes]
         pos += n_auth_bytes
     else:
-        raise _w.bad_length('auth_bytes', pos - 1, n_auth_bytes, False)
+        raise _w.bad_sized('auth_bytes', pos, n_auth_bytes, end, 1, False)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -135,6 +134,8 @@ def _enc_SaslAuthenticateRequest_v2(obj, out):
         n_auth_bytes = len(f_auth_bytes)
     if cython.compiled:
         _put_uvarint(out, n_auth_bytes + 1)
+    elif 0 <= n_auth_bytes + 1 < 128:
+        out.append(n_auth_bytes + 1)
     else:
         _w.put_uvarint(out, n_auth_bytes + 1)
     if n_auth_bytes > 0:
@@ -156,18 +157,13 @@ def _dec_SaslAuthenticateResponse_v0(buf, cur, end):
     else:
         f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
     pos += 4
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 2, n_error_message, True)
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 2, True)
     if end - pos < 4:
         raise _w.short_run(_RUN_auth_bytes, pos, end)
     if cython.compiled:
@@ -175,13 +171,11 @@ def _dec_SaslAuthenticateResponse_v0(buf, cur, end):
     else:
         n_auth_bytes = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if n_auth_bytes >= 0:
-        if end - pos < n_auth_bytes:
-            raise _w.short_read('auth_bytes', pos, n_auth_bytes, end)
+    if 0 <= n_auth_bytes <= end - pos:
         f_auth_bytes = buf[pos:pos + n_auth_bytes]
         pos += n_auth_bytes
     else:
-        raise _w.bad_length('auth_bytes', pos - 4, n_auth_bytes, False)
+        raise _w.bad_sized('auth_bytes', pos, n_auth_bytes, end, 4, False)
     obj = SaslAuthenticateResponse.__new__(SaslAuthenticateResponse)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -237,18 +231,13 @@ def _dec_SaslAuthenticateResponse_v1(buf, cur, end):
     else:
         f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
     pos += 4
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 2, n_error_message, True)
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 2, True)
     if end - pos < 4:
         raise _w.short_run(_RUN_auth_bytes, pos, end)
     if cython.compiled:
@@ -256,13 +245,11 @@ def _dec_SaslAuthenticateResponse_v1(buf, cur, end):
     else:
         n_auth_bytes = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if n_auth_bytes >= 0:
-        if end - pos < n_auth_bytes:
-            raise _w.short_read('auth_bytes', pos, n_auth_bytes, end)
+    if 0 <= n_auth_bytes <= end - pos:
         f_auth_bytes = buf[pos:pos + n_auth_bytes]
         pos += n_auth_bytes
     else:
-        raise _w.bad_length('auth_bytes', pos - 4, n_auth_bytes, False)
+        raise _w.bad_sized('auth_bytes', pos, n_auth_bytes, end, 4, False)
     if end - pos < 8:
         raise _w.short_run(_RUN_session_lifetime_ms, pos, end)
     if cython.compiled:
@@ -329,7 +316,10 @@ def _dec_SaslAuthenticateResponse_v2(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('error_message', buf, pos, end)
@@ -338,19 +328,17 @@ def _dec_SaslAuthenticateResponse_v2(buf, cur, end):
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 1, n_error_message, True)
-    if cython.compiled:
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_auth_bytes = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('auth_bytes', buf, pos, end)
@@ -359,13 +347,11 @@ def _dec_SaslAuthenticateResponse_v2(buf, cur, end):
     else:
         n_auth_bytes, pos = _w.read_uvarint(buf, pos, end, 'auth_bytes')
         n_auth_bytes -= 1
-    if n_auth_bytes >= 0:
-        if end - pos < n_auth_bytes:
-            raise _w.short_read('auth_bytes', pos, n_auth_bytes, end)
+    if 0 <= n_auth_bytes <= end - pos:
         f_auth_bytes = buf[pos:pos + n_auth_bytes]
         pos += n_auth_bytes
     else:
-        raise _w.bad_length('auth_bytes', pos - 1, n_auth_bytes, False)
+        raise _w.bad_sized('auth_bytes', pos, n_auth_bytes, end, 1, False)
     if end - pos < 8:
         raise _w.short_run(_RUN_session_lifetime_ms, pos, end)
     if cython.compiled:
@@ -407,6 +393,8 @@ def _enc_SaslAuthenticateResponse_v2(obj, out):
             raise _w.string_too_long("SaslAuthenticateResponse.error_message", n_error_message)
     if cython.compiled:
         _put_uvarint(out, n_error_message + 1)
+    elif 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
@@ -418,6 +406,8 @@ def _enc_SaslAuthenticateResponse_v2(obj, out):
         n_auth_bytes = len(f_auth_bytes)
     if cython.compiled:
         _put_uvarint(out, n_auth_bytes + 1)
+    elif 0 <= n_auth_bytes + 1 < 128:
+        out.append(n_auth_bytes + 1)
     else:
         _w.put_uvarint(out, n_auth_bytes + 1)
     if n_auth_bytes > 0:

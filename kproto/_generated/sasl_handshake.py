@@ -57,16 +57,11 @@ def _dec_SaslHandshakeRequest_v0(buf, cur, end):
     else:
         n_mechanism = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_mechanism >= 0:
-        if end - pos < n_mechanism:
-            raise _w.short_read('mechanism', pos, n_mechanism, end)
-        try:
-            f_mechanism = buf[pos:pos + n_mechanism].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('mechanism', pos, exc) from None
+    if 0 <= n_mechanism <= end - pos:
+        f_mechanism = _w.utf8(buf, pos, n_mechanism, 'mechanism')
         pos += n_mechanism
     else:
-        raise _w.bad_length('mechanism', pos - 2, n_mechanism, False)
+        raise _w.bad_sized('mechanism', pos, n_mechanism, end, 2, False)
     obj = SaslHandshakeRequest.__new__(SaslHandshakeRequest)
     obj.mechanism = f_mechanism
     cur.pos = pos
@@ -114,13 +109,8 @@ def _dec_SaslHandshakeResponse_v0(buf, cur, end):
         m = _S_h.unpack_from(buf, pos)[0]
         pos += 2
         if m < 0 or end - pos < m:
-            if m < 0:
-                raise _w.bad_length("mechanisms[%d]" % i, pos - 1, m, False)
-            raise _w.short_read("mechanisms[%d]" % i, pos, m, end)
-        try:
-            f_mechanisms.append(buf[pos:pos + m].decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8("mechanisms[%d]" % i, pos, exc) from None
+            raise _w.bad_sized("mechanisms[%d]" % i, pos, m, end, 1, False)
+        f_mechanisms.append(_w.utf8(buf, pos, m, "mechanisms[%d]" % i))
         pos += m
     obj = SaslHandshakeResponse.__new__(SaslHandshakeResponse)
     obj.error_code = f_error_code

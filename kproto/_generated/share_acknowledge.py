@@ -62,7 +62,10 @@ _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 
 def _dec_ShareAcknowledgeRequest_v1(buf, cur, end):
     """Decode ShareAcknowledgeRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_group_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('group_id', buf, pos, end)
@@ -71,19 +74,17 @@ def _dec_ShareAcknowledgeRequest_v1(buf, cur, end):
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
-    if n_group_id >= 0:
-        if end - pos < n_group_id:
-            raise _w.short_read('group_id', pos, n_group_id, end)
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
+    if 0 <= n_group_id <= end - pos:
+        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     elif n_group_id == -1:
         f_group_id = None
     else:
-        raise _w.bad_length('group_id', pos - 1, n_group_id, True)
-    if cython.compiled:
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_member_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('member_id', buf, pos, end)
@@ -92,18 +93,13 @@ def _dec_ShareAcknowledgeRequest_v1(buf, cur, end):
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
-    if n_member_id >= 0:
-        if end - pos < n_member_id:
-            raise _w.short_read('member_id', pos, n_member_id, end)
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
+    if 0 <= n_member_id <= end - pos:
+        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     elif n_member_id == -1:
         f_member_id = None
     else:
-        raise _w.bad_length('member_id', pos - 1, n_member_id, True)
+        raise _w.bad_sized('member_id', pos, n_member_id, end, 1, True)
     if end - pos < 4:
         raise _w.short_run(_RUN_share_session_epoch, pos, end)
     if cython.compiled:
@@ -111,7 +107,10 @@ def _dec_ShareAcknowledgeRequest_v1(buf, cur, end):
     else:
         f_share_session_epoch = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -163,6 +162,8 @@ def _enc_ShareAcknowledgeRequest_v1(obj, out):
             raise _w.string_too_long("ShareAcknowledgeRequest.group_id", n_group_id)
     if cython.compiled:
         _put_uvarint(out, n_group_id + 1)
+    elif 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
@@ -177,6 +178,8 @@ def _enc_ShareAcknowledgeRequest_v1(obj, out):
             raise _w.string_too_long("ShareAcknowledgeRequest.member_id", n_member_id)
     if cython.compiled:
         _put_uvarint(out, n_member_id + 1)
+    elif 0 <= n_member_id + 1 < 128:
+        out.append(n_member_id + 1)
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
@@ -193,6 +196,8 @@ def _enc_ShareAcknowledgeRequest_v1(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -206,7 +211,10 @@ def _enc_ShareAcknowledgeRequest_v1(obj, out):
 def _dec_ShareAcknowledgeRequest_v2(buf, cur, end):
     """Decode ShareAcknowledgeRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_group_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('group_id', buf, pos, end)
@@ -215,19 +223,17 @@ def _dec_ShareAcknowledgeRequest_v2(buf, cur, end):
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
-    if n_group_id >= 0:
-        if end - pos < n_group_id:
-            raise _w.short_read('group_id', pos, n_group_id, end)
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
+    if 0 <= n_group_id <= end - pos:
+        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     elif n_group_id == -1:
         f_group_id = None
     else:
-        raise _w.bad_length('group_id', pos - 1, n_group_id, True)
-    if cython.compiled:
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_member_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('member_id', buf, pos, end)
@@ -236,18 +242,13 @@ def _dec_ShareAcknowledgeRequest_v2(buf, cur, end):
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
-    if n_member_id >= 0:
-        if end - pos < n_member_id:
-            raise _w.short_read('member_id', pos, n_member_id, end)
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
+    if 0 <= n_member_id <= end - pos:
+        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     elif n_member_id == -1:
         f_member_id = None
     else:
-        raise _w.bad_length('member_id', pos - 1, n_member_id, True)
+        raise _w.bad_sized('member_id', pos, n_member_id, end, 1, True)
     if end - pos < 5:
         raise _w.short_run(_RUN_share_session_epoch__is_renew_ack, pos, end)
     if cython.compiled:
@@ -259,7 +260,10 @@ def _dec_ShareAcknowledgeRequest_v2(buf, cur, end):
     if f_is_renew_ack != 0 and f_is_renew_ack != 1:
         raise _w.bad_bool('is_renew_ack', pos - 1, f_is_renew_ack)
     b_is_renew_ack = f_is_renew_ack == 1
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -309,6 +313,8 @@ def _enc_ShareAcknowledgeRequest_v2(obj, out):
             raise _w.string_too_long("ShareAcknowledgeRequest.group_id", n_group_id)
     if cython.compiled:
         _put_uvarint(out, n_group_id + 1)
+    elif 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
@@ -323,6 +329,8 @@ def _enc_ShareAcknowledgeRequest_v2(obj, out):
             raise _w.string_too_long("ShareAcknowledgeRequest.member_id", n_member_id)
     if cython.compiled:
         _put_uvarint(out, n_member_id + 1)
+    elif 0 <= n_member_id + 1 < 128:
+        out.append(n_member_id + 1)
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
@@ -340,6 +348,8 @@ def _enc_ShareAcknowledgeRequest_v2(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -357,7 +367,10 @@ def _dec_ShareAcknowledgeRequest_AcknowledgeTopic_v1(buf, cur, end):
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -402,6 +415,8 @@ def _enc_ShareAcknowledgeRequest_AcknowledgeTopic_v1(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
@@ -422,7 +437,10 @@ def _dec_ShareAcknowledgeRequest_AcknowledgePartition_v1(buf, cur, end):
     else:
         f_partition_index = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_acknowledgement_batches = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('acknowledgement_batches', buf, pos, end)
@@ -471,6 +489,8 @@ def _enc_ShareAcknowledgeRequest_AcknowledgePartition_v1(obj, out):
         n_acknowledgement_batches = len(f_acknowledgement_batches)
     if cython.compiled:
         _put_uvarint(out, n_acknowledgement_batches + 1)
+    elif 0 <= n_acknowledgement_batches + 1 < 128:
+        out.append(n_acknowledgement_batches + 1)
     else:
         _w.put_uvarint(out, n_acknowledgement_batches + 1)
     for item in f_acknowledgement_batches:
@@ -492,7 +512,10 @@ def _dec_ShareAcknowledgeRequest_AcknowledgementBatch_v1(buf, cur, end):
     else:
         f_first_offset, f_last_offset = _S_qq.unpack_from(buf, pos)
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_acknowledge_types = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('acknowledge_types', buf, pos, end)
@@ -539,6 +562,8 @@ def _enc_ShareAcknowledgeRequest_AcknowledgementBatch_v1(obj, out):
         n_acknowledge_types = len(f_acknowledge_types)
     if cython.compiled:
         _put_uvarint(out, n_acknowledge_types + 1)
+    elif 0 <= n_acknowledge_types + 1 < 128:
+        out.append(n_acknowledge_types + 1)
     else:
         _w.put_uvarint(out, n_acknowledge_types + 1)
     if cython.compiled:
@@ -564,7 +589,10 @@ def _dec_ShareAcknowledgeResponse_v1(buf, cur, end):
     else:
         f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('error_message', buf, pos, end)
@@ -573,19 +601,17 @@ def _dec_ShareAcknowledgeResponse_v1(buf, cur, end):
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 1, n_error_message, True)
-    if cython.compiled:
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_responses = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('responses', buf, pos, end)
@@ -605,7 +631,10 @@ def _dec_ShareAcknowledgeResponse_v1(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("responses[%d]" % i)
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_node_endpoints = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('node_endpoints', buf, pos, end)
@@ -664,6 +693,8 @@ def _enc_ShareAcknowledgeResponse_v1(obj, out):
             raise _w.string_too_long("ShareAcknowledgeResponse.error_message", n_error_message)
     if cython.compiled:
         _put_uvarint(out, n_error_message + 1)
+    elif 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
@@ -675,6 +706,8 @@ def _enc_ShareAcknowledgeResponse_v1(obj, out):
         n_responses = len(f_responses)
     if cython.compiled:
         _put_uvarint(out, n_responses + 1)
+    elif 0 <= n_responses + 1 < 128:
+        out.append(n_responses + 1)
     else:
         _w.put_uvarint(out, n_responses + 1)
     for item in f_responses:
@@ -686,6 +719,8 @@ def _enc_ShareAcknowledgeResponse_v1(obj, out):
         n_node_endpoints = len(f_node_endpoints)
     if cython.compiled:
         _put_uvarint(out, n_node_endpoints + 1)
+    elif 0 <= n_node_endpoints + 1 < 128:
+        out.append(n_node_endpoints + 1)
     else:
         _w.put_uvarint(out, n_node_endpoints + 1)
     for item in f_node_endpoints:
@@ -707,7 +742,10 @@ def _dec_ShareAcknowledgeResponse_v2(buf, cur, end):
     else:
         f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('error_message', buf, pos, end)
@@ -716,18 +754,13 @@ def _dec_ShareAcknowledgeResponse_v2(buf, cur, end):
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 1, n_error_message, True)
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
     if end - pos < 4:
         raise _w.short_run(_RUN_acquisition_lock_timeout_ms, pos, end)
     if cython.compiled:
@@ -735,7 +768,10 @@ def _dec_ShareAcknowledgeResponse_v2(buf, cur, end):
     else:
         f_acquisition_lock_timeout_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_responses = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('responses', buf, pos, end)
@@ -755,7 +791,10 @@ def _dec_ShareAcknowledgeResponse_v2(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("responses[%d]" % i)
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_node_endpoints = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('node_endpoints', buf, pos, end)
@@ -812,6 +851,8 @@ def _enc_ShareAcknowledgeResponse_v2(obj, out):
             raise _w.string_too_long("ShareAcknowledgeResponse.error_message", n_error_message)
     if cython.compiled:
         _put_uvarint(out, n_error_message + 1)
+    elif 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
@@ -828,6 +869,8 @@ def _enc_ShareAcknowledgeResponse_v2(obj, out):
         n_responses = len(f_responses)
     if cython.compiled:
         _put_uvarint(out, n_responses + 1)
+    elif 0 <= n_responses + 1 < 128:
+        out.append(n_responses + 1)
     else:
         _w.put_uvarint(out, n_responses + 1)
     for item in f_responses:
@@ -839,6 +882,8 @@ def _enc_ShareAcknowledgeResponse_v2(obj, out):
         n_node_endpoints = len(f_node_endpoints)
     if cython.compiled:
         _put_uvarint(out, n_node_endpoints + 1)
+    elif 0 <= n_node_endpoints + 1 < 128:
+        out.append(n_node_endpoints + 1)
     else:
         _w.put_uvarint(out, n_node_endpoints + 1)
     for item in f_node_endpoints:
@@ -856,7 +901,10 @@ def _dec_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v1(buf, cur, end
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -901,6 +949,8 @@ def _enc_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v1(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
@@ -922,7 +972,10 @@ def _dec_ShareAcknowledgeResponse_PartitionData_v1(buf, cur, end):
     else:
         f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('error_message', buf, pos, end)
@@ -931,18 +984,13 @@ def _dec_ShareAcknowledgeResponse_PartitionData_v1(buf, cur, end):
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 1, n_error_message, True)
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
     cur.pos = pos
     try:
         f_current_leader = _dec_ShareAcknowledgeResponse_LeaderIdAndEpoch_v1(buf, cur, end)
@@ -984,6 +1032,8 @@ def _enc_ShareAcknowledgeResponse_PartitionData_v1(obj, out):
             raise _w.string_too_long("ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.PartitionData.error_message", n_error_message)
     if cython.compiled:
         _put_uvarint(out, n_error_message + 1)
+    elif 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
@@ -1046,7 +1096,10 @@ def _dec_ShareAcknowledgeResponse_NodeEndpoint_v1(buf, cur, end):
     else:
         f_node_id = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_host = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('host', buf, pos, end)
@@ -1055,16 +1108,11 @@ def _dec_ShareAcknowledgeResponse_NodeEndpoint_v1(buf, cur, end):
     else:
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
-    if n_host >= 0:
-        if end - pos < n_host:
-            raise _w.short_read('host', pos, n_host, end)
-        try:
-            f_host = buf[pos:pos + n_host].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('host', pos, exc) from None
+    if 0 <= n_host <= end - pos:
+        f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
-        raise _w.bad_length('host', pos - 1, n_host, False)
+        raise _w.bad_sized('host', pos, n_host, end, 1, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_port, pos, end)
     if cython.compiled:
@@ -1072,7 +1120,10 @@ def _dec_ShareAcknowledgeResponse_NodeEndpoint_v1(buf, cur, end):
     else:
         f_port = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_rack = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('rack', buf, pos, end)
@@ -1081,18 +1132,13 @@ def _dec_ShareAcknowledgeResponse_NodeEndpoint_v1(buf, cur, end):
     else:
         n_rack, pos = _w.read_uvarint(buf, pos, end, 'rack')
         n_rack -= 1
-    if n_rack >= 0:
-        if end - pos < n_rack:
-            raise _w.short_read('rack', pos, n_rack, end)
-        try:
-            f_rack = buf[pos:pos + n_rack].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('rack', pos, exc) from None
+    if 0 <= n_rack <= end - pos:
+        f_rack = _w.utf8(buf, pos, n_rack, 'rack')
         pos += n_rack
     elif n_rack == -1:
         f_rack = None
     else:
-        raise _w.bad_length('rack', pos - 1, n_rack, True)
+        raise _w.bad_sized('rack', pos, n_rack, end, 1, True)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1127,6 +1173,8 @@ def _enc_ShareAcknowledgeResponse_NodeEndpoint_v1(obj, out):
             raise _w.string_too_long("ShareAcknowledgeResponse.NodeEndpoint.host", n_host)
     if cython.compiled:
         _put_uvarint(out, n_host + 1)
+    elif 0 <= n_host + 1 < 128:
+        out.append(n_host + 1)
     else:
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
@@ -1146,6 +1194,8 @@ def _enc_ShareAcknowledgeResponse_NodeEndpoint_v1(obj, out):
             raise _w.string_too_long("ShareAcknowledgeResponse.NodeEndpoint.rack", n_rack)
     if cython.compiled:
         _put_uvarint(out, n_rack + 1)
+    elif 0 <= n_rack + 1 < 128:
+        out.append(n_rack + 1)
     else:
         _w.put_uvarint(out, n_rack + 1)
     if n_rack > 0:
@@ -1162,7 +1212,7 @@ class ShareAcknowledgeRequest_AcknowledgementBatch(Struct):
     Attributes:
         first_offset (int64, v1-2): 
         last_offset (int64, v1-2): 
-        acknowledge_types ([]int8, v1-2): 
+        acknowledge_types ([]int8, v1-2): The acknowledgement per record or batch: 0 gap, 1 accept, 2 release, 3 reject.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -1258,7 +1308,7 @@ class ShareAcknowledgeRequest(Message):
     Attributes:
         group_id (string, v1-2, nullable v1-2): 
         member_id (string, v1-2, nullable v1-2): 
-        share_session_epoch (int32, v1-2): 
+        share_session_epoch (int32, v1-2): The share session epoch: 0 opens a session, -1 closes it, otherwise it rises with each request.
         is_renew_ack (bool, v2): 
         topics ([]AcknowledgeTopic, v1-2): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
@@ -1339,7 +1389,7 @@ class ShareAcknowledgeResponse_PartitionData(Struct):
         partition_index (int32, v1-2): 
         error_code (int16, v1-2): 
         error_message (string, v1-2, nullable v1-2): 
-        current_leader (LeaderIdAndEpoch, v1-2): 
+        current_leader (LeaderIdAndEpoch, v1-2): The partition leader and epoch as this broker knows them: a hint for a client that sent the request to a broker that does not lead.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -1444,12 +1494,12 @@ class ShareAcknowledgeResponse(Message):
     Flexible (compact lengths, tagged fields) in v1-2.
 
     Attributes:
-        throttle_time_ms (int32, v1-2): 
+        throttle_time_ms (int32, v1-2): How long the response was held back by a quota, in milliseconds (0 if not throttled).
         error_code (int16, v1-2): 
         error_message (string, v1-2, nullable v1-2): 
         acquisition_lock_timeout_ms (int32, v2): 
         responses ([]ShareAcknowledgeTopicResponse, v1-2): 
-        node_endpoints ([]NodeEndpoint, v1-2): 
+        node_endpoints ([]NodeEndpoint, v1-2): Host and port of the brokers named in CurrentLeader fields, so the client can move without a Metadata request.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 

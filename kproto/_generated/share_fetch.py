@@ -67,7 +67,10 @@ _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 
 def _dec_ShareFetchRequest_v1(buf, cur, end):
     """Decode ShareFetchRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_group_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('group_id', buf, pos, end)
@@ -76,19 +79,17 @@ def _dec_ShareFetchRequest_v1(buf, cur, end):
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
-    if n_group_id >= 0:
-        if end - pos < n_group_id:
-            raise _w.short_read('group_id', pos, n_group_id, end)
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
+    if 0 <= n_group_id <= end - pos:
+        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     elif n_group_id == -1:
         f_group_id = None
     else:
-        raise _w.bad_length('group_id', pos - 1, n_group_id, True)
-    if cython.compiled:
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_member_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('member_id', buf, pos, end)
@@ -97,18 +98,13 @@ def _dec_ShareFetchRequest_v1(buf, cur, end):
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
-    if n_member_id >= 0:
-        if end - pos < n_member_id:
-            raise _w.short_read('member_id', pos, n_member_id, end)
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
+    if 0 <= n_member_id <= end - pos:
+        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     elif n_member_id == -1:
         f_member_id = None
     else:
-        raise _w.bad_length('member_id', pos - 1, n_member_id, True)
+        raise _w.bad_sized('member_id', pos, n_member_id, end, 1, True)
     if end - pos < 24:
         raise _w.short_run(_RUN_share_session_epoch__batch_size, pos, end)
     if cython.compiled:
@@ -121,7 +117,10 @@ def _dec_ShareFetchRequest_v1(buf, cur, end):
     else:
         f_share_session_epoch, f_max_wait_ms, f_min_bytes, f_max_bytes, f_max_records, f_batch_size = _S_iiiiii.unpack_from(buf, pos)
     pos += 24
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -141,7 +140,10 @@ def _dec_ShareFetchRequest_v1(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_forgotten_topics_data = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('forgotten_topics_data', buf, pos, end)
@@ -202,6 +204,8 @@ def _enc_ShareFetchRequest_v1(obj, out):
             raise _w.string_too_long("ShareFetchRequest.group_id", n_group_id)
     if cython.compiled:
         _put_uvarint(out, n_group_id + 1)
+    elif 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
@@ -216,6 +220,8 @@ def _enc_ShareFetchRequest_v1(obj, out):
             raise _w.string_too_long("ShareFetchRequest.member_id", n_member_id)
     if cython.compiled:
         _put_uvarint(out, n_member_id + 1)
+    elif 0 <= n_member_id + 1 < 128:
+        out.append(n_member_id + 1)
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
@@ -237,6 +243,8 @@ def _enc_ShareFetchRequest_v1(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -248,6 +256,8 @@ def _enc_ShareFetchRequest_v1(obj, out):
         n_forgotten_topics_data = len(f_forgotten_topics_data)
     if cython.compiled:
         _put_uvarint(out, n_forgotten_topics_data + 1)
+    elif 0 <= n_forgotten_topics_data + 1 < 128:
+        out.append(n_forgotten_topics_data + 1)
     else:
         _w.put_uvarint(out, n_forgotten_topics_data + 1)
     for item in f_forgotten_topics_data:
@@ -261,7 +271,10 @@ def _enc_ShareFetchRequest_v1(obj, out):
 def _dec_ShareFetchRequest_v2(buf, cur, end):
     """Decode ShareFetchRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_group_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('group_id', buf, pos, end)
@@ -270,19 +283,17 @@ def _dec_ShareFetchRequest_v2(buf, cur, end):
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
-    if n_group_id >= 0:
-        if end - pos < n_group_id:
-            raise _w.short_read('group_id', pos, n_group_id, end)
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
+    if 0 <= n_group_id <= end - pos:
+        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     elif n_group_id == -1:
         f_group_id = None
     else:
-        raise _w.bad_length('group_id', pos - 1, n_group_id, True)
-    if cython.compiled:
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_member_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('member_id', buf, pos, end)
@@ -291,18 +302,13 @@ def _dec_ShareFetchRequest_v2(buf, cur, end):
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
-    if n_member_id >= 0:
-        if end - pos < n_member_id:
-            raise _w.short_read('member_id', pos, n_member_id, end)
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
+    if 0 <= n_member_id <= end - pos:
+        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     elif n_member_id == -1:
         f_member_id = None
     else:
-        raise _w.bad_length('member_id', pos - 1, n_member_id, True)
+        raise _w.bad_sized('member_id', pos, n_member_id, end, 1, True)
     if end - pos < 26:
         raise _w.short_run(_RUN_share_session_epoch__is_renew_ack, pos, end)
     if cython.compiled:
@@ -320,7 +326,10 @@ def _dec_ShareFetchRequest_v2(buf, cur, end):
     if f_is_renew_ack != 0 and f_is_renew_ack != 1:
         raise _w.bad_bool('is_renew_ack', pos - 1, f_is_renew_ack)
     b_is_renew_ack = f_is_renew_ack == 1
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -340,7 +349,10 @@ def _dec_ShareFetchRequest_v2(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_forgotten_topics_data = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('forgotten_topics_data', buf, pos, end)
@@ -397,6 +409,8 @@ def _enc_ShareFetchRequest_v2(obj, out):
             raise _w.string_too_long("ShareFetchRequest.group_id", n_group_id)
     if cython.compiled:
         _put_uvarint(out, n_group_id + 1)
+    elif 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
@@ -411,6 +425,8 @@ def _enc_ShareFetchRequest_v2(obj, out):
             raise _w.string_too_long("ShareFetchRequest.member_id", n_member_id)
     if cython.compiled:
         _put_uvarint(out, n_member_id + 1)
+    elif 0 <= n_member_id + 1 < 128:
+        out.append(n_member_id + 1)
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
@@ -434,6 +450,8 @@ def _enc_ShareFetchRequest_v2(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -445,6 +463,8 @@ def _enc_ShareFetchRequest_v2(obj, out):
         n_forgotten_topics_data = len(f_forgotten_topics_data)
     if cython.compiled:
         _put_uvarint(out, n_forgotten_topics_data + 1)
+    elif 0 <= n_forgotten_topics_data + 1 < 128:
+        out.append(n_forgotten_topics_data + 1)
     else:
         _w.put_uvarint(out, n_forgotten_topics_data + 1)
     for item in f_forgotten_topics_data:
@@ -462,7 +482,10 @@ def _dec_ShareFetchRequest_FetchTopic_v1(buf, cur, end):
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -507,6 +530,8 @@ def _enc_ShareFetchRequest_FetchTopic_v1(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
@@ -527,7 +552,10 @@ def _dec_ShareFetchRequest_FetchPartition_v1(buf, cur, end):
     else:
         f_partition_index = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_acknowledgement_batches = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('acknowledgement_batches', buf, pos, end)
@@ -576,6 +604,8 @@ def _enc_ShareFetchRequest_FetchPartition_v1(obj, out):
         n_acknowledgement_batches = len(f_acknowledgement_batches)
     if cython.compiled:
         _put_uvarint(out, n_acknowledgement_batches + 1)
+    elif 0 <= n_acknowledgement_batches + 1 < 128:
+        out.append(n_acknowledgement_batches + 1)
     else:
         _w.put_uvarint(out, n_acknowledgement_batches + 1)
     for item in f_acknowledgement_batches:
@@ -597,7 +627,10 @@ def _dec_ShareFetchRequest_AcknowledgementBatch_v1(buf, cur, end):
     else:
         f_first_offset, f_last_offset = _S_qq.unpack_from(buf, pos)
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_acknowledge_types = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('acknowledge_types', buf, pos, end)
@@ -644,6 +677,8 @@ def _enc_ShareFetchRequest_AcknowledgementBatch_v1(obj, out):
         n_acknowledge_types = len(f_acknowledge_types)
     if cython.compiled:
         _put_uvarint(out, n_acknowledge_types + 1)
+    elif 0 <= n_acknowledge_types + 1 < 128:
+        out.append(n_acknowledge_types + 1)
     else:
         _w.put_uvarint(out, n_acknowledge_types + 1)
     if cython.compiled:
@@ -665,7 +700,10 @@ def _dec_ShareFetchRequest_ForgottenTopic_v1(buf, cur, end):
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -706,6 +744,8 @@ def _enc_ShareFetchRequest_ForgottenTopic_v1(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     if cython.compiled:
@@ -731,7 +771,10 @@ def _dec_ShareFetchResponse_v1(buf, cur, end):
     else:
         f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('error_message', buf, pos, end)
@@ -740,18 +783,13 @@ def _dec_ShareFetchResponse_v1(buf, cur, end):
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 1, n_error_message, True)
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
     if end - pos < 4:
         raise _w.short_run(_RUN_acquisition_lock_timeout_ms, pos, end)
     if cython.compiled:
@@ -759,7 +797,10 @@ def _dec_ShareFetchResponse_v1(buf, cur, end):
     else:
         f_acquisition_lock_timeout_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_responses = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('responses', buf, pos, end)
@@ -779,7 +820,10 @@ def _dec_ShareFetchResponse_v1(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("responses[%d]" % i)
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_node_endpoints = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('node_endpoints', buf, pos, end)
@@ -836,6 +880,8 @@ def _enc_ShareFetchResponse_v1(obj, out):
             raise _w.string_too_long("ShareFetchResponse.error_message", n_error_message)
     if cython.compiled:
         _put_uvarint(out, n_error_message + 1)
+    elif 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
@@ -852,6 +898,8 @@ def _enc_ShareFetchResponse_v1(obj, out):
         n_responses = len(f_responses)
     if cython.compiled:
         _put_uvarint(out, n_responses + 1)
+    elif 0 <= n_responses + 1 < 128:
+        out.append(n_responses + 1)
     else:
         _w.put_uvarint(out, n_responses + 1)
     for item in f_responses:
@@ -863,6 +911,8 @@ def _enc_ShareFetchResponse_v1(obj, out):
         n_node_endpoints = len(f_node_endpoints)
     if cython.compiled:
         _put_uvarint(out, n_node_endpoints + 1)
+    elif 0 <= n_node_endpoints + 1 < 128:
+        out.append(n_node_endpoints + 1)
     else:
         _w.put_uvarint(out, n_node_endpoints + 1)
     for item in f_node_endpoints:
@@ -880,7 +930,10 @@ def _dec_ShareFetchResponse_ShareFetchableTopicResponse_v1(buf, cur, end):
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -925,6 +978,8 @@ def _enc_ShareFetchResponse_ShareFetchableTopicResponse_v1(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
@@ -946,7 +1001,10 @@ def _dec_ShareFetchResponse_PartitionData_v1(buf, cur, end):
     else:
         f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('error_message', buf, pos, end)
@@ -955,18 +1013,13 @@ def _dec_ShareFetchResponse_PartitionData_v1(buf, cur, end):
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 1, n_error_message, True)
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
     if end - pos < 2:
         raise _w.short_run(_RUN_acknowledge_error_code, pos, end)
     if cython.compiled:
@@ -974,7 +1027,10 @@ def _dec_ShareFetchResponse_PartitionData_v1(buf, cur, end):
     else:
         f_acknowledge_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_acknowledge_error_message = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('acknowledge_error_message', buf, pos, end)
@@ -983,25 +1039,23 @@ def _dec_ShareFetchResponse_PartitionData_v1(buf, cur, end):
     else:
         n_acknowledge_error_message, pos = _w.read_uvarint(buf, pos, end, 'acknowledge_error_message')
         n_acknowledge_error_message -= 1
-    if n_acknowledge_error_message >= 0:
-        if end - pos < n_acknowledge_error_message:
-            raise _w.short_read('acknowledge_error_message', pos, n_acknowledge_error_message, end)
-        try:
-            f_acknowledge_error_message = buf[pos:pos + n_acknowledge_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('acknowledge_error_message', pos, exc) from None
+    if 0 <= n_acknowledge_error_message <= end - pos:
+        f_acknowledge_error_message = _w.utf8(buf, pos, n_acknowledge_error_message, 'acknowledge_error_message')
         pos += n_acknowledge_error_message
     elif n_acknowledge_error_message == -1:
         f_acknowledge_error_message = None
     else:
-        raise _w.bad_length('acknowledge_error_message', pos - 1, n_acknowledge_error_message, True)
+        raise _w.bad_sized('acknowledge_error_message', pos, n_acknowledge_error_message, end, 1, True)
     cur.pos = pos
     try:
         f_current_leader = _dec_ShareFetchResponse_LeaderIdAndEpoch_v1(buf, cur, end)
     except DecodeError as exc:
         raise exc.within('current_leader')
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_records = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('records', buf, pos, end)
@@ -1010,14 +1064,15 @@ def _dec_ShareFetchResponse_PartitionData_v1(buf, cur, end):
     else:
         n_records, pos = _w.read_uvarint(buf, pos, end, 'records')
         n_records -= 1
-    if n_records >= 0:
-        if end - pos < n_records:
-            raise _w.short_read('records', pos, n_records, end)
+    if 0 <= n_records <= end - pos:
         f_records = RecordSet(buf[pos:pos + n_records])
         pos += n_records
     else:
-        raise _w.bad_length('records', pos - 1, n_records, False)
-    if cython.compiled:
+        raise _w.bad_sized('records', pos, n_records, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_acquired_records = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('acquired_records', buf, pos, end)
@@ -1076,6 +1131,8 @@ def _enc_ShareFetchResponse_PartitionData_v1(obj, out):
             raise _w.string_too_long("ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.error_message", n_error_message)
     if cython.compiled:
         _put_uvarint(out, n_error_message + 1)
+    elif 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
@@ -1095,6 +1152,8 @@ def _enc_ShareFetchResponse_PartitionData_v1(obj, out):
             raise _w.string_too_long("ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.acknowledge_error_message", n_acknowledge_error_message)
     if cython.compiled:
         _put_uvarint(out, n_acknowledge_error_message + 1)
+    elif 0 <= n_acknowledge_error_message + 1 < 128:
+        out.append(n_acknowledge_error_message + 1)
     else:
         _w.put_uvarint(out, n_acknowledge_error_message + 1)
     if n_acknowledge_error_message > 0:
@@ -1109,6 +1168,8 @@ def _enc_ShareFetchResponse_PartitionData_v1(obj, out):
         n_records = len(f_records)
     if cython.compiled:
         _put_uvarint(out, n_records + 1)
+    elif 0 <= n_records + 1 < 128:
+        out.append(n_records + 1)
     else:
         _w.put_uvarint(out, n_records + 1)
     if n_records > 0:
@@ -1120,6 +1181,8 @@ def _enc_ShareFetchResponse_PartitionData_v1(obj, out):
         n_acquired_records = len(f_acquired_records)
     if cython.compiled:
         _put_uvarint(out, n_acquired_records + 1)
+    elif 0 <= n_acquired_records + 1 < 128:
+        out.append(n_acquired_records + 1)
     else:
         _w.put_uvarint(out, n_acquired_records + 1)
     for item in f_acquired_records:
@@ -1223,7 +1286,10 @@ def _dec_ShareFetchResponse_NodeEndpoint_v1(buf, cur, end):
     else:
         f_node_id = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_host = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('host', buf, pos, end)
@@ -1232,16 +1298,11 @@ def _dec_ShareFetchResponse_NodeEndpoint_v1(buf, cur, end):
     else:
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
-    if n_host >= 0:
-        if end - pos < n_host:
-            raise _w.short_read('host', pos, n_host, end)
-        try:
-            f_host = buf[pos:pos + n_host].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('host', pos, exc) from None
+    if 0 <= n_host <= end - pos:
+        f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
-        raise _w.bad_length('host', pos - 1, n_host, False)
+        raise _w.bad_sized('host', pos, n_host, end, 1, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_port, pos, end)
     if cython.compiled:
@@ -1249,7 +1310,10 @@ def _dec_ShareFetchResponse_NodeEndpoint_v1(buf, cur, end):
     else:
         f_port = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_rack = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('rack', buf, pos, end)
@@ -1258,18 +1322,13 @@ def _dec_ShareFetchResponse_NodeEndpoint_v1(buf, cur, end):
     else:
         n_rack, pos = _w.read_uvarint(buf, pos, end, 'rack')
         n_rack -= 1
-    if n_rack >= 0:
-        if end - pos < n_rack:
-            raise _w.short_read('rack', pos, n_rack, end)
-        try:
-            f_rack = buf[pos:pos + n_rack].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('rack', pos, exc) from None
+    if 0 <= n_rack <= end - pos:
+        f_rack = _w.utf8(buf, pos, n_rack, 'rack')
         pos += n_rack
     elif n_rack == -1:
         f_rack = None
     else:
-        raise _w.bad_length('rack', pos - 1, n_rack, True)
+        raise _w.bad_sized('rack', pos, n_rack, end, 1, True)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1304,6 +1363,8 @@ def _enc_ShareFetchResponse_NodeEndpoint_v1(obj, out):
             raise _w.string_too_long("ShareFetchResponse.NodeEndpoint.host", n_host)
     if cython.compiled:
         _put_uvarint(out, n_host + 1)
+    elif 0 <= n_host + 1 < 128:
+        out.append(n_host + 1)
     else:
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
@@ -1323,6 +1384,8 @@ def _enc_ShareFetchResponse_NodeEndpoint_v1(obj, out):
             raise _w.string_too_long("ShareFetchResponse.NodeEndpoint.rack", n_rack)
     if cython.compiled:
         _put_uvarint(out, n_rack + 1)
+    elif 0 <= n_rack + 1 < 128:
+        out.append(n_rack + 1)
     else:
         _w.put_uvarint(out, n_rack + 1)
     if n_rack > 0:
@@ -1339,7 +1402,7 @@ class ShareFetchRequest_AcknowledgementBatch(Struct):
     Attributes:
         first_offset (int64, v1-2): 
         last_offset (int64, v1-2): 
-        acknowledge_types ([]int8, v1-2): 
+        acknowledge_types ([]int8, v1-2): The acknowledgement per record or batch: 0 gap, 1 accept, 2 release, 3 reject.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -1464,7 +1527,7 @@ class ShareFetchRequest(Message):
     Attributes:
         group_id (string, v1-2, nullable v1-2): 
         member_id (string, v1-2, nullable v1-2): 
-        share_session_epoch (int32, v1-2): 
+        share_session_epoch (int32, v1-2): The share session epoch: 0 opens a session, -1 closes it, otherwise it rises with each request.
         max_wait_ms (int32, v1-2): 
         min_bytes (int32, v1-2): 
         max_bytes (int32, v1-2): 
@@ -1573,7 +1636,7 @@ class ShareFetchResponse_AcquiredRecords(Struct):
     Attributes:
         first_offset (int64, v1-2): 
         last_offset (int64, v1-2): 
-        delivery_count (int16, v1-2): 
+        delivery_count (int16, v1-2): How many times the records have been delivered to share consumers.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -1609,7 +1672,7 @@ class ShareFetchResponse_PartitionData(Struct):
         error_message (string, v1-2, nullable v1-2): 
         acknowledge_error_code (int16, v1-2): 
         acknowledge_error_message (string, v1-2, nullable v1-2): 
-        current_leader (LeaderIdAndEpoch, v1-2): 
+        current_leader (LeaderIdAndEpoch, v1-2): The partition leader and epoch as this broker knows them: a hint for a client that sent the request to a broker that does not lead.
         records (records, v1-2): 
         acquired_records ([]AcquiredRecords, v1-2): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
@@ -1729,12 +1792,12 @@ class ShareFetchResponse(Message):
     Flexible (compact lengths, tagged fields) in v1-2.
 
     Attributes:
-        throttle_time_ms (int32, v1-2): 
+        throttle_time_ms (int32, v1-2): How long the response was held back by a quota, in milliseconds (0 if not throttled).
         error_code (int16, v1-2): 
         error_message (string, v1-2, nullable v1-2): 
         acquisition_lock_timeout_ms (int32, v1-2): 
         responses ([]ShareFetchableTopicResponse, v1-2): 
-        node_endpoints ([]NodeEndpoint, v1-2): 
+        node_endpoints ([]NodeEndpoint, v1-2): Host and port of the brokers named in CurrentLeader fields, so the client can move without a Metadata request.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 

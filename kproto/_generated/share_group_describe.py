@@ -57,7 +57,10 @@ _RUN_throttle_time_ms = (('throttle_time_ms', 0, 4),)
 def _dec_ShareGroupDescribeRequest_v1(buf, cur, end):
     """Decode ShareGroupDescribeRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_group_ids = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('group_ids', buf, pos, end)
@@ -70,7 +73,10 @@ def _dec_ShareGroupDescribeRequest_v1(buf, cur, end):
         raise _w.bad_count('group_ids', pos - 1, n_group_ids, end, 1, 1)
     f_group_ids = []
     for i in range(n_group_ids):
-        if cython.compiled:
+        if pos < end and buf[pos] < 128:
+            m = buf[pos] - 1
+            pos += 1
+        elif cython.compiled:
             v = _read_uvarint(buf, pos, end)
             if v < 0:
                 raise _w.bad_uvarint("group_ids[%d]" % i, buf, pos, end)
@@ -80,13 +86,8 @@ def _dec_ShareGroupDescribeRequest_v1(buf, cur, end):
             m, pos = _w.read_uvarint(buf, pos, end, "group_ids[%d]" % i)
             m -= 1
         if m < 0 or end - pos < m:
-            if m < 0:
-                raise _w.bad_length("group_ids[%d]" % i, pos - 1, m, False)
-            raise _w.short_read("group_ids[%d]" % i, pos, m, end)
-        try:
-            f_group_ids.append(buf[pos:pos + m].decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8("group_ids[%d]" % i, pos, exc) from None
+            raise _w.bad_sized("group_ids[%d]" % i, pos, m, end, 1, False)
+        f_group_ids.append(_w.utf8(buf, pos, m, "group_ids[%d]" % i))
         pos += m
     if end - pos < 1:
         raise _w.short_run(_RUN_include_authorized_operations, pos, end)
@@ -122,6 +123,8 @@ def _enc_ShareGroupDescribeRequest_v1(obj, out):
         n_group_ids = len(f_group_ids)
     if cython.compiled:
         _put_uvarint(out, n_group_ids + 1)
+    elif 0 <= n_group_ids + 1 < 128:
+        out.append(n_group_ids + 1)
     else:
         _w.put_uvarint(out, n_group_ids + 1)
     for item in f_group_ids:
@@ -131,6 +134,8 @@ def _enc_ShareGroupDescribeRequest_v1(obj, out):
             raise _w.string_too_long("ShareGroupDescribeRequest.group_ids[]", m)
         if cython.compiled:
             _put_uvarint(out, m + 1)
+        elif 0 <= m + 1 < 128:
+            out.append(m + 1)
         else:
             _w.put_uvarint(out, m + 1)
         out += data
@@ -155,7 +160,10 @@ def _dec_ShareGroupDescribeResponse_v1(buf, cur, end):
     else:
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_groups = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('groups', buf, pos, end)
@@ -204,6 +212,8 @@ def _enc_ShareGroupDescribeResponse_v1(obj, out):
         n_groups = len(f_groups)
     if cython.compiled:
         _put_uvarint(out, n_groups + 1)
+    elif 0 <= n_groups + 1 < 128:
+        out.append(n_groups + 1)
     else:
         _w.put_uvarint(out, n_groups + 1)
     for item in f_groups:
@@ -224,7 +234,10 @@ def _dec_ShareGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('error_message', buf, pos, end)
@@ -233,19 +246,17 @@ def _dec_ShareGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 1, n_error_message, True)
-    if cython.compiled:
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_group_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('group_id', buf, pos, end)
@@ -254,17 +265,15 @@ def _dec_ShareGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
-    if n_group_id >= 0:
-        if end - pos < n_group_id:
-            raise _w.short_read('group_id', pos, n_group_id, end)
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
+    if 0 <= n_group_id <= end - pos:
+        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
-        raise _w.bad_length('group_id', pos - 1, n_group_id, False)
-    if cython.compiled:
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_group_state = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('group_state', buf, pos, end)
@@ -273,16 +282,11 @@ def _dec_ShareGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
     else:
         n_group_state, pos = _w.read_uvarint(buf, pos, end, 'group_state')
         n_group_state -= 1
-    if n_group_state >= 0:
-        if end - pos < n_group_state:
-            raise _w.short_read('group_state', pos, n_group_state, end)
-        try:
-            f_group_state = buf[pos:pos + n_group_state].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_state', pos, exc) from None
+    if 0 <= n_group_state <= end - pos:
+        f_group_state = _w.utf8(buf, pos, n_group_state, 'group_state')
         pos += n_group_state
     else:
-        raise _w.bad_length('group_state', pos - 1, n_group_state, False)
+        raise _w.bad_sized('group_state', pos, n_group_state, end, 1, False)
     if end - pos < 8:
         raise _w.short_run(_RUN_group_epoch__assignment_epoch, pos, end)
     if cython.compiled:
@@ -291,7 +295,10 @@ def _dec_ShareGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
     else:
         f_group_epoch, f_assignment_epoch = _S_ii.unpack_from(buf, pos)
     pos += 8
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_assignor_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('assignor_name', buf, pos, end)
@@ -300,17 +307,15 @@ def _dec_ShareGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
     else:
         n_assignor_name, pos = _w.read_uvarint(buf, pos, end, 'assignor_name')
         n_assignor_name -= 1
-    if n_assignor_name >= 0:
-        if end - pos < n_assignor_name:
-            raise _w.short_read('assignor_name', pos, n_assignor_name, end)
-        try:
-            f_assignor_name = buf[pos:pos + n_assignor_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('assignor_name', pos, exc) from None
+    if 0 <= n_assignor_name <= end - pos:
+        f_assignor_name = _w.utf8(buf, pos, n_assignor_name, 'assignor_name')
         pos += n_assignor_name
     else:
-        raise _w.bad_length('assignor_name', pos - 1, n_assignor_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('assignor_name', pos, n_assignor_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_members = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('members', buf, pos, end)
@@ -376,6 +381,8 @@ def _enc_ShareGroupDescribeResponse_DescribedGroup_v1(obj, out):
             raise _w.string_too_long("ShareGroupDescribeResponse.DescribedGroup.error_message", n_error_message)
     if cython.compiled:
         _put_uvarint(out, n_error_message + 1)
+    elif 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
@@ -390,6 +397,8 @@ def _enc_ShareGroupDescribeResponse_DescribedGroup_v1(obj, out):
             raise _w.string_too_long("ShareGroupDescribeResponse.DescribedGroup.group_id", n_group_id)
     if cython.compiled:
         _put_uvarint(out, n_group_id + 1)
+    elif 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
@@ -404,6 +413,8 @@ def _enc_ShareGroupDescribeResponse_DescribedGroup_v1(obj, out):
             raise _w.string_too_long("ShareGroupDescribeResponse.DescribedGroup.group_state", n_group_state)
     if cython.compiled:
         _put_uvarint(out, n_group_state + 1)
+    elif 0 <= n_group_state + 1 < 128:
+        out.append(n_group_state + 1)
     else:
         _w.put_uvarint(out, n_group_state + 1)
     if n_group_state > 0:
@@ -424,6 +435,8 @@ def _enc_ShareGroupDescribeResponse_DescribedGroup_v1(obj, out):
             raise _w.string_too_long("ShareGroupDescribeResponse.DescribedGroup.assignor_name", n_assignor_name)
     if cython.compiled:
         _put_uvarint(out, n_assignor_name + 1)
+    elif 0 <= n_assignor_name + 1 < 128:
+        out.append(n_assignor_name + 1)
     else:
         _w.put_uvarint(out, n_assignor_name + 1)
     if n_assignor_name > 0:
@@ -435,6 +448,8 @@ def _enc_ShareGroupDescribeResponse_DescribedGroup_v1(obj, out):
         n_members = len(f_members)
     if cython.compiled:
         _put_uvarint(out, n_members + 1)
+    elif 0 <= n_members + 1 < 128:
+        out.append(n_members + 1)
     else:
         _w.put_uvarint(out, n_members + 1)
     for item in f_members:
@@ -453,7 +468,10 @@ def _enc_ShareGroupDescribeResponse_DescribedGroup_v1(obj, out):
 def _dec_ShareGroupDescribeResponse_Member_v1(buf, cur, end):
     """Decode ShareGroupDescribeResponse.DescribedGroup.Member (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_member_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('member_id', buf, pos, end)
@@ -462,17 +480,15 @@ def _dec_ShareGroupDescribeResponse_Member_v1(buf, cur, end):
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
-    if n_member_id >= 0:
-        if end - pos < n_member_id:
-            raise _w.short_read('member_id', pos, n_member_id, end)
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
+    if 0 <= n_member_id <= end - pos:
+        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
-        raise _w.bad_length('member_id', pos - 1, n_member_id, False)
-    if cython.compiled:
+        raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_rack_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('rack_id', buf, pos, end)
@@ -481,18 +497,13 @@ def _dec_ShareGroupDescribeResponse_Member_v1(buf, cur, end):
     else:
         n_rack_id, pos = _w.read_uvarint(buf, pos, end, 'rack_id')
         n_rack_id -= 1
-    if n_rack_id >= 0:
-        if end - pos < n_rack_id:
-            raise _w.short_read('rack_id', pos, n_rack_id, end)
-        try:
-            f_rack_id = buf[pos:pos + n_rack_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('rack_id', pos, exc) from None
+    if 0 <= n_rack_id <= end - pos:
+        f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
         pos += n_rack_id
     elif n_rack_id == -1:
         f_rack_id = None
     else:
-        raise _w.bad_length('rack_id', pos - 1, n_rack_id, True)
+        raise _w.bad_sized('rack_id', pos, n_rack_id, end, 1, True)
     if end - pos < 4:
         raise _w.short_run(_RUN_member_epoch, pos, end)
     if cython.compiled:
@@ -500,7 +511,10 @@ def _dec_ShareGroupDescribeResponse_Member_v1(buf, cur, end):
     else:
         f_member_epoch = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_client_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('client_id', buf, pos, end)
@@ -509,17 +523,15 @@ def _dec_ShareGroupDescribeResponse_Member_v1(buf, cur, end):
     else:
         n_client_id, pos = _w.read_uvarint(buf, pos, end, 'client_id')
         n_client_id -= 1
-    if n_client_id >= 0:
-        if end - pos < n_client_id:
-            raise _w.short_read('client_id', pos, n_client_id, end)
-        try:
-            f_client_id = buf[pos:pos + n_client_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('client_id', pos, exc) from None
+    if 0 <= n_client_id <= end - pos:
+        f_client_id = _w.utf8(buf, pos, n_client_id, 'client_id')
         pos += n_client_id
     else:
-        raise _w.bad_length('client_id', pos - 1, n_client_id, False)
-    if cython.compiled:
+        raise _w.bad_sized('client_id', pos, n_client_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_client_host = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('client_host', buf, pos, end)
@@ -528,17 +540,15 @@ def _dec_ShareGroupDescribeResponse_Member_v1(buf, cur, end):
     else:
         n_client_host, pos = _w.read_uvarint(buf, pos, end, 'client_host')
         n_client_host -= 1
-    if n_client_host >= 0:
-        if end - pos < n_client_host:
-            raise _w.short_read('client_host', pos, n_client_host, end)
-        try:
-            f_client_host = buf[pos:pos + n_client_host].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('client_host', pos, exc) from None
+    if 0 <= n_client_host <= end - pos:
+        f_client_host = _w.utf8(buf, pos, n_client_host, 'client_host')
         pos += n_client_host
     else:
-        raise _w.bad_length('client_host', pos - 1, n_client_host, False)
-    if cython.compiled:
+        raise _w.bad_sized('client_host', pos, n_client_host, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_subscribed_topic_names = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('subscribed_topic_names', buf, pos, end)
@@ -551,7 +561,10 @@ def _dec_ShareGroupDescribeResponse_Member_v1(buf, cur, end):
         raise _w.bad_count('subscribed_topic_names', pos - 1, n_subscribed_topic_names, end, 1, 1)
     f_subscribed_topic_names = []
     for i in range(n_subscribed_topic_names):
-        if cython.compiled:
+        if pos < end and buf[pos] < 128:
+            m = buf[pos] - 1
+            pos += 1
+        elif cython.compiled:
             v = _read_uvarint(buf, pos, end)
             if v < 0:
                 raise _w.bad_uvarint("subscribed_topic_names[%d]" % i, buf, pos, end)
@@ -561,13 +574,8 @@ def _dec_ShareGroupDescribeResponse_Member_v1(buf, cur, end):
             m, pos = _w.read_uvarint(buf, pos, end, "subscribed_topic_names[%d]" % i)
             m -= 1
         if m < 0 or end - pos < m:
-            if m < 0:
-                raise _w.bad_length("subscribed_topic_names[%d]" % i, pos - 1, m, False)
-            raise _w.short_read("subscribed_topic_names[%d]" % i, pos, m, end)
-        try:
-            f_subscribed_topic_names.append(buf[pos:pos + m].decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8("subscribed_topic_names[%d]" % i, pos, exc) from None
+            raise _w.bad_sized("subscribed_topic_names[%d]" % i, pos, m, end, 1, False)
+        f_subscribed_topic_names.append(_w.utf8(buf, pos, m, "subscribed_topic_names[%d]" % i))
         pos += m
     cur.pos = pos
     try:
@@ -607,6 +615,8 @@ def _enc_ShareGroupDescribeResponse_Member_v1(obj, out):
             raise _w.string_too_long("ShareGroupDescribeResponse.DescribedGroup.Member.member_id", n_member_id)
     if cython.compiled:
         _put_uvarint(out, n_member_id + 1)
+    elif 0 <= n_member_id + 1 < 128:
+        out.append(n_member_id + 1)
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
@@ -621,6 +631,8 @@ def _enc_ShareGroupDescribeResponse_Member_v1(obj, out):
             raise _w.string_too_long("ShareGroupDescribeResponse.DescribedGroup.Member.rack_id", n_rack_id)
     if cython.compiled:
         _put_uvarint(out, n_rack_id + 1)
+    elif 0 <= n_rack_id + 1 < 128:
+        out.append(n_rack_id + 1)
     else:
         _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
@@ -640,6 +652,8 @@ def _enc_ShareGroupDescribeResponse_Member_v1(obj, out):
             raise _w.string_too_long("ShareGroupDescribeResponse.DescribedGroup.Member.client_id", n_client_id)
     if cython.compiled:
         _put_uvarint(out, n_client_id + 1)
+    elif 0 <= n_client_id + 1 < 128:
+        out.append(n_client_id + 1)
     else:
         _w.put_uvarint(out, n_client_id + 1)
     if n_client_id > 0:
@@ -654,6 +668,8 @@ def _enc_ShareGroupDescribeResponse_Member_v1(obj, out):
             raise _w.string_too_long("ShareGroupDescribeResponse.DescribedGroup.Member.client_host", n_client_host)
     if cython.compiled:
         _put_uvarint(out, n_client_host + 1)
+    elif 0 <= n_client_host + 1 < 128:
+        out.append(n_client_host + 1)
     else:
         _w.put_uvarint(out, n_client_host + 1)
     if n_client_host > 0:
@@ -665,6 +681,8 @@ def _enc_ShareGroupDescribeResponse_Member_v1(obj, out):
         n_subscribed_topic_names = len(f_subscribed_topic_names)
     if cython.compiled:
         _put_uvarint(out, n_subscribed_topic_names + 1)
+    elif 0 <= n_subscribed_topic_names + 1 < 128:
+        out.append(n_subscribed_topic_names + 1)
     else:
         _w.put_uvarint(out, n_subscribed_topic_names + 1)
     for item in f_subscribed_topic_names:
@@ -674,6 +692,8 @@ def _enc_ShareGroupDescribeResponse_Member_v1(obj, out):
             raise _w.string_too_long("ShareGroupDescribeResponse.DescribedGroup.Member.subscribed_topic_names[]", m)
         if cython.compiled:
             _put_uvarint(out, m + 1)
+        elif 0 <= m + 1 < 128:
+            out.append(m + 1)
         else:
             _w.put_uvarint(out, m + 1)
         out += data
@@ -688,7 +708,10 @@ def _enc_ShareGroupDescribeResponse_Member_v1(obj, out):
 def _dec_ShareGroupDescribeResponse_Assignment_v1(buf, cur, end):
     """Decode ShareGroupDescribeResponse.DescribedGroup.Member.Assignment (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topic_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic_partitions', buf, pos, end)
@@ -731,6 +754,8 @@ def _enc_ShareGroupDescribeResponse_Assignment_v1(obj, out):
         n_topic_partitions = len(f_topic_partitions)
     if cython.compiled:
         _put_uvarint(out, n_topic_partitions + 1)
+    elif 0 <= n_topic_partitions + 1 < 128:
+        out.append(n_topic_partitions + 1)
     else:
         _w.put_uvarint(out, n_topic_partitions + 1)
     for item in f_topic_partitions:
@@ -748,7 +773,10 @@ def _dec_ShareGroupDescribeResponse_TopicPartitions_v1(buf, cur, end):
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topic_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic_name', buf, pos, end)
@@ -757,17 +785,15 @@ def _dec_ShareGroupDescribeResponse_TopicPartitions_v1(buf, cur, end):
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
-    if n_topic_name >= 0:
-        if end - pos < n_topic_name:
-            raise _w.short_read('topic_name', pos, n_topic_name, end)
-        try:
-            f_topic_name = buf[pos:pos + n_topic_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic_name', pos, exc) from None
+    if 0 <= n_topic_name <= end - pos:
+        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
-        raise _w.bad_length('topic_name', pos - 1, n_topic_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -812,6 +838,8 @@ def _enc_ShareGroupDescribeResponse_TopicPartitions_v1(obj, out):
             raise _w.string_too_long("ShareGroupDescribeResponse.DescribedGroup.Member.Assignment.TopicPartitions.topic_name", n_topic_name)
     if cython.compiled:
         _put_uvarint(out, n_topic_name + 1)
+    elif 0 <= n_topic_name + 1 < 128:
+        out.append(n_topic_name + 1)
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
@@ -823,6 +851,8 @@ def _enc_ShareGroupDescribeResponse_TopicPartitions_v1(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     if cython.compiled:
@@ -845,7 +875,7 @@ class ShareGroupDescribeRequest(Message):
 
     Attributes:
         group_ids ([]string, v1): 
-        include_authorized_operations (bool, v1): 
+        include_authorized_operations (bool, v1): Whether the response should say which operations the caller may perform.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -942,8 +972,8 @@ class ShareGroupDescribeResponse_Member(Struct):
 
     Attributes:
         member_id (string, v1): 
-        rack_id (string, v1, nullable v1): 
-        member_epoch (int32, v1): 
+        rack_id (string, v1, nullable v1): The client's rack, so that a nearby replica or partition can be chosen for it; empty or null if unset.
+        member_epoch (int32, v1): The epoch of the member in the group (new consumer protocol); it rises with every new assignment.
         client_id (string, v1): 
         client_host (string, v1): 
         subscribed_topic_names ([]string, v1): 
@@ -999,7 +1029,7 @@ class ShareGroupDescribeResponse_DescribedGroup(Struct):
         assignment_epoch (int32, v1): 
         assignor_name (string, v1): 
         members ([]Member, v1): 
-        authorized_operations (int32, v1): 
+        authorized_operations (int32, v1): A bit field of the ACL operations the caller may perform on the resource; -2147483648 when not requested.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -1052,7 +1082,7 @@ class ShareGroupDescribeResponse(Message):
     Flexible (compact lengths, tagged fields) in v1.
 
     Attributes:
-        throttle_time_ms (int32, v1): 
+        throttle_time_ms (int32, v1): How long the response was held back by a quota, in milliseconds (0 if not throttled).
         groups ([]DescribedGroup, v1): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """

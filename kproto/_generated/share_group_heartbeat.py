@@ -52,7 +52,10 @@ _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 
 def _dec_ShareGroupHeartbeatRequest_v1(buf, cur, end):
     """Decode ShareGroupHeartbeatRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_group_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('group_id', buf, pos, end)
@@ -61,17 +64,15 @@ def _dec_ShareGroupHeartbeatRequest_v1(buf, cur, end):
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
-    if n_group_id >= 0:
-        if end - pos < n_group_id:
-            raise _w.short_read('group_id', pos, n_group_id, end)
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
+    if 0 <= n_group_id <= end - pos:
+        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
-        raise _w.bad_length('group_id', pos - 1, n_group_id, False)
-    if cython.compiled:
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_member_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('member_id', buf, pos, end)
@@ -80,16 +81,11 @@ def _dec_ShareGroupHeartbeatRequest_v1(buf, cur, end):
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
-    if n_member_id >= 0:
-        if end - pos < n_member_id:
-            raise _w.short_read('member_id', pos, n_member_id, end)
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
+    if 0 <= n_member_id <= end - pos:
+        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
-        raise _w.bad_length('member_id', pos - 1, n_member_id, False)
+        raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_member_epoch, pos, end)
     if cython.compiled:
@@ -97,7 +93,10 @@ def _dec_ShareGroupHeartbeatRequest_v1(buf, cur, end):
     else:
         f_member_epoch = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_rack_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('rack_id', buf, pos, end)
@@ -106,19 +105,17 @@ def _dec_ShareGroupHeartbeatRequest_v1(buf, cur, end):
     else:
         n_rack_id, pos = _w.read_uvarint(buf, pos, end, 'rack_id')
         n_rack_id -= 1
-    if n_rack_id >= 0:
-        if end - pos < n_rack_id:
-            raise _w.short_read('rack_id', pos, n_rack_id, end)
-        try:
-            f_rack_id = buf[pos:pos + n_rack_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('rack_id', pos, exc) from None
+    if 0 <= n_rack_id <= end - pos:
+        f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
         pos += n_rack_id
     elif n_rack_id == -1:
         f_rack_id = None
     else:
-        raise _w.bad_length('rack_id', pos - 1, n_rack_id, True)
-    if cython.compiled:
+        raise _w.bad_sized('rack_id', pos, n_rack_id, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_subscribed_topic_names = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('subscribed_topic_names', buf, pos, end)
@@ -134,7 +131,10 @@ def _dec_ShareGroupHeartbeatRequest_v1(buf, cur, end):
     else:
         f_subscribed_topic_names = []
         for i in range(n_subscribed_topic_names):
-            if cython.compiled:
+            if pos < end and buf[pos] < 128:
+                m = buf[pos] - 1
+                pos += 1
+            elif cython.compiled:
                 v = _read_uvarint(buf, pos, end)
                 if v < 0:
                     raise _w.bad_uvarint("subscribed_topic_names[%d]" % i, buf, pos, end)
@@ -144,13 +144,8 @@ def _dec_ShareGroupHeartbeatRequest_v1(buf, cur, end):
                 m, pos = _w.read_uvarint(buf, pos, end, "subscribed_topic_names[%d]" % i)
                 m -= 1
             if m < 0 or end - pos < m:
-                if m < 0:
-                    raise _w.bad_length("subscribed_topic_names[%d]" % i, pos - 1, m, False)
-                raise _w.short_read("subscribed_topic_names[%d]" % i, pos, m, end)
-            try:
-                f_subscribed_topic_names.append(buf[pos:pos + m].decode("utf-8"))
-            except UnicodeDecodeError as exc:
-                raise _w.bad_utf8("subscribed_topic_names[%d]" % i, pos, exc) from None
+                raise _w.bad_sized("subscribed_topic_names[%d]" % i, pos, m, end, 1, False)
+            f_subscribed_topic_names.append(_w.utf8(buf, pos, m, "subscribed_topic_names[%d]" % i))
             pos += m
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -182,6 +177,8 @@ def _enc_ShareGroupHeartbeatRequest_v1(obj, out):
             raise _w.string_too_long("ShareGroupHeartbeatRequest.group_id", n_group_id)
     if cython.compiled:
         _put_uvarint(out, n_group_id + 1)
+    elif 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
@@ -196,6 +193,8 @@ def _enc_ShareGroupHeartbeatRequest_v1(obj, out):
             raise _w.string_too_long("ShareGroupHeartbeatRequest.member_id", n_member_id)
     if cython.compiled:
         _put_uvarint(out, n_member_id + 1)
+    elif 0 <= n_member_id + 1 < 128:
+        out.append(n_member_id + 1)
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
@@ -215,6 +214,8 @@ def _enc_ShareGroupHeartbeatRequest_v1(obj, out):
             raise _w.string_too_long("ShareGroupHeartbeatRequest.rack_id", n_rack_id)
     if cython.compiled:
         _put_uvarint(out, n_rack_id + 1)
+    elif 0 <= n_rack_id + 1 < 128:
+        out.append(n_rack_id + 1)
     else:
         _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
@@ -226,6 +227,8 @@ def _enc_ShareGroupHeartbeatRequest_v1(obj, out):
         n_subscribed_topic_names = len(f_subscribed_topic_names)
     if cython.compiled:
         _put_uvarint(out, n_subscribed_topic_names + 1)
+    elif 0 <= n_subscribed_topic_names + 1 < 128:
+        out.append(n_subscribed_topic_names + 1)
     else:
         _w.put_uvarint(out, n_subscribed_topic_names + 1)
     if n_subscribed_topic_names > 0:
@@ -236,6 +239,8 @@ def _enc_ShareGroupHeartbeatRequest_v1(obj, out):
                 raise _w.string_too_long("ShareGroupHeartbeatRequest.subscribed_topic_names[]", m)
             if cython.compiled:
                 _put_uvarint(out, m + 1)
+            elif 0 <= m + 1 < 128:
+                out.append(m + 1)
             else:
                 _w.put_uvarint(out, m + 1)
             out += data
@@ -256,7 +261,10 @@ def _dec_ShareGroupHeartbeatResponse_v1(buf, cur, end):
     else:
         f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('error_message', buf, pos, end)
@@ -265,19 +273,17 @@ def _dec_ShareGroupHeartbeatResponse_v1(buf, cur, end):
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 1, n_error_message, True)
-    if cython.compiled:
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_member_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('member_id', buf, pos, end)
@@ -286,18 +292,13 @@ def _dec_ShareGroupHeartbeatResponse_v1(buf, cur, end):
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
-    if n_member_id >= 0:
-        if end - pos < n_member_id:
-            raise _w.short_read('member_id', pos, n_member_id, end)
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
+    if 0 <= n_member_id <= end - pos:
+        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     elif n_member_id == -1:
         f_member_id = None
     else:
-        raise _w.bad_length('member_id', pos - 1, n_member_id, True)
+        raise _w.bad_sized('member_id', pos, n_member_id, end, 1, True)
     if end - pos < 9:
         raise _w.short_run(_RUN_member_epoch__assignment, pos, end)
     if cython.compiled:
@@ -356,6 +357,8 @@ def _enc_ShareGroupHeartbeatResponse_v1(obj, out):
             raise _w.string_too_long("ShareGroupHeartbeatResponse.error_message", n_error_message)
     if cython.compiled:
         _put_uvarint(out, n_error_message + 1)
+    elif 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
@@ -370,6 +373,8 @@ def _enc_ShareGroupHeartbeatResponse_v1(obj, out):
             raise _w.string_too_long("ShareGroupHeartbeatResponse.member_id", n_member_id)
     if cython.compiled:
         _put_uvarint(out, n_member_id + 1)
+    elif 0 <= n_member_id + 1 < 128:
+        out.append(n_member_id + 1)
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
@@ -394,7 +399,10 @@ def _enc_ShareGroupHeartbeatResponse_v1(obj, out):
 def _dec_ShareGroupHeartbeatResponse_Assignment_v1(buf, cur, end):
     """Decode ShareGroupHeartbeatResponse.Assignment (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topic_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic_partitions', buf, pos, end)
@@ -437,6 +445,8 @@ def _enc_ShareGroupHeartbeatResponse_Assignment_v1(obj, out):
         n_topic_partitions = len(f_topic_partitions)
     if cython.compiled:
         _put_uvarint(out, n_topic_partitions + 1)
+    elif 0 <= n_topic_partitions + 1 < 128:
+        out.append(n_topic_partitions + 1)
     else:
         _w.put_uvarint(out, n_topic_partitions + 1)
     for item in f_topic_partitions:
@@ -454,7 +464,10 @@ def _dec_ShareGroupHeartbeatResponse_TopicPartitions_v1(buf, cur, end):
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -495,6 +508,8 @@ def _enc_ShareGroupHeartbeatResponse_TopicPartitions_v1(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     if cython.compiled:
@@ -518,8 +533,8 @@ class ShareGroupHeartbeatRequest(Message):
     Attributes:
         group_id (string, v1): 
         member_id (string, v1): 
-        member_epoch (int32, v1): 
-        rack_id (string, v1, nullable v1): 
+        member_epoch (int32, v1): The epoch of the member in the group (new consumer protocol); it rises with every new assignment.
+        rack_id (string, v1, nullable v1): The client's rack, so that a nearby replica or partition can be chosen for it; empty or null if unset.
         subscribed_topic_names ([]string, v1, nullable v1): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
@@ -551,14 +566,14 @@ class ShareGroupHeartbeatRequest(Message):
         member_id: str = '',
         member_epoch: int = 0,
         rack_id: Optional[str] = None,
-        subscribed_topic_names: Optional[List[str]] = _NOT_GIVEN,
+        subscribed_topic_names: Optional[List[str]] = None,
         unknown_tagged_fields: Optional[List[Tuple[int, bytes]]] = None,
     ) -> None:
         self.group_id = group_id
         self.member_id = member_id
         self.member_epoch = member_epoch
         self.rack_id = rack_id
-        self.subscribed_topic_names = [] if subscribed_topic_names is _NOT_GIVEN else subscribed_topic_names
+        self.subscribed_topic_names = subscribed_topic_names
         self.unknown_tagged_fields = [] if unknown_tagged_fields is None else unknown_tagged_fields
 
 
@@ -624,12 +639,12 @@ class ShareGroupHeartbeatResponse(Message):
     Flexible (compact lengths, tagged fields) in v1.
 
     Attributes:
-        throttle_time_ms (int32, v1): 
+        throttle_time_ms (int32, v1): How long the response was held back by a quota, in milliseconds (0 if not throttled).
         error_code (int16, v1): 
         error_message (string, v1, nullable v1): 
         member_id (string, v1, nullable v1): 
-        member_epoch (int32, v1): 
-        heartbeat_interval_ms (int32, v1): 
+        member_epoch (int32, v1): The epoch of the member in the group (new consumer protocol); it rises with every new assignment.
+        heartbeat_interval_ms (int32, v1): How often the member should send heartbeats, in milliseconds.
         assignment (Assignment, v1, nullable v1): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """

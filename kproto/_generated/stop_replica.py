@@ -225,7 +225,10 @@ def _dec_StopReplicaRequest_v2(buf, cur, end):
     if f_delete_partitions != 0 and f_delete_partitions != 1:
         raise _w.bad_bool('delete_partitions', pos - 1, f_delete_partitions)
     b_delete_partitions = f_delete_partitions == 1
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -289,6 +292,8 @@ def _enc_StopReplicaRequest_v2(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -311,7 +316,10 @@ def _dec_StopReplicaRequest_v3(buf, cur, end):
     else:
         f_controller_id, f_controller_epoch, f_broker_epoch = _S_iiq.unpack_from(buf, pos)
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topic_states = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic_states', buf, pos, end)
@@ -376,6 +384,8 @@ def _enc_StopReplicaRequest_v3(obj, out):
         n_topic_states = len(f_topic_states)
     if cython.compiled:
         _put_uvarint(out, n_topic_states + 1)
+    elif 0 <= n_topic_states + 1 < 128:
+        out.append(n_topic_states + 1)
     else:
         _w.put_uvarint(out, n_topic_states + 1)
     for item in f_topic_states:
@@ -402,7 +412,10 @@ def _dec_StopReplicaRequest_v4(buf, cur, end):
     if f_is_k_raft_controller != 0 and f_is_k_raft_controller != 1:
         raise _w.bad_bool('is_k_raft_controller', pos - 13, f_is_k_raft_controller)
     b_is_k_raft_controller = f_is_k_raft_controller == 1
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topic_states = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic_states', buf, pos, end)
@@ -466,6 +479,8 @@ def _enc_StopReplicaRequest_v4(obj, out):
         n_topic_states = len(f_topic_states)
     if cython.compiled:
         _put_uvarint(out, n_topic_states + 1)
+    elif 0 <= n_topic_states + 1 < 128:
+        out.append(n_topic_states + 1)
     else:
         _w.put_uvarint(out, n_topic_states + 1)
     for item in f_topic_states:
@@ -486,16 +501,11 @@ def _dec_StopReplicaRequest_StopReplicaPartitionV0_v0(buf, cur, end):
     else:
         n_topic_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_topic_name >= 0:
-        if end - pos < n_topic_name:
-            raise _w.short_read('topic_name', pos, n_topic_name, end)
-        try:
-            f_topic_name = buf[pos:pos + n_topic_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic_name', pos, exc) from None
+    if 0 <= n_topic_name <= end - pos:
+        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
-        raise _w.bad_length('topic_name', pos - 2, n_topic_name, False)
+        raise _w.bad_sized('topic_name', pos, n_topic_name, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_partition_index, pos, end)
     if cython.compiled:
@@ -547,16 +557,11 @@ def _dec_StopReplicaRequest_StopReplicaTopicV1_v1(buf, cur, end):
     else:
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 2, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_partition_indexes, pos, end)
     if cython.compiled:
@@ -619,7 +624,10 @@ def _enc_StopReplicaRequest_StopReplicaTopicV1_v1(obj, out):
 def _dec_StopReplicaRequest_StopReplicaTopicV1_v2(buf, cur, end):
     """Decode StopReplicaRequest.StopReplicaTopicV1 (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -628,17 +636,15 @@ def _dec_StopReplicaRequest_StopReplicaTopicV1_v2(buf, cur, end):
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 1, n_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('name', pos, n_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_partition_indexes = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partition_indexes', buf, pos, end)
@@ -681,6 +687,8 @@ def _enc_StopReplicaRequest_StopReplicaTopicV1_v2(obj, out):
             raise _w.string_too_long("StopReplicaRequest.StopReplicaTopicV1.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -692,6 +700,8 @@ def _enc_StopReplicaRequest_StopReplicaTopicV1_v2(obj, out):
         n_partition_indexes = len(f_partition_indexes)
     if cython.compiled:
         _put_uvarint(out, n_partition_indexes + 1)
+    elif 0 <= n_partition_indexes + 1 < 128:
+        out.append(n_partition_indexes + 1)
     else:
         _w.put_uvarint(out, n_partition_indexes + 1)
     if cython.compiled:
@@ -709,7 +719,10 @@ def _enc_StopReplicaRequest_StopReplicaTopicV1_v2(obj, out):
 def _dec_StopReplicaRequest_StopReplicaTopicState_v3(buf, cur, end):
     """Decode StopReplicaRequest.StopReplicaTopicState (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topic_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic_name', buf, pos, end)
@@ -718,17 +731,15 @@ def _dec_StopReplicaRequest_StopReplicaTopicState_v3(buf, cur, end):
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
-    if n_topic_name >= 0:
-        if end - pos < n_topic_name:
-            raise _w.short_read('topic_name', pos, n_topic_name, end)
-        try:
-            f_topic_name = buf[pos:pos + n_topic_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic_name', pos, exc) from None
+    if 0 <= n_topic_name <= end - pos:
+        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
-        raise _w.bad_length('topic_name', pos - 1, n_topic_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_partition_states = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partition_states', buf, pos, end)
@@ -775,6 +786,8 @@ def _enc_StopReplicaRequest_StopReplicaTopicState_v3(obj, out):
             raise _w.string_too_long("StopReplicaRequest.StopReplicaTopicState.topic_name", n_topic_name)
     if cython.compiled:
         _put_uvarint(out, n_topic_name + 1)
+    elif 0 <= n_topic_name + 1 < 128:
+        out.append(n_topic_name + 1)
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
@@ -786,6 +799,8 @@ def _enc_StopReplicaRequest_StopReplicaTopicState_v3(obj, out):
         n_partition_states = len(f_partition_states)
     if cython.compiled:
         _put_uvarint(out, n_partition_states + 1)
+    elif 0 <= n_partition_states + 1 < 128:
+        out.append(n_partition_states + 1)
     else:
         _w.put_uvarint(out, n_partition_states + 1)
     for item in f_partition_states:
@@ -901,7 +916,10 @@ def _dec_StopReplicaResponse_v2(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_partition_errors = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partition_errors', buf, pos, end)
@@ -950,6 +968,8 @@ def _enc_StopReplicaResponse_v2(obj, out):
         n_partition_errors = len(f_partition_errors)
     if cython.compiled:
         _put_uvarint(out, n_partition_errors + 1)
+    elif 0 <= n_partition_errors + 1 < 128:
+        out.append(n_partition_errors + 1)
     else:
         _w.put_uvarint(out, n_partition_errors + 1)
     for item in f_partition_errors:
@@ -970,16 +990,11 @@ def _dec_StopReplicaResponse_StopReplicaPartitionError_v0(buf, cur, end):
     else:
         n_topic_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_topic_name >= 0:
-        if end - pos < n_topic_name:
-            raise _w.short_read('topic_name', pos, n_topic_name, end)
-        try:
-            f_topic_name = buf[pos:pos + n_topic_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic_name', pos, exc) from None
+    if 0 <= n_topic_name <= end - pos:
+        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
-        raise _w.bad_length('topic_name', pos - 2, n_topic_name, False)
+        raise _w.bad_sized('topic_name', pos, n_topic_name, end, 2, False)
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
     if cython.compiled:
@@ -1027,7 +1042,10 @@ def _enc_StopReplicaResponse_StopReplicaPartitionError_v0(obj, out):
 def _dec_StopReplicaResponse_StopReplicaPartitionError_v2(buf, cur, end):
     """Decode StopReplicaResponse.StopReplicaPartitionError (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topic_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic_name', buf, pos, end)
@@ -1036,16 +1054,11 @@ def _dec_StopReplicaResponse_StopReplicaPartitionError_v2(buf, cur, end):
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
-    if n_topic_name >= 0:
-        if end - pos < n_topic_name:
-            raise _w.short_read('topic_name', pos, n_topic_name, end)
-        try:
-            f_topic_name = buf[pos:pos + n_topic_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic_name', pos, exc) from None
+    if 0 <= n_topic_name <= end - pos:
+        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
-        raise _w.bad_length('topic_name', pos - 1, n_topic_name, False)
+        raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
     if cython.compiled:
@@ -1082,6 +1095,8 @@ def _enc_StopReplicaResponse_StopReplicaPartitionError_v2(obj, out):
             raise _w.string_too_long("StopReplicaResponse.StopReplicaPartitionError.topic_name", n_topic_name)
     if cython.compiled:
         _put_uvarint(out, n_topic_name + 1)
+    elif 0 <= n_topic_name + 1 < 128:
+        out.append(n_topic_name + 1)
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
@@ -1230,9 +1245,9 @@ class StopReplicaRequest(Message):
         controller_id (int32, v0-4): The sending controller's broker id.
         is_k_raft_controller (bool, v4): 
         controller_epoch (int32, v0-4): The controller's epoch.
-        broker_epoch (int64, v1-4): 
+        broker_epoch (int64, v1-4): The epoch the controller gave the broker's current registration; -1 if not known.
         delete_partitions (bool, v0-2): Whether the broker should also delete the partitions' data.
-        ungrouped_partitions ([]StopReplicaPartitionV0, v0): The partitions to stop.
+        ungrouped_partitions ([]StopReplicaPartitionV0, v0, formerly PartitionsV0): The partitions to stop.
         topics ([]StopReplicaTopicV1, v1-2): 
         topic_states ([]StopReplicaTopicState, v3-4): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
@@ -1330,7 +1345,7 @@ class StopReplicaResponse(Message):
 
     Attributes:
         error_code (int16, v0-4): The request-level error code, 0 for none.
-        partition_errors ([]StopReplicaPartitionError, v0-4): The result per partition.
+        partition_errors ([]StopReplicaPartitionError, v0-4, formerly Partitions): The result per partition.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 

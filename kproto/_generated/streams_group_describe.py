@@ -67,7 +67,10 @@ _RUN_user_endpoint = (('user_endpoint', 0, 1),)
 def _dec_StreamsGroupDescribeRequest_v0(buf, cur, end):
     """Decode StreamsGroupDescribeRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_group_ids = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('group_ids', buf, pos, end)
@@ -80,7 +83,10 @@ def _dec_StreamsGroupDescribeRequest_v0(buf, cur, end):
         raise _w.bad_count('group_ids', pos - 1, n_group_ids, end, 1, 1)
     f_group_ids = []
     for i in range(n_group_ids):
-        if cython.compiled:
+        if pos < end and buf[pos] < 128:
+            m = buf[pos] - 1
+            pos += 1
+        elif cython.compiled:
             v = _read_uvarint(buf, pos, end)
             if v < 0:
                 raise _w.bad_uvarint("group_ids[%d]" % i, buf, pos, end)
@@ -90,13 +96,8 @@ def _dec_StreamsGroupDescribeRequest_v0(buf, cur, end):
             m, pos = _w.read_uvarint(buf, pos, end, "group_ids[%d]" % i)
             m -= 1
         if m < 0 or end - pos < m:
-            if m < 0:
-                raise _w.bad_length("group_ids[%d]" % i, pos - 1, m, False)
-            raise _w.short_read("group_ids[%d]" % i, pos, m, end)
-        try:
-            f_group_ids.append(buf[pos:pos + m].decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8("group_ids[%d]" % i, pos, exc) from None
+            raise _w.bad_sized("group_ids[%d]" % i, pos, m, end, 1, False)
+        f_group_ids.append(_w.utf8(buf, pos, m, "group_ids[%d]" % i))
         pos += m
     if end - pos < 1:
         raise _w.short_run(_RUN_include_authorized_operations, pos, end)
@@ -132,6 +133,8 @@ def _enc_StreamsGroupDescribeRequest_v0(obj, out):
         n_group_ids = len(f_group_ids)
     if cython.compiled:
         _put_uvarint(out, n_group_ids + 1)
+    elif 0 <= n_group_ids + 1 < 128:
+        out.append(n_group_ids + 1)
     else:
         _w.put_uvarint(out, n_group_ids + 1)
     for item in f_group_ids:
@@ -141,6 +144,8 @@ def _enc_StreamsGroupDescribeRequest_v0(obj, out):
             raise _w.string_too_long("StreamsGroupDescribeRequest.group_ids[]", m)
         if cython.compiled:
             _put_uvarint(out, m + 1)
+        elif 0 <= m + 1 < 128:
+            out.append(m + 1)
         else:
             _w.put_uvarint(out, m + 1)
         out += data
@@ -165,7 +170,10 @@ def _dec_StreamsGroupDescribeResponse_v0(buf, cur, end):
     else:
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_groups = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('groups', buf, pos, end)
@@ -214,6 +222,8 @@ def _enc_StreamsGroupDescribeResponse_v0(obj, out):
         n_groups = len(f_groups)
     if cython.compiled:
         _put_uvarint(out, n_groups + 1)
+    elif 0 <= n_groups + 1 < 128:
+        out.append(n_groups + 1)
     else:
         _w.put_uvarint(out, n_groups + 1)
     for item in f_groups:
@@ -234,7 +244,10 @@ def _dec_StreamsGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('error_message', buf, pos, end)
@@ -243,19 +256,17 @@ def _dec_StreamsGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 1, n_error_message, True)
-    if cython.compiled:
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_group_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('group_id', buf, pos, end)
@@ -264,17 +275,15 @@ def _dec_StreamsGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
-    if n_group_id >= 0:
-        if end - pos < n_group_id:
-            raise _w.short_read('group_id', pos, n_group_id, end)
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
+    if 0 <= n_group_id <= end - pos:
+        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
-        raise _w.bad_length('group_id', pos - 1, n_group_id, False)
-    if cython.compiled:
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_group_state = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('group_state', buf, pos, end)
@@ -283,16 +292,11 @@ def _dec_StreamsGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
     else:
         n_group_state, pos = _w.read_uvarint(buf, pos, end, 'group_state')
         n_group_state -= 1
-    if n_group_state >= 0:
-        if end - pos < n_group_state:
-            raise _w.short_read('group_state', pos, n_group_state, end)
-        try:
-            f_group_state = buf[pos:pos + n_group_state].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_state', pos, exc) from None
+    if 0 <= n_group_state <= end - pos:
+        f_group_state = _w.utf8(buf, pos, n_group_state, 'group_state')
         pos += n_group_state
     else:
-        raise _w.bad_length('group_state', pos - 1, n_group_state, False)
+        raise _w.bad_sized('group_state', pos, n_group_state, end, 1, False)
     if end - pos < 9:
         raise _w.short_run(_RUN_group_epoch__topology, pos, end)
     if cython.compiled:
@@ -313,7 +317,10 @@ def _dec_StreamsGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within('topology')
         pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_members = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('members', buf, pos, end)
@@ -379,6 +386,8 @@ def _enc_StreamsGroupDescribeResponse_DescribedGroup_v0(obj, out):
             raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.error_message", n_error_message)
     if cython.compiled:
         _put_uvarint(out, n_error_message + 1)
+    elif 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
@@ -393,6 +402,8 @@ def _enc_StreamsGroupDescribeResponse_DescribedGroup_v0(obj, out):
             raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.group_id", n_group_id)
     if cython.compiled:
         _put_uvarint(out, n_group_id + 1)
+    elif 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
@@ -407,6 +418,8 @@ def _enc_StreamsGroupDescribeResponse_DescribedGroup_v0(obj, out):
             raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.group_state", n_group_state)
     if cython.compiled:
         _put_uvarint(out, n_group_state + 1)
+    elif 0 <= n_group_state + 1 < 128:
+        out.append(n_group_state + 1)
     else:
         _w.put_uvarint(out, n_group_state + 1)
     if n_group_state > 0:
@@ -429,6 +442,8 @@ def _enc_StreamsGroupDescribeResponse_DescribedGroup_v0(obj, out):
         n_members = len(f_members)
     if cython.compiled:
         _put_uvarint(out, n_members + 1)
+    elif 0 <= n_members + 1 < 128:
+        out.append(n_members + 1)
     else:
         _w.put_uvarint(out, n_members + 1)
     for item in f_members:
@@ -454,7 +469,10 @@ def _dec_StreamsGroupDescribeResponse_Topology_v0(buf, cur, end):
     else:
         f_epoch = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_subtopologies = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('subtopologies', buf, pos, end)
@@ -506,6 +524,8 @@ def _enc_StreamsGroupDescribeResponse_Topology_v0(obj, out):
         n_subtopologies = len(f_subtopologies)
     if cython.compiled:
         _put_uvarint(out, n_subtopologies + 1)
+    elif 0 <= n_subtopologies + 1 < 128:
+        out.append(n_subtopologies + 1)
     else:
         _w.put_uvarint(out, n_subtopologies + 1)
     if n_subtopologies > 0:
@@ -520,7 +540,10 @@ def _enc_StreamsGroupDescribeResponse_Topology_v0(obj, out):
 def _dec_StreamsGroupDescribeResponse_Subtopology_v0(buf, cur, end):
     """Decode StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_subtopology_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('subtopology_id', buf, pos, end)
@@ -529,17 +552,15 @@ def _dec_StreamsGroupDescribeResponse_Subtopology_v0(buf, cur, end):
     else:
         n_subtopology_id, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
         n_subtopology_id -= 1
-    if n_subtopology_id >= 0:
-        if end - pos < n_subtopology_id:
-            raise _w.short_read('subtopology_id', pos, n_subtopology_id, end)
-        try:
-            f_subtopology_id = buf[pos:pos + n_subtopology_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('subtopology_id', pos, exc) from None
+    if 0 <= n_subtopology_id <= end - pos:
+        f_subtopology_id = _w.utf8(buf, pos, n_subtopology_id, 'subtopology_id')
         pos += n_subtopology_id
     else:
-        raise _w.bad_length('subtopology_id', pos - 1, n_subtopology_id, False)
-    if cython.compiled:
+        raise _w.bad_sized('subtopology_id', pos, n_subtopology_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_source_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('source_topics', buf, pos, end)
@@ -552,7 +573,10 @@ def _dec_StreamsGroupDescribeResponse_Subtopology_v0(buf, cur, end):
         raise _w.bad_count('source_topics', pos - 1, n_source_topics, end, 1, 1)
     f_source_topics = []
     for i in range(n_source_topics):
-        if cython.compiled:
+        if pos < end and buf[pos] < 128:
+            m = buf[pos] - 1
+            pos += 1
+        elif cython.compiled:
             v = _read_uvarint(buf, pos, end)
             if v < 0:
                 raise _w.bad_uvarint("source_topics[%d]" % i, buf, pos, end)
@@ -562,15 +586,13 @@ def _dec_StreamsGroupDescribeResponse_Subtopology_v0(buf, cur, end):
             m, pos = _w.read_uvarint(buf, pos, end, "source_topics[%d]" % i)
             m -= 1
         if m < 0 or end - pos < m:
-            if m < 0:
-                raise _w.bad_length("source_topics[%d]" % i, pos - 1, m, False)
-            raise _w.short_read("source_topics[%d]" % i, pos, m, end)
-        try:
-            f_source_topics.append(buf[pos:pos + m].decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8("source_topics[%d]" % i, pos, exc) from None
+            raise _w.bad_sized("source_topics[%d]" % i, pos, m, end, 1, False)
+        f_source_topics.append(_w.utf8(buf, pos, m, "source_topics[%d]" % i))
         pos += m
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_repartition_sink_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('repartition_sink_topics', buf, pos, end)
@@ -583,7 +605,10 @@ def _dec_StreamsGroupDescribeResponse_Subtopology_v0(buf, cur, end):
         raise _w.bad_count('repartition_sink_topics', pos - 1, n_repartition_sink_topics, end, 1, 1)
     f_repartition_sink_topics = []
     for i in range(n_repartition_sink_topics):
-        if cython.compiled:
+        if pos < end and buf[pos] < 128:
+            m = buf[pos] - 1
+            pos += 1
+        elif cython.compiled:
             v = _read_uvarint(buf, pos, end)
             if v < 0:
                 raise _w.bad_uvarint("repartition_sink_topics[%d]" % i, buf, pos, end)
@@ -593,15 +618,13 @@ def _dec_StreamsGroupDescribeResponse_Subtopology_v0(buf, cur, end):
             m, pos = _w.read_uvarint(buf, pos, end, "repartition_sink_topics[%d]" % i)
             m -= 1
         if m < 0 or end - pos < m:
-            if m < 0:
-                raise _w.bad_length("repartition_sink_topics[%d]" % i, pos - 1, m, False)
-            raise _w.short_read("repartition_sink_topics[%d]" % i, pos, m, end)
-        try:
-            f_repartition_sink_topics.append(buf[pos:pos + m].decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8("repartition_sink_topics[%d]" % i, pos, exc) from None
+            raise _w.bad_sized("repartition_sink_topics[%d]" % i, pos, m, end, 1, False)
+        f_repartition_sink_topics.append(_w.utf8(buf, pos, m, "repartition_sink_topics[%d]" % i))
         pos += m
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_state_changelog_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('state_changelog_topics', buf, pos, end)
@@ -621,7 +644,10 @@ def _dec_StreamsGroupDescribeResponse_Subtopology_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("state_changelog_topics[%d]" % i)
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_repartition_source_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('repartition_source_topics', buf, pos, end)
@@ -671,6 +697,8 @@ def _enc_StreamsGroupDescribeResponse_Subtopology_v0(obj, out):
             raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.subtopology_id", n_subtopology_id)
     if cython.compiled:
         _put_uvarint(out, n_subtopology_id + 1)
+    elif 0 <= n_subtopology_id + 1 < 128:
+        out.append(n_subtopology_id + 1)
     else:
         _w.put_uvarint(out, n_subtopology_id + 1)
     if n_subtopology_id > 0:
@@ -682,6 +710,8 @@ def _enc_StreamsGroupDescribeResponse_Subtopology_v0(obj, out):
         n_source_topics = len(f_source_topics)
     if cython.compiled:
         _put_uvarint(out, n_source_topics + 1)
+    elif 0 <= n_source_topics + 1 < 128:
+        out.append(n_source_topics + 1)
     else:
         _w.put_uvarint(out, n_source_topics + 1)
     for item in f_source_topics:
@@ -691,6 +721,8 @@ def _enc_StreamsGroupDescribeResponse_Subtopology_v0(obj, out):
             raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.source_topics[]", m)
         if cython.compiled:
             _put_uvarint(out, m + 1)
+        elif 0 <= m + 1 < 128:
+            out.append(m + 1)
         else:
             _w.put_uvarint(out, m + 1)
         out += data
@@ -701,6 +733,8 @@ def _enc_StreamsGroupDescribeResponse_Subtopology_v0(obj, out):
         n_repartition_sink_topics = len(f_repartition_sink_topics)
     if cython.compiled:
         _put_uvarint(out, n_repartition_sink_topics + 1)
+    elif 0 <= n_repartition_sink_topics + 1 < 128:
+        out.append(n_repartition_sink_topics + 1)
     else:
         _w.put_uvarint(out, n_repartition_sink_topics + 1)
     for item in f_repartition_sink_topics:
@@ -710,6 +744,8 @@ def _enc_StreamsGroupDescribeResponse_Subtopology_v0(obj, out):
             raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.repartition_sink_topics[]", m)
         if cython.compiled:
             _put_uvarint(out, m + 1)
+        elif 0 <= m + 1 < 128:
+            out.append(m + 1)
         else:
             _w.put_uvarint(out, m + 1)
         out += data
@@ -720,6 +756,8 @@ def _enc_StreamsGroupDescribeResponse_Subtopology_v0(obj, out):
         n_state_changelog_topics = len(f_state_changelog_topics)
     if cython.compiled:
         _put_uvarint(out, n_state_changelog_topics + 1)
+    elif 0 <= n_state_changelog_topics + 1 < 128:
+        out.append(n_state_changelog_topics + 1)
     else:
         _w.put_uvarint(out, n_state_changelog_topics + 1)
     for item in f_state_changelog_topics:
@@ -731,6 +769,8 @@ def _enc_StreamsGroupDescribeResponse_Subtopology_v0(obj, out):
         n_repartition_source_topics = len(f_repartition_source_topics)
     if cython.compiled:
         _put_uvarint(out, n_repartition_source_topics + 1)
+    elif 0 <= n_repartition_source_topics + 1 < 128:
+        out.append(n_repartition_source_topics + 1)
     else:
         _w.put_uvarint(out, n_repartition_source_topics + 1)
     for item in f_repartition_source_topics:
@@ -744,7 +784,10 @@ def _enc_StreamsGroupDescribeResponse_Subtopology_v0(obj, out):
 def _dec_StreamsGroupDescribeResponse_TopicInfo_v0(buf, cur, end):
     """Decode StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -753,16 +796,11 @@ def _dec_StreamsGroupDescribeResponse_TopicInfo_v0(buf, cur, end):
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 1, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 1, False)
     if end - pos < 6:
         raise _w.short_run(_RUN_partitions__replication_factor, pos, end)
     if cython.compiled:
@@ -771,7 +809,10 @@ def _dec_StreamsGroupDescribeResponse_TopicInfo_v0(buf, cur, end):
     else:
         f_partitions, f_replication_factor = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topic_configs = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic_configs', buf, pos, end)
@@ -820,6 +861,8 @@ def _enc_StreamsGroupDescribeResponse_TopicInfo_v0(obj, out):
             raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -837,6 +880,8 @@ def _enc_StreamsGroupDescribeResponse_TopicInfo_v0(obj, out):
         n_topic_configs = len(f_topic_configs)
     if cython.compiled:
         _put_uvarint(out, n_topic_configs + 1)
+    elif 0 <= n_topic_configs + 1 < 128:
+        out.append(n_topic_configs + 1)
     else:
         _w.put_uvarint(out, n_topic_configs + 1)
     for item in f_topic_configs:
@@ -850,7 +895,10 @@ def _enc_StreamsGroupDescribeResponse_TopicInfo_v0(obj, out):
 def _dec_StreamsGroupDescribeResponse_KeyValue_v0(buf, cur, end):
     """Decode StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo.KeyValue (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_key = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('key', buf, pos, end)
@@ -859,17 +907,15 @@ def _dec_StreamsGroupDescribeResponse_KeyValue_v0(buf, cur, end):
     else:
         n_key, pos = _w.read_uvarint(buf, pos, end, 'key')
         n_key -= 1
-    if n_key >= 0:
-        if end - pos < n_key:
-            raise _w.short_read('key', pos, n_key, end)
-        try:
-            f_key = buf[pos:pos + n_key].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('key', pos, exc) from None
+    if 0 <= n_key <= end - pos:
+        f_key = _w.utf8(buf, pos, n_key, 'key')
         pos += n_key
     else:
-        raise _w.bad_length('key', pos - 1, n_key, False)
-    if cython.compiled:
+        raise _w.bad_sized('key', pos, n_key, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_value = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('value', buf, pos, end)
@@ -878,16 +924,11 @@ def _dec_StreamsGroupDescribeResponse_KeyValue_v0(buf, cur, end):
     else:
         n_value, pos = _w.read_uvarint(buf, pos, end, 'value')
         n_value -= 1
-    if n_value >= 0:
-        if end - pos < n_value:
-            raise _w.short_read('value', pos, n_value, end)
-        try:
-            f_value = buf[pos:pos + n_value].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('value', pos, exc) from None
+    if 0 <= n_value <= end - pos:
+        f_value = _w.utf8(buf, pos, n_value, 'value')
         pos += n_value
     else:
-        raise _w.bad_length('value', pos - 1, n_value, False)
+        raise _w.bad_sized('value', pos, n_value, end, 1, False)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -915,6 +956,8 @@ def _enc_StreamsGroupDescribeResponse_KeyValue_v0(obj, out):
             raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo.KeyValue.key", n_key)
     if cython.compiled:
         _put_uvarint(out, n_key + 1)
+    elif 0 <= n_key + 1 < 128:
+        out.append(n_key + 1)
     else:
         _w.put_uvarint(out, n_key + 1)
     if n_key > 0:
@@ -929,6 +972,8 @@ def _enc_StreamsGroupDescribeResponse_KeyValue_v0(obj, out):
             raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo.KeyValue.value", n_value)
     if cython.compiled:
         _put_uvarint(out, n_value + 1)
+    elif 0 <= n_value + 1 < 128:
+        out.append(n_value + 1)
     else:
         _w.put_uvarint(out, n_value + 1)
     if n_value > 0:
@@ -942,7 +987,10 @@ def _enc_StreamsGroupDescribeResponse_KeyValue_v0(obj, out):
 def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
     """Decode StreamsGroupDescribeResponse.DescribedGroup.Member (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_member_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('member_id', buf, pos, end)
@@ -951,16 +999,11 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
-    if n_member_id >= 0:
-        if end - pos < n_member_id:
-            raise _w.short_read('member_id', pos, n_member_id, end)
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
+    if 0 <= n_member_id <= end - pos:
+        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
-        raise _w.bad_length('member_id', pos - 1, n_member_id, False)
+        raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_member_epoch, pos, end)
     if cython.compiled:
@@ -968,7 +1011,10 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
     else:
         f_member_epoch = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_instance_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('instance_id', buf, pos, end)
@@ -977,19 +1023,17 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
     else:
         n_instance_id, pos = _w.read_uvarint(buf, pos, end, 'instance_id')
         n_instance_id -= 1
-    if n_instance_id >= 0:
-        if end - pos < n_instance_id:
-            raise _w.short_read('instance_id', pos, n_instance_id, end)
-        try:
-            f_instance_id = buf[pos:pos + n_instance_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('instance_id', pos, exc) from None
+    if 0 <= n_instance_id <= end - pos:
+        f_instance_id = _w.utf8(buf, pos, n_instance_id, 'instance_id')
         pos += n_instance_id
     elif n_instance_id == -1:
         f_instance_id = None
     else:
-        raise _w.bad_length('instance_id', pos - 1, n_instance_id, True)
-    if cython.compiled:
+        raise _w.bad_sized('instance_id', pos, n_instance_id, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_rack_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('rack_id', buf, pos, end)
@@ -998,19 +1042,17 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
     else:
         n_rack_id, pos = _w.read_uvarint(buf, pos, end, 'rack_id')
         n_rack_id -= 1
-    if n_rack_id >= 0:
-        if end - pos < n_rack_id:
-            raise _w.short_read('rack_id', pos, n_rack_id, end)
-        try:
-            f_rack_id = buf[pos:pos + n_rack_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('rack_id', pos, exc) from None
+    if 0 <= n_rack_id <= end - pos:
+        f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
         pos += n_rack_id
     elif n_rack_id == -1:
         f_rack_id = None
     else:
-        raise _w.bad_length('rack_id', pos - 1, n_rack_id, True)
-    if cython.compiled:
+        raise _w.bad_sized('rack_id', pos, n_rack_id, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_client_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('client_id', buf, pos, end)
@@ -1019,17 +1061,15 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
     else:
         n_client_id, pos = _w.read_uvarint(buf, pos, end, 'client_id')
         n_client_id -= 1
-    if n_client_id >= 0:
-        if end - pos < n_client_id:
-            raise _w.short_read('client_id', pos, n_client_id, end)
-        try:
-            f_client_id = buf[pos:pos + n_client_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('client_id', pos, exc) from None
+    if 0 <= n_client_id <= end - pos:
+        f_client_id = _w.utf8(buf, pos, n_client_id, 'client_id')
         pos += n_client_id
     else:
-        raise _w.bad_length('client_id', pos - 1, n_client_id, False)
-    if cython.compiled:
+        raise _w.bad_sized('client_id', pos, n_client_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_client_host = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('client_host', buf, pos, end)
@@ -1038,16 +1078,11 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
     else:
         n_client_host, pos = _w.read_uvarint(buf, pos, end, 'client_host')
         n_client_host -= 1
-    if n_client_host >= 0:
-        if end - pos < n_client_host:
-            raise _w.short_read('client_host', pos, n_client_host, end)
-        try:
-            f_client_host = buf[pos:pos + n_client_host].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('client_host', pos, exc) from None
+    if 0 <= n_client_host <= end - pos:
+        f_client_host = _w.utf8(buf, pos, n_client_host, 'client_host')
         pos += n_client_host
     else:
-        raise _w.bad_length('client_host', pos - 1, n_client_host, False)
+        raise _w.bad_sized('client_host', pos, n_client_host, end, 1, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_topology_epoch, pos, end)
     if cython.compiled:
@@ -1055,7 +1090,10 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
     else:
         f_topology_epoch = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_process_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('process_id', buf, pos, end)
@@ -1064,16 +1102,11 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
     else:
         n_process_id, pos = _w.read_uvarint(buf, pos, end, 'process_id')
         n_process_id -= 1
-    if n_process_id >= 0:
-        if end - pos < n_process_id:
-            raise _w.short_read('process_id', pos, n_process_id, end)
-        try:
-            f_process_id = buf[pos:pos + n_process_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('process_id', pos, exc) from None
+    if 0 <= n_process_id <= end - pos:
+        f_process_id = _w.utf8(buf, pos, n_process_id, 'process_id')
         pos += n_process_id
     else:
-        raise _w.bad_length('process_id', pos - 1, n_process_id, False)
+        raise _w.bad_sized('process_id', pos, n_process_id, end, 1, False)
     if end - pos < 1:
         raise _w.short_run(_RUN_user_endpoint, pos, end)
     if cython.compiled:
@@ -1092,7 +1125,10 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within('user_endpoint')
         pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_client_tags = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('client_tags', buf, pos, end)
@@ -1112,7 +1148,10 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("client_tags[%d]" % i)
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_task_offsets = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('task_offsets', buf, pos, end)
@@ -1132,7 +1171,10 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("task_offsets[%d]" % i)
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_task_end_offsets = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('task_end_offsets', buf, pos, end)
@@ -1214,6 +1256,8 @@ def _enc_StreamsGroupDescribeResponse_Member_v0(obj, out):
             raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.Member.member_id", n_member_id)
     if cython.compiled:
         _put_uvarint(out, n_member_id + 1)
+    elif 0 <= n_member_id + 1 < 128:
+        out.append(n_member_id + 1)
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
@@ -1233,6 +1277,8 @@ def _enc_StreamsGroupDescribeResponse_Member_v0(obj, out):
             raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.Member.instance_id", n_instance_id)
     if cython.compiled:
         _put_uvarint(out, n_instance_id + 1)
+    elif 0 <= n_instance_id + 1 < 128:
+        out.append(n_instance_id + 1)
     else:
         _w.put_uvarint(out, n_instance_id + 1)
     if n_instance_id > 0:
@@ -1247,6 +1293,8 @@ def _enc_StreamsGroupDescribeResponse_Member_v0(obj, out):
             raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.Member.rack_id", n_rack_id)
     if cython.compiled:
         _put_uvarint(out, n_rack_id + 1)
+    elif 0 <= n_rack_id + 1 < 128:
+        out.append(n_rack_id + 1)
     else:
         _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
@@ -1261,6 +1309,8 @@ def _enc_StreamsGroupDescribeResponse_Member_v0(obj, out):
             raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.Member.client_id", n_client_id)
     if cython.compiled:
         _put_uvarint(out, n_client_id + 1)
+    elif 0 <= n_client_id + 1 < 128:
+        out.append(n_client_id + 1)
     else:
         _w.put_uvarint(out, n_client_id + 1)
     if n_client_id > 0:
@@ -1275,6 +1325,8 @@ def _enc_StreamsGroupDescribeResponse_Member_v0(obj, out):
             raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.Member.client_host", n_client_host)
     if cython.compiled:
         _put_uvarint(out, n_client_host + 1)
+    elif 0 <= n_client_host + 1 < 128:
+        out.append(n_client_host + 1)
     else:
         _w.put_uvarint(out, n_client_host + 1)
     if n_client_host > 0:
@@ -1294,6 +1346,8 @@ def _enc_StreamsGroupDescribeResponse_Member_v0(obj, out):
             raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.Member.process_id", n_process_id)
     if cython.compiled:
         _put_uvarint(out, n_process_id + 1)
+    elif 0 <= n_process_id + 1 < 128:
+        out.append(n_process_id + 1)
     else:
         _w.put_uvarint(out, n_process_id + 1)
     if n_process_id > 0:
@@ -1314,6 +1368,8 @@ def _enc_StreamsGroupDescribeResponse_Member_v0(obj, out):
         n_client_tags = len(f_client_tags)
     if cython.compiled:
         _put_uvarint(out, n_client_tags + 1)
+    elif 0 <= n_client_tags + 1 < 128:
+        out.append(n_client_tags + 1)
     else:
         _w.put_uvarint(out, n_client_tags + 1)
     for item in f_client_tags:
@@ -1325,6 +1381,8 @@ def _enc_StreamsGroupDescribeResponse_Member_v0(obj, out):
         n_task_offsets = len(f_task_offsets)
     if cython.compiled:
         _put_uvarint(out, n_task_offsets + 1)
+    elif 0 <= n_task_offsets + 1 < 128:
+        out.append(n_task_offsets + 1)
     else:
         _w.put_uvarint(out, n_task_offsets + 1)
     for item in f_task_offsets:
@@ -1336,6 +1394,8 @@ def _enc_StreamsGroupDescribeResponse_Member_v0(obj, out):
         n_task_end_offsets = len(f_task_end_offsets)
     if cython.compiled:
         _put_uvarint(out, n_task_end_offsets + 1)
+    elif 0 <= n_task_end_offsets + 1 < 128:
+        out.append(n_task_end_offsets + 1)
     else:
         _w.put_uvarint(out, n_task_end_offsets + 1)
     for item in f_task_end_offsets:
@@ -1358,7 +1418,10 @@ def _enc_StreamsGroupDescribeResponse_Member_v0(obj, out):
 def _dec_StreamsGroupDescribeResponse_Endpoint_v0(buf, cur, end):
     """Decode StreamsGroupDescribeResponse.DescribedGroup.Member.Endpoint (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_host = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('host', buf, pos, end)
@@ -1367,16 +1430,11 @@ def _dec_StreamsGroupDescribeResponse_Endpoint_v0(buf, cur, end):
     else:
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
-    if n_host >= 0:
-        if end - pos < n_host:
-            raise _w.short_read('host', pos, n_host, end)
-        try:
-            f_host = buf[pos:pos + n_host].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('host', pos, exc) from None
+    if 0 <= n_host <= end - pos:
+        f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
-        raise _w.bad_length('host', pos - 1, n_host, False)
+        raise _w.bad_sized('host', pos, n_host, end, 1, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_port, pos, end)
     if cython.compiled:
@@ -1411,6 +1469,8 @@ def _enc_StreamsGroupDescribeResponse_Endpoint_v0(obj, out):
             raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.Member.Endpoint.host", n_host)
     if cython.compiled:
         _put_uvarint(out, n_host + 1)
+    elif 0 <= n_host + 1 < 128:
+        out.append(n_host + 1)
     else:
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
@@ -1429,7 +1489,10 @@ def _enc_StreamsGroupDescribeResponse_Endpoint_v0(obj, out):
 def _dec_StreamsGroupDescribeResponse_TaskOffset_v0(buf, cur, end):
     """Decode StreamsGroupDescribeResponse.DescribedGroup.Member.TaskOffset (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_subtopology_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('subtopology_id', buf, pos, end)
@@ -1438,16 +1501,11 @@ def _dec_StreamsGroupDescribeResponse_TaskOffset_v0(buf, cur, end):
     else:
         n_subtopology_id, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
         n_subtopology_id -= 1
-    if n_subtopology_id >= 0:
-        if end - pos < n_subtopology_id:
-            raise _w.short_read('subtopology_id', pos, n_subtopology_id, end)
-        try:
-            f_subtopology_id = buf[pos:pos + n_subtopology_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('subtopology_id', pos, exc) from None
+    if 0 <= n_subtopology_id <= end - pos:
+        f_subtopology_id = _w.utf8(buf, pos, n_subtopology_id, 'subtopology_id')
         pos += n_subtopology_id
     else:
-        raise _w.bad_length('subtopology_id', pos - 1, n_subtopology_id, False)
+        raise _w.bad_sized('subtopology_id', pos, n_subtopology_id, end, 1, False)
     if end - pos < 12:
         raise _w.short_run(_RUN_partition__offset, pos, end)
     if cython.compiled:
@@ -1484,6 +1542,8 @@ def _enc_StreamsGroupDescribeResponse_TaskOffset_v0(obj, out):
             raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.Member.TaskOffset.subtopology_id", n_subtopology_id)
     if cython.compiled:
         _put_uvarint(out, n_subtopology_id + 1)
+    elif 0 <= n_subtopology_id + 1 < 128:
+        out.append(n_subtopology_id + 1)
     else:
         _w.put_uvarint(out, n_subtopology_id + 1)
     if n_subtopology_id > 0:
@@ -1503,7 +1563,10 @@ def _enc_StreamsGroupDescribeResponse_TaskOffset_v0(obj, out):
 def _dec_StreamsGroupDescribeResponse_Assignment_v0(buf, cur, end):
     """Decode StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_active_tasks = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('active_tasks', buf, pos, end)
@@ -1523,7 +1586,10 @@ def _dec_StreamsGroupDescribeResponse_Assignment_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("active_tasks[%d]" % i)
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_standby_tasks = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('standby_tasks', buf, pos, end)
@@ -1543,7 +1609,10 @@ def _dec_StreamsGroupDescribeResponse_Assignment_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("standby_tasks[%d]" % i)
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_warmup_tasks = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('warmup_tasks', buf, pos, end)
@@ -1588,6 +1657,8 @@ def _enc_StreamsGroupDescribeResponse_Assignment_v0(obj, out):
         n_active_tasks = len(f_active_tasks)
     if cython.compiled:
         _put_uvarint(out, n_active_tasks + 1)
+    elif 0 <= n_active_tasks + 1 < 128:
+        out.append(n_active_tasks + 1)
     else:
         _w.put_uvarint(out, n_active_tasks + 1)
     for item in f_active_tasks:
@@ -1599,6 +1670,8 @@ def _enc_StreamsGroupDescribeResponse_Assignment_v0(obj, out):
         n_standby_tasks = len(f_standby_tasks)
     if cython.compiled:
         _put_uvarint(out, n_standby_tasks + 1)
+    elif 0 <= n_standby_tasks + 1 < 128:
+        out.append(n_standby_tasks + 1)
     else:
         _w.put_uvarint(out, n_standby_tasks + 1)
     for item in f_standby_tasks:
@@ -1610,6 +1683,8 @@ def _enc_StreamsGroupDescribeResponse_Assignment_v0(obj, out):
         n_warmup_tasks = len(f_warmup_tasks)
     if cython.compiled:
         _put_uvarint(out, n_warmup_tasks + 1)
+    elif 0 <= n_warmup_tasks + 1 < 128:
+        out.append(n_warmup_tasks + 1)
     else:
         _w.put_uvarint(out, n_warmup_tasks + 1)
     for item in f_warmup_tasks:
@@ -1623,7 +1698,10 @@ def _enc_StreamsGroupDescribeResponse_Assignment_v0(obj, out):
 def _dec_StreamsGroupDescribeResponse_TaskIds_v0(buf, cur, end):
     """Decode StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment.TaskIds (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_subtopology_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('subtopology_id', buf, pos, end)
@@ -1632,17 +1710,15 @@ def _dec_StreamsGroupDescribeResponse_TaskIds_v0(buf, cur, end):
     else:
         n_subtopology_id, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
         n_subtopology_id -= 1
-    if n_subtopology_id >= 0:
-        if end - pos < n_subtopology_id:
-            raise _w.short_read('subtopology_id', pos, n_subtopology_id, end)
-        try:
-            f_subtopology_id = buf[pos:pos + n_subtopology_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('subtopology_id', pos, exc) from None
+    if 0 <= n_subtopology_id <= end - pos:
+        f_subtopology_id = _w.utf8(buf, pos, n_subtopology_id, 'subtopology_id')
         pos += n_subtopology_id
     else:
-        raise _w.bad_length('subtopology_id', pos - 1, n_subtopology_id, False)
-    if cython.compiled:
+        raise _w.bad_sized('subtopology_id', pos, n_subtopology_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -1685,6 +1761,8 @@ def _enc_StreamsGroupDescribeResponse_TaskIds_v0(obj, out):
             raise _w.string_too_long("StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment.TaskIds.subtopology_id", n_subtopology_id)
     if cython.compiled:
         _put_uvarint(out, n_subtopology_id + 1)
+    elif 0 <= n_subtopology_id + 1 < 128:
+        out.append(n_subtopology_id + 1)
     else:
         _w.put_uvarint(out, n_subtopology_id + 1)
     if n_subtopology_id > 0:
@@ -1696,6 +1774,8 @@ def _enc_StreamsGroupDescribeResponse_TaskIds_v0(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     if cython.compiled:
@@ -1718,7 +1798,7 @@ class StreamsGroupDescribeRequest(Message):
 
     Attributes:
         group_ids ([]string, v0): 
-        include_authorized_operations (bool, v0): 
+        include_authorized_operations (bool, v0): Whether the response should say which operations the caller may perform.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -2020,9 +2100,9 @@ class StreamsGroupDescribeResponse_Member(Struct):
 
     Attributes:
         member_id (string, v0): 
-        member_epoch (int32, v0): 
+        member_epoch (int32, v0): The epoch of the member in the group (new consumer protocol); it rises with every new assignment.
         instance_id (string, v0, nullable v0): 
-        rack_id (string, v0, nullable v0): 
+        rack_id (string, v0, nullable v0): The client's rack, so that a nearby replica or partition can be chosen for it; empty or null if unset.
         client_id (string, v0): 
         client_host (string, v0): 
         topology_epoch (int32, v0): 
@@ -2112,7 +2192,7 @@ class StreamsGroupDescribeResponse_DescribedGroup(Struct):
         assignment_epoch (int32, v0): 
         topology (Topology, v0, nullable v0): 
         members ([]Member, v0): 
-        authorized_operations (int32, v0): 
+        authorized_operations (int32, v0): A bit field of the ACL operations the caller may perform on the resource; -2147483648 when not requested.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -2166,7 +2246,7 @@ class StreamsGroupDescribeResponse(Message):
     Flexible (compact lengths, tagged fields) in v0.
 
     Attributes:
-        throttle_time_ms (int32, v0): 
+        throttle_time_ms (int32, v0): How long the response was held back by a quota, in milliseconds (0 if not throttled).
         groups ([]DescribedGroup, v0): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """

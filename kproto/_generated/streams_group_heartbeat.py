@@ -67,7 +67,10 @@ _RUN_user_endpoint = (('user_endpoint', 0, 1),)
 def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
     """Decode StreamsGroupHeartbeatRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_group_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('group_id', buf, pos, end)
@@ -76,17 +79,15 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
-    if n_group_id >= 0:
-        if end - pos < n_group_id:
-            raise _w.short_read('group_id', pos, n_group_id, end)
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
+    if 0 <= n_group_id <= end - pos:
+        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
-        raise _w.bad_length('group_id', pos - 1, n_group_id, False)
-    if cython.compiled:
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_member_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('member_id', buf, pos, end)
@@ -95,16 +96,11 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
-    if n_member_id >= 0:
-        if end - pos < n_member_id:
-            raise _w.short_read('member_id', pos, n_member_id, end)
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
+    if 0 <= n_member_id <= end - pos:
+        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
-        raise _w.bad_length('member_id', pos - 1, n_member_id, False)
+        raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
     if end - pos < 8:
         raise _w.short_run(_RUN_member_epoch__endpoint_information_epoch, pos, end)
     if cython.compiled:
@@ -113,7 +109,10 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
     else:
         f_member_epoch, f_endpoint_information_epoch = _S_ii.unpack_from(buf, pos)
     pos += 8
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_instance_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('instance_id', buf, pos, end)
@@ -122,19 +121,17 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
     else:
         n_instance_id, pos = _w.read_uvarint(buf, pos, end, 'instance_id')
         n_instance_id -= 1
-    if n_instance_id >= 0:
-        if end - pos < n_instance_id:
-            raise _w.short_read('instance_id', pos, n_instance_id, end)
-        try:
-            f_instance_id = buf[pos:pos + n_instance_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('instance_id', pos, exc) from None
+    if 0 <= n_instance_id <= end - pos:
+        f_instance_id = _w.utf8(buf, pos, n_instance_id, 'instance_id')
         pos += n_instance_id
     elif n_instance_id == -1:
         f_instance_id = None
     else:
-        raise _w.bad_length('instance_id', pos - 1, n_instance_id, True)
-    if cython.compiled:
+        raise _w.bad_sized('instance_id', pos, n_instance_id, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_rack_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('rack_id', buf, pos, end)
@@ -143,18 +140,13 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
     else:
         n_rack_id, pos = _w.read_uvarint(buf, pos, end, 'rack_id')
         n_rack_id -= 1
-    if n_rack_id >= 0:
-        if end - pos < n_rack_id:
-            raise _w.short_read('rack_id', pos, n_rack_id, end)
-        try:
-            f_rack_id = buf[pos:pos + n_rack_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('rack_id', pos, exc) from None
+    if 0 <= n_rack_id <= end - pos:
+        f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
         pos += n_rack_id
     elif n_rack_id == -1:
         f_rack_id = None
     else:
-        raise _w.bad_length('rack_id', pos - 1, n_rack_id, True)
+        raise _w.bad_sized('rack_id', pos, n_rack_id, end, 1, True)
     if end - pos < 5:
         raise _w.short_run(_RUN_rebalance_timeout_ms__topology, pos, end)
     if cython.compiled:
@@ -174,7 +166,10 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within('topology')
         pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_active_tasks = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('active_tasks', buf, pos, end)
@@ -197,7 +192,10 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("active_tasks[%d]" % i)
         pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_standby_tasks = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('standby_tasks', buf, pos, end)
@@ -220,7 +218,10 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("standby_tasks[%d]" % i)
         pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_warmup_tasks = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('warmup_tasks', buf, pos, end)
@@ -243,7 +244,10 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("warmup_tasks[%d]" % i)
         pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_process_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('process_id', buf, pos, end)
@@ -252,18 +256,13 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
     else:
         n_process_id, pos = _w.read_uvarint(buf, pos, end, 'process_id')
         n_process_id -= 1
-    if n_process_id >= 0:
-        if end - pos < n_process_id:
-            raise _w.short_read('process_id', pos, n_process_id, end)
-        try:
-            f_process_id = buf[pos:pos + n_process_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('process_id', pos, exc) from None
+    if 0 <= n_process_id <= end - pos:
+        f_process_id = _w.utf8(buf, pos, n_process_id, 'process_id')
         pos += n_process_id
     elif n_process_id == -1:
         f_process_id = None
     else:
-        raise _w.bad_length('process_id', pos - 1, n_process_id, True)
+        raise _w.bad_sized('process_id', pos, n_process_id, end, 1, True)
     if end - pos < 1:
         raise _w.short_run(_RUN_user_endpoint, pos, end)
     if cython.compiled:
@@ -282,7 +281,10 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within('user_endpoint')
         pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_client_tags = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('client_tags', buf, pos, end)
@@ -305,7 +307,10 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("client_tags[%d]" % i)
         pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_task_offsets = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('task_offsets', buf, pos, end)
@@ -328,7 +333,10 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("task_offsets[%d]" % i)
         pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_task_end_offsets = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('task_end_offsets', buf, pos, end)
@@ -403,6 +411,8 @@ def _enc_StreamsGroupHeartbeatRequest_v0(obj, out):
             raise _w.string_too_long("StreamsGroupHeartbeatRequest.group_id", n_group_id)
     if cython.compiled:
         _put_uvarint(out, n_group_id + 1)
+    elif 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
@@ -417,6 +427,8 @@ def _enc_StreamsGroupHeartbeatRequest_v0(obj, out):
             raise _w.string_too_long("StreamsGroupHeartbeatRequest.member_id", n_member_id)
     if cython.compiled:
         _put_uvarint(out, n_member_id + 1)
+    elif 0 <= n_member_id + 1 < 128:
+        out.append(n_member_id + 1)
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
@@ -437,6 +449,8 @@ def _enc_StreamsGroupHeartbeatRequest_v0(obj, out):
             raise _w.string_too_long("StreamsGroupHeartbeatRequest.instance_id", n_instance_id)
     if cython.compiled:
         _put_uvarint(out, n_instance_id + 1)
+    elif 0 <= n_instance_id + 1 < 128:
+        out.append(n_instance_id + 1)
     else:
         _w.put_uvarint(out, n_instance_id + 1)
     if n_instance_id > 0:
@@ -451,6 +465,8 @@ def _enc_StreamsGroupHeartbeatRequest_v0(obj, out):
             raise _w.string_too_long("StreamsGroupHeartbeatRequest.rack_id", n_rack_id)
     if cython.compiled:
         _put_uvarint(out, n_rack_id + 1)
+    elif 0 <= n_rack_id + 1 < 128:
+        out.append(n_rack_id + 1)
     else:
         _w.put_uvarint(out, n_rack_id + 1)
     if n_rack_id > 0:
@@ -472,6 +488,8 @@ def _enc_StreamsGroupHeartbeatRequest_v0(obj, out):
         n_active_tasks = len(f_active_tasks)
     if cython.compiled:
         _put_uvarint(out, n_active_tasks + 1)
+    elif 0 <= n_active_tasks + 1 < 128:
+        out.append(n_active_tasks + 1)
     else:
         _w.put_uvarint(out, n_active_tasks + 1)
     if n_active_tasks > 0:
@@ -484,6 +502,8 @@ def _enc_StreamsGroupHeartbeatRequest_v0(obj, out):
         n_standby_tasks = len(f_standby_tasks)
     if cython.compiled:
         _put_uvarint(out, n_standby_tasks + 1)
+    elif 0 <= n_standby_tasks + 1 < 128:
+        out.append(n_standby_tasks + 1)
     else:
         _w.put_uvarint(out, n_standby_tasks + 1)
     if n_standby_tasks > 0:
@@ -496,6 +516,8 @@ def _enc_StreamsGroupHeartbeatRequest_v0(obj, out):
         n_warmup_tasks = len(f_warmup_tasks)
     if cython.compiled:
         _put_uvarint(out, n_warmup_tasks + 1)
+    elif 0 <= n_warmup_tasks + 1 < 128:
+        out.append(n_warmup_tasks + 1)
     else:
         _w.put_uvarint(out, n_warmup_tasks + 1)
     if n_warmup_tasks > 0:
@@ -511,6 +533,8 @@ def _enc_StreamsGroupHeartbeatRequest_v0(obj, out):
             raise _w.string_too_long("StreamsGroupHeartbeatRequest.process_id", n_process_id)
     if cython.compiled:
         _put_uvarint(out, n_process_id + 1)
+    elif 0 <= n_process_id + 1 < 128:
+        out.append(n_process_id + 1)
     else:
         _w.put_uvarint(out, n_process_id + 1)
     if n_process_id > 0:
@@ -531,6 +555,8 @@ def _enc_StreamsGroupHeartbeatRequest_v0(obj, out):
         n_client_tags = len(f_client_tags)
     if cython.compiled:
         _put_uvarint(out, n_client_tags + 1)
+    elif 0 <= n_client_tags + 1 < 128:
+        out.append(n_client_tags + 1)
     else:
         _w.put_uvarint(out, n_client_tags + 1)
     if n_client_tags > 0:
@@ -543,6 +569,8 @@ def _enc_StreamsGroupHeartbeatRequest_v0(obj, out):
         n_task_offsets = len(f_task_offsets)
     if cython.compiled:
         _put_uvarint(out, n_task_offsets + 1)
+    elif 0 <= n_task_offsets + 1 < 128:
+        out.append(n_task_offsets + 1)
     else:
         _w.put_uvarint(out, n_task_offsets + 1)
     if n_task_offsets > 0:
@@ -555,6 +583,8 @@ def _enc_StreamsGroupHeartbeatRequest_v0(obj, out):
         n_task_end_offsets = len(f_task_end_offsets)
     if cython.compiled:
         _put_uvarint(out, n_task_end_offsets + 1)
+    elif 0 <= n_task_end_offsets + 1 < 128:
+        out.append(n_task_end_offsets + 1)
     else:
         _w.put_uvarint(out, n_task_end_offsets + 1)
     if n_task_end_offsets > 0:
@@ -581,7 +611,10 @@ def _dec_StreamsGroupHeartbeatRequest_Topology_v0(buf, cur, end):
     else:
         f_epoch = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_subtopologies = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('subtopologies', buf, pos, end)
@@ -630,6 +663,8 @@ def _enc_StreamsGroupHeartbeatRequest_Topology_v0(obj, out):
         n_subtopologies = len(f_subtopologies)
     if cython.compiled:
         _put_uvarint(out, n_subtopologies + 1)
+    elif 0 <= n_subtopologies + 1 < 128:
+        out.append(n_subtopologies + 1)
     else:
         _w.put_uvarint(out, n_subtopologies + 1)
     for item in f_subtopologies:
@@ -643,7 +678,10 @@ def _enc_StreamsGroupHeartbeatRequest_Topology_v0(obj, out):
 def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
     """Decode StreamsGroupHeartbeatRequest.Topology.Subtopology (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_subtopology_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('subtopology_id', buf, pos, end)
@@ -652,17 +690,15 @@ def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
     else:
         n_subtopology_id, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
         n_subtopology_id -= 1
-    if n_subtopology_id >= 0:
-        if end - pos < n_subtopology_id:
-            raise _w.short_read('subtopology_id', pos, n_subtopology_id, end)
-        try:
-            f_subtopology_id = buf[pos:pos + n_subtopology_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('subtopology_id', pos, exc) from None
+    if 0 <= n_subtopology_id <= end - pos:
+        f_subtopology_id = _w.utf8(buf, pos, n_subtopology_id, 'subtopology_id')
         pos += n_subtopology_id
     else:
-        raise _w.bad_length('subtopology_id', pos - 1, n_subtopology_id, False)
-    if cython.compiled:
+        raise _w.bad_sized('subtopology_id', pos, n_subtopology_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_source_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('source_topics', buf, pos, end)
@@ -675,7 +711,10 @@ def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
         raise _w.bad_count('source_topics', pos - 1, n_source_topics, end, 1, 1)
     f_source_topics = []
     for i in range(n_source_topics):
-        if cython.compiled:
+        if pos < end and buf[pos] < 128:
+            m = buf[pos] - 1
+            pos += 1
+        elif cython.compiled:
             v = _read_uvarint(buf, pos, end)
             if v < 0:
                 raise _w.bad_uvarint("source_topics[%d]" % i, buf, pos, end)
@@ -685,15 +724,13 @@ def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
             m, pos = _w.read_uvarint(buf, pos, end, "source_topics[%d]" % i)
             m -= 1
         if m < 0 or end - pos < m:
-            if m < 0:
-                raise _w.bad_length("source_topics[%d]" % i, pos - 1, m, False)
-            raise _w.short_read("source_topics[%d]" % i, pos, m, end)
-        try:
-            f_source_topics.append(buf[pos:pos + m].decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8("source_topics[%d]" % i, pos, exc) from None
+            raise _w.bad_sized("source_topics[%d]" % i, pos, m, end, 1, False)
+        f_source_topics.append(_w.utf8(buf, pos, m, "source_topics[%d]" % i))
         pos += m
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_source_topic_regex = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('source_topic_regex', buf, pos, end)
@@ -706,7 +743,10 @@ def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
         raise _w.bad_count('source_topic_regex', pos - 1, n_source_topic_regex, end, 1, 1)
     f_source_topic_regex = []
     for i in range(n_source_topic_regex):
-        if cython.compiled:
+        if pos < end and buf[pos] < 128:
+            m = buf[pos] - 1
+            pos += 1
+        elif cython.compiled:
             v = _read_uvarint(buf, pos, end)
             if v < 0:
                 raise _w.bad_uvarint("source_topic_regex[%d]" % i, buf, pos, end)
@@ -716,15 +756,13 @@ def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
             m, pos = _w.read_uvarint(buf, pos, end, "source_topic_regex[%d]" % i)
             m -= 1
         if m < 0 or end - pos < m:
-            if m < 0:
-                raise _w.bad_length("source_topic_regex[%d]" % i, pos - 1, m, False)
-            raise _w.short_read("source_topic_regex[%d]" % i, pos, m, end)
-        try:
-            f_source_topic_regex.append(buf[pos:pos + m].decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8("source_topic_regex[%d]" % i, pos, exc) from None
+            raise _w.bad_sized("source_topic_regex[%d]" % i, pos, m, end, 1, False)
+        f_source_topic_regex.append(_w.utf8(buf, pos, m, "source_topic_regex[%d]" % i))
         pos += m
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_state_changelog_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('state_changelog_topics', buf, pos, end)
@@ -744,7 +782,10 @@ def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("state_changelog_topics[%d]" % i)
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_repartition_sink_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('repartition_sink_topics', buf, pos, end)
@@ -757,7 +798,10 @@ def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
         raise _w.bad_count('repartition_sink_topics', pos - 1, n_repartition_sink_topics, end, 1, 1)
     f_repartition_sink_topics = []
     for i in range(n_repartition_sink_topics):
-        if cython.compiled:
+        if pos < end and buf[pos] < 128:
+            m = buf[pos] - 1
+            pos += 1
+        elif cython.compiled:
             v = _read_uvarint(buf, pos, end)
             if v < 0:
                 raise _w.bad_uvarint("repartition_sink_topics[%d]" % i, buf, pos, end)
@@ -767,15 +811,13 @@ def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
             m, pos = _w.read_uvarint(buf, pos, end, "repartition_sink_topics[%d]" % i)
             m -= 1
         if m < 0 or end - pos < m:
-            if m < 0:
-                raise _w.bad_length("repartition_sink_topics[%d]" % i, pos - 1, m, False)
-            raise _w.short_read("repartition_sink_topics[%d]" % i, pos, m, end)
-        try:
-            f_repartition_sink_topics.append(buf[pos:pos + m].decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8("repartition_sink_topics[%d]" % i, pos, exc) from None
+            raise _w.bad_sized("repartition_sink_topics[%d]" % i, pos, m, end, 1, False)
+        f_repartition_sink_topics.append(_w.utf8(buf, pos, m, "repartition_sink_topics[%d]" % i))
         pos += m
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_repartition_source_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('repartition_source_topics', buf, pos, end)
@@ -795,7 +837,10 @@ def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("repartition_source_topics[%d]" % i)
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_copartition_groups = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('copartition_groups', buf, pos, end)
@@ -847,6 +892,8 @@ def _enc_StreamsGroupHeartbeatRequest_Subtopology_v0(obj, out):
             raise _w.string_too_long("StreamsGroupHeartbeatRequest.Topology.Subtopology.subtopology_id", n_subtopology_id)
     if cython.compiled:
         _put_uvarint(out, n_subtopology_id + 1)
+    elif 0 <= n_subtopology_id + 1 < 128:
+        out.append(n_subtopology_id + 1)
     else:
         _w.put_uvarint(out, n_subtopology_id + 1)
     if n_subtopology_id > 0:
@@ -858,6 +905,8 @@ def _enc_StreamsGroupHeartbeatRequest_Subtopology_v0(obj, out):
         n_source_topics = len(f_source_topics)
     if cython.compiled:
         _put_uvarint(out, n_source_topics + 1)
+    elif 0 <= n_source_topics + 1 < 128:
+        out.append(n_source_topics + 1)
     else:
         _w.put_uvarint(out, n_source_topics + 1)
     for item in f_source_topics:
@@ -867,6 +916,8 @@ def _enc_StreamsGroupHeartbeatRequest_Subtopology_v0(obj, out):
             raise _w.string_too_long("StreamsGroupHeartbeatRequest.Topology.Subtopology.source_topics[]", m)
         if cython.compiled:
             _put_uvarint(out, m + 1)
+        elif 0 <= m + 1 < 128:
+            out.append(m + 1)
         else:
             _w.put_uvarint(out, m + 1)
         out += data
@@ -877,6 +928,8 @@ def _enc_StreamsGroupHeartbeatRequest_Subtopology_v0(obj, out):
         n_source_topic_regex = len(f_source_topic_regex)
     if cython.compiled:
         _put_uvarint(out, n_source_topic_regex + 1)
+    elif 0 <= n_source_topic_regex + 1 < 128:
+        out.append(n_source_topic_regex + 1)
     else:
         _w.put_uvarint(out, n_source_topic_regex + 1)
     for item in f_source_topic_regex:
@@ -886,6 +939,8 @@ def _enc_StreamsGroupHeartbeatRequest_Subtopology_v0(obj, out):
             raise _w.string_too_long("StreamsGroupHeartbeatRequest.Topology.Subtopology.source_topic_regex[]", m)
         if cython.compiled:
             _put_uvarint(out, m + 1)
+        elif 0 <= m + 1 < 128:
+            out.append(m + 1)
         else:
             _w.put_uvarint(out, m + 1)
         out += data
@@ -896,6 +951,8 @@ def _enc_StreamsGroupHeartbeatRequest_Subtopology_v0(obj, out):
         n_state_changelog_topics = len(f_state_changelog_topics)
     if cython.compiled:
         _put_uvarint(out, n_state_changelog_topics + 1)
+    elif 0 <= n_state_changelog_topics + 1 < 128:
+        out.append(n_state_changelog_topics + 1)
     else:
         _w.put_uvarint(out, n_state_changelog_topics + 1)
     for item in f_state_changelog_topics:
@@ -907,6 +964,8 @@ def _enc_StreamsGroupHeartbeatRequest_Subtopology_v0(obj, out):
         n_repartition_sink_topics = len(f_repartition_sink_topics)
     if cython.compiled:
         _put_uvarint(out, n_repartition_sink_topics + 1)
+    elif 0 <= n_repartition_sink_topics + 1 < 128:
+        out.append(n_repartition_sink_topics + 1)
     else:
         _w.put_uvarint(out, n_repartition_sink_topics + 1)
     for item in f_repartition_sink_topics:
@@ -916,6 +975,8 @@ def _enc_StreamsGroupHeartbeatRequest_Subtopology_v0(obj, out):
             raise _w.string_too_long("StreamsGroupHeartbeatRequest.Topology.Subtopology.repartition_sink_topics[]", m)
         if cython.compiled:
             _put_uvarint(out, m + 1)
+        elif 0 <= m + 1 < 128:
+            out.append(m + 1)
         else:
             _w.put_uvarint(out, m + 1)
         out += data
@@ -926,6 +987,8 @@ def _enc_StreamsGroupHeartbeatRequest_Subtopology_v0(obj, out):
         n_repartition_source_topics = len(f_repartition_source_topics)
     if cython.compiled:
         _put_uvarint(out, n_repartition_source_topics + 1)
+    elif 0 <= n_repartition_source_topics + 1 < 128:
+        out.append(n_repartition_source_topics + 1)
     else:
         _w.put_uvarint(out, n_repartition_source_topics + 1)
     for item in f_repartition_source_topics:
@@ -937,6 +1000,8 @@ def _enc_StreamsGroupHeartbeatRequest_Subtopology_v0(obj, out):
         n_copartition_groups = len(f_copartition_groups)
     if cython.compiled:
         _put_uvarint(out, n_copartition_groups + 1)
+    elif 0 <= n_copartition_groups + 1 < 128:
+        out.append(n_copartition_groups + 1)
     else:
         _w.put_uvarint(out, n_copartition_groups + 1)
     for item in f_copartition_groups:
@@ -950,7 +1015,10 @@ def _enc_StreamsGroupHeartbeatRequest_Subtopology_v0(obj, out):
 def _dec_StreamsGroupHeartbeatRequest_TopicInfo_v0(buf, cur, end):
     """Decode StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -959,16 +1027,11 @@ def _dec_StreamsGroupHeartbeatRequest_TopicInfo_v0(buf, cur, end):
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 1, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 1, False)
     if end - pos < 6:
         raise _w.short_run(_RUN_partitions__replication_factor, pos, end)
     if cython.compiled:
@@ -977,7 +1040,10 @@ def _dec_StreamsGroupHeartbeatRequest_TopicInfo_v0(buf, cur, end):
     else:
         f_partitions, f_replication_factor = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topic_configs = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic_configs', buf, pos, end)
@@ -1026,6 +1092,8 @@ def _enc_StreamsGroupHeartbeatRequest_TopicInfo_v0(obj, out):
             raise _w.string_too_long("StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -1043,6 +1111,8 @@ def _enc_StreamsGroupHeartbeatRequest_TopicInfo_v0(obj, out):
         n_topic_configs = len(f_topic_configs)
     if cython.compiled:
         _put_uvarint(out, n_topic_configs + 1)
+    elif 0 <= n_topic_configs + 1 < 128:
+        out.append(n_topic_configs + 1)
     else:
         _w.put_uvarint(out, n_topic_configs + 1)
     for item in f_topic_configs:
@@ -1056,7 +1126,10 @@ def _enc_StreamsGroupHeartbeatRequest_TopicInfo_v0(obj, out):
 def _dec_StreamsGroupHeartbeatRequest_KeyValue_v0(buf, cur, end):
     """Decode StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.KeyValue (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_key = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('key', buf, pos, end)
@@ -1065,17 +1138,15 @@ def _dec_StreamsGroupHeartbeatRequest_KeyValue_v0(buf, cur, end):
     else:
         n_key, pos = _w.read_uvarint(buf, pos, end, 'key')
         n_key -= 1
-    if n_key >= 0:
-        if end - pos < n_key:
-            raise _w.short_read('key', pos, n_key, end)
-        try:
-            f_key = buf[pos:pos + n_key].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('key', pos, exc) from None
+    if 0 <= n_key <= end - pos:
+        f_key = _w.utf8(buf, pos, n_key, 'key')
         pos += n_key
     else:
-        raise _w.bad_length('key', pos - 1, n_key, False)
-    if cython.compiled:
+        raise _w.bad_sized('key', pos, n_key, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_value = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('value', buf, pos, end)
@@ -1084,16 +1155,11 @@ def _dec_StreamsGroupHeartbeatRequest_KeyValue_v0(buf, cur, end):
     else:
         n_value, pos = _w.read_uvarint(buf, pos, end, 'value')
         n_value -= 1
-    if n_value >= 0:
-        if end - pos < n_value:
-            raise _w.short_read('value', pos, n_value, end)
-        try:
-            f_value = buf[pos:pos + n_value].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('value', pos, exc) from None
+    if 0 <= n_value <= end - pos:
+        f_value = _w.utf8(buf, pos, n_value, 'value')
         pos += n_value
     else:
-        raise _w.bad_length('value', pos - 1, n_value, False)
+        raise _w.bad_sized('value', pos, n_value, end, 1, False)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1121,6 +1187,8 @@ def _enc_StreamsGroupHeartbeatRequest_KeyValue_v0(obj, out):
             raise _w.string_too_long("StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.KeyValue.key", n_key)
     if cython.compiled:
         _put_uvarint(out, n_key + 1)
+    elif 0 <= n_key + 1 < 128:
+        out.append(n_key + 1)
     else:
         _w.put_uvarint(out, n_key + 1)
     if n_key > 0:
@@ -1135,6 +1203,8 @@ def _enc_StreamsGroupHeartbeatRequest_KeyValue_v0(obj, out):
             raise _w.string_too_long("StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.KeyValue.value", n_value)
     if cython.compiled:
         _put_uvarint(out, n_value + 1)
+    elif 0 <= n_value + 1 < 128:
+        out.append(n_value + 1)
     else:
         _w.put_uvarint(out, n_value + 1)
     if n_value > 0:
@@ -1148,7 +1218,10 @@ def _enc_StreamsGroupHeartbeatRequest_KeyValue_v0(obj, out):
 def _dec_StreamsGroupHeartbeatRequest_CopartitionGroup_v0(buf, cur, end):
     """Decode StreamsGroupHeartbeatRequest.Topology.Subtopology.CopartitionGroup (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_source_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('source_topics', buf, pos, end)
@@ -1164,7 +1237,10 @@ def _dec_StreamsGroupHeartbeatRequest_CopartitionGroup_v0(buf, cur, end):
     else:
         f_source_topics = list(_unpack_from(">%dh" % n_source_topics, buf, pos))
     pos += n_source_topics * 2
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_source_topic_regex = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('source_topic_regex', buf, pos, end)
@@ -1180,7 +1256,10 @@ def _dec_StreamsGroupHeartbeatRequest_CopartitionGroup_v0(buf, cur, end):
     else:
         f_source_topic_regex = list(_unpack_from(">%dh" % n_source_topic_regex, buf, pos))
     pos += n_source_topic_regex * 2
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_repartition_source_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('repartition_source_topics', buf, pos, end)
@@ -1221,6 +1300,8 @@ def _enc_StreamsGroupHeartbeatRequest_CopartitionGroup_v0(obj, out):
         n_source_topics = len(f_source_topics)
     if cython.compiled:
         _put_uvarint(out, n_source_topics + 1)
+    elif 0 <= n_source_topics + 1 < 128:
+        out.append(n_source_topics + 1)
     else:
         _w.put_uvarint(out, n_source_topics + 1)
     if cython.compiled:
@@ -1236,6 +1317,8 @@ def _enc_StreamsGroupHeartbeatRequest_CopartitionGroup_v0(obj, out):
         n_source_topic_regex = len(f_source_topic_regex)
     if cython.compiled:
         _put_uvarint(out, n_source_topic_regex + 1)
+    elif 0 <= n_source_topic_regex + 1 < 128:
+        out.append(n_source_topic_regex + 1)
     else:
         _w.put_uvarint(out, n_source_topic_regex + 1)
     if cython.compiled:
@@ -1251,6 +1334,8 @@ def _enc_StreamsGroupHeartbeatRequest_CopartitionGroup_v0(obj, out):
         n_repartition_source_topics = len(f_repartition_source_topics)
     if cython.compiled:
         _put_uvarint(out, n_repartition_source_topics + 1)
+    elif 0 <= n_repartition_source_topics + 1 < 128:
+        out.append(n_repartition_source_topics + 1)
     else:
         _w.put_uvarint(out, n_repartition_source_topics + 1)
     if cython.compiled:
@@ -1268,7 +1353,10 @@ def _enc_StreamsGroupHeartbeatRequest_CopartitionGroup_v0(obj, out):
 def _dec_StreamsGroupHeartbeatRequest_TaskIds_v0(buf, cur, end):
     """Decode StreamsGroupHeartbeatRequest.TaskIds (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_subtopology_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('subtopology_id', buf, pos, end)
@@ -1277,17 +1365,15 @@ def _dec_StreamsGroupHeartbeatRequest_TaskIds_v0(buf, cur, end):
     else:
         n_subtopology_id, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
         n_subtopology_id -= 1
-    if n_subtopology_id >= 0:
-        if end - pos < n_subtopology_id:
-            raise _w.short_read('subtopology_id', pos, n_subtopology_id, end)
-        try:
-            f_subtopology_id = buf[pos:pos + n_subtopology_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('subtopology_id', pos, exc) from None
+    if 0 <= n_subtopology_id <= end - pos:
+        f_subtopology_id = _w.utf8(buf, pos, n_subtopology_id, 'subtopology_id')
         pos += n_subtopology_id
     else:
-        raise _w.bad_length('subtopology_id', pos - 1, n_subtopology_id, False)
-    if cython.compiled:
+        raise _w.bad_sized('subtopology_id', pos, n_subtopology_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -1330,6 +1416,8 @@ def _enc_StreamsGroupHeartbeatRequest_TaskIds_v0(obj, out):
             raise _w.string_too_long("StreamsGroupHeartbeatRequest.TaskIds.subtopology_id", n_subtopology_id)
     if cython.compiled:
         _put_uvarint(out, n_subtopology_id + 1)
+    elif 0 <= n_subtopology_id + 1 < 128:
+        out.append(n_subtopology_id + 1)
     else:
         _w.put_uvarint(out, n_subtopology_id + 1)
     if n_subtopology_id > 0:
@@ -1341,6 +1429,8 @@ def _enc_StreamsGroupHeartbeatRequest_TaskIds_v0(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     if cython.compiled:
@@ -1358,7 +1448,10 @@ def _enc_StreamsGroupHeartbeatRequest_TaskIds_v0(obj, out):
 def _dec_StreamsGroupHeartbeatRequest_Endpoint_v0(buf, cur, end):
     """Decode StreamsGroupHeartbeatRequest.Endpoint (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_host = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('host', buf, pos, end)
@@ -1367,16 +1460,11 @@ def _dec_StreamsGroupHeartbeatRequest_Endpoint_v0(buf, cur, end):
     else:
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
-    if n_host >= 0:
-        if end - pos < n_host:
-            raise _w.short_read('host', pos, n_host, end)
-        try:
-            f_host = buf[pos:pos + n_host].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('host', pos, exc) from None
+    if 0 <= n_host <= end - pos:
+        f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
-        raise _w.bad_length('host', pos - 1, n_host, False)
+        raise _w.bad_sized('host', pos, n_host, end, 1, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_port, pos, end)
     if cython.compiled:
@@ -1411,6 +1499,8 @@ def _enc_StreamsGroupHeartbeatRequest_Endpoint_v0(obj, out):
             raise _w.string_too_long("StreamsGroupHeartbeatRequest.Endpoint.host", n_host)
     if cython.compiled:
         _put_uvarint(out, n_host + 1)
+    elif 0 <= n_host + 1 < 128:
+        out.append(n_host + 1)
     else:
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
@@ -1429,7 +1519,10 @@ def _enc_StreamsGroupHeartbeatRequest_Endpoint_v0(obj, out):
 def _dec_StreamsGroupHeartbeatRequest_TaskOffset_v0(buf, cur, end):
     """Decode StreamsGroupHeartbeatRequest.TaskOffset (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_subtopology_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('subtopology_id', buf, pos, end)
@@ -1438,16 +1531,11 @@ def _dec_StreamsGroupHeartbeatRequest_TaskOffset_v0(buf, cur, end):
     else:
         n_subtopology_id, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
         n_subtopology_id -= 1
-    if n_subtopology_id >= 0:
-        if end - pos < n_subtopology_id:
-            raise _w.short_read('subtopology_id', pos, n_subtopology_id, end)
-        try:
-            f_subtopology_id = buf[pos:pos + n_subtopology_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('subtopology_id', pos, exc) from None
+    if 0 <= n_subtopology_id <= end - pos:
+        f_subtopology_id = _w.utf8(buf, pos, n_subtopology_id, 'subtopology_id')
         pos += n_subtopology_id
     else:
-        raise _w.bad_length('subtopology_id', pos - 1, n_subtopology_id, False)
+        raise _w.bad_sized('subtopology_id', pos, n_subtopology_id, end, 1, False)
     if end - pos < 12:
         raise _w.short_run(_RUN_partition__offset, pos, end)
     if cython.compiled:
@@ -1484,6 +1572,8 @@ def _enc_StreamsGroupHeartbeatRequest_TaskOffset_v0(obj, out):
             raise _w.string_too_long("StreamsGroupHeartbeatRequest.TaskOffset.subtopology_id", n_subtopology_id)
     if cython.compiled:
         _put_uvarint(out, n_subtopology_id + 1)
+    elif 0 <= n_subtopology_id + 1 < 128:
+        out.append(n_subtopology_id + 1)
     else:
         _w.put_uvarint(out, n_subtopology_id + 1)
     if n_subtopology_id > 0:
@@ -1511,7 +1601,10 @@ def _dec_StreamsGroupHeartbeatResponse_v0(buf, cur, end):
     else:
         f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('error_message', buf, pos, end)
@@ -1520,19 +1613,17 @@ def _dec_StreamsGroupHeartbeatResponse_v0(buf, cur, end):
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 1, n_error_message, True)
-    if cython.compiled:
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_member_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('member_id', buf, pos, end)
@@ -1541,16 +1632,11 @@ def _dec_StreamsGroupHeartbeatResponse_v0(buf, cur, end):
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
-    if n_member_id >= 0:
-        if end - pos < n_member_id:
-            raise _w.short_read('member_id', pos, n_member_id, end)
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
+    if 0 <= n_member_id <= end - pos:
+        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
-        raise _w.bad_length('member_id', pos - 1, n_member_id, False)
+        raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
     if end - pos < 16:
         raise _w.short_run(_RUN_member_epoch__task_offset_interval_ms, pos, end)
     if cython.compiled:
@@ -1561,7 +1647,10 @@ def _dec_StreamsGroupHeartbeatResponse_v0(buf, cur, end):
     else:
         f_member_epoch, f_heartbeat_interval_ms, f_acceptable_recovery_lag, f_task_offset_interval_ms = _S_iiii.unpack_from(buf, pos)
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_status = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('status', buf, pos, end)
@@ -1584,7 +1673,10 @@ def _dec_StreamsGroupHeartbeatResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("status[%d]" % i)
         pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_active_tasks = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('active_tasks', buf, pos, end)
@@ -1607,7 +1699,10 @@ def _dec_StreamsGroupHeartbeatResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("active_tasks[%d]" % i)
         pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_standby_tasks = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('standby_tasks', buf, pos, end)
@@ -1630,7 +1725,10 @@ def _dec_StreamsGroupHeartbeatResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("standby_tasks[%d]" % i)
         pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_warmup_tasks = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('warmup_tasks', buf, pos, end)
@@ -1660,7 +1758,10 @@ def _dec_StreamsGroupHeartbeatResponse_v0(buf, cur, end):
     else:
         f_endpoint_information_epoch = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_partitions_by_user_endpoint = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions_by_user_endpoint', buf, pos, end)
@@ -1728,6 +1829,8 @@ def _enc_StreamsGroupHeartbeatResponse_v0(obj, out):
             raise _w.string_too_long("StreamsGroupHeartbeatResponse.error_message", n_error_message)
     if cython.compiled:
         _put_uvarint(out, n_error_message + 1)
+    elif 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
@@ -1742,6 +1845,8 @@ def _enc_StreamsGroupHeartbeatResponse_v0(obj, out):
             raise _w.string_too_long("StreamsGroupHeartbeatResponse.member_id", n_member_id)
     if cython.compiled:
         _put_uvarint(out, n_member_id + 1)
+    elif 0 <= n_member_id + 1 < 128:
+        out.append(n_member_id + 1)
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
@@ -1761,6 +1866,8 @@ def _enc_StreamsGroupHeartbeatResponse_v0(obj, out):
         n_status = len(f_status)
     if cython.compiled:
         _put_uvarint(out, n_status + 1)
+    elif 0 <= n_status + 1 < 128:
+        out.append(n_status + 1)
     else:
         _w.put_uvarint(out, n_status + 1)
     if n_status > 0:
@@ -1773,6 +1880,8 @@ def _enc_StreamsGroupHeartbeatResponse_v0(obj, out):
         n_active_tasks = len(f_active_tasks)
     if cython.compiled:
         _put_uvarint(out, n_active_tasks + 1)
+    elif 0 <= n_active_tasks + 1 < 128:
+        out.append(n_active_tasks + 1)
     else:
         _w.put_uvarint(out, n_active_tasks + 1)
     if n_active_tasks > 0:
@@ -1785,6 +1894,8 @@ def _enc_StreamsGroupHeartbeatResponse_v0(obj, out):
         n_standby_tasks = len(f_standby_tasks)
     if cython.compiled:
         _put_uvarint(out, n_standby_tasks + 1)
+    elif 0 <= n_standby_tasks + 1 < 128:
+        out.append(n_standby_tasks + 1)
     else:
         _w.put_uvarint(out, n_standby_tasks + 1)
     if n_standby_tasks > 0:
@@ -1797,6 +1908,8 @@ def _enc_StreamsGroupHeartbeatResponse_v0(obj, out):
         n_warmup_tasks = len(f_warmup_tasks)
     if cython.compiled:
         _put_uvarint(out, n_warmup_tasks + 1)
+    elif 0 <= n_warmup_tasks + 1 < 128:
+        out.append(n_warmup_tasks + 1)
     else:
         _w.put_uvarint(out, n_warmup_tasks + 1)
     if n_warmup_tasks > 0:
@@ -1814,6 +1927,8 @@ def _enc_StreamsGroupHeartbeatResponse_v0(obj, out):
         n_partitions_by_user_endpoint = len(f_partitions_by_user_endpoint)
     if cython.compiled:
         _put_uvarint(out, n_partitions_by_user_endpoint + 1)
+    elif 0 <= n_partitions_by_user_endpoint + 1 < 128:
+        out.append(n_partitions_by_user_endpoint + 1)
     else:
         _w.put_uvarint(out, n_partitions_by_user_endpoint + 1)
     if n_partitions_by_user_endpoint > 0:
@@ -1835,7 +1950,10 @@ def _dec_StreamsGroupHeartbeatResponse_Status_v0(buf, cur, end):
     else:
         f_status_code = _S_b.unpack_from(buf, pos)[0]
     pos += 1
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_status_detail = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('status_detail', buf, pos, end)
@@ -1844,16 +1962,11 @@ def _dec_StreamsGroupHeartbeatResponse_Status_v0(buf, cur, end):
     else:
         n_status_detail, pos = _w.read_uvarint(buf, pos, end, 'status_detail')
         n_status_detail -= 1
-    if n_status_detail >= 0:
-        if end - pos < n_status_detail:
-            raise _w.short_read('status_detail', pos, n_status_detail, end)
-        try:
-            f_status_detail = buf[pos:pos + n_status_detail].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('status_detail', pos, exc) from None
+    if 0 <= n_status_detail <= end - pos:
+        f_status_detail = _w.utf8(buf, pos, n_status_detail, 'status_detail')
         pos += n_status_detail
     else:
-        raise _w.bad_length('status_detail', pos - 1, n_status_detail, False)
+        raise _w.bad_sized('status_detail', pos, n_status_detail, end, 1, False)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1886,6 +1999,8 @@ def _enc_StreamsGroupHeartbeatResponse_Status_v0(obj, out):
             raise _w.string_too_long("StreamsGroupHeartbeatResponse.Status.status_detail", n_status_detail)
     if cython.compiled:
         _put_uvarint(out, n_status_detail + 1)
+    elif 0 <= n_status_detail + 1 < 128:
+        out.append(n_status_detail + 1)
     else:
         _w.put_uvarint(out, n_status_detail + 1)
     if n_status_detail > 0:
@@ -1899,7 +2014,10 @@ def _enc_StreamsGroupHeartbeatResponse_Status_v0(obj, out):
 def _dec_StreamsGroupHeartbeatResponse_TaskIds_v0(buf, cur, end):
     """Decode StreamsGroupHeartbeatResponse.TaskIds (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_subtopology_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('subtopology_id', buf, pos, end)
@@ -1908,17 +2026,15 @@ def _dec_StreamsGroupHeartbeatResponse_TaskIds_v0(buf, cur, end):
     else:
         n_subtopology_id, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
         n_subtopology_id -= 1
-    if n_subtopology_id >= 0:
-        if end - pos < n_subtopology_id:
-            raise _w.short_read('subtopology_id', pos, n_subtopology_id, end)
-        try:
-            f_subtopology_id = buf[pos:pos + n_subtopology_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('subtopology_id', pos, exc) from None
+    if 0 <= n_subtopology_id <= end - pos:
+        f_subtopology_id = _w.utf8(buf, pos, n_subtopology_id, 'subtopology_id')
         pos += n_subtopology_id
     else:
-        raise _w.bad_length('subtopology_id', pos - 1, n_subtopology_id, False)
-    if cython.compiled:
+        raise _w.bad_sized('subtopology_id', pos, n_subtopology_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -1961,6 +2077,8 @@ def _enc_StreamsGroupHeartbeatResponse_TaskIds_v0(obj, out):
             raise _w.string_too_long("StreamsGroupHeartbeatResponse.TaskIds.subtopology_id", n_subtopology_id)
     if cython.compiled:
         _put_uvarint(out, n_subtopology_id + 1)
+    elif 0 <= n_subtopology_id + 1 < 128:
+        out.append(n_subtopology_id + 1)
     else:
         _w.put_uvarint(out, n_subtopology_id + 1)
     if n_subtopology_id > 0:
@@ -1972,6 +2090,8 @@ def _enc_StreamsGroupHeartbeatResponse_TaskIds_v0(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     if cython.compiled:
@@ -1995,7 +2115,10 @@ def _dec_StreamsGroupHeartbeatResponse_EndpointToPartitions_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within('user_endpoint')
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_active_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('active_partitions', buf, pos, end)
@@ -2015,7 +2138,10 @@ def _dec_StreamsGroupHeartbeatResponse_EndpointToPartitions_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("active_partitions[%d]" % i)
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_standby_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('standby_partitions', buf, pos, end)
@@ -2062,6 +2188,8 @@ def _enc_StreamsGroupHeartbeatResponse_EndpointToPartitions_v0(obj, out):
         n_active_partitions = len(f_active_partitions)
     if cython.compiled:
         _put_uvarint(out, n_active_partitions + 1)
+    elif 0 <= n_active_partitions + 1 < 128:
+        out.append(n_active_partitions + 1)
     else:
         _w.put_uvarint(out, n_active_partitions + 1)
     for item in f_active_partitions:
@@ -2073,6 +2201,8 @@ def _enc_StreamsGroupHeartbeatResponse_EndpointToPartitions_v0(obj, out):
         n_standby_partitions = len(f_standby_partitions)
     if cython.compiled:
         _put_uvarint(out, n_standby_partitions + 1)
+    elif 0 <= n_standby_partitions + 1 < 128:
+        out.append(n_standby_partitions + 1)
     else:
         _w.put_uvarint(out, n_standby_partitions + 1)
     for item in f_standby_partitions:
@@ -2086,7 +2216,10 @@ def _enc_StreamsGroupHeartbeatResponse_EndpointToPartitions_v0(obj, out):
 def _dec_StreamsGroupHeartbeatResponse_Endpoint_v0(buf, cur, end):
     """Decode StreamsGroupHeartbeatResponse.EndpointToPartitions.Endpoint (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_host = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('host', buf, pos, end)
@@ -2095,16 +2228,11 @@ def _dec_StreamsGroupHeartbeatResponse_Endpoint_v0(buf, cur, end):
     else:
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
-    if n_host >= 0:
-        if end - pos < n_host:
-            raise _w.short_read('host', pos, n_host, end)
-        try:
-            f_host = buf[pos:pos + n_host].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('host', pos, exc) from None
+    if 0 <= n_host <= end - pos:
+        f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
-        raise _w.bad_length('host', pos - 1, n_host, False)
+        raise _w.bad_sized('host', pos, n_host, end, 1, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_port, pos, end)
     if cython.compiled:
@@ -2139,6 +2267,8 @@ def _enc_StreamsGroupHeartbeatResponse_Endpoint_v0(obj, out):
             raise _w.string_too_long("StreamsGroupHeartbeatResponse.EndpointToPartitions.Endpoint.host", n_host)
     if cython.compiled:
         _put_uvarint(out, n_host + 1)
+    elif 0 <= n_host + 1 < 128:
+        out.append(n_host + 1)
     else:
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
@@ -2157,7 +2287,10 @@ def _enc_StreamsGroupHeartbeatResponse_Endpoint_v0(obj, out):
 def _dec_StreamsGroupHeartbeatResponse_TopicPartition_v0(buf, cur, end):
     """Decode StreamsGroupHeartbeatResponse.EndpointToPartitions.TopicPartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topic = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic', buf, pos, end)
@@ -2166,17 +2299,15 @@ def _dec_StreamsGroupHeartbeatResponse_TopicPartition_v0(buf, cur, end):
     else:
         n_topic, pos = _w.read_uvarint(buf, pos, end, 'topic')
         n_topic -= 1
-    if n_topic >= 0:
-        if end - pos < n_topic:
-            raise _w.short_read('topic', pos, n_topic, end)
-        try:
-            f_topic = buf[pos:pos + n_topic].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic', pos, exc) from None
+    if 0 <= n_topic <= end - pos:
+        f_topic = _w.utf8(buf, pos, n_topic, 'topic')
         pos += n_topic
     else:
-        raise _w.bad_length('topic', pos - 1, n_topic, False)
-    if cython.compiled:
+        raise _w.bad_sized('topic', pos, n_topic, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -2219,6 +2350,8 @@ def _enc_StreamsGroupHeartbeatResponse_TopicPartition_v0(obj, out):
             raise _w.string_too_long("StreamsGroupHeartbeatResponse.EndpointToPartitions.TopicPartition.topic", n_topic)
     if cython.compiled:
         _put_uvarint(out, n_topic + 1)
+    elif 0 <= n_topic + 1 < 128:
+        out.append(n_topic + 1)
     else:
         _w.put_uvarint(out, n_topic + 1)
     if n_topic > 0:
@@ -2230,6 +2363,8 @@ def _enc_StreamsGroupHeartbeatResponse_TopicPartition_v0(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     if cython.compiled:
@@ -2525,11 +2660,11 @@ class StreamsGroupHeartbeatRequest(Message):
     Attributes:
         group_id (string, v0): 
         member_id (string, v0): 
-        member_epoch (int32, v0): 
+        member_epoch (int32, v0): The epoch of the member in the group (new consumer protocol); it rises with every new assignment.
         endpoint_information_epoch (int32, v0): 
         instance_id (string, v0, nullable v0): 
-        rack_id (string, v0, nullable v0): 
-        rebalance_timeout_ms (int32, v0): 
+        rack_id (string, v0, nullable v0): The client's rack, so that a nearby replica or partition can be chosen for it; empty or null if unset.
+        rebalance_timeout_ms (int32, v0): How long the coordinator waits for every member to rejoin during a rebalance, in milliseconds.
         topology (Topology, v0, nullable v0): 
         active_tasks ([]TaskIds, v0, nullable v0): 
         standby_tasks ([]TaskIds, v0, nullable v0): 
@@ -2780,12 +2915,12 @@ class StreamsGroupHeartbeatResponse(Message):
     Flexible (compact lengths, tagged fields) in v0.
 
     Attributes:
-        throttle_time_ms (int32, v0): 
+        throttle_time_ms (int32, v0): How long the response was held back by a quota, in milliseconds (0 if not throttled).
         error_code (int16, v0): 
         error_message (string, v0, nullable v0): 
         member_id (string, v0): 
-        member_epoch (int32, v0): 
-        heartbeat_interval_ms (int32, v0): 
+        member_epoch (int32, v0): The epoch of the member in the group (new consumer protocol); it rises with every new assignment.
+        heartbeat_interval_ms (int32, v0): How often the member should send heartbeats, in milliseconds.
         acceptable_recovery_lag (int32, v0): 
         task_offset_interval_ms (int32, v0): 
         status ([]Status, v0, nullable v0): 

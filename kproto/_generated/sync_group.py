@@ -68,16 +68,11 @@ def _dec_SyncGroupRequest_v0(buf, cur, end):
     else:
         n_group_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_group_id >= 0:
-        if end - pos < n_group_id:
-            raise _w.short_read('group_id', pos, n_group_id, end)
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
+    if 0 <= n_group_id <= end - pos:
+        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
-        raise _w.bad_length('group_id', pos - 2, n_group_id, False)
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
     if end - pos < 6:
         raise _w.short_run(_RUN_generation_id__member_id, pos, end)
     if cython.compiled:
@@ -86,16 +81,11 @@ def _dec_SyncGroupRequest_v0(buf, cur, end):
     else:
         f_generation_id, n_member_id = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if n_member_id >= 0:
-        if end - pos < n_member_id:
-            raise _w.short_read('member_id', pos, n_member_id, end)
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
+    if 0 <= n_member_id <= end - pos:
+        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
-        raise _w.bad_length('member_id', pos - 2, n_member_id, False)
+        raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_assignments, pos, end)
     if cython.compiled:
@@ -188,16 +178,11 @@ def _dec_SyncGroupRequest_v3(buf, cur, end):
     else:
         n_group_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_group_id >= 0:
-        if end - pos < n_group_id:
-            raise _w.short_read('group_id', pos, n_group_id, end)
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
+    if 0 <= n_group_id <= end - pos:
+        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
-        raise _w.bad_length('group_id', pos - 2, n_group_id, False)
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
     if end - pos < 6:
         raise _w.short_run(_RUN_generation_id__member_id, pos, end)
     if cython.compiled:
@@ -206,16 +191,11 @@ def _dec_SyncGroupRequest_v3(buf, cur, end):
     else:
         f_generation_id, n_member_id = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if n_member_id >= 0:
-        if end - pos < n_member_id:
-            raise _w.short_read('member_id', pos, n_member_id, end)
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
+    if 0 <= n_member_id <= end - pos:
+        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
-        raise _w.bad_length('member_id', pos - 2, n_member_id, False)
+        raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_group_instance_id, pos, end)
     if cython.compiled:
@@ -223,18 +203,13 @@ def _dec_SyncGroupRequest_v3(buf, cur, end):
     else:
         n_group_instance_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_group_instance_id >= 0:
-        if end - pos < n_group_instance_id:
-            raise _w.short_read('group_instance_id', pos, n_group_instance_id, end)
-        try:
-            f_group_instance_id = buf[pos:pos + n_group_instance_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_instance_id', pos, exc) from None
+    if 0 <= n_group_instance_id <= end - pos:
+        f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
     else:
-        raise _w.bad_length('group_instance_id', pos - 2, n_group_instance_id, True)
+        raise _w.bad_sized('group_instance_id', pos, n_group_instance_id, end, 2, True)
     if end - pos < 4:
         raise _w.short_run(_RUN_assignments, pos, end)
     if cython.compiled:
@@ -333,7 +308,10 @@ def _enc_SyncGroupRequest_v3(obj, out):
 def _dec_SyncGroupRequest_v4(buf, cur, end):
     """Decode SyncGroupRequest (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_group_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('group_id', buf, pos, end)
@@ -342,16 +320,11 @@ def _dec_SyncGroupRequest_v4(buf, cur, end):
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
-    if n_group_id >= 0:
-        if end - pos < n_group_id:
-            raise _w.short_read('group_id', pos, n_group_id, end)
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
+    if 0 <= n_group_id <= end - pos:
+        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
-        raise _w.bad_length('group_id', pos - 1, n_group_id, False)
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_generation_id, pos, end)
     if cython.compiled:
@@ -359,7 +332,10 @@ def _dec_SyncGroupRequest_v4(buf, cur, end):
     else:
         f_generation_id = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_member_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('member_id', buf, pos, end)
@@ -368,17 +344,15 @@ def _dec_SyncGroupRequest_v4(buf, cur, end):
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
-    if n_member_id >= 0:
-        if end - pos < n_member_id:
-            raise _w.short_read('member_id', pos, n_member_id, end)
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
+    if 0 <= n_member_id <= end - pos:
+        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
-        raise _w.bad_length('member_id', pos - 1, n_member_id, False)
-    if cython.compiled:
+        raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_group_instance_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('group_instance_id', buf, pos, end)
@@ -387,19 +361,17 @@ def _dec_SyncGroupRequest_v4(buf, cur, end):
     else:
         n_group_instance_id, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
         n_group_instance_id -= 1
-    if n_group_instance_id >= 0:
-        if end - pos < n_group_instance_id:
-            raise _w.short_read('group_instance_id', pos, n_group_instance_id, end)
-        try:
-            f_group_instance_id = buf[pos:pos + n_group_instance_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_instance_id', pos, exc) from None
+    if 0 <= n_group_instance_id <= end - pos:
+        f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
     else:
-        raise _w.bad_length('group_instance_id', pos - 1, n_group_instance_id, True)
-    if cython.compiled:
+        raise _w.bad_sized('group_instance_id', pos, n_group_instance_id, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_assignments = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('assignments', buf, pos, end)
@@ -451,6 +423,8 @@ def _enc_SyncGroupRequest_v4(obj, out):
             raise _w.string_too_long("SyncGroupRequest.group_id", n_group_id)
     if cython.compiled:
         _put_uvarint(out, n_group_id + 1)
+    elif 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
@@ -470,6 +444,8 @@ def _enc_SyncGroupRequest_v4(obj, out):
             raise _w.string_too_long("SyncGroupRequest.member_id", n_member_id)
     if cython.compiled:
         _put_uvarint(out, n_member_id + 1)
+    elif 0 <= n_member_id + 1 < 128:
+        out.append(n_member_id + 1)
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
@@ -484,6 +460,8 @@ def _enc_SyncGroupRequest_v4(obj, out):
             raise _w.string_too_long("SyncGroupRequest.group_instance_id", n_group_instance_id)
     if cython.compiled:
         _put_uvarint(out, n_group_instance_id + 1)
+    elif 0 <= n_group_instance_id + 1 < 128:
+        out.append(n_group_instance_id + 1)
     else:
         _w.put_uvarint(out, n_group_instance_id + 1)
     if n_group_instance_id > 0:
@@ -495,6 +473,8 @@ def _enc_SyncGroupRequest_v4(obj, out):
         n_assignments = len(f_assignments)
     if cython.compiled:
         _put_uvarint(out, n_assignments + 1)
+    elif 0 <= n_assignments + 1 < 128:
+        out.append(n_assignments + 1)
     else:
         _w.put_uvarint(out, n_assignments + 1)
     for item in f_assignments:
@@ -508,7 +488,10 @@ def _enc_SyncGroupRequest_v4(obj, out):
 def _dec_SyncGroupRequest_v5(buf, cur, end):
     """Decode SyncGroupRequest (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_group_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('group_id', buf, pos, end)
@@ -517,16 +500,11 @@ def _dec_SyncGroupRequest_v5(buf, cur, end):
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
-    if n_group_id >= 0:
-        if end - pos < n_group_id:
-            raise _w.short_read('group_id', pos, n_group_id, end)
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
+    if 0 <= n_group_id <= end - pos:
+        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
-        raise _w.bad_length('group_id', pos - 1, n_group_id, False)
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_generation_id, pos, end)
     if cython.compiled:
@@ -534,7 +512,10 @@ def _dec_SyncGroupRequest_v5(buf, cur, end):
     else:
         f_generation_id = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_member_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('member_id', buf, pos, end)
@@ -543,17 +524,15 @@ def _dec_SyncGroupRequest_v5(buf, cur, end):
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
-    if n_member_id >= 0:
-        if end - pos < n_member_id:
-            raise _w.short_read('member_id', pos, n_member_id, end)
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
+    if 0 <= n_member_id <= end - pos:
+        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
-        raise _w.bad_length('member_id', pos - 1, n_member_id, False)
-    if cython.compiled:
+        raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_group_instance_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('group_instance_id', buf, pos, end)
@@ -562,19 +541,17 @@ def _dec_SyncGroupRequest_v5(buf, cur, end):
     else:
         n_group_instance_id, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
         n_group_instance_id -= 1
-    if n_group_instance_id >= 0:
-        if end - pos < n_group_instance_id:
-            raise _w.short_read('group_instance_id', pos, n_group_instance_id, end)
-        try:
-            f_group_instance_id = buf[pos:pos + n_group_instance_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_instance_id', pos, exc) from None
+    if 0 <= n_group_instance_id <= end - pos:
+        f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
     else:
-        raise _w.bad_length('group_instance_id', pos - 1, n_group_instance_id, True)
-    if cython.compiled:
+        raise _w.bad_sized('group_instance_id', pos, n_group_instance_id, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_protocol_type = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('protocol_type', buf, pos, end)
@@ -583,19 +560,17 @@ def _dec_SyncGroupRequest_v5(buf, cur, end):
     else:
         n_protocol_type, pos = _w.read_uvarint(buf, pos, end, 'protocol_type')
         n_protocol_type -= 1
-    if n_protocol_type >= 0:
-        if end - pos < n_protocol_type:
-            raise _w.short_read('protocol_type', pos, n_protocol_type, end)
-        try:
-            f_protocol_type = buf[pos:pos + n_protocol_type].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('protocol_type', pos, exc) from None
+    if 0 <= n_protocol_type <= end - pos:
+        f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
         pos += n_protocol_type
     elif n_protocol_type == -1:
         f_protocol_type = None
     else:
-        raise _w.bad_length('protocol_type', pos - 1, n_protocol_type, True)
-    if cython.compiled:
+        raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_protocol_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('protocol_name', buf, pos, end)
@@ -604,19 +579,17 @@ def _dec_SyncGroupRequest_v5(buf, cur, end):
     else:
         n_protocol_name, pos = _w.read_uvarint(buf, pos, end, 'protocol_name')
         n_protocol_name -= 1
-    if n_protocol_name >= 0:
-        if end - pos < n_protocol_name:
-            raise _w.short_read('protocol_name', pos, n_protocol_name, end)
-        try:
-            f_protocol_name = buf[pos:pos + n_protocol_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('protocol_name', pos, exc) from None
+    if 0 <= n_protocol_name <= end - pos:
+        f_protocol_name = _w.utf8(buf, pos, n_protocol_name, 'protocol_name')
         pos += n_protocol_name
     elif n_protocol_name == -1:
         f_protocol_name = None
     else:
-        raise _w.bad_length('protocol_name', pos - 1, n_protocol_name, True)
-    if cython.compiled:
+        raise _w.bad_sized('protocol_name', pos, n_protocol_name, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_assignments = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('assignments', buf, pos, end)
@@ -668,6 +641,8 @@ def _enc_SyncGroupRequest_v5(obj, out):
             raise _w.string_too_long("SyncGroupRequest.group_id", n_group_id)
     if cython.compiled:
         _put_uvarint(out, n_group_id + 1)
+    elif 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
@@ -687,6 +662,8 @@ def _enc_SyncGroupRequest_v5(obj, out):
             raise _w.string_too_long("SyncGroupRequest.member_id", n_member_id)
     if cython.compiled:
         _put_uvarint(out, n_member_id + 1)
+    elif 0 <= n_member_id + 1 < 128:
+        out.append(n_member_id + 1)
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
@@ -701,6 +678,8 @@ def _enc_SyncGroupRequest_v5(obj, out):
             raise _w.string_too_long("SyncGroupRequest.group_instance_id", n_group_instance_id)
     if cython.compiled:
         _put_uvarint(out, n_group_instance_id + 1)
+    elif 0 <= n_group_instance_id + 1 < 128:
+        out.append(n_group_instance_id + 1)
     else:
         _w.put_uvarint(out, n_group_instance_id + 1)
     if n_group_instance_id > 0:
@@ -715,6 +694,8 @@ def _enc_SyncGroupRequest_v5(obj, out):
             raise _w.string_too_long("SyncGroupRequest.protocol_type", n_protocol_type)
     if cython.compiled:
         _put_uvarint(out, n_protocol_type + 1)
+    elif 0 <= n_protocol_type + 1 < 128:
+        out.append(n_protocol_type + 1)
     else:
         _w.put_uvarint(out, n_protocol_type + 1)
     if n_protocol_type > 0:
@@ -729,6 +710,8 @@ def _enc_SyncGroupRequest_v5(obj, out):
             raise _w.string_too_long("SyncGroupRequest.protocol_name", n_protocol_name)
     if cython.compiled:
         _put_uvarint(out, n_protocol_name + 1)
+    elif 0 <= n_protocol_name + 1 < 128:
+        out.append(n_protocol_name + 1)
     else:
         _w.put_uvarint(out, n_protocol_name + 1)
     if n_protocol_name > 0:
@@ -740,6 +723,8 @@ def _enc_SyncGroupRequest_v5(obj, out):
         n_assignments = len(f_assignments)
     if cython.compiled:
         _put_uvarint(out, n_assignments + 1)
+    elif 0 <= n_assignments + 1 < 128:
+        out.append(n_assignments + 1)
     else:
         _w.put_uvarint(out, n_assignments + 1)
     for item in f_assignments:
@@ -760,16 +745,11 @@ def _dec_SyncGroupRequest_SyncGroupRequestAssignment_v0(buf, cur, end):
     else:
         n_member_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_member_id >= 0:
-        if end - pos < n_member_id:
-            raise _w.short_read('member_id', pos, n_member_id, end)
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
+    if 0 <= n_member_id <= end - pos:
+        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
-        raise _w.bad_length('member_id', pos - 2, n_member_id, False)
+        raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_assignment, pos, end)
     if cython.compiled:
@@ -777,13 +757,11 @@ def _dec_SyncGroupRequest_SyncGroupRequestAssignment_v0(buf, cur, end):
     else:
         n_assignment = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if n_assignment >= 0:
-        if end - pos < n_assignment:
-            raise _w.short_read('assignment', pos, n_assignment, end)
+    if 0 <= n_assignment <= end - pos:
         f_assignment = buf[pos:pos + n_assignment]
         pos += n_assignment
     else:
-        raise _w.bad_length('assignment', pos - 4, n_assignment, False)
+        raise _w.bad_sized('assignment', pos, n_assignment, end, 4, False)
     obj = SyncGroupRequest_SyncGroupRequestAssignment.__new__(SyncGroupRequest_SyncGroupRequestAssignment)
     obj.member_id = f_member_id
     obj.assignment = f_assignment
@@ -828,7 +806,10 @@ def _enc_SyncGroupRequest_SyncGroupRequestAssignment_v0(obj, out):
 def _dec_SyncGroupRequest_SyncGroupRequestAssignment_v4(buf, cur, end):
     """Decode SyncGroupRequest.SyncGroupRequestAssignment (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_member_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('member_id', buf, pos, end)
@@ -837,17 +818,15 @@ def _dec_SyncGroupRequest_SyncGroupRequestAssignment_v4(buf, cur, end):
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
-    if n_member_id >= 0:
-        if end - pos < n_member_id:
-            raise _w.short_read('member_id', pos, n_member_id, end)
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
+    if 0 <= n_member_id <= end - pos:
+        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
-        raise _w.bad_length('member_id', pos - 1, n_member_id, False)
-    if cython.compiled:
+        raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_assignment = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('assignment', buf, pos, end)
@@ -856,13 +835,11 @@ def _dec_SyncGroupRequest_SyncGroupRequestAssignment_v4(buf, cur, end):
     else:
         n_assignment, pos = _w.read_uvarint(buf, pos, end, 'assignment')
         n_assignment -= 1
-    if n_assignment >= 0:
-        if end - pos < n_assignment:
-            raise _w.short_read('assignment', pos, n_assignment, end)
+    if 0 <= n_assignment <= end - pos:
         f_assignment = buf[pos:pos + n_assignment]
         pos += n_assignment
     else:
-        raise _w.bad_length('assignment', pos - 1, n_assignment, False)
+        raise _w.bad_sized('assignment', pos, n_assignment, end, 1, False)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -890,6 +867,8 @@ def _enc_SyncGroupRequest_SyncGroupRequestAssignment_v4(obj, out):
             raise _w.string_too_long("SyncGroupRequest.SyncGroupRequestAssignment.member_id", n_member_id)
     if cython.compiled:
         _put_uvarint(out, n_member_id + 1)
+    elif 0 <= n_member_id + 1 < 128:
+        out.append(n_member_id + 1)
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
@@ -901,6 +880,8 @@ def _enc_SyncGroupRequest_SyncGroupRequestAssignment_v4(obj, out):
         n_assignment = len(f_assignment)
     if cython.compiled:
         _put_uvarint(out, n_assignment + 1)
+    elif 0 <= n_assignment + 1 < 128:
+        out.append(n_assignment + 1)
     else:
         _w.put_uvarint(out, n_assignment + 1)
     if n_assignment > 0:
@@ -922,13 +903,11 @@ def _dec_SyncGroupResponse_v0(buf, cur, end):
     else:
         f_error_code, n_assignment = _S_hi.unpack_from(buf, pos)
     pos += 6
-    if n_assignment >= 0:
-        if end - pos < n_assignment:
-            raise _w.short_read('assignment', pos, n_assignment, end)
+    if 0 <= n_assignment <= end - pos:
         f_assignment = buf[pos:pos + n_assignment]
         pos += n_assignment
     else:
-        raise _w.bad_length('assignment', pos - 4, n_assignment, False)
+        raise _w.bad_sized('assignment', pos, n_assignment, end, 4, False)
     obj = SyncGroupResponse.__new__(SyncGroupResponse)
     obj.throttle_time_ms = 0
     obj.error_code = f_error_code
@@ -971,13 +950,11 @@ def _dec_SyncGroupResponse_v1(buf, cur, end):
     else:
         f_throttle_time_ms, f_error_code, n_assignment = _S_ihi.unpack_from(buf, pos)
     pos += 10
-    if n_assignment >= 0:
-        if end - pos < n_assignment:
-            raise _w.short_read('assignment', pos, n_assignment, end)
+    if 0 <= n_assignment <= end - pos:
         f_assignment = buf[pos:pos + n_assignment]
         pos += n_assignment
     else:
-        raise _w.bad_length('assignment', pos - 4, n_assignment, False)
+        raise _w.bad_sized('assignment', pos, n_assignment, end, 4, False)
     obj = SyncGroupResponse.__new__(SyncGroupResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
@@ -1020,7 +997,10 @@ def _dec_SyncGroupResponse_v4(buf, cur, end):
     else:
         f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_assignment = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('assignment', buf, pos, end)
@@ -1029,13 +1009,11 @@ def _dec_SyncGroupResponse_v4(buf, cur, end):
     else:
         n_assignment, pos = _w.read_uvarint(buf, pos, end, 'assignment')
         n_assignment -= 1
-    if n_assignment >= 0:
-        if end - pos < n_assignment:
-            raise _w.short_read('assignment', pos, n_assignment, end)
+    if 0 <= n_assignment <= end - pos:
         f_assignment = buf[pos:pos + n_assignment]
         pos += n_assignment
     else:
-        raise _w.bad_length('assignment', pos - 1, n_assignment, False)
+        raise _w.bad_sized('assignment', pos, n_assignment, end, 1, False)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1069,6 +1047,8 @@ def _enc_SyncGroupResponse_v4(obj, out):
         n_assignment = len(f_assignment)
     if cython.compiled:
         _put_uvarint(out, n_assignment + 1)
+    elif 0 <= n_assignment + 1 < 128:
+        out.append(n_assignment + 1)
     else:
         _w.put_uvarint(out, n_assignment + 1)
     if n_assignment > 0:
@@ -1090,7 +1070,10 @@ def _dec_SyncGroupResponse_v5(buf, cur, end):
     else:
         f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_protocol_type = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('protocol_type', buf, pos, end)
@@ -1099,19 +1082,17 @@ def _dec_SyncGroupResponse_v5(buf, cur, end):
     else:
         n_protocol_type, pos = _w.read_uvarint(buf, pos, end, 'protocol_type')
         n_protocol_type -= 1
-    if n_protocol_type >= 0:
-        if end - pos < n_protocol_type:
-            raise _w.short_read('protocol_type', pos, n_protocol_type, end)
-        try:
-            f_protocol_type = buf[pos:pos + n_protocol_type].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('protocol_type', pos, exc) from None
+    if 0 <= n_protocol_type <= end - pos:
+        f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
         pos += n_protocol_type
     elif n_protocol_type == -1:
         f_protocol_type = None
     else:
-        raise _w.bad_length('protocol_type', pos - 1, n_protocol_type, True)
-    if cython.compiled:
+        raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_protocol_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('protocol_name', buf, pos, end)
@@ -1120,19 +1101,17 @@ def _dec_SyncGroupResponse_v5(buf, cur, end):
     else:
         n_protocol_name, pos = _w.read_uvarint(buf, pos, end, 'protocol_name')
         n_protocol_name -= 1
-    if n_protocol_name >= 0:
-        if end - pos < n_protocol_name:
-            raise _w.short_read('protocol_name', pos, n_protocol_name, end)
-        try:
-            f_protocol_name = buf[pos:pos + n_protocol_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('protocol_name', pos, exc) from None
+    if 0 <= n_protocol_name <= end - pos:
+        f_protocol_name = _w.utf8(buf, pos, n_protocol_name, 'protocol_name')
         pos += n_protocol_name
     elif n_protocol_name == -1:
         f_protocol_name = None
     else:
-        raise _w.bad_length('protocol_name', pos - 1, n_protocol_name, True)
-    if cython.compiled:
+        raise _w.bad_sized('protocol_name', pos, n_protocol_name, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_assignment = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('assignment', buf, pos, end)
@@ -1141,13 +1120,11 @@ def _dec_SyncGroupResponse_v5(buf, cur, end):
     else:
         n_assignment, pos = _w.read_uvarint(buf, pos, end, 'assignment')
         n_assignment -= 1
-    if n_assignment >= 0:
-        if end - pos < n_assignment:
-            raise _w.short_read('assignment', pos, n_assignment, end)
+    if 0 <= n_assignment <= end - pos:
         f_assignment = buf[pos:pos + n_assignment]
         pos += n_assignment
     else:
-        raise _w.bad_length('assignment', pos - 1, n_assignment, False)
+        raise _w.bad_sized('assignment', pos, n_assignment, end, 1, False)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1184,6 +1161,8 @@ def _enc_SyncGroupResponse_v5(obj, out):
             raise _w.string_too_long("SyncGroupResponse.protocol_type", n_protocol_type)
     if cython.compiled:
         _put_uvarint(out, n_protocol_type + 1)
+    elif 0 <= n_protocol_type + 1 < 128:
+        out.append(n_protocol_type + 1)
     else:
         _w.put_uvarint(out, n_protocol_type + 1)
     if n_protocol_type > 0:
@@ -1198,6 +1177,8 @@ def _enc_SyncGroupResponse_v5(obj, out):
             raise _w.string_too_long("SyncGroupResponse.protocol_name", n_protocol_name)
     if cython.compiled:
         _put_uvarint(out, n_protocol_name + 1)
+    elif 0 <= n_protocol_name + 1 < 128:
+        out.append(n_protocol_name + 1)
     else:
         _w.put_uvarint(out, n_protocol_name + 1)
     if n_protocol_name > 0:
@@ -1209,6 +1190,8 @@ def _enc_SyncGroupResponse_v5(obj, out):
         n_assignment = len(f_assignment)
     if cython.compiled:
         _put_uvarint(out, n_assignment + 1)
+    elif 0 <= n_assignment + 1 < 128:
+        out.append(n_assignment + 1)
     else:
         _w.put_uvarint(out, n_assignment + 1)
     if n_assignment > 0:
@@ -1258,8 +1241,8 @@ class SyncGroupRequest(Message):
         group_id (string, v0-5): The group id.
         generation_id (int32, v0-5): The member's generation.
         member_id (string, v0-5): The member id.
-        group_instance_id (string, v3-5, nullable v3-5): 
-        protocol_type (string, v5, nullable v5): 
+        group_instance_id (string, v3-5, nullable v3-5): The static member id (KIP-345) configured by the member, or null for a dynamic member.
+        protocol_type (string, v5, nullable v5): The class of group protocol ("consumer", "connect", ...), or null.
         protocol_name (string, v5, nullable v5): 
         assignments ([]SyncGroupRequestAssignment, v0-5): The assignment of every member (leader only; empty from followers).
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
@@ -1319,9 +1302,9 @@ class SyncGroupResponse(Message):
     Flexible (compact lengths, tagged fields) in v4-5.
 
     Attributes:
-        throttle_time_ms (int32, v1-5): 
+        throttle_time_ms (int32, v1-5): How long the response was held back by a quota, in milliseconds (0 if not throttled).
         error_code (int16, v0-5): The error code, 0 for none.
-        protocol_type (string, v5, nullable v5): 
+        protocol_type (string, v5, nullable v5): The class of group protocol ("consumer", "connect", ...), or null.
         protocol_name (string, v5, nullable v5): 
         assignment (bytes, v0-5): This member's assignment.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.

@@ -73,16 +73,11 @@ def _dec_TxnOffsetCommitRequest_v0(buf, cur, end):
     else:
         n_transactional_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_transactional_id >= 0:
-        if end - pos < n_transactional_id:
-            raise _w.short_read('transactional_id', pos, n_transactional_id, end)
-        try:
-            f_transactional_id = buf[pos:pos + n_transactional_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('transactional_id', pos, exc) from None
+    if 0 <= n_transactional_id <= end - pos:
+        f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
         pos += n_transactional_id
     else:
-        raise _w.bad_length('transactional_id', pos - 2, n_transactional_id, False)
+        raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_group_id, pos, end)
     if cython.compiled:
@@ -90,16 +85,11 @@ def _dec_TxnOffsetCommitRequest_v0(buf, cur, end):
     else:
         n_group_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_group_id >= 0:
-        if end - pos < n_group_id:
-            raise _w.short_read('group_id', pos, n_group_id, end)
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
+    if 0 <= n_group_id <= end - pos:
+        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
-        raise _w.bad_length('group_id', pos - 2, n_group_id, False)
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
     if end - pos < 14:
         raise _w.short_run(_RUN_producer_id__topics, pos, end)
     if cython.compiled:
@@ -200,16 +190,11 @@ def _dec_TxnOffsetCommitRequest_v2(buf, cur, end):
     else:
         n_transactional_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_transactional_id >= 0:
-        if end - pos < n_transactional_id:
-            raise _w.short_read('transactional_id', pos, n_transactional_id, end)
-        try:
-            f_transactional_id = buf[pos:pos + n_transactional_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('transactional_id', pos, exc) from None
+    if 0 <= n_transactional_id <= end - pos:
+        f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
         pos += n_transactional_id
     else:
-        raise _w.bad_length('transactional_id', pos - 2, n_transactional_id, False)
+        raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_group_id, pos, end)
     if cython.compiled:
@@ -217,16 +202,11 @@ def _dec_TxnOffsetCommitRequest_v2(buf, cur, end):
     else:
         n_group_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_group_id >= 0:
-        if end - pos < n_group_id:
-            raise _w.short_read('group_id', pos, n_group_id, end)
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
+    if 0 <= n_group_id <= end - pos:
+        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
-        raise _w.bad_length('group_id', pos - 2, n_group_id, False)
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
     if end - pos < 14:
         raise _w.short_run(_RUN_producer_id__topics, pos, end)
     if cython.compiled:
@@ -320,7 +300,10 @@ def _enc_TxnOffsetCommitRequest_v2(obj, out):
 def _dec_TxnOffsetCommitRequest_v3(buf, cur, end):
     """Decode TxnOffsetCommitRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_transactional_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('transactional_id', buf, pos, end)
@@ -329,17 +312,15 @@ def _dec_TxnOffsetCommitRequest_v3(buf, cur, end):
     else:
         n_transactional_id, pos = _w.read_uvarint(buf, pos, end, 'transactional_id')
         n_transactional_id -= 1
-    if n_transactional_id >= 0:
-        if end - pos < n_transactional_id:
-            raise _w.short_read('transactional_id', pos, n_transactional_id, end)
-        try:
-            f_transactional_id = buf[pos:pos + n_transactional_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('transactional_id', pos, exc) from None
+    if 0 <= n_transactional_id <= end - pos:
+        f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
         pos += n_transactional_id
     else:
-        raise _w.bad_length('transactional_id', pos - 1, n_transactional_id, False)
-    if cython.compiled:
+        raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_group_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('group_id', buf, pos, end)
@@ -348,16 +329,11 @@ def _dec_TxnOffsetCommitRequest_v3(buf, cur, end):
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
-    if n_group_id >= 0:
-        if end - pos < n_group_id:
-            raise _w.short_read('group_id', pos, n_group_id, end)
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
+    if 0 <= n_group_id <= end - pos:
+        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
-        raise _w.bad_length('group_id', pos - 1, n_group_id, False)
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
     if end - pos < 14:
         raise _w.short_run(_RUN_producer_id__generation_id, pos, end)
     if cython.compiled:
@@ -367,7 +343,10 @@ def _dec_TxnOffsetCommitRequest_v3(buf, cur, end):
     else:
         f_producer_id, f_producer_epoch, f_generation_id = _S_qhi.unpack_from(buf, pos)
     pos += 14
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_member_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('member_id', buf, pos, end)
@@ -376,17 +355,15 @@ def _dec_TxnOffsetCommitRequest_v3(buf, cur, end):
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
-    if n_member_id >= 0:
-        if end - pos < n_member_id:
-            raise _w.short_read('member_id', pos, n_member_id, end)
-        try:
-            f_member_id = buf[pos:pos + n_member_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('member_id', pos, exc) from None
+    if 0 <= n_member_id <= end - pos:
+        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
-        raise _w.bad_length('member_id', pos - 1, n_member_id, False)
-    if cython.compiled:
+        raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_group_instance_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('group_instance_id', buf, pos, end)
@@ -395,19 +372,17 @@ def _dec_TxnOffsetCommitRequest_v3(buf, cur, end):
     else:
         n_group_instance_id, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
         n_group_instance_id -= 1
-    if n_group_instance_id >= 0:
-        if end - pos < n_group_instance_id:
-            raise _w.short_read('group_instance_id', pos, n_group_instance_id, end)
-        try:
-            f_group_instance_id = buf[pos:pos + n_group_instance_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_instance_id', pos, exc) from None
+    if 0 <= n_group_instance_id <= end - pos:
+        f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
     else:
-        raise _w.bad_length('group_instance_id', pos - 1, n_group_instance_id, True)
-    if cython.compiled:
+        raise _w.bad_sized('group_instance_id', pos, n_group_instance_id, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -460,6 +435,8 @@ def _enc_TxnOffsetCommitRequest_v3(obj, out):
             raise _w.string_too_long("TxnOffsetCommitRequest.transactional_id", n_transactional_id)
     if cython.compiled:
         _put_uvarint(out, n_transactional_id + 1)
+    elif 0 <= n_transactional_id + 1 < 128:
+        out.append(n_transactional_id + 1)
     else:
         _w.put_uvarint(out, n_transactional_id + 1)
     if n_transactional_id > 0:
@@ -474,6 +451,8 @@ def _enc_TxnOffsetCommitRequest_v3(obj, out):
             raise _w.string_too_long("TxnOffsetCommitRequest.group_id", n_group_id)
     if cython.compiled:
         _put_uvarint(out, n_group_id + 1)
+    elif 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
@@ -495,6 +474,8 @@ def _enc_TxnOffsetCommitRequest_v3(obj, out):
             raise _w.string_too_long("TxnOffsetCommitRequest.member_id", n_member_id)
     if cython.compiled:
         _put_uvarint(out, n_member_id + 1)
+    elif 0 <= n_member_id + 1 < 128:
+        out.append(n_member_id + 1)
     else:
         _w.put_uvarint(out, n_member_id + 1)
     if n_member_id > 0:
@@ -509,6 +490,8 @@ def _enc_TxnOffsetCommitRequest_v3(obj, out):
             raise _w.string_too_long("TxnOffsetCommitRequest.group_instance_id", n_group_instance_id)
     if cython.compiled:
         _put_uvarint(out, n_group_instance_id + 1)
+    elif 0 <= n_group_instance_id + 1 < 128:
+        out.append(n_group_instance_id + 1)
     else:
         _w.put_uvarint(out, n_group_instance_id + 1)
     if n_group_instance_id > 0:
@@ -520,6 +503,8 @@ def _enc_TxnOffsetCommitRequest_v3(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -540,16 +525,11 @@ def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0(buf, cur, end):
     else:
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 2, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_partitions, pos, end)
     if cython.compiled:
@@ -619,16 +599,11 @@ def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v2(buf, cur, end):
     else:
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 2, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_partitions, pos, end)
     if cython.compiled:
@@ -691,7 +666,10 @@ def _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v2(obj, out):
 def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3(buf, cur, end):
     """Decode TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -700,17 +678,15 @@ def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3(buf, cur, end):
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 1, n_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('name', pos, n_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -757,6 +733,8 @@ def _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3(obj, out):
             raise _w.string_too_long("TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -768,6 +746,8 @@ def _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
@@ -790,18 +770,13 @@ def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v0(buf, cur, end
     else:
         f_partition_index, f_committed_offset, n_committed_metadata = _S_iqh.unpack_from(buf, pos)
     pos += 14
-    if n_committed_metadata >= 0:
-        if end - pos < n_committed_metadata:
-            raise _w.short_read('committed_metadata', pos, n_committed_metadata, end)
-        try:
-            f_committed_metadata = buf[pos:pos + n_committed_metadata].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('committed_metadata', pos, exc) from None
+    if 0 <= n_committed_metadata <= end - pos:
+        f_committed_metadata = _w.utf8(buf, pos, n_committed_metadata, 'committed_metadata')
         pos += n_committed_metadata
     elif n_committed_metadata == -1:
         f_committed_metadata = None
     else:
-        raise _w.bad_length('committed_metadata', pos - 2, n_committed_metadata, True)
+        raise _w.bad_sized('committed_metadata', pos, n_committed_metadata, end, 2, True)
     obj = TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition.__new__(TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition)
     obj.partition_index = f_partition_index
     obj.committed_offset = f_committed_offset
@@ -848,18 +823,13 @@ def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v2(buf, cur, end
     else:
         f_partition_index, f_committed_offset, f_committed_leader_epoch, n_committed_metadata = _S_iqih.unpack_from(buf, pos)
     pos += 18
-    if n_committed_metadata >= 0:
-        if end - pos < n_committed_metadata:
-            raise _w.short_read('committed_metadata', pos, n_committed_metadata, end)
-        try:
-            f_committed_metadata = buf[pos:pos + n_committed_metadata].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('committed_metadata', pos, exc) from None
+    if 0 <= n_committed_metadata <= end - pos:
+        f_committed_metadata = _w.utf8(buf, pos, n_committed_metadata, 'committed_metadata')
         pos += n_committed_metadata
     elif n_committed_metadata == -1:
         f_committed_metadata = None
     else:
-        raise _w.bad_length('committed_metadata', pos - 2, n_committed_metadata, True)
+        raise _w.bad_sized('committed_metadata', pos, n_committed_metadata, end, 2, True)
     obj = TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition.__new__(TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition)
     obj.partition_index = f_partition_index
     obj.committed_offset = f_committed_offset
@@ -906,7 +876,10 @@ def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3(buf, cur, end
     else:
         f_partition_index, f_committed_offset, f_committed_leader_epoch = _S_iqi.unpack_from(buf, pos)
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_committed_metadata = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('committed_metadata', buf, pos, end)
@@ -915,18 +888,13 @@ def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3(buf, cur, end
     else:
         n_committed_metadata, pos = _w.read_uvarint(buf, pos, end, 'committed_metadata')
         n_committed_metadata -= 1
-    if n_committed_metadata >= 0:
-        if end - pos < n_committed_metadata:
-            raise _w.short_read('committed_metadata', pos, n_committed_metadata, end)
-        try:
-            f_committed_metadata = buf[pos:pos + n_committed_metadata].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('committed_metadata', pos, exc) from None
+    if 0 <= n_committed_metadata <= end - pos:
+        f_committed_metadata = _w.utf8(buf, pos, n_committed_metadata, 'committed_metadata')
         pos += n_committed_metadata
     elif n_committed_metadata == -1:
         f_committed_metadata = None
     else:
-        raise _w.bad_length('committed_metadata', pos - 1, n_committed_metadata, True)
+        raise _w.bad_sized('committed_metadata', pos, n_committed_metadata, end, 1, True)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -963,6 +931,8 @@ def _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3(obj, out):
             raise _w.string_too_long("TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition.committed_metadata", n_committed_metadata)
     if cython.compiled:
         _put_uvarint(out, n_committed_metadata + 1)
+    elif 0 <= n_committed_metadata + 1 < 128:
+        out.append(n_committed_metadata + 1)
     else:
         _w.put_uvarint(out, n_committed_metadata + 1)
     if n_committed_metadata > 0:
@@ -1032,7 +1002,10 @@ def _dec_TxnOffsetCommitResponse_v3(buf, cur, end):
     else:
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -1081,6 +1054,8 @@ def _enc_TxnOffsetCommitResponse_v3(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -1101,16 +1076,11 @@ def _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0(buf, cur, end):
     else:
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 2, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_partitions, pos, end)
     if cython.compiled:
@@ -1173,7 +1143,10 @@ def _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0(obj, out):
 def _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3(buf, cur, end):
     """Decode TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -1182,17 +1155,15 @@ def _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3(buf, cur, end):
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 1, n_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('name', pos, n_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -1239,6 +1210,8 @@ def _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3(obj, out):
             raise _w.string_too_long("TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -1250,6 +1223,8 @@ def _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
@@ -1337,7 +1312,7 @@ class TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition(Struct):
     Attributes:
         partition_index (int32, v0-5): 
         committed_offset (int64, v0-5): 
-        committed_leader_epoch (int32, v2-5): 
+        committed_leader_epoch (int32, v2-5): The leader epoch of the record at the committed offset, -1 if unknown.
         committed_metadata (string, v0-5, nullable v0-5): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
@@ -1408,10 +1383,10 @@ class TxnOffsetCommitRequest(Message):
         transactional_id (string, v0-5): 
         group_id (string, v0-5): 
         producer_id (int64, v0-5): 
-        producer_epoch (int16, v0-5): 
+        producer_epoch (int16, v0-5): The epoch of the producer id; a newer epoch fences older instances of the same producer.
         generation_id (int32, v3-5): 
         member_id (string, v3-5): 
-        group_instance_id (string, v3-5, nullable v3-5): 
+        group_instance_id (string, v3-5, nullable v3-5): The static member id (KIP-345) configured by the member, or null for a dynamic member.
         topics ([]TxnOffsetCommitRequestTopic, v0-5): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
@@ -1533,7 +1508,7 @@ class TxnOffsetCommitResponse(Message):
     Flexible (compact lengths, tagged fields) in v3-5.
 
     Attributes:
-        throttle_time_ms (int32, v0-5): 
+        throttle_time_ms (int32, v0-5): How long the response was held back by a quota, in milliseconds (0 if not throttled).
         topics ([]TxnOffsetCommitResponseTopic, v0-5): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """

@@ -66,7 +66,10 @@ def _dec_UpdateFeaturesRequest_v0(buf, cur, end):
     else:
         f_timeout_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_feature_updates = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('feature_updates', buf, pos, end)
@@ -118,6 +121,8 @@ def _enc_UpdateFeaturesRequest_v0(obj, out):
         n_feature_updates = len(f_feature_updates)
     if cython.compiled:
         _put_uvarint(out, n_feature_updates + 1)
+    elif 0 <= n_feature_updates + 1 < 128:
+        out.append(n_feature_updates + 1)
     else:
         _w.put_uvarint(out, n_feature_updates + 1)
     for item in f_feature_updates:
@@ -138,7 +143,10 @@ def _dec_UpdateFeaturesRequest_v1(buf, cur, end):
     else:
         f_timeout_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_feature_updates = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('feature_updates', buf, pos, end)
@@ -198,6 +206,8 @@ def _enc_UpdateFeaturesRequest_v1(obj, out):
         n_feature_updates = len(f_feature_updates)
     if cython.compiled:
         _put_uvarint(out, n_feature_updates + 1)
+    elif 0 <= n_feature_updates + 1 < 128:
+        out.append(n_feature_updates + 1)
     else:
         _w.put_uvarint(out, n_feature_updates + 1)
     for item in f_feature_updates:
@@ -216,7 +226,10 @@ def _enc_UpdateFeaturesRequest_v1(obj, out):
 def _dec_UpdateFeaturesRequest_FeatureUpdateKey_v0(buf, cur, end):
     """Decode UpdateFeaturesRequest.FeatureUpdateKey (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_feature = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('feature', buf, pos, end)
@@ -225,16 +238,11 @@ def _dec_UpdateFeaturesRequest_FeatureUpdateKey_v0(buf, cur, end):
     else:
         n_feature, pos = _w.read_uvarint(buf, pos, end, 'feature')
         n_feature -= 1
-    if n_feature >= 0:
-        if end - pos < n_feature:
-            raise _w.short_read('feature', pos, n_feature, end)
-        try:
-            f_feature = buf[pos:pos + n_feature].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('feature', pos, exc) from None
+    if 0 <= n_feature <= end - pos:
+        f_feature = _w.utf8(buf, pos, n_feature, 'feature')
         pos += n_feature
     else:
-        raise _w.bad_length('feature', pos - 1, n_feature, False)
+        raise _w.bad_sized('feature', pos, n_feature, end, 1, False)
     if end - pos < 3:
         raise _w.short_run(_RUN_max_version_level__allow_downgrade, pos, end)
     if cython.compiled:
@@ -277,6 +285,8 @@ def _enc_UpdateFeaturesRequest_FeatureUpdateKey_v0(obj, out):
             raise _w.string_too_long("UpdateFeaturesRequest.FeatureUpdateKey.feature", n_feature)
     if cython.compiled:
         _put_uvarint(out, n_feature + 1)
+    elif 0 <= n_feature + 1 < 128:
+        out.append(n_feature + 1)
     else:
         _w.put_uvarint(out, n_feature + 1)
     if n_feature > 0:
@@ -296,7 +306,10 @@ def _enc_UpdateFeaturesRequest_FeatureUpdateKey_v0(obj, out):
 def _dec_UpdateFeaturesRequest_FeatureUpdateKey_v1(buf, cur, end):
     """Decode UpdateFeaturesRequest.FeatureUpdateKey (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_feature = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('feature', buf, pos, end)
@@ -305,16 +318,11 @@ def _dec_UpdateFeaturesRequest_FeatureUpdateKey_v1(buf, cur, end):
     else:
         n_feature, pos = _w.read_uvarint(buf, pos, end, 'feature')
         n_feature -= 1
-    if n_feature >= 0:
-        if end - pos < n_feature:
-            raise _w.short_read('feature', pos, n_feature, end)
-        try:
-            f_feature = buf[pos:pos + n_feature].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('feature', pos, exc) from None
+    if 0 <= n_feature <= end - pos:
+        f_feature = _w.utf8(buf, pos, n_feature, 'feature')
         pos += n_feature
     else:
-        raise _w.bad_length('feature', pos - 1, n_feature, False)
+        raise _w.bad_sized('feature', pos, n_feature, end, 1, False)
     if end - pos < 3:
         raise _w.short_run(_RUN_max_version_level__upgrade_type, pos, end)
     if cython.compiled:
@@ -354,6 +362,8 @@ def _enc_UpdateFeaturesRequest_FeatureUpdateKey_v1(obj, out):
             raise _w.string_too_long("UpdateFeaturesRequest.FeatureUpdateKey.feature", n_feature)
     if cython.compiled:
         _put_uvarint(out, n_feature + 1)
+    elif 0 <= n_feature + 1 < 128:
+        out.append(n_feature + 1)
     else:
         _w.put_uvarint(out, n_feature + 1)
     if n_feature > 0:
@@ -381,7 +391,10 @@ def _dec_UpdateFeaturesResponse_v0(buf, cur, end):
     else:
         f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('error_message', buf, pos, end)
@@ -390,19 +403,17 @@ def _dec_UpdateFeaturesResponse_v0(buf, cur, end):
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 1, n_error_message, True)
-    if cython.compiled:
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_results = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('results', buf, pos, end)
@@ -457,6 +468,8 @@ def _enc_UpdateFeaturesResponse_v0(obj, out):
             raise _w.string_too_long("UpdateFeaturesResponse.error_message", n_error_message)
     if cython.compiled:
         _put_uvarint(out, n_error_message + 1)
+    elif 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
@@ -468,6 +481,8 @@ def _enc_UpdateFeaturesResponse_v0(obj, out):
         n_results = len(f_results)
     if cython.compiled:
         _put_uvarint(out, n_results + 1)
+    elif 0 <= n_results + 1 < 128:
+        out.append(n_results + 1)
     else:
         _w.put_uvarint(out, n_results + 1)
     for item in f_results:
@@ -489,7 +504,10 @@ def _dec_UpdateFeaturesResponse_v2(buf, cur, end):
     else:
         f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('error_message', buf, pos, end)
@@ -498,18 +516,13 @@ def _dec_UpdateFeaturesResponse_v2(buf, cur, end):
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 1, n_error_message, True)
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -545,6 +558,8 @@ def _enc_UpdateFeaturesResponse_v2(obj, out):
             raise _w.string_too_long("UpdateFeaturesResponse.error_message", n_error_message)
     if cython.compiled:
         _put_uvarint(out, n_error_message + 1)
+    elif 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
@@ -558,7 +573,10 @@ def _enc_UpdateFeaturesResponse_v2(obj, out):
 def _dec_UpdateFeaturesResponse_UpdatableFeatureResult_v0(buf, cur, end):
     """Decode UpdateFeaturesResponse.UpdatableFeatureResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_feature = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('feature', buf, pos, end)
@@ -567,16 +585,11 @@ def _dec_UpdateFeaturesResponse_UpdatableFeatureResult_v0(buf, cur, end):
     else:
         n_feature, pos = _w.read_uvarint(buf, pos, end, 'feature')
         n_feature -= 1
-    if n_feature >= 0:
-        if end - pos < n_feature:
-            raise _w.short_read('feature', pos, n_feature, end)
-        try:
-            f_feature = buf[pos:pos + n_feature].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('feature', pos, exc) from None
+    if 0 <= n_feature <= end - pos:
+        f_feature = _w.utf8(buf, pos, n_feature, 'feature')
         pos += n_feature
     else:
-        raise _w.bad_length('feature', pos - 1, n_feature, False)
+        raise _w.bad_sized('feature', pos, n_feature, end, 1, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -584,7 +597,10 @@ def _dec_UpdateFeaturesResponse_UpdatableFeatureResult_v0(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('error_message', buf, pos, end)
@@ -593,18 +609,13 @@ def _dec_UpdateFeaturesResponse_UpdatableFeatureResult_v0(buf, cur, end):
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 1, n_error_message, True)
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -633,6 +644,8 @@ def _enc_UpdateFeaturesResponse_UpdatableFeatureResult_v0(obj, out):
             raise _w.string_too_long("UpdateFeaturesResponse.UpdatableFeatureResult.feature", n_feature)
     if cython.compiled:
         _put_uvarint(out, n_feature + 1)
+    elif 0 <= n_feature + 1 < 128:
+        out.append(n_feature + 1)
     else:
         _w.put_uvarint(out, n_feature + 1)
     if n_feature > 0:
@@ -652,6 +665,8 @@ def _enc_UpdateFeaturesResponse_UpdatableFeatureResult_v0(obj, out):
             raise _w.string_too_long("UpdateFeaturesResponse.UpdatableFeatureResult.error_message", n_error_message)
     if cython.compiled:
         _put_uvarint(out, n_error_message + 1)
+    elif 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
@@ -708,7 +723,7 @@ class UpdateFeaturesRequest(Message):
     Attributes:
         timeout_ms (int32, v0-2): 
         feature_updates ([]FeatureUpdateKey, v0-2): 
-        validate_only (bool, v1-2): 
+        validate_only (bool, v1-2): Only validate the request; change nothing.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -786,7 +801,7 @@ class UpdateFeaturesResponse(Message):
     Flexible (compact lengths, tagged fields) in v0-2.
 
     Attributes:
-        throttle_time_ms (int32, v0-2): 
+        throttle_time_ms (int32, v0-2): How long the response was held back by a quota, in milliseconds (0 if not throttled).
         error_code (int16, v0-2): 
         error_message (string, v0-2, nullable v0-2): 
         results ([]UpdatableFeatureResult, v0-1): 

@@ -650,7 +650,10 @@ def _dec_UpdateMetadataRequest_v6(buf, cur, end):
     else:
         f_controller_id, f_controller_epoch, f_broker_epoch = _S_iiq.unpack_from(buf, pos)
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topic_states = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic_states', buf, pos, end)
@@ -670,7 +673,10 @@ def _dec_UpdateMetadataRequest_v6(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topic_states[%d]" % i)
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_live_brokers = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('live_brokers', buf, pos, end)
@@ -733,6 +739,8 @@ def _enc_UpdateMetadataRequest_v6(obj, out):
         n_topic_states = len(f_topic_states)
     if cython.compiled:
         _put_uvarint(out, n_topic_states + 1)
+    elif 0 <= n_topic_states + 1 < 128:
+        out.append(n_topic_states + 1)
     else:
         _w.put_uvarint(out, n_topic_states + 1)
     for item in f_topic_states:
@@ -744,6 +752,8 @@ def _enc_UpdateMetadataRequest_v6(obj, out):
         n_live_brokers = len(f_live_brokers)
     if cython.compiled:
         _put_uvarint(out, n_live_brokers + 1)
+    elif 0 <= n_live_brokers + 1 < 128:
+        out.append(n_live_brokers + 1)
     else:
         _w.put_uvarint(out, n_live_brokers + 1)
     for item in f_live_brokers:
@@ -766,7 +776,10 @@ def _dec_UpdateMetadataRequest_v7(buf, cur, end):
     else:
         f_controller_id, f_controller_epoch, f_broker_epoch = _S_iiq.unpack_from(buf, pos)
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topic_states = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic_states', buf, pos, end)
@@ -786,7 +799,10 @@ def _dec_UpdateMetadataRequest_v7(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topic_states[%d]" % i)
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_live_brokers = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('live_brokers', buf, pos, end)
@@ -849,6 +865,8 @@ def _enc_UpdateMetadataRequest_v7(obj, out):
         n_topic_states = len(f_topic_states)
     if cython.compiled:
         _put_uvarint(out, n_topic_states + 1)
+    elif 0 <= n_topic_states + 1 < 128:
+        out.append(n_topic_states + 1)
     else:
         _w.put_uvarint(out, n_topic_states + 1)
     for item in f_topic_states:
@@ -860,6 +878,8 @@ def _enc_UpdateMetadataRequest_v7(obj, out):
         n_live_brokers = len(f_live_brokers)
     if cython.compiled:
         _put_uvarint(out, n_live_brokers + 1)
+    elif 0 <= n_live_brokers + 1 < 128:
+        out.append(n_live_brokers + 1)
     else:
         _w.put_uvarint(out, n_live_brokers + 1)
     for item in f_live_brokers:
@@ -886,7 +906,10 @@ def _dec_UpdateMetadataRequest_v8(buf, cur, end):
     if f_is_k_raft_controller != 0 and f_is_k_raft_controller != 1:
         raise _w.bad_bool('is_k_raft_controller', pos - 13, f_is_k_raft_controller)
     b_is_k_raft_controller = f_is_k_raft_controller == 1
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topic_states = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic_states', buf, pos, end)
@@ -906,7 +929,10 @@ def _dec_UpdateMetadataRequest_v8(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topic_states[%d]" % i)
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_live_brokers = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('live_brokers', buf, pos, end)
@@ -979,6 +1005,8 @@ def _enc_UpdateMetadataRequest_v8(obj, out):
         n_topic_states = len(f_topic_states)
     if cython.compiled:
         _put_uvarint(out, n_topic_states + 1)
+    elif 0 <= n_topic_states + 1 < 128:
+        out.append(n_topic_states + 1)
     else:
         _w.put_uvarint(out, n_topic_states + 1)
     for item in f_topic_states:
@@ -990,6 +1018,8 @@ def _enc_UpdateMetadataRequest_v8(obj, out):
         n_live_brokers = len(f_live_brokers)
     if cython.compiled:
         _put_uvarint(out, n_live_brokers + 1)
+    elif 0 <= n_live_brokers + 1 < 128:
+        out.append(n_live_brokers + 1)
     else:
         _w.put_uvarint(out, n_live_brokers + 1)
     for item in f_live_brokers:
@@ -1019,16 +1049,11 @@ def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(buf, cur, end):
     else:
         n_topic_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_topic_name >= 0:
-        if end - pos < n_topic_name:
-            raise _w.short_read('topic_name', pos, n_topic_name, end)
-        try:
-            f_topic_name = buf[pos:pos + n_topic_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic_name', pos, exc) from None
+    if 0 <= n_topic_name <= end - pos:
+        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
-        raise _w.bad_length('topic_name', pos - 2, n_topic_name, False)
+        raise _w.bad_sized('topic_name', pos, n_topic_name, end, 2, False)
     if end - pos < 20:
         raise _w.short_run(_RUN_partition_index__isr, pos, end)
     if cython.compiled:
@@ -1145,16 +1170,11 @@ def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v4(buf, cur, end):
     else:
         n_topic_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_topic_name >= 0:
-        if end - pos < n_topic_name:
-            raise _w.short_read('topic_name', pos, n_topic_name, end)
-        try:
-            f_topic_name = buf[pos:pos + n_topic_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic_name', pos, exc) from None
+    if 0 <= n_topic_name <= end - pos:
+        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
-        raise _w.bad_length('topic_name', pos - 2, n_topic_name, False)
+        raise _w.bad_sized('topic_name', pos, n_topic_name, end, 2, False)
     if end - pos < 20:
         raise _w.short_run(_RUN_partition_index__isr, pos, end)
     if cython.compiled:
@@ -1428,7 +1448,10 @@ def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(buf, cur, end):
     else:
         f_partition_index, f_controller_epoch, f_leader, f_leader_epoch = _S_iiii.unpack_from(buf, pos)
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_isr = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('isr', buf, pos, end)
@@ -1451,7 +1474,10 @@ def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(buf, cur, end):
     else:
         f_zk_version = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_replicas = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('replicas', buf, pos, end)
@@ -1467,7 +1493,10 @@ def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(buf, cur, end):
     else:
         f_replicas = list(_unpack_from(">%di" % n_replicas, buf, pos))
     pos += n_replicas * 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_offline_replicas = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('offline_replicas', buf, pos, end)
@@ -1522,6 +1551,8 @@ def _enc_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(obj, out):
         n_isr = len(f_isr)
     if cython.compiled:
         _put_uvarint(out, n_isr + 1)
+    elif 0 <= n_isr + 1 < 128:
+        out.append(n_isr + 1)
     else:
         _w.put_uvarint(out, n_isr + 1)
     if cython.compiled:
@@ -1542,6 +1573,8 @@ def _enc_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(obj, out):
         n_replicas = len(f_replicas)
     if cython.compiled:
         _put_uvarint(out, n_replicas + 1)
+    elif 0 <= n_replicas + 1 < 128:
+        out.append(n_replicas + 1)
     else:
         _w.put_uvarint(out, n_replicas + 1)
     if cython.compiled:
@@ -1557,6 +1590,8 @@ def _enc_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(obj, out):
         n_offline_replicas = len(f_offline_replicas)
     if cython.compiled:
         _put_uvarint(out, n_offline_replicas + 1)
+    elif 0 <= n_offline_replicas + 1 < 128:
+        out.append(n_offline_replicas + 1)
     else:
         _w.put_uvarint(out, n_offline_replicas + 1)
     if cython.compiled:
@@ -1581,16 +1616,11 @@ def _dec_UpdateMetadataRequest_UpdateMetadataTopicState_v5(buf, cur, end):
     else:
         n_topic_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_topic_name >= 0:
-        if end - pos < n_topic_name:
-            raise _w.short_read('topic_name', pos, n_topic_name, end)
-        try:
-            f_topic_name = buf[pos:pos + n_topic_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic_name', pos, exc) from None
+    if 0 <= n_topic_name <= end - pos:
+        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
-        raise _w.bad_length('topic_name', pos - 2, n_topic_name, False)
+        raise _w.bad_sized('topic_name', pos, n_topic_name, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_partition_states, pos, end)
     if cython.compiled:
@@ -1654,7 +1684,10 @@ def _enc_UpdateMetadataRequest_UpdateMetadataTopicState_v5(obj, out):
 def _dec_UpdateMetadataRequest_UpdateMetadataTopicState_v6(buf, cur, end):
     """Decode UpdateMetadataRequest.UpdateMetadataTopicState (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topic_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic_name', buf, pos, end)
@@ -1663,17 +1696,15 @@ def _dec_UpdateMetadataRequest_UpdateMetadataTopicState_v6(buf, cur, end):
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
-    if n_topic_name >= 0:
-        if end - pos < n_topic_name:
-            raise _w.short_read('topic_name', pos, n_topic_name, end)
-        try:
-            f_topic_name = buf[pos:pos + n_topic_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic_name', pos, exc) from None
+    if 0 <= n_topic_name <= end - pos:
+        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
-        raise _w.bad_length('topic_name', pos - 1, n_topic_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_partition_states = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partition_states', buf, pos, end)
@@ -1721,6 +1752,8 @@ def _enc_UpdateMetadataRequest_UpdateMetadataTopicState_v6(obj, out):
             raise _w.string_too_long("UpdateMetadataRequest.UpdateMetadataTopicState.topic_name", n_topic_name)
     if cython.compiled:
         _put_uvarint(out, n_topic_name + 1)
+    elif 0 <= n_topic_name + 1 < 128:
+        out.append(n_topic_name + 1)
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
@@ -1732,6 +1765,8 @@ def _enc_UpdateMetadataRequest_UpdateMetadataTopicState_v6(obj, out):
         n_partition_states = len(f_partition_states)
     if cython.compiled:
         _put_uvarint(out, n_partition_states + 1)
+    elif 0 <= n_partition_states + 1 < 128:
+        out.append(n_partition_states + 1)
     else:
         _w.put_uvarint(out, n_partition_states + 1)
     for item in f_partition_states:
@@ -1745,7 +1780,10 @@ def _enc_UpdateMetadataRequest_UpdateMetadataTopicState_v6(obj, out):
 def _dec_UpdateMetadataRequest_UpdateMetadataTopicState_v7(buf, cur, end):
     """Decode UpdateMetadataRequest.UpdateMetadataTopicState (v7 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topic_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic_name', buf, pos, end)
@@ -1754,21 +1792,19 @@ def _dec_UpdateMetadataRequest_UpdateMetadataTopicState_v7(buf, cur, end):
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
-    if n_topic_name >= 0:
-        if end - pos < n_topic_name:
-            raise _w.short_read('topic_name', pos, n_topic_name, end)
-        try:
-            f_topic_name = buf[pos:pos + n_topic_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic_name', pos, exc) from None
+    if 0 <= n_topic_name <= end - pos:
+        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
-        raise _w.bad_length('topic_name', pos - 1, n_topic_name, False)
+        raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_partition_states = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partition_states', buf, pos, end)
@@ -1816,6 +1852,8 @@ def _enc_UpdateMetadataRequest_UpdateMetadataTopicState_v7(obj, out):
             raise _w.string_too_long("UpdateMetadataRequest.UpdateMetadataTopicState.topic_name", n_topic_name)
     if cython.compiled:
         _put_uvarint(out, n_topic_name + 1)
+    elif 0 <= n_topic_name + 1 < 128:
+        out.append(n_topic_name + 1)
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
@@ -1828,6 +1866,8 @@ def _enc_UpdateMetadataRequest_UpdateMetadataTopicState_v7(obj, out):
         n_partition_states = len(f_partition_states)
     if cython.compiled:
         _put_uvarint(out, n_partition_states + 1)
+    elif 0 <= n_partition_states + 1 < 128:
+        out.append(n_partition_states + 1)
     else:
         _w.put_uvarint(out, n_partition_states + 1)
     for item in f_partition_states:
@@ -1849,16 +1889,11 @@ def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v0(buf, cur, end):
     else:
         f_id, n_v0_host = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if n_v0_host >= 0:
-        if end - pos < n_v0_host:
-            raise _w.short_read('v0_host', pos, n_v0_host, end)
-        try:
-            f_v0_host = buf[pos:pos + n_v0_host].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('v0_host', pos, exc) from None
+    if 0 <= n_v0_host <= end - pos:
+        f_v0_host = _w.utf8(buf, pos, n_v0_host, 'v0_host')
         pos += n_v0_host
     else:
-        raise _w.bad_length('v0_host', pos - 2, n_v0_host, False)
+        raise _w.bad_sized('v0_host', pos, n_v0_host, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_v0_port, pos, end)
     if cython.compiled:
@@ -1985,18 +2020,13 @@ def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v2(buf, cur, end):
     else:
         n_rack = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_rack >= 0:
-        if end - pos < n_rack:
-            raise _w.short_read('rack', pos, n_rack, end)
-        try:
-            f_rack = buf[pos:pos + n_rack].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('rack', pos, exc) from None
+    if 0 <= n_rack <= end - pos:
+        f_rack = _w.utf8(buf, pos, n_rack, 'rack')
         pos += n_rack
     elif n_rack == -1:
         f_rack = None
     else:
-        raise _w.bad_length('rack', pos - 2, n_rack, True)
+        raise _w.bad_sized('rack', pos, n_rack, end, 2, True)
     obj = UpdateMetadataRequest_UpdateMetadataBroker.__new__(UpdateMetadataRequest_UpdateMetadataBroker)
     obj.id = f_id
     obj.v0_host = ''
@@ -2071,18 +2101,13 @@ def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v3(buf, cur, end):
     else:
         n_rack = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_rack >= 0:
-        if end - pos < n_rack:
-            raise _w.short_read('rack', pos, n_rack, end)
-        try:
-            f_rack = buf[pos:pos + n_rack].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('rack', pos, exc) from None
+    if 0 <= n_rack <= end - pos:
+        f_rack = _w.utf8(buf, pos, n_rack, 'rack')
         pos += n_rack
     elif n_rack == -1:
         f_rack = None
     else:
-        raise _w.bad_length('rack', pos - 2, n_rack, True)
+        raise _w.bad_sized('rack', pos, n_rack, end, 2, True)
     obj = UpdateMetadataRequest_UpdateMetadataBroker.__new__(UpdateMetadataRequest_UpdateMetadataBroker)
     obj.id = f_id
     obj.v0_host = ''
@@ -2138,7 +2163,10 @@ def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v6(buf, cur, end):
     else:
         f_id = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_endpoints = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('endpoints', buf, pos, end)
@@ -2158,7 +2186,10 @@ def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v6(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("endpoints[%d]" % i)
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_rack = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('rack', buf, pos, end)
@@ -2167,18 +2198,13 @@ def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v6(buf, cur, end):
     else:
         n_rack, pos = _w.read_uvarint(buf, pos, end, 'rack')
         n_rack -= 1
-    if n_rack >= 0:
-        if end - pos < n_rack:
-            raise _w.short_read('rack', pos, n_rack, end)
-        try:
-            f_rack = buf[pos:pos + n_rack].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('rack', pos, exc) from None
+    if 0 <= n_rack <= end - pos:
+        f_rack = _w.utf8(buf, pos, n_rack, 'rack')
         pos += n_rack
     elif n_rack == -1:
         f_rack = None
     else:
-        raise _w.bad_length('rack', pos - 1, n_rack, True)
+        raise _w.bad_sized('rack', pos, n_rack, end, 1, True)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -2211,6 +2237,8 @@ def _enc_UpdateMetadataRequest_UpdateMetadataBroker_v6(obj, out):
         n_endpoints = len(f_endpoints)
     if cython.compiled:
         _put_uvarint(out, n_endpoints + 1)
+    elif 0 <= n_endpoints + 1 < 128:
+        out.append(n_endpoints + 1)
     else:
         _w.put_uvarint(out, n_endpoints + 1)
     for item in f_endpoints:
@@ -2225,6 +2253,8 @@ def _enc_UpdateMetadataRequest_UpdateMetadataBroker_v6(obj, out):
             raise _w.string_too_long("UpdateMetadataRequest.UpdateMetadataBroker.rack", n_rack)
     if cython.compiled:
         _put_uvarint(out, n_rack + 1)
+    elif 0 <= n_rack + 1 < 128:
+        out.append(n_rack + 1)
     else:
         _w.put_uvarint(out, n_rack + 1)
     if n_rack > 0:
@@ -2246,16 +2276,11 @@ def _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(buf, cur, end):
     else:
         f_port, n_host = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if n_host >= 0:
-        if end - pos < n_host:
-            raise _w.short_read('host', pos, n_host, end)
-        try:
-            f_host = buf[pos:pos + n_host].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('host', pos, exc) from None
+    if 0 <= n_host <= end - pos:
+        f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
-        raise _w.bad_length('host', pos - 2, n_host, False)
+        raise _w.bad_sized('host', pos, n_host, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_security_protocol, pos, end)
     if cython.compiled:
@@ -2311,16 +2336,11 @@ def _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v3(buf, cur, end):
     else:
         f_port, n_host = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if n_host >= 0:
-        if end - pos < n_host:
-            raise _w.short_read('host', pos, n_host, end)
-        try:
-            f_host = buf[pos:pos + n_host].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('host', pos, exc) from None
+    if 0 <= n_host <= end - pos:
+        f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
-        raise _w.bad_length('host', pos - 2, n_host, False)
+        raise _w.bad_sized('host', pos, n_host, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_listener, pos, end)
     if cython.compiled:
@@ -2328,16 +2348,11 @@ def _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v3(buf, cur, end):
     else:
         n_listener = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_listener >= 0:
-        if end - pos < n_listener:
-            raise _w.short_read('listener', pos, n_listener, end)
-        try:
-            f_listener = buf[pos:pos + n_listener].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('listener', pos, exc) from None
+    if 0 <= n_listener <= end - pos:
+        f_listener = _w.utf8(buf, pos, n_listener, 'listener')
         pos += n_listener
     else:
-        raise _w.bad_length('listener', pos - 2, n_listener, False)
+        raise _w.bad_sized('listener', pos, n_listener, end, 2, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_security_protocol, pos, end)
     if cython.compiled:
@@ -2407,7 +2422,10 @@ def _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v6(buf, cur, end):
     else:
         f_port = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_host = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('host', buf, pos, end)
@@ -2416,17 +2434,15 @@ def _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v6(buf, cur, end):
     else:
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
-    if n_host >= 0:
-        if end - pos < n_host:
-            raise _w.short_read('host', pos, n_host, end)
-        try:
-            f_host = buf[pos:pos + n_host].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('host', pos, exc) from None
+    if 0 <= n_host <= end - pos:
+        f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
-        raise _w.bad_length('host', pos - 1, n_host, False)
-    if cython.compiled:
+        raise _w.bad_sized('host', pos, n_host, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_listener = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('listener', buf, pos, end)
@@ -2435,16 +2451,11 @@ def _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v6(buf, cur, end):
     else:
         n_listener, pos = _w.read_uvarint(buf, pos, end, 'listener')
         n_listener -= 1
-    if n_listener >= 0:
-        if end - pos < n_listener:
-            raise _w.short_read('listener', pos, n_listener, end)
-        try:
-            f_listener = buf[pos:pos + n_listener].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('listener', pos, exc) from None
+    if 0 <= n_listener <= end - pos:
+        f_listener = _w.utf8(buf, pos, n_listener, 'listener')
         pos += n_listener
     else:
-        raise _w.bad_length('listener', pos - 1, n_listener, False)
+        raise _w.bad_sized('listener', pos, n_listener, end, 1, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_security_protocol, pos, end)
     if cython.compiled:
@@ -2486,6 +2497,8 @@ def _enc_UpdateMetadataRequest_UpdateMetadataEndpoint_v6(obj, out):
             raise _w.string_too_long("UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint.host", n_host)
     if cython.compiled:
         _put_uvarint(out, n_host + 1)
+    elif 0 <= n_host + 1 < 128:
+        out.append(n_host + 1)
     else:
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
@@ -2500,6 +2513,8 @@ def _enc_UpdateMetadataRequest_UpdateMetadataEndpoint_v6(obj, out):
             raise _w.string_too_long("UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint.listener", n_listener)
     if cython.compiled:
         _put_uvarint(out, n_listener + 1)
+    elif 0 <= n_listener + 1 < 128:
+        out.append(n_listener + 1)
     else:
         _w.put_uvarint(out, n_listener + 1)
     if n_listener > 0:
@@ -2586,13 +2601,13 @@ class UpdateMetadataRequest_UpdateMetadataPartitionState(Struct):
     Attributes:
         topic_name (string, v0-4): 
         partition_index (int32, v0-8): 
-        controller_epoch (int32, v0-8): 
+        controller_epoch (int32, v0-8): The epoch of the controller that sent the request.
         leader (int32, v0-8): 
         leader_epoch (int32, v0-8): 
         isr ([]int32, v0-8): 
         zk_version (int32, v0-8): 
         replicas ([]int32, v0-8): 
-        offline_replicas ([]int32, v4-8): 
+        offline_replicas ([]int32, v4-8): The replicas whose log directory is offline.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -2762,10 +2777,10 @@ class UpdateMetadataRequest(Message):
         is_k_raft_controller (bool, v8): 
         type (int8, v8, tag 0 in v8): 
         controller_epoch (int32, v0-8): The controller's epoch.
-        broker_epoch (int64, v5-8): 
-        ungrouped_partition_states ([]UpdateMetadataPartitionState, v0-4): The state of each partition (same layout as in LeaderAndIsr).
+        broker_epoch (int64, v5-8): The epoch the controller gave the broker's current registration; -1 if not known.
+        ungrouped_partition_states ([]UpdateMetadataPartitionState, v0-4, formerly PartitionStatesV0): The state of each partition (same layout as in LeaderAndIsr).
         topic_states ([]UpdateMetadataTopicState, v5-8): 
-        live_brokers ([]UpdateMetadataBroker, v0-8): The brokers that are alive.
+        live_brokers ([]UpdateMetadataBroker, v0-8, formerly Brokers): The brokers that are alive.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 

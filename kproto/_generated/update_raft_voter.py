@@ -57,7 +57,10 @@ _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 
 def _dec_UpdateRaftVoterRequest_v0(buf, cur, end):
     """Decode UpdateRaftVoterRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_cluster_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('cluster_id', buf, pos, end)
@@ -66,18 +69,13 @@ def _dec_UpdateRaftVoterRequest_v0(buf, cur, end):
     else:
         n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
         n_cluster_id -= 1
-    if n_cluster_id >= 0:
-        if end - pos < n_cluster_id:
-            raise _w.short_read('cluster_id', pos, n_cluster_id, end)
-        try:
-            f_cluster_id = buf[pos:pos + n_cluster_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('cluster_id', pos, exc) from None
+    if 0 <= n_cluster_id <= end - pos:
+        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
     else:
-        raise _w.bad_length('cluster_id', pos - 1, n_cluster_id, True)
+        raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 1, True)
     if end - pos < 8:
         raise _w.short_run(_RUN_current_leader_epoch__voter_id, pos, end)
     if cython.compiled:
@@ -90,7 +88,10 @@ def _dec_UpdateRaftVoterRequest_v0(buf, cur, end):
         raise _w.short_read('voter_directory_id', pos, 16, end)
     f_voter_directory_id = UUID(bytes=buf[pos:pos + 16])
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_listeners = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('listeners', buf, pos, end)
@@ -147,6 +148,8 @@ def _enc_UpdateRaftVoterRequest_v0(obj, out):
             raise _w.string_too_long("UpdateRaftVoterRequest.cluster_id", n_cluster_id)
     if cython.compiled:
         _put_uvarint(out, n_cluster_id + 1)
+    elif 0 <= n_cluster_id + 1 < 128:
+        out.append(n_cluster_id + 1)
     else:
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
@@ -165,6 +168,8 @@ def _enc_UpdateRaftVoterRequest_v0(obj, out):
         n_listeners = len(f_listeners)
     if cython.compiled:
         _put_uvarint(out, n_listeners + 1)
+    elif 0 <= n_listeners + 1 < 128:
+        out.append(n_listeners + 1)
     else:
         _w.put_uvarint(out, n_listeners + 1)
     for item in f_listeners:
@@ -180,7 +185,10 @@ def _enc_UpdateRaftVoterRequest_v0(obj, out):
 def _dec_UpdateRaftVoterRequest_Listener_v0(buf, cur, end):
     """Decode UpdateRaftVoterRequest.Listener (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -189,17 +197,15 @@ def _dec_UpdateRaftVoterRequest_Listener_v0(buf, cur, end):
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 1, n_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('name', pos, n_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_host = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('host', buf, pos, end)
@@ -208,16 +214,11 @@ def _dec_UpdateRaftVoterRequest_Listener_v0(buf, cur, end):
     else:
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
-    if n_host >= 0:
-        if end - pos < n_host:
-            raise _w.short_read('host', pos, n_host, end)
-        try:
-            f_host = buf[pos:pos + n_host].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('host', pos, exc) from None
+    if 0 <= n_host <= end - pos:
+        f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
-        raise _w.bad_length('host', pos - 1, n_host, False)
+        raise _w.bad_sized('host', pos, n_host, end, 1, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_port, pos, end)
     if cython.compiled:
@@ -253,6 +254,8 @@ def _enc_UpdateRaftVoterRequest_Listener_v0(obj, out):
             raise _w.string_too_long("UpdateRaftVoterRequest.Listener.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -267,6 +270,8 @@ def _enc_UpdateRaftVoterRequest_Listener_v0(obj, out):
             raise _w.string_too_long("UpdateRaftVoterRequest.Listener.host", n_host)
     if cython.compiled:
         _put_uvarint(out, n_host + 1)
+    elif 0 <= n_host + 1 < 128:
+        out.append(n_host + 1)
     else:
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
@@ -392,7 +397,10 @@ def _dec_UpdateRaftVoterResponse_CurrentLeader_v0(buf, cur, end):
     else:
         f_leader_id, f_leader_epoch = _S_ii.unpack_from(buf, pos)
     pos += 8
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_host = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('host', buf, pos, end)
@@ -401,16 +409,11 @@ def _dec_UpdateRaftVoterResponse_CurrentLeader_v0(buf, cur, end):
     else:
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
-    if n_host >= 0:
-        if end - pos < n_host:
-            raise _w.short_read('host', pos, n_host, end)
-        try:
-            f_host = buf[pos:pos + n_host].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('host', pos, exc) from None
+    if 0 <= n_host <= end - pos:
+        f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
-        raise _w.bad_length('host', pos - 1, n_host, False)
+        raise _w.bad_sized('host', pos, n_host, end, 1, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_port_2, pos, end)
     if cython.compiled:
@@ -453,6 +456,8 @@ def _enc_UpdateRaftVoterResponse_CurrentLeader_v0(obj, out):
             raise _w.string_too_long("UpdateRaftVoterResponse.CurrentLeader.host", n_host)
     if cython.compiled:
         _put_uvarint(out, n_host + 1)
+    elif 0 <= n_host + 1 < 128:
+        out.append(n_host + 1)
     else:
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
@@ -537,8 +542,8 @@ class UpdateRaftVoterRequest(Message):
     Flexible (compact lengths, tagged fields) in v0.
 
     Attributes:
-        cluster_id (string, v0, nullable v0): 
-        current_leader_epoch (int32, v0): 
+        cluster_id (string, v0, nullable v0): The id of the cluster, null if unknown; KRaft nodes use it to refuse a peer from another cluster.
+        current_leader_epoch (int32, v0): The leader epoch the sender believes current, -1 if unknown; a stale one is answered with FENCED_LEADER_EPOCH.
         voter_id (int32, v0): 
         voter_directory_id (uuid, v0): 
         listeners ([]Listener, v0): 
@@ -633,9 +638,9 @@ class UpdateRaftVoterResponse(Message):
     Flexible (compact lengths, tagged fields) in v0.
 
     Attributes:
-        throttle_time_ms (int32, v0): 
+        throttle_time_ms (int32, v0): How long the response was held back by a quota, in milliseconds (0 if not throttled).
         error_code (int16, v0): 
-        current_leader (CurrentLeader, v0, tag 0 in v0): 
+        current_leader (CurrentLeader, v0, tag 0 in v0): The partition leader and epoch as this broker knows them: a hint for a client that sent the request to a broker that does not lead.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 

@@ -65,7 +65,10 @@ _RUN_voter_id = (('voter_id', 0, 4),)
 def _dec_VoteRequest_v0(buf, cur, end):
     """Decode VoteRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_cluster_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('cluster_id', buf, pos, end)
@@ -74,19 +77,17 @@ def _dec_VoteRequest_v0(buf, cur, end):
     else:
         n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
         n_cluster_id -= 1
-    if n_cluster_id >= 0:
-        if end - pos < n_cluster_id:
-            raise _w.short_read('cluster_id', pos, n_cluster_id, end)
-        try:
-            f_cluster_id = buf[pos:pos + n_cluster_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('cluster_id', pos, exc) from None
+    if 0 <= n_cluster_id <= end - pos:
+        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
     else:
-        raise _w.bad_length('cluster_id', pos - 1, n_cluster_id, True)
-    if cython.compiled:
+        raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 1, True)
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -134,6 +135,8 @@ def _enc_VoteRequest_v0(obj, out):
             raise _w.string_too_long("VoteRequest.cluster_id", n_cluster_id)
     if cython.compiled:
         _put_uvarint(out, n_cluster_id + 1)
+    elif 0 <= n_cluster_id + 1 < 128:
+        out.append(n_cluster_id + 1)
     else:
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
@@ -145,6 +148,8 @@ def _enc_VoteRequest_v0(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -158,7 +163,10 @@ def _enc_VoteRequest_v0(obj, out):
 def _dec_VoteRequest_v1(buf, cur, end):
     """Decode VoteRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_cluster_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('cluster_id', buf, pos, end)
@@ -167,18 +175,13 @@ def _dec_VoteRequest_v1(buf, cur, end):
     else:
         n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
         n_cluster_id -= 1
-    if n_cluster_id >= 0:
-        if end - pos < n_cluster_id:
-            raise _w.short_read('cluster_id', pos, n_cluster_id, end)
-        try:
-            f_cluster_id = buf[pos:pos + n_cluster_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('cluster_id', pos, exc) from None
+    if 0 <= n_cluster_id <= end - pos:
+        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
     else:
-        raise _w.bad_length('cluster_id', pos - 1, n_cluster_id, True)
+        raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 1, True)
     if end - pos < 4:
         raise _w.short_run(_RUN_voter_id, pos, end)
     if cython.compiled:
@@ -186,7 +189,10 @@ def _dec_VoteRequest_v1(buf, cur, end):
     else:
         f_voter_id = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -234,6 +240,8 @@ def _enc_VoteRequest_v1(obj, out):
             raise _w.string_too_long("VoteRequest.cluster_id", n_cluster_id)
     if cython.compiled:
         _put_uvarint(out, n_cluster_id + 1)
+    elif 0 <= n_cluster_id + 1 < 128:
+        out.append(n_cluster_id + 1)
     else:
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
@@ -250,6 +258,8 @@ def _enc_VoteRequest_v1(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -263,7 +273,10 @@ def _enc_VoteRequest_v1(obj, out):
 def _dec_VoteRequest_v2(buf, cur, end):
     """Decode VoteRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_cluster_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('cluster_id', buf, pos, end)
@@ -272,18 +285,13 @@ def _dec_VoteRequest_v2(buf, cur, end):
     else:
         n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
         n_cluster_id -= 1
-    if n_cluster_id >= 0:
-        if end - pos < n_cluster_id:
-            raise _w.short_read('cluster_id', pos, n_cluster_id, end)
-        try:
-            f_cluster_id = buf[pos:pos + n_cluster_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('cluster_id', pos, exc) from None
+    if 0 <= n_cluster_id <= end - pos:
+        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
     else:
-        raise _w.bad_length('cluster_id', pos - 1, n_cluster_id, True)
+        raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 1, True)
     if end - pos < 4:
         raise _w.short_run(_RUN_voter_id, pos, end)
     if cython.compiled:
@@ -291,7 +299,10 @@ def _dec_VoteRequest_v2(buf, cur, end):
     else:
         f_voter_id = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -339,6 +350,8 @@ def _enc_VoteRequest_v2(obj, out):
             raise _w.string_too_long("VoteRequest.cluster_id", n_cluster_id)
     if cython.compiled:
         _put_uvarint(out, n_cluster_id + 1)
+    elif 0 <= n_cluster_id + 1 < 128:
+        out.append(n_cluster_id + 1)
     else:
         _w.put_uvarint(out, n_cluster_id + 1)
     if n_cluster_id > 0:
@@ -355,6 +368,8 @@ def _enc_VoteRequest_v2(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -368,7 +383,10 @@ def _enc_VoteRequest_v2(obj, out):
 def _dec_VoteRequest_TopicData_v0(buf, cur, end):
     """Decode VoteRequest.TopicData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topic_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic_name', buf, pos, end)
@@ -377,17 +395,15 @@ def _dec_VoteRequest_TopicData_v0(buf, cur, end):
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
-    if n_topic_name >= 0:
-        if end - pos < n_topic_name:
-            raise _w.short_read('topic_name', pos, n_topic_name, end)
-        try:
-            f_topic_name = buf[pos:pos + n_topic_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic_name', pos, exc) from None
+    if 0 <= n_topic_name <= end - pos:
+        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
-        raise _w.bad_length('topic_name', pos - 1, n_topic_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -434,6 +450,8 @@ def _enc_VoteRequest_TopicData_v0(obj, out):
             raise _w.string_too_long("VoteRequest.TopicData.topic_name", n_topic_name)
     if cython.compiled:
         _put_uvarint(out, n_topic_name + 1)
+    elif 0 <= n_topic_name + 1 < 128:
+        out.append(n_topic_name + 1)
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
@@ -445,6 +463,8 @@ def _enc_VoteRequest_TopicData_v0(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
@@ -458,7 +478,10 @@ def _enc_VoteRequest_TopicData_v0(obj, out):
 def _dec_VoteRequest_TopicData_v1(buf, cur, end):
     """Decode VoteRequest.TopicData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topic_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic_name', buf, pos, end)
@@ -467,17 +490,15 @@ def _dec_VoteRequest_TopicData_v1(buf, cur, end):
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
-    if n_topic_name >= 0:
-        if end - pos < n_topic_name:
-            raise _w.short_read('topic_name', pos, n_topic_name, end)
-        try:
-            f_topic_name = buf[pos:pos + n_topic_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic_name', pos, exc) from None
+    if 0 <= n_topic_name <= end - pos:
+        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
-        raise _w.bad_length('topic_name', pos - 1, n_topic_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -524,6 +545,8 @@ def _enc_VoteRequest_TopicData_v1(obj, out):
             raise _w.string_too_long("VoteRequest.TopicData.topic_name", n_topic_name)
     if cython.compiled:
         _put_uvarint(out, n_topic_name + 1)
+    elif 0 <= n_topic_name + 1 < 128:
+        out.append(n_topic_name + 1)
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
@@ -535,6 +558,8 @@ def _enc_VoteRequest_TopicData_v1(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
@@ -548,7 +573,10 @@ def _enc_VoteRequest_TopicData_v1(obj, out):
 def _dec_VoteRequest_TopicData_v2(buf, cur, end):
     """Decode VoteRequest.TopicData (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topic_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic_name', buf, pos, end)
@@ -557,17 +585,15 @@ def _dec_VoteRequest_TopicData_v2(buf, cur, end):
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
-    if n_topic_name >= 0:
-        if end - pos < n_topic_name:
-            raise _w.short_read('topic_name', pos, n_topic_name, end)
-        try:
-            f_topic_name = buf[pos:pos + n_topic_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic_name', pos, exc) from None
+    if 0 <= n_topic_name <= end - pos:
+        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
-        raise _w.bad_length('topic_name', pos - 1, n_topic_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -614,6 +640,8 @@ def _enc_VoteRequest_TopicData_v2(obj, out):
             raise _w.string_too_long("VoteRequest.TopicData.topic_name", n_topic_name)
     if cython.compiled:
         _put_uvarint(out, n_topic_name + 1)
+    elif 0 <= n_topic_name + 1 < 128:
+        out.append(n_topic_name + 1)
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
@@ -625,6 +653,8 @@ def _enc_VoteRequest_TopicData_v2(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
@@ -852,7 +882,10 @@ def _dec_VoteResponse_v0(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -904,6 +937,8 @@ def _enc_VoteResponse_v0(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -924,7 +959,10 @@ def _dec_VoteResponse_v1(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -952,7 +990,10 @@ def _dec_VoteResponse_v1(buf, cur, end):
         unknown, spans, after = _w.read_tag_section(buf, pos, end, (0,))
         for tag, pos, t_end in spans:
             if tag == 0:
-                if cython.compiled:
+                if pos < t_end and buf[pos] < 128:
+                    n_node_endpoints = buf[pos] - 1
+                    pos += 1
+                elif cython.compiled:
                     v = _read_uvarint(buf, pos, t_end)
                     if v < 0:
                         raise _w.bad_uvarint('node_endpoints', buf, pos, t_end)
@@ -1000,12 +1041,14 @@ def _enc_VoteResponse_v1(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
         _enc_VoteResponse_TopicData_v0(item, out)
     known = []
-    if obj.node_endpoints:
+    if obj.node_endpoints != []:
         t = bytearray()
         f_node_endpoints = obj.node_endpoints
         if f_node_endpoints is None:
@@ -1014,6 +1057,8 @@ def _enc_VoteResponse_v1(obj, out):
             n_node_endpoints = len(f_node_endpoints)
         if cython.compiled:
             _put_uvarint(t, n_node_endpoints + 1)
+        elif 0 <= n_node_endpoints + 1 < 128:
+            t.append(n_node_endpoints + 1)
         else:
             _w.put_uvarint(t, n_node_endpoints + 1)
         for item in f_node_endpoints:
@@ -1028,7 +1073,10 @@ def _enc_VoteResponse_v1(obj, out):
 def _dec_VoteResponse_TopicData_v0(buf, cur, end):
     """Decode VoteResponse.TopicData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topic_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topic_name', buf, pos, end)
@@ -1037,17 +1085,15 @@ def _dec_VoteResponse_TopicData_v0(buf, cur, end):
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
-    if n_topic_name >= 0:
-        if end - pos < n_topic_name:
-            raise _w.short_read('topic_name', pos, n_topic_name, end)
-        try:
-            f_topic_name = buf[pos:pos + n_topic_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('topic_name', pos, exc) from None
+    if 0 <= n_topic_name <= end - pos:
+        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
-        raise _w.bad_length('topic_name', pos - 1, n_topic_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -1094,6 +1140,8 @@ def _enc_VoteResponse_TopicData_v0(obj, out):
             raise _w.string_too_long("VoteResponse.TopicData.topic_name", n_topic_name)
     if cython.compiled:
         _put_uvarint(out, n_topic_name + 1)
+    elif 0 <= n_topic_name + 1 < 128:
+        out.append(n_topic_name + 1)
     else:
         _w.put_uvarint(out, n_topic_name + 1)
     if n_topic_name > 0:
@@ -1105,6 +1153,8 @@ def _enc_VoteResponse_TopicData_v0(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
@@ -1177,7 +1227,10 @@ def _dec_VoteResponse_NodeEndpoint_v1(buf, cur, end):
     else:
         f_node_id = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_host = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('host', buf, pos, end)
@@ -1186,16 +1239,11 @@ def _dec_VoteResponse_NodeEndpoint_v1(buf, cur, end):
     else:
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
-    if n_host >= 0:
-        if end - pos < n_host:
-            raise _w.short_read('host', pos, n_host, end)
-        try:
-            f_host = buf[pos:pos + n_host].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('host', pos, exc) from None
+    if 0 <= n_host <= end - pos:
+        f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
-        raise _w.bad_length('host', pos - 1, n_host, False)
+        raise _w.bad_sized('host', pos, n_host, end, 1, False)
     if end - pos < 2:
         raise _w.short_run(_RUN_port, pos, end)
     if cython.compiled:
@@ -1236,6 +1284,8 @@ def _enc_VoteResponse_NodeEndpoint_v1(obj, out):
             raise _w.string_too_long("VoteResponse.NodeEndpoint.host", n_host)
     if cython.compiled:
         _put_uvarint(out, n_host + 1)
+    elif 0 <= n_host + 1 < 128:
+        out.append(n_host + 1)
     else:
         _w.put_uvarint(out, n_host + 1)
     if n_host > 0:
@@ -1256,9 +1306,9 @@ class VoteRequest_PartitionData(Struct):
 
     Attributes:
         partition_index (int32, v0-2): 
-        replica_epoch (int32, v0-2): 
-        replica_id (int32, v0-2): 
-        replica_directory_id (uuid, v1-2): 
+        replica_epoch (int32, v0-2, formerly CandidateEpoch): 
+        replica_id (int32, v0-2, formerly CandidateId): 
+        replica_directory_id (uuid, v1-2, formerly CandidateDirectoryId): The id of the log directory that holds the replica (KIP-858/KIP-853).
         voter_directory_id (uuid, v1-2): 
         last_offset_epoch (int32, v0-2): 
         last_offset (int64, v0-2): 
@@ -1341,7 +1391,7 @@ class VoteRequest(Message):
     Flexible (compact lengths, tagged fields) in v0-2.
 
     Attributes:
-        cluster_id (string, v0-2, nullable v0-2): 
+        cluster_id (string, v0-2, nullable v0-2): The id of the cluster, null if unknown; KRaft nodes use it to refuse a peer from another cluster.
         voter_id (int32, v1-2): 
         topics ([]TopicData, v0-2): 
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
@@ -1493,7 +1543,7 @@ class VoteResponse(Message):
     Attributes:
         error_code (int16, v0-2): 
         topics ([]TopicData, v0-2): 
-        node_endpoints ([]NodeEndpoint, v1-2, tag 0 in v1-2): 
+        node_endpoints ([]NodeEndpoint, v1-2, tag 0 in v1-2): Host and port of the brokers named in CurrentLeader fields, so the client can move without a Metadata request.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 

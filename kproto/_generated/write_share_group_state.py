@@ -54,7 +54,10 @@ _RUN_partition__start_offset = (('partition', 0, 4), ('state_epoch', 4, 4), ('le
 def _dec_WriteShareGroupStateRequest_v0(buf, cur, end):
     """Decode WriteShareGroupStateRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_group_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('group_id', buf, pos, end)
@@ -63,17 +66,15 @@ def _dec_WriteShareGroupStateRequest_v0(buf, cur, end):
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
-    if n_group_id >= 0:
-        if end - pos < n_group_id:
-            raise _w.short_read('group_id', pos, n_group_id, end)
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
+    if 0 <= n_group_id <= end - pos:
+        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
-        raise _w.bad_length('group_id', pos - 1, n_group_id, False)
-    if cython.compiled:
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -120,6 +121,8 @@ def _enc_WriteShareGroupStateRequest_v0(obj, out):
             raise _w.string_too_long("WriteShareGroupStateRequest.group_id", n_group_id)
     if cython.compiled:
         _put_uvarint(out, n_group_id + 1)
+    elif 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
@@ -131,6 +134,8 @@ def _enc_WriteShareGroupStateRequest_v0(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -144,7 +149,10 @@ def _enc_WriteShareGroupStateRequest_v0(obj, out):
 def _dec_WriteShareGroupStateRequest_v1(buf, cur, end):
     """Decode WriteShareGroupStateRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_group_id = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('group_id', buf, pos, end)
@@ -153,17 +161,15 @@ def _dec_WriteShareGroupStateRequest_v1(buf, cur, end):
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
-    if n_group_id >= 0:
-        if end - pos < n_group_id:
-            raise _w.short_read('group_id', pos, n_group_id, end)
-        try:
-            f_group_id = buf[pos:pos + n_group_id].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('group_id', pos, exc) from None
+    if 0 <= n_group_id <= end - pos:
+        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
-        raise _w.bad_length('group_id', pos - 1, n_group_id, False)
-    if cython.compiled:
+        raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -210,6 +216,8 @@ def _enc_WriteShareGroupStateRequest_v1(obj, out):
             raise _w.string_too_long("WriteShareGroupStateRequest.group_id", n_group_id)
     if cython.compiled:
         _put_uvarint(out, n_group_id + 1)
+    elif 0 <= n_group_id + 1 < 128:
+        out.append(n_group_id + 1)
     else:
         _w.put_uvarint(out, n_group_id + 1)
     if n_group_id > 0:
@@ -221,6 +229,8 @@ def _enc_WriteShareGroupStateRequest_v1(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -238,7 +248,10 @@ def _dec_WriteShareGroupStateRequest_WriteStateData_v0(buf, cur, end):
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -283,6 +296,8 @@ def _enc_WriteShareGroupStateRequest_WriteStateData_v0(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
@@ -300,7 +315,10 @@ def _dec_WriteShareGroupStateRequest_WriteStateData_v1(buf, cur, end):
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -345,6 +363,8 @@ def _enc_WriteShareGroupStateRequest_WriteStateData_v1(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
@@ -368,7 +388,10 @@ def _dec_WriteShareGroupStateRequest_PartitionData_v0(buf, cur, end):
     else:
         f_partition, f_state_epoch, f_leader_epoch, f_start_offset = _S_iiiq.unpack_from(buf, pos)
     pos += 20
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_state_batches = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('state_batches', buf, pos, end)
@@ -426,6 +449,8 @@ def _enc_WriteShareGroupStateRequest_PartitionData_v0(obj, out):
         n_state_batches = len(f_state_batches)
     if cython.compiled:
         _put_uvarint(out, n_state_batches + 1)
+    elif 0 <= n_state_batches + 1 < 128:
+        out.append(n_state_batches + 1)
     else:
         _w.put_uvarint(out, n_state_batches + 1)
     for item in f_state_batches:
@@ -450,7 +475,10 @@ def _dec_WriteShareGroupStateRequest_PartitionData_v1(buf, cur, end):
     else:
         f_partition, f_state_epoch, f_leader_epoch, f_start_offset, f_delivery_complete_count = _S_iiiqi.unpack_from(buf, pos)
     pos += 24
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_state_batches = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('state_batches', buf, pos, end)
@@ -507,6 +535,8 @@ def _enc_WriteShareGroupStateRequest_PartitionData_v1(obj, out):
         n_state_batches = len(f_state_batches)
     if cython.compiled:
         _put_uvarint(out, n_state_batches + 1)
+    elif 0 <= n_state_batches + 1 < 128:
+        out.append(n_state_batches + 1)
     else:
         _w.put_uvarint(out, n_state_batches + 1)
     for item in f_state_batches:
@@ -566,7 +596,10 @@ def _enc_WriteShareGroupStateRequest_StateBatch_v0(obj, out):
 def _dec_WriteShareGroupStateResponse_v0(buf, cur, end):
     """Decode WriteShareGroupStateResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_results = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('results', buf, pos, end)
@@ -609,6 +642,8 @@ def _enc_WriteShareGroupStateResponse_v0(obj, out):
         n_results = len(f_results)
     if cython.compiled:
         _put_uvarint(out, n_results + 1)
+    elif 0 <= n_results + 1 < 128:
+        out.append(n_results + 1)
     else:
         _w.put_uvarint(out, n_results + 1)
     for item in f_results:
@@ -626,7 +661,10 @@ def _dec_WriteShareGroupStateResponse_WriteStateResult_v0(buf, cur, end):
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
     pos += 16
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -671,6 +709,8 @@ def _enc_WriteShareGroupStateResponse_WriteStateResult_v0(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
@@ -692,7 +732,10 @@ def _dec_WriteShareGroupStateResponse_PartitionResult_v0(buf, cur, end):
     else:
         f_partition, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_error_message = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('error_message', buf, pos, end)
@@ -701,18 +744,13 @@ def _dec_WriteShareGroupStateResponse_PartitionResult_v0(buf, cur, end):
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
-    if n_error_message >= 0:
-        if end - pos < n_error_message:
-            raise _w.short_read('error_message', pos, n_error_message, end)
-        try:
-            f_error_message = buf[pos:pos + n_error_message].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('error_message', pos, exc) from None
+    if 0 <= n_error_message <= end - pos:
+        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
-        raise _w.bad_length('error_message', pos - 1, n_error_message, True)
+        raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -747,6 +785,8 @@ def _enc_WriteShareGroupStateResponse_PartitionResult_v0(obj, out):
             raise _w.string_too_long("WriteShareGroupStateResponse.WriteStateResult.PartitionResult.error_message", n_error_message)
     if cython.compiled:
         _put_uvarint(out, n_error_message + 1)
+    elif 0 <= n_error_message + 1 < 128:
+        out.append(n_error_message + 1)
     else:
         _w.put_uvarint(out, n_error_message + 1)
     if n_error_message > 0:
@@ -764,7 +804,7 @@ class WriteShareGroupStateRequest_StateBatch(Struct):
         first_offset (int64, v0-1): 
         last_offset (int64, v0-1): 
         delivery_state (int8, v0-1): 
-        delivery_count (int16, v0-1): 
+        delivery_count (int16, v0-1): How many times the records have been delivered to share consumers.
         unknown_tagged_fields (list of (tag, bytes)): tagged fields this version does not know, kept for re-encoding.
     """
 
@@ -799,7 +839,7 @@ class WriteShareGroupStateRequest_PartitionData(Struct):
 
     Attributes:
         partition (int32, v0-1): 
-        state_epoch (int32, v0-1): 
+        state_epoch (int32, v0-1): The epoch of the persisted share-group state.
         leader_epoch (int32, v0-1): 
         start_offset (int64, v0-1): 
         delivery_complete_count (int32, v1): 

@@ -113,7 +113,10 @@ def _enc_WriteTxnMarkersRequest_v0(obj, out):
 def _dec_WriteTxnMarkersRequest_v1(buf, cur, end):
     """Decode WriteTxnMarkersRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_markers = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('markers', buf, pos, end)
@@ -156,6 +159,8 @@ def _enc_WriteTxnMarkersRequest_v1(obj, out):
         n_markers = len(f_markers)
     if cython.compiled:
         _put_uvarint(out, n_markers + 1)
+    elif 0 <= n_markers + 1 < 128:
+        out.append(n_markers + 1)
     else:
         _w.put_uvarint(out, n_markers + 1)
     for item in f_markers:
@@ -169,7 +174,10 @@ def _enc_WriteTxnMarkersRequest_v1(obj, out):
 def _dec_WriteTxnMarkersRequest_v2(buf, cur, end):
     """Decode WriteTxnMarkersRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_markers = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('markers', buf, pos, end)
@@ -212,6 +220,8 @@ def _enc_WriteTxnMarkersRequest_v2(obj, out):
         n_markers = len(f_markers)
     if cython.compiled:
         _put_uvarint(out, n_markers + 1)
+    elif 0 <= n_markers + 1 < 128:
+        out.append(n_markers + 1)
     else:
         _w.put_uvarint(out, n_markers + 1)
     for item in f_markers:
@@ -309,7 +319,10 @@ def _dec_WriteTxnMarkersRequest_WritableTxnMarker_v1(buf, cur, end):
     if f_transaction_result != 0 and f_transaction_result != 1:
         raise _w.bad_bool('transaction_result', pos - 1, f_transaction_result)
     b_transaction_result = f_transaction_result == 1
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -371,6 +384,8 @@ def _enc_WriteTxnMarkersRequest_WritableTxnMarker_v1(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -401,7 +416,10 @@ def _dec_WriteTxnMarkersRequest_WritableTxnMarker_v2(buf, cur, end):
     if f_transaction_result != 0 and f_transaction_result != 1:
         raise _w.bad_bool('transaction_result', pos - 1, f_transaction_result)
     b_transaction_result = f_transaction_result == 1
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -464,6 +482,8 @@ def _enc_WriteTxnMarkersRequest_WritableTxnMarker_v2(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -490,16 +510,11 @@ def _dec_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v0(buf, cur, end):
     else:
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 2, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_partition_indexes, pos, end)
     if cython.compiled:
@@ -562,7 +577,10 @@ def _enc_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v0(obj, out):
 def _dec_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(buf, cur, end):
     """Decode WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -571,17 +589,15 @@ def _dec_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(buf, cur, end):
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 1, n_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('name', pos, n_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_partition_indexes = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partition_indexes', buf, pos, end)
@@ -624,6 +640,8 @@ def _enc_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(obj, out):
             raise _w.string_too_long("WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -635,6 +653,8 @@ def _enc_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(obj, out):
         n_partition_indexes = len(f_partition_indexes)
     if cython.compiled:
         _put_uvarint(out, n_partition_indexes + 1)
+    elif 0 <= n_partition_indexes + 1 < 128:
+        out.append(n_partition_indexes + 1)
     else:
         _w.put_uvarint(out, n_partition_indexes + 1)
     if cython.compiled:
@@ -698,7 +718,10 @@ def _enc_WriteTxnMarkersResponse_v0(obj, out):
 def _dec_WriteTxnMarkersResponse_v1(buf, cur, end):
     """Decode WriteTxnMarkersResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_markers = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('markers', buf, pos, end)
@@ -741,6 +764,8 @@ def _enc_WriteTxnMarkersResponse_v1(obj, out):
         n_markers = len(f_markers)
     if cython.compiled:
         _put_uvarint(out, n_markers + 1)
+    elif 0 <= n_markers + 1 < 128:
+        out.append(n_markers + 1)
     else:
         _w.put_uvarint(out, n_markers + 1)
     for item in f_markers:
@@ -810,7 +835,10 @@ def _dec_WriteTxnMarkersResponse_WritableTxnMarkerResult_v1(buf, cur, end):
     else:
         f_producer_id = _S_q.unpack_from(buf, pos)[0]
     pos += 8
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_topics = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('topics', buf, pos, end)
@@ -859,6 +887,8 @@ def _enc_WriteTxnMarkersResponse_WritableTxnMarkerResult_v1(obj, out):
         n_topics = len(f_topics)
     if cython.compiled:
         _put_uvarint(out, n_topics + 1)
+    elif 0 <= n_topics + 1 < 128:
+        out.append(n_topics + 1)
     else:
         _w.put_uvarint(out, n_topics + 1)
     for item in f_topics:
@@ -879,16 +909,11 @@ def _dec_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v0(buf, cur, end):
     else:
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 2, n_name, False)
+        raise _w.bad_sized('name', pos, n_name, end, 2, False)
     if end - pos < 4:
         raise _w.short_run(_RUN_partitions, pos, end)
     if cython.compiled:
@@ -951,7 +976,10 @@ def _enc_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v0(obj, out):
 def _dec_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1(buf, cur, end):
     """Decode WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    if cython.compiled:
+    if pos < end and buf[pos] < 128:
+        n_name = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('name', buf, pos, end)
@@ -960,17 +988,15 @@ def _dec_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1(buf, cur, end):
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
-    if n_name >= 0:
-        if end - pos < n_name:
-            raise _w.short_read('name', pos, n_name, end)
-        try:
-            f_name = buf[pos:pos + n_name].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _w.bad_utf8('name', pos, exc) from None
+    if 0 <= n_name <= end - pos:
+        f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
-        raise _w.bad_length('name', pos - 1, n_name, False)
-    if cython.compiled:
+        raise _w.bad_sized('name', pos, n_name, end, 1, False)
+    if pos < end and buf[pos] < 128:
+        n_partitions = buf[pos] - 1
+        pos += 1
+    elif cython.compiled:
         v = _read_uvarint(buf, pos, end)
         if v < 0:
             raise _w.bad_uvarint('partitions', buf, pos, end)
@@ -1017,6 +1043,8 @@ def _enc_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1(obj, out):
             raise _w.string_too_long("WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult.name", n_name)
     if cython.compiled:
         _put_uvarint(out, n_name + 1)
+    elif 0 <= n_name + 1 < 128:
+        out.append(n_name + 1)
     else:
         _w.put_uvarint(out, n_name + 1)
     if n_name > 0:
@@ -1028,6 +1056,8 @@ def _enc_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1(obj, out):
         n_partitions = len(f_partitions)
     if cython.compiled:
         _put_uvarint(out, n_partitions + 1)
+    elif 0 <= n_partitions + 1 < 128:
+        out.append(n_partitions + 1)
     else:
         _w.put_uvarint(out, n_partitions + 1)
     for item in f_partitions:
@@ -1143,7 +1173,7 @@ class WriteTxnMarkersRequest_WritableTxnMarker(Struct):
 
     Attributes:
         producer_id (int64, v0-2): 
-        producer_epoch (int16, v0-2): 
+        producer_epoch (int16, v0-2): The epoch of the producer id; a newer epoch fences older instances of the same producer.
         transaction_result (bool, v0-2): 
         topics ([]WritableTxnMarkerTopic, v0-2): 
         coordinator_epoch (int32, v0-2): 

@@ -114,7 +114,7 @@ cdef inline double _read_d(bytes buf, Py_ssize_t pos) noexcept:
 
 cdef inline long long _read_uvarint(bytes buf, Py_ssize_t pos, Py_ssize_t end) noexcept:
     # An unsigned varint at pos: (value << 4) | bytes used, or -1 when it is truncated, longer than
-    # 5 bytes or above 2**32 - 1 (kproto.wire.bad_uvarint then says which).
+    # 5 bytes, above 2**32 - 1 or not minimally encoded (kproto.wire.bad_uvarint then says which).
     cdef const unsigned char* p = buf
     cdef unsigned long long value = 0
     cdef int shift = 0
@@ -125,7 +125,7 @@ cdef inline long long _read_uvarint(bytes buf, Py_ssize_t pos, Py_ssize_t end) n
         value |= <unsigned long long>(b & 0x7F) << shift
         i += 1
         if b < 0x80:
-            if value > 0xFFFFFFFFULL:
+            if value > 0xFFFFFFFFULL or (b == 0 and i - pos > 1):
                 return -1
             return <long long>((value << 4) | <unsigned long long>(i - pos))
         shift += 7
@@ -596,7 +596,11 @@ class ModuleGenerator:
         """Read an unsigned varint at ``pos`` into ``name`` (minus one: a compact length or count)."""
         e, end = self.out, self.end
         less = " - 1" if minus_one else ""
-        e.add("if cython.compiled:", ind)
+        # Lengths below 127 (nearly all) take one byte: read it inline, in both builds.
+        e.add(f"if pos < {end} and buf[pos] < 128:", ind)
+        e.add(f"{name} = buf[pos]{less}", ind + 1)
+        e.add("pos += 1", ind + 1)
+        e.add("elif cython.compiled:", ind)
         e.add(f"v = _read_uvarint(buf, pos, {end})", ind + 1)
         e.add("if v < 0:", ind + 1)
         e.add(f"raise _w.bad_uvarint({what}, buf, pos, {end})", ind + 2)
@@ -693,14 +697,10 @@ class ModuleGenerator:
                 ind += 1
             self._decode_elements(it, inner, version, message, ind)
             return
-        e.add(f"if {n} >= 0:", ind)
-        e.add(f"if {end} - pos < {n}:", ind + 1)
-        e.add(f"raise _w.short_read({attr!r}, pos, {n}, {end})", ind + 2)
+        # One range test on the good path; the error helper sorts out which rule the length broke.
+        e.add(f"if 0 <= {n} <= {end} - pos:", ind)
         if kind == "string":
-            e.add("try:", ind + 1)
-            e.add(f'{var} = buf[pos:pos + {n}].decode("utf-8")', ind + 2)
-            e.add("except UnicodeDecodeError as exc:", ind + 1)
-            e.add(f"raise _w.bad_utf8({attr!r}, pos, exc) from None", ind + 2)
+            e.add(f"{var} = _w.utf8(buf, pos, {n}, {attr!r})", ind + 1)
         elif kind == "bytes":
             e.add(f"{var} = buf[pos:pos + {n}]", ind + 1)
         else:  # records
@@ -711,7 +711,7 @@ class ModuleGenerator:
             e.add(f"{var} = None", ind + 1)
         e.add("else:", ind)
         width = "1" if it.compact else ("2" if kind == "string" else "4")
-        e.add(f"raise _w.bad_length({attr!r}, pos - {width}, {n}, {it.nullable})", ind + 1)
+        e.add(f"raise _w.bad_sized({attr!r}, pos, {n}, {end}, {width}, {it.nullable})", ind + 1)
 
     def _decode_elements(self, it: _Item, inner: TypeRef, version: int, message: MessageSpec, ind: int) -> None:
         e, end = self.out, self.end
@@ -755,14 +755,9 @@ class ModuleGenerator:
                 self.out.struct_const("h" if w == 2 else "i")
                 e.add(f"pos += {w}", ind + 1)
             e.add(f"if m < 0 or {end} - pos < m:", ind + 1)
-            e.add("if m < 0:", ind + 2)
-            e.add(f"raise _w.bad_length({what}, pos - 1, m, False)", ind + 3)
-            e.add(f"raise _w.short_read({what}, pos, m, {end})", ind + 2)
+            e.add(f"raise _w.bad_sized({what}, pos, m, {end}, 1, False)", ind + 2)
             if inner.kind == "string":
-                e.add("try:", ind + 1)
-                e.add(f'{var}.append(buf[pos:pos + m].decode("utf-8"))', ind + 2)
-                e.add("except UnicodeDecodeError as exc:", ind + 1)
-                e.add(f"raise _w.bad_utf8({what}, pos, exc) from None", ind + 2)
+                e.add(f"{var}.append(_w.utf8(buf, pos, m, {what}))", ind + 1)
             else:
                 e.add(f"{var}.append(buf[pos:pos + m])", ind + 1)
             e.add("pos += m", ind + 1)
@@ -859,6 +854,8 @@ class ModuleGenerator:
         e, out = self.out, self.sink
         e.add("if cython.compiled:", ind)
         e.add(f"_put_uvarint({out}, {value})", ind + 1)
+        e.add(f"elif 0 <= {value} < 128:", ind)
+        e.add(f"{out}.append({value})", ind + 1)
         e.add("else:", ind)
         e.add(f"_w.put_uvarint({out}, {value})", ind + 1)
 
@@ -967,9 +964,9 @@ class ModuleGenerator:
             return
         e.add("known = []", 1)
         for f in tagged:
+            # Written whenever it differs from its default (so null is written where the default is not).
             default = self._default_expr(message, f)
-            cond = (f"obj.{f.attr}" if f.type.is_array and default == "[]"
-                    else f"obj.{f.attr} is not None" if default == "None" else f"obj.{f.attr} != {default}")
+            cond = f"obj.{f.attr} is not None" if default == "None" else f"obj.{f.attr} != {default}"
             e.add(f"if {cond}:", 1)
             e.add("t = bytearray()", 2)
             it = _Item(f, f.nullable_in(version), f.compact_in(version, True))
