@@ -52,6 +52,14 @@ def normalise_request(value):
     return (message_value(header), message_value(msg))
 
 
+def normalise_request_round_trip(value):
+    """As :func:`normalise_request`, without the header's unknown tagged fields: the framing encoders take no header
+    tags, so a re-encoded frame cannot carry them (reported; the twin check still compares them)."""
+    header, msg = value
+    kind, fields = message_value(header)
+    return ((kind, {k: v for k, v in fields.items() if k != "unknown_tagged_fields"}), message_value(msg))
+
+
 def _reencode_request(twin, frame: bytes) -> bytes:
     header, msg = twin.framing.decode_request(frame)
     return twin.framing.encode_request(msg, header.api_version, header.correlation_id, header.client_id)
@@ -74,7 +82,7 @@ def one_input(data: bytes) -> None:
                 value,
                 lambda: twin.framing.encode_request(msg, header.api_version, header.correlation_id, header.client_id),
                 twin.framing.decode_request, what=f"request round trip ({twin.name})", data=data,
-                normalise=normalise_request)
+                normalise=normalise_request_round_trip)
             check_reencoding(frame, encoded, lambda: _reencode_request(twin, encoded),
                              flexible=is_flexible(type(msg), header.api_version),
                              what=f"request ({twin.name})", data=data)

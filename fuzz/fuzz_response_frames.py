@@ -67,6 +67,14 @@ def normalise_response(value):
     return (message_value(header), message_value(msg))
 
 
+def normalise_response_round_trip(value):
+    """As :func:`normalise_response`, without the header's unknown tagged fields: the framing encoders take no header
+    tags, so a re-encoded frame cannot carry them (reported; the twin check still compares them)."""
+    header, msg = value
+    kind, fields = message_value(header)
+    return ((kind, {k: v for k, v in fields.items() if k != "unknown_tagged_fields"}), message_value(msg))
+
+
 def one_input(data: bytes) -> None:
     if _twins is None:
         setup()
@@ -89,7 +97,7 @@ def one_input(data: bytes) -> None:
             value, lambda: twin.framing.encode_response(msg, version, header.correlation_id),
             lambda f: twin.framing.decode_response(f, api_key, version),
             what=f"response round trip api {api_key} v{version} ({twin.name})", data=data,
-            normalise=normalise_response)
+            normalise=normalise_response_round_trip)
         again = lambda: twin.framing.encode_response(  # noqa: E731
             twin.framing.decode_response(encoded, api_key, version)[1], version, header.correlation_id)
         check_reencoding(frame, encoded, again, flexible=is_flexible(type(msg), version),
