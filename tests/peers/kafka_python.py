@@ -109,7 +109,8 @@ class KafkaPythonOld(Peer):
         for name, ftype in zip(names, schema.fields):
             v = value[name]
             if isinstance(ftype, _old_types.Array) and isinstance(ftype.array_of, _old_types.Schema):
-                v = [tuple(KafkaPythonOld._to_tuple(ftype.array_of, item, shape[name])) for item in v]
+                v = None if v is None else [tuple(KafkaPythonOld._to_tuple(ftype.array_of, item, shape[name]))
+                                            for item in v]
             elif _one_field(ftype, shape[name]) and v is not None:
                 v = [item[_one_field(ftype, shape[name])] for item in v]
             elif _is_old_bitfield(ftype):
@@ -124,7 +125,7 @@ class KafkaPythonOld(Peer):
             name = match_name(pname, shape)
             v = getattr(values, pname) if not isinstance(values, tuple) else values[i]
             if isinstance(ftype, _old_types.Array) and isinstance(ftype.array_of, _old_types.Schema):
-                v = [KafkaPythonOld._to_dict(ftype.array_of, item, shape[name]) for item in v]
+                v = None if v is None else [KafkaPythonOld._to_dict(ftype.array_of, item, shape[name]) for item in v]
             elif _one_field(ftype, shape[name]) and v is not None:
                 v = [{_one_field(ftype, shape[name]): item} for item in v]
             elif _is_old_bitfield(ftype):
