@@ -393,21 +393,21 @@ def _fields(item: Any, index: int) -> Tuple[Optional[bytes], Optional[bytes], Op
     return _binary(key, "key", index), _binary(value, "value", index), _timestamp(timestamp, index)
 
 
-def _binary(field: Any, name: str, index: int) -> Optional[bytes]:
+def _binary(field: Any, name: str, index: int, noun: str = "message") -> Optional[bytes]:
     if field is None or type(field) is bytes or type(field) is bytearray:
         return field  # a bytearray is copied into the message when it is encoded, so it need not be frozen
     if isinstance(field, (bytes, bytearray, memoryview)):
         return memoryview(field).tobytes()
-    raise EncodeError(f"message {index}: {name} must be bytes-like or None, not {type(field).__name__}")
+    raise EncodeError(f"{noun} {index}: {name} must be bytes-like or None, not {type(field).__name__}")
 
 
-def _timestamp(timestamp: Any, index: int) -> Optional[int]:
+def _timestamp(timestamp: Any, index: int, noun: str = "message") -> Optional[int]:
     if timestamp is None:
         return None
     if not isinstance(timestamp, int) or isinstance(timestamp, bool):
-        raise EncodeError(f"message {index}: timestamp must be an int or None, not {type(timestamp).__name__}")
+        raise EncodeError(f"{noun} {index}: timestamp must be an int or None, not {type(timestamp).__name__}")
     if not _I64_MIN <= timestamp <= _I64_MAX:
-        raise EncodeError(f"message {index}: timestamp {timestamp} does not fit int64")
+        raise EncodeError(f"{noun} {index}: timestamp {timestamp} does not fit int64")
     return timestamp
 
 
@@ -425,7 +425,7 @@ _I16_MIN, _I16_MAX = -(2**15), 2**15 - 1
 _RecordFields = namedtuple(
     "_RecordFields",
     "offset timestamp key value headers magic codec timestamp_type producer_id producer_epoch sequence "
-    "is_transactional is_control",
+    "is_transactional is_control attributes",
 )
 
 
@@ -436,7 +436,8 @@ class Record(_RecordFields):
     1 LogAppendTime; ``None`` for magic 0), ``key``/``value`` (``bytes`` or ``None``), ``headers`` (tuple of
     ``(str, bytes | None)``; empty before magic 2), ``magic``, ``codec`` (``"gzip"``, ``"snappy"``,
     ``"lz4"``, ``"zstd"`` or ``None``), and for magic 2 ``producer_id``, ``producer_epoch``, ``sequence``
-    (base sequence + offset delta, or -1), ``is_transactional``, ``is_control`` (-1/-1/-1/False/False before).
+    (base sequence + offset delta, or -1), ``is_transactional``, ``is_control`` (-1/-1/-1/False/False before);
+    ``attributes``: the record's own attribute byte (a magic 0/1 message's, 0 in magic 2 records).
     """
 
     __slots__ = ()
@@ -445,7 +446,7 @@ class Record(_RecordFields):
 def _legacy_records(messages: List[Message]) -> List[Record]:
     return [
         _new(Record, (m.offset, m.timestamp, m.key, m.value, (), m.magic, CODEC_NAMES.get(m.codec), m.timestamp_type,
-                      -1, -1, -1, False, False))
+                      -1, -1, -1, False, False, m.attributes))
         for m in messages
     ]
 
@@ -630,7 +631,8 @@ def _records_into(
             raise DecodeError(f"record length {length} does not fit the {stop - q} bytes left in the batch "
                               "(or is below the 6 bytes of the smallest record)", p)
         end = q + length
-        # attributes (unused, int8), then timestamp delta, offset delta, key, value, headers; a record of
+        attributes = buf[q]
+        # attributes (int8, unused; kept unsigned like a message's), then timestamp delta, offset delta, key, value, headers; a record of
         # length >= 6 holds the attributes and the first byte of the timestamp delta
         b = buf[q + 1]
         if b < 0x80:
@@ -679,7 +681,7 @@ def _records_into(
             raise DecodeError(f"record fields end {end - q} bytes before its length says", q)
         append(new(record, (offset, log_append_ts if ts_type else timestamp, key, value, headers, 2, codec, ts_type,
                             producer_id, producer_epoch, _sequence(base_sequence, off_delta) if base_sequence >= 0
-                            else -1, transactional, control)))
+                            else -1, transactional, control, attributes)))
         p = end
     return p
 
@@ -771,6 +773,9 @@ def encode_batch_records(records: Iterable[Any], now: int) -> Tuple[bytes, int, 
             base_ts = max_ts = timestamp
         elif timestamp > max_ts:
             max_ts = timestamp
+        if not _I64_MIN <= timestamp - base_ts <= _I64_MAX:
+            raise EncodeError(f"record {index}: timestamp {timestamp} is too far from the first record's "
+                              f"{base_ts} for an int64 delta")
         body = [b"\x00", zz(timestamp - base_ts), zz(index)]
         if key is None:
             body.append(b"\x01")
@@ -820,8 +825,8 @@ def _record_fields(item: Any, index: int) -> Tuple[Optional[bytes], Optional[byt
             ) from None
         timestamp = getattr(item, "timestamp", None)
         headers = getattr(item, "headers", ())
-    return (_binary(key, "key", index), _binary(value, "value", index), _timestamp(timestamp, index),
-            _headers(headers, index))
+    return (_binary(key, "key", index, "record"), _binary(value, "value", index, "record"),
+            _timestamp(timestamp, index, "record"), _headers(headers, index))
 
 
 def _headers(headers: Any, index: int) -> List[Tuple[bytes, Optional[bytes]]]:
@@ -834,7 +839,10 @@ def _headers(headers: Any, index: int) -> List[Tuple[bytes, Optional[bytes]]]:
         raise EncodeError(f"record {index}: headers must be (str, bytes | None) pairs") from None
     for hkey, hvalue in pairs:
         if type(hkey) is str:
-            hkey = hkey.encode("utf-8")
+            try:
+                hkey = hkey.encode("utf-8")
+            except UnicodeEncodeError:
+                raise EncodeError(f"record {index}: header key {hkey!r} is not encodable as UTF-8") from None
         elif isinstance(hkey, (bytes, bytearray, memoryview)):
             hkey = bytes(hkey)
             try:
@@ -843,7 +851,7 @@ def _headers(headers: Any, index: int) -> List[Tuple[bytes, Optional[bytes]]]:
                 raise EncodeError(f"record {index}: header key {hkey!r} is not UTF-8") from None
         else:
             raise EncodeError(f"record {index}: header key must be str, not {type(hkey).__name__}")
-        out.append((hkey, _binary(hvalue, "header value", index)))
+        out.append((hkey, _binary(hvalue, "header value", index, "record")))
     return out
 
 

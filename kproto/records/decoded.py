@@ -4,6 +4,7 @@ and for records of any magic :class:`Batch`, :class:`DecodedRecords` and :class:
 from __future__ import annotations
 
 from array import array
+from itertools import chain
 from typing import Any, Callable, Iterator, List, Optional, Sequence, Union
 
 __all__ = ["Batch", "DecodedRecords", "MessageSet", "MessageColumns", "RecordColumns"]
@@ -223,8 +224,7 @@ class DecodedRecords:
         self._count = sum(b.records_count if b.magic == 2 else len(b.records) for b in batches)
 
     def __iter__(self) -> Iterator[Any]:
-        for batch in self.batches:
-            yield from batch.records
+        return chain.from_iterable([batch.records for batch in self.batches])
 
     def __len__(self) -> int:
         return self._count
@@ -278,7 +278,7 @@ class RecordColumns(MessageColumns):
             offsets=array("q", [r.offset for _, r in rows]),
             timestamps=array("q", [-1 if r.timestamp is None else r.timestamp for _, r in rows]),
             magics=array("b", [r.magic for _, r in rows]),
-            attributes=array("b", [_signed8(b.attributes if r.magic < 2 else 0) for b, r in rows]),
+            attributes=array("b", [_signed8(r.attributes & 0xFF) for _, r in rows]),
             codecs=array("b", [codec_id(r.codec) for _, r in rows]),
             crc_ok=array("B", [1 if ok else 0 for ok in crc_flags]),
             key_data=key_data, key_offsets=key_bounds, key_null=key_null,
@@ -309,13 +309,14 @@ class RecordColumns(MessageColumns):
         producer_epoch, sequence, is_transactional, is_control, batch_offset, leader_epoch and headers
         (``list<struct<key: string, value: binary>>``)."""
         pa = _pyarrow()
+        pc = _pc()
         base = MessageColumns.to_arrow(self)
         n_headers = len(self.header_key_offsets) - 1
         keys = pa.Array.from_buffers(pa.string(), n_headers,
                                      [None, pa.py_buffer(self.header_key_offsets), pa.py_buffer(self.header_key_data)])
-        values = _arrow_binary(pa, _pc(), n_headers, self.header_value_data, self.header_value_offsets,
+        values = _arrow_binary(pa, pc, n_headers, self.header_value_data, self.header_value_offsets,
                                self.header_value_null)
-        entries = pa.StructArray.from_arrays([keys, values], fields=[pa.field("key", pa.string(), nullable=False),
+        entries = pa.StructArray.from_arrays([keys, values], fields=[pa.field("key", pa.string()),
                                                                      pa.field("value", pa.binary())])
         headers = pa.ListArray.from_arrays(pa.array(self.header_starts, pa.int32()), entries)
         extra = [
@@ -323,8 +324,8 @@ class RecordColumns(MessageColumns):
             pa.array(self.producer_ids, pa.int64()),
             pa.array(self.producer_epochs, pa.int16()),
             pa.array(self.sequences, pa.int32()),
-            pa.array(self.transactional, pa.bool_()),
-            pa.array(self.control, pa.bool_()),
+            pc.not_equal(pa.array(self.transactional, pa.uint8()), 0),
+            pc.not_equal(pa.array(self.control, pa.uint8()), 0),
             pa.array(self.batch_offsets, pa.int64()),
             pa.array(self.leader_epochs, pa.int32()),
             headers,

@@ -3,7 +3,7 @@
 Kafka wraps LZ4 blocks in the standard LZ4 frame format, restricted to independent blocks and no
 dictionary.  Kafka 0.8.2/0.9 computed the frame descriptor checksum (HC) over the 4 magic bytes too; every
 later release keeps writing that broken HC for magic 0 and the correct one for magic 1 and 2 (see
-``docs/records.md``, "LZ4").  We write the HC Kafka writes for the message magic and, for magic 0, accept
+``docs/records.md``, "Compression").  We write the HC Kafka writes for the message magic and, for magic 0, accept
 both.  A frame that states its content size must hold exactly that many bytes.
 
 The block codec is cramjam's; the frame is parsed here so that the decompressed size can be capped block by
