@@ -397,6 +397,30 @@ cdef class _Columns:
         free(self.hvalue_bounds.data)
         free(self.hvalue_null.data)
 
+    cdef int reserve(self, Py_ssize_t rows, Py_ssize_t data) except -1:
+        """Room for ``rows`` more rows and ``data`` more key/value bytes: one allocation per column."""
+        grow_reserve(&self.offsets, 8 * rows)
+        grow_reserve(&self.timestamps, 8 * rows)
+        grow_reserve(&self.magics, rows)
+        grow_reserve(&self.attributes, rows)
+        grow_reserve(&self.codecs, rows)
+        grow_reserve(&self.crc_ok, rows)
+        grow_reserve(&self.key_bounds, 4 * rows)
+        grow_reserve(&self.key_null, rows)
+        grow_reserve(&self.value_data, data)
+        grow_reserve(&self.value_bounds, 4 * rows)
+        grow_reserve(&self.value_null, rows)
+        grow_reserve(&self.ts_types, rows)
+        grow_reserve(&self.producer_ids, 8 * rows)
+        grow_reserve(&self.producer_epochs, 2 * rows)
+        grow_reserve(&self.sequences, 4 * rows)
+        grow_reserve(&self.transactional, rows)
+        grow_reserve(&self.control, rows)
+        grow_reserve(&self.batch_offsets, 8 * rows)
+        grow_reserve(&self.leader_epochs, 4 * rows)
+        grow_reserve(&self.header_starts, 4 * rows)
+        return 0
+
     cdef int add_header(self, const uint8_t* key, Py_ssize_t klen, const uint8_t* value, Py_ssize_t vlen) except -1:
         self.add_binary(&self.hkey_data, &self.hkey_bounds, NULL, key, klen)
         self.add_binary(&self.hvalue_data, &self.hvalue_bounds, &self.hvalue_null, value, vlen)
@@ -1296,6 +1320,8 @@ cdef Py_ssize_t check_records(const uint8_t* buf, Py_ssize_t p, Py_ssize_t stop,
     cdef int32_t i
     cdef int64_t length, ts_delta, off_delta, offset, timestamp, klen, vlen, nheaders, hk, hv
     cdef Py_ssize_t q, end, key_end, value_end, h, start
+    if cols is not None:
+        cols.reserve(count, stop - p)
     for i in range(count):
         if p >= stop:
             raise DecodeError(f"the batch holds fewer records than its records count {count}", p)
@@ -1361,10 +1387,14 @@ cdef class Record:
     ``attributes``: the record's own attribute byte, unsigned (a magic 0/1 message's, 0 in magic 2 records).
     """
 
-    # only bytes/str/int/None and tuples of them are stored: no cycles, so no_gc
+    # only bytes/str/int/None, tuples of them and the batch's buffer are stored: no cycles, so no_gc.
+    # Headers are built on first access from the batch's bytes (_source, at _headers_at): a consumer that
+    # never reads them pays nothing for them; the record keeps the batch's buffer alive until then.
     cdef readonly object key
     cdef readonly object value
-    cdef readonly tuple headers
+    cdef tuple _headers
+    cdef object _source
+    cdef Py_ssize_t _headers_at
     cdef readonly int64_t offset
     cdef int64_t _timestamp
     cdef int _ts_type  # -1: none (magic 0)
@@ -1387,7 +1417,7 @@ cdef class Record:
         self._ts_type = -1 if timestamp_type is None else timestamp_type
         self.key = key
         self.value = value
-        self.headers = tuple(headers)
+        self._headers = tuple(headers)
         self.magic = magic
         self._codec = CODEC_IDS[codec]
         self.producer_id = producer_id
@@ -1396,6 +1426,14 @@ cdef class Record:
         self.is_transactional = is_transactional
         self.is_control = is_control
         self.attributes = attributes
+
+    @property
+    def headers(self):
+        """The headers, a tuple of ``(str, bytes | None)`` (empty before magic 2)."""
+        if self._headers is None:
+            self._headers = build_headers(self._source, self._headers_at)
+            self._source = None
+        return self._headers
 
     @property
     def timestamp(self):
@@ -1434,7 +1472,7 @@ cdef Record record_from_message(Message m):
     cdef Record r = Record.__new__(Record)
     r.key = m.key
     r.value = m.value
-    r.headers = NO_HEADERS
+    r._headers = NO_HEADERS
     r.offset = m.offset
     r._timestamp = m._timestamp
     r._ts_type = m._timestamp_type
@@ -1451,12 +1489,38 @@ cdef inline object new_binary(const uint8_t* buf, Py_ssize_t at, int64_t n):
     return None if n < 0 else PyBytes_FromStringAndSize(<char*>buf + at, <Py_ssize_t>n)
 
 
-cdef Record build_record(const uint8_t* buf, Py_ssize_t* position, BatchInfo* info):
-    """The record at ``position[0]`` of a validated batch body; advances ``position`` past it."""
-    cdef Py_ssize_t p = position[0], end, q, h
-    cdef int64_t length, ts_delta, off_delta, klen, vlen, nheaders, hk, hv
-    cdef Record r = Record.__new__(Record)
+cdef tuple build_headers(object source, Py_ssize_t q):
+    """The headers at ``q`` (the header count) of a validated record in ``source`` (bytes or bytearray)."""
+    cdef const uint8_t* buf
+    cdef int64_t nheaders, hk, hv
+    cdef Py_ssize_t h, end
     cdef tuple headers
+    if type(source) is bytes:
+        buf = <const uint8_t*>PyBytes_AS_STRING(source)
+        end = PyBytes_GET_SIZE(source)
+    else:
+        buf = <const uint8_t*>PyByteArray_AS_STRING(source)
+        end = PyByteArray_GET_SIZE(source)
+    q = read_varint(buf, q, end, 5, &nheaders)
+    headers = PyTuple_New(nheaders)
+    for h in range(nheaders):
+        q = read_varint(buf, q, end, 5, &hk)
+        key = PyUnicode_DecodeUTF8(<char*>buf + q, hk, NULL)
+        q += hk
+        q = read_varint(buf, q, end, 5, &hv)
+        pair = (key, new_binary(buf, q, hv))
+        if hv > 0:
+            q += hv
+        Py_INCREF(pair)
+        PyTuple_SET_ITEM(headers, h, pair)
+    return headers
+
+
+cdef Record build_record(object owner, const uint8_t* buf, Py_ssize_t* position, BatchInfo* info):
+    """The record at ``position[0]`` of a validated batch body held by ``owner``; advances ``position``."""
+    cdef Py_ssize_t p = position[0], end, q
+    cdef int64_t length, ts_delta, off_delta, klen, vlen
+    cdef Record r = Record.__new__(Record)
     p = read_varint(buf, p, p + 5, 5, &length)
     end = p + length
     r.attributes = buf[p]
@@ -1470,22 +1534,11 @@ cdef Record build_record(const uint8_t* buf, Py_ssize_t* position, BatchInfo* in
     r.value = new_binary(buf, q, vlen)
     if vlen > 0:
         q += vlen
-    q = read_varint(buf, q, end, 5, &nheaders)
-    if nheaders == 0:
-        r.headers = NO_HEADERS
+    if buf[q] == 0:  # zigzag 0: no headers
+        r._headers = NO_HEADERS
     else:
-        headers = PyTuple_New(nheaders)
-        for h in range(nheaders):
-            q = read_varint(buf, q, end, 5, &hk)
-            key = PyUnicode_DecodeUTF8(<char*>buf + q, hk, NULL)
-            q += hk
-            q = read_varint(buf, q, end, 5, &hv)
-            pair = (key, new_binary(buf, q, hv))
-            if hv > 0:
-                q += hv
-            Py_INCREF(pair)
-            PyTuple_SET_ITEM(headers, h, pair)
-        r.headers = headers
+        r._source = owner
+        r._headers_at = q
     r.offset = info.base_offset + off_delta
     r._timestamp = info.max_timestamp if info.ts_type else info.base_timestamp + ts_delta
     r._ts_type = info.ts_type
@@ -1545,7 +1598,7 @@ cdef class _BatchRecordIterator:
         if self.left <= 0:
             raise StopIteration
         self.left -= 1
-        return build_record(self.records.data, &self.pos, &self.records.info)
+        return build_record(self.records.owner, self.records.data, &self.pos, &self.records.info)
 
 
 cdef tuple control_marker(list records, Py_ssize_t pos):
@@ -1639,6 +1692,8 @@ cdef object decode_batch(object owner, const uint8_t* buf, Py_ssize_t pos, Py_ss
     control_type = coordinator_epoch = None
     if info.control:
         control_type, coordinator_epoch = control_marker(list(records), pos)
+    if cols is not None:  # rows are in the columns already
+        return None
     return Batch(
         position=pos, base_offset=info.base_offset, batch_length=load_i32(buf + pos + 8),
         partition_leader_epoch=info.leader_epoch, magic=2, crc=crc, attributes=attributes,
@@ -1649,28 +1704,20 @@ cdef object decode_batch(object owner, const uint8_t* buf, Py_ssize_t pos, Py_ss
     )
 
 
-cdef object legacy_batch(const uint8_t* buf, Py_ssize_t pos, Py_ssize_t end, Decoding* opts, _Columns cols):
+cdef object legacy_batch(const uint8_t* buf, Py_ssize_t pos, Py_ssize_t end, Decoding* opts):
     """One magic 0/1 entry decoded by decode_set on a pointer into the same buffer: a Batch."""
     cdef bint partial
     cdef int64_t last = 0
-    cdef list found = None if cols is not None else []
-    cdef Py_ssize_t row0 = cols.count if cols is not None else 0
+    cdef list found = []
     cdef int magic = buf[pos + 16]
     try:
-        decode_set(buf + pos, end - pos, found, cols, opts, False, 0, &partial, &last)
+        decode_set(buf + pos, end - pos, found, None, opts, False, 0, &partial, &last)
     except DecodeError as exc:
         raise type(exc)(exc.reason, (exc.offset or 0) + pos) from None
-    if cols is not None:
-        first = load_i64(<const uint8_t*>cols.offsets.data + 8 * row0)
-        cols.add_legacy_extras(row0, first)
-        records = ()
-        n = cols.count - row0
-        last = load_i64(<const uint8_t*>cols.offsets.data + 8 * (cols.count - 1))
-    else:
-        records = [record_from_message(<Message>m) for m in found]
-        first = (<Record>records[0]).offset
-        last = (<Record>records[len(records) - 1]).offset
-        n = len(records)
+    records = [record_from_message(<Message>m) for m in found]
+    first = (<Record>records[0]).offset
+    last = (<Record>records[len(records) - 1]).offset
+    n = len(records)
     timestamp = load_i64(buf + pos + 18) if magic == 1 else NO_TIMESTAMP
     return Batch(
         position=pos, base_offset=first, batch_length=load_i32(buf + pos + 8), partition_leader_epoch=-1,
@@ -1678,6 +1725,28 @@ cdef object legacy_batch(const uint8_t* buf, Py_ssize_t pos, Py_ssize_t end, Dec
         base_timestamp=timestamp, max_timestamp=timestamp, producer_id=-1, producer_epoch=-1, base_sequence=-1,
         records_count=n, control_type=None, coordinator_epoch=None, records=records,
     )
+
+
+cdef Py_ssize_t legacy_run(const uint8_t* buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t n, Decoding* opts,
+                           _Columns cols) except -1:
+    """Columns: the complete magic 0/1 entries from ``pos`` on, decoded by one decode_set call; return their end.
+
+    Column rows need no Batch objects, so a run of messages costs what a message set decode costs."""
+    cdef Py_ssize_t row0 = cols.count
+    cdef int32_t size
+    cdef bint partial
+    cdef int64_t last = 0
+    while n - end >= 17:  # extend the run over the next complete magic 0/1 entries
+        size = load_i32(buf + end + 8)
+        if size < MIN_SIZE or buf[end + 16] >= 2 or size > n - end - 12:
+            break
+        end += 12 + size
+    try:
+        decode_set(buf + pos, end - pos, None, cols, opts, False, 0, &partial, &last)
+    except DecodeError as exc:
+        raise type(exc)(exc.reason, (exc.offset or 0) + pos) from None
+    cols.add_legacy_extras(row0, -1)
+    return end
 
 
 cdef tuple walk_entries(object owner, const uint8_t* buf, Py_ssize_t n, Decoding* opts, _Columns cols):
@@ -1702,8 +1771,10 @@ cdef tuple walk_entries(object owner, const uint8_t* buf, Py_ssize_t n, Decoding
         end = pos + 12 + size
         if magic == 2:
             batches.append(decode_batch(owner, buf, pos, end, opts, cols))
+        elif magic < 2 and cols is not None:
+            end = legacy_run(buf, pos, end, n, opts, cols)
         elif magic < 2:
-            batches.append(legacy_batch(buf, pos, end, opts, cols))
+            batches.append(legacy_batch(buf, pos, end, opts))
         else:
             raise DecodeError(f"unsupported record magic {magic}", pos + 16)
         pos = end

@@ -239,8 +239,8 @@ class RecordColumns(MessageColumns):
 
     ``timestamp_types`` ``array('b')`` (-1 for magic 0), ``producer_ids`` ``array('q')``, ``producer_epochs``
     ``array('h')``, ``sequences`` ``array('i')``, ``transactional``/``control`` ``array('B')``,
-    ``batch_offsets`` ``array('q')`` (base offset of the record's batch), ``leader_epochs`` ``array('i')``
-    (-1 before magic 2).  Headers: record *i* has headers ``header_starts[i]`` to ``header_starts[i+1]``
+    ``batch_offsets`` ``array('q')`` (base offset of the record's magic 2 batch), ``leader_epochs``
+    ``array('i')`` (both -1 before magic 2).  Headers: record *i* has headers ``header_starts[i]`` to ``header_starts[i+1]``
     (``array('i')``, Arrow's list offsets); header *j*'s key is ``header_key_data[header_key_offsets[j]:
     header_key_offsets[j+1]]`` (UTF-8), its value likewise in ``header_value_*`` with ``header_value_null``.
     """
@@ -290,7 +290,7 @@ class RecordColumns(MessageColumns):
             sequences=array("i", [r.sequence for _, r in rows]),
             transactional=array("B", [r.is_transactional for _, r in rows]),
             control=array("B", [r.is_control for _, r in rows]),
-            batch_offsets=array("q", [b.base_offset for b, _ in rows]),
+            batch_offsets=array("q", [b.base_offset if b.magic == 2 else -1 for b, _ in rows]),
             leader_epochs=array("i", [b.partition_leader_epoch for b, _ in rows]),
             header_starts=starts, header_key_data=hk_data, header_key_offsets=hk_bounds,
             header_value_data=hv_data, header_value_offsets=hv_bounds, header_value_null=hv_null,
