@@ -1168,6 +1168,11 @@ build_crc32c_tables()
 cdef bint HAVE_CRC32C_HW = kproto_crc32c_hw_available()
 
 
+def crc32c_hardware() -> bool:
+    """Whether this CPU computes CRC-32C in hardware (the route the decoder takes unless tests turn it off)."""
+    return kproto_crc32c_hw_available() != 0
+
+
 def _set_crc32c_hw(bint enabled) -> bool:
     """Turn the hardware CRC-32C route on/off (tests compare both); return the previous setting."""
     global HAVE_CRC32C_HW
