@@ -40,6 +40,8 @@ cdef enum:
 cdef int64_t NO_TIMESTAMP = -1
 cdef int64_t I32_MAX = 2147483647
 cdef dict CODEC_NAMES = {1: "gzip", 2: "snappy", 3: "lz4"}
+cdef dict CODEC_IDS = {None: 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+cdef tuple CODEC_NAME_BY_ID = (None, "gzip", "snappy", "lz4", "zstd", None, None, None)
 
 
 cdef inline int32_t load_i32(const uint8_t* p) noexcept nogil:
@@ -240,7 +242,8 @@ cdef class Message:
 
     ``key``/``value``: ``bytes`` or ``None`` (null and empty stay distinct); ``timestamp``: int for magic 1,
     ``None`` for magic 0; ``offset``: absolute; ``magic``; ``attributes``: the message's own attribute byte;
-    ``codec``: the codec it travelled with (the wrapper's for messages expanded from a compressed wrapper);
+    ``codec``: the name of the codec it travelled with (the wrapper's, for messages expanded from a compressed
+    wrapper: ``"gzip"``, ``"snappy"``, ``"lz4"``; ``None`` uncompressed), as encoding takes it;
     ``timestamp_type``: 0 CreateTime / 1 LogAppendTime for magic 1, ``None`` for magic 0; ``crc``: as stored.
     """
 
@@ -254,7 +257,7 @@ cdef class Message:
     cdef int64_t _timestamp
     cdef readonly int magic
     cdef readonly int attributes
-    cdef readonly int codec
+    cdef int _codec
     cdef int _timestamp_type  # -1: none (magic 0)
     cdef readonly uint32_t crc
 
@@ -268,7 +271,12 @@ cdef class Message:
         """0 CreateTime / 1 LogAppendTime for magic 1, None for magic 0."""
         return None if self._timestamp_type < 0 else self._timestamp_type
 
-    def __init__(self, key=None, value=None, timestamp=None, offset=0, magic=0, attributes=0, codec=0,
+    @property
+    def codec(self):
+        """The codec name it travelled with (``"gzip"``, ``"snappy"``, ``"lz4"``) or None, as encoding takes it."""
+        return CODEC_NAME_BY_ID[self._codec]
+
+    def __init__(self, key=None, value=None, timestamp=None, offset=0, magic=0, attributes=0, codec=None,
                  timestamp_type=None, crc=0):
         if key is not None and type(key) is not bytes:
             raise TypeError("key must be bytes or None")
@@ -283,7 +291,7 @@ cdef class Message:
         self._timestamp_type = -1 if timestamp_type is None else timestamp_type
         self.magic = magic
         self.attributes = attributes
-        self.codec = codec
+        self._codec = CODEC_IDS[codec]
         self.crc = crc
 
     def _astuple(self):
@@ -300,7 +308,7 @@ cdef class Message:
 
     def __repr__(self):
         return (f"Message(offset={self.offset!r}, key={self.key!r}, value={self.value!r}, "
-                f"timestamp={self.timestamp!r}, magic={self.magic}, codec={self.codec})")
+                f"timestamp={self.timestamp!r}, magic={self.magic}, codec={self.codec!r})")
 
 
 cdef struct GrowBuf:
@@ -559,7 +567,7 @@ cdef inline Message new_message(object key, object value, int64_t timestamp, int
     m._timestamp = timestamp
     m.magic = magic
     m.attributes = attributes
-    m.codec = codec
+    m._codec = codec
     m._timestamp_type = timestamp_type
     m.crc = crc
     return m
@@ -1217,8 +1225,6 @@ cdef enum:
     ATTR_TRANSACTIONAL = 0x10
     ATTR_CONTROL = 0x20
 
-cdef dict CODEC_IDS = {None: 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
-cdef tuple CODEC_NAME_BY_ID = (None, "gzip", "snappy", "lz4", "zstd", None, None, None)
 cdef tuple NO_HEADERS = ()
 
 
@@ -1481,7 +1487,7 @@ cdef Record record_from_message(Message m):
     r.offset = m.offset
     r._timestamp = m._timestamp
     r._ts_type = m._timestamp_type
-    r._codec = m.codec
+    r._codec = m._codec
     r.magic = m.magic
     r.attributes = m.attributes
     r.producer_id = -1

@@ -24,6 +24,7 @@ from kproto.records.format import (
     BATCH_HEADER_SIZE,
     CODEC_MASK,
     CODEC_NAMES,
+    CODEC_ZSTD,
     CONTROL_ABORT,
     CONTROL_COMMIT,
     LOG_OVERHEAD,
@@ -31,6 +32,7 @@ from kproto.records.format import (
     MIN_MESSAGE_SIZE,
     MIN_MESSAGE_SIZE_V1,
     NO_TIMESTAMP,
+    codec_id,
 )
 
 __all__ = [
@@ -56,7 +58,7 @@ _I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
 _MessageFields = namedtuple(
     "_MessageFields",
     "key value timestamp offset magic attributes codec timestamp_type crc",
-    defaults=(None, None, None, 0, 0, 0, 0, None, 0),
+    defaults=(None, None, None, 0, 0, 0, None, None, 0),
 )
 
 
@@ -65,7 +67,8 @@ class Message(_MessageFields):
 
     ``key``/``value``: ``bytes`` or ``None`` (null and empty stay distinct); ``timestamp``: int for magic 1,
     ``None`` for magic 0; ``offset``: absolute; ``magic``; ``attributes``: the message's own attribute byte;
-    ``codec``: the codec it travelled with (the wrapper's for messages expanded from a compressed wrapper);
+    ``codec``: the name of the codec it travelled with (the wrapper's, for messages expanded from a compressed
+    wrapper: ``"gzip"``, ``"snappy"``, ``"lz4"``; ``None`` uncompressed), as encoding takes it;
     ``timestamp_type``: 0 CreateTime / 1 LogAppendTime for magic 1, ``None`` for magic 0; ``crc``: as stored.
     """
 
@@ -82,7 +85,7 @@ def _as_bytes(data: Any) -> bytes:
 def decode(data: Any, check_crc: bool, limit: int) -> MessageSet:
     """Decode a message set into :class:`Message` objects (see :func:`kproto.records.decode_message_set`)."""
     messages: List[Message] = []
-    valid, partial = _decode_into(_as_bytes(data), messages, None, check_crc, [limit], False, 0)
+    valid, partial = _decode_into(_as_bytes(data), messages, None, check_crc, [limit], False, None)
     return MessageSet(messages, valid, partial)
 
 
@@ -90,7 +93,7 @@ def decode_columns(data: Any, check_crc: bool, limit: int) -> MessageColumns:
     """Decode a message set into columns (see :func:`kproto.records.decode_columns`)."""
     messages: List[Message] = []
     crc_flags: List[bool] = []
-    valid, partial = _decode_into(_as_bytes(data), messages, crc_flags, check_crc, [limit], False, 0)
+    valid, partial = _decode_into(_as_bytes(data), messages, crc_flags, check_crc, [limit], False, None)
     key_data, key_bounds, key_null = _pack_binary([m.key for m in messages])
     value_data, value_bounds, value_null = _pack_binary([m.value for m in messages])
     return MessageColumns(
@@ -99,7 +102,7 @@ def decode_columns(data: Any, check_crc: bool, limit: int) -> MessageColumns:
         timestamps=array("q", [NO_TIMESTAMP if m.timestamp is None else m.timestamp for m in messages]),
         magics=array("b", [m.magic for m in messages]),
         attributes=array("b", [m.attributes - 256 if m.attributes > 127 else m.attributes for m in messages]),
-        codecs=array("b", [m.codec for m in messages]),
+        codecs=array("b", [codec_id(m.codec) for m in messages]),
         crc_ok=array("B", [1 if ok else 0 for ok in crc_flags] if not check_crc else [1] * len(messages)),
         key_data=key_data,
         key_offsets=key_bounds,
@@ -119,7 +122,7 @@ def _decode_into(
     check_crc: bool,
     budget: List[int],
     inner: bool,
-    carrier_codec: int,
+    carrier_codec: Optional[str],
 ) -> Tuple[int, bool]:
     """Append the messages of ``buf`` to ``out``; return (valid bytes, ended with a partial message).
 
@@ -248,7 +251,7 @@ def _expand_wrapper(
 ) -> None:
     """Decompress a wrapper's inner set and append its messages with absolute offsets."""
     codec = attributes & CODEC_MASK
-    name = CODEC_NAMES.get(codec)
+    name = CODEC_NAMES.get(codec) if codec != CODEC_ZSTD else None  # zstd exists only in magic 2
     if name is None:
         raise DecodeError(f"unknown compression codec {codec}", entry + 17)
     if inner:
@@ -260,7 +263,7 @@ def _expand_wrapper(
     found: List[Message] = []
     flags: Optional[List[bool]] = [] if crc_flags is not None else None
     try:
-        valid, partial = _decode_into(raw, found, flags, check_crc, budget, True, codec)
+        valid, partial = _decode_into(raw, found, flags, check_crc, budget, True, name)
     except DecodeError as exc:
         raise type(exc)(f"{exc.reason} [decompressed byte {exc.offset} of the {name} wrapper]", value_pos) from None
     if partial:
@@ -445,7 +448,7 @@ class Record(_RecordFields):
 
 def _legacy_records(messages: List[Message]) -> List[Record]:
     return [
-        _new(Record, (m.offset, m.timestamp, m.key, m.value, (), m.magic, CODEC_NAMES.get(m.codec), m.timestamp_type,
+        _new(Record, (m.offset, m.timestamp, m.key, m.value, (), m.magic, m.codec, m.timestamp_type,
                       -1, -1, -1, False, False, m.attributes))
         for m in messages
     ]
@@ -490,7 +493,7 @@ def _legacy_batch(buf: bytes, pos: int, end: int, check_crc: bool, budget: List[
     """One magic 0/1 entry (a message, or a wrapper with its inner messages) as a batch."""
     messages: List[Message] = []
     try:
-        _decode_into(buf[pos:end], messages, None, check_crc, budget, False, 0)
+        _decode_into(buf[pos:end], messages, None, check_crc, budget, False, None)
     except DecodeError as exc:
         raise type(exc)(exc.reason, (exc.offset or 0) + pos) from None
     return _legacy_batch_of(buf, pos, end, _legacy_records(messages))
@@ -733,7 +736,7 @@ def _entry_crc_ok(buf: bytes, batch: Batch) -> bool:
 def _legacy_crc_flags(buf: bytes, batch: Batch) -> List[bool]:
     end = batch.position + LOG_OVERHEAD + batch.batch_length
     flags: List[bool] = []
-    _decode_into(buf[batch.position : end], [], flags, False, [2**62], False, 0)
+    _decode_into(buf[batch.position : end], [], flags, False, [2**62], False, None)
     return flags
 
 
