@@ -47,3 +47,14 @@ def test_damage_reports_the_file_offset(records_codec, tmp_path):
     with pytest.raises(DecodeError) as err:
         list(segment_module.Segment(io.BytesIO(bytes(data)), chunk_size=100))
     assert err.value.offset == len(data) - len(records_codec.encode_record_batch([(None, b"y" * 20000, 4000)])) + 17
+
+
+def test_record_set_decodes_any_magic(records_codec):
+    from kproto.records import RecordSet
+
+    data = segment_bytes(records_codec)
+    rs = RecordSet(data)
+    assert bytes(rs) == data and len(rs.records()) == 10
+    assert [r.magic for r in rs.records()][:5] == [0, 0, 0, 1, 2]
+    built = RecordSet.from_records([(b"k", b"v", 5, [("h", b"1")])], base_offset=3)
+    assert [(r.offset, r.headers) for r in built.records()] == [(3, (("h", b"1"),))]

@@ -13,7 +13,7 @@ which one runs.  The backend-bound names load on first use, so that ``kproto._ba
 module can import this package's helpers without an import cycle.
 """
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kproto.records.decoded import Batch, DecodedRecords, MessageColumns, MessageSet, RecordColumns
 from kproto.records.format import DEFAULT_MAX_DECOMPRESSED_SIZE
@@ -39,6 +39,20 @@ __all__ = [
     "encode_record_batch",
     "read_segment",
 ]
+
+if TYPE_CHECKING:  # what the lazy names below are, for type checkers
+    from kproto.records.message_set import (
+        Message as Message,
+        MessageSetCodec as MessageSetCodec,
+        Record as Record,
+        decode_columns as decode_columns,
+        decode_message_set as decode_message_set,
+        decode_records as decode_records,
+        encode_control_batch as encode_control_batch,
+        encode_message_set as encode_message_set,
+        encode_record_batch as encode_record_batch,
+    )
+    from kproto.records.segment import Segment as Segment, read_segment as read_segment
 
 _BACKEND_BOUND = {
     "Message", "MessageSetCodec", "Record", "decode_columns", "decode_message_set", "decode_records",

@@ -5,9 +5,65 @@ from __future__ import annotations
 
 from array import array
 from itertools import chain
-from typing import Any, Callable, Iterator, List, Optional, Sequence, Union
+from typing import Any, Callable, Iterator, List, Optional, Protocol, Sequence, Tuple, Union
 
-__all__ = ["Batch", "DecodedRecords", "MessageSet", "MessageColumns", "RecordColumns"]
+__all__ = ["Batch", "DecodedRecords", "MessageLike", "MessageSet", "MessageColumns", "RecordColumns", "RecordLike"]
+
+
+class RecordLike(Protocol):
+    """What a decoded record offers, whichever backend built it (a Cython class or a named tuple)."""
+
+    @property
+    def offset(self) -> int: ...
+    @property
+    def timestamp(self) -> Optional[int]: ...
+    @property
+    def timestamp_type(self) -> Optional[int]: ...
+    @property
+    def key(self) -> Optional[bytes]: ...
+    @property
+    def value(self) -> Optional[bytes]: ...
+    @property
+    def headers(self) -> Sequence[Tuple[str, Optional[bytes]]]: ...
+    @property
+    def magic(self) -> int: ...
+    @property
+    def codec(self) -> Optional[str]: ...
+    @property
+    def attributes(self) -> int: ...
+    @property
+    def producer_id(self) -> int: ...
+    @property
+    def producer_epoch(self) -> int: ...
+    @property
+    def sequence(self) -> int: ...
+    @property
+    def is_transactional(self) -> bool: ...
+    @property
+    def is_control(self) -> bool: ...
+
+
+class MessageLike(Protocol):
+    """What a decoded magic 0/1 message offers, whichever backend built it."""
+
+    @property
+    def offset(self) -> int: ...
+    @property
+    def timestamp(self) -> Optional[int]: ...
+    @property
+    def timestamp_type(self) -> Optional[int]: ...
+    @property
+    def key(self) -> Optional[bytes]: ...
+    @property
+    def value(self) -> Optional[bytes]: ...
+    @property
+    def magic(self) -> int: ...
+    @property
+    def codec(self) -> Optional[str]: ...
+    @property
+    def attributes(self) -> int: ...
+    @property
+    def crc(self) -> int: ...
 
 
 class MessageSet:
@@ -21,18 +77,18 @@ class MessageSet:
 
     __slots__ = ("messages", "valid_bytes", "partial")
 
-    def __init__(self, messages: Sequence[Any], valid_bytes: int, partial: bool) -> None:
+    def __init__(self, messages: Sequence[MessageLike], valid_bytes: int, partial: bool) -> None:
         self.messages = messages
         self.valid_bytes = valid_bytes
         self.partial = partial
 
-    def __iter__(self) -> Iterator[Any]:
+    def __iter__(self) -> Iterator[MessageLike]:
         return iter(self.messages)
 
     def __len__(self) -> int:
         return len(self.messages)
 
-    def __getitem__(self, index: int) -> Any:
+    def __getitem__(self, index: int) -> MessageLike:
         return self.messages[index]
 
     def __repr__(self) -> str:
@@ -70,18 +126,18 @@ class MessageColumns:
     )
 
     count: int
-    offsets: array
-    timestamps: array
-    magics: array
-    attributes: array
-    codecs: array
-    crc_ok: array
+    offsets: "array[int]"
+    timestamps: "array[int]"
+    magics: "array[int]"
+    attributes: "array[int]"
+    codecs: "array[int]"
+    crc_ok: "array[int]"
     key_data: bytes
-    key_offsets: array
-    key_null: array
+    key_offsets: "array[int]"
+    key_null: "array[int]"
     value_data: bytes
-    value_offsets: array
-    value_null: array
+    value_offsets: "array[int]"
+    value_null: "array[int]"
     valid_bytes: int
     partial: bool
 
@@ -161,16 +217,18 @@ class Batch:
     coordinator_epoch: Optional[int]
 
     def __init__(self, *, records: Union[Sequence[Any], Callable[[], Sequence[Any]]], **fields: Any) -> None:
+        self._records: Union[Sequence[Any], Callable[[], Sequence[Any]]]
         for name in self.__slots__[:-1]:
             setattr(self, name, fields[name])
         self._records = records
 
     @property
-    def records(self) -> Sequence[Any]:
+    def records(self) -> Sequence[RecordLike]:
         """The batch's records (``Record`` objects of the active backend)."""
         if callable(self._records):
             self._records = self._records()
-        return self._records
+        records: Sequence[RecordLike] = self._records
+        return records
 
     @property
     def codec(self) -> Optional[str]:
@@ -223,7 +281,7 @@ class DecodedRecords:
         self.partial = partial
         self._count = sum(b.records_count if b.magic == 2 else len(b.records) for b in batches)
 
-    def __iter__(self) -> Iterator[Any]:
+    def __iter__(self) -> Iterator[RecordLike]:
         return chain.from_iterable([batch.records for batch in self.batches])
 
     def __len__(self) -> int:
@@ -250,6 +308,21 @@ class RecordColumns(MessageColumns):
         "batch_offsets", "leader_epochs", "header_starts", "header_key_data", "header_key_offsets",
         "header_value_data", "header_value_offsets", "header_value_null",
     )
+
+    timestamp_types: "array[int]"
+    producer_ids: "array[int]"
+    producer_epochs: "array[int]"
+    sequences: "array[int]"
+    transactional: "array[int]"
+    control: "array[int]"
+    batch_offsets: "array[int]"
+    leader_epochs: "array[int]"
+    header_starts: "array[int]"
+    header_key_data: bytes
+    header_key_offsets: "array[int]"
+    header_value_data: bytes
+    header_value_offsets: "array[int]"
+    header_value_null: "array[int]"
 
     def __init__(self, **columns: Any) -> None:
         for name in MessageColumns.__slots__ + RecordColumns.__slots__:
@@ -357,7 +430,7 @@ def _pc() -> Any:
     return pyarrow.compute
 
 
-def _pack_binary(items: List[Optional[bytes]]) -> "tuple[bytes, array, array]":
+def _pack_binary(items: List[Optional[bytes]]) -> "Tuple[bytes, array[int], array[int]]":
     bounds = array("i", [0])
     total = 0
     for item in items:
@@ -376,7 +449,7 @@ def _unpack_binary(data: bytes, bounds: Sequence[int], nulls: Sequence[int]) -> 
     return [None if nulls[i] else data[bounds[i] : bounds[i + 1]] for i in range(len(nulls))]
 
 
-def _arrow_binary(pa: Any, pc: Any, count: int, data: bytes, bounds: array, nulls: array) -> Any:
+def _arrow_binary(pa: Any, pc: Any, count: int, data: bytes, bounds: "array[int]", nulls: "array[int]") -> Any:
     null_count = nulls.tobytes().count(1)
     validity = None
     if null_count:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 from types import ModuleType
 import time
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Literal, Optional, overload
 
 from kproto._backend import records_impl as _impl
 from kproto.errors import EncodeError
@@ -80,7 +80,8 @@ class MessageSetCodec:
         compressed entries of the call decompress to are capped by ``max_decompressed_size``
         (:class:`~kproto.errors.LimitExceededError`).
         """
-        return self.impl.decode_records(data, bool(check_crc), _check_limit(max_decompressed_size))
+        decoded: DecodedRecords = self.impl.decode_records(data, bool(check_crc), _check_limit(max_decompressed_size))
+        return decoded
 
     def encode_record_batch(
         self,
@@ -129,7 +130,7 @@ class MessageSetCodec:
 
     def _encode_batch(self, records: Iterable[Any], base_offset: int, codec: Optional[str], producer_id: int,
                       producer_epoch: int, base_sequence: int, attributes: int, partition_leader_epoch: int) -> bytes:
-        return self.impl.encode_batch(
+        batch: bytes = self.impl.encode_batch(
             records,
             _check_int(base_offset, "base_offset", _I64_MIN, _I64_MAX),
             codec_id(codec),
@@ -140,6 +141,7 @@ class MessageSetCodec:
             _check_int(partition_leader_epoch, "partition_leader_epoch", _I32_MIN, _I32_MAX),
             time.time_ns() // 1_000_000,
         )
+        return batch
 
     def decode_message_set(
         self, data: Any, *, check_crc: bool = True, max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE
@@ -154,7 +156,16 @@ class MessageSetCodec:
         :data:`~kproto.records.format.DEFAULT_MAX_DECOMPRESSED_SIZE`, 64 MiB) or nested compression raises
         :class:`~kproto.errors.LimitExceededError`.  ``check_crc=False`` skips CRC32 validation.
         """
-        return self.impl.decode(data, bool(check_crc), _check_limit(max_decompressed_size))
+        messages: MessageSet = self.impl.decode(data, bool(check_crc), _check_limit(max_decompressed_size))
+        return messages
+
+    @overload
+    def decode_columns(self, data: Any, *, check_crc: bool = ..., max_decompressed_size: int = ...,
+                       arrow: Literal[False] = ...) -> RecordColumns: ...
+
+    @overload
+    def decode_columns(self, data: Any, *, check_crc: bool = ..., max_decompressed_size: int = ...,
+                       arrow: Literal[True]) -> Any: ...
 
     def decode_columns(
         self,
@@ -182,7 +193,8 @@ class MessageSetCodec:
         self, data: Any, *, check_crc: bool = True, max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE
     ) -> MessageColumns:
         """:meth:`decode_columns` restricted to magic 0/1 message sets, without the magic 2 columns."""
-        return self.impl.decode_columns(data, bool(check_crc), _check_limit(max_decompressed_size))
+        columns: MessageColumns = self.impl.decode_columns(data, bool(check_crc), _check_limit(max_decompressed_size))
+        return columns
 
     def encode_message_set(
         self,
@@ -221,7 +233,8 @@ class MessageSetCodec:
             raise EncodeError("timestamp_type must be 0, or 1 (LogAppendTime) with magic 1")
         ts_bit = TIMESTAMP_TYPE_MASK if timestamp_type else 0
         if not cid:
-            return self.impl.encode_plain(messages, magic, base_offset, ts_bit)[0]
+            plain: bytes = self.impl.encode_plain(messages, magic, base_offset, ts_bit)[0]
+            return plain
         inner, count, max_timestamp = self.impl.encode_plain(messages, magic, base_offset if magic == 0 else 0, 0)
         if not count:
             return b""
@@ -229,7 +242,8 @@ class MessageSetCodec:
             raise EncodeError(f"offsets from {base_offset} for {count} messages do not fit int64")
         payload = compress_buffer(cid, inner, magic=magic, snappy_framing=snappy_framing)
         wrapper = ((None, payload, max_timestamp),)
-        return self.impl.encode_plain(wrapper, magic, base_offset + count - 1, cid | ts_bit)[0]
+        wrapped: bytes = self.impl.encode_plain(wrapper, magic, base_offset + count - 1, cid | ts_bit)[0]
+        return wrapped
 
 
 _active = MessageSetCodec(_impl)
