@@ -19,6 +19,9 @@ from cpython.ref cimport Py_INCREF, Py_XDECREF
 from libc.stdint cimport INT64_MAX, INT64_MIN, int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from cpython.unicode cimport PyUnicode_DecodeUTF8
+
+cdef extern from "Python.h":
+    const char* PyUnicode_AsUTF8AndSize(object unicode, Py_ssize_t* size) except NULL
 from libc.stdlib cimport free, realloc
 from libc.string cimport memcpy
 
@@ -1871,6 +1874,33 @@ cdef list normalize_headers(object headers, Py_ssize_t index):
     return out
 
 
+cdef inline const char* header_key_data(object key, Py_ssize_t* length) except NULL:
+    """UTF-8 of a checked header key: a str's cached UTF-8 (no copy), or the bytes normalize_headers made."""
+    if type(key) is str:
+        return PyUnicode_AsUTF8AndSize(key, length)
+    length[0] = PyBytes_GET_SIZE(key)
+    return PyBytes_AS_STRING(key)
+
+
+cdef object header_list(object headers, Py_ssize_t index):
+    """The headers as they are when they are a list/tuple of (str, bytes | None) tuples whose keys encode
+    (the common case: nothing is copied), else normalize_headers' checked copy."""
+    cdef Py_ssize_t size
+    if type(headers) is list or type(headers) is tuple:
+        for pair in headers:
+            if type(pair) is not tuple or len(<tuple>pair) != 2 or type((<tuple>pair)[0]) is not str:
+                return normalize_headers(headers, index)
+            value = (<tuple>pair)[1]
+            if value is not None and type(value) is not bytes and type(value) is not bytearray:
+                return normalize_headers(headers, index)
+            try:
+                PyUnicode_AsUTF8AndSize((<tuple>pair)[0], &size)
+            except UnicodeEncodeError:
+                return normalize_headers(headers, index)
+        return headers
+    return normalize_headers(headers, index)
+
+
 def encode_batch(records, int64_t base_offset, int codec, int64_t producer_id, int producer_epoch,
                  int32_t base_sequence, int attributes, int32_t partition_leader_epoch, int64_t now):
     """One magic 2 batch (see :func:`kproto.records.encode_record_batch`); ``attributes`` without the codec."""
@@ -1882,8 +1912,8 @@ def encode_batch(records, int64_t base_offset, int codec, int64_t producer_id, i
     cdef const char* hvptr
     cdef int64_t timestamp, base_ts = NO_TIMESTAMP, max_ts = NO_TIMESTAMP, ts_delta
     cdef uint8_t* w
-    cdef tuple tup
-    cdef list hlist
+    cdef tuple tup, pair
+    cdef object hlist
     out.obj = NULL
     out.size = 0
     out.cap = 0
@@ -1923,7 +1953,7 @@ def encode_batch(records, int64_t base_offset, int codec, int64_t producer_id, i
                 raise EncodeError(f"record {index}: timestamp {timestamp} is too far from the first record's "
                                   f"{base_ts} for an int64 delta")
             ts_delta = timestamp - base_ts
-            hlist = normalize_headers(headers, index) if headers else None
+            hlist = header_list(headers, index) if headers else None
             nh = len(hlist) if hlist is not None else 0
             kptr = binary_data(key, &klen)
             vptr = binary_data(value, &vlen)
@@ -1932,8 +1962,9 @@ def encode_batch(records, int64_t base_offset, int codec, int64_t producer_id, i
             length = 1 + varint_size(ts_delta) + varint_size(index) + varint_size(klen) + (klen if klen > 0 else 0)
             length += varint_size(vlen) + (vlen if vlen > 0 else 0) + varint_size(nh)
             for h in range(nh):
-                hkptr = binary_data((<tuple>hlist[h])[0], &hklen)
-                hvptr = binary_data((<tuple>hlist[h])[1], &hvlen)
+                pair = <tuple>hlist[h]
+                hkptr = header_key_data(pair[0], &hklen)
+                hvptr = binary_data(pair[1], &hvlen)
                 length += varint_size(hklen) + hklen + varint_size(hvlen) + (hvlen if hvlen > 0 else 0)
             if length > I32_MAX:
                 raise EncodeError(f"record {index}: larger than 2 GiB")
@@ -1953,8 +1984,9 @@ def encode_batch(records, int64_t base_offset, int codec, int64_t producer_id, i
                 at += vlen
             at += write_varint(w + at, nh)
             for h in range(nh):
-                hkptr = binary_data((<tuple>hlist[h])[0], &hklen)
-                hvptr = binary_data((<tuple>hlist[h])[1], &hvlen)
+                pair = <tuple>hlist[h]
+                hkptr = header_key_data(pair[0], &hklen)
+                hvptr = binary_data(pair[1], &hvlen)
                 at += write_varint(w + at, hklen)
                 memcpy(w + at, hkptr, <size_t>hklen)
                 at += hklen
