@@ -1,14 +1,18 @@
-"""Message set throughput: kproto (Cython and pure) against aiokafka (Cython and pure) and kafka-python.
+"""Records throughput: kproto (Cython and pure) against aiokafka (Cython and pure) and kafka-python, for
+magic 0/1 message sets and magic 2 record batches.
 
 Runs everything in one process, so the ratios are comparable even where absolute figures drift.  Decode
-means: parse the set and touch ``offset``, ``key`` and ``value`` of every message; encode means: build the
-set from ``(key, value[, timestamp])`` data.  All decoders read the same bytes (encoded by kproto).  The
+means: parse the set and touch ``offset``, ``key`` and ``value`` of every message; ``decode+h`` (magic 2)
+touches ``headers`` too (kproto builds a record's headers on first access, the peers always build them);
+encode means: build the set from ``(key, value[, timestamp[, headers]])`` data.  Magic 2 records carry one
+header (``trace``: 8 bytes); every magic 2 decoder checks the batch CRC-32C.  All decoders read the same bytes (encoded by kproto).  The
 ``crc32`` row is zlib.crc32 over the uncompressed message set: the physical bound for any CRC-checking
 decoder.  ``columns`` is :func:`kproto.records.decode_columns` (no per-message objects).
 
     python benchmarks/records.py            # full matrix
     python benchmarks/records.py --quick    # 10k x 100 B, magic 0, uncompressed + lz4
     python benchmarks/records.py --codec none --magic 0 --size small --impl kproto-cython,aiokafka-cython
+    python benchmarks/records.py --magic 2 --v2-codec none,lz4,zstd   # the record batch cases only
 """
 
 from __future__ import annotations
@@ -137,6 +141,103 @@ def peer_ops(classes: Tuple[Any, Any], messages: List[tuple], data: bytes, magic
     return {"decode": run_decode_crc, "decode-nocrc": run_decode, "encode": run_encode}
 
 
+def _v2_peer_classes(name: str) -> Optional[Tuple[Any, Any]]:
+    try:
+        if name == "aiokafka-cython":
+            from aiokafka.record._crecords import DefaultRecordBatch, DefaultRecordBatchBuilder
+
+            return DefaultRecordBatchBuilder, DefaultRecordBatch
+        if name == "aiokafka-pure":
+            from aiokafka.record.default_records import _DefaultRecordBatchBuilderPy, _DefaultRecordBatchPy
+
+            return _DefaultRecordBatchBuilderPy, _DefaultRecordBatchPy
+        if name == "kafka-python":
+            from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+
+            return DefaultRecordBatchBuilder, DefaultRecordBatch
+    except ImportError:
+        return None
+    return None
+
+
+def make_records(count: int, size: int) -> List[tuple]:
+    return [(key, value, ts, [("trace", b"%08d" % i)]) for i, (key, value, ts) in enumerate(make_messages(count, size, 1))]
+
+
+def v2_kproto_ops(codec: MessageSetCodec, records: List[tuple], data: bytes, cname: str) -> Dict[str, Callable[[], Any]]:
+    compression = None if cname == "none" else cname
+    decode = codec.decode_records
+
+    def run_decode() -> None:
+        for r in decode(data):
+            r.offset
+            r.key
+            r.value
+
+    def run_decode_headers() -> None:
+        for r in decode(data):
+            r.offset
+            r.key
+            r.value
+            r.headers
+
+    return {
+        "decode": run_decode,
+        "decode+h": run_decode_headers,
+        "encode": lambda: codec.encode_record_batch(records, codec=compression),
+        "columns": lambda: codec.decode_columns(data),
+    }
+
+
+def v2_peer_ops(classes: Tuple[Any, Any], records: List[tuple], data: bytes, cname: str) -> Dict[str, Callable[[], Any]]:
+    builder_cls, batch_cls = classes
+    ctype = V2_CODEC_IDS[cname]
+
+    def run_decode(headers: bool) -> None:
+        batch = batch_cls(data)
+        if not batch.validate_crc():  # aiokafka's consumer does this by default (check_crcs=True)
+            raise ValueError("crc")
+        for r in batch:
+            r.offset
+            r.key
+            r.value
+            if headers:
+                r.headers
+
+    def run_encode() -> bytes:
+        builder = builder_cls(2, ctype, 0, -1, -1, -1, 2**30)
+        append = builder.append
+        for i, (key, value, ts, headers) in enumerate(records):
+            append(i, timestamp=ts, key=key, value=value, headers=headers)
+        return bytes(builder.build())
+
+    return {"decode": lambda: run_decode(False), "decode+h": lambda: run_decode(True), "encode": run_encode}
+
+
+V2_CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+
+def run_v2(args: argparse.Namespace, impls: List[str]) -> None:
+    for size_name in args.size.split(","):
+        count, size = SIZES[size_name]
+        records = make_records(count, size)
+        for cname in args.v2_codec.split(","):
+            data = MessageSetCodec(_pure).encode_record_batch(records, codec=None if cname == "none" else cname)
+            rates: Dict[Tuple[str, str], float] = {}
+            for impl in impls:
+                ops: Optional[Dict[str, Callable[[], Any]]] = None
+                if impl.startswith("kproto"):
+                    codec = _kproto_codec(impl)
+                    ops = v2_kproto_ops(codec, records, data, cname) if codec else None
+                else:
+                    classes = _v2_peer_classes(impl)
+                    ops = v2_peer_ops(classes, records, data, cname) if classes else None
+                for op, fn in (ops or {}).items():
+                    gc.collect()
+                    rates[(impl, op)] = count / measure(fn, args.budget) / 1e6
+            _print_rates(f"{count}x{size}B m2", cname, rates, ("decode", "decode+h", "encode", "columns"))
+
+
 def measure(fn: Callable[[], Any], budget: float) -> float:
     """Best seconds per call over a few rounds of at least ``budget`` seconds each."""
     fn()
@@ -158,7 +259,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="10k x 100 B, magic 0, none + lz4, short rounds")
     parser.add_argument("--size", default="small,large", help="small (10k x 100 B), large (1k x 10 KiB)")
     parser.add_argument("--codec", default="none,gzip,snappy,lz4")
-    parser.add_argument("--magic", default="0,1")
+    parser.add_argument("--magic", default="0,1,2")
+    parser.add_argument("--v2-codec", default="none,lz4,zstd", help="codecs of the magic 2 cases")
     parser.add_argument("--impl", default=",".join(IMPLS))
     parser.add_argument("--budget", type=float, default=0.2, help="seconds per timing round")
     args = parser.parse_args()
@@ -171,9 +273,10 @@ def main() -> None:
     header = f"{'set':<16} {'codec':<7} {'op':<8} {'implementation':<16} {'M msg/s':>9}  ratios (first column / peer)"
     print(header)
     print("-" * len(header))
+    magics = [int(m) for m in args.magic.split(",")]
     for size_name in args.size.split(","):
         count, size = SIZES[size_name]
-        for magic in (int(m) for m in args.magic.split(",")):
+        for magic in (m for m in magics if m < 2):
             messages = make_messages(count, size, magic)
             plain = MessageSetCodec(_pure).encode_message_set(messages, magic=magic)
             crc_rate = count / measure(lambda: zlib.crc32(plain), args.budget) / 1e6
@@ -199,14 +302,18 @@ def main() -> None:
                         except Exception as exc:  # a peer that refuses a combination (aiokafka: lz4 + magic 0)
                             print(f"{count}x{size}B m{magic:<3} {cname:<7} {op:<8} {impl:<16} {'n/a':>9}  ({type(exc).__name__}: {str(exc)[:50]})")
                 _print_rates(f"{count}x{size}B m{magic}", cname, rates)
+    if 2 in magics:
+        run_v2(args, impls)
 
 
 # kproto's columnar decode (CRC checked) is compared with the peers' CRC-checked object decode.
-_PEER_OP = {"decode": "decode", "decode-nocrc": "decode-nocrc", "encode": "encode", "columns": "decode"}
+_PEER_OP = {"decode": "decode", "decode-nocrc": "decode-nocrc", "decode+h": "decode+h", "encode": "encode",
+            "columns": "decode"}
 
 
-def _print_rates(label: str, cname: str, rates: Dict[Tuple[str, str], float]) -> None:
-    for op in ("decode", "decode-nocrc", "encode", "columns"):
+def _print_rates(label: str, cname: str, rates: Dict[Tuple[str, str], float],
+                 ops: Tuple[str, ...] = ("decode", "decode-nocrc", "encode", "columns")) -> None:
+    for op in ops:
         for (impl, o), rate in rates.items():
             if o != op:
                 continue

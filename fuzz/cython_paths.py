@@ -3,7 +3,8 @@
 For every input of the corpora given (default: all of ``fuzz/corpus``), in the layout of the harness its
 directory belongs to, this calls the Cython build directly: ``decode_request``/``decode_response`` (and
 re-encoding what decodes) for frames, ``kproto._fast._records`` ``decode``/``decode_columns``/
-``encode_plain`` (iterating and indexing the lazy result) for message sets, and ``crc32``; the capture,
+``encode_plain`` (iterating and indexing the lazy result) and ``decode_records``/``decode_record_columns``/
+``encode_batch`` for records of any magic, and ``crc32``; the capture,
 hex and broker corpora are skipped (pure Python).  No tracemalloc, no pure twin: valgrind is slow enough.
 Errors kproto raises on purpose are expected and ignored; the point is what memcheck sees.
 
@@ -64,6 +65,14 @@ def main(argv=None) -> int:
                             cols = fast.decode_columns(payload, check, 1 << 18)
                             cols.keys(), cols.values()
                         except KprotoError:
+                            pass
+                        try:  # records of any magic: objects (headers built lazily), columns, re-encoding
+                            records = list(fast.decode_records(payload, check, 1 << 18))
+                            [r.headers for r in records]
+                            fast.encode_batch([(r.key, r.value, r.timestamp, r.headers) for r in records], 0, 0,
+                                              -1, -1, -1, 0, -1, 0)
+                            fast.decode_record_columns(payload, check, 1 << 18).headers()
+                        except (KprotoError, OverflowError):
                             pass
                 else:
                     count -= 1

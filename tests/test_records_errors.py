@@ -36,8 +36,8 @@ def with_bytes(data: bytes, at: int, new: bytes, fix_crc: bool = True) -> bytes:
 def expect(codec_api, data, cls, offset, at_least=False, **options):
     with pytest.raises(cls) as err:
         codec_api.decode_message_set(data, **options)
-    with pytest.raises(cls) as err2:
-        codec_api.decode_columns(data, **options)
+    with pytest.raises(cls) as err2:  # the message set columns (decode_columns reads magic 2 too)
+        codec_api.decode_message_columns(data, **options)
     assert err2.value.offset == err.value.offset
     if at_least:
         assert err.value.offset >= offset, str(err.value)

@@ -39,7 +39,7 @@ def test_truncated_fetch_tail(records_codec):
 def test_lz4_wrapper_with_broken_hc(records_codec):
     assert len(LZ4_ENTRY) == 67 and zlib.crc32(LZ4_ENTRY[16:]) == 0xA92E826A
     (m,) = records_codec.decode_message_set(LZ4_ENTRY)
-    assert (m.offset, m.value, m.codec, m.crc) == (0, b"hello", 3, 0x87A77AB2)
+    assert (m.offset, m.value, m.codec, m.crc) == (0, b"hello", "lz4", 0x87A77AB2)
     written = records_codec.encode_message_set([(None, b"hello")], codec="lz4")
     assert written[26:33] == bytes.fromhex("04224d1860401a")  # magic, FLG 0x60, BD 0x40, broken HC 0x1a
     assert records_codec.decode_message_set(written)[0].value == b"hello"

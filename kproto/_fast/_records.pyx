@@ -16,15 +16,20 @@ from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE
 from cpython.bytes cimport _PyBytes_Resize
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF, Py_XDECREF
-from libc.stdint cimport INT64_MAX, INT64_MIN, int8_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdint cimport INT64_MAX, INT64_MIN, int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
+from cpython.unicode cimport PyUnicode_DecodeUTF8
+
+cdef extern from "Python.h":
+    const char* PyUnicode_AsUTF8AndSize(object unicode, Py_ssize_t* size) except NULL
 from libc.stdlib cimport free, realloc
 from libc.string cimport memcpy
 
 from array import array
 
 from kproto.errors import DecodeError, EncodeError, LimitExceededError
-from kproto.records.compression import decompress_buffer
-from kproto.records.decoded import MessageColumns, MessageSet
+from kproto.records.compression import compress_buffer, decompress_buffer
+from kproto.records.decoded import Batch, DecodedRecords, MessageColumns, MessageSet, RecordColumns
 
 cdef extern from "zlib.h":
     unsigned long zlib_crc32 "crc32"(unsigned long crc, const unsigned char* buf, unsigned int len) nogil
@@ -38,6 +43,8 @@ cdef enum:
 cdef int64_t NO_TIMESTAMP = -1
 cdef int64_t I32_MAX = 2147483647
 cdef dict CODEC_NAMES = {1: "gzip", 2: "snappy", 3: "lz4"}
+cdef dict CODEC_IDS = {None: 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+cdef tuple CODEC_NAME_BY_ID = (None, "gzip", "snappy", "lz4", "zstd", None, None, None)
 
 
 cdef inline int32_t load_i32(const uint8_t* p) noexcept nogil:
@@ -238,7 +245,8 @@ cdef class Message:
 
     ``key``/``value``: ``bytes`` or ``None`` (null and empty stay distinct); ``timestamp``: int for magic 1,
     ``None`` for magic 0; ``offset``: absolute; ``magic``; ``attributes``: the message's own attribute byte;
-    ``codec``: the codec it travelled with (the wrapper's for messages expanded from a compressed wrapper);
+    ``codec``: the name of the codec it travelled with (the wrapper's, for messages expanded from a compressed
+    wrapper: ``"gzip"``, ``"snappy"``, ``"lz4"``; ``None`` uncompressed), as encoding takes it;
     ``timestamp_type``: 0 CreateTime / 1 LogAppendTime for magic 1, ``None`` for magic 0; ``crc``: as stored.
     """
 
@@ -252,7 +260,7 @@ cdef class Message:
     cdef int64_t _timestamp
     cdef readonly int magic
     cdef readonly int attributes
-    cdef readonly int codec
+    cdef int _codec
     cdef int _timestamp_type  # -1: none (magic 0)
     cdef readonly uint32_t crc
 
@@ -266,7 +274,12 @@ cdef class Message:
         """0 CreateTime / 1 LogAppendTime for magic 1, None for magic 0."""
         return None if self._timestamp_type < 0 else self._timestamp_type
 
-    def __init__(self, key=None, value=None, timestamp=None, offset=0, magic=0, attributes=0, codec=0,
+    @property
+    def codec(self):
+        """The codec name it travelled with (``"gzip"``, ``"snappy"``, ``"lz4"``) or None, as encoding takes it."""
+        return CODEC_NAME_BY_ID[self._codec]
+
+    def __init__(self, key=None, value=None, timestamp=None, offset=0, magic=0, attributes=0, codec=None,
                  timestamp_type=None, crc=0):
         if key is not None and type(key) is not bytes:
             raise TypeError("key must be bytes or None")
@@ -281,7 +294,7 @@ cdef class Message:
         self._timestamp_type = -1 if timestamp_type is None else timestamp_type
         self.magic = magic
         self.attributes = attributes
-        self.codec = codec
+        self._codec = CODEC_IDS[codec]
         self.crc = crc
 
     def _astuple(self):
@@ -298,7 +311,7 @@ cdef class Message:
 
     def __repr__(self):
         return (f"Message(offset={self.offset!r}, key={self.key!r}, value={self.value!r}, "
-                f"timestamp={self.timestamp!r}, magic={self.magic}, codec={self.codec})")
+                f"timestamp={self.timestamp!r}, magic={self.magic}, codec={self.codec!r})")
 
 
 cdef struct GrowBuf:
@@ -330,6 +343,19 @@ cdef int grow_slow(GrowBuf* b, Py_ssize_t extra) except -1:
     return 0
 
 
+cdef inline int put(GrowBuf* b, const void* value, Py_ssize_t n) except -1:
+    grow_reserve(b, n)
+    memcpy(b.data + b.size, value, <size_t>n)
+    b.size += n
+    return 0
+
+
+cdef int start_bounds(GrowBuf* b) except -1:
+    """Arrow offsets start with a 0."""
+    cdef int32_t zero = 0
+    return put(b, &zero, 4)
+
+
 cdef inline object grow_bytes(GrowBuf* b):
     return PyBytes_FromStringAndSize(<char*>b.data if b.data != NULL else <char*>"", b.size)
 
@@ -340,16 +366,19 @@ cdef class _Columns:
 
     cdef GrowBuf offsets, timestamps, magics, attributes, codecs, crc_ok
     cdef GrowBuf key_data, key_bounds, key_null, value_data, value_bounds, value_null
+    # the columns of decode_record_columns (any magic) on top of the message set ones
+    cdef GrowBuf ts_types, producer_ids, producer_epochs, sequences, transactional, control
+    cdef GrowBuf batch_offsets, leader_epochs, header_starts
+    cdef GrowBuf hkey_data, hkey_bounds, hvalue_data, hvalue_bounds, hvalue_null
     cdef Py_ssize_t count
+    cdef int32_t header_count
 
     def __cinit__(self):
-        cdef int32_t zero = 0
-        grow_reserve(&self.key_bounds, 4)
-        grow_reserve(&self.value_bounds, 4)
-        memcpy(self.key_bounds.data, &zero, 4)
-        memcpy(self.value_bounds.data, &zero, 4)
-        self.key_bounds.size = 4
-        self.value_bounds.size = 4
+        start_bounds(&self.key_bounds)
+        start_bounds(&self.value_bounds)
+        start_bounds(&self.header_starts)
+        start_bounds(&self.hkey_bounds)
+        start_bounds(&self.hvalue_bounds)
 
     def __dealloc__(self):
         free(self.offsets.data)
@@ -364,12 +393,105 @@ cdef class _Columns:
         free(self.value_data.data)
         free(self.value_bounds.data)
         free(self.value_null.data)
+        free(self.ts_types.data)
+        free(self.producer_ids.data)
+        free(self.producer_epochs.data)
+        free(self.sequences.data)
+        free(self.transactional.data)
+        free(self.control.data)
+        free(self.batch_offsets.data)
+        free(self.leader_epochs.data)
+        free(self.header_starts.data)
+        free(self.hkey_data.data)
+        free(self.hkey_bounds.data)
+        free(self.hvalue_data.data)
+        free(self.hvalue_bounds.data)
+        free(self.hvalue_null.data)
+
+    cdef int reserve(self, Py_ssize_t rows, Py_ssize_t data) except -1:
+        """Room for ``rows`` more rows and ``data`` more key/value bytes: one allocation per column."""
+        grow_reserve(&self.offsets, 8 * rows)
+        grow_reserve(&self.timestamps, 8 * rows)
+        grow_reserve(&self.magics, rows)
+        grow_reserve(&self.attributes, rows)
+        grow_reserve(&self.codecs, rows)
+        grow_reserve(&self.crc_ok, rows)
+        grow_reserve(&self.key_bounds, 4 * rows)
+        grow_reserve(&self.key_null, rows)
+        grow_reserve(&self.value_data, data)
+        grow_reserve(&self.value_bounds, 4 * rows)
+        grow_reserve(&self.value_null, rows)
+        grow_reserve(&self.ts_types, rows)
+        grow_reserve(&self.producer_ids, 8 * rows)
+        grow_reserve(&self.producer_epochs, 2 * rows)
+        grow_reserve(&self.sequences, 4 * rows)
+        grow_reserve(&self.transactional, rows)
+        grow_reserve(&self.control, rows)
+        grow_reserve(&self.batch_offsets, 8 * rows)
+        grow_reserve(&self.leader_epochs, 4 * rows)
+        grow_reserve(&self.header_starts, 4 * rows)
+        return 0
+
+    cdef int add_header(self, const uint8_t* key, Py_ssize_t klen, const uint8_t* value, Py_ssize_t vlen) except -1:
+        self.add_binary(&self.hkey_data, &self.hkey_bounds, NULL, key, klen)
+        self.add_binary(&self.hvalue_data, &self.hvalue_bounds, &self.hvalue_null, value, vlen)
+        self.header_count += 1
+        return 0
+
+    cdef int add_extras(self, int ts_type, int64_t producer_id, int producer_epoch, int32_t sequence,
+                        bint transactional, bint control, int64_t batch_offset, int32_t leader_epoch) except -1:
+        """The magic 2 columns of the row add_row just added (and its headers, added since)."""
+        cdef int16_t epoch = <int16_t>producer_epoch
+        cdef int8_t ts8 = <int8_t>ts_type
+        cdef uint8_t tx = 1 if transactional else 0, ctl = 1 if control else 0
+        put(&self.ts_types, &ts8, 1)
+        put(&self.producer_ids, &producer_id, 8)
+        put(&self.producer_epochs, &epoch, 2)
+        put(&self.sequences, &sequence, 4)
+        put(&self.transactional, &tx, 1)
+        put(&self.control, &ctl, 1)
+        put(&self.batch_offsets, &batch_offset, 8)
+        put(&self.leader_epochs, &leader_epoch, 4)
+        put(&self.header_starts, &self.header_count, 4)
+        return 0
+
+    cdef int add_legacy_extras(self, Py_ssize_t row0, int64_t batch_offset) except -1:
+        """The magic 2 columns of message set rows ``row0`` .. ``count - 1``: none of them apply."""
+        cdef Py_ssize_t i
+        cdef int magic
+        for i in range(row0, self.count):
+            magic = self.magics.data[i]
+            self.add_extras(-1 if magic == 0 else (self.attributes.data[i] >> 3) & 1, -1, -1, -1, False, False,
+                            batch_offset, -1)
+        return 0
+
+    cdef object build_records(self, Py_ssize_t valid, bint partial):
+        columns = self.build(valid, partial)
+        fields = {name: getattr(columns, name) for name in MessageColumns.__slots__}
+        return RecordColumns(
+            timestamp_types=array("b", grow_bytes(&self.ts_types)),
+            producer_ids=array("q", grow_bytes(&self.producer_ids)),
+            producer_epochs=array("h", grow_bytes(&self.producer_epochs)),
+            sequences=array("i", grow_bytes(&self.sequences)),
+            transactional=array("B", grow_bytes(&self.transactional)),
+            control=array("B", grow_bytes(&self.control)),
+            batch_offsets=array("q", grow_bytes(&self.batch_offsets)),
+            leader_epochs=array("i", grow_bytes(&self.leader_epochs)),
+            header_starts=array("i", grow_bytes(&self.header_starts)),
+            header_key_data=grow_bytes(&self.hkey_data),
+            header_key_offsets=array("i", grow_bytes(&self.hkey_bounds)),
+            header_value_data=grow_bytes(&self.hvalue_data),
+            header_value_offsets=array("i", grow_bytes(&self.hvalue_bounds)),
+            header_value_null=array("B", grow_bytes(&self.hvalue_null)),
+            **fields,
+        )
 
     cdef int add_binary(self, GrowBuf* data, GrowBuf* bounds, GrowBuf* nulls,
                         const uint8_t* p, Py_ssize_t n) except -1:
         cdef int32_t end
         grow_reserve(bounds, 4)
-        grow_reserve(nulls, 1)
+        if nulls != NULL:
+            grow_reserve(nulls, 1)
         if n >= 0:
             if data.size + n > I32_MAX:
                 raise LimitExceededError("decoded keys or values exceed 2 GiB, more than int32 column offsets hold")
@@ -379,8 +501,9 @@ cdef class _Columns:
         end = <int32_t>data.size
         memcpy(bounds.data + bounds.size, &end, 4)
         bounds.size += 4
-        nulls.data[nulls.size] = 1 if n < 0 else 0
-        nulls.size += 1
+        if nulls != NULL:
+            nulls.data[nulls.size] = 1 if n < 0 else 0
+            nulls.size += 1
         return 0
 
     cdef int add_row(self, int64_t offset, int64_t timestamp, int magic, int attributes, int codec, bint crc_ok,
@@ -447,7 +570,7 @@ cdef inline Message new_message(object key, object value, int64_t timestamp, int
     m._timestamp = timestamp
     m.magic = magic
     m.attributes = attributes
-    m.codec = codec
+    m._codec = codec
     m._timestamp_type = timestamp_type
     m.crc = crc
     return m
@@ -814,21 +937,21 @@ def decode_columns(data, bint check_crc, Py_ssize_t limit):
     return cols.build(valid, partial)
 
 
-cdef object binary_field(object field, str name, Py_ssize_t index):
+cdef object binary_field(object field, str name, Py_ssize_t index, str noun="message"):
     if field is None or type(field) is bytes:
         return field
     if isinstance(field, (bytes, bytearray, memoryview)):
         return memoryview(field).tobytes()
-    raise EncodeError(f"message {index}: {name} must be bytes-like or None, not {type(field).__name__}")
+    raise EncodeError(f"{noun} {index}: {name} must be bytes-like or None, not {type(field).__name__}")
 
 
-cdef int64_t timestamp_field(object timestamp, Py_ssize_t index) except? -2:
+cdef int64_t timestamp_field(object timestamp, Py_ssize_t index, str noun="message") except? -2:
     if timestamp is None:
         return NO_TIMESTAMP
     if not isinstance(timestamp, int) or isinstance(timestamp, bool):
-        raise EncodeError(f"message {index}: timestamp must be an int or None, not {type(timestamp).__name__}")
+        raise EncodeError(f"{noun} {index}: timestamp must be an int or None, not {type(timestamp).__name__}")
     if not (-(2**63) <= timestamp <= 2**63 - 1):
-        raise EncodeError(f"message {index}: timestamp {timestamp} does not fit int64")
+        raise EncodeError(f"{noun} {index}: timestamp {timestamp} does not fit int64")
     return timestamp
 
 
@@ -966,5 +1089,944 @@ def encode_plain(messages, int magic, object base_offset, int attributes):
                 offset += 1
             index += 1
         return out_finish(&out), index, max_timestamp
+    finally:
+        Py_XDECREF(out.obj)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Magic 2 record batches, and decode_records over any mix of magics (docs/records.md, "Magic 2").
+# The legacy entries of a mixed buffer go through decode_set above on a pointer into the same buffer.
+
+# CRC-32C (Castagnoli).  On x86-64 with SSE4.2 the crc32 instruction does 8 bytes per step; on ARMv8 with
+# the CRC extension the __crc32c* intrinsics do the same; elsewhere a slicing-by-8 table.  The route is chosen once, at
+# import; tests/test_records_crc32c.py checks both against the crc32c package at every boundary length.
+cdef extern from *:
+    """
+    #include <stdint.h>
+    #include <stddef.h>
+    #include <string.h>
+    #if defined(__GNUC__) && defined(__x86_64__)
+    #include <nmmintrin.h>
+    #define KPROTO_CRC32C_HW 1
+    __attribute__((target("sse4.2")))
+    static uint32_t kproto_crc32c_hw(uint32_t state, const unsigned char *p, size_t n) {
+        uint64_t c0 = state, v0;
+        while (n >= 8) {
+            memcpy(&v0, p, 8);
+            c0 = _mm_crc32_u64(c0, v0);
+            p += 8;
+            n -= 8;
+        }
+        while (n > 0) {
+            c0 = _mm_crc32_u8((uint32_t)c0, *p++);
+            n--;
+        }
+        return (uint32_t)c0;
+    }
+    static int kproto_crc32c_hw_available(void) {
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("sse4.2");
+    }
+    #elif defined(__GNUC__) && defined(__aarch64__) && defined(__linux__)
+    #include <arm_acle.h>
+    #include <sys/auxv.h>
+    #ifndef HWCAP_CRC32
+    #define HWCAP_CRC32 (1 << 7)
+    #endif
+    #define KPROTO_CRC32C_HW 1
+    __attribute__((target("+crc")))
+    static uint32_t kproto_crc32c_hw(uint32_t state, const unsigned char *p, size_t n) {
+        uint64_t v;
+        while (n >= 8) {
+            memcpy(&v, p, 8);
+            state = __crc32cd(state, v);
+            p += 8;
+            n -= 8;
+        }
+        while (n > 0) {
+            state = __crc32cb(state, *p++);
+            n--;
+        }
+        return state;
+    }
+    static int kproto_crc32c_hw_available(void) { return (getauxval(AT_HWCAP) & HWCAP_CRC32) != 0; }
+    #else
+    static uint32_t kproto_crc32c_hw(uint32_t state, const unsigned char *p, size_t n) { return state; }
+    static int kproto_crc32c_hw_available(void) { return 0; }
+    #endif
+    """
+    uint32_t kproto_crc32c_hw(uint32_t state, const unsigned char* p, size_t n) nogil
+    int kproto_crc32c_hw_available() nogil
+
+
+cdef uint32_t crc32c_tables[8][256]
+
+
+cdef void build_crc32c_tables() noexcept:
+    cdef uint32_t c
+    cdef int i, k, t
+    for i in range(256):
+        c = <uint32_t>i
+        for k in range(8):
+            c = (c >> 1) ^ 0x82F63B78u if c & 1 else c >> 1
+        crc32c_tables[0][i] = c
+    for i in range(256):
+        for t in range(1, 8):
+            crc32c_tables[t][i] = (crc32c_tables[t - 1][i] >> 8) ^ crc32c_tables[0][crc32c_tables[t - 1][i] & 0xFF]
+
+
+build_crc32c_tables()
+cdef bint HAVE_CRC32C_HW = kproto_crc32c_hw_available()
+
+
+def crc32c_hardware() -> bool:
+    """Whether this CPU computes CRC-32C in hardware (the route the decoder takes unless tests turn it off)."""
+    return kproto_crc32c_hw_available() != 0
+
+
+def _set_crc32c_hw(bint enabled) -> bool:
+    """Turn the hardware CRC-32C route on/off (tests compare both); return the previous setting."""
+    global HAVE_CRC32C_HW
+    previous = HAVE_CRC32C_HW
+    HAVE_CRC32C_HW = enabled and kproto_crc32c_hw_available()
+    return previous
+
+
+cdef inline uint32_t crc32c_table(const uint8_t* p, Py_ssize_t n) noexcept nogil:
+    cdef uint32_t c = 0xFFFFFFFFu, a, b
+    while n >= 8:
+        a = c ^ load_u32le(p)
+        b = load_u32le(p + 4)
+        c = (crc32c_tables[7][a & 0xFF] ^ crc32c_tables[6][(a >> 8) & 0xFF] ^ crc32c_tables[5][(a >> 16) & 0xFF]
+             ^ crc32c_tables[4][a >> 24] ^ crc32c_tables[3][b & 0xFF] ^ crc32c_tables[2][(b >> 8) & 0xFF]
+             ^ crc32c_tables[1][(b >> 16) & 0xFF] ^ crc32c_tables[0][b >> 24])
+        p += 8
+        n -= 8
+    while n > 0:
+        c = (c >> 8) ^ crc32c_tables[0][(c ^ p[0]) & 0xFF]
+        p += 1
+        n -= 1
+    return c ^ 0xFFFFFFFFu
+
+
+cdef inline uint32_t crc32c_of(const uint8_t* p, Py_ssize_t n) noexcept nogil:
+    if HAVE_CRC32C_HW:
+        return kproto_crc32c_hw(0xFFFFFFFFu, p, <size_t>n) ^ 0xFFFFFFFFu
+    return crc32c_table(p, n)
+
+
+def crc32c(data) -> int:
+    """CRC-32C of a bytes-like object with the decoder's own routine."""
+    cdef _BufferView held = _BufferView(data)
+    return crc32c_of(<const uint8_t*>held.view.buf, held.view.len)
+
+
+cdef enum:
+    BATCH_HEADER = 61
+    MIN_BATCH_LENGTH = 49
+    CRC_FROM = 21
+    ATTR_TRANSACTIONAL = 0x10
+    ATTR_CONTROL = 0x20
+
+cdef tuple NO_HEADERS = ()
+
+
+# Reading a zigzag varint: position after it, or one of these (never a valid position).
+cdef enum:
+    VARINT_PAST_END = -1
+    VARINT_TOO_LONG = -2
+    VARINT_OVERFLOW = -3
+
+
+cdef inline Py_ssize_t read_varint(const uint8_t* buf, Py_ssize_t p, Py_ssize_t stop, int limit,
+                                   int64_t* out) noexcept nogil:
+    cdef uint64_t raw = 0
+    cdef uint8_t b
+    cdef int shift = 0
+    cdef Py_ssize_t start = p
+    if p < stop and buf[p] < 0x80:
+        b = buf[p]
+        out[0] = <int64_t>(b >> 1) ^ -<int64_t>(b & 1)
+        return p + 1
+    while True:
+        if p >= stop:
+            return VARINT_PAST_END
+        b = buf[p]
+        p += 1
+        if shift == 63 and (b & 0x7E):  # the 10th byte may carry one bit only
+            return VARINT_OVERFLOW
+        raw |= <uint64_t>(b & 0x7F) << shift
+        if b < 0x80:
+            break
+        shift += 7
+        if p - start >= limit:
+            return VARINT_TOO_LONG
+    if limit == 5 and raw > 0xFFFFFFFFu:
+        return VARINT_OVERFLOW
+    out[0] = <int64_t>(raw >> 1) ^ -<int64_t>(raw & 1)
+    return p
+
+
+cdef int varint_error(Py_ssize_t code, str what, int limit, Py_ssize_t at) except -1:
+    if code == VARINT_PAST_END:
+        raise DecodeError(f"{what} runs past the end of the record", at)
+    if code == VARINT_TOO_LONG:
+        raise DecodeError(f"{what} is a varint longer than {limit} bytes", at)
+    raise DecodeError(f"{what} overflows int{32 if limit == 5 else 64}", at)
+
+
+cdef inline Py_ssize_t need_varint(const uint8_t* buf, Py_ssize_t p, Py_ssize_t stop, int limit, int64_t* out,
+                                   str what) except? -9:
+    cdef Py_ssize_t q = read_varint(buf, p, stop, limit, out)
+    if q < 0:
+        varint_error(q, what, limit, p)
+    return q
+
+
+cdef inline Py_ssize_t need_varbytes(const uint8_t* buf, Py_ssize_t q, Py_ssize_t end, int64_t* n,
+                                     str what, str what_length) except? -9:
+    """A varint length (-1: null) and that many bytes inside the record; return the position after them."""
+    cdef Py_ssize_t at = q
+    q = need_varint(buf, q, end, 5, n, what_length)
+    if n[0] == -1:
+        return q
+    if n[0] < 0 or n[0] > end - q:
+        raise DecodeError(f"{what} length {n[0]} does not fit the {end - q} bytes left in the record", at)
+    return q + n[0]
+
+
+cdef inline bint is_ascii(const uint8_t* p, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(n):
+        if p[i] >= 0x80:
+            return False
+    return True
+
+
+cdef inline int32_t next_sequence(int32_t base_sequence, int64_t delta) noexcept nogil:
+    """Kafka's sequence of the record ``delta`` after the base: wraps past int32 max to 0; -1 stays -1."""
+    if base_sequence < 0:
+        return -1
+    if base_sequence > I32_MAX - delta:
+        return <int32_t>(delta - (I32_MAX - base_sequence) - 1)
+    return <int32_t>(base_sequence + delta)
+
+
+cdef struct BatchInfo:
+    int64_t base_offset
+    int64_t base_timestamp
+    int64_t max_timestamp
+    int64_t producer_id
+    int32_t base_sequence
+    int32_t leader_epoch
+    int producer_epoch
+    int codec
+    int ts_type
+    bint transactional
+    bint control
+
+
+cdef Py_ssize_t check_records(const uint8_t* buf, Py_ssize_t p, Py_ssize_t stop, int32_t count, BatchInfo* info,
+                              _Columns cols, bint crc_ok) except -1:
+    """Validate ``count`` records in ``buf[p:stop]`` (and with ``cols``, add them as rows); return their end.
+
+    Same checks, same order, same messages as ``_records_into`` of the pure twin."""
+    cdef int32_t i
+    cdef int64_t length, ts_delta, off_delta, offset, timestamp, klen, vlen, nheaders, hk, hv
+    cdef Py_ssize_t q, end, key_end, value_end, h, start
+    if cols is not None:
+        cols.reserve(count, stop - p)
+    for i in range(count):
+        if p >= stop:
+            raise DecodeError(f"the batch holds fewer records than its records count {count}", p)
+        q = need_varint(buf, p, stop, 5, &length, "record length")
+        if length < 6 or length > stop - q:
+            raise DecodeError(f"record length {length} does not fit the {stop - q} bytes left in the batch "
+                              "(or is below the 6 bytes of the smallest record)", p)
+        end = q + length
+        start = q  # the record's attributes byte
+        q = need_varint(buf, q + 1, end, 10, &ts_delta, "timestamp delta")
+        q = need_varint(buf, q, end, 5, &off_delta, "offset delta")
+        if (off_delta > 0 and info.base_offset > INT64_MAX - off_delta) or (
+                off_delta < 0 and info.base_offset < INT64_MIN - off_delta):
+            raise DecodeError(f"base offset {info.base_offset} plus offset delta {off_delta} leaves int64", p)
+        offset = info.base_offset + off_delta
+        if (ts_delta > 0 and info.base_timestamp > INT64_MAX - ts_delta) or (
+                ts_delta < 0 and info.base_timestamp < INT64_MIN - ts_delta):
+            raise DecodeError(f"base timestamp {info.base_timestamp} plus timestamp delta {ts_delta} leaves int64", p)
+        timestamp = info.max_timestamp if info.ts_type else info.base_timestamp + ts_delta
+        q = key_end = need_varbytes(buf, q, end, &klen, "key", "key length")
+        q = value_end = need_varbytes(buf, q, end, &vlen, "value", "value length")
+        if cols is not None:
+            cols.add_row(offset, timestamp, 2, buf[start], info.codec, crc_ok,
+                         buf + key_end - (klen if klen > 0 else 0), klen,
+                         buf + value_end - (vlen if vlen > 0 else 0), vlen)
+        q = need_varint(buf, q, end, 5, &nheaders, "header count")
+        if nheaders < 0 or nheaders > end - q:
+            raise DecodeError(f"header count {nheaders} does not fit the {end - q} bytes left in the record", q)
+        for h in range(nheaders):
+            q = need_varbytes(buf, q, end, &hk, "header key", "header key length")
+            if hk == -1:
+                raise DecodeError("header key is null", q)
+            if not is_ascii(buf + q - hk, hk):
+                try:
+                    PyBytes_FromStringAndSize(<char*>buf + q - hk, hk).decode("utf-8")
+                except UnicodeDecodeError:
+                    raise DecodeError("header key is not UTF-8", q - hk) from None
+            key_end = q
+            q = need_varbytes(buf, q, end, &hv, "header value", "header value length")
+            if cols is not None:
+                cols.add_header(buf + key_end - hk, hk, buf + q - (hv if hv > 0 else 0), hv)
+        if q != end:
+            raise DecodeError(f"record fields end {end - q} bytes before its length says", q)
+        if cols is not None:
+            cols.add_extras(info.ts_type, info.producer_id, info.producer_epoch,
+                            next_sequence(info.base_sequence, off_delta), info.transactional, info.control,
+                            info.base_offset, info.leader_epoch)
+        p = end
+    return p
+
+
+@cython.final
+@cython.freelist(512)
+@cython.no_gc
+cdef class Record:
+    """One decoded record of any magic (the compiled twin of :class:`kproto.records._pure.Record`).
+
+    ``offset`` (absolute), ``timestamp`` (ms; ``None`` for magic 0), ``timestamp_type`` (0 CreateTime,
+    1 LogAppendTime; ``None`` for magic 0), ``key``/``value`` (``bytes`` or ``None``), ``headers`` (tuple of
+    ``(str, bytes | None)``; empty before magic 2), ``magic``, ``codec`` (``"gzip"``, ``"snappy"``,
+    ``"lz4"``, ``"zstd"`` or ``None``), and for magic 2 ``producer_id``, ``producer_epoch``, ``sequence``
+    (base sequence + offset delta, or -1), ``is_transactional``, ``is_control`` (-1/-1/-1/False/False before);
+    ``attributes``: the record's own attribute byte, unsigned (a magic 0/1 message's, 0 in magic 2 records).
+    """
+
+    # only bytes/str/int/None, tuples of them and the batch's buffer are stored: no cycles, so no_gc.
+    # Headers are built on first access from the batch's bytes (_source, at _headers_at): a consumer that
+    # never reads them pays nothing for them; the record keeps the batch's buffer alive until then.
+    cdef readonly object key
+    cdef readonly object value
+    cdef tuple _headers
+    cdef object _source
+    cdef Py_ssize_t _headers_at
+    cdef readonly int64_t offset
+    cdef int64_t _timestamp
+    cdef int _ts_type  # -1: none (magic 0)
+    cdef int _codec
+    cdef readonly int magic
+    cdef readonly int attributes
+    cdef readonly int64_t producer_id
+    cdef readonly int producer_epoch
+    cdef readonly int32_t sequence
+    cdef readonly bint is_transactional
+    cdef readonly bint is_control
+
+    def __init__(self, offset=0, timestamp=None, key=None, value=None, headers=(), magic=2, codec=None,
+                 timestamp_type=0, producer_id=-1, producer_epoch=-1, sequence=-1, is_transactional=False,
+                 is_control=False, attributes=0):
+        if (timestamp is None) != (timestamp_type is None):
+            raise TypeError("timestamp and timestamp_type are both set or both None (magic 0)")
+        self.offset = offset
+        self._timestamp = 0 if timestamp is None else timestamp
+        self._ts_type = -1 if timestamp_type is None else timestamp_type
+        self.key = key
+        self.value = value
+        self._headers = tuple(headers)
+        self.magic = magic
+        self._codec = CODEC_IDS[codec]
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.sequence = sequence
+        self.is_transactional = is_transactional
+        self.is_control = is_control
+        self.attributes = attributes
+
+    @property
+    def headers(self):
+        """The headers, a tuple of ``(str, bytes | None)`` (empty before magic 2)."""
+        if self._headers is None:
+            self._headers = build_headers(self._source, self._headers_at)
+            self._source = None
+        return self._headers
+
+    @property
+    def timestamp(self):
+        """The timestamp in ms (the batch's max timestamp under LogAppendTime); None for magic 0."""
+        return None if self._ts_type < 0 else self._timestamp
+
+    @property
+    def timestamp_type(self):
+        """0 CreateTime / 1 LogAppendTime; None for magic 0."""
+        return None if self._ts_type < 0 else self._ts_type
+
+    @property
+    def codec(self):
+        """The codec name the record travelled with (``"gzip"``, ``"snappy"``, ``"lz4"``, ``"zstd"``) or None."""
+        return CODEC_NAME_BY_ID[self._codec]
+
+    def _astuple(self):
+        return (self.offset, self.timestamp, self.key, self.value, self.headers, self.magic, self.codec,
+                self.timestamp_type, self.producer_id, self.producer_epoch, self.sequence, self.is_transactional,
+                self.is_control, self.attributes)
+
+    def __eq__(self, other):
+        if type(other) is not Record:
+            return NotImplemented
+        return self._astuple() == (<Record>other)._astuple()
+
+    def __hash__(self):
+        return hash(self._astuple())
+
+    def __repr__(self):
+        return (f"Record(offset={self.offset}, timestamp={self.timestamp!r}, key={self.key!r}, "
+                f"value={self.value!r}, headers={self.headers!r}, magic={self.magic}, codec={self.codec!r})")
+
+
+cdef Record record_from_message(Message m):
+    cdef Record r = Record.__new__(Record)
+    r.key = m.key
+    r.value = m.value
+    r._headers = NO_HEADERS
+    r.offset = m.offset
+    r._timestamp = m._timestamp
+    r._ts_type = m._timestamp_type
+    r._codec = m._codec
+    r.magic = m.magic
+    r.attributes = m.attributes
+    r.producer_id = -1
+    r.producer_epoch = -1
+    r.sequence = -1
+    return r
+
+
+cdef inline object new_binary(const uint8_t* buf, Py_ssize_t at, int64_t n):
+    return None if n < 0 else PyBytes_FromStringAndSize(<char*>buf + at, <Py_ssize_t>n)
+
+
+cdef tuple build_headers(object source, Py_ssize_t q):
+    """The headers at ``q`` (the header count) of a validated record in ``source`` (bytes or bytearray)."""
+    cdef const uint8_t* buf
+    cdef int64_t nheaders, hk, hv
+    cdef Py_ssize_t h, end
+    cdef tuple headers
+    if type(source) is bytes:
+        buf = <const uint8_t*>PyBytes_AS_STRING(source)
+        end = PyBytes_GET_SIZE(source)
+    else:
+        buf = <const uint8_t*>PyByteArray_AS_STRING(source)
+        end = PyByteArray_GET_SIZE(source)
+    q = read_varint(buf, q, end, 5, &nheaders)
+    headers = PyTuple_New(nheaders)
+    for h in range(nheaders):
+        q = read_varint(buf, q, end, 5, &hk)
+        key = PyUnicode_DecodeUTF8(<char*>buf + q, hk, NULL)
+        q += hk
+        q = read_varint(buf, q, end, 5, &hv)
+        pair = (key, new_binary(buf, q, hv))
+        if hv > 0:
+            q += hv
+        Py_INCREF(pair)
+        PyTuple_SET_ITEM(headers, h, pair)
+    return headers
+
+
+cdef Record build_record(object owner, const uint8_t* buf, Py_ssize_t* position, BatchInfo* info):
+    """The record at ``position[0]`` of a validated batch body held by ``owner``; advances ``position``."""
+    cdef Py_ssize_t p = position[0], end, q
+    cdef int64_t length, ts_delta, off_delta, klen, vlen
+    cdef Record r = Record.__new__(Record)
+    p = read_varint(buf, p, p + 5, 5, &length)
+    end = p + length
+    r.attributes = buf[p]
+    q = read_varint(buf, p + 1, end, 10, &ts_delta)
+    q = read_varint(buf, q, end, 5, &off_delta)
+    q = read_varint(buf, q, end, 5, &klen)
+    r.key = new_binary(buf, q, klen)
+    if klen > 0:
+        q += klen
+    q = read_varint(buf, q, end, 5, &vlen)
+    r.value = new_binary(buf, q, vlen)
+    if vlen > 0:
+        q += vlen
+    if buf[q] == 0:  # zigzag 0: no headers
+        r._headers = NO_HEADERS
+    else:
+        r._source = owner
+        r._headers_at = q
+    r.offset = info.base_offset + off_delta
+    r._timestamp = info.max_timestamp if info.ts_type else info.base_timestamp + ts_delta
+    r._ts_type = info.ts_type
+    r._codec = info.codec
+    r.magic = 2
+    r.producer_id = info.producer_id
+    r.producer_epoch = info.producer_epoch
+    r.sequence = next_sequence(info.base_sequence, off_delta)
+    r.is_transactional = info.transactional
+    r.is_control = info.control
+    position[0] = end
+    return r
+
+
+@cython.final
+cdef class _BatchRecords:
+    """The records of a validated magic 2 batch, built one at a time on iteration (indexing builds all)."""
+
+    cdef object owner  # bytes or the decompressed bytearray: keeps data alive, never resized
+    cdef const uint8_t* data
+    cdef Py_ssize_t start
+    cdef int32_t count
+    cdef BatchInfo info
+    cdef list built
+
+    def __iter__(self):
+        if self.built is not None:
+            return iter(self.built)
+        cdef _BatchRecordIterator it = _BatchRecordIterator.__new__(_BatchRecordIterator)
+        it.records = self
+        it.pos = self.start
+        it.left = self.count
+        return it
+
+    def __len__(self):
+        return self.count
+
+    def __getitem__(self, index):
+        if self.built is None:
+            self.built = list(self)
+        return self.built[index]
+
+    def __repr__(self):
+        return f"<{self.count} records>"
+
+
+@cython.final
+cdef class _BatchRecordIterator:
+    cdef _BatchRecords records
+    cdef Py_ssize_t pos
+    cdef int32_t left
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.left <= 0:
+            raise StopIteration
+        self.left -= 1
+        return build_record(self.records.owner, self.records.data, &self.pos, &self.records.info)
+
+
+cdef tuple control_marker(list records, Py_ssize_t pos):
+    """(type, coordinator epoch) of a control batch, its keys checked (as ``_control_marker`` in the pure twin)."""
+    kind = epoch = None
+    for item in records:
+        r = <Record>item
+        if r.key is None or len(r.key) < 4:
+            raise DecodeError("control record key is null or shorter than its 4 bytes (version, type)", pos)
+        key = <bytes>r.key
+        version = <int16_t>((<uint8_t>key[0] << 8) | <uint8_t>key[1])
+        this = <int16_t>((<uint8_t>key[2] << 8) | <uint8_t>key[3])
+        if version < 0:
+            raise DecodeError(f"control record key version {version} is negative", pos)
+        if this == 0 or this == 1:
+            if r.value is None or len(r.value) < 6:
+                raise DecodeError("transaction marker value is null or shorter than its 6 bytes", pos)
+            value = <bytes>r.value
+            value_version = <int16_t>((<uint8_t>value[0] << 8) | <uint8_t>value[1])
+            if value_version < 0:
+                raise DecodeError(f"transaction marker value version {value_version} is negative", pos)
+            if epoch is None:
+                epoch = load_i32(<const uint8_t*>PyBytes_AS_STRING(value) + 2)
+        if kind is None:
+            kind = this
+    return kind, epoch
+
+
+cdef object decode_batch(object owner, const uint8_t* buf, Py_ssize_t pos, Py_ssize_t end, Decoding* opts,
+                         _Columns cols):
+    """The magic 2 batch ``buf[pos:end]`` validated (and with ``cols`` added as rows): a Batch."""
+    cdef BatchInfo info
+    cdef uint32_t crc = load_u32(buf + pos + 17), computed
+    cdef int attributes = (buf[pos + 21] << 8) | buf[pos + 22]
+    cdef int32_t count = load_i32(buf + pos + 57)
+    cdef Py_ssize_t body_at = pos + BATCH_HEADER, p, stop
+    cdef const uint8_t* data = buf
+    cdef bint crc_ok = True
+    cdef _BatchRecords records
+    cdef object raw = owner
+    info.base_offset = load_i64(buf + pos)
+    info.leader_epoch = load_i32(buf + pos + 12)
+    info.base_timestamp = load_i64(buf + pos + 27)
+    info.max_timestamp = load_i64(buf + pos + 35)
+    info.producer_id = load_i64(buf + pos + 43)
+    info.producer_epoch = <int16_t>((buf[pos + 51] << 8) | buf[pos + 52])
+    info.base_sequence = load_i32(buf + pos + 53)
+    info.codec = attributes & CODEC_MASK
+    info.ts_type = (attributes >> 3) & 1
+    info.transactional = (attributes & ATTR_TRANSACTIONAL) != 0
+    info.control = (attributes & ATTR_CONTROL) != 0
+    if opts.check_crc or opts.flag_crc:
+        computed = crc32c_of(buf + pos + CRC_FROM, end - pos - CRC_FROM)
+        crc_ok = computed == crc
+        if not crc_ok and opts.check_crc:
+            raise DecodeError(f"CRC-32C mismatch: stored 0x{crc:08x}, computed 0x{computed:08x}", pos + 17)
+    if count < 0:
+        raise DecodeError(f"records count {count} is negative", pos + 57)
+    p = body_at
+    stop = end
+    name = None
+    if info.codec:
+        name = CODEC_NAME_BY_ID[info.codec]
+        if name is None:
+            raise DecodeError(f"unknown compression codec {info.codec}", pos + CRC_FROM)
+        payload = PyBytes_FromStringAndSize(<char*>buf + body_at, end - body_at)
+        raw = decompress_buffer(info.codec, payload, magic=2, limit=opts.limit, position=body_at)
+        if type(raw) is bytes:
+            data = <const uint8_t*>PyBytes_AS_STRING(raw)
+            stop = PyBytes_GET_SIZE(raw)
+        else:
+            data = <const uint8_t*>PyByteArray_AS_STRING(raw)
+            stop = PyByteArray_GET_SIZE(raw)
+        opts.limit -= stop
+        p = 0
+    try:
+        p = check_records(data, p, stop, count, &info, cols, crc_ok)
+    except DecodeError as exc:
+        if not info.codec:
+            raise
+        raise type(exc)(f"{exc.reason} [decompressed byte {exc.offset} of the {name} batch]", body_at) from None
+    if p != stop:
+        raise DecodeError(f"{stop - p} bytes follow the {count} records the batch header counts",
+                          p if not info.codec else body_at)
+    records = _BatchRecords.__new__(_BatchRecords)
+    records.owner = raw
+    records.data = data
+    records.start = 0 if info.codec else body_at
+    records.count = count
+    records.info = info
+    control_type = coordinator_epoch = None
+    if info.control:
+        control_type, coordinator_epoch = control_marker(list(records), pos)
+    if cols is not None:  # rows are in the columns already
+        return None
+    return Batch(
+        position=pos, base_offset=info.base_offset, batch_length=load_i32(buf + pos + 8),
+        partition_leader_epoch=info.leader_epoch, magic=2, crc=crc, attributes=attributes,
+        last_offset_delta=load_i32(buf + pos + 23), base_timestamp=info.base_timestamp,
+        max_timestamp=info.max_timestamp, producer_id=info.producer_id, producer_epoch=info.producer_epoch,
+        base_sequence=info.base_sequence, records_count=count, control_type=control_type,
+        coordinator_epoch=coordinator_epoch, records=records,
+    )
+
+
+cdef object legacy_batch(const uint8_t* buf, Py_ssize_t pos, Py_ssize_t end, Decoding* opts):
+    """One magic 0/1 entry decoded by decode_set on a pointer into the same buffer: a Batch."""
+    cdef bint partial
+    cdef int64_t last = 0
+    cdef list found = []
+    cdef int magic = buf[pos + 16]
+    try:
+        decode_set(buf + pos, end - pos, found, None, opts, False, 0, &partial, &last)
+    except DecodeError as exc:
+        raise type(exc)(exc.reason, (exc.offset or 0) + pos) from None
+    records = [record_from_message(<Message>m) for m in found]
+    first = (<Record>records[0]).offset
+    last = (<Record>records[len(records) - 1]).offset
+    n = len(records)
+    timestamp = load_i64(buf + pos + 18) if magic == 1 else NO_TIMESTAMP
+    return Batch(
+        position=pos, base_offset=first, batch_length=load_i32(buf + pos + 8), partition_leader_epoch=-1,
+        magic=magic, crc=load_u32(buf + pos + 12), attributes=buf[pos + 17], last_offset_delta=last - first,
+        base_timestamp=timestamp, max_timestamp=timestamp, producer_id=-1, producer_epoch=-1, base_sequence=-1,
+        records_count=n, control_type=None, coordinator_epoch=None, records=records,
+    )
+
+
+cdef Py_ssize_t legacy_run(const uint8_t* buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t n, Decoding* opts,
+                           _Columns cols) except -1:
+    """Columns: the complete magic 0/1 entries from ``pos`` on, decoded by one decode_set call; return their end.
+
+    Column rows need no Batch objects, so a run of messages costs what a message set decode costs."""
+    cdef Py_ssize_t row0 = cols.count
+    cdef int32_t size
+    cdef bint partial
+    cdef int64_t last = 0
+    while n - end >= 17:  # extend the run over the next complete magic 0/1 entries
+        size = load_i32(buf + end + 8)
+        if size < MIN_SIZE or buf[end + 16] >= 2 or size > n - end - 12:
+            break
+        end += 12 + size
+    try:
+        decode_set(buf + pos, end - pos, None, cols, opts, False, 0, &partial, &last)
+    except DecodeError as exc:
+        raise type(exc)(exc.reason, (exc.offset or 0) + pos) from None
+    cols.add_legacy_extras(row0, -1)
+    return end
+
+
+cdef tuple walk_entries(object owner, const uint8_t* buf, Py_ssize_t n, Decoding* opts, _Columns cols):
+    """(batches, valid bytes, partial) of a buffer of any magics (``_walk_entries`` in the pure twin)."""
+    cdef Py_ssize_t pos = 0, end
+    cdef int32_t size
+    cdef int magic
+    cdef list batches = []
+    while pos < n:
+        if n - pos < 12:
+            return batches, pos, True
+        size = load_i32(buf + pos + 8)
+        if size < MIN_SIZE:
+            raise DecodeError(f"entry size {size} is below the minimum of {MIN_SIZE}", pos + 8)
+        if n - pos < 17:
+            return batches, pos, True
+        magic = buf[pos + 16]
+        if magic == 2 and size < MIN_BATCH_LENGTH:
+            raise DecodeError(f"batch length {size} is below the minimum of {MIN_BATCH_LENGTH}", pos + 8)
+        if size > n - pos - 12:
+            return batches, pos, True
+        end = pos + 12 + size
+        if magic == 2:
+            batches.append(decode_batch(owner, buf, pos, end, opts, cols))
+        elif magic < 2 and cols is not None:
+            end = legacy_run(buf, pos, end, n, opts, cols)
+        elif magic < 2:
+            batches.append(legacy_batch(buf, pos, end, opts))
+        else:
+            raise DecodeError(f"unsupported record magic {magic}", pos + 16)
+        pos = end
+    return batches, pos, False
+
+
+cdef void start_decoding(Decoding* opts, bint check_crc, bint flag_crc, Py_ssize_t limit) noexcept:
+    opts.check_crc = check_crc
+    opts.flag_crc = flag_crc
+    opts.lazy = False
+    opts.count = 0
+    opts.limit = limit
+    opts.inner_magics = 0
+    opts.inner_max_offset = INT64_MIN
+
+
+def decode_records(data, bint check_crc, Py_ssize_t limit):
+    """Decode any concatenation of magic 0, 1 and 2 entries (see :func:`kproto.records.decode_records`)."""
+    cdef Decoding opts
+    cdef bytes top = data if type(data) is bytes else (<_BufferView>_BufferView(data)).as_bytes()
+    start_decoding(&opts, check_crc, False, limit)
+    batches, valid, partial = walk_entries(top, <const uint8_t*>PyBytes_AS_STRING(top), PyBytes_GET_SIZE(top),
+                                           &opts, None)
+    return DecodedRecords(batches, valid, partial)
+
+
+def decode_record_columns(data, bint check_crc, Py_ssize_t limit):
+    """Decode any mix of magics into columns (see :func:`kproto.records.decode_columns`)."""
+    cdef Decoding opts
+    cdef _Columns cols = _Columns()
+    cdef _BufferView held = _BufferView(data)
+    start_decoding(&opts, check_crc, not check_crc, limit)
+    batches, valid, partial = walk_entries(None, <const uint8_t*>held.view.buf, held.view.len, &opts, cols)
+    return cols.build_records(valid, partial)
+
+
+# --- encoding ----------------------------------------------------------------------------------------------
+
+cdef inline int varint_size(int64_t value) noexcept nogil:
+    cdef uint64_t raw = (<uint64_t>value << 1) ^ <uint64_t>(value >> 63)
+    cdef int n = 1
+    while raw >= 0x80:
+        raw >>= 7
+        n += 1
+    return n
+
+
+cdef inline Py_ssize_t write_varint(uint8_t* w, int64_t value) noexcept nogil:
+    cdef uint64_t raw = (<uint64_t>value << 1) ^ <uint64_t>(value >> 63)
+    cdef Py_ssize_t n = 0
+    while raw >= 0x80:
+        w[n] = <uint8_t>((raw & 0x7F) | 0x80)
+        raw >>= 7
+        n += 1
+    w[n] = <uint8_t>raw
+    return n + 1
+
+
+cdef list normalize_headers(object headers, Py_ssize_t index):
+    """Headers as a list of (UTF-8 key bytes, value bytes or None), checked (``_headers`` of the pure twin)."""
+    cdef list out = []
+    try:
+        pairs = [(k, v) for k, v in headers]
+    except (TypeError, ValueError):
+        raise EncodeError(f"record {index}: headers must be (str, bytes | None) pairs") from None
+    for hkey, hvalue in pairs:
+        if type(hkey) is str:
+            try:
+                hkey = (<str>hkey).encode("utf-8")
+            except UnicodeEncodeError:
+                raise EncodeError(f"record {index}: header key {hkey!r} is not encodable as UTF-8") from None
+        elif isinstance(hkey, (bytes, bytearray, memoryview)):
+            hkey = bytes(hkey)
+            try:
+                hkey.decode("utf-8")
+            except UnicodeDecodeError:
+                raise EncodeError(f"record {index}: header key {hkey!r} is not UTF-8") from None
+        else:
+            raise EncodeError(f"record {index}: header key must be str, not {type(hkey).__name__}")
+        if hvalue is not None and type(hvalue) is not bytes:
+            hvalue = binary_field(hvalue, "header value", index, "record")
+        out.append((hkey, hvalue))
+    return out
+
+
+cdef inline const char* header_key_data(object key, Py_ssize_t* length) except NULL:
+    """UTF-8 of a checked header key: a str's cached UTF-8 (no copy), or the bytes normalize_headers made."""
+    if type(key) is str:
+        return PyUnicode_AsUTF8AndSize(key, length)
+    length[0] = PyBytes_GET_SIZE(key)
+    return PyBytes_AS_STRING(key)
+
+
+cdef object header_list(object headers, Py_ssize_t index):
+    """The headers as they are when they are a list/tuple of (str, bytes | None) tuples whose keys encode
+    (the common case: nothing is copied), else normalize_headers' checked copy."""
+    cdef Py_ssize_t size
+    if type(headers) is list or type(headers) is tuple:
+        for pair in headers:
+            if type(pair) is not tuple or len(<tuple>pair) != 2 or type((<tuple>pair)[0]) is not str:
+                return normalize_headers(headers, index)
+            value = (<tuple>pair)[1]
+            if value is not None and type(value) is not bytes and type(value) is not bytearray:
+                return normalize_headers(headers, index)
+            try:
+                PyUnicode_AsUTF8AndSize((<tuple>pair)[0], &size)
+            except UnicodeEncodeError:
+                return normalize_headers(headers, index)
+        return headers
+    return normalize_headers(headers, index)
+
+
+def encode_batch(records, int64_t base_offset, int codec, int64_t producer_id, int producer_epoch,
+                 int32_t base_sequence, int attributes, int32_t partition_leader_epoch, int64_t now):
+    """One magic 2 batch (see :func:`kproto.records.encode_record_batch`); ``attributes`` without the codec."""
+    cdef BytesOut out
+    cdef Py_ssize_t index = 0, klen, vlen, hklen, hvlen, length, at, room = 0 if codec else BATCH_HEADER, h, nh
+    cdef const char* kptr
+    cdef const char* vptr
+    cdef const char* hkptr
+    cdef const char* hvptr
+    cdef int64_t timestamp, base_ts = NO_TIMESTAMP, max_ts = NO_TIMESTAMP, ts_delta
+    cdef uint8_t* w
+    cdef tuple tup, pair
+    cdef object hlist
+    out.obj = NULL
+    out.size = 0
+    out.cap = 0
+    try:
+        out_reserve(&out, room + 4096)
+        out.size = room
+        for item in records:
+            headers = None
+            if type(item) is tuple and 2 <= len(<tuple>item) <= 4:
+                tup = <tuple>item
+                key = tup[0]
+                value = tup[1]
+                ts = tup[2] if len(tup) > 2 else None
+                if len(tup) == 4:
+                    headers = tup[3]
+            elif type(item) is tuple:
+                raise EncodeError(f"record {index}: a tuple must be (key, value[, timestamp[, headers]])")
+            else:
+                try:
+                    key = item.key
+                    value = item.value
+                except AttributeError:
+                    raise EncodeError(f"record {index}: expected a (key, value[, timestamp[, headers]]) tuple or an "
+                                      "object with key and value") from None
+                ts = getattr(item, "timestamp", None)
+                headers = getattr(item, "headers", None)
+            if type(key) is not bytes and key is not None and type(key) is not bytearray:
+                key = binary_field(key, "key", index, "record")
+            if type(value) is not bytes and value is not None and type(value) is not bytearray:
+                value = binary_field(value, "value", index, "record")
+            timestamp = now if ts is None else timestamp_field(ts, index, "record")
+            if index == 0:
+                base_ts = max_ts = timestamp
+            elif timestamp > max_ts:
+                max_ts = timestamp
+            if (base_ts < 0 and timestamp > INT64_MAX + base_ts) or (base_ts > 0 and timestamp < INT64_MIN + base_ts):
+                raise EncodeError(f"record {index}: timestamp {timestamp} is too far from the first record's "
+                                  f"{base_ts} for an int64 delta")
+            ts_delta = timestamp - base_ts
+            hlist = header_list(headers, index) if headers else None
+            nh = len(hlist) if hlist is not None else 0
+            kptr = binary_data(key, &klen)
+            vptr = binary_data(value, &vlen)
+            if klen > I32_MAX or vlen > I32_MAX:
+                raise EncodeError(f"record {index}: key or value longer than 2 GiB")
+            length = 1 + varint_size(ts_delta) + varint_size(index) + varint_size(klen) + (klen if klen > 0 else 0)
+            length += varint_size(vlen) + (vlen if vlen > 0 else 0) + varint_size(nh)
+            for h in range(nh):
+                pair = <tuple>hlist[h]
+                hkptr = header_key_data(pair[0], &hklen)
+                hvptr = binary_data(pair[1], &hvlen)
+                length += varint_size(hklen) + hklen + varint_size(hvlen) + (hvlen if hvlen > 0 else 0)
+            if length > I32_MAX:
+                raise EncodeError(f"record {index}: larger than 2 GiB")
+            w = out_reserve(&out, 5 + length)
+            at = write_varint(w, length)
+            w[at] = 0
+            at += 1
+            at += write_varint(w + at, ts_delta)
+            at += write_varint(w + at, index)
+            at += write_varint(w + at, klen)
+            if klen > 0:
+                memcpy(w + at, kptr, <size_t>klen)
+                at += klen
+            at += write_varint(w + at, vlen)
+            if vlen > 0:
+                memcpy(w + at, vptr, <size_t>vlen)
+                at += vlen
+            at += write_varint(w + at, nh)
+            for h in range(nh):
+                pair = <tuple>hlist[h]
+                hkptr = header_key_data(pair[0], &hklen)
+                hvptr = binary_data(pair[1], &hvlen)
+                at += write_varint(w + at, hklen)
+                memcpy(w + at, hkptr, <size_t>hklen)
+                at += hklen
+                at += write_varint(w + at, hvlen)
+                if hvlen > 0:
+                    memcpy(w + at, hvptr, <size_t>hvlen)
+                    at += hvlen
+            out.size += at
+            index += 1
+        if index == 0:
+            return b""
+        if index - 1 > INT64_MAX - base_offset:
+            raise EncodeError(f"offsets from {base_offset} for {index} records do not fit int64")
+        if codec:
+            body = out_finish(&out)
+            body = compress_buffer(codec, body, magic=2)
+            blen = len(body)
+            out.size = 0
+            out.cap = 0  # out_finish handed the records' buffer over: start a new one
+            w = out_reserve(&out, BATCH_HEADER + blen)
+            memcpy(w + BATCH_HEADER, <char*>body if type(body) is bytes else PyByteArray_AS_STRING(body), blen)
+            out.size = BATCH_HEADER + blen
+        if out.size - 12 > I32_MAX:
+            raise EncodeError("batch larger than 2 GiB")
+        w = <uint8_t*>PyBytes_AS_STRING(<object>out.obj)
+        store_i64(w, base_offset)
+        store_u32(w + 8, <uint32_t>(out.size - 12))
+        store_u32(w + 12, <uint32_t>partition_leader_epoch)
+        w[16] = 2
+        w[21] = <uint8_t>((attributes | codec) >> 8)
+        w[22] = <uint8_t>(attributes | codec)
+        store_u32(w + 23, <uint32_t>(index - 1))
+        store_i64(w + 27, base_ts)
+        store_i64(w + 35, max_ts)
+        store_i64(w + 43, producer_id)
+        w[51] = <uint8_t>(<uint16_t>producer_epoch >> 8)
+        w[52] = <uint8_t>producer_epoch
+        store_u32(w + 53, <uint32_t>base_sequence)
+        store_u32(w + 57, <uint32_t>index)
+        store_u32(w + 17, crc32c_of(w + CRC_FROM, out.size - CRC_FROM))
+        return out_finish(&out)
     finally:
         Py_XDECREF(out.obj)

@@ -24,7 +24,6 @@ from kproto.errors import EncodeError, KprotoError
 from kproto.message_base import RECORDS, SCALARS, STRUCTS, Message, Struct
 from kproto.messages import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 from kproto.records import RecordSet, decode_message_set, encode_message_set
-from kproto.records.format import CODEC_NAMES
 
 __all__ = [
     "BYTES_KEY",
@@ -117,7 +116,7 @@ def _record_json(m: Any) -> Dict[str, Any]:
         "offset": m.offset,
         "magic": m.magic,
         "attributes": m.attributes,
-        "codec": CODEC_NAMES.get(m.codec, "none"),
+        "codec": m.codec or "none",
         "timestamp": m.timestamp,
         "timestamp_type": m.timestamp_type,
         "crc": m.crc,

@@ -1,7 +1,11 @@
-"""Kafka message sets, magic 0 (0.8/0.9) and magic 1 (0.10), with gzip, snappy and lz4 wrappers.
+"""Kafka records of every era: message sets magic 0 (0.8/0.9) and 1 (0.10), record batches magic 2 (0.11+),
+with gzip, snappy, lz4 and zstd.  The formats are described in ``docs/records.md``.
 
-* :func:`decode_message_set` / :func:`encode_message_set` — messages as objects;
-* :func:`decode_columns` — bulk decode into contiguous columns (or a pyarrow RecordBatch);
+* :func:`decode_records` — any mix of magics, records as objects, batch headers in ``.batches``;
+* :func:`encode_record_batch` / :func:`encode_control_batch` — one magic 2 batch;
+* :func:`decode_message_set` / :func:`encode_message_set` — magic 0/1 messages as objects;
+* :func:`decode_columns` — bulk decode of any magic into contiguous columns (or a pyarrow RecordBatch);
+* :func:`read_segment` — the batches of a Kafka log segment file, torn tail reported;
 * :class:`RecordSet` — the raw-bytes value of a ``records`` field in the generated codecs.
 
 The hot loops are compiled (``kproto._fast``) with a pure-Python twin; ``kproto._backend.BACKEND`` says
@@ -9,25 +13,51 @@ which one runs.  The backend-bound names load on first use, so that ``kproto._ba
 module can import this package's helpers without an import cycle.
 """
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kproto.records.decoded import MessageColumns, MessageSet
+from kproto.records.decoded import Batch, DecodedRecords, MessageColumns, MessageSet, RecordColumns
 from kproto.records.format import DEFAULT_MAX_DECOMPRESSED_SIZE
 from kproto.records.record_set import RecordSet
 
 __all__ = [
     "DEFAULT_MAX_DECOMPRESSED_SIZE",
+    "Batch",
+    "DecodedRecords",
     "Message",
     "MessageColumns",
     "MessageSet",
     "MessageSetCodec",
+    "Record",
+    "RecordColumns",
     "RecordSet",
+    "Segment",
     "decode_columns",
     "decode_message_set",
+    "decode_records",
+    "encode_control_batch",
     "encode_message_set",
+    "encode_record_batch",
+    "read_segment",
 ]
 
-_BACKEND_BOUND = {"Message", "MessageSetCodec", "decode_columns", "decode_message_set", "encode_message_set"}
+if TYPE_CHECKING:  # what the lazy names below are, for type checkers
+    from kproto.records.message_set import (
+        Message as Message,
+        MessageSetCodec as MessageSetCodec,
+        Record as Record,
+        decode_columns as decode_columns,
+        decode_message_set as decode_message_set,
+        decode_records as decode_records,
+        encode_control_batch as encode_control_batch,
+        encode_message_set as encode_message_set,
+        encode_record_batch as encode_record_batch,
+    )
+    from kproto.records.segment import Segment as Segment, read_segment as read_segment
+
+_BACKEND_BOUND = {
+    "Message", "MessageSetCodec", "Record", "decode_columns", "decode_message_set", "decode_records",
+    "encode_control_batch", "encode_message_set", "encode_record_batch",
+}
 
 
 def __getattr__(name: str) -> Any:
@@ -35,4 +65,8 @@ def __getattr__(name: str) -> Any:
         from kproto.records import message_set
 
         return getattr(message_set, name)
+    if name in ("Segment", "read_segment"):
+        from kproto.records import segment
+
+        return getattr(segment, name)
     raise AttributeError(f"module 'kproto.records' has no attribute {name!r}")

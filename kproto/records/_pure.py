@@ -14,11 +14,31 @@ from collections import namedtuple
 from typing import Any, Iterable, List, Optional, Tuple
 
 from kproto.errors import DecodeError, EncodeError, LimitExceededError
-from kproto.records.compression import decompress
-from kproto.records.decoded import MessageColumns, MessageSet
-from kproto.records.format import CODEC_MASK, CODEC_NAMES, MIN_MESSAGE_SIZE, MIN_MESSAGE_SIZE_V1, NO_TIMESTAMP
+from kproto.records.compression import compress_buffer, decompress
+from kproto.records.decoded import Batch, DecodedRecords, MessageColumns, MessageSet, RecordColumns, _pack_binary
+from kproto.records.format import (
+    ATTR_CONTROL,
+    ATTR_TRANSACTIONAL,
+    BATCH_CRC_AT,
+    BATCH_CRC_FROM,
+    BATCH_HEADER_SIZE,
+    CODEC_MASK,
+    CODEC_NAMES,
+    CODEC_ZSTD,
+    CONTROL_ABORT,
+    CONTROL_COMMIT,
+    LOG_OVERHEAD,
+    MIN_BATCH_LENGTH,
+    MIN_MESSAGE_SIZE,
+    MIN_MESSAGE_SIZE_V1,
+    NO_TIMESTAMP,
+    codec_id,
+)
 
-__all__ = ["Message", "decode", "decode_columns", "encode_plain"]
+__all__ = [
+    "Message", "Record", "crc32c", "decode", "decode_columns", "decode_record_columns", "decode_records", "encode_batch",
+    "encode_plain",
+]
 
 # offset, message_size, crc, magic, attributes (unsigned), then for magic 0 the key length and, when that is
 # -1 (null key), the value length: the 26 bytes of the smallest message
@@ -38,7 +58,7 @@ _I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
 _MessageFields = namedtuple(
     "_MessageFields",
     "key value timestamp offset magic attributes codec timestamp_type crc",
-    defaults=(None, None, None, 0, 0, 0, 0, None, 0),
+    defaults=(None, None, None, 0, 0, 0, None, None, 0),
 )
 
 
@@ -47,7 +67,8 @@ class Message(_MessageFields):
 
     ``key``/``value``: ``bytes`` or ``None`` (null and empty stay distinct); ``timestamp``: int for magic 1,
     ``None`` for magic 0; ``offset``: absolute; ``magic``; ``attributes``: the message's own attribute byte;
-    ``codec``: the codec it travelled with (the wrapper's for messages expanded from a compressed wrapper);
+    ``codec``: the name of the codec it travelled with (the wrapper's, for messages expanded from a compressed
+    wrapper: ``"gzip"``, ``"snappy"``, ``"lz4"``; ``None`` uncompressed), as encoding takes it;
     ``timestamp_type``: 0 CreateTime / 1 LogAppendTime for magic 1, ``None`` for magic 0; ``crc``: as stored.
     """
 
@@ -64,7 +85,7 @@ def _as_bytes(data: Any) -> bytes:
 def decode(data: Any, check_crc: bool, limit: int) -> MessageSet:
     """Decode a message set into :class:`Message` objects (see :func:`kproto.records.decode_message_set`)."""
     messages: List[Message] = []
-    valid, partial = _decode_into(_as_bytes(data), messages, None, check_crc, [limit], False, 0)
+    valid, partial = _decode_into(_as_bytes(data), messages, None, check_crc, [limit], False, None)
     return MessageSet(messages, valid, partial)
 
 
@@ -72,7 +93,7 @@ def decode_columns(data: Any, check_crc: bool, limit: int) -> MessageColumns:
     """Decode a message set into columns (see :func:`kproto.records.decode_columns`)."""
     messages: List[Message] = []
     crc_flags: List[bool] = []
-    valid, partial = _decode_into(_as_bytes(data), messages, crc_flags, check_crc, [limit], False, 0)
+    valid, partial = _decode_into(_as_bytes(data), messages, crc_flags, check_crc, [limit], False, None)
     key_data, key_bounds, key_null = _pack_binary([m.key for m in messages])
     value_data, value_bounds, value_null = _pack_binary([m.value for m in messages])
     return MessageColumns(
@@ -81,7 +102,7 @@ def decode_columns(data: Any, check_crc: bool, limit: int) -> MessageColumns:
         timestamps=array("q", [NO_TIMESTAMP if m.timestamp is None else m.timestamp for m in messages]),
         magics=array("b", [m.magic for m in messages]),
         attributes=array("b", [m.attributes - 256 if m.attributes > 127 else m.attributes for m in messages]),
-        codecs=array("b", [m.codec for m in messages]),
+        codecs=array("b", [codec_id(m.codec) for m in messages]),
         crc_ok=array("B", [1 if ok else 0 for ok in crc_flags] if not check_crc else [1] * len(messages)),
         key_data=key_data,
         key_offsets=key_bounds,
@@ -94,19 +115,6 @@ def decode_columns(data: Any, check_crc: bool, limit: int) -> MessageColumns:
     )
 
 
-def _pack_binary(items: List[Optional[bytes]]) -> Tuple[bytes, array, array]:
-    bounds = array("i", [0])
-    total = 0
-    for item in items:
-        if item is not None:
-            total += len(item)
-            if total > _I32_MAX:
-                raise LimitExceededError("decoded keys or values exceed 2 GiB, more than int32 column offsets hold")
-        bounds.append(total)
-    data = b"".join([item for item in items if item is not None])
-    return data, bounds, array("B", [1 if item is None else 0 for item in items])
-
-
 def _decode_into(
     buf: bytes,
     out: List[Message],
@@ -114,7 +122,7 @@ def _decode_into(
     check_crc: bool,
     budget: List[int],
     inner: bool,
-    carrier_codec: int,
+    carrier_codec: Optional[str],
 ) -> Tuple[int, bool]:
     """Append the messages of ``buf`` to ``out``; return (valid bytes, ended with a partial message).
 
@@ -243,7 +251,7 @@ def _expand_wrapper(
 ) -> None:
     """Decompress a wrapper's inner set and append its messages with absolute offsets."""
     codec = attributes & CODEC_MASK
-    name = CODEC_NAMES.get(codec)
+    name = CODEC_NAMES.get(codec) if codec != CODEC_ZSTD else None  # zstd exists only in magic 2
     if name is None:
         raise DecodeError(f"unknown compression codec {codec}", entry + 17)
     if inner:
@@ -255,7 +263,7 @@ def _expand_wrapper(
     found: List[Message] = []
     flags: Optional[List[bool]] = [] if crc_flags is not None else None
     try:
-        valid, partial = _decode_into(raw, found, flags, check_crc, budget, True, codec)
+        valid, partial = _decode_into(raw, found, flags, check_crc, budget, True, name)
     except DecodeError as exc:
         raise type(exc)(f"{exc.reason} [decompressed byte {exc.offset} of the {name} wrapper]", value_pos) from None
     if partial:
@@ -388,19 +396,522 @@ def _fields(item: Any, index: int) -> Tuple[Optional[bytes], Optional[bytes], Op
     return _binary(key, "key", index), _binary(value, "value", index), _timestamp(timestamp, index)
 
 
-def _binary(field: Any, name: str, index: int) -> Optional[bytes]:
+def _binary(field: Any, name: str, index: int, noun: str = "message") -> Optional[bytes]:
     if field is None or type(field) is bytes or type(field) is bytearray:
         return field  # a bytearray is copied into the message when it is encoded, so it need not be frozen
     if isinstance(field, (bytes, bytearray, memoryview)):
         return memoryview(field).tobytes()
-    raise EncodeError(f"message {index}: {name} must be bytes-like or None, not {type(field).__name__}")
+    raise EncodeError(f"{noun} {index}: {name} must be bytes-like or None, not {type(field).__name__}")
 
 
-def _timestamp(timestamp: Any, index: int) -> Optional[int]:
+def _timestamp(timestamp: Any, index: int, noun: str = "message") -> Optional[int]:
     if timestamp is None:
         return None
     if not isinstance(timestamp, int) or isinstance(timestamp, bool):
-        raise EncodeError(f"message {index}: timestamp must be an int or None, not {type(timestamp).__name__}")
+        raise EncodeError(f"{noun} {index}: timestamp must be an int or None, not {type(timestamp).__name__}")
     if not _I64_MIN <= timestamp <= _I64_MAX:
-        raise EncodeError(f"message {index}: timestamp {timestamp} does not fit int64")
+        raise EncodeError(f"{noun} {index}: timestamp {timestamp} does not fit int64")
     return timestamp
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Magic 2 record batches, and decode_records over any mix of magics (docs/records.md, "Magic 2").
+
+_BATCH = struct.Struct(">qiibIHiqqqhii")  # the 61-byte batch header
+_BATCH_HEAD_AFTER_CRC = struct.Struct(">Hiqqqhii")  # attributes .. records_count: 40 bytes
+_BATCH_PREFIX = struct.Struct(">qiib")  # base_offset, batch_length, partition_leader_epoch, magic
+_CONTROL_KEY = struct.Struct(">hh")
+_CONTROL_VALUE = struct.Struct(">hi")
+_I32_MIN = -(2**31)
+_I16_MIN, _I16_MAX = -(2**15), 2**15 - 1
+
+_RecordFields = namedtuple(
+    "_RecordFields",
+    "offset timestamp key value headers magic codec timestamp_type producer_id producer_epoch sequence "
+    "is_transactional is_control attributes",
+)
+
+
+class Record(_RecordFields):
+    """One decoded record of any magic (the pure twin of the compiled ``Record``).
+
+    ``offset`` (absolute), ``timestamp`` (ms; ``None`` for magic 0), ``timestamp_type`` (0 CreateTime,
+    1 LogAppendTime; ``None`` for magic 0), ``key``/``value`` (``bytes`` or ``None``), ``headers`` (tuple of
+    ``(str, bytes | None)``; empty before magic 2), ``magic``, ``codec`` (``"gzip"``, ``"snappy"``,
+    ``"lz4"``, ``"zstd"`` or ``None``), and for magic 2 ``producer_id``, ``producer_epoch``, ``sequence``
+    (base sequence + offset delta, or -1), ``is_transactional``, ``is_control`` (-1/-1/-1/False/False before);
+    ``attributes``: the record's own attribute byte (a magic 0/1 message's, 0 in magic 2 records).
+    """
+
+    __slots__ = ()
+
+
+def _legacy_records(messages: List[Message]) -> List[Record]:
+    return [
+        _new(Record, (m.offset, m.timestamp, m.key, m.value, (), m.magic, m.codec, m.timestamp_type,
+                      -1, -1, -1, False, False, m.attributes))
+        for m in messages
+    ]
+
+
+def decode_records(data: Any, check_crc: bool, limit: int) -> DecodedRecords:
+    """Decode any concatenation of magic 0, 1 and 2 entries (see :func:`kproto.records.decode_records`)."""
+    buf = _as_bytes(data)
+    batches: List[Batch] = []
+    valid, partial = _walk_entries(buf, check_crc, [limit], batches)
+    return DecodedRecords(batches, valid, partial)
+
+
+def _walk_entries(buf: bytes, check_crc: bool, budget: List[int], batches: List[Batch]) -> Tuple[int, bool]:
+    n = len(buf)
+    pos = 0
+    while pos < n:
+        if n - pos < LOG_OVERHEAD:
+            return pos, True
+        size = _I32.unpack_from(buf, pos + 8)[0]
+        if size < MIN_MESSAGE_SIZE:
+            raise DecodeError(f"entry size {size} is below the minimum of {MIN_MESSAGE_SIZE}", pos + 8)
+        if n - pos < 17:
+            return pos, True
+        magic = buf[pos + 16]
+        if magic == 2 and size < MIN_BATCH_LENGTH:
+            raise DecodeError(f"batch length {size} is below the minimum of {MIN_BATCH_LENGTH}", pos + 8)
+        end = pos + LOG_OVERHEAD + size
+        if end > n:
+            return pos, True
+        if magic == 2:
+            batches.append(_decode_batch(buf, pos, end, check_crc, budget))
+        elif magic < 2:
+            batches.append(_legacy_batch(buf, pos, end, check_crc, budget))
+        else:
+            raise DecodeError(f"unsupported record magic {magic}", pos + 16)
+        pos = end
+    return pos, False
+
+
+def _legacy_batch(buf: bytes, pos: int, end: int, check_crc: bool, budget: List[int]) -> Batch:
+    """One magic 0/1 entry (a message, or a wrapper with its inner messages) as a batch."""
+    messages: List[Message] = []
+    try:
+        _decode_into(buf[pos:end], messages, None, check_crc, budget, False, None)
+    except DecodeError as exc:
+        raise type(exc)(exc.reason, (exc.offset or 0) + pos) from None
+    return _legacy_batch_of(buf, pos, end, _legacy_records(messages))
+
+
+def _legacy_batch_of(buf: bytes, pos: int, end: int, records: List[Any]) -> Batch:
+    offset, size, crc, magic, attributes = _HEAD_KV.unpack_from(buf, pos)[:5]
+    timestamp = _TS_KEY.unpack_from(buf, pos + 18)[0] if magic == 1 else NO_TIMESTAMP
+    first = records[0].offset
+    return Batch(
+        position=pos, base_offset=first, batch_length=size, partition_leader_epoch=-1, magic=magic, crc=crc,
+        attributes=attributes, last_offset_delta=records[-1].offset - first, base_timestamp=timestamp,
+        max_timestamp=timestamp, producer_id=-1, producer_epoch=-1, base_sequence=-1, records_count=len(records),
+        control_type=None, coordinator_epoch=None, records=records,
+    )
+
+
+def _varint(buf: bytes, p: int, stop: int, limit: int, what: str) -> Tuple[int, int]:
+    """A zigzag varint (``limit`` 5 bytes) or varlong (10 bytes) at ``p``, ending before ``stop``; return
+    (value, next position)."""
+    shift = 0
+    raw = 0
+    start = p
+    while True:
+        if p >= stop:
+            raise DecodeError(f"{what} runs past the end of the record", start)
+        b = buf[p]
+        p += 1
+        raw |= (b & 0x7F) << shift
+        if b < 0x80:
+            break
+        shift += 7
+        if p - start >= limit:
+            raise DecodeError(f"{what} is a varint longer than {limit} bytes", start)
+    if raw > (0xFFFFFFFF if limit == 5 else 0xFFFFFFFFFFFFFFFF):
+        raise DecodeError(f"{what} overflows int{32 if limit == 5 else 64}", start)
+    return (raw >> 1) ^ -(raw & 1), p
+
+
+def _decode_batch(buf: bytes, pos: int, end: int, check_crc: bool, budget: List[int]) -> Batch:
+    (base_offset, length, leader_epoch, magic, crc, attributes, last_delta, base_ts, max_ts, producer_id,
+     producer_epoch, base_sequence, count) = _BATCH.unpack_from(buf, pos)
+    if check_crc:
+        computed = crc32c(buf[pos + BATCH_CRC_FROM : end])
+        if computed != crc:
+            raise DecodeError(f"CRC-32C mismatch: stored 0x{crc:08x}, computed 0x{computed:08x}", pos + BATCH_CRC_AT)
+    codec = attributes & CODEC_MASK
+    if count < 0:
+        raise DecodeError(f"records count {count} is negative", pos + 57)
+    body_at = pos + BATCH_HEADER_SIZE
+    if codec:
+        name = CODEC_NAMES.get(codec)
+        if name is None:
+            raise DecodeError(f"unknown compression codec {codec}", pos + BATCH_CRC_FROM)
+        body = decompress(codec, buf[body_at:end], magic=2, limit=budget[0], position=body_at)
+        budget[0] -= len(body)
+        base = body_at
+    else:
+        name = None
+        body = buf
+        base = 0
+    records: List[Record] = []
+    p = body_at if not codec else 0
+    stop = end if not codec else len(body)
+    ts_type = (attributes >> 3) & 1
+    transactional = bool(attributes & ATTR_TRANSACTIONAL)
+    control = bool(attributes & ATTR_CONTROL)
+    try:
+        p = _records_into(body, p, stop, count, records, base_offset, base_ts, max_ts if ts_type else None, ts_type,
+                          name, producer_id, producer_epoch, base_sequence, transactional, control)
+    except DecodeError as exc:
+        if not codec:
+            raise
+        raise type(exc)(f"{exc.reason} [decompressed byte {exc.offset} of the {name} batch]", body_at) from None
+    if p != stop:
+        raise DecodeError(f"{stop - p} bytes follow the {count} records the batch header counts",
+                          p if not codec else body_at)
+    control_type = coordinator_epoch = None
+    if control:
+        control_type, coordinator_epoch = _control_marker(records, pos)
+    return Batch(
+        position=pos, base_offset=base_offset, batch_length=length, partition_leader_epoch=leader_epoch, magic=magic,
+        crc=crc, attributes=attributes, last_offset_delta=last_delta, base_timestamp=base_ts, max_timestamp=max_ts,
+        producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence, records_count=count,
+        control_type=control_type, coordinator_epoch=coordinator_epoch, records=records,
+    )
+
+
+def _control_marker(records: List[Record], pos: int) -> Tuple[Optional[int], Optional[int]]:
+    """(type, coordinator epoch) of a control batch; its record keys must be well-formed control keys."""
+    kind = epoch = None
+    for r in records:
+        if r.key is None or len(r.key) < 4:
+            raise DecodeError("control record key is null or shorter than its 4 bytes (version, type)", pos)
+        version, this = _CONTROL_KEY.unpack_from(r.key)
+        if version < 0:
+            raise DecodeError(f"control record key version {version} is negative", pos)
+        if this in (CONTROL_ABORT, CONTROL_COMMIT):
+            if r.value is None or len(r.value) < 6:
+                raise DecodeError("transaction marker value is null or shorter than its 6 bytes", pos)
+            value_version, this_epoch = _CONTROL_VALUE.unpack_from(r.value)
+            if value_version < 0:
+                raise DecodeError(f"transaction marker value version {value_version} is negative", pos)
+            if epoch is None:
+                epoch = this_epoch
+        if kind is None:
+            kind = this
+    return kind, epoch
+
+
+def _sequence(base_sequence: int, delta: int) -> int:
+    """Kafka's producer sequence of the record ``delta`` after the base; it wraps past int32 max to 0."""
+    if base_sequence < 0:
+        return -1
+    if base_sequence > _I32_MAX - delta:
+        return delta - (_I32_MAX - base_sequence) - 1
+    return base_sequence + delta
+
+
+def _records_into(
+    buf: bytes, p: int, stop: int, count: int, out: List[Record], base_offset: int, base_ts: int,
+    log_append_ts: Optional[int], ts_type: int, codec: Optional[str], producer_id: int, producer_epoch: int,
+    base_sequence: int, transactional: bool, control: bool,
+) -> int:
+    """Parse ``count`` records from ``buf[p:stop]`` into ``out``; return where they end."""
+    append = out.append
+    new, record, varint = _new, Record, _varint
+    for _ in range(count):
+        if p >= stop:
+            raise DecodeError(f"the batch holds fewer records than its records count {count}", p)
+        b = buf[p]
+        if b < 0x80:
+            length = (b >> 1) ^ -(b & 1)
+            q = p + 1
+        else:
+            length, q = varint(buf, p, stop, 5, "record length")
+        if length < 6 or length > stop - q:
+            raise DecodeError(f"record length {length} does not fit the {stop - q} bytes left in the batch "
+                              "(or is below the 6 bytes of the smallest record)", p)
+        end = q + length
+        attributes = buf[q]
+        # attributes (int8, unused; kept unsigned like a message's), then timestamp delta, offset delta, key, value, headers; a record of
+        # length >= 6 holds the attributes and the first byte of the timestamp delta
+        b = buf[q + 1]
+        if b < 0x80:
+            ts_delta = (b >> 1) ^ -(b & 1)
+            q += 2
+        else:
+            ts_delta, q = varint(buf, q + 1, end, 10, "timestamp delta")
+        if q < end and buf[q] < 0x80:
+            b = buf[q]
+            off_delta = (b >> 1) ^ -(b & 1)
+            q += 1
+        else:
+            off_delta, q = varint(buf, q, end, 5, "offset delta")
+        offset = base_offset + off_delta
+        if not _I64_MIN <= offset <= _I64_MAX:
+            raise DecodeError(f"base offset {base_offset} plus offset delta {off_delta} leaves int64", p)
+        timestamp = base_ts + ts_delta
+        if not _I64_MIN <= timestamp <= _I64_MAX:
+            raise DecodeError(f"base timestamp {base_ts} plus timestamp delta {ts_delta} leaves int64", p)
+        key, q = _varbytes(buf, q, end, "key")
+        value, q = _varbytes(buf, q, end, "value")
+        if q < end and buf[q] < 0x80:
+            b = buf[q]
+            nheaders = (b >> 1) ^ -(b & 1)
+            q += 1
+        else:
+            nheaders, q = varint(buf, q, end, 5, "header count")
+        if nheaders < 0 or nheaders > end - q:
+            raise DecodeError(f"header count {nheaders} does not fit the {end - q} bytes left in the record", q)
+        if nheaders:
+            headers = []
+            for _ in range(nheaders):
+                hkey, q = _varbytes(buf, q, end, "header key")
+                if hkey is None:
+                    raise DecodeError("header key is null", q)
+                try:
+                    text = hkey.decode("utf-8")
+                except UnicodeDecodeError:
+                    raise DecodeError("header key is not UTF-8", q - len(hkey)) from None
+                hvalue, q = _varbytes(buf, q, end, "header value")
+                headers.append((text, hvalue))
+            headers = tuple(headers)
+        else:
+            headers = ()
+        if q != end:
+            raise DecodeError(f"record fields end {end - q} bytes before its length says", q)
+        append(new(record, (offset, log_append_ts if ts_type else timestamp, key, value, headers, 2, codec, ts_type,
+                            producer_id, producer_epoch, _sequence(base_sequence, off_delta) if base_sequence >= 0
+                            else -1, transactional, control, attributes)))
+        p = end
+    return p
+
+
+def _varbytes(buf: bytes, q: int, end: int, what: str) -> Tuple[Optional[bytes], int]:
+    """A varint length (-1: null) and that many bytes, inside the record ending at ``end``."""
+    at = q
+    if q < end and buf[q] < 0x80:
+        b = buf[q]
+        n = (b >> 1) ^ -(b & 1)
+        q += 1
+    else:
+        n, q = _varint(buf, q, end, 5, f"{what} length")
+    if n == -1:
+        return None, q
+    if n < 0 or n > end - q:
+        raise DecodeError(f"{what} length {n} does not fit the {end - q} bytes left in the record", at)
+    return buf[q : q + n], q + n
+
+
+def decode_record_columns(data: Any, check_crc: bool, limit: int) -> RecordColumns:
+    """Decode any mix of magics into columns (see :func:`kproto.records.decode_columns`)."""
+    buf = _as_bytes(data)
+    batches: List[Batch] = []
+    crc_flags: List[bool] = []
+    valid, partial = _walk_columns(buf, check_crc, [limit], batches, crc_flags)
+    return RecordColumns.from_batches(batches, crc_flags, valid, partial)
+
+
+def _walk_columns(buf: bytes, check_crc: bool, budget: List[int], batches: List[Batch],
+                  crc_flags: List[bool]) -> Tuple[int, bool]:
+    """The columns' walk: with ``check_crc`` off, every CRC is still computed and its outcome recorded."""
+    valid, partial = _walk_entries(buf, check_crc, budget, batches)
+    for batch in batches:
+        if check_crc:
+            crc_flags.extend([True] * len(batch.records))
+        elif batch.magic == 2:
+            crc_flags.extend([_entry_crc_ok(buf, batch)] * len(batch.records))
+        else:
+            crc_flags.extend(_legacy_crc_flags(buf, batch))
+    return valid, partial
+
+
+def _entry_crc_ok(buf: bytes, batch: Batch) -> bool:
+    end = batch.position + LOG_OVERHEAD + batch.batch_length
+    return crc32c(buf[batch.position + BATCH_CRC_FROM : end]) == batch.crc
+
+
+def _legacy_crc_flags(buf: bytes, batch: Batch) -> List[bool]:
+    end = batch.position + LOG_OVERHEAD + batch.batch_length
+    flags: List[bool] = []
+    _decode_into(buf[batch.position : end], [], flags, False, [2**62], False, None)
+    return flags
+
+
+# --- encoding ----------------------------------------------------------------------------------------------
+
+
+def _zigzag(value: int) -> bytes:
+    raw = (value << 1) ^ (value >> 63)
+    if raw < 0x80:
+        return _SMALL_VARINTS[raw]
+    out = bytearray()
+    while raw >= 0x80:
+        out.append((raw & 0x7F) | 0x80)
+        raw >>= 7
+    out.append(raw)
+    return bytes(out)
+
+
+_SMALL_VARINTS = [bytes((i,)) for i in range(128)]
+
+
+def encode_batch_records(records: Iterable[Any], now: int) -> Tuple[bytes, int, int, int]:
+    """The record section of a batch: (bytes, count, base timestamp, max timestamp).
+
+    Deltas are taken from the first record's timestamp, as Kafka's producers write them.
+    """
+    parts: List[bytes] = []
+    add = parts.append
+    zz = _zigzag
+    base_ts = max_ts = NO_TIMESTAMP
+    index = -1
+    for index, item in enumerate(records):
+        key, value, timestamp, headers = _record_fields(item, index)
+        if timestamp is None:
+            timestamp = now
+        if index == 0:
+            base_ts = max_ts = timestamp
+        elif timestamp > max_ts:
+            max_ts = timestamp
+        if not _I64_MIN <= timestamp - base_ts <= _I64_MAX:
+            raise EncodeError(f"record {index}: timestamp {timestamp} is too far from the first record's "
+                              f"{base_ts} for an int64 delta")
+        body = [b"\x00", zz(timestamp - base_ts), zz(index)]
+        if key is None:
+            body.append(b"\x01")
+        else:
+            body.append(zz(len(key)))
+            body.append(key)
+        if value is None:
+            body.append(b"\x01")
+        else:
+            body.append(zz(len(value)))
+            body.append(value)
+        body.append(zz(len(headers)))
+        for hkey, hvalue in headers:
+            body.append(zz(len(hkey)))
+            body.append(hkey)
+            if hvalue is None:
+                body.append(b"\x01")
+            else:
+                body.append(zz(len(hvalue)))
+                body.append(hvalue)
+        record = b"".join(body)
+        if len(record) > _I32_MAX:
+            raise EncodeError(f"record {index}: larger than 2 GiB")
+        add(zz(len(record)))
+        add(record)
+    return b"".join(parts), index + 1, base_ts, max_ts
+
+
+def _record_fields(item: Any, index: int) -> Tuple[Optional[bytes], Optional[bytes], Optional[int], List[Tuple[bytes, Optional[bytes]]]]:
+    headers: Any = ()
+    if type(item) is tuple:
+        if len(item) == 2:
+            key, value = item
+            timestamp = None
+        elif len(item) == 3:
+            key, value, timestamp = item
+        elif len(item) == 4:
+            key, value, timestamp, headers = item
+        else:
+            raise EncodeError(f"record {index}: a tuple must be (key, value[, timestamp[, headers]])")
+    else:
+        try:
+            key, value = item.key, item.value
+        except AttributeError:
+            raise EncodeError(
+                f"record {index}: expected a (key, value[, timestamp[, headers]]) tuple or an object with key and value"
+            ) from None
+        timestamp = getattr(item, "timestamp", None)
+        headers = getattr(item, "headers", ())
+    return (_binary(key, "key", index, "record"), _binary(value, "value", index, "record"),
+            _timestamp(timestamp, index, "record"), _headers(headers, index))
+
+
+def _headers(headers: Any, index: int) -> List[Tuple[bytes, Optional[bytes]]]:
+    if not headers:
+        return []
+    out = []
+    try:
+        pairs = [(k, v) for k, v in headers]
+    except (TypeError, ValueError):
+        raise EncodeError(f"record {index}: headers must be (str, bytes | None) pairs") from None
+    for hkey, hvalue in pairs:
+        if type(hkey) is str:
+            try:
+                hkey = hkey.encode("utf-8")
+            except UnicodeEncodeError:
+                raise EncodeError(f"record {index}: header key {hkey!r} is not encodable as UTF-8") from None
+        elif isinstance(hkey, (bytes, bytearray, memoryview)):
+            hkey = bytes(hkey)
+            try:
+                hkey.decode("utf-8")
+            except UnicodeDecodeError:
+                raise EncodeError(f"record {index}: header key {hkey!r} is not UTF-8") from None
+        else:
+            raise EncodeError(f"record {index}: header key must be str, not {type(hkey).__name__}")
+        out.append((hkey, _binary(hvalue, "header value", index, "record")))
+    return out
+
+
+def encode_batch(
+    records: Iterable[Any], base_offset: int, codec: int, producer_id: int, producer_epoch: int, base_sequence: int,
+    attributes: int, partition_leader_epoch: int, now: int,
+) -> bytes:
+    """One magic 2 batch (see :func:`kproto.records.encode_record_batch`); ``attributes`` without the codec."""
+    body, count, base_ts, max_ts = encode_batch_records(records, now)
+    if not count:
+        return b""
+    if count - 1 > _I64_MAX - base_offset:
+        raise EncodeError(f"offsets from {base_offset} for {count} records do not fit int64")
+    if codec:
+        body = bytes(compress_buffer(codec, body, magic=2))
+    tail = _BATCH_HEAD_AFTER_CRC.pack(attributes | codec, count - 1, base_ts, max_ts, producer_id, producer_epoch,
+                                      base_sequence, count) + body
+    if len(tail) + 9 > _I32_MAX:
+        raise EncodeError("batch larger than 2 GiB")
+    return _BATCH_PREFIX.pack(base_offset, len(tail) + 9, partition_leader_epoch, 2) + _U32.pack(crc32c(tail)) + tail
+
+
+_U32 = struct.Struct(">I")
+
+
+# --- CRC-32C (Castagnoli) ----------------------------------------------------------------------------------
+
+def _crc32c_table() -> List[int]:
+    table = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table.append(c)
+    return table
+
+
+_CRC32C_TABLE = _crc32c_table()
+
+
+def crc32c_table(data: Any) -> int:
+    """CRC-32C by the byte-wise table: the pure fallback when the ``crc32c`` package is not installed."""
+    crc = 0xFFFFFFFF
+    table = _CRC32C_TABLE
+    for b in bytes(data):
+        crc = table[(crc ^ b) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+try:  # the C implementation kafka-python's pure reader uses too; optional (pip install crc32c)
+    from crc32c import crc32c as _crc32c_c
+except ImportError:  # pragma: no cover - depends on the environment
+    _crc32c_c = None
+
+
+def crc32c(data: Any) -> int:
+    """CRC-32C of a bytes-like object (the ``crc32c`` package when installed, else :func:`crc32c_table`)."""
+    if _crc32c_c is not None:
+        return _crc32c_c(data)
+    return crc32c_table(data)

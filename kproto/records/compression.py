@@ -1,6 +1,7 @@
-"""The wrapper-message codecs: gzip (zlib), snappy (xerial framing or raw, via cramjam), lz4 (Kafka framing).
+"""The compression codecs of Kafka records: gzip (zlib), snappy (xerial framing or raw, via cramjam), lz4
+(Kafka framing), zstd (cramjam; magic 2 only).
 
-Both backends call these once per compressed wrapper, so they stay in Python.  Every decompressor is capped
+Both backends call these once per compressed wrapper or batch, so they stay in Python.  Every decompressor is capped
 by ``limit`` (the caller's ``max_decompressed_size``) and turns every codec failure into a
 :class:`~kproto.errors.DecodeError` whose offset is ``position`` (where the payload sits in the input) plus
 the offset inside the payload when one is known.
@@ -14,7 +15,7 @@ import zlib
 import cramjam
 
 from kproto.errors import DecodeError, EncodeError, LimitExceededError
-from kproto.records.format import CODEC_GZIP, CODEC_LZ4, CODEC_SNAPPY
+from kproto.records.format import CODEC_GZIP, CODEC_LZ4, CODEC_SNAPPY, CODEC_ZSTD
 from kproto.records.lz4_frame import lz4_frame_decode_buffer, lz4_frame_encode_buffer
 
 __all__ = ["compress", "compress_buffer", "decompress", "decompress_buffer", "XERIAL_MAGIC", "SNAPPY_FRAMINGS"]
@@ -57,6 +58,8 @@ def compress_buffer(codec: int, data: bytes, *, magic: int, snappy_framing: str 
         return _xerial_encode(data)
     if codec == CODEC_LZ4:
         return lz4_frame_encode_buffer(data, magic=magic)
+    if codec == CODEC_ZSTD:
+        return _zstd_compress(data)
     raise EncodeError(f"unknown codec id {codec}")
 
 
@@ -86,7 +89,66 @@ def decompress_buffer(codec: int, payload: bytes, *, magic: int, limit: int, pos
         return out if out is not None else _snappy_block_decode(payload, limit, position)
     if codec == CODEC_LZ4:
         return lz4_frame_decode_buffer(payload, magic=magic, limit=limit, position=position)
+    if codec == CODEC_ZSTD:
+        return _zstd_decode(payload, limit, position)
     raise DecodeError(f"unknown compression codec {codec}", position)
+
+
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+_zstd_into = cramjam.zstd.decompress_into
+#: First output buffer for a zstd frame that does not state its size (Kafka's Java producer streams, so
+#: its frames never do): this many times the payload, then x4 per retry up to the limit.
+_ZSTD_FIRST_GUESS = 8
+
+
+def _zstd_compress(data: bytes) -> bytes:
+    # one frame with its content size, level 3 (zstd's default, as Kafka's)
+    return bytes(cramjam.zstd.compress(data, level=3))
+
+
+def _zstd_content_size(payload: bytes, position: int) -> "int | None":
+    """The decompressed size a zstd frame header declares, or None when it declares none."""
+    if len(payload) < 5 or payload[:4] != _ZSTD_MAGIC:
+        raise DecodeError("zstd payload does not start with the zstd frame magic 28 b5 2f fd", position)
+    descriptor = payload[4]
+    size_flag, single_segment, dict_flag = descriptor >> 6, descriptor >> 5 & 1, descriptor & 3
+    field = (1 if single_segment else 0, 2, 4, 8)[size_flag]
+    if not field:
+        return None
+    at = 5 + (0 if single_segment else 1) + (0, 1, 2, 4)[dict_flag]
+    if len(payload) < at + field:
+        raise DecodeError("zstd frame header is truncated", position)
+    size = int.from_bytes(payload[at : at + field], "little")
+    return size + 256 if field == 2 else size
+
+
+def _zstd_decode(payload: bytes, limit: int, position: int) -> bytearray:
+    """Decompress into a buffer never larger than ``limit``: the size the frame declares (which must then be
+    exactly what it holds), or for frames without one, a guess grown x4 until the output fits."""
+    declared = _zstd_content_size(payload, position)
+    if declared is not None and declared > limit:
+        raise LimitExceededError(f"zstd frame declares {declared} bytes, over the {limit}-byte limit", position)
+    size = declared if declared is not None else min(limit, max(65536, _ZSTD_FIRST_GUESS * len(payload)))
+    while True:
+        out = bytearray(size + 1)  # one spare byte: a frame that fills it holds more than it says
+        try:
+            got = _zstd_into(payload, out)
+        except Exception as exc:  # cramjam.DecompressionError: corrupt, or "failed to write whole buffer"
+            if "whole buffer" not in str(exc):
+                raise DecodeError(f"zstd payload does not decompress: {exc}", position) from None
+            got = size + 1
+        if declared is not None:
+            if got != declared:
+                raise DecodeError(f"zstd frame declares {declared} bytes but holds {'more' if got > declared else got}",
+                                  position)
+            del out[got:]
+            return out
+        if got <= size:
+            del out[got:]
+            return out
+        if size >= limit:
+            raise LimitExceededError(f"zstd payload decompresses to more than the {limit}-byte limit", position)
+        size = min(limit, size * 4)
 
 
 def _gzip_fast(payload: bytes, limit: int) -> "bytearray | None":

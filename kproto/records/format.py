@@ -1,12 +1,18 @@
-"""Constants of the Kafka message format, magic 0 (0.8.x/0.9.x) and magic 1 (0.10.x).
+"""Constants of Kafka's three record formats: magic 0 (0.8/0.9), magic 1 (0.10) and magic 2 (0.11+).
 
-Layout of one message set entry (see ``/work/shared/protocol.md`` §4)::
+The layouts, and why each constant has its value, are written out in ``docs/records.md``.  In short, a
+magic 0/1 message set entry is::
 
     offset int64 | message_size int32 | crc uint32 | magic int8 | attributes int8
                  | [timestamp int64, magic 1 only] | key nullable bytes | value nullable bytes
 
-The CRC covers ``magic`` to the end of the message.  Attributes hold the codec in bits 0-2 and, for magic 1,
-the timestamp type in bit 3.
+and a magic 2 record batch starts with the 61-byte header::
+
+    base_offset int64 | batch_length int32 | partition_leader_epoch int32 | magic int8 | crc uint32
+    | attributes int16 | last_offset_delta int32 | base_timestamp int64 | max_timestamp int64
+    | producer_id int64 | producer_epoch int16 | base_sequence int32 | records_count int32
+
+Every format puts ``magic`` at byte 16 of an entry, which is how a reader tells them apart.
 """
 
 from __future__ import annotations
@@ -20,6 +26,18 @@ __all__ = [
     "CODEC_GZIP",
     "CODEC_SNAPPY",
     "CODEC_LZ4",
+    "CODEC_ZSTD",
+    "ATTR_TIMESTAMP_TYPE",
+    "ATTR_TRANSACTIONAL",
+    "ATTR_CONTROL",
+    "ATTR_DELETE_HORIZON",
+    "BATCH_HEADER_SIZE",
+    "MIN_BATCH_LENGTH",
+    "BATCH_CRC_AT",
+    "BATCH_CRC_FROM",
+    "CONTROL_ABORT",
+    "CONTROL_COMMIT",
+    "codec_name",
     "CODEC_MASK",
     "CODEC_NAMES",
     "TIMESTAMP_TYPE_MASK",
@@ -35,8 +53,29 @@ CODEC_NONE = 0
 CODEC_GZIP = 1
 CODEC_SNAPPY = 2
 CODEC_LZ4 = 3
+#: zstd exists only in magic 2 batches (Kafka 2.1+).
+CODEC_ZSTD = 4
 CODEC_MASK = 0x07
-CODEC_NAMES: Dict[int, str] = {CODEC_GZIP: "gzip", CODEC_SNAPPY: "snappy", CODEC_LZ4: "lz4"}
+CODEC_NAMES: Dict[int, str] = {CODEC_GZIP: "gzip", CODEC_SNAPPY: "snappy", CODEC_LZ4: "lz4", CODEC_ZSTD: "zstd"}
+
+#: Magic 2 batch attribute bits (int16): codec in bits 0-2, then these.
+ATTR_TIMESTAMP_TYPE = 0x08
+ATTR_TRANSACTIONAL = 0x10
+ATTR_CONTROL = 0x20
+#: The batch's base timestamp is the delete horizon of a compacted log (Kafka 3.0+, KIP-534).
+ATTR_DELETE_HORIZON = 0x40
+
+#: base_offset (8) + batch_length (4) + the 49 bytes batch_length counts before the first record.
+BATCH_HEADER_SIZE = 61
+#: The smallest legal batch_length: a header with no records.
+MIN_BATCH_LENGTH = BATCH_HEADER_SIZE - 12
+#: Where the CRC-32C sits in a batch, and where the bytes it covers start (attributes to the end).
+BATCH_CRC_AT = 17
+BATCH_CRC_FROM = 21
+
+#: Control record types of transaction markers (the key's int16 type field).
+CONTROL_ABORT = 0
+CONTROL_COMMIT = 1
 
 #: Attribute bit 3 of a magic 1 message: 0 = CreateTime, 1 = LogAppendTime.
 TIMESTAMP_TYPE_MASK = 0x08
@@ -64,12 +103,18 @@ _CODEC_IDS: Dict[Optional[str], int] = {
     "gzip": CODEC_GZIP,
     "snappy": CODEC_SNAPPY,
     "lz4": CODEC_LZ4,
+    "zstd": CODEC_ZSTD,
 }
 
 
 def codec_id(codec: Optional[str]) -> int:
-    """The attribute value of a codec name (``None``, ``"gzip"``, ``"snappy"``, ``"lz4"``)."""
+    """The attribute value of a codec name (``None``, ``"gzip"``, ``"snappy"``, ``"lz4"``, ``"zstd"``)."""
     try:
         return _CODEC_IDS[codec]
     except (KeyError, TypeError):
-        raise EncodeError(f"unknown codec {codec!r}: expected None, 'gzip', 'snappy' or 'lz4'") from None
+        raise EncodeError(f"unknown codec {codec!r}: expected None, 'gzip', 'snappy', 'lz4' or 'zstd'") from None
+
+
+def codec_name(codec: int) -> Optional[str]:
+    """The name encoding takes for a codec id (``None`` for uncompressed): what decoded records report."""
+    return CODEC_NAMES.get(codec)

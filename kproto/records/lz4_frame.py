@@ -1,9 +1,10 @@
 """Kafka's LZ4 framing (codec 3), including the magic 0 "broken header checksum".
 
-Kafka wraps LZ4 blocks in the standard LZ4 frame format, restricted to independent blocks and no content
-checksum or dictionary.  Kafka 0.8.2/0.9 computed the frame descriptor checksum (HC) over the 4 magic bytes
-too; every later release keeps writing that broken HC for magic 0 and the correct one for magic 1
-(``protocol.md`` §4.5).  We write the HC Kafka writes for the message magic and, for magic 0, accept both.
+Kafka wraps LZ4 blocks in the standard LZ4 frame format, restricted to independent blocks and no
+dictionary.  Kafka 0.8.2/0.9 computed the frame descriptor checksum (HC) over the 4 magic bytes too; every
+later release keeps writing that broken HC for magic 0 and the correct one for magic 1 and 2 (see
+``docs/records.md``, "Compression").  We write the HC Kafka writes for the message magic and, for magic 0, accept
+both.  A frame that states its content size must hold exactly that many bytes.
 
 The block codec is cramjam's; the frame is parsed here so that the decompressed size can be capped block by
 block and every malformed length becomes a :class:`~kproto.errors.DecodeError`.
@@ -155,7 +156,13 @@ def lz4_frame_decode_buffer(frame: bytes, *, magic: int, limit: int, position: i
     """
     header = _check_header(frame, magic, position)
     out = _decode_blocks_fast(frame, header, limit)
-    return out if out is not None else _decode_blocks(frame, header, limit, position)
+    if out is None:
+        out = _decode_blocks(frame, header, limit, position)
+    if frame[4] & 0x08:  # the frame states its content size (8 bytes little-endian before HC)
+        declared = int.from_bytes(frame[6:14], "little")
+        if declared != len(out):
+            raise DecodeError(f"lz4 frame declares {declared} bytes of content but holds {len(out)}", position + 6)
+    return out
 
 
 def _decode_blocks_fast(frame: bytes, header: tuple, limit: int) -> "bytearray | None":

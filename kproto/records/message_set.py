@@ -1,4 +1,5 @@
-"""Public message set API: decode and encode magic 0/1 message sets, with every Kafka 0.8-0.10 codec.
+"""Public records API: decode any mix of magic 0/1/2 records, encode magic 0/1 message sets and magic 2
+record batches, with every codec.
 
 The work is done by the backend :mod:`kproto._backend` selected (Cython or pure Python); this module checks
 options once and dispatches.
@@ -6,18 +7,46 @@ options once and dispatches.
 
 from __future__ import annotations
 
+import struct
 from types import ModuleType
-from typing import Any, Iterable, Optional
+import time
+from typing import Any, Iterable, Literal, Optional, overload
 
 from kproto._backend import records_impl as _impl
 from kproto.errors import EncodeError
 from kproto.records.compression import SNAPPY_FRAMINGS, compress_buffer
-from kproto.records.decoded import MessageColumns, MessageSet
-from kproto.records.format import DEFAULT_MAX_DECOMPRESSED_SIZE, TIMESTAMP_TYPE_MASK, codec_id
+from kproto.records.decoded import DecodedRecords, MessageColumns, MessageSet, RecordColumns
+from kproto.records.format import (
+    ATTR_CONTROL,
+    ATTR_TIMESTAMP_TYPE,
+    ATTR_TRANSACTIONAL,
+    CODEC_ZSTD,
+    DEFAULT_MAX_DECOMPRESSED_SIZE,
+    TIMESTAMP_TYPE_MASK,
+    codec_id,
+)
 
-__all__ = ["Message", "MessageSetCodec", "decode_message_set", "encode_message_set", "decode_columns"]
+__all__ = [
+    "Message",
+    "MessageSetCodec",
+    "Record",
+    "decode_columns",
+    "decode_message_set",
+    "decode_records",
+    "encode_control_batch",
+    "encode_message_set",
+    "encode_record_batch",
+]
 
 _I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
+_I32_MIN, _I32_MAX = -(2**31), 2**31 - 1
+_I16_MIN, _I16_MAX = -(2**15), 2**15 - 1
+
+
+def _check_int(value: Any, name: str, low: int, high: int) -> int:
+    if type(value) is not int or not low <= value <= high:
+        raise EncodeError(f"{name} must be an int in [{low}, {high}], not {value!r}")
+    return value
 
 
 def _check_limit(max_decompressed_size: int) -> int:
@@ -35,6 +64,84 @@ class MessageSetCodec:
     def __init__(self, impl: ModuleType) -> None:
         self.impl = impl
         self.Message = impl.Message
+        self.Record = impl.Record
+
+    def decode_records(
+        self, data: Any, *, check_crc: bool = True, max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE
+    ) -> DecodedRecords:
+        """Decode any concatenation of magic 0/1 message set entries and magic 2 record batches.
+
+        Iterating the result gives every record (``Record``: ``offset``, ``timestamp``, ``key``, ``value``,
+        ``headers``, ``magic``, ``codec``, ``timestamp_type``, ``producer_id``, ``producer_epoch``,
+        ``sequence``, ``is_transactional``, ``is_control``); ``.batches`` gives each entry's header
+        (:class:`~kproto.records.decoded.Batch`).  An incomplete last entry is dropped without error
+        (``partial``/``valid_bytes``).  Bad input raises :class:`~kproto.errors.DecodeError` with the absolute
+        offset; CRC32 (magic 0/1) and CRC-32C (magic 2) are checked unless ``check_crc=False``; the bytes all
+        compressed entries of the call decompress to are capped by ``max_decompressed_size``
+        (:class:`~kproto.errors.LimitExceededError`).
+        """
+        decoded: DecodedRecords = self.impl.decode_records(data, bool(check_crc), _check_limit(max_decompressed_size))
+        return decoded
+
+    def encode_record_batch(
+        self,
+        records: Iterable[Any],
+        *,
+        base_offset: int = 0,
+        codec: Optional[str] = None,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+        base_sequence: int = -1,
+        transactional: bool = False,
+        timestamp_type: int = 0,
+        partition_leader_epoch: int = -1,
+    ) -> bytes:
+        """Encode one magic 2 record batch.
+
+        ``records`` are ``(key, value)``, ``(key, value, timestamp)`` or ``(key, value, timestamp, headers)``
+        tuples, or objects with those attributes; headers are ``(str, bytes | None)`` pairs.  A record without
+        a timestamp gets the current time in ms.  Offset deltas are 0, 1, ...; the base timestamp is the
+        first record's and the max timestamp the largest, as Kafka's producers write them.  ``codec`` is
+        ``None``, ``"gzip"``, ``"snappy"``, ``"lz4"`` or ``"zstd"`` (always applied).  ``timestamp_type=1``
+        marks LogAppendTime.  An empty input gives ``b""``.
+        """
+        if timestamp_type not in (0, 1):
+            raise EncodeError(f"timestamp_type must be 0 (CreateTime) or 1 (LogAppendTime), not {timestamp_type!r}")
+        attributes = (ATTR_TIMESTAMP_TYPE if timestamp_type else 0) | (ATTR_TRANSACTIONAL if transactional else 0)
+        return self._encode_batch(records, base_offset, codec, producer_id, producer_epoch, base_sequence, attributes,
+                                  partition_leader_epoch)
+
+    def encode_control_batch(
+        self,
+        commit: bool,
+        *,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int = 0,
+        base_offset: int = 0,
+        timestamp: Optional[int] = None,
+        partition_leader_epoch: int = -1,
+    ) -> bytes:
+        """Encode a transaction marker: a transactional control batch holding one commit or abort record."""
+        key = struct.pack(">hh", 0, 1 if commit else 0)
+        value = struct.pack(">hi", 0, _check_int(coordinator_epoch, "coordinator_epoch", _I32_MIN, _I32_MAX))
+        return self._encode_batch([(key, value, timestamp)], base_offset, None, producer_id, producer_epoch, -1,
+                                  ATTR_TRANSACTIONAL | ATTR_CONTROL, partition_leader_epoch)
+
+    def _encode_batch(self, records: Iterable[Any], base_offset: int, codec: Optional[str], producer_id: int,
+                      producer_epoch: int, base_sequence: int, attributes: int, partition_leader_epoch: int) -> bytes:
+        batch: bytes = self.impl.encode_batch(
+            records,
+            _check_int(base_offset, "base_offset", _I64_MIN, _I64_MAX),
+            codec_id(codec),
+            _check_int(producer_id, "producer_id", _I64_MIN, _I64_MAX),
+            _check_int(producer_epoch, "producer_epoch", _I16_MIN, _I16_MAX),
+            _check_int(base_sequence, "base_sequence", _I32_MIN, _I32_MAX),
+            attributes,
+            _check_int(partition_leader_epoch, "partition_leader_epoch", _I32_MIN, _I32_MAX),
+            time.time_ns() // 1_000_000,
+        )
+        return batch
 
     def decode_message_set(
         self, data: Any, *, check_crc: bool = True, max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE
@@ -49,7 +156,16 @@ class MessageSetCodec:
         :data:`~kproto.records.format.DEFAULT_MAX_DECOMPRESSED_SIZE`, 64 MiB) or nested compression raises
         :class:`~kproto.errors.LimitExceededError`.  ``check_crc=False`` skips CRC32 validation.
         """
-        return self.impl.decode(data, bool(check_crc), _check_limit(max_decompressed_size))
+        messages: MessageSet = self.impl.decode(data, bool(check_crc), _check_limit(max_decompressed_size))
+        return messages
+
+    @overload
+    def decode_columns(self, data: Any, *, check_crc: bool = ..., max_decompressed_size: int = ...,
+                       arrow: Literal[False] = ...) -> RecordColumns: ...
+
+    @overload
+    def decode_columns(self, data: Any, *, check_crc: bool = ..., max_decompressed_size: int = ...,
+                       arrow: Literal[True]) -> Any: ...
 
     def decode_columns(
         self,
@@ -59,17 +175,26 @@ class MessageSetCodec:
         max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
         arrow: bool = False,
     ) -> Any:
-        """Decode a message set straight into columns: a :class:`MessageColumns`, or with ``arrow=True`` a
-        ``pyarrow.RecordBatch`` (columns offset, timestamp, magic, attributes, codec, crc_ok, key, value).
+        """Decode records of any magic straight into columns: a
+        :class:`~kproto.records.decoded.RecordColumns`, or with ``arrow=True`` a ``pyarrow.RecordBatch``
+        (offset, timestamp, magic, attributes, codec, crc_ok, key, value, timestamp_type, producer_id,
+        producer_epoch, sequence, is_transactional, is_control, batch_offset, leader_epoch, headers).
 
-        Same rules as :meth:`decode_message_set`, except that ``check_crc=False`` still computes each CRC
-        and records the outcome in ``crc_ok`` instead of raising (with ``check_crc=True`` a mismatch
-        raises, so ``crc_ok`` is all true).  The Cython backend builds no per-message Python objects.
+        Same rules as :meth:`decode_records`, except that ``check_crc=False`` still computes each CRC and
+        records the outcome in ``crc_ok`` instead of raising (with ``check_crc=True`` a mismatch raises, so
+        ``crc_ok`` is all true).  The Cython backend builds no per-record Python objects.
         """
-        columns: MessageColumns = self.impl.decode_columns(
+        columns: RecordColumns = self.impl.decode_record_columns(
             data, bool(check_crc), _check_limit(max_decompressed_size)
         )
         return columns.to_arrow() if arrow else columns
+
+    def decode_message_columns(
+        self, data: Any, *, check_crc: bool = True, max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE
+    ) -> MessageColumns:
+        """:meth:`decode_columns` restricted to magic 0/1 message sets, without the magic 2 columns."""
+        columns: MessageColumns = self.impl.decode_columns(data, bool(check_crc), _check_limit(max_decompressed_size))
+        return columns
 
     def encode_message_set(
         self,
@@ -96,8 +221,10 @@ class MessageSetCodec:
         magic 1 only.  An empty input gives ``b""``.
         """
         if magic not in (0, 1):
-            raise EncodeError(f"magic must be 0 or 1, not {magic!r}")
+            raise EncodeError(f"magic must be 0 or 1, not {magic!r} (encode_record_batch writes magic 2)")
         cid = codec_id(codec)
+        if cid == CODEC_ZSTD:
+            raise EncodeError("zstd exists only in magic 2 record batches (encode_record_batch)")
         if snappy_framing not in SNAPPY_FRAMINGS:
             raise EncodeError(f"snappy_framing must be 'xerial' or 'raw', not {snappy_framing!r}")
         if not isinstance(base_offset, int) or not _I64_MIN <= base_offset <= _I64_MAX:
@@ -106,7 +233,8 @@ class MessageSetCodec:
             raise EncodeError("timestamp_type must be 0, or 1 (LogAppendTime) with magic 1")
         ts_bit = TIMESTAMP_TYPE_MASK if timestamp_type else 0
         if not cid:
-            return self.impl.encode_plain(messages, magic, base_offset, ts_bit)[0]
+            plain: bytes = self.impl.encode_plain(messages, magic, base_offset, ts_bit)[0]
+            return plain
         inner, count, max_timestamp = self.impl.encode_plain(messages, magic, base_offset if magic == 0 else 0, 0)
         if not count:
             return b""
@@ -114,13 +242,19 @@ class MessageSetCodec:
             raise EncodeError(f"offsets from {base_offset} for {count} messages do not fit int64")
         payload = compress_buffer(cid, inner, magic=magic, snappy_framing=snappy_framing)
         wrapper = ((None, payload, max_timestamp),)
-        return self.impl.encode_plain(wrapper, magic, base_offset + count - 1, cid | ts_bit)[0]
+        wrapped: bytes = self.impl.encode_plain(wrapper, magic, base_offset + count - 1, cid | ts_bit)[0]
+        return wrapped
 
 
 _active = MessageSetCodec(_impl)
 
 #: The message type of the active backend (a Cython class or a namedtuple; same attribute names).
 Message = _active.Message
+#: The record type of the active backend (any magic; same attribute names in both backends).
+Record = _active.Record
+decode_records = _active.decode_records
+encode_record_batch = _active.encode_record_batch
+encode_control_batch = _active.encode_control_batch
 decode_message_set = _active.decode_message_set
 decode_columns = _active.decode_columns
 encode_message_set = _active.encode_message_set

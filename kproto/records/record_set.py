@@ -1,4 +1,4 @@
-"""The value of a ``records`` field: a message set kept as the raw bytes seen on the wire.
+"""The value of a ``records`` field: records (any magic) kept as the raw bytes seen on the wire.
 
 The generated request/response codecs store a :class:`RecordSet` for every ``records`` (MessageSet) field.
 Keeping the bytes untouched means a response decoded and re-encoded is byte-identical, and nobody pays for
@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Optional, Union
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from kproto.records.message_set import Message, MessageSet
+    from kproto.records.decoded import DecodedRecords, MessageLike, MessageSet
 
 __all__ = ["RecordSet"]
 
@@ -54,12 +54,18 @@ class RecordSet:
         return f"RecordSet({len(self._raw)} bytes)"
 
     def decode(self, **options: Any) -> "MessageSet":
-        """Decode the messages (see :func:`kproto.records.decode_message_set` for ``options``)."""
+        """Decode magic 0/1 messages (see :func:`kproto.records.decode_message_set` for ``options``)."""
         from kproto.records.message_set import decode_message_set
 
         return decode_message_set(self._raw, **options)
 
-    def __iter__(self) -> Iterator["Message"]:
+    def records(self, **options: Any) -> "DecodedRecords":
+        """Decode the records of any magic, 0, 1 or 2 mixed (see :func:`kproto.records.decode_records`)."""
+        from kproto.records.message_set import decode_records
+
+        return decode_records(self._raw, **options)
+
+    def __iter__(self) -> Iterator["MessageLike"]:
         return iter(self.decode())
 
     @classmethod
@@ -76,3 +82,10 @@ class RecordSet:
         from kproto.records.message_set import encode_message_set
 
         return cls(encode_message_set(messages, magic=magic, codec=codec, base_offset=base_offset, **options))
+
+    @classmethod
+    def from_records(cls, records: Iterable[Any], **options: Any) -> "RecordSet":
+        """Encode ``records`` as one magic 2 batch (see :func:`kproto.records.encode_record_batch`)."""
+        from kproto.records.message_set import encode_record_batch
+
+        return cls(encode_record_batch(records, **options))

@@ -1,0 +1,53 @@
+"""CRC-32C against the ``crc32c`` package: the compiled routine on both routes (the SSE4.2 / ARMv8 CRC
+instruction when the CPU has it, the slicing-by-8 table otherwise) and the pure twin's table, at every length
+around the routes' step sizes (1, 8 bytes) and on unaligned starts."""
+
+from __future__ import annotations
+
+import os
+
+import crc32c
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kproto.records import _pure
+
+DATA = os.urandom(70_000)
+LENGTHS = list(range(0, 40)) + [63, 64, 65, 127, 128, 129, 255, 256, 257, 4095, 4096, 4097, 65_535, 65_536, 65_537]
+
+
+@pytest.fixture(scope="module", params=["hardware", "table"])
+def compiled_crc32c(request):
+    fast = pytest.importorskip("kproto._fast._records", reason="compiled extension not built")
+    previous = fast._set_crc32c_hw(request.param == "hardware")
+    yield fast.crc32c
+    fast._set_crc32c_hw(previous)
+
+
+@pytest.mark.compiled_only
+@pytest.mark.parametrize("start", [0, 1, 3, 7])
+def test_compiled_boundaries(compiled_crc32c, start):
+    for n in LENGTHS:
+        chunk = DATA[start : start + n]
+        assert compiled_crc32c(chunk) == crc32c.crc32c(chunk), n
+
+
+@pytest.mark.compiled_only
+@given(st.binary(max_size=300))
+def test_compiled_random(compiled_crc32c, data):
+    assert compiled_crc32c(data) == crc32c.crc32c(data)
+
+
+def test_pure_table_boundaries():
+    for n in LENGTHS[:-3]:
+        assert _pure.crc32c_table(DATA[1 : 1 + n]) == crc32c.crc32c(DATA[1 : 1 + n]), n
+    assert _pure.crc32c(b"123456789") == 0xE3069283  # the CRC-32C check value
+
+
+@pytest.mark.compiled_only
+def test_hardware_route_is_taken_where_the_cpu_has_it():
+    fast = pytest.importorskip("kproto._fast._records", reason="compiled extension not built")
+    flags = open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else ""
+    if " sse4_2" in flags or " crc32" in flags:
+        assert fast.crc32c_hardware()
