@@ -32,7 +32,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Deque, List, Mapping, Optional, Tuple, Union
 
-from kproto.connection.correlation import GROUP_COORDINATOR_KEY, check_quirks, expects_response
+from kproto.connection.correlation import GROUP_COORDINATOR_KEY, check_quirks
 from kproto.errors import KprotoError, ProtocolError
 from kproto.framing import (
     DEFAULT_MAX_FRAME_SIZE,
@@ -41,6 +41,7 @@ from kproto.framing import (
     decode_request,
     decode_request_header,
     encode_response,
+    expects_response,
 )
 from kproto.message_base import Message
 
@@ -199,7 +200,7 @@ class ServerConnection:
         except KprotoError as exc:
             self._transition(ServerEvent.BAD_REQUEST)
             return BadRequest(header, exc, frame)
-        wants_answer = expects_response(header.api_key, message)
+        wants_answer = expects_response(header, message)
         request = RequestReceived(header, message, len(frame), wants_answer)
         if wants_answer:
             self._owed.append(request)
