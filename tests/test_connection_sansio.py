@@ -33,7 +33,7 @@ from kproto.messages import (
 )
 from kproto.records import encode_message_set
 
-# protocol.md §7.1: MetadataRequest v0, topics ['test'], client_id 'kproto', correlation_id 1.
+# Worked example 7.1 (docs/protocol-notes.md): MetadataRequest v0, topics ['test'], client_id 'kproto', correlation_id 1.
 EXAMPLE_7_1 = bytes.fromhex("0000001a000300000000000100066b70726f746f000000010004" + "test".encode().hex())
 
 

@@ -347,7 +347,7 @@ def test_unknown_assignor_is_rejected():
         make_member(assignors=("sticky",))
 
 
-# --- the consumer-protocol codec (protocol.md §7.3 and §7.5) ----------------------------------------
+# --- the consumer-protocol codec (worked examples 7.3 and 7.5) ----------------------------------------
 
 
 def test_codec_matches_worked_examples():

@@ -11,7 +11,7 @@ trailing bytes) -- its framing was intact, so the stream can go on, but a 0.8/0.
 the connection, and so does :class:`~kproto.broker.MockBroker`.  ``receive_data(b"")`` means the client
 closed and yields :class:`ClientClosed`.
 
-A broker answers the requests of one connection in the order they came (protocol.md §1.2), so the
+A broker answers the requests of one connection in the order they came (docs/protocol-notes.md, "Ordering"), so the
 requests owed a response form a FIFO queue.  ``send_response(request, message)`` frames the response
 for ``request``, which must be the oldest request still owed one; answering another, answering twice,
 or answering an ``acks=0`` Produce (which gets no response) raises :class:`~kproto.errors.ProtocolError`.
