@@ -128,3 +128,9 @@ def test_response_record_needs_its_api(tmp_path: Path) -> None:
                                          (b'{"record": "summary"}', 1)])
 def test_bad_json_input(text: bytes, code: int) -> None:
     assert run_kproto("encode", "-", stdin=text).returncode == code
+
+
+@pytest.mark.parametrize("text", [b"", b"  \n\n"])
+def test_empty_input_says_so_and_exits_2(text: bytes) -> None:
+    proc = run_kproto("encode", "-", stdin=text, check_code=2)
+    assert b"the input is empty" in proc.stderr

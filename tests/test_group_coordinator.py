@@ -648,3 +648,11 @@ def test_describe_awaiting_sync_and_coordinator_down():
     c.active = False
     down = describe(c, 1, "g")[0]
     assert (down.error_code, down.group_state) == (E.GROUP_COORDINATOR_NOT_AVAILABLE, "")
+
+
+def test_group_state_is_a_str_enum_with_the_names_describe_groups_reports():
+    c = new_coordinator()
+    stable_pair(c)
+    state = c.snapshot("g").state
+    assert isinstance(state, str) and state == "Stable" == describe(c, 1, "g")[0].group_state
+    assert {s.value for s in GroupState} == {"PreparingRebalance", "AwaitingSync", "Stable", "Dead"}
