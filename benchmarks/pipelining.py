@@ -40,7 +40,7 @@ def run(address: Tuple[str, int], make_request, version: int, count: int, window
     start = time.perf_counter()
     while done < count:
         while sent < count and conn.in_flight < window:
-            sock.sendall(conn.send(make_request(), version))
+            sock.sendall(conn.send(make_request(), version).frame)
             sent += 1
         for event in conn.receive_data(sock.recv(1 << 20)):
             assert isinstance(event, Response)

@@ -256,3 +256,20 @@ class FrameReader:
             raise DecodeError(f"stream ended inside a frame ({self.buffered} bytes of it received)",
                               self.stream_offset, "size")
 
+
+
+#: Smallest response frame body: the correlation id (response header v0); every response body follows it.
+MIN_RESPONSE_SIZE = 4
+#: The fixed start of every request frame: size, api_key, api_version, correlation_id.  Code that must
+#: look at a frame it cannot decode (captures, resync) reads these four fields with this one layout.
+REQUEST_HEAD = _REQUEST_HEAD
+#: The fixed start of every response frame: size, correlation_id.
+RESPONSE_HEAD = struct.Struct(">ii")
+_PRODUCE_KEY = 0
+
+
+def expects_response(header: RequestHeader, message: Optional[Message]) -> bool:
+    """Whether a broker answers this request: every request is answered except a Produce with
+    ``acks == 0`` (docs/protocol-notes.md, "Requests that get no response").  ``message`` None (a body
+    that did not decode) counts as answered, the safe guess for pairing."""
+    return not (header.api_key == _PRODUCE_KEY and getattr(message, "acks", None) == 0)

@@ -3,7 +3,7 @@
     python samples/make_samples.py [OUTPUT_DIR]      # default: the directory of this script
 
 The traffic imitates Kafka 0.9 clients and a 0.9 broker (request versions as kafka-python and librdkafka
-send them in 0.9 mode, see /work/shared/README.md): every frame is built with ``kproto.encode_request`` /
+send them in 0.9 mode): every frame is built with ``kproto.encode_request`` /
 ``kproto.encode_response`` and message sets with ``kproto.records.encode_message_set``, then written by
 ``kproto.capture.writer.write_capture`` as TCP conversations with handshakes.  Output is deterministic
 (fixed timestamps, addresses and payloads), so re-running leaves the committed files unchanged.
@@ -246,7 +246,7 @@ def controlled_shutdown_conversation() -> TcpConversation:
     return conn.conversation()
 
 
-# protocol.md §7 worked examples (hex), followed by frames that pair with its lone responses.
+# The worked examples of docs/protocol-notes.md (hex), followed by frames that pair with its lone responses.
 PROTOCOL_EXAMPLES = [
     ("7.1 MetadataRequest v0", "0000001a000300000000000100066b70726f746f000000010004" "74657374"),
     ("7.4 MetadataResponse v0 answering 7.1",
@@ -267,14 +267,14 @@ PROTOCOL_EXAMPLES = [
     ("7.6b ControlledShutdownRequest v1", "000000140007000100000005000" "66b70726f746f00000001"),
 ]
 
-# protocol.md §7.9: a magic 0 LZ4 wrapper message set entry (not a frame; frames.hex puts it in a Produce).
+# Worked example 7.9 (docs/protocol-notes.md): a magic 0 LZ4 wrapper message set entry (not a frame; frames.hex puts it in a Produce).
 LZ4_WRAPPER_EXAMPLE = (
     "00000000000000000000003" "7a92e826a0003ffffffff0000002904224d1860401a1a0000001600010" "0f00513"
     "87a77ab20000ffffffff0000000568656c6c6f00000000")
 
 
 def frames_hex() -> str:
-    """The text of ``frames.hex``: the §7 examples plus requests that make the lone responses pair."""
+    """The text of ``frames.hex``: the worked examples plus requests that make the lone responses pair."""
     produce_v1 = kproto.encode_request(kproto.APIS["Produce"].request.from_dict(
         produce("test", 0, encode_message_set([(None, b"hello")]))), 1, 2, "kproto")
     fetch_v0 = kproto.encode_request(kproto.APIS["Fetch"].request.from_dict(

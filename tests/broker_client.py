@@ -26,7 +26,7 @@ class SocketClient:
         self._ready: List[object] = []
 
     def send(self, message: Message, version: int = 0) -> None:
-        self.sock.sendall(self.conn.send(message, version))
+        self.sock.sendall(self.conn.send(message, version).frame)
 
     def receive(self) -> Response:
         """The next response (raises if the broker closes first)."""

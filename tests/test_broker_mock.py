@@ -350,7 +350,7 @@ def test_async_context_manager() -> None:
             reader, writer = await asyncio.open_connection(broker.host, broker.port)
             from kproto.connection import ClientConnection
             conn = ClientConnection()
-            writer.write(conn.send(metadata_request("a"), 0))
+            writer.write(conn.send(metadata_request("a"), 0).frame)
             events: list = []
             while not events:
                 events = conn.receive_data(await reader.read(65536))

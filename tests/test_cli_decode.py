@@ -10,12 +10,12 @@ from typing import List
 import pytest
 from test_cli_usage import SAMPLES, run_kproto
 
-# protocol.md §7.1 (MetadataRequest v0) and §7.4 (its response).
+# Worked examples 7.1 (MetadataRequest v0) and 7.4 (its response), docs/protocol-notes.md.
 METADATA_REQUEST = bytes.fromhex("0000001a000300000000000100066b70726f746f000000010004" "74657374")
 METADATA_RESPONSE = bytes.fromhex(
     "0000004500000001000000010000000000096c6f63616c686f737400002384000000010000000474657374000000010000"
     "000000000000000000000001000000000000000100000000")
-# §7.6a: ControlledShutdown v0, no client id.
+# Example 7.6a: ControlledShutdown v0, no client id.
 SHUTDOWN_V0 = bytes.fromhex("0000000c00070000000000050000" "0001")
 
 FRAME_KEYS = {"record", "index", "offset", "size", "kind", "api_key", "api_name", "api_version", "correlation_id",
@@ -138,7 +138,7 @@ HEX_FORMS = {
     "escaped": lambda d: "".join(f"\\x{b:02x}" for b in d) + "\n",
     "lines-with-comments": lambda d: "# a comment\n\n" + "\n".join(
         d[i:i + 7].hex(" ") + "  # part" for i in range(0, len(d), 7)) + "\n",
-    "protocol.md": lambda d: "\n".join(f"{i:04x}: " + d[i:i + 16].hex(" ") for i in range(0, len(d), 16)) + "\n",
+    "offset-colon": lambda d: "\n".join(f"{i:04x}: " + d[i:i + 16].hex(" ") for i in range(0, len(d), 16)) + "\n",
     "xxd": xxd_form,
     "hexdump-C": hexdump_c_form,
     "tshark-x": tshark_x_form,

@@ -107,7 +107,7 @@ def test_single_record_and_hand_written_messages(tmp_path: Path) -> None:
             {"index": 0, "records": {"messages": [{"key": None, "value": "hello"}]}}]}]},
     }
     proc = run_kproto("encode", "-", stdin=json.dumps(record).encode(), check_code=0)
-    # protocol.md §7.2, byte for byte.
+    # Worked example 7.2 (docs/protocol-notes.md), byte for byte.
     assert proc.stdout.decode().strip() == (
         "0000004b00000000000000020006" "6b70726f746f0001000003e80000000100047465737400000001000000000000001f"
         "00000000000000000000001387a77ab20000ffffffff0000000568656c6c6f")
@@ -128,3 +128,9 @@ def test_response_record_needs_its_api(tmp_path: Path) -> None:
                                          (b'{"record": "summary"}', 1)])
 def test_bad_json_input(text: bytes, code: int) -> None:
     assert run_kproto("encode", "-", stdin=text).returncode == code
+
+
+@pytest.mark.parametrize("text", [b"", b"  \n\n"])
+def test_empty_input_says_so_and_exits_2(text: bytes) -> None:
+    proc = run_kproto("encode", "-", stdin=text, check_code=2)
+    assert b"the input is empty" in proc.stderr

@@ -1,5 +1,5 @@
 """``kproto hexdump``: every byte of every frame carries exactly one label, record-set internals are
-labelled where protocol.md §7 puts them, colour only on request or on a terminal."""
+labelled where the worked examples of docs/protocol-notes.md put them, colour only on request or on a terminal."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def test_record_set_internals_at_protocol_md_offsets() -> None:
     produce = [r for r in dumps(SAMPLES / "frames.hex") if r.get("api_name") == "Produce" and r["kind"] == "request"][0]
     by_path = {(r["path"], r["part"]): (r["start"], r["end"], r["value"]) for r in produce["ranges"]}
     prefix = "topic_data[0].partition_data[0].records"
-    # protocol.md §7.2's table: offset 48, message_size 56, crc 60, magic 64, attributes 65, key 66, value 70/74.
+    # worked example 7.2 (docs/protocol-notes.md): offset 48, message_size 56, crc 60, magic 64, attributes 65, key 66, value 70/74.
     assert by_path[(prefix, "length")] == (44, 48, 31)
     assert by_path[(f"{prefix}[0].offset", "value")] == (48, 56, 0)
     assert by_path[(f"{prefix}[0].message_size", "value")] == (56, 60, 19)

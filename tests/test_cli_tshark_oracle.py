@@ -3,7 +3,7 @@
 For every Kafka PDU tshark finds, the ``kproto pcap --format jsonl`` exchange completed by the same packet
 must agree on api key, version, correlation id and client id; responses must pair the same way.  Topic
 names, partitions, offsets and error codes must agree too, field by field in wire order, wherever tshark
-decoded the PDU cleanly.  tshark 4.0 misreads magic 0/1 message contents (/work/shared/README.md) and
+decoded the PDU cleanly.  tshark 4.0 misreads magic 0/1 message contents and
 its JoinGroup/SyncGroup v0 bodies, so where it reports an expert error or a message set, its values must
 only be found among kproto's.
 

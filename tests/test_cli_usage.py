@@ -97,3 +97,22 @@ def test_missing_file_exits_2_with_a_message(tmp_path: Path) -> None:
     proc = run_kproto("decode", tmp_path / "absent.bin")
     assert proc.returncode == 2
     assert b"No such file" in proc.stderr
+
+
+@pytest.mark.parametrize("command", ["broker", "spark"])
+def test_package_command_help_is_plain_text(command: str) -> None:
+    """``--help`` of the package commands shows user text, not the module's reStructuredText docstring."""
+    text = run_kproto(command, "--help", check_code=0).stdout.decode()
+    assert "Exit status" in text
+    for developer_text in ("``", ":func:", ":class:", ":mod:", "The CLI wires"):
+        assert developer_text not in text
+
+
+def test_spark_without_its_extra_says_which_extra_to_install(tmp_path: Path) -> None:
+    fake = tmp_path / "no_extra" / "pyarrow"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'pyarrow'\", name='pyarrow')\n")
+    env = {"PYTHONPATH": os.pathsep.join([str(fake.parent), os.environ.get("PYTHONPATH", "")])}
+    proc = run_kproto("spark", "captures", SAMPLES / "fetch.pcap", "--out", tmp_path / "out", "--local", env=env,
+                      check_code=2)
+    assert b"pip install 'kproto[spark]'" in proc.stderr and b"Traceback" not in proc.stderr

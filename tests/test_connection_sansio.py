@@ -33,7 +33,7 @@ from kproto.messages import (
 )
 from kproto.records import encode_message_set
 
-# protocol.md §7.1: MetadataRequest v0, topics ['test'], client_id 'kproto', correlation_id 1.
+# Worked example 7.1 (docs/protocol-notes.md): MetadataRequest v0, topics ['test'], client_id 'kproto', correlation_id 1.
 EXAMPLE_7_1 = bytes.fromhex("0000001a000300000000000100066b70726f746f000000010004" + "test".encode().hex())
 
 
@@ -77,7 +77,7 @@ def _answer(server: ServerConnection, request: RequestReceived) -> bytes:
 
 def test_client_frames_match_the_worked_example() -> None:
     client = ClientConnection(first_correlation_id=1)
-    assert client.send(_metadata_request("test"), 0) == EXAMPLE_7_1
+    assert client.send(_metadata_request("test"), 0).frame == EXAMPLE_7_1
     assert client.state is ClientState.AWAITING
 
 
@@ -102,7 +102,7 @@ def test_pipelined_requests_are_paired_in_order_and_decoded_with_their_own_versi
     requests = [_metadata_request("a"), _produce(1), GroupCoordinatorRequest(key="g"),
                 HeartbeatRequest(group_id="g", generation_id=1, member_id="m")]
     versions = [0, 1, 0, 0]
-    wire = b"".join(client.send(r, v) for r, v in zip(requests, versions))
+    wire = b"".join(client.send(r, v).frame for r, v in zip(requests, versions))
     assert client.in_flight == 4
     received = _feed_bytewise(server, wire)
     assert [r.correlation_id for r in received] == [0, 1, 2, 3]
@@ -118,7 +118,10 @@ def test_pipelined_requests_are_paired_in_order_and_decoded_with_their_own_versi
 
 def test_acks_zero_produce_is_not_tracked_and_gets_no_response() -> None:
     client, server = ClientConnection(), ServerConnection()
-    wire = client.send(_produce(0), 1) + client.send(_metadata_request(), 0)
+    one_way, answered = client.send(_produce(0), 1), client.send(_metadata_request(), 0)
+    assert (one_way.correlation_id, one_way.expects_response) == (0, False)
+    assert (answered.correlation_id, answered.expects_response) == (1, True)
+    wire = bytes(one_way) + bytes(answered)
     assert client.in_flight == 1
     received = _feed_bytewise(server, wire)
     assert [r.expects_response for r in received] == [False, True]
@@ -130,9 +133,9 @@ def test_acks_zero_produce_is_not_tracked_and_gets_no_response() -> None:
 
 def test_max_in_flight_refuses_with_a_clear_error_and_frees_up_on_response() -> None:
     client, server = ClientConnection(max_in_flight=2), ServerConnection()
-    wire = client.send(_metadata_request(), 0)
+    wire = client.send(_metadata_request(), 0).frame
     assert client.state is ClientState.AWAITING
-    wire += client.send(_metadata_request(), 0)
+    wire += client.send(_metadata_request(), 0).frame
     assert client.state is ClientState.FULL
     with pytest.raises(InFlightLimitError, match="max_in_flight=2"):
         client.send(_metadata_request(), 0)
@@ -250,7 +253,7 @@ def test_server_parses_the_worked_example_byte_by_byte() -> None:
 @pytest.mark.parametrize("chunk", [1, 2, 3, 7, 64, 10_000])
 def test_server_handles_any_chunking(chunk: int) -> None:
     client, server = ClientConnection(), ServerConnection()
-    wire = b"".join(client.send(_metadata_request(f"t{i}"), 0) for i in range(20))
+    wire = b"".join(client.send(_metadata_request(f"t{i}"), 0).frame for i in range(20))
     events = []
     for i in range(0, len(wire), chunk):
         events.extend(server.receive_data(wire[i:i + chunk]))
@@ -260,7 +263,7 @@ def test_server_handles_any_chunking(chunk: int) -> None:
 
 def test_server_enforces_in_order_answers() -> None:
     client, server = ClientConnection(), ServerConnection()
-    first, second = _feed_bytewise(server, client.send(_metadata_request(), 0) + client.send(_metadata_request(), 0))
+    first, second = _feed_bytewise(server, client.send(_metadata_request(), 0).frame + client.send(_metadata_request(), 0).frame)
     with pytest.raises(ProtocolError, match="request order"):
         server.send_response(second, MetadataResponse(brokers=[], topics=[]))
     server.send_response(first, MetadataResponse(brokers=[], topics=[]))
@@ -276,7 +279,7 @@ def test_server_reports_undecodable_frames_and_keeps_framing() -> None:
     server = ServerConnection()
     unknown_key = (8 + 2).to_bytes(4, "big") + bytes.fromhex("00630000 00000001 0000")
     truncated = bytes.fromhex("0000000a 0003 0000 00000002 0000")  # Metadata v0 without its topics array
-    good = ClientConnection(first_correlation_id=3).send(_metadata_request(), 0)
+    good = ClientConnection(first_correlation_id=3).send(_metadata_request(), 0).frame
     events = _feed_bytewise(server, unknown_key + truncated + good)
     assert [type(e) for e in events] == [BadRequest, BadRequest, RequestReceived]
     assert events[0].header is not None and events[0].header.api_key == 0x63
@@ -300,7 +303,7 @@ def test_server_negative_frame_size_is_a_limit_error() -> None:
 
 def test_server_end_of_stream() -> None:
     client, server = ClientConnection(), ServerConnection()
-    server.receive_data(client.send(_metadata_request(), 0))
+    server.receive_data(client.send(_metadata_request(), 0).frame)
     (event,) = server.receive_data(b"")
     assert isinstance(event, ClientClosed) and event.unanswered == 1
     assert server.state is ServerState.CLOSED
@@ -309,7 +312,7 @@ def test_server_end_of_stream() -> None:
 def test_server_082_quirk_answers_group_coordinator_with_id_zero() -> None:
     client = ClientConnection(first_correlation_id=42, broker_quirks="0.8.2")
     server = ServerConnection(broker_quirks="0.8.2")
-    (request,) = server.receive_data(client.send(GroupCoordinatorRequest(key="g"), 0))
+    (request,) = server.receive_data(client.send(GroupCoordinatorRequest(key="g"), 0).frame)
     frame = server.send_response(request, GroupCoordinatorResponse(error_code=0, node_id=0, host="h", port=1))
     assert frame[4:8] == b"\x00\x00\x00\x00"
     (event,) = _feed_bytewise(client, frame)

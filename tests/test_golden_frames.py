@@ -1,4 +1,4 @@
-"""Golden bytes: the worked examples of the protocol reference (shared/protocol.md §7), built byte by byte
+"""Golden bytes: the worked examples of docs/protocol-notes.md, built byte by byte
 and re-checked there against kafka-python and Kafka's JSON definitions.  kproto must produce exactly these
 bytes from the described values, and decode them back to those values."""
 

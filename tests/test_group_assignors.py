@@ -1,4 +1,4 @@
-"""The range and roundrobin assignors against protocol.md §5.2 and their invariants."""
+"""The range and roundrobin assignors against docs/protocol-notes.md and their invariants."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ def flat(assignment):
     return {m: sorted((t, p) for t, ps in tps.items() for p in ps) for m, tps in assignment.items()}
 
 
-# --- worked examples from protocol.md §5.2 ------------------------------------------------------------
+# --- worked examples from docs/protocol-notes.md ------------------------------------------------------------
 
 
 def test_javadoc_example_range():

@@ -1,4 +1,4 @@
-"""The 0.9 group coordinator machine, driven call by call with an injected clock (protocol.md §6)."""
+"""The 0.9 group coordinator machine, driven call by call with an injected clock (docs/protocol-notes.md)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,6 @@ import pytest
 
 from kproto import ErrorCode
 from kproto.errors import ProtocolError
-from kproto.group import requests as rq
-from kproto.group import responses as rs
 from kproto.group.coordinator import (
     CHECK_ERRORS,
     CHECKS,
@@ -21,6 +19,25 @@ from kproto.group.coordinator import (
     GroupEvent,
     GroupState,
     RequestKind,
+)
+from kproto.errors import UnsupportedVersionError
+from kproto.messages import (
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    GroupCoordinatorRequest,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+    OffsetCommitRequest,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
 )
 
 E = ErrorCode
@@ -41,37 +58,74 @@ def results(replies):
     return out
 
 
+def send(c, token, request, now, version=0, client_id="c"):
+    return results(c.handle(token, request, version, client_id=client_id, client_host="/127.0.0.1", now_ms=now))
+
+
 def join(c, token, now, *, member_id="", client_id="c", group="g", timeout=10000, protocols=RANGE,
          protocol_type="consumer"):
-    return results(c.join_group(
-        token, group_id=group, member_id=member_id, client_id=client_id, client_host="/127.0.0.1",
-        session_timeout_ms=timeout, protocol_type=protocol_type, protocols=list(protocols), now_ms=now,
-    ))
+    P = JoinGroupRequest.JoinGroupRequestProtocol
+    request = JoinGroupRequest(group_id=group, session_timeout_ms=timeout, member_id=member_id,
+                               protocol_type=protocol_type, protocols=[P(name=n, metadata=m) for n, m in protocols])
+    return send(c, token, request, now, client_id=client_id)
 
 
 def sync(c, token, now, member_id, generation, assignments=None, group="g"):
-    return results(c.sync_group(
-        token, group_id=group, generation_id=generation, member_id=member_id,
-        assignments=assignments or {}, now_ms=now,
-    ))
+    A = SyncGroupRequest.SyncGroupRequestAssignment
+    request = SyncGroupRequest(group_id=group, generation_id=generation, member_id=member_id,
+                               assignments=[A(member_id=m, assignment=a) for m, a in (assignments or {}).items()])
+    return send(c, token, request, now)
 
 
 def heartbeat(c, now, member_id, generation, group="g"):
-    return results(c.heartbeat("hb", group_id=group, generation_id=generation, member_id=member_id, now_ms=now))["hb"]
+    request = HeartbeatRequest(group_id=group, generation_id=generation, member_id=member_id)
+    return send(c, "hb", request, now)["hb"]
+
+
+def leave(c, token, now, member_id, group="g"):
+    return send(c, token, LeaveGroupRequest(group_id=group, member_id=member_id), now)
+
+
+def describe(c, now, *group_ids):
+    return send(c, "d", DescribeGroupsRequest(groups=list(group_ids)), now)["d"].groups
+
+
+def list_groups(c, now):
+    return send(c, "l", ListGroupsRequest(), now)["l"]
 
 
 def commit(c, now, member_id, generation, offsets, group="g", retention=-1):
-    reply = results(c.commit_offsets(
-        "commit", group_id=group, generation_id=generation, member_id=member_id, offsets=offsets,
-        retention_time_ms=retention, now_ms=now,
-    ))["commit"]
-    return {(t.topic, p.partition): p.error_code for t in reply.responses for p in t.partition_responses}
+    T = OffsetCommitRequest.OffsetCommitRequestTopic
+    by_topic = {}
+    for (topic, partition), (offset, metadata) in offsets.items():
+        by_topic.setdefault(topic, []).append(T.OffsetCommitRequestPartition(
+            partition_index=partition, committed_offset=offset, committed_metadata=metadata))
+    request = OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=generation, member_id=member_id,
+                                  retention_time_ms=retention,
+                                  topics=[T(name=t, partitions=ps) for t, ps in by_topic.items()])
+    reply = send(c, "commit", request, now, version=2)["commit"]
+    return {(t.name, p.partition_index): p.error_code for t in reply.topics for p in t.partitions}
 
 
 def fetch(c, now, partitions=None, group="g"):
-    reply = results(c.fetch_offsets("fetch", group_id=group, partitions=partitions, now_ms=now))["fetch"]
-    return {(t.topic, p.partition): (p.offset, p.metadata, p.error_code) for t in reply.responses
-            for p in t.partition_responses}
+    by_topic = {}
+    for topic, partition in partitions or ():
+        by_topic.setdefault(topic, []).append(partition)
+    T = OffsetFetchRequest.OffsetFetchRequestTopic
+    request = OffsetFetchRequest(group_id=group, topics=[T(name=t, partition_indexes=ps) for t, ps in by_topic.items()])
+    reply = send(c, "fetch", request, now, version=1)["fetch"]
+    return {(t.name, p.partition_index): (p.committed_offset, p.metadata, p.error_code) for t in reply.topics
+            for p in t.partitions}
+
+
+def synced(code, assignment=b""):
+    return SyncGroupResponse(error_code=code, assignment=assignment)
+
+
+def joined(code, generation, protocol, leader, member_id, members=()):
+    M = JoinGroupResponse.JoinGroupResponseMember
+    return JoinGroupResponse(error_code=code, generation_id=generation, protocol_name=protocol, leader=leader,
+                             member_id=member_id, members=[M(member_id=m, metadata=d) for m, d in members])
 
 
 def stable_pair(c, now=0):
@@ -82,7 +136,7 @@ def stable_pair(c, now=0):
     assert set(answers) == {"a2", "b"}
     assert sync(c, "sb", now, "b-2", 2) == {}
     done = sync(c, "sa", now, "a-1", 2, {"a-1": b"A", "b-2": b"B"})
-    assert done == {"sa": rs.SyncGroupResponse(E.NONE, b"A"), "sb": rs.SyncGroupResponse(E.NONE, b"B")}
+    assert done == {"sa": synced(E.NONE, b"A"), "sb": synced(E.NONE, b"B")}
     return answers
 
 
@@ -124,11 +178,9 @@ def test_group_event_names_are_documented():
 def test_first_member_joins_alone_and_becomes_leader():
     c = new_coordinator()
     answer = join(c, "t", 0, client_id="kproto")["t"]
-    assert answer == rs.JoinGroupResponse(
-        E.NONE, 1, "range", "kproto-1", "kproto-1", (rs.JoinGroupMember("kproto-1", b"meta"),)
-    )
+    assert answer == joined(E.NONE, 1, "range", "kproto-1", "kproto-1", [("kproto-1", b"meta")])
     assert c.snapshot("g").state is GroupState.AWAITING_SYNC
-    assert sync(c, "s", 5, "kproto-1", 1, {"kproto-1": b"x"}) == {"s": rs.SyncGroupResponse(E.NONE, b"x")}
+    assert sync(c, "s", 5, "kproto-1", 1, {"kproto-1": b"x"}) == {"s": synced(E.NONE, b"x")}
     assert c.snapshot("g").state is GroupState.STABLE
 
 
@@ -136,11 +188,11 @@ def test_two_members_split_and_only_the_leader_sees_members():
     c = new_coordinator()
     answers = stable_pair(c)
     leader, follower = answers["a2"], answers["b"]
-    assert (leader.generation_id, leader.leader_id, leader.member_id) == (2, "a-1", "a-1")
+    assert (leader.generation_id, leader.leader, leader.member_id) == (2, "a-1", "a-1")
     assert [m.member_id for m in leader.members] == ["a-1", "b-2"]
-    assert (follower.generation_id, follower.leader_id, follower.member_id, follower.members) == (2, "a-1", "b-2", ())
-    assert heartbeat(c, 100, "a-1", 2) == rs.HeartbeatResponse(E.NONE)
-    assert heartbeat(c, 100, "b-2", 2) == rs.HeartbeatResponse(E.NONE)
+    assert (follower.generation_id, follower.leader, follower.member_id, follower.members) == (2, "a-1", "b-2", [])
+    assert heartbeat(c, 100, "a-1", 2) == HeartbeatResponse(error_code=E.NONE)
+    assert heartbeat(c, 100, "b-2", 2) == HeartbeatResponse(error_code=E.NONE)
 
 
 def test_third_member_triggers_rebalance_and_generation_increments():
@@ -157,7 +209,7 @@ def test_third_member_triggers_rebalance_and_generation_increments():
     sync(c, "sa", 1005, "a-1", 3, {"a-1": b"1", "b-2": b"2", "c-3": b"3"})
     assert heartbeat(c, 1006, "b-2", 2).error_code == E.ILLEGAL_GENERATION
     assert commit(c, 1006, "b-2", 2, {("t", 0): (5, "")}) == {("t", 0): E.ILLEGAL_GENERATION}
-    assert sync(c, "sc", 1007, "c-3", 3) == {"sc": rs.SyncGroupResponse(E.NONE, b"3")}
+    assert sync(c, "sc", 1007, "c-3", 3) == {"sc": synced(E.NONE, b"3")}
 
 
 def test_leader_assignment_fills_missing_members_with_empty_bytes():
@@ -165,8 +217,8 @@ def test_leader_assignment_fills_missing_members_with_empty_bytes():
     join(c, "a", 0, client_id="a")
     join(c, "b", 0, client_id="b")
     join(c, "a2", 0, member_id="a-1", client_id="a")
-    assert sync(c, "sa", 0, "a-1", 2, {"a-1": b"all", "ghost": b"?"}) == {"sa": rs.SyncGroupResponse(E.NONE, b"all")}
-    assert sync(c, "sb", 1, "b-2", 2) == {"sb": rs.SyncGroupResponse(E.NONE, b"")}
+    assert sync(c, "sa", 0, "a-1", 2, {"a-1": b"all", "ghost": b"?"}) == {"sa": synced(E.NONE, b"all")}
+    assert sync(c, "sb", 1, "b-2", 2) == {"sb": synced(E.NONE, b"")}
 
 
 def test_new_member_during_awaiting_sync_fails_parked_syncs():
@@ -175,7 +227,7 @@ def test_new_member_during_awaiting_sync_fails_parked_syncs():
     join(c, "b", 0, client_id="b")
     join(c, "a2", 0, member_id="a-1", client_id="a")
     assert sync(c, "sb", 1, "b-2", 2) == {}
-    assert join(c, "c", 2, client_id="c") == {"sb": rs.SyncGroupResponse(E.REBALANCE_IN_PROGRESS, b"")}
+    assert join(c, "c", 2, client_id="c") == {"sb": synced(E.REBALANCE_IN_PROGRESS, b"")}
     assert c.snapshot("g").state is GroupState.PREPARING_REBALANCE
     assert sync(c, "sa", 3, "a-1", 2, {"a-1": b"x"})["sa"].error_code == E.REBALANCE_IN_PROGRESS
 
@@ -186,7 +238,7 @@ def test_known_member_rejoining_unchanged_in_awaiting_sync_is_answered_at_once()
     join(c, "b", 0, client_id="b")
     join(c, "a2", 0, member_id="a-1", client_id="a")
     again = join(c, "b-again", 1, member_id="b-2", client_id="b")["b-again"]
-    assert (again.generation_id, again.members) == (2, ())
+    assert (again.generation_id, again.members) == (2, [])
     leader = join(c, "a-again", 1, member_id="a-1", client_id="a")["a-again"]
     assert [m.member_id for m in leader.members] == ["a-1", "b-2"]
     assert c.snapshot("g").state is GroupState.AWAITING_SYNC
@@ -198,7 +250,7 @@ def test_follower_rejoin_in_stable_is_answered_but_leader_rejoin_rebalances():
     c = new_coordinator()
     stable_pair(c)
     follower = join(c, "b3", 10, member_id="b-2", client_id="b")["b3"]
-    assert (follower.error_code, follower.generation_id, follower.members) == (E.NONE, 2, ())
+    assert (follower.error_code, follower.generation_id, follower.members) == (E.NONE, 2, [])
     assert c.snapshot("g").state is GroupState.STABLE
     assert join(c, "a3", 11, member_id="a-1", client_id="a") == {}
     assert c.snapshot("g").state is GroupState.PREPARING_REBALANCE
@@ -207,9 +259,9 @@ def test_follower_rejoin_in_stable_is_answered_but_leader_rejoin_rebalances():
 def test_sync_in_preparing_rebalance_and_stable():
     c = new_coordinator()
     stable_pair(c)
-    assert sync(c, "again", 10, "b-2", 2) == {"again": rs.SyncGroupResponse(E.NONE, b"B")}
+    assert sync(c, "again", 10, "b-2", 2) == {"again": synced(E.NONE, b"B")}
     join(c, "c", 11, client_id="c")
-    assert sync(c, "late", 12, "b-2", 2) == {"late": rs.SyncGroupResponse(E.REBALANCE_IN_PROGRESS, b"")}
+    assert sync(c, "late", 12, "b-2", 2) == {"late": synced(E.REBALANCE_IN_PROGRESS, b"")}
 
 
 # --- protocols, validation ---------------------------------------------------------------------------
@@ -219,7 +271,7 @@ def test_inconsistent_protocols_and_protocol_type():
     c = new_coordinator()
     join(c, "a", 0, client_id="a", protocols=(("range", b""),))
     rr_only = join(c, "b", 1, client_id="b", protocols=(("roundrobin", b""),))["b"]
-    assert rr_only == rs.JoinGroupResponse(E.INCONSISTENT_GROUP_PROTOCOL, 0, "", "", "")
+    assert rr_only == joined(E.INCONSISTENT_GROUP_PROTOCOL, 0, "", "", "")
     connect = join(c, "x", 1, client_id="x", protocol_type="connect")["x"]
     assert connect.error_code == E.INCONSISTENT_GROUP_PROTOCOL
     assert join(c, "e", 1, client_id="e", group="other", protocols=())["e"].error_code == E.INCONSISTENT_GROUP_PROTOCOL
@@ -232,8 +284,8 @@ def test_protocol_chosen_among_common_protocols_by_vote():
     join(c, "b", 0, client_id="b", protocols=(("roundrobin", b"rr-b"), ("range", b"rb")))
     join(c, "c", 0, client_id="c", protocols=(("roundrobin", b"rr-c"), ("range", b"rc")))
     answers = join(c, "a2", 0, member_id="a-1", client_id="a", protocols=(("range", b"ra"), ("roundrobin", b"rr-a")))
-    assert {r.group_protocol for r in answers.values()} == {"roundrobin"}
-    assert [m.member_metadata for m in answers["a2"].members] == [b"rr-a", b"rr-b", b"rr-c"]
+    assert {r.protocol_name for r in answers.values()} == {"roundrobin"}
+    assert [m.metadata for m in answers["a2"].members] == [b"rr-a", b"rr-b", b"rr-c"]
 
 
 def test_protocol_tie_goes_to_the_leaders_preference():
@@ -241,7 +293,7 @@ def test_protocol_tie_goes_to_the_leaders_preference():
     join(c, "a", 0, client_id="a", protocols=(("range", b""), ("roundrobin", b"")))
     join(c, "b", 0, client_id="b", protocols=(("roundrobin", b""), ("range", b"")))
     answers = join(c, "a2", 0, member_id="a-1", client_id="a", protocols=(("range", b""), ("roundrobin", b"")))
-    assert answers["a2"].group_protocol == "range"
+    assert answers["a2"].protocol_name == "range"
 
 
 def test_protocol_supported_by_all_wins_even_against_first_choices():
@@ -249,7 +301,7 @@ def test_protocol_supported_by_all_wins_even_against_first_choices():
     join(c, "a", 0, client_id="a", protocols=(("range", b""), ("roundrobin", b"")))
     join(c, "b", 0, client_id="b", protocols=(("roundrobin", b""),))
     answers = join(c, "a2", 0, member_id="a-1", client_id="a", protocols=(("range", b""), ("roundrobin", b"")))
-    assert answers["a2"].group_protocol == "roundrobin"
+    assert answers["a2"].protocol_name == "roundrobin"
 
 
 @pytest.mark.parametrize("timeout,code", [(5999, E.INVALID_SESSION_TIMEOUT), (6000, E.NONE),
@@ -272,7 +324,7 @@ def test_join_error_echoes_member_id_with_generation_zero():
     c = new_coordinator()
     join(c, "a", 0, client_id="a")
     answer = join(c, "t", 1, member_id="nobody")["t"]
-    assert answer == rs.JoinGroupResponse(E.UNKNOWN_MEMBER_ID, 0, "", "", "nobody")
+    assert answer == joined(E.UNKNOWN_MEMBER_ID, 0, "", "", "nobody")
 
 
 # --- unknown members and groups --------------------------------------------------------------------
@@ -286,8 +338,8 @@ def test_unknown_member_and_unknown_group():
     assert sync(c, "s", 1, "ghost", 2)["s"].error_code == E.UNKNOWN_MEMBER_ID
     assert sync(c, "s", 1, "a-1", 2, group="nope")["s"].error_code == E.UNKNOWN_MEMBER_ID
     assert join(c, "j", 1, member_id="a-1", group="nope")["j"].error_code == E.UNKNOWN_MEMBER_ID
-    leave = results(c.leave_group("l", group_id="g", member_id="ghost", now_ms=1))["l"]
-    assert leave.error_code == E.UNKNOWN_MEMBER_ID
+    left = leave(c, "l", 1, "ghost")["l"]
+    assert left.error_code == E.UNKNOWN_MEMBER_ID
     assert commit(c, 1, "ghost", 2, {("t", 0): (1, "")}) == {("t", 0): E.UNKNOWN_MEMBER_ID}
 
 
@@ -333,18 +385,18 @@ def test_heartbeat_refreshes_session_only_when_stable():
 def test_leader_leaves_and_a_new_leader_is_elected():
     c = new_coordinator()
     stable_pair(c)
-    assert results(c.leave_group("l", group_id="g", member_id="a-1", now_ms=5))["l"] == rs.LeaveGroupResponse(E.NONE)
+    assert leave(c, "l", 5, "a-1")["l"] == LeaveGroupResponse(error_code=E.NONE)
     assert c.snapshot("g").leader_id == "b-2"
     assert heartbeat(c, 6, "b-2", 2).error_code == E.REBALANCE_IN_PROGRESS
     answer = join(c, "b3", 7, member_id="b-2", client_id="b")["b3"]
-    assert (answer.generation_id, answer.leader_id, [m.member_id for m in answer.members]) == (3, "b-2", ["b-2"])
+    assert (answer.generation_id, answer.leader, [m.member_id for m in answer.members]) == (3, "b-2", ["b-2"])
 
 
 def test_leave_during_join_phase_can_complete_it():
     c = new_coordinator()
     stable_pair(c)
     join(c, "a3", 10, member_id="a-1", client_id="a")  # leader rejoins: rebalance, b-2 not yet back
-    replies = results(c.leave_group("l", group_id="g", member_id="b-2", now_ms=11))
+    replies = leave(c, "l", 11, "b-2")
     assert replies["l"].error_code == E.NONE and replies["a3"].generation_id == 3
 
 
@@ -352,10 +404,10 @@ def test_last_member_leaving_kills_the_group():
     c = new_coordinator()
     join(c, "a", 0, client_id="a")
     sync(c, "s", 0, "a-1", 1, {"a-1": b""})
-    c.leave_group("l", group_id="g", member_id="a-1", now_ms=1)
+    leave(c, "l", 1, "a-1")
     assert c.group_ids() == []
-    described = results(c.describe_groups("d", group_ids=["g"], now_ms=2))["d"].groups[0]
-    assert (described.error_code, described.state, described.members) == (E.NONE, "Dead", ())
+    described = describe(c, 2, "g")[0]
+    assert (described.error_code, described.group_state, described.members) == (E.NONE, "Dead", [])
 
 
 def test_members_that_do_not_rejoin_are_evicted_at_the_rebalance_deadline():
@@ -367,7 +419,7 @@ def test_members_that_do_not_rejoin_are_evicted_at_the_rebalance_deadline():
     c.tick(7000)  # b-2's session ends while its SyncGroup is parked: kept, its timer stops
     assert c.snapshot("g").members[1].session_deadline_ms is None
     # At 10000 a-1 expires (nothing parked): rebalance; b's parked sync is failed; b leads.
-    assert results(c.tick(10000)) == {"sb": rs.SyncGroupResponse(E.REBALANCE_IN_PROGRESS, b"")}
+    assert results(c.tick(10000)) == {"sb": synced(E.REBALANCE_IN_PROGRESS, b"")}
     snap = c.snapshot("g")
     assert (snap.state, snap.leader_id, snap.join_deadline_ms) == (GroupState.PREPARING_REBALANCE, "b-2", 16000)
     c.tick(15999)
@@ -382,7 +434,7 @@ def test_timers_act_at_their_deadline_however_late_tick_comes():
     sync(c, "s", 0, "a-1", 1, {"a-1": b""})
     join(c, "b", 100, client_id="b", timeout=10000)  # a-1 never rejoins: evicted at its deadline
     replies = results(c.tick(15000))
-    assert replies["b"].generation_id == 2 and replies["b"].leader_id == "b-2"
+    assert replies["b"].generation_id == 2 and replies["b"].leader == "b-2"
     assert c.snapshot("g").members[0].session_deadline_ms == 20000  # 10000 (eviction) + 10000
 
 
@@ -406,10 +458,11 @@ def test_clock_must_not_go_backwards():
 def test_none_is_a_valid_reply_token_for_parked_joins():
     c = new_coordinator()
     join(c, "a", 0, client_id="a")
-    assert c.join_group(None, group_id="g", member_id="", client_id="b", client_host="/h", session_timeout_ms=10000,
-                        protocol_type="consumer", protocols=list(RANGE), now_ms=0) == []
-    replies = c.join_group("a2", group_id="g", member_id="a-1", client_id="a", client_host="/h",
-                           session_timeout_ms=10000, protocol_type="consumer", protocols=list(RANGE), now_ms=0)
+    new = JoinGroupRequest(group_id="g", session_timeout_ms=10000, protocol_type="consumer",
+                           protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"meta")])
+    assert c.handle(None, new, 0, client_id="b", client_host="/h", now_ms=0) == []
+    new.member_id = "a-1"
+    replies = c.handle("a2", new, 0, client_id="a", client_host="/h", now_ms=0)
     assert {r.reply_to for r in replies} == {"a2", None}
 
 
@@ -460,7 +513,7 @@ def test_offsets_expire_after_retention_and_survive_group_death():
     sync(c, "s", 0, "a-1", 1, {"a-1": b""})
     commit(c, 0, "a-1", 1, {("t", 0): (5, "")})
     commit(c, 0, "a-1", 1, {("t", 1): (6, "")}, retention=50000)
-    c.leave_group("l", group_id="g", member_id="a-1", now_ms=1)
+    leave(c, "l", 1, "a-1")
     assert c.group_ids() == [] and c.committed("g") == {("t", 0): (5, ""), ("t", 1): (6, "")}
     assert c.next_deadline_ms() == 1000
     c.tick(1000)
@@ -473,15 +526,16 @@ def test_offsets_expire_after_retention_and_survive_group_death():
 def test_describe_groups_per_state():
     c = new_coordinator()
     stable_pair(c)
-    group = results(c.describe_groups("d", group_ids=["g"], now_ms=1))["d"].groups[0]
-    assert (group.state, group.protocol_type, group.protocol) == ("Stable", "consumer", "range")
-    assert group.members == (
-        rs.DescribedMember("a-1", "a", "/127.0.0.1", b"meta", b"A"),
-        rs.DescribedMember("b-2", "b", "/127.0.0.1", b"meta", b"B"),
-    )
+    group = describe(c, 1, "g")[0]
+    assert (group.group_state, group.protocol_type, group.protocol_data) == ("Stable", "consumer", "range")
+    M = DescribeGroupsResponse.DescribedGroup.DescribedGroupMember
+    assert group.members == [
+        M(member_id="a-1", client_id="a", client_host="/127.0.0.1", member_metadata=b"meta", member_assignment=b"A"),
+        M(member_id="b-2", client_id="b", client_host="/127.0.0.1", member_metadata=b"meta", member_assignment=b"B"),
+    ]
     join(c, "c", 2, client_id="c")
-    group = results(c.describe_groups("d", group_ids=["g"], now_ms=3))["d"].groups[0]
-    assert (group.state, group.protocol) == ("PreparingRebalance", "")
+    group = describe(c, 3, "g")[0]
+    assert (group.group_state, group.protocol_data) == ("PreparingRebalance", "")
     assert all(m.member_metadata == b"" and m.member_assignment == b"" for m in group.members)
 
 
@@ -489,8 +543,10 @@ def test_list_groups():
     c = new_coordinator()
     join(c, "a", 0, group="g1")
     join(c, "b", 0, group="g2", protocol_type="connect")
-    listed = results(c.list_groups("l", now_ms=1))["l"]
-    assert listed == rs.ListGroupsResponse(E.NONE, (rs.ListedGroup("g1", "consumer"), rs.ListedGroup("g2", "connect")))
+    listed = list_groups(c, 1)
+    assert listed == ListGroupsResponse(error_code=E.NONE, groups=[
+        ListGroupsResponse.ListedGroup(group_id="g1", protocol_type="consumer"),
+        ListGroupsResponse.ListedGroup(group_id="g2", protocol_type="connect")])
 
 
 def test_not_coordinator_loading_and_inactive():
@@ -500,11 +556,11 @@ def test_not_coordinator_loading_and_inactive():
     assert heartbeat(c, 0, "x", 1, group="loading").error_code == E.NONE  # answered blindly
     assert sync(c, "s", 0, "x", 1, group="loading")["s"].error_code == E.UNKNOWN_MEMBER_ID  # no loading check
     assert fetch(c, 0, [("t", 0)], group="loading") == {("t", 0): (-1, "", E.GROUP_LOAD_IN_PROGRESS)}
-    described = results(c.describe_groups("d", group_ids=["elsewhere"], now_ms=0))["d"].groups[0]
+    described = describe(c, 0, "elsewhere")[0]
     assert described.error_code == E.NOT_COORDINATOR_FOR_GROUP
     c.active = False
     assert join(c, "j", 0, group="")["j"].error_code == E.GROUP_COORDINATOR_NOT_AVAILABLE
-    assert results(c.list_groups("l", now_ms=0))["l"].error_code == E.GROUP_COORDINATOR_NOT_AVAILABLE
+    assert list_groups(c, 0).error_code == E.GROUP_COORDINATOR_NOT_AVAILABLE
 
 
 def test_list_groups_reports_loading_alongside_the_list():
@@ -512,8 +568,8 @@ def test_list_groups_reports_loading_alongside_the_list():
     c = new_coordinator(is_loading=lambda g: g in loading)
     join(c, "a", 0)
     loading.add("g")
-    assert results(c.list_groups("l", now_ms=0))["l"] == rs.ListGroupsResponse(
-        E.GROUP_LOAD_IN_PROGRESS, (rs.ListedGroup("g", "consumer"),)
+    assert list_groups(c, 0) == ListGroupsResponse(
+        error_code=E.GROUP_LOAD_IN_PROGRESS, groups=[ListGroupsResponse.ListedGroup(group_id="g", protocol_type="consumer")]
     )
 
 
@@ -523,37 +579,48 @@ def test_unload_group_answers_parked_requests_not_coordinator():
     join(c, "b", 0, client_id="b")
     commit(c, 0, "", -1, {("t", 0): (1, "")})
     replies = results(c.unload_group("g", now_ms=1))
-    assert replies == {"b": rs.JoinGroupResponse(E.NOT_COORDINATOR_FOR_GROUP, 0, "", "", "b-2")}
+    assert replies == {"b": joined(E.NOT_COORDINATOR_FOR_GROUP, 0, "", "", "b-2")}
     assert c.group_ids() == [] and c.committed("g") == {}
 
 
-# --- request values --------------------------------------------------------------------------------
+# --- wire messages ----------------------------------------------------------------------------------
 
 
-def test_handle_dispatches_request_values():
+def test_handle_takes_and_answers_wire_messages_in_their_versions():
     c = new_coordinator()
-    join_request = rq.JoinGroupRequest("g", 10000, "", "consumer", (rq.JoinGroupProtocol("range", b"m"),))
-    answer = results(c.handle("j", join_request, client_id="kp", client_host="/h", now_ms=0))["j"]
-    assert answer.member_id == "kp-1"
-    sync_request = rq.SyncGroupRequest("g", 1, "kp-1", (rq.SyncGroupAssignment("kp-1", b"x"),))
-    assert results(c.handle("s", sync_request, client_id="kp", client_host="/h", now_ms=1))["s"].member_assignment == b"x"
-    hb = results(c.handle("h", rq.HeartbeatRequest("g", 1, "kp-1"), client_id="kp", client_host="/h", now_ms=2))
-    assert hb["h"].error_code == E.NONE
-    commit_request = rq.OffsetCommitRequest(
-        "g", 1, "kp-1", -1, (rq.OffsetCommitTopic("t", (rq.OffsetCommitPartition(0, 9, "m"),)),)
-    )
-    c.handle("c", commit_request, client_id="kp", client_host="/h", now_ms=3)
-    fetched = results(c.handle("f", rq.OffsetFetchRequest("g", (rq.OffsetFetchTopic("t", (0,)),)),
-                               client_id="kp", client_host="/h", now_ms=4))["f"]
-    assert fetched.responses[0].partition_responses[0] == rs.OffsetFetchPartitionResponse(0, 9, "m", E.NONE)
-    described = results(c.handle("d", rq.DescribeGroupsRequest(("g",)), client_id="kp", client_host="/h", now_ms=5))
-    assert described["d"].groups[0].state == "Stable"
-    listed = results(c.handle("l", rq.ListGroupsRequest(), client_id="kp", client_host="/h", now_ms=5))
-    assert listed["l"].groups == (rs.ListedGroup("g", "consumer"),)
-    left = results(c.handle("x", rq.LeaveGroupRequest("g", "kp-1"), client_id="kp", client_host="/h", now_ms=6))
-    assert left["x"].error_code == E.NONE
-    with pytest.raises(ProtocolError):
-        c.handle("?", rq.GroupCoordinatorRequest("g"), client_id="kp", client_host="/h", now_ms=7)
+    join_request = JoinGroupRequest(group_id="g", session_timeout_ms=10000, protocol_type="consumer",
+                                    protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"m")])
+    answer = send(c, "j", join_request, 0, client_id="kp")["j"]
+    assert isinstance(answer, JoinGroupResponse) and answer.member_id == "kp-1"
+    answer.encode(0)  # what the coordinator answers is ready for the wire
+    assert sync(c, "s", 1, "kp-1", 1, {"kp-1": b"x"})["s"] == synced(E.NONE, b"x")
+    assert commit(c, 3, "kp-1", 1, {("t", 0): (9, "m")}) == {("t", 0): E.NONE}
+    P = OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition
+    request = OffsetFetchRequest(group_id="g", topics=[
+        OffsetFetchRequest.OffsetFetchRequestTopic(name="t", partition_indexes=[0])])
+    fetched = send(c, "f", request, 4, version=1)["f"]
+    assert fetched.topics[0].partitions == [P(partition_index=0, committed_offset=9, metadata="m", error_code=E.NONE)]
+    fetched.encode(1)
+    assert describe(c, 5, "g")[0].group_state == "Stable"
+    assert list_groups(c, 5).groups == [ListGroupsResponse.ListedGroup(group_id="g", protocol_type="consumer")]
+    assert leave(c, "x", 6, "kp-1")["x"] == LeaveGroupResponse(error_code=E.NONE)
+
+
+def test_handle_refuses_requests_and_versions_it_does_not_serve():
+    c = new_coordinator()
+    with pytest.raises(UnsupportedVersionError, match="does not answer"):
+        send(c, "?", GroupCoordinatorRequest(key="g"), 0)
+    with pytest.raises(UnsupportedVersionError, match="v0"):
+        send(c, "?", OffsetFetchRequest(group_id="g"), 0, version=0)  # 0.9 kept v0 offsets in ZooKeeper
+
+
+def test_offset_commit_v1_has_no_retention_time():
+    c = new_coordinator(config=CoordinatorConfig(offsets_retention_ms=1000))
+    T = OffsetCommitRequest.OffsetCommitRequestTopic
+    request = OffsetCommitRequest(group_id="solo", generation_id_or_member_epoch=-1, retention_time_ms=5, topics=[
+        T(name="t", partitions=[T.OffsetCommitRequestPartition(partition_index=0, committed_offset=1)])])
+    send(c, "c", request, 0, version=1)
+    assert c.next_deadline_ms() == 1000  # the broker default, not the 5 ms v1 cannot carry
 
 
 def test_default_member_ids_are_client_id_dash_uuid():
@@ -576,8 +643,16 @@ def test_rejoin_while_parked_replaces_the_token_and_the_old_one_is_never_answere
 def test_describe_awaiting_sync_and_coordinator_down():
     c = new_coordinator()
     join(c, "a", 0, client_id="a")
-    group = results(c.describe_groups("d", group_ids=["g"], now_ms=1))["d"].groups[0]
-    assert (group.state, group.protocol, group.members[0].member_metadata) == ("AwaitingSync", "", b"")
+    group = describe(c, 1, "g")[0]
+    assert (group.group_state, group.protocol_data, group.members[0].member_metadata) == ("AwaitingSync", "", b"")
     c.active = False
-    down = results(c.describe_groups("d", group_ids=["g"], now_ms=1))["d"].groups[0]
-    assert (down.error_code, down.state) == (E.GROUP_COORDINATOR_NOT_AVAILABLE, "")
+    down = describe(c, 1, "g")[0]
+    assert (down.error_code, down.group_state) == (E.GROUP_COORDINATOR_NOT_AVAILABLE, "")
+
+
+def test_group_state_is_a_str_enum_with_the_names_describe_groups_reports():
+    c = new_coordinator()
+    stable_pair(c)
+    state = c.snapshot("g").state
+    assert isinstance(state, str) and state == "Stable" == describe(c, 1, "g")[0].group_state
+    assert {s.value for s in GroupState} == {"PreparingRebalance", "AwaitingSync", "Stable", "Dead"}

@@ -10,8 +10,6 @@ from hypothesis import strategies as st
 
 from kproto import ErrorCode
 from kproto.errors import DecodeError, ProtocolError
-from kproto.group import requests as rq
-from kproto.group import responses as rs
 from kproto.group.assignors import assign_range, assign_roundrobin
 from kproto.group.consumer_codec import ConsumerProtocolCodec
 from kproto.group.coordinator import GroupCoordinator
@@ -31,6 +29,19 @@ from kproto.group.member import (
     PartitionsRevoked,
     SendRequest,
 )
+from kproto.messages import (
+    GroupCoordinatorRequest,
+    GroupCoordinatorResponse,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
 
 E = ErrorCode
 CODEC = ConsumerProtocolCodec()
@@ -46,6 +57,30 @@ def only_send(actions):
     return send
 
 
+def found(code, node_id=-1, host="", port=-1):
+    return GroupCoordinatorResponse(error_code=code, node_id=node_id, host=host, port=port)
+
+
+def joined(code, generation, protocol, leader, member_id, members=()):
+    return JoinGroupResponse(error_code=code, generation_id=generation, protocol_name=protocol, leader=leader,
+                             member_id=member_id, members=list(members))
+
+
+def entry(member_id, metadata):
+    return JoinGroupResponse.JoinGroupResponseMember(member_id=member_id, metadata=metadata)
+
+
+def synced(code, assignment=b""):
+    return SyncGroupResponse(error_code=code, assignment=assignment)
+
+
+def committed(topic, *partitions):
+    """An OffsetCommit answer for one topic: (partition, error code) pairs."""
+    T = OffsetCommitResponse.OffsetCommitResponseTopic
+    return OffsetCommitResponse(topics=[T(name=topic, partitions=[
+        T.OffsetCommitResponsePartition(partition_index=p, error_code=code) for p, code in partitions])])
+
+
 def make_member(**overrides) -> GroupMember:
     settings = dict(group_id="g", client_id="c", topics=("t0", "t1"), session_timeout_ms=10000,
                     heartbeat_interval_ms=3000, auto_commit=False)
@@ -56,8 +91,8 @@ def make_member(**overrides) -> GroupMember:
 def to_joining(member, now=0):
     """Start the member and answer discovery; returns the JoinGroup send."""
     discover = only_send(member.start(now))
-    assert discover.request == rq.GroupCoordinatorRequest("g") and discover.destination is None
-    actions = member.receive(discover.request_id, rs.GroupCoordinatorResponse(E.NONE, 7, "broker", 9092), now)
+    assert discover.request == GroupCoordinatorRequest(key="g") and discover.destination is None
+    actions = member.receive(discover.request_id, found(E.NONE, 7, "broker", 9092), now)
     assert actions[0] == PartitionsRevoked(())  # Java revokes (nothing) before the first join too
     return only_send(actions)
 
@@ -66,11 +101,11 @@ def to_stable(member, now=0, assignment=None, generation=1):
     """Take a follower to Stable with ``assignment``; returns the actions of the SyncGroup answer."""
     join = to_joining(member, now)
     sync = only_send(member.receive(
-        join.request_id, rs.JoinGroupResponse(E.NONE, generation, "range", "leader-0", "c-1"), now
+        join.request_id, joined(E.NONE, generation, "range", "leader-0", "c-1"), now
     ))
-    assert sync.request == rq.SyncGroupRequest("g", generation, "c-1", ())
+    assert sync.request == SyncGroupRequest(group_id="g", generation_id=generation, member_id="c-1", assignments=[])
     data = CODEC.encode_assignment(assignment or {"t0": [0, 1]})
-    return member.receive(sync.request_id, rs.SyncGroupResponse(E.NONE, data), now)
+    return member.receive(sync.request_id, synced(E.NONE, data), now)
 
 
 # --- the tables -------------------------------------------------------------------------------------
@@ -94,9 +129,11 @@ def test_discovery_join_sync_stable():
     join = to_joining(member)
     assert join.destination == NODE
     subscription = CODEC.encode_subscription(["t0", "t1"])
-    assert join.request == rq.JoinGroupRequest("g", 10000, "", "consumer", (
-        rq.JoinGroupProtocol("range", subscription), rq.JoinGroupProtocol("roundrobin", subscription),
-    ))
+    P = JoinGroupRequest.JoinGroupRequestProtocol
+    assert join.request == JoinGroupRequest(group_id="g", session_timeout_ms=10000, member_id="",
+                                            protocol_type="consumer", protocols=[
+        P(name="range", metadata=subscription), P(name="roundrobin", metadata=subscription)])
+    assert join.api_version == 0
     member2 = make_member()
     actions = to_stable(member2, now=5, assignment={"t1": [2], "t0": [0, 1]})
     assert actions == [PartitionsAssigned(1, (("t0", 0), ("t0", 1), ("t1", 2)))]
@@ -109,24 +146,24 @@ def test_heartbeats_follow_the_interval():
     to_stable(member)
     assert member.tick(2999) == []
     hb = only_send(member.tick(3000))
-    assert hb.request == rq.HeartbeatRequest("g", 1, "c-1")
+    assert hb.request == HeartbeatRequest(group_id="g", generation_id=1, member_id="c-1")
     assert member.next_deadline_ms() == 10000  # only the session check while the heartbeat is out
-    assert member.receive(hb.request_id, rs.HeartbeatResponse(E.NONE), 3100) == []
+    assert member.receive(hb.request_id, HeartbeatResponse(error_code=E.NONE), 3100) == []
     assert member.next_deadline_ms() == 6000
-    assert member.receive(hb.request_id, rs.HeartbeatResponse(E.NONE), 3200) == []  # duplicate: ignored
+    assert member.receive(hb.request_id, HeartbeatResponse(error_code=E.NONE), 3200) == []  # duplicate: ignored
 
 
 def test_leader_waits_for_metadata_then_assigns():
     member = make_member(topics=("t0",))
     join = to_joining(member)
     members = (
-        rs.JoinGroupMember("c-1", CODEC.encode_subscription(["t0"])),
-        rs.JoinGroupMember("b-2", CODEC.encode_subscription(["t0", "t1"])),
+        entry("c-1", CODEC.encode_subscription(["t0"])),
+        entry("b-2", CODEC.encode_subscription(["t0", "t1"])),
     )
-    actions = member.receive(join.request_id, rs.JoinGroupResponse(E.NONE, 1, "range", "c-1", "c-1", members), 0)
+    actions = member.receive(join.request_id, joined(E.NONE, 1, "range", "c-1", "c-1", members), 0)
     assert actions == [MetadataNeeded(("t0", "t1"))] and member.state is MemberState.AWAITING_METADATA
     sync = only_send(member.update_metadata({"t0": 3, "t1": 2}, 1))
-    assignments = {a.member_id: CODEC.decode_assignment(a.member_assignment) for a in sync.request.group_assignment}
+    assignments = {a.member_id: CODEC.decode_assignment(a.assignment) for a in sync.request.assignments}
     assert assignments == assign_range({"c-1": ["t0"], "b-2": ["t0", "t1"]}, {"t0": 3, "t1": 2})
 
 
@@ -134,9 +171,9 @@ def test_leader_with_metadata_assigns_at_once():
     member = make_member(topics=("t0",))
     member.update_metadata({"t0": 4}, 0)
     join = to_joining(member)
-    members = (rs.JoinGroupMember("c-1", CODEC.encode_subscription(["t0"])),)
-    sync = only_send(member.receive(join.request_id, rs.JoinGroupResponse(E.NONE, 1, "range", "c-1", "c-1", members), 0))
-    assert CODEC.decode_assignment(sync.request.group_assignment[0].member_assignment) == {"t0": [0, 1, 2, 3]}
+    members = (entry("c-1", CODEC.encode_subscription(["t0"])),)
+    sync = only_send(member.receive(join.request_id, joined(E.NONE, 1, "range", "c-1", "c-1", members), 0))
+    assert CODEC.decode_assignment(sync.request.assignments[0].assignment) == {"t0": [0, 1, 2, 3]}
 
 
 # --- error-driven transitions -----------------------------------------------------------------------
@@ -144,7 +181,7 @@ def test_leader_with_metadata_assigns_at_once():
 
 def answer_heartbeat(member, code, now=3000):
     hb = only_send(member.tick(now))
-    return member.receive(hb.request_id, rs.HeartbeatResponse(code), now)
+    return member.receive(hb.request_id, HeartbeatResponse(error_code=code), now)
 
 
 def test_rebalance_in_progress_commits_then_revokes_then_rejoins():
@@ -155,11 +192,14 @@ def test_rebalance_in_progress_commits_then_revokes_then_rejoins():
     member.set_position("t9", 0, 99)  # not owned: not committed
     commit = only_send(answer_heartbeat(member, E.REBALANCE_IN_PROGRESS))
     assert member.state is MemberState.PREPARING_REJOIN
-    assert commit.request == rq.OffsetCommitRequest("g", 1, "c-1", -1, (
-        rq.OffsetCommitTopic("t0", (rq.OffsetCommitPartition(0, 40, ""), rq.OffsetCommitPartition(1, 41, ""))),
-    ))
-    answer = rs.OffsetCommitResponse((rs.OffsetCommitTopicResponse("t0", (
-        rs.OffsetCommitPartitionResponse(0, E.NONE), rs.OffsetCommitPartitionResponse(1, E.NONE))),))
+    T = OffsetCommitRequest.OffsetCommitRequestTopic
+    P = T.OffsetCommitRequestPartition
+    assert commit.request == OffsetCommitRequest(
+        group_id="g", generation_id_or_member_epoch=1, member_id="c-1", retention_time_ms=-1, topics=[
+            T(name="t0", partitions=[P(partition_index=0, committed_offset=40, committed_metadata=""),
+                                     P(partition_index=1, committed_offset=41, committed_metadata="")])])
+    assert commit.api_version == 2
+    answer = committed("t0", (0, E.NONE), (1, E.NONE))
     actions = member.receive(commit.request_id, answer, 3001)
     assert actions[:2] == [OffsetsCommitted(commit.request_id, answer), PartitionsRevoked((("t0", 0), ("t0", 1)))]
     assert only_send(actions).request.member_id == "c-1"
@@ -171,9 +211,8 @@ def test_failed_pre_join_commit_still_rejoins():
     to_stable(member, assignment={"t0": [0]})
     member.set_position("t0", 0, 5)
     commit = only_send(answer_heartbeat(member, E.REBALANCE_IN_PROGRESS))
-    answer = rs.OffsetCommitResponse((rs.OffsetCommitTopicResponse("t0", (
-        rs.OffsetCommitPartitionResponse(0, E.ILLEGAL_GENERATION),)),))
-    assert isinstance(only_send(member.receive(commit.request_id, answer, 3001)).request, rq.JoinGroupRequest)
+    answer = committed("t0", (0, E.ILLEGAL_GENERATION))
+    assert isinstance(only_send(member.receive(commit.request_id, answer, 3001)).request, JoinGroupRequest)
 
 
 def test_rebalance_without_auto_commit_revokes_and_rejoins_at_once():
@@ -202,11 +241,11 @@ def test_coordinator_errors_rediscover_and_keep_partitions(code):
     member = make_member()
     to_stable(member, assignment={"t0": [0]})
     actions = answer_heartbeat(member, code)
-    assert only_send(actions).request == rq.GroupCoordinatorRequest("g")
+    assert only_send(actions).request == GroupCoordinatorRequest(key="g")
     assert not any(isinstance(a, PartitionsRevoked) for a in actions)
     assert member.state is MemberState.DISCOVERING and member.assignment == {"t0": [0]}
     discover = only_send(actions)
-    again = member.receive(discover.request_id, rs.GroupCoordinatorResponse(E.NONE, 8, "other", 9093), 3500)
+    again = member.receive(discover.request_id, found(E.NONE, 8, "other", 9093), 3500)
     assert again == [] and member.state is MemberState.STABLE
     assert only_send(member.tick(6500)).destination == CoordinatorNode(8, "other", 9093)
 
@@ -216,8 +255,8 @@ def test_lost_connection_rediscovers_and_late_answers_are_ignored():
     to_stable(member, assignment={"t0": [0]})
     hb = only_send(member.tick(3000))
     discover = only_send(member.request_failed(hb.request_id, 3001))
-    assert discover.request == rq.GroupCoordinatorRequest("g")
-    assert member.receive(hb.request_id, rs.HeartbeatResponse(E.REBALANCE_IN_PROGRESS), 3002) == []
+    assert discover.request == GroupCoordinatorRequest(key="g")
+    assert member.receive(hb.request_id, HeartbeatResponse(error_code=E.REBALANCE_IN_PROGRESS), 3002) == []
     assert member.assignment == {"t0": [0]}
 
 
@@ -227,25 +266,25 @@ def test_local_session_timeout_marks_coordinator_dead():
     only_send(member.tick(3000))  # never answered
     assert member.next_deadline_ms() == 10000
     actions = member.tick(10000)
-    assert only_send(actions).request == rq.GroupCoordinatorRequest("g")
+    assert only_send(actions).request == GroupCoordinatorRequest(key="g")
     assert member.state is MemberState.DISCOVERING
 
 
 def test_discovery_retries_after_backoff():
     member = make_member(retry_backoff_ms=250)
     discover = only_send(member.start(0))
-    assert member.receive(discover.request_id, rs.GroupCoordinatorResponse(E.GROUP_COORDINATOR_NOT_AVAILABLE), 10) == []
+    assert member.receive(discover.request_id, found(E.GROUP_COORDINATOR_NOT_AVAILABLE), 10) == []
     assert member.next_deadline_ms() == 260
-    assert only_send(member.tick(260)).request == rq.GroupCoordinatorRequest("g")
+    assert only_send(member.tick(260)).request == GroupCoordinatorRequest(key="g")
 
 
 def test_join_load_in_progress_retries_and_unknown_member_resends_at_once():
     member = make_member(retry_backoff_ms=100)
     join = to_joining(member)
-    assert member.receive(join.request_id, rs.JoinGroupResponse(E.GROUP_LOAD_IN_PROGRESS, 0, "", "", ""), 5) == []
+    assert member.receive(join.request_id, joined(E.GROUP_LOAD_IN_PROGRESS, 0, "", "", ""), 5) == []
     retry = only_send(member.tick(105))
-    assert isinstance(retry.request, rq.JoinGroupRequest)
-    again = only_send(member.receive(retry.request_id, rs.JoinGroupResponse(E.UNKNOWN_MEMBER_ID, 0, "", "", ""), 106))
+    assert isinstance(retry.request, JoinGroupRequest)
+    again = only_send(member.receive(retry.request_id, joined(E.UNKNOWN_MEMBER_ID, 0, "", "", ""), 106))
     assert again.request.member_id == ""
 
 
@@ -254,7 +293,7 @@ def test_join_load_in_progress_retries_and_unknown_member_resends_at_once():
 def test_fatal_join_errors(code):
     member = make_member()
     join = to_joining(member)
-    actions = member.receive(join.request_id, rs.JoinGroupResponse(code, 0, "", "", ""), 1)
+    actions = member.receive(join.request_id, joined(code, 0, "", "", ""), 1)
     assert actions == [GroupFailed("join_group", code)] and member.state is MemberState.FAILED
     assert member.next_deadline_ms() is None
 
@@ -262,8 +301,8 @@ def test_fatal_join_errors(code):
 def test_sync_rebalance_in_progress_rejoins_without_revoking_again():
     member = make_member()
     join = to_joining(member)
-    sync = only_send(member.receive(join.request_id, rs.JoinGroupResponse(E.NONE, 1, "range", "x", "c-1"), 0))
-    actions = member.receive(sync.request_id, rs.SyncGroupResponse(E.REBALANCE_IN_PROGRESS), 1)
+    sync = only_send(member.receive(join.request_id, joined(E.NONE, 1, "range", "x", "c-1"), 0))
+    actions = member.receive(sync.request_id, synced(E.REBALANCE_IN_PROGRESS), 1)
     assert [type(a) for a in actions] == [SendRequest] and member.state is MemberState.JOINING
 
 
@@ -274,7 +313,7 @@ def test_wrong_response_type_is_a_protocol_error():
     member = make_member()
     discover = only_send(member.start(0))
     with pytest.raises(ProtocolError):
-        member.receive(discover.request_id, rs.HeartbeatResponse(E.NONE), 1)
+        member.receive(discover.request_id, HeartbeatResponse(error_code=E.NONE), 1)
 
 
 def test_commit_needs_a_generation():
@@ -288,7 +327,7 @@ def test_manual_commit_and_clock_checks():
     member = make_member()
     to_stable(member, now=10)
     commit = only_send(member.commit(11, {("t0", 0): 5}))
-    assert commit.request.group_generation_id == 1 and commit.request.topics[0].partitions[0].offset == 5
+    assert commit.request.generation_id_or_member_epoch == 1 and commit.request.topics[0].partitions[0].committed_offset == 5
     with pytest.raises(ProtocolError):
         member.tick(5)
 
@@ -298,8 +337,8 @@ def test_close_commits_and_leaves():
     to_stable(member, assignment={"t0": [0]})
     member.set_position("t0", 0, 3)
     requests = [s.request for s in sends(member.close(100))]
-    assert isinstance(requests[0], rq.OffsetCommitRequest)
-    assert requests[1] == rq.LeaveGroupRequest("g", "c-1")
+    assert isinstance(requests[0], OffsetCommitRequest)
+    assert requests[1] == LeaveGroupRequest(group_id="g", member_id="c-1")
     assert member.state is MemberState.CLOSED and member.close(101) == []
 
 
@@ -308,7 +347,7 @@ def test_unknown_assignor_is_rejected():
         make_member(assignors=("sticky",))
 
 
-# --- the consumer-protocol codec (protocol.md §7.3 and §7.5) ----------------------------------------
+# --- the consumer-protocol codec (worked examples 7.3 and 7.5) ----------------------------------------
 
 
 def test_codec_matches_worked_examples():
@@ -493,6 +532,35 @@ def test_any_history_converges_to_the_java_assignment(ops, assignors):
 def test_coordinator_disconnect_between_requests_rediscovers():
     member = make_member()
     to_stable(member, assignment={"t0": [0]})
-    assert only_send(member.coordinator_disconnected(100)).request == rq.GroupCoordinatorRequest("g")
+    assert only_send(member.coordinator_disconnected(100)).request == GroupCoordinatorRequest(key="g")
     assert member.coordinator is None and member.assignment == {"t0": [0]}
     assert member.coordinator_disconnected(101) == []  # nothing more to lose
+
+
+def test_member_requests_and_responses_travel_as_frames():
+    """What the member emits is a wire message in the version it names; decoded responses go straight back."""
+    import kproto
+
+    def over_the_wire(send, answer_with):
+        _, request = kproto.decode_request(kproto.encode_request(send.request, send.api_version, 1))
+        response = answer_with(request, send.api_version)
+        frame = kproto.encode_response(response, send.api_version, 1)
+        return kproto.decode_response(frame, request.API_KEY, send.api_version)[1]
+
+    def coordinator_answer(request, version):
+        [reply] = coordinator.handle("t", request, version, client_id="c", client_host="/h", now_ms=0)
+        return reply.result
+
+    member = make_member()
+    member.update_metadata({"t0": 1, "t1": 1}, 0)
+    coordinator = GroupCoordinator(member_id_suffix=lambda: "1")
+    discover = only_send(member.start(0))
+    answer = over_the_wire(discover, lambda request, version: found(E.NONE, 7, "broker", 9092))
+    join = only_send(member.receive(discover.request_id, answer, 0))
+    sync = only_send(member.receive(join.request_id, over_the_wire(join, coordinator_answer), 0))
+    assert member.state is MemberState.SYNCING and member.member_id == "c-1"
+    synced_answer = over_the_wire(sync, coordinator_answer)
+    assert member.receive(sync.request_id, synced_answer, 0) == [PartitionsAssigned(1, (("t0", 0), ("t1", 0)))]
+    hb = only_send(member.tick(3000))
+    with pytest.raises(ProtocolError, match="answered by SyncGroupResponse, not HeartbeatResponse"):
+        member.receive(hb.request_id, synced_answer, 3000)

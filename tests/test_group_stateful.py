@@ -11,8 +11,15 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from kproto import ErrorCode
-from kproto.group import responses as rs
 from kproto.group.coordinator import GroupCoordinator, GroupState
+from kproto.messages import (
+    HeartbeatRequest,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    OffsetCommitRequest,
+    SyncGroupRequest,
+)
 
 E = ErrorCode
 CLIENTS = ["c0", "c1", "c2", "c3"]
@@ -50,28 +57,32 @@ class CoordinatorMachine(RuleBasedStateMachine):
         self.outstanding.add(token)
         return token
 
+    def _send(self, client: str, api: str, request, version: int = 0):
+        return self.coordinator.handle(self._token(client, api), request, version, client_id=client, client_host="/h",
+                                       now_ms=self.now)
+
     def _apply(self, replies) -> None:
         for reply in replies:
             assert reply.reply_to in self.outstanding, f"unexpected or repeated reply {reply}"
             self.outstanding.discard(reply.reply_to)
             client = self.clients[reply.reply_to[0]]
             result = reply.result
-            if isinstance(result, rs.JoinGroupResponse):
+            if isinstance(result, JoinGroupResponse):
                 self._learn_join(client, result)
 
-    def _learn_join(self, client: Client, result: rs.JoinGroupResponse) -> None:
+    def _learn_join(self, client: Client, result: JoinGroupResponse) -> None:
         if result.error_code == E.UNKNOWN_MEMBER_ID:
             client.member_id = ""
         if result.error_code != E.NONE:
             return
         # (Later timers of the same tick may already have moved the group on, so only the answer's
         # own consistency is checked here.)
-        assert result.generation_id >= 1 and result.group_protocol in ("range", "roundrobin")
-        assert bool(result.members) == (result.member_id == result.leader_id)
+        assert result.generation_id >= 1 and result.protocol_name in ("range", "roundrobin")
+        assert bool(result.members) == (result.member_id == result.leader)
         if result.members:
             assert result.member_id in [m.member_id for m in result.members]
         client.member_id, client.generation = result.member_id, result.generation_id
-        client.is_leader = result.member_id == result.leader_id
+        client.is_leader = result.member_id == result.leader
         client.members = [m.member_id for m in result.members]
 
     # ---------------------------------------------------------------- rules
@@ -81,11 +92,11 @@ class CoordinatorMachine(RuleBasedStateMachine):
     def join(self, client, fresh, protocols, timeout):
         c = self.clients[client]
         member_id = "" if fresh else c.member_id
-        self._apply(self.coordinator.join_group(
-            self._token(client, "join"), group_id="g", member_id=member_id, client_id=client,
-            client_host="/h", session_timeout_ms=timeout, protocol_type="consumer",
-            protocols=[(name, name.encode()) for name in protocols], now_ms=self.now,
-        ))
+        P = JoinGroupRequest.JoinGroupRequestProtocol
+        request = JoinGroupRequest(group_id="g", member_id=member_id, session_timeout_ms=timeout,
+                                   protocol_type="consumer",
+                                   protocols=[P(name=name, metadata=name.encode()) for name in protocols])
+        self._apply(self._send(client, "join", request))
 
     @rule(client=st.sampled_from(CLIENTS), drop_one=st.booleans())
     def sync(self, client, drop_one):
@@ -93,10 +104,10 @@ class CoordinatorMachine(RuleBasedStateMachine):
         assignment = {}
         if c.is_leader:
             assignment = {m: f"{m}@{c.generation}".encode() for m in c.members[drop_one:]}
-        self._apply(self.coordinator.sync_group(
-            self._token(client, "sync"), group_id="g", generation_id=c.generation, member_id=c.member_id,
-            assignments=assignment, now_ms=self.now,
-        ))
+        A = SyncGroupRequest.SyncGroupRequestAssignment
+        request = SyncGroupRequest(group_id="g", generation_id=c.generation, member_id=c.member_id,
+                                   assignments=[A(member_id=m, assignment=a) for m, a in assignment.items()])
+        self._apply(self._send(client, "sync", request))
         snapshot = self.coordinator.snapshot("g")
         if c.is_leader and snapshot and snapshot.state is GroupState.STABLE and snapshot.generation_id == c.generation:
             self.assignments.setdefault((self.incarnation, c.generation), assignment)
@@ -105,9 +116,8 @@ class CoordinatorMachine(RuleBasedStateMachine):
     def heartbeat(self, client, stale):
         c = self.clients[client]
         token = self._token(client, "heartbeat")
-        replies = self.coordinator.heartbeat(
-            token, group_id="g", generation_id=c.generation - stale, member_id=c.member_id, now_ms=self.now,
-        )
+        request = HeartbeatRequest(group_id="g", generation_id=c.generation - stale, member_id=c.member_id)
+        replies = self.coordinator.handle(token, request, 0, client_id=client, client_host="/h", now_ms=self.now)
         answered = {r.reply_to: r.result for r in replies}
         assert token in answered, "heartbeats are answered at once"
         snapshot = self.coordinator.snapshot("g")
@@ -125,19 +135,19 @@ class CoordinatorMachine(RuleBasedStateMachine):
     @rule(client=st.sampled_from(CLIENTS))
     def leave(self, client):
         c = self.clients[client]
-        self._apply(self.coordinator.leave_group(self._token(client, "leave"), group_id="g",
-                                                 member_id=c.member_id, now_ms=self.now))
+        self._apply(self._send(client, "leave", LeaveGroupRequest(group_id="g", member_id=c.member_id)))
 
     @rule(client=st.sampled_from(CLIENTS), offset=st.integers(0, 1000))
     def commit(self, client, offset):
         c = self.clients[client]
         before = self.coordinator.committed("g")
         token = self._token(client, "commit")
-        replies = self.coordinator.commit_offsets(
-            token, group_id="g", generation_id=c.generation, member_id=c.member_id,
-            offsets={("t", 0): (offset, "")}, now_ms=self.now,
-        )
-        code = {r.reply_to: r.result for r in replies}[token].responses[0].partition_responses[0].error_code
+        T = OffsetCommitRequest.OffsetCommitRequestTopic
+        request = OffsetCommitRequest(group_id="g", generation_id_or_member_epoch=c.generation, member_id=c.member_id,
+                                      topics=[T(name="t", partitions=[T.OffsetCommitRequestPartition(
+                                          partition_index=0, committed_offset=offset, committed_metadata="")])])
+        replies = self.coordinator.handle(token, request, 2, client_id=client, client_host="/h", now_ms=self.now)
+        code = {r.reply_to: r.result for r in replies}[token].topics[0].partitions[0].error_code
         after = self.coordinator.committed("g")
         assert (after.get(("t", 0)) == (offset, "")) if code == E.NONE else (after == before)
         self._apply(replies)

@@ -1,6 +1,6 @@
 """Validating a produced message set and assigning it offsets, as a 0.8/0.9 broker does before appending.
 
-A broker ignores the offsets a producer writes (protocol.md §4.3):
+A broker ignores the offsets a producer writes (docs/protocol-notes.md, "Message sets the broker handles"):
 
 * an uncompressed entry gets the next offset written over its offset field (the CRC does not cover the
   offset, so nothing else changes);

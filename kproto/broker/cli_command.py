@@ -12,7 +12,18 @@ import argparse
 
 from kproto.broker.mock import parse_topic_spec, run_broker
 
-__all__ = ["add_arguments", "run"]
+__all__ = ["DESCRIPTION", "add_arguments", "run"]
+
+#: What ``kproto broker --help`` says (plain text; the module docstring is for developers).
+DESCRIPTION = """\
+Run a mock Kafka 0.9 broker in the foreground until interrupted (Ctrl-C or SIGTERM).
+
+The first line on standard output is "listening on HOST:PORT"; with --port 0 it names the port that was
+picked.  Topics named with --topic exist from the start; others are created when a client asks for
+them (unless --no-auto-create).  With --record FILE every byte exchanged is written to a pcap when the
+broker stops.
+
+Exit status: 0 after a clean stop, 2 for bad arguments."""
 
 
 def _topic(value: str) -> str:

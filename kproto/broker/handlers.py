@@ -31,23 +31,16 @@ from kproto.broker.cluster import Cluster, valid_topic_name
 from kproto.broker.config import BrokerConfig
 from kproto.connection.server import RequestReceived
 from kproto.errors import ProtocolError
-from kproto.group import responses as rs
 from kproto.group.coordinator import GroupCoordinator, Reply
 from kproto.message_base import Message
 from kproto.messages import (
-    DescribeGroupsResponse,
     FetchResponse,
     GroupCoordinatorResponse,
-    HeartbeatResponse,
-    JoinGroupResponse,
-    LeaveGroupResponse,
-    ListGroupsResponse,
     ListOffsetsResponse,
     MetadataResponse,
     OffsetCommitResponse,
     OffsetFetchResponse,
     ProduceResponse,
-    SyncGroupResponse,
 )
 
 __all__ = ["BrokerCore", "monotonic_ms", "wait_event"]
@@ -91,8 +84,8 @@ class BrokerCore:
         self._handlers: Dict[int, Callable[[RequestReceived, str], Awaitable[Optional[Message]]]] = {
             0: self._produce, 1: self._fetch, 2: self._list_offsets, 3: self._metadata,
             8: self._offset_commit, 9: self._offset_fetch, 10: self._group_coordinator,
-            11: self._join_group, 12: self._heartbeat, 13: self._leave_group, 14: self._sync_group,
-            15: self._describe_groups, 16: self._list_groups,
+            # The coordinator takes and answers the group APIs' wire messages as they are.
+            11: self._ask, 12: self._ask, 13: self._ask, 14: self._ask, 15: self._ask, 16: self._ask,
         }
 
     def bind(self, host: str, port: int) -> None:
@@ -231,21 +224,12 @@ class BrokerCore:
     # ---------------------------------------------------------------- offsets
 
     async def _offset_commit(self, request: RequestReceived, client_host: str) -> Optional[Message]:
-        req = request.message
-        offsets = {(t.name, p.partition_index): (p.committed_offset, p.committed_metadata)
-                   for t in req.topics for p in t.partitions}
         if request.api_version == 0:
+            req = request.message
+            offsets = {(t.name, p.partition_index): (p.committed_offset, p.committed_metadata)
+                       for t in req.topics for p in t.partitions}
             return self._zk_commit(req.group_id, offsets)
-        retention = req.retention_time_ms if request.api_version >= 2 else -1
-        result = await self._ask(self.coordinator.commit_offsets, group_id=req.group_id,
-                                 generation_id=req.generation_id_or_member_epoch, member_id=req.member_id,
-                                 offsets=offsets, retention_time_ms=retention)
-        T = OffsetCommitResponse.OffsetCommitResponseTopic
-        P = T.OffsetCommitResponsePartition
-        return OffsetCommitResponse(topics=[
-            T(name=t.topic, partitions=[P(partition_index=p.partition, error_code=p.error_code)
-                                        for p in t.partition_responses])
-            for t in result.responses])
+        return await self._ask(request, client_host)
 
     def _zk_commit(self, group_id: str, offsets: Dict[Tuple[str, int], Tuple[int, Optional[str]]]) -> Message:
         T = OffsetCommitResponse.OffsetCommitResponseTopic
@@ -275,75 +259,21 @@ class BrokerCore:
                                                  error_code=_C.UNKNOWN_TOPIC_OR_PARTITION))
                 topics.append(T(name=t.name, partitions=parts))
             return OffsetFetchResponse(topics=topics)
-        wanted = [(t.name, i) for t in req.topics for i in t.partition_indexes]
-        result = await self._ask(self.coordinator.fetch_offsets, group_id=req.group_id, partitions=wanted)
-        return OffsetFetchResponse(topics=[
-            T(name=t.topic, partitions=[P(partition_index=p.partition, committed_offset=p.offset,
-                                          metadata=p.metadata, error_code=p.error_code)
-                                        for p in t.partition_responses])
-            for t in result.responses])
+        return await self._ask(request, client_host)
 
     # ---------------------------------------------------------------- group membership
 
     async def _group_coordinator(self, request: RequestReceived, client_host: str) -> Optional[Message]:
         return GroupCoordinatorResponse(error_code=_C.NONE, node_id=self.config.node_id, host=self.host, port=self.port)
 
-    async def _join_group(self, request: RequestReceived, client_host: str) -> Optional[Message]:
-        req = request.message
-        result: rs.JoinGroupResponse = await self._ask(
-            self.coordinator.join_group, group_id=req.group_id, member_id=req.member_id,
-            client_id=request.header.client_id or "", client_host=client_host,
-            session_timeout_ms=req.session_timeout_ms, protocol_type=req.protocol_type,
-            protocols=[(p.name, p.metadata) for p in req.protocols])
-        M = JoinGroupResponse.JoinGroupResponseMember
-        return JoinGroupResponse(
-            error_code=result.error_code, generation_id=result.generation_id, protocol_name=result.group_protocol,
-            leader=result.leader_id, member_id=result.member_id,
-            members=[M(member_id=m.member_id, metadata=m.member_metadata) for m in result.members])
-
-    async def _sync_group(self, request: RequestReceived, client_host: str) -> Optional[Message]:
-        req = request.message
-        result: rs.SyncGroupResponse = await self._ask(
-            self.coordinator.sync_group, group_id=req.group_id, generation_id=req.generation_id,
-            member_id=req.member_id, assignments={a.member_id: a.assignment for a in req.assignments})
-        return SyncGroupResponse(error_code=result.error_code, assignment=result.member_assignment)
-
-    async def _heartbeat(self, request: RequestReceived, client_host: str) -> Optional[Message]:
-        req = request.message
-        result = await self._ask(self.coordinator.heartbeat, group_id=req.group_id,
-                                 generation_id=req.generation_id, member_id=req.member_id)
-        return HeartbeatResponse(error_code=result.error_code)
-
-    async def _leave_group(self, request: RequestReceived, client_host: str) -> Optional[Message]:
-        req = request.message
-        result = await self._ask(self.coordinator.leave_group, group_id=req.group_id, member_id=req.member_id)
-        return LeaveGroupResponse(error_code=result.error_code)
-
-    async def _describe_groups(self, request: RequestReceived, client_host: str) -> Optional[Message]:
-        result: rs.DescribeGroupsResponse = await self._ask(
-            self.coordinator.describe_groups, group_ids=list(request.message.groups))
-        G = DescribeGroupsResponse.DescribedGroup
-        M = G.DescribedGroupMember
-        return DescribeGroupsResponse(groups=[
-            G(error_code=g.error_code, group_id=g.group_id, group_state=g.state, protocol_type=g.protocol_type,
-              protocol_data=g.protocol, members=[
-                  M(member_id=m.member_id, client_id=m.client_id, client_host=m.client_host,
-                    member_metadata=m.member_metadata, member_assignment=m.member_assignment)
-                  for m in g.members])
-            for g in result.groups])
-
-    async def _list_groups(self, request: RequestReceived, client_host: str) -> Optional[Message]:
-        result: rs.ListGroupsResponse = await self._ask(self.coordinator.list_groups)
-        G = ListGroupsResponse.ListedGroup
-        return ListGroupsResponse(error_code=result.error_code, groups=[
-            G(group_id=g.group_id, protocol_type=g.protocol_type) for g in result.groups])
-
     # ---------------------------------------------------------------- coordinator plumbing
 
-    async def _ask(self, method: Callable[..., List[Reply]], **kwargs: Any) -> Any:
-        """Call a coordinator method with a future as the reply token and wait for its reply."""
+    async def _ask(self, request: RequestReceived, client_host: str) -> Message:
+        """Hand a group request to the coordinator with a future as the reply token; wait for its reply."""
         future = asyncio.get_running_loop().create_future()
-        self._deliver(method(future, now_ms=monotonic_ms(), **kwargs))
+        self._deliver(self.coordinator.handle(
+            future, request.message, request.api_version, client_id=request.header.client_id or "",
+            client_host=client_host, now_ms=monotonic_ms()))
         self._event("_timers_changed").set()
         return await future
 

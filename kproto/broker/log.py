@@ -3,8 +3,8 @@
 The log is one byte string of shallow message-set entries (compressed wrappers stay wrapped) plus, per
 entry, its last offset and starting byte position.  A read from an offset starts at the entry that
 holds it -- a whole compressed wrapper even when the offset is inside it, so readers must skip inner
-messages below the fetch offset (protocol.md §4.3) -- and stops after ``max_bytes``, which can cut the
-last entry: the partial trailing message real brokers send (§4.6).
+messages below the fetch offset (docs/protocol-notes.md, "Message sets the broker handles") -- and stops after ``max_bytes``, which can cut the
+last entry: the partial trailing message real brokers send.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ import asyncio
 import os
 import threading
 from concurrent.futures import Future
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple, TypeVar, Union
 
 from kproto.broker.config import DEFAULT_BROKER_MAX_FRAME_SIZE, BrokerConfig
 from kproto.broker.faults import Fault, FaultPlan
@@ -32,6 +32,9 @@ from kproto.broker.recording import TrafficRecorder
 from kproto.broker.server import BrokerServer
 from kproto.connection.correlation import check_quirks
 from kproto.group.coordinator import CoordinatorConfig, GroupSnapshot
+
+if TYPE_CHECKING:  # the pure twin states the contract both record backends' Message classes follow
+    from kproto.records._pure import Message
 
 __all__ = ["MockBroker", "parse_topic_spec"]
 
@@ -234,7 +237,7 @@ class MockBroker:
             return -1 if log is None else log.high_watermark
         return self._on_loop(read)
 
-    def messages(self, topic: str, partition: int) -> List[Any]:
+    def messages(self, topic: str, partition: int) -> List["Message"]:
         """Every stored message of a partition, decoded (compressed wrappers expanded)."""
         from kproto.records import decode_message_set
 

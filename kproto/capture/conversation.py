@@ -61,7 +61,15 @@ from kproto.capture.reassembly import (
     TcpReassembler,
 )
 from kproto.errors import DecodeError, KprotoError, LengthMismatchError, UnsupportedVersionError
-from kproto.framing import DEFAULT_MAX_FRAME_SIZE, MIN_REQUEST_SIZE, decode_request_header, plausible_request_header
+from kproto.framing import (
+    DEFAULT_MAX_FRAME_SIZE,
+    MIN_REQUEST_SIZE,
+    MIN_RESPONSE_SIZE,
+    REQUEST_HEAD,
+    decode_request_header,
+    expects_response,
+    plausible_request_header,
+)
 
 __all__ = [
     "ProblemKind",
@@ -76,10 +84,9 @@ __all__ = [
 #: Server ports assumed when none are given.
 DEFAULT_PORTS = frozenset({9092})
 
-_HEAD = struct.Struct(">ihhi")  # size, api_key, api_version, correlation_id
 _I32 = struct.Struct(">i")
 _MIN_REQUEST = MIN_REQUEST_SIZE
-_MIN_RESPONSE = 4  # correlation_id
+_MIN_RESPONSE = MIN_RESPONSE_SIZE
 
 
 class ProblemKind(str, enum.Enum):
@@ -527,7 +534,7 @@ class KafkaConversations:
                           conn, d, offset, packet, ts, frame)
             if damaged_at < 12:
                 return  # not even the header survived: nothing to pair a response with
-            _size, api_key, version, corr = _HEAD.unpack_from(frame, 0)
+            _size, api_key, version, corr = REQUEST_HEAD.unpack_from(frame, 0)
         else:
             try:
                 header, msg = kproto.decode_request(frame)
@@ -549,7 +556,7 @@ class KafkaConversations:
             api_key, version, corr = header.api_key, header.api_version, header.correlation_id
         self.stats.requests += 1
         pending = _Pending(api_key, version, corr, header, msg, error, len(frame), offset, packet, ts)
-        if api_key == 0 and msg is not None and getattr(msg, "acks", None) == 0:
+        if header is not None and msg is not None and not expects_response(header, msg):
             self._emit_exchange(conn, pending, expects_response=False)
             return
         conn.pending.append(pending)

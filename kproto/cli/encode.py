@@ -21,7 +21,8 @@ Encode frames from JSON: the exact inverse of 'kproto decode --format json' (or 
 decode document, JSON Lines of frame records, a list of frame records, or one frame record; records
 other than frames (problems, summary) are ignored.  Output is hex text, one frame a line (default),
 raw bytes (--raw), or JSON records with the bytes as {"$bytes": base64} (--format json/jsonl).
-Exit code: 0 every frame encoded, 1 a record could not be encoded, 2 usage error or unreadable JSON."""
+Exit code: 0 every frame encoded, 1 a record could not be encoded or the input holds no frame record,
+2 usage error, empty input or unreadable JSON."""
 
 
 def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> argparse.ArgumentParser:
@@ -40,6 +41,10 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if args.raw and args.format != "text":
         parser.error("--raw writes bytes; it does not combine with --format json/jsonl")
     text = _read_text(args.file)
+    if not text.strip():
+        print("kproto encode: the input is empty (expected the JSON that 'kproto decode --format json' prints)",
+              file=sys.stderr)
+        return EXIT_USAGE
     try:
         records = list(frame_records(text))
     except ValueError as exc:

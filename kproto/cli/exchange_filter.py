@@ -14,7 +14,7 @@ A test with no operator is true when the field is set: ``error`` (a non-zero err
 ``[...]``).  Fields holding several values (``topic``, ``partition``, ``group``, ``error``, ``port``) match
 when any value does, and ``!=`` when none does.  ``api`` takes a name (any case, old names too) or a
 number; ``error`` a code or its name.  Numbers compare as numbers.  Field list: see
-:data:`kproto.cli.exchange_facts.FIELD_NAMES`; examples::
+:data:`kproto.cli.filter_fields.FIELD_NAMES`; examples::
 
     api=Produce and topic=orders
     error or failed
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, List, Optional, Tuple
 
 import kproto
-from kproto.cli.exchange_facts import FIELD_NAMES, ExchangeFacts
+from kproto.cli.filter_fields import FIELD_NAMES, FilterFields
 
 __all__ = ["FilterSyntaxError", "ExchangeFilter", "compile_filter"]
 
@@ -44,7 +44,7 @@ _TOKEN = re.compile(r"""\s*(?:
 _OPS = ("=", "==", "!=", "<", "<=", ">", ">=", "~")
 _MULTI = frozenset({"topic", "partition", "group", "error", "port"})
 
-Predicate = Callable[[ExchangeFacts], bool]
+Predicate = Callable[[FilterFields], bool]
 
 
 class FilterSyntaxError(ValueError):
@@ -193,7 +193,7 @@ def _matcher(op: str, expected: Any) -> Callable[[Any], bool]:
 
 
 class ExchangeFilter:
-    """A compiled filter: call it with :class:`ExchangeFacts`."""
+    """A compiled filter: call it with :class:`FilterFields`."""
 
     def __init__(self, expression: str) -> None:
         parser = _Parser(_tokens(expression))
@@ -204,7 +204,7 @@ class ExchangeFilter:
         if parser.peek() is not None:
             raise FilterSyntaxError(f"unexpected {parser.peek().text!r} in the filter")  # type: ignore[union-attr]
 
-    def __call__(self, facts: ExchangeFacts) -> bool:
+    def __call__(self, facts: FilterFields) -> bool:
         return self._predicate(facts)
 
 

@@ -7,7 +7,7 @@ from typing import Any, Dict, Iterator, List, Optional
 
 from kproto._generated.error_codes import name_in_context
 from kproto.capture.conversation import Exchange, Problem
-from kproto.cli.exchange_facts import all_error_codes
+from kproto.cli.filter_fields import all_error_codes
 from kproto.cli.json_values import bytes_json, error_json, message_json
 from kproto.cli.terminal_style import Style
 from kproto.cli.tree_view import tree_lines

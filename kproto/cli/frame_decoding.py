@@ -18,7 +18,7 @@ from typing import Any, Deque, Optional, Tuple
 import kproto
 from kproto.apis import ApiInfo
 from kproto.errors import DecodeError, KprotoError, UnsupportedVersionError
-from kproto.framing import ResponseHeader, decode_request_header
+from kproto.framing import ResponseHeader, decode_request_header, expects_response
 from kproto.wire import trailing_bytes
 
 __all__ = ["DecodedFrame", "FrameDecoder", "MODES"]
@@ -135,7 +135,7 @@ class FrameDecoder:
     def _remember(self, frame: DecodedFrame) -> DecodedFrame:
         info = frame.api_info
         if frame.header is not None and info is not None and frame.api_version in info.versions:
-            if not (frame.api_key == 0 and getattr(frame.body, "acks", None) == 0):  # acks=0: no answer comes
+            if frame.body is None or expects_response(frame.header, frame.body):
                 self._pending.append((frame.correlation_id, frame.api_key, frame.api_version))
                 if len(self._pending) > _MAX_PENDING:
                     self._pending.popleft()

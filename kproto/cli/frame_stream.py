@@ -15,13 +15,11 @@ import struct
 from dataclasses import dataclass
 from typing import Iterable, Iterator, List, Optional, Union
 
-from kproto.framing import MIN_REQUEST_SIZE, plausible_request_header
+from kproto.framing import MIN_REQUEST_SIZE, MIN_RESPONSE_SIZE, plausible_request_header
 
 __all__ = ["InputFrame", "InputProblem", "FrameSplitter", "split_frames"]
 
 _I32 = struct.Struct(">i")
-#: A response is at least its correlation id.
-MIN_RESPONSE_SIZE = 4
 # Where a request header may start: a size below 128 MiB (first byte 0..7), api key 0..255, version 0..255.
 # The regex only proposes candidates; _plausible_request checks them properly.
 _CANDIDATE = re.compile(rb"(?=[\x00-\x07][\x00-\xff]{3}\x00[\x00-\xff]\x00[\x00-\xff])")

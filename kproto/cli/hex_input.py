@@ -9,7 +9,7 @@ Hex text accepted, line by line (a ``#`` starts a comment outside dumps; blank l
   ``\\x00\\x00``, with commas allowed between items;
 * dumps with an offset column: ``xxd`` (``00000000: 0000 001a  ....``), ``hexdump -C``
   (``00000000  00 00 00 1a  ...  |....|``), ``tshark -x`` / Wireshark "Copy as Hex Dump"
-  (``0000  00 00 00 1a ...   ....``) and the ``0000: 00 00 ...`` form of protocol.md.  The offset and
+  (``0000  00 00 00 1a ...   ....``) and the ``0000: 00 00 ...`` form of docs/protocol-notes.md and samples/frames.hex.  The offset and
   the ASCII column are dropped;
 * label lines ending in ``:`` (``Frame (74 bytes):``, as tshark prints) are skipped.
 
@@ -30,7 +30,7 @@ __all__ = ["HexSyntaxError", "HexTextDecoder", "InputChunks", "open_input_chunks
 _CHUNK = 1 << 20
 _SNIFF = 4096
 
-# An offset column: 4-8 hex digits then ":" (xxd, protocol.md) or two spaces (hexdump -C, tshark -x).
+# An offset column: 4-8 hex digits then ":" (xxd, samples/frames.hex) or two spaces (hexdump -C, tshark -x).
 _DUMP_OFFSET = re.compile(r"^\s*([0-9A-Fa-f]{4,8})(?::\s?|  )")
 # hexdump -C pads every line so that its |ascii| column starts at this character position.
 _HEXDUMP_C_LINE = re.compile(r"^[0-9A-Fa-f]{8}  ")

@@ -6,7 +6,7 @@ Text layout, one range per line (long ranges continue on following lines, 16 byt
     000c  00 06                                              client_id (length): 6
     000e  6b 70 72 6f 74 6f                                  client_id: 'kproto'
 
-Offsets are frame offsets (the size prefix is at 0), as in protocol.md §7.
+Offsets are frame offsets (the size prefix is at 0), as in the worked examples of docs/protocol-notes.md.
 """
 
 from __future__ import annotations

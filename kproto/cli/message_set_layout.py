@@ -1,7 +1,7 @@
 """Where each field of each message of a message set sits: labelled byte ranges for the hex dump.
 
 The records layer decodes message sets but (rightly) keeps no byte positions, so this is a small walker
-of its own over the magic 0/1 layout (protocol.md §4.1-4.2)::
+of its own over the magic 0/1 layout (specs/ and docs/protocol-notes.md)::
 
     offset int64 | message_size int32 | crc uint32 | magic int8 | attributes int8
                  | [timestamp int64, magic 1] | key int32 length + bytes | value int32 length + bytes

@@ -8,7 +8,7 @@ from typing import Any, Dict, Optional
 
 from kproto.capture.conversation import DEFAULT_PORTS, Exchange, Problem, ProblemKind, decode_capture
 from kproto.cli.command_options import add_color_option, add_format_option, add_max_frame_option, open_binary_input
-from kproto.cli.exchange_facts import ExchangeFacts
+from kproto.cli.filter_fields import FilterFields
 from kproto.cli.exchange_filter import ExchangeFilter, FilterSyntaxError
 from kproto.cli.exchange_view import exchange_json, exchange_line, exchange_tree, problem_json, problem_line
 from kproto.cli.exit_codes import EXIT_FAILED, EXIT_OK
@@ -86,7 +86,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
                                      max_frame_size=args.max_frame_size):
             if isinstance(record, Exchange):
                 tally.exchanges += 1
-                if selector is None or selector(ExchangeFacts(record)):
+                if selector is None or selector(FilterFields(record)):
                     tally.shown += 1
                     output.exchange(record)
             else:

@@ -14,6 +14,7 @@ from kproto.connection.client import (
     ClientState,
     ConnectionClosed,
     Response,
+    SentRequest,
 )
 from kproto.connection.correlation import BROKER_QUIRKS, CorrelationTracker, InFlight, InFlightLimitError
 from kproto.connection.server import (
@@ -41,6 +42,7 @@ __all__ = [
     "InFlightLimitError",
     "RequestReceived",
     "Response",
+    "SentRequest",
     "ServerConnection",
     "ServerEvent",
     "ServerState",

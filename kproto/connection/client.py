@@ -35,9 +35,17 @@ from dataclasses import dataclass
 from typing import List, Mapping, Optional, Tuple, Union
 
 from kproto.apis import APIS
-from kproto.connection.correlation import CorrelationTracker, InFlight, InFlightLimitError, expects_response
+from kproto.connection.correlation import CorrelationTracker, InFlight, InFlightLimitError
 from kproto.errors import KprotoError, ProtocolError
-from kproto.framing import DEFAULT_MAX_FRAME_SIZE, FrameReader, ResponseHeader, decode_response, encode_request
+from kproto.framing import (
+    DEFAULT_MAX_FRAME_SIZE,
+    FrameReader,
+    RequestHeader,
+    ResponseHeader,
+    decode_response,
+    encode_request,
+    expects_response,
+)
 from kproto.message_base import Message
 
 __all__ = [
@@ -45,6 +53,7 @@ __all__ = [
     "ClientEvent",
     "CLIENT_TRANSITIONS",
     "Response",
+    "SentRequest",
     "ConnectionClosed",
     "ClientConnection",
 ]
@@ -116,6 +125,19 @@ class Response:
 
 
 @dataclass(frozen=True)
+class SentRequest:
+    """What :meth:`ClientConnection.send` made: the frame to write, its correlation id, and whether a
+    response will come (not for an ``acks=0`` Produce).  ``bytes(sent)`` is the frame."""
+
+    frame: bytes
+    correlation_id: int
+    expects_response: bool
+
+    def __bytes__(self) -> bytes:
+        return self.frame
+
+
+@dataclass(frozen=True)
 class ConnectionClosed:
     """The broker closed the stream; ``unanswered`` are the requests that were still in flight."""
 
@@ -173,21 +195,21 @@ class ClientConnection:
 
     # ---------------------------------------------------------------- sending
 
-    def send(self, message: Message, version: int) -> bytes:
-        """The frame for ``message`` in ``version``, with a fresh correlation id; write it as is."""
+    def send(self, message: Message, version: int) -> SentRequest:
+        """Frame ``message`` in ``version`` with a fresh correlation id; write ``.frame`` as is."""
         api_key = message.API_KEY
         if api_key is None or getattr(message, "KIND", None) != "request":
             raise ProtocolError(f"{type(message).__name__} is not a request")
         if api_key not in APIS or version not in APIS[api_key].versions:
             raise ProtocolError(f"{type(message).__name__} has no version {version}")
-        one_way = not expects_response(api_key, message)
+        one_way = not expects_response(RequestHeader(api_key=api_key), message)
         event = self._send_event(one_way)
         frame = encode_request(message, version, self._peek_id(), self.client_id)
         cid = self._tracker.next_id()
         if not one_way:
             self._tracker.track(cid, api_key, version, message)
         self._transition(event)
-        return frame
+        return SentRequest(frame, cid, not one_way)
 
     def _peek_id(self) -> int:
         return self._tracker._next_id  # encoded before the id is taken, so a failed encode wastes none

@@ -1,6 +1,6 @@
 """Correlation ids: handing them out, and pairing each response with the request it answers.
 
-A Kafka connection answers requests strictly in the order they were sent (protocol.md §1.2, "Ordering"),
+A Kafka connection answers requests strictly in the order they were sent (docs/protocol-notes.md, "Ordering"),
 so the requests in flight form a FIFO queue and a response can only answer the *oldest* one.  The
 correlation id a response carries is therefore a check, not a lookup key: a response whose id belongs
 to a younger request in flight is *out of order*, one whose id belongs to no request is *unknown*, and
@@ -22,25 +22,17 @@ from kproto.errors import ProtocolError
 
 __all__ = [
     "GROUP_COORDINATOR_KEY",
-    "PRODUCE_KEY",
     "BROKER_QUIRKS",
     "InFlight",
     "InFlightLimitError",
     "CorrelationTracker",
-    "expects_response",
 ]
 
-PRODUCE_KEY = 0
 GROUP_COORDINATOR_KEY = 10
 #: The values ``broker_quirks`` accepts: ``None`` (a well-behaved broker) or ``"0.8.2"``.
 BROKER_QUIRKS = (None, "0.8.2")
 
 _INT32_MAX = 0x7FFFFFFF
-
-
-def expects_response(api_key: int, message: Any) -> bool:
-    """False only for a Produce request with ``acks == 0``, which a broker never answers (§1.2)."""
-    return not (api_key == PRODUCE_KEY and getattr(message, "acks", 1) == 0)
 
 
 def check_quirks(broker_quirks: Optional[str]) -> Optional[str]:

@@ -11,7 +11,7 @@ trailing bytes) -- its framing was intact, so the stream can go on, but a 0.8/0.
 the connection, and so does :class:`~kproto.broker.MockBroker`.  ``receive_data(b"")`` means the client
 closed and yields :class:`ClientClosed`.
 
-A broker answers the requests of one connection in the order they came (protocol.md §1.2), so the
+A broker answers the requests of one connection in the order they came (docs/protocol-notes.md, "Ordering"), so the
 requests owed a response form a FIFO queue.  ``send_response(request, message)`` frames the response
 for ``request``, which must be the oldest request still owed one; answering another, answering twice,
 or answering an ``acks=0`` Produce (which gets no response) raises :class:`~kproto.errors.ProtocolError`.
@@ -32,7 +32,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Deque, List, Mapping, Optional, Tuple, Union
 
-from kproto.connection.correlation import GROUP_COORDINATOR_KEY, check_quirks, expects_response
+from kproto.connection.correlation import GROUP_COORDINATOR_KEY, check_quirks
 from kproto.errors import KprotoError, ProtocolError
 from kproto.framing import (
     DEFAULT_MAX_FRAME_SIZE,
@@ -41,6 +41,7 @@ from kproto.framing import (
     decode_request,
     decode_request_header,
     encode_response,
+    expects_response,
 )
 from kproto.message_base import Message
 
@@ -199,7 +200,7 @@ class ServerConnection:
         except KprotoError as exc:
             self._transition(ServerEvent.BAD_REQUEST)
             return BadRequest(header, exc, frame)
-        wants_answer = expects_response(header.api_key, message)
+        wants_answer = expects_response(header, message)
         request = RequestReceived(header, message, len(frame), wants_answer)
         if wants_answer:
             self._owed.append(request)

@@ -2,7 +2,7 @@
 
 The group leader runs an assignor on the subscriptions it receives in its JoinGroup response and hands
 the result back in SyncGroup.  Every consumer of a group must agree on the outcome bit for bit, so these
-functions reproduce the 0.9.0 Java classes exactly, sort orders included (protocol.md §5.2):
+functions reproduce the 0.9.0 Java classes exactly, sort orders included (docs/protocol-notes.md, "The consumer protocol and its assignors"):
 
 * member ids and topic names are ordered as Java's ``String.compareTo`` orders them, i.e. by UTF-16
   code unit, which is *not* Python's code point order once characters outside the BMP appear

@@ -1,4 +1,4 @@
-"""The embedded consumer protocol (§5.1) as plain values, on top of kproto's generated classes.
+"""The embedded consumer protocol (docs/protocol-notes.md, "The consumer protocol") as plain values, on top of kproto's generated classes.
 
 :class:`ConsumerProtocolCodec` turns a subscription (a list of topics) into JoinGroup protocol metadata
 and an assignment (``{topic: [partitions]}``) into SyncGroup member-assignment bytes, and back.  Both

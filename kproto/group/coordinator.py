@@ -4,28 +4,29 @@ Theory of operation
 ===================
 
 A :class:`GroupCoordinator` manages many consumer groups the way a 0.9.0.0 broker does
-(protocol.md §6).  It never touches sockets, threads or a clock: every call takes ``now_ms`` and every
+(docs/protocol-notes.md, "The group coordinator").  It never touches sockets, threads or a clock: every call takes ``now_ms`` and every
 timer is a deadline the caller learns from :meth:`GroupCoordinator.next_deadline_ms` and honours by
 calling :meth:`GroupCoordinator.tick`.
 
-**Calls and replies.**  Each request method takes an opaque ``reply_to`` token and returns a list of
-:class:`Reply` objects.  JoinGroup and SyncGroup answers may be *parked*: the call returns without a
+**Calls and replies.**  :meth:`GroupCoordinator.handle` takes a decoded request message (the generated
+classes of :mod:`kproto.messages`, in a version of :data:`SERVED_VERSIONS`) with an opaque ``reply_to``
+token and returns a list of :class:`Reply` objects, each carrying a response message.  JoinGroup and SyncGroup answers may be *parked*: the call returns without a
 reply for its own token, and the reply appears later in the list returned by another call (another
 member's JoinGroup, the leader's SyncGroup, a LeaveGroup) or by :meth:`GroupCoordinator.tick`.  Every
 other request is answered at once, but may still release parked replies of other callers.  The caller
 sends each reply to whoever its token names.  A member that re-sends JoinGroup (or SyncGroup) while an
 earlier one is parked replaces the earlier token; as in 0.9.0 the replaced one is never answered.
 
-**Group states** are the four of §6.1.  A brand-new group is ``Stable`` with generation 0 and no
+**Group states** are the four a 0.9 broker reports.  A brand-new group is ``Stable`` with generation 0 and no
 members, and leaves that state with its first member.  Group transitions are the :data:`TRANSITIONS`
 table (state × event → state); nothing else changes ``GroupState``.  A group reaching ``Dead`` is
 removed at once, so later requests see an unknown group; its committed offsets stay (0.9.0 keys them
 by group, topic and partition, apart from membership).
 
 **Request handling** is two tables.  :data:`CHECKS` lists, per API, the checks that run in 0.9.0's
-order (§6.3); the first that fails answers with its error code.  One of them is ``Check.STATE``, which
+order; the first that fails answers with its error code.  One of them is ``Check.STATE``, which
 consults :data:`RESPONSES` (request kind × group state → an error code, or the :class:`Handling` to
-apply once the remaining checks pass), as in §6.4.
+apply once the remaining checks pass).
 
 **Join phase.**  A rebalance starts (``PreparingRebalance``) when a member joins, when a known member
 joins with changed metadata (or, in Stable, when the leader re-joins), and when a member leaves or
@@ -74,11 +75,28 @@ from typing import (
     Union,
 )
 
-from kproto.errors import ProtocolError
-from kproto.group import requests as rq
-from kproto.group import responses as rs
-from kproto.group.offset_store import OffsetStore
 from kproto import ErrorCode
+from kproto.errors import ProtocolError, UnsupportedVersionError
+from kproto.group.offset_store import OffsetStore
+from kproto.message_base import Message
+from kproto.messages import (
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
 
 __all__ = [
     "GroupState",
@@ -90,6 +108,7 @@ __all__ = [
     "Check",
     "CHECKS",
     "CHECK_ERRORS",
+    "SERVED_VERSIONS",
     "CoordinatorConfig",
     "Reply",
     "MemberSnapshot",
@@ -102,8 +121,8 @@ __all__ = [
 # The tables
 
 
-class GroupState(enum.Enum):
-    """A group's state; the values are the names DescribeGroups reports (§6.1)."""
+class GroupState(str, enum.Enum):
+    """A group's state; the values are the names DescribeGroups reports (a ``str``, so they compare as such)."""
 
     PREPARING_REBALANCE = "PreparingRebalance"
     AWAITING_SYNC = "AwaitingSync"
@@ -171,7 +190,7 @@ _K = RequestKind
 _H = Handling
 _C = ErrorCode
 
-#: request kind × group state → an error code to answer with, or the handling to apply (§6.4).
+#: request kind × group state → an error code to answer with, or the handling to apply.
 RESPONSES: Mapping[Tuple[RequestKind, GroupState], Union[ErrorCode, Handling]] = {
     (_K.JOIN_NEW_MEMBER, _S.PREPARING_REBALANCE): _H.ADD_MEMBER,
     (_K.JOIN_NEW_MEMBER, _S.AWAITING_SYNC): _H.ADD_MEMBER,
@@ -206,7 +225,7 @@ RESPONSES: Mapping[Tuple[RequestKind, GroupState], Union[ErrorCode, Handling]] =
 
 
 class Check(enum.Enum):
-    """One pre-check of §6.3 (the value describes what must hold); :data:`CHECK_ERRORS` gives its code."""
+    """One pre-check a 0.9.0 coordinator runs (the value describes what must hold); :data:`CHECK_ERRORS` gives its code."""
 
     COORDINATOR_ACTIVE = "the coordinator is running"
     GROUP_ID_VALID = "group_id is not empty"
@@ -250,7 +269,7 @@ CHECK_ERRORS: Mapping[Check, ErrorCode] = {
 }
 _COMMON = (_X.COORDINATOR_ACTIVE, _X.GROUP_OWNED, _X.GROUP_LOADED)
 
-#: API → its checks in 0.9.0's order (§6.3).
+#: API → its checks in 0.9.0's order.
 CHECKS: Mapping[str, Tuple[Check, ...]] = {
     "join_group": (
         _X.COORDINATOR_ACTIVE, _X.GROUP_ID_VALID, _X.GROUP_OWNED, _X.GROUP_LOADED,
@@ -281,6 +300,20 @@ _API_KIND: Mapping[str, RequestKind] = {
     "commit_offsets": _K.OFFSET_COMMIT,
 }
 
+#: Request class → the (lowest, highest) version the coordinator answers: what a 0.9.0 broker's
+#: coordinator served.  OffsetCommit v0 and OffsetFetch v0 are not here: 0.9 kept those offsets in
+#: ZooKeeper, outside group management (the mock broker answers them itself).
+SERVED_VERSIONS: Mapping[type, Tuple[int, int]] = {
+    JoinGroupRequest: (0, 0),
+    SyncGroupRequest: (0, 0),
+    HeartbeatRequest: (0, 0),
+    LeaveGroupRequest: (0, 0),
+    OffsetCommitRequest: (1, 2),
+    OffsetFetchRequest: (1, 1),
+    DescribeGroupsRequest: (0, 0),
+    ListGroupsRequest: (0, 0),
+}
+
 
 # --------------------------------------------------------------------------------------------------
 # Public value types
@@ -304,7 +337,7 @@ class Reply:
     """An answer for the request whose call carried ``reply_to``."""
 
     reply_to: object
-    result: rs.GroupResponse
+    result: Message
 
 
 @dataclass(frozen=True)
@@ -417,10 +450,9 @@ class _Group:
     def all_rejoined(self) -> bool:
         return all(member.parked_join is not None for member in self.members.values())
 
-    def member_metadata(self) -> Tuple[rs.JoinGroupMember, ...]:
-        return tuple(
-            rs.JoinGroupMember(m.member_id, m.metadata_for(self.protocol)) for m in self.members.values()
-        )
+    def member_metadata(self) -> List[JoinGroupResponse.JoinGroupResponseMember]:
+        Member = JoinGroupResponse.JoinGroupResponseMember
+        return [Member(member_id=m.member_id, metadata=m.metadata_for(self.protocol)) for m in self.members.values()]
 
 
 @dataclass
@@ -439,6 +471,11 @@ class _Call:
 
 
 _Verdict = Union[ErrorCode, Handling, None]
+
+
+def _join_error(code: ErrorCode, member_id: str) -> JoinGroupResponse:
+    """A failed JoinGroup: no generation (0.9.0 answers 0 here, not the field's default −1), no leader."""
+    return JoinGroupResponse(error_code=code, generation_id=0, member_id=member_id)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -476,146 +513,61 @@ class GroupCoordinator:
 
     # ---------------------------------------------------------------- requests
 
-    def join_group(
-        self,
-        reply_to: object,
-        *,
-        group_id: str,
-        member_id: str,
-        client_id: str,
-        client_host: str,
-        session_timeout_ms: int,
-        protocol_type: str,
-        protocols: Sequence[Tuple[str, bytes]],
-        now_ms: int,
-    ) -> List[Reply]:
-        """JoinGroup.  ``protocols`` are (name, metadata) in the member's preference order."""
-        call = _Call(
-            "join_group", reply_to, group_id, member_id,
-            session_timeout_ms=session_timeout_ms, protocol_type=protocol_type,
-            protocols=tuple((name, bytes(meta)) for name, meta in protocols),
-        )
-        return self._run(call, now_ms, lambda: self._apply_join(call, client_id, client_host))
-
-    def sync_group(
-        self,
-        reply_to: object,
-        *,
-        group_id: str,
-        generation_id: int,
-        member_id: str,
-        assignments: Mapping[str, bytes],
-        now_ms: int,
-    ) -> List[Reply]:
-        """SyncGroup.  ``assignments`` (member id → assignment bytes) is empty unless sent by the leader."""
-        call = _Call("sync_group", reply_to, group_id, member_id, generation_id)
-        return self._run(call, now_ms, lambda: self._apply_sync(call, dict(assignments)))
-
-    def heartbeat(
-        self, reply_to: object, *, group_id: str, generation_id: int, member_id: str, now_ms: int
-    ) -> List[Reply]:
-        """Heartbeat."""
-        call = _Call("heartbeat", reply_to, group_id, member_id, generation_id)
-        return self._run(call, now_ms, lambda: self._apply_heartbeat(call))
-
-    def leave_group(self, reply_to: object, *, group_id: str, member_id: str, now_ms: int) -> List[Reply]:
-        """LeaveGroup."""
-        call = _Call("leave_group", reply_to, group_id, member_id)
-        return self._run(call, now_ms, lambda: self._apply_leave(call))
-
-    def commit_offsets(
-        self,
-        reply_to: object,
-        *,
-        group_id: str,
-        generation_id: int,
-        member_id: str,
-        offsets: Mapping[Tuple[str, int], Tuple[int, Optional[str]]],
-        retention_time_ms: int = -1,
-        now_ms: int,
-    ) -> List[Reply]:
-        """OffsetCommit v1/v2.  ``offsets``: (topic, partition) → (offset, metadata)."""
-        call = _Call("commit_offsets", reply_to, group_id, member_id, generation_id)
-        return self._run(
-            call, now_ms,
-            lambda: self._apply_commit(call, offsets, retention_time_ms, None),
-            lambda code: self._apply_commit(call, offsets, retention_time_ms, code),
-        )
-
-    def fetch_offsets(
-        self,
-        reply_to: object,
-        *,
-        group_id: str,
-        partitions: Optional[Iterable[Tuple[str, int]]] = None,
-        now_ms: int,
-    ) -> List[Reply]:
-        """OffsetFetch v1.  ``partitions`` None or empty: every offset stored for the group (0.9.0)."""
-        call = _Call("fetch_offsets", reply_to, group_id)
-        wanted = list(partitions or ())
-        return self._run(
-            call, now_ms, lambda: self._apply_fetch(call, wanted, None),
-            lambda code: self._apply_fetch(call, wanted, code),
-        )
-
-    def describe_groups(self, reply_to: object, *, group_ids: Sequence[str], now_ms: int) -> List[Reply]:
-        """DescribeGroups: one entry per requested id, each checked on its own."""
-        self._advance(now_ms)
-        described = tuple(self._describe(group_id) for group_id in group_ids)
-        return self._emit(reply_to, rs.DescribeGroupsResponse(described))
-
-    def list_groups(self, reply_to: object, *, now_ms: int) -> List[Reply]:
-        """ListGroups: every group this coordinator holds (error 14 alongside the list while loading)."""
-        self._advance(now_ms)
-        if not self.active:
-            return self._emit(reply_to, rs.ListGroupsResponse(_C.GROUP_COORDINATOR_NOT_AVAILABLE))
-        listed = tuple(rs.ListedGroup(g.group_id, g.protocol_type) for g in self._groups.values())
-        loading = any(self._is_loading(group_id) for group_id in self._groups)
-        code = _C.GROUP_LOAD_IN_PROGRESS if loading else _C.NONE
-        return self._emit(reply_to, rs.ListGroupsResponse(code, listed))
-
     def handle(
-        self, reply_to: object, request: rq.GroupRequest, *, client_id: str, client_host: str, now_ms: int
+        self, reply_to: object, request: Message, api_version: int, *, client_id: str, client_host: str,
+        now_ms: int,
     ) -> List[Reply]:
-        """Dispatch a request value from :mod:`kproto.group.requests` to the matching method."""
-        if isinstance(request, rq.JoinGroupRequest):
-            return self.join_group(
-                reply_to, group_id=request.group_id, member_id=request.member_id, client_id=client_id,
-                client_host=client_host, session_timeout_ms=request.session_timeout,
-                protocol_type=request.protocol_type,
-                protocols=[(p.protocol_name, p.protocol_metadata) for p in request.group_protocols],
-                now_ms=now_ms,
-            )
-        if isinstance(request, rq.SyncGroupRequest):
-            assignments = {a.member_id: a.member_assignment for a in request.group_assignment}
-            return self.sync_group(
-                reply_to, group_id=request.group_id, generation_id=request.generation_id,
-                member_id=request.member_id, assignments=assignments, now_ms=now_ms,
-            )
-        if isinstance(request, rq.HeartbeatRequest):
-            return self.heartbeat(
-                reply_to, group_id=request.group_id, generation_id=request.group_generation_id,
-                member_id=request.member_id, now_ms=now_ms,
-            )
-        if isinstance(request, rq.LeaveGroupRequest):
-            return self.leave_group(reply_to, group_id=request.group_id, member_id=request.member_id, now_ms=now_ms)
-        if isinstance(request, rq.OffsetCommitRequest):
-            offsets = {
-                (t.topic, p.partition): (p.offset, p.metadata) for t in request.topics for p in t.partitions
-            }
-            return self.commit_offsets(
-                reply_to, group_id=request.group_id, generation_id=request.group_generation_id,
-                member_id=request.member_id, offsets=offsets, retention_time_ms=request.retention_time,
-                now_ms=now_ms,
-            )
-        if isinstance(request, rq.OffsetFetchRequest):
-            wanted = [(t.topic, p) for t in request.topics for p in t.partitions]
-            return self.fetch_offsets(reply_to, group_id=request.group_id, partitions=wanted, now_ms=now_ms)
-        if isinstance(request, rq.DescribeGroupsRequest):
-            return self.describe_groups(reply_to, group_ids=request.group_ids, now_ms=now_ms)
-        if isinstance(request, rq.ListGroupsRequest):
-            return self.list_groups(reply_to, now_ms=now_ms)
-        raise ProtocolError(f"not a group coordinator request: {type(request).__name__}")
+        """Take a decoded group request (a message of :mod:`kproto.messages`) sent in ``api_version``.
+
+        Returns the replies this call releases: its own (unless parked) and parked ones of other callers,
+        each a response message in the version its request was sent in.  ``client_id`` and
+        ``client_host`` come from the request header and the connection; DescribeGroups reports them.
+        Raises :class:`~kproto.errors.UnsupportedVersionError` for a request the coordinator does not
+        speak (:data:`SERVED_VERSIONS`).
+        """
+        served = SERVED_VERSIONS.get(type(request))
+        if served is None:
+            raise UnsupportedVersionError(f"the group coordinator does not answer {type(request).__name__}")
+        if not served[0] <= api_version <= served[1]:
+            raise UnsupportedVersionError(
+                f"the group coordinator answers {type(request).__name__} v{served[0]}-v{served[1]}, "
+                f"not v{api_version}")
+        self._advance(now_ms)
+        if isinstance(request, JoinGroupRequest):
+            call = _Call("join_group", reply_to, request.group_id, request.member_id,
+                         session_timeout_ms=request.session_timeout_ms, protocol_type=request.protocol_type,
+                         protocols=tuple((p.name, bytes(p.metadata)) for p in request.protocols))
+            self._run(call, lambda: self._apply_join(call, client_id, client_host))
+        elif isinstance(request, SyncGroupRequest):
+            call = _Call("sync_group", reply_to, request.group_id, request.member_id, request.generation_id)
+            assignments = {a.member_id: bytes(a.assignment) for a in request.assignments}
+            self._run(call, lambda: self._apply_sync(call, assignments))
+        elif isinstance(request, HeartbeatRequest):
+            call = _Call("heartbeat", reply_to, request.group_id, request.member_id, request.generation_id)
+            self._run(call, lambda: self._apply_heartbeat(call))
+        elif isinstance(request, LeaveGroupRequest):
+            call = _Call("leave_group", reply_to, request.group_id, request.member_id)
+            self._run(call, lambda: self._apply_leave(call))
+        elif isinstance(request, OffsetCommitRequest):
+            call = _Call("commit_offsets", reply_to, request.group_id, request.member_id,
+                         request.generation_id_or_member_epoch)
+            offsets = {(t.name, p.partition_index): (p.committed_offset, p.committed_metadata)
+                       for t in request.topics for p in t.partitions}
+            retention_ms = request.retention_time_ms if api_version >= 2 else -1  # v1 has no retention field
+            self._run(call, lambda: self._apply_commit(call, offsets, retention_ms, None),
+                      lambda code: self._apply_commit(call, offsets, retention_ms, code))
+        elif isinstance(request, OffsetFetchRequest):
+            call = _Call("fetch_offsets", reply_to, request.group_id)
+            wanted = [(t.name, i) for t in request.topics for i in t.partition_indexes]
+            self._run(call, lambda: self._apply_fetch(call, wanted, None),
+                      lambda code: self._apply_fetch(call, wanted, code))
+        elif isinstance(request, DescribeGroupsRequest):
+            described = [self._describe(group_id) for group_id in request.groups]
+            self._reply(reply_to, DescribeGroupsResponse(groups=described))
+        else:
+            assert isinstance(request, ListGroupsRequest)
+            self._reply(reply_to, self._list_groups())
+        return self._take_replies()
 
     # ---------------------------------------------------------------- time and administration
 
@@ -673,27 +625,26 @@ class GroupCoordinator:
     # ---------------------------------------------------------------- plumbing
 
     def _run(
-        self,
-        call: _Call,
-        now_ms: int,
-        apply: Callable[[], None],
-        on_error: Optional[Callable[[ErrorCode], None]] = None,
-    ) -> List[Reply]:
-        """Fire overdue timers, run the checks, then apply the handling or answer the error."""
-        self._advance(now_ms)
+        self, call: _Call, apply: Callable[[], None], on_error: Optional[Callable[[ErrorCode], None]] = None,
+    ) -> None:
+        """Run the checks, then apply the handling or answer the error."""
         verdict = self._check(call)
         if isinstance(verdict, ErrorCode):
             (on_error or (lambda code: self._answer_error(call, code)))(verdict)
         else:
             call.handling = verdict
             apply()
-        return self._take_replies()
 
-    def _emit(self, reply_to: object, result: rs.GroupResponse) -> List[Reply]:
-        self._replies.append(Reply(reply_to, result))
-        return self._take_replies()
+    def _list_groups(self) -> ListGroupsResponse:
+        """Every group this coordinator holds (error 14 alongside the list while loading)."""
+        if not self.active:
+            return ListGroupsResponse(error_code=_C.GROUP_COORDINATOR_NOT_AVAILABLE)
+        listed = [ListGroupsResponse.ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type)
+                  for g in self._groups.values()]
+        loading = any(self._is_loading(group_id) for group_id in self._groups)
+        return ListGroupsResponse(error_code=_C.GROUP_LOAD_IN_PROGRESS if loading else _C.NONE, groups=listed)
 
-    def _reply(self, reply_to: object, result: rs.GroupResponse) -> None:
+    def _reply(self, reply_to: object, result: Message) -> None:
         self._replies.append(Reply(reply_to, result))
 
     def _take_replies(self) -> List[Reply]:
@@ -704,7 +655,7 @@ class GroupCoordinator:
         assert self._now_ms is not None
         return self._now_ms
 
-    # ---------------------------------------------------------------- checks (§6.3)
+    # ---------------------------------------------------------------- checks
 
     def _check(self, call: _Call) -> _Verdict:
         """Run the API's checks; an ErrorCode answers the call, a Handling (or None) proceeds."""
@@ -765,14 +716,14 @@ class GroupCoordinator:
 
     def _answer_error(self, call: _Call, code: ErrorCode) -> None:
         if call.api == "join_group":
-            self._reply(call.reply_to, rs.JoinGroupResponse(code, 0, "", "", call.member_id))
+            self._reply(call.reply_to, _join_error(code, call.member_id))
         elif call.api == "sync_group":
-            self._reply(call.reply_to, rs.SyncGroupResponse(code))
+            self._reply(call.reply_to, SyncGroupResponse(error_code=code))
         elif call.api == "heartbeat":
-            self._reply(call.reply_to, rs.HeartbeatResponse(code))
+            self._reply(call.reply_to, HeartbeatResponse(error_code=code))
         else:
             assert call.api == "leave_group", call.api
-            self._reply(call.reply_to, rs.LeaveGroupResponse(code))
+            self._reply(call.reply_to, LeaveGroupResponse(error_code=code))
 
     # ---------------------------------------------------------------- JoinGroup
 
@@ -791,7 +742,7 @@ class GroupCoordinator:
         if answer_now:
             is_leader = member.member_id == group.leader_id
             # In Stable only followers get here, so only AwaitingSync can list members (for the leader).
-            members = group.member_metadata() if is_leader else ()
+            members = group.member_metadata() if is_leader else []
             self._reply(call.reply_to, self._join_result(group, member, members))
             return
         member.protocols = call.protocols
@@ -814,10 +765,11 @@ class GroupCoordinator:
         self._rebalance_and_try_complete(group)
 
     def _join_result(
-        self, group: _Group, member: _Member, members: Tuple[rs.JoinGroupMember, ...]
-    ) -> rs.JoinGroupResponse:
-        return rs.JoinGroupResponse(
-            _C.NONE, group.generation_id, group.protocol, group.leader_id or "", member.member_id, members
+        self, group: _Group, member: _Member, members: List[JoinGroupResponse.JoinGroupResponseMember]
+    ) -> JoinGroupResponse:
+        return JoinGroupResponse(
+            error_code=_C.NONE, generation_id=group.generation_id, protocol_name=group.protocol,
+            leader=group.leader_id or "", member_id=member.member_id, members=members,
         )
 
     def _rebalance_and_try_complete(self, group: _Group) -> None:
@@ -854,14 +806,14 @@ class GroupCoordinator:
         for member in group.members.values():
             parked, member.parked_join = member.parked_join, None
             assert parked is not None
-            members = leader_view if member.member_id == group.leader_id else ()
+            members = leader_view if member.member_id == group.leader_id else []
             self._reply(parked.reply_to, self._join_result(group, member, members))
             self._refresh_session(member)
 
     def _answer_join_error(self, member: _Member, code: ErrorCode) -> None:
         if member.parked_join is not None:
             parked, member.parked_join = member.parked_join, None
-            self._reply(parked.reply_to, rs.JoinGroupResponse(code, 0, "", "", member.member_id))
+            self._reply(parked.reply_to, _join_error(code, member.member_id))
 
     # ---------------------------------------------------------------- SyncGroup
 
@@ -870,7 +822,7 @@ class GroupCoordinator:
         member = group.members[call.member_id]
         self._refresh_session(member)
         if call.handling is Handling.SEND_ASSIGNMENT:
-            self._reply(call.reply_to, rs.SyncGroupResponse(_C.NONE, member.assignment))
+            self._reply(call.reply_to, SyncGroupResponse(error_code=_C.NONE, assignment=member.assignment))
             return
         member.parked_sync = _Parked(call.reply_to)
         if member.member_id == group.leader_id:
@@ -887,19 +839,19 @@ class GroupCoordinator:
             return False
         parked, member.parked_sync = member.parked_sync, None
         assignment = member.assignment if code == _C.NONE else b""
-        self._reply(parked.reply_to, rs.SyncGroupResponse(code, assignment))
+        self._reply(parked.reply_to, SyncGroupResponse(error_code=code, assignment=assignment))
         return True
 
     # ---------------------------------------------------------------- Heartbeat, LeaveGroup, sessions
 
     def _apply_heartbeat(self, call: _Call) -> None:
         self._refresh_session(self._groups[call.group_id].members[call.member_id])
-        self._reply(call.reply_to, rs.HeartbeatResponse(_C.NONE))
+        self._reply(call.reply_to, HeartbeatResponse(error_code=_C.NONE))
 
     def _apply_leave(self, call: _Call) -> None:
         group = self._groups[call.group_id]
         self._remove_member(group, group.members[call.member_id])
-        self._reply(call.reply_to, rs.LeaveGroupResponse(_C.NONE))
+        self._reply(call.reply_to, LeaveGroupResponse(error_code=_C.NONE))
 
     def _refresh_session(self, member: _Member) -> None:
         member.session_deadline_ms = self._now() + member.session_timeout_ms
@@ -956,51 +908,59 @@ class GroupCoordinator:
         error: Optional[ErrorCode],
     ) -> None:
         """Store (or, given ``error``, refuse) every partition; the answer is per partition."""
-        by_topic: Dict[str, List[rs.OffsetCommitPartitionResponse]] = {}
+        Topic = OffsetCommitResponse.OffsetCommitResponseTopic
+        Partition = Topic.OffsetCommitResponsePartition
+        by_topic: Dict[str, List[OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition]] = {}
         for (topic, partition), (offset, metadata) in offsets.items():
             code = error if error is not None else self._offsets.commit(
                 call.group_id, (topic, partition), offset, metadata, retention_ms=retention_ms, now_ms=self._now(),
             )
-            by_topic.setdefault(topic, []).append(rs.OffsetCommitPartitionResponse(partition, code))
-        responses = tuple(rs.OffsetCommitTopicResponse(t, tuple(ps)) for t, ps in by_topic.items())
-        self._reply(call.reply_to, rs.OffsetCommitResponse(responses))
+            by_topic.setdefault(topic, []).append(Partition(partition_index=partition, error_code=code))
+        topics = [Topic(name=t, partitions=ps) for t, ps in by_topic.items()]
+        self._reply(call.reply_to, OffsetCommitResponse(topics=topics))
 
     def _apply_fetch(self, call: _Call, wanted: List[Tuple[str, int]], error: Optional[ErrorCode]) -> None:
         """Answer stored offsets (offset −1, metadata "", NONE when absent), or ``error`` for each."""
         stored = self._offsets.partitions(call.group_id)
         partitions = wanted or (list(stored) if error is None else [])
-        by_topic: Dict[str, List[rs.OffsetFetchPartitionResponse]] = {}
+        Topic = OffsetFetchResponse.OffsetFetchResponseTopic
+        Partition = Topic.OffsetFetchResponsePartition
+        by_topic: Dict[str, List[OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition]] = {}
         for topic, partition in partitions:
             found = stored.get((topic, partition)) if error is None else None
             entry = (
-                rs.OffsetFetchPartitionResponse(partition, found.offset, found.metadata, _C.NONE)
+                Partition(partition_index=partition, committed_offset=found.offset, metadata=found.metadata,
+                          error_code=_C.NONE)
                 if found is not None
-                else rs.OffsetFetchPartitionResponse(partition, -1, "", error if error is not None else _C.NONE)
+                else Partition(partition_index=partition, committed_offset=-1, metadata="",
+                               error_code=error if error is not None else _C.NONE)
             )
             by_topic.setdefault(topic, []).append(entry)
-        responses = tuple(rs.OffsetFetchTopicResponse(t, tuple(ps)) for t, ps in by_topic.items())
-        self._reply(call.reply_to, rs.OffsetFetchResponse(responses))
+        topics = [Topic(name=t, partitions=ps) for t, ps in by_topic.items()]
+        self._reply(call.reply_to, OffsetFetchResponse(topics=topics))
 
     # ---------------------------------------------------------------- DescribeGroups
 
-    def _describe(self, group_id: str) -> rs.DescribedGroup:
+    def _describe(self, group_id: str) -> DescribeGroupsResponse.DescribedGroup:
+        Group = DescribeGroupsResponse.DescribedGroup
         call = _Call("describe_groups", None, group_id)
         group = self._groups.get(group_id)
         for check in CHECKS["describe_groups"]:
             if not self._passes(check, call, group):
-                return rs.DescribedGroup(check.error_code, group_id, "", "", "")
+                return Group(error_code=check.error_code, group_id=group_id)
         # An unknown group is described as Dead, like one that just died.
         handling = RESPONSES[(RequestKind.DESCRIBE, group.state if group else GroupState.DEAD)]
         if group is None or handling is Handling.DESCRIBE_AS_DEAD:
-            return rs.DescribedGroup(_C.NONE, group_id, GroupState.DEAD.value, "", "")
+            return Group(error_code=_C.NONE, group_id=group_id, group_state=GroupState.DEAD.value)
         full = handling is Handling.DESCRIBE_IN_FULL
-        members = tuple(
-            rs.DescribedMember(
-                m.member_id, m.client_id, m.client_host,
-                m.metadata_for(group.protocol) if full else b"",
-                m.assignment if full else b"",
+        members = [
+            Group.DescribedGroupMember(
+                member_id=m.member_id, client_id=m.client_id, client_host=m.client_host,
+                member_metadata=m.metadata_for(group.protocol) if full else b"",
+                member_assignment=m.assignment if full else b"",
             )
             for m in group.members.values()
-        )
-        protocol = group.protocol if full else ""
-        return rs.DescribedGroup(_C.NONE, group_id, group.state.value, group.protocol_type, protocol, members)
+        ]
+        return Group(error_code=_C.NONE, group_id=group_id, group_state=group.state.value,
+                     protocol_type=group.protocol_type, protocol_data=group.protocol if full else "",
+                     members=members)

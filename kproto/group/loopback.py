@@ -15,11 +15,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Deque, Dict, List, Mapping, Optional, Tuple
 
-from kproto.errors import ProtocolError
-from kproto.group import requests as rq
-from kproto.group import responses as rs
 from kproto import ErrorCode
-from kproto.group.coordinator import GroupCoordinator
+from kproto.errors import ProtocolError
+from kproto.group.coordinator import GroupCoordinator, Reply
 from kproto.group.member import (
     Action,
     CoordinatorNode,
@@ -27,6 +25,7 @@ from kproto.group.member import (
     MetadataNeeded,
     SendRequest,
 )
+from kproto.messages import GroupCoordinatorRequest, GroupCoordinatorResponse
 
 __all__ = ["Loopback"]
 
@@ -113,17 +112,19 @@ class Loopback:
 
     def _deliver(self, name: str, send: SendRequest) -> None:
         member = self.members[name]
-        if isinstance(send.request, rq.GroupCoordinatorRequest):
-            answer = rs.GroupCoordinatorResponse(ErrorCode.NONE, self.node.node_id, self.node.host, self.node.port)
+        if isinstance(send.request, GroupCoordinatorRequest):
+            node = self.node
+            answer = GroupCoordinatorResponse(error_code=ErrorCode.NONE, node_id=node.node_id, host=node.host,
+                                              port=node.port)
             self._enqueue(name, member.receive(send.request_id, answer, self.now_ms))
             return
         replies = self.coordinator.handle(
-            (name, send.request_id), send.request,
+            (name, send.request_id), send.request, send.api_version,
             client_id=member.config.client_id, client_host=f"/{name}", now_ms=self.now_ms,
         )
         self._route_replies(replies)
 
-    def _route_replies(self, replies: List) -> None:
+    def _route_replies(self, replies: List[Reply]) -> None:
         for reply in replies:
             name, request_id = reply.reply_to
             if name not in self.silenced:

@@ -5,13 +5,14 @@ Theory of operation
 
 A :class:`GroupMember` is the group-management half of a 0.9 Java consumer: it finds the group's
 coordinator, joins, syncs, then heartbeats, and reacts to the coordinator's error codes the way
-``AbstractCoordinator``/``ConsumerCoordinator`` do (protocol.md §6.4, last list).  It owns no socket,
+``AbstractCoordinator``/``ConsumerCoordinator`` do (docs/protocol-notes.md, "Group membership").  It owns no socket,
 thread or clock.  Every input method takes ``now_ms`` and returns a list of *actions*:
 
-* :class:`SendRequest` — send ``request`` (a value from :mod:`kproto.group.requests`) to
-  ``destination`` (the coordinator, or any broker when ``destination`` is None) and hand the answer back
-  with :meth:`GroupMember.receive` under the same ``request_id``, or report a lost connection with
-  :meth:`GroupMember.request_failed`.  Answers to requests the member no longer waits for (an older
+* :class:`SendRequest` — send ``request`` (a generated message of :mod:`kproto.messages`) in
+  ``api_version`` to ``destination`` (the coordinator, or any broker when ``destination`` is None) and
+  hand the decoded response back with :meth:`GroupMember.receive` under the same ``request_id``, or
+  report a lost connection with :meth:`GroupMember.request_failed`.  The versions are the
+  :data:`REQUEST_VERSIONS` table, those of the 0.9 Java consumer.  Answers to requests the member no longer waits for (an older
   generation, a forgotten coordinator) are ignored.
 * events for the application: :class:`PartitionsRevoked`, :class:`PartitionsAssigned`,
   :class:`MetadataNeeded`, :class:`OffsetsCommitted`, :class:`GroupFailed`.
@@ -60,19 +61,34 @@ from typing import (
     Protocol,
     Sequence,
     Tuple,
+    Type,
     Union,
 )
 
+from kproto import ErrorCode
 from kproto.errors import ProtocolError
-from kproto.group import requests as rq
-from kproto.group import responses as rs
 from kproto.group.assignors import ASSIGNORS, AssignorFunction
 from kproto.group.consumer_codec import ConsumerProtocolCodec
-from kproto import ErrorCode
+from kproto.message_base import Message
+from kproto.messages import (
+    GroupCoordinatorRequest,
+    GroupCoordinatorResponse,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
 
 __all__ = [
     "MemberState",
     "MemberEvent",
+    "REQUEST_VERSIONS",
     "TRANSITIONS",
     "Reaction",
     "REACTIONS",
@@ -196,7 +212,7 @@ def _reaction(api: str, code: int) -> Reaction:
 
 
 class ConsumerCodec(Protocol):
-    """Encodes the embedded consumer protocol (§5.1); :class:`kproto.group.consumer_codec.ConsumerProtocolCodec` is one."""
+    """Encodes the embedded consumer protocol; :class:`kproto.group.consumer_codec.ConsumerProtocolCodec` is one."""
 
     def encode_subscription(self, topics: Sequence[str]) -> bytes:
         """ConsumerProtocolMemberMetadata v0 bytes for a subscription (empty user data)."""
@@ -243,7 +259,8 @@ class SendRequest:
     """Send ``request`` to ``destination`` (None: any broker) and report the outcome under ``request_id``."""
 
     request_id: int
-    request: Union[rq.GroupCoordinatorRequest, rq.GroupRequest]
+    request: Message
+    api_version: int
     destination: Optional[CoordinatorNode]
 
 
@@ -274,7 +291,7 @@ class OffsetsCommitted:
     """The coordinator answered an OffsetCommit the member sent."""
 
     request_id: int
-    response: rs.OffsetCommitResponse
+    response: OffsetCommitResponse
 
 
 @dataclass(frozen=True)
@@ -300,14 +317,15 @@ class _InFlight:
     before_rejoin: bool = False  # the commit of the pre-join work
 
 
-#: API → the response type :meth:`GroupMember.receive` expects for it.
-_RESPONSE_TYPES: Mapping[str, type] = {
-    "group_coordinator": rs.GroupCoordinatorResponse,
-    "join_group": rs.JoinGroupResponse,
-    "sync_group": rs.SyncGroupResponse,
-    "heartbeat": rs.HeartbeatResponse,
-    "offset_commit": rs.OffsetCommitResponse,
-    "leave_group": rs.LeaveGroupResponse,
+#: API → (request class, the version the member sends it in, the response class it expects back).
+#: The versions are the 0.9 Java consumer's: OffsetCommit v2 carries the retention time.
+REQUEST_VERSIONS: Mapping[str, Tuple[Type[Message], int, Type[Message]]] = {
+    "group_coordinator": (GroupCoordinatorRequest, 0, GroupCoordinatorResponse),
+    "join_group": (JoinGroupRequest, 0, JoinGroupResponse),
+    "sync_group": (SyncGroupRequest, 0, SyncGroupResponse),
+    "heartbeat": (HeartbeatRequest, 0, HeartbeatResponse),
+    "offset_commit": (OffsetCommitRequest, 2, OffsetCommitResponse),
+    "leave_group": (LeaveGroupRequest, 0, LeaveGroupResponse),
 }
 
 
@@ -338,7 +356,7 @@ class GroupMember:
         self._positions: Dict[TopicPartition, int] = {}
         self._rejoin_needed = True
         self._join_prepared = False
-        self._leader_members: Tuple[rs.JoinGroupMember, ...] = ()
+        self._leader_members: List[JoinGroupResponse.JoinGroupResponseMember] = []
         self._in_flight: Dict[int, _InFlight] = {}
         self._ids = itertools.count(1)
         self._now_ms = 0
@@ -356,14 +374,16 @@ class GroupMember:
         self._fire(MemberEvent.START)
         return self._take()
 
-    def receive(self, request_id: int, response: object, now_ms: int) -> List[Action]:
-        """Hand in the answer to a :class:`SendRequest`; answers no longer awaited are ignored."""
+    def receive(self, request_id: int, response: Message, now_ms: int) -> List[Action]:
+        """Hand in the decoded response to a :class:`SendRequest`; answers no longer awaited are ignored."""
         self._set_time(now_ms)
         pending = self._in_flight.get(request_id)
         if pending is None:
             return []
-        if not isinstance(response, _RESPONSE_TYPES[pending.api]):
-            raise ProtocolError(f"request {request_id} ({pending.api}) answered by {type(response).__name__}")
+        expected = REQUEST_VERSIONS[pending.api][2]
+        if not isinstance(response, expected):
+            raise ProtocolError(f"request {request_id} ({pending.api}) answered by {type(response).__name__}, "
+                                f"not {expected.__name__}")
         del self._in_flight[request_id]
         handlers = {
             "group_coordinator": self._on_group_coordinator,
@@ -423,7 +443,7 @@ class GroupMember:
         if self.state is MemberState.STABLE and self.config.auto_commit and self._owned_positions():
             self._send_commit(self._owned_positions())
         if self.coordinator is not None and self.member_id and self.state in _TALKING:
-            self._send("leave_group", rq.LeaveGroupRequest(self.config.group_id, self.member_id))
+            self._send("leave_group", LeaveGroupRequest(group_id=self.config.group_id, member_id=self.member_id))
         self._fire(MemberEvent.CLOSE)
         self._in_flight.clear()
         return self._take()
@@ -505,9 +525,9 @@ class GroupMember:
 
     def _send_discovery(self) -> None:
         if not self._has_in_flight("group_coordinator"):
-            self._send("group_coordinator", rq.GroupCoordinatorRequest(self.config.group_id), to_coordinator=False)
+            self._send("group_coordinator", GroupCoordinatorRequest(key=self.config.group_id), to_coordinator=False)
 
-    def _on_group_coordinator(self, pending: _InFlight, response: rs.GroupCoordinatorResponse) -> None:
+    def _on_group_coordinator(self, pending: _InFlight, response: GroupCoordinatorResponse) -> None:
         if self.state is not MemberState.DISCOVERING:
             return
         if response.error_code != ErrorCode.NONE:
@@ -533,24 +553,25 @@ class GroupMember:
 
     def _send_join(self) -> None:
         subscription = self._codec.encode_subscription(list(self.config.topics))
-        protocols = tuple(rq.JoinGroupProtocol(name, subscription) for name in self.config.assignors)
-        request = rq.JoinGroupRequest(
-            self.config.group_id, self.config.session_timeout_ms, self.member_id,
-            self.config.protocol_type, protocols,
+        Protocol = JoinGroupRequest.JoinGroupRequestProtocol
+        request = JoinGroupRequest(
+            group_id=self.config.group_id, session_timeout_ms=self.config.session_timeout_ms,
+            member_id=self.member_id, protocol_type=self.config.protocol_type,
+            protocols=[Protocol(name=name, metadata=subscription) for name in self.config.assignors],
         )
         self._send("join_group", request)
 
-    def _on_join_group(self, pending: _InFlight, response: rs.JoinGroupResponse) -> None:
+    def _on_join_group(self, pending: _InFlight, response: JoinGroupResponse) -> None:
         if response.error_code != ErrorCode.NONE:
             self._react("join_group", response.error_code)
             return
         self.member_id = response.member_id
         self.generation_id = response.generation_id
-        self.leader_id = response.leader_id
-        self.protocol = response.group_protocol
+        self.leader_id = response.leader
+        self.protocol = response.protocol_name
         self._rejoin_needed = False
-        self._leader_members = response.members
-        if response.leader_id != response.member_id:
+        self._leader_members = list(response.members)
+        if response.leader != response.member_id:
             self._fire(MemberEvent.JOINED_AS_FOLLOWER)
         elif self._missing_topics():
             self._fire(MemberEvent.JOINED_AS_LEADER_WITHOUT_METADATA)
@@ -561,15 +582,16 @@ class GroupMember:
         self._actions.append(MetadataNeeded(self._missing_topics()))
 
     def _send_sync(self) -> None:
-        assignments = self._assign() if self.leader_id == self.member_id else ()
-        request = rq.SyncGroupRequest(self.config.group_id, self.generation_id, self.member_id, assignments)
+        assignments = self._assign() if self.leader_id == self.member_id else []
+        request = SyncGroupRequest(group_id=self.config.group_id, generation_id=self.generation_id,
+                                   member_id=self.member_id, assignments=assignments)
         self._send("sync_group", request)
 
-    def _on_sync_group(self, pending: _InFlight, response: rs.SyncGroupResponse) -> None:
+    def _on_sync_group(self, pending: _InFlight, response: SyncGroupResponse) -> None:
         if response.error_code != ErrorCode.NONE:
             self._react("sync_group", response.error_code)
             return
-        self.assignment = self._codec.decode_assignment(response.member_assignment)
+        self.assignment = self._codec.decode_assignment(response.assignment)
         self._join_prepared = False
         self._actions.append(PartitionsAssigned(self.generation_id, self._owned_partitions()))
         self._fire(MemberEvent.SYNCED)
@@ -587,7 +609,8 @@ class GroupMember:
             return
         if not self._has_in_flight("heartbeat") and self._next_heartbeat_ms is not None and now >= self._next_heartbeat_ms:
             self._next_heartbeat_ms = now + self.config.heartbeat_interval_ms
-            request = rq.HeartbeatRequest(self.config.group_id, self.generation_id, self.member_id)
+            request = HeartbeatRequest(group_id=self.config.group_id, generation_id=self.generation_id,
+                                       member_id=self.member_id)
             self._send("heartbeat", request)
         due = self._next_auto_commit_ms
         if due is not None and now >= due and not self._has_in_flight("offset_commit"):
@@ -595,7 +618,7 @@ class GroupMember:
             if self._owned_positions():
                 self._send_commit(self._owned_positions())
 
-    def _on_heartbeat(self, pending: _InFlight, response: rs.HeartbeatResponse) -> None:
+    def _on_heartbeat(self, pending: _InFlight, response: HeartbeatResponse) -> None:
         if self.state is not MemberState.STABLE:
             return
         if response.error_code == ErrorCode.NONE:
@@ -604,16 +627,22 @@ class GroupMember:
             self._react("heartbeat", response.error_code)
 
     def _send_commit(self, offsets: Mapping[TopicPartition, int], before_rejoin: bool = False) -> None:
-        by_topic: Dict[str, List[rq.OffsetCommitPartition]] = {}
+        Topic = OffsetCommitRequest.OffsetCommitRequestTopic
+        Partition = Topic.OffsetCommitRequestPartition
+        by_topic: Dict[str, List[OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition]] = {}
         for (topic, partition), offset in offsets.items():
-            by_topic.setdefault(topic, []).append(rq.OffsetCommitPartition(partition, offset, ""))
-        topics = tuple(rq.OffsetCommitTopic(topic, tuple(parts)) for topic, parts in by_topic.items())
-        request = rq.OffsetCommitRequest(self.config.group_id, self.generation_id, self.member_id, -1, topics)
+            by_topic.setdefault(topic, []).append(
+                Partition(partition_index=partition, committed_offset=offset, committed_metadata=""))
+        request = OffsetCommitRequest(
+            group_id=self.config.group_id, generation_id_or_member_epoch=self.generation_id,
+            member_id=self.member_id, retention_time_ms=-1,
+            topics=[Topic(name=topic, partitions=parts) for topic, parts in by_topic.items()],
+        )
         self._send("offset_commit", request, before_rejoin=before_rejoin)
 
-    def _on_offset_commit(self, pending: _InFlight, response: rs.OffsetCommitResponse) -> None:
+    def _on_offset_commit(self, pending: _InFlight, response: OffsetCommitResponse) -> None:
         self._actions.append(OffsetsCommitted(pending.request_id, response))
-        codes = [p.error_code for t in response.responses for p in t.partition_responses if p.error_code]
+        codes = [p.error_code for t in response.topics for p in t.partitions if p.error_code]
         code = codes[0] if codes else ErrorCode.NONE
         reaction = _reaction("offset_commit", code) if codes else Reaction.REPORT
         if pending.before_rejoin and self.state is MemberState.PREPARING_REJOIN:
@@ -628,7 +657,7 @@ class GroupMember:
     # ---------------------------------------------------------------- leader assignment
 
     def _subscriptions(self) -> Dict[str, List[str]]:
-        return {m.member_id: self._codec.decode_subscription(m.member_metadata) for m in self._leader_members}
+        return {m.member_id: self._codec.decode_subscription(m.metadata) for m in self._leader_members}
 
     def _missing_topics(self) -> Tuple[str, ...]:
         if self.leader_id != self.member_id:
@@ -636,22 +665,23 @@ class GroupMember:
         wanted = {topic for topics in self._subscriptions().values() for topic in topics}
         return tuple(sorted(wanted - set(self._partitions_per_topic)))
 
-    def _assign(self) -> Tuple[rq.SyncGroupAssignment, ...]:
+    def _assign(self) -> List[SyncGroupRequest.SyncGroupRequestAssignment]:
         subscriptions = self._subscriptions()
         assignor = self._assignors[self.protocol]
         result = assignor(subscriptions, self._partitions_per_topic)
-        return tuple(
-            rq.SyncGroupAssignment(member_id, self._codec.encode_assignment(result[member_id]))
+        Assignment = SyncGroupRequest.SyncGroupRequestAssignment
+        return [
+            Assignment(member_id=member_id, assignment=self._codec.encode_assignment(result[member_id]))
             for member_id in subscriptions
-        )
+        ]
 
     # ---------------------------------------------------------------- helpers
 
-    def _send(self, api: str, request: object, *, to_coordinator: bool = True, before_rejoin: bool = False) -> None:
+    def _send(self, api: str, request: Message, *, to_coordinator: bool = True, before_rejoin: bool = False) -> None:
         request_id = next(self._ids)
         self._in_flight[request_id] = _InFlight(request_id, api, to_coordinator, before_rejoin)
         destination = self.coordinator if to_coordinator else None
-        self._actions.append(SendRequest(request_id, request, destination))  # type: ignore[arg-type]
+        self._actions.append(SendRequest(request_id, request, REQUEST_VERSIONS[api][1], destination))
 
     def _has_in_flight(self, api: str) -> bool:
         return any(p.api == api for p in self._in_flight.values())

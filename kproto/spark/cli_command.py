@@ -13,7 +13,24 @@ import argparse
 import sys
 from typing import Dict, List
 
-__all__ = ["add_arguments", "run"]
+__all__ = ["DESCRIPTION", "add_arguments", "run"]
+
+#: What ``kproto spark --help`` says (plain text; the module docstring is for developers).
+DESCRIPTION = """\
+Decode pcap/pcapng captures or Kafka log segments into Parquet tables with Spark.
+
+  kproto spark captures INPUT... --out DIR     exchanges, messages and problems of captures
+  kproto spark segments INPUT... --out DIR     messages and problems of .log segments
+
+--master (default local[*]) and --conf KEY=VALUE go to Spark unchanged; --local decodes in this process
+without Spark (local paths only).  Needs the spark extra: pip install 'kproto[spark]'.
+
+Exit status: 0 every input decoded, 1 the job completed but the problems table holds damage (frames
+left unpaired at the edges of a capture do not count), 2 bad arguments, missing inputs or a missing
+extra."""
+
+#: Modules of the ``spark`` extra; importing one that is missing means the extra is not installed.
+_EXTRA_MODULES = ("pyspark", "pyarrow")
 
 # The kproto exit codes (kproto.cli.exit_codes; not imported: the CLI sits above this package).
 _EXIT_OK, _EXIT_FAILED, _EXIT_USAGE = 0, 1, 2
@@ -61,6 +78,17 @@ def _conf(items: List[str]) -> Dict[str, str]:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``kproto spark`` with parsed ``args``; returns the exit status."""
+    try:
+        return _run(args)
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] not in _EXTRA_MODULES:
+            raise
+        print(f"kproto spark: needs {exc.name}, part of the spark extra: pip install 'kproto[spark]'",
+              file=sys.stderr)
+        return _EXIT_USAGE
+
+
+def _run(args: argparse.Namespace) -> int:
     from kproto.capture.conversation import DEFAULT_PORTS
     from kproto.spark import job
 

@@ -1,4 +1,4 @@
-"""The facts about one captured exchange that ``kproto pcap`` prints and filters on.
+"""The fields of one captured exchange that ``kproto pcap --filter`` expressions read.
 
 Topics, partitions, groups and error codes come from :mod:`kproto.capture.message_facts` (the walk the
 Spark tables use too); this module adds the exchange's own fields and the filter's field names.
@@ -11,11 +11,11 @@ from typing import Any, Dict, List, Optional, Set
 from kproto.capture.conversation import Exchange
 from kproto.capture.message_facts import message_facts
 
-__all__ = ["ExchangeFacts", "FIELD_NAMES", "all_error_codes"]
+__all__ = ["FilterFields", "FIELD_NAMES", "all_error_codes"]
 
 
 
-class ExchangeFacts:
+class FilterFields:
     """Values of the filter fields for one exchange (computed once, on first use)."""
 
     def __init__(self, exchange: Exchange) -> None:
