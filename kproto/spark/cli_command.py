@@ -51,6 +51,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           help="only connections to --port are Kafka (no detection by request headers)")
     captures.add_argument("--partitions", type=int, default=None, metavar="N",
                           help="tasks decoding connections (default: twice Spark's default parallelism)")
+    captures.add_argument("--split-mb", type=float, default=128.0, metavar="MB",
+                          help="files larger than this are read in ranges of this size by several tasks "
+                               "(default 128)")
     segments = commands.add_parser("segments", help="Kafka log segments (.log) to messages, problems")
     _common(segments, "*.log")
 
@@ -75,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             if captures:
                 options["partitions"] = args.partitions
+                options["split_bytes"] = int(args.split_mb * (1 << 20))
             spark = job.spark_session(args.master, _conf(args.conf))
             runner = job.run_captures if captures else job.run_segments
             summary = runner(spark, args.inputs, args.out, **options)

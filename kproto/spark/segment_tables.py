@@ -6,7 +6,6 @@ from typing import Any, Iterable, Iterator, Optional
 
 import pyarrow as pa
 
-from kproto.spark.capture_tables import read_binary_files
 from kproto.spark.inputs import SEGMENT_GLOB, display_path
 from kproto.spark.segment_rows import segment_batches
 from kproto.spark.table_union import SparkTables, split_union, union_batch, union_spark_schema
@@ -25,5 +24,8 @@ def _decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
 def segment_tables(spark: Any, inputs: Iterable[str], *, glob: Optional[str] = SEGMENT_GLOB) -> SparkTables:
     """The ``messages`` and ``problems`` DataFrames (``exchanges`` is empty) of the log segments under
     ``inputs``; lazy, like :func:`~kproto.spark.capture_tables.capture_tables`."""
-    files = read_binary_files(spark, inputs, glob)
+    reader = spark.read.format("binaryFile").option("recursiveFileLookup", "true")
+    if glob:
+        reader = reader.option("pathGlobFilter", glob)
+    files = reader.load(list(inputs)).select("path", "content")
     return split_union(files.mapInArrow(_decode, union_spark_schema()))

@@ -50,6 +50,8 @@ class Summary:
     problems: Dict[str, int] = field(default_factory=dict)
     exchanges: int = 0
     messages: int = 0
+    #: Warnings about the run itself (e.g. executors on the pure-Python path), printed first.
+    notes: List[str] = field(default_factory=list)
 
     @property
     def problem_count(self) -> int:
@@ -62,7 +64,8 @@ class Summary:
 
     def format(self) -> str:
         """A plain-text report."""
-        lines = [f"{self.exchanges} exchanges, {self.messages} messages, {self.problem_count} problems"]
+        lines = [f"NOTE: {note}" for note in self.notes]
+        lines.append(f"{self.exchanges} exchanges, {self.messages} messages, {self.problem_count} problems")
         if self.apis:
             lines.append(f"{'api':<20} {'count':>10} {'bytes':>12} {'p50 ms':>10} {'p99 ms':>10} {'errors':>8}")
             for a in self.apis:
