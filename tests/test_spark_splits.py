@@ -17,7 +17,10 @@ from kproto.spark.capture_plan import ScanTask, plan_ranges, scan_task
 from kproto.spark.capture_splits import RangeStream, read_head
 from kproto.spark.local import tables_from_captures_local
 from kproto.spark.schema import TABLES
-from test_spark_data import T0, Script, conversations, produce, stage_by_hand, write_rotated
+from kproto.spark.local import tables_from_segments_local
+from kproto.spark.segment_rows import segment_batches
+from kproto.spark.segment_tables import plan_segment_ranges
+from test_spark_data import T0, Script, conversations, produce, stage_by_hand, write_rotated, write_segments_dir
 
 
 def rows(table: pa.Table) -> List[Dict[str, Any]]:
@@ -129,3 +132,28 @@ def test_range_stream_reads_prefix_then_range(tmp_path: Any) -> None:
     with RangeStream(open(path, "rb"), b"ab", 3, 7) as stream:
         assert [stream.read(1), stream.read(2), stream.read(-1), stream.read(5)] == [b"a", b"b3", b"456", b""]
     assert read_head(lambda offset, n: b"short"[offset:offset + n], 5).format is None
+
+
+def test_segments_split_at_entry_boundaries_give_the_rows_of_whole_files(tmp_path: Any) -> None:
+    files = write_segments_dir(str(tmp_path))
+    big = os.path.join(tmp_path, "orders-0", "00000000000000000000.log")
+    data = bytearray(open(big, "rb").read())
+    first = 12 + int.from_bytes(data[8:12], "big")
+    data[first + 12 + 4 + 1] = 0x07  # a damaged entry in the middle: skipped by its length, in one range
+    with open(big, "wb") as f:
+        f.write(bytes(data) * 3)
+    reference = tables_from_segments_local([str(tmp_path)])
+    paths = [(p, os.path.getsize(p)) for p in sorted(files.values())]
+    ranges = plan_segment_ranges(paths, 1024)
+    assert len([r for r in ranges if r[0] == big]) > 2
+    out: Dict[str, List[pa.RecordBatch]] = {"messages": [], "problems": []}
+    for path, start, stop in ranges:
+        with open(path, "rb") as f:
+            f.seek(start)
+            chunk = f.read(stop - start)
+        for name, batch in segment_batches(path, chunk, base=start):
+            out[name].append(batch)
+    for name in out:
+        assert rows(pa.Table.from_batches(out[name], schema=TABLES[name])) == rows(reference.tables()[name]), name
+    kinds = sorted(r["kind"] for r in reference.problems.to_pylist())
+    assert kinds == ["corrupt-segment"] * 3 + ["truncated-segment"]

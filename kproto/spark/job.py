@@ -163,13 +163,16 @@ def run_captures(spark: Any, inputs: Iterable[str], out: str, *, ports: Collecti
 
 
 def run_segments(spark: Any, inputs: Iterable[str], out: str, *, glob: Optional[str] = SEGMENT_GLOB,
-                 mode: str = "overwrite", top: int = 10, log: Log = _stderr) -> Summary:
-    """Decode the log segments under ``inputs`` on Spark, write the tables under ``out``, return the summary."""
+                 split_bytes: int = DEFAULT_SPLIT_BYTES, mode: str = "overwrite", top: int = 10,
+                 log: Log = _stderr) -> Summary:
+    """Decode the log segments under ``inputs`` on Spark, write the tables under ``out``, return the summary.
+
+    Segments larger than ``split_bytes`` are decoded in ranges by several tasks."""
     from kproto.spark.segment_tables import segment_tables
 
     inputs = list(inputs)
     log(f"decoding log segments from {len(inputs)} input path(s) on {spark.sparkContext.master}")
-    tables = segment_tables(spark, inputs, glob=glob)
+    tables = segment_tables(spark, inputs, glob=glob, split_bytes=split_bytes, log=log)
     return _finish(spark, tables, out, mode, top, log)
 
 
