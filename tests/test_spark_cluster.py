@@ -9,10 +9,8 @@ the nodes share this virtualenv, named by ``spark.pyspark.python``)."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any, Dict, Iterator, List
 
@@ -20,81 +18,19 @@ import pyarrow.parquet as pq
 import pytest
 
 import kproto
-
 from kproto.spark.schema import TABLES
+from kproto.spark.standalone import LocalCluster
 from test_spark_data import conversations, write_damaged, write_rotated, write_segments_dir
 
 pytestmark = pytest.mark.spark
 
 WORKERS = 2
-_START_TIMEOUT_S = 240  # the machine may be busy: JVM start-up is slow then
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _spark_class() -> str:
-    import pyspark
-
-    return os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-class")
-
-
-def _wait_for(log: Path, text: str, count: int, proc: List[subprocess.Popen]) -> None:
-    deadline = time.monotonic() + _START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if log.exists() and log.read_text(errors="replace").count(text) >= count:
-            return
-        dead = [p for p in proc if p.poll() is not None]
-        if dead:
-            raise RuntimeError(f"a Spark daemon exited ({dead[0].args}); see {log}")
-        time.sleep(0.5)
-    raise TimeoutError(f"{text!r} did not appear {count} time(s) in {log} within {_START_TIMEOUT_S} s")
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dict[str, Any]]:
-    base = tmp_path_factory.mktemp("cluster")
-    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", SPARK_NO_DAEMONIZE="1",
-               PYSPARK_PYTHON=sys.executable, SPARK_WORKER_DIR=str(base / "work"))
-    port = _free_port()
-    master_url = f"spark://127.0.0.1:{port}"
-    procs: List[subprocess.Popen] = []
-    logs = []
-    try:
-        master_log = base / "master.log"
-        logs.append(open(master_log, "w"))
-        procs.append(subprocess.Popen(
-            [_spark_class(), "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-             "--webui-port", str(_free_port())], env=env, stdout=logs[-1], stderr=subprocess.STDOUT,
-            start_new_session=True))
-        _wait_for(master_log, "Starting Spark master", 1, procs)
-        workers = []
-        for n in range(WORKERS):
-            work = base / f"worker{n}"
-            work.mkdir()
-            workers.append(work)
-            logs.append(open(base / f"worker{n}.log", "w"))
-            procs.append(subprocess.Popen(
-                [_spark_class(), "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--cores", "1",
-                 "--memory", "1G", "--webui-port", str(_free_port()), "--work-dir", str(work), master_url],
-                env=env, stdout=logs[-1], stderr=subprocess.STDOUT, start_new_session=True))
-        _wait_for(master_log, "Registering worker", WORKERS, procs)
-        yield {"master": master_url, "workers": workers, "env": env}
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                os.killpg(proc.pid, 15)
-        for proc in procs:
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, 9)
-                proc.wait()
-        for log in logs:
-            log.close()
+    with LocalCluster(WORKERS, directory=str(tmp_path_factory.mktemp("cluster"))) as running:
+        yield {"master": running.master, "workers": running.work_dirs, "env": running.env}
 
 
 def _kproto(args: List[str], env: Dict[str, str]) -> subprocess.CompletedProcess:
