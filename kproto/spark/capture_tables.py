@@ -22,7 +22,7 @@ from kproto.capture.conversation import DEFAULT_PORTS
 from kproto.spark.capture_plan import CaptureRange, plan_ranges
 from kproto.spark.capture_splits import DEFAULT_SPLIT_BYTES
 from kproto.spark.capture_stages import CONNECTION_KEY, READING_ORDER, SEGMENTS, decode_sorted_segments, extract_segments
-from kproto.spark.inputs import display_path
+from kproto.spark.hadoop_fs import HadoopFileSystem
 from kproto.spark.schema import spark_schema
 from kproto.spark.table_union import SparkTables, split_union, union_batch, union_spark_schema
 
@@ -36,11 +36,7 @@ RANGES = pa.schema([("path", pa.string()), ("file_time", pa.int64()), ("start", 
 def list_input_files(spark: Any, inputs: Iterable[str], glob: Optional[str] = None) -> List[Tuple[str, int]]:
     """``(path, size)`` of the non-empty files under ``inputs`` (any path Spark lists; directories
     searched recursively; ``glob`` filters file names), paths as the tables name them, sorted."""
-    reader = spark.read.format("binaryFile").option("recursiveFileLookup", "true")
-    if glob:
-        reader = reader.option("pathGlobFilter", glob)
-    rows = reader.load(list(inputs)).select("path", "length").collect()
-    return sorted((display_path(r["path"]), int(r["length"])) for r in rows if r["length"])
+    return HadoopFileSystem(spark).list_files(inputs, glob)
 
 
 #: The summary's note when executors run kproto without its compiled extension.

@@ -16,6 +16,7 @@ from typing import Any, Callable, Collection, Iterable, Mapping, Optional
 
 from kproto.capture.conversation import DEFAULT_PORTS
 from kproto.spark.capture_splits import DEFAULT_SPLIT_BYTES
+from kproto.spark.hadoop_fs import HadoopFileSystem
 from kproto.spark.inputs import SEGMENT_GLOB
 from kproto.spark.schema import TABLES
 from kproto.spark.summary import Summary, summary_from_arrow, summary_from_spark
@@ -71,54 +72,13 @@ def _join(out: str, name: str) -> str:
     return out.rstrip("/") + "/" + name
 
 
-class _HadoopFileSystem:
-    """:class:`~kproto.spark.table_marker.TableFileSystem` of any path Spark writes (Hadoop's FileSystem,
-    through the session's JVM)."""
-
-    def __init__(self, spark: Any) -> None:
-        self._jvm = spark.sparkContext._jvm
-        self._conf = spark.sparkContext._jsc.hadoopConfiguration()
-
-    def _fs(self, path: str) -> Any:
-        jpath = self._jvm.org.apache.hadoop.fs.Path(path)
-        return jpath, jpath.getFileSystem(self._conf)
-
-    def kind(self, path: str) -> Optional[str]:
-        jpath, fs = self._fs(path)
-        if not fs.exists(jpath):
-            return None
-        return "dir" if fs.getFileStatus(jpath).isDirectory() else "file"
-
-    def names(self, path: str) -> list:
-        jpath, fs = self._fs(path)
-        return [status.getPath().getName() for status in fs.listStatus(jpath)]
-
-    def read_text(self, path: str, limit: int) -> str:
-        jpath, fs = self._fs(path)
-        stream = fs.open(jpath)
-        try:
-            buffer = self._jvm.java.io.ByteArrayOutputStream()
-            self._jvm.org.apache.hadoop.io.IOUtils.copyBytes(stream, buffer, limit, False)
-            return str(buffer.toString("UTF-8"))[:limit]
-        finally:
-            stream.close()
-
-    def write_text(self, path: str, text: str) -> None:
-        jpath, fs = self._fs(path)
-        stream = fs.create(jpath, True)
-        try:
-            stream.write(bytearray(text.encode("utf-8")))
-        finally:
-            stream.close()
-
-
 def write_tables(spark: Any, tables: SparkTables, out: str, *, mode: str = "overwrite", log: Log = _stderr) -> None:
     """Write the three tables as Parquet under ``out`` (``out/exchanges``, ...) with save ``mode``.
 
     ``overwrite`` and ``append`` only touch directories that are absent, empty or kproto's own tables
     (:mod:`kproto.spark.table_marker`); all three are checked before anything is written.
     """
-    fs = _HadoopFileSystem(spark)
+    fs = HadoopFileSystem(spark)
     paths = {name: _join(out, name) for name in tables.tables()}
     existed = {name: fs.kind(path) is not None for name, path in paths.items()}
     if mode in REPLACING_MODES:
