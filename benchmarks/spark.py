@@ -105,7 +105,8 @@ def write_big(path: Path, parts: List[Path], size_bytes: int) -> int:
     return written
 
 
-def run_spark(master: str, inputs: List[Path], out: Path, warm_up: bool = True) -> Tuple[float, float, List[str]]:
+def run_spark(master: str, inputs: List[Path], out: Path, warm_up: bool = True,
+              split_bytes: int = 128 << 20) -> Tuple[float, float, List[str]]:
     """(session start-up seconds, timed run seconds, the run's log lines) on ``master``."""
     from kproto.spark import run_captures, spark_session
 
@@ -118,22 +119,23 @@ def run_spark(master: str, inputs: List[Path], out: Path, warm_up: bool = True) 
         if warm_up:
             run_captures(spark, [str(inputs[0])], str(out / "warm-up"), log=lambda line: None)
         start = time.perf_counter()
-        run_captures(spark, [str(p) for p in inputs], str(out / "run"), log=lines.append)
+        run_captures(spark, [str(p) for p in inputs], str(out / "run"), split_bytes=split_bytes, log=lines.append)
         return started, time.perf_counter() - start, lines
     finally:
         spark.stop()
 
 
-def run_master(name: str, inputs: List[Path], out: Path, warm_up: bool = True) -> Tuple[float, float, List[str]]:
+def run_master(name: str, inputs: List[Path], out: Path, warm_up: bool = True,
+               split_bytes: int = 128 << 20) -> Tuple[float, float, List[str]]:
     """:func:`run_spark` on a Spark master URL, or on a fresh two-worker cluster for ``standalone``."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     if name != "standalone":
-        return run_spark(name, inputs, out, warm_up)
+        return run_spark(name, inputs, out, warm_up, split_bytes)
     from kproto.spark.standalone import LocalCluster
 
     with LocalCluster(workers=2, cores=1, memory="2G") as cluster:
         os.environ["PYSPARK_PYTHON"] = sys.executable
-        return run_spark(cluster.master, inputs, out, warm_up)
+        return run_spark(cluster.master, inputs, out, warm_up, split_bytes)
 
 
 def profile_stages(inputs: List[Path]) -> None:
@@ -181,6 +183,7 @@ def main() -> int:
     parser.add_argument("--masters", default="local[1],local[2],standalone",
                         help="comma-separated Spark masters; standalone = a two-worker cluster on this machine")
     parser.add_argument("--big-gb", type=float, default=1.0, help="size of the single big capture (0: skip)")
+    parser.add_argument("--big-split-mb", type=float, default=128.0, help="split size for the big capture")
     parser.add_argument("--profile-local", action="store_true", help="cProfile the single-process run")
     parser.add_argument("--profile-stages", action="store_true", help="cProfile the Spark stages' Python side")
     args = parser.parse_args()
@@ -216,7 +219,8 @@ def main() -> int:
                 print(f"\none capture file of {size / 1e6:.0f} MB [{uptime()}]")
                 big_results = [("single process (run_captures_local)", None, run_local([big], out / "big-local"),
                                 uptime())]
-                started, seconds, lines = run_master(masters[-1], [big], out / "big-spark", warm_up=False)
+                started, seconds, lines = run_master(masters[-1], [big], out / "big-spark", warm_up=False,
+                                                     split_bytes=int(args.big_split_mb * (1 << 20)))
                 big_results.append((f"spark {masters[-1]}", started, seconds, uptime()))
                 print("\n".join(f"  spark: {line}" for line in lines if line.startswith("plan:")))
                 report(big_results, size)

@@ -18,7 +18,6 @@ from kproto.spark.capture_splits import (
     MIN_SPLIT_BYTES,
     FileHead,
     RangeWalk,
-    range_starts,
     read_head,
     scan_range,
     settle_boundaries,

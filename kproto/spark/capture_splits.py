@@ -48,7 +48,6 @@ __all__ = [
     "scan_range",
     "settle_boundaries",
     "RangeStream",
-    "range_starts",
 ]
 
 #: Default bytes per range (Hadoop's default block size).
@@ -237,13 +236,6 @@ def scan_range(read_at: ReadAt, size: int, head: FileHead, start: int, end: int,
     if first is None:
         return RangeWalk(None, start, 0)
     return walk_records(buf, start, first, end, size, head, max_record_bytes)
-
-
-def range_starts(size: int, data_start: int, split_bytes: int) -> List[Tuple[int, int]]:
-    """The nominal ``[start, end)`` ranges of a file: the first starts after the head."""
-    edges = list(range(0, size, split_bytes)) + [size]
-    ranges = [(max(a, data_start), b) for a, b in zip(edges, edges[1:])]
-    return [(a, b) for a, b in ranges if a < b] or [(data_start, size)]
 
 
 def settle_boundaries(ranges: List[Tuple[int, int]], walks: List[RangeWalk],

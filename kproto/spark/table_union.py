@@ -14,7 +14,8 @@ a ``localCheckpoint``, which is not kept when an executor is lost, so not an opt
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import dataclasses
+from dataclasses import dataclass
 from typing import Any, Dict, List
 
 import pyarrow as pa
@@ -53,7 +54,7 @@ class SparkTables:
     problems: Any
     _union: Any = None
     #: Warnings about how the tables were made (carried into the summary).
-    notes: List[str] = field(default_factory=list)
+    notes: List[str] = dataclasses.field(default_factory=list)
 
     def tables(self) -> Dict[str, Any]:
         return {"exchanges": self.exchanges, "messages": self.messages, "problems": self.problems}
