@@ -1,8 +1,10 @@
-"""Spark pipeline throughput: captures decoded to Parquet on local[1] and local[2] against the
-single-process path, on the same rotated files.
+"""Spark pipeline throughput: captures decoded to Parquet on local[1], local[2] and a two-worker
+standalone cluster against the single-process path, on the same rotated files; then one capture file
+larger than a task (split into byte ranges).
 
     python benchmarks/spark.py [--size-mb 48] [--files 8] [--dir /tmp/kproto-spark-bench] [--reuse]
-                               [--masters local[1],local[2]] [--profile-local]
+                               [--masters local[1],local[2],standalone] [--big-gb 1.0]
+                               [--profile-local] [--profile-stages]
 
 1. Writes ~SIZE MB of Produce/Fetch-heavy 0.9 traffic (the workload of ``benchmarks/capture.py``: 4
    producers, 2 consumers, every codec) as one capture rotated into FILES pcap files.
@@ -11,9 +13,16 @@ single-process path, on the same rotated files.
      runs, one reassembler, pyarrow writing Parquet);
    * ``kproto.spark.run_captures`` on each Spark master, after a warm-up run on one file (JVM and Python
      worker start-up are not counted; session start is reported separately).
+   ``standalone`` is a master and two one-core workers started from the installed pyspark
+   (:class:`kproto.spark.standalone.LocalCluster`): executors in their own JVMs, as on a cluster.
 3. Prints seconds and MB/s (capture bytes read per second) side by side, with each run's ratio to
    the single-process path.  Spark's scaling is bounded by the input's connections (stage 2 runs one
    connection per task at a time: 6 here) and by the cores the machine really has free.
+4. ``--big-gb N`` (0 to skip) writes ONE capture file of at least N GB (the workload repeated, each
+   copy on other client ports and later times), times the single process and the first Spark master
+   on it, prints how many byte ranges (stage 1 tasks) Spark read it in, and deletes it.
+5. ``--profile-stages`` runs the two Spark stages' Python functions by hand (no Spark) under cProfile:
+   what is left of a Spark run's time is Spark's own (JVM, shuffle, Parquet, summary jobs).
 """
 
 from __future__ import annotations
@@ -24,6 +33,8 @@ import io
 import os
 import pstats
 import shutil
+import struct
+import subprocess
 import sys
 import tempfile
 import time
@@ -35,6 +46,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from capture import build_conversations  # noqa: E402  (the shared benchmark workload)
 
 from kproto.capture.writer import write_capture, write_segments  # noqa: E402
+
+_PCAP_RECORD = struct.Struct("<IIII")
 
 
 def write_rotated(directory: Path, size_mb: float, files: int) -> List[Path]:
@@ -58,21 +71,107 @@ def run_local(inputs: List[Path], out: Path) -> float:
     return time.perf_counter() - start
 
 
-def run_spark(master: str, inputs: List[Path], out: Path) -> Tuple[float, float]:
-    """(session start-up seconds, timed run seconds) on ``master``."""
+def write_big(path: Path, parts: List[Path], size_bytes: int) -> int:
+    """One pcap of at least ``size_bytes``: the records of ``parts`` repeated, copy ``k`` with client
+    ports moved by ``k`` and times by ``k`` spans (so every copy is a new set of connections)."""
+    records = []
+    for part in parts:
+        data = part.read_bytes()
+        pos = 24
+        while pos + 16 <= len(data):
+            caplen = _PCAP_RECORD.unpack_from(data, pos)[2]
+            records.append(data[pos:pos + 16 + caplen])
+            pos += 16 + caplen
+    header = parts[0].read_bytes()[:24]
+    first, last = _PCAP_RECORD.unpack_from(records[0])[0], _PCAP_RECORD.unpack_from(records[-1])[0]
+    span = last - first + 1
+    written = 24
+    with open(path, "wb") as f:
+        f.write(header)
+        copy = 0
+        while written < size_bytes:
+            for record in records:
+                rec = bytearray(record)
+                struct.pack_into("<I", rec, 0, _PCAP_RECORD.unpack_from(rec)[0] + copy * span)
+                tcp = 16 + 14 + (rec[16 + 14] & 0x0F) * 4  # Ethernet, IPv4 header length
+                sport, dport = struct.unpack_from(">HH", rec, tcp)
+                if sport != 9092:
+                    struct.pack_into(">H", rec, tcp, (sport + copy) & 0xFFFF)
+                else:
+                    struct.pack_into(">H", rec, tcp + 2, (dport + copy) & 0xFFFF)
+                f.write(rec)
+                written += len(rec)
+            copy += 1
+    return written
+
+
+def run_spark(master: str, inputs: List[Path], out: Path, warm_up: bool = True,
+              split_bytes: int = 128 << 20) -> Tuple[float, float, List[str]]:
+    """(session start-up seconds, timed run seconds, the run's log lines) on ``master``."""
     from kproto.spark import run_captures, spark_session
 
     start = time.perf_counter()
     spark = spark_session(master, {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"})
     spark.sparkContext.setLogLevel("ERROR")
     started = time.perf_counter() - start
+    lines: List[str] = []
     try:
-        run_captures(spark, [str(inputs[0])], str(out / "warm-up"), log=lambda line: None)
+        if warm_up:
+            run_captures(spark, [str(inputs[0])], str(out / "warm-up"), log=lambda line: None)
         start = time.perf_counter()
-        run_captures(spark, [str(p) for p in inputs], str(out / "run"), log=lambda line: None)
-        return started, time.perf_counter() - start
+        run_captures(spark, [str(p) for p in inputs], str(out / "run"), split_bytes=split_bytes, log=lines.append)
+        return started, time.perf_counter() - start, lines
     finally:
         spark.stop()
+
+
+def run_master(name: str, inputs: List[Path], out: Path, warm_up: bool = True,
+               split_bytes: int = 128 << 20) -> Tuple[float, float, List[str]]:
+    """:func:`run_spark` on a Spark master URL, or on a fresh two-worker cluster for ``standalone``."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    if name != "standalone":
+        return run_spark(name, inputs, out, warm_up, split_bytes)
+    from kproto.spark.standalone import LocalCluster
+
+    with LocalCluster(workers=2, cores=1, memory="2G") as cluster:
+        os.environ["PYSPARK_PYTHON"] = sys.executable
+        return run_spark(cluster.master, inputs, out, warm_up, split_bytes)
+
+
+def profile_stages(inputs: List[Path]) -> None:
+    """The Python side of both Spark stages, by hand, under cProfile."""
+    import pyarrow as pa
+
+    from kproto.spark.capture_plan import plan_ranges
+    from kproto.spark.capture_stages import CONNECTION_KEY, READING_ORDER, SEGMENTS, decode_sorted_segments, extract_segments
+    from kproto.spark.table_union import union_batch
+
+    def stage1() -> pa.Table:
+        ranges = plan_ranges([(str(p), p.stat().st_size) for p in inputs])
+        return pa.Table.from_batches([b for r in ranges for b in extract_segments(r)], schema=SEGMENTS)
+
+    def stage2(table: pa.Table) -> int:
+        return sum(union_batch(name, batch).num_rows for name, batch in decode_sorted_segments(table.to_batches()))
+
+    for name, function, args in (("stage 1 (plan, read, pack per connection)", stage1, ()),):
+        profiler = cProfile.Profile()
+        start = time.perf_counter()
+        segments = profiler.runcall(function, *args)
+        print(f"== {name}: {time.perf_counter() - start:.2f} s, {segments.num_rows} rows")
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(8)
+    segments = segments.sort_by([(k, "ascending") for k in CONNECTION_KEY + READING_ORDER])
+    profiler = cProfile.Profile()
+    start = time.perf_counter()
+    rows = profiler.runcall(stage2, segments)
+    print(f"== stage 2 (unpack, reassemble, decode, union rows): {time.perf_counter() - start:.2f} s, {rows} rows")
+    pstats.Stats(profiler).sort_stats("tottime").print_stats(12)
+
+
+def uptime() -> str:
+    try:
+        return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return "load average: " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def main() -> int:
@@ -81,8 +180,12 @@ def main() -> int:
     parser.add_argument("--files", type=int, default=8, help="rotated capture files (default 8)")
     parser.add_argument("--dir", type=Path, default=Path("/tmp/kproto-spark-bench"), help="where the captures go")
     parser.add_argument("--reuse", action="store_true", help="reuse the captures already in --dir")
-    parser.add_argument("--masters", default="local[1],local[2]", help="comma-separated Spark masters")
+    parser.add_argument("--masters", default="local[1],local[2],standalone",
+                        help="comma-separated Spark masters; standalone = a two-worker cluster on this machine")
+    parser.add_argument("--big-gb", type=float, default=1.0, help="size of the single big capture (0: skip)")
+    parser.add_argument("--big-split-mb", type=float, default=128.0, help="split size for the big capture")
     parser.add_argument("--profile-local", action="store_true", help="cProfile the single-process run")
+    parser.add_argument("--profile-stages", action="store_true", help="cProfile the Spark stages' Python side")
     args = parser.parse_args()
 
     captures = args.dir / "captures"
@@ -95,25 +198,47 @@ def main() -> int:
     print(f"{len(inputs)} capture files, {total / 1e6:.1f} MB")
 
     out = Path(tempfile.mkdtemp(prefix="kproto-spark-bench-out-"))
+    masters = [m for m in args.masters.split(",") if m]
     try:
         if args.profile_local:
             profiler = cProfile.Profile()
             profiler.runcall(run_local, inputs, out / "profile")
             pstats.Stats(profiler).sort_stats("tottime").print_stats(20)
-        results = [("single process (run_captures_local)", None, run_local(inputs, out / "local"))]
-        for master in args.masters.split(","):
-            started, seconds = run_spark(master, inputs, out / master.replace("[", "_").replace("]", ""))
-            results.append((f"spark {master}", started, seconds))
+        if args.profile_stages:
+            profile_stages(inputs)
+        print(f"[{uptime()}]")
+        results = [("single process (run_captures_local)", None, run_local(inputs, out / "local"), uptime())]
+        for master in masters:
+            started, seconds, _ = run_master(master, inputs, out / master.replace("[", "_").replace("]", ""))
+            results.append((f"spark {master}", started, seconds, uptime()))
+        report(results, total)
+        if args.big_gb > 0 and masters:
+            big = args.dir / "big.pcap"
+            try:
+                size = write_big(big, inputs, int(args.big_gb * 1e9))
+                print(f"\none capture file of {size / 1e6:.0f} MB [{uptime()}]")
+                big_results = [("single process (run_captures_local)", None, run_local([big], out / "big-local"),
+                                uptime())]
+                started, seconds, lines = run_master(masters[-1], [big], out / "big-spark", warm_up=False,
+                                                     split_bytes=int(args.big_split_mb * (1 << 20)))
+                big_results.append((f"spark {masters[-1]}", started, seconds, uptime()))
+                print("\n".join(f"  spark: {line}" for line in lines if line.startswith("plan:")))
+                report(big_results, size)
+            finally:
+                big.unlink(missing_ok=True)
     finally:
         shutil.rmtree(out, ignore_errors=True)
-
-    base = results[0][2]
-    print(f"{'path':<40} {'start s':>8} {'run s':>8} {'MB/s':>8} {'vs single':>10}")
-    for name, started, seconds in results:
-        start_text = "-" if started is None else f"{started:.1f}"
-        print(f"{name:<40} {start_text:>8} {seconds:>8.2f} {total / 1e6 / seconds:>8.2f} {base / seconds:>9.2f}x")
-    print(f"(cores: {os.cpu_count()}; load average: {', '.join(f'{x:.1f}' for x in os.getloadavg())})")
     return 0
+
+
+def report(results: List[Tuple[str, object, float, str]], total: int) -> None:
+    base = results[0][2]
+    print(f"{'path':<40} {'start s':>8} {'run s':>8} {'MB/s':>8} {'vs single':>10}  load after the run")
+    for name, started, seconds, load in results:
+        start_text = "-" if started is None else f"{started:.1f}"
+        print(f"{name:<40} {start_text:>8} {seconds:>8.2f} {total / 1e6 / seconds:>8.2f} {base / seconds:>9.2f}x  "
+              f"{load.split('load average:')[-1].strip()}")
+    print(f"(cores: {os.cpu_count()})")
 
 
 if __name__ == "__main__":

@@ -1,15 +1,25 @@
 """Test inputs for the kproto.spark tests (no tests here): scripted Kafka conversations written as a
-capture rotated over several files, damaged files, and Kafka log segments."""
+capture rotated over several files, damaged files, and Kafka log segments; and the Spark capture
+pipeline's stages run by hand in one process."""
 
 from __future__ import annotations
 
 import io
 import os
+import random
+import zlib
 from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import pyarrow as pa
 
 import kproto
 from kproto.capture.writer import Side, TcpConversation, write_capture, write_segments
 from kproto.records import encode_message_set
+from kproto.spark.capture_plan import plan_ranges
+from kproto.spark.capture_splits import DEFAULT_SPLIT_BYTES
+from kproto.spark.capture_stages import CONNECTION_KEY, SEGMENTS, decode_sorted_segments, extract_segments
+from kproto.spark.inputs import capture_order_key
+from kproto.spark.schema import TABLES
 
 BROKER = ("10.9.0.10", 9092)
 T0 = 1_460_000_000.0
@@ -161,3 +171,29 @@ def write_segments_dir(directory: str) -> Dict[str, str]:
             f.write(b"\0" * 16)
         files[label] = path
     return files
+
+
+def stage_by_hand(files: List[str], partitions: int, seed: int, split_bytes: int = DEFAULT_SPLIT_BYTES) -> Dict[str, pa.Table]:
+    """What Spark does, in one process: plan ranges, stage 1 per range, hash partition by key, sort,
+    stage 2 in arbitrary batch sizes per partition."""
+    ranges = plan_ranges([(f, os.path.getsize(f)) for f in files], split_bytes=split_bytes)
+    stage1 = pa.Table.from_batches([b for r in ranges for b in extract_segments(r)], schema=SEGMENTS)
+    rows_ = stage1.to_pylist()
+    parts: List[List[Dict[str, Any]]] = [[] for _ in range(partitions)]
+    for r in rows_:
+        key = tuple(r[k] for k in CONNECTION_KEY)
+        parts[zlib.crc32(repr(key).encode()) % partitions].append(r)
+    out: Dict[str, List[pa.RecordBatch]] = {name: [] for name in TABLES}
+    rng = random.Random(seed)
+    for part in parts:
+        part.sort(key=lambda r: (tuple((v is not None, v) for v in (r[k] for k in CONNECTION_KEY)),
+                                 capture_order_key(r["file_time"], r["file"]), r["packet"] or 0))
+        table = pa.Table.from_pylist(part, schema=SEGMENTS)
+        batches, pos = [], 0
+        while pos < table.num_rows:
+            n = rng.randint(1, 9)
+            batches.extend(table.slice(pos, n).to_batches())
+            pos += n
+        for name, batch in decode_sorted_segments(batches, flush_rows=5):
+            out[name].append(batch)
+    return {name: pa.Table.from_batches(out[name], schema=schema) for name, schema in TABLES.items()}

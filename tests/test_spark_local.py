@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import random
 import subprocess
 import sys
-import zlib
 from typing import Any, Dict, List
 
 import pyarrow as pa
@@ -18,14 +16,13 @@ import pytest
 from kproto.capture.conversation import Exchange, Problem, decode_capture
 from kproto.records import decode_message_set
 from kproto.spark import cli_command
-from kproto.spark.capture_stages import CONNECTION_KEY, SEGMENTS, decode_sorted_segments, extract_segments
 from kproto.spark.exchange_facts import exchange_facts
 from kproto.spark.inputs import capture_order_key, display_path, topic_partition
 from kproto.spark.local import LocalTables, tables_from_captures_local, tables_from_segments_local
 from kproto.spark.schema import TABLES
 from kproto.spark.segment_rows import segment_batches
 from kproto.spark.summary import summary_from_arrow
-from test_spark_data import capture_bytes, conversations, write_damaged, write_rotated, write_segments_dir
+from test_spark_data import capture_bytes, conversations, stage_by_hand, write_damaged, write_rotated, write_segments_dir
 
 pytestmark = pytest.mark.spark
 
@@ -121,38 +118,12 @@ def test_connection_reuse_gets_a_second_name(local: LocalTables) -> None:
     assert names == {"10.9.0.24:41004>10.9.0.10:9092#1", "10.9.0.24:41004>10.9.0.10:9092#2"}
 
 
-def _stage_by_hand(files: List[str], partitions: int, batch_rows: int, seed: int) -> Dict[str, pa.Table]:
-    """What Spark does, in one process: stage 1 per file, hash partition by key, sort, stage 2 in
-    arbitrary batch sizes per partition."""
-    stage1 = pa.Table.from_batches(
-        [b for f in files for b in extract_segments(f, open(f, "rb").read(), batch_rows=batch_rows)], schema=SEGMENTS)
-    rows_ = stage1.to_pylist()
-    parts: List[List[Dict[str, Any]]] = [[] for _ in range(partitions)]
-    for r in rows_:
-        key = tuple(r[k] for k in CONNECTION_KEY)
-        parts[zlib.crc32(repr(key).encode()) % partitions].append(r)
-    out: Dict[str, List[pa.RecordBatch]] = {name: [] for name in TABLES}
-    rng = random.Random(seed)
-    for part in parts:
-        part.sort(key=lambda r: (tuple((v is not None, v) for v in (r[k] for k in CONNECTION_KEY)),
-                                 capture_order_key(r["file_time"], r["file"]), r["packet"] or 0))
-        table = pa.Table.from_pylist(part, schema=SEGMENTS)
-        batches, pos = [], 0
-        while pos < table.num_rows:
-            n = rng.randint(1, 9)
-            batches.extend(table.slice(pos, n).to_batches())
-            pos += n
-        for name, batch in decode_sorted_segments(batches, flush_rows=5):
-            out[name].append(batch)
-    return {name: pa.Table.from_batches(out[name], schema=schema) for name, schema in TABLES.items()}
-
-
 @pytest.mark.parametrize("partitions,seed", [(1, 1), (3, 2)])
 def test_the_two_stages_give_the_local_rows(local: LocalTables, rotated: str, tmp_path: Any,
                                             partitions: int, seed: int) -> None:
     damaged = write_damaged(str(tmp_path))
     reference = tables_from_captures_local([rotated, str(tmp_path)])
-    staged = _stage_by_hand(reference.files, partitions, batch_rows=7, seed=seed)
+    staged = stage_by_hand(reference.files, partitions, seed=seed)
     for name in TABLES:
         assert rows(staged[name]) == rows(reference.tables()[name]), name
     assert {r["file"] for r in reference.problems.to_pylist() if r["kind"] == "capture"} == {
@@ -196,17 +167,22 @@ def test_segment_chunks_give_the_same_rows(tmp_path: Any) -> None:
     assert chunked.to_pylist() == whole.to_pylist() and whole.num_rows == 27
 
 
-def test_corrupt_segment_keeps_the_messages_before_the_damage(tmp_path: Any) -> None:
+def test_corrupt_segment_skips_the_damaged_entry_by_its_length(tmp_path: Any) -> None:
     path = write_segments_dir(str(tmp_path))["good0"]
     data = bytearray(open(path, "rb").read())
     first = 12 + int.from_bytes(data[8:12], "big")
     data[first + 12 + 4 + 1] = 0x07  # attributes of the second message: unknown codec
     out = list(segment_batches(path, bytes(data)))
-    messages = [b for name, b in out if name == "messages"]
+    messages = pa.Table.from_batches([b for name, b in out if name == "messages"])
     problems = [b for name, b in out if name == "problems"]
-    assert sum(b.num_rows for b in messages) == 1
+    assert messages.num_rows == 26 and 1 not in messages.column("offset").to_pylist()
     assert problems[0].column("kind").to_pylist() == ["corrupt-segment"]
     assert problems[0].column("file_offset").to_pylist() == [first]
+    # A damaged length leaves no boundary to trust: the rest of the file is skipped.
+    data[first + 8:first + 12] = (1 << 30).to_bytes(4, "big")
+    data[first + 12 + 4] = 9  # and the magic byte, so the decoder refuses the entry
+    out = list(segment_batches(path, bytes(data)))
+    assert sum(b.num_rows for name, b in out if name == "messages") == 1
 
 
 def test_paths_and_names() -> None:
@@ -259,3 +235,26 @@ def test_importing_kproto_imports_neither_pyspark_nor_pyarrow() -> None:
     code = "import sys, kproto, kproto.spark; print('pyspark' in sys.modules, 'pyarrow' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
+
+
+def test_overwrite_replaces_only_kproto_tables(rotated: str, tmp_path: Any, capsys: pytest.CaptureFixture) -> None:
+    out = tmp_path / "out"
+    assert _cli(["captures", rotated, "--out", str(out), "--local"]) == 0
+    assert _cli(["captures", rotated, "--out", str(out), "--local"]) == 0  # its own tables: replaced
+    # A user's directory where a table would go: refused before anything is deleted.
+    (out / "messages" / "_KPROTO_TABLE").unlink()
+    (out / "messages" / "thesis.tex").write_text("years of work")
+    capsys.readouterr()
+    assert _cli(["captures", rotated, "--out", str(out), "--local"]) == 2
+    assert "not a table kproto wrote" in capsys.readouterr().err
+    assert (out / "messages" / "thesis.tex").read_text() == "years of work"
+    assert (out / "exchanges" / "part-00000.parquet").exists()  # nothing else was deleted either
+    # Another table's marker, or a plain file, is refused too.
+    other = tmp_path / "other"
+    (other / "problems").mkdir(parents=True)
+    (other / "problems" / "_KPROTO_TABLE").write_text('{"writer": "kproto", "table": "messages"}')
+    (other / "problems" / "keep").write_text("x")
+    assert _cli(["captures", rotated, "--out", str(other), "--local"]) == 2
+    (other / "exchanges").write_text("a file")
+    assert _cli(["captures", rotated, "--out", str(other), "--local"]) == 2
+    assert (other / "exchanges").read_text() == "a file" and (other / "problems" / "keep").exists()

@@ -100,6 +100,16 @@ def test_the_command_and_the_local_command_agree(spark: Any, inputs: Dict[str, s
     for name in TABLES:
         assert rows(pq.read_table(os.path.join(spark_out, name))) == rows(pq.read_table(os.path.join(local_out, name)))
     assert cli(["segments", str(tmp_path / "missing"), "--out", str(tmp_path / "x")]) == 2
+    # Overwriting replaces kproto's own tables, never a directory kproto did not write.
+    assert cli(args + ["--out", spark_out]) == 1
+    os.remove(os.path.join(spark_out, "problems", "_KPROTO_TABLE"))
+    with open(os.path.join(spark_out, "problems", "notes.txt"), "w") as f:
+        f.write("mine")
+    capsys.readouterr()
+    for mode in ("overwrite", "append"):
+        assert cli(args + ["--out", spark_out, "--mode", mode]) == 2
+        assert "not a table kproto wrote" in capsys.readouterr().err
+    assert open(os.path.join(spark_out, "problems", "notes.txt")).read() == "mine"
 
 
 def test_segment_tables_equal_the_single_process_tables(spark: Any, inputs: Dict[str, str]) -> None:

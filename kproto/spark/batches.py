@@ -115,17 +115,25 @@ def with_constants(
     file: Optional[str],
     time_us: Optional[int],
 ) -> pa.RecordBatch:
-    """A decoded message batch (``MessageColumns.to_arrow()``) completed to the ``messages`` schema."""
+    """A decoded message batch (``MessageColumns.to_arrow()``) completed to the ``messages`` schema.
+
+    Columns the decoder returns are carried by name (so a column added to
+    :data:`~kproto.spark.schema.MESSAGES` — record headers, producer id/epoch, base sequence of
+    magic 2 batches — fills from the decoder's column of the same name, and is null for decoders
+    that do not produce it); the columns that are the same for the whole set are Arrow constants.
+    """
     n = decoded.num_rows
-
-    def const(value: Any, index: int) -> pa.Array:
-        return pa.repeat(pa.scalar(value, type=MESSAGES.field(index).type), n)
-
-    codec = pc.take(_CODECS, decoded.column("codec"))
-    arrays = [
-        const(exchange_id, 0), const(connection, 1), const(direction, 2), const(file, 3), const(time_us, 4),
-        const(topic, 5), const(partition, 6), decoded.column("offset"), decoded.column("timestamp"),
-        decoded.column("magic"), decoded.column("attributes"), codec, decoded.column("crc_ok"),
-        decoded.column("key"), decoded.column("value"),
-    ]
+    constants = {"exchange_id": exchange_id, "connection": connection, "direction": direction, "file": file,
+                 "time": time_us, "topic": topic, "partition": partition}
+    names = set(decoded.schema.names)
+    arrays = []
+    for field in MESSAGES:
+        if field.name in constants:
+            arrays.append(pa.repeat(pa.scalar(constants[field.name], type=field.type), n))
+        elif field.name == "codec":
+            arrays.append(pc.take(_CODECS, decoded.column("codec")))
+        elif field.name in names:
+            arrays.append(decoded.column(field.name).cast(field.type))
+        else:
+            arrays.append(pa.nulls(n, field.type))
     return pa.RecordBatch.from_arrays(arrays, schema=MESSAGES)

@@ -1,7 +1,11 @@
-"""Captures to tables on Spark: read files with ``binaryFile``, extract, shuffle by connection, decode.
+"""Captures to tables on Spark: plan byte ranges, extract per-connection rows, shuffle by connection, decode.
 
-Stage 1 runs :func:`~kproto.spark.capture_stages.extract_segments` on each file (``mapInArrow``; one
-file is one task's work, so a single huge file is not split).  The segments are repartitioned by
+Planning (:mod:`kproto.spark.capture_plan`) lists the input files through Spark (any path Spark
+lists; the files' contents are not read by the listing) and runs one light job that reads each
+file's head and, for files larger than the split size, guesses and checks the range boundaries.
+Stage 1 runs :func:`~kproto.spark.capture_stages.extract_segments` on each range (``mapInArrow`` over
+one range per partition): the task reads its bytes itself, so a file of any size is split and no
+capture bytes pass through the JVM on the way in.  The per-connection rows are repartitioned by
 connection key and sorted within partitions into reading order, and stage 2 streams each partition
 through :func:`~kproto.spark.capture_stages.decode_sorted_segments` (``mapInArrow`` again: this works on
 every pyspark from 3.5 and never holds more than one connection's reassembly state; a grouped
@@ -10,33 +14,64 @@ every pyspark from 3.5 and never holds more than one connection's reassembly sta
 
 from __future__ import annotations
 
-from typing import Any, Collection, Iterable, Iterator, Optional
+from typing import Any, Callable, Collection, Iterable, Iterator, List, Optional, Tuple
 
 import pyarrow as pa
 
 from kproto.capture.conversation import DEFAULT_PORTS
+from kproto.spark.capture_plan import CaptureRange, plan_ranges
+from kproto.spark.capture_splits import DEFAULT_SPLIT_BYTES
 from kproto.spark.capture_stages import CONNECTION_KEY, READING_ORDER, SEGMENTS, decode_sorted_segments, extract_segments
-from kproto.spark.inputs import display_path
+from kproto.spark.hadoop_fs import HadoopFileSystem
 from kproto.spark.schema import spark_schema
 from kproto.spark.table_union import SparkTables, split_union, union_batch, union_spark_schema
 
-__all__ = ["read_binary_files", "capture_tables"]
+__all__ = ["list_input_files", "plan_capture_ranges", "capture_tables", "RANGES", "PURE_EXECUTORS_NOTE"]
+
+#: The stage 1 input rows: one :class:`~kproto.spark.capture_plan.CaptureRange` each.
+RANGES = pa.schema([("path", pa.string()), ("file_time", pa.int64()), ("start", pa.int64()), ("stop", pa.int64()),
+                    ("first_packet", pa.int64()), ("prefix", pa.binary())])
 
 
-def read_binary_files(spark: Any, inputs: Iterable[str], glob: Optional[str] = None) -> Any:
-    """A ``path, content`` DataFrame of the files under ``inputs`` (any path Spark can read, directories
-    searched recursively; ``glob`` filters file names)."""
-    reader = spark.read.format("binaryFile").option("recursiveFileLookup", "true")
-    if glob:
-        reader = reader.option("pathGlobFilter", glob)
-    return reader.load(list(inputs)).select("path", "content")
+def list_input_files(spark: Any, inputs: Iterable[str], glob: Optional[str] = None) -> List[Tuple[str, int]]:
+    """``(path, size)`` of the non-empty files under ``inputs`` (any path Spark lists; directories
+    searched recursively; ``glob`` filters file names), paths as the tables name them, sorted."""
+    return HadoopFileSystem(spark).list_files(inputs, glob)
+
+
+#: The summary's note when executors run kproto without its compiled extension.
+PURE_EXECUTORS_NOTE = ("Spark executors decoded with kproto's PURE-PYTHON path (its compiled extension does not "
+                       "import there), several times slower: install kproto with its extension on every node "
+                       "(see docs/spark.md, 'On a cluster')")
+
+
+def plan_capture_ranges(spark: Any, inputs: Iterable[str], *, glob: Optional[str] = None,
+                        split_bytes: int = DEFAULT_SPLIT_BYTES,
+                        backends: Optional[set] = None) -> List[CaptureRange]:
+    """The stage 1 ranges of the captures under ``inputs`` (one Spark job scans heads and boundaries);
+    the executors' kproto backends are added to ``backends``."""
+    files = list_input_files(spark, inputs, glob)
+    sc = spark.sparkContext
+
+    def run(function: Callable[[Any], Any], tasks: List[Any]) -> List[Any]:
+        if not tasks:
+            return []
+        sc.setJobDescription(f"kproto: plan {len(files)} capture file(s)")
+        try:
+            results = sc.parallelize(tasks, len(tasks)).map(function).collect()
+            if backends is not None:
+                backends.update(r.backend for r in results)
+            return results  # type: ignore[no-any-return]
+        finally:
+            sc.setJobDescription(None)
+
+    return plan_ranges(files, split_bytes=split_bytes, run=run)
 
 
 def _stage1(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     for batch in batches:
-        contents = batch.column("content")
-        for i, path in enumerate(batch.column("path").to_pylist()):
-            yield from extract_segments(display_path(path), contents[i].as_py())
+        for row in batch.to_pylist():
+            yield from extract_segments(CaptureRange(**row))
 
 
 class _Stage2:
@@ -59,18 +94,33 @@ def capture_tables(
     detect: bool = True,
     glob: Optional[str] = None,
     partitions: Optional[int] = None,
+    split_bytes: int = DEFAULT_SPLIT_BYTES,
+    log: Optional[Callable[[str], None]] = None,
 ) -> SparkTables:
     """The ``exchanges``, ``messages`` and ``problems`` DataFrames of the captures under ``inputs``.
 
-    Lazy: nothing runs until a table is written or collected; the decode then runs once for all three
-    (call :meth:`SparkTables.release` afterwards).  ``partitions`` is the number of stage 2 tasks;
-    the default, twice the cluster's default parallelism, keeps every core busy without the per-task
-    cost of ``spark.sql.shuffle.partitions`` (200) tasks: adaptive execution does not coalesce the
-    partitions of a persisted plan.
+    Planning runs now (a small job); the decode is lazy: nothing more runs until a table is written or
+    collected, and the decode then runs once for all three (call :meth:`SparkTables.release`
+    afterwards).  Files larger than ``split_bytes`` are read in ranges by several tasks.
+    ``partitions`` is the number of stage 2 tasks; the default, twice the cluster's default
+    parallelism, keeps every core busy without the per-task cost of ``spark.sql.shuffle.partitions``
+    (200) tasks: adaptive execution does not coalesce the partitions of a persisted plan.
     """
-    files = read_binary_files(spark, inputs, glob)
-    segments = files.mapInArrow(_stage1, spark_schema(SEGMENTS))
+    backends: set = set()
+    ranges = plan_capture_ranges(spark, inputs, glob=glob, split_bytes=split_bytes, backends=backends)
+    notes = [PURE_EXECUTORS_NOTE] if "python" in backends else []
+    if log is not None:
+        for note in notes:
+            log(f"NOTE: {note}")
+        files = len({r.path for r in ranges})
+        log(f"plan: {files} capture file(s), {len(ranges)} range(s) for stage 1 (split size {split_bytes} bytes)")
+    sc = spark.sparkContext
+    rows = sc.parallelize([tuple(r) for r in ranges], max(1, len(ranges)))
+    plan = spark.createDataFrame(rows, spark_schema(RANGES))
+    segments = plan.mapInArrow(_stage1, spark_schema(SEGMENTS))
     keys = list(CONNECTION_KEY)
-    count = partitions or 2 * max(1, spark.sparkContext.defaultParallelism)
+    count = partitions or 2 * max(1, sc.defaultParallelism)
     ordered = segments.repartition(count, *keys).sortWithinPartitions(*keys, *READING_ORDER)
-    return split_union(ordered.mapInArrow(_Stage2(ports, detect), union_spark_schema()))
+    tables = split_union(ordered.mapInArrow(_Stage2(ports, detect), union_spark_schema()))
+    tables.notes.extend(notes)
+    return tables

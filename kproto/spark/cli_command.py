@@ -55,6 +55,8 @@ def _common(parser: argparse.ArgumentParser, glob_default: str | None) -> None:
                         help="what to do when the output tables exist (default overwrite)")
     parser.add_argument("--top", type=int, default=10, metavar="N", help="topics listed in the summary (default 10)")
     parser.add_argument("--local", action="store_true", help="decode in this process, without Spark (local paths)")
+    parser.add_argument("--split-mb", type=float, default=128.0, metavar="MB",
+                        help="files larger than this are read in ranges of this size by several tasks (default 128)")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -68,6 +70,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           help="only connections to --port are Kafka (no detection by request headers)")
     captures.add_argument("--partitions", type=int, default=None, metavar="N",
                           help="tasks decoding connections (default: twice Spark's default parallelism)")
+
     segments = commands.add_parser("segments", help="Kafka log segments (.log) to messages, problems")
     _common(segments, "*.log")
 
@@ -101,6 +104,7 @@ def _run(args: argparse.Namespace) -> int:
             runner = job.run_captures_local if captures else job.run_segments_local
             summary = runner(args.inputs, args.out, **options)
         else:
+            options["split_bytes"] = int(args.split_mb * (1 << 20))
             if captures:
                 options["partitions"] = args.partitions
             spark = job.spark_session(args.master, _conf(args.conf))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
-from typing import Iterable, List, Optional, Tuple
+from typing import BinaryIO, Iterable, List, Optional, Tuple
 
 from kproto.capture.files import CaptureSource, PacketRecord, iter_packet_records
 
@@ -24,6 +24,7 @@ __all__ = [
     "capture_order_key",
     "display_path",
     "topic_partition",
+    "open_input",
     "SEGMENT_GLOB",
 ]
 
@@ -76,6 +77,21 @@ def display_path(uri: str) -> str:
         rest = uri[5:]
         return "/" + rest.lstrip("/") if rest.startswith("//") else rest
     return uri
+
+
+def open_input(path: str) -> BinaryIO:
+    """Open an input file for reading, by a local path (as :func:`display_path` gives it) or by a URI
+    of a file system pyarrow reads (``s3://``, ``gs://``, ``hdfs://``, ``abfs://``).
+
+    Tasks read byte ranges of their files themselves (so a file of any size is split, and its bytes do
+    not travel through the JVM): this is pyarrow's reader, not Spark's Hadoop connectors.
+    """
+    if "://" not in path:
+        return open(path, "rb")
+    import pyarrow.fs as pafs
+
+    fs, inner = pafs.FileSystem.from_uri(path)
+    return fs.open_input_file(inner)  # type: ignore[no-any-return]
 
 
 def topic_partition(file: str) -> Tuple[Optional[str], Optional[int]]:

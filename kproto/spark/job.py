@@ -15,9 +15,12 @@ import sys
 from typing import Any, Callable, Collection, Iterable, Mapping, Optional
 
 from kproto.capture.conversation import DEFAULT_PORTS
+from kproto.spark.capture_splits import DEFAULT_SPLIT_BYTES
+from kproto.spark.hadoop_fs import HadoopFileSystem
 from kproto.spark.inputs import SEGMENT_GLOB
 from kproto.spark.schema import TABLES
 from kproto.spark.summary import Summary, summary_from_arrow, summary_from_spark
+from kproto.spark.table_marker import MARKER, REPLACING_MODES, LocalFileSystem, check_replaceable, marker_text
 from kproto.spark.table_union import SparkTables
 
 __all__ = [
@@ -70,11 +73,23 @@ def _join(out: str, name: str) -> str:
 
 
 def write_tables(spark: Any, tables: SparkTables, out: str, *, mode: str = "overwrite", log: Log = _stderr) -> None:
-    """Write the three tables as Parquet under ``out`` (``out/exchanges``, ...) with save ``mode``."""
+    """Write the three tables as Parquet under ``out`` (``out/exchanges``, ...) with save ``mode``.
+
+    ``overwrite`` and ``append`` only touch directories that are absent, empty or kproto's own tables
+    (:mod:`kproto.spark.table_marker`); all three are checked before anything is written.
+    """
+    fs = HadoopFileSystem(spark)
+    paths = {name: _join(out, name) for name in tables.tables()}
+    existed = {name: fs.kind(path) is not None for name, path in paths.items()}
+    if mode in REPLACING_MODES:
+        for name, path in paths.items():
+            check_replaceable(fs, path, name)
     for name, frame in tables.tables().items():
         spark.sparkContext.setJobDescription(f"kproto: write {name}")
-        log(f"writing {_join(out, name)}")
-        frame.write.mode(mode).parquet(_join(out, name))
+        log(f"writing {paths[name]}")
+        frame.write.mode(mode).parquet(paths[name])
+        if not (mode == "ignore" and existed[name]):
+            fs.write_text(_join(paths[name], MARKER), marker_text(name))
     spark.sparkContext.setJobDescription(None)
 
 
@@ -82,7 +97,10 @@ def _finish(spark: Any, tables: SparkTables, out: str, mode: str, top: int, log:
     try:
         write_tables(spark, tables, out, mode=mode, log=log)
         spark.sparkContext.setJobDescription("kproto: summary")
-        return summary_from_spark(tables.tables(), top=top)
+        log("summarising")
+        summary = summary_from_spark(tables.tables(), top=top)
+        summary.notes.extend(tables.notes)
+        return summary
     finally:
         spark.sparkContext.setJobDescription(None)
         tables.release()
@@ -90,35 +108,45 @@ def _finish(spark: Any, tables: SparkTables, out: str, mode: str, top: int, log:
 
 def run_captures(spark: Any, inputs: Iterable[str], out: str, *, ports: Collection[int] = DEFAULT_PORTS,
                  detect: bool = True, glob: Optional[str] = None, partitions: Optional[int] = None,
-                 mode: str = "overwrite", top: int = 10, log: Log = _stderr) -> Summary:
-    """Decode the captures under ``inputs`` on Spark, write the tables under ``out``, return the summary."""
+                 split_bytes: int = DEFAULT_SPLIT_BYTES, mode: str = "overwrite", top: int = 10,
+                 log: Log = _stderr) -> Summary:
+    """Decode the captures under ``inputs`` on Spark, write the tables under ``out``, return the summary.
+
+    Files larger than ``split_bytes`` are read in byte ranges by several tasks."""
     from kproto.spark.capture_tables import capture_tables
 
     inputs = list(inputs)
     log(f"decoding captures from {len(inputs)} input path(s) on {spark.sparkContext.master}")
-    tables = capture_tables(spark, inputs, ports=ports, detect=detect, glob=glob, partitions=partitions)
+    tables = capture_tables(spark, inputs, ports=ports, detect=detect, glob=glob, partitions=partitions,
+                            split_bytes=split_bytes, log=log)
     return _finish(spark, tables, out, mode, top, log)
 
 
 def run_segments(spark: Any, inputs: Iterable[str], out: str, *, glob: Optional[str] = SEGMENT_GLOB,
-                 mode: str = "overwrite", top: int = 10, log: Log = _stderr) -> Summary:
-    """Decode the log segments under ``inputs`` on Spark, write the tables under ``out``, return the summary."""
+                 split_bytes: int = DEFAULT_SPLIT_BYTES, mode: str = "overwrite", top: int = 10,
+                 log: Log = _stderr) -> Summary:
+    """Decode the log segments under ``inputs`` on Spark, write the tables under ``out``, return the summary.
+
+    Segments larger than ``split_bytes`` are decoded in ranges by several tasks."""
     from kproto.spark.segment_tables import segment_tables
 
     inputs = list(inputs)
     log(f"decoding log segments from {len(inputs)} input path(s) on {spark.sparkContext.master}")
-    tables = segment_tables(spark, inputs, glob=glob)
+    tables = segment_tables(spark, inputs, glob=glob, split_bytes=split_bytes, log=log)
     return _finish(spark, tables, out, mode, top, log)
 
 
 def _prepare_local_out(out: str, mode: str) -> None:
     if mode not in ("overwrite", "error", "errorifexists"):
         raise ValueError(f"single-process runs support mode 'overwrite' or 'error', not {mode!r}")
-    for name in TABLES:
-        path = os.path.join(out, name)
-        if os.path.exists(path):
-            if mode != "overwrite":
-                raise FileExistsError(17, "Output exists", path)
+    fs = LocalFileSystem()
+    paths = [os.path.join(out, name) for name in TABLES]
+    for name, path in zip(TABLES, paths):
+        if os.path.lexists(path) and mode != "overwrite":
+            raise FileExistsError(17, "Output exists", path)
+        check_replaceable(fs, path, name)
+    for path in paths:
+        if os.path.isdir(path):
             shutil.rmtree(path)
 
 

@@ -21,6 +21,7 @@ from kproto.spark.capture_rows import CaptureTableDecoder
 from kproto.spark.inputs import SEGMENT_GLOB, capture_order_key, first_packet_time, list_local_files
 from kproto.spark.schema import TABLES
 from kproto.spark.segment_rows import segment_batches
+from kproto.spark.table_marker import MARKER, LocalFileSystem, marker_text
 
 __all__ = ["LocalTables", "tables_from_captures_local", "tables_from_segments_local"]
 
@@ -41,13 +42,15 @@ class LocalTables:
         return {"exchanges": self.exchanges, "messages": self.messages, "problems": self.problems}
 
     def write_parquet(self, out: str) -> None:
-        """Write ``out/<table>/part-00000.parquet`` for each table (the layout Spark writes)."""
+        """Write ``out/<table>/part-00000.parquet`` for each table (the layout Spark writes), each
+        with kproto's table marker (:mod:`kproto.spark.table_marker`)."""
         import pyarrow.parquet as pq
 
         for name, table in self.tables().items():
             directory = os.path.join(out, name)
             os.makedirs(directory, exist_ok=True)
             pq.write_table(table, os.path.join(directory, "part-00000.parquet"))
+            LocalFileSystem().write_text(os.path.join(directory, MARKER), marker_text(name))
 
 
 class _Collector:

@@ -50,6 +50,8 @@ class Summary:
     problems: Dict[str, int] = field(default_factory=dict)
     exchanges: int = 0
     messages: int = 0
+    #: Warnings about the run itself (e.g. executors on the pure-Python path), printed first.
+    notes: List[str] = field(default_factory=list)
 
     @property
     def problem_count(self) -> int:
@@ -62,7 +64,8 @@ class Summary:
 
     def format(self) -> str:
         """A plain-text report."""
-        lines = [f"{self.exchanges} exchanges, {self.messages} messages, {self.problem_count} problems"]
+        lines = [f"NOTE: {note}" for note in self.notes]
+        lines.append(f"{self.exchanges} exchanges, {self.messages} messages, {self.problem_count} problems")
         if self.apis:
             lines.append(f"{'api':<20} {'count':>10} {'bytes':>12} {'p50 ms':>10} {'p99 ms':>10} {'errors':>8}")
             for a in self.apis:
@@ -119,23 +122,36 @@ def _errored_arrow(ex: pa.Table) -> pa.ChunkedArray:
 
 
 def summary_from_spark(frames: Dict[str, Any], *, top: int = 10) -> Summary:
-    """The summary of the Spark DataFrames of the three tables."""
+    """The summary of the Spark DataFrames of the three tables.
+
+    Three small jobs (one per table); their aggregates are tiny, so they run with as many shuffle
+    partitions as the cluster has cores instead of ``spark.sql.shuffle.partitions`` (200 tasks each
+    by default), which dominated the summary's time on small clusters.
+    """
     from pyspark.sql import functions as F
 
     ex, msgs, problems = frames["exchanges"], frames["messages"], frames["problems"]
-    errored = (F.coalesce(F.col("error_code"), F.lit(0)) != 0) | (F.coalesce(F.size("partition_errors"), F.lit(0)) > 0) \
-        | F.col("request_error").isNotNull() | F.col("response_error").isNotNull()
-    rows = ex.groupBy("api_name").agg(
-        F.count(F.lit(1)).alias("count"),
-        F.sum(F.col("request_size") + F.coalesce(F.col("response_size"), F.lit(0))).alias("bytes"),
-        F.percentile_approx("latency_ms", [0.5, 0.99]).alias("latency"),
-        F.sum(F.when(errored, 1).otherwise(0)).alias("errors"),
-    ).orderBy("api_name").collect()
+    spark = ex.sparkSession
+    key = "spark.sql.shuffle.partitions"
+    previous = spark.conf.get(key)
+    spark.conf.set(key, str(max(1, spark.sparkContext.defaultParallelism)))
+    try:
+        errored = (F.coalesce(F.col("error_code"), F.lit(0)) != 0) \
+            | (F.coalesce(F.size("partition_errors"), F.lit(0)) > 0) \
+            | F.col("request_error").isNotNull() | F.col("response_error").isNotNull()
+        rows = ex.groupBy("api_name").agg(
+            F.count(F.lit(1)).alias("count"),
+            F.sum(F.col("request_size") + F.coalesce(F.col("response_size"), F.lit(0))).alias("bytes"),
+            F.percentile_approx("latency_ms", [0.5, 0.99]).alias("latency"),
+            F.sum(F.when(errored, 1).otherwise(0)).alias("errors"),
+        ).collect()
+        size = F.coalesce(F.length("key"), F.lit(0)) + F.coalesce(F.length("value"), F.lit(0))
+        topic_rows = msgs.groupBy("topic").agg(F.count(F.lit(1)).alias("messages"), F.sum(size).alias("bytes")).collect()
+        kinds = {r["kind"]: r["count"] for r in problems.groupBy("kind").count().collect()}
+    finally:
+        spark.conf.set(key, previous)
     apis = [ApiSummary(r["api_name"], r["count"], r["bytes"] or 0, *(r["latency"] or [None, None]), r["errors"] or 0)
-            for r in rows]
-    size = F.coalesce(F.length("key"), F.lit(0)) + F.coalesce(F.length("value"), F.lit(0))
-    topic_rows = msgs.groupBy("topic").agg(F.count(F.lit(1)).alias("messages"), F.sum(size).alias("bytes")) \
-        .orderBy(F.desc("messages"), F.asc("topic")).limit(top).collect()
-    topics = [TopicSummary(r["topic"], r["messages"], r["bytes"] or 0) for r in topic_rows]
-    kinds = {r["kind"]: r["count"] for r in problems.groupBy("kind").count().collect()}
-    return Summary(apis, topics, kinds, sum(a.count for a in apis), msgs.count())
+            for r in sorted(rows, key=lambda r: r["api_name"])]
+    ranked = sorted(topic_rows, key=lambda r: (-r["messages"], r["topic"] is not None, r["topic"] or ""))
+    topics = [TopicSummary(r["topic"], r["messages"], r["bytes"] or 0) for r in ranked[:top]]
+    return Summary(apis, topics, kinds, sum(a.count for a in apis), sum(r["messages"] for r in topic_rows))

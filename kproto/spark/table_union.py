@@ -14,8 +14,9 @@ a ``localCheckpoint``, which is not kept when an executor is lost, so not an opt
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from typing import Any, Dict
+from typing import Any, Dict, List
 
 import pyarrow as pa
 
@@ -52,6 +53,8 @@ class SparkTables:
     messages: Any
     problems: Any
     _union: Any = None
+    #: Warnings about how the tables were made (carried into the summary).
+    notes: List[str] = dataclasses.field(default_factory=list)
 
     def tables(self) -> Dict[str, Any]:
         return {"exchanges": self.exchanges, "messages": self.messages, "problems": self.problems}
