@@ -125,30 +125,47 @@ def test_compressed_produce_beyond_the_budget_is_refused_and_others_are_served()
             assert client.request(metadata_request("t"), 0).topics[0].error_code == 0
 
 
-def test_compressed_appends_run_off_the_event_loop() -> None:
-    # While one client's compressed produce is being re-compressed, another client's Metadata request
-    # is answered: a request that does not depend on the append is not queued behind it.
+def test_compressed_appends_run_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The compressed append is held on its worker thread until another client's Metadata request has
+    # been answered.  Were appends run on the event loop, that answer could never come and the append
+    # would give up waiting: the test fails instead of hanging.
+    import kproto.broker.handlers as handlers
+
+    other_answered = threading.Event()
+    waited: list = []
+
+    def held_prepare(*args: object, **kwargs: object) -> object:
+        waited.append(other_answered.wait(20))
+        return prepare_append(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(handlers, "prepare_append", held_prepare)
     with MockBroker(topics={"t": 1}) as broker:
-        wrapper = _gzip_bomb(32 * MiB, messages=200_000)
-        answered_during = threading.Event()
-        done = threading.Event()
+        results: list = []
 
         def producer() -> None:
             with SocketClient((broker.host, broker.port)) as client:
-                part = first_partition(client.request(produce_request("t", 0, wrapper), 1))
-                assert part.error_code == 0
-            done.set()
+                results.append(first_partition(client.request(produce_request("t", 0, _gzip_bomb(MiB, 10)), 1)))
 
         thread = threading.Thread(target=producer)
+        thread.start()
         with SocketClient((broker.host, broker.port)) as other:
-            thread.start()
-            while broker.request_counts().get((0, 1), 0) == 0 and not done.is_set():
+            while not waited and thread.is_alive() and broker.request_counts().get((0, 1), 0) == 0:
                 time.sleep(0.001)
-            other.request(metadata_request("t"), 0)
-            if not done.is_set():
-                answered_during.set()
-        thread.join()
-        assert answered_during.is_set(), "the metadata answer waited for the whole compressed append"
+            assert other.request(metadata_request("t"), 0).topics[0].error_code == 0
+            other_answered.set()
+        thread.join(30)
+    assert waited == [True]
+    assert results[0].error_code == 0
+
+
+def _wait_until(condition: "object", timeout: float = 10.0) -> bool:
+    """Poll ``condition()`` until it holds (the broker updates its counters on its own thread)."""
+    deadline = time.monotonic() + timeout
+    while not condition():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 # ------------------------------------------------------------------------------------------------ F6 connections
@@ -228,7 +245,7 @@ def test_partial_frames_of_many_clients_stay_within_the_buffer_budget() -> None:
             sock.send(struct.pack(">i", 3 * MiB - 1))
         # Each hog pushes as much of its frame as the broker will take.
         chunk = bytes(64 * 1024)
-        deadline = time.monotonic() + 3
+        deadline = time.monotonic() + 1
         while time.monotonic() < deadline:
             for sock in hogs:
                 try:
@@ -254,7 +271,7 @@ def test_slow_and_idle_connections_are_closed_by_their_timers() -> None:
         assert broker.server.connections_timed_out == 2
         slow.close()
         idle.close()
-        assert broker.server.budget.used == 0
+        assert _wait_until(lambda: broker.server.budget.used == 0)
 
 
 # ------------------------------------------------------------------------------------------------ F8 --record
