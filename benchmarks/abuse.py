@@ -293,14 +293,21 @@ def f7_buffers(root: Path) -> Dict[str, Any]:
 
 
 def f8_record(root: Path) -> Dict[str, Any]:
+    """300 MB of traffic through a recording broker whose log stays at 1 MB: the fetches are read
+    from memory the broker already holds, so RSS growth is what the recording costs."""
+    from kproto.messages import FetchRequest
+
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "r.pcap"
 
         def attack(broker: Broker) -> Dict[str, Any]:
             c = Client(broker.address)
-            records = _records(1 * MiB)
+            c.request(_produce("t", 0, _records(1 * MiB)), 1)
+            T = FetchRequest.FetchTopic
+            fetch = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=0, topics=[
+                T(topic="t", partitions=[T.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=2 * MiB)])])
             for _ in range(300):
-                c.request(_produce("t", 0, records), 1)
+                c.request(fetch, 1)
             c.close()
             size = path.stat().st_size if path.exists() else 0  # older brokers wrote the file at exit
             return {"traffic_mib": 300, "file_mib_while_running": round(size / MiB, 1)}
