@@ -315,8 +315,10 @@ def f8_record(root: Path) -> Dict[str, Any]:
         return _attack(root, attack, "--topic", "t:1", "--record", str(path))
 
 
-_CLI = """import atexit, os, resource, sys
-atexit.register(lambda: os.write(2, b"\\nMAXRSS %d\\n" % resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))
+_CLI = """import atexit, os, sys
+# VmHWM, not ru_maxrss: the latter keeps the parent's RSS from before exec.
+atexit.register(lambda: os.write(2, b"\\nMAXRSS %d\\n" % next(
+    int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))))
 from kproto.cli import main
 sys.exit(main())
 """

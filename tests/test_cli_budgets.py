@@ -109,8 +109,10 @@ def test_repeated_problems_are_summarised(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------------------------------------------ F3 -v output
 
-_MAXRSS = """import atexit, os, resource, sys
-atexit.register(lambda: os.write(2, b"\\nMAXRSS %d\\n" % resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))
+_MAXRSS = """import atexit, os, sys
+# VmHWM, not ru_maxrss: the latter keeps the parent's RSS from before exec.
+atexit.register(lambda: os.write(2, b"\\nMAXRSS %d\\n" % next(
+    int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))))
 from kproto.cli import main
 sys.exit(main())
 """

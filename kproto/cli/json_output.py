@@ -31,33 +31,34 @@ def _refuse(value: Any) -> Any:
 
 def iter_json(value: Any, indent: Optional[int] = None, level: int = 0) -> Iterator[str]:
     """``value`` as JSON text in pieces; iterables other than str/bytes/dict/list are written as lists,
-    element by element, as they are iterated.  ``indent`` as in ``json.dumps``."""
+    element by element, as they are iterated.  ``indent`` as in ``json.dumps``, ``level`` the depth the
+    value sits at.  Every part that holds nothing lazy is written by ``json.dumps`` in one go."""
+    try:
+        text = json.dumps(value, indent=indent, separators=None if indent is not None else (",", ":"),
+                          default=_refuse)
+    except _Lazy:
+        pass
+    else:
+        yield text.replace("\n", "\n" + " " * (indent * level)) if indent is not None and level else text
+        return
+    inner = "\n" + " " * (indent * (level + 1)) if indent is not None else ""
+    close = "\n" + " " * (indent * level) if indent is not None else ""
+    sep = "," + inner
     if isinstance(value, dict):
-        if not value:
-            yield "{}"
-            return
-        inner = "\n" + " " * (indent * (level + 1)) if indent is not None else ""
-        sep = "," + inner if indent is not None else ","
         yield "{" + inner
         for n, (key, item) in enumerate(value.items()):
             if n:
                 yield sep
             yield json.dumps(str(key)) + (": " if indent is not None else ":")
             yield from iter_json(item, indent, level + 1)
-        yield ("\n" + " " * (indent * level) if indent is not None else "") + "}"
-    elif isinstance(value, (str, int, float, bool)) or value is None:
-        yield json.dumps(value)
-    elif hasattr(value, "__iter__"):
-        inner = "\n" + " " * (indent * (level + 1)) if indent is not None else ""
-        sep = "," + inner if indent is not None else ","
-        first = True
-        for item in value:
-            yield ("[" + inner) if first else sep
-            first = False
-            yield from iter_json(item, indent, level + 1)
-        yield "[]" if first else ("\n" + " " * (indent * level) if indent is not None else "") + "]"
-    else:
-        yield json.dumps(value)  # raises TypeError for what JSON cannot hold, as json.dumps does
+        yield close + "}"
+        return
+    first = True
+    for item in value:  # a list holding something lazy, or a lazy iterable itself
+        yield ("[" + inner) if first else sep
+        first = False
+        yield from iter_json(item, indent, level + 1)
+    yield "[]" if first else close + "]"
 
 
 class RecordWriter:
