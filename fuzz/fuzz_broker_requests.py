@@ -13,7 +13,10 @@ Oracles: ``receive_data`` raises only ``KprotoError`` (a broken size prefix); ``
 ``ProtocolError`` (api keys the mock broker does not serve, for which it closes the connection); every answer
 encodes (``send_response``), decodes again with ``decode_response`` for the request's api and version
 and equals the message the handler built; an ``acks=0`` Produce gets no answer and every other request
-one.  Budget: 64·n + 1 MiB, 1 s CPU.
+one.  The broker's own budgets hold (docs/reliability.md): a Fetch answer carries at most
+``fetch_max_bytes`` of records, a Produce decompresses at most ``produce_decompression_budget``, a
+Metadata answer lists each topic once and the cluster never holds more than ``max_topics``.  Budget:
+64·n + 1 MiB, 1 s CPU.
 
     python fuzz/fuzz_broker_requests.py [libFuzzer flags] [corpus dirs]
 """
@@ -31,6 +34,11 @@ from fuzz.oracles import Budget, fail, known_issue, message_value, outcome  # no
 
 NAME = "broker_requests"
 PARK_TIMEOUT_S = 0.005
+# A compressed Produce is appended on a worker thread: give it time to come back.
+PRODUCE_TIMEOUT_S = 1.0
+FETCH_MAX_BYTES = 1 << 17
+DECOMPRESSION_BUDGET = 1 << 18
+MAX_TOPICS = 64
 _env = None
 
 
@@ -51,7 +59,9 @@ def setup() -> None:
 
 def new_core():
     e = _env
-    core = e["BrokerCore"](e["BrokerConfig"](max_frame_size=1 << 20, max_fetch_bytes=1 << 16))
+    core = e["BrokerCore"](e["BrokerConfig"](max_frame_size=1 << 20, max_fetch_bytes=1 << 16,
+                                             fetch_max_bytes=FETCH_MAX_BYTES,
+                                             produce_decompression_budget=DECOMPRESSION_BUDGET, max_topics=MAX_TOPICS))
     core.bind("127.0.0.1", 9092)
     core.cluster.create_topic("test", 2)
     return core
@@ -91,8 +101,10 @@ async def _answer(core, conn, request, data: bytes) -> bool:
     msg = request.message
     if request.api_key == 1:
         msg.max_wait_ms = 0  # no long polls in a fuzzer
+    decompressed_before = core.produce_decompressed_bytes
     try:
-        response = await asyncio.wait_for(core.handle(request, "/127.0.0.1"), PARK_TIMEOUT_S)
+        timeout = PRODUCE_TIMEOUT_S if request.api_key == 0 else PARK_TIMEOUT_S
+        response = await asyncio.wait_for(core.handle(request, "/127.0.0.1"), timeout)
     except asyncio.TimeoutError:
         return False  # parked by the coordinator: later responses would have to wait for it
     except e["ProtocolError"]:
@@ -100,6 +112,7 @@ async def _answer(core, conn, request, data: bytes) -> bool:
     except Exception as exc:  # noqa: BLE001
         raise fail(f"BrokerCore.handle(api {request.api_key} v{request.api_version}) raised "
                    f"{type(exc).__name__}: {exc}", data) from exc
+    _check_budgets(core, request, response, core.produce_decompressed_bytes - decompressed_before, data)
     if not request.expects_response:
         if response is not None:
             raise fail(f"an acks=0 Produce was answered with {response!r:.200}", data)
@@ -119,6 +132,23 @@ async def _answer(core, conn, request, data: bytes) -> bool:
         raise fail(f"the broker's answer does not decode to itself:\n  built:   {response!r:.300}\n"
                    f"  decoded: {back[1]!r:.300}", data)
     return True
+
+
+def _check_budgets(core, request, response, decompressed: int, data: bytes) -> None:
+    if decompressed > DECOMPRESSION_BUDGET:
+        raise fail(f"one Produce decompressed {decompressed} bytes, over its budget of {DECOMPRESSION_BUDGET}", data)
+    if len(core.cluster.topics) > MAX_TOPICS:
+        raise fail(f"the cluster holds {len(core.cluster.topics)} topics, over max_topics {MAX_TOPICS}", data)
+    if response is None:
+        return
+    if request.api_key == 1:
+        total = sum(len(p.records.raw) for t in response.responses for p in t.partitions if p.records is not None)
+        if total > FETCH_MAX_BYTES:
+            raise fail(f"a Fetch answer carries {total} record bytes, over fetch_max_bytes {FETCH_MAX_BYTES}", data)
+    elif request.api_key == 3:
+        names = [t.name for t in response.topics]
+        if len(names) != len(set(names)):
+            raise fail("a Metadata answer lists a topic twice", data)
 
 
 if __name__ == "__main__":

@@ -225,6 +225,15 @@ class FrameReader:
         """Stream offset of the first byte not yet returned."""
         return self._consumed + self._start
 
+    @property
+    def pending_frame_size(self) -> Optional[int]:
+        """Total size (prefix included) of the incomplete frame being received, once its size prefix
+        has arrived; None while fewer than four bytes of it are held.  Lets a server reserve memory for
+        the whole frame before it arrives, as Kafka's request memory pool does."""
+        if len(self._buf) - self._start < 4:
+            return None
+        return 4 + I32.unpack_from(self._buf, self._start)[0]
+
     def feed(self, data: Bytes) -> List[bytes]:
         if self._error is not None:
             raise self._error

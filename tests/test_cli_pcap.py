@@ -26,7 +26,7 @@ EXCHANGE_KEYS = {
     "response_header", "response", "response_error",
 }
 PROBLEM_KEYS = {"record", "kind", "detail", "connection", "source", "offset", "packet", "timestamp_ns", "frame"}
-SUMMARY_KEYS = {"record", "exchanges", "shown", "problems", "failures"}
+SUMMARY_KEYS = {"record", "exchanges", "shown", "problems", "failures", "problems_not_listed"}
 
 
 def records(capture: Path, *args: str, code: int = 0) -> List[dict]:

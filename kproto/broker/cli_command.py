@@ -2,13 +2,15 @@
 
 ``kproto broker --host 127.0.0.1 --port 0 [--topic name:partitions]... [--record FILE]`` prints
 ``listening on HOST:PORT`` as its first line of standard output, then serves until SIGINT/SIGTERM;
-with ``--record`` it writes every byte exchanged to a pcap on the way out.  The CLI wires this module
+with ``--record`` it writes every byte exchanged to a pcap as it happens (an unwritable path or a
+symbolic link there stops it before it listens, exit 2).  The CLI wires this module
 in as a subcommand through :func:`add_arguments` and :func:`run`.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 
 from kproto.broker.mock import parse_topic_spec, run_broker
 
@@ -42,7 +44,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="declare a topic (repeatable); others are auto-created with --partitions")
     parser.add_argument("--partitions", type=int, default=1, help="partitions of auto-created topics (default 1)")
     parser.add_argument("--no-auto-create", action="store_true", help="answer unknown topics with an error")
-    parser.add_argument("--record", metavar="FILE", help="write all traffic to this pcap when stopping")
+    parser.add_argument("--record", metavar="FILE",
+                        help="write all traffic to this pcap as it happens (opened at start; a symlink is refused)")
+    parser.add_argument("--record-follow-symlinks", action="store_true",
+                        help="allow --record to write through a symbolic link")
+    parser.add_argument("--max-connections", type=int, default=None,
+                        help="clients served at once; more are closed at once (default: 4096 or the file limit)")
+    parser.add_argument("--max-buffered-bytes", type=int, default=None,
+                        help="bytes of requests held for all clients together (default 128 MiB)")
+    parser.add_argument("--idle-timeout-ms", type=int, default=None,
+                        help="close connections idle this long (default 600000, Kafka's connections.max.idle.ms)")
     parser.add_argument("--min-session-timeout-ms", type=int, default=None,
                         help="lowest session timeout the group coordinator accepts (0.9 default 6000)")
     parser.add_argument("--advertised-host", default=None, help="host name given to clients in Metadata")
@@ -51,10 +62,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the broker with parsed ``args``; returns the exit status."""
     if args.partitions < 1:
-        print("kproto broker: --partitions must be at least 1")
+        print("kproto broker: --partitions must be at least 1", file=sys.stderr)
         return 2
-    return run_broker(
-        args.host, args.port, topics=list(args.topic), default_partitions=args.partitions,
-        auto_create_topics=not args.no_auto_create, record_pcap=args.record,
-        min_session_timeout_ms=args.min_session_timeout_ms, advertised_host=args.advertised_host,
-    )
+    budgets = {name: value for name, value in (
+        ("max_connections", args.max_connections), ("max_buffered_bytes", args.max_buffered_bytes),
+        ("connections_max_idle_ms", args.idle_timeout_ms)) if value is not None}
+    for name, value in budgets.items():
+        if value < 1:
+            print(f"kproto broker: --{name.replace('_', '-')} must be at least 1", file=sys.stderr)
+            return 2
+    try:
+        return run_broker(
+            args.host, args.port, topics=list(args.topic), default_partitions=args.partitions,
+            auto_create_topics=not args.no_auto_create, record_pcap=args.record,
+            record_follow_symlinks=args.record_follow_symlinks,
+            min_session_timeout_ms=args.min_session_timeout_ms, advertised_host=args.advertised_host, **budgets,
+        )
+    except OSError as exc:
+        print(f"kproto broker: {exc}", file=sys.stderr)
+        return 2

@@ -3,7 +3,7 @@
 One broker (node ``node_id``) leads every partition and is its only replica, so metadata never carries
 REPLICA_NOT_AVAILABLE and every acks level is met at once.  Topics are declared up front or created
 with ``default_partitions`` on first mention by Metadata or Produce when ``auto_create`` is on (the
-0.9 ``auto.create.topics.enable`` default).  Topic names follow 0.9's rule: 1-249 characters of
+0.9 ``auto.create.topics.enable`` default).  Auto-creation stops at ``max_topics``.  Topic names follow 0.9's rule: 1-249 characters of
 ``[a-zA-Z0-9._-]``, and not ``.`` or ``..``.
 """
 
@@ -27,11 +27,14 @@ def valid_topic_name(name: str) -> bool:
 class Cluster:
     """Topics by name, each a list of :class:`PartitionLog`."""
 
-    def __init__(self, *, auto_create: bool = True, default_partitions: int = 1) -> None:
+    def __init__(self, *, auto_create: bool = True, default_partitions: int = 1, max_topics: int = 10_000) -> None:
         if default_partitions < 1:
             raise ValueError("default_partitions must be at least 1")
         self.auto_create = auto_create
         self.default_partitions = default_partitions
+        #: Auto-creation stops at this many topics: a client naming millions of new topics cannot grow
+        #: the broker without bound (declared topics are not limited).
+        self.max_topics = max_topics
         self.topics: Dict[str, List[PartitionLog]] = {}
 
     def create_topic(self, name: str, partitions: Optional[int] = None) -> List[PartitionLog]:
@@ -48,7 +51,8 @@ class Cluster:
     def lookup(self, name: str, *, create: bool = False) -> Optional[List[PartitionLog]]:
         """The partitions of ``name``; created when ``create`` and auto-creation allow it."""
         partitions = self.topics.get(name)
-        if partitions is None and create and self.auto_create and valid_topic_name(name):
+        if (partitions is None and create and self.auto_create and valid_topic_name(name)
+                and len(self.topics) < self.max_topics):
             partitions = self.create_topic(name)
         return partitions
 

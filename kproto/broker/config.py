@@ -1,17 +1,38 @@
-"""Settings of the mock broker, with 0.9.0 defaults where a 0.9 broker has one."""
+"""Settings of the mock broker, with 0.9.0 defaults where a 0.9 broker has one.
+
+Every budget that protects the broker from a hostile or careless client lives here, with the Kafka
+setting it mirrors where Kafka has one; docs/reliability.md lists them all with their defaults.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+import resource
 from typing import Optional
 
 from kproto.broker.append import DEFAULT_MESSAGE_MAX_BYTES
 from kproto.group.coordinator import CoordinatorConfig
 
-__all__ = ["BrokerConfig", "DEFAULT_BROKER_MAX_FRAME_SIZE"]
+__all__ = ["BrokerConfig", "DEFAULT_BROKER_MAX_FRAME_SIZE", "default_max_connections"]
 
 #: Largest request frame accepted by default: 0.9's ``socket.request.max.bytes`` (100 MiB).
 DEFAULT_BROKER_MAX_FRAME_SIZE = 100 * 1024 * 1024
+_MiB = 1024 * 1024
+# File descriptors kept free for everything that is not a client connection (listening socket, the
+# event loop's own, a recording file, Python's imports): at the limit, accept() fails with EMFILE.
+_SPARE_DESCRIPTORS = 64
+
+
+def default_max_connections() -> int:
+    """Connections served at once by default: 4096, or fewer when the process may open fewer files.
+
+    Kafka's ``max.connections`` is unlimited, but a JVM broker runs with a file limit of 100,000 or
+    more; a Python process often has 1,024, and a broker that reaches it can no longer accept at all.
+    """
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return 4096
+    return max(1, min(4096, soft - _SPARE_DESCRIPTORS))
 
 
 @dataclass
@@ -36,4 +57,11 @@ class BrokerConfig:
     max_fetch_bytes: int = 64 * 1024 * 1024
     max_queued_requests: int = 16
     broker_quirks: Optional[str] = None
+    fetch_max_bytes: int = 55 * _MiB
+    produce_decompression_budget: int = 64 * _MiB
+    max_topics: int = 10_000
+    max_connections: int = field(default_factory=default_max_connections)
+    max_buffered_bytes: int = 128 * _MiB
+    connections_max_idle_ms: int = 600_000
+    request_receive_timeout_ms: int = 30_000
     coordinator: CoordinatorConfig = field(default_factory=CoordinatorConfig)

@@ -21,12 +21,13 @@ LEADER_NOT_AVAILABLE of a real broker; throttle times are 0.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections import Counter
 from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple
 
 from kproto import ErrorCode
-from kproto.broker.append import prepare_append
+from kproto.broker.append import DecompressionBudget, has_compressed_entries, prepare_append
 from kproto.broker.cluster import Cluster, valid_topic_name
 from kproto.broker.config import BrokerConfig
 from kproto.connection.server import RequestReceived
@@ -72,13 +73,17 @@ class BrokerCore:
 
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
-        self.cluster = Cluster(auto_create=config.auto_create_topics, default_partitions=config.default_partitions)
+        self.cluster = Cluster(auto_create=config.auto_create_topics, default_partitions=config.default_partitions,
+                               max_topics=config.max_topics)
         self.coordinator = GroupCoordinator(config.coordinator)
         self.zk_offsets: Dict[Tuple[str, str, int], Tuple[int, Optional[str]]] = {}
         self.host = config.advertised_host or "127.0.0.1"
         self.port = config.advertised_port or 0
         #: Requests handled, by (api key, version).
         self.request_counts: Counter = Counter()
+        #: Bytes decompressed by Produce requests so far (each request within its own budget).
+        self.produce_decompressed_bytes = 0
+        self._append_locks: Dict[Tuple[str, int], asyncio.Lock] = {}
         self._data_arrived: Optional[asyncio.Event] = None
         self._timers_changed: Optional[asyncio.Event] = None
         self._handlers: Dict[int, Callable[[RequestReceived, str], Awaitable[Optional[Message]]]] = {
@@ -122,30 +127,50 @@ class BrokerCore:
         req = request.message
         T = ProduceResponse.TopicProduceResponse
         P = T.PartitionProduceResponse
-        topics = []
+        targets = [(topic.name, self.cluster.lookup(topic.name, create=True), part)
+                   for topic in req.topic_data for part in topic.partition_data]
+        # One decompression budget for the whole request; partitions are appended in request order,
+        # each under its partition's lock, so a compressed append can run on a worker thread while
+        # other requests (and other partitions) go on.
+        budget = DecompressionBudget(self.config.produce_decompression_budget)
+        keys = sorted({(name, part.index) for name, partitions, part in targets
+                       if partitions is not None and 0 <= part.index < len(partitions)})
+        locks = [self._append_locks.setdefault(key, asyncio.Lock()) for key in keys]
+        answers: Dict[str, list] = {}
         appended = False
-        for topic in req.topic_data:
-            partitions = self.cluster.lookup(topic.name, create=True)
-            answers = []
-            for part in topic.partition_data:
-                code, base = self._append(req.acks, partitions, part)
+        for lock in locks:
+            await lock.acquire()
+        try:
+            for name, partitions, part in targets:
+                code, base = await self._append(req.acks, partitions, part, budget)
                 appended = appended or code == _C.NONE
-                answers.append(P(index=part.index, error_code=code, base_offset=base))
-            topics.append(T(name=topic.name, partition_responses=answers))
+                answers.setdefault(name, []).append(P(index=part.index, error_code=code, base_offset=base))
+        finally:
+            for lock in locks:
+                lock.release()
+        self.produce_decompressed_bytes += budget.used
         if appended:
             self._announce_data()
         if req.acks == 0:
             return None
-        return ProduceResponse(responses=topics, throttle_time_ms=0)
+        return ProduceResponse(responses=[T(name=name, partition_responses=ps) for name, ps in answers.items()],
+                               throttle_time_ms=0)
 
-    def _append(self, acks: int, partitions: Optional[list], part: Any) -> Tuple[int, int]:
+    async def _append(self, acks: int, partitions: Optional[list], part: Any,
+                      budget: DecompressionBudget) -> Tuple[int, int]:
         if acks not in (-1, 0, 1):
             return _C.INVALID_REQUIRED_ACKS, -1
         if partitions is None or not 0 <= part.index < len(partitions):
             return _C.UNKNOWN_TOPIC_OR_PARTITION, -1
         log = partitions[part.index]
         raw = part.records.raw if part.records is not None else b""
-        prepared = prepare_append(raw, log.high_watermark, message_max_bytes=self.config.message_max_bytes)
+        if has_compressed_entries(raw):
+            prepared = await asyncio.get_running_loop().run_in_executor(
+                None, functools.partial(prepare_append, raw, log.high_watermark,
+                                        message_max_bytes=self.config.message_max_bytes, budget=budget))
+        else:
+            prepared = prepare_append(raw, log.high_watermark, message_max_bytes=self.config.message_max_bytes,
+                                      budget=budget)
         if isinstance(prepared, ErrorCode):
             return prepared, -1
         return _C.NONE, log.append(prepared)
@@ -154,22 +179,36 @@ class BrokerCore:
         req = request.message
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(req.max_wait_ms, 0) / 1000.0
+        # The response budget: the broker's fetch.max.bytes, lowered by a v3+ request's own max_bytes.
+        limit = self.config.fetch_max_bytes
+        if request.api_version >= 3:
+            limit = min(limit, max(getattr(req, "max_bytes", limit), 0))
         while True:
             arrival = self._event("_data_arrived")
-            response, total, failed = self._read(req)
+            response, total, failed = self._read(req, limit, first_entry_whole=request.api_version >= 3)
             remaining = deadline - loop.time()
             if failed or total >= req.min_bytes or remaining <= 0:
                 return response
             await wait_event(arrival, remaining)
 
-    def _read(self, req: Any) -> Tuple[Message, int, bool]:
-        """The fetch response as things stand, its record bytes, and whether any partition failed."""
+    def _read(self, req: Any, limit: int, *, first_entry_whole: bool) -> Tuple[Message, int, bool]:
+        """The fetch response as things stand, its record bytes, and whether any partition failed.
+
+        A partition named twice is answered once (Kafka reads the request into a map), and the record
+        bytes of the whole response stay within ``limit``: partitions past it get no records.  Fetch
+        v3+ (KIP-74) returns the first non-empty partition's first entry whole even when that alone
+        exceeds the limits, so a consumer can always progress; older versions cut it, as 0.9 did.
+        """
         T = FetchResponse.FetchableTopicResponse
         P = T.PartitionData
         total, failed, topics = 0, False, []
+        seen: set = set()
         for topic in req.topics:
             answers = []
             for part in topic.partitions:
+                if (topic.topic, part.partition) in seen:
+                    continue
+                seen.add((topic.topic, part.partition))
                 log = self.cluster.partition(topic.topic, part.partition)
                 if log is None or not log.in_range(part.fetch_offset):
                     code = _C.UNKNOWN_TOPIC_OR_PARTITION if log is None else _C.OFFSET_OUT_OF_RANGE
@@ -177,12 +216,15 @@ class BrokerCore:
                     answers.append(P(partition_index=part.partition, error_code=code,
                                      high_watermark=-1 if log is None else log.high_watermark, records=b""))
                     continue
-                limit = min(part.partition_max_bytes, self.config.max_fetch_bytes)
-                data = log.read(part.fetch_offset, limit)
+                room = min(part.partition_max_bytes, self.config.max_fetch_bytes, limit - total)
+                if total == 0 and first_entry_whole:
+                    room = max(room, min(log.first_entry_size(part.fetch_offset), self.config.max_fetch_bytes))
+                data = log.read(part.fetch_offset, room)
                 total += len(data)
                 answers.append(P(partition_index=part.partition, error_code=_C.NONE,
                                  high_watermark=log.high_watermark, records=data))
-            topics.append(T(topic=topic.topic, partitions=answers))
+            if answers:
+                topics.append(T(topic=topic.topic, partitions=answers))
         return FetchResponse(throttle_time_ms=0, responses=topics), total, failed
 
     async def _list_offsets(self, request: RequestReceived, client_host: str) -> Optional[Message]:
@@ -207,7 +249,8 @@ class BrokerCore:
         T = MetadataResponse.MetadataResponseTopic
         P = T.MetadataResponsePartition
         B = MetadataResponse.MetadataResponseBroker
-        names = [t.name for t in request.message.topics] or sorted(self.cluster.topics)  # empty: all (v0)
+        # Each topic once, in the order first named (Kafka reads the list into a set); empty: all (v0).
+        names = list(dict.fromkeys(t.name for t in request.message.topics)) or sorted(self.cluster.topics)
         node = self.config.node_id
         topics = []
         for name in names:

@@ -56,6 +56,14 @@ class PartitionLog:
         start = self._positions[index]
         return bytes(self._data[start:start + max_bytes])
 
+    def first_entry_size(self, offset: int) -> int:
+        """Bytes of the entry holding ``offset`` (0 at the end): what a read must return to progress."""
+        index = bisect_left(self._last_offsets, offset)
+        if index == len(self._last_offsets):
+            return 0
+        end = self._positions[index + 1] if index + 1 < len(self._positions) else len(self._data)
+        return end - self._positions[index]
+
     def available(self, offset: int) -> int:
         """Bytes a read from ``offset`` could return without a limit."""
         index = bisect_left(self._last_offsets, offset)

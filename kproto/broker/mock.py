@@ -13,7 +13,7 @@ From asyncio code it is an async context manager running on the caller's loop::
 
 Either way the broker answers what a 0.9.0 broker would (see :mod:`kproto.broker.handlers`), can be
 told to misbehave (:meth:`MockBroker.inject`), and can record every byte to a pcap (``record_pcap``),
-written when the broker stops.  The inspection helpers (:meth:`MockBroker.messages`,
+written packet by packet as the traffic happens.  The inspection helpers (:meth:`MockBroker.messages`,
 :meth:`MockBroker.committed`, ...) run on the broker's loop, so they are safe from any thread.
 """
 
@@ -56,8 +56,9 @@ class MockBroker:
 
     ``topics`` declares topics up front (``{"name": partitions}`` or ``["name:partitions", ...]``);
     others are created with ``default_partitions`` on first Metadata/Produce when
-    ``auto_create_topics``.  ``record_pcap`` names a pcap to write the traffic to when the broker stops
-    (``record_server_port`` rewrites the broker's port in it).  ``min_session_timeout_ms`` lowers the
+    ``auto_create_topics``.  ``record_pcap`` names a pcap that receives the traffic as it happens; it is
+    opened when the broker starts, so an unwritable path fails the start, and a symbolic link there is
+    refused unless ``record_follow_symlinks`` (``record_server_port`` rewrites the broker's port in it).  ``min_session_timeout_ms`` lowers the
     group coordinator's session-timeout floor (0.9: 6000) for fast tests; ``coordinator_config``
     replaces the coordinator settings wholesale.  ``broker_quirks="0.8.2"`` answers GroupCoordinator v0
     with correlation id 0.  Other keywords go to :class:`~kproto.broker.config.BrokerConfig`.
@@ -73,6 +74,7 @@ class MockBroker:
         default_partitions: int = 1,
         record_pcap: Optional[PathLike] = None,
         record_server_port: Optional[int] = None,
+        record_follow_symlinks: bool = False,
         min_session_timeout_ms: Optional[int] = None,
         coordinator_config: Optional[CoordinatorConfig] = None,
         max_frame_size: int = DEFAULT_BROKER_MAX_FRAME_SIZE,
@@ -97,7 +99,9 @@ class MockBroker:
             self.core.cluster.create_topic(name, partitions)
         self.faults = FaultPlan()
         self.record_pcap = record_pcap
-        self.recorder = TrafficRecorder(server_port=record_server_port) if record_pcap is not None else None
+        self._record_server_port = record_server_port
+        self._record_follow_symlinks = record_follow_symlinks
+        self.recorder: Optional[TrafficRecorder] = None
         self._listen = (host, port)
         self._server: Optional[BrokerServer] = None
         self._loop: Optional[asyncio.AbstractEventLoop] = None
@@ -147,20 +151,28 @@ class MockBroker:
         if self._server is not None:
             raise RuntimeError("the mock broker is already running")
         self._loop = asyncio.get_running_loop()
-        self._server = BrokerServer(self.core, self.faults, host=self._listen[0], port=self._listen[1],
-                                    recorder=self.recorder)
-        await self._server.start()
+        if self.record_pcap is not None:
+            self.recorder = TrafficRecorder(self.record_pcap, server_port=self._record_server_port,
+                                            follow_symlinks=self._record_follow_symlinks)
+        server = BrokerServer(self.core, self.faults, host=self._listen[0], port=self._listen[1],
+                              recorder=self.recorder)
+        try:
+            await server.start()
+        except BaseException:
+            self._close_recording()
+            raise
+        self._server = server
 
     async def stop_async(self) -> None:
-        """Stop listening, close every connection, and write the pcap if recording."""
+        """Stop listening, close every connection, and close the recording if there is one."""
         server, self._server = self._server, None
         if server is not None:
             await server.stop()
-            self._write_recording()
+            self._close_recording()
 
-    def _write_recording(self) -> None:
-        if self.recorder is not None and self.record_pcap is not None:
-            self.recorder.write(self.record_pcap)
+    def _close_recording(self) -> None:
+        if self.recorder is not None:
+            self.recorder.close()
 
     # ---------------------------------------------------------------- synchronous use (background thread)
 
@@ -266,11 +278,16 @@ class MockBroker:
     def connections_accepted(self) -> int:
         return self._require_server().connections_accepted
 
+    @property
+    def server(self) -> BrokerServer:
+        """The network side, with its budgets and counters (``budget``, ``connections_refused``, ...)."""
+        return self._require_server()
+
     def save_pcap(self, path: PathLike) -> int:
-        """Write the traffic recorded so far to ``path`` now; returns the packet count."""
+        """Copy the traffic recorded so far to ``path`` now; returns the packet count."""
         if self.recorder is None:
             raise RuntimeError("this broker was not started with record_pcap")
-        return self.recorder.write(path)
+        return self.recorder.save_copy(path)
 
     def _on_loop(self, fn: Callable[[], T]) -> T:
         """Run ``fn`` on the broker's loop (directly when already there or when the broker is idle)."""

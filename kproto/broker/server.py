@@ -7,6 +7,18 @@ broker does (it mutes a connection while one of its requests is in progress), ap
 and writes each response.  When either side ends -- the client closes, a frame is too large or does
 not decode, a fault drops the connection, a handler fails -- both tasks stop and the socket is closed;
 the broker itself stays up.
+
+Budgets (:class:`~kproto.broker.config.BrokerConfig`, docs/reliability.md) keep one client from
+starving the others:
+
+* memory: every request's bytes count against one :class:`~kproto.broker.memory_budget.ByteBudget`
+  from its first byte until it has been handled; a reader that cannot reserve its request stops
+  reading (TCP pushes back on the client) instead of buffering;
+* connections: past ``max_connections`` a new connection is closed at once, and the event loop's
+  "accept() out of system resource" reports (EMFILE) are summarised once per interval instead of a
+  traceback per attempt;
+* time: a connection idle for ``connections_max_idle_ms`` is closed, and so is one that started a
+  request and did not finish sending it within ``request_receive_timeout_ms`` (slowloris).
 """
 
 from __future__ import annotations
@@ -14,21 +26,64 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-from typing import Optional, Set, Tuple
+import time
+from typing import Any, Dict, Optional, Set, Tuple
 
 from kproto.broker.config import BrokerConfig
 from kproto.broker.faults import FaultPlan, error_response
 from kproto.broker.handlers import BrokerCore
+from kproto.broker.memory_budget import ByteBudget
 from kproto.broker.recording import ConnectionRecording, TrafficRecorder
 from kproto.connection.server import BadRequest, ClientClosed, RequestReceived, ServerConnection
 from kproto.errors import KprotoError
 
-__all__ = ["BrokerServer"]
+__all__ = ["BrokerServer", "RateLimitedLog"]
 
 log = logging.getLogger("kproto.broker")
 
 _READ_SIZE = 256 * 1024
 _DROP = object()  # what _answer returns to have the connection closed
+_ACCEPT_FAILURE = "socket.accept() out of system resource"
+
+
+class RateLimitedLog:
+    """Log a recurring condition at most once per ``interval`` seconds, with how often it recurred.
+
+    A broker at its file-descriptor limit fails every accept() and asyncio reports each failure with
+    a traceback: megabytes of log per second and most of a core.  One line per interval says the same.
+    """
+
+    def __init__(self, interval: float = 10.0) -> None:
+        self.interval = interval
+        self.occurrences = 0
+        self.lines = 0
+        self._last: Dict[str, float] = {}
+        self._suppressed: Dict[str, int] = {}
+
+    def __call__(self, key: str, message: str) -> None:
+        self.occurrences += 1
+        now = time.monotonic()
+        last = self._last.get(key)
+        if last is not None and now - last < self.interval:
+            self._suppressed[key] = self._suppressed.get(key, 0) + 1
+            return
+        suppressed = self._suppressed.pop(key, 0)
+        self._last[key] = now
+        self.lines += 1
+        more = f" ({suppressed} more since the last report)" if suppressed else ""
+        log.warning("%s%s", message, more)
+
+
+class _Connection:
+    """What the server tracks of one client connection besides its sans-I/O state."""
+
+    __slots__ = ("conn", "reserved", "last_activity", "partial_since")
+
+    def __init__(self, conn: ServerConnection) -> None:
+        self.conn = conn
+        self.reserved = 0  # bytes of the budget held for the request being received
+        self.last_activity = time.monotonic()
+        self.partial_since: Optional[float] = None  # when the request being received started arriving
 
 
 class BrokerServer:
@@ -53,6 +108,13 @@ class BrokerServer:
         self._writers: Set[asyncio.StreamWriter] = set()
         self._stopping = False
         self.connections_accepted = 0
+        #: Connections closed at once because ``max_connections`` were open.
+        self.connections_refused = 0
+        #: Connections closed by the idle or request-receive timers.
+        self.connections_timed_out = 0
+        self.budget = ByteBudget(self.config.max_buffered_bytes)
+        self.rate_limited_log = RateLimitedLog()
+        self._previous_handler: Any = None
 
     @property
     def address(self) -> Tuple[str, int]:
@@ -63,9 +125,23 @@ class BrokerServer:
         return sockname[0], sockname[1]
 
     async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._previous_handler = loop.get_exception_handler()
+        loop.set_exception_handler(self._loop_exception)
         self._server = await asyncio.start_server(self._accept, self._host, self._port, reuse_address=True)
         self.core.bind(*self.address)
         self._track(asyncio.ensure_future(self.core.run_timers()))
+
+    def _loop_exception(self, loop: asyncio.AbstractEventLoop, context: Dict[str, Any]) -> None:
+        """Summarise accept() failures (EMFILE and kin); pass everything else to the previous handler."""
+        if context.get("message") == _ACCEPT_FAILURE:
+            exc = context.get("exception")
+            self.rate_limited_log("accept", f"mock broker cannot accept connections: {exc}")
+            return
+        if self._previous_handler is not None:
+            self._previous_handler(loop, context)
+        else:
+            loop.default_exception_handler(context)
 
     async def stop(self) -> None:
         """Stop listening and end every connection."""
@@ -82,6 +158,7 @@ class BrokerServer:
             await asyncio.sleep(0)
         if self._server is not None:
             await self._server.wait_closed()
+        asyncio.get_running_loop().set_exception_handler(self._previous_handler)
 
     def _track(self, task: asyncio.Task) -> asyncio.Task:
         self._tasks.add(task)
@@ -90,6 +167,12 @@ class BrokerServer:
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self._stopping:
+            writer.transport.abort()
+            return
+        if len(self._writers) >= self.config.max_connections:
+            self.connections_refused += 1
+            self.rate_limited_log("connections", f"mock broker refuses connections: {len(self._writers)} open "
+                                  f"(max_connections {self.config.max_connections})")
             writer.transport.abort()
             return
         self.connections_accepted += 1
@@ -114,13 +197,14 @@ class BrokerServer:
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         recording = self.recorder.connection(peer[:2], local[:2]) if self.recorder else None
-        conn = ServerConnection(max_frame_size=self.config.max_frame_size, broker_quirks=self.config.broker_quirks)
+        client = _Connection(ServerConnection(max_frame_size=self.config.max_frame_size,
+                                              broker_quirks=self.config.broker_quirks))
         queue: asyncio.Queue = asyncio.Queue(self.config.max_queued_requests)
         processor = self._track(asyncio.ensure_future(
-            self._process(conn, queue, writer, "/" + str(peer[0]), recording)))
+            self._process(client, queue, writer, "/" + str(peer[0]), recording)))
         finish_queue = False
         try:
-            finish_queue = await self._read(conn, queue, reader, recording, processor)
+            finish_queue = await self._read(client, queue, reader, recording, processor)
         except (ConnectionError, OSError, KprotoError) as exc:
             log.debug("connection from %s ends: %s", peer, exc)
         finally:
@@ -131,25 +215,120 @@ class BrokerServer:
             except (asyncio.CancelledError, Exception):  # noqa: BLE001 - a connection never takes the broker down
                 pass
             writer.close()
+            self._release_reservation(client)
+            while not queue.empty():  # requests never handled give their bytes back
+                _, size = queue.get_nowait()
+                self.budget.release(size)
             if recording is not None:
-                recording.closed = True
+                recording.close()
 
-    async def _read(self, conn: ServerConnection, queue: asyncio.Queue, reader: asyncio.StreamReader,
+    async def _read(self, client: _Connection, queue: asyncio.Queue, reader: asyncio.StreamReader,
                     recording: Optional[ConnectionRecording], processor: asyncio.Task) -> bool:
         """Queue requests until the stream ends; True when the processor should finish the queue first
         (a bad request: earlier requests are answered, then the connection closes)."""
+        conn = client.conn
         while not processor.done():
-            data = await reader.read(_READ_SIZE)
+            if client.reserved == 0 and self.budget.exhausted:
+                await self._wait_or_processor(self.budget.wait_for_room(), processor)
+            data = await self._read_chunk(client, queue, reader, processor)
+            if data is None:
+                return False
+            client.last_activity = time.monotonic()
             if recording is not None:
                 recording.from_client(data)
-            for event in conn.receive_data(data):
+            buffered_before = conn.buffered
+            events = conn.receive_data(data)
+            # Bytes of completed requests: what this read finished of the reserved request, plus whole
+            # requests that arrived in it unannounced.  Each queued request carries its share.
+            for event in events:
                 if isinstance(event, ClientClosed):
                     return False
-                if not await self._enqueue(queue, event, processor):
+                size = self._request_bytes(client, event)
+                if not await self._enqueue(queue, (event, size), processor):
+                    self.budget.release(size)
                     return False
                 if isinstance(event, BadRequest):
                     return True
+            if events or buffered_before == 0:  # the request being received (if any) started in this read
+                client.partial_since = time.monotonic() if conn.buffered else None
+            pending = conn.pending_frame_size
+            if pending is not None and client.reserved == 0:
+                if not 4 <= pending <= 4 + self.config.max_frame_size:
+                    # The connection has already failed on this size prefix; reserving for it would
+                    # only hold up everybody else until its next read.
+                    raise ConnectionError(f"request frame of {pending - 4} bytes is outside the limit")
+                # A request has started: hold its whole declared size before reading more of it.  Its
+                # receive timer starts once the memory is granted.
+                await self._wait_or_processor(self.budget.reserve(pending), processor)
+                client.reserved = pending
+                client.partial_since = time.monotonic()
         return False
+
+    def _request_bytes(self, client: _Connection, event: object) -> int:
+        """The budget bytes a completed request takes with it into the queue."""
+        if isinstance(event, RequestReceived):
+            size = event.frame_size
+        else:
+            size = len(event.frame) if isinstance(event, BadRequest) else 0
+        if client.reserved:
+            taken, client.reserved = client.reserved, 0
+            if size > taken:
+                self.budget.charge(size - taken)
+                taken = size
+            return taken
+        self.budget.charge(size)
+        return size
+
+    def _release_reservation(self, client: _Connection) -> None:
+        if client.reserved:
+            self.budget.release(client.reserved)
+            client.reserved = 0
+
+    @staticmethod
+    async def _wait_or_processor(waiting: Any, processor: asyncio.Task) -> None:
+        """Await ``waiting`` unless the processor ends first (a granted reservation is then given back
+        by :meth:`ByteBudget.reserve` itself, on cancellation)."""
+        task = asyncio.ensure_future(waiting)
+        await asyncio.wait({task, processor}, return_when=asyncio.FIRST_COMPLETED)
+        if task.done():
+            task.result()
+            return
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+        raise ConnectionError("connection ended while waiting for the byte budget")
+
+    async def _read_chunk(self, client: _Connection, queue: asyncio.Queue, reader: asyncio.StreamReader,
+                          processor: asyncio.Task) -> Optional[bytes]:
+        """The next bytes from the socket, b"" at its end, or None when a timer closed the connection."""
+        idle = self.config.connections_max_idle_ms / 1000.0
+        receive = self.config.request_receive_timeout_ms / 1000.0
+        read = asyncio.ensure_future(reader.read(_READ_SIZE))
+        try:
+            while True:
+                now = time.monotonic()
+                if client.partial_since is not None:
+                    deadline, why = client.partial_since + receive, "request not received in time"
+                else:
+                    deadline, why = client.last_activity + idle, "idle"
+                done, _ = await asyncio.wait({read, processor}, timeout=max(deadline - now, 0.0),
+                                             return_when=asyncio.FIRST_COMPLETED)
+                if read in done:
+                    return read.result()
+                if processor in done:
+                    return b""
+                busy = not queue.empty() or client.conn.owed > 0
+                if client.partial_since is None and busy:
+                    client.last_activity = time.monotonic()  # a request is being handled: not idle
+                    continue
+                self.connections_timed_out += 1
+                log.debug("closing a connection: %s", why)
+                return None
+        finally:
+            if not read.done():
+                read.cancel()
 
     @staticmethod
     async def _enqueue(queue: asyncio.Queue, event: object, processor: asyncio.Task) -> bool:
@@ -164,15 +343,18 @@ class BrokerServer:
         put.cancel()
         return False
 
-    async def _process(self, conn: ServerConnection, queue: asyncio.Queue, writer: asyncio.StreamWriter,
+    async def _process(self, client: _Connection, queue: asyncio.Queue, writer: asyncio.StreamWriter,
                        client_host: str, recording: Optional[ConnectionRecording]) -> None:
         try:
             while True:
-                event = await queue.get()
-                if isinstance(event, BadRequest):
-                    log.debug("closing a connection after a bad request: %s", event.error)
-                    return
-                frame = await self._answer(conn, event, client_host)
+                event, size = await queue.get()
+                try:
+                    if isinstance(event, BadRequest):
+                        log.debug("closing a connection after a bad request: %s", event.error)
+                        return
+                    frame = await self._answer(client.conn, event, client_host)
+                finally:
+                    self.budget.release(size)  # handled (or abandoned): its bytes are free again
                 if frame is _DROP:
                     return
                 if frame:
@@ -180,6 +362,7 @@ class BrokerServer:
                         recording.from_server(frame)
                     writer.write(frame)
                     await writer.drain()
+                    client.last_activity = time.monotonic()
         except asyncio.CancelledError:
             raise
         except (ConnectionError, OSError, KprotoError) as exc:

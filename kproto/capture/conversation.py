@@ -51,6 +51,7 @@ from kproto.capture.files import DEFAULT_MAX_RECORD_BYTES, CaptureSource
 from kproto.capture.reader import CaptureReader
 from kproto.capture.reassembly import (
     DEFAULT_MAX_BUFFERED_BYTES,
+    DEFAULT_MAX_OPEN_CONNECTIONS,
     ConnectionId,
     Direction,
     Endpoint,
@@ -307,6 +308,9 @@ class KafkaConversations:
                               event.offset, event.packet, event.timestamp_ns)
             self._gap(conn, d, event.offset, event.length, event.timestamp_ns, event.packet)
         elif type(event) is StreamClosed:
+            if event.reason == "evicted" and conn.kafka and d == Direction.FORWARD:
+                self._problem(ProblemKind.CAPTURE, "connection no longer followed: more connections open at once "
+                              "than max_open_connections", conn, d, event.offset, event.packet, event.timestamp_ns)
             self._close(conn, d, event.offset, event.timestamp_ns, event.packet)
 
     def add_capture_diagnostic(self, diag: CaptureDiagnostic) -> None:
@@ -657,17 +661,18 @@ def decode_capture(
     max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
     max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES,
     max_outstanding: int = 1024,
+    max_open_connections: int = DEFAULT_MAX_OPEN_CONNECTIONS,
 ) -> Iterator[Record]:
     """Read a pcap/pcapng capture (path, bytes or binary file object) and yield its Kafka
     :class:`Exchange` and :class:`Problem` records in capture order.
 
     ``max_record_bytes`` bounds one capture record, ``max_buffered_bytes`` the out-of-order TCP data held
     per direction, ``max_frame_size`` one Kafka frame, ``max_outstanding`` the requests awaiting an answer
-    per connection.
+    per connection, ``max_open_connections`` the connections followed at once.
     """
     conversations = KafkaConversations(ports=ports, detect=detect, max_frame_size=max_frame_size,
                                        max_outstanding=max_outstanding)
-    reassembler = TcpReassembler(max_buffered_bytes=max_buffered_bytes)
+    reassembler = TcpReassembler(max_buffered_bytes=max_buffered_bytes, max_open_connections=max_open_connections)
     for item in CaptureReader(source, max_record_bytes=max_record_bytes):
         if type(item) is CaptureDiagnostic:
             conversations.add_capture_diagnostic(item)

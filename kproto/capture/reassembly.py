@@ -30,6 +30,10 @@ Rules
       not as a lost byte; an acknowledgement more than 1 GiB ahead is taken as garbage.  A segment's
       acknowledgement is handled before its payload, so a gap in a request comes out before the
       response that reveals it.
+    * **Open connections are bounded** by ``max_open_connections``: a capture of a port scan or of
+      hundreds of thousands of one-packet flows would otherwise hold state for each until the end.
+      Past the bound, the connection least recently active is closed early: its holes become gaps and
+      both directions end with reason ``"evicted"`` (counted in ``stats.evicted_connections``).
     * **Connections** are keyed by their two endpoints.  The *initiator* is the sender of a SYN (or the
       receiver of a SYN/ACK); without handshake, the sender of the first packet seen.  A SYN on a
       finished connection's endpoints starts a new connection (``serial`` tells them apart); other
@@ -60,12 +64,16 @@ __all__ = [
     "reassemble",
     "DEFAULT_MAX_BUFFERED_BYTES",
     "DEFAULT_MAX_BUFFERED_SEGMENTS",
+    "DEFAULT_MAX_OPEN_CONNECTIONS",
+    "GAP_EVICTED",
 ]
 
 #: Default cap on out-of-order bytes held per direction of a connection.
 DEFAULT_MAX_BUFFERED_BYTES = 4 * 1024 * 1024
 #: Default cap on out-of-order pieces held per direction (guards against floods of tiny segments).
 DEFAULT_MAX_BUFFERED_SEGMENTS = 8192
+#: Default cap on connections tracked at once (a few KiB each, with the Kafka state built on them).
+DEFAULT_MAX_OPEN_CONNECTIONS = 10_000
 
 _MOD = 1 << 32
 _HALF = 1 << 31
@@ -77,6 +85,7 @@ GAP_BUFFER_LIMIT = "out-of-order buffer limit reached"
 GAP_SNAPLEN = "cut by the capture snaplen"
 GAP_RESET = "hole before a connection reset"
 GAP_END = "hole at the end of the capture"
+GAP_EVICTED = "hole in a connection evicted to stay within max_open_connections"
 
 
 class Endpoint(NamedTuple):
@@ -143,7 +152,8 @@ class StreamGap(NamedTuple):
 
 
 class StreamClosed(NamedTuple):
-    """End of one direction: ``reason`` is ``"fin"``, ``"rst"`` or ``"end-of-capture"``."""
+    """End of one direction: ``reason`` is ``"fin"``, ``"rst"``, ``"end-of-capture"`` or ``"evicted"``
+    (too many connections open at once; later packets of it are ignored)."""
 
     connection: ConnectionId
     direction: Direction
@@ -167,6 +177,7 @@ class ReassemblyStats:
     gap_bytes: int = 0
     gaps: int = 0
     ignored_segments: int = 0  #: after a connection finished, or before the first segment of a mid-stream direction
+    evicted_connections: int = 0  #: closed early to stay within max_open_connections
     gap_reasons: Dict[str, int] = field(default_factory=dict)
 
 
@@ -232,7 +243,8 @@ class TcpReassembler:
     """Reassembles every TCP connection of a capture; see the module docstring for the rules.
 
     ``max_buffered_bytes`` and ``max_buffered_segments`` bound the out-of-order data held per direction;
-    beyond them the oldest hole is declared a gap.  ``max_finished`` bounds how many finished
+    beyond them the oldest hole is declared a gap.  ``max_open_connections`` bounds the connections
+    tracked at once (the least recently active is evicted).  ``max_finished`` bounds how many finished
     connections are remembered to recognise their late packets.
     """
 
@@ -242,14 +254,17 @@ class TcpReassembler:
         max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES,
         max_buffered_segments: int = DEFAULT_MAX_BUFFERED_SEGMENTS,
         max_finished: int = 65536,
+        max_open_connections: int = DEFAULT_MAX_OPEN_CONNECTIONS,
     ) -> None:
-        if max_buffered_bytes < 0 or max_buffered_segments < 1:
-            raise ValueError("buffer limits must be positive")
+        if max_buffered_bytes < 0 or max_buffered_segments < 1 or max_open_connections < 1:
+            raise ValueError("buffer and connection limits must be positive")
+        self.max_open_connections = max_open_connections
         self.max_buffered_bytes = max_buffered_bytes
         self.max_buffered_segments = max_buffered_segments
         self.max_finished = max_finished
         self.stats = ReassemblyStats()
-        self._connections: Dict[_Key, _Connection] = {}  # open connections, in order of appearance
+        # Open connections, least recently active first.
+        self._connections: "OrderedDict[_Key, _Connection]" = OrderedDict()
         # Both orientations of every open connection's 4-tuple, so one lookup per segment finds it.
         self._active: Dict[Tuple[str, int, str, int], Tuple[_Connection, Direction]] = {}
         self._finished: "OrderedDict[_Key, _Connection]" = OrderedDict()
@@ -279,7 +294,10 @@ class TcpReassembler:
                 return
             conn = self._new_connection(key, seg, src, dst)
             found = self._active[flow]
+            if len(self._connections) > self.max_open_connections:
+                self._evict(ts=seg.timestamp_ns, packet=seg.number)
         conn, direction = found
+        self._connections.move_to_end(conn.key)
         half = conn.halves[direction]
         ts = seg.timestamp_ns
 
@@ -316,6 +334,19 @@ class TcpReassembler:
                     self._close(conn, d, h, "rst", ts, seg.number)
         if conn.halves[0].closed and conn.halves[1].closed:
             self._retire(conn)
+
+    def _evict(self, ts: Optional[int], packet: Optional[int]) -> None:
+        """Close the least recently active connection early (its holes become gaps)."""
+        conn = next(iter(self._connections.values()))
+        self.stats.evicted_connections += 1
+        for d in (Direction.FORWARD, Direction.REVERSE):
+            h = conn.halves[d]
+            if h.closed:
+                continue
+            self._flush(conn, d, h, GAP_EVICTED, ts, packet)
+            if not h.closed:
+                self._close(conn, d, h, "evicted", ts, packet)
+        self._retire(conn)
 
     def finish(self) -> None:
         """End of capture: declare what is still missing as gaps, close every open direction."""

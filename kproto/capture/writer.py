@@ -59,6 +59,7 @@ __all__ = [
     "PcapngWriter",
     "write_capture",
     "write_segments",
+    "TcpSegmenter",
 ]
 
 Destination = Union[str, "os.PathLike[str]", BinaryIO]
@@ -178,50 +179,86 @@ def _side(value: Union[Side, str]) -> bool:
     return side is Side.CLIENT
 
 
-def plan_segments(conversation: TcpConversation, *, mss: int = 1460, index: int = 0) -> List[PlannedSegment]:
-    """The segments of ``conversation`` in send order, before any impairment."""
-    if mss < 1:
-        raise ValueError("mss must be at least 1")
-    c_seq = conversation.client_isn & 0xFFFFFFFF
-    s_seq = conversation.server_isn & 0xFFFFFFFF
-    client, server = conversation.client, conversation.server
-    out: List[PlannedSegment] = []
-    messages = list(conversation.messages)
-    first_ns = round(messages[0][2] * 1_000_000) * 1000 if messages else 0
-    data_index = 0
+class TcpSegmenter:
+    """Sequence numbering of one TCP connection, segment by segment, as its traffic happens.
 
-    def add(from_client: bool, flags: int, payload: bytes, ts: int, numbered: bool = False) -> None:
-        nonlocal c_seq, s_seq, data_index
+    :func:`plan_segments` uses it for a whole :class:`TcpConversation`; the mock broker's recorder uses
+    it to write a connection's packets as they cross the socket, so nothing of the traffic is held in
+    memory.  Each method returns the segments of one event in send order.
+    """
+
+    def __init__(self, client: Tuple[str, int], server: Tuple[str, int], *, client_isn: int = 1_000_000,
+                 server_isn: int = 3_000_000_000, mss: int = 1460, index: int = 0) -> None:
+        if mss < 1:
+            raise ValueError("mss must be at least 1")
+        self.client, self.server = client, server
+        self.mss = mss
+        self.index = index
+        self._c_seq = client_isn & 0xFFFFFFFF
+        self._s_seq = server_isn & 0xFFFFFFFF
+        self._data_index = 0
+
+    def _segment(self, from_client: bool, flags: int, payload: bytes, ts: int, numbered: bool = False) -> PlannedSegment:
         if from_client:
-            seg = PlannedSegment(index, True, client, server, c_seq, s_seq, flags, payload, ts, data_index if numbered else None)
-            c_seq = (c_seq + len(payload) + (1 if flags & (TCP_SYN | TCP_FIN) else 0)) & 0xFFFFFFFF
+            seg = PlannedSegment(self.index, True, self.client, self.server, self._c_seq, self._s_seq, flags, payload,
+                                 ts, self._data_index if numbered else None)
+            self._c_seq = (self._c_seq + len(payload) + (1 if flags & (TCP_SYN | TCP_FIN) else 0)) & 0xFFFFFFFF
         else:
-            seg = PlannedSegment(index, False, server, client, s_seq, c_seq, flags, payload, ts, data_index if numbered else None)
-            s_seq = (s_seq + len(payload) + (1 if flags & (TCP_SYN | TCP_FIN) else 0)) & 0xFFFFFFFF
+            seg = PlannedSegment(self.index, False, self.server, self.client, self._s_seq, self._c_seq, flags, payload,
+                                 ts, self._data_index if numbered else None)
+            self._s_seq = (self._s_seq + len(payload) + (1 if flags & (TCP_SYN | TCP_FIN) else 0)) & 0xFFFFFFFF
         if numbered:
-            data_index += 1
+            self._data_index += 1
         if not flags & TCP_ACK:
             seg.ack = 0
-        out.append(seg)
+        return seg
 
+    def handshake(self, first_ns: int) -> List[PlannedSegment]:
+        """SYN, SYN/ACK, ACK, spaced one microsecond apart and ending before ``first_ns``."""
+        return [self._segment(True, TCP_SYN, b"", first_ns - 3000),
+                self._segment(False, TCP_SYN | TCP_ACK, b"", first_ns - 2000),
+                self._segment(True, TCP_ACK, b"", first_ns - 1000)]
+
+    def data(self, from_client: bool, data: bytes, ts: int) -> List[PlannedSegment]:
+        """One application write cut at the MSS, one microsecond apart from ``ts`` on (PSH on the last)."""
+        chunks = [bytes(data[i : i + self.mss]) for i in range(0, len(data), self.mss)]
+        out = []
+        for n, chunk in enumerate(chunks):
+            out.append(self._segment(from_client, TCP_ACK | (TCP_PSH if n == len(chunks) - 1 else 0), chunk, ts,
+                                     numbered=True))
+            ts += 1000
+        return out
+
+    def close(self, ts: int) -> List[PlannedSegment]:
+        """FIN from the client, FIN from the server, the client's last ACK."""
+        return [self._segment(True, TCP_FIN | TCP_ACK, b"", ts + 1000),
+                self._segment(False, TCP_FIN | TCP_ACK, b"", ts + 2000),
+                self._segment(True, TCP_ACK, b"", ts + 3000)]
+
+    def reset(self, ts: int) -> List[PlannedSegment]:
+        """An RST from the client."""
+        return [self._segment(True, TCP_RST | TCP_ACK, b"", ts + 1000)]
+
+
+def plan_segments(conversation: TcpConversation, *, mss: int = 1460, index: int = 0) -> List[PlannedSegment]:
+    """The segments of ``conversation`` in send order, before any impairment."""
+    segmenter = TcpSegmenter(conversation.client, conversation.server, client_isn=conversation.client_isn,
+                             server_isn=conversation.server_isn, mss=mss, index=index)
+    messages = list(conversation.messages)
+    first_ns = round(messages[0][2] * 1_000_000) * 1000 if messages else 0
+    out: List[PlannedSegment] = []
     if conversation.handshake:
-        add(True, TCP_SYN, b"", first_ns - 3000)
-        add(False, TCP_SYN | TCP_ACK, b"", first_ns - 2000)
-        add(True, TCP_ACK, b"", first_ns - 1000)
+        out += segmenter.handshake(first_ns)
     ts = first_ns
     for side, data, when in messages:
-        from_client = _side(side)
         ts = max(ts, round(when * 1_000_000) * 1000)
-        chunks = [bytes(data[i : i + mss]) for i in range(0, len(data), mss)]
-        for n, chunk in enumerate(chunks):
-            add(from_client, TCP_ACK | (TCP_PSH if n == len(chunks) - 1 else 0), chunk, ts, numbered=True)
-            ts += 1000
+        segments = segmenter.data(_side(side), data, ts)
+        ts += 1000 * len(segments)
+        out += segments
     if conversation.reset:
-        add(True, TCP_RST | TCP_ACK, b"", ts + 1000)
+        out += segmenter.reset(ts)
     elif conversation.close:
-        add(True, TCP_FIN | TCP_ACK, b"", ts + 1000)
-        add(False, TCP_FIN | TCP_ACK, b"", ts + 2000)
-        add(True, TCP_ACK, b"", ts + 3000)
+        out += segmenter.close(ts)
     return out
 
 

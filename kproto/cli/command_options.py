@@ -18,6 +18,7 @@ __all__ = [
     "add_color_option",
     "add_frame_input_options",
     "add_max_frame_option",
+    "add_max_records_option",
     "open_binary_input",
     "resolve_mode",
 ]
@@ -53,6 +54,18 @@ def add_max_frame_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-frame-size", type=_byte_size, default=DEFAULT_MAX_FRAME_SIZE, metavar="BYTES",
                         help="largest frame accepted; a bigger size prefix is reported and skipped, and memory "
                              "stays below it (suffixes k, m, g; default 100m, Kafka's socket.request.max.bytes)")
+
+
+def _count(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be 0 or more")
+    return value
+
+
+def add_max_records_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--max-records", type=_count, default=None, metavar="N",
+                        help="with -v, list at most N messages of each record set (the rest are counted)")
 
 
 def add_frame_input_options(parser: argparse.ArgumentParser) -> None:

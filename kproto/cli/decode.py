@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Iterator, TextIO
+from typing import Iterator, Optional, TextIO
 
 from kproto.cli.command_options import (
     add_color_option,
     add_format_option,
     add_frame_input_options,
+    add_max_records_option,
     open_binary_input,
     resolve_mode,
 )
@@ -41,6 +42,7 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
     add_color_option(parser)
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="also decode the messages of record sets and consumer-protocol bytes")
+    add_max_records_option(parser)
     parser.set_defaults(run=run)
     return parser
 
@@ -54,12 +56,13 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
                                api_version=api_version, max_frame_size=args.max_frame_size, tally=tally)
         if args.format == "text":
             style = Style(wants_color(args.color, sys.stdout))
-            for line in _text_lines(items, args.verbose, style):
+            for line in _text_lines(items, args.verbose, style, args.max_records):
                 print(line)
         else:
             writer = RecordWriter(sys.stdout, args.format, "decode")
             for item in items:
-                writer.write(problem_json(item) if isinstance(item, InputProblem) else frame_json(item, args.verbose))
+                writer.write(problem_json(item) if isinstance(item, InputProblem)
+                             else frame_json(item, args.verbose, args.max_records))
             writer.close(tally.summary())
     finally:
         if owned:
@@ -92,7 +95,7 @@ def frame_title(frame: DecodedFrame) -> str:
     return ", ".join(parts)
 
 
-def _text_lines(items: Iterator[object], verbose: bool, style: Style) -> Iterator[str]:
+def _text_lines(items: Iterator[object], verbose: bool, style: Style, max_records: Optional[int]) -> Iterator[str]:
     for item in items:
         if isinstance(item, InputProblem):
             where = f" @{item.offset}" if item.offset >= 0 else ""
@@ -103,6 +106,6 @@ def _text_lines(items: Iterator[object], verbose: bool, style: Style) -> Iterato
         if item.error is not None:
             yield "  " + style("error", f"error: {type(item.error).__name__}: {item.error}")
         if item.body is not None:
-            yield from tree_lines(message_json(item.body, verbose), 2)
+            yield from tree_lines(message_json(item.body, verbose, max_records), 2)
         elif item.raw_body:
             yield f"  raw_body: {show_bytes(item.raw_body)}"

@@ -32,7 +32,7 @@ from typing import Any, Callable, List, Optional, Tuple
 import kproto
 from kproto.cli.filter_fields import FIELD_NAMES, FilterFields
 
-__all__ = ["FilterSyntaxError", "ExchangeFilter", "compile_filter"]
+__all__ = ["FilterSyntaxError", "ExchangeFilter", "compile_filter", "MAX_FILTER_DEPTH"]
 
 _TOKEN = re.compile(r"""\s*(?:
     (?P<paren>[()])
@@ -45,6 +45,11 @@ _OPS = ("=", "==", "!=", "<", "<=", ">", ">=", "~")
 _MULTI = frozenset({"topic", "partition", "group", "error", "port"})
 
 Predicate = Callable[[FilterFields], bool]
+
+#: Deepest nesting of parentheses and ``not`` a filter may use.  The parser (and the predicate it
+#: builds) recurse once per level; a limit far below Python's recursion limit turns a hostile
+#: expression into a usage error instead of a RecursionError.
+MAX_FILTER_DEPTH = 64
 
 
 class FilterSyntaxError(ValueError):
@@ -81,6 +86,12 @@ class _Parser:
     def __init__(self, tokens: List[_Token]) -> None:
         self.tokens = tokens
         self.pos = 0
+        self.depth = 0
+
+    def deeper(self) -> None:
+        self.depth += 1
+        if self.depth > MAX_FILTER_DEPTH:
+            raise FilterSyntaxError(f"the filter nests parentheses and 'not' more than {MAX_FILTER_DEPTH} deep")
 
     def peek(self) -> Optional[_Token]:
         return self.tokens[self.pos] if self.pos < len(self.tokens) else None
@@ -113,11 +124,15 @@ class _Parser:
 
     def factor(self) -> Predicate:
         if self.keyword("not"):
+            self.deeper()
             inner = self.factor()
+            self.depth -= 1
             return lambda facts: not inner(facts)
         token = self.take()
         if token.kind == "paren" and token.text == "(":
+            self.deeper()
             inner = self.expr()
+            self.depth -= 1
             closing = self.take()
             if closing.kind != "paren" or closing.text != ")":
                 raise FilterSyntaxError(f"expected ')' but found {closing.text!r}")

@@ -37,8 +37,9 @@ def _client_id(exchange: Exchange) -> Optional[str]:
     return None if header is None else header.client_id
 
 
-def exchange_json(exchange: Exchange, verbose: bool = False) -> Dict[str, Any]:
-    """The JSON record of an exchange (keys :data:`EXCHANGE_KEYS`, always all present)."""
+def exchange_json(exchange: Exchange, verbose: bool = False, max_records: Optional[int] = None) -> Dict[str, Any]:
+    """The JSON record of an exchange (keys :data:`EXCHANGE_KEYS`, always all present); ``max_records``
+    bounds the messages listed per record set with ``verbose``."""
     request, response = exchange.request, exchange.response
     return {
         "record": "exchange",
@@ -61,10 +62,10 @@ def exchange_json(exchange: Exchange, verbose: bool = False) -> Dict[str, Any]:
         "answered": exchange.answered,
         "error_codes": all_error_codes(exchange),
         "request_header": None if exchange.request_header is None else exchange.request_header.to_dict(),
-        "request": None if request is None else message_json(request, verbose),
+        "request": None if request is None else message_json(request, verbose, max_records),
         "request_error": error_json(exchange.request_error),
         "response_header": None if exchange.response_header is None else exchange.response_header.to_dict(),
-        "response": None if response is None else message_json(response, verbose),
+        "response": None if response is None else message_json(response, verbose, max_records),
         "response_error": error_json(exchange.response_error),
     }
 
@@ -126,7 +127,7 @@ def _errors_text(exchange: Exchange, style: Style) -> str:
     return "; ".join(failures) if failures else "ok"
 
 
-def exchange_tree(exchange: Exchange, verbose: bool = True) -> Iterator[str]:
+def exchange_tree(exchange: Exchange, verbose: bool = True, max_records: Optional[int] = None) -> Iterator[str]:
     """The decoded request and response under an exchange line (``pcap -v``)."""
     for what, header, message in (("request", exchange.request_header, exchange.request),
                                   ("response", exchange.response_header, exchange.response)):
@@ -135,7 +136,7 @@ def exchange_tree(exchange: Exchange, verbose: bool = True) -> Iterator[str]:
         yield f"  {what}:"
         if header is not None:
             yield f"    header: {header.to_dict()}"
-        yield from tree_lines(message_json(message, verbose), 4)
+        yield from tree_lines(message_json(message, verbose, max_records), 4)
 
 
 def problem_line(problem: Problem, style: Style) -> str:

@@ -13,7 +13,7 @@ encodes back to its exact bytes.
 from __future__ import annotations
 
 import struct
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import kproto
 from kproto.cli.frame_decoding import DecodedFrame
@@ -30,8 +30,8 @@ FRAME_KEYS = (
 _I32 = struct.Struct(">i")
 
 
-def frame_json(frame: DecodedFrame, verbose: bool = False) -> Dict[str, Any]:
-    """The JSON record of a decoded frame."""
+def frame_json(frame: DecodedFrame, verbose: bool = False, max_records: Optional[int] = None) -> Dict[str, Any]:
+    """The JSON record of a decoded frame (``max_records``: messages listed per record set with ``verbose``)."""
     raw = frame.raw_body
     return {
         "record": "frame",
@@ -44,7 +44,7 @@ def frame_json(frame: DecodedFrame, verbose: bool = False) -> Dict[str, Any]:
         "api_version": frame.api_version,
         "correlation_id": frame.correlation_id,
         "header": None if frame.header is None else frame.header.to_dict(),
-        "body": None if frame.body is None else message_json(frame.body, verbose),
+        "body": None if frame.body is None else message_json(frame.body, verbose, max_records),
         "raw_body": None if raw is None else bytes_json(raw),
         "error": error_json(frame.error),
     }

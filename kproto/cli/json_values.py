@@ -7,7 +7,8 @@ Conventions (documented in ``docs/cli.md``):
   so bytes can never be mistaken for a string.  A ``null`` stays ``null`` (null and empty differ).
 * With ``verbose``, a record set object also carries ``messages`` (each with ``offset``, ``magic``,
   ``attributes``, ``codec``, ``timestamp``, ``timestamp_type``, ``crc``, ``key``, ``value``),
-  ``valid_bytes`` and ``partial`` — or ``error`` when its messages do not decode — and consumer
+  ``valid_bytes`` and ``partial`` — or ``error`` when its messages do not decode — and, when
+  ``max_records`` cut the list, ``messages_not_shown``; consumer
   protocol bytes (JoinGroup/SyncGroup/DescribeGroups metadata and assignments) carry
   ``consumer_protocol``.  These extra keys are informational: when reading JSON back, ``$bytes`` wins.
 * When reading, a record set given as ``{"messages": [...], "codec": ..., "magic": ..., "base_offset": ...}``
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import Any, Dict, List, Optional, Type
+from typing import Any, Dict, Iterator, List, Optional, Type
 
 from kproto.errors import EncodeError, KprotoError
 from kproto.message_base import RECORDS, SCALARS, STRUCTS, Message, Struct
@@ -27,6 +28,8 @@ from kproto.records import RecordSet, decode_message_set, encode_message_set
 
 __all__ = [
     "BYTES_KEY",
+    "LAZY_RECORDS_THRESHOLD",
+    "RecordStream",
     "bytes_json",
     "error_json",
     "message_json",
@@ -36,6 +39,10 @@ __all__ = [
 ]
 
 BYTES_KEY = "$bytes"
+
+#: Record sets with more messages than this are not turned into a list of JSON values: their
+#: ``messages`` is a :class:`RecordStream`, decoded one message at a time as the output is written.
+LAZY_RECORDS_THRESHOLD = 1000
 
 # Byte fields that carry the embedded consumer protocol, by field name.
 _SUBSCRIPTION_FIELDS = frozenset({"metadata", "member_metadata"})
@@ -60,15 +67,44 @@ def error_json(error: Optional[BaseException]) -> Optional[Dict[str, Any]]:
     }
 
 
-def message_json(msg: Struct, verbose: bool = False) -> Dict[str, Any]:
-    """A decoded message (or nested struct) as JSON values, following the class's field table."""
+class RecordStream:
+    """The messages of a large record set as JSON values, made one at a time while they are iterated.
+
+    A 160 KB frame can hold a gzip set of 64 MiB; as a list of JSON values that was ~80 bytes of Python
+    objects per decompressed byte.  Iterating this instead holds one message's values at a time next to
+    the decoded set (whose messages the compiled core also makes on demand).  ``len()`` is the number
+    of messages the set holds; iteration stops after ``limit`` of them (None: all).
+    """
+
+    __slots__ = ("_decoded", "count", "limit")
+
+    def __init__(self, decoded: Any, limit: Optional[int]) -> None:
+        self._decoded = decoded
+        self.count = len(decoded)
+        self.limit = limit
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __iter__(self) -> Iterator[Dict[str, Any]]:
+        for index, message in enumerate(self._decoded):
+            if self.limit is not None and index >= self.limit:
+                return
+            yield _record_json(message)
+
+
+def message_json(msg: Struct, verbose: bool = False, max_records: Optional[int] = None) -> Dict[str, Any]:
+    """A decoded message (or nested struct) as JSON values, following the class's field table.
+
+    ``max_records`` (with ``verbose``) lists at most that many messages of each record set.
+    """
     out: Dict[str, Any] = {}
     for name, shape, _ in type(msg)._FIELDS:
         value = getattr(msg, name)
         if shape == STRUCTS:
-            out[name] = [message_json(item, verbose) for item in value]
+            out[name] = [message_json(item, verbose, max_records) for item in value]
         elif shape == RECORDS:
-            out[name] = None if value is None else record_set_json(bytes(value), verbose)
+            out[name] = None if value is None else record_set_json(bytes(value), verbose, max_records)
         elif shape == SCALARS:
             out[name] = [bytes_json(v) if isinstance(v, bytes) else v for v in value]
         elif isinstance(value, bytes):
@@ -95,8 +131,12 @@ def _bytes_field_json(name: str, value: bytes, verbose: bool) -> Dict[str, Any]:
     return out
 
 
-def record_set_json(raw: bytes, verbose: bool = False) -> Dict[str, Any]:
-    """A record set: ``$bytes``, plus its decoded messages when ``verbose``."""
+def record_set_json(raw: bytes, verbose: bool = False, max_records: Optional[int] = None) -> Dict[str, Any]:
+    """A record set: ``$bytes``, plus its decoded messages when ``verbose`` (at most ``max_records``).
+
+    Sets larger than :data:`LAZY_RECORDS_THRESHOLD` messages get a :class:`RecordStream`, which the
+    JSON writer and the text tree iterate without building the list.
+    """
     out: Dict[str, Any] = bytes_json(raw)
     if not verbose:
         return out
@@ -105,7 +145,14 @@ def record_set_json(raw: bytes, verbose: bool = False) -> Dict[str, Any]:
     except KprotoError as exc:
         out["error"] = error_json(exc)
         return out
-    out["messages"] = [_record_json(m) for m in decoded]
+    count = len(decoded)
+    if count > LAZY_RECORDS_THRESHOLD:
+        out["messages"] = RecordStream(decoded, max_records)
+    else:
+        shown = decoded if max_records is None or count <= max_records else list(decoded)[:max_records]
+        out["messages"] = [_record_json(m) for m in shown]
+    if max_records is not None and count > max_records:
+        out["messages_not_shown"] = count - max_records
     out["valid_bytes"] = decoded.valid_bytes
     out["partial"] = decoded.partial
     return out

@@ -7,7 +7,14 @@ import sys
 from typing import Any, Dict, Optional
 
 from kproto.capture.conversation import DEFAULT_PORTS, Exchange, Problem, ProblemKind, decode_capture
-from kproto.cli.command_options import add_color_option, add_format_option, add_max_frame_option, open_binary_input
+from kproto.capture.reassembly import DEFAULT_MAX_OPEN_CONNECTIONS
+from kproto.cli.command_options import (
+    add_color_option,
+    add_format_option,
+    add_max_frame_option,
+    add_max_records_option,
+    open_binary_input,
+)
 from kproto.cli.filter_fields import FilterFields
 from kproto.cli.exchange_filter import ExchangeFilter, FilterSyntaxError
 from kproto.cli.exchange_view import exchange_json, exchange_line, exchange_tree, problem_json, problem_line
@@ -16,7 +23,7 @@ from kproto.cli.json_output import RecordWriter
 from kproto.cli.progress_bar import CountingReader, ProgressBar
 from kproto.cli.terminal_style import Style, wants_color
 
-__all__ = ["add_parser", "run", "FAILURE_KINDS"]
+__all__ = ["add_parser", "run", "FAILURE_KINDS", "DEFAULT_PROBLEMS_PER_KIND"]
 
 DESCRIPTION = """\
 Decode the Kafka traffic of a pcap or pcapng capture: TCP is reassembled, frames are found, requests
@@ -36,6 +43,10 @@ listed.  Exit code: 0 clean capture, 1 a frame failed to decode or the capture i
 FAILURE_KINDS = frozenset(kind for kind in ProblemKind
                           if kind not in (ProblemKind.UNANSWERED_REQUEST, ProblemKind.RESPONSE_WITHOUT_REQUEST))
 
+#: Problems of one kind listed before the rest are only counted: a damaged capture can hold millions
+#: of the same problem (a file of empty records), and a line each made the output eight times the file.
+DEFAULT_PROBLEMS_PER_KIND = 20
+
 
 def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> argparse.ArgumentParser:
     parser = subparsers.add_parser("pcap", help="decode the Kafka conversation of a capture",
@@ -51,7 +62,14 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
     add_max_frame_option(parser)
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="full decoded tree (text) / decoded record-set messages (JSON)")
+    add_max_records_option(parser)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    parser.add_argument("--max-connections", type=int, default=DEFAULT_MAX_OPEN_CONNECTIONS, metavar="N",
+                        help="TCP connections followed at once; past it the least recently active is dropped "
+                             f"and reported (default {DEFAULT_MAX_OPEN_CONNECTIONS})")
+    parser.add_argument("--problems-per-kind", type=int, default=DEFAULT_PROBLEMS_PER_KIND, metavar="N",
+                        help="list at most N problems of each kind, then only count them in the summary "
+                             f"(default {DEFAULT_PROBLEMS_PER_KIND}; 0: no limit)")
     parser.set_defaults(run=run)
     return parser
 
@@ -62,14 +80,19 @@ class _Tally:
         self.shown = 0
         self.problems: Dict[str, int] = {}
         self.failures = 0
+        self.problems_not_listed = 0
 
     def summary(self) -> Dict[str, Any]:
         return {"exchanges": self.exchanges, "shown": self.shown, "problems": dict(sorted(self.problems.items())),
-                "failures": self.failures}
+                "failures": self.failures, "problems_not_listed": self.problems_not_listed}
 
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     selector: Optional[ExchangeFilter] = None
+    if args.problems_per_kind < 0:
+        parser.error("--problems-per-kind must be 0 or more")
+    if args.max_connections < 1:
+        parser.error("--max-connections must be at least 1")
     if args.filter is not None:
         try:
             selector = ExchangeFilter(args.filter)
@@ -83,22 +106,30 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     output = _Output(args)
     try:
         for record in decode_capture(reader, ports=ports, detect=not args.no_detect,  # type: ignore[arg-type]
-                                     max_frame_size=args.max_frame_size):
+                                     max_frame_size=args.max_frame_size, max_open_connections=args.max_connections):
             if isinstance(record, Exchange):
                 tally.exchanges += 1
                 if selector is None or selector(FilterFields(record)):
                     tally.shown += 1
                     output.exchange(record)
             else:
-                tally.problems[record.kind.value] = tally.problems.get(record.kind.value, 0) + 1
+                seen = tally.problems[record.kind.value] = tally.problems.get(record.kind.value, 0) + 1
                 tally.failures += record.kind in FAILURE_KINDS
-                output.problem(record)
+                if args.problems_per_kind and seen > args.problems_per_kind:
+                    tally.problems_not_listed += 1
+                else:
+                    output.problem(record)
             progress.update(reader.count)
     finally:
         progress.close()
         if owned:
             stream.close()
     output.close(tally.summary())
+    if tally.problems_not_listed:
+        counts = ", ".join(f"{count} {kind}" for kind, count in sorted(tally.problems.items())
+                           if count > args.problems_per_kind)
+        print(f"kproto pcap: {tally.problems_not_listed} more problems counted but not listed "
+              f"(--problems-per-kind {args.problems_per_kind}; totals: {counts})", file=sys.stderr)
     if tally.failures:
         print(f"kproto pcap: {tally.failures} problems where frames did not decode or the capture is damaged",
               file=sys.stderr)
@@ -111,16 +142,17 @@ class _Output:
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.verbose = args.verbose
+        self.max_records = args.max_records
         self.style = Style(args.format == "text" and wants_color(args.color, sys.stdout))
         self.writer = RecordWriter(sys.stdout, args.format, "pcap") if args.format != "text" else None
 
     def exchange(self, exchange: Exchange) -> None:
         if self.writer is not None:
-            self.writer.write(exchange_json(exchange, self.verbose))
+            self.writer.write(exchange_json(exchange, self.verbose, self.max_records))
             return
         print(exchange_line(exchange, self.style))
         if self.verbose:
-            for line in exchange_tree(exchange):
+            for line in exchange_tree(exchange, max_records=self.max_records):
                 print(line)
 
     def problem(self, problem: Problem) -> None:

@@ -78,8 +78,10 @@ def _record_summary(item: Any) -> str:
 
 def _bytes_details(item: Any, indent: int) -> Iterator[str]:
     pad = " " * indent
-    for message in item.get("messages", ()):
+    for message in item.get("messages", ()):  # a list, or a RecordStream decoded as it is iterated
         yield f"{pad}- {message_line(message)}"
+    if item.get("messages_not_shown"):
+        yield f"{pad}... {item['messages_not_shown']} more messages (--max-records)"
     if "consumer_protocol" in item:
         yield f"{pad}consumer_protocol:"
         yield from tree_lines(item["consumer_protocol"], indent + 2)

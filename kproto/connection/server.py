@@ -168,6 +168,11 @@ class ServerConnection:
         """Bytes of an incomplete frame held."""
         return self._frames.buffered
 
+    @property
+    def pending_frame_size(self) -> Optional[int]:
+        """Declared size of the incomplete request frame being received (None: no size prefix yet)."""
+        return self._frames.pending_frame_size
+
     # ---------------------------------------------------------------- receiving
 
     def receive_data(self, data: bytes) -> List[ServerOutput]:
