@@ -17,11 +17,12 @@ Conventions (documented in ``docs/cli.md``):
 from __future__ import annotations
 
 import base64
+import uuid
 import binascii
 from typing import Any, Dict, List, Optional, Type
 
 from kproto.errors import EncodeError, KprotoError
-from kproto.message_base import RECORDS, SCALARS, STRUCTS, Message, Struct
+from kproto.message_base import RECORDS, SCALARS, STRUCT, STRUCTS, Message, Struct
 from kproto.messages import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 from kproto.records import RecordSet, decode_message_set, encode_message_set
 from kproto.records.format import CODEC_NAMES
@@ -66,14 +67,21 @@ def message_json(msg: Struct, verbose: bool = False) -> Dict[str, Any]:
     out: Dict[str, Any] = {}
     for name, shape, _ in type(msg)._FIELDS:
         value = getattr(msg, name)
-        if shape == STRUCTS:
+        if value is None:
+            out[name] = None
+        elif shape == STRUCTS:
             out[name] = [message_json(item, verbose) for item in value]
+        elif shape == STRUCT:
+            out[name] = message_json(value, verbose)
         elif shape == RECORDS:
-            out[name] = None if value is None else record_set_json(bytes(value), verbose)
+            out[name] = record_set_json(bytes(value), verbose)
         elif shape == SCALARS:
-            out[name] = [bytes_json(v) if isinstance(v, bytes) else v for v in value]
+            out[name] = [bytes_json(v) if isinstance(v, bytes) else str(v) if isinstance(v, uuid.UUID) else v
+                         for v in value]
         elif isinstance(value, bytes):
             out[name] = _bytes_field_json(name, value, verbose)
+        elif isinstance(value, uuid.UUID):
+            out[name] = str(value)  # from_dict takes the text form back
         else:
             out[name] = value
     return out
