@@ -260,8 +260,8 @@ def check_reencoding(original: bytes, encoded: bytes, encode_again: Callable[[],
                      what: str, data: Optional[bytes] = None) -> None:
     """What decodes re-encodes to the very same bytes -- in classic versions, where every value has one
     encoding.  Flexible versions admit several encodings of one value (a tagged field written with its
-    default value, which an encoder leaves out; varints with redundant continuation bytes), so there the
-    oracle is that the re-encoding is a fixed point: decoding and encoding it again gives it back."""
+    default value, which an encoder leaves out), so there the oracle is that the re-encoding is a fixed
+    point: decoding and encoding it again gives it back."""
     if not flexible:
         if encoded != original:
             raise fail(f"{what}: re-encoded bytes differ from the input:\n  input:      {original[:200].hex()}\n"

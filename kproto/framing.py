@@ -192,9 +192,11 @@ def plausible_request_header(buf: Bytes, pos: int, max_frame_size: int = DEFAULT
         return True
     if length & 0x8000 or 10 + length > size:
         return False
-    if len(buf) - pos < 14 + length:
-        return None
-    return all(0x20 <= b < 0x7F for b in buf[pos + 14:pos + 14 + length])
+    # Judge the client id bytes already here, so that garbage is refused at once rather than waited for
+    # (with every modern api version valid, many more stray byte runs pass the checks above).
+    if not all(0x20 <= b < 0x7F for b in buf[pos + 14:pos + 14 + length]):
+        return False
+    return None if len(buf) - pos < 14 + length else True
 
 
 class FrameReader:

@@ -75,6 +75,18 @@ class Cursor:
         self.pos = pos
 
 
+def _as_uuid(value: Any, where: str) -> Any:
+    """UUID fields from their text form (as JSON carries them); lists element by element."""
+    if isinstance(value, list):
+        return [_as_uuid(item, where) for item in value]
+    if isinstance(value, str):
+        try:
+            return uuid.UUID(value)
+        except ValueError:
+            raise EncodeError(f"{where}: {value!r} is not a UUID") from None
+    return value
+
+
 def _rebuild(cls: Any, values: Tuple[Any, ...], unknown: Any) -> Any:
     """Unpickle a generated struct or message (see :meth:`Struct.__reduce__`)."""
     obj = cls.__new__(cls)
@@ -135,6 +147,10 @@ class Struct:
         return out
 
     @classmethod
+    def _uuid_fields(cls) -> Tuple[str, ...]:
+        return tuple(info.name for info in cls.FIELDS if info.type in ("uuid", "[]uuid"))
+
+    @classmethod
     def from_dict(cls: Type[S], data: Dict[str, Any]) -> S:
         """The inverse of :meth:`to_dict`; missing keys take their defaults, unknown keys are an error."""
         if not isinstance(data, dict):
@@ -152,6 +168,8 @@ class Struct:
                 value = [item if isinstance(item, sub) else sub.from_dict(item) for item in value]
             elif shape == STRUCT and isinstance(value, dict):
                 value = sub.from_dict(value)
+            elif name in cls._uuid_fields() and value is not None:
+                value = _as_uuid(value, f"{cls._NAME}.{name}")
             kwargs[name] = value
         return cls(**kwargs)
 

@@ -150,13 +150,6 @@ def test_kafka_python_reads_the_same_header_and_group_fields(entry, kafka_python
 
 @pytest.fixture(scope="module")
 def kafka_python_requests():
-    import importlib
+    from test_versions import kafka_python_requests as request_classes
 
-    found = {}
-    for module in ("admin", "consumer", "metadata", "producer"):
-        mod = importlib.import_module(f"kafka.protocol.{module}")
-        for name in dir(mod):
-            cls = getattr(mod, name)
-            if isinstance(cls, type) and name.endswith("Request") and hasattr(cls, "API_KEY"):
-                found[cls.API_KEY] = cls
-    return found
+    return request_classes()

@@ -27,6 +27,11 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
+        Py_ssize_t = int
+
+        @staticmethod
+        def declare(kind: object, value: object = None) -> object:
+            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -57,7 +62,7 @@ _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 
 
 def _dec_AlterPartitionRequest_v0(buf, cur, end):
     """Decode AlterPartitionRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 12:
         raise _w.short_run(_RUN_broker_id__broker_epoch, pos, end)
     if cython.compiled:
@@ -134,7 +139,7 @@ def _enc_AlterPartitionRequest_v0(obj, out):
 
 def _dec_AlterPartitionRequest_v1(buf, cur, end):
     """Decode AlterPartitionRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 12:
         raise _w.short_run(_RUN_broker_id__broker_epoch, pos, end)
     if cython.compiled:
@@ -211,7 +216,7 @@ def _enc_AlterPartitionRequest_v1(obj, out):
 
 def _dec_AlterPartitionRequest_v2(buf, cur, end):
     """Decode AlterPartitionRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 12:
         raise _w.short_run(_RUN_broker_id__broker_epoch, pos, end)
     if cython.compiled:
@@ -288,7 +293,7 @@ def _enc_AlterPartitionRequest_v2(obj, out):
 
 def _dec_AlterPartitionRequest_v3(buf, cur, end):
     """Decode AlterPartitionRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 12:
         raise _w.short_run(_RUN_broker_id__broker_epoch, pos, end)
     if cython.compiled:
@@ -365,7 +370,7 @@ def _enc_AlterPartitionRequest_v3(obj, out):
 
 def _dec_AlterPartitionRequest_TopicData_v0(buf, cur, end):
     """Decode AlterPartitionRequest.TopicData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -461,7 +466,7 @@ def _enc_AlterPartitionRequest_TopicData_v0(obj, out):
 
 def _dec_AlterPartitionRequest_TopicData_v1(buf, cur, end):
     """Decode AlterPartitionRequest.TopicData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -557,7 +562,7 @@ def _enc_AlterPartitionRequest_TopicData_v1(obj, out):
 
 def _dec_AlterPartitionRequest_TopicData_v2(buf, cur, end):
     """Decode AlterPartitionRequest.TopicData (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
@@ -625,7 +630,7 @@ def _enc_AlterPartitionRequest_TopicData_v2(obj, out):
 
 def _dec_AlterPartitionRequest_TopicData_v3(buf, cur, end):
     """Decode AlterPartitionRequest.TopicData (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
@@ -693,7 +698,7 @@ def _enc_AlterPartitionRequest_TopicData_v3(obj, out):
 
 def _dec_AlterPartitionRequest_PartitionData_v0(buf, cur, end):
     """Decode AlterPartitionRequest.TopicData.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 8:
         raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
     if cython.compiled:
@@ -789,7 +794,7 @@ def _enc_AlterPartitionRequest_PartitionData_v0(obj, out):
 
 def _dec_AlterPartitionRequest_PartitionData_v1(buf, cur, end):
     """Decode AlterPartitionRequest.TopicData.PartitionData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 8:
         raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
     if cython.compiled:
@@ -885,7 +890,7 @@ def _enc_AlterPartitionRequest_PartitionData_v1(obj, out):
 
 def _dec_AlterPartitionRequest_PartitionData_v3(buf, cur, end):
     """Decode AlterPartitionRequest.TopicData.PartitionData (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 8:
         raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
     if cython.compiled:
@@ -981,7 +986,7 @@ def _enc_AlterPartitionRequest_PartitionData_v3(obj, out):
 
 def _dec_AlterPartitionRequest_BrokerState_v3(buf, cur, end):
     """Decode AlterPartitionRequest.TopicData.PartitionData.BrokerState (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 12:
         raise _w.short_run(_RUN_broker_id__broker_epoch, pos, end)
     if cython.compiled:
@@ -1021,7 +1026,7 @@ def _enc_AlterPartitionRequest_BrokerState_v3(obj, out):
 
 def _dec_AlterPartitionResponse_v0(buf, cur, end):
     """Decode AlterPartitionResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -1098,7 +1103,7 @@ def _enc_AlterPartitionResponse_v0(obj, out):
 
 def _dec_AlterPartitionResponse_v1(buf, cur, end):
     """Decode AlterPartitionResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -1175,7 +1180,7 @@ def _enc_AlterPartitionResponse_v1(obj, out):
 
 def _dec_AlterPartitionResponse_v2(buf, cur, end):
     """Decode AlterPartitionResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -1252,7 +1257,7 @@ def _enc_AlterPartitionResponse_v2(obj, out):
 
 def _dec_AlterPartitionResponse_TopicData_v0(buf, cur, end):
     """Decode AlterPartitionResponse.TopicData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -1348,7 +1353,7 @@ def _enc_AlterPartitionResponse_TopicData_v0(obj, out):
 
 def _dec_AlterPartitionResponse_TopicData_v1(buf, cur, end):
     """Decode AlterPartitionResponse.TopicData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -1444,7 +1449,7 @@ def _enc_AlterPartitionResponse_TopicData_v1(obj, out):
 
 def _dec_AlterPartitionResponse_TopicData_v2(buf, cur, end):
     """Decode AlterPartitionResponse.TopicData (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
@@ -1512,7 +1517,7 @@ def _enc_AlterPartitionResponse_TopicData_v2(obj, out):
 
 def _dec_AlterPartitionResponse_PartitionData_v0(buf, cur, end):
     """Decode AlterPartitionResponse.TopicData.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 14:
         raise _w.short_run(_RUN_partition_index__leader_epoch_2, pos, end)
     if cython.compiled:
@@ -1609,7 +1614,7 @@ def _enc_AlterPartitionResponse_PartitionData_v0(obj, out):
 
 def _dec_AlterPartitionResponse_PartitionData_v1(buf, cur, end):
     """Decode AlterPartitionResponse.TopicData.PartitionData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 14:
         raise _w.short_run(_RUN_partition_index__leader_epoch_2, pos, end)
     if cython.compiled:

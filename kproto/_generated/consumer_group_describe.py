@@ -27,6 +27,11 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
+        Py_ssize_t = int
+
+        @staticmethod
+        def declare(kind: object, value: object = None) -> object:
+            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -57,7 +62,7 @@ _RUN_throttle_time_ms = (('throttle_time_ms', 0, 4),)
 
 def _dec_ConsumerGroupDescribeRequest_v0(buf, cur, end):
     """Decode ConsumerGroupDescribeRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_group_ids = buf[pos] - 1
         pos += 1
@@ -153,7 +158,7 @@ def _enc_ConsumerGroupDescribeRequest_v0(obj, out):
 
 def _dec_ConsumerGroupDescribeResponse_v0(buf, cur, end):
     """Decode ConsumerGroupDescribeResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -227,7 +232,7 @@ def _enc_ConsumerGroupDescribeResponse_v0(obj, out):
 
 def _dec_ConsumerGroupDescribeResponse_v1(buf, cur, end):
     """Decode ConsumerGroupDescribeResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -301,7 +306,7 @@ def _enc_ConsumerGroupDescribeResponse_v1(obj, out):
 
 def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
     """Decode ConsumerGroupDescribeResponse.DescribedGroup (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -542,7 +547,7 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v0(obj, out):
 
 def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
     """Decode ConsumerGroupDescribeResponse.DescribedGroup (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -783,7 +788,7 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v1(obj, out):
 
 def _dec_ConsumerGroupDescribeResponse_Member_v0(buf, cur, end):
     """Decode ConsumerGroupDescribeResponse.DescribedGroup.Member (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_member_id = buf[pos] - 1
         pos += 1
@@ -1107,7 +1112,7 @@ def _enc_ConsumerGroupDescribeResponse_Member_v0(obj, out):
 
 def _dec_ConsumerGroupDescribeResponse_Member_v1(buf, cur, end):
     """Decode ConsumerGroupDescribeResponse.DescribedGroup.Member (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_member_id = buf[pos] - 1
         pos += 1
@@ -1441,7 +1446,7 @@ def _enc_ConsumerGroupDescribeResponse_Member_v1(obj, out):
 
 def _dec_ConsumerGroupDescribeResponse_Assignment_v0(buf, cur, end):
     """Decode ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_topic_partitions = buf[pos] - 1
         pos += 1
@@ -1502,7 +1507,7 @@ def _enc_ConsumerGroupDescribeResponse_Assignment_v0(obj, out):
 
 def _dec_ConsumerGroupDescribeResponse_TopicPartitions_v0(buf, cur, end):
     """Decode ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment.TopicPartitions (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])

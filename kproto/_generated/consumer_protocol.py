@@ -27,6 +27,11 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
+        Py_ssize_t = int
+
+        @staticmethod
+        def declare(kind: object, value: object = None) -> object:
+            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -56,7 +61,7 @@ _RUN_user_data = (('user_data', 0, 4),)
 
 def _dec_ConsumerProtocolAssignment_v0(buf, cur, end):
     """Decode ConsumerProtocolAssignment (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_assigned_partitions, pos, end)
     if cython.compiled:
@@ -128,7 +133,7 @@ def _enc_ConsumerProtocolAssignment_v0(obj, out):
 
 def _dec_ConsumerProtocolAssignment_TopicPartition_v0(buf, cur, end):
     """Decode ConsumerProtocolAssignment.TopicPartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_topic, pos, end)
     if cython.compiled:
@@ -201,7 +206,7 @@ def _enc_ConsumerProtocolAssignment_TopicPartition_v0(obj, out):
 
 def _dec_ConsumerProtocolSubscription_v0(buf, cur, end):
     """Decode ConsumerProtocolSubscription (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -282,7 +287,7 @@ def _enc_ConsumerProtocolSubscription_v0(obj, out):
 
 def _dec_ConsumerProtocolSubscription_v1(buf, cur, end):
     """Decode ConsumerProtocolSubscription (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -393,7 +398,7 @@ def _enc_ConsumerProtocolSubscription_v1(obj, out):
 
 def _dec_ConsumerProtocolSubscription_v2(buf, cur, end):
     """Decode ConsumerProtocolSubscription (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -516,7 +521,7 @@ def _enc_ConsumerProtocolSubscription_v2(obj, out):
 
 def _dec_ConsumerProtocolSubscription_v3(buf, cur, end):
     """Decode ConsumerProtocolSubscription (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -658,7 +663,7 @@ def _enc_ConsumerProtocolSubscription_v3(obj, out):
 
 def _dec_ConsumerProtocolSubscription_TopicPartition_v1(buf, cur, end):
     """Decode ConsumerProtocolSubscription.TopicPartition (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_topic, pos, end)
     if cython.compiled:

@@ -27,6 +27,11 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
+        Py_ssize_t = int
+
+        @staticmethod
+        def declare(kind: object, value: object = None) -> object:
+            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -61,7 +66,7 @@ _RUN_throttle_time_ms = (('throttle_time_ms', 0, 4),)
 
 def _dec_CreateDelegationTokenRequest_v0(buf, cur, end):
     """Decode CreateDelegationTokenRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_renewers, pos, end)
     if cython.compiled:
@@ -126,7 +131,7 @@ def _enc_CreateDelegationTokenRequest_v0(obj, out):
 
 def _dec_CreateDelegationTokenRequest_v2(buf, cur, end):
     """Decode CreateDelegationTokenRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_renewers = buf[pos] - 1
         pos += 1
@@ -206,7 +211,7 @@ def _enc_CreateDelegationTokenRequest_v2(obj, out):
 
 def _dec_CreateDelegationTokenRequest_v3(buf, cur, end):
     """Decode CreateDelegationTokenRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_owner_principal_type = buf[pos] - 1
         pos += 1
@@ -352,7 +357,7 @@ def _enc_CreateDelegationTokenRequest_v3(obj, out):
 
 def _dec_CreateDelegationTokenRequest_CreatableRenewers_v0(buf, cur, end):
     """Decode CreateDelegationTokenRequest.CreatableRenewers (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_principal_type, pos, end)
     if cython.compiled:
@@ -423,7 +428,7 @@ def _enc_CreateDelegationTokenRequest_CreatableRenewers_v0(obj, out):
 
 def _dec_CreateDelegationTokenRequest_CreatableRenewers_v2(buf, cur, end):
     """Decode CreateDelegationTokenRequest.CreatableRenewers (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_principal_type = buf[pos] - 1
         pos += 1
@@ -515,7 +520,7 @@ def _enc_CreateDelegationTokenRequest_CreatableRenewers_v2(obj, out):
 
 def _dec_CreateDelegationTokenResponse_v0(buf, cur, end):
     """Decode CreateDelegationTokenResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__principal_type, pos, end)
     if cython.compiled:
@@ -670,7 +675,7 @@ def _enc_CreateDelegationTokenResponse_v0(obj, out):
 
 def _dec_CreateDelegationTokenResponse_v2(buf, cur, end):
     """Decode CreateDelegationTokenResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -878,7 +883,7 @@ def _enc_CreateDelegationTokenResponse_v2(obj, out):
 
 def _dec_CreateDelegationTokenResponse_v3(buf, cur, end):
     """Decode CreateDelegationTokenResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:

@@ -27,6 +27,11 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
+        Py_ssize_t = int
+
+        @staticmethod
+        def declare(kind: object, value: object = None) -> object:
+            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -71,7 +76,7 @@ _RUN_value = (('value', 0, 2),)
 
 def _dec_CreateTopicsRequest_v0(buf, cur, end):
     """Decode CreateTopicsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -133,7 +138,7 @@ def _enc_CreateTopicsRequest_v0(obj, out):
 
 def _dec_CreateTopicsRequest_v1(buf, cur, end):
     """Decode CreateTopicsRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -198,7 +203,7 @@ def _enc_CreateTopicsRequest_v1(obj, out):
 
 def _dec_CreateTopicsRequest_v5(buf, cur, end):
     """Decode CreateTopicsRequest (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_topics = buf[pos] - 1
         pos += 1
@@ -278,7 +283,7 @@ def _enc_CreateTopicsRequest_v5(obj, out):
 
 def _dec_CreateTopicsRequest_CreatableTopic_v0(buf, cur, end):
     """Decode CreateTopicsRequest.CreatableTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -389,7 +394,7 @@ def _enc_CreateTopicsRequest_CreatableTopic_v0(obj, out):
 
 def _dec_CreateTopicsRequest_CreatableTopic_v5(buf, cur, end):
     """Decode CreateTopicsRequest.CreatableTopic (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -537,7 +542,7 @@ def _enc_CreateTopicsRequest_CreatableTopic_v5(obj, out):
 
 def _dec_CreateTopicsRequest_CreatableReplicaAssignment_v0(buf, cur, end):
     """Decode CreateTopicsRequest.CreatableTopic.CreatableReplicaAssignment (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 8:
         raise _w.short_run(_RUN_partition_index__broker_ids, pos, end)
     if cython.compiled:
@@ -586,7 +591,7 @@ def _enc_CreateTopicsRequest_CreatableReplicaAssignment_v0(obj, out):
 
 def _dec_CreateTopicsRequest_CreatableReplicaAssignment_v5(buf, cur, end):
     """Decode CreateTopicsRequest.CreatableTopic.CreatableReplicaAssignment (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_partition_index, pos, end)
     if cython.compiled:
@@ -660,7 +665,7 @@ def _enc_CreateTopicsRequest_CreatableReplicaAssignment_v5(obj, out):
 
 def _dec_CreateTopicsRequest_CreatableTopicConfig_v0(buf, cur, end):
     """Decode CreateTopicsRequest.CreatableTopic.CreatableTopicConfig (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -733,7 +738,7 @@ def _enc_CreateTopicsRequest_CreatableTopicConfig_v0(obj, out):
 
 def _dec_CreateTopicsRequest_CreatableTopicConfig_v5(buf, cur, end):
     """Decode CreateTopicsRequest.CreatableTopic.CreatableTopicConfig (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -827,7 +832,7 @@ def _enc_CreateTopicsRequest_CreatableTopicConfig_v5(obj, out):
 
 def _dec_CreateTopicsResponse_v0(buf, cur, end):
     """Decode CreateTopicsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -874,7 +879,7 @@ def _enc_CreateTopicsResponse_v0(obj, out):
 
 def _dec_CreateTopicsResponse_v1(buf, cur, end):
     """Decode CreateTopicsResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -921,7 +926,7 @@ def _enc_CreateTopicsResponse_v1(obj, out):
 
 def _dec_CreateTopicsResponse_v2(buf, cur, end):
     """Decode CreateTopicsResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__topics, pos, end)
     if cython.compiled:
@@ -970,7 +975,7 @@ def _enc_CreateTopicsResponse_v2(obj, out):
 
 def _dec_CreateTopicsResponse_v5(buf, cur, end):
     """Decode CreateTopicsResponse (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -1044,7 +1049,7 @@ def _enc_CreateTopicsResponse_v5(obj, out):
 
 def _dec_CreateTopicsResponse_v7(buf, cur, end):
     """Decode CreateTopicsResponse (v7 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -1118,7 +1123,7 @@ def _enc_CreateTopicsResponse_v7(obj, out):
 
 def _dec_CreateTopicsResponse_CreatableTopicResult_v0(buf, cur, end):
     """Decode CreateTopicsResponse.CreatableTopicResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -1180,7 +1185,7 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_v0(obj, out):
 
 def _dec_CreateTopicsResponse_CreatableTopicResult_v1(buf, cur, end):
     """Decode CreateTopicsResponse.CreatableTopicResult (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -1261,7 +1266,7 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_v1(obj, out):
 
 def _dec_CreateTopicsResponse_CreatableTopicResult_v5(buf, cur, end):
     """Decode CreateTopicsResponse.CreatableTopicResult (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -1449,7 +1454,7 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_v5(obj, out):
 
 def _dec_CreateTopicsResponse_CreatableTopicResult_v7(buf, cur, end):
     """Decode CreateTopicsResponse.CreatableTopicResult (v7 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -1642,7 +1647,7 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_v7(obj, out):
 
 def _dec_CreateTopicsResponse_CreatableTopicConfigs_v5(buf, cur, end):
     """Decode CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1

@@ -27,6 +27,11 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
+        Py_ssize_t = int
+
+        @staticmethod
+        def declare(kind: object, value: object = None) -> object:
+            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -70,7 +75,7 @@ _RUN_throttle_time_ms__error_message = (('throttle_time_ms', 0, 4), ('error_code
 
 def _dec_DescribeAclsRequest_v0(buf, cur, end):
     """Decode DescribeAclsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 3:
         raise _w.short_run(_RUN_resource_type_filter__resource_name_filter, pos, end)
     if cython.compiled:
@@ -197,7 +202,7 @@ def _enc_DescribeAclsRequest_v0(obj, out):
 
 def _dec_DescribeAclsRequest_v1(buf, cur, end):
     """Decode DescribeAclsRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 3:
         raise _w.short_run(_RUN_resource_type_filter__resource_name_filter, pos, end)
     if cython.compiled:
@@ -324,7 +329,7 @@ def _enc_DescribeAclsRequest_v1(obj, out):
 
 def _dec_DescribeAclsRequest_v2(buf, cur, end):
     """Decode DescribeAclsRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 1:
         raise _w.short_run(_RUN_resource_type_filter, pos, end)
     if cython.compiled:
@@ -498,7 +503,7 @@ def _enc_DescribeAclsRequest_v2(obj, out):
 
 def _dec_DescribeAclsResponse_v0(buf, cur, end):
     """Decode DescribeAclsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__error_message, pos, end)
     if cython.compiled:
@@ -580,7 +585,7 @@ def _enc_DescribeAclsResponse_v0(obj, out):
 
 def _dec_DescribeAclsResponse_v1(buf, cur, end):
     """Decode DescribeAclsResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__error_message, pos, end)
     if cython.compiled:
@@ -662,7 +667,7 @@ def _enc_DescribeAclsResponse_v1(obj, out):
 
 def _dec_DescribeAclsResponse_v2(buf, cur, end):
     """Decode DescribeAclsResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -775,7 +780,7 @@ def _enc_DescribeAclsResponse_v2(obj, out):
 
 def _dec_DescribeAclsResponse_DescribeAclsResource_v0(buf, cur, end):
     """Decode DescribeAclsResponse.DescribeAclsResource (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 3:
         raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
     if cython.compiled:
@@ -855,7 +860,7 @@ def _enc_DescribeAclsResponse_DescribeAclsResource_v0(obj, out):
 
 def _dec_DescribeAclsResponse_DescribeAclsResource_v1(buf, cur, end):
     """Decode DescribeAclsResponse.DescribeAclsResource (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 3:
         raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
     if cython.compiled:
@@ -935,7 +940,7 @@ def _enc_DescribeAclsResponse_DescribeAclsResource_v1(obj, out):
 
 def _dec_DescribeAclsResponse_DescribeAclsResource_v2(buf, cur, end):
     """Decode DescribeAclsResponse.DescribeAclsResource (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 1:
         raise _w.short_run(_RUN_resource_type, pos, end)
     if cython.compiled:
@@ -1056,7 +1061,7 @@ def _enc_DescribeAclsResponse_DescribeAclsResource_v2(obj, out):
 
 def _dec_DescribeAclsResponse_AclDescription_v0(buf, cur, end):
     """Decode DescribeAclsResponse.DescribeAclsResource.AclDescription (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_principal, pos, end)
     if cython.compiled:
@@ -1143,7 +1148,7 @@ def _enc_DescribeAclsResponse_AclDescription_v0(obj, out):
 
 def _dec_DescribeAclsResponse_AclDescription_v2(buf, cur, end):
     """Decode DescribeAclsResponse.DescribeAclsResource.AclDescription (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_principal = buf[pos] - 1
         pos += 1

@@ -27,6 +27,11 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
+        Py_ssize_t = int
+
+        @staticmethod
+        def declare(kind: object, value: object = None) -> object:
+            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -78,7 +83,7 @@ _RUN_value = (('value', 0, 2),)
 
 def _dec_DescribeConfigsRequest_v0(buf, cur, end):
     """Decode DescribeConfigsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_resources, pos, end)
     if cython.compiled:
@@ -130,7 +135,7 @@ def _enc_DescribeConfigsRequest_v0(obj, out):
 
 def _dec_DescribeConfigsRequest_v1(buf, cur, end):
     """Decode DescribeConfigsRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_resources, pos, end)
     if cython.compiled:
@@ -195,7 +200,7 @@ def _enc_DescribeConfigsRequest_v1(obj, out):
 
 def _dec_DescribeConfigsRequest_v3(buf, cur, end):
     """Decode DescribeConfigsRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_resources, pos, end)
     if cython.compiled:
@@ -263,7 +268,7 @@ def _enc_DescribeConfigsRequest_v3(obj, out):
 
 def _dec_DescribeConfigsRequest_v4(buf, cur, end):
     """Decode DescribeConfigsRequest (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_resources = buf[pos] - 1
         pos += 1
@@ -346,7 +351,7 @@ def _enc_DescribeConfigsRequest_v4(obj, out):
 
 def _dec_DescribeConfigsRequest_DescribeConfigsResource_v0(buf, cur, end):
     """Decode DescribeConfigsRequest.DescribeConfigsResource (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 3:
         raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
     if cython.compiled:
@@ -433,7 +438,7 @@ def _enc_DescribeConfigsRequest_DescribeConfigsResource_v0(obj, out):
 
 def _dec_DescribeConfigsRequest_DescribeConfigsResource_v4(buf, cur, end):
     """Decode DescribeConfigsRequest.DescribeConfigsResource (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 1:
         raise _w.short_run(_RUN_resource_type, pos, end)
     if cython.compiled:
@@ -564,7 +569,7 @@ def _enc_DescribeConfigsRequest_DescribeConfigsResource_v4(obj, out):
 
 def _dec_DescribeConfigsResponse_v0(buf, cur, end):
     """Decode DescribeConfigsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__results, pos, end)
     if cython.compiled:
@@ -613,7 +618,7 @@ def _enc_DescribeConfigsResponse_v0(obj, out):
 
 def _dec_DescribeConfigsResponse_v1(buf, cur, end):
     """Decode DescribeConfigsResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__results, pos, end)
     if cython.compiled:
@@ -662,7 +667,7 @@ def _enc_DescribeConfigsResponse_v1(obj, out):
 
 def _dec_DescribeConfigsResponse_v3(buf, cur, end):
     """Decode DescribeConfigsResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__results, pos, end)
     if cython.compiled:
@@ -711,7 +716,7 @@ def _enc_DescribeConfigsResponse_v3(obj, out):
 
 def _dec_DescribeConfigsResponse_v4(buf, cur, end):
     """Decode DescribeConfigsResponse (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -785,7 +790,7 @@ def _enc_DescribeConfigsResponse_v4(obj, out):
 
 def _dec_DescribeConfigsResponse_DescribeConfigsResult_v0(buf, cur, end):
     """Decode DescribeConfigsResponse.DescribeConfigsResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__error_message, pos, end)
     if cython.compiled:
@@ -895,7 +900,7 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_v0(obj, out):
 
 def _dec_DescribeConfigsResponse_DescribeConfigsResult_v1(buf, cur, end):
     """Decode DescribeConfigsResponse.DescribeConfigsResult (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__error_message, pos, end)
     if cython.compiled:
@@ -1005,7 +1010,7 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_v1(obj, out):
 
 def _dec_DescribeConfigsResponse_DescribeConfigsResult_v3(buf, cur, end):
     """Decode DescribeConfigsResponse.DescribeConfigsResult (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__error_message, pos, end)
     if cython.compiled:
@@ -1115,7 +1120,7 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_v3(obj, out):
 
 def _dec_DescribeConfigsResponse_DescribeConfigsResult_v4(buf, cur, end):
     """Decode DescribeConfigsResponse.DescribeConfigsResult (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -1272,7 +1277,7 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_v4(obj, out):
 
 def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v0(buf, cur, end):
     """Decode DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -1377,7 +1382,7 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v0(obj, out):
 
 def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(buf, cur, end):
     """Decode DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -1501,7 +1506,7 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(obj, out):
 
 def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(buf, cur, end):
     """Decode DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -1656,7 +1661,7 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(obj, out):
 
 def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(buf, cur, end):
     """Decode DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -1864,7 +1869,7 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(obj, out):
 
 def _dec_DescribeConfigsResponse_DescribeConfigsSynonym_v1(buf, cur, end):
     """Decode DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -1950,7 +1955,7 @@ def _enc_DescribeConfigsResponse_DescribeConfigsSynonym_v1(obj, out):
 
 def _dec_DescribeConfigsResponse_DescribeConfigsSynonym_v4(buf, cur, end):
     """Decode DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1

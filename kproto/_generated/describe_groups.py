@@ -27,6 +27,11 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
+        Py_ssize_t = int
+
+        @staticmethod
+        def declare(kind: object, value: object = None) -> object:
+            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -68,7 +73,7 @@ _RUN_throttle_time_ms__groups = (('throttle_time_ms', 0, 4), ('groups', 4, 4))
 
 def _dec_DescribeGroupsRequest_v0(buf, cur, end):
     """Decode DescribeGroupsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_groups, pos, end)
     if cython.compiled:
@@ -123,7 +128,7 @@ def _enc_DescribeGroupsRequest_v0(obj, out):
 
 def _dec_DescribeGroupsRequest_v3(buf, cur, end):
     """Decode DescribeGroupsRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_groups, pos, end)
     if cython.compiled:
@@ -191,7 +196,7 @@ def _enc_DescribeGroupsRequest_v3(obj, out):
 
 def _dec_DescribeGroupsRequest_v5(buf, cur, end):
     """Decode DescribeGroupsRequest (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_groups = buf[pos] - 1
         pos += 1
@@ -287,7 +292,7 @@ def _enc_DescribeGroupsRequest_v5(obj, out):
 
 def _dec_DescribeGroupsResponse_v0(buf, cur, end):
     """Decode DescribeGroupsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_groups, pos, end)
     if cython.compiled:
@@ -334,7 +339,7 @@ def _enc_DescribeGroupsResponse_v0(obj, out):
 
 def _dec_DescribeGroupsResponse_v1(buf, cur, end):
     """Decode DescribeGroupsResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__groups, pos, end)
     if cython.compiled:
@@ -383,7 +388,7 @@ def _enc_DescribeGroupsResponse_v1(obj, out):
 
 def _dec_DescribeGroupsResponse_v3(buf, cur, end):
     """Decode DescribeGroupsResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__groups, pos, end)
     if cython.compiled:
@@ -432,7 +437,7 @@ def _enc_DescribeGroupsResponse_v3(obj, out):
 
 def _dec_DescribeGroupsResponse_v4(buf, cur, end):
     """Decode DescribeGroupsResponse (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__groups, pos, end)
     if cython.compiled:
@@ -481,7 +486,7 @@ def _enc_DescribeGroupsResponse_v4(obj, out):
 
 def _dec_DescribeGroupsResponse_v5(buf, cur, end):
     """Decode DescribeGroupsResponse (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -555,7 +560,7 @@ def _enc_DescribeGroupsResponse_v5(obj, out):
 
 def _dec_DescribeGroupsResponse_v6(buf, cur, end):
     """Decode DescribeGroupsResponse (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -629,7 +634,7 @@ def _enc_DescribeGroupsResponse_v6(obj, out):
 
 def _dec_DescribeGroupsResponse_DescribedGroup_v0(buf, cur, end):
     """Decode DescribeGroupsResponse.DescribedGroup (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__group_id, pos, end)
     if cython.compiled:
@@ -796,7 +801,7 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v0(obj, out):
 
 def _dec_DescribeGroupsResponse_DescribedGroup_v3(buf, cur, end):
     """Decode DescribeGroupsResponse.DescribedGroup (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__group_id, pos, end)
     if cython.compiled:
@@ -973,7 +978,7 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v3(obj, out):
 
 def _dec_DescribeGroupsResponse_DescribedGroup_v4(buf, cur, end):
     """Decode DescribeGroupsResponse.DescribedGroup (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__group_id, pos, end)
     if cython.compiled:
@@ -1150,7 +1155,7 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v4(obj, out):
 
 def _dec_DescribeGroupsResponse_DescribedGroup_v5(buf, cur, end):
     """Decode DescribeGroupsResponse.DescribedGroup (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -1376,7 +1381,7 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v5(obj, out):
 
 def _dec_DescribeGroupsResponse_DescribedGroup_v6(buf, cur, end):
     """Decode DescribeGroupsResponse.DescribedGroup (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -1635,7 +1640,7 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v6(obj, out):
 
 def _dec_DescribeGroupsResponse_DescribedGroupMember_v0(buf, cur, end):
     """Decode DescribeGroupsResponse.DescribedGroup.DescribedGroupMember (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_member_id, pos, end)
     if cython.compiled:
@@ -1785,7 +1790,7 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v0(obj, out):
 
 def _dec_DescribeGroupsResponse_DescribedGroupMember_v4(buf, cur, end):
     """Decode DescribeGroupsResponse.DescribedGroup.DescribedGroupMember (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_member_id, pos, end)
     if cython.compiled:
@@ -1964,7 +1969,7 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v4(obj, out):
 
 def _dec_DescribeGroupsResponse_DescribedGroupMember_v5(buf, cur, end):
     """Decode DescribeGroupsResponse.DescribedGroup.DescribedGroupMember (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_member_id = buf[pos] - 1
         pos += 1

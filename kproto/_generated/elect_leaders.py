@@ -27,6 +27,11 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
+        Py_ssize_t = int
+
+        @staticmethod
+        def declare(kind: object, value: object = None) -> object:
+            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -65,7 +70,7 @@ _RUN_topic_partitions = (('topic_partitions', 0, 4),)
 
 def _dec_ElectLeadersRequest_v0(buf, cur, end):
     """Decode ElectLeadersRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_topic_partitions, pos, end)
     if cython.compiled:
@@ -131,7 +136,7 @@ def _enc_ElectLeadersRequest_v0(obj, out):
 
 def _dec_ElectLeadersRequest_v1(buf, cur, end):
     """Decode ElectLeadersRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 5:
         raise _w.short_run(_RUN_election_type__topic_partitions, pos, end)
     if cython.compiled:
@@ -197,7 +202,7 @@ def _enc_ElectLeadersRequest_v1(obj, out):
 
 def _dec_ElectLeadersRequest_v2(buf, cur, end):
     """Decode ElectLeadersRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 1:
         raise _w.short_run(_RUN_election_type, pos, end)
     if cython.compiled:
@@ -288,7 +293,7 @@ def _enc_ElectLeadersRequest_v2(obj, out):
 
 def _dec_ElectLeadersRequest_TopicPartitions_v0(buf, cur, end):
     """Decode ElectLeadersRequest.TopicPartitions (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_topic, pos, end)
     if cython.compiled:
@@ -362,7 +367,7 @@ def _enc_ElectLeadersRequest_TopicPartitions_v0(obj, out):
 
 def _dec_ElectLeadersRequest_TopicPartitions_v2(buf, cur, end):
     """Decode ElectLeadersRequest.TopicPartitions (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_topic = buf[pos] - 1
         pos += 1
@@ -457,7 +462,7 @@ def _enc_ElectLeadersRequest_TopicPartitions_v2(obj, out):
 
 def _dec_ElectLeadersResponse_v0(buf, cur, end):
     """Decode ElectLeadersResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__replica_election_results, pos, end)
     if cython.compiled:
@@ -509,7 +514,7 @@ def _enc_ElectLeadersResponse_v0(obj, out):
 
 def _dec_ElectLeadersResponse_v1(buf, cur, end):
     """Decode ElectLeadersResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 10:
         raise _w.short_run(_RUN_throttle_time_ms__replica_election_results_2, pos, end)
     if cython.compiled:
@@ -561,7 +566,7 @@ def _enc_ElectLeadersResponse_v1(obj, out):
 
 def _dec_ElectLeadersResponse_v2(buf, cur, end):
     """Decode ElectLeadersResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -638,7 +643,7 @@ def _enc_ElectLeadersResponse_v2(obj, out):
 
 def _dec_ElectLeadersResponse_ReplicaElectionResult_v0(buf, cur, end):
     """Decode ElectLeadersResponse.ReplicaElectionResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_topic, pos, end)
     if cython.compiled:
@@ -712,7 +717,7 @@ def _enc_ElectLeadersResponse_ReplicaElectionResult_v0(obj, out):
 
 def _dec_ElectLeadersResponse_ReplicaElectionResult_v2(buf, cur, end):
     """Decode ElectLeadersResponse.ReplicaElectionResult (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_topic = buf[pos] - 1
         pos += 1
@@ -807,7 +812,7 @@ def _enc_ElectLeadersResponse_ReplicaElectionResult_v2(obj, out):
 
 def _dec_ElectLeadersResponse_PartitionResult_v0(buf, cur, end):
     """Decode ElectLeadersResponse.ReplicaElectionResult.PartitionResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 8:
         raise _w.short_run(_RUN_partition_id__error_message, pos, end)
     if cython.compiled:
@@ -858,7 +863,7 @@ def _enc_ElectLeadersResponse_PartitionResult_v0(obj, out):
 
 def _dec_ElectLeadersResponse_PartitionResult_v2(buf, cur, end):
     """Decode ElectLeadersResponse.ReplicaElectionResult.PartitionResult (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_id__error_code, pos, end)
     if cython.compiled:

@@ -27,6 +27,11 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
+        Py_ssize_t = int
+
+        @staticmethod
+        def declare(kind: object, value: object = None) -> object:
+            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -101,7 +106,7 @@ _RUN_topic = (('topic', 0, 2),)
 
 def _dec_FetchRequest_v0(buf, cur, end):
     """Decode FetchRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_run(_RUN_replica_id__topics, pos, end)
     if cython.compiled:
@@ -168,7 +173,7 @@ def _enc_FetchRequest_v0(obj, out):
 
 def _dec_FetchRequest_v3(buf, cur, end):
     """Decode FetchRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 20:
         raise _w.short_run(_RUN_replica_id__topics_2, pos, end)
     if cython.compiled:
@@ -237,7 +242,7 @@ def _enc_FetchRequest_v3(obj, out):
 
 def _dec_FetchRequest_v4(buf, cur, end):
     """Decode FetchRequest (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 21:
         raise _w.short_run(_RUN_replica_id__topics_3, pos, end)
     if cython.compiled:
@@ -308,7 +313,7 @@ def _enc_FetchRequest_v4(obj, out):
 
 def _dec_FetchRequest_v5(buf, cur, end):
     """Decode FetchRequest (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 21:
         raise _w.short_run(_RUN_replica_id__topics_3, pos, end)
     if cython.compiled:
@@ -379,7 +384,7 @@ def _enc_FetchRequest_v5(obj, out):
 
 def _dec_FetchRequest_v7(buf, cur, end):
     """Decode FetchRequest (v7 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 29:
         raise _w.short_run(_RUN_replica_id__topics_4, pos, end)
     if cython.compiled:
@@ -482,7 +487,7 @@ def _enc_FetchRequest_v7(obj, out):
 
 def _dec_FetchRequest_v9(buf, cur, end):
     """Decode FetchRequest (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 29:
         raise _w.short_run(_RUN_replica_id__topics_4, pos, end)
     if cython.compiled:
@@ -585,7 +590,7 @@ def _enc_FetchRequest_v9(obj, out):
 
 def _dec_FetchRequest_v11(buf, cur, end):
     """Decode FetchRequest (v11 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 29:
         raise _w.short_run(_RUN_replica_id__topics_4, pos, end)
     if cython.compiled:
@@ -715,7 +720,7 @@ def _enc_FetchRequest_v11(obj, out):
 
 def _dec_FetchRequest_v12(buf, cur, end):
     """Decode FetchRequest (v12 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 25:
         raise _w.short_run(_RUN_replica_id__session_epoch, pos, end)
     if cython.compiled:
@@ -927,7 +932,7 @@ def _enc_FetchRequest_v12(obj, out):
 
 def _dec_FetchRequest_v13(buf, cur, end):
     """Decode FetchRequest (v13 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 25:
         raise _w.short_run(_RUN_replica_id__session_epoch, pos, end)
     if cython.compiled:
@@ -1139,7 +1144,7 @@ def _enc_FetchRequest_v13(obj, out):
 
 def _dec_FetchRequest_v15(buf, cur, end):
     """Decode FetchRequest (v15 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 21:
         raise _w.short_run(_RUN_max_wait_ms__session_epoch, pos, end)
     if cython.compiled:
@@ -1364,7 +1369,7 @@ def _enc_FetchRequest_v15(obj, out):
 
 def _dec_FetchRequest_v17(buf, cur, end):
     """Decode FetchRequest (v17 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 21:
         raise _w.short_run(_RUN_max_wait_ms__session_epoch, pos, end)
     if cython.compiled:
@@ -1589,7 +1594,7 @@ def _enc_FetchRequest_v17(obj, out):
 
 def _dec_FetchRequest_v18(buf, cur, end):
     """Decode FetchRequest (v18 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 21:
         raise _w.short_run(_RUN_max_wait_ms__session_epoch, pos, end)
     if cython.compiled:
@@ -1814,7 +1819,7 @@ def _enc_FetchRequest_v18(obj, out):
 
 def _dec_FetchRequest_ReplicaState_v15(buf, cur, end):
     """Decode FetchRequest.ReplicaState (v15 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 12:
         raise _w.short_run(_RUN_replica_id__replica_epoch, pos, end)
     if cython.compiled:
@@ -1854,7 +1859,7 @@ def _enc_FetchRequest_ReplicaState_v15(obj, out):
 
 def _dec_FetchRequest_FetchTopic_v0(buf, cur, end):
     """Decode FetchRequest.FetchTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_topic, pos, end)
     if cython.compiled:
@@ -1929,7 +1934,7 @@ def _enc_FetchRequest_FetchTopic_v0(obj, out):
 
 def _dec_FetchRequest_FetchTopic_v5(buf, cur, end):
     """Decode FetchRequest.FetchTopic (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_topic, pos, end)
     if cython.compiled:
@@ -2004,7 +2009,7 @@ def _enc_FetchRequest_FetchTopic_v5(obj, out):
 
 def _dec_FetchRequest_FetchTopic_v9(buf, cur, end):
     """Decode FetchRequest.FetchTopic (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_topic, pos, end)
     if cython.compiled:
@@ -2079,7 +2084,7 @@ def _enc_FetchRequest_FetchTopic_v9(obj, out):
 
 def _dec_FetchRequest_FetchTopic_v12(buf, cur, end):
     """Decode FetchRequest.FetchTopic (v12 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_topic = buf[pos] - 1
         pos += 1
@@ -2175,7 +2180,7 @@ def _enc_FetchRequest_FetchTopic_v12(obj, out):
 
 def _dec_FetchRequest_FetchTopic_v13(buf, cur, end):
     """Decode FetchRequest.FetchTopic (v13 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
@@ -2243,7 +2248,7 @@ def _enc_FetchRequest_FetchTopic_v13(obj, out):
 
 def _dec_FetchRequest_FetchTopic_v17(buf, cur, end):
     """Decode FetchRequest.FetchTopic (v17 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
@@ -2311,7 +2316,7 @@ def _enc_FetchRequest_FetchTopic_v17(obj, out):
 
 def _dec_FetchRequest_FetchTopic_v18(buf, cur, end):
     """Decode FetchRequest.FetchTopic (v18 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
@@ -2379,7 +2384,7 @@ def _enc_FetchRequest_FetchTopic_v18(obj, out):
 
 def _dec_FetchRequest_FetchPartition_v0(buf, cur, end):
     """Decode FetchRequest.FetchTopic.FetchPartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_run(_RUN_partition__partition_max_bytes, pos, end)
     if cython.compiled:
@@ -2420,7 +2425,7 @@ def _enc_FetchRequest_FetchPartition_v0(obj, out):
 
 def _dec_FetchRequest_FetchPartition_v5(buf, cur, end):
     """Decode FetchRequest.FetchTopic.FetchPartition (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 24:
         raise _w.short_run(_RUN_partition__partition_max_bytes_2, pos, end)
     if cython.compiled:
@@ -2463,7 +2468,7 @@ def _enc_FetchRequest_FetchPartition_v5(obj, out):
 
 def _dec_FetchRequest_FetchPartition_v9(buf, cur, end):
     """Decode FetchRequest.FetchTopic.FetchPartition (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 28:
         raise _w.short_run(_RUN_partition__partition_max_bytes_3, pos, end)
     if cython.compiled:
@@ -2508,7 +2513,7 @@ def _enc_FetchRequest_FetchPartition_v9(obj, out):
 
 def _dec_FetchRequest_FetchPartition_v12(buf, cur, end):
     """Decode FetchRequest.FetchTopic.FetchPartition (v12 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 32:
         raise _w.short_run(_RUN_partition__partition_max_bytes_4, pos, end)
     if cython.compiled:
@@ -2562,7 +2567,7 @@ def _enc_FetchRequest_FetchPartition_v12(obj, out):
 
 def _dec_FetchRequest_FetchPartition_v17(buf, cur, end):
     """Decode FetchRequest.FetchTopic.FetchPartition (v17 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 32:
         raise _w.short_run(_RUN_partition__partition_max_bytes_4, pos, end)
     if cython.compiled:
@@ -2631,7 +2636,7 @@ def _enc_FetchRequest_FetchPartition_v17(obj, out):
 
 def _dec_FetchRequest_FetchPartition_v18(buf, cur, end):
     """Decode FetchRequest.FetchTopic.FetchPartition (v18 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 32:
         raise _w.short_run(_RUN_partition__partition_max_bytes_4, pos, end)
     if cython.compiled:
@@ -2719,7 +2724,7 @@ def _enc_FetchRequest_FetchPartition_v18(obj, out):
 
 def _dec_FetchRequest_ForgottenTopic_v7(buf, cur, end):
     """Decode FetchRequest.ForgottenTopic (v7 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_topic, pos, end)
     if cython.compiled:
@@ -2794,7 +2799,7 @@ def _enc_FetchRequest_ForgottenTopic_v7(obj, out):
 
 def _dec_FetchRequest_ForgottenTopic_v12(buf, cur, end):
     """Decode FetchRequest.ForgottenTopic (v12 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_topic = buf[pos] - 1
         pos += 1
@@ -2890,7 +2895,7 @@ def _enc_FetchRequest_ForgottenTopic_v12(obj, out):
 
 def _dec_FetchRequest_ForgottenTopic_v13(buf, cur, end):
     """Decode FetchRequest.ForgottenTopic (v13 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
@@ -2958,7 +2963,7 @@ def _enc_FetchRequest_ForgottenTopic_v13(obj, out):
 
 def _dec_FetchResponse_v0(buf, cur, end):
     """Decode FetchResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_responses, pos, end)
     if cython.compiled:
@@ -3012,7 +3017,7 @@ def _enc_FetchResponse_v0(obj, out):
 
 def _dec_FetchResponse_v1(buf, cur, end):
     """Decode FetchResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__responses, pos, end)
     if cython.compiled:
@@ -3068,7 +3073,7 @@ def _enc_FetchResponse_v1(obj, out):
 
 def _dec_FetchResponse_v4(buf, cur, end):
     """Decode FetchResponse (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__responses, pos, end)
     if cython.compiled:
@@ -3124,7 +3129,7 @@ def _enc_FetchResponse_v4(obj, out):
 
 def _dec_FetchResponse_v5(buf, cur, end):
     """Decode FetchResponse (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__responses, pos, end)
     if cython.compiled:
@@ -3180,7 +3185,7 @@ def _enc_FetchResponse_v5(obj, out):
 
 def _dec_FetchResponse_v7(buf, cur, end):
     """Decode FetchResponse (v7 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 14:
         raise _w.short_run(_RUN_throttle_time_ms__responses_2, pos, end)
     if cython.compiled:
@@ -3238,7 +3243,7 @@ def _enc_FetchResponse_v7(obj, out):
 
 def _dec_FetchResponse_v11(buf, cur, end):
     """Decode FetchResponse (v11 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 14:
         raise _w.short_run(_RUN_throttle_time_ms__responses_2, pos, end)
     if cython.compiled:
@@ -3296,7 +3301,7 @@ def _enc_FetchResponse_v11(obj, out):
 
 def _dec_FetchResponse_v12(buf, cur, end):
     """Decode FetchResponse (v12 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 10:
         raise _w.short_run(_RUN_throttle_time_ms__session_id, pos, end)
     if cython.compiled:
@@ -3379,7 +3384,7 @@ def _enc_FetchResponse_v12(obj, out):
 
 def _dec_FetchResponse_v13(buf, cur, end):
     """Decode FetchResponse (v13 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 10:
         raise _w.short_run(_RUN_throttle_time_ms__session_id, pos, end)
     if cython.compiled:
@@ -3462,7 +3467,7 @@ def _enc_FetchResponse_v13(obj, out):
 
 def _dec_FetchResponse_v16(buf, cur, end):
     """Decode FetchResponse (v16 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 10:
         raise _w.short_run(_RUN_throttle_time_ms__session_id, pos, end)
     if cython.compiled:
@@ -3589,7 +3594,7 @@ def _enc_FetchResponse_v16(obj, out):
 
 def _dec_FetchResponse_FetchableTopicResponse_v0(buf, cur, end):
     """Decode FetchResponse.FetchableTopicResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_topic, pos, end)
     if cython.compiled:
@@ -3664,7 +3669,7 @@ def _enc_FetchResponse_FetchableTopicResponse_v0(obj, out):
 
 def _dec_FetchResponse_FetchableTopicResponse_v4(buf, cur, end):
     """Decode FetchResponse.FetchableTopicResponse (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_topic, pos, end)
     if cython.compiled:
@@ -3739,7 +3744,7 @@ def _enc_FetchResponse_FetchableTopicResponse_v4(obj, out):
 
 def _dec_FetchResponse_FetchableTopicResponse_v5(buf, cur, end):
     """Decode FetchResponse.FetchableTopicResponse (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_topic, pos, end)
     if cython.compiled:
@@ -3814,7 +3819,7 @@ def _enc_FetchResponse_FetchableTopicResponse_v5(obj, out):
 
 def _dec_FetchResponse_FetchableTopicResponse_v11(buf, cur, end):
     """Decode FetchResponse.FetchableTopicResponse (v11 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_topic, pos, end)
     if cython.compiled:
@@ -3889,7 +3894,7 @@ def _enc_FetchResponse_FetchableTopicResponse_v11(obj, out):
 
 def _dec_FetchResponse_FetchableTopicResponse_v12(buf, cur, end):
     """Decode FetchResponse.FetchableTopicResponse (v12 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_topic = buf[pos] - 1
         pos += 1
@@ -3985,7 +3990,7 @@ def _enc_FetchResponse_FetchableTopicResponse_v12(obj, out):
 
 def _dec_FetchResponse_FetchableTopicResponse_v13(buf, cur, end):
     """Decode FetchResponse.FetchableTopicResponse (v13 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
@@ -4053,7 +4058,7 @@ def _enc_FetchResponse_FetchableTopicResponse_v13(obj, out):
 
 def _dec_FetchResponse_PartitionData_v0(buf, cur, end):
     """Decode FetchResponse.FetchableTopicResponse.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 18:
         raise _w.short_run(_RUN_partition_index__records, pos, end)
     if cython.compiled:
@@ -4120,7 +4125,7 @@ def _enc_FetchResponse_PartitionData_v0(obj, out):
 
 def _dec_FetchResponse_PartitionData_v4(buf, cur, end):
     """Decode FetchResponse.FetchableTopicResponse.PartitionData (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 26:
         raise _w.short_run(_RUN_partition_index__aborted_transactions, pos, end)
     if cython.compiled:
@@ -4223,7 +4228,7 @@ def _enc_FetchResponse_PartitionData_v4(obj, out):
 
 def _dec_FetchResponse_PartitionData_v5(buf, cur, end):
     """Decode FetchResponse.FetchableTopicResponse.PartitionData (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 34:
         raise _w.short_run(_RUN_partition_index__aborted_transactions_2, pos, end)
     if cython.compiled:
@@ -4328,7 +4333,7 @@ def _enc_FetchResponse_PartitionData_v5(obj, out):
 
 def _dec_FetchResponse_PartitionData_v11(buf, cur, end):
     """Decode FetchResponse.FetchableTopicResponse.PartitionData (v11 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 34:
         raise _w.short_run(_RUN_partition_index__aborted_transactions_2, pos, end)
     if cython.compiled:
@@ -4433,7 +4438,7 @@ def _enc_FetchResponse_PartitionData_v11(obj, out):
 
 def _dec_FetchResponse_PartitionData_v12(buf, cur, end):
     """Decode FetchResponse.FetchableTopicResponse.PartitionData (v12 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 30:
         raise _w.short_run(_RUN_partition_index__log_start_offset, pos, end)
     if cython.compiled:
@@ -4621,7 +4626,7 @@ def _enc_FetchResponse_PartitionData_v12(obj, out):
 
 def _dec_FetchResponse_EpochEndOffset_v12(buf, cur, end):
     """Decode FetchResponse.FetchableTopicResponse.PartitionData.EpochEndOffset (v12 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 12:
         raise _w.short_run(_RUN_epoch__end_offset, pos, end)
     if cython.compiled:
@@ -4661,7 +4666,7 @@ def _enc_FetchResponse_EpochEndOffset_v12(obj, out):
 
 def _dec_FetchResponse_LeaderIdAndEpoch_v12(buf, cur, end):
     """Decode FetchResponse.FetchableTopicResponse.PartitionData.LeaderIdAndEpoch (v12 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 8:
         raise _w.short_run(_RUN_leader_id__leader_epoch, pos, end)
     if cython.compiled:
@@ -4701,7 +4706,7 @@ def _enc_FetchResponse_LeaderIdAndEpoch_v12(obj, out):
 
 def _dec_FetchResponse_SnapshotId_v12(buf, cur, end):
     """Decode FetchResponse.FetchableTopicResponse.PartitionData.SnapshotId (v12 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 12:
         raise _w.short_run(_RUN_end_offset__epoch, pos, end)
     if cython.compiled:
@@ -4741,7 +4746,7 @@ def _enc_FetchResponse_SnapshotId_v12(obj, out):
 
 def _dec_FetchResponse_AbortedTransaction_v4(buf, cur, end):
     """Decode FetchResponse.FetchableTopicResponse.PartitionData.AbortedTransaction (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_run(_RUN_producer_id__first_offset, pos, end)
     if cython.compiled:
@@ -4772,7 +4777,7 @@ def _enc_FetchResponse_AbortedTransaction_v4(obj, out):
 
 def _dec_FetchResponse_AbortedTransaction_v12(buf, cur, end):
     """Decode FetchResponse.FetchableTopicResponse.PartitionData.AbortedTransaction (v12 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_run(_RUN_producer_id__first_offset, pos, end)
     if cython.compiled:
@@ -4812,7 +4817,7 @@ def _enc_FetchResponse_AbortedTransaction_v12(obj, out):
 
 def _dec_FetchResponse_NodeEndpoint_v16(buf, cur, end):
     """Decode FetchResponse.NodeEndpoint (v16 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_node_id, pos, end)
     if cython.compiled:

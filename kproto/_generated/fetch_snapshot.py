@@ -27,6 +27,11 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
+        Py_ssize_t = int
+
+        @staticmethod
+        def declare(kind: object, value: object = None) -> object:
+            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -62,7 +67,7 @@ _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 
 
 def _dec_FetchSnapshotRequest_v0(buf, cur, end):
     """Decode FetchSnapshotRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 8:
         raise _w.short_run(_RUN_replica_id__max_bytes, pos, end)
     if cython.compiled:
@@ -185,7 +190,7 @@ def _enc_FetchSnapshotRequest_v0(obj, out):
 
 def _dec_FetchSnapshotRequest_v1(buf, cur, end):
     """Decode FetchSnapshotRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 8:
         raise _w.short_run(_RUN_replica_id__max_bytes, pos, end)
     if cython.compiled:
@@ -308,7 +313,7 @@ def _enc_FetchSnapshotRequest_v1(obj, out):
 
 def _dec_FetchSnapshotRequest_TopicSnapshot_v0(buf, cur, end):
     """Decode FetchSnapshotRequest.TopicSnapshot (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -403,7 +408,7 @@ def _enc_FetchSnapshotRequest_TopicSnapshot_v0(obj, out):
 
 def _dec_FetchSnapshotRequest_TopicSnapshot_v1(buf, cur, end):
     """Decode FetchSnapshotRequest.TopicSnapshot (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -498,7 +503,7 @@ def _enc_FetchSnapshotRequest_TopicSnapshot_v1(obj, out):
 
 def _dec_FetchSnapshotRequest_PartitionSnapshot_v0(buf, cur, end):
     """Decode FetchSnapshotRequest.TopicSnapshot.PartitionSnapshot (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 8:
         raise _w.short_run(_RUN_partition__current_leader_epoch, pos, end)
     if cython.compiled:
@@ -561,7 +566,7 @@ def _enc_FetchSnapshotRequest_PartitionSnapshot_v0(obj, out):
 
 def _dec_FetchSnapshotRequest_PartitionSnapshot_v1(buf, cur, end):
     """Decode FetchSnapshotRequest.TopicSnapshot.PartitionSnapshot (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 8:
         raise _w.short_run(_RUN_partition__current_leader_epoch, pos, end)
     if cython.compiled:
@@ -639,7 +644,7 @@ def _enc_FetchSnapshotRequest_PartitionSnapshot_v1(obj, out):
 
 def _dec_FetchSnapshotRequest_SnapshotId_v0(buf, cur, end):
     """Decode FetchSnapshotRequest.TopicSnapshot.PartitionSnapshot.SnapshotId (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 12:
         raise _w.short_run(_RUN_end_offset__epoch, pos, end)
     if cython.compiled:
@@ -679,7 +684,7 @@ def _enc_FetchSnapshotRequest_SnapshotId_v0(obj, out):
 
 def _dec_FetchSnapshotResponse_v0(buf, cur, end):
     """Decode FetchSnapshotResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -759,7 +764,7 @@ def _enc_FetchSnapshotResponse_v0(obj, out):
 
 def _dec_FetchSnapshotResponse_v1(buf, cur, end):
     """Decode FetchSnapshotResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -883,7 +888,7 @@ def _enc_FetchSnapshotResponse_v1(obj, out):
 
 def _dec_FetchSnapshotResponse_TopicSnapshot_v0(buf, cur, end):
     """Decode FetchSnapshotResponse.TopicSnapshot (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -978,7 +983,7 @@ def _enc_FetchSnapshotResponse_TopicSnapshot_v0(obj, out):
 
 def _dec_FetchSnapshotResponse_PartitionSnapshot_v0(buf, cur, end):
     """Decode FetchSnapshotResponse.TopicSnapshot.PartitionSnapshot (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 6:
         raise _w.short_run(_RUN_index__error_code, pos, end)
     if cython.compiled:
@@ -1094,7 +1099,7 @@ def _enc_FetchSnapshotResponse_PartitionSnapshot_v0(obj, out):
 
 def _dec_FetchSnapshotResponse_SnapshotId_v0(buf, cur, end):
     """Decode FetchSnapshotResponse.TopicSnapshot.PartitionSnapshot.SnapshotId (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 12:
         raise _w.short_run(_RUN_end_offset__epoch, pos, end)
     if cython.compiled:
@@ -1134,7 +1139,7 @@ def _enc_FetchSnapshotResponse_SnapshotId_v0(obj, out):
 
 def _dec_FetchSnapshotResponse_LeaderIdAndEpoch_v0(buf, cur, end):
     """Decode FetchSnapshotResponse.TopicSnapshot.PartitionSnapshot.LeaderIdAndEpoch (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 8:
         raise _w.short_run(_RUN_leader_id__leader_epoch, pos, end)
     if cython.compiled:
@@ -1174,7 +1179,7 @@ def _enc_FetchSnapshotResponse_LeaderIdAndEpoch_v0(obj, out):
 
 def _dec_FetchSnapshotResponse_NodeEndpoint_v1(buf, cur, end):
     """Decode FetchSnapshotResponse.NodeEndpoint (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_node_id, pos, end)
     if cython.compiled:

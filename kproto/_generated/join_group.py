@@ -27,6 +27,11 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
+        Py_ssize_t = int
+
+        @staticmethod
+        def declare(kind: object, value: object = None) -> object:
+            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -71,7 +76,7 @@ _RUN_throttle_time_ms__protocol_name = (('throttle_time_ms', 0, 4), ('error_code
 
 def _dec_JoinGroupRequest_v0(buf, cur, end):
     """Decode JoinGroupRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_group_id, pos, end)
     if cython.compiled:
@@ -209,7 +214,7 @@ def _enc_JoinGroupRequest_v0(obj, out):
 
 def _dec_JoinGroupRequest_v1(buf, cur, end):
     """Decode JoinGroupRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_group_id, pos, end)
     if cython.compiled:
@@ -349,7 +354,7 @@ def _enc_JoinGroupRequest_v1(obj, out):
 
 def _dec_JoinGroupRequest_v5(buf, cur, end):
     """Decode JoinGroupRequest (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_group_id, pos, end)
     if cython.compiled:
@@ -516,7 +521,7 @@ def _enc_JoinGroupRequest_v5(obj, out):
 
 def _dec_JoinGroupRequest_v6(buf, cur, end):
     """Decode JoinGroupRequest (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -732,7 +737,7 @@ def _enc_JoinGroupRequest_v6(obj, out):
 
 def _dec_JoinGroupRequest_v8(buf, cur, end):
     """Decode JoinGroupRequest (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -983,7 +988,7 @@ def _enc_JoinGroupRequest_v8(obj, out):
 
 def _dec_JoinGroupRequest_JoinGroupRequestProtocol_v0(buf, cur, end):
     """Decode JoinGroupRequest.JoinGroupRequestProtocol (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -1051,7 +1056,7 @@ def _enc_JoinGroupRequest_JoinGroupRequestProtocol_v0(obj, out):
 
 def _dec_JoinGroupRequest_JoinGroupRequestProtocol_v6(buf, cur, end):
     """Decode JoinGroupRequest.JoinGroupRequestProtocol (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -1140,7 +1145,7 @@ def _enc_JoinGroupRequest_JoinGroupRequestProtocol_v6(obj, out):
 
 def _dec_JoinGroupResponse_v0(buf, cur, end):
     """Decode JoinGroupResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 8:
         raise _w.short_run(_RUN_error_code__protocol_name, pos, end)
     if cython.compiled:
@@ -1281,7 +1286,7 @@ def _enc_JoinGroupResponse_v0(obj, out):
 
 def _dec_JoinGroupResponse_v2(buf, cur, end):
     """Decode JoinGroupResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 12:
         raise _w.short_run(_RUN_throttle_time_ms__protocol_name, pos, end)
     if cython.compiled:
@@ -1424,7 +1429,7 @@ def _enc_JoinGroupResponse_v2(obj, out):
 
 def _dec_JoinGroupResponse_v5(buf, cur, end):
     """Decode JoinGroupResponse (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 12:
         raise _w.short_run(_RUN_throttle_time_ms__protocol_name, pos, end)
     if cython.compiled:
@@ -1567,7 +1572,7 @@ def _enc_JoinGroupResponse_v5(obj, out):
 
 def _dec_JoinGroupResponse_v6(buf, cur, end):
     """Decode JoinGroupResponse (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 10:
         raise _w.short_run(_RUN_throttle_time_ms__generation_id, pos, end)
     if cython.compiled:
@@ -1753,7 +1758,7 @@ def _enc_JoinGroupResponse_v6(obj, out):
 
 def _dec_JoinGroupResponse_v7(buf, cur, end):
     """Decode JoinGroupResponse (v7 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 10:
         raise _w.short_run(_RUN_throttle_time_ms__generation_id, pos, end)
     if cython.compiled:
@@ -1976,7 +1981,7 @@ def _enc_JoinGroupResponse_v7(obj, out):
 
 def _dec_JoinGroupResponse_v9(buf, cur, end):
     """Decode JoinGroupResponse (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 10:
         raise _w.short_run(_RUN_throttle_time_ms__generation_id, pos, end)
     if cython.compiled:
@@ -2212,7 +2217,7 @@ def _enc_JoinGroupResponse_v9(obj, out):
 
 def _dec_JoinGroupResponse_JoinGroupResponseMember_v0(buf, cur, end):
     """Decode JoinGroupResponse.JoinGroupResponseMember (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_member_id, pos, end)
     if cython.compiled:
@@ -2281,7 +2286,7 @@ def _enc_JoinGroupResponse_JoinGroupResponseMember_v0(obj, out):
 
 def _dec_JoinGroupResponse_JoinGroupResponseMember_v5(buf, cur, end):
     """Decode JoinGroupResponse.JoinGroupResponseMember (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_member_id, pos, end)
     if cython.compiled:
@@ -2379,7 +2384,7 @@ def _enc_JoinGroupResponse_JoinGroupResponseMember_v5(obj, out):
 
 def _dec_JoinGroupResponse_JoinGroupResponseMember_v6(buf, cur, end):
     """Decode JoinGroupResponse.JoinGroupResponseMember (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_member_id = buf[pos] - 1
         pos += 1

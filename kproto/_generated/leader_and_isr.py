@@ -27,6 +27,11 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
+        Py_ssize_t = int
+
+        @staticmethod
+        def declare(kind: object, value: object = None) -> object:
+            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -84,7 +89,7 @@ _RUN_topic_name = (('topic_name', 0, 2),)
 
 def _dec_LeaderAndIsrRequest_v0(buf, cur, end):
     """Decode LeaderAndIsrRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 12:
         raise _w.short_run(_RUN_controller_id__ungrouped_partition_states, pos, end)
     if cython.compiled:
@@ -177,7 +182,7 @@ def _enc_LeaderAndIsrRequest_v0(obj, out):
 
 def _dec_LeaderAndIsrRequest_v1(buf, cur, end):
     """Decode LeaderAndIsrRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 12:
         raise _w.short_run(_RUN_controller_id__ungrouped_partition_states, pos, end)
     if cython.compiled:
@@ -270,7 +275,7 @@ def _enc_LeaderAndIsrRequest_v1(obj, out):
 
 def _dec_LeaderAndIsrRequest_v2(buf, cur, end):
     """Decode LeaderAndIsrRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 20:
         raise _w.short_run(_RUN_controller_id__topic_states, pos, end)
     if cython.compiled:
@@ -365,7 +370,7 @@ def _enc_LeaderAndIsrRequest_v2(obj, out):
 
 def _dec_LeaderAndIsrRequest_v3(buf, cur, end):
     """Decode LeaderAndIsrRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 20:
         raise _w.short_run(_RUN_controller_id__topic_states, pos, end)
     if cython.compiled:
@@ -460,7 +465,7 @@ def _enc_LeaderAndIsrRequest_v3(obj, out):
 
 def _dec_LeaderAndIsrRequest_v4(buf, cur, end):
     """Decode LeaderAndIsrRequest (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_run(_RUN_controller_id__broker_epoch, pos, end)
     if cython.compiled:
@@ -586,7 +591,7 @@ def _enc_LeaderAndIsrRequest_v4(obj, out):
 
 def _dec_LeaderAndIsrRequest_v5(buf, cur, end):
     """Decode LeaderAndIsrRequest (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 17:
         raise _w.short_run(_RUN_controller_id__type, pos, end)
     if cython.compiled:
@@ -712,7 +717,7 @@ def _enc_LeaderAndIsrRequest_v5(obj, out):
 
 def _dec_LeaderAndIsrRequest_v6(buf, cur, end):
     """Decode LeaderAndIsrRequest (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 17:
         raise _w.short_run(_RUN_controller_id__type, pos, end)
     if cython.compiled:
@@ -838,7 +843,7 @@ def _enc_LeaderAndIsrRequest_v6(obj, out):
 
 def _dec_LeaderAndIsrRequest_v7(buf, cur, end):
     """Decode LeaderAndIsrRequest (v7 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 18:
         raise _w.short_run(_RUN_controller_id__type_2, pos, end)
     if cython.compiled:
@@ -967,7 +972,7 @@ def _enc_LeaderAndIsrRequest_v7(obj, out):
 
 def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(buf, cur, end):
     """Decode LeaderAndIsrRequest.LeaderAndIsrPartitionState (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_topic_name, pos, end)
     if cython.compiled:
@@ -1093,7 +1098,7 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(obj, out):
 
 def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v1(buf, cur, end):
     """Decode LeaderAndIsrRequest.LeaderAndIsrPartitionState (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_topic_name, pos, end)
     if cython.compiled:
@@ -1234,7 +1239,7 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v1(obj, out):
 
 def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v2(buf, cur, end):
     """Decode LeaderAndIsrRequest.LeaderAndIsrPartitionState (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 20:
         raise _w.short_run(_RUN_partition_index__isr, pos, end)
     if cython.compiled:
@@ -1348,7 +1353,7 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v2(obj, out):
 
 def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v3(buf, cur, end):
     """Decode LeaderAndIsrRequest.LeaderAndIsrPartitionState (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 20:
         raise _w.short_run(_RUN_partition_index__isr, pos, end)
     if cython.compiled:
@@ -1522,7 +1527,7 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v3(obj, out):
 
 def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(buf, cur, end):
     """Decode LeaderAndIsrRequest.LeaderAndIsrPartitionState (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
     if cython.compiled:
@@ -1749,7 +1754,7 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(obj, out):
 
 def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6(buf, cur, end):
     """Decode LeaderAndIsrRequest.LeaderAndIsrPartitionState (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
     if cython.compiled:
@@ -1976,7 +1981,7 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6(obj, out):
 
 def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v2(buf, cur, end):
     """Decode LeaderAndIsrRequest.LeaderAndIsrTopicState (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_topic_name, pos, end)
     if cython.compiled:
@@ -2051,7 +2056,7 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v2(obj, out):
 
 def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v3(buf, cur, end):
     """Decode LeaderAndIsrRequest.LeaderAndIsrTopicState (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_topic_name, pos, end)
     if cython.compiled:
@@ -2126,7 +2131,7 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v3(obj, out):
 
 def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4(buf, cur, end):
     """Decode LeaderAndIsrRequest.LeaderAndIsrTopicState (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -2222,7 +2227,7 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4(obj, out):
 
 def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(buf, cur, end):
     """Decode LeaderAndIsrRequest.LeaderAndIsrTopicState (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -2323,7 +2328,7 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(obj, out):
 
 def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(buf, cur, end):
     """Decode LeaderAndIsrRequest.LeaderAndIsrTopicState (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -2424,7 +2429,7 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(obj, out):
 
 def _dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(buf, cur, end):
     """Decode LeaderAndIsrRequest.LeaderAndIsrLiveLeader (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 6:
         raise _w.short_run(_RUN_broker_id__host_name, pos, end)
     if cython.compiled:
@@ -2483,7 +2488,7 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(obj, out):
 
 def _dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(buf, cur, end):
     """Decode LeaderAndIsrRequest.LeaderAndIsrLiveLeader (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_broker_id, pos, end)
     if cython.compiled:
@@ -2567,7 +2572,7 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(obj, out):
 
 def _dec_LeaderAndIsrResponse_v0(buf, cur, end):
     """Decode LeaderAndIsrResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 6:
         raise _w.short_run(_RUN_error_code__partition_errors, pos, end)
     if cython.compiled:
@@ -2619,7 +2624,7 @@ def _enc_LeaderAndIsrResponse_v0(obj, out):
 
 def _dec_LeaderAndIsrResponse_v4(buf, cur, end):
     """Decode LeaderAndIsrResponse (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -2696,7 +2701,7 @@ def _enc_LeaderAndIsrResponse_v4(obj, out):
 
 def _dec_LeaderAndIsrResponse_v5(buf, cur, end):
     """Decode LeaderAndIsrResponse (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -2773,7 +2778,7 @@ def _enc_LeaderAndIsrResponse_v5(obj, out):
 
 def _dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(buf, cur, end):
     """Decode LeaderAndIsrResponse.LeaderAndIsrPartitionError (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_topic_name, pos, end)
     if cython.compiled:
@@ -2832,7 +2837,7 @@ def _enc_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(obj, out):
 
 def _dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v4(buf, cur, end):
     """Decode LeaderAndIsrResponse.LeaderAndIsrPartitionError (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -2906,7 +2911,7 @@ def _enc_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v4(obj, out):
 
 def _dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v5(buf, cur, end):
     """Decode LeaderAndIsrResponse.LeaderAndIsrPartitionError (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
     if cython.compiled:
@@ -2947,7 +2952,7 @@ def _enc_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v5(obj, out):
 
 def _dec_LeaderAndIsrResponse_LeaderAndIsrTopicError_v5(buf, cur, end):
     """Decode LeaderAndIsrResponse.LeaderAndIsrTopicError (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])

@@ -27,6 +27,11 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
+        Py_ssize_t = int
+
+        @staticmethod
+        def declare(kind: object, value: object = None) -> object:
+            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -71,7 +76,7 @@ _RUN_topics = (('topics', 0, 4),)
 
 def _dec_ListOffsetsRequest_v0(buf, cur, end):
     """Decode ListOffsetsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 8:
         raise _w.short_run(_RUN_replica_id__topics, pos, end)
     if cython.compiled:
@@ -124,7 +129,7 @@ def _enc_ListOffsetsRequest_v0(obj, out):
 
 def _dec_ListOffsetsRequest_v1(buf, cur, end):
     """Decode ListOffsetsRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 8:
         raise _w.short_run(_RUN_replica_id__topics, pos, end)
     if cython.compiled:
@@ -177,7 +182,7 @@ def _enc_ListOffsetsRequest_v1(obj, out):
 
 def _dec_ListOffsetsRequest_v2(buf, cur, end):
     """Decode ListOffsetsRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 9:
         raise _w.short_run(_RUN_replica_id__topics_2, pos, end)
     if cython.compiled:
@@ -230,7 +235,7 @@ def _enc_ListOffsetsRequest_v2(obj, out):
 
 def _dec_ListOffsetsRequest_v4(buf, cur, end):
     """Decode ListOffsetsRequest (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 9:
         raise _w.short_run(_RUN_replica_id__topics_2, pos, end)
     if cython.compiled:
@@ -283,7 +288,7 @@ def _enc_ListOffsetsRequest_v4(obj, out):
 
 def _dec_ListOffsetsRequest_v6(buf, cur, end):
     """Decode ListOffsetsRequest (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 5:
         raise _w.short_run(_RUN_replica_id__isolation_level, pos, end)
     if cython.compiled:
@@ -361,7 +366,7 @@ def _enc_ListOffsetsRequest_v6(obj, out):
 
 def _dec_ListOffsetsRequest_v10(buf, cur, end):
     """Decode ListOffsetsRequest (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 5:
         raise _w.short_run(_RUN_replica_id__isolation_level, pos, end)
     if cython.compiled:
@@ -451,7 +456,7 @@ def _enc_ListOffsetsRequest_v10(obj, out):
 
 def _dec_ListOffsetsRequest_ListOffsetsTopic_v0(buf, cur, end):
     """Decode ListOffsetsRequest.ListOffsetsTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -525,7 +530,7 @@ def _enc_ListOffsetsRequest_ListOffsetsTopic_v0(obj, out):
 
 def _dec_ListOffsetsRequest_ListOffsetsTopic_v1(buf, cur, end):
     """Decode ListOffsetsRequest.ListOffsetsTopic (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -599,7 +604,7 @@ def _enc_ListOffsetsRequest_ListOffsetsTopic_v1(obj, out):
 
 def _dec_ListOffsetsRequest_ListOffsetsTopic_v4(buf, cur, end):
     """Decode ListOffsetsRequest.ListOffsetsTopic (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -673,7 +678,7 @@ def _enc_ListOffsetsRequest_ListOffsetsTopic_v4(obj, out):
 
 def _dec_ListOffsetsRequest_ListOffsetsTopic_v6(buf, cur, end):
     """Decode ListOffsetsRequest.ListOffsetsTopic (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -768,7 +773,7 @@ def _enc_ListOffsetsRequest_ListOffsetsTopic_v6(obj, out):
 
 def _dec_ListOffsetsRequest_ListOffsetsPartition_v0(buf, cur, end):
     """Decode ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_run(_RUN_partition_index__max_num_offsets, pos, end)
     if cython.compiled:
@@ -803,7 +808,7 @@ def _enc_ListOffsetsRequest_ListOffsetsPartition_v0(obj, out):
 
 def _dec_ListOffsetsRequest_ListOffsetsPartition_v1(buf, cur, end):
     """Decode ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 12:
         raise _w.short_run(_RUN_partition_index__timestamp, pos, end)
     if cython.compiled:
@@ -838,7 +843,7 @@ def _enc_ListOffsetsRequest_ListOffsetsPartition_v1(obj, out):
 
 def _dec_ListOffsetsRequest_ListOffsetsPartition_v4(buf, cur, end):
     """Decode ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_run(_RUN_partition_index__timestamp_2, pos, end)
     if cython.compiled:
@@ -875,7 +880,7 @@ def _enc_ListOffsetsRequest_ListOffsetsPartition_v4(obj, out):
 
 def _dec_ListOffsetsRequest_ListOffsetsPartition_v6(buf, cur, end):
     """Decode ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_run(_RUN_partition_index__timestamp_2, pos, end)
     if cython.compiled:
@@ -921,7 +926,7 @@ def _enc_ListOffsetsRequest_ListOffsetsPartition_v6(obj, out):
 
 def _dec_ListOffsetsResponse_v0(buf, cur, end):
     """Decode ListOffsetsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -968,7 +973,7 @@ def _enc_ListOffsetsResponse_v0(obj, out):
 
 def _dec_ListOffsetsResponse_v1(buf, cur, end):
     """Decode ListOffsetsResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -1015,7 +1020,7 @@ def _enc_ListOffsetsResponse_v1(obj, out):
 
 def _dec_ListOffsetsResponse_v2(buf, cur, end):
     """Decode ListOffsetsResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__topics, pos, end)
     if cython.compiled:
@@ -1064,7 +1069,7 @@ def _enc_ListOffsetsResponse_v2(obj, out):
 
 def _dec_ListOffsetsResponse_v4(buf, cur, end):
     """Decode ListOffsetsResponse (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__topics, pos, end)
     if cython.compiled:
@@ -1113,7 +1118,7 @@ def _enc_ListOffsetsResponse_v4(obj, out):
 
 def _dec_ListOffsetsResponse_v6(buf, cur, end):
     """Decode ListOffsetsResponse (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -1187,7 +1192,7 @@ def _enc_ListOffsetsResponse_v6(obj, out):
 
 def _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v0(buf, cur, end):
     """Decode ListOffsetsResponse.ListOffsetsTopicResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -1261,7 +1266,7 @@ def _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v0(obj, out):
 
 def _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v1(buf, cur, end):
     """Decode ListOffsetsResponse.ListOffsetsTopicResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -1335,7 +1340,7 @@ def _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v1(obj, out):
 
 def _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v4(buf, cur, end):
     """Decode ListOffsetsResponse.ListOffsetsTopicResponse (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -1409,7 +1414,7 @@ def _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v4(obj, out):
 
 def _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v6(buf, cur, end):
     """Decode ListOffsetsResponse.ListOffsetsTopicResponse (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -1504,7 +1509,7 @@ def _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v6(obj, out):
 
 def _dec_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(buf, cur, end):
     """Decode ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 10:
         raise _w.short_run(_RUN_partition_index__old_style_offsets, pos, end)
     if cython.compiled:
@@ -1565,7 +1570,7 @@ def _enc_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(obj, out):
 
 def _dec_ListOffsetsResponse_ListOffsetsPartitionResponse_v1(buf, cur, end):
     """Decode ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 22:
         raise _w.short_run(_RUN_partition_index__offset, pos, end)
     if cython.compiled:
@@ -1608,7 +1613,7 @@ def _enc_ListOffsetsResponse_ListOffsetsPartitionResponse_v1(obj, out):
 
 def _dec_ListOffsetsResponse_ListOffsetsPartitionResponse_v4(buf, cur, end):
     """Decode ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 26:
         raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
     if cython.compiled:
@@ -1651,7 +1656,7 @@ def _enc_ListOffsetsResponse_ListOffsetsPartitionResponse_v4(obj, out):
 
 def _dec_ListOffsetsResponse_ListOffsetsPartitionResponse_v6(buf, cur, end):
     """Decode ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 26:
         raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
     if cython.compiled:

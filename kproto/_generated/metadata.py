@@ -27,6 +27,11 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
+        Py_ssize_t = int
+
+        @staticmethod
+        def declare(kind: object, value: object = None) -> object:
+            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -87,7 +92,7 @@ _RUN_topics = (('topics', 0, 4),)
 
 def _dec_MetadataRequest_v0(buf, cur, end):
     """Decode MetadataRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -142,7 +147,7 @@ def _enc_MetadataRequest_v0(obj, out):
 
 def _dec_MetadataRequest_v1(buf, cur, end):
     """Decode MetadataRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -201,7 +206,7 @@ def _enc_MetadataRequest_v1(obj, out):
 
 def _dec_MetadataRequest_v4(buf, cur, end):
     """Decode MetadataRequest (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -273,7 +278,7 @@ def _enc_MetadataRequest_v4(obj, out):
 
 def _dec_MetadataRequest_v8(buf, cur, end):
     """Decode MetadataRequest (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -351,7 +356,7 @@ def _enc_MetadataRequest_v8(obj, out):
 
 def _dec_MetadataRequest_v9(buf, cur, end):
     """Decode MetadataRequest (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_topics = buf[pos] - 1
         pos += 1
@@ -444,7 +449,7 @@ def _enc_MetadataRequest_v9(obj, out):
 
 def _dec_MetadataRequest_v10(buf, cur, end):
     """Decode MetadataRequest (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_topics = buf[pos] - 1
         pos += 1
@@ -537,7 +542,7 @@ def _enc_MetadataRequest_v10(obj, out):
 
 def _dec_MetadataRequest_v11(buf, cur, end):
     """Decode MetadataRequest (v11 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_topics = buf[pos] - 1
         pos += 1
@@ -627,7 +632,7 @@ def _enc_MetadataRequest_v11(obj, out):
 
 def _dec_MetadataRequest_MetadataRequestTopic_v0(buf, cur, end):
     """Decode MetadataRequest.MetadataRequestTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -671,7 +676,7 @@ def _enc_MetadataRequest_MetadataRequestTopic_v0(obj, out):
 
 def _dec_MetadataRequest_MetadataRequestTopic_v9(buf, cur, end):
     """Decode MetadataRequest.MetadataRequestTopic (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -730,7 +735,7 @@ def _enc_MetadataRequest_MetadataRequestTopic_v9(obj, out):
 
 def _dec_MetadataRequest_MetadataRequestTopic_v10(buf, cur, end):
     """Decode MetadataRequest.MetadataRequestTopic (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
@@ -796,7 +801,7 @@ def _enc_MetadataRequest_MetadataRequestTopic_v10(obj, out):
 
 def _dec_MetadataResponse_v0(buf, cur, end):
     """Decode MetadataResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_brokers, pos, end)
     if cython.compiled:
@@ -880,7 +885,7 @@ def _enc_MetadataResponse_v0(obj, out):
 
 def _dec_MetadataResponse_v1(buf, cur, end):
     """Decode MetadataResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_brokers, pos, end)
     if cython.compiled:
@@ -966,7 +971,7 @@ def _enc_MetadataResponse_v1(obj, out):
 
 def _dec_MetadataResponse_v2(buf, cur, end):
     """Decode MetadataResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_brokers, pos, end)
     if cython.compiled:
@@ -1081,7 +1086,7 @@ def _enc_MetadataResponse_v2(obj, out):
 
 def _dec_MetadataResponse_v3(buf, cur, end):
     """Decode MetadataResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__brokers, pos, end)
     if cython.compiled:
@@ -1198,7 +1203,7 @@ def _enc_MetadataResponse_v3(obj, out):
 
 def _dec_MetadataResponse_v5(buf, cur, end):
     """Decode MetadataResponse (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__brokers, pos, end)
     if cython.compiled:
@@ -1315,7 +1320,7 @@ def _enc_MetadataResponse_v5(obj, out):
 
 def _dec_MetadataResponse_v7(buf, cur, end):
     """Decode MetadataResponse (v7 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__brokers, pos, end)
     if cython.compiled:
@@ -1432,7 +1437,7 @@ def _enc_MetadataResponse_v7(obj, out):
 
 def _dec_MetadataResponse_v8(buf, cur, end):
     """Decode MetadataResponse (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__brokers, pos, end)
     if cython.compiled:
@@ -1559,7 +1564,7 @@ def _enc_MetadataResponse_v8(obj, out):
 
 def _dec_MetadataResponse_v9(buf, cur, end):
     """Decode MetadataResponse (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -1733,7 +1738,7 @@ def _enc_MetadataResponse_v9(obj, out):
 
 def _dec_MetadataResponse_v10(buf, cur, end):
     """Decode MetadataResponse (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -1907,7 +1912,7 @@ def _enc_MetadataResponse_v10(obj, out):
 
 def _dec_MetadataResponse_v11(buf, cur, end):
     """Decode MetadataResponse (v11 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -2071,7 +2076,7 @@ def _enc_MetadataResponse_v11(obj, out):
 
 def _dec_MetadataResponse_v12(buf, cur, end):
     """Decode MetadataResponse (v12 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -2235,7 +2240,7 @@ def _enc_MetadataResponse_v12(obj, out):
 
 def _dec_MetadataResponse_v13(buf, cur, end):
     """Decode MetadataResponse (v13 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -2411,7 +2416,7 @@ def _enc_MetadataResponse_v13(obj, out):
 
 def _dec_MetadataResponse_MetadataResponseBroker_v0(buf, cur, end):
     """Decode MetadataResponse.MetadataResponseBroker (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 6:
         raise _w.short_run(_RUN_node_id__host, pos, end)
     if cython.compiled:
@@ -2471,7 +2476,7 @@ def _enc_MetadataResponse_MetadataResponseBroker_v0(obj, out):
 
 def _dec_MetadataResponse_MetadataResponseBroker_v1(buf, cur, end):
     """Decode MetadataResponse.MetadataResponseBroker (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 6:
         raise _w.short_run(_RUN_node_id__host, pos, end)
     if cython.compiled:
@@ -2550,7 +2555,7 @@ def _enc_MetadataResponse_MetadataResponseBroker_v1(obj, out):
 
 def _dec_MetadataResponse_MetadataResponseBroker_v9(buf, cur, end):
     """Decode MetadataResponse.MetadataResponseBroker (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_node_id, pos, end)
     if cython.compiled:
@@ -2670,7 +2675,7 @@ def _enc_MetadataResponse_MetadataResponseBroker_v9(obj, out):
 
 def _dec_MetadataResponse_MetadataResponseTopic_v0(buf, cur, end):
     """Decode MetadataResponse.MetadataResponseTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__name, pos, end)
     if cython.compiled:
@@ -2752,7 +2757,7 @@ def _enc_MetadataResponse_MetadataResponseTopic_v0(obj, out):
 
 def _dec_MetadataResponse_MetadataResponseTopic_v1(buf, cur, end):
     """Decode MetadataResponse.MetadataResponseTopic (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__name, pos, end)
     if cython.compiled:
@@ -2839,7 +2844,7 @@ def _enc_MetadataResponse_MetadataResponseTopic_v1(obj, out):
 
 def _dec_MetadataResponse_MetadataResponseTopic_v5(buf, cur, end):
     """Decode MetadataResponse.MetadataResponseTopic (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__name, pos, end)
     if cython.compiled:
@@ -2926,7 +2931,7 @@ def _enc_MetadataResponse_MetadataResponseTopic_v5(obj, out):
 
 def _dec_MetadataResponse_MetadataResponseTopic_v7(buf, cur, end):
     """Decode MetadataResponse.MetadataResponseTopic (v7 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__name, pos, end)
     if cython.compiled:
@@ -3013,7 +3018,7 @@ def _enc_MetadataResponse_MetadataResponseTopic_v7(obj, out):
 
 def _dec_MetadataResponse_MetadataResponseTopic_v8(buf, cur, end):
     """Decode MetadataResponse.MetadataResponseTopic (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__name, pos, end)
     if cython.compiled:
@@ -3110,7 +3115,7 @@ def _enc_MetadataResponse_MetadataResponseTopic_v8(obj, out):
 
 def _dec_MetadataResponse_MetadataResponseTopic_v9(buf, cur, end):
     """Decode MetadataResponse.MetadataResponseTopic (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -3248,7 +3253,7 @@ def _enc_MetadataResponse_MetadataResponseTopic_v9(obj, out):
 
 def _dec_MetadataResponse_MetadataResponseTopic_v10(buf, cur, end):
     """Decode MetadataResponse.MetadataResponseTopic (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -3391,7 +3396,7 @@ def _enc_MetadataResponse_MetadataResponseTopic_v10(obj, out):
 
 def _dec_MetadataResponse_MetadataResponseTopic_v12(buf, cur, end):
     """Decode MetadataResponse.MetadataResponseTopic (v12 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -3536,7 +3541,7 @@ def _enc_MetadataResponse_MetadataResponseTopic_v12(obj, out):
 
 def _dec_MetadataResponse_MetadataResponsePartition_v0(buf, cur, end):
     """Decode MetadataResponse.MetadataResponseTopic.MetadataResponsePartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 14:
         raise _w.short_run(_RUN_error_code__replica_nodes, pos, end)
     if cython.compiled:
@@ -3624,7 +3629,7 @@ def _enc_MetadataResponse_MetadataResponsePartition_v0(obj, out):
 
 def _dec_MetadataResponse_MetadataResponsePartition_v5(buf, cur, end):
     """Decode MetadataResponse.MetadataResponseTopic.MetadataResponsePartition (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 14:
         raise _w.short_run(_RUN_error_code__replica_nodes, pos, end)
     if cython.compiled:
@@ -3742,7 +3747,7 @@ def _enc_MetadataResponse_MetadataResponsePartition_v5(obj, out):
 
 def _dec_MetadataResponse_MetadataResponsePartition_v7(buf, cur, end):
     """Decode MetadataResponse.MetadataResponseTopic.MetadataResponsePartition (v7 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 18:
         raise _w.short_run(_RUN_error_code__replica_nodes_2, pos, end)
     if cython.compiled:
@@ -3862,7 +3867,7 @@ def _enc_MetadataResponse_MetadataResponsePartition_v7(obj, out):
 
 def _dec_MetadataResponse_MetadataResponsePartition_v9(buf, cur, end):
     """Decode MetadataResponse.MetadataResponseTopic.MetadataResponsePartition (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 14:
         raise _w.short_run(_RUN_error_code__leader_epoch, pos, end)
     if cython.compiled:

@@ -27,6 +27,11 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
+        Py_ssize_t = int
+
+        @staticmethod
+        def declare(kind: object, value: object = None) -> object:
+            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -69,7 +74,7 @@ _RUN_topics = (('topics', 0, 4),)
 
 def _dec_OffsetCommitRequest_v0(buf, cur, end):
     """Decode OffsetCommitRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_group_id, pos, end)
     if cython.compiled:
@@ -149,7 +154,7 @@ def _enc_OffsetCommitRequest_v0(obj, out):
 
 def _dec_OffsetCommitRequest_v1(buf, cur, end):
     """Decode OffsetCommitRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_group_id, pos, end)
     if cython.compiled:
@@ -258,7 +263,7 @@ def _enc_OffsetCommitRequest_v1(obj, out):
 
 def _dec_OffsetCommitRequest_v2(buf, cur, end):
     """Decode OffsetCommitRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_group_id, pos, end)
     if cython.compiled:
@@ -369,7 +374,7 @@ def _enc_OffsetCommitRequest_v2(obj, out):
 
 def _dec_OffsetCommitRequest_v5(buf, cur, end):
     """Decode OffsetCommitRequest (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_group_id, pos, end)
     if cython.compiled:
@@ -478,7 +483,7 @@ def _enc_OffsetCommitRequest_v5(obj, out):
 
 def _dec_OffsetCommitRequest_v6(buf, cur, end):
     """Decode OffsetCommitRequest (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_group_id, pos, end)
     if cython.compiled:
@@ -587,7 +592,7 @@ def _enc_OffsetCommitRequest_v6(obj, out):
 
 def _dec_OffsetCommitRequest_v7(buf, cur, end):
     """Decode OffsetCommitRequest (v7 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_group_id, pos, end)
     if cython.compiled:
@@ -723,7 +728,7 @@ def _enc_OffsetCommitRequest_v7(obj, out):
 
 def _dec_OffsetCommitRequest_v8(buf, cur, end):
     """Decode OffsetCommitRequest (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -902,7 +907,7 @@ def _enc_OffsetCommitRequest_v8(obj, out):
 
 def _dec_OffsetCommitRequest_v10(buf, cur, end):
     """Decode OffsetCommitRequest (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -1081,7 +1086,7 @@ def _enc_OffsetCommitRequest_v10(obj, out):
 
 def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v0(buf, cur, end):
     """Decode OffsetCommitRequest.OffsetCommitRequestTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -1156,7 +1161,7 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v0(obj, out):
 
 def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v1(buf, cur, end):
     """Decode OffsetCommitRequest.OffsetCommitRequestTopic (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -1231,7 +1236,7 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v1(obj, out):
 
 def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v6(buf, cur, end):
     """Decode OffsetCommitRequest.OffsetCommitRequestTopic (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -1306,7 +1311,7 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v6(obj, out):
 
 def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v8(buf, cur, end):
     """Decode OffsetCommitRequest.OffsetCommitRequestTopic (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -1402,7 +1407,7 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v8(obj, out):
 
 def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v10(buf, cur, end):
     """Decode OffsetCommitRequest.OffsetCommitRequestTopic (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
@@ -1470,7 +1475,7 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v10(obj, out):
 
 def _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v0(buf, cur, end):
     """Decode OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 14:
         raise _w.short_run(_RUN_partition_index__committed_metadata, pos, end)
     if cython.compiled:
@@ -1525,7 +1530,7 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v0(obj, out):
 
 def _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v1(buf, cur, end):
     """Decode OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 22:
         raise _w.short_run(_RUN_partition_index__committed_metadata_2, pos, end)
     if cython.compiled:
@@ -1580,7 +1585,7 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v1(obj, out):
 
 def _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v6(buf, cur, end):
     """Decode OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 18:
         raise _w.short_run(_RUN_partition_index__committed_metadata_3, pos, end)
     if cython.compiled:
@@ -1637,7 +1642,7 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v6(obj, out):
 
 def _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v8(buf, cur, end):
     """Decode OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_run(_RUN_partition_index__committed_leader_epoch, pos, end)
     if cython.compiled:
@@ -1719,7 +1724,7 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v8(obj, out):
 
 def _dec_OffsetCommitResponse_v0(buf, cur, end):
     """Decode OffsetCommitResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -1766,7 +1771,7 @@ def _enc_OffsetCommitResponse_v0(obj, out):
 
 def _dec_OffsetCommitResponse_v3(buf, cur, end):
     """Decode OffsetCommitResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__topics, pos, end)
     if cython.compiled:
@@ -1815,7 +1820,7 @@ def _enc_OffsetCommitResponse_v3(obj, out):
 
 def _dec_OffsetCommitResponse_v8(buf, cur, end):
     """Decode OffsetCommitResponse (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -1889,7 +1894,7 @@ def _enc_OffsetCommitResponse_v8(obj, out):
 
 def _dec_OffsetCommitResponse_v10(buf, cur, end):
     """Decode OffsetCommitResponse (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -1963,7 +1968,7 @@ def _enc_OffsetCommitResponse_v10(obj, out):
 
 def _dec_OffsetCommitResponse_OffsetCommitResponseTopic_v0(buf, cur, end):
     """Decode OffsetCommitResponse.OffsetCommitResponseTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -2038,7 +2043,7 @@ def _enc_OffsetCommitResponse_OffsetCommitResponseTopic_v0(obj, out):
 
 def _dec_OffsetCommitResponse_OffsetCommitResponseTopic_v8(buf, cur, end):
     """Decode OffsetCommitResponse.OffsetCommitResponseTopic (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -2134,7 +2139,7 @@ def _enc_OffsetCommitResponse_OffsetCommitResponseTopic_v8(obj, out):
 
 def _dec_OffsetCommitResponse_OffsetCommitResponseTopic_v10(buf, cur, end):
     """Decode OffsetCommitResponse.OffsetCommitResponseTopic (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
@@ -2202,7 +2207,7 @@ def _enc_OffsetCommitResponse_OffsetCommitResponseTopic_v10(obj, out):
 
 def _dec_OffsetCommitResponse_OffsetCommitResponsePartition_v0(buf, cur, end):
     """Decode OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
     if cython.compiled:
@@ -2233,7 +2238,7 @@ def _enc_OffsetCommitResponse_OffsetCommitResponsePartition_v0(obj, out):
 
 def _dec_OffsetCommitResponse_OffsetCommitResponsePartition_v8(buf, cur, end):
     """Decode OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
     if cython.compiled:

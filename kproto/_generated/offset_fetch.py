@@ -27,6 +27,11 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
+        Py_ssize_t = int
+
+        @staticmethod
+        def declare(kind: object, value: object = None) -> object:
+            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -66,7 +71,7 @@ _RUN_topics = (('topics', 0, 4),)
 
 def _dec_OffsetFetchRequest_v0(buf, cur, end):
     """Decode OffsetFetchRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_group_id, pos, end)
     if cython.compiled:
@@ -146,7 +151,7 @@ def _enc_OffsetFetchRequest_v0(obj, out):
 
 def _dec_OffsetFetchRequest_v2(buf, cur, end):
     """Decode OffsetFetchRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_group_id, pos, end)
     if cython.compiled:
@@ -230,7 +235,7 @@ def _enc_OffsetFetchRequest_v2(obj, out):
 
 def _dec_OffsetFetchRequest_v6(buf, cur, end):
     """Decode OffsetFetchRequest (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -335,7 +340,7 @@ def _enc_OffsetFetchRequest_v6(obj, out):
 
 def _dec_OffsetFetchRequest_v7(buf, cur, end):
     """Decode OffsetFetchRequest (v7 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -453,7 +458,7 @@ def _enc_OffsetFetchRequest_v7(obj, out):
 
 def _dec_OffsetFetchRequest_v8(buf, cur, end):
     """Decode OffsetFetchRequest (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_groups = buf[pos] - 1
         pos += 1
@@ -536,7 +541,7 @@ def _enc_OffsetFetchRequest_v8(obj, out):
 
 def _dec_OffsetFetchRequest_v9(buf, cur, end):
     """Decode OffsetFetchRequest (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_groups = buf[pos] - 1
         pos += 1
@@ -619,7 +624,7 @@ def _enc_OffsetFetchRequest_v9(obj, out):
 
 def _dec_OffsetFetchRequest_v10(buf, cur, end):
     """Decode OffsetFetchRequest (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_groups = buf[pos] - 1
         pos += 1
@@ -702,7 +707,7 @@ def _enc_OffsetFetchRequest_v10(obj, out):
 
 def _dec_OffsetFetchRequest_OffsetFetchRequestTopic_v0(buf, cur, end):
     """Decode OffsetFetchRequest.OffsetFetchRequestTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -776,7 +781,7 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestTopic_v0(obj, out):
 
 def _dec_OffsetFetchRequest_OffsetFetchRequestTopic_v6(buf, cur, end):
     """Decode OffsetFetchRequest.OffsetFetchRequestTopic (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -871,7 +876,7 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestTopic_v6(obj, out):
 
 def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v8(buf, cur, end):
     """Decode OffsetFetchRequest.OffsetFetchRequestGroup (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -972,7 +977,7 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v8(obj, out):
 
 def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v9(buf, cur, end):
     """Decode OffsetFetchRequest.OffsetFetchRequestGroup (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -1120,7 +1125,7 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v9(obj, out):
 
 def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v10(buf, cur, end):
     """Decode OffsetFetchRequest.OffsetFetchRequestGroup (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -1268,7 +1273,7 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v10(obj, out):
 
 def _dec_OffsetFetchRequest_OffsetFetchRequestTopics_v8(buf, cur, end):
     """Decode OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -1364,7 +1369,7 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestTopics_v8(obj, out):
 
 def _dec_OffsetFetchRequest_OffsetFetchRequestTopics_v10(buf, cur, end):
     """Decode OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
@@ -1432,7 +1437,7 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestTopics_v10(obj, out):
 
 def _dec_OffsetFetchResponse_v0(buf, cur, end):
     """Decode OffsetFetchResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -1483,7 +1488,7 @@ def _enc_OffsetFetchResponse_v0(obj, out):
 
 def _dec_OffsetFetchResponse_v2(buf, cur, end):
     """Decode OffsetFetchResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -1546,7 +1551,7 @@ def _enc_OffsetFetchResponse_v2(obj, out):
 
 def _dec_OffsetFetchResponse_v3(buf, cur, end):
     """Decode OffsetFetchResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__topics, pos, end)
     if cython.compiled:
@@ -1611,7 +1616,7 @@ def _enc_OffsetFetchResponse_v3(obj, out):
 
 def _dec_OffsetFetchResponse_v5(buf, cur, end):
     """Decode OffsetFetchResponse (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__topics, pos, end)
     if cython.compiled:
@@ -1676,7 +1681,7 @@ def _enc_OffsetFetchResponse_v5(obj, out):
 
 def _dec_OffsetFetchResponse_v6(buf, cur, end):
     """Decode OffsetFetchResponse (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -1766,7 +1771,7 @@ def _enc_OffsetFetchResponse_v6(obj, out):
 
 def _dec_OffsetFetchResponse_v8(buf, cur, end):
     """Decode OffsetFetchResponse (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -1844,7 +1849,7 @@ def _enc_OffsetFetchResponse_v8(obj, out):
 
 def _dec_OffsetFetchResponse_v10(buf, cur, end):
     """Decode OffsetFetchResponse (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -1922,7 +1927,7 @@ def _enc_OffsetFetchResponse_v10(obj, out):
 
 def _dec_OffsetFetchResponse_OffsetFetchResponseTopic_v0(buf, cur, end):
     """Decode OffsetFetchResponse.OffsetFetchResponseTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -1996,7 +2001,7 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseTopic_v0(obj, out):
 
 def _dec_OffsetFetchResponse_OffsetFetchResponseTopic_v5(buf, cur, end):
     """Decode OffsetFetchResponse.OffsetFetchResponseTopic (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -2070,7 +2075,7 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseTopic_v5(obj, out):
 
 def _dec_OffsetFetchResponse_OffsetFetchResponseTopic_v6(buf, cur, end):
     """Decode OffsetFetchResponse.OffsetFetchResponseTopic (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -2165,7 +2170,7 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseTopic_v6(obj, out):
 
 def _dec_OffsetFetchResponse_OffsetFetchResponsePartition_v0(buf, cur, end):
     """Decode OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 14:
         raise _w.short_run(_RUN_partition_index__metadata, pos, end)
     if cython.compiled:
@@ -2230,7 +2235,7 @@ def _enc_OffsetFetchResponse_OffsetFetchResponsePartition_v0(obj, out):
 
 def _dec_OffsetFetchResponse_OffsetFetchResponsePartition_v5(buf, cur, end):
     """Decode OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 18:
         raise _w.short_run(_RUN_partition_index__metadata_2, pos, end)
     if cython.compiled:
@@ -2297,7 +2302,7 @@ def _enc_OffsetFetchResponse_OffsetFetchResponsePartition_v5(obj, out):
 
 def _dec_OffsetFetchResponse_OffsetFetchResponsePartition_v6(buf, cur, end):
     """Decode OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_run(_RUN_partition_index__committed_leader_epoch, pos, end)
     if cython.compiled:
@@ -2389,7 +2394,7 @@ def _enc_OffsetFetchResponse_OffsetFetchResponsePartition_v6(obj, out):
 
 def _dec_OffsetFetchResponse_OffsetFetchResponseGroup_v8(buf, cur, end):
     """Decode OffsetFetchResponse.OffsetFetchResponseGroup (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -2497,7 +2502,7 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseGroup_v8(obj, out):
 
 def _dec_OffsetFetchResponse_OffsetFetchResponseGroup_v10(buf, cur, end):
     """Decode OffsetFetchResponse.OffsetFetchResponseGroup (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -2605,7 +2610,7 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseGroup_v10(obj, out):
 
 def _dec_OffsetFetchResponse_OffsetFetchResponseTopics_v8(buf, cur, end):
     """Decode OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -2701,7 +2706,7 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseTopics_v8(obj, out):
 
 def _dec_OffsetFetchResponse_OffsetFetchResponseTopics_v10(buf, cur, end):
     """Decode OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
@@ -2769,7 +2774,7 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseTopics_v10(obj, out):
 
 def _dec_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(buf, cur, end):
     """Decode OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics.OffsetFetchResponsePartitions (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_run(_RUN_partition_index__committed_leader_epoch, pos, end)
     if cython.compiled:

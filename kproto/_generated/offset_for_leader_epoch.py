@@ -27,6 +27,11 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
+        Py_ssize_t = int
+
+        @staticmethod
+        def declare(kind: object, value: object = None) -> object:
+            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -62,7 +67,7 @@ _RUN_topics = (('topics', 0, 4),)
 
 def _dec_OffsetForLeaderEpochRequest_v0(buf, cur, end):
     """Decode OffsetForLeaderEpochRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -109,7 +114,7 @@ def _enc_OffsetForLeaderEpochRequest_v0(obj, out):
 
 def _dec_OffsetForLeaderEpochRequest_v2(buf, cur, end):
     """Decode OffsetForLeaderEpochRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -156,7 +161,7 @@ def _enc_OffsetForLeaderEpochRequest_v2(obj, out):
 
 def _dec_OffsetForLeaderEpochRequest_v3(buf, cur, end):
     """Decode OffsetForLeaderEpochRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 8:
         raise _w.short_run(_RUN_replica_id__topics, pos, end)
     if cython.compiled:
@@ -205,7 +210,7 @@ def _enc_OffsetForLeaderEpochRequest_v3(obj, out):
 
 def _dec_OffsetForLeaderEpochRequest_v4(buf, cur, end):
     """Decode OffsetForLeaderEpochRequest (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_replica_id, pos, end)
     if cython.compiled:
@@ -279,7 +284,7 @@ def _enc_OffsetForLeaderEpochRequest_v4(obj, out):
 
 def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v0(buf, cur, end):
     """Decode OffsetForLeaderEpochRequest.OffsetForLeaderTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_topic, pos, end)
     if cython.compiled:
@@ -353,7 +358,7 @@ def _enc_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v0(obj, out):
 
 def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2(buf, cur, end):
     """Decode OffsetForLeaderEpochRequest.OffsetForLeaderTopic (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_topic, pos, end)
     if cython.compiled:
@@ -427,7 +432,7 @@ def _enc_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2(obj, out):
 
 def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4(buf, cur, end):
     """Decode OffsetForLeaderEpochRequest.OffsetForLeaderTopic (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_topic = buf[pos] - 1
         pos += 1
@@ -522,7 +527,7 @@ def _enc_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4(obj, out):
 
 def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v0(buf, cur, end):
     """Decode OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 8:
         raise _w.short_run(_RUN_partition__leader_epoch, pos, end)
     if cython.compiled:
@@ -554,7 +559,7 @@ def _enc_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v0(obj, out):
 
 def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v2(buf, cur, end):
     """Decode OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 12:
         raise _w.short_run(_RUN_partition__leader_epoch_2, pos, end)
     if cython.compiled:
@@ -588,7 +593,7 @@ def _enc_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v2(obj, out):
 
 def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v4(buf, cur, end):
     """Decode OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 12:
         raise _w.short_run(_RUN_partition__leader_epoch_2, pos, end)
     if cython.compiled:
@@ -631,7 +636,7 @@ def _enc_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v4(obj, out):
 
 def _dec_OffsetForLeaderEpochResponse_v0(buf, cur, end):
     """Decode OffsetForLeaderEpochResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -678,7 +683,7 @@ def _enc_OffsetForLeaderEpochResponse_v0(obj, out):
 
 def _dec_OffsetForLeaderEpochResponse_v1(buf, cur, end):
     """Decode OffsetForLeaderEpochResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -725,7 +730,7 @@ def _enc_OffsetForLeaderEpochResponse_v1(obj, out):
 
 def _dec_OffsetForLeaderEpochResponse_v2(buf, cur, end):
     """Decode OffsetForLeaderEpochResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__topics, pos, end)
     if cython.compiled:
@@ -774,7 +779,7 @@ def _enc_OffsetForLeaderEpochResponse_v2(obj, out):
 
 def _dec_OffsetForLeaderEpochResponse_v4(buf, cur, end):
     """Decode OffsetForLeaderEpochResponse (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -848,7 +853,7 @@ def _enc_OffsetForLeaderEpochResponse_v4(obj, out):
 
 def _dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v0(buf, cur, end):
     """Decode OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_topic, pos, end)
     if cython.compiled:
@@ -922,7 +927,7 @@ def _enc_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v0(obj, out):
 
 def _dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1(buf, cur, end):
     """Decode OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_topic, pos, end)
     if cython.compiled:
@@ -996,7 +1001,7 @@ def _enc_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1(obj, out):
 
 def _dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4(buf, cur, end):
     """Decode OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_topic = buf[pos] - 1
         pos += 1
@@ -1091,7 +1096,7 @@ def _enc_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4(obj, out):
 
 def _dec_OffsetForLeaderEpochResponse_EpochEndOffset_v0(buf, cur, end):
     """Decode OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.EpochEndOffset (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 14:
         raise _w.short_run(_RUN_error_code__end_offset, pos, end)
     if cython.compiled:
@@ -1126,7 +1131,7 @@ def _enc_OffsetForLeaderEpochResponse_EpochEndOffset_v0(obj, out):
 
 def _dec_OffsetForLeaderEpochResponse_EpochEndOffset_v1(buf, cur, end):
     """Decode OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.EpochEndOffset (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 18:
         raise _w.short_run(_RUN_error_code__end_offset_2, pos, end)
     if cython.compiled:
@@ -1163,7 +1168,7 @@ def _enc_OffsetForLeaderEpochResponse_EpochEndOffset_v1(obj, out):
 
 def _dec_OffsetForLeaderEpochResponse_EpochEndOffset_v4(buf, cur, end):
     """Decode OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.EpochEndOffset (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 18:
         raise _w.short_run(_RUN_error_code__end_offset_2, pos, end)
     if cython.compiled:

@@ -27,6 +27,11 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
+        Py_ssize_t = int
+
+        @staticmethod
+        def declare(kind: object, value: object = None) -> object:
+            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -75,7 +80,7 @@ _RUN_transactional_id = (('transactional_id', 0, 2),)
 
 def _dec_ProduceRequest_v0(buf, cur, end):
     """Decode ProduceRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 10:
         raise _w.short_run(_RUN_acks__topic_data, pos, end)
     if cython.compiled:
@@ -130,7 +135,7 @@ def _enc_ProduceRequest_v0(obj, out):
 
 def _dec_ProduceRequest_v3(buf, cur, end):
     """Decode ProduceRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_transactional_id, pos, end)
     if cython.compiled:
@@ -212,7 +217,7 @@ def _enc_ProduceRequest_v3(obj, out):
 
 def _dec_ProduceRequest_v9(buf, cur, end):
     """Decode ProduceRequest (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_transactional_id = buf[pos] - 1
         pos += 1
@@ -325,7 +330,7 @@ def _enc_ProduceRequest_v9(obj, out):
 
 def _dec_ProduceRequest_v13(buf, cur, end):
     """Decode ProduceRequest (v13 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_transactional_id = buf[pos] - 1
         pos += 1
@@ -438,7 +443,7 @@ def _enc_ProduceRequest_v13(obj, out):
 
 def _dec_ProduceRequest_TopicProduceData_v0(buf, cur, end):
     """Decode ProduceRequest.TopicProduceData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -513,7 +518,7 @@ def _enc_ProduceRequest_TopicProduceData_v0(obj, out):
 
 def _dec_ProduceRequest_TopicProduceData_v9(buf, cur, end):
     """Decode ProduceRequest.TopicProduceData (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -609,7 +614,7 @@ def _enc_ProduceRequest_TopicProduceData_v9(obj, out):
 
 def _dec_ProduceRequest_TopicProduceData_v13(buf, cur, end):
     """Decode ProduceRequest.TopicProduceData (v13 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
@@ -677,7 +682,7 @@ def _enc_ProduceRequest_TopicProduceData_v13(obj, out):
 
 def _dec_ProduceRequest_PartitionProduceData_v0(buf, cur, end):
     """Decode ProduceRequest.TopicProduceData.PartitionProduceData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 8:
         raise _w.short_run(_RUN_index__records, pos, end)
     if cython.compiled:
@@ -723,7 +728,7 @@ def _enc_ProduceRequest_PartitionProduceData_v0(obj, out):
 
 def _dec_ProduceRequest_PartitionProduceData_v9(buf, cur, end):
     """Decode ProduceRequest.TopicProduceData.PartitionProduceData (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_index, pos, end)
     if cython.compiled:
@@ -794,7 +799,7 @@ def _enc_ProduceRequest_PartitionProduceData_v9(obj, out):
 
 def _dec_ProduceResponse_v0(buf, cur, end):
     """Decode ProduceResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_responses, pos, end)
     if cython.compiled:
@@ -844,7 +849,7 @@ def _enc_ProduceResponse_v0(obj, out):
 
 def _dec_ProduceResponse_v1(buf, cur, end):
     """Decode ProduceResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_responses, pos, end)
     if cython.compiled:
@@ -906,7 +911,7 @@ def _enc_ProduceResponse_v1(obj, out):
 
 def _dec_ProduceResponse_v2(buf, cur, end):
     """Decode ProduceResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_responses, pos, end)
     if cython.compiled:
@@ -968,7 +973,7 @@ def _enc_ProduceResponse_v2(obj, out):
 
 def _dec_ProduceResponse_v5(buf, cur, end):
     """Decode ProduceResponse (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_responses, pos, end)
     if cython.compiled:
@@ -1030,7 +1035,7 @@ def _enc_ProduceResponse_v5(obj, out):
 
 def _dec_ProduceResponse_v8(buf, cur, end):
     """Decode ProduceResponse (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_responses, pos, end)
     if cython.compiled:
@@ -1092,7 +1097,7 @@ def _enc_ProduceResponse_v8(obj, out):
 
 def _dec_ProduceResponse_v9(buf, cur, end):
     """Decode ProduceResponse (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_responses = buf[pos] - 1
         pos += 1
@@ -1169,7 +1174,7 @@ def _enc_ProduceResponse_v9(obj, out):
 
 def _dec_ProduceResponse_v10(buf, cur, end):
     """Decode ProduceResponse (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_responses = buf[pos] - 1
         pos += 1
@@ -1290,7 +1295,7 @@ def _enc_ProduceResponse_v10(obj, out):
 
 def _dec_ProduceResponse_v13(buf, cur, end):
     """Decode ProduceResponse (v13 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_responses = buf[pos] - 1
         pos += 1
@@ -1411,7 +1416,7 @@ def _enc_ProduceResponse_v13(obj, out):
 
 def _dec_ProduceResponse_TopicProduceResponse_v0(buf, cur, end):
     """Decode ProduceResponse.TopicProduceResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -1486,7 +1491,7 @@ def _enc_ProduceResponse_TopicProduceResponse_v0(obj, out):
 
 def _dec_ProduceResponse_TopicProduceResponse_v2(buf, cur, end):
     """Decode ProduceResponse.TopicProduceResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -1561,7 +1566,7 @@ def _enc_ProduceResponse_TopicProduceResponse_v2(obj, out):
 
 def _dec_ProduceResponse_TopicProduceResponse_v5(buf, cur, end):
     """Decode ProduceResponse.TopicProduceResponse (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -1636,7 +1641,7 @@ def _enc_ProduceResponse_TopicProduceResponse_v5(obj, out):
 
 def _dec_ProduceResponse_TopicProduceResponse_v8(buf, cur, end):
     """Decode ProduceResponse.TopicProduceResponse (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -1711,7 +1716,7 @@ def _enc_ProduceResponse_TopicProduceResponse_v8(obj, out):
 
 def _dec_ProduceResponse_TopicProduceResponse_v9(buf, cur, end):
     """Decode ProduceResponse.TopicProduceResponse (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -1807,7 +1812,7 @@ def _enc_ProduceResponse_TopicProduceResponse_v9(obj, out):
 
 def _dec_ProduceResponse_TopicProduceResponse_v10(buf, cur, end):
     """Decode ProduceResponse.TopicProduceResponse (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -1903,7 +1908,7 @@ def _enc_ProduceResponse_TopicProduceResponse_v10(obj, out):
 
 def _dec_ProduceResponse_TopicProduceResponse_v13(buf, cur, end):
     """Decode ProduceResponse.TopicProduceResponse (v13 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
@@ -1971,7 +1976,7 @@ def _enc_ProduceResponse_TopicProduceResponse_v13(obj, out):
 
 def _dec_ProduceResponse_PartitionProduceResponse_v0(buf, cur, end):
     """Decode ProduceResponse.TopicProduceResponse.PartitionProduceResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 14:
         raise _w.short_run(_RUN_index__base_offset, pos, end)
     if cython.compiled:
@@ -2012,7 +2017,7 @@ def _enc_ProduceResponse_PartitionProduceResponse_v0(obj, out):
 
 def _dec_ProduceResponse_PartitionProduceResponse_v2(buf, cur, end):
     """Decode ProduceResponse.TopicProduceResponse.PartitionProduceResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 22:
         raise _w.short_run(_RUN_index__log_append_time_ms, pos, end)
     if cython.compiled:
@@ -2055,7 +2060,7 @@ def _enc_ProduceResponse_PartitionProduceResponse_v2(obj, out):
 
 def _dec_ProduceResponse_PartitionProduceResponse_v5(buf, cur, end):
     """Decode ProduceResponse.TopicProduceResponse.PartitionProduceResponse (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 30:
         raise _w.short_run(_RUN_index__log_start_offset, pos, end)
     if cython.compiled:
@@ -2100,7 +2105,7 @@ def _enc_ProduceResponse_PartitionProduceResponse_v5(obj, out):
 
 def _dec_ProduceResponse_PartitionProduceResponse_v8(buf, cur, end):
     """Decode ProduceResponse.TopicProduceResponse.PartitionProduceResponse (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 34:
         raise _w.short_run(_RUN_index__record_errors, pos, end)
     if cython.compiled:
@@ -2194,7 +2199,7 @@ def _enc_ProduceResponse_PartitionProduceResponse_v8(obj, out):
 
 def _dec_ProduceResponse_PartitionProduceResponse_v9(buf, cur, end):
     """Decode ProduceResponse.TopicProduceResponse.PartitionProduceResponse (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 30:
         raise _w.short_run(_RUN_index__log_start_offset, pos, end)
     if cython.compiled:
@@ -2319,7 +2324,7 @@ def _enc_ProduceResponse_PartitionProduceResponse_v9(obj, out):
 
 def _dec_ProduceResponse_PartitionProduceResponse_v10(buf, cur, end):
     """Decode ProduceResponse.TopicProduceResponse.PartitionProduceResponse (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 30:
         raise _w.short_run(_RUN_index__log_start_offset, pos, end)
     if cython.compiled:
@@ -2460,7 +2465,7 @@ def _enc_ProduceResponse_PartitionProduceResponse_v10(obj, out):
 
 def _dec_ProduceResponse_BatchIndexAndErrorMessage_v8(buf, cur, end):
     """Decode ProduceResponse.TopicProduceResponse.PartitionProduceResponse.BatchIndexAndErrorMessage (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 6:
         raise _w.short_run(_RUN_batch_index__batch_index_error_message, pos, end)
     if cython.compiled:
@@ -2508,7 +2513,7 @@ def _enc_ProduceResponse_BatchIndexAndErrorMessage_v8(obj, out):
 
 def _dec_ProduceResponse_BatchIndexAndErrorMessage_v9(buf, cur, end):
     """Decode ProduceResponse.TopicProduceResponse.PartitionProduceResponse.BatchIndexAndErrorMessage (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_batch_index, pos, end)
     if cython.compiled:
@@ -2581,7 +2586,7 @@ def _enc_ProduceResponse_BatchIndexAndErrorMessage_v9(obj, out):
 
 def _dec_ProduceResponse_LeaderIdAndEpoch_v10(buf, cur, end):
     """Decode ProduceResponse.TopicProduceResponse.PartitionProduceResponse.LeaderIdAndEpoch (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 8:
         raise _w.short_run(_RUN_leader_id__leader_epoch, pos, end)
     if cython.compiled:
@@ -2621,7 +2626,7 @@ def _enc_ProduceResponse_LeaderIdAndEpoch_v10(obj, out):
 
 def _dec_ProduceResponse_NodeEndpoint_v10(buf, cur, end):
     """Decode ProduceResponse.NodeEndpoint (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_node_id, pos, end)
     if cython.compiled:

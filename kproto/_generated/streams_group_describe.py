@@ -27,6 +27,11 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
+        Py_ssize_t = int
+
+        @staticmethod
+        def declare(kind: object, value: object = None) -> object:
+            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -66,7 +71,7 @@ _RUN_user_endpoint = (('user_endpoint', 0, 1),)
 
 def _dec_StreamsGroupDescribeRequest_v0(buf, cur, end):
     """Decode StreamsGroupDescribeRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_group_ids = buf[pos] - 1
         pos += 1
@@ -162,7 +167,7 @@ def _enc_StreamsGroupDescribeRequest_v0(obj, out):
 
 def _dec_StreamsGroupDescribeResponse_v0(buf, cur, end):
     """Decode StreamsGroupDescribeResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -236,7 +241,7 @@ def _enc_StreamsGroupDescribeResponse_v0(obj, out):
 
 def _dec_StreamsGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
     """Decode StreamsGroupDescribeResponse.DescribedGroup (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -461,7 +466,7 @@ def _enc_StreamsGroupDescribeResponse_DescribedGroup_v0(obj, out):
 
 def _dec_StreamsGroupDescribeResponse_Topology_v0(buf, cur, end):
     """Decode StreamsGroupDescribeResponse.DescribedGroup.Topology (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_epoch, pos, end)
     if cython.compiled:
@@ -539,7 +544,7 @@ def _enc_StreamsGroupDescribeResponse_Topology_v0(obj, out):
 
 def _dec_StreamsGroupDescribeResponse_Subtopology_v0(buf, cur, end):
     """Decode StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_subtopology_id = buf[pos] - 1
         pos += 1
@@ -783,7 +788,7 @@ def _enc_StreamsGroupDescribeResponse_Subtopology_v0(obj, out):
 
 def _dec_StreamsGroupDescribeResponse_TopicInfo_v0(buf, cur, end):
     """Decode StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -894,7 +899,7 @@ def _enc_StreamsGroupDescribeResponse_TopicInfo_v0(obj, out):
 
 def _dec_StreamsGroupDescribeResponse_KeyValue_v0(buf, cur, end):
     """Decode StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo.KeyValue (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_key = buf[pos] - 1
         pos += 1
@@ -986,7 +991,7 @@ def _enc_StreamsGroupDescribeResponse_KeyValue_v0(obj, out):
 
 def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
     """Decode StreamsGroupDescribeResponse.DescribedGroup.Member (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_member_id = buf[pos] - 1
         pos += 1
@@ -1417,7 +1422,7 @@ def _enc_StreamsGroupDescribeResponse_Member_v0(obj, out):
 
 def _dec_StreamsGroupDescribeResponse_Endpoint_v0(buf, cur, end):
     """Decode StreamsGroupDescribeResponse.DescribedGroup.Member.Endpoint (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_host = buf[pos] - 1
         pos += 1
@@ -1488,7 +1493,7 @@ def _enc_StreamsGroupDescribeResponse_Endpoint_v0(obj, out):
 
 def _dec_StreamsGroupDescribeResponse_TaskOffset_v0(buf, cur, end):
     """Decode StreamsGroupDescribeResponse.DescribedGroup.Member.TaskOffset (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_subtopology_id = buf[pos] - 1
         pos += 1
@@ -1562,7 +1567,7 @@ def _enc_StreamsGroupDescribeResponse_TaskOffset_v0(obj, out):
 
 def _dec_StreamsGroupDescribeResponse_Assignment_v0(buf, cur, end):
     """Decode StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_active_tasks = buf[pos] - 1
         pos += 1
@@ -1697,7 +1702,7 @@ def _enc_StreamsGroupDescribeResponse_Assignment_v0(obj, out):
 
 def _dec_StreamsGroupDescribeResponse_TaskIds_v0(buf, cur, end):
     """Decode StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment.TaskIds (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_subtopology_id = buf[pos] - 1
         pos += 1

@@ -27,6 +27,11 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
+        Py_ssize_t = int
+
+        @staticmethod
+        def declare(kind: object, value: object = None) -> object:
+            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -66,7 +71,7 @@ _RUN_user_endpoint = (('user_endpoint', 0, 1),)
 
 def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
     """Decode StreamsGroupHeartbeatRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -603,7 +608,7 @@ def _enc_StreamsGroupHeartbeatRequest_v0(obj, out):
 
 def _dec_StreamsGroupHeartbeatRequest_Topology_v0(buf, cur, end):
     """Decode StreamsGroupHeartbeatRequest.Topology (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_epoch, pos, end)
     if cython.compiled:
@@ -677,7 +682,7 @@ def _enc_StreamsGroupHeartbeatRequest_Topology_v0(obj, out):
 
 def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
     """Decode StreamsGroupHeartbeatRequest.Topology.Subtopology (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_subtopology_id = buf[pos] - 1
         pos += 1
@@ -1014,7 +1019,7 @@ def _enc_StreamsGroupHeartbeatRequest_Subtopology_v0(obj, out):
 
 def _dec_StreamsGroupHeartbeatRequest_TopicInfo_v0(buf, cur, end):
     """Decode StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -1125,7 +1130,7 @@ def _enc_StreamsGroupHeartbeatRequest_TopicInfo_v0(obj, out):
 
 def _dec_StreamsGroupHeartbeatRequest_KeyValue_v0(buf, cur, end):
     """Decode StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.KeyValue (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_key = buf[pos] - 1
         pos += 1
@@ -1217,7 +1222,7 @@ def _enc_StreamsGroupHeartbeatRequest_KeyValue_v0(obj, out):
 
 def _dec_StreamsGroupHeartbeatRequest_CopartitionGroup_v0(buf, cur, end):
     """Decode StreamsGroupHeartbeatRequest.Topology.Subtopology.CopartitionGroup (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_source_topics = buf[pos] - 1
         pos += 1
@@ -1352,7 +1357,7 @@ def _enc_StreamsGroupHeartbeatRequest_CopartitionGroup_v0(obj, out):
 
 def _dec_StreamsGroupHeartbeatRequest_TaskIds_v0(buf, cur, end):
     """Decode StreamsGroupHeartbeatRequest.TaskIds (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_subtopology_id = buf[pos] - 1
         pos += 1
@@ -1447,7 +1452,7 @@ def _enc_StreamsGroupHeartbeatRequest_TaskIds_v0(obj, out):
 
 def _dec_StreamsGroupHeartbeatRequest_Endpoint_v0(buf, cur, end):
     """Decode StreamsGroupHeartbeatRequest.Endpoint (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_host = buf[pos] - 1
         pos += 1
@@ -1518,7 +1523,7 @@ def _enc_StreamsGroupHeartbeatRequest_Endpoint_v0(obj, out):
 
 def _dec_StreamsGroupHeartbeatRequest_TaskOffset_v0(buf, cur, end):
     """Decode StreamsGroupHeartbeatRequest.TaskOffset (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_subtopology_id = buf[pos] - 1
         pos += 1
@@ -1592,7 +1597,7 @@ def _enc_StreamsGroupHeartbeatRequest_TaskOffset_v0(obj, out):
 
 def _dec_StreamsGroupHeartbeatResponse_v0(buf, cur, end):
     """Decode StreamsGroupHeartbeatResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -1942,7 +1947,7 @@ def _enc_StreamsGroupHeartbeatResponse_v0(obj, out):
 
 def _dec_StreamsGroupHeartbeatResponse_Status_v0(buf, cur, end):
     """Decode StreamsGroupHeartbeatResponse.Status (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 1:
         raise _w.short_run(_RUN_status_code, pos, end)
     if cython.compiled:
@@ -2013,7 +2018,7 @@ def _enc_StreamsGroupHeartbeatResponse_Status_v0(obj, out):
 
 def _dec_StreamsGroupHeartbeatResponse_TaskIds_v0(buf, cur, end):
     """Decode StreamsGroupHeartbeatResponse.TaskIds (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_subtopology_id = buf[pos] - 1
         pos += 1
@@ -2108,7 +2113,7 @@ def _enc_StreamsGroupHeartbeatResponse_TaskIds_v0(obj, out):
 
 def _dec_StreamsGroupHeartbeatResponse_EndpointToPartitions_v0(buf, cur, end):
     """Decode StreamsGroupHeartbeatResponse.EndpointToPartitions (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     cur.pos = pos
     try:
         f_user_endpoint = _dec_StreamsGroupHeartbeatResponse_Endpoint_v0(buf, cur, end)
@@ -2215,7 +2220,7 @@ def _enc_StreamsGroupHeartbeatResponse_EndpointToPartitions_v0(obj, out):
 
 def _dec_StreamsGroupHeartbeatResponse_Endpoint_v0(buf, cur, end):
     """Decode StreamsGroupHeartbeatResponse.EndpointToPartitions.Endpoint (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_host = buf[pos] - 1
         pos += 1
@@ -2286,7 +2291,7 @@ def _enc_StreamsGroupHeartbeatResponse_Endpoint_v0(obj, out):
 
 def _dec_StreamsGroupHeartbeatResponse_TopicPartition_v0(buf, cur, end):
     """Decode StreamsGroupHeartbeatResponse.EndpointToPartitions.TopicPartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_topic = buf[pos] - 1
         pos += 1

@@ -27,6 +27,11 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
+        Py_ssize_t = int
+
+        @staticmethod
+        def declare(kind: object, value: object = None) -> object:
+            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -65,7 +70,7 @@ _RUN_transactional_id = (('transactional_id', 0, 2),)
 
 def _dec_TxnOffsetCommitRequest_v0(buf, cur, end):
     """Decode TxnOffsetCommitRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_transactional_id, pos, end)
     if cython.compiled:
@@ -182,7 +187,7 @@ def _enc_TxnOffsetCommitRequest_v0(obj, out):
 
 def _dec_TxnOffsetCommitRequest_v2(buf, cur, end):
     """Decode TxnOffsetCommitRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_transactional_id, pos, end)
     if cython.compiled:
@@ -299,7 +304,7 @@ def _enc_TxnOffsetCommitRequest_v2(obj, out):
 
 def _dec_TxnOffsetCommitRequest_v3(buf, cur, end):
     """Decode TxnOffsetCommitRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_transactional_id = buf[pos] - 1
         pos += 1
@@ -517,7 +522,7 @@ def _enc_TxnOffsetCommitRequest_v3(obj, out):
 
 def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0(buf, cur, end):
     """Decode TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -591,7 +596,7 @@ def _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0(obj, out):
 
 def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v2(buf, cur, end):
     """Decode TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -665,7 +670,7 @@ def _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v2(obj, out):
 
 def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3(buf, cur, end):
     """Decode TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -760,7 +765,7 @@ def _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3(obj, out):
 
 def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v0(buf, cur, end):
     """Decode TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 14:
         raise _w.short_run(_RUN_partition_index__committed_metadata, pos, end)
     if cython.compiled:
@@ -812,7 +817,7 @@ def _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v0(obj, out):
 
 def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v2(buf, cur, end):
     """Decode TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 18:
         raise _w.short_run(_RUN_partition_index__committed_metadata_2, pos, end)
     if cython.compiled:
@@ -866,7 +871,7 @@ def _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v2(obj, out):
 
 def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3(buf, cur, end):
     """Decode TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_run(_RUN_partition_index__committed_leader_epoch, pos, end)
     if cython.compiled:
@@ -945,7 +950,7 @@ def _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3(obj, out):
 
 def _dec_TxnOffsetCommitResponse_v0(buf, cur, end):
     """Decode TxnOffsetCommitResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__topics, pos, end)
     if cython.compiled:
@@ -994,7 +999,7 @@ def _enc_TxnOffsetCommitResponse_v0(obj, out):
 
 def _dec_TxnOffsetCommitResponse_v3(buf, cur, end):
     """Decode TxnOffsetCommitResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -1068,7 +1073,7 @@ def _enc_TxnOffsetCommitResponse_v3(obj, out):
 
 def _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0(buf, cur, end):
     """Decode TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -1142,7 +1147,7 @@ def _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0(obj, out):
 
 def _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3(buf, cur, end):
     """Decode TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -1237,7 +1242,7 @@ def _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3(obj, out):
 
 def _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v0(buf, cur, end):
     """Decode TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
     if cython.compiled:
@@ -1268,7 +1273,7 @@ def _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v0(obj, out):
 
 def _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3(buf, cur, end):
     """Decode TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
     if cython.compiled:

@@ -27,6 +27,11 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
+        Py_ssize_t = int
+
+        @staticmethod
+        def declare(kind: object, value: object = None) -> object:
+            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -80,7 +85,7 @@ _RUN_zk_version__replicas = (('zk_version', 0, 4), ('replicas', 4, 4))
 
 def _dec_UpdateMetadataRequest_v0(buf, cur, end):
     """Decode UpdateMetadataRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 12:
         raise _w.short_run(_RUN_controller_id__ungrouped_partition_states, pos, end)
     if cython.compiled:
@@ -173,7 +178,7 @@ def _enc_UpdateMetadataRequest_v0(obj, out):
 
 def _dec_UpdateMetadataRequest_v1(buf, cur, end):
     """Decode UpdateMetadataRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 12:
         raise _w.short_run(_RUN_controller_id__ungrouped_partition_states, pos, end)
     if cython.compiled:
@@ -266,7 +271,7 @@ def _enc_UpdateMetadataRequest_v1(obj, out):
 
 def _dec_UpdateMetadataRequest_v2(buf, cur, end):
     """Decode UpdateMetadataRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 12:
         raise _w.short_run(_RUN_controller_id__ungrouped_partition_states, pos, end)
     if cython.compiled:
@@ -359,7 +364,7 @@ def _enc_UpdateMetadataRequest_v2(obj, out):
 
 def _dec_UpdateMetadataRequest_v3(buf, cur, end):
     """Decode UpdateMetadataRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 12:
         raise _w.short_run(_RUN_controller_id__ungrouped_partition_states, pos, end)
     if cython.compiled:
@@ -452,7 +457,7 @@ def _enc_UpdateMetadataRequest_v3(obj, out):
 
 def _dec_UpdateMetadataRequest_v4(buf, cur, end):
     """Decode UpdateMetadataRequest (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 12:
         raise _w.short_run(_RUN_controller_id__ungrouped_partition_states, pos, end)
     if cython.compiled:
@@ -545,7 +550,7 @@ def _enc_UpdateMetadataRequest_v4(obj, out):
 
 def _dec_UpdateMetadataRequest_v5(buf, cur, end):
     """Decode UpdateMetadataRequest (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 20:
         raise _w.short_run(_RUN_controller_id__topic_states, pos, end)
     if cython.compiled:
@@ -640,7 +645,7 @@ def _enc_UpdateMetadataRequest_v5(obj, out):
 
 def _dec_UpdateMetadataRequest_v6(buf, cur, end):
     """Decode UpdateMetadataRequest (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_run(_RUN_controller_id__broker_epoch, pos, end)
     if cython.compiled:
@@ -766,7 +771,7 @@ def _enc_UpdateMetadataRequest_v6(obj, out):
 
 def _dec_UpdateMetadataRequest_v7(buf, cur, end):
     """Decode UpdateMetadataRequest (v7 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_run(_RUN_controller_id__broker_epoch, pos, end)
     if cython.compiled:
@@ -892,7 +897,7 @@ def _enc_UpdateMetadataRequest_v7(obj, out):
 
 def _dec_UpdateMetadataRequest_v8(buf, cur, end):
     """Decode UpdateMetadataRequest (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 17:
         raise _w.short_run(_RUN_controller_id__broker_epoch_2, pos, end)
     if cython.compiled:
@@ -1041,7 +1046,7 @@ def _enc_UpdateMetadataRequest_v8(obj, out):
 
 def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(buf, cur, end):
     """Decode UpdateMetadataRequest.UpdateMetadataPartitionState (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_topic_name, pos, end)
     if cython.compiled:
@@ -1162,7 +1167,7 @@ def _enc_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(obj, out):
 
 def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v4(buf, cur, end):
     """Decode UpdateMetadataRequest.UpdateMetadataPartitionState (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_topic_name, pos, end)
     if cython.compiled:
@@ -1313,7 +1318,7 @@ def _enc_UpdateMetadataRequest_UpdateMetadataPartitionState_v4(obj, out):
 
 def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v5(buf, cur, end):
     """Decode UpdateMetadataRequest.UpdateMetadataPartitionState (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 20:
         raise _w.short_run(_RUN_partition_index__isr, pos, end)
     if cython.compiled:
@@ -1437,7 +1442,7 @@ def _enc_UpdateMetadataRequest_UpdateMetadataPartitionState_v5(obj, out):
 
 def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(buf, cur, end):
     """Decode UpdateMetadataRequest.UpdateMetadataPartitionState (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
     if cython.compiled:
@@ -1608,7 +1613,7 @@ def _enc_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(obj, out):
 
 def _dec_UpdateMetadataRequest_UpdateMetadataTopicState_v5(buf, cur, end):
     """Decode UpdateMetadataRequest.UpdateMetadataTopicState (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_topic_name, pos, end)
     if cython.compiled:
@@ -1683,7 +1688,7 @@ def _enc_UpdateMetadataRequest_UpdateMetadataTopicState_v5(obj, out):
 
 def _dec_UpdateMetadataRequest_UpdateMetadataTopicState_v6(buf, cur, end):
     """Decode UpdateMetadataRequest.UpdateMetadataTopicState (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -1779,7 +1784,7 @@ def _enc_UpdateMetadataRequest_UpdateMetadataTopicState_v6(obj, out):
 
 def _dec_UpdateMetadataRequest_UpdateMetadataTopicState_v7(buf, cur, end):
     """Decode UpdateMetadataRequest.UpdateMetadataTopicState (v7 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -1880,7 +1885,7 @@ def _enc_UpdateMetadataRequest_UpdateMetadataTopicState_v7(obj, out):
 
 def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v0(buf, cur, end):
     """Decode UpdateMetadataRequest.UpdateMetadataBroker (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 6:
         raise _w.short_run(_RUN_id__v0_host, pos, end)
     if cython.compiled:
@@ -1941,7 +1946,7 @@ def _enc_UpdateMetadataRequest_UpdateMetadataBroker_v0(obj, out):
 
 def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v1(buf, cur, end):
     """Decode UpdateMetadataRequest.UpdateMetadataBroker (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 8:
         raise _w.short_run(_RUN_id__endpoints, pos, end)
     if cython.compiled:
@@ -1993,7 +1998,7 @@ def _enc_UpdateMetadataRequest_UpdateMetadataBroker_v1(obj, out):
 
 def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v2(buf, cur, end):
     """Decode UpdateMetadataRequest.UpdateMetadataBroker (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 8:
         raise _w.short_run(_RUN_id__endpoints, pos, end)
     if cython.compiled:
@@ -2074,7 +2079,7 @@ def _enc_UpdateMetadataRequest_UpdateMetadataBroker_v2(obj, out):
 
 def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v3(buf, cur, end):
     """Decode UpdateMetadataRequest.UpdateMetadataBroker (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 8:
         raise _w.short_run(_RUN_id__endpoints, pos, end)
     if cython.compiled:
@@ -2155,7 +2160,7 @@ def _enc_UpdateMetadataRequest_UpdateMetadataBroker_v3(obj, out):
 
 def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v6(buf, cur, end):
     """Decode UpdateMetadataRequest.UpdateMetadataBroker (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_id, pos, end)
     if cython.compiled:
@@ -2267,7 +2272,7 @@ def _enc_UpdateMetadataRequest_UpdateMetadataBroker_v6(obj, out):
 
 def _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(buf, cur, end):
     """Decode UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 6:
         raise _w.short_run(_RUN_port__host, pos, end)
     if cython.compiled:
@@ -2327,7 +2332,7 @@ def _enc_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(obj, out):
 
 def _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v3(buf, cur, end):
     """Decode UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 6:
         raise _w.short_run(_RUN_port__host, pos, end)
     if cython.compiled:
@@ -2414,7 +2419,7 @@ def _enc_UpdateMetadataRequest_UpdateMetadataEndpoint_v3(obj, out):
 
 def _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v6(buf, cur, end):
     """Decode UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_port, pos, end)
     if cython.compiled:
@@ -2532,7 +2537,7 @@ def _enc_UpdateMetadataRequest_UpdateMetadataEndpoint_v6(obj, out):
 
 def _dec_UpdateMetadataResponse_v0(buf, cur, end):
     """Decode UpdateMetadataResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -2560,7 +2565,7 @@ def _enc_UpdateMetadataResponse_v0(obj, out):
 
 def _dec_UpdateMetadataResponse_v6(buf, cur, end):
     """Decode UpdateMetadataResponse (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:

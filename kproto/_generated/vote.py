@@ -27,6 +27,11 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
+        Py_ssize_t = int
+
+        @staticmethod
+        def declare(kind: object, value: object = None) -> object:
+            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -64,7 +69,7 @@ _RUN_voter_id = (('voter_id', 0, 4),)
 
 def _dec_VoteRequest_v0(buf, cur, end):
     """Decode VoteRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_cluster_id = buf[pos] - 1
         pos += 1
@@ -162,7 +167,7 @@ def _enc_VoteRequest_v0(obj, out):
 
 def _dec_VoteRequest_v1(buf, cur, end):
     """Decode VoteRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_cluster_id = buf[pos] - 1
         pos += 1
@@ -272,7 +277,7 @@ def _enc_VoteRequest_v1(obj, out):
 
 def _dec_VoteRequest_v2(buf, cur, end):
     """Decode VoteRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_cluster_id = buf[pos] - 1
         pos += 1
@@ -382,7 +387,7 @@ def _enc_VoteRequest_v2(obj, out):
 
 def _dec_VoteRequest_TopicData_v0(buf, cur, end):
     """Decode VoteRequest.TopicData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -477,7 +482,7 @@ def _enc_VoteRequest_TopicData_v0(obj, out):
 
 def _dec_VoteRequest_TopicData_v1(buf, cur, end):
     """Decode VoteRequest.TopicData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -572,7 +577,7 @@ def _enc_VoteRequest_TopicData_v1(obj, out):
 
 def _dec_VoteRequest_TopicData_v2(buf, cur, end):
     """Decode VoteRequest.TopicData (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -667,7 +672,7 @@ def _enc_VoteRequest_TopicData_v2(obj, out):
 
 def _dec_VoteRequest_PartitionData_v0(buf, cur, end):
     """Decode VoteRequest.TopicData.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 24:
         raise _w.short_run(_RUN_partition_index__last_offset, pos, end)
     if cython.compiled:
@@ -723,7 +728,7 @@ def _enc_VoteRequest_PartitionData_v0(obj, out):
 
 def _dec_VoteRequest_PartitionData_v1(buf, cur, end):
     """Decode VoteRequest.TopicData.PartitionData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 12:
         raise _w.short_run(_RUN_partition_index__replica_id, pos, end)
     if cython.compiled:
@@ -797,7 +802,7 @@ def _enc_VoteRequest_PartitionData_v1(obj, out):
 
 def _dec_VoteRequest_PartitionData_v2(buf, cur, end):
     """Decode VoteRequest.TopicData.PartitionData (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 12:
         raise _w.short_run(_RUN_partition_index__replica_id, pos, end)
     if cython.compiled:
@@ -874,7 +879,7 @@ def _enc_VoteRequest_PartitionData_v2(obj, out):
 
 def _dec_VoteResponse_v0(buf, cur, end):
     """Decode VoteResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -951,7 +956,7 @@ def _enc_VoteResponse_v0(obj, out):
 
 def _dec_VoteResponse_v1(buf, cur, end):
     """Decode VoteResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -1072,7 +1077,7 @@ def _enc_VoteResponse_v1(obj, out):
 
 def _dec_VoteResponse_TopicData_v0(buf, cur, end):
     """Decode VoteResponse.TopicData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -1167,7 +1172,7 @@ def _enc_VoteResponse_TopicData_v0(obj, out):
 
 def _dec_VoteResponse_PartitionData_v0(buf, cur, end):
     """Decode VoteResponse.TopicData.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 15:
         raise _w.short_run(_RUN_partition_index__vote_granted, pos, end)
     if cython.compiled:
@@ -1219,7 +1224,7 @@ def _enc_VoteResponse_PartitionData_v0(obj, out):
 
 def _dec_VoteResponse_NodeEndpoint_v1(buf, cur, end):
     """Decode VoteResponse.NodeEndpoint (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 4:
         raise _w.short_run(_RUN_node_id, pos, end)
     if cython.compiled:

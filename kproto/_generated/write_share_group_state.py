@@ -27,6 +27,11 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
+        Py_ssize_t = int
+
+        @staticmethod
+        def declare(kind: object, value: object = None) -> object:
+            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -53,7 +58,7 @@ _RUN_partition__start_offset = (('partition', 0, 4), ('state_epoch', 4, 4), ('le
 
 def _dec_WriteShareGroupStateRequest_v0(buf, cur, end):
     """Decode WriteShareGroupStateRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -148,7 +153,7 @@ def _enc_WriteShareGroupStateRequest_v0(obj, out):
 
 def _dec_WriteShareGroupStateRequest_v1(buf, cur, end):
     """Decode WriteShareGroupStateRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -243,7 +248,7 @@ def _enc_WriteShareGroupStateRequest_v1(obj, out):
 
 def _dec_WriteShareGroupStateRequest_WriteStateData_v0(buf, cur, end):
     """Decode WriteShareGroupStateRequest.WriteStateData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
@@ -310,7 +315,7 @@ def _enc_WriteShareGroupStateRequest_WriteStateData_v0(obj, out):
 
 def _dec_WriteShareGroupStateRequest_WriteStateData_v1(buf, cur, end):
     """Decode WriteShareGroupStateRequest.WriteStateData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
@@ -377,7 +382,7 @@ def _enc_WriteShareGroupStateRequest_WriteStateData_v1(obj, out):
 
 def _dec_WriteShareGroupStateRequest_PartitionData_v0(buf, cur, end):
     """Decode WriteShareGroupStateRequest.WriteStateData.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 20:
         raise _w.short_run(_RUN_partition__start_offset, pos, end)
     if cython.compiled:
@@ -463,7 +468,7 @@ def _enc_WriteShareGroupStateRequest_PartitionData_v0(obj, out):
 
 def _dec_WriteShareGroupStateRequest_PartitionData_v1(buf, cur, end):
     """Decode WriteShareGroupStateRequest.WriteStateData.PartitionData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 24:
         raise _w.short_run(_RUN_partition__delivery_complete_count, pos, end)
     if cython.compiled:
@@ -549,7 +554,7 @@ def _enc_WriteShareGroupStateRequest_PartitionData_v1(obj, out):
 
 def _dec_WriteShareGroupStateRequest_StateBatch_v0(buf, cur, end):
     """Decode WriteShareGroupStateRequest.WriteStateData.PartitionData.StateBatch (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 19:
         raise _w.short_run(_RUN_first_offset__delivery_count, pos, end)
     if cython.compiled:
@@ -595,7 +600,7 @@ def _enc_WriteShareGroupStateRequest_StateBatch_v0(obj, out):
 
 def _dec_WriteShareGroupStateResponse_v0(buf, cur, end):
     """Decode WriteShareGroupStateResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if pos < end and buf[pos] < 128:
         n_results = buf[pos] - 1
         pos += 1
@@ -656,7 +661,7 @@ def _enc_WriteShareGroupStateResponse_v0(obj, out):
 
 def _dec_WriteShareGroupStateResponse_WriteStateResult_v0(buf, cur, end):
     """Decode WriteShareGroupStateResponse.WriteStateResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = UUID(bytes=buf[pos:pos + 16])
@@ -723,7 +728,7 @@ def _enc_WriteShareGroupStateResponse_WriteStateResult_v0(obj, out):
 
 def _dec_WriteShareGroupStateResponse_PartitionResult_v0(buf, cur, end):
     """Decode WriteShareGroupStateResponse.WriteStateResult.PartitionResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cur.pos
+    pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 6:
         raise _w.short_run(_RUN_partition__error_code, pos, end)
     if cython.compiled:

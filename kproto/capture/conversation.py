@@ -61,7 +61,7 @@ from kproto.capture.reassembly import (
     StreamGap,
     TcpReassembler,
 )
-from kproto.errors import DecodeError, KprotoError, LengthMismatchError, UnsupportedVersionError
+from kproto.errors import DecodeError, KprotoError, LengthMismatchError, UnknownVersionError, UnsupportedVersionError
 from kproto.framing import (
     DEFAULT_MAX_FRAME_SIZE,
     MIN_REQUEST_SIZE,
@@ -246,7 +246,7 @@ class _Conn:
 
 
 def _classify(exc: KprotoError) -> ProblemKind:
-    if isinstance(exc, UnsupportedVersionError):
+    if isinstance(exc, (UnsupportedVersionError, UnknownVersionError)):
         return ProblemKind.UNSUPPORTED_VERSION
     if isinstance(exc, LengthMismatchError):
         return ProblemKind.LENGTH_MISMATCH

@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import base64
 import binascii
+import uuid
 from typing import Any, Dict, Iterator, List, Optional, Type
 
 from kproto.errors import EncodeError, KprotoError
-from kproto.message_base import RECORDS, SCALARS, STRUCTS, Message, Struct
+from kproto.message_base import RECORDS, SCALARS, STRUCT, STRUCTS, Message, Struct
 from kproto.messages import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 from kproto.records import RecordSet, decode_message_set, encode_message_set
 
@@ -101,14 +102,21 @@ def message_json(msg: Struct, verbose: bool = False, max_records: Optional[int] 
     out: Dict[str, Any] = {}
     for name, shape, _ in type(msg)._FIELDS:
         value = getattr(msg, name)
-        if shape == STRUCTS:
+        if value is None:
+            out[name] = None
+        elif shape == STRUCTS:
             out[name] = [message_json(item, verbose, max_records) for item in value]
+        elif shape == STRUCT:
+            out[name] = message_json(value, verbose, max_records)
         elif shape == RECORDS:
-            out[name] = None if value is None else record_set_json(bytes(value), verbose, max_records)
+            out[name] = record_set_json(bytes(value), verbose, max_records)
         elif shape == SCALARS:
-            out[name] = [bytes_json(v) if isinstance(v, bytes) else v for v in value]
+            out[name] = [bytes_json(v) if isinstance(v, bytes) else str(v) if isinstance(v, uuid.UUID) else v
+                         for v in value]
         elif isinstance(value, bytes):
             out[name] = _bytes_field_json(name, value, verbose)
+        elif isinstance(value, uuid.UUID):
+            out[name] = str(value)  # from_dict takes the text form back
         else:
             out[name] = value
     return out

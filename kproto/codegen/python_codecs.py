@@ -346,6 +346,11 @@ class ModuleGenerator:
                 "except ImportError:  # pure Python without Cython installed",
                 "    class cython:  # type: ignore[no-redef]",
                 "        compiled = False",
+                "        Py_ssize_t = int",
+                "",
+                "        @staticmethod",
+                "        def declare(kind: object, value: object = None) -> object:",
+                "            return value",
                 "",
                 "from kproto import wire as _w",
                 "from kproto.errors import DecodeError, UnsupportedVersionError",
@@ -559,7 +564,9 @@ class ModuleGenerator:
         e.add(f"def {fname}(buf, cur, end):")
         e.add(f'"""Decode {_qualname(message, struct)} (v{version} layout) from buf[cur.pos:end]; move cur.pos '
               'past it."""', 1)
-        e.add("pos = cur.pos", 1)
+        # Declared, not inferred: the pure branches' varint reads assign Python ints to it, which would
+        # otherwise make Cython keep the position as a Python object.
+        e.add("pos = cython.declare(cython.Py_ssize_t, cur.pos)", 1)
         for run in _runs(items):
             self._decode_run(run, version, message, 1)
         tagged = struct.tagged_fields(version) if flexible else []

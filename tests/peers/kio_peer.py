@@ -117,9 +117,9 @@ def unbuild(obj: Any, shape: Shape) -> Dict[str, Any]:
     out = {}
     for f, name, ktype, fc in _fields(type(obj), shape):
         v = getattr(obj, f.name)
-        if ktype == "uuid" and v is None:
+        if ktype == "uuid" and v is None and not fc.is_array:
             v = _ZERO_UUID
-        elif ktype == "datetime_i64" and v is None:
+        elif ktype == "datetime_i64" and v is None and not fc.is_array:
             v = -1
         elif v is None:
             pass
