@@ -1,4 +1,4 @@
-"""Golden vectors from protocol.md §7 and the codec framing quirks of §4.4/§4.5."""
+"""Golden vectors (docs/records.md, "Worked examples") and the LZ4 header checksum quirk ("Compression")."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from kproto.errors import DecodeError
 from kproto.records.lz4_frame import header_checksum, lz4_frame_decode, lz4_frame_encode, xxh32
 
-HELLO_ENTRY = bytes.fromhex("00000000000000000000001387a77ab20000ffffffff0000000568656c6c6f")  # §7.2, 31 bytes
-TRUNCATED_SET = HELLO_ENTRY + bytes.fromhex("0000000000000001000000138bc0cd770000ffff")  # §7.8, 51 bytes
-LZ4_ENTRY = bytes.fromhex(  # §7.9, 67 bytes
+HELLO_ENTRY = bytes.fromhex("00000000000000000000001387a77ab20000ffffffff0000000568656c6c6f")  # the "hello" message, 31 bytes
+TRUNCATED_SET = HELLO_ENTRY + bytes.fromhex("0000000000000001000000138bc0cd770000ffff")  # a fetch cut inside the 2nd message, 51 bytes
+LZ4_ENTRY = bytes.fromhex(  # "hello" in an lz4 wrapper, 67 bytes
     "0000000000000000000000 37a92e826a0003ffffffff00000029 04224d1860401a1a000000160001 00f00513"
     "87a77ab20000ffffffff0000000568656c6c6f00000000".replace(" ", "")
 )
@@ -50,7 +50,7 @@ def test_lz4_magic1_writes_correct_hc(records_codec):
     assert written[34:41] == bytes.fromhex("04224d18604082")
 
 
-def test_header_checksums_match_protocol_md():
+def test_header_checksums_match_the_documented_values():
     header = bytes.fromhex("04224d186040")
     assert xxh32(header) == 0xC8581A3A and xxh32(header[4:]) == 0x301A8268
     assert header_checksum(header, broken=True) == 0x1A and header_checksum(header, broken=False) == 0x82
