@@ -3,6 +3,8 @@ and version in the spec files."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -13,7 +15,11 @@ from message_strategies import message_class, message_values, spec_versions
 
 CASES = spec_versions()
 IDS = [f"{spec.name}-v{v}" for spec, v in CASES]
-FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# Every (message, version) is parametrised, ~730 of them, and the peer differential and tagged round trip
+# tests draw their own values for each; a few examples per case here keep the suite within its CI
+# budget.  KPROTO_ROUNDTRIP_EXAMPLES widens a local run.
+FAST = settings(max_examples=int(os.environ.get("KPROTO_ROUNDTRIP_EXAMPLES", "6")), deadline=None,
+                suppress_health_check=[HealthCheck.too_slow])
 
 
 @pytest.mark.parametrize("spec,version", CASES, ids=IDS)
