@@ -7,6 +7,7 @@ so they point at the byte a hex dump shows.
 
 from __future__ import annotations
 
+import gc
 import struct
 from typing import TYPE_CHECKING, List, Optional, Tuple, Union
 
@@ -132,12 +133,29 @@ def decode_request_header(frame: Bytes, max_frame_size: int = DEFAULT_MAX_FRAME_
     return header, pos
 
 
+#: Frames at least this large are decoded with the cyclic garbage collector paused.  A decoded message
+#: is a tree (structs, lists, strings: no reference cycles), but a frame of millions of small structs
+#: makes the collector run over and over while they are created: a 9 MB Metadata request naming
+#: 3 million topics took 2.1 s to decode with it and 0.8 s without.
+LARGE_FRAME = 1 << 20
+
+
+def _decode_body(cls: type, buf: Bytes, pos: int, version: int) -> Tuple[Message, int]:
+    if len(buf) < LARGE_FRAME or not gc.isenabled():
+        return cls.decode_from(buf, pos, len(buf), version)  # type: ignore[attr-defined, no-any-return]
+    gc.disable()
+    try:
+        return cls.decode_from(buf, pos, len(buf), version)  # type: ignore[attr-defined, no-any-return]
+    finally:
+        gc.enable()
+
+
 def decode_request(frame: Bytes, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> Tuple[RequestHeader, Message]:
     """``(header, message)`` from a request frame; the api key and version come from the header."""
     buf = check_frame(frame, max_frame_size)
     header, pos = decode_request_header(buf, max_frame_size)
     info = _api_for(header.api_key, header.api_version, "request header", 4)
-    msg, end = info.request.decode_from(buf, pos, len(buf), header.api_version)
+    msg, end = _decode_body(info.request, buf, pos, header.api_version)
     if end != len(buf):
         raise trailing_bytes(f"{info.request.__name__} v{header.api_version}", end, len(buf))
     return header, msg
@@ -151,7 +169,7 @@ def _decode_response(frame: Bytes, api_key: int, version: int,
     buf = check_frame(frame, max_frame_size)
     info = _api_for(api_key, version, "decode_response")
     header, pos = ResponseHeader.decode_from(buf, 4, len(buf), info.response_header_version(version))
-    msg, end = info.response.decode_from(buf, pos, len(buf), version)
+    msg, end = _decode_body(info.response, buf, pos, version)
     if end != len(buf):
         raise trailing_bytes(f"{info.response.__name__} v{version}", end, len(buf))
     return header, msg

@@ -89,7 +89,7 @@ def _dec_AddRaftVoterRequest_v0(buf, cur, end):
     pos += 8
     if end - pos < 16:
         raise _w.short_read('voter_directory_id', pos, 16, end)
-    f_voter_directory_id = UUID(bytes=buf[pos:pos + 16])
+    f_voter_directory_id = _w.uuid_at(buf, pos)
     pos += 16
     if pos < end and buf[pos] < 128:
         n_listeners = buf[pos] - 1
@@ -211,7 +211,7 @@ def _dec_AddRaftVoterRequest_v1(buf, cur, end):
     pos += 8
     if end - pos < 16:
         raise _w.short_read('voter_directory_id', pos, 16, end)
-    f_voter_directory_id = UUID(bytes=buf[pos:pos + 16])
+    f_voter_directory_id = _w.uuid_at(buf, pos)
     pos += 16
     if pos < end and buf[pos] < 128:
         n_listeners = buf[pos] - 1
@@ -572,7 +572,7 @@ class AddRaftVoterRequest(Message):
         cluster_id: Optional[str] = '',
         timeout_ms: int = 0,
         voter_id: int = 0,
-        voter_directory_id: UUID = UUID(int=0),
+        voter_directory_id: UUID = _w.ZERO_UUID,
         listeners: Optional[List["AddRaftVoterRequest_Listener"]] = None,
         ack_when_committed: bool = True,
         unknown_tagged_fields: Optional[List[Tuple[int, bytes]]] = None,

@@ -418,7 +418,7 @@ def _dec_AlterPartitionRequest_TopicData_v0(buf, cur, end):
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = AlterPartitionRequest_TopicData.__new__(AlterPartitionRequest_TopicData)
     obj.topic_name = f_topic_name
-    obj.topic_id = UUID(int=0)
+    obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -514,7 +514,7 @@ def _dec_AlterPartitionRequest_TopicData_v1(buf, cur, end):
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = AlterPartitionRequest_TopicData.__new__(AlterPartitionRequest_TopicData)
     obj.topic_name = f_topic_name
-    obj.topic_id = UUID(int=0)
+    obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -565,7 +565,7 @@ def _dec_AlterPartitionRequest_TopicData_v2(buf, cur, end):
     pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = UUID(bytes=buf[pos:pos + 16])
+    f_topic_id = _w.uuid_at(buf, pos)
     pos += 16
     if pos < end and buf[pos] < 128:
         n_partitions = buf[pos] - 1
@@ -633,7 +633,7 @@ def _dec_AlterPartitionRequest_TopicData_v3(buf, cur, end):
     pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = UUID(bytes=buf[pos:pos + 16])
+    f_topic_id = _w.uuid_at(buf, pos)
     pos += 16
     if pos < end and buf[pos] < 128:
         n_partitions = buf[pos] - 1
@@ -1305,7 +1305,7 @@ def _dec_AlterPartitionResponse_TopicData_v0(buf, cur, end):
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = AlterPartitionResponse_TopicData.__new__(AlterPartitionResponse_TopicData)
     obj.topic_name = f_topic_name
-    obj.topic_id = UUID(int=0)
+    obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -1401,7 +1401,7 @@ def _dec_AlterPartitionResponse_TopicData_v1(buf, cur, end):
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = AlterPartitionResponse_TopicData.__new__(AlterPartitionResponse_TopicData)
     obj.topic_name = f_topic_name
-    obj.topic_id = UUID(int=0)
+    obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -1452,7 +1452,7 @@ def _dec_AlterPartitionResponse_TopicData_v2(buf, cur, end):
     pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = UUID(bytes=buf[pos:pos + 16])
+    f_topic_id = _w.uuid_at(buf, pos)
     pos += 16
     if pos < end and buf[pos] < 128:
         n_partitions = buf[pos] - 1
@@ -1810,7 +1810,7 @@ class AlterPartitionRequest_TopicData(Struct):
         self,
         *,
         topic_name: str = '',
-        topic_id: UUID = UUID(int=0),
+        topic_id: UUID = _w.ZERO_UUID,
         partitions: Optional[List["AlterPartitionRequest_PartitionData"]] = None,
         unknown_tagged_fields: Optional[List[Tuple[int, bytes]]] = None,
     ) -> None:
@@ -1940,7 +1940,7 @@ class AlterPartitionResponse_TopicData(Struct):
         self,
         *,
         topic_name: str = '',
-        topic_id: UUID = UUID(int=0),
+        topic_id: UUID = _w.ZERO_UUID,
         partitions: Optional[List["AlterPartitionResponse_PartitionData"]] = None,
         unknown_tagged_fields: Optional[List[Tuple[int, bytes]]] = None,
     ) -> None:

@@ -137,7 +137,7 @@ def _dec_AssignReplicasToDirsRequest_DirectoryData_v0(buf, cur, end):
     pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_read('id', pos, 16, end)
-    f_id = UUID(bytes=buf[pos:pos + 16])
+    f_id = _w.uuid_at(buf, pos)
     pos += 16
     if pos < end and buf[pos] < 128:
         n_topics = buf[pos] - 1
@@ -204,7 +204,7 @@ def _dec_AssignReplicasToDirsRequest_TopicData_v0(buf, cur, end):
     pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = UUID(bytes=buf[pos:pos + 16])
+    f_topic_id = _w.uuid_at(buf, pos)
     pos += 16
     if pos < end and buf[pos] < 128:
         n_partitions = buf[pos] - 1
@@ -385,7 +385,7 @@ def _dec_AssignReplicasToDirsResponse_DirectoryData_v0(buf, cur, end):
     pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_read('id', pos, 16, end)
-    f_id = UUID(bytes=buf[pos:pos + 16])
+    f_id = _w.uuid_at(buf, pos)
     pos += 16
     if pos < end and buf[pos] < 128:
         n_topics = buf[pos] - 1
@@ -452,7 +452,7 @@ def _dec_AssignReplicasToDirsResponse_TopicData_v0(buf, cur, end):
     pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = UUID(bytes=buf[pos:pos + 16])
+    f_topic_id = _w.uuid_at(buf, pos)
     pos += 16
     if pos < end and buf[pos] < 128:
         n_partitions = buf[pos] - 1
@@ -600,7 +600,7 @@ class AssignReplicasToDirsRequest_TopicData(Struct):
     def __init__(
         self,
         *,
-        topic_id: UUID = UUID(int=0),
+        topic_id: UUID = _w.ZERO_UUID,
         partitions: Optional[List["AssignReplicasToDirsRequest_PartitionData"]] = None,
         unknown_tagged_fields: Optional[List[Tuple[int, bytes]]] = None,
     ) -> None:
@@ -630,7 +630,7 @@ class AssignReplicasToDirsRequest_DirectoryData(Struct):
     def __init__(
         self,
         *,
-        id: UUID = UUID(int=0),
+        id: UUID = _w.ZERO_UUID,
         topics: Optional[List["AssignReplicasToDirsRequest_TopicData"]] = None,
         unknown_tagged_fields: Optional[List[Tuple[int, bytes]]] = None,
     ) -> None:
@@ -735,7 +735,7 @@ class AssignReplicasToDirsResponse_TopicData(Struct):
     def __init__(
         self,
         *,
-        topic_id: UUID = UUID(int=0),
+        topic_id: UUID = _w.ZERO_UUID,
         partitions: Optional[List["AssignReplicasToDirsResponse_PartitionData"]] = None,
         unknown_tagged_fields: Optional[List[Tuple[int, bytes]]] = None,
     ) -> None:
@@ -765,7 +765,7 @@ class AssignReplicasToDirsResponse_DirectoryData(Struct):
     def __init__(
         self,
         *,
-        id: UUID = UUID(int=0),
+        id: UUID = _w.ZERO_UUID,
         topics: Optional[List["AssignReplicasToDirsResponse_TopicData"]] = None,
         unknown_tagged_fields: Optional[List[Tuple[int, bytes]]] = None,
     ) -> None:

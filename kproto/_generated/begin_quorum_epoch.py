@@ -476,7 +476,7 @@ def _dec_BeginQuorumEpochRequest_PartitionData_v0(buf, cur, end):
     pos += 12
     obj = BeginQuorumEpochRequest_PartitionData.__new__(BeginQuorumEpochRequest_PartitionData)
     obj.partition_index = f_partition_index
-    obj.voter_directory_id = UUID(int=0)
+    obj.voter_directory_id = _w.ZERO_UUID
     obj.leader_id = f_leader_id
     obj.leader_epoch = f_leader_epoch
     obj.unknown_tagged_fields = []
@@ -509,7 +509,7 @@ def _dec_BeginQuorumEpochRequest_PartitionData_v1(buf, cur, end):
     pos += 4
     if end - pos < 16:
         raise _w.short_read('voter_directory_id', pos, 16, end)
-    f_voter_directory_id = UUID(bytes=buf[pos:pos + 16])
+    f_voter_directory_id = _w.uuid_at(buf, pos)
     pos += 16
     if end - pos < 8:
         raise _w.short_run(_RUN_leader_id__leader_epoch, pos, end)
@@ -1195,7 +1195,7 @@ class BeginQuorumEpochRequest_PartitionData(Struct):
         self,
         *,
         partition_index: int = 0,
-        voter_directory_id: UUID = UUID(int=0),
+        voter_directory_id: UUID = _w.ZERO_UUID,
         leader_id: int = 0,
         leader_epoch: int = 0,
         unknown_tagged_fields: Optional[List[Tuple[int, bytes]]] = None,

@@ -157,7 +157,7 @@ def _dec_BrokerHeartbeatRequest_v1(buf, cur, end):
                     n_offline_log_dirs -= 1
                 if n_offline_log_dirs < 0 or n_offline_log_dirs > (t_end - pos) // 16:
                     raise _w.bad_count('offline_log_dirs', pos - 1, n_offline_log_dirs, t_end, 16, 1)
-                f_offline_log_dirs = [UUID(bytes=buf[pos + 16 * i:pos + 16 * i + 16]) for i in range(n_offline_log_dirs)]
+                f_offline_log_dirs = [_w.uuid_at(buf, pos + 16 * i) for i in range(n_offline_log_dirs)]
                 pos += n_offline_log_dirs * 16
                 if pos != t_end:
                     raise _w.tag_size_mismatch('offline_log_dirs', 0, pos, t_end)
@@ -256,7 +256,7 @@ def _dec_BrokerHeartbeatRequest_v2(buf, cur, end):
                     n_offline_log_dirs -= 1
                 if n_offline_log_dirs < 0 or n_offline_log_dirs > (t_end - pos) // 16:
                     raise _w.bad_count('offline_log_dirs', pos - 1, n_offline_log_dirs, t_end, 16, 1)
-                f_offline_log_dirs = [UUID(bytes=buf[pos + 16 * i:pos + 16 * i + 16]) for i in range(n_offline_log_dirs)]
+                f_offline_log_dirs = [_w.uuid_at(buf, pos + 16 * i) for i in range(n_offline_log_dirs)]
                 pos += n_offline_log_dirs * 16
                 if pos != t_end:
                     raise _w.tag_size_mismatch('offline_log_dirs', 0, pos, t_end)
@@ -278,7 +278,7 @@ def _dec_BrokerHeartbeatRequest_v2(buf, cur, end):
                 elif n_cordoned_log_dirs < 0 or n_cordoned_log_dirs > (t_end - pos) // 16:
                     raise _w.bad_count('cordoned_log_dirs', pos - 1, n_cordoned_log_dirs, t_end, 16, 1)
                 else:
-                    f_cordoned_log_dirs = [UUID(bytes=buf[pos + 16 * i:pos + 16 * i + 16]) for i in range(n_cordoned_log_dirs)]
+                    f_cordoned_log_dirs = [_w.uuid_at(buf, pos + 16 * i) for i in range(n_cordoned_log_dirs)]
                     pos += n_cordoned_log_dirs * 16
                 if pos != t_end:
                     raise _w.tag_size_mismatch('cordoned_log_dirs', 1, pos, t_end)

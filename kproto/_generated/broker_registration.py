@@ -90,7 +90,7 @@ def _dec_BrokerRegistrationRequest_v0(buf, cur, end):
         raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 1, False)
     if end - pos < 16:
         raise _w.short_read('incarnation_id', pos, 16, end)
-    f_incarnation_id = UUID(bytes=buf[pos:pos + 16])
+    f_incarnation_id = _w.uuid_at(buf, pos)
     pos += 16
     if pos < end and buf[pos] < 128:
         n_listeners = buf[pos] - 1
@@ -282,7 +282,7 @@ def _dec_BrokerRegistrationRequest_v1(buf, cur, end):
         raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 1, False)
     if end - pos < 16:
         raise _w.short_read('incarnation_id', pos, 16, end)
-    f_incarnation_id = UUID(bytes=buf[pos:pos + 16])
+    f_incarnation_id = _w.uuid_at(buf, pos)
     pos += 16
     if pos < end and buf[pos] < 128:
         n_listeners = buf[pos] - 1
@@ -487,7 +487,7 @@ def _dec_BrokerRegistrationRequest_v2(buf, cur, end):
         raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 1, False)
     if end - pos < 16:
         raise _w.short_read('incarnation_id', pos, 16, end)
-    f_incarnation_id = UUID(bytes=buf[pos:pos + 16])
+    f_incarnation_id = _w.uuid_at(buf, pos)
     pos += 16
     if pos < end and buf[pos] < 128:
         n_listeners = buf[pos] - 1
@@ -578,7 +578,7 @@ def _dec_BrokerRegistrationRequest_v2(buf, cur, end):
         n_log_dirs -= 1
     if n_log_dirs < 0 or n_log_dirs > (end - pos) // 16:
         raise _w.bad_count('log_dirs', pos - 1, n_log_dirs, end, 16, 1)
-    f_log_dirs = [UUID(bytes=buf[pos + 16 * i:pos + 16 * i + 16]) for i in range(n_log_dirs)]
+    f_log_dirs = [_w.uuid_at(buf, pos + 16 * i) for i in range(n_log_dirs)]
     pos += n_log_dirs * 16
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -721,7 +721,7 @@ def _dec_BrokerRegistrationRequest_v3(buf, cur, end):
         raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 1, False)
     if end - pos < 16:
         raise _w.short_read('incarnation_id', pos, 16, end)
-    f_incarnation_id = UUID(bytes=buf[pos:pos + 16])
+    f_incarnation_id = _w.uuid_at(buf, pos)
     pos += 16
     if pos < end and buf[pos] < 128:
         n_listeners = buf[pos] - 1
@@ -812,7 +812,7 @@ def _dec_BrokerRegistrationRequest_v3(buf, cur, end):
         n_log_dirs -= 1
     if n_log_dirs < 0 or n_log_dirs > (end - pos) // 16:
         raise _w.bad_count('log_dirs', pos - 1, n_log_dirs, end, 16, 1)
-    f_log_dirs = [UUID(bytes=buf[pos + 16 * i:pos + 16 * i + 16]) for i in range(n_log_dirs)]
+    f_log_dirs = [_w.uuid_at(buf, pos + 16 * i) for i in range(n_log_dirs)]
     pos += n_log_dirs * 16
     if end - pos < 8:
         raise _w.short_run(_RUN_previous_broker_epoch, pos, end)
@@ -1284,7 +1284,7 @@ class BrokerRegistrationRequest(Message):
         *,
         broker_id: int = 0,
         cluster_id: str = '',
-        incarnation_id: UUID = UUID(int=0),
+        incarnation_id: UUID = _w.ZERO_UUID,
         listeners: Optional[List["BrokerRegistrationRequest_Listener"]] = None,
         features: Optional[List["BrokerRegistrationRequest_Feature"]] = None,
         rack: Optional[str] = '',

@@ -753,7 +753,7 @@ def _dec_ConsumerGroupHeartbeatRequest_TopicPartitions_v0(buf, cur, end):
     pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = UUID(bytes=buf[pos:pos + 16])
+    f_topic_id = _w.uuid_at(buf, pos)
     pos += 16
     if pos < end and buf[pos] < 128:
         n_partitions = buf[pos] - 1
@@ -1027,7 +1027,7 @@ def _dec_ConsumerGroupHeartbeatResponse_TopicPartitions_v0(buf, cur, end):
     pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = UUID(bytes=buf[pos:pos + 16])
+    f_topic_id = _w.uuid_at(buf, pos)
     pos += 16
     if pos < end and buf[pos] < 128:
         n_partitions = buf[pos] - 1
@@ -1109,7 +1109,7 @@ class ConsumerGroupHeartbeatRequest_TopicPartitions(Struct):
     def __init__(
         self,
         *,
-        topic_id: UUID = UUID(int=0),
+        topic_id: UUID = _w.ZERO_UUID,
         partitions: Optional[List[int]] = None,
         unknown_tagged_fields: Optional[List[Tuple[int, bytes]]] = None,
     ) -> None:
@@ -1212,7 +1212,7 @@ class ConsumerGroupHeartbeatResponse_TopicPartitions(Struct):
     def __init__(
         self,
         *,
-        topic_id: UUID = UUID(int=0),
+        topic_id: UUID = _w.ZERO_UUID,
         partitions: Optional[List[int]] = None,
         unknown_tagged_fields: Optional[List[Tuple[int, bytes]]] = None,
     ) -> None:

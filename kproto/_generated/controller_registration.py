@@ -71,7 +71,7 @@ def _dec_ControllerRegistrationRequest_v0(buf, cur, end):
     pos += 4
     if end - pos < 16:
         raise _w.short_read('incarnation_id', pos, 16, end)
-    f_incarnation_id = UUID(bytes=buf[pos:pos + 16])
+    f_incarnation_id = _w.uuid_at(buf, pos)
     pos += 16
     if end - pos < 1:
         raise _w.short_run(_RUN_zk_migration_ready, pos, end)
@@ -561,7 +561,7 @@ class ControllerRegistrationRequest(Message):
         self,
         *,
         controller_id: int = 0,
-        incarnation_id: UUID = UUID(int=0),
+        incarnation_id: UUID = _w.ZERO_UUID,
         zk_migration_ready: bool = False,
         listeners: Optional[List["ControllerRegistrationRequest_Listener"]] = None,
         features: Optional[List["ControllerRegistrationRequest_Feature"]] = None,

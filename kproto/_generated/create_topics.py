@@ -1145,7 +1145,7 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v0(buf, cur, end):
     pos += 2
     obj = CreateTopicsResponse_CreatableTopicResult.__new__(CreateTopicsResponse_CreatableTopicResult)
     obj.name = f_name
-    obj.topic_id = UUID(int=0)
+    obj.topic_id = _w.ZERO_UUID
     obj.error_code = f_error_code
     obj.error_message = ''
     obj.topic_config_error_code = 0
@@ -1215,7 +1215,7 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v1(buf, cur, end):
         raise _w.bad_sized('error_message', pos, n_error_message, end, 2, True)
     obj = CreateTopicsResponse_CreatableTopicResult.__new__(CreateTopicsResponse_CreatableTopicResult)
     obj.name = f_name
-    obj.topic_id = UUID(int=0)
+    obj.topic_id = _w.ZERO_UUID
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.topic_config_error_code = 0
@@ -1364,7 +1364,7 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v5(buf, cur, end):
         pos = after
     obj = CreateTopicsResponse_CreatableTopicResult.__new__(CreateTopicsResponse_CreatableTopicResult)
     obj.name = f_name
-    obj.topic_id = UUID(int=0)
+    obj.topic_id = _w.ZERO_UUID
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.topic_config_error_code = f_topic_config_error_code
@@ -1474,7 +1474,7 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v7(buf, cur, end):
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = UUID(bytes=buf[pos:pos + 16])
+    f_topic_id = _w.uuid_at(buf, pos)
     pos += 16
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
@@ -1992,7 +1992,7 @@ class CreateTopicsResponse_CreatableTopicResult(Struct):
         self,
         *,
         name: str = '',
-        topic_id: UUID = UUID(int=0),
+        topic_id: UUID = _w.ZERO_UUID,
         error_code: int = 0,
         error_message: Optional[str] = '',
         topic_config_error_code: int = 0,

@@ -340,7 +340,7 @@ def _dec_DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic_v0
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = UUID(bytes=buf[pos:pos + 16])
+    f_topic_id = _w.uuid_at(buf, pos)
     pos += 16
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
@@ -523,7 +523,7 @@ class DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic(Struc
         self,
         *,
         topic_name: str = '',
-        topic_id: UUID = UUID(int=0),
+        topic_id: UUID = _w.ZERO_UUID,
         error_code: int = 0,
         error_message: Optional[str] = None,
         unknown_tagged_fields: Optional[List[Tuple[int, bytes]]] = None,

@@ -152,7 +152,7 @@ def _dec_DeleteShareGroupStateRequest_DeleteStateData_v0(buf, cur, end):
     pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = UUID(bytes=buf[pos:pos + 16])
+    f_topic_id = _w.uuid_at(buf, pos)
     pos += 16
     if pos < end and buf[pos] < 128:
         n_partitions = buf[pos] - 1
@@ -317,7 +317,7 @@ def _dec_DeleteShareGroupStateResponse_DeleteStateResult_v0(buf, cur, end):
     pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = UUID(bytes=buf[pos:pos + 16])
+    f_topic_id = _w.uuid_at(buf, pos)
     pos += 16
     if pos < end and buf[pos] < 128:
         n_partitions = buf[pos] - 1
@@ -501,7 +501,7 @@ class DeleteShareGroupStateRequest_DeleteStateData(Struct):
     def __init__(
         self,
         *,
-        topic_id: UUID = UUID(int=0),
+        topic_id: UUID = _w.ZERO_UUID,
         partitions: Optional[List["DeleteShareGroupStateRequest_PartitionData"]] = None,
         unknown_tagged_fields: Optional[List[Tuple[int, bytes]]] = None,
     ) -> None:
@@ -606,7 +606,7 @@ class DeleteShareGroupStateResponse_DeleteStateResult(Struct):
     def __init__(
         self,
         *,
-        topic_id: UUID = UUID(int=0),
+        topic_id: UUID = _w.ZERO_UUID,
         partitions: Optional[List["DeleteShareGroupStateResponse_PartitionResult"]] = None,
         unknown_tagged_fields: Optional[List[Tuple[int, bytes]]] = None,
     ) -> None:

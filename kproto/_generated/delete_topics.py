@@ -321,7 +321,7 @@ def _dec_DeleteTopicsRequest_DeleteTopicState_v6(buf, cur, end):
         raise _w.bad_sized('name', pos, n_name, end, 1, True)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = UUID(bytes=buf[pos:pos + 16])
+    f_topic_id = _w.uuid_at(buf, pos)
     pos += 16
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -705,7 +705,7 @@ def _dec_DeleteTopicsResponse_DeletableTopicResult_v0(buf, cur, end):
     pos += 2
     obj = DeleteTopicsResponse_DeletableTopicResult.__new__(DeleteTopicsResponse_DeletableTopicResult)
     obj.name = f_name
-    obj.topic_id = UUID(int=0)
+    obj.topic_id = _w.ZERO_UUID
     obj.error_code = f_error_code
     obj.error_message = None
     obj.unknown_tagged_fields = []
@@ -773,7 +773,7 @@ def _dec_DeleteTopicsResponse_DeletableTopicResult_v4(buf, cur, end):
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = DeleteTopicsResponse_DeletableTopicResult.__new__(DeleteTopicsResponse_DeletableTopicResult)
     obj.name = f_name
-    obj.topic_id = UUID(int=0)
+    obj.topic_id = _w.ZERO_UUID
     obj.error_code = f_error_code
     obj.error_message = None
     obj.unknown_tagged_fields = unknown
@@ -865,7 +865,7 @@ def _dec_DeleteTopicsResponse_DeletableTopicResult_v5(buf, cur, end):
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = DeleteTopicsResponse_DeletableTopicResult.__new__(DeleteTopicsResponse_DeletableTopicResult)
     obj.name = f_name
-    obj.topic_id = UUID(int=0)
+    obj.topic_id = _w.ZERO_UUID
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.unknown_tagged_fields = unknown
@@ -944,7 +944,7 @@ def _dec_DeleteTopicsResponse_DeletableTopicResult_v6(buf, cur, end):
         raise _w.bad_sized('name', pos, n_name, end, 1, True)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = UUID(bytes=buf[pos:pos + 16])
+    f_topic_id = _w.uuid_at(buf, pos)
     pos += 16
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
@@ -1056,7 +1056,7 @@ class DeleteTopicsRequest_DeleteTopicState(Struct):
         self,
         *,
         name: Optional[str] = None,
-        topic_id: UUID = UUID(int=0),
+        topic_id: UUID = _w.ZERO_UUID,
         unknown_tagged_fields: Optional[List[Tuple[int, bytes]]] = None,
     ) -> None:
         self.name = name
@@ -1140,7 +1140,7 @@ class DeleteTopicsResponse_DeletableTopicResult(Struct):
         self,
         *,
         name: Optional[str] = '',
-        topic_id: UUID = UUID(int=0),
+        topic_id: UUID = _w.ZERO_UUID,
         error_code: int = 0,
         error_message: Optional[str] = None,
         unknown_tagged_fields: Optional[List[Tuple[int, bytes]]] = None,

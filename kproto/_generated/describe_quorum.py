@@ -1284,7 +1284,7 @@ def _dec_DescribeQuorumResponse_ReplicaState_v0(buf, cur, end):
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = DescribeQuorumResponse_ReplicaState.__new__(DescribeQuorumResponse_ReplicaState)
     obj.replica_id = f_replica_id
-    obj.replica_directory_id = UUID(int=0)
+    obj.replica_directory_id = _w.ZERO_UUID
     obj.log_end_offset = f_log_end_offset
     obj.last_fetch_timestamp = -1
     obj.last_caught_up_timestamp = -1
@@ -1297,7 +1297,7 @@ def _enc_DescribeQuorumResponse_ReplicaState_v0(obj, out):
     """Append the v0 layout of a DescribeQuorumResponse.TopicData.PartitionData.ReplicaState to ``out``."""
     if obj is None:
         raise TypeError("DescribeQuorumResponse.TopicData.PartitionData.ReplicaState expected, got None")
-    if obj.replica_directory_id != UUID(int=0):
+    if obj.replica_directory_id != _w.ZERO_UUID:
         raise _w.not_in_version("DescribeQuorumResponse.TopicData.PartitionData.ReplicaState.replica_directory_id", 0, "2")
     if cython.compiled:
         p = _grow(out, 12)
@@ -1331,7 +1331,7 @@ def _dec_DescribeQuorumResponse_ReplicaState_v1(buf, cur, end):
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = DescribeQuorumResponse_ReplicaState.__new__(DescribeQuorumResponse_ReplicaState)
     obj.replica_id = f_replica_id
-    obj.replica_directory_id = UUID(int=0)
+    obj.replica_directory_id = _w.ZERO_UUID
     obj.log_end_offset = f_log_end_offset
     obj.last_fetch_timestamp = f_last_fetch_timestamp
     obj.last_caught_up_timestamp = f_last_caught_up_timestamp
@@ -1344,7 +1344,7 @@ def _enc_DescribeQuorumResponse_ReplicaState_v1(obj, out):
     """Append the v1 layout of a DescribeQuorumResponse.TopicData.PartitionData.ReplicaState to ``out``."""
     if obj is None:
         raise TypeError("DescribeQuorumResponse.TopicData.PartitionData.ReplicaState expected, got None")
-    if obj.replica_directory_id != UUID(int=0):
+    if obj.replica_directory_id != _w.ZERO_UUID:
         raise _w.not_in_version("DescribeQuorumResponse.TopicData.PartitionData.ReplicaState.replica_directory_id", 1, "2")
     if cython.compiled:
         p = _grow(out, 28)
@@ -1372,7 +1372,7 @@ def _dec_DescribeQuorumResponse_ReplicaState_v2(buf, cur, end):
     pos += 4
     if end - pos < 16:
         raise _w.short_read('replica_directory_id', pos, 16, end)
-    f_replica_directory_id = UUID(bytes=buf[pos:pos + 16])
+    f_replica_directory_id = _w.uuid_at(buf, pos)
     pos += 16
     if end - pos < 24:
         raise _w.short_run(_RUN_log_end_offset__last_caught_up_timestamp, pos, end)
@@ -1723,7 +1723,7 @@ class DescribeQuorumResponse_ReplicaState(Struct):
         self,
         *,
         replica_id: int = 0,
-        replica_directory_id: UUID = UUID(int=0),
+        replica_directory_id: UUID = _w.ZERO_UUID,
         log_end_offset: int = 0,
         last_fetch_timestamp: int = -1,
         last_caught_up_timestamp: int = -1,

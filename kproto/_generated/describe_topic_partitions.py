@@ -416,7 +416,7 @@ def _dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic_v0
         raise _w.bad_sized('name', pos, n_name, end, 1, True)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = UUID(bytes=buf[pos:pos + 16])
+    f_topic_id = _w.uuid_at(buf, pos)
     pos += 16
     if end - pos < 1:
         raise _w.short_run(_RUN_is_internal, pos, end)
@@ -1029,7 +1029,7 @@ class DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic(Struc
         *,
         error_code: int = 0,
         name: Optional[str] = '',
-        topic_id: UUID = UUID(int=0),
+        topic_id: UUID = _w.ZERO_UUID,
         is_internal: bool = False,
         partitions: Optional[List["DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition"]] = None,
         topic_authorized_operations: int = -2147483648,

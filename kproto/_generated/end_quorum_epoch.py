@@ -596,7 +596,7 @@ def _dec_EndQuorumEpochRequest_ReplicaInfo_v1(buf, cur, end):
     pos += 4
     if end - pos < 16:
         raise _w.short_read('candidate_directory_id', pos, 16, end)
-    f_candidate_directory_id = UUID(bytes=buf[pos:pos + 16])
+    f_candidate_directory_id = _w.uuid_at(buf, pos)
     pos += 16
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -1262,7 +1262,7 @@ class EndQuorumEpochRequest_ReplicaInfo(Struct):
         self,
         *,
         candidate_id: int = 0,
-        candidate_directory_id: UUID = UUID(int=0),
+        candidate_directory_id: UUID = _w.ZERO_UUID,
         unknown_tagged_fields: Optional[List[Tuple[int, bytes]]] = None,
     ) -> None:
         self.candidate_id = candidate_id

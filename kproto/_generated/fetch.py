@@ -1892,7 +1892,7 @@ def _dec_FetchRequest_FetchTopic_v0(buf, cur, end):
     pos = cur.pos
     obj = FetchRequest_FetchTopic.__new__(FetchRequest_FetchTopic)
     obj.topic = f_topic
-    obj.topic_id = UUID(int=0)
+    obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
     cur.pos = pos
@@ -1967,7 +1967,7 @@ def _dec_FetchRequest_FetchTopic_v5(buf, cur, end):
     pos = cur.pos
     obj = FetchRequest_FetchTopic.__new__(FetchRequest_FetchTopic)
     obj.topic = f_topic
-    obj.topic_id = UUID(int=0)
+    obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
     cur.pos = pos
@@ -2042,7 +2042,7 @@ def _dec_FetchRequest_FetchTopic_v9(buf, cur, end):
     pos = cur.pos
     obj = FetchRequest_FetchTopic.__new__(FetchRequest_FetchTopic)
     obj.topic = f_topic
-    obj.topic_id = UUID(int=0)
+    obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
     cur.pos = pos
@@ -2132,7 +2132,7 @@ def _dec_FetchRequest_FetchTopic_v12(buf, cur, end):
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = FetchRequest_FetchTopic.__new__(FetchRequest_FetchTopic)
     obj.topic = f_topic
-    obj.topic_id = UUID(int=0)
+    obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -2183,7 +2183,7 @@ def _dec_FetchRequest_FetchTopic_v13(buf, cur, end):
     pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = UUID(bytes=buf[pos:pos + 16])
+    f_topic_id = _w.uuid_at(buf, pos)
     pos += 16
     if pos < end and buf[pos] < 128:
         n_partitions = buf[pos] - 1
@@ -2251,7 +2251,7 @@ def _dec_FetchRequest_FetchTopic_v17(buf, cur, end):
     pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = UUID(bytes=buf[pos:pos + 16])
+    f_topic_id = _w.uuid_at(buf, pos)
     pos += 16
     if pos < end and buf[pos] < 128:
         n_partitions = buf[pos] - 1
@@ -2319,7 +2319,7 @@ def _dec_FetchRequest_FetchTopic_v18(buf, cur, end):
     pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = UUID(bytes=buf[pos:pos + 16])
+    f_topic_id = _w.uuid_at(buf, pos)
     pos += 16
     if pos < end and buf[pos] < 128:
         n_partitions = buf[pos] - 1
@@ -2401,7 +2401,7 @@ def _dec_FetchRequest_FetchPartition_v0(buf, cur, end):
     obj.last_fetched_epoch = -1
     obj.log_start_offset = -1
     obj.partition_max_bytes = f_partition_max_bytes
-    obj.replica_directory_id = UUID(int=0)
+    obj.replica_directory_id = _w.ZERO_UUID
     obj.high_watermark = 9223372036854775807
     obj.unknown_tagged_fields = []
     cur.pos = pos
@@ -2443,7 +2443,7 @@ def _dec_FetchRequest_FetchPartition_v5(buf, cur, end):
     obj.last_fetched_epoch = -1
     obj.log_start_offset = f_log_start_offset
     obj.partition_max_bytes = f_partition_max_bytes
-    obj.replica_directory_id = UUID(int=0)
+    obj.replica_directory_id = _w.ZERO_UUID
     obj.high_watermark = 9223372036854775807
     obj.unknown_tagged_fields = []
     cur.pos = pos
@@ -2487,7 +2487,7 @@ def _dec_FetchRequest_FetchPartition_v9(buf, cur, end):
     obj.last_fetched_epoch = -1
     obj.log_start_offset = f_log_start_offset
     obj.partition_max_bytes = f_partition_max_bytes
-    obj.replica_directory_id = UUID(int=0)
+    obj.replica_directory_id = _w.ZERO_UUID
     obj.high_watermark = 9223372036854775807
     obj.unknown_tagged_fields = []
     cur.pos = pos
@@ -2538,7 +2538,7 @@ def _dec_FetchRequest_FetchPartition_v12(buf, cur, end):
     obj.last_fetched_epoch = f_last_fetched_epoch
     obj.log_start_offset = f_log_start_offset
     obj.partition_max_bytes = f_partition_max_bytes
-    obj.replica_directory_id = UUID(int=0)
+    obj.replica_directory_id = _w.ZERO_UUID
     obj.high_watermark = 9223372036854775807
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -2580,7 +2580,7 @@ def _dec_FetchRequest_FetchPartition_v17(buf, cur, end):
     else:
         f_partition, f_current_leader_epoch, f_fetch_offset, f_last_fetched_epoch, f_log_start_offset, f_partition_max_bytes = _S_iiqiqi.unpack_from(buf, pos)
     pos += 32
-    f_replica_directory_id = UUID(int=0)
+    f_replica_directory_id = _w.ZERO_UUID
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -2590,7 +2590,7 @@ def _dec_FetchRequest_FetchPartition_v17(buf, cur, end):
             if tag == 0:
                 if t_end - pos < 16:
                     raise _w.short_read('replica_directory_id', pos, 16, t_end)
-                f_replica_directory_id = UUID(bytes=buf[pos:pos + 16])
+                f_replica_directory_id = _w.uuid_at(buf, pos)
                 pos += 16
                 if pos != t_end:
                     raise _w.tag_size_mismatch('replica_directory_id', 0, pos, t_end)
@@ -2624,7 +2624,7 @@ def _enc_FetchRequest_FetchPartition_v17(obj, out):
     else:
         out += _S_iiqiqi.pack(obj.partition, obj.current_leader_epoch, obj.fetch_offset, obj.last_fetched_epoch, obj.log_start_offset, obj.partition_max_bytes)
     known = []
-    if obj.replica_directory_id != UUID(int=0):
+    if obj.replica_directory_id != _w.ZERO_UUID:
         t = bytearray()
         t += obj.replica_directory_id.bytes
         known.append((0, t))
@@ -2649,7 +2649,7 @@ def _dec_FetchRequest_FetchPartition_v18(buf, cur, end):
     else:
         f_partition, f_current_leader_epoch, f_fetch_offset, f_last_fetched_epoch, f_log_start_offset, f_partition_max_bytes = _S_iiqiqi.unpack_from(buf, pos)
     pos += 32
-    f_replica_directory_id = UUID(int=0)
+    f_replica_directory_id = _w.ZERO_UUID
     f_high_watermark = 9223372036854775807
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -2660,7 +2660,7 @@ def _dec_FetchRequest_FetchPartition_v18(buf, cur, end):
             if tag == 0:
                 if t_end - pos < 16:
                     raise _w.short_read('replica_directory_id', pos, 16, t_end)
-                f_replica_directory_id = UUID(bytes=buf[pos:pos + 16])
+                f_replica_directory_id = _w.uuid_at(buf, pos)
                 pos += 16
                 if pos != t_end:
                     raise _w.tag_size_mismatch('replica_directory_id', 0, pos, t_end)
@@ -2704,7 +2704,7 @@ def _enc_FetchRequest_FetchPartition_v18(obj, out):
     else:
         out += _S_iiqiqi.pack(obj.partition, obj.current_leader_epoch, obj.fetch_offset, obj.last_fetched_epoch, obj.log_start_offset, obj.partition_max_bytes)
     known = []
-    if obj.replica_directory_id != UUID(int=0):
+    if obj.replica_directory_id != _w.ZERO_UUID:
         t = bytearray()
         t += obj.replica_directory_id.bytes
         known.append((0, t))
@@ -2753,7 +2753,7 @@ def _dec_FetchRequest_ForgottenTopic_v7(buf, cur, end):
     pos += n_partitions * 4
     obj = FetchRequest_ForgottenTopic.__new__(FetchRequest_ForgottenTopic)
     obj.topic = f_topic
-    obj.topic_id = UUID(int=0)
+    obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
     cur.pos = pos
@@ -2843,7 +2843,7 @@ def _dec_FetchRequest_ForgottenTopic_v12(buf, cur, end):
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = FetchRequest_ForgottenTopic.__new__(FetchRequest_ForgottenTopic)
     obj.topic = f_topic
-    obj.topic_id = UUID(int=0)
+    obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -2898,7 +2898,7 @@ def _dec_FetchRequest_ForgottenTopic_v13(buf, cur, end):
     pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = UUID(bytes=buf[pos:pos + 16])
+    f_topic_id = _w.uuid_at(buf, pos)
     pos += 16
     if pos < end and buf[pos] < 128:
         n_partitions = buf[pos] - 1
@@ -3627,7 +3627,7 @@ def _dec_FetchResponse_FetchableTopicResponse_v0(buf, cur, end):
     pos = cur.pos
     obj = FetchResponse_FetchableTopicResponse.__new__(FetchResponse_FetchableTopicResponse)
     obj.topic = f_topic
-    obj.topic_id = UUID(int=0)
+    obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
     cur.pos = pos
@@ -3702,7 +3702,7 @@ def _dec_FetchResponse_FetchableTopicResponse_v4(buf, cur, end):
     pos = cur.pos
     obj = FetchResponse_FetchableTopicResponse.__new__(FetchResponse_FetchableTopicResponse)
     obj.topic = f_topic
-    obj.topic_id = UUID(int=0)
+    obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
     cur.pos = pos
@@ -3777,7 +3777,7 @@ def _dec_FetchResponse_FetchableTopicResponse_v5(buf, cur, end):
     pos = cur.pos
     obj = FetchResponse_FetchableTopicResponse.__new__(FetchResponse_FetchableTopicResponse)
     obj.topic = f_topic
-    obj.topic_id = UUID(int=0)
+    obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
     cur.pos = pos
@@ -3852,7 +3852,7 @@ def _dec_FetchResponse_FetchableTopicResponse_v11(buf, cur, end):
     pos = cur.pos
     obj = FetchResponse_FetchableTopicResponse.__new__(FetchResponse_FetchableTopicResponse)
     obj.topic = f_topic
-    obj.topic_id = UUID(int=0)
+    obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
     cur.pos = pos
@@ -3942,7 +3942,7 @@ def _dec_FetchResponse_FetchableTopicResponse_v12(buf, cur, end):
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = FetchResponse_FetchableTopicResponse.__new__(FetchResponse_FetchableTopicResponse)
     obj.topic = f_topic
-    obj.topic_id = UUID(int=0)
+    obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -3993,7 +3993,7 @@ def _dec_FetchResponse_FetchableTopicResponse_v13(buf, cur, end):
     pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = UUID(bytes=buf[pos:pos + 16])
+    f_topic_id = _w.uuid_at(buf, pos)
     pos += 16
     if pos < end and buf[pos] < 128:
         n_partitions = buf[pos] - 1
@@ -5002,7 +5002,7 @@ class FetchRequest_FetchPartition(Struct):
         last_fetched_epoch: int = -1,
         log_start_offset: int = -1,
         partition_max_bytes: int = 0,
-        replica_directory_id: UUID = UUID(int=0),
+        replica_directory_id: UUID = _w.ZERO_UUID,
         high_watermark: int = 9223372036854775807,
         unknown_tagged_fields: Optional[List[Tuple[int, bytes]]] = None,
     ) -> None:
@@ -5041,7 +5041,7 @@ class FetchRequest_FetchTopic(Struct):
         self,
         *,
         topic: str = '',
-        topic_id: UUID = UUID(int=0),
+        topic_id: UUID = _w.ZERO_UUID,
         partitions: Optional[List["FetchRequest_FetchPartition"]] = None,
         unknown_tagged_fields: Optional[List[Tuple[int, bytes]]] = None,
     ) -> None:
@@ -5074,7 +5074,7 @@ class FetchRequest_ForgottenTopic(Struct):
         self,
         *,
         topic: str = '',
-        topic_id: UUID = UUID(int=0),
+        topic_id: UUID = _w.ZERO_UUID,
         partitions: Optional[List[int]] = None,
         unknown_tagged_fields: Optional[List[Tuple[int, bytes]]] = None,
     ) -> None:
@@ -5385,7 +5385,7 @@ class FetchResponse_FetchableTopicResponse(Struct):
         self,
         *,
         topic: str = '',
-        topic_id: UUID = UUID(int=0),
+        topic_id: UUID = _w.ZERO_UUID,
         partitions: Optional[List["FetchResponse_PartitionData"]] = None,
         unknown_tagged_fields: Optional[List[Tuple[int, bytes]]] = None,
     ) -> None:

@@ -535,7 +535,7 @@ def _dec_FetchSnapshotRequest_PartitionSnapshot_v0(buf, cur, end):
     obj.current_leader_epoch = f_current_leader_epoch
     obj.snapshot_id = f_snapshot_id
     obj.position = f_position
-    obj.replica_directory_id = UUID(int=0)
+    obj.replica_directory_id = _w.ZERO_UUID
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
@@ -588,7 +588,7 @@ def _dec_FetchSnapshotRequest_PartitionSnapshot_v1(buf, cur, end):
     else:
         f_position = _S_q.unpack_from(buf, pos)[0]
     pos += 8
-    f_replica_directory_id = UUID(int=0)
+    f_replica_directory_id = _w.ZERO_UUID
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -598,7 +598,7 @@ def _dec_FetchSnapshotRequest_PartitionSnapshot_v1(buf, cur, end):
             if tag == 0:
                 if t_end - pos < 16:
                     raise _w.short_read('replica_directory_id', pos, 16, t_end)
-                f_replica_directory_id = UUID(bytes=buf[pos:pos + 16])
+                f_replica_directory_id = _w.uuid_at(buf, pos)
                 pos += 16
                 if pos != t_end:
                     raise _w.tag_size_mismatch('replica_directory_id', 0, pos, t_end)
@@ -632,7 +632,7 @@ def _enc_FetchSnapshotRequest_PartitionSnapshot_v1(obj, out):
     else:
         out += _S_q.pack(obj.position)
     known = []
-    if obj.replica_directory_id != UUID(int=0):
+    if obj.replica_directory_id != _w.ZERO_UUID:
         t = bytearray()
         t += obj.replica_directory_id.bytes
         known.append((0, t))
@@ -1321,7 +1321,7 @@ class FetchSnapshotRequest_PartitionSnapshot(Struct):
         current_leader_epoch: int = 0,
         snapshot_id: Optional["FetchSnapshotRequest_SnapshotId"] = None,
         position: int = 0,
-        replica_directory_id: UUID = UUID(int=0),
+        replica_directory_id: UUID = _w.ZERO_UUID,
         unknown_tagged_fields: Optional[List[Tuple[int, bytes]]] = None,
     ) -> None:
         self.partition = partition

@@ -60,7 +60,7 @@ def _dec_GetTelemetrySubscriptionsRequest_v0(buf, cur, end):
     pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_read('client_instance_id', pos, 16, end)
-    f_client_instance_id = UUID(bytes=buf[pos:pos + 16])
+    f_client_instance_id = _w.uuid_at(buf, pos)
     pos += 16
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -98,7 +98,7 @@ def _dec_GetTelemetrySubscriptionsResponse_v0(buf, cur, end):
     pos += 6
     if end - pos < 16:
         raise _w.short_read('client_instance_id', pos, 16, end)
-    f_client_instance_id = UUID(bytes=buf[pos:pos + 16])
+    f_client_instance_id = _w.uuid_at(buf, pos)
     pos += 16
     if end - pos < 4:
         raise _w.short_run(_RUN_subscription_id, pos, end)
@@ -289,7 +289,7 @@ class GetTelemetrySubscriptionsRequest(Message):
     def __init__(
         self,
         *,
-        client_instance_id: UUID = UUID(int=0),
+        client_instance_id: UUID = _w.ZERO_UUID,
         unknown_tagged_fields: Optional[List[Tuple[int, bytes]]] = None,
     ) -> None:
         self.client_instance_id = client_instance_id
@@ -344,7 +344,7 @@ class GetTelemetrySubscriptionsResponse(Message):
         *,
         throttle_time_ms: int = 0,
         error_code: int = 0,
-        client_instance_id: UUID = UUID(int=0),
+        client_instance_id: UUID = _w.ZERO_UUID,
         subscription_id: int = 0,
         accepted_compression_types: Optional[List[int]] = None,
         push_interval_ms: int = 0,

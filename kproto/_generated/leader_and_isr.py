@@ -2014,7 +2014,7 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v2(buf, cur, end):
     pos = cur.pos
     obj = LeaderAndIsrRequest_LeaderAndIsrTopicState.__new__(LeaderAndIsrRequest_LeaderAndIsrTopicState)
     obj.topic_name = f_topic_name
-    obj.topic_id = UUID(int=0)
+    obj.topic_id = _w.ZERO_UUID
     obj.partition_states = f_partition_states
     obj.unknown_tagged_fields = []
     cur.pos = pos
@@ -2089,7 +2089,7 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v3(buf, cur, end):
     pos = cur.pos
     obj = LeaderAndIsrRequest_LeaderAndIsrTopicState.__new__(LeaderAndIsrRequest_LeaderAndIsrTopicState)
     obj.topic_name = f_topic_name
-    obj.topic_id = UUID(int=0)
+    obj.topic_id = _w.ZERO_UUID
     obj.partition_states = f_partition_states
     obj.unknown_tagged_fields = []
     cur.pos = pos
@@ -2179,7 +2179,7 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4(buf, cur, end):
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = LeaderAndIsrRequest_LeaderAndIsrTopicState.__new__(LeaderAndIsrRequest_LeaderAndIsrTopicState)
     obj.topic_name = f_topic_name
-    obj.topic_id = UUID(int=0)
+    obj.topic_id = _w.ZERO_UUID
     obj.partition_states = f_partition_states
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -2247,7 +2247,7 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(buf, cur, end):
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = UUID(bytes=buf[pos:pos + 16])
+    f_topic_id = _w.uuid_at(buf, pos)
     pos += 16
     if pos < end and buf[pos] < 128:
         n_partition_states = buf[pos] - 1
@@ -2348,7 +2348,7 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(buf, cur, end):
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = UUID(bytes=buf[pos:pos + 16])
+    f_topic_id = _w.uuid_at(buf, pos)
     pos += 16
     if pos < end and buf[pos] < 128:
         n_partition_states = buf[pos] - 1
@@ -2955,7 +2955,7 @@ def _dec_LeaderAndIsrResponse_LeaderAndIsrTopicError_v5(buf, cur, end):
     pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = UUID(bytes=buf[pos:pos + 16])
+    f_topic_id = _w.uuid_at(buf, pos)
     pos += 16
     if pos < end and buf[pos] < 128:
         n_partition_errors = buf[pos] - 1
@@ -3110,7 +3110,7 @@ class LeaderAndIsrRequest_LeaderAndIsrTopicState(Struct):
         self,
         *,
         topic_name: str = '',
-        topic_id: UUID = UUID(int=0),
+        topic_id: UUID = _w.ZERO_UUID,
         partition_states: Optional[List["LeaderAndIsrRequest_LeaderAndIsrPartitionState"]] = None,
         unknown_tagged_fields: Optional[List[Tuple[int, bytes]]] = None,
     ) -> None:
@@ -3276,7 +3276,7 @@ class LeaderAndIsrResponse_LeaderAndIsrTopicError(Struct):
     def __init__(
         self,
         *,
-        topic_id: UUID = UUID(int=0),
+        topic_id: UUID = _w.ZERO_UUID,
         partition_errors: Optional[List["LeaderAndIsrResponse_LeaderAndIsrPartitionError"]] = None,
         unknown_tagged_fields: Optional[List[Tuple[int, bytes]]] = None,
     ) -> None:

@@ -646,7 +646,7 @@ def _dec_MetadataRequest_MetadataRequestTopic_v0(buf, cur, end):
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
     obj = MetadataRequest_MetadataRequestTopic.__new__(MetadataRequest_MetadataRequestTopic)
-    obj.topic_id = UUID(int=0)
+    obj.topic_id = _w.ZERO_UUID
     obj.name = f_name
     obj.unknown_tagged_fields = []
     cur.pos = pos
@@ -700,7 +700,7 @@ def _dec_MetadataRequest_MetadataRequestTopic_v9(buf, cur, end):
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = MetadataRequest_MetadataRequestTopic.__new__(MetadataRequest_MetadataRequestTopic)
-    obj.topic_id = UUID(int=0)
+    obj.topic_id = _w.ZERO_UUID
     obj.name = f_name
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -738,7 +738,7 @@ def _dec_MetadataRequest_MetadataRequestTopic_v10(buf, cur, end):
     pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = UUID(bytes=buf[pos:pos + 16])
+    f_topic_id = _w.uuid_at(buf, pos)
     pos += 16
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
@@ -2710,7 +2710,7 @@ def _dec_MetadataResponse_MetadataResponseTopic_v0(buf, cur, end):
     obj = MetadataResponse_MetadataResponseTopic.__new__(MetadataResponse_MetadataResponseTopic)
     obj.error_code = f_error_code
     obj.name = f_name
-    obj.topic_id = UUID(int=0)
+    obj.topic_id = _w.ZERO_UUID
     obj.is_internal = False
     obj.partitions = f_partitions
     obj.topic_authorized_operations = -2147483648
@@ -2796,7 +2796,7 @@ def _dec_MetadataResponse_MetadataResponseTopic_v1(buf, cur, end):
     obj = MetadataResponse_MetadataResponseTopic.__new__(MetadataResponse_MetadataResponseTopic)
     obj.error_code = f_error_code
     obj.name = f_name
-    obj.topic_id = UUID(int=0)
+    obj.topic_id = _w.ZERO_UUID
     obj.is_internal = b_is_internal
     obj.partitions = f_partitions
     obj.topic_authorized_operations = -2147483648
@@ -2883,7 +2883,7 @@ def _dec_MetadataResponse_MetadataResponseTopic_v5(buf, cur, end):
     obj = MetadataResponse_MetadataResponseTopic.__new__(MetadataResponse_MetadataResponseTopic)
     obj.error_code = f_error_code
     obj.name = f_name
-    obj.topic_id = UUID(int=0)
+    obj.topic_id = _w.ZERO_UUID
     obj.is_internal = b_is_internal
     obj.partitions = f_partitions
     obj.topic_authorized_operations = -2147483648
@@ -2970,7 +2970,7 @@ def _dec_MetadataResponse_MetadataResponseTopic_v7(buf, cur, end):
     obj = MetadataResponse_MetadataResponseTopic.__new__(MetadataResponse_MetadataResponseTopic)
     obj.error_code = f_error_code
     obj.name = f_name
-    obj.topic_id = UUID(int=0)
+    obj.topic_id = _w.ZERO_UUID
     obj.is_internal = b_is_internal
     obj.partitions = f_partitions
     obj.topic_authorized_operations = -2147483648
@@ -3064,7 +3064,7 @@ def _dec_MetadataResponse_MetadataResponseTopic_v8(buf, cur, end):
     obj = MetadataResponse_MetadataResponseTopic.__new__(MetadataResponse_MetadataResponseTopic)
     obj.error_code = f_error_code
     obj.name = f_name
-    obj.topic_id = UUID(int=0)
+    obj.topic_id = _w.ZERO_UUID
     obj.is_internal = b_is_internal
     obj.partitions = f_partitions
     obj.topic_authorized_operations = f_topic_authorized_operations
@@ -3188,7 +3188,7 @@ def _dec_MetadataResponse_MetadataResponseTopic_v9(buf, cur, end):
     obj = MetadataResponse_MetadataResponseTopic.__new__(MetadataResponse_MetadataResponseTopic)
     obj.error_code = f_error_code
     obj.name = f_name
-    obj.topic_id = UUID(int=0)
+    obj.topic_id = _w.ZERO_UUID
     obj.is_internal = b_is_internal
     obj.partitions = f_partitions
     obj.topic_authorized_operations = f_topic_authorized_operations
@@ -3280,7 +3280,7 @@ def _dec_MetadataResponse_MetadataResponseTopic_v10(buf, cur, end):
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = UUID(bytes=buf[pos:pos + 16])
+    f_topic_id = _w.uuid_at(buf, pos)
     pos += 16
     if end - pos < 1:
         raise _w.short_run(_RUN_is_internal, pos, end)
@@ -3425,7 +3425,7 @@ def _dec_MetadataResponse_MetadataResponseTopic_v12(buf, cur, end):
         raise _w.bad_sized('name', pos, n_name, end, 1, True)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = UUID(bytes=buf[pos:pos + 16])
+    f_topic_id = _w.uuid_at(buf, pos)
     pos += 16
     if end - pos < 1:
         raise _w.short_run(_RUN_is_internal, pos, end)
@@ -4042,7 +4042,7 @@ class MetadataRequest_MetadataRequestTopic(Struct):
     def __init__(
         self,
         *,
-        topic_id: UUID = UUID(int=0),
+        topic_id: UUID = _w.ZERO_UUID,
         name: Optional[str] = '',
         unknown_tagged_fields: Optional[List[Tuple[int, bytes]]] = None,
     ) -> None:
@@ -4225,7 +4225,7 @@ class MetadataResponse_MetadataResponseTopic(Struct):
         *,
         error_code: int = 0,
         name: Optional[str] = '',
-        topic_id: UUID = UUID(int=0),
+        topic_id: UUID = _w.ZERO_UUID,
         is_internal: bool = False,
         partitions: Optional[List["MetadataResponse_MetadataResponsePartition"]] = None,
         topic_authorized_operations: int = -2147483648,

@@ -1119,7 +1119,7 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v0(buf, cur, end):
     pos = cur.pos
     obj = OffsetCommitRequest_OffsetCommitRequestTopic.__new__(OffsetCommitRequest_OffsetCommitRequestTopic)
     obj.name = f_name
-    obj.topic_id = UUID(int=0)
+    obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
     cur.pos = pos
@@ -1194,7 +1194,7 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v1(buf, cur, end):
     pos = cur.pos
     obj = OffsetCommitRequest_OffsetCommitRequestTopic.__new__(OffsetCommitRequest_OffsetCommitRequestTopic)
     obj.name = f_name
-    obj.topic_id = UUID(int=0)
+    obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
     cur.pos = pos
@@ -1269,7 +1269,7 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v6(buf, cur, end):
     pos = cur.pos
     obj = OffsetCommitRequest_OffsetCommitRequestTopic.__new__(OffsetCommitRequest_OffsetCommitRequestTopic)
     obj.name = f_name
-    obj.topic_id = UUID(int=0)
+    obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
     cur.pos = pos
@@ -1359,7 +1359,7 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v8(buf, cur, end):
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = OffsetCommitRequest_OffsetCommitRequestTopic.__new__(OffsetCommitRequest_OffsetCommitRequestTopic)
     obj.name = f_name
-    obj.topic_id = UUID(int=0)
+    obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -1410,7 +1410,7 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v10(buf, cur, end):
     pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = UUID(bytes=buf[pos:pos + 16])
+    f_topic_id = _w.uuid_at(buf, pos)
     pos += 16
     if pos < end and buf[pos] < 128:
         n_partitions = buf[pos] - 1
@@ -2001,7 +2001,7 @@ def _dec_OffsetCommitResponse_OffsetCommitResponseTopic_v0(buf, cur, end):
     pos = cur.pos
     obj = OffsetCommitResponse_OffsetCommitResponseTopic.__new__(OffsetCommitResponse_OffsetCommitResponseTopic)
     obj.name = f_name
-    obj.topic_id = UUID(int=0)
+    obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
     cur.pos = pos
@@ -2091,7 +2091,7 @@ def _dec_OffsetCommitResponse_OffsetCommitResponseTopic_v8(buf, cur, end):
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = OffsetCommitResponse_OffsetCommitResponseTopic.__new__(OffsetCommitResponse_OffsetCommitResponseTopic)
     obj.name = f_name
-    obj.topic_id = UUID(int=0)
+    obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -2142,7 +2142,7 @@ def _dec_OffsetCommitResponse_OffsetCommitResponseTopic_v10(buf, cur, end):
     pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = UUID(bytes=buf[pos:pos + 16])
+    f_topic_id = _w.uuid_at(buf, pos)
     pos += 16
     if pos < end and buf[pos] < 128:
         n_partitions = buf[pos] - 1
@@ -2341,7 +2341,7 @@ class OffsetCommitRequest_OffsetCommitRequestTopic(Struct):
         self,
         *,
         name: str = '',
-        topic_id: UUID = UUID(int=0),
+        topic_id: UUID = _w.ZERO_UUID,
         partitions: Optional[List["OffsetCommitRequest_OffsetCommitRequestPartition"]] = None,
         unknown_tagged_fields: Optional[List[Tuple[int, bytes]]] = None,
     ) -> None:
@@ -2466,7 +2466,7 @@ class OffsetCommitResponse_OffsetCommitResponseTopic(Struct):
         self,
         *,
         name: str = '',
-        topic_id: UUID = UUID(int=0),
+        topic_id: UUID = _w.ZERO_UUID,
         partitions: Optional[List["OffsetCommitResponse_OffsetCommitResponsePartition"]] = None,
         unknown_tagged_fields: Optional[List[Tuple[int, bytes]]] = None,
     ) -> None:

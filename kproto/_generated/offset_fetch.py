@@ -1317,7 +1317,7 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestTopics_v8(buf, cur, end):
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = OffsetFetchRequest_OffsetFetchRequestTopics.__new__(OffsetFetchRequest_OffsetFetchRequestTopics)
     obj.name = f_name
-    obj.topic_id = UUID(int=0)
+    obj.topic_id = _w.ZERO_UUID
     obj.partition_indexes = f_partition_indexes
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -1372,7 +1372,7 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestTopics_v10(buf, cur, end):
     pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = UUID(bytes=buf[pos:pos + 16])
+    f_topic_id = _w.uuid_at(buf, pos)
     pos += 16
     if pos < end and buf[pos] < 128:
         n_partition_indexes = buf[pos] - 1
@@ -2658,7 +2658,7 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseTopics_v8(buf, cur, end):
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = OffsetFetchResponse_OffsetFetchResponseTopics.__new__(OffsetFetchResponse_OffsetFetchResponseTopics)
     obj.name = f_name
-    obj.topic_id = UUID(int=0)
+    obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -2709,7 +2709,7 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseTopics_v10(buf, cur, end):
     pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = UUID(bytes=buf[pos:pos + 16])
+    f_topic_id = _w.uuid_at(buf, pos)
     pos += 16
     if pos < end and buf[pos] < 128:
         n_partitions = buf[pos] - 1
@@ -2916,7 +2916,7 @@ class OffsetFetchRequest_OffsetFetchRequestTopics(Struct):
         self,
         *,
         name: str = '',
-        topic_id: UUID = UUID(int=0),
+        topic_id: UUID = _w.ZERO_UUID,
         partition_indexes: Optional[List[int]] = None,
         unknown_tagged_fields: Optional[List[Tuple[int, bytes]]] = None,
     ) -> None:
@@ -3156,7 +3156,7 @@ class OffsetFetchResponse_OffsetFetchResponseTopics(Struct):
         self,
         *,
         name: str = '',
-        topic_id: UUID = UUID(int=0),
+        topic_id: UUID = _w.ZERO_UUID,
         partitions: Optional[List["OffsetFetchResponse_OffsetFetchResponsePartitions"]] = None,
         unknown_tagged_fields: Optional[List[Tuple[int, bytes]]] = None,
     ) -> None:

@@ -476,7 +476,7 @@ def _dec_ProduceRequest_TopicProduceData_v0(buf, cur, end):
     pos = cur.pos
     obj = ProduceRequest_TopicProduceData.__new__(ProduceRequest_TopicProduceData)
     obj.name = f_name
-    obj.topic_id = UUID(int=0)
+    obj.topic_id = _w.ZERO_UUID
     obj.partition_data = f_partition_data
     obj.unknown_tagged_fields = []
     cur.pos = pos
@@ -566,7 +566,7 @@ def _dec_ProduceRequest_TopicProduceData_v9(buf, cur, end):
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = ProduceRequest_TopicProduceData.__new__(ProduceRequest_TopicProduceData)
     obj.name = f_name
-    obj.topic_id = UUID(int=0)
+    obj.topic_id = _w.ZERO_UUID
     obj.partition_data = f_partition_data
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -617,7 +617,7 @@ def _dec_ProduceRequest_TopicProduceData_v13(buf, cur, end):
     pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = UUID(bytes=buf[pos:pos + 16])
+    f_topic_id = _w.uuid_at(buf, pos)
     pos += 16
     if pos < end and buf[pos] < 128:
         n_partition_data = buf[pos] - 1
@@ -1449,7 +1449,7 @@ def _dec_ProduceResponse_TopicProduceResponse_v0(buf, cur, end):
     pos = cur.pos
     obj = ProduceResponse_TopicProduceResponse.__new__(ProduceResponse_TopicProduceResponse)
     obj.name = f_name
-    obj.topic_id = UUID(int=0)
+    obj.topic_id = _w.ZERO_UUID
     obj.partition_responses = f_partition_responses
     obj.unknown_tagged_fields = []
     cur.pos = pos
@@ -1524,7 +1524,7 @@ def _dec_ProduceResponse_TopicProduceResponse_v2(buf, cur, end):
     pos = cur.pos
     obj = ProduceResponse_TopicProduceResponse.__new__(ProduceResponse_TopicProduceResponse)
     obj.name = f_name
-    obj.topic_id = UUID(int=0)
+    obj.topic_id = _w.ZERO_UUID
     obj.partition_responses = f_partition_responses
     obj.unknown_tagged_fields = []
     cur.pos = pos
@@ -1599,7 +1599,7 @@ def _dec_ProduceResponse_TopicProduceResponse_v5(buf, cur, end):
     pos = cur.pos
     obj = ProduceResponse_TopicProduceResponse.__new__(ProduceResponse_TopicProduceResponse)
     obj.name = f_name
-    obj.topic_id = UUID(int=0)
+    obj.topic_id = _w.ZERO_UUID
     obj.partition_responses = f_partition_responses
     obj.unknown_tagged_fields = []
     cur.pos = pos
@@ -1674,7 +1674,7 @@ def _dec_ProduceResponse_TopicProduceResponse_v8(buf, cur, end):
     pos = cur.pos
     obj = ProduceResponse_TopicProduceResponse.__new__(ProduceResponse_TopicProduceResponse)
     obj.name = f_name
-    obj.topic_id = UUID(int=0)
+    obj.topic_id = _w.ZERO_UUID
     obj.partition_responses = f_partition_responses
     obj.unknown_tagged_fields = []
     cur.pos = pos
@@ -1764,7 +1764,7 @@ def _dec_ProduceResponse_TopicProduceResponse_v9(buf, cur, end):
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = ProduceResponse_TopicProduceResponse.__new__(ProduceResponse_TopicProduceResponse)
     obj.name = f_name
-    obj.topic_id = UUID(int=0)
+    obj.topic_id = _w.ZERO_UUID
     obj.partition_responses = f_partition_responses
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -1860,7 +1860,7 @@ def _dec_ProduceResponse_TopicProduceResponse_v10(buf, cur, end):
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = ProduceResponse_TopicProduceResponse.__new__(ProduceResponse_TopicProduceResponse)
     obj.name = f_name
-    obj.topic_id = UUID(int=0)
+    obj.topic_id = _w.ZERO_UUID
     obj.partition_responses = f_partition_responses
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -1911,7 +1911,7 @@ def _dec_ProduceResponse_TopicProduceResponse_v13(buf, cur, end):
     pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = UUID(bytes=buf[pos:pos + 16])
+    f_topic_id = _w.uuid_at(buf, pos)
     pos += 16
     if pos < end and buf[pos] < 128:
         n_partition_responses = buf[pos] - 1
@@ -2797,7 +2797,7 @@ class ProduceRequest_TopicProduceData(Struct):
         self,
         *,
         name: str = '',
-        topic_id: UUID = UUID(int=0),
+        topic_id: UUID = _w.ZERO_UUID,
         partition_data: Optional[List["ProduceRequest_PartitionProduceData"]] = None,
         unknown_tagged_fields: Optional[List[Tuple[int, bytes]]] = None,
     ) -> None:
@@ -3005,7 +3005,7 @@ class ProduceResponse_TopicProduceResponse(Struct):
         self,
         *,
         name: str = '',
-        topic_id: UUID = UUID(int=0),
+        topic_id: UUID = _w.ZERO_UUID,
         partition_responses: Optional[List["ProduceResponse_PartitionProduceResponse"]] = None,
         unknown_tagged_fields: Optional[List[Tuple[int, bytes]]] = None,
     ) -> None:

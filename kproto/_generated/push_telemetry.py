@@ -58,7 +58,7 @@ def _dec_PushTelemetryRequest_v0(buf, cur, end):
     pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_read('client_instance_id', pos, 16, end)
-    f_client_instance_id = UUID(bytes=buf[pos:pos + 16])
+    f_client_instance_id = _w.uuid_at(buf, pos)
     pos += 16
     if end - pos < 6:
         raise _w.short_run(_RUN_subscription_id__compression_type, pos, end)
@@ -214,7 +214,7 @@ class PushTelemetryRequest(Message):
     def __init__(
         self,
         *,
-        client_instance_id: UUID = UUID(int=0),
+        client_instance_id: UUID = _w.ZERO_UUID,
         subscription_id: int = 0,
         terminating: bool = False,
         compression_type: int = 0,

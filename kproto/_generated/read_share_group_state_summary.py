@@ -156,7 +156,7 @@ def _dec_ReadShareGroupStateSummaryRequest_ReadStateSummaryData_v0(buf, cur, end
     pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = UUID(bytes=buf[pos:pos + 16])
+    f_topic_id = _w.uuid_at(buf, pos)
     pos += 16
     if pos < end and buf[pos] < 128:
         n_partitions = buf[pos] - 1
@@ -385,7 +385,7 @@ def _dec_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v0(buf, cur, 
     pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = UUID(bytes=buf[pos:pos + 16])
+    f_topic_id = _w.uuid_at(buf, pos)
     pos += 16
     if pos < end and buf[pos] < 128:
         n_partitions = buf[pos] - 1
@@ -452,7 +452,7 @@ def _dec_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v1(buf, cur, 
     pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = UUID(bytes=buf[pos:pos + 16])
+    f_topic_id = _w.uuid_at(buf, pos)
     pos += 16
     if pos < end and buf[pos] < 128:
         n_partitions = buf[pos] - 1
@@ -760,7 +760,7 @@ class ReadShareGroupStateSummaryRequest_ReadStateSummaryData(Struct):
     def __init__(
         self,
         *,
-        topic_id: UUID = UUID(int=0),
+        topic_id: UUID = _w.ZERO_UUID,
         partitions: Optional[List["ReadShareGroupStateSummaryRequest_PartitionData"]] = None,
         unknown_tagged_fields: Optional[List[Tuple[int, bytes]]] = None,
     ) -> None:
@@ -882,7 +882,7 @@ class ReadShareGroupStateSummaryResponse_ReadStateSummaryResult(Struct):
     def __init__(
         self,
         *,
-        topic_id: UUID = UUID(int=0),
+        topic_id: UUID = _w.ZERO_UUID,
         partitions: Optional[List["ReadShareGroupStateSummaryResponse_PartitionResult"]] = None,
         unknown_tagged_fields: Optional[List[Tuple[int, bytes]]] = None,
     ) -> None:

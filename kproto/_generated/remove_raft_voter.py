@@ -83,7 +83,7 @@ def _dec_RemoveRaftVoterRequest_v0(buf, cur, end):
     pos += 4
     if end - pos < 16:
         raise _w.short_read('voter_directory_id', pos, 16, end)
-    f_voter_directory_id = UUID(bytes=buf[pos:pos + 16])
+    f_voter_directory_id = _w.uuid_at(buf, pos)
     pos += 16
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -243,7 +243,7 @@ class RemoveRaftVoterRequest(Message):
         *,
         cluster_id: Optional[str] = '',
         voter_id: int = 0,
-        voter_directory_id: UUID = UUID(int=0),
+        voter_directory_id: UUID = _w.ZERO_UUID,
         unknown_tagged_fields: Optional[List[Tuple[int, bytes]]] = None,
     ) -> None:
         self.cluster_id = cluster_id

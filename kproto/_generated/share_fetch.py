@@ -485,7 +485,7 @@ def _dec_ShareFetchRequest_FetchTopic_v1(buf, cur, end):
     pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = UUID(bytes=buf[pos:pos + 16])
+    f_topic_id = _w.uuid_at(buf, pos)
     pos += 16
     if pos < end and buf[pos] < 128:
         n_partitions = buf[pos] - 1
@@ -703,7 +703,7 @@ def _dec_ShareFetchRequest_ForgottenTopic_v1(buf, cur, end):
     pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = UUID(bytes=buf[pos:pos + 16])
+    f_topic_id = _w.uuid_at(buf, pos)
     pos += 16
     if pos < end and buf[pos] < 128:
         n_partitions = buf[pos] - 1
@@ -933,7 +933,7 @@ def _dec_ShareFetchResponse_ShareFetchableTopicResponse_v1(buf, cur, end):
     pos = cython.declare(cython.Py_ssize_t, cur.pos)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = UUID(bytes=buf[pos:pos + 16])
+    f_topic_id = _w.uuid_at(buf, pos)
     pos += 16
     if pos < end and buf[pos] < 128:
         n_partitions = buf[pos] - 1
@@ -1485,7 +1485,7 @@ class ShareFetchRequest_FetchTopic(Struct):
     def __init__(
         self,
         *,
-        topic_id: UUID = UUID(int=0),
+        topic_id: UUID = _w.ZERO_UUID,
         partitions: Optional[List["ShareFetchRequest_FetchPartition"]] = None,
         unknown_tagged_fields: Optional[List[Tuple[int, bytes]]] = None,
     ) -> None:
@@ -1514,7 +1514,7 @@ class ShareFetchRequest_ForgottenTopic(Struct):
     def __init__(
         self,
         *,
-        topic_id: UUID = UUID(int=0),
+        topic_id: UUID = _w.ZERO_UUID,
         partitions: Optional[List[int]] = None,
         unknown_tagged_fields: Optional[List[Tuple[int, bytes]]] = None,
     ) -> None:
@@ -1744,7 +1744,7 @@ class ShareFetchResponse_ShareFetchableTopicResponse(Struct):
     def __init__(
         self,
         *,
-        topic_id: UUID = UUID(int=0),
+        topic_id: UUID = _w.ZERO_UUID,
         partitions: Optional[List["ShareFetchResponse_PartitionData"]] = None,
         unknown_tagged_fields: Optional[List[Tuple[int, bytes]]] = None,
     ) -> None:

@@ -1646,7 +1646,7 @@ def _dec_UpdateMetadataRequest_UpdateMetadataTopicState_v5(buf, cur, end):
     pos = cur.pos
     obj = UpdateMetadataRequest_UpdateMetadataTopicState.__new__(UpdateMetadataRequest_UpdateMetadataTopicState)
     obj.topic_name = f_topic_name
-    obj.topic_id = UUID(int=0)
+    obj.topic_id = _w.ZERO_UUID
     obj.partition_states = f_partition_states
     obj.unknown_tagged_fields = []
     cur.pos = pos
@@ -1736,7 +1736,7 @@ def _dec_UpdateMetadataRequest_UpdateMetadataTopicState_v6(buf, cur, end):
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
     obj = UpdateMetadataRequest_UpdateMetadataTopicState.__new__(UpdateMetadataRequest_UpdateMetadataTopicState)
     obj.topic_name = f_topic_name
-    obj.topic_id = UUID(int=0)
+    obj.topic_id = _w.ZERO_UUID
     obj.partition_states = f_partition_states
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -1804,7 +1804,7 @@ def _dec_UpdateMetadataRequest_UpdateMetadataTopicState_v7(buf, cur, end):
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
-    f_topic_id = UUID(bytes=buf[pos:pos + 16])
+    f_topic_id = _w.uuid_at(buf, pos)
     pos += 16
     if pos < end and buf[pos] < 128:
         n_partition_states = buf[pos] - 1
@@ -2681,7 +2681,7 @@ class UpdateMetadataRequest_UpdateMetadataTopicState(Struct):
         self,
         *,
         topic_name: str = '',
-        topic_id: UUID = UUID(int=0),
+        topic_id: UUID = _w.ZERO_UUID,
         partition_states: Optional[List["UpdateMetadataRequest_UpdateMetadataPartitionState"]] = None,
         unknown_tagged_fields: Optional[List[Tuple[int, bytes]]] = None,
     ) -> None:

@@ -91,7 +91,7 @@ def _dec_UpdateRaftVoterRequest_v0(buf, cur, end):
     pos += 8
     if end - pos < 16:
         raise _w.short_read('voter_directory_id', pos, 16, end)
-    f_voter_directory_id = UUID(bytes=buf[pos:pos + 16])
+    f_voter_directory_id = _w.uuid_at(buf, pos)
     pos += 16
     if pos < end and buf[pos] < 128:
         n_listeners = buf[pos] - 1
@@ -585,7 +585,7 @@ class UpdateRaftVoterRequest(Message):
         cluster_id: Optional[str] = '',
         current_leader_epoch: int = 0,
         voter_id: int = 0,
-        voter_directory_id: UUID = UUID(int=0),
+        voter_directory_id: UUID = _w.ZERO_UUID,
         listeners: Optional[List["UpdateRaftVoterRequest_Listener"]] = None,
         k_raft_version_feature: Optional["UpdateRaftVoterRequest_KRaftVersionFeature"] = None,
         unknown_tagged_fields: Optional[List[Tuple[int, bytes]]] = None,

@@ -693,8 +693,8 @@ def _dec_VoteRequest_PartitionData_v0(buf, cur, end):
     obj.partition_index = f_partition_index
     obj.replica_epoch = f_replica_epoch
     obj.replica_id = f_replica_id
-    obj.replica_directory_id = UUID(int=0)
-    obj.voter_directory_id = UUID(int=0)
+    obj.replica_directory_id = _w.ZERO_UUID
+    obj.voter_directory_id = _w.ZERO_UUID
     obj.last_offset_epoch = f_last_offset_epoch
     obj.last_offset = f_last_offset
     obj.pre_vote = False
@@ -707,7 +707,7 @@ def _enc_VoteRequest_PartitionData_v0(obj, out):
     """Append the v0 layout of a VoteRequest.TopicData.PartitionData to ``out``."""
     if obj is None:
         raise TypeError("VoteRequest.TopicData.PartitionData expected, got None")
-    if obj.replica_directory_id != UUID(int=0):
+    if obj.replica_directory_id != _w.ZERO_UUID:
         raise _w.not_in_version("VoteRequest.TopicData.PartitionData.replica_directory_id", 0, "1-2")
     if obj.pre_vote != False:
         raise _w.not_in_version("VoteRequest.TopicData.PartitionData.pre_vote", 0, "2")
@@ -740,11 +740,11 @@ def _dec_VoteRequest_PartitionData_v1(buf, cur, end):
     pos += 12
     if end - pos < 16:
         raise _w.short_read('replica_directory_id', pos, 16, end)
-    f_replica_directory_id = UUID(bytes=buf[pos:pos + 16])
+    f_replica_directory_id = _w.uuid_at(buf, pos)
     pos += 16
     if end - pos < 16:
         raise _w.short_read('voter_directory_id', pos, 16, end)
-    f_voter_directory_id = UUID(bytes=buf[pos:pos + 16])
+    f_voter_directory_id = _w.uuid_at(buf, pos)
     pos += 16
     if end - pos < 12:
         raise _w.short_run(_RUN_last_offset_epoch__last_offset, pos, end)
@@ -814,11 +814,11 @@ def _dec_VoteRequest_PartitionData_v2(buf, cur, end):
     pos += 12
     if end - pos < 16:
         raise _w.short_read('replica_directory_id', pos, 16, end)
-    f_replica_directory_id = UUID(bytes=buf[pos:pos + 16])
+    f_replica_directory_id = _w.uuid_at(buf, pos)
     pos += 16
     if end - pos < 16:
         raise _w.short_read('voter_directory_id', pos, 16, end)
-    f_voter_directory_id = UUID(bytes=buf[pos:pos + 16])
+    f_voter_directory_id = _w.uuid_at(buf, pos)
     pos += 16
     if end - pos < 13:
         raise _w.short_run(_RUN_last_offset_epoch__pre_vote, pos, end)
@@ -1341,8 +1341,8 @@ class VoteRequest_PartitionData(Struct):
         partition_index: int = 0,
         replica_epoch: int = 0,
         replica_id: int = 0,
-        replica_directory_id: UUID = UUID(int=0),
-        voter_directory_id: UUID = UUID(int=0),
+        replica_directory_id: UUID = _w.ZERO_UUID,
+        voter_directory_id: UUID = _w.ZERO_UUID,
         last_offset_epoch: int = 0,
         last_offset: int = 0,
         pre_vote: bool = False,

@@ -662,7 +662,7 @@ class ModuleGenerator:
         if kind == "uuid":
             e.add(f"if {end} - pos < 16:", ind)
             e.add(f"raise _w.short_read({attr!r}, pos, 16, {end})", ind + 1)
-            e.add(f"{var} = UUID(bytes=buf[pos:pos + 16])", ind)
+            e.add(f"{var} = _w.uuid_at(buf, pos)", ind)
             e.add("pos += 16", ind)
             return
         if kind == "struct":
@@ -746,7 +746,7 @@ class ModuleGenerator:
                 e.add(f"{var} = _w.bools({attr!r}, {var}, pos)", ind)
             e.add(f"pos += {n} * {_WIDTH[ch]}", ind)
         elif inner.kind == "uuid":
-            e.add(f"{var} = [UUID(bytes=buf[pos + 16 * i:pos + 16 * i + 16]) for i in range({n})]", ind)
+            e.add(f"{var} = [_w.uuid_at(buf, pos + 16 * i) for i in range({n})]", ind)
             e.add(f"pos += {n} * 16", ind)
         elif inner.kind in ("string", "bytes"):
             e.add(f"{var} = []", ind)
@@ -1054,6 +1054,8 @@ def _nullable_default(f: FieldSpec) -> bool:
 def _literal(value: object) -> str:
     """Source text of a default value (uuids as ``UUID(int=0)`` style constructors)."""
     if hasattr(value, "int") and type(value).__name__ == "UUID":
+        if value.int == 0:  # type: ignore[attr-defined]
+            return "_w.ZERO_UUID"  # one shared instance: UUID() costs microseconds, and uuids are immutable
         return f"UUID(int={value.int})"  # type: ignore[attr-defined]
     return repr(value)
 
