@@ -8,8 +8,9 @@ so they point at the byte a hex dump shows.
 from __future__ import annotations
 
 import gc
+import re
 import struct
-from typing import TYPE_CHECKING, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Callable, Iterable, List, Optional, Pattern, Tuple, Union
 
 from kproto._generated.headers import RequestHeader, ResponseHeader
 from kproto.apis import APIS, ApiInfo
@@ -27,7 +28,7 @@ from kproto.wire import I32, trailing_bytes
 __all__ = [
     "DEFAULT_MAX_FRAME_SIZE", "RequestHeader", "ResponseHeader", "FrameReader", "encode_request", "decode_request",
     "decode_request_header", "encode_response", "decode_response", "check_frame", "plausible_request_header",
-    "MIN_REQUEST_SIZE",
+    "MIN_REQUEST_SIZE", "ResyncingSplitter", "REQUEST_CANDIDATE",
 ]
 
 #: Largest frame accepted by default: Kafka's ``socket.request.max.bytes`` default (100 MiB).
@@ -302,3 +303,139 @@ def expects_response(header: RequestHeader, message: Optional[Message]) -> bool:
     ``acks == 0`` (docs/protocol-notes.md, "Requests that get no response").  ``message`` None (a body
     that did not decode) counts as answered, the safe guess for pairing."""
     return not (header.api_key == _PRODUCE_KEY and getattr(message, "acks", None) == 0)
+
+
+#: Where a request header may start: a size below 128 MiB (first byte 0..7), api key 0..255, version 0..255.
+#: A fast first filter for :meth:`ResyncingSplitter.resync` over long garbage; it only proposes
+#: positions, the plausibility check decides.  Valid while the largest frame accepted is below 128 MiB.
+REQUEST_CANDIDATE = re.compile(rb"(?=[\x00-\x07][\x00-\xff]{3}\x00[\x00-\xff]\x00[\x00-\xff])")
+#: Bytes kept after a scan that found no request candidate: a header may start in the last bytes seen.
+_CANDIDATE_TAIL = 13
+
+
+class ResyncingSplitter:
+    """The frame boundaries of one byte stream that may lose its framing: one splitter for every reader
+    that must survive bad input (captures, files of frames).
+
+    Sans-I/O: the owner appends bytes to :attr:`buf`, then calls :meth:`next_frame` until it returns
+    None.  The *policy* stays with the owner, because what a lost framing means differs by reader:
+
+    * a size prefix outside ``min_size..max_size`` makes :meth:`next_frame` return None with
+      :attr:`bad_size` set and nothing consumed.  A strict reader fails the stream there (what
+      :class:`FrameReader` does for a live socket); a resyncing reader reports it, calls
+      :meth:`lose_sync` and then :meth:`resync` with its own plausibility test (a request header, or
+      a response to an outstanding request) until a boundary is found;
+    * bytes dropped while unsynced are counted: :meth:`take_skipped` hands back ``(offset, count)`` of
+      the run skipped since the last report, so every reader reports skipped bytes the same way.
+
+    Offsets are stream offsets (bytes since the start of the stream).  ``damaged_at``, set by an owner
+    that filled a capture gap inside a frame with zeros, travels with that frame.
+    """
+
+    __slots__ = ("buf", "base", "synced", "need", "damaged_at", "bad_size", "_skipped", "_skipped_from")
+
+    def __init__(self, synced: bool = True) -> None:
+        self.buf = bytearray()
+        self.base = 0  # stream offset of buf[0]
+        self.synced = synced  # buf[0] is a frame start
+        self.need: Optional[int] = None  # total length of the frame at buf[0], once its size is read
+        self.damaged_at: Optional[int] = None  # first missing byte within the current frame
+        self.bad_size: Optional[int] = None  # the size prefix at buf[0] that next_frame refused
+        self._skipped = 0
+        self._skipped_from = 0
+
+    @property
+    def skipped(self) -> int:
+        """Bytes skipped since the last :meth:`take_skipped`."""
+        return self._skipped
+
+    def next_frame(self, min_size: int, max_size: int) -> Optional[Tuple[bytes, int, Optional[int]]]:
+        """``(frame, stream offset, damaged_at)`` of the next complete frame (size prefix included), or
+        None: more bytes are needed, the splitter is not synced, or the size prefix is outside
+        ``min_size..max_size`` (then :attr:`bad_size` holds it and nothing is consumed)."""
+        self.bad_size = None
+        if not self.synced:
+            return None
+        buf = self.buf
+        need = self.need
+        if need is None:
+            if len(buf) < 4:
+                return None
+            size = I32.unpack_from(buf, 0)[0]
+            if size < min_size or size > max_size:
+                self.bad_size = size
+                return None
+            need = self.need = size + 4
+        if len(buf) < need:
+            return None
+        frame = bytes(buf[:need])
+        offset = self.base
+        damaged_at = self.damaged_at
+        del buf[:need]
+        self.base += need
+        self.need = None
+        self.damaged_at = None
+        return frame, offset, damaged_at
+
+    def drop(self, n: int, counted: bool = True) -> None:
+        """Forget the first ``n`` buffered bytes; ``counted``: they are skipped bytes to report."""
+        if n:
+            del self.buf[:n]
+            self.base += n
+            if counted:
+                self.skip_counted(self.base - n, n)
+
+    def skip_counted(self, offset: int, n: int) -> None:
+        """Count ``n`` bytes from stream ``offset`` as skipped (the first run sets the offset reported)."""
+        if n:
+            if not self._skipped:
+                self._skipped_from = offset
+            self._skipped += n
+
+    def lose_sync(self, drop: int) -> None:
+        """The framing is lost: drop (and count) ``drop`` bytes at the front; :meth:`resync` follows."""
+        self.drop(drop)
+        self.synced = False
+        self.need = None
+        self.damaged_at = None
+
+    def resync(self, plausible: Callable[[Bytes, int], Optional[bool]], *, final: bool = False,
+               candidates: Optional[Pattern[bytes]] = None, max_keep: Optional[int] = None) -> bool:
+        """Skip to the first position where ``plausible(buf, pos)`` says a frame starts; True when found
+        (the splitter is then synced at it).  ``plausible`` returns None when it needs more bytes: the
+        scan stops there to wait, unless ``final`` (no more bytes will come; None counts as no).
+        ``candidates`` (such as :data:`REQUEST_CANDIDATE`) proposes the positions to test instead of
+        every byte.  When nothing is found and more than ``max_keep`` bytes are left, they go too."""
+        buf = self.buf
+        keep_from = len(buf)
+        if candidates is not None:
+            scanned: Bytes = bytes(buf)  # a copy: the buffer cannot shrink while a regex iterates over it
+            positions: Iterable[int] = (match.start() for match in candidates.finditer(scanned))
+            if not final:
+                keep_from = max(0, len(buf) - _CANDIDATE_TAIL)
+        else:
+            scanned = buf
+            positions = range(len(buf))
+        for pos in positions:
+            verdict = plausible(scanned, pos)
+            if verdict is None and not final:
+                keep_from = pos
+                break
+            if verdict:
+                self.drop(pos)
+                self.synced = True
+                self.need = None
+                self.damaged_at = None
+                return True
+        self.drop(keep_from)
+        if max_keep is not None and len(self.buf) > max_keep:
+            self.drop(len(self.buf))
+        return False
+
+    def take_skipped(self) -> Optional[Tuple[int, int]]:
+        """``(stream offset, count)`` of the bytes skipped since the last call, or None if there were none."""
+        if not self._skipped:
+            return None
+        run = (self._skipped_from, self._skipped)
+        self._skipped = 0
+        return run

@@ -258,3 +258,20 @@ def test_overwrite_replaces_only_kproto_tables(rotated: str, tmp_path: Any, caps
     (other / "exchanges").write_text("a file")
     assert _cli(["captures", rotated, "--out", str(other), "--local"]) == 2
     assert (other / "exchanges").read_text() == "a file" and (other / "problems" / "keep").exists()
+
+
+def test_captures_command_skips_files_that_are_not_captures(rotated: str, tmp_path: Any,
+                                                            capsys: pytest.CaptureFixture) -> None:
+    inputs = tmp_path / "in"
+    os.makedirs(inputs)
+    for name in os.listdir(rotated):
+        with open(os.path.join(rotated, name), "rb") as src, open(inputs / name, "wb") as dst:
+            dst.write(src.read())
+    (inputs / "NOTES.txt").write_text("where these captures come from\n")
+    out = str(tmp_path / "out")
+    assert _cli(["captures", str(inputs), "--out", out, "--local"]) == 0
+    err = capsys.readouterr().err
+    skipped = [line for line in err.splitlines() if line.startswith("kproto spark: skipping")]
+    assert len(skipped) == 1 and "NOTES.txt" in skipped[0] and "not a pcap or pcapng capture" in skipped[0]
+    problems = pq.read_table(os.path.join(out, "problems")).to_pylist()
+    assert not any("NOTES.txt" in (r["file"] or "") for r in problems)

@@ -67,6 +67,7 @@ from kproto.framing import (
     MIN_REQUEST_SIZE,
     MIN_RESPONSE_SIZE,
     REQUEST_HEAD,
+    ResyncingSplitter,
     decode_request_header,
     expects_response,
     plausible_request_header,
@@ -201,19 +202,14 @@ class ConversationStats:
     problems: Dict[str, int] = field(default_factory=dict)
 
 
-class _Framer:
-    """Frame boundaries of one direction of one connection."""
+class _Framer(ResyncingSplitter):
+    """Frame boundaries of one direction of one connection: the shared resyncing splitter, and whether
+    that direction has closed."""
 
-    __slots__ = ("buf", "base", "synced", "need", "damaged_at", "skipped", "skipped_from", "closed")
+    __slots__ = ("closed",)
 
     def __init__(self, synced: bool) -> None:
-        self.buf = bytearray()
-        self.base = 0  # stream offset of buf[0]
-        self.synced = synced  # buf[0] is a frame start
-        self.need: Optional[int] = None  # total length of the frame at buf[0], once its size is read
-        self.damaged_at: Optional[int] = None  # first missing byte within the current frame
-        self.skipped = 0
-        self.skipped_from = 0
+        super().__init__(synced)
         self.closed = False
 
 
@@ -362,92 +358,58 @@ class KafkaConversations:
 
     def _pump(self, conn: _Conn, d: Direction, ts: Optional[int], packet: Optional[int]) -> None:
         fr = conn.framers[d]
+        minimum = _MIN_REQUEST if d == conn.client_dir else _MIN_RESPONSE
         while conn.kafka is not False:
             if not fr.synced:
                 if not self._resync(conn, d, ts, packet):
                     return
-            buf = fr.buf
-            if fr.need is None:
-                if len(buf) < 4:
-                    return
-                size = _I32.unpack_from(buf, 0)[0]
                 minimum = _MIN_REQUEST if d == conn.client_dir else _MIN_RESPONSE
-                if size < minimum or size > self.max_frame_size:
-                    if conn.kafka is None:
-                        self._reject(conn)
-                        return
-                    self._problem(ProblemKind.FRAME_TOO_LARGE,
-                                  f"frame size {size} outside {minimum}..{self.max_frame_size}; looking for the next frame",
-                                  conn, d, fr.base, packet, ts, bytes(buf[:4]))
-                    self._skip(fr, 1)
-                    fr.synced = False
-                    continue
-                fr.need = size + 4
-            if len(buf) < fr.need:
-                return
-            frame = bytes(buf[: fr.need])
-            offset = fr.base
-            damaged_at = fr.damaged_at
-            self._skip(fr, fr.need, counted=False)
-            fr.need = None
-            fr.damaged_at = None
+            found = fr.next_frame(minimum, self.max_frame_size)
+            if found is None:
+                size = fr.bad_size
+                if size is None:
+                    return
+                if conn.kafka is None:
+                    self._reject(conn)
+                    return
+                self._problem(ProblemKind.FRAME_TOO_LARGE,
+                              f"frame size {size} outside {minimum}..{self.max_frame_size}; looking for the next frame",
+                              conn, d, fr.base, packet, ts, bytes(fr.buf[:4]))
+                fr.lose_sync(1)
+                continue
+            frame, offset, damaged_at = found
             self._on_frame(conn, d, frame, offset, damaged_at, ts, packet)
 
-    @staticmethod
-    def _skip(fr: _Framer, n: int, counted: bool = True) -> None:
-        del fr.buf[:n]
-        fr.base += n
-        if counted:
-            if not fr.skipped:
-                fr.skipped_from = fr.base - n
-            fr.skipped += n
-
     def _report_skipped(self, conn: _Conn, d: Direction, ts: Optional[int], packet: Optional[int]) -> None:
-        fr = conn.framers[d]
-        if fr.skipped and conn.kafka:
-            self._problem(ProblemKind.RESYNC_SKIPPED, f"{fr.skipped} bytes skipped looking for a frame boundary",
-                          conn, d, fr.skipped_from, packet, ts)
-        fr.skipped = 0
+        skipped = conn.framers[d].take_skipped()
+        if skipped is not None and conn.kafka:
+            self._problem(ProblemKind.RESYNC_SKIPPED, f"{skipped[1]} bytes skipped looking for a frame boundary",
+                          conn, d, skipped[0], packet, ts)
 
     def _resync(self, conn: _Conn, d: Direction, ts: Optional[int], packet: Optional[int]) -> bool:
         """Scan for a plausible frame start; on success buf[0] is one and the framer is synced."""
         fr = conn.framers[d]
-        buf = fr.buf
         as_request = conn.client_dir is None or d == conn.client_dir
         if not as_request and not conn.pending:
             # Nothing to answer yet: a server byte here cannot start a frame we could pair.
-            if len(buf) > self.max_resync_bytes:
-                self._skip(fr, len(buf))
-            return False
-        pos = 0
-        end = len(buf)
-        found = False
-        while pos < end:
-            verdict = self._plausible_request(buf, pos) if as_request else self._plausible_response(conn, buf, pos)
-            if verdict is None:  # needs more bytes to decide
-                break
-            if verdict:
-                found = True
-                break
-            pos += 1
-        if pos:
-            self._skip(fr, pos)
-        if not found:
             if len(fr.buf) > self.max_resync_bytes:
-                self._skip(fr, len(fr.buf))
+                fr.drop(len(fr.buf))
             return False
-        fr.synced = True
-        fr.need = None
-        fr.damaged_at = None
+        if as_request:
+            found = fr.resync(self._plausible_request, max_keep=self.max_resync_bytes)
+        else:
+            found = fr.resync(lambda buf, pos: self._plausible_response(conn, buf, pos), max_keep=self.max_resync_bytes)
+        if not found:
+            return False
         if conn.client_dir is None:
             conn.client_dir = d
         self._report_skipped(conn, d, ts, packet)
         return True
 
-    def _plausible_request(self, buf: bytearray, pos: int) -> Optional[bool]:
+    def _plausible_request(self, buf: Any, pos: int) -> Optional[bool]:
         return plausible_request_header(buf, pos, self.max_frame_size)
 
-    def _plausible_response(self, conn: _Conn, buf: bytearray, pos: int) -> Optional[bool]:
+    def _plausible_response(self, conn: _Conn, buf: Any, pos: int) -> Optional[bool]:
         if len(buf) - pos < 8:
             return None
         size = _I32.unpack_from(buf, pos)[0]
@@ -481,9 +443,9 @@ class KafkaConversations:
             if fr.synced and conn.kafka:
                 self._problem(ProblemKind.INCOMPLETE_FRAME, "frame size prefix cut by a capture gap", conn, d,
                               fr.base, packet, ts, bytes(fr.buf))
-                self._skip(fr, len(fr.buf), counted=False)
+                fr.drop(len(fr.buf), counted=False)
             else:
-                self._skip(fr, len(fr.buf))
+                fr.drop(len(fr.buf))
         fr.base += length
         fr.synced = False
         fr.need = None
@@ -502,9 +464,7 @@ class KafkaConversations:
                                   + (f" of {fr.need} bytes" if fr.need is not None else ""),
                                   conn, d, fr.base, packet, ts, bytes(fr.buf))
                 else:
-                    fr.skipped += len(fr.buf)
-                    if fr.skipped == len(fr.buf):
-                        fr.skipped_from = fr.base
+                    fr.skip_counted(fr.base, len(fr.buf))
             self._report_skipped(conn, d, ts, packet)
         fr.buf = bytearray()
         if conn.framers[0].closed and conn.framers[1].closed:

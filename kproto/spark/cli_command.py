@@ -94,22 +94,33 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from kproto.capture.conversation import DEFAULT_PORTS
     from kproto.spark import job
+    from kproto.spark.inputs import local_capture_files
 
     captures = args.spark_command == "captures"
     options = {"glob": args.glob, "mode": args.mode, "top": args.top}
     if captures:
         options.update(ports=frozenset(args.port) if args.port else DEFAULT_PORTS, detect=not args.no_detect)
+    inputs = args.inputs
+    if captures:
+        # Files that are not captures at all (notes, indexes beside the captures) are skipped with a line
+        # each rather than failing the job; local inputs only (Spark lists remote ones itself).
+        files = local_capture_files(inputs, args.glob, lambda line: print(f"kproto spark: {line}", file=sys.stderr))
+        if files is not None:
+            if not files:
+                print(f"kproto spark: no pcap or pcapng captures in {' '.join(inputs)}", file=sys.stderr)
+                return _EXIT_USAGE
+            inputs, options["glob"] = files, None
     try:
         if args.local:
             runner = job.run_captures_local if captures else job.run_segments_local
-            summary = runner(args.inputs, args.out, **options)
+            summary = runner(inputs, args.out, **options)
         else:
             options["split_bytes"] = int(args.split_mb * (1 << 20))
             if captures:
                 options["partitions"] = args.partitions
             spark = job.spark_session(args.master, _conf(args.conf))
             runner = job.run_captures if captures else job.run_segments
-            summary = runner(spark, args.inputs, args.out, **options)
+            summary = runner(spark, inputs, args.out, **options)
     except (FileNotFoundError, FileExistsError, ValueError) as exc:
         print(f"kproto spark: {exc}", file=sys.stderr)
         return _EXIT_USAGE

@@ -14,12 +14,14 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
-from typing import BinaryIO, Iterable, List, Optional, Tuple
+from typing import BinaryIO, Callable, Iterable, List, Optional, Tuple
 
+from kproto.capture.diagnostics import CaptureDiagnostic, DiagnosticKind
 from kproto.capture.files import CaptureSource, PacketRecord, iter_packet_records
 
 __all__ = [
     "list_local_files",
+    "local_capture_files",
     "first_packet_time",
     "capture_order_key",
     "display_path",
@@ -57,6 +59,26 @@ def list_local_files(inputs: Iterable[str], glob: Optional[str] = None) -> List[
         else:
             raise FileNotFoundError(2, "No such file or directory", item)
     return out
+
+
+def local_capture_files(inputs: Iterable[str], glob: Optional[str], log: Callable[[str], None]) -> Optional[List[str]]:
+    """The pcap/pcapng files named by ``inputs`` (as :func:`list_local_files` lists them), logging one line
+    for each file left out because it is not a capture at all (no capture magic number: notes, indexes,
+    stray files in a capture directory), so that such a file does not fail the job.  Damaged captures
+    stay: their damage is reported as problems.  ``None`` when an input is not an existing local path
+    (a remote URI, a missing path): the reader then lists, and reports, the inputs itself.
+    """
+    inputs = list(inputs)
+    if not all(os.path.exists(item) for item in inputs):
+        return None
+    kept: List[str] = []
+    for file in list_local_files(inputs, glob):
+        first = next(iter(iter_packet_records(file)), None)
+        if type(first) is CaptureDiagnostic and first.kind is DiagnosticKind.NOT_A_CAPTURE:
+            log(f"skipping {file}: not a pcap or pcapng capture ({first.detail})")
+        else:
+            kept.append(file)
+    return kept
 
 
 def first_packet_time(source: CaptureSource) -> Optional[int]:
