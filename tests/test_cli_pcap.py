@@ -87,7 +87,7 @@ def test_verbose_expands_compressed_record_sets() -> None:
 def test_group_capture_content() -> None:
     found = exchanges(SAMPLES / "consumer_group.pcapng")
     names = {e["api_name"] for e in found}
-    assert names == {"GroupCoordinator", "JoinGroup", "SyncGroup", "Heartbeat", "OffsetCommit", "OffsetFetch", "LeaveGroup"}
+    assert names == {"FindCoordinator", "JoinGroup", "SyncGroup", "Heartbeat", "OffsetCommit", "OffsetFetch", "LeaveGroup"}
     assert sorted(c for e in found for c in e["error_codes"]) == [22, 27, 27]
     text = run_kproto("pcap", SAMPLES / "consumer_group.pcapng", check_code=0).stdout.decode()
     assert "errors REBALANCE_IN_PROGRESS(27)" in text and "errors ILLEGAL_GENERATION(22)" in text

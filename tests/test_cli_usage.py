@@ -73,7 +73,7 @@ def test_version() -> None:
     ["decode", "--response"],
     ["decode", "--api", "NoSuchApi"],
     ["decode", "--api", "Produce"],
-    ["decode", "--api-key", "0", "--api-version", "7"],
+    ["decode", "--api-key", "0", "--api-version", "99"],
     ["decode", "--api-version", "0"],
     ["decode", "--api", "Produce", "--api-key", "0"],
     ["decode", "--request", "--response"],

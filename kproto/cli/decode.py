@@ -106,6 +106,6 @@ def _text_lines(items: Iterator[object], verbose: bool, style: Style, max_record
         if item.error is not None:
             yield "  " + style("error", f"error: {type(item.error).__name__}: {item.error}")
         if item.body is not None:
-            yield from tree_lines(message_json(item.body, verbose, max_records), 2)
+            yield from tree_lines(message_json(item.body, verbose, max_records, item.api_version), 2)
         elif item.raw_body:
             yield f"  raw_body: {show_bytes(item.raw_body)}"

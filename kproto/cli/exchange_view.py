@@ -62,10 +62,10 @@ def exchange_json(exchange: Exchange, verbose: bool = False, max_records: Option
         "answered": exchange.answered,
         "error_codes": all_error_codes(exchange),
         "request_header": None if exchange.request_header is None else exchange.request_header.to_dict(),
-        "request": None if request is None else message_json(request, verbose, max_records),
+        "request": None if request is None else message_json(request, verbose, max_records, exchange.api_version),
         "request_error": error_json(exchange.request_error),
         "response_header": None if exchange.response_header is None else exchange.response_header.to_dict(),
-        "response": None if response is None else message_json(response, verbose, max_records),
+        "response": None if response is None else message_json(response, verbose, max_records, exchange.api_version),
         "response_error": error_json(exchange.response_error),
     }
 
@@ -136,7 +136,7 @@ def exchange_tree(exchange: Exchange, verbose: bool = True, max_records: Optiona
         yield f"  {what}:"
         if header is not None:
             yield f"    header: {header.to_dict()}"
-        yield from tree_lines(message_json(message, verbose, max_records), 4)
+        yield from tree_lines(message_json(message, verbose, max_records, exchange.api_version), 4)
 
 
 def problem_line(problem: Problem, style: Style) -> str:

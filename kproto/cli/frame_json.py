@@ -44,7 +44,7 @@ def frame_json(frame: DecodedFrame, verbose: bool = False, max_records: Optional
         "api_version": frame.api_version,
         "correlation_id": frame.correlation_id,
         "header": None if frame.header is None else frame.header.to_dict(),
-        "body": None if frame.body is None else message_json(frame.body, verbose, max_records),
+        "body": None if frame.body is None else message_json(frame.body, verbose, max_records, frame.api_version),
         "raw_body": None if raw is None else bytes_json(raw),
         "error": error_json(frame.error),
     }

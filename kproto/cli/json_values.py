@@ -20,7 +20,7 @@ from __future__ import annotations
 import base64
 import binascii
 import uuid
-from typing import Any, Dict, Iterator, List, Optional, Type
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Type
 
 from kproto.errors import EncodeError, KprotoError
 from kproto.message_base import RECORDS, SCALARS, STRUCT, STRUCTS, Message, Struct
@@ -94,20 +94,37 @@ class RecordStream:
             yield _record_json(message)
 
 
-def message_json(msg: Struct, verbose: bool = False, max_records: Optional[int] = None) -> Dict[str, Any]:
+_FIELDS_IN_VERSION: Dict[Tuple[type, int], List[Any]] = {}
+
+
+def _fields_in(cls: type, version: Optional[int]) -> List[Any]:
+    """The ``_FIELDS`` rows of ``cls`` that the message version carries (all of them without a version)."""
+    if version is None:
+        return cls._FIELDS  # type: ignore[attr-defined, no-any-return]
+    rows = _FIELDS_IN_VERSION.get((cls, version))
+    if rows is None:
+        present = {f.name for f in cls.FIELDS if f.versions[0] <= version <= f.versions[1]}  # type: ignore[attr-defined]
+        rows = _FIELDS_IN_VERSION[(cls, version)] = [row for row in cls._FIELDS if row[0] in present]  # type: ignore[attr-defined]
+    return rows
+
+
+def message_json(msg: Struct, verbose: bool = False, max_records: Optional[int] = None,
+                 version: Optional[int] = None) -> Dict[str, Any]:
     """A decoded message (or nested struct) as JSON values, following the class's field table.
 
-    ``max_records`` (with ``verbose``) lists at most that many messages of each record set.
+    ``max_records`` (with ``verbose``) lists at most that many messages of each record set.  With the
+    message's ``version``, only the fields that version carries are shown (a v0 answer does not list
+    the fields Kafka added later, at their defaults).
     """
     out: Dict[str, Any] = {}
-    for name, shape, _ in type(msg)._FIELDS:
+    for name, shape, _ in _fields_in(type(msg), version):
         value = getattr(msg, name)
         if value is None:
             out[name] = None
         elif shape == STRUCTS:
-            out[name] = [message_json(item, verbose, max_records) for item in value]
+            out[name] = [message_json(item, verbose, max_records, version) for item in value]
         elif shape == STRUCT:
-            out[name] = message_json(value, verbose, max_records)
+            out[name] = message_json(value, verbose, max_records, version)
         elif shape == RECORDS:
             out[name] = record_set_json(bytes(value), verbose, max_records)
         elif shape == SCALARS:
@@ -135,7 +152,7 @@ def _bytes_field_json(name: str, value: bytes, verbose: bool) -> Dict[str, Any]:
                 version, embedded = schema.decode_embedded(value)
             except KprotoError:
                 return out  # not consumer-protocol bytes (another protocol_type): leave them opaque
-            out["consumer_protocol"] = {"version": version, **message_json(embedded)}
+            out["consumer_protocol"] = {"version": version, **message_json(embedded, version=version)}
     return out
 
 
