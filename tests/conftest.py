@@ -18,6 +18,15 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         assert kproto._backend.BACKEND == "cython", "KPROTO_REQUIRE_FAST=1 but the cython backend is not active"
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
+    # The CLI tests run the kproto command in subprocesses; what they check (arguments, output formats,
+    # exit codes) is the same on both backends, and on the pure path every subprocess spends ~1.5 s
+    # importing the codecs of all 93 APIs from source.  They run once, on the compiled build.
+    for item in items:
+        if item.fspath.basename.startswith("test_cli_"):
+            item.add_marker(pytest.mark.cli_process)
+
+
 def _records_module(name: str):
     if name == "python":
         return importlib.import_module("kproto.records._pure")
