@@ -31,7 +31,7 @@ from kproto.broker.append import DecompressionBudget, has_compressed_entries, pr
 from kproto.broker.cluster import Cluster, valid_topic_name
 from kproto.broker.config import BrokerConfig
 from kproto.connection.server import RequestReceived
-from kproto.errors import ProtocolError
+from kproto.errors import ProtocolError, UnsupportedVersionError
 from kproto.group.coordinator import GroupCoordinator, Reply
 from kproto.message_base import Message
 from kproto.messages import (
@@ -104,7 +104,13 @@ class BrokerCore:
         if handler is None:
             raise ProtocolError(f"the mock broker does not serve api key {request.api_key}")
         self.request_counts[(request.api_key, request.api_version)] += 1
-        return await handler(request, client_host)
+        try:
+            return await handler(request, client_host)
+        except UnsupportedVersionError as exc:
+            # A version this 0.9 broker does not serve (a client that skipped ApiVersions): the connection
+            # is closed, as for an api key it does not serve.
+            raise ProtocolError(f"the mock broker does not serve api key {request.api_key} "
+                                f"v{request.api_version}: {exc}") from exc
 
     # ---------------------------------------------------------------- events shared with waiters
 
