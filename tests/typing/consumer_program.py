@@ -11,7 +11,8 @@ from typing import Dict, List, Optional
 from kproto.broker import MockBroker
 from kproto.connection import ClientConnection, ConnectionClosed, Response, SentRequest
 from kproto.errors import KprotoError
-from kproto.group import ErrorCode, GroupCoordinator, GroupMember, GroupState, MemberConfig
+from kproto import ErrorCode
+from kproto.group import GroupCoordinator, GroupMember, GroupState, MemberConfig
 from kproto.group.member import PartitionsAssigned, SendRequest
 from kproto.messages import (
     GroupCoordinatorResponse,
@@ -42,7 +43,8 @@ def counts_of(response: Response) -> Dict[str, int]:
     message = response.message
     if not isinstance(message, MetadataResponse):
         raise TypeError(f"expected a MetadataResponse, got {type(message).__name__}")
-    return {t.name: len(t.partitions) for t in message.topics if t.error_code == ErrorCode.NONE}
+    # Topic names are nullable from Metadata v12 on (topics may be named by id only).
+    return {t.name: len(t.partitions) for t in message.topics if t.error_code == ErrorCode.NONE and t.name is not None}
 
 
 def join_alone(topics: List[str], counts: Dict[str, int]) -> Optional[PartitionsAssigned]:
