@@ -79,6 +79,17 @@ def test_metadata_naming_one_topic_many_times_lists_it_once() -> None:
         assert [t.name for t in response.topics] == ["t"]
 
 
+def test_requests_other_than_produce_are_refused_past_max_request_bytes() -> None:
+    with MockBroker(topics={"t": 1}, max_request_bytes=64 * 1024) as broker:
+        with SocketClient((broker.host, broker.port)) as attacker:
+            attacker.send(metadata_request(*(["t"] * 30_000)), 0)  # ~90 KB of topic names
+            assert attacker.closed_by_peer()
+        with SocketClient((broker.host, broker.port)) as client:
+            big = encode_message_set([(None, bytes(200_000))])  # a Produce may still be large
+            assert first_partition(client.request(produce_request("t", 0, big), 1)).error_code == 0
+            assert client.request(metadata_request("t"), 0).topics[0].name == "t"
+
+
 def test_auto_created_topics_are_capped() -> None:
     with MockBroker(max_topics=5) as broker, SocketClient((broker.host, broker.port)) as client:
         response = client.request(metadata_request(*[f"new{i}" for i in range(20)]), 0)

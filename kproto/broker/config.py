@@ -59,6 +59,7 @@ class BrokerConfig:
     broker_quirks: Optional[str] = None
     fetch_max_bytes: int = 55 * _MiB
     produce_decompression_budget: int = 64 * _MiB
+    max_request_bytes: int = 4 * _MiB
     max_topics: int = 10_000
     max_connections: int = field(default_factory=default_max_connections)
     max_buffered_bytes: int = 128 * _MiB

@@ -44,6 +44,7 @@ log = logging.getLogger("kproto.broker")
 _READ_SIZE = 256 * 1024
 _DROP = object()  # what _answer returns to have the connection closed
 _ACCEPT_FAILURE = "socket.accept() out of system resource"
+_MAX_API_KEY = 127  # api keys above the highest known one are refused by the decoder anyway
 
 
 class RateLimitedLog:
@@ -113,6 +114,8 @@ class BrokerServer:
         #: Connections closed by the idle or request-receive timers.
         self.connections_timed_out = 0
         self.budget = ByteBudget(self.config.max_buffered_bytes)
+        # Produce carries record bytes, kept as they are; every other request is decoded into objects.
+        self._request_limits = {key: self.config.max_request_bytes for key in range(_MAX_API_KEY + 1) if key != 0}
         self.rate_limited_log = RateLimitedLog()
         self._previous_handler: Any = None
 
@@ -198,7 +201,8 @@ class BrokerServer:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         recording = self.recorder.connection(peer[:2], local[:2]) if self.recorder else None
         client = _Connection(ServerConnection(max_frame_size=self.config.max_frame_size,
-                                              broker_quirks=self.config.broker_quirks))
+                                              broker_quirks=self.config.broker_quirks,
+                                              max_request_size=self._request_limits))
         queue: asyncio.Queue = asyncio.Queue(self.config.max_queued_requests)
         processor = self._track(asyncio.ensure_future(
             self._process(client, queue, writer, "/" + str(peer[0]), recording)))

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Deque, List, Mapping, Optional, Tuple, Union
 
 from kproto.connection.correlation import GROUP_COORDINATOR_KEY, check_quirks
-from kproto.errors import KprotoError, ProtocolError
+from kproto.errors import KprotoError, LimitExceededError, ProtocolError
 from kproto.framing import (
     DEFAULT_MAX_FRAME_SIZE,
     FrameReader,
@@ -147,9 +147,14 @@ ServerOutput = Union[RequestReceived, BadRequest, ClientClosed]
 class ServerConnection:
     """One server connection; see the module docstring."""
 
-    def __init__(self, *, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, broker_quirks: Optional[str] = None) -> None:
+    def __init__(self, *, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, broker_quirks: Optional[str] = None,
+                 max_request_size: Optional[Mapping[int, int]] = None) -> None:
         self.broker_quirks = check_quirks(broker_quirks)
         self._frames = FrameReader(max_frame_size)
+        #: Tighter size limits for some api keys (api key -> bytes after the size prefix).  A frame over
+        #: its api's limit is a BadRequest before its body is decoded: decoding is the costly part of a
+        #: request made of millions of tiny elements.
+        self.max_request_size: Mapping[int, int] = max_request_size or {}
         self._owed: Deque[RequestReceived] = deque()
         self._state = ServerState.IDLE
         self._error: Optional[KprotoError] = None
@@ -201,6 +206,10 @@ class ServerConnection:
         header: Optional[RequestHeader] = None
         try:
             header, _ = decode_request_header(frame)
+            limit = self.max_request_size.get(header.api_key)
+            if limit is not None and len(frame) - 4 > limit:
+                raise LimitExceededError(f"api key {header.api_key} request of {len(frame) - 4} bytes is over its "
+                                         f"limit of {limit}", 0, "size")
             header, message = decode_request(frame)
         except KprotoError as exc:
             self._transition(ServerEvent.BAD_REQUEST)
