@@ -11,6 +11,7 @@ import resource
 from typing import Optional
 
 from kproto.broker.append import DEFAULT_MESSAGE_MAX_BYTES
+from kproto.broker.producers import DEFAULT_MAX_PRODUCER_IDS
 from kproto.group.coordinator import CoordinatorConfig
 
 __all__ = ["BrokerConfig", "DEFAULT_BROKER_MAX_FRAME_SIZE", "default_max_connections"]
@@ -66,3 +67,7 @@ class BrokerConfig:
     connections_max_idle_ms: int = 600_000
     request_receive_timeout_ms: int = 30_000
     coordinator: CoordinatorConfig = field(default_factory=CoordinatorConfig)
+    #: Producer ids remembered (InitProducerId) before the oldest is forgotten.
+    max_producer_ids: int = DEFAULT_MAX_PRODUCER_IDS
+    #: ``log.message.timestamp.type`` of new topics: "CreateTime" or "LogAppendTime".
+    log_message_timestamp_type: str = "CreateTime"
