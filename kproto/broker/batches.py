@@ -31,6 +31,7 @@ BATCH_HEADER_SIZE = 61
 #: baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta, baseTimestamp,
 #: maxTimestamp, producerId, producerEpoch, baseSequence, recordCount.
 _HEADER = struct.Struct(">qiibIhiqqqhii")
+_MAGIC_AT = 16
 _CRC_START = 21  # attributes: the first byte the CRC covers
 _MAX_TIMESTAMP = struct.Struct(">q")
 _ATTRIBUTES = struct.Struct(">H")
@@ -85,13 +86,13 @@ def scan_batches(data: Union[bytes, bytearray, memoryview], *, message_max_bytes
     view = memoryview(data)
     try:
         while pos < end:
+            if end - pos > _MAGIC_AT and data[pos + _MAGIC_AT] != 2:
+                return ErrorCode.INVALID_RECORD  # a message set where Produce v3+ needs batches
             if end - pos < BATCH_HEADER_SIZE:
                 return ErrorCode.CORRUPT_MESSAGE
             (_, length, _, magic, crc, attributes, last_delta, base_ts, max_ts, pid, epoch, base_seq,
              count) = _HEADER.unpack_from(data, pos)
             size = _LOG_OVERHEAD + length
-            if magic != 2:
-                return ErrorCode.INVALID_RECORD
             if size < BATCH_HEADER_SIZE or pos + size > end:
                 return ErrorCode.CORRUPT_MESSAGE
             if size > message_max_bytes:
