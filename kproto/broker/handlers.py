@@ -77,7 +77,7 @@ class BrokerCore:
             8: self._offset_commit, 9: self._offset_fetch, 10: self._group_coordinator,
             # The coordinator takes and answers the group APIs' wire messages as they are.
             11: self._ask, 12: self._ask, 13: self._ask, 14: self._ask, 15: self._ask, 16: self._ask,
-            22: self.data.init_producer_id,
+            22: self.data.init_producer_id, 24: self.data.add_partitions_to_txn, 26: self.data.end_txn,
         }
 
     @property

@@ -14,6 +14,10 @@ results are cached per (batch index, magic, first offset) up to :data:`CONVERSIO
 
 Appends are all-or-nothing: a request's batches are checked (headers, producer sequences) before the
 first byte is added.  The log never shrinks: ``log_start_offset`` stays 0.
+
+Transactions (see :mod:`kproto.broker.transactions`): the log remembers where each producer's open
+transaction began -- the oldest is the last stable offset -- and, when a transaction is aborted, its
+(producer id, first offset, marker offset) for read_committed fetches.
 """
 
 from __future__ import annotations
@@ -21,13 +25,13 @@ from __future__ import annotations
 import struct
 from bisect import bisect_left
 from collections import OrderedDict
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from kproto import ErrorCode
 from kproto.broker.batches import BatchHeader, patch_batch
 from kproto.broker.conversion import downconvert_batch
 from kproto.broker.producers import PartitionProducers, ProducerIds
-from kproto.records import decode_records
+from kproto.records import decode_records, encode_control_batch
 
 __all__ = ["CONVERSION_CACHE_BYTES", "PartitionLog"]
 
@@ -51,6 +55,9 @@ class PartitionLog:
         #: Whether the topic stamps batches with the broker's time (``message.timestamp.type``).
         self.log_append_time = log_append_time
         self.producers = PartitionProducers()
+        self._open_transactions: Dict[int, int] = {}  # producer id -> first offset of its open transaction
+        #: (producer id, first offset, marker offset) of each aborted transaction, in marker order.
+        self._aborted: List[Tuple[int, int, int]] = []
         self.log_start_offset = 0
         self.high_watermark = 0
 
@@ -60,8 +67,9 @@ class PartitionLog:
 
     @property
     def last_stable_offset(self) -> int:
-        """No transactions are kept open, so every offset below the high watermark is stable."""
-        return self.high_watermark
+        """The first offset of the oldest open transaction, or the high watermark if none is open:
+        what read_committed consumers may read up to."""
+        return min(self._open_transactions.values(), default=self.high_watermark)
 
     # ---------------------------------------------------------------- appending
 
@@ -105,9 +113,32 @@ class PartitionLog:
             self._max_timestamps.append(max_ts)
             self._time_index.append(max(max_ts, self._time_index[-1]) if self._time_index else max_ts)
             self.producers.record(header, offset, producer_ids)
+            if header.transactional:
+                self._open_transactions.setdefault(header.producer_id, offset)
             offset = last + 1
         self.high_watermark = offset
         return ErrorCode.NONE, first
+
+    def end_transaction(self, producer_id: int, epoch: int, commit: bool, now_ms: int) -> int:
+        """Append the COMMIT or ABORT marker of ``producer_id``'s transaction; returns its offset."""
+        offset = self.high_watermark
+        marker = encode_control_batch(commit, producer_id=producer_id, producer_epoch=epoch, base_offset=offset,
+                                      timestamp=now_ms)
+        first = self._open_transactions.pop(producer_id, None)
+        if not commit and first is not None:
+            self._aborted.append((producer_id, first, offset))
+        self._batches.append(marker)
+        self._size += len(marker)
+        self._first_offsets.append(offset)
+        self._last_offsets.append(offset)
+        self._max_timestamps.append(now_ms)
+        self._time_index.append(max(now_ms, self._time_index[-1]) if self._time_index else now_ms)
+        self.high_watermark = offset + 1
+        return offset
+
+    def aborted_transactions(self, start: int, end: int) -> List[Tuple[int, int]]:
+        """(producer id, first offset) of the aborted transactions with records in [start, end)."""
+        return [(pid, first) for pid, first, last in self._aborted if last >= start and first < end]
 
     # ---------------------------------------------------------------- reading
 
@@ -115,17 +146,18 @@ class PartitionLog:
         """Whether a fetch may start at ``offset`` (the high watermark itself is allowed: nothing yet)."""
         return self.log_start_offset <= offset <= self.high_watermark
 
-    def read(self, offset: int, max_bytes: int, *, magic: int = 2, first_whole_limit: int = 0
-             ) -> Union[bytes, ErrorCode]:
+    def read(self, offset: int, max_bytes: int, *, magic: int = 2, first_whole_limit: int = 0,
+             upto: Optional[int] = None) -> Union[bytes, ErrorCode]:
         """At most ``max_bytes`` of the log from the batch holding ``offset``, in format ``magic`` (empty at
-        the end).  The first batch is returned whole when it alone is up to ``first_whole_limit`` bytes
+        the end), and no batch starting at or past ``upto`` (read_committed: the last stable offset).  The first batch is returned whole when it alone is up to ``first_whole_limit`` bytes
         (Fetch v3+ lets a consumer progress past a batch larger than its limits)."""
         index = bisect_left(self._last_offsets, offset)
         if index == len(self._last_offsets):
             return b""
         pieces: List[bytes] = []
         total = 0
-        while index < len(self._batches) and (total < max_bytes or (not pieces and first_whole_limit > 0)):
+        stop = len(self._batches) if upto is None else bisect_left(self._first_offsets, upto)
+        while index < stop and (total < max_bytes or (not pieces and first_whole_limit > 0)):
             piece = self._batches[index] if magic == 2 else self._downconverted(index, magic, offset)
             index += 1
             if isinstance(piece, ErrorCode):
