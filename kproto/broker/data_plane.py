@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Set, Tuple, Union
 
 from kproto import ErrorCode
 from kproto.broker.append import DecompressionBudget, has_compressed_entries, prepare_append
@@ -48,6 +48,7 @@ from kproto.broker.transactions import TransactionCoordinator
 from kproto.connection.server import RequestReceived
 from kproto.errors import UnsupportedVersionError
 from kproto.message_base import Message
+from kproto.records import RecordSet
 from kproto.messages import (
     AddPartitionsToTxnResponse,
     EndTxnResponse,
@@ -116,7 +117,7 @@ class DataPlane:
     async def produce(self, request: RequestReceived, client_host: str) -> Optional[Message]:
         """Append each partition's records, all or nothing per partition (None for acks=0)."""
         _served(request)
-        req = request.message
+        req: Any = request.message
         version = request.api_version
         T = ProduceResponse.TopicProduceResponse
         P = T.PartitionProduceResponse
@@ -129,7 +130,7 @@ class DataPlane:
         keys = sorted({(name, part.index) for name, partitions, part in targets
                        if partitions is not None and 0 <= part.index < len(partitions)})
         locks = [self._append_locks.setdefault(key, asyncio.Lock()) for key in keys]
-        answers: Dict[str, list] = {}
+        answers: Dict[str, List[Any]] = {}
         appended = False
         for lock in locks:
             await lock.acquire()
@@ -215,7 +216,7 @@ class DataPlane:
     async def fetch(self, request: RequestReceived, client_host: str) -> Optional[Message]:
         """Records from each partition, parked until ``min_bytes`` arrive or ``max_wait_ms`` passes."""
         _served(request)
-        req = request.message
+        req: Any = request.message
         version = request.api_version
         if version >= 7 and (req.session_id != 0 or req.session_epoch > 0):
             code = _C.FETCH_SESSION_ID_NOT_FOUND if req.session_id != 0 else _C.INVALID_FETCH_SESSION_EPOCH
@@ -249,7 +250,7 @@ class DataPlane:
         by_id = version >= 13
         committed = version >= 4 and req.isolation_level == _READ_COMMITTED
         total, failed, topics = 0, False, []
-        seen: set = set()
+        seen: Set[Tuple[object, int]] = set()
         for topic in req.topics:
             name = self.cluster.topics_by_id.get(topic.topic_id) if by_id else topic.topic
             answers = []
@@ -267,7 +268,7 @@ class DataPlane:
                     failed = True
                     answers.append(P(partition_index=part.partition, error_code=code,
                                      high_watermark=-1 if log is None else log.high_watermark,
-                                     log_start_offset=-1 if log is None else log.log_start_offset, records=b""))
+                                     log_start_offset=-1 if log is None else log.log_start_offset, records=RecordSet(b"")))
                     continue
                 room = min(part.partition_max_bytes, self.config.max_fetch_bytes, limit - total)
                 whole = self.config.max_fetch_bytes if version >= 3 and total == 0 else 0
@@ -282,7 +283,7 @@ class DataPlane:
                                  last_stable_offset=stable, log_start_offset=log.log_start_offset,
                                  aborted_transactions=[Aborted(producer_id=p, first_offset=f) for p, f in
                                                        log.aborted_transactions(part.fetch_offset, stable)]
-                                 if committed else None, records=data))
+                                 if committed else None, records=RecordSet(data)))
             if answers:
                 topics.append(T(topic=name or "", topic_id=topic.topic_id, partitions=answers) if by_id
                               else T(topic=topic.topic, partitions=answers))
@@ -293,7 +294,7 @@ class DataPlane:
     async def list_offsets(self, request: RequestReceived, client_host: str) -> Optional[Message]:
         """The offset for each partition's timestamp (or the v0 offset list)."""
         _served(request)
-        req = request.message
+        req: Any = request.message
         version = request.api_version
         committed = version >= 2 and req.isolation_level == _READ_COMMITTED
         T = ListOffsetsResponse.ListOffsetsTopicResponse
@@ -342,7 +343,7 @@ class DataPlane:
     async def init_producer_id(self, request: RequestReceived, client_host: str) -> Optional[Message]:
         """A producer id and epoch for an idempotent (or transactional-id-holding) producer."""
         _served(request)
-        req = request.message
+        req: Any = request.message
         version = request.api_version
         named = req.producer_id if version >= 3 else -1
         if req.transactional_id is not None:
@@ -362,14 +363,14 @@ class DataPlane:
     async def add_partitions_to_txn(self, request: RequestReceived, client_host: str) -> Optional[Message]:
         """Record partitions a transactional producer is about to write to."""
         _served(request)
-        req = request.message
+        req: Any = request.message
         fenced = _C.PRODUCER_FENCED if request.api_version >= 2 else _C.INVALID_PRODUCER_EPOCH
         wanted = [(t.name, index) for t in req.v3_and_below_topics for index in t.partitions]
         answers = self.transactions.add_partitions(req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
                                                    req.v3_and_below_producer_epoch, wanted, fenced)
         T = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
         P = T.AddPartitionsToTxnPartitionResult
-        by_topic: Dict[str, list] = {}
+        by_topic: Dict[str, List[Any]] = {}
         for (topic, index), code in answers.items():
             by_topic.setdefault(topic, []).append(P(partition_index=index, partition_error_code=code))
         return AddPartitionsToTxnResponse(throttle_time_ms=0, results_by_topic_v3_and_below=[
@@ -378,7 +379,7 @@ class DataPlane:
     async def end_txn(self, request: RequestReceived, client_host: str) -> Optional[Message]:
         """Commit or abort a transaction: a marker on each of its partitions."""
         _served(request)
-        req = request.message
+        req: Any = request.message
         fenced = _C.PRODUCER_FENCED if request.api_version >= 2 else _C.INVALID_PRODUCER_EPOCH
         code = self.transactions.end(req.transactional_id, req.producer_id, req.producer_epoch, req.committed, fenced)
         if code == _C.NONE:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import struct
 from bisect import bisect_left
 from collections import OrderedDict
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from kproto import ErrorCode
 from kproto.broker.batches import BatchHeader, patch_batch
@@ -218,5 +218,5 @@ class PartitionLog:
                 return record.timestamp, record.offset
         return best, self._first_offsets[index]
 
-    def _records(self, index: int) -> List:
+    def _records(self, index: int) -> List[Any]:
         return list(decode_records(self._batches[index]))
