@@ -382,7 +382,7 @@ class ControlPlane:
         C = R.DescribeConfigsResourceResult
         results = []
         for resource in req.resources:
-            keys = None if resource.configuration_keys is None else list(resource.configuration_keys)
+            keys = list(resource.configuration_keys) if resource.configuration_keys else None  # null or []: all
             rows: List[Tuple[str, Optional[str], int, int, bool]] = []
             code, message = _C.NONE, None
             if resource.resource_type == _TOPIC_RESOURCE:
@@ -399,7 +399,7 @@ class ControlPlane:
             else:
                 code, message = _C.INVALID_REQUEST, f"resource type {resource.resource_type} is not served"
             configs = [C(name=name, value=value, read_only=read_only, config_source=source,
-                         is_default=source == _DEFAULT, is_sensitive=False, synonyms=[], config_type=kind,
+                         is_default=version == 0 and source == _DEFAULT, is_sensitive=False, synonyms=[], config_type=kind,
                          documentation=None)
                        for name, value, source, kind, read_only in rows if keys is None or name in keys]
             results.append(R(error_code=code, error_message=message, resource_type=resource.resource_type,

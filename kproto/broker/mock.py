@@ -23,7 +23,20 @@ import asyncio
 import os
 import threading
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple, TypeVar, Union
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Dict,
+    Iterable,
+    List,
+    Mapping,
+    NamedTuple,
+    Optional,
+    Tuple,
+    TypeVar,
+    Union,
+)
 
 from kproto.broker.config import DEFAULT_BROKER_MAX_FRAME_SIZE, BrokerConfig
 from kproto.broker.faults import Fault, FaultPlan
@@ -36,7 +49,7 @@ from kproto.group.coordinator import CoordinatorConfig, GroupSnapshot
 if TYPE_CHECKING:  # the pure twin states the contract both record backends' Message classes follow
     from kproto.records._pure import Message
 
-__all__ = ["MockBroker", "parse_topic_spec"]
+__all__ = ["MockBroker", "StoredRecord", "parse_topic_spec"]
 
 T = TypeVar("T")
 PathLike = Union[str, "os.PathLike[str]"]
@@ -49,6 +62,17 @@ def parse_topic_spec(spec: str) -> Tuple[str, int]:
     if not name or not count.isdigit() or int(count) < 1:
         raise ValueError(f"topic spec {spec!r} is not name:partitions")
     return name, int(count)
+
+
+class StoredRecord(NamedTuple):
+    """One record a partition holds, whatever format it was produced in (control records left out)."""
+
+    partition: int
+    offset: int
+    key: Optional[bytes]
+    value: Optional[bytes]
+    headers: Tuple[Tuple[str, Optional[bytes]], ...]
+    timestamp: Optional[int]
 
 
 class MockBroker:
@@ -234,7 +258,7 @@ class MockBroker:
     ) -> Fault:
         """Make the next ``times`` requests of ``api`` (key or name, e.g. ``"Produce"``) -- only those naming
         ``topic`` (and ``partition``) when given -- be answered no sooner than ``delay`` seconds after they
-        arrived, and with ``error`` (a code or a name such as ``"NOT_LEADER_OR_FOLLOWER"``) everywhere, or
+        arrived, and with ``error`` (a code or a name such as ``"NOT_LEADER_FOR_PARTITION"``) everywhere, or
         have their connection dropped.  The returned :class:`Fault` counts what it ``fired`` on."""
         return self.faults.inject(api, error=error, delay=delay, drop=drop, times=times, topic=topic,
                                   partition=partition)
@@ -265,6 +289,18 @@ class MockBroker:
         from kproto.records import decode_message_set
 
         return list(decode_message_set(self.log_bytes(topic, partition)))
+
+    def records(self, topic: str, partition: Optional[int] = None) -> List[StoredRecord]:
+        """The records of one partition (or of every partition, partition by partition), any magic,
+        decompressed, in offset order; an unknown topic or partition has none."""
+        from kproto.records import decode_records
+
+        if partition is None:
+            count = self.topics().get(topic, 0)
+            return [record for index in range(count) for record in self.records(topic, index)]
+        decoded = decode_records(self.log_bytes(topic, partition))
+        return [StoredRecord(partition, r.offset, r.key, r.value, tuple(r.headers), r.timestamp)
+                for batch in decoded.batches for r in batch.records if not r.is_control]
 
     def log_bytes(self, topic: str, partition: int) -> bytes:
         """A partition's stored message set as raw bytes (shallow: compressed wrappers stay wrapped)."""
