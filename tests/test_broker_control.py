@@ -14,7 +14,8 @@ from broker_client import SocketClient, metadata_request
 from kproto import ErrorCode
 from kproto.apis import APIS
 from kproto.broker.control import CONTROL_PLANE_VERSIONS, served_table
-from kproto.broker.handlers import DATA_PLANE_VERSIONS, SERVED_VERSIONS
+from kproto.broker.data_plane import SERVED_VERSIONS as DATA_PLANE_VERSIONS
+from kproto.broker.handlers import SERVED_VERSIONS
 from kproto.broker.sasl import check_plain
 from kproto.framing import decode_response, encode_request
 from kproto.group.coordinator import SERVED_VERSIONS as COORDINATOR_VERSIONS

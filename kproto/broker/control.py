@@ -118,7 +118,6 @@ class ControlPlane:
         self.config = core.config
         #: Topic → its configs set by CreateTopics (Kafka's dynamic topic configs).
         self.topic_configs: Dict[str, Dict[str, Optional[str]]] = {}
-        self._topic_ids: Dict[str, uuid.UUID] = {}
 
     @property
     def handlers(self) -> Dict[int, object]:
@@ -128,21 +127,19 @@ class ControlPlane:
                 60: self.describe_cluster}
 
     def topic_id(self, name: str) -> uuid.UUID:
-        """The topic's id (Metadata v10+, DeleteTopics v6, CreateTopics v7): random, fixed while it lives."""
-        found = self._topic_ids.get(name)
-        if found is None:
-            found = self._topic_ids[name] = uuid.uuid4()
-        return found
+        """The topic's id (Metadata v10+, DeleteTopics v6, CreateTopics v7), given by the cluster."""
+        return self.cluster.topic_ids[name]
 
-    def _forget(self, name: str) -> None:
-        self._topic_ids.pop(name, None)
+    def _delete(self, name: str) -> uuid.UUID:
+        """Remove a topic, its id and its configs; returns its id."""
+        del self.cluster.topics[name]
+        topic_id = self.cluster.topic_ids.pop(name)
+        self.cluster.topics_by_id.pop(topic_id, None)
         self.topic_configs.pop(name, None)
+        return topic_id
 
     def _name_of(self, topic_id: uuid.UUID) -> Optional[str]:
-        for name, tid in self._topic_ids.items():
-            if tid == topic_id and name in self.cluster.topics:
-                return name
-        return None
+        return self.cluster.topics_by_id.get(topic_id)
 
     # ---------------------------------------------------------------- ApiVersions
 
@@ -299,9 +296,7 @@ class ControlPlane:
                 results.append(R(name=name, topic_id=topic_id or uuid.UUID(int=0),
                                  error_code=_C.UNKNOWN_TOPIC_OR_PARTITION, error_message="no such topic"))
                 continue
-            tid = self.topic_id(name)
-            del self.cluster.topics[name]
-            self._forget(name)
+            tid = self._delete(name)
             self.core.topics_changed()
             results.append(R(name=name, topic_id=tid, error_code=_C.NONE))
         return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
@@ -325,7 +320,8 @@ class ControlPlane:
                 code, message = _C.INVALID_REPLICA_ASSIGNMENT, f"the only broker is {self.config.node_id}"
             if code == _C.NONE and not req.validate_only:
                 assert partitions is not None
-                partitions.extend(PartitionLog() for _ in range(topic.count - len(partitions)))
+                stamp = partitions[0].log_append_time
+                partitions.extend(PartitionLog(log_append_time=stamp) for _ in range(topic.count - len(partitions)))
                 self.core.topics_changed()
             results.append(R(name=topic.name, error_code=code, error_message=message))
         return CreatePartitionsResponse(throttle_time_ms=0, results=results)

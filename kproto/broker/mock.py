@@ -47,7 +47,7 @@ from kproto.connection.correlation import check_quirks
 from kproto.group.coordinator import CoordinatorConfig, GroupSnapshot
 
 if TYPE_CHECKING:  # the pure twin states the contract both record backends' Message classes follow
-    from kproto.records._pure import Message
+    from kproto.records._pure import Message, Record
 
 __all__ = ["MockBroker", "StoredRecord", "parse_topic_spec"]
 
@@ -284,11 +284,11 @@ class MockBroker:
             return -1 if log is None else log.high_watermark
         return self._on_loop(read)
 
-    def messages(self, topic: str, partition: int) -> List["Message"]:
-        """Every stored message of a partition, decoded (compressed wrappers expanded)."""
-        from kproto.records import decode_message_set
+    def messages(self, topic: str, partition: int) -> List["Record"]:
+        """Every stored record of a partition, decoded (any codec; control records included)."""
+        from kproto.records import decode_records
 
-        return list(decode_message_set(self.log_bytes(topic, partition)))
+        return list(decode_records(self.log_bytes(topic, partition)))
 
     def records(self, topic: str, partition: Optional[int] = None) -> List[StoredRecord]:
         """The records of one partition (or of every partition, partition by partition), any magic,
@@ -303,10 +303,10 @@ class MockBroker:
                 for batch in decoded.batches for r in batch.records if not r.is_control]
 
     def log_bytes(self, topic: str, partition: int) -> bytes:
-        """A partition's stored message set as raw bytes (shallow: compressed wrappers stay wrapped)."""
+        """A partition's stored record batches as raw bytes (magic 2, as produced, offsets assigned)."""
         def read() -> bytes:
             log = self.core.cluster.partition(topic, partition)
-            return b"" if log is None else log.read(0, log.size_bytes)
+            return b"" if log is None else log.batches()
         return self._on_loop(read)
 
     def committed(self, group_id: str) -> Dict[Tuple[str, int], Tuple[int, Optional[str]]]:
