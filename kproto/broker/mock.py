@@ -1,17 +1,18 @@
-""":class:`MockBroker`: an in-memory single-node 0.9 cluster for tests, from sync or asyncio code.
+""":class:`MockBroker`: an in-memory single-node Kafka cluster for tests, from sync or asyncio code.
 
 Used from synchronous code it is a context manager that runs its own asyncio loop in a background
 thread::
 
     with MockBroker(topics={"events": 4}) as broker:
-        producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, api_version=(0, 9))
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers)
 
 From asyncio code it is an async context manager running on the caller's loop::
 
     async with MockBroker() as broker:
         ...
 
-Either way the broker answers what a 0.9.0 broker would (see :mod:`kproto.broker.handlers`), can be
+Either way the broker answers current clients at their defaults and 0.8/0.9-pinned ones alike,
+advertising in ApiVersions exactly the versions it serves (see :mod:`kproto.broker.handlers`), can be
 told to misbehave (:meth:`MockBroker.inject`), and can record every byte to a pcap (``record_pcap``),
 written packet by packet as the traffic happens.  The inspection helpers (:meth:`MockBroker.messages`,
 :meth:`MockBroker.committed`, ...) run on the broker's loop, so they are safe from any thread.
@@ -20,6 +21,7 @@ written packet by packet as the traffic happens.  The inspection helpers (:meth:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import threading
 from concurrent.futures import Future
@@ -54,6 +56,8 @@ __all__ = ["MockBroker", "StoredRecord", "parse_topic_spec"]
 T = TypeVar("T")
 PathLike = Union[str, "os.PathLike[str]"]
 _START_TIMEOUT = 30.0
+#: ``group.max.session.timeout.ms`` of Kafka 2.0 and later.
+MODERN_MAX_SESSION_TIMEOUT_MS = 1_800_000
 
 
 def parse_topic_spec(spec: str) -> Tuple[str, int]:
@@ -76,14 +80,14 @@ class StoredRecord(NamedTuple):
 
 
 class MockBroker:
-    """An in-memory Kafka 0.9 broker listening on ``host:port`` (port 0: a free one).
+    """An in-memory Kafka broker listening on ``host:port`` (port 0: a free one).
 
     ``topics`` declares topics up front (``{"name": partitions}`` or ``["name:partitions", ...]``);
     others are created with ``default_partitions`` on first Metadata/Produce when
     ``auto_create_topics``.  ``record_pcap`` names a pcap that receives the traffic as it happens; it is
     opened when the broker starts, so an unwritable path fails the start, and a symbolic link there is
     refused unless ``record_follow_symlinks`` (``record_server_port`` rewrites the broker's port in it).  ``min_session_timeout_ms`` lowers the
-    group coordinator's session-timeout floor (0.9: 6000) for fast tests; ``coordinator_config``
+    group coordinator's session-timeout floor (6000) for fast tests; ``coordinator_config``
     replaces the coordinator settings wholesale.  ``broker_quirks="0.8.2"`` answers GroupCoordinator v0
     with correlation id 0.  Other keywords go to :class:`~kproto.broker.config.BrokerConfig`.
     """
@@ -105,14 +109,12 @@ class MockBroker:
         broker_quirks: Optional[str] = None,
         **config: Any,
     ) -> None:
-        coordinator = coordinator_config or CoordinatorConfig()
+        # Modern clients default to session timeouts of 45 s: the broker takes up to Kafka 2.0+'s 30 min
+        # unless a coordinator config says otherwise.
+        coordinator = coordinator_config or dataclasses.replace(
+            CoordinatorConfig(), max_session_timeout_ms=MODERN_MAX_SESSION_TIMEOUT_MS)
         if min_session_timeout_ms is not None:
-            coordinator = CoordinatorConfig(
-                min_session_timeout_ms=min_session_timeout_ms,
-                max_session_timeout_ms=coordinator.max_session_timeout_ms,
-                offset_metadata_max_bytes=coordinator.offset_metadata_max_bytes,
-                offsets_retention_ms=coordinator.offsets_retention_ms,
-            )
+            coordinator = dataclasses.replace(coordinator, min_session_timeout_ms=min_session_timeout_ms)
         self.config = BrokerConfig(
             auto_create_topics=auto_create_topics, default_partitions=default_partitions,
             max_frame_size=max_frame_size, broker_quirks=check_quirks(broker_quirks), coordinator=coordinator,
