@@ -281,8 +281,9 @@ def test_list_offsets_by_timestamp_and_specials(broker, client) -> None:
     assert v0.old_style_offsets == [7]
 
 
-@pytest.mark.parametrize(("api", "message"), [(0, produce("x", b"")), (1, fetch("x", 0)), (2, list_offsets("x", -1))])
-def test_a_version_past_the_served_table_closes_the_connection(broker, api, message) -> None:
-    with SocketClient((broker.host, broker.port)) as client:
-        client.send(message, SERVED_VERSIONS[api][1] + 1)
-        assert client.closed_by_peer()
+def test_a_version_past_the_served_table_is_unsupported(broker, client) -> None:
+    produced = client.request(produce("past", encode_record_batch(_records(1))), SERVED_VERSIONS[0][1] + 1)
+    assert first_partition(produced).error_code == _C.UNSUPPORTED_VERSION
+    listed = client.request(list_offsets("past", -1), SERVED_VERSIONS[2][1] + 1)
+    assert listed.topics[0].partitions[0].error_code == _C.UNSUPPORTED_VERSION
+    assert broker.high_watermark("past", 0) <= 0

@@ -46,7 +46,6 @@ from kproto.broker.log import PartitionLog
 from kproto.broker.producers import ProducerIds
 from kproto.broker.transactions import TransactionCoordinator
 from kproto.connection.server import RequestReceived
-from kproto.errors import UnsupportedVersionError
 from kproto.message_base import Message
 from kproto.records import RecordSet
 from kproto.messages import (
@@ -62,7 +61,8 @@ __all__ = ["DataPlane", "SERVED_VERSIONS"]
 
 _C = ErrorCode
 
-#: The versions the data plane serves, by api key: what ApiVersions advertises for these keys.
+#: The versions the data plane serves, by api key: ApiVersions advertises them and BrokerCore refuses
+#: any other version before a handler runs.
 SERVED_VERSIONS: Dict[int, Tuple[int, int]] = {
     0: (0, 11),   # Produce (v12 only adds KIP-890 transaction verification; v13 topic ids)
     1: (0, 17),   # Fetch (v18 adds a replica's high watermark)
@@ -75,13 +75,6 @@ SERVED_VERSIONS: Dict[int, Tuple[int, int]] = {
 _LATEST, _EARLIEST, _MAX_TIMESTAMP, _EARLIEST_LOCAL, _LATEST_TIERED = -1, -2, -3, -4, -5
 _READ_COMMITTED = 1
 _LegacyPrepared = Union[ErrorCode, Tuple[bytes, List[BatchHeader]]]
-
-
-def _served(request: RequestReceived) -> None:
-    low, high = SERVED_VERSIONS[request.api_key]
-    if not low <= request.api_version <= high:
-        raise UnsupportedVersionError(f"api key {request.api_key} is served at v{low}-v{high}, "
-                                      f"not v{request.api_version}")
 
 
 def _now_ms() -> int:
@@ -116,7 +109,6 @@ class DataPlane:
 
     async def produce(self, request: RequestReceived, client_host: str) -> Optional[Message]:
         """Append each partition's records, all or nothing per partition (None for acks=0)."""
-        _served(request)
         req: Any = request.message
         version = request.api_version
         T = ProduceResponse.TopicProduceResponse
@@ -215,7 +207,6 @@ class DataPlane:
 
     async def fetch(self, request: RequestReceived, client_host: str) -> Optional[Message]:
         """Records from each partition, parked until ``min_bytes`` arrive or ``max_wait_ms`` passes."""
-        _served(request)
         req: Any = request.message
         version = request.api_version
         if version >= 7 and (req.session_id != 0 or req.session_epoch > 0):
@@ -293,7 +284,6 @@ class DataPlane:
 
     async def list_offsets(self, request: RequestReceived, client_host: str) -> Optional[Message]:
         """The offset for each partition's timestamp (or the v0 offset list)."""
-        _served(request)
         req: Any = request.message
         version = request.api_version
         committed = version >= 2 and req.isolation_level == _READ_COMMITTED
@@ -342,7 +332,6 @@ class DataPlane:
 
     async def init_producer_id(self, request: RequestReceived, client_host: str) -> Optional[Message]:
         """A producer id and epoch for an idempotent (or transactional-id-holding) producer."""
-        _served(request)
         req: Any = request.message
         version = request.api_version
         named = req.producer_id if version >= 3 else -1
@@ -362,7 +351,6 @@ class DataPlane:
 
     async def add_partitions_to_txn(self, request: RequestReceived, client_host: str) -> Optional[Message]:
         """Record partitions a transactional producer is about to write to."""
-        _served(request)
         req: Any = request.message
         fenced = _C.PRODUCER_FENCED if request.api_version >= 2 else _C.INVALID_PRODUCER_EPOCH
         wanted = [(t.name, index) for t in req.v3_and_below_topics for index in t.partitions]
@@ -378,7 +366,6 @@ class DataPlane:
 
     async def end_txn(self, request: RequestReceived, client_host: str) -> Optional[Message]:
         """Commit or abort a transaction: a marker on each of its partitions."""
-        _served(request)
         req: Any = request.message
         fenced = _C.PRODUCER_FENCED if request.api_version >= 2 else _C.INVALID_PRODUCER_EPOCH
         code = self.transactions.end(req.transactional_id, req.producer_id, req.producer_epoch, req.committed, fenced)

@@ -27,27 +27,34 @@ from collections import Counter
 from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple
 
 from kproto import ErrorCode
-from kproto.broker.cluster import Cluster, valid_topic_name
+from kproto.broker.cluster import Cluster
 from kproto.broker.config import BrokerConfig
+from kproto.broker.control import CONTROL_PLANE_VERSIONS, ControlPlane, VersionTable, served_table
+from kproto.broker.data_plane import SERVED_VERSIONS as DATA_PLANE_VERSIONS
 from kproto.broker.data_plane import DataPlane, wait_event
+from kproto.broker.faults import error_response
+from kproto.broker.sasl import SASL_VERSIONS
 from kproto.connection.server import RequestReceived
 from kproto.errors import ProtocolError, UnsupportedVersionError
+from kproto.group.coordinator import SERVED_VERSIONS as COORDINATOR_VERSIONS
 from kproto.group.coordinator import GroupCoordinator, Reply
 from kproto.message_base import Message
-from kproto.messages import (
-    FetchResponse,
-    GroupCoordinatorResponse,
-    ListOffsetsResponse,
-    MetadataResponse,
-    OffsetCommitResponse,
-    OffsetFetchResponse,
-    ProduceResponse,
-)
+from kproto.messages import OffsetCommitResponse, OffsetFetchResponse
 
-__all__ = ["BrokerCore", "monotonic_ms", "wait_event"]
+__all__ = ["BrokerCore", "SERVED_VERSIONS", "monotonic_ms", "wait_event"]
 
 _C = ErrorCode
 _ZK_METADATA_MAX = 4096  # offset.metadata.max.bytes also bounds v0 commits
+
+#: OffsetCommit/OffsetFetch v0: the ZooKeeper-era offsets this module keeps apart from the coordinator.
+_ZK_OFFSET_VERSIONS: VersionTable = {8: (0, 0), 9: (0, 0)}
+
+#: Everything the broker serves, by api key: each part's own declaration, merged once
+#: (:func:`kproto.broker.control.served_table`).  ApiVersions advertises it and :meth:`BrokerCore.handle`
+#: enforces it.
+SERVED_VERSIONS: VersionTable = served_table(
+    DATA_PLANE_VERSIONS, _ZK_OFFSET_VERSIONS, CONTROL_PLANE_VERSIONS, SASL_VERSIONS,
+    {request.API_KEY: served for request, served in COORDINATOR_VERSIONS.items()})
 
 
 def monotonic_ms() -> int:
@@ -72,13 +79,18 @@ class BrokerCore:
         #: Requests handled, by (api key, version).
         self.request_counts: Counter = Counter()
         self._timers_changed: Optional[asyncio.Event] = None
+        #: What the broker serves (api key → lowest, highest version); ApiVersions advertises it.
+        self.served = SERVED_VERSIONS
+        self.control = ControlPlane(self)
         self._handlers: Dict[int, Callable[[RequestReceived, str], Awaitable[Optional[Message]]]] = {
-            0: self.data.produce, 1: self.data.fetch, 2: self.data.list_offsets, 3: self._metadata,
-            8: self._offset_commit, 9: self._offset_fetch, 10: self._group_coordinator,
-            # The coordinator takes and answers the group APIs' wire messages as they are.
-            11: self._ask, 12: self._ask, 13: self._ask, 14: self._ask, 15: self._ask, 16: self._ask,
-            22: self.data.init_producer_id, 24: self.data.add_partitions_to_txn, 26: self.data.end_txn,
+            0: self.data.produce, 1: self.data.fetch, 2: self.data.list_offsets, 22: self.data.init_producer_id,
+            24: self.data.add_partitions_to_txn, 26: self.data.end_txn,
+            8: self._offset_commit, 9: self._offset_fetch,
+            **self.control.handlers,  # type: ignore[dict-item]
         }
+        # The coordinator takes and answers the group APIs' wire messages as they are.
+        for request_class in COORDINATOR_VERSIONS:
+            self._handlers.setdefault(request_class.API_KEY, self._ask)
 
     @property
     def produce_decompressed_bytes(self) -> int:
@@ -96,13 +108,20 @@ class BrokerCore:
         if handler is None:
             raise ProtocolError(f"the mock broker does not serve api key {request.api_key}")
         self.request_counts[(request.api_key, request.api_version)] += 1
+        low, high = self.served[request.api_key]
+        if not low <= request.api_version <= high:
+            # A version the broker does not serve but can read (a client that skipped ApiVersions):
+            # UNSUPPORTED_VERSION in every error field of that version's response.
+            return error_response(request.api_key, request.message, _C.UNSUPPORTED_VERSION, request.api_version)
         try:
             return await handler(request, client_host)
         except UnsupportedVersionError as exc:
-            # A version this 0.9 broker does not serve (a client that skipped ApiVersions): the connection
-            # is closed, as for an api key it does not serve.
             raise ProtocolError(f"the mock broker does not serve api key {request.api_key} "
                                 f"v{request.api_version}: {exc}") from exc
+
+    def topics_changed(self) -> None:
+        """Topics were created, deleted or grown: parked fetches look again."""
+        self.data._announce_data()
 
     # ---------------------------------------------------------------- events shared with waiters
 
@@ -113,26 +132,6 @@ class BrokerCore:
             setattr(self, name, event)
         return event
 
-    # ---------------------------------------------------------------- Produce, Fetch, ListOffsets, Metadata
-
-    async def _metadata(self, request: RequestReceived, client_host: str) -> Optional[Message]:
-        T = MetadataResponse.MetadataResponseTopic
-        P = T.MetadataResponsePartition
-        B = MetadataResponse.MetadataResponseBroker
-        # Each topic once, in the order first named (Kafka reads the list into a set); empty: all (v0).
-        names = list(dict.fromkeys(t.name for t in request.message.topics)) or sorted(self.cluster.topics)
-        node = self.config.node_id
-        topics = []
-        for name in names:
-            partitions = self.cluster.lookup(name, create=True)
-            if partitions is None:
-                code = _C.UNKNOWN_TOPIC_OR_PARTITION if valid_topic_name(name) else _C.INVALID_TOPIC_EXCEPTION
-                topics.append(T(error_code=code, name=name, partitions=[]))
-                continue
-            topics.append(T(error_code=_C.NONE, name=name, partitions=[
-                P(error_code=_C.NONE, partition_index=i, leader_id=node, replica_nodes=[node], isr_nodes=[node])
-                for i in range(len(partitions))]))
-        return MetadataResponse(brokers=[B(node_id=node, host=self.host, port=self.port)], topics=topics)
 
     # ---------------------------------------------------------------- offsets
 
@@ -173,11 +172,6 @@ class BrokerCore:
                 topics.append(T(name=t.name, partitions=parts))
             return OffsetFetchResponse(topics=topics)
         return await self._ask(request, client_host)
-
-    # ---------------------------------------------------------------- group membership
-
-    async def _group_coordinator(self, request: RequestReceived, client_host: str) -> Optional[Message]:
-        return GroupCoordinatorResponse(error_code=_C.NONE, node_id=self.config.node_id, host=self.host, port=self.port)
 
     # ---------------------------------------------------------------- coordinator plumbing
 
