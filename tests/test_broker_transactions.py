@@ -3,6 +3,8 @@ read_committed fetches.  Control batches are read back with kafka-python's recor
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from broker_client import SocketClient, first_partition
@@ -133,3 +135,46 @@ def test_fencing_and_reinit_aborts_the_open_transaction() -> None:
         assert new.send("f", [b"y"]) == (0, 2)
         assert new.end(True) == 0
         assert broker.high_watermark("f", 0) == 4
+
+
+@pytest.mark.real_clients
+def test_confluent_kafka_transactions_at_defaults() -> None:
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    with MockBroker(topics={"ctx": 2}) as broker:
+        producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap_servers,
+                                             "transactional.id": "kproto-tx"})
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        for i in range(100):
+            producer.produce("ctx", value=f"keep{i}".encode(), partition=i % 2)
+        producer.commit_transaction(30)
+        producer.begin_transaction()
+        for i in range(50):
+            producer.produce("ctx", value=f"drop{i}".encode(), partition=i % 2)
+        producer.flush(30)
+        producer.abort_transaction(30)
+        producer.begin_transaction()
+        producer.produce("ctx", value=b"last", partition=0)
+        producer.commit_transaction(30)
+
+        def consume(isolation: str, want: int) -> list:
+            consumer = confluent_kafka.Consumer({
+                "bootstrap.servers": broker.bootstrap_servers, "group.id": f"reader-{isolation}",
+                "isolation.level": isolation, "enable.auto.commit": False})
+            consumer.assign([confluent_kafka.TopicPartition("ctx", p, 0) for p in range(2)])
+            values: list = []
+            deadline = time.monotonic() + 60
+            while len(values) < want and time.monotonic() < deadline:
+                message = consumer.poll(0.2)
+                if message is not None and message.error() is None:
+                    values.append(message.value())
+            consumer.close()
+            return values
+
+        committed = consume("read_committed", 101)
+        assert sorted(committed) == sorted([f"keep{i}".encode() for i in range(100)] + [b"last"])
+        assert len(consume("read_uncommitted", 151)) == 151
+        # Three markers per partition it touched: two commits and an abort.
+        markers = [r for p in range(2) for r in decode_records(broker.log_bytes("ctx", p)) if r.is_control]
+        assert len(markers) == 5
+        del producer  # librdkafka's handle goes before the broker does
