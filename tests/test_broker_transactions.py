@@ -178,3 +178,30 @@ def test_confluent_kafka_transactions_at_defaults() -> None:
         markers = [r for p in range(2) for r in decode_records(broker.log_bytes("ctx", p)) if r.is_control]
         assert len(markers) == 5
         del producer  # librdkafka's handle goes before the broker does
+
+
+@pytest.mark.real_clients
+def test_kafka_python_transactions_at_defaults() -> None:
+    kafka = pytest.importorskip("kafka")
+    with MockBroker(topics={"ktx": 1}) as broker:
+        producer = kafka.KafkaProducer(bootstrap_servers=broker.bootstrap_servers, transactional_id="kp-tx")
+        producer.init_transactions()
+        producer.begin_transaction()
+        for i in range(20):
+            producer.send("ktx", f"keep{i}".encode())
+        producer.commit_transaction()
+        producer.begin_transaction()
+        producer.send("ktx", b"drop")
+        producer.flush()
+        producer.abort_transaction()
+        producer.close()
+        consumer = kafka.KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, isolation_level="read_committed",
+                                       auto_offset_reset="earliest")
+        consumer.assign([kafka.TopicPartition("ktx", 0)])
+        values: list = []
+        deadline = time.monotonic() + 60
+        while len(values) < 20 and time.monotonic() < deadline:
+            values += [m.value for batch in consumer.poll(200).values() for m in batch]
+        values += [m.value for batch in consumer.poll(300).values() for m in batch]  # nothing of the abort
+        consumer.close()
+        assert values == [f"keep{i}".encode() for i in range(20)]
