@@ -205,3 +205,31 @@ def test_kafka_python_transactions_at_defaults() -> None:
         values += [m.value for batch in consumer.poll(300).values() for m in batch]  # nothing of the abort
         consumer.close()
         assert values == [f"keep{i}".encode() for i in range(20)]
+
+
+def test_offsets_in_a_transaction_land_only_on_commit() -> None:
+    from kproto.messages import AddOffsetsToTxnRequest, TxnOffsetCommitRequest
+
+    with MockBroker(topics={"src": 1}) as broker, SocketClient((broker.host, broker.port)) as client:
+        txn = Txn(client, "ctp")
+
+        def add_offsets(group: str) -> int:
+            return client.request(AddOffsetsToTxnRequest(transactional_id=txn.tid, producer_id=txn.id,
+                                                         producer_epoch=txn.epoch, group_id=group), 3).error_code
+
+        def commit_offsets(group: str, offset: int) -> int:
+            T = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
+            answer = client.request(TxnOffsetCommitRequest(
+                transactional_id=txn.tid, group_id=group, producer_id=txn.id, producer_epoch=txn.epoch, topics=[
+                    T(name="src", partitions=[T.TxnOffsetCommitRequestPartition(
+                        partition_index=0, committed_offset=offset, committed_metadata="m")])]), 3)
+            return answer.topics[0].partitions[0].error_code
+
+        assert commit_offsets("g", 5) == _C.INVALID_TXN_STATE  # the group was not added
+        assert add_offsets("g") == 0 and commit_offsets("g", 5) == 0
+        assert broker.committed("g") == {}
+        assert txn.end(commit=False) == 0
+        assert broker.committed("g") == {}  # aborted: dropped
+        assert add_offsets("g") == 0 and commit_offsets("g", 7) == 0
+        assert txn.end(commit=True) == 0
+        assert broker.committed("g") == {("src", 0): (7, "m")}

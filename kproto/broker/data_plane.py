@@ -26,7 +26,9 @@ Versions and what each adds here (docs/broker-storage.md has the storage model):
   it never changes leaders.
 * InitProducerId v0-v5: see :mod:`kproto.broker.producers`; for a transactional id with a transaction
   open, that transaction is aborted first.
-* AddPartitionsToTxn v0-v3 and EndTxn v0-v4: see :mod:`kproto.broker.transactions`.
+* AddPartitionsToTxn v0-v3, AddOffsetsToTxn v0-v3, TxnOffsetCommit v0-v3 and EndTxn v0-v4: see
+  :mod:`kproto.broker.transactions`; committed offsets go to the group coordinator's store through the
+  ``commit_offsets`` callback the broker passes in.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from typing import Any, Dict, List, Optional, Set, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple, Union
 
 from kproto import ErrorCode
 from kproto.broker.append import DecompressionBudget, has_compressed_entries, prepare_append
@@ -49,12 +51,14 @@ from kproto.connection.server import RequestReceived
 from kproto.message_base import Message
 from kproto.records import RecordSet
 from kproto.messages import (
+    AddOffsetsToTxnResponse,
     AddPartitionsToTxnResponse,
     EndTxnResponse,
     FetchResponse,
     InitProducerIdResponse,
     ListOffsetsResponse,
     ProduceResponse,
+    TxnOffsetCommitResponse,
 )
 
 __all__ = ["DataPlane", "SERVED_VERSIONS"]
@@ -69,7 +73,9 @@ SERVED_VERSIONS: Dict[int, Tuple[int, int]] = {
     2: (0, 9),    # ListOffsets (v10 adds a timeout for tiered storage)
     22: (0, 5),   # InitProducerId (v6 is two-phase commit)
     24: (0, 3),   # AddPartitionsToTxn (v4+ is the brokers' batched form)
+    25: (0, 3),   # AddOffsetsToTxn (v4 is KIP-890's)
     26: (0, 4),   # EndTxn (v5 bumps the epoch at every end, KIP-890)
+    28: (0, 3),   # TxnOffsetCommit (v4 is KIP-890's)
 }
 
 _LATEST, _EARLIEST, _MAX_TIMESTAMP, _EARLIEST_LOCAL, _LATEST_TIERED = -1, -2, -3, -4, -5
@@ -84,11 +90,13 @@ def _now_ms() -> int:
 class DataPlane:
     """Produce, Fetch, ListOffsets and InitProducerId over one :class:`Cluster`."""
 
-    def __init__(self, config: BrokerConfig, cluster: Cluster) -> None:
+    def __init__(self, config: BrokerConfig, cluster: Cluster,
+                 commit_offsets: Callable[[str, Dict[Tuple[str, int], Tuple[int, Optional[str]]]], None]
+                 = lambda group_id, offsets: None) -> None:
         self.config = config
         self.cluster = cluster
         self.producer_ids = ProducerIds(config.max_producer_ids)
-        self.transactions = TransactionCoordinator(cluster, self.producer_ids, _now_ms)
+        self.transactions = TransactionCoordinator(cluster, self.producer_ids, _now_ms, commit_offsets)
         #: Bytes decompressed by Produce requests so far (each request within its own budget).
         self.produce_decompressed_bytes = 0
         self._append_locks: Dict[Tuple[str, int], asyncio.Lock] = {}
@@ -363,6 +371,28 @@ class DataPlane:
             by_topic.setdefault(topic, []).append(P(partition_index=index, partition_error_code=code))
         return AddPartitionsToTxnResponse(throttle_time_ms=0, results_by_topic_v3_and_below=[
             T(name=topic, results_by_partition=parts) for topic, parts in by_topic.items()])
+
+    async def add_offsets_to_txn(self, request: RequestReceived, client_host: str) -> Optional[Message]:
+        """Let a transaction carry a consumer group's offsets."""
+        req: Any = request.message
+        fenced = _C.PRODUCER_FENCED if request.api_version >= 2 else _C.INVALID_PRODUCER_EPOCH
+        code = self.transactions.add_offsets(req.transactional_id, req.producer_id, req.producer_epoch,
+                                             req.group_id, fenced)
+        return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=code)
+
+    async def txn_offset_commit(self, request: RequestReceived, client_host: str) -> Optional[Message]:
+        """Hold a group's offsets in a transaction until it ends."""
+        req: Any = request.message
+        fenced = _C.PRODUCER_FENCED if request.api_version >= 3 else _C.INVALID_PRODUCER_EPOCH
+        offsets = {(t.name, p.partition_index): (p.committed_offset, p.committed_metadata)
+                   for t in req.topics for p in t.partitions}
+        code = self.transactions.commit_offsets(req.transactional_id, req.producer_id, req.producer_epoch,
+                                                req.group_id, offsets, fenced)
+        T = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
+        P = T.TxnOffsetCommitResponsePartition
+        return TxnOffsetCommitResponse(throttle_time_ms=0, topics=[
+            T(name=t.name, partitions=[P(partition_index=p.partition_index, error_code=code) for p in t.partitions])
+            for t in req.topics])
 
     async def end_txn(self, request: RequestReceived, client_host: str) -> Optional[Message]:
         """Commit or abort a transaction: a marker on each of its partitions."""

@@ -622,6 +622,13 @@ class GroupCoordinator:
         """The offsets stored for a group: (topic, partition) → (offset, metadata)."""
         return {tp: (o.offset, o.metadata) for tp, o in self._offsets.partitions(group_id).items()}
 
+    def commit_transactional(self, group_id: str, offsets: Dict[Tuple[str, int], Tuple[int, Optional[str]]],
+                             now_ms: int) -> None:
+        """Store the offsets a committed transaction carried (TxnOffsetCommit, checked when sent): no
+        member or generation checks, as Kafka writes them when the commit marker lands."""
+        for tp, (offset, metadata) in offsets.items():
+            self._offsets.commit(group_id, tp, offset, metadata, retention_ms=-1, now_ms=now_ms)
+
     # ---------------------------------------------------------------- plumbing
 
     def _run(
