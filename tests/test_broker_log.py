@@ -130,6 +130,7 @@ def test_old_fetch_versions_get_down_converted_records(broker, client, version, 
 def test_zstd_cannot_be_down_converted(broker, client) -> None:
     client.request(produce("zstd-old", encode_record_batch(_records(2), codec="zstd")), 7)
     assert _fetched(client, 2, "zstd-old").error_code == _C.UNSUPPORTED_COMPRESSION_TYPE
+    assert _fetched(client, 9, "zstd-old").error_code == _C.UNSUPPORTED_COMPRESSION_TYPE  # zstd needs Fetch v10
     assert _fetched(client, 10, "zstd-old").error_code == _C.NONE
 
 

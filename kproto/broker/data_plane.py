@@ -14,7 +14,7 @@ Versions and what each adds here (docs/broker-storage.md has the storage model):
   partition added to its transaction (else INVALID_TXN_STATE, or the fencing error).
 * Fetch v0-v3 get down-converted records (magic 0, then 1); v3+ ``max_bytes`` and the first batch
   whole; v4+ ``last_stable_offset``, and read_committed reads stop there and carry the aborted
-  transactions overlapping the fetched range; v5+ ``log_start_offset``; v7+ fetch sessions
+  transactions overlapping the fetched range; below v10 a zstd batch is UNSUPPORTED_COMPRESSION_TYPE; v5+ ``log_start_offset``; v7+ fetch sessions
   are declined -- every answer carries session id 0, so clients keep sending full fetches (a request
   naming a session gets FETCH_SESSION_ID_NOT_FOUND, one with session id 0 and a positive epoch
   INVALID_FETCH_SESSION_EPOCH); v13+ name topics by id (UNKNOWN_TOPIC_ID for an id the cluster does
@@ -273,7 +273,7 @@ class DataPlane:
                 whole = self.config.max_fetch_bytes if version >= 3 and total == 0 else 0
                 stable = log.last_stable_offset
                 data = log.read(part.fetch_offset, room, magic=magic, first_whole_limit=whole,
-                                upto=stable if committed else None)
+                                upto=stable if committed else None, zstd_allowed=version >= 10)
                 code = _C.NONE
                 if isinstance(data, ErrorCode):
                     code, data, failed = data, b"", True

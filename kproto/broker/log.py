@@ -38,6 +38,8 @@ __all__ = ["CONVERSION_CACHE_BYTES", "PartitionLog"]
 #: Bytes of down-converted batches one partition keeps for old consumers reading the same data again.
 CONVERSION_CACHE_BYTES = 8 * 1024 * 1024
 _BASE_OFFSET = struct.Struct(">q")
+_ATTRIBUTES_LOW = 22  # the low byte of a batch's attributes: its codec
+_CODEC_MASK, _ZSTD = 0x07, 4
 
 
 class PartitionLog:
@@ -147,9 +149,10 @@ class PartitionLog:
         return self.log_start_offset <= offset <= self.high_watermark
 
     def read(self, offset: int, max_bytes: int, *, magic: int = 2, first_whole_limit: int = 0,
-             upto: Optional[int] = None) -> Union[bytes, ErrorCode]:
+             upto: Optional[int] = None, zstd_allowed: bool = True) -> Union[bytes, ErrorCode]:
         """At most ``max_bytes`` of the log from the batch holding ``offset``, in format ``magic`` (empty at
-        the end), and no batch starting at or past ``upto`` (read_committed: the last stable offset).  The first batch is returned whole when it alone is up to ``first_whole_limit`` bytes
+        the end), and no batch starting at or past ``upto`` (read_committed: the last stable offset).
+        Without ``zstd_allowed`` (Fetch v4-v9) a zstd batch is UNSUPPORTED_COMPRESSION_TYPE, or ends the read.  The first batch is returned whole when it alone is up to ``first_whole_limit`` bytes
         (Fetch v3+ lets a consumer progress past a batch larger than its limits)."""
         index = bisect_left(self._last_offsets, offset)
         if index == len(self._last_offsets):
@@ -160,6 +163,8 @@ class PartitionLog:
         while index < stop and (total < max_bytes or (not pieces and first_whole_limit > 0)):
             piece = self._batches[index] if magic == 2 else self._downconverted(index, magic, offset)
             index += 1
+            if magic == 2 and not zstd_allowed and piece[_ATTRIBUTES_LOW] & _CODEC_MASK == _ZSTD:
+                piece = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
             if isinstance(piece, ErrorCode):
                 if pieces:
                     break  # serve what converted; the error comes with the next fetch
