@@ -256,12 +256,14 @@ def _ck_member(broker: MockBroker, instance: Optional[str] = None) -> PollingMem
 def _aio_member(broker: MockBroker, instance: Optional[str] = None) -> PollingMember:
     loop = asyncio.new_event_loop()
 
-    def make() -> object:
-        asyncio.set_event_loop(loop)
+    async def start() -> AIOKafkaConsumer:
         consumer = AIOKafkaConsumer("g", bootstrap_servers=broker.bootstrap_servers, group_id="grp",
                                     group_instance_id=instance, auto_offset_reset="earliest")
-        loop.run_until_complete(consumer.start())
+        await consumer.start()
         return consumer
+
+    def make() -> object:
+        return loop.run_until_complete(start())
 
     def poll(c: object) -> Set[int]:
         loop.run_until_complete(c.getmany(timeout_ms=50))  # type: ignore[attr-defined]
