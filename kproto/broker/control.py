@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from typing import TYPE_CHECKING, Dict, Iterable, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from kproto import ErrorCode
 from kproto.apis import APIS
@@ -44,7 +44,8 @@ from kproto.messages import (
 if TYPE_CHECKING:
     from kproto.broker.handlers import BrokerCore
 
-__all__ = ["CONTROL_PLANE_VERSIONS", "ControlPlane", "VersionTable", "served_table", "api_versions_fallback"]
+__all__ = ["CONTROL_PLANE_VERSIONS", "ControlPlane", "VersionTable", "api_versions_fallback", "fit_to_version",
+           "served_table"]
 
 _C = ErrorCode
 VersionTable = Mapping[int, Tuple[int, int]]
@@ -97,6 +98,29 @@ def served_table(*declarations: VersionTable) -> Dict[int, Tuple[int, int]]:
     return dict(sorted(table.items()))
 
 
+def fit_to_version(message: Any, version: int) -> Any:
+    """``message`` with every field its ``version`` lacks back at its default, in place (returned).
+
+    Handlers fill one response shape for all versions; an encoder skips fields a version lacks only
+    when the spec marks them ignorable (and refuses the others), and a decoder gives them their
+    defaults, so an answer trimmed here is exactly what the client will read.
+    """
+    if message is None:
+        return message
+    blank = None
+    for info in type(message).FIELDS:
+        low, high = info.versions
+        if not low <= version <= high:
+            if blank is None:
+                blank = type(message)()
+            setattr(message, info.name, getattr(blank, info.name))
+        elif info.struct is not None:
+            value = getattr(message, info.name)
+            for item in (value if info.is_array and value is not None else [value]):
+                fit_to_version(item, version)
+    return message
+
+
 def api_versions_fallback(served: VersionTable) -> ApiVersionsResponse:
     """The answer to an ApiVersions request in a version the broker does not serve: the v0 layout with
     UNSUPPORTED_VERSION and the broker's ranges, from which the client picks a version it shares."""
@@ -120,7 +144,7 @@ class ControlPlane:
         self.topic_configs: Dict[str, Dict[str, Optional[str]]] = {}
 
     @property
-    def handlers(self) -> Dict[int, object]:
+    def handlers(self) -> Dict[int, Callable[[RequestReceived, str], Awaitable[Optional[Message]]]]:
         """Api key → handler, for the keys of :data:`CONTROL_PLANE_VERSIONS`."""
         return {3: self.metadata, 10: self.find_coordinator, 18: self.api_versions, 19: self.create_topics,
                 20: self.delete_topics, 32: self.describe_configs, 37: self.create_partitions,

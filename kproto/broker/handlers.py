@@ -29,7 +29,7 @@ from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple
 from kproto import ErrorCode
 from kproto.broker.cluster import Cluster
 from kproto.broker.config import BrokerConfig
-from kproto.broker.control import CONTROL_PLANE_VERSIONS, ControlPlane, VersionTable, served_table
+from kproto.broker.control import CONTROL_PLANE_VERSIONS, ControlPlane, VersionTable, fit_to_version, served_table
 from kproto.broker.data_plane import SERVED_VERSIONS as DATA_PLANE_VERSIONS
 from kproto.broker.data_plane import DataPlane, wait_event
 from kproto.broker.faults import error_response
@@ -85,7 +85,7 @@ class BrokerCore:
         self._handlers: Dict[int, Callable[[RequestReceived, str], Awaitable[Optional[Message]]]] = {
             0: self.data.produce, 1: self.data.fetch, 2: self.data.list_offsets, 22: self.data.init_producer_id,
             8: self._offset_commit, 9: self._offset_fetch,
-            **self.control.handlers,  # type: ignore[dict-item]
+            **self.control.handlers,
         }
         # The coordinator takes and answers the group APIs' wire messages as they are.
         for request_class in COORDINATOR_VERSIONS:
@@ -113,7 +113,8 @@ class BrokerCore:
             # UNSUPPORTED_VERSION in every error field of that version's response.
             return error_response(request.api_key, request.message, _C.UNSUPPORTED_VERSION, request.api_version)
         try:
-            return await handler(request, client_host)
+            # Every answer holds only what its version carries (see fit_to_version).
+            return fit_to_version(await handler(request, client_host), request.api_version)  # type: ignore[no-any-return]
         except UnsupportedVersionError as exc:
             raise ProtocolError(f"the mock broker does not serve api key {request.api_key} "
                                 f"v{request.api_version}: {exc}") from exc
