@@ -70,9 +70,11 @@ class BrokerCore:
         self.cluster = Cluster(auto_create=config.auto_create_topics, default_partitions=config.default_partitions,
                                max_topics=config.max_topics,
                                log_append_time=config.log_message_timestamp_type == "LogAppendTime")
-        #: Produce, Fetch, ListOffsets and InitProducerId (kproto.broker.data_plane).
-        self.data = DataPlane(config, self.cluster)
         self.coordinator = GroupCoordinator(config.coordinator)
+        #: Produce, Fetch, ListOffsets, InitProducerId and transactions (kproto.broker.data_plane); the
+        #: offsets a transaction commits go to the group coordinator's store.
+        self.data = DataPlane(config, self.cluster, commit_offsets=lambda group_id, offsets:
+                              self.coordinator.commit_transactional(group_id, offsets, monotonic_ms()))
         self.zk_offsets: Dict[Tuple[str, str, int], Tuple[int, Optional[str]]] = {}
         self.host = config.advertised_host or "127.0.0.1"
         self.port = config.advertised_port or 0
@@ -84,6 +86,8 @@ class BrokerCore:
         self.control = ControlPlane(self)
         self._handlers: Dict[int, Callable[[RequestReceived, str], Awaitable[Optional[Message]]]] = {
             0: self.data.produce, 1: self.data.fetch, 2: self.data.list_offsets, 22: self.data.init_producer_id,
+            24: self.data.add_partitions_to_txn, 25: self.data.add_offsets_to_txn, 26: self.data.end_txn,
+            28: self.data.txn_offset_commit,
             8: self._offset_commit, 9: self._offset_fetch,
             **self.control.handlers,
         }
