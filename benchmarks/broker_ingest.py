@@ -105,10 +105,11 @@ def append_only(count: int, size: int, value_size: int) -> float:
 
     async def go() -> float:
         budget = DecompressionBudget(1)
+        request = produce(b"")  # acks=1, no transactional id: what _append reads of the request
         parts = [Part(f) for f in frames]
         start = time.perf_counter()
         for part in parts:
-            code, _, _ = await plane._append(9, 1, log, part, budget)
+            code, _, _ = await plane._append(9, request, "bench", log, part, budget)
             assert code == 0
         return count / (time.perf_counter() - start)
 
