@@ -415,10 +415,10 @@ _GROUP_TYPE = "classic"
 class CoordinatorConfig:
     """Broker settings the coordinator obeys (Kafka's defaults, except where a test broker wants otherwise)."""
 
-    #: ``group.min.session.timeout.ms`` and ``group.max.session.timeout.ms`` (Kafka 0.9-2.2 defaults;
-    #: from 2.3 the maximum is 1800000, which clients' 45 s default session needs: see the mock broker)
+    #: ``group.min.session.timeout.ms`` and ``group.max.session.timeout.ms`` (Kafka 2.3+ defaults; 0.9-2.2
+    #: capped sessions at 30000, below the 45 s default of today's clients)
     min_session_timeout_ms: int = 6000
-    max_session_timeout_ms: int = 30000
+    max_session_timeout_ms: int = 1800000
     #: ``offset.metadata.max.bytes`` (compared with the metadata's length in UTF-16 units, as Java does)
     offset_metadata_max_bytes: int = 4096
     #: ``offsets.retention.minutes`` = 1440, in milliseconds
