@@ -695,7 +695,7 @@ class GroupMember:
         self.member_id = response.member_id
         self.generation_id = response.generation_id
         self.leader_id = response.leader
-        self.protocol = response.protocol_name
+        self.protocol = response.protocol_name or ""
         self._rejoin_needed = False
         self._leader_members = list(response.members)
         # v9: a restarted static leader of a Stable group keeps the group's assignment instead of making one.
