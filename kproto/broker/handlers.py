@@ -91,7 +91,6 @@ class BrokerCore:
             8: self._offset_commit, 9: self._offset_fetch, 10: self._group_coordinator,
             # The coordinator takes and answers the group APIs' wire messages as they are.
             11: self._ask, 12: self._ask, 13: self._ask, 14: self._ask, 15: self._ask, 16: self._ask,
-            42: self._ask, 47: self._ask,
         }
 
     def bind(self, host: str, port: int) -> None:
