@@ -88,6 +88,7 @@ import enum
 import uuid
 from dataclasses import dataclass, field
 from typing import (
+    Any,
     Callable,
     Dict,
     Iterable,
@@ -95,6 +96,7 @@ from typing import (
     Mapping,
     Optional,
     Sequence,
+    Set,
     Tuple,
     Union,
 )
@@ -556,11 +558,11 @@ class _Group:
         return [Member(member_id=m.member_id, group_instance_id=m.group_instance_id,
                        metadata=m.metadata_for(self.protocol)) for m in self.members.values()]
 
-    def subscribed_topics(self) -> Optional[set]:
+    def subscribed_topics(self) -> Optional[Set[str]]:
         """Topics the members subscribe to under the consumer protocol (None: not a consumer group)."""
         if self.protocol_type != "consumer" or not self.protocol:
             return None
-        topics: set = set()
+        topics: Set[str] = set()
         for member in self.members.values():
             data = member.metadata_for(self.protocol)
             try:
@@ -1213,7 +1215,7 @@ class GroupCoordinator:
                 wanted = None if wanted_group.topics is None else [
                     (t.name, i) for t in wanted_group.topics for i in t.partition_indexes]
                 code, found = self._fetch_group(wanted_group.group_id, wanted)
-                by_topic: Dict[str, list] = {}
+                by_topic: Dict[str, List[Any]] = {}
                 for (topic, partition), (offset, epoch, metadata, pcode) in found.items():
                     by_topic.setdefault(topic, []).append(P8(
                         partition_index=partition, committed_offset=offset, committed_leader_epoch=epoch,
