@@ -288,3 +288,35 @@ def test_a_version_past_the_served_table_is_unsupported(broker, client) -> None:
     listed = client.request(list_offsets("past", -1), SERVED_VERSIONS[2][1] + 1)
     assert listed.topics[0].partitions[0].error_code == _C.UNSUPPORTED_VERSION
     assert broker.high_watermark("past", 0) <= 0
+
+
+def test_every_served_version_answers_what_the_client_decodes() -> None:
+    # A field the version does not carry must keep its default: the decoded answer equals the built one.
+    import asyncio
+
+    from kproto.broker.config import BrokerConfig
+    from kproto.broker.handlers import BrokerCore
+    from kproto.connection.server import ServerConnection
+    from kproto.framing import decode_response, encode_request
+    from kproto.messages import InitProducerIdRequest
+
+    core = BrokerCore(BrokerConfig())
+    core.cluster.create_topic("v", 1)
+    requests = {
+        0: lambda v: produce("v", encode_record_batch(_records(2)) if v >= 3 else encode_message_set([(None, b"x")])),
+        1: lambda v: fetch("v", 0, isolation=v % 2, topic_id=core.cluster.topic_ids["v"]),
+        2: lambda v: list_offsets("v", -1 if v == 0 else T0),
+        22: lambda v: InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=1000),
+    }
+
+    async def check() -> None:
+        for key, make in requests.items():
+            low, high = SERVED_VERSIONS[key]
+            for version in range(low, high + 1):
+                conn = ServerConnection()
+                (request,) = conn.receive_data(encode_request(make(version), version, correlation_id=version))
+                built = await core.handle(request, "127.0.0.1")
+                _, decoded = decode_response(conn.send_response(request, built), key, version)
+                assert decoded == built, (key, version)
+
+    asyncio.run(check())

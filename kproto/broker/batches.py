@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import List, Tuple, Union
+from typing import List, Union
 
 from kproto import ErrorCode
 from kproto._backend import records_impl
 from kproto.errors import KprotoError
+from kproto.records.format import ATTR_CONTROL, ATTR_TIMESTAMP_TYPE, ATTR_TRANSACTIONAL, CODEC_MASK, CODEC_ZSTD
 
 __all__ = ["BATCH_HEADER_SIZE", "BatchHeader", "patch_batch", "scan_batches"]
 
@@ -37,11 +38,6 @@ _MAX_TIMESTAMP = struct.Struct(">q")
 _ATTRIBUTES = struct.Struct(">H")
 _CRC = struct.Struct(">I")
 _LOG_OVERHEAD = 12  # baseOffset + batchLength
-_CODEC_MASK = 0x07
-_ZSTD = 4
-ATTR_TIMESTAMP_TYPE = 0x08
-ATTR_TRANSACTIONAL = 0x10
-ATTR_CONTROL = 0x20
 
 
 @dataclass(frozen=True)
@@ -61,7 +57,7 @@ class BatchHeader:
 
     @property
     def codec(self) -> int:
-        return self.attributes & _CODEC_MASK
+        return self.attributes & CODEC_MASK
 
     @property
     def transactional(self) -> bool:
@@ -99,10 +95,10 @@ def scan_batches(data: Union[bytes, bytearray, memoryview], *, message_max_bytes
                 return ErrorCode.MESSAGE_TOO_LARGE
             if crc32c(view[pos + _CRC_START:pos + size]) != crc:
                 return ErrorCode.CORRUPT_MESSAGE
-            codec = attributes & _CODEC_MASK
-            if codec > _ZSTD:
+            codec = attributes & CODEC_MASK
+            if codec > CODEC_ZSTD:
                 return ErrorCode.CORRUPT_MESSAGE
-            if codec == _ZSTD and not zstd_allowed:
+            if codec == CODEC_ZSTD and not zstd_allowed:
                 return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
             if count < 1 or last_delta != count - 1 or attributes & ATTR_CONTROL:
                 return ErrorCode.INVALID_RECORD
@@ -139,12 +135,3 @@ def patch_batch(buf: bytearray, header: BatchHeader, base_offset: int, log_appen
         with memoryview(buf) as view:
             crc = records_impl.crc32c(view[pos + _CRC_START:pos + header.size])
         _CRC.pack_into(buf, pos + 17, crc)
-
-
-def batch_offsets(headers: List[BatchHeader], base_offset: int) -> List[Tuple[int, int]]:
-    """(first offset, last offset) of each batch when they are appended from ``base_offset`` on."""
-    spans = []
-    for header in headers:
-        spans.append((base_offset, base_offset + header.last_offset_delta))
-        base_offset += header.last_offset_delta + 1
-    return spans

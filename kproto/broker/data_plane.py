@@ -143,7 +143,7 @@ class DataPlane:
                     append_time = _now_ms()
                 answers.setdefault(name, []).append(P(
                     index=part.index, error_code=code, base_offset=base, log_append_time_ms=append_time,
-                    log_start_offset=log.log_start_offset if log is not None else -1))
+                    log_start_offset=log.log_start_offset if log is not None and version >= 5 else -1))
         finally:
             for lock in locks:
                 lock.release()
@@ -267,7 +267,8 @@ class DataPlane:
                     failed = True
                     answers.append(P(partition_index=part.partition, error_code=code,
                                      high_watermark=-1 if log is None else log.high_watermark,
-                                     log_start_offset=-1 if log is None else log.log_start_offset, records=RecordSet(b"")))
+                                     log_start_offset=-1 if log is None or version < 5 else log.log_start_offset,
+                                     aborted_transactions=[] if version < 4 else None, records=RecordSet(b"")))
                     continue
                 room = min(part.partition_max_bytes, self.config.max_fetch_bytes, limit - total)
                 whole = self.config.max_fetch_bytes if version >= 3 and total == 0 else 0
@@ -278,13 +279,17 @@ class DataPlane:
                 if isinstance(data, ErrorCode):
                     code, data, failed = data, b"", True
                 total += len(data)
+                aborted: Optional[List[Any]] = None if version >= 4 else []  # null: read_uncommitted
+                if committed:
+                    aborted = [Aborted(producer_id=p, first_offset=f)
+                               for p, f in log.aborted_transactions(part.fetch_offset, stable)]
+                # Fields a version does not carry keep their defaults, so the answer is what the client reads.
                 answers.append(P(partition_index=part.partition, error_code=code, high_watermark=log.high_watermark,
-                                 last_stable_offset=stable, log_start_offset=log.log_start_offset,
-                                 aborted_transactions=[Aborted(producer_id=p, first_offset=f) for p, f in
-                                                       log.aborted_transactions(part.fetch_offset, stable)]
-                                 if committed else None, records=RecordSet(data)))
+                                 last_stable_offset=stable if version >= 4 else -1,
+                                 log_start_offset=log.log_start_offset if version >= 5 else -1,
+                                 aborted_transactions=aborted, records=RecordSet(data)))
             if answers:
-                topics.append(T(topic=name or "", topic_id=topic.topic_id, partitions=answers) if by_id
+                topics.append(T(topic="", topic_id=topic.topic_id, partitions=answers) if by_id
                               else T(topic=topic.topic, partitions=answers))
         return FetchResponse(throttle_time_ms=0, error_code=_C.NONE, session_id=0, responses=topics), total, failed
 

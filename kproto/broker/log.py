@@ -32,6 +32,7 @@ from kproto.broker.batches import BatchHeader, patch_batch
 from kproto.broker.conversion import downconvert_batch
 from kproto.broker.producers import PartitionProducers, ProducerIds
 from kproto.records import decode_records, encode_control_batch
+from kproto.records.format import CODEC_MASK, CODEC_ZSTD
 
 __all__ = ["CONVERSION_CACHE_BYTES", "PartitionLog"]
 
@@ -39,7 +40,6 @@ __all__ = ["CONVERSION_CACHE_BYTES", "PartitionLog"]
 CONVERSION_CACHE_BYTES = 8 * 1024 * 1024
 _BASE_OFFSET = struct.Struct(">q")
 _ATTRIBUTES_LOW = 22  # the low byte of a batch's attributes: its codec
-_CODEC_MASK, _ZSTD = 0x07, 4
 
 
 class PartitionLog:
@@ -161,10 +161,14 @@ class PartitionLog:
         total = 0
         stop = len(self._batches) if upto is None else bisect_left(self._first_offsets, upto)
         while index < stop and (total < max_bytes or (not pieces and first_whole_limit > 0)):
-            piece = self._batches[index] if magic == 2 else self._downconverted(index, magic, offset)
+            piece: Union[bytes, ErrorCode]
+            if magic == 2:
+                piece = self._batches[index]
+                if not zstd_allowed and piece[_ATTRIBUTES_LOW] & CODEC_MASK == CODEC_ZSTD:
+                    piece = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+            else:
+                piece = self._downconverted(index, magic, offset)
             index += 1
-            if magic == 2 and not zstd_allowed and piece[_ATTRIBUTES_LOW] & _CODEC_MASK == _ZSTD:
-                piece = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
             if isinstance(piece, ErrorCode):
                 if pieces:
                     break  # serve what converted; the error comes with the next fetch
