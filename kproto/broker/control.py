@@ -103,22 +103,40 @@ def fit_to_version(message: Any, version: int) -> Any:
 
     Handlers fill one response shape for all versions; an encoder skips fields a version lacks only
     when the spec marks them ignorable (and refuses the others), and a decoder gives them their
-    defaults, so an answer trimmed here is exactly what the client will read.
+    defaults, so an answer trimmed here is exactly what the client will read.  The walk per (class,
+    version) is planned once: most answers have nothing to trim and cost one dictionary lookup.
     """
     if message is None:
         return message
-    blank = None
-    for info in type(message).FIELDS:
-        low, high = info.versions
-        if not low <= version <= high:
-            if blank is None:
-                blank = type(message)()
-            setattr(message, info.name, getattr(blank, info.name))
-        elif info.struct is not None:
-            value = getattr(message, info.name)
-            for item in (value if info.is_array and value is not None else [value]):
-                fit_to_version(item, version)
+    absent, nested = _trim_plan(type(message), version)
+    if absent:
+        blank = type(message)()
+        for name in absent:
+            value = getattr(blank, name)
+            setattr(message, name, list(value) if isinstance(value, list) else value)
+    for name, is_array in nested:
+        value = getattr(message, name)
+        for item in (value if is_array and value is not None else [value]):
+            fit_to_version(item, version)
     return message
+
+
+_PLANS: Dict[Tuple[type, int], Tuple[Tuple[str, ...], Tuple[Tuple[str, bool], ...]]] = {}
+
+
+def _trim_plan(cls: type, version: int) -> Tuple[Tuple[str, ...], Tuple[Tuple[str, bool], ...]]:
+    """(fields of ``cls`` absent from ``version``, present struct fields whose structs need trimming)."""
+    plan = _PLANS.get((cls, version))
+    if plan is None:
+        absent, nested = [], []
+        for info in cls.FIELDS:  # type: ignore[attr-defined]
+            low, high = info.versions
+            if not low <= version <= high:
+                absent.append(info.name)
+            elif info.struct is not None and any(_trim_plan(info.struct, version)):
+                nested.append((info.name, bool(info.is_array)))
+        plan = _PLANS[(cls, version)] = (tuple(absent), tuple(nested))
+    return plan
 
 
 def api_versions_fallback(served: VersionTable) -> ApiVersionsResponse:

@@ -88,6 +88,7 @@ import enum
 import uuid
 from dataclasses import dataclass, field
 from typing import (
+    Any,
     Callable,
     Dict,
     Iterable,
@@ -95,6 +96,7 @@ from typing import (
     Mapping,
     Optional,
     Sequence,
+    Set,
     Tuple,
     Union,
 )
@@ -415,10 +417,10 @@ _GROUP_TYPE = "classic"
 class CoordinatorConfig:
     """Broker settings the coordinator obeys (Kafka's defaults, except where a test broker wants otherwise)."""
 
-    #: ``group.min.session.timeout.ms`` and ``group.max.session.timeout.ms`` (Kafka 0.9-2.2 defaults;
-    #: from 2.3 the maximum is 1800000, which clients' 45 s default session needs: see the mock broker)
+    #: ``group.min.session.timeout.ms`` and ``group.max.session.timeout.ms`` (Kafka 2.3+ defaults; 0.9-2.2
+    #: capped sessions at 30000, below the 45 s default of today's clients)
     min_session_timeout_ms: int = 6000
-    max_session_timeout_ms: int = 30000
+    max_session_timeout_ms: int = 1800000
     #: ``offset.metadata.max.bytes`` (compared with the metadata's length in UTF-16 units, as Java does)
     offset_metadata_max_bytes: int = 4096
     #: ``offsets.retention.minutes`` = 1440, in milliseconds
@@ -556,11 +558,11 @@ class _Group:
         return [Member(member_id=m.member_id, group_instance_id=m.group_instance_id,
                        metadata=m.metadata_for(self.protocol)) for m in self.members.values()]
 
-    def subscribed_topics(self) -> Optional[set]:
+    def subscribed_topics(self) -> Optional[Set[str]]:
         """Topics the members subscribe to under the consumer protocol (None: not a consumer group)."""
         if self.protocol_type != "consumer" or not self.protocol:
             return None
-        topics: set = set()
+        topics: Set[str] = set()
         for member in self.members.values():
             data = member.metadata_for(self.protocol)
             try:
@@ -1220,7 +1222,7 @@ class GroupCoordinator:
                 wanted = None if wanted_group.topics is None else [
                     (t.name, i) for t in wanted_group.topics for i in t.partition_indexes]
                 code, found = self._fetch_group(wanted_group.group_id, wanted)
-                by_topic: Dict[str, list] = {}
+                by_topic: Dict[str, List[Any]] = {}
                 for (topic, partition), (offset, epoch, metadata, pcode) in found.items():
                     by_topic.setdefault(topic, []).append(P8(
                         partition_index=partition, committed_offset=offset, committed_leader_epoch=epoch,
