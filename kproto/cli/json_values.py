@@ -8,7 +8,10 @@ Conventions (documented in ``docs/cli.md``):
 * With ``verbose``, a record set object also carries ``messages`` (each with ``offset``, ``magic``,
   ``attributes``, ``codec``, ``timestamp``, ``timestamp_type``, ``crc``, ``key``, ``value``),
   ``valid_bytes`` and ``partial`` — or ``error`` when its messages do not decode — and, when
-  ``max_records`` cut the list, ``messages_not_shown``; consumer
+  ``max_records`` cut the list, ``messages_not_shown``.  A set of magic 2 record batches (Kafka 0.11+)
+  gives each message its ``headers`` (``[{"key": text, "value": bytes or null}]``; ``crc`` is null, the
+  CRC-32C being the batch's) and adds ``batches``: each batch's header with the producer facts
+  (``producer_id``, ``producer_epoch``, ``base_sequence``, ``transactional``, ``control``).  Consumer
   protocol bytes (JoinGroup/SyncGroup/DescribeGroups metadata and assignments) carry
   ``consumer_protocol``.  These extra keys are informational: when reading JSON back, ``$bytes`` wins.
 * When reading, a record set given as ``{"messages": [...], "codec": ..., "magic": ..., "base_offset": ...}``
@@ -25,7 +28,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple, Type
 from kproto.errors import EncodeError, KprotoError
 from kproto.message_base import RECORDS, SCALARS, STRUCT, STRUCTS, Message, Struct
 from kproto.messages import ConsumerProtocolAssignment, ConsumerProtocolSubscription
-from kproto.records import RecordSet, decode_message_set, encode_message_set
+from kproto.records import RecordSet, decode_message_set, decode_records, encode_message_set
 
 __all__ = [
     "BYTES_KEY",
@@ -77,12 +80,13 @@ class RecordStream:
     of messages the set holds; iteration stops after ``limit`` of them (None: all).
     """
 
-    __slots__ = ("_decoded", "count", "limit")
+    __slots__ = ("_decoded", "count", "limit", "_as_json")
 
-    def __init__(self, decoded: Any, limit: Optional[int]) -> None:
+    def __init__(self, decoded: Any, limit: Optional[int], as_json: Any = None) -> None:
         self._decoded = decoded
         self.count = len(decoded)
         self.limit = limit
+        self._as_json = as_json or _record_json
 
     def __len__(self) -> int:
         return self.count
@@ -91,7 +95,7 @@ class RecordStream:
         for index, message in enumerate(self._decoded):
             if self.limit is not None and index >= self.limit:
                 return
-            yield _record_json(message)
+            yield self._as_json(message)
 
 
 _FIELDS_IN_VERSION: Dict[Tuple[type, int], List[Any]] = {}
@@ -165,22 +169,65 @@ def record_set_json(raw: bytes, verbose: bool = False, max_records: Optional[int
     out: Dict[str, Any] = bytes_json(raw)
     if not verbose:
         return out
+    batched = len(raw) > _MAGIC_AT and raw[_MAGIC_AT] == 2
     try:
-        decoded = decode_message_set(raw)
+        decoded: Any = decode_records(raw) if batched else decode_message_set(raw)
     except KprotoError as exc:
         out["error"] = error_json(exc)
         return out
+    as_json = _batched_record_json if batched else _record_json
     count = len(decoded)
     if count > LAZY_RECORDS_THRESHOLD:
-        out["messages"] = RecordStream(decoded, max_records)
+        out["messages"] = RecordStream(decoded, max_records, as_json)
     else:
         shown = decoded if max_records is None or count <= max_records else list(decoded)[:max_records]
-        out["messages"] = [_record_json(m) for m in shown]
+        out["messages"] = [as_json(m) for m in shown]
+    if batched:
+        out["batches"] = [_batch_json(b) for b in decoded.batches]
     if max_records is not None and count > max_records:
         out["messages_not_shown"] = count - max_records
     out["valid_bytes"] = decoded.valid_bytes
     out["partial"] = decoded.partial
     return out
+
+
+#: Where the magic byte of the first entry of a record set sits (the same place for every magic).
+_MAGIC_AT = 16
+
+
+def _batch_json(b: Any) -> Dict[str, Any]:
+    return {
+        "base_offset": b.base_offset,
+        "magic": b.magic,
+        "records_count": b.records_count,
+        "codec": b.codec or "none",
+        "producer_id": b.producer_id,
+        "producer_epoch": b.producer_epoch,
+        "base_sequence": b.base_sequence,
+        "transactional": b.is_transactional,
+        "control": b.is_control,
+        "partition_leader_epoch": b.partition_leader_epoch,
+        "base_timestamp": b.base_timestamp,
+        "max_timestamp": b.max_timestamp,
+        "timestamp_type": b.timestamp_type,
+    }
+
+
+def _batched_record_json(m: Any) -> Dict[str, Any]:
+    """A record of a magic 2 batch (a magic 0/1 entry mixed in has no headers)."""
+    key, value = m.key, m.value
+    return {
+        "offset": m.offset,
+        "magic": m.magic,
+        "attributes": m.attributes,
+        "codec": m.codec or "none",
+        "timestamp": m.timestamp,
+        "timestamp_type": m.timestamp_type,
+        "crc": None,
+        "key": None if key is None else bytes_json(key),
+        "value": None if value is None else bytes_json(value),
+        "headers": [{"key": k, "value": None if v is None else bytes_json(v)} for k, v in m.headers],
+    }
 
 
 def _record_json(m: Any) -> Dict[str, Any]:
