@@ -5,15 +5,19 @@
 "summary": {...}}``, pretty-printed with two-space indents.
 
 Records are written with ``json.dumps`` (C speed) unless they hold a lazy sequence (a
-:class:`~kproto.cli.json_values.RecordStream` of a large record set, or any other non-list iterable):
-those are written piece by piece by :func:`iter_json`, so a record whose record set decompresses to
-64 MiB never exists as one string or one list of values.
+:class:`~kproto.cli.json_values.RecordStream` of a record set, or any other non-list iterable): those
+are written piece by piece, so a record whose record set decompresses to 64 MiB never exists as one
+string or one list of values.  In JSON Lines, a lazy value that writes its own text (``json_chunks()``)
+is dumped as a placeholder string, and the line is written with the value's chunks in its place: the
+record's structure stays at C speed.  Otherwise :func:`iter_json` walks the record.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, Iterator, Optional, TextIO
+import os
+import re
+from typing import Any, Dict, Iterator, List, Optional, TextIO
 
 __all__ = ["FORMAT_VERSION", "RecordWriter", "iter_json"]
 
@@ -71,8 +75,37 @@ class RecordWriter:
         self.fmt = fmt
         self.command = command
         self._count = 0
+        # Placeholders for self-writing lazy values: a nonce no data can guess, as json.dumps writes it.
+        self._marker = "\x00kproto-lazy-" + os.urandom(8).hex() + "-"
+        self._marker_re = re.compile('"' + re.escape(json.dumps(self._marker)[1:-1]) + '([0-9]+)' +
+                                     re.escape(json.dumps("\x00")[1:-1]) + '"')
+        self._lazy: List[Any] = []
         if fmt == "json":
             stream.write('{\n  "kproto": %s,\n  "format_version": %d,\n  "records": [' % (json.dumps(command), FORMAT_VERSION))
+
+    def _placeholder(self, value: Any) -> Any:
+        if not hasattr(value, "json_chunks"):
+            raise _Lazy()
+        self._lazy.append(value)
+        return f"{self._marker}{len(self._lazy) - 1}\x00"
+
+    def _write_with_chunks(self, record: Dict[str, Any]) -> bool:
+        """JSON Lines with self-writing lazy values; False when the record holds another kind of lazy value."""
+        self._lazy.clear()
+        try:
+            text = json.dumps(record, separators=(",", ":"), default=self._placeholder)
+        except _Lazy:
+            return False
+        write = self.stream.write
+        pos = 0
+        for found in self._marker_re.finditer(text):
+            write(text[pos:found.start()])
+            for piece in self._lazy[int(found.group(1))].json_chunks():
+                write(piece)
+            pos = found.end()
+        write(text[pos:] + "\n")
+        self._lazy.clear()
+        return True
 
     def write(self, record: Dict[str, Any]) -> None:
         try:
@@ -83,7 +116,8 @@ class RecordWriter:
                     "\n", "\n    ")
             self.stream.write(text)
         except _Lazy:
-            self._write_streamed(record)
+            if self.fmt != "jsonl" or not self._write_with_chunks(record):
+                self._write_streamed(record)
         self._count += 1
 
     def _write_streamed(self, record: Dict[str, Any]) -> None:
