@@ -99,7 +99,7 @@ def _scram(token: bytes, show_secrets: bool) -> Dict[str, Any]:
     for attribute in text.split(","):
         name, sep, value = attribute.partition("=")
         if not sep or len(name) != 1:
-            return _malformed(f"not a SCRAM attribute: {attribute[:20]!r}", token, show_secrets)
+            return _malformed("not a list of SCRAM attributes (x=value)", token, show_secrets)
         out[_SCRAM_NAMES.get(name, name)] = REDACTED if name in _SCRAM_SECRETS and not show_secrets else value
     return out
 

@@ -84,6 +84,9 @@ def _bytes_details(item: Any, indent: int) -> Iterator[str]:
         yield f"{pad}- {message_line(message)}"
     if item.get("messages_not_shown"):
         yield f"{pad}... {item['messages_not_shown']} more messages (--max-records)"
+    if "sasl" in item:  # what a SASL token holds (kproto.cli.sasl_view)
+        yield f"{pad}sasl:"
+        yield from tree_lines(item["sasl"], indent + 2)
     if "consumer_protocol" in item:
         yield f"{pad}consumer_protocol:"
         yield from tree_lines(item["consumer_protocol"], indent + 2)
