@@ -7,7 +7,8 @@
 Records are written with ``json.dumps`` (C speed) unless they hold a lazy sequence (a
 :class:`~kproto.cli.json_values.RecordStream` of a record set, or any other non-list iterable): those
 are written piece by piece, so a record whose record set decompresses to 64 MiB never exists as one
-string or one list of values.  In JSON Lines, a lazy value that writes its own text (``json_chunks()``)
+string or one list of values.  In JSON Lines, a lazy value that writes its own text (``json_chunks()``,
+``json_bytes()``)
 is dumped as a placeholder string, and the line is written with the value's chunks in its place: the
 record's structure stays at C speed.  Otherwise :func:`iter_json` walks the record.
 """
@@ -84,7 +85,7 @@ class RecordWriter:
             stream.write('{\n  "kproto": %s,\n  "format_version": %d,\n  "records": [' % (json.dumps(command), FORMAT_VERSION))
 
     def _placeholder(self, value: Any) -> Any:
-        if not hasattr(value, "json_chunks"):
+        if not hasattr(value, "json_bytes"):
             raise _Lazy()
         self._lazy.append(value)
         return f"{self._marker}{len(self._lazy) - 1}\x00"
@@ -96,16 +97,34 @@ class RecordWriter:
             text = json.dumps(record, separators=(",", ":"), default=self._placeholder)
         except _Lazy:
             return False
-        write = self.stream.write
+        binary = self._binary()
         pos = 0
-        for found in self._marker_re.finditer(text):
-            write(text[pos:found.start()])
-            for piece in self._lazy[int(found.group(1))].json_chunks():
-                write(piece)
-            pos = found.end()
-        write(text[pos:] + "\n")
+        if binary is not None:  # JSON text is ASCII: bytes go straight to the file under the text layer
+            for found in self._marker_re.finditer(text):
+                binary.write(text[pos:found.start()].encode("ascii"))
+                for chunk in self._lazy[int(found.group(1))].json_bytes():
+                    binary.write(chunk)
+                pos = found.end()
+            binary.write(text[pos:].encode("ascii") + b"\n")
+        else:
+            write = self.stream.write
+            for found in self._marker_re.finditer(text):
+                write(text[pos:found.start()])
+                for piece in self._lazy[int(found.group(1))].json_chunks():
+                    write(piece)
+                pos = found.end()
+            write(text[pos:] + "\n")
         self._lazy.clear()
         return True
+
+    def _binary(self) -> Optional[Any]:
+        """The binary file under the text stream, flushed up to here, when its encoding keeps ASCII as is."""
+        binary = getattr(self.stream, "buffer", None)
+        encoding = (getattr(self.stream, "encoding", None) or "").lower().replace("-", "").replace("_", "")
+        if binary is None or encoding not in ("utf8", "ascii", "latin1", "iso88591", "usascii"):
+            return None
+        self.stream.flush()
+        return binary
 
     def write(self, record: Dict[str, Any]) -> None:
         try:

@@ -105,18 +105,23 @@ class RecordStream:
     def json_chunks(self, chunk: int = 512) -> Iterator[str]:
         """The compact JSON text of the message list (what ``json.dumps(list(self))`` with
         ``separators=(",", ":")`` gives), ``chunk`` messages a piece, made without the dicts."""
+        for piece in self.json_bytes(chunk):
+            yield piece.decode("ascii")
+
+    def json_bytes(self, chunk: int = 512) -> Iterator[bytes]:
+        """:meth:`json_chunks` as ASCII bytes, for writers that can take them (no decoding and re-encoding)."""
         as_text = _batched_record_text if self._batched else _record_text
         limit = self.count if self.limit is None else min(self.limit, self.count)
         if not limit:
-            yield "[]"
+            yield b"[]"
             return
         messages = iter(self._decoded)
-        done, opening = 0, "["
+        done, opening = 0, b"["
         while done < limit:
             step = min(chunk, limit - done)
-            yield opening + b",".join(map(as_text, islice(messages, step))).decode("ascii")
-            done, opening = done + step, ","
-        yield "]"
+            yield opening + b",".join([as_text(m) for m in islice(messages, step)])
+            done, opening = done + step, b","
+        yield b"]"
 
 
 _FIELDS_IN_VERSION: Dict[Tuple[type, int], List[Any]] = {}
