@@ -259,7 +259,7 @@ def _batched_record_json(m: Any) -> Dict[str, Any]:
 # --- the same records as JSON text, written directly (RecordStream.json_chunks) ---------------------------
 
 _b64 = binascii.b2a_base64
-_json_text = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]  # str -> ASCII JSON string
+_json_text = json.encoder.encode_basestring_ascii  # str -> the ASCII text of a JSON string
 
 
 def _bytes_text(data: Optional[bytes]) -> bytes:
