@@ -7,8 +7,9 @@ what Kafka's log does.  Only a LogAppendTime topic changes covered bytes (attrib
 ``maxTimestamp``), and then the CRC is recomputed with the backend's CRC-32C, once per batch.
 
 Validation reads headers only: sizes, magic, CRC-32C, record count against ``lastOffsetDelta``, codec,
-no control batches from clients.  An uncompressed batch also has its record lengths walked (one varint
-per record) so that its count and size agree; a compressed batch is not decompressed -- its header
+no control batches from clients.  An uncompressed batch is also walked by the backend's decoder (no
+record re-encoded) so that its records are well formed and their count and size agree, as Kafka
+iterates them; per-record offset deltas are not compared.  A compressed batch is not decompressed -- its header
 already says how many records and offsets it holds, and the CRC vouches that the client wrote it so.
 The layout is in docs/records.md; which Kafka error answers which fault is in docs/broker-storage.md.
 """
@@ -17,10 +18,12 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import List, Tuple, Union
+from typing import List, Union
 
 from kproto import ErrorCode
 from kproto._backend import records_impl
+from kproto.errors import KprotoError
+from kproto.records.format import ATTR_CONTROL, ATTR_TIMESTAMP_TYPE, ATTR_TRANSACTIONAL, CODEC_MASK, CODEC_ZSTD
 
 __all__ = ["BATCH_HEADER_SIZE", "BatchHeader", "patch_batch", "scan_batches"]
 
@@ -29,16 +32,12 @@ BATCH_HEADER_SIZE = 61
 #: baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta, baseTimestamp,
 #: maxTimestamp, producerId, producerEpoch, baseSequence, recordCount.
 _HEADER = struct.Struct(">qiibIhiqqqhii")
+_MAGIC_AT = 16
 _CRC_START = 21  # attributes: the first byte the CRC covers
 _MAX_TIMESTAMP = struct.Struct(">q")
 _ATTRIBUTES = struct.Struct(">H")
 _CRC = struct.Struct(">I")
 _LOG_OVERHEAD = 12  # baseOffset + batchLength
-_CODEC_MASK = 0x07
-_ZSTD = 4
-ATTR_TIMESTAMP_TYPE = 0x08
-ATTR_TRANSACTIONAL = 0x10
-ATTR_CONTROL = 0x20
 
 
 @dataclass(frozen=True)
@@ -58,7 +57,7 @@ class BatchHeader:
 
     @property
     def codec(self) -> int:
-        return self.attributes & _CODEC_MASK
+        return self.attributes & CODEC_MASK
 
     @property
     def transactional(self) -> bool:
@@ -83,27 +82,27 @@ def scan_batches(data: Union[bytes, bytearray, memoryview], *, message_max_bytes
     view = memoryview(data)
     try:
         while pos < end:
+            if end - pos > _MAGIC_AT and data[pos + _MAGIC_AT] != 2:
+                return ErrorCode.INVALID_RECORD  # a message set where Produce v3+ needs batches
             if end - pos < BATCH_HEADER_SIZE:
                 return ErrorCode.CORRUPT_MESSAGE
             (_, length, _, magic, crc, attributes, last_delta, base_ts, max_ts, pid, epoch, base_seq,
              count) = _HEADER.unpack_from(data, pos)
             size = _LOG_OVERHEAD + length
-            if magic != 2:
-                return ErrorCode.INVALID_RECORD
             if size < BATCH_HEADER_SIZE or pos + size > end:
                 return ErrorCode.CORRUPT_MESSAGE
             if size > message_max_bytes:
                 return ErrorCode.MESSAGE_TOO_LARGE
             if crc32c(view[pos + _CRC_START:pos + size]) != crc:
                 return ErrorCode.CORRUPT_MESSAGE
-            codec = attributes & _CODEC_MASK
-            if codec > _ZSTD:
+            codec = attributes & CODEC_MASK
+            if codec > CODEC_ZSTD:
                 return ErrorCode.CORRUPT_MESSAGE
-            if codec == _ZSTD and not zstd_allowed:
+            if codec == CODEC_ZSTD and not zstd_allowed:
                 return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
             if count < 1 or last_delta != count - 1 or attributes & ATTR_CONTROL:
                 return ErrorCode.INVALID_RECORD
-            if not codec and not _records_fill(data, pos + BATCH_HEADER_SIZE, pos + size, count):
+            if not codec and not _records_fill(view[pos:pos + size], count):
                 return ErrorCode.CORRUPT_MESSAGE
             headers.append(BatchHeader(pos, size, attributes, last_delta, base_ts, max_ts, pid, epoch, base_seq,
                                        count))
@@ -113,27 +112,16 @@ def scan_batches(data: Union[bytes, bytearray, memoryview], *, message_max_bytes
     return headers
 
 
-def _records_fill(data: Union[bytes, bytearray, memoryview], pos: int, stop: int, count: int) -> bool:
-    """Whether exactly ``count`` length-prefixed records fill ``data[pos:stop]``."""
-    for _ in range(count):
-        # The record length: a zigzag varint of at most 5 bytes.
-        value, shift = 0, 0
-        while True:
-            if pos >= stop or shift > 28:
-                return False
-            byte = data[pos]
-            pos += 1
-            value |= (byte & 0x7F) << shift
-            if byte < 0x80:
-                break
-            shift += 7
-        length = (value >> 1) ^ -(value & 1)
-        if length < 0:
-            return False
-        pos += length
-        if pos > stop:
-            return False
-    return pos == stop
+def _records_fill(view: memoryview, count: int) -> bool:
+    """Whether exactly ``count`` well-formed records fill the uncompressed batch in ``view``.
+
+    The backend's decoder walks them (in C when compiled; no record is re-encoded, and the CRC was
+    checked already); its limit is the batch's own size, so nothing larger is ever allocated.
+    """
+    try:
+        return len(records_impl.decode_records(view, False, len(view))) == count
+    except KprotoError:
+        return False
 
 
 def patch_batch(buf: bytearray, header: BatchHeader, base_offset: int, log_append_time: int) -> None:
@@ -147,12 +135,3 @@ def patch_batch(buf: bytearray, header: BatchHeader, base_offset: int, log_appen
         with memoryview(buf) as view:
             crc = records_impl.crc32c(view[pos + _CRC_START:pos + header.size])
         _CRC.pack_into(buf, pos + 17, crc)
-
-
-def batch_offsets(headers: List[BatchHeader], base_offset: int) -> List[Tuple[int, int]]:
-    """(first offset, last offset) of each batch when they are appended from ``base_offset`` on."""
-    spans = []
-    for header in headers:
-        spans.append((base_offset, base_offset + header.last_offset_delta))
-        base_offset += header.last_offset_delta + 1
-    return spans

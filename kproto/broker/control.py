@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from typing import TYPE_CHECKING, Dict, Iterable, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from kproto import ErrorCode
 from kproto.apis import APIS
@@ -44,7 +44,8 @@ from kproto.messages import (
 if TYPE_CHECKING:
     from kproto.broker.handlers import BrokerCore
 
-__all__ = ["CONTROL_PLANE_VERSIONS", "ControlPlane", "VersionTable", "served_table", "api_versions_fallback"]
+__all__ = ["CONTROL_PLANE_VERSIONS", "ControlPlane", "VersionTable", "api_versions_fallback", "fit_to_version",
+           "served_table"]
 
 _C = ErrorCode
 VersionTable = Mapping[int, Tuple[int, int]]
@@ -97,6 +98,47 @@ def served_table(*declarations: VersionTable) -> Dict[int, Tuple[int, int]]:
     return dict(sorted(table.items()))
 
 
+def fit_to_version(message: Any, version: int) -> Any:
+    """``message`` with every field its ``version`` lacks back at its default, in place (returned).
+
+    Handlers fill one response shape for all versions; an encoder skips fields a version lacks only
+    when the spec marks them ignorable (and refuses the others), and a decoder gives them their
+    defaults, so an answer trimmed here is exactly what the client will read.  The walk per (class,
+    version) is planned once: most answers have nothing to trim and cost one dictionary lookup.
+    """
+    if message is None:
+        return message
+    absent, nested = _trim_plan(type(message), version)
+    if absent:
+        blank = type(message)()
+        for name in absent:
+            value = getattr(blank, name)
+            setattr(message, name, list(value) if isinstance(value, list) else value)
+    for name, is_array in nested:
+        value = getattr(message, name)
+        for item in (value if is_array and value is not None else [value]):
+            fit_to_version(item, version)
+    return message
+
+
+_PLANS: Dict[Tuple[type, int], Tuple[Tuple[str, ...], Tuple[Tuple[str, bool], ...]]] = {}
+
+
+def _trim_plan(cls: type, version: int) -> Tuple[Tuple[str, ...], Tuple[Tuple[str, bool], ...]]:
+    """(fields of ``cls`` absent from ``version``, present struct fields whose structs need trimming)."""
+    plan = _PLANS.get((cls, version))
+    if plan is None:
+        absent, nested = [], []
+        for info in cls.FIELDS:  # type: ignore[attr-defined]
+            low, high = info.versions
+            if not low <= version <= high:
+                absent.append(info.name)
+            elif info.struct is not None and any(_trim_plan(info.struct, version)):
+                nested.append((info.name, bool(info.is_array)))
+        plan = _PLANS[(cls, version)] = (tuple(absent), tuple(nested))
+    return plan
+
+
 def api_versions_fallback(served: VersionTable) -> ApiVersionsResponse:
     """The answer to an ApiVersions request in a version the broker does not serve: the v0 layout with
     UNSUPPORTED_VERSION and the broker's ranges, from which the client picks a version it shares."""
@@ -120,7 +162,7 @@ class ControlPlane:
         self.topic_configs: Dict[str, Dict[str, Optional[str]]] = {}
 
     @property
-    def handlers(self) -> Dict[int, object]:
+    def handlers(self) -> Dict[int, Callable[[RequestReceived, str], Awaitable[Optional[Message]]]]:
         """Api key → handler, for the keys of :data:`CONTROL_PLANE_VERSIONS`."""
         return {3: self.metadata, 10: self.find_coordinator, 18: self.api_versions, 19: self.create_topics,
                 20: self.delete_topics, 32: self.describe_configs, 37: self.create_partitions,
@@ -144,7 +186,7 @@ class ControlPlane:
     # ---------------------------------------------------------------- ApiVersions
 
     async def api_versions(self, request: RequestReceived, client_host: str) -> Optional[Message]:
-        req = request.message
+        req: Any = request.message
         if request.api_version >= 3 and not (_SOFTWARE.fullmatch(req.client_software_name or "")
                                              and _SOFTWARE.fullmatch(req.client_software_version or "")):
             return _api_versions({}, _C.INVALID_REQUEST)
@@ -153,7 +195,7 @@ class ControlPlane:
     # ---------------------------------------------------------------- Metadata
 
     async def metadata(self, request: RequestReceived, client_host: str) -> Optional[Message]:
-        req = request.message
+        req: Any = request.message
         version = request.api_version
         T = MetadataResponse.MetadataResponseTopic
         P = T.MetadataResponsePartition
@@ -194,7 +236,7 @@ class ControlPlane:
     # ---------------------------------------------------------------- FindCoordinator
 
     async def find_coordinator(self, request: RequestReceived, client_host: str) -> Optional[Message]:
-        req = request.message
+        req: Any = request.message
         version = request.api_version
         key_type = req.key_type if version >= 1 else 0
         if version < 4:
@@ -222,15 +264,17 @@ class ControlPlane:
     # ---------------------------------------------------------------- CreateTopics, DeleteTopics, CreatePartitions
 
     async def create_topics(self, request: RequestReceived, client_host: str) -> Optional[Message]:
-        req = request.message
+        req: Any = request.message
         version = request.api_version
         validate_only = version >= 1 and req.validate_only
-        counts = {}
+        counts: Dict[str, int] = {}
         for topic in req.topics:
             counts[topic.name] = counts.get(topic.name, 0) + 1
         R = CreateTopicsResponse.CreatableTopicResult
         results = []
         for topic in req.topics:
+            code: int
+            message: Optional[str]
             if counts[topic.name] > 1:
                 code, message, partitions = _C.INVALID_REQUEST, "topic named more than once in the request", 0
             else:
@@ -279,7 +323,7 @@ class ControlPlane:
         return _C.NONE, None, count
 
     async def delete_topics(self, request: RequestReceived, client_host: str) -> Optional[Message]:
-        req = request.message
+        req: Any = request.message
         version = request.api_version
         asked: Iterable[Tuple[Optional[str], Optional[uuid.UUID]]] = (
             [(t.name, t.topic_id) for t in req.topics] if version >= 6 else [(n, None) for n in req.topic_names])
@@ -302,7 +346,7 @@ class ControlPlane:
         return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
 
     async def create_partitions(self, request: RequestReceived, client_host: str) -> Optional[Message]:
-        req = request.message
+        req: Any = request.message
         R = CreatePartitionsResponse.CreatePartitionsTopicResult
         results = []
         for topic in req.topics:
@@ -366,13 +410,13 @@ class ControlPlane:
                          kind, False))
         return rows
 
-    def _created_configs(self, overrides: Mapping[str, Optional[str]]) -> list:
+    def _created_configs(self, overrides: Mapping[str, Optional[str]]) -> List[Any]:
         K = CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs
         return [K(name=n, value=v, read_only=ro, config_source=s, is_sensitive=False)
                 for n, v, s, _, ro in self._topic_rows(overrides)]
 
     async def describe_configs(self, request: RequestReceived, client_host: str) -> Optional[Message]:
-        req = request.message
+        req: Any = request.message
         version = request.api_version
         R = DescribeConfigsResponse.DescribeConfigsResult
         C = R.DescribeConfigsResourceResult
@@ -403,7 +447,7 @@ class ControlPlane:
         return DescribeConfigsResponse(throttle_time_ms=0, results=results)
 
     async def describe_cluster(self, request: RequestReceived, client_host: str) -> Optional[Message]:
-        req = request.message
+        req: Any = request.message
         B = DescribeClusterResponse.DescribeClusterBroker
         endpoint = req.endpoint_type if request.api_version >= 1 else 1
         if endpoint != 1:  # 1: brokers; 2: controllers, which a client reaches only through KRaft

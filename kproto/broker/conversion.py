@@ -15,7 +15,7 @@ only for old clients, and the log caches down-converted batches (see :mod:`kprot
 
 from __future__ import annotations
 
-from typing import List, Optional, Tuple, Union
+from typing import Any, List, Optional, Tuple, Union
 
 from kproto import ErrorCode
 from kproto.errors import KprotoError
@@ -49,7 +49,7 @@ def downconvert_batch(batch: bytes, magic: int, first_offset: int) -> Union[byte
         decoded = decode_records(batch)
         # A compressed batch keeps all its records, so the wrapper is whole (its offset is its last
         # record's, as old consumers expect); an uncompressed one starts at the fetch offset (Kafka too).
-        records: List = [r for r in decoded if not r.is_control and (r.codec is not None or r.offset >= first_offset)]
+        records: List[Any] = [r for r in decoded if not r.is_control and (r.codec is not None or r.offset >= first_offset)]
     except KprotoError:  # stored batches were validated; a failure here is a broker bug made visible
         return ErrorCode.CORRUPT_MESSAGE
     if not records:

@@ -9,11 +9,12 @@ Versions and what each adds here (docs/broker-storage.md has the storage model):
 
 * Produce v0-v2 carry magic 0/1 message sets, validated and up-converted to one record batch; v3+
   carry exactly one magic 2 batch per partition, stored as produced (offsets patched in place); zstd
-  needs v7+; v2+ answers ``log_append_time_ms``, v5+ ``log_start_offset``.  Transactional batches are
-  refused with INVALID_TXN_STATE: the broker does not run transactions.
+  needs v7+; v2+ answers ``log_append_time_ms``, v5+ ``log_start_offset``.  A transactional batch
+  must come with the request's transactional id, from its current producer id and epoch, for a
+  partition added to its transaction (else INVALID_TXN_STATE, or the fencing error).
 * Fetch v0-v3 get down-converted records (magic 0, then 1); v3+ ``max_bytes`` and the first batch
-  whole; v4+ ``last_stable_offset`` (the high watermark: no open transactions) and, for
-  read_committed, an empty aborted-transactions list; v5+ ``log_start_offset``; v7+ fetch sessions
+  whole; v4+ ``last_stable_offset``, and read_committed reads stop there and carry the aborted
+  transactions overlapping the fetched range; below v10 a zstd batch is UNSUPPORTED_COMPRESSION_TYPE; v5+ ``log_start_offset``; v7+ fetch sessions
   are declined -- every answer carries session id 0, so clients keep sending full fetches (a request
   naming a session gets FETCH_SESSION_ID_NOT_FOUND, one with session id 0 and a positive epoch
   INVALID_FETCH_SESSION_EPOCH); v13+ name topics by id (UNKNOWN_TOPIC_ID for an id the cluster does
@@ -23,7 +24,11 @@ Versions and what each adds here (docs/broker-storage.md has the storage model):
   read_committed, v2+), -2 the log start, -3 (v7+) the record with the largest timestamp, -4 (v8+)
   the log start again (all of it is local).  Leader epochs are unknown (-1): there is one broker and
   it never changes leaders.
-* InitProducerId v0-v5: see :mod:`kproto.broker.producers`.
+* InitProducerId v0-v5: see :mod:`kproto.broker.producers`; for a transactional id with a transaction
+  open, that transaction is aborted first.
+* AddPartitionsToTxn v0-v3, AddOffsetsToTxn v0-v3, TxnOffsetCommit v0-v3 and EndTxn v0-v4: see
+  :mod:`kproto.broker.transactions`; committed offsets go to the group coordinator's store through the
+  ``commit_offsets`` callback the broker passes in.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple, Union
 
 from kproto import ErrorCode
 from kproto.broker.append import DecompressionBudget, has_compressed_entries, prepare_append
@@ -41,33 +46,41 @@ from kproto.broker.config import BrokerConfig
 from kproto.broker.conversion import fetch_magic, upconvert_message_set
 from kproto.broker.log import PartitionLog
 from kproto.broker.producers import ProducerIds
+from kproto.broker.transactions import TransactionCoordinator
 from kproto.connection.server import RequestReceived
-from kproto.errors import UnsupportedVersionError
 from kproto.message_base import Message
-from kproto.messages import FetchResponse, InitProducerIdResponse, ListOffsetsResponse, ProduceResponse
+from kproto.records import RecordSet
+from kproto.messages import (
+    AddOffsetsToTxnResponse,
+    AddPartitionsToTxnResponse,
+    EndTxnResponse,
+    FetchResponse,
+    InitProducerIdResponse,
+    ListOffsetsResponse,
+    ProduceResponse,
+    TxnOffsetCommitResponse,
+)
 
 __all__ = ["DataPlane", "SERVED_VERSIONS"]
 
 _C = ErrorCode
 
-#: The versions the data plane serves, by api key: what ApiVersions advertises for these keys.
+#: The versions the data plane serves, by api key: ApiVersions advertises them and BrokerCore refuses
+#: any other version before a handler runs.
 SERVED_VERSIONS: Dict[int, Tuple[int, int]] = {
     0: (0, 11),   # Produce (v12 only adds KIP-890 transaction verification; v13 topic ids)
     1: (0, 17),   # Fetch (v18 adds a replica's high watermark)
     2: (0, 9),    # ListOffsets (v10 adds a timeout for tiered storage)
     22: (0, 5),   # InitProducerId (v6 is two-phase commit)
+    24: (0, 3),   # AddPartitionsToTxn (v4+ is the brokers' batched form)
+    25: (0, 3),   # AddOffsetsToTxn (v4 is KIP-890's)
+    26: (0, 4),   # EndTxn (v5 bumps the epoch at every end, KIP-890)
+    28: (0, 3),   # TxnOffsetCommit (v4 is KIP-890's)
 }
 
 _LATEST, _EARLIEST, _MAX_TIMESTAMP, _EARLIEST_LOCAL, _LATEST_TIERED = -1, -2, -3, -4, -5
 _READ_COMMITTED = 1
 _LegacyPrepared = Union[ErrorCode, Tuple[bytes, List[BatchHeader]]]
-
-
-def _served(request: RequestReceived) -> None:
-    low, high = SERVED_VERSIONS[request.api_key]
-    if not low <= request.api_version <= high:
-        raise UnsupportedVersionError(f"api key {request.api_key} is served at v{low}-v{high}, "
-                                      f"not v{request.api_version}")
 
 
 def _now_ms() -> int:
@@ -77,10 +90,13 @@ def _now_ms() -> int:
 class DataPlane:
     """Produce, Fetch, ListOffsets and InitProducerId over one :class:`Cluster`."""
 
-    def __init__(self, config: BrokerConfig, cluster: Cluster) -> None:
+    def __init__(self, config: BrokerConfig, cluster: Cluster,
+                 commit_offsets: Callable[[str, Dict[Tuple[str, int], Tuple[int, Optional[str]]]], None]
+                 = lambda group_id, offsets: None) -> None:
         self.config = config
         self.cluster = cluster
         self.producer_ids = ProducerIds(config.max_producer_ids)
+        self.transactions = TransactionCoordinator(cluster, self.producer_ids, _now_ms, commit_offsets)
         #: Bytes decompressed by Produce requests so far (each request within its own budget).
         self.produce_decompressed_bytes = 0
         self._append_locks: Dict[Tuple[str, int], asyncio.Lock] = {}
@@ -101,8 +117,7 @@ class DataPlane:
 
     async def produce(self, request: RequestReceived, client_host: str) -> Optional[Message]:
         """Append each partition's records, all or nothing per partition (None for acks=0)."""
-        _served(request)
-        req = request.message
+        req: Any = request.message
         version = request.api_version
         T = ProduceResponse.TopicProduceResponse
         P = T.PartitionProduceResponse
@@ -115,20 +130,20 @@ class DataPlane:
         keys = sorted({(name, part.index) for name, partitions, part in targets
                        if partitions is not None and 0 <= part.index < len(partitions)})
         locks = [self._append_locks.setdefault(key, asyncio.Lock()) for key in keys]
-        answers: Dict[str, list] = {}
+        answers: Dict[str, List[Any]] = {}
         appended = False
         for lock in locks:
             await lock.acquire()
         try:
             for name, partitions, part in targets:
-                code, base, log = await self._append(version, req.acks, partitions, part, budget)
+                code, base, log = await self._append(version, req, name, partitions, part, budget)
                 appended = appended or code == _C.NONE
                 append_time = -1
                 if code == _C.NONE and log is not None and log.log_append_time:
                     append_time = _now_ms()
                 answers.setdefault(name, []).append(P(
                     index=part.index, error_code=code, base_offset=base, log_append_time_ms=append_time,
-                    log_start_offset=log.log_start_offset if log is not None else -1))
+                    log_start_offset=log.log_start_offset if log is not None and version >= 5 else -1))
         finally:
             for lock in locks:
                 lock.release()
@@ -140,9 +155,9 @@ class DataPlane:
         return ProduceResponse(responses=[T(name=name, partition_responses=ps) for name, ps in answers.items()],
                                throttle_time_ms=0)
 
-    async def _append(self, version: int, acks: int, partitions: Optional[List[PartitionLog]], part: Any,
+    async def _append(self, version: int, req: Any, topic: str, partitions: Optional[List[PartitionLog]], part: Any,
                       budget: DecompressionBudget) -> Tuple[ErrorCode, int, Optional[PartitionLog]]:
-        if acks not in (-1, 0, 1):
+        if req.acks not in (-1, 0, 1):
             return _C.INVALID_REQUIRED_ACKS, -1, None
         if partitions is None or not 0 <= part.index < len(partitions):
             return _C.UNKNOWN_TOPIC_OR_PARTITION, -1, None
@@ -155,7 +170,9 @@ class DataPlane:
             if len(headers) != 1:  # Produce v3+ carries exactly one batch per partition
                 return _C.INVALID_RECORD, -1, log
             if headers[0].transactional:
-                return _C.INVALID_TXN_STATE, -1, log
+                code = self._transactional_append(req.transactional_id, topic, part.index, headers[0])
+                if code != _C.NONE:
+                    return code, -1, log
             code, base = log.append(raw, headers, self.producer_ids, _now_ms())
             return code, base, log
         if has_compressed_entries(raw):
@@ -170,6 +187,15 @@ class DataPlane:
             return _C.NONE, log.high_watermark, log  # nothing to append (0.9 answered the same)
         code, base = log.append(batch, headers, self.producer_ids, _now_ms())
         return code, base, log
+
+    def _transactional_append(self, transactional_id: Optional[str], topic: str, index: int,
+                              header: BatchHeader) -> ErrorCode:
+        """Whether a transactional batch belongs to an open transaction of its producer (Produce answers
+        a stale epoch with INVALID_PRODUCER_EPOCH at every version)."""
+        if transactional_id is None or (topic, index) not in self.transactions.open_partitions(transactional_id):
+            return _C.INVALID_TXN_STATE
+        return self.transactions.check(transactional_id, header.producer_id, header.producer_epoch,
+                                       _C.INVALID_PRODUCER_EPOCH)
 
     def _prepare_legacy(self, raw: bytes, budget: DecompressionBudget) -> _LegacyPrepared:
         """A magic 0/1 message set validated and up-converted: (one batch, its header) or the error."""
@@ -189,8 +215,7 @@ class DataPlane:
 
     async def fetch(self, request: RequestReceived, client_host: str) -> Optional[Message]:
         """Records from each partition, parked until ``min_bytes`` arrive or ``max_wait_ms`` passes."""
-        _served(request)
-        req = request.message
+        req: Any = request.message
         version = request.api_version
         if version >= 7 and (req.session_id != 0 or req.session_epoch > 0):
             code = _C.FETCH_SESSION_ID_NOT_FOUND if req.session_id != 0 else _C.INVALID_FETCH_SESSION_EPOCH
@@ -219,11 +244,12 @@ class DataPlane:
         """
         T = FetchResponse.FetchableTopicResponse
         P = T.PartitionData
+        Aborted = P.AbortedTransaction
         magic = fetch_magic(version)
         by_id = version >= 13
         committed = version >= 4 and req.isolation_level == _READ_COMMITTED
         total, failed, topics = 0, False, []
-        seen: set = set()
+        seen: Set[Tuple[object, int]] = set()
         for topic in req.topics:
             name = self.cluster.topics_by_id.get(topic.topic_id) if by_id else topic.topic
             answers = []
@@ -241,20 +267,29 @@ class DataPlane:
                     failed = True
                     answers.append(P(partition_index=part.partition, error_code=code,
                                      high_watermark=-1 if log is None else log.high_watermark,
-                                     log_start_offset=-1 if log is None else log.log_start_offset, records=b""))
+                                     log_start_offset=-1 if log is None or version < 5 else log.log_start_offset,
+                                     aborted_transactions=[] if version < 4 else None, records=RecordSet(b"")))
                     continue
                 room = min(part.partition_max_bytes, self.config.max_fetch_bytes, limit - total)
                 whole = self.config.max_fetch_bytes if version >= 3 and total == 0 else 0
-                data = log.read(part.fetch_offset, room, magic=magic, first_whole_limit=whole)
+                stable = log.last_stable_offset
+                data = log.read(part.fetch_offset, room, magic=magic, first_whole_limit=whole,
+                                upto=stable if committed else None, zstd_allowed=version >= 10)
                 code = _C.NONE
                 if isinstance(data, ErrorCode):
                     code, data, failed = data, b"", True
                 total += len(data)
+                aborted: Optional[List[Any]] = None if version >= 4 else []  # null: read_uncommitted
+                if committed:
+                    aborted = [Aborted(producer_id=p, first_offset=f)
+                               for p, f in log.aborted_transactions(part.fetch_offset, stable)]
+                # Fields a version does not carry keep their defaults, so the answer is what the client reads.
                 answers.append(P(partition_index=part.partition, error_code=code, high_watermark=log.high_watermark,
-                                 last_stable_offset=log.last_stable_offset, log_start_offset=log.log_start_offset,
-                                 aborted_transactions=[] if committed else None, records=data))
+                                 last_stable_offset=stable if version >= 4 else -1,
+                                 log_start_offset=log.log_start_offset if version >= 5 else -1,
+                                 aborted_transactions=aborted, records=RecordSet(data)))
             if answers:
-                topics.append(T(topic=name or "", topic_id=topic.topic_id, partitions=answers) if by_id
+                topics.append(T(topic="", topic_id=topic.topic_id, partitions=answers) if by_id
                               else T(topic=topic.topic, partitions=answers))
         return FetchResponse(throttle_time_ms=0, error_code=_C.NONE, session_id=0, responses=topics), total, failed
 
@@ -262,8 +297,7 @@ class DataPlane:
 
     async def list_offsets(self, request: RequestReceived, client_host: str) -> Optional[Message]:
         """The offset for each partition's timestamp (or the v0 offset list)."""
-        _served(request)
-        req = request.message
+        req: Any = request.message
         version = request.api_version
         committed = version >= 2 and req.isolation_level == _READ_COMMITTED
         T = ListOffsetsResponse.ListOffsetsTopicResponse
@@ -311,15 +345,68 @@ class DataPlane:
 
     async def init_producer_id(self, request: RequestReceived, client_host: str) -> Optional[Message]:
         """A producer id and epoch for an idempotent (or transactional-id-holding) producer."""
-        _served(request)
-        req = request.message
+        req: Any = request.message
         version = request.api_version
+        named = req.producer_id if version >= 3 else -1
+        if req.transactional_id is not None:
+            current = self.producer_ids.transactional_producer(req.transactional_id)
+            if named < 0 or (named == current and self.producer_ids.epoch(named) == req.producer_epoch):
+                self.transactions.abort_open(req.transactional_id)  # a new epoch aborts what the old one left
+                self._announce_data()
         code, producer_id, epoch = self.producer_ids.init(
             req.transactional_id, req.transaction_timeout_ms,
             req.producer_id if version >= 3 else -1, req.producer_epoch if version >= 3 else -1,
             fenced_code=_C.PRODUCER_FENCED if version >= 4 else _C.INVALID_PRODUCER_EPOCH)
         return InitProducerIdResponse(throttle_time_ms=0, error_code=code, producer_id=producer_id,
                                       producer_epoch=epoch)
+
+    # ---------------------------------------------------------------- transactions
+
+    async def add_partitions_to_txn(self, request: RequestReceived, client_host: str) -> Optional[Message]:
+        """Record partitions a transactional producer is about to write to."""
+        req: Any = request.message
+        fenced = _C.PRODUCER_FENCED if request.api_version >= 2 else _C.INVALID_PRODUCER_EPOCH
+        wanted = [(t.name, index) for t in req.v3_and_below_topics for index in t.partitions]
+        answers = self.transactions.add_partitions(req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
+                                                   req.v3_and_below_producer_epoch, wanted, fenced)
+        T = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
+        P = T.AddPartitionsToTxnPartitionResult
+        by_topic: Dict[str, List[Any]] = {}
+        for (topic, index), code in answers.items():
+            by_topic.setdefault(topic, []).append(P(partition_index=index, partition_error_code=code))
+        return AddPartitionsToTxnResponse(throttle_time_ms=0, results_by_topic_v3_and_below=[
+            T(name=topic, results_by_partition=parts) for topic, parts in by_topic.items()])
+
+    async def add_offsets_to_txn(self, request: RequestReceived, client_host: str) -> Optional[Message]:
+        """Let a transaction carry a consumer group's offsets."""
+        req: Any = request.message
+        fenced = _C.PRODUCER_FENCED if request.api_version >= 2 else _C.INVALID_PRODUCER_EPOCH
+        code = self.transactions.add_offsets(req.transactional_id, req.producer_id, req.producer_epoch,
+                                             req.group_id, fenced)
+        return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=code)
+
+    async def txn_offset_commit(self, request: RequestReceived, client_host: str) -> Optional[Message]:
+        """Hold a group's offsets in a transaction until it ends."""
+        req: Any = request.message
+        fenced = _C.PRODUCER_FENCED if request.api_version >= 3 else _C.INVALID_PRODUCER_EPOCH
+        offsets = {(t.name, p.partition_index): (p.committed_offset, p.committed_metadata)
+                   for t in req.topics for p in t.partitions}
+        code = self.transactions.commit_offsets(req.transactional_id, req.producer_id, req.producer_epoch,
+                                                req.group_id, offsets, fenced)
+        T = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
+        P = T.TxnOffsetCommitResponsePartition
+        return TxnOffsetCommitResponse(throttle_time_ms=0, topics=[
+            T(name=t.name, partitions=[P(partition_index=p.partition_index, error_code=code) for p in t.partitions])
+            for t in req.topics])
+
+    async def end_txn(self, request: RequestReceived, client_host: str) -> Optional[Message]:
+        """Commit or abort a transaction: a marker on each of its partitions."""
+        req: Any = request.message
+        fenced = _C.PRODUCER_FENCED if request.api_version >= 2 else _C.INVALID_PRODUCER_EPOCH
+        code = self.transactions.end(req.transactional_id, req.producer_id, req.producer_epoch, req.committed, fenced)
+        if code == _C.NONE:
+            self._announce_data()
+        return EndTxnResponse(throttle_time_ms=0, error_code=code)
 
 
 async def wait_event(event: asyncio.Event, timeout: Optional[float]) -> None:

@@ -1,22 +1,26 @@
 """What the mock broker answers: one handler per api, over the cluster, the group coordinator and a clock.
 
 :class:`BrokerCore` knows nothing of sockets.  ``await core.handle(request, client_host)`` returns the
-response message for a decoded request (None for an ``acks=0`` Produce); it waits only where a 0.9
-broker would park the request: a Fetch long poll (``max_wait_ms``/``min_bytes``) and JoinGroup/SyncGroup
-requests the group coordinator holds until the join or sync phase completes.  Requests a client never
-sends to a 0.9 broker (the inter-broker keys 4-7) raise :class:`~kproto.errors.ProtocolError`, and the
-connection is closed, as 0.8 brokers did with requests they could not read.
+response message for a decoded request (None for an ``acks=0`` Produce); it waits only where a broker
+parks a request: a Fetch long poll (``max_wait_ms``/``min_bytes``) and JoinGroup/SyncGroup requests the
+group coordinator holds until the join or sync phase completes.
+
+Dispatch is by api key over :data:`SERVED_VERSIONS`, the one table ApiVersions advertises: each part
+declares its own versions next to its handlers -- the control plane (:mod:`kproto.broker.control`),
+SASL (:mod:`kproto.broker.sasl`, answered per connection by the server), the data plane
+(:mod:`kproto.broker.data_plane`: Produce, Fetch, ListOffsets, InitProducerId, transactions) and the
+group coordinator (:data:`kproto.group.coordinator.SERVED_VERSIONS`) -- and they are merged once here.
+A readable version outside the table is answered UNSUPPORTED_VERSION; an api key outside it (the
+inter-broker and KRaft keys) raises :class:`~kproto.errors.ProtocolError`, and the connection is closed,
+as Kafka does with requests it cannot read.  Every answer is trimmed to the fields of its version
+(:func:`~kproto.broker.control.fit_to_version`).
 
 The group APIs go to the sans-I/O :class:`~kproto.group.coordinator.GroupCoordinator`; each parked call
 carries an :class:`asyncio.Future` as its reply token, resolved when the coordinator releases the
 reply.  :meth:`BrokerCore.run_timers` drives the coordinator's deadlines (session expiry, join
 timeouts).  OffsetCommit v0 / OffsetFetch v0 use a separate store, as 0.9 kept those in ZooKeeper apart
-from the group coordinator (no group checks; "no offset" is UNKNOWN_TOPIC_OR_PARTITION).
-
-Produce, Fetch, ListOffsets and InitProducerId are served by :class:`~kproto.broker.data_plane.DataPlane`
-(storage, format conversion, idempotent producers).  Simplifications, all documented in the handlers:
-topics are created on Metadata/Produce without the transient LEADER_NOT_AVAILABLE of a real broker;
-throttle times are 0.
+from the group coordinator (no group checks; "no offset" is UNKNOWN_TOPIC_OR_PARTITION).  Throttle
+times are 0.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple
 from kproto import ErrorCode
 from kproto.broker.cluster import Cluster
 from kproto.broker.config import BrokerConfig
-from kproto.broker.control import CONTROL_PLANE_VERSIONS, ControlPlane, VersionTable, served_table
+from kproto.broker.control import CONTROL_PLANE_VERSIONS, ControlPlane, VersionTable, fit_to_version, served_table
 from kproto.broker.data_plane import SERVED_VERSIONS as DATA_PLANE_VERSIONS
 from kproto.broker.data_plane import DataPlane, wait_event
 from kproto.broker.faults import error_response
@@ -70,9 +74,11 @@ class BrokerCore:
         self.cluster = Cluster(auto_create=config.auto_create_topics, default_partitions=config.default_partitions,
                                max_topics=config.max_topics,
                                log_append_time=config.log_message_timestamp_type == "LogAppendTime")
-        #: Produce, Fetch, ListOffsets and InitProducerId (kproto.broker.data_plane).
-        self.data = DataPlane(config, self.cluster)
         self.coordinator = GroupCoordinator(config.coordinator)
+        #: Produce, Fetch, ListOffsets, InitProducerId and transactions (kproto.broker.data_plane); the
+        #: offsets a transaction commits go to the group coordinator's store.
+        self.data = DataPlane(config, self.cluster, commit_offsets=lambda group_id, offsets:
+                              self.coordinator.commit_transactional(group_id, offsets, monotonic_ms()))
         self.zk_offsets: Dict[Tuple[str, str, int], Tuple[int, Optional[str]]] = {}
         self.host = config.advertised_host or "127.0.0.1"
         self.port = config.advertised_port or 0
@@ -84,8 +90,10 @@ class BrokerCore:
         self.control = ControlPlane(self)
         self._handlers: Dict[int, Callable[[RequestReceived, str], Awaitable[Optional[Message]]]] = {
             0: self.data.produce, 1: self.data.fetch, 2: self.data.list_offsets, 22: self.data.init_producer_id,
+            24: self.data.add_partitions_to_txn, 25: self.data.add_offsets_to_txn, 26: self.data.end_txn,
+            28: self.data.txn_offset_commit,
             8: self._offset_commit, 9: self._offset_fetch,
-            **self.control.handlers,  # type: ignore[dict-item]
+            **self.control.handlers,
         }
         # The coordinator takes and answers the group APIs' wire messages as they are.
         for request_class in COORDINATOR_VERSIONS:
@@ -113,7 +121,8 @@ class BrokerCore:
             # UNSUPPORTED_VERSION in every error field of that version's response.
             return error_response(request.api_key, request.message, _C.UNSUPPORTED_VERSION, request.api_version)
         try:
-            return await handler(request, client_host)
+            # Every answer holds only what its version carries (see fit_to_version).
+            return fit_to_version(await handler(request, client_host), request.api_version)  # type: ignore[no-any-return]
         except UnsupportedVersionError as exc:
             raise ProtocolError(f"the mock broker does not serve api key {request.api_key} "
                                 f"v{request.api_version}: {exc}") from exc

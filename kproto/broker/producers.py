@@ -46,6 +46,11 @@ class ProducerIds:
         self._by_transactional_id: Dict[str, int] = {}
         self._next_id = 1000
 
+    def transactional_producer(self, transactional_id: str) -> Optional[int]:
+        """The producer id ``transactional_id`` holds, or None if it has none (or it was forgotten)."""
+        producer_id = self._by_transactional_id.get(transactional_id)
+        return producer_id if producer_id is not None and producer_id in self._epochs else None
+
     def epoch(self, producer_id: int) -> Optional[int]:
         """The current epoch of ``producer_id``, or None if it was never issued (or is forgotten)."""
         return self._epochs.get(producer_id)

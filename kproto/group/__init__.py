@@ -1,4 +1,4 @@
-"""Consumer group membership for the 0.9 protocol: assignors and two sans-I/O state machines.
+"""Consumer group membership (Kafka's classic group protocol, 0.9 to 4.x): assignors and two sans-I/O state machines.
 
 Both machines speak the generated wire messages of :mod:`kproto.messages` in the versions they name
 (``kproto.group.member.REQUEST_VERSIONS``, ``kproto.group.coordinator.SERVED_VERSIONS``), so a socket
@@ -8,7 +8,7 @@ carries what they produce as it is.
 * :mod:`kproto.group.coordinator` — the broker-side group coordinator (:class:`GroupCoordinator`);
 * :mod:`kproto.group.member` — the client-side group member (:class:`GroupMember`);
 * :mod:`kproto.group.offset_store` — committed offsets per group, with retention;
-* :mod:`kproto.group.consumer_codec` — subscription/assignment bytes of the consumer protocol;
+* :mod:`kproto.group.consumer_codec` — subscription (v0-v3)/assignment bytes of the consumer protocol;
 * :mod:`kproto.group.loopback` — wires members to a coordinator in-process, for tests and demos.
 """
 

@@ -3,17 +3,21 @@
 Theory of operation
 ===================
 
-A :class:`GroupMember` is the group-management half of a 0.9 Java consumer: it finds the group's
+A :class:`GroupMember` is the group-management half of a Java consumer: it finds the group's
 coordinator, joins, syncs, then heartbeats, and reacts to the coordinator's error codes the way
-``AbstractCoordinator``/``ConsumerCoordinator`` do (docs/protocol-notes.md, "Group membership").  It owns no socket,
-thread or clock.  Every input method takes ``now_ms`` and returns a list of *actions*:
+``AbstractCoordinator``/``ConsumerCoordinator`` do (docs/protocol-notes.md, "Group membership";
+docs/group-coordinator.md for the modern versions).  It owns no socket, thread or clock.  Every input
+method takes ``now_ms`` and returns a list of *actions*:
 
 * :class:`SendRequest` — send ``request`` (a generated message of :mod:`kproto.messages`) in
   ``api_version`` to ``destination`` (the coordinator, or any broker when ``destination`` is None) and
   hand the decoded response back with :meth:`GroupMember.receive` under the same ``request_id``, or
-  report a lost connection with :meth:`GroupMember.request_failed`.  The versions are the
-  :data:`REQUEST_VERSIONS` table, those of the 0.9 Java consumer.  Answers to requests the member no longer waits for (an older
-  generation, a forgotten coordinator) are ignored.
+  report a lost connection with :meth:`GroupMember.request_failed`.  Without ``api_versions`` the
+  versions are the :data:`REQUEST_VERSIONS` table, those of the 0.9 Java consumer (for a broker that
+  cannot answer ApiVersions); given the versions negotiated from the broker's ApiVersions
+  (:func:`kproto.versions.negotiate`), each API is sent in the highest of them up to
+  :data:`MAX_VERSIONS`.  Answers to requests the member no longer waits for (an older generation, a
+  forgotten coordinator) are ignored.
 * events for the application: :class:`PartitionsRevoked`, :class:`PartitionsAssigned`,
   :class:`MetadataNeeded`, :class:`OffsetsCommitted`, :class:`GroupFailed`.
 
@@ -29,7 +33,15 @@ metadata; start heartbeating).  Where a response leads depends on three facts th
 * ``join prepared`` — the pre-join work (commit offsets if auto-commit is on, then revoke the owned
   partitions) is done once per rebalance, not again when a JoinGroup or SyncGroup fails; cleared by a
   successful SyncGroup;
-* the member id — UNKNOWN_MEMBER_ID resets it to "" before rejoining.
+* the member id — UNKNOWN_MEMBER_ID resets it to "" before rejoining; MEMBER_ID_REQUIRED (JoinGroup
+  v4+) hands the member its id, and it joins again at once with it.
+
+**Static membership** (``MemberConfig.group_instance_id``, JoinGroup v5+): the instance id travels in
+JoinGroup, SyncGroup, Heartbeat, OffsetCommit (v7+) and LeaveGroup (v3+).  A static member does *not*
+leave the group on :meth:`GroupMember.close`, as Java's consumer does not: a restart within the
+session timeout then gets its old assignment back without a rebalance.  FENCED_INSTANCE_ID (another
+process took the instance id) is fatal.  A JoinGroup v9 answer with ``skip_assignment`` tells a
+restarted static leader not to run the assignor: it syncs with no assignments and gets its own.
 
 After the coordinator is found the member resumes heartbeating if no rejoin is needed, prepares the
 join if it is not yet prepared, and otherwise joins.
@@ -39,7 +51,8 @@ join if it is not yet prepared, and otherwise joins.
 heartbeat for a whole session timeout) sends the member back to discovery *without* revoking its
 partitions: the application keeps fetching, and the coordinator decides on rediscovery whether the
 generation is still current.  INCONSISTENT_GROUP_PROTOCOL, INVALID_SESSION_TIMEOUT, INVALID_GROUP_ID,
-GROUP_AUTHORIZATION_FAILED and unexpected codes end in ``FAILED``.
+GROUP_AUTHORIZATION_FAILED, FENCED_INSTANCE_ID, GROUP_MAX_SIZE_REACHED and unexpected codes end in
+``FAILED``.
 
 **The leader** (its JoinGroup answer lists the members) decodes every member's subscription with the
 injected :class:`ConsumerCodec`, runs the assignor the coordinator selected on the partition
@@ -73,6 +86,8 @@ from kproto.message_base import Message
 from kproto.messages import (
     GroupCoordinatorRequest,
     GroupCoordinatorResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
     HeartbeatRequest,
     HeartbeatResponse,
     JoinGroupRequest,
@@ -89,6 +104,9 @@ __all__ = [
     "MemberState",
     "MemberEvent",
     "REQUEST_VERSIONS",
+    "MAX_VERSIONS",
+    "choose_versions",
+    "OffsetsFetched",
     "TRANSITIONS",
     "Reaction",
     "REACTIONS",
@@ -176,6 +194,7 @@ class Reaction(enum.Enum):
     RETRY = "send the same request again after the retry backoff"
     REJOIN = "rejoin the group"
     RESET_MEMBER_ID_AND_REJOIN = "forget the member id, then rejoin"
+    REJOIN_WITH_GIVEN_ID = "take the member id the answer carries and join again at once"
     REDISCOVER = "forget the coordinator and find it again (keep the partitions)"
     REPORT = "tell the application, change nothing"
     FAIL = "stop: the application must intervene"
@@ -194,7 +213,8 @@ _MEMBERSHIP_GONE = {
 REACTIONS: Mapping[str, Mapping[ErrorCode, Reaction]] = {
     "group_coordinator": {_C.GROUP_AUTHORIZATION_FAILED: _R.FAIL, _C.UNKNOWN: _R.RETRY},
     "join_group": {
-        **_COORDINATOR_GONE, **_MEMBERSHIP_GONE, _C.GROUP_LOAD_IN_PROGRESS: _R.RETRY, _C.UNKNOWN: _R.FAIL,
+        **_COORDINATOR_GONE, **_MEMBERSHIP_GONE, _C.GROUP_LOAD_IN_PROGRESS: _R.RETRY,
+        _C.MEMBER_ID_REQUIRED: _R.REJOIN_WITH_GIVEN_ID, _C.UNKNOWN: _R.FAIL,
     },
     "sync_group": {**_COORDINATOR_GONE, **_MEMBERSHIP_GONE, _C.UNKNOWN: _R.FAIL},
     "heartbeat": {**_COORDINATOR_GONE, **_MEMBERSHIP_GONE, _C.UNKNOWN: _R.FAIL},
@@ -243,6 +263,11 @@ class MemberConfig:
     auto_commit: bool = True
     auto_commit_interval_ms: int = 5000
     protocol_type: str = "consumer"
+    #: ``group.instance.id``: a static member (JoinGroup v5+); None: a dynamic member
+    group_instance_id: Optional[str] = None
+    #: JoinGroup v1+ rebalance timeout (Java: ``max.poll.interval.ms``); None: the session timeout,
+    #: which is what a v0 JoinGroup means
+    rebalance_timeout_ms: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -295,6 +320,19 @@ class OffsetsCommitted:
 
 
 @dataclass(frozen=True)
+class OffsetsFetched:
+    """The coordinator answered :meth:`GroupMember.fetch_committed`: (topic, partition) → (offset, metadata).
+
+    An offset of −1 means nothing is committed.  ``error_code`` is the first error the answer carried
+    (0: none); on an error ``offsets`` holds what could be read.
+    """
+
+    request_id: int
+    offsets: Mapping[TopicPartition, Tuple[int, Optional[str]]]
+    error_code: int = 0
+
+
+@dataclass(frozen=True)
 class GroupFailed:
     """A fatal group error: the member stopped (state FAILED)."""
 
@@ -302,7 +340,8 @@ class GroupFailed:
     error_code: int
 
 
-Action = Union[SendRequest, PartitionsRevoked, PartitionsAssigned, MetadataNeeded, OffsetsCommitted, GroupFailed]
+Action = Union[SendRequest, PartitionsRevoked, PartitionsAssigned, MetadataNeeded, OffsetsCommitted, OffsetsFetched,
+               GroupFailed]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -318,7 +357,8 @@ class _InFlight:
 
 
 #: API → (request class, the version the member sends it in, the response class it expects back).
-#: The versions are the 0.9 Java consumer's: OffsetCommit v2 carries the retention time.
+#: The versions are the 0.9 Java consumer's (OffsetCommit v2 carries the retention time); they are used
+#: when no negotiated versions are given.
 REQUEST_VERSIONS: Mapping[str, Tuple[Type[Message], int, Type[Message]]] = {
     "group_coordinator": (GroupCoordinatorRequest, 0, GroupCoordinatorResponse),
     "join_group": (JoinGroupRequest, 0, JoinGroupResponse),
@@ -326,11 +366,51 @@ REQUEST_VERSIONS: Mapping[str, Tuple[Type[Message], int, Type[Message]]] = {
     "heartbeat": (HeartbeatRequest, 0, HeartbeatResponse),
     "offset_commit": (OffsetCommitRequest, 2, OffsetCommitResponse),
     "leave_group": (LeaveGroupRequest, 0, LeaveGroupResponse),
+    "offset_fetch": (OffsetFetchRequest, 1, OffsetFetchResponse),
+}
+
+#: API → the highest version the member speaks.  FindCoordinator stops at v3 (v4 batches keys).
+MAX_VERSIONS: Mapping[str, int] = {
+    "group_coordinator": 3,
+    "join_group": 9,
+    "sync_group": 5,
+    "heartbeat": 4,
+    "offset_commit": 9,
+    "leave_group": 5,
+    "offset_fetch": 7,
+}
+
+#: The lowest version of each API that carries a static member's ``group_instance_id``.
+_INSTANCE_ID_SINCE: Mapping[str, int] = {
+    "join_group": 5, "sync_group": 3, "heartbeat": 3, "offset_commit": 7, "leave_group": 3,
 }
 
 
+def choose_versions(api_versions: Optional[Mapping[int, int]]) -> Dict[str, int]:
+    """The version of each member API: negotiated ones capped at :data:`MAX_VERSIONS`, else the 0.9 table.
+
+    ``api_versions`` maps api key → the version both sides support (what :func:`kproto.versions.negotiate`
+    returns); None means the broker lacks ApiVersions (0.9), so the :data:`REQUEST_VERSIONS` are used.
+    """
+    chosen = {}
+    for api, (request_class, version, _) in REQUEST_VERSIONS.items():
+        if api_versions is not None and request_class.API_KEY in api_versions:
+            version = min(api_versions[request_class.API_KEY], MAX_VERSIONS[api])
+        chosen[api] = version
+    return chosen
+
+
 class GroupMember:
-    """One consumer's group membership; see the module docstring for the rules."""
+    """One consumer's group membership; see the module docstring for the rules.
+
+    ``api_versions`` (api key → version, as :func:`kproto.versions.negotiate` gives them) selects the
+    modern versions; without it the member speaks the 0.9 versions.  :attr:`versions` shows the choice;
+    :meth:`set_api_versions` changes it (e.g. once the coordinator's connection has negotiated).
+
+    Added with the modern versions, all optional: ``MemberConfig.group_instance_id`` and
+    ``rebalance_timeout_ms``, the ``api_versions`` argument, :meth:`set_api_versions`,
+    :meth:`fetch_committed` with its :class:`OffsetsFetched` event.
+    """
 
     def __init__(
         self,
@@ -338,11 +418,14 @@ class GroupMember:
         codec: Optional[ConsumerCodec] = None,
         *,
         assignors: Mapping[str, AssignorFunction] = ASSIGNORS,
+        api_versions: Optional[Mapping[int, int]] = None,
     ) -> None:
         unknown = [name for name in config.assignors if name not in assignors]
         if unknown or not config.assignors:
             raise ValueError(f"unknown or missing assignors: {unknown or config.assignors}")
         self.config = config
+        #: API name → the version the member sends it in
+        self.versions: Dict[str, int] = choose_versions(api_versions)
         self._codec: ConsumerCodec = codec if codec is not None else ConsumerProtocolCodec()
         self._assignors = assignors
         self.state = MemberState.UNJOINED
@@ -357,6 +440,7 @@ class GroupMember:
         self._rejoin_needed = True
         self._join_prepared = False
         self._leader_members: List[JoinGroupResponse.JoinGroupResponseMember] = []
+        self._skip_assignment = False
         self._in_flight: Dict[int, _InFlight] = {}
         self._ids = itertools.count(1)
         self._now_ms = 0
@@ -367,6 +451,10 @@ class GroupMember:
         self._actions: List[Action] = []
 
     # ---------------------------------------------------------------- inputs
+
+    def set_api_versions(self, api_versions: Optional[Mapping[int, int]]) -> None:
+        """Use these negotiated versions (None: the 0.9 ones) for every request from now on."""
+        self.versions = choose_versions(api_versions)
 
     def start(self, now_ms: int) -> List[Action]:
         """Begin: discover the coordinator, then join."""
@@ -391,6 +479,7 @@ class GroupMember:
             "sync_group": self._on_sync_group,
             "heartbeat": self._on_heartbeat,
             "offset_commit": self._on_offset_commit,
+            "offset_fetch": self._on_offset_fetch,
             "leave_group": lambda pending, response: None,  # fire and forget
         }
         handlers[pending.api](pending, response)
@@ -442,10 +531,35 @@ class GroupMember:
             return []
         if self.state is MemberState.STABLE and self.config.auto_commit and self._owned_positions():
             self._send_commit(self._owned_positions())
-        if self.coordinator is not None and self.member_id and self.state in _TALKING:
-            self._send("leave_group", LeaveGroupRequest(group_id=self.config.group_id, member_id=self.member_id))
+        static = self.config.group_instance_id is not None
+        if self.coordinator is not None and self.member_id and self.state in _TALKING and not static:
+            if self.versions["leave_group"] >= 3:
+                identity = LeaveGroupRequest.MemberIdentity(member_id=self.member_id)
+                request = LeaveGroupRequest(group_id=self.config.group_id, members=[identity])
+            else:
+                request = LeaveGroupRequest(group_id=self.config.group_id, member_id=self.member_id)
+            self._send("leave_group", request)
         self._fire(MemberEvent.CLOSE)
         self._in_flight.clear()
+        return self._take()
+
+    def fetch_committed(self, partitions: Sequence[TopicPartition], now_ms: int) -> List[Action]:
+        """Ask the coordinator for the group's committed offsets; answered by an :class:`OffsetsFetched`.
+
+        Needs a known coordinator (any state from joining on).  With OffsetFetch v7+ the request asks for
+        stable offsets (``require_stable``), as Java does.
+        """
+        self._set_time(now_ms)
+        if self.coordinator is None or self.state not in _TALKING:
+            raise ProtocolError(f"cannot fetch offsets in state {self.state.name}: no coordinator")
+        by_topic: Dict[str, List[int]] = {}
+        for topic, partition in partitions:
+            by_topic.setdefault(topic, []).append(partition)
+        Topic = OffsetFetchRequest.OffsetFetchRequestTopic
+        request = OffsetFetchRequest(
+            group_id=self.config.group_id, topics=[Topic(name=t, partition_indexes=ps) for t, ps in by_topic.items()],
+            require_stable=self.versions["offset_fetch"] >= 7)
+        self._send("offset_fetch", request)
         return self._take()
 
     def tick(self, now_ms: int) -> List[Action]:
@@ -498,7 +612,7 @@ class GroupMember:
             return MemberEvent.RESUME
         return MemberEvent.JOIN if self._join_prepared else MemberEvent.PREPARE_JOIN
 
-    def _react(self, api: str, code: int) -> None:
+    def _react(self, api: str, code: int, member_id: str = "") -> None:
         reaction = _reaction(api, code)
         if reaction is Reaction.RETRY:
             self._retry_at_ms = self._now_ms + self.config.retry_backoff_ms
@@ -507,6 +621,9 @@ class GroupMember:
         elif reaction is Reaction.FAIL:
             self._actions.append(GroupFailed(api, code))
             self._fire(MemberEvent.FATAL_ERROR)
+        elif reaction is Reaction.REJOIN_WITH_GIVEN_ID:
+            self.member_id = member_id
+            self._fire(MemberEvent.JOIN)
         elif reaction in (Reaction.REJOIN, Reaction.RESET_MEMBER_ID_AND_REJOIN):
             if reaction is Reaction.RESET_MEMBER_ID_AND_REJOIN:
                 self.member_id = ""
@@ -554,24 +671,36 @@ class GroupMember:
     def _send_join(self) -> None:
         subscription = self._codec.encode_subscription(list(self.config.topics))
         Protocol = JoinGroupRequest.JoinGroupRequestProtocol
+        rebalance_timeout = self.config.rebalance_timeout_ms
+        if rebalance_timeout is None:
+            rebalance_timeout = self.config.session_timeout_ms
         request = JoinGroupRequest(
             group_id=self.config.group_id, session_timeout_ms=self.config.session_timeout_ms,
-            member_id=self.member_id, protocol_type=self.config.protocol_type,
+            rebalance_timeout_ms=rebalance_timeout if self.versions["join_group"] >= 1 else -1,
+            member_id=self.member_id, group_instance_id=self._instance_id("join_group"),
+            protocol_type=self.config.protocol_type,
             protocols=[Protocol(name=name, metadata=subscription) for name in self.config.assignors],
         )
+        if self.config.group_instance_id is not None and self.versions["join_group"] < 5:
+            # Static membership needs JoinGroup v5 (Java raises UnsupportedVersionException).
+            self._actions.append(GroupFailed("join_group", ErrorCode.UNSUPPORTED_VERSION))
+            self._fire(MemberEvent.FATAL_ERROR)
+            return
         self._send("join_group", request)
 
     def _on_join_group(self, pending: _InFlight, response: JoinGroupResponse) -> None:
         if response.error_code != ErrorCode.NONE:
-            self._react("join_group", response.error_code)
+            self._react("join_group", response.error_code, response.member_id)
             return
         self.member_id = response.member_id
         self.generation_id = response.generation_id
         self.leader_id = response.leader
-        self.protocol = response.protocol_name
+        self.protocol = response.protocol_name or ""
         self._rejoin_needed = False
         self._leader_members = list(response.members)
-        if response.leader != response.member_id:
+        # v9: a restarted static leader of a Stable group keeps the group's assignment instead of making one.
+        self._skip_assignment = bool(self.versions["join_group"] >= 9 and response.skip_assignment)
+        if response.leader != response.member_id or self._skip_assignment:
             self._fire(MemberEvent.JOINED_AS_FOLLOWER)
         elif self._missing_topics():
             self._fire(MemberEvent.JOINED_AS_LEADER_WITHOUT_METADATA)
@@ -582,9 +711,13 @@ class GroupMember:
         self._actions.append(MetadataNeeded(self._missing_topics()))
 
     def _send_sync(self) -> None:
-        assignments = self._assign() if self.leader_id == self.member_id else []
+        leads = self.leader_id == self.member_id and not self._skip_assignment
+        assignments = self._assign() if leads else []
         request = SyncGroupRequest(group_id=self.config.group_id, generation_id=self.generation_id,
-                                   member_id=self.member_id, assignments=assignments)
+                                   member_id=self.member_id, group_instance_id=self._instance_id("sync_group"),
+                                   assignments=assignments)
+        if self.versions["sync_group"] >= 5:
+            request.protocol_type, request.protocol_name = self.config.protocol_type, self.protocol
         self._send("sync_group", request)
 
     def _on_sync_group(self, pending: _InFlight, response: SyncGroupResponse) -> None:
@@ -610,7 +743,7 @@ class GroupMember:
         if not self._has_in_flight("heartbeat") and self._next_heartbeat_ms is not None and now >= self._next_heartbeat_ms:
             self._next_heartbeat_ms = now + self.config.heartbeat_interval_ms
             request = HeartbeatRequest(group_id=self.config.group_id, generation_id=self.generation_id,
-                                       member_id=self.member_id)
+                                       member_id=self.member_id, group_instance_id=self._instance_id("heartbeat"))
             self._send("heartbeat", request)
         due = self._next_auto_commit_ms
         if due is not None and now >= due and not self._has_in_flight("offset_commit"):
@@ -635,7 +768,7 @@ class GroupMember:
                 Partition(partition_index=partition, committed_offset=offset, committed_metadata=""))
         request = OffsetCommitRequest(
             group_id=self.config.group_id, generation_id_or_member_epoch=self.generation_id,
-            member_id=self.member_id, retention_time_ms=-1,
+            member_id=self.member_id, group_instance_id=self._instance_id("offset_commit"), retention_time_ms=-1,
             topics=[Topic(name=topic, partitions=parts) for topic, parts in by_topic.items()],
         )
         self._send("offset_commit", request, before_rejoin=before_rejoin)
@@ -660,7 +793,7 @@ class GroupMember:
         return {m.member_id: self._codec.decode_subscription(m.metadata) for m in self._leader_members}
 
     def _missing_topics(self) -> Tuple[str, ...]:
-        if self.leader_id != self.member_id:
+        if self.leader_id != self.member_id or self._skip_assignment:
             return ()
         wanted = {topic for topics in self._subscriptions().values() for topic in topics}
         return tuple(sorted(wanted - set(self._partitions_per_topic)))
@@ -675,13 +808,29 @@ class GroupMember:
             for member_id in subscriptions
         ]
 
+    def _on_offset_fetch(self, pending: _InFlight, response: OffsetFetchResponse) -> None:
+        offsets: Dict[TopicPartition, Tuple[int, Optional[str]]] = {}
+        codes = [response.error_code] if self.versions["offset_fetch"] >= 2 else []
+        for topic in response.topics:
+            for p in topic.partitions:
+                offsets[(topic.name, p.partition_index)] = (p.committed_offset, p.metadata)
+                codes.append(p.error_code)
+        code = next((c for c in codes if c), 0)
+        self._actions.append(OffsetsFetched(pending.request_id, offsets, code))
+        if code and _reaction("offset_commit", code) is Reaction.REDISCOVER and self.state in _TALKING:
+            self._lose_coordinator()
+
     # ---------------------------------------------------------------- helpers
+
+    def _instance_id(self, api: str) -> Optional[str]:
+        """The static member's instance id, when the API's chosen version carries it."""
+        return self.config.group_instance_id if self.versions[api] >= _INSTANCE_ID_SINCE[api] else None
 
     def _send(self, api: str, request: Message, *, to_coordinator: bool = True, before_rejoin: bool = False) -> None:
         request_id = next(self._ids)
         self._in_flight[request_id] = _InFlight(request_id, api, to_coordinator, before_rejoin)
         destination = self.coordinator if to_coordinator else None
-        self._actions.append(SendRequest(request_id, request, REQUEST_VERSIONS[api][1], destination))
+        self._actions.append(SendRequest(request_id, request, self.versions[api], destination))
 
     def _has_in_flight(self, api: str) -> bool:
         return any(p.api == api for p in self._in_flight.values())
