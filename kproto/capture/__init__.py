@@ -9,7 +9,9 @@ Layers, each importing only the ones before it:
   / :class:`StreamClosed` events;
 * :mod:`kproto.capture.writer`: conversations → pcap/pcapng files (tests, sample data);
 * :mod:`kproto.capture.conversation`: Kafka frames over reassembled streams, requests paired with
-  responses (imports the codec; import it explicitly).
+  responses, raw SASL tokens followed, TLS connections recognised (imports the codec; import it
+  explicitly); it uses :mod:`kproto.capture.sasl` (what SASL tokens say, which parts are secret) and
+  :mod:`kproto.capture.tls` (TLS records and hellos).
 
 Damaged input becomes :class:`CaptureDiagnostic` items in the output, never an exception.
 """
