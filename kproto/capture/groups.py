@@ -374,6 +374,7 @@ class _GroupBuilder:
         self.leaves: Dict[str, int] = {}
         self.session_timeout_ms: Dict[str, int] = {}
         self.offset_answers: List[Tuple[int, str, str, int]] = []  # time, connection, "topic-partition", offset
+        self.join_answered_ns: Dict[int, int] = {}  # generation -> last JoinGroup answer
         connections = {str(ex.connection) for ex in exchanges}
         for conn in sorted(connections):
             for kind in sorted(set(problem_connections.get(conn, []))):
@@ -486,6 +487,9 @@ class _GroupBuilder:
         gen.leader = gen.leader or resp.leader
         t = _time(ex)
         gen.joins_ns[resp.member_id] = min(t, gen.joins_ns.get(resp.member_id, t))
+        if ex.response_time_ns is not None:
+            answered = self.join_answered_ns.get(resp.generation_id, ex.response_time_ns)
+            self.join_answered_ns[resp.generation_id] = max(answered, ex.response_time_ns)
         if resp.members:  # the leader's answer lists everyone
             gen.members = [m.member_id for m in resp.members]
             for m in resp.members:
@@ -588,13 +592,12 @@ class _GroupBuilder:
 
     def waits(self, previous: Optional[Generation], gen: Generation) -> None:
         start = gen.start_ns
-        last_join = max(gen.joins_ns.values()) if gen.joins_ns else None
+        joins_answered = self.join_answered_ns.get(gen.generation_id)
         for member_id in sorted(gen.joins_ns, key=lambda m: gen.joins_ns[m]):
             t = gen.joins_ns[member_id]
             if start is not None and t > start:
                 gen.waited_for.append(MemberWait(member_id, (t - start) / 1e6, "joined late"))
         if previous is not None:
-            window_start = start if start is not None else min(gen.joins_ns.values(), default=None)
             for member_id in previous.members:
                 if member_id in gen.members:
                     continue
@@ -603,10 +606,10 @@ class _GroupBuilder:
                     gen.left.append(member_id)
                     continue
                 gen.expired.append(member_id)
-                self.report.members[member_id].expired = True
-                if window_start is not None and last_join is not None:
-                    waited: Optional[float] = (last_join - window_start) / 1e6 if start is not None else None
-                    gen.waited_for.append(MemberWait(member_id, waited, "did not rejoin (removed by timeout)"))
+                self.report.members.setdefault(member_id, MemberInfo(member_id)).expired = True
+                # the coordinator held every JoinGroup answer until it gave up on this member
+                waited = (joins_answered - start) / 1e6 if start is not None and joins_answered is not None else None
+                gen.waited_for.append(MemberWait(member_id, waited, "did not rejoin (removed by timeout)"))
         if gen.leader and gen.leader in gen.syncs_ns and len(gen.syncs_ns) > 1:
             leader_sync = self.sync_request_time(gen, gen.leader)
             others = [self.sync_request_time(gen, m) for m in gen.syncs_ns if m != gen.leader]
