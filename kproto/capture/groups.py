@@ -239,7 +239,7 @@ def _has(message: Any, version: int, name: str) -> bool:
     for info in type(message).FIELDS:
         if info.name == name:
             lo, hi = info.versions
-            return lo <= version <= hi
+            return bool(lo <= version <= hi)
     return False
 
 
@@ -326,7 +326,8 @@ class GroupAnalyzer:
         for ex in sorted(self._fetches, key=lambda e: (_time(e), str(e.connection), e.correlation_id)):
             client = (ex.client.ip, getattr(ex.request_header, "client_id", None))
             parts = out.setdefault(client, {})
-            for topic in ex.request.topics or []:
+            request: Any = ex.request
+            for topic in request.topics or []:
                 name = _field(topic, ex.api_version, "topic")
                 if not name:
                     continue  # Fetch v13+ names topics by id only; positions need a name
@@ -416,7 +417,8 @@ class _GroupBuilder:
                 ex.response_time_ns, getattr(ex.request_header, "client_id", None), str(ex.client), server))
         report.coordinators = coordinators
         report.generations = [self.generations[g] for g in sorted(self.generations)]
-        for previous, gen in zip([None] + report.generations[:-1], report.generations):
+        previous_ones: List[Optional[Generation]] = [None, *report.generations[:-1]]
+        for previous, gen in zip(previous_ones, report.generations):
             self.complete(previous, gen)
         self.unfinished_rebalance()
         return report
@@ -439,7 +441,9 @@ class _GroupBuilder:
 
     def read(self, ex: Exchange) -> Tuple[Optional[str], Optional[int]]:
         """Fold one exchange in; returns the (member id, generation or epoch) its event row carries."""
-        req, resp, v = ex.request, ex.response, ex.api_version
+        req: Any = ex.request
+        resp: Any = ex.response
+        v = ex.api_version
         if req is None:
             return self.member_of_connection.get(str(ex.connection)), None
         key = ex.api_key
@@ -473,7 +477,9 @@ class _GroupBuilder:
         return None, None
 
     def read_join(self, ex: Exchange) -> Tuple[Optional[str], Optional[int]]:
-        req, resp, v = ex.request, ex.response, ex.api_version
+        req: Any = ex.request
+        resp: Any = ex.response
+        v = ex.api_version
         instance = _field(req, v, "group_instance_id")
         member_id = req.member_id or (resp.member_id if resp is not None else "") or None
         if member_id:
@@ -499,7 +505,9 @@ class _GroupBuilder:
         return resp.member_id, resp.generation_id
 
     def read_sync(self, ex: Exchange) -> Tuple[Optional[str], Optional[int]]:
-        req, resp, v = ex.request, ex.response, ex.api_version
+        req: Any = ex.request
+        resp: Any = ex.response
+        v = ex.api_version
         member_id, gen_id = req.member_id, req.generation_id
         self.member(member_id, ex, _field(req, v, "group_instance_id"))
         gen = self.generation(gen_id)
@@ -512,7 +520,9 @@ class _GroupBuilder:
         return member_id, gen_id
 
     def read_commit(self, ex: Exchange) -> Tuple[Optional[str], Optional[int]]:
-        req, resp, v = ex.request, ex.response, ex.api_version
+        req: Any = ex.request
+        resp: Any = ex.response
+        v = ex.api_version
         member_id = _field(req, v, "member_id") or self.member_of_connection.get(str(ex.connection))
         gen = _field(req, v, "generation_id_or_member_epoch")
         errors: Dict[Tuple[str, int], int] = {}
@@ -543,7 +553,8 @@ class _GroupBuilder:
         return member_id, None
 
     def read_consumer_heartbeat(self, ex: Exchange) -> Tuple[Optional[str], Optional[int]]:
-        req, resp = ex.request, ex.response
+        req: Any = ex.request
+        resp: Any = ex.response
         member_id = req.member_id or (resp.member_id if resp is not None else None) or None
         if not member_id:
             return None, None

@@ -92,7 +92,7 @@ def group_rows(reports: Iterable[GroupReport]) -> Tuple[List[Tuple[Any, ...]], L
 
 def _tables(events: List[Tuple[Any, ...]], rebalances: List[Tuple[Any, ...]]) -> Dict[str, pa.Table]:
     def table(rows: List[Tuple[Any, ...]], schema: pa.Schema) -> pa.Table:
-        columns = list(zip(*rows)) if rows else [[] for _ in schema]
+        columns: List[Any] = list(zip(*rows)) if rows else [[] for _ in schema]
         return pa.table([pa.array(list(c), f.type) for c, f in zip(columns, schema)], schema=schema)
 
     return {"group_events": table(events, GROUP_EVENTS), "rebalances": table(rebalances, REBALANCES)}
