@@ -110,7 +110,7 @@ def _entities(struct: Any, version: Optional[int], prefix: str, topic: Optional[
         value = getattr(struct, info.name)
         path = prefix + info.name
         if info.struct is not None:
-            items = value if info.is_array else [value]
+            items = (value or ()) if info.is_array else [value]  # a nullable array may be null
             for item in items:
                 if item is not None:
                     yield from _entities(item, version, path + ("[]." if info.is_array else "."), topic, partition)

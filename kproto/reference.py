@@ -154,18 +154,34 @@ class _Walker:
         return out
 
     def tags(self, raw: Any, tagged: Dict[int, FieldSpec], path: str) -> Dict[str, Any]:
-        """Known tagged fields decoded from their bytes (each parsed on its own, then placed)."""
+        """Known tagged fields decoded from their bytes (each parsed on its own, then placed).
+
+        Every byte of the section gets its own label: the entry count, each entry's tag and size
+        varints, then the field's value (known tags) or the raw bytes (tags this version does not know).
+        """
         start = self.base + raw.offset1
-        self.ranges.append(FieldRange(f"{path}._tagged_fields" if path else "_tagged_fields", "tags", start,
-                                      self.base + raw.offset2, len(raw.value)))
+        section = bytes(raw.data)
+        prefix = f"{path}." if path else ""
+        count, pos = _varint(section, 0)
+        self.ranges.append(FieldRange(f"{prefix}_tagged_fields", "count", start, start + pos, count))
         out: Dict[str, Any] = {}
         last = -1
         for entry in raw.value:
             if entry.tag <= last:
                 raise DecodeError(f"tag {entry.tag} out of order or repeated", start, path)
             last = entry.tag
+            entry_start = pos
+            _, pos = _varint(section, pos)
+            _, pos = _varint(section, pos)
+            data_start, pos = pos, pos + entry.size
             f = tagged.get(entry.tag)
+            name = f.attr if f is not None else f"_tagged_fields[{entry.tag}]"
+            self.ranges.append(FieldRange(f"{prefix}{name}", "tag", start + entry_start, start + data_start,
+                                          f"tag {entry.tag}, {entry.size} bytes"))
             if f is None:
+                if entry.size:
+                    self.ranges.append(FieldRange(f"{prefix}{name}", "raw", start + data_start, start + pos,
+                                                  f"tagged field {entry.tag} unknown to this version"))
                 continue
             con = c.RawCopy(_field_con(f, self.version, True))
             try:
@@ -174,10 +190,9 @@ class _Walker:
                 raise DecodeError(f"reference decoder: tagged field {entry.tag}: {exc}", start, path) from None
             if parsed.offset2 != len(entry.data):
                 raise DecodeError(f"tagged field {entry.tag} has trailing bytes", start, path)
-            # Offsets inside the tag's data are not tracked back to the frame: label them from the section.
-            saved, self.base = self.base, start
+            saved, self.base = self.base, start + data_start  # the field was parsed from its own bytes
             try:
-                out[f.attr] = self.field(f, parsed, f"{path}.{f.attr}" if path else f.attr)
+                out[f.attr] = self.field(f, parsed, f"{prefix}{f.attr}")
             finally:
                 self.base = saved
         return out
@@ -189,7 +204,9 @@ class _Walker:
             inner = t.element
             assert inner is not None
             items_raw = raw.value["items"]
-            self.ranges.append(FieldRange(path, "count", start, start + 4,
+            # An int32 count, or a compact varint one (then as wide as the varint): up to the first item.
+            count_end = self.base + (items_raw[0].offset1 if items_raw else raw.offset2)
+            self.ranges.append(FieldRange(path, "count", start, count_end,
                                           None if items_raw is None else len(items_raw)))
             if items_raw is None:
                 return None
@@ -241,6 +258,18 @@ class _Walker:
             return text
         self.ranges.append(FieldRange(path, "value", start + width, end, bytes(data)))
         return bytes(data)
+
+
+def _varint(data: bytes, pos: int) -> Tuple[int, int]:
+    """An unsigned varint at ``pos`` (the section already parsed, so it is complete): (value, next position)."""
+    value = shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, pos
+        shift += 7
 
 
 def _default(f: FieldSpec) -> Any:

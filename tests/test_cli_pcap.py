@@ -23,10 +23,10 @@ EXCHANGE_KEYS = {
     "record", "connection", "client", "server", "api_key", "api_name", "api_version", "correlation_id", "client_id",
     "request_time_ns", "response_time_ns", "latency_ns", "request_size", "response_size", "request_packet",
     "response_packet", "expects_response", "answered", "error_codes", "request_header", "request", "request_error",
-    "response_header", "response", "response_error",
+    "response_header", "response", "response_error", "sasl_mechanism",
 }
 PROBLEM_KEYS = {"record", "kind", "detail", "connection", "source", "offset", "packet", "timestamp_ns", "frame"}
-SUMMARY_KEYS = {"record", "exchanges", "shown", "problems", "failures", "problems_not_listed"}
+SUMMARY_KEYS = {"record", "exchanges", "shown", "sasl_tokens", "problems", "failures", "problems_not_listed"}
 
 
 def records(capture: Path, *args: str, code: int = 0) -> List[dict]:

@@ -33,8 +33,28 @@ Pairing
     :class:`Exchange` at once.  At most ``max_outstanding`` requests wait per connection; beyond that
     the oldest is reported unanswered.
 
-Nothing is dropped: every frame ends in an :class:`Exchange`, a :class:`Problem`, or both (a decode
-error gives an exchange carrying the error and a problem saying where).
+SASL
+    A ``SaslHandshake`` answered without error names the connection's mechanism.  After version 0 of
+    it the client sends the mechanism's tokens raw (an int32 size and the bytes, no Kafka header) and
+    the server answers each the same way, an empty token included: these frames become
+    :class:`SaslToken` records (with ``sasl_records=True``; otherwise they are only counted), paired in
+    order.  How many tokens the client sends comes from the mechanism (PLAIN and OAUTHBEARER one, SCRAM
+    two); for others (GSSAPI) a client frame that decodes as a Kafka request ends them.  A token left
+    unanswered when the connection ends (a v0 server closes the connection when authentication fails)
+    is an ``unanswered-request``.  ``SaslAuthenticate`` exchanges carry the mechanism in
+    :attr:`Exchange.sasl_mechanism`.  Tokens are kept as captured: redacting secrets is the job of
+    whoever shows them (:mod:`kproto.capture.sasl`).
+
+TLS
+    The first bytes of each direction of a connection on a server port are checked for a TLS record
+    (:mod:`kproto.capture.tls`; no Kafka frame can start like one).  A ClientHello (or, when the start of
+    the connection was not captured, any TLS record) makes one ``tls-encrypted`` problem naming the SNI
+    and version, and the connection is not decoded further — not a run of frame errors.  A server that
+    answers a plaintext request with a TLS alert (a TLS port), or closes after a ClientHello without a
+    ServerHello (a plaintext port), gives a ``tls-mismatch`` problem.  Neither is a decoding failure.
+
+Nothing is dropped: every frame ends in an :class:`Exchange`, a :class:`Problem`, a :class:`SaslToken`,
+or both (a decode error gives an exchange carrying the error and a problem saying where).
 """
 
 from __future__ import annotations
@@ -49,6 +69,8 @@ import kproto
 from kproto.capture.diagnostics import CaptureDiagnostic
 from kproto.capture.files import DEFAULT_MAX_RECORD_BYTES, CaptureSource
 from kproto.capture.reader import CaptureReader
+from kproto.capture.sasl import raw_token_count
+from kproto.capture.tls import MAX_START_BYTES, record_length, tls_start
 from kproto.capture.reassembly import (
     DEFAULT_MAX_BUFFERED_BYTES,
     DEFAULT_MAX_OPEN_CONNECTIONS,
@@ -77,6 +99,7 @@ __all__ = [
     "ProblemKind",
     "Problem",
     "Exchange",
+    "SaslToken",
     "ConversationStats",
     "KafkaConversations",
     "decode_capture",
@@ -87,6 +110,8 @@ __all__ = [
 DEFAULT_PORTS = frozenset({9092})
 
 _I32 = struct.Struct(">i")
+_SASL_HANDSHAKE = 17
+_SASL_AUTHENTICATE = 36
 _MIN_REQUEST = MIN_REQUEST_SIZE
 _MIN_RESPONSE = MIN_RESPONSE_SIZE
 
@@ -105,6 +130,8 @@ class ProblemKind(str, enum.Enum):
     UNANSWERED_REQUEST = "unanswered-request"  #: a request whose response never came
     RESPONSE_WITHOUT_REQUEST = "response-without-request"  #: a response pairing with no request seen
     STREAM_ENDED_IN_FRAME = "stream-ended-inside-frame"  #: a connection closed in the middle of a frame
+    TLS_ENCRYPTED = "tls-encrypted"  #: a connection on a Kafka port speaks TLS (reported once; not decoded)
+    TLS_MISMATCH = "tls-mismatch"  #: one side speaks TLS and the other does not
 
 
 @dataclass
@@ -170,6 +197,8 @@ class Exchange:
     response_offset: Optional[int] = None
     response_packet: Optional[int] = None
     response_time_ns: Optional[int] = None
+    #: For SaslAuthenticate: the mechanism its connection's SaslHandshake named (None when not captured).
+    sasl_mechanism: Optional[str] = None
 
     @property
     def api_name(self) -> str:
@@ -187,7 +216,34 @@ class Exchange:
         return self.response_time_ns - self.request_time_ns
 
 
-Record = Union[Exchange, Problem]
+@dataclass
+class SaslToken:
+    """One raw SASL token after ``SaslHandshake`` v0 and the server's answer to it (see module docs).
+
+    ``step`` counts the client's tokens on the connection from 1; ``response_token`` is None when no
+    answer was captured (an empty answer is ``b""``).  Tokens are as captured, secrets included.
+    """
+
+    connection: ConnectionId
+    client: Endpoint
+    server: Endpoint
+    mechanism: Optional[str]
+    step: int
+    request_token: bytes
+    request_offset: int
+    request_packet: Optional[int]
+    request_time_ns: Optional[int]
+    response_token: Optional[bytes] = None
+    response_offset: Optional[int] = None
+    response_packet: Optional[int] = None
+    response_time_ns: Optional[int] = None
+
+    @property
+    def answered(self) -> bool:
+        return self.response_token is not None
+
+
+Record = Union[Exchange, Problem, SaslToken]
 
 
 @dataclass
@@ -199,6 +255,8 @@ class ConversationStats:
     requests: int = 0
     responses: int = 0
     exchanges: int = 0
+    sasl_tokens: int = 0  #: raw SASL tokens from clients (after SaslHandshake v0)
+    encrypted_connections: int = 0  #: connections on a server port found to speak TLS
     problems: Dict[str, int] = field(default_factory=dict)
 
 
@@ -231,7 +289,8 @@ class _Pending:
 
 
 class _Conn:
-    __slots__ = ("cid", "client_dir", "kafka", "framers", "pending")
+    __slots__ = ("cid", "client_dir", "kafka", "framers", "pending", "examined", "tls", "server_spoke",
+                 "mechanism", "raw_tokens", "tokens", "token_step")
 
     def __init__(self, cid: ConnectionId, client_dir: Optional[Direction], kafka: Optional[bool]) -> None:
         self.cid = cid
@@ -239,6 +298,14 @@ class _Conn:
         self.kafka = kafka  # True: Kafka; None: not decided yet; False: ignored
         self.framers = (_Framer(cid.syn_seen), _Framer(cid.syn_seen))
         self.pending: Deque[_Pending] = deque()
+        self.examined = [False, False]  # whether each direction's first bytes were checked for TLS
+        self.tls: Optional[str] = None  # "client": the client opened TLS; "other": TLS seen otherwise
+        self.server_spoke = False
+        self.mechanism: Optional[str] = None  # the SASL mechanism of the last successful SaslHandshake
+        # Raw SASL tokens the client still sends: None = not in raw mode; -1 = until a Kafka request.
+        self.raw_tokens: Optional[int] = None
+        self.tokens: Deque[SaslToken] = deque()  # raw tokens awaiting the server's answer
+        self.token_step = 0
 
 
 def _classify(exc: KprotoError) -> ProblemKind:
@@ -255,7 +322,9 @@ class KafkaConversations:
     ``ports``: server ports; ``detect``: also recognise Kafka on other ports by its request headers;
     ``max_frame_size``: largest frame accepted (Kafka's default ``socket.request.max.bytes``, 100 MiB);
     ``max_outstanding``: requests waiting for a response per connection; ``max_resync_bytes``: bytes
-    scanned for a frame boundary before the scanned part is discarded.
+    scanned for a frame boundary before the scanned part is discarded; ``sasl_records``: also hand back
+    raw SASL tokens as :class:`SaslToken` records (off by default so that consumers written for
+    exchanges and problems only see those).
     """
 
     def __init__(
@@ -266,6 +335,7 @@ class KafkaConversations:
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
         max_outstanding: int = 1024,
         max_resync_bytes: int = 1 << 20,
+        sasl_records: bool = False,
     ) -> None:
         if max_frame_size < _MIN_REQUEST or max_outstanding < 1 or max_resync_bytes < 64:
             raise ValueError("limits too small")
@@ -274,6 +344,7 @@ class KafkaConversations:
         self.max_frame_size = max_frame_size
         self.max_outstanding = max_outstanding
         self.max_resync_bytes = max_resync_bytes
+        self.sasl_records = sasl_records
         self.stats = ConversationStats()
         self._conns: Dict[ConnectionId, _Conn] = {}
         self._out: List[Record] = []
@@ -296,7 +367,12 @@ class KafkaConversations:
         d = event.direction
         fr = conn.framers[d]
         if type(event) is StreamData:
+            if conn.tls is not None:
+                conn.server_spoke = conn.server_spoke or d != conn.client_dir
+                return
             fr.buf += event.data
+            if not conn.examined[d] and not self._examine(conn, d, event.timestamp_ns, event.packet):
+                return
             self._pump(conn, d, event.timestamp_ns, event.packet)
         elif type(event) is StreamGap:
             if conn.kafka:
@@ -348,6 +424,41 @@ class KafkaConversations:
         self._conns[cid] = conn
         return conn
 
+    # --- TLS ------------------------------------------------------------------------------------------------
+
+    def _examine(self, conn: _Conn, d: Direction, ts: Optional[int], packet: Optional[int]) -> bool:
+        """Check the first bytes of a direction for TLS; False when framing must not go on (yet)."""
+        fr = conn.framers[d]
+        head = bytes(fr.buf[:MAX_START_BYTES])
+        if len(head) < 5:
+            return False  # too few bytes to tell: wait for more
+        length = record_length(head)
+        if length is not None and len(head) < 5 + length and len(head) < MAX_START_BYTES:
+            return False  # a TLS record not complete yet: read its hello whole
+        conn.examined[d] = True
+        start = tls_start(head) if length is not None else None
+        if start is None:
+            return True
+        if not conn.kafka:
+            if conn.kafka is None:
+                self._reject(conn)
+            return False
+        from_client = d == conn.client_dir or (conn.client_dir is None and d == Direction.FORWARD)
+        if not from_client and start.content == "alert" and conn.framers[1 - d].base + len(conn.framers[1 - d].buf):
+            self._problem(ProblemKind.TLS_MISMATCH, f"the server answered plaintext Kafka with a {start.describe()}: "
+                          "the port expects TLS", conn, d, fr.base, packet, ts)
+        else:
+            what = start.describe() if start.hello else f"{start.describe()}, its handshake not captured"
+            self._problem(ProblemKind.TLS_ENCRYPTED, f"{what}: the connection is encrypted, its Kafka traffic "
+                          "cannot be decoded", conn, d, fr.base, packet, ts)
+            self.stats.encrypted_connections += 1
+        conn.tls = "client" if from_client and start.hello == "ClientHello" else "other"
+        conn.server_spoke = not from_client
+        for framer in conn.framers:
+            framer.buf = bytearray()
+        conn.pending.clear()
+        return False
+
     def _reject(self, conn: _Conn) -> None:
         conn.kafka = False
         conn.framers = (_Framer(False), _Framer(False))
@@ -358,12 +469,14 @@ class KafkaConversations:
 
     def _pump(self, conn: _Conn, d: Direction, ts: Optional[int], packet: Optional[int]) -> None:
         fr = conn.framers[d]
-        minimum = _MIN_REQUEST if d == conn.client_dir else _MIN_RESPONSE
-        while conn.kafka is not False:
+        while conn.kafka is not False and conn.tls is None:
             if not fr.synced:
                 if not self._resync(conn, d, ts, packet):
                     return
-                minimum = _MIN_REQUEST if d == conn.client_dir else _MIN_RESPONSE
+            if d == conn.client_dir:
+                minimum = _MIN_REQUEST if conn.raw_tokens is None else 0
+            else:
+                minimum = _MIN_RESPONSE if not conn.tokens else 0
             found = fr.next_frame(minimum, self.max_frame_size)
             if found is None:
                 size = fr.bad_size
@@ -467,7 +580,13 @@ class KafkaConversations:
                     fr.skip_counted(fr.base, len(fr.buf))
             self._report_skipped(conn, d, ts, packet)
         fr.buf = bytearray()
+        if conn.tls == "client" and d != conn.client_dir and not conn.server_spoke and ts is not None:
+            self._problem(ProblemKind.TLS_MISMATCH, "the client opened TLS and the server closed the connection "
+                          "without a ServerHello: the port does not speak TLS", conn, d, offset, packet, ts)
         if conn.framers[0].closed and conn.framers[1].closed:
+            while conn.tokens:
+                self._token_unanswered(conn, conn.tokens.popleft(), "the connection ended (after SaslHandshake v0 "
+                                       "a server closes the connection when authentication fails)")
             while conn.pending:
                 self._unanswered(conn, conn.pending.popleft(), "the connection ended")
             del self._conns[conn.cid]
@@ -477,11 +596,63 @@ class KafkaConversations:
     def _on_frame(self, conn: _Conn, d: Direction, frame: bytes, offset: int, damaged_at: Optional[int],
                   ts: Optional[int], packet: Optional[int]) -> None:
         if d == conn.client_dir:
-            self._on_request(conn, d, frame, offset, damaged_at, ts, packet)
+            if conn.raw_tokens is not None and self._is_token(conn, frame, damaged_at):
+                self._on_token(conn, d, frame, offset, damaged_at, ts, packet)
+            else:
+                self._on_request(conn, d, frame, offset, damaged_at, ts, packet)
+        elif conn.tokens:
+            self._on_token_answer(conn, d, frame, offset, damaged_at, ts, packet)
         elif conn.kafka is None:
             self._reject(conn)  # the server spoke before any request: not Kafka
         else:
             self._on_response(conn, d, frame, offset, damaged_at, ts, packet)
+
+    # --- raw SASL tokens --------------------------------------------------------------------------------
+
+    def _is_token(self, conn: _Conn, frame: bytes, damaged_at: Optional[int]) -> bool:
+        """Whether a client frame in raw-token mode is a token (see module docs); leaves the mode when not."""
+        if conn.raw_tokens == -1 and damaged_at is None and plausible_request_header(frame, 0, self.max_frame_size):
+            try:
+                kproto.decode_request(frame)
+            except KprotoError:
+                return True
+            conn.raw_tokens = None
+            return False
+        return True
+
+    def _on_token(self, conn: _Conn, d: Direction, frame: bytes, offset: int, damaged_at: Optional[int],
+                  ts: Optional[int], packet: Optional[int]) -> None:
+        if conn.raw_tokens is not None and conn.raw_tokens > 0:
+            conn.raw_tokens -= 1
+            if conn.raw_tokens == 0:
+                conn.raw_tokens = None
+        if damaged_at is not None:
+            self._problem(ProblemKind.INCOMPLETE_FRAME, f"SASL token of {len(frame) - 4} bytes, "
+                          f"{len(frame) - damaged_at} not captured", conn, d, offset, packet, ts)
+        self.stats.sasl_tokens += 1
+        conn.token_step += 1
+        assert conn.client_dir is not None
+        cid = conn.cid
+        conn.tokens.append(SaslToken(cid, cid.source(conn.client_dir), cid.destination(conn.client_dir), conn.mechanism,
+                                     conn.token_step, bytes(frame[4:]), offset, packet, ts))
+
+    def _on_token_answer(self, conn: _Conn, d: Direction, frame: bytes, offset: int, damaged_at: Optional[int],
+                         ts: Optional[int], packet: Optional[int]) -> None:
+        token = conn.tokens.popleft()
+        if damaged_at is not None:
+            self._problem(ProblemKind.INCOMPLETE_FRAME, f"SASL token answer of {len(frame) - 4} bytes, "
+                          f"{len(frame) - damaged_at} not captured", conn, d, offset, packet, ts)
+        token.response_token = bytes(frame[4:])
+        token.response_offset, token.response_packet, token.response_time_ns = offset, packet, ts
+        if self.sasl_records:
+            self._out.append(token)
+
+    def _token_unanswered(self, conn: _Conn, token: SaslToken, why: str) -> None:
+        if self.sasl_records:
+            self._out.append(token)
+        self._problem(ProblemKind.UNANSWERED_REQUEST,
+                      f"no answer to SASL {token.mechanism} token {token.step}: {why}", conn, conn.client_dir,
+                      token.request_offset, token.request_packet, token.request_time_ns)
 
     def _on_request(self, conn: _Conn, d: Direction, frame: bytes, offset: int, damaged_at: Optional[int],
                     ts: Optional[int], packet: Optional[int]) -> None:
@@ -565,6 +736,11 @@ class KafkaConversations:
                 self._problem(_classify(exc), f"response to api key {req.api_key} v{req.version}: {exc}", conn, d,
                               offset, packet, ts, frame)
         ex = self._emit_exchange(conn, req, expects_response=True)
+        if req.api_key == _SASL_HANDSHAKE and msg is not None and msg.error_code == 0 and req.message is not None:
+            conn.mechanism = req.message.mechanism
+            if req.version == 0:  # the mechanism's tokens follow raw (see module docs)
+                count = raw_token_count(conn.mechanism)
+                conn.raw_tokens = -1 if count is None else count
         ex.response_header = header
         ex.response = msg
         ex.response_error = error
@@ -593,6 +769,7 @@ class KafkaConversations:
             request_packet=req.packet,
             request_time_ns=req.ts,
             expects_response=expects_response,
+            sasl_mechanism=conn.mechanism if req.api_key == _SASL_AUTHENTICATE else None,
         )
         self.stats.exchanges += 1
         self._out.append(ex)
@@ -622,16 +799,18 @@ def decode_capture(
     max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES,
     max_outstanding: int = 1024,
     max_open_connections: int = DEFAULT_MAX_OPEN_CONNECTIONS,
+    sasl_records: bool = False,
 ) -> Iterator[Record]:
     """Read a pcap/pcapng capture (path, bytes or binary file object) and yield its Kafka
     :class:`Exchange` and :class:`Problem` records in capture order.
 
     ``max_record_bytes`` bounds one capture record, ``max_buffered_bytes`` the out-of-order TCP data held
     per direction, ``max_frame_size`` one Kafka frame, ``max_outstanding`` the requests awaiting an answer
-    per connection, ``max_open_connections`` the connections followed at once.
+    per connection, ``max_open_connections`` the connections followed at once; ``sasl_records`` adds
+    :class:`SaslToken` records for raw SASL tokens.
     """
     conversations = KafkaConversations(ports=ports, detect=detect, max_frame_size=max_frame_size,
-                                       max_outstanding=max_outstanding)
+                                       max_outstanding=max_outstanding, sasl_records=sasl_records)
     reassembler = TcpReassembler(max_buffered_bytes=max_buffered_bytes, max_open_connections=max_open_connections)
     for item in CaptureReader(source, max_record_bytes=max_record_bytes):
         if type(item) is CaptureDiagnostic:

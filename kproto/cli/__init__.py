@@ -1,4 +1,4 @@
-"""The ``kproto`` command line: decode, hexdump, pcap and encode Kafka 0.8/0.9 traffic.
+"""The ``kproto`` command line: decode, hexdump, pcap and encode Kafka traffic of every version.
 
 ``main(argv)`` is the console script's entry point; each command lives in its own module
 (:mod:`kproto.cli.decode`, :mod:`~kproto.cli.hexdump`, :mod:`~kproto.cli.pcap`,
@@ -26,7 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every command."""
     parser = argparse.ArgumentParser(
         prog="kproto",
-        description="Decode, dump, encode and follow Apache Kafka 0.8/0.9 wire protocol traffic.",
+        description="Decode, dump, encode and follow Apache Kafka wire protocol traffic (Kafka 0.8 to 4.x).",
         epilog="Run 'kproto COMMAND --help' for a command's options; docs/cli.md documents the JSON formats.",
     )
     parser.add_argument("--version", action="version", version=f"kproto {kproto.__version__}")

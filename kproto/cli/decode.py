@@ -27,7 +27,7 @@ from kproto.cli.tree_view import show_bytes, tree_lines
 __all__ = ["add_parser", "run", "frame_title"]
 
 DESCRIPTION = """\
-Decode Kafka 0.8/0.9 frames (int32 size + payload), one or many, from a raw binary file or hex text
+Decode Kafka frames of any version (int32 size + payload), one or many, from a raw binary file or hex text
 (bare hex, 0x.., colons, xxd, hexdump -C and tshark -x dumps; detected automatically).  Requests are
 decoded from their header.  A response does not name its api: give --api/--api-key (+ --api-version),
 or put the request before it in the same input and it is paired by correlation id.

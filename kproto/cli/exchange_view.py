@@ -9,6 +9,7 @@ from kproto._generated.error_codes import name_in_context
 from kproto.capture.conversation import Exchange, Problem
 from kproto.cli.filter_fields import all_error_codes
 from kproto.cli.json_values import bytes_json, error_json, message_json
+from kproto.cli.sasl_view import label_sasl_authenticate
 from kproto.cli.terminal_style import Style
 from kproto.cli.tree_view import tree_lines
 
@@ -19,7 +20,7 @@ EXCHANGE_KEYS = (
     "record", "connection", "client", "server", "api_key", "api_name", "api_version", "correlation_id", "client_id",
     "request_time_ns", "response_time_ns", "latency_ns", "request_size", "response_size", "request_packet",
     "response_packet", "expects_response", "answered", "error_codes", "request_header", "request", "request_error",
-    "response_header", "response", "response_error",
+    "response_header", "response", "response_error", "sasl_mechanism",
 )
 PROBLEM_KEYS = ("record", "kind", "detail", "connection", "source", "offset", "packet", "timestamp_ns", "frame")
 
@@ -37,11 +38,13 @@ def _client_id(exchange: Exchange) -> Optional[str]:
     return None if header is None else header.client_id
 
 
-def exchange_json(exchange: Exchange, verbose: bool = False, max_records: Optional[int] = None) -> Dict[str, Any]:
+def exchange_json(exchange: Exchange, verbose: bool = False, max_records: Optional[int] = None,
+                  show_secrets: bool = False) -> Dict[str, Any]:
     """The JSON record of an exchange (keys :data:`EXCHANGE_KEYS`, always all present); ``max_records``
-    bounds the messages listed per record set with ``verbose``."""
+    bounds the messages listed per record set with ``verbose``; SASL secrets are redacted unless
+    ``show_secrets`` (:mod:`kproto.cli.sasl_view`)."""
     request, response = exchange.request, exchange.response
-    return {
+    record = {
         "record": "exchange",
         "connection": exchange.connection.serial,
         "client": str(exchange.client),
@@ -67,7 +70,10 @@ def exchange_json(exchange: Exchange, verbose: bool = False, max_records: Option
         "response_header": None if exchange.response_header is None else exchange.response_header.to_dict(),
         "response": None if response is None else message_json(response, verbose, max_records, exchange.api_version),
         "response_error": error_json(exchange.response_error),
+        "sasl_mechanism": exchange.sasl_mechanism,
     }
+    label_sasl_authenticate(record, exchange, show_secrets)
+    return record
 
 
 def problem_json(problem: Problem) -> Dict[str, Any]:
@@ -106,7 +112,8 @@ def exchange_line(exchange: Exchange, style: Style) -> str:
     parts = [
         format_time(exchange.request_time_ns),
         f"#{exchange.connection.serial} {exchange.client} > {exchange.server}",
-        style("title", f"{exchange.api_name} v{exchange.api_version}"),
+        style("title", f"{exchange.api_name} v{exchange.api_version}"
+              + (f" [{exchange.sasl_mechanism or 'mechanism unknown'}]" if exchange.api_key == 36 else "")),
         f"corr={exchange.correlation_id}",
         f"client={client_id!r}" if client_id is not None else "client=-",
         sizes + timing,
@@ -127,16 +134,22 @@ def _errors_text(exchange: Exchange, style: Style) -> str:
     return "; ".join(failures) if failures else "ok"
 
 
-def exchange_tree(exchange: Exchange, verbose: bool = True, max_records: Optional[int] = None) -> Iterator[str]:
+def exchange_tree(exchange: Exchange, verbose: bool = True, max_records: Optional[int] = None,
+                  show_secrets: bool = False) -> Iterator[str]:
     """The decoded request and response under an exchange line (``pcap -v``)."""
-    for what, header, message in (("request", exchange.request_header, exchange.request),
-                                  ("response", exchange.response_header, exchange.response)):
-        if message is None:
+    bodies = {"request": None if exchange.request is None else message_json(exchange.request, verbose, max_records,
+                                                                            exchange.api_version),
+              "response": None if exchange.response is None else message_json(exchange.response, verbose,
+                                                                               max_records, exchange.api_version)}
+    label_sasl_authenticate(bodies, exchange, show_secrets)
+    for what, header in (("request", exchange.request_header), ("response", exchange.response_header)):
+        body = bodies[what]
+        if body is None:
             continue
         yield f"  {what}:"
         if header is not None:
             yield f"    header: {header.to_dict()}"
-        yield from tree_lines(message_json(message, verbose, max_records, exchange.api_version), 4)
+        yield from tree_lines(body, 4)
 
 
 def problem_line(problem: Problem, style: Style) -> str:

@@ -65,13 +65,13 @@ class DecodedFrame:
 
     @property
     def header_version(self) -> int:
-        """The header layout: requests 1 (0 for ControlledShutdown v0), responses 0."""
-        if self.kind == "response":
-            return 0
+        """The header layout the api version uses: requests 1 (0 for ControlledShutdown v0, 2 when
+        flexible), responses 0 (1 when flexible, except ApiVersions); unknown apis: 1 and 0."""
         info = self.api_info
-        if info is not None and self.api_version in info.versions:
-            return info.request_header_version(self.api_version)
-        return 1
+        known = info is not None and self.api_version in info.versions
+        if self.kind == "response":
+            return info.response_header_version(self.api_version) if known else 0  # type: ignore[union-attr, arg-type]
+        return info.request_header_version(self.api_version) if known else 1  # type: ignore[union-attr, arg-type]
 
     @property
     def raw_body(self) -> Optional[bytes]:
@@ -178,7 +178,7 @@ def decode_as_response(index: int, offset: int, data: bytes, api_key: Optional[i
     """``data`` decoded as the response of ``api_key`` v``api_version``."""
     frame = DecodedFrame(index, offset, data, "response", api_key, api_version)
     try:
-        header, pos = ResponseHeader.decode_from(data, 4, len(data), 0)
+        header, pos = ResponseHeader.decode_from(data, 4, len(data), frame.header_version)
     except KprotoError as exc:
         frame.error = exc
         return frame

@@ -34,6 +34,8 @@ def range_label(r: FieldRange) -> str:
         return f"{r.path} (length): " + ("-1 (null)" if r.value is None else str(r.value))
     if r.part == "raw":
         return f"{r.path} ({r.end - r.start} bytes): {r.value}"
+    if r.part == "tag":
+        return f"{r.path} (tag): {r.value}"
     # Strings the message-set walker writes (crc check, codec, wrapper summary) are descriptions, not data.
     described = ".records[" in r.path and isinstance(r.value, str)
     return f"{r.path}: {r.value if described else _show_value(r.value)}{_value_name(r)}"
@@ -64,7 +66,7 @@ def _role(r: FieldRange, header_end: int) -> str:
         return "raw"
     if r.end <= header_end:
         return "header"
-    if r.part in ("count", "length"):
+    if r.part in ("count", "length", "tag"):
         return "count"
     if ".records[" in r.path or r.path.startswith("records["):
         return "records"

@@ -5,15 +5,20 @@
 "summary": {...}}``, pretty-printed with two-space indents.
 
 Records are written with ``json.dumps`` (C speed) unless they hold a lazy sequence (a
-:class:`~kproto.cli.json_values.RecordStream` of a large record set, or any other non-list iterable):
-those are written piece by piece by :func:`iter_json`, so a record whose record set decompresses to
-64 MiB never exists as one string or one list of values.
+:class:`~kproto.cli.json_values.RecordStream` of a record set, or any other non-list iterable): those
+are written piece by piece, so a record whose record set decompresses to 64 MiB never exists as one
+string or one list of values.  In JSON Lines, a lazy value that writes its own text (``json_chunks()``,
+``json_bytes()``)
+is dumped as a placeholder string, and the line is written with the value's chunks in its place: the
+record's structure stays at C speed.  Otherwise :func:`iter_json` walks the record.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, Iterator, Optional, TextIO
+import os
+import re
+from typing import Any, Dict, Iterator, List, Optional, TextIO
 
 __all__ = ["FORMAT_VERSION", "RecordWriter", "iter_json"]
 
@@ -71,8 +76,55 @@ class RecordWriter:
         self.fmt = fmt
         self.command = command
         self._count = 0
+        # Placeholders for self-writing lazy values: a nonce no data can guess, as json.dumps writes it.
+        self._marker = "\x00kproto-lazy-" + os.urandom(8).hex() + "-"
+        self._marker_re = re.compile('"' + re.escape(json.dumps(self._marker)[1:-1]) + '([0-9]+)' +
+                                     re.escape(json.dumps("\x00")[1:-1]) + '"')
+        self._lazy: List[Any] = []
         if fmt == "json":
             stream.write('{\n  "kproto": %s,\n  "format_version": %d,\n  "records": [' % (json.dumps(command), FORMAT_VERSION))
+
+    def _placeholder(self, value: Any) -> Any:
+        if not hasattr(value, "json_bytes"):
+            raise _Lazy()
+        self._lazy.append(value)
+        return f"{self._marker}{len(self._lazy) - 1}\x00"
+
+    def _write_with_chunks(self, record: Dict[str, Any]) -> bool:
+        """JSON Lines with self-writing lazy values; False when the record holds another kind of lazy value."""
+        self._lazy.clear()
+        try:
+            text = json.dumps(record, separators=(",", ":"), default=self._placeholder)
+        except _Lazy:
+            return False
+        binary = self._binary()
+        pos = 0
+        if binary is not None:  # JSON text is ASCII: bytes go straight to the file under the text layer
+            for found in self._marker_re.finditer(text):
+                binary.write(text[pos:found.start()].encode("ascii"))
+                for chunk in self._lazy[int(found.group(1))].json_bytes():
+                    binary.write(chunk)
+                pos = found.end()
+            binary.write(text[pos:].encode("ascii") + b"\n")
+        else:
+            write = self.stream.write
+            for found in self._marker_re.finditer(text):
+                write(text[pos:found.start()])
+                for piece in self._lazy[int(found.group(1))].json_chunks():
+                    write(piece)
+                pos = found.end()
+            write(text[pos:] + "\n")
+        self._lazy.clear()
+        return True
+
+    def _binary(self) -> Optional[Any]:
+        """The binary file under the text stream, flushed up to here, when its encoding keeps ASCII as is."""
+        binary = getattr(self.stream, "buffer", None)
+        encoding = (getattr(self.stream, "encoding", None) or "").lower().replace("-", "").replace("_", "")
+        if binary is None or encoding not in ("utf8", "ascii", "latin1", "iso88591", "usascii"):
+            return None
+        self.stream.flush()
+        return binary
 
     def write(self, record: Dict[str, Any]) -> None:
         try:
@@ -83,7 +135,8 @@ class RecordWriter:
                     "\n", "\n    ")
             self.stream.write(text)
         except _Lazy:
-            self._write_streamed(record)
+            if self.fmt != "jsonl" or not self._write_with_chunks(record):
+                self._write_streamed(record)
         self._count += 1
 
     def _write_streamed(self, record: Dict[str, Any]) -> None:

@@ -1,6 +1,7 @@
 """Where each field of each message of a message set sits: labelled byte ranges for the hex dump.
 
-The records layer decodes message sets but (rightly) keeps no byte positions, so this is a small walker
+A record set may hold magic 0/1 message set entries and magic 2 record batches (the magic byte sits at
+the same place in both); batches are labelled by :mod:`kproto.cli.record_batch_layout`.  The records layer decodes message sets but (rightly) keeps no byte positions, so this is a small walker
 of its own over the magic 0/1 layout (specs/ and docs/protocol-notes.md)::
 
     offset int64 | message_size int32 | crc uint32 | magic int8 | attributes int8
@@ -19,6 +20,7 @@ import zlib
 from typing import List
 
 from kproto.errors import KprotoError
+from kproto.cli.record_batch_layout import batch_ranges
 from kproto.records import decode_message_set
 from kproto.records.format import CODEC_MASK, CODEC_NAMES, LOG_OVERHEAD, MIN_MESSAGE_SIZE
 from kproto.reference import FieldRange
@@ -41,6 +43,11 @@ def message_set_ranges(raw: bytes, base: int, path: str) -> List[FieldRange]:
             out.append(FieldRange(f"{path}.partial_tail", "raw", base + pos, base + n, "incomplete entry header"))
             break
         offset, size = _ENTRY.unpack_from(raw, pos)
+        if n - pos > 16 and raw[pos + 16] == 2 and size >= 0 and pos + LOG_OVERHEAD + size <= n:
+            if not batch_ranges(raw, pos, pos + LOG_OVERHEAD + size, base, entry, out):
+                break
+            pos, index = pos + LOG_OVERHEAD + size, index + 1
+            continue
         out.append(FieldRange(f"{entry}.offset", "value", base + pos, base + pos + 8, offset))
         out.append(FieldRange(f"{entry}.message_size", "value", base + pos + 8, base + pos + 12, size))
         start, end = pos + LOG_OVERHEAD, pos + LOG_OVERHEAD + size

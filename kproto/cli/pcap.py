@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any, Dict, Optional
 
-from kproto.capture.conversation import DEFAULT_PORTS, Exchange, Problem, ProblemKind, decode_capture
+from kproto.capture.conversation import DEFAULT_PORTS, Exchange, Problem, ProblemKind, SaslToken, decode_capture
 from kproto.capture.reassembly import DEFAULT_MAX_OPEN_CONNECTIONS
 from kproto.cli.command_options import (
     add_color_option,
@@ -17,10 +17,18 @@ from kproto.cli.command_options import (
 )
 from kproto.cli.filter_fields import FilterFields
 from kproto.cli.exchange_filter import ExchangeFilter, FilterSyntaxError
-from kproto.cli.exchange_view import exchange_json, exchange_line, exchange_tree, problem_json, problem_line
+from kproto.cli.exchange_view import (
+    exchange_json,
+    exchange_line,
+    exchange_tree,
+    format_time,
+    problem_json,
+    problem_line,
+)
 from kproto.cli.exit_codes import EXIT_FAILED, EXIT_OK
 from kproto.cli.json_output import RecordWriter
 from kproto.cli.progress_bar import CountingReader, ProgressBar
+from kproto.cli.sasl_view import sasl_token_json, sasl_token_line
 from kproto.cli.terminal_style import Style, wants_color
 
 __all__ = ["add_parser", "run", "FAILURE_KINDS", "DEFAULT_PROBLEMS_PER_KIND"]
@@ -36,12 +44,20 @@ Filter expressions (--filter) combine tests with and/or/not and parentheses:
   client_id=app-1   error   error=REBALANCE_IN_PROGRESS   failed   unanswered   latency_ms>50
 Fields: api api_key api_version correlation_id client_id connection client server port request_size
 response_size latency_ms topic partition group error failed answered unanswered.  Problems are always
-listed.  Exit code: 0 clean capture, 1 a frame failed to decode or the capture is damaged, 2 usage."""
+listed.
+
+SASL: after SaslHandshake v0 the raw tokens are shown as 'SASL <mechanism> token N' lines; SaslAuthenticate
+exchanges name their mechanism.  PLAIN passwords, SCRAM client proofs, OAUTHBEARER tokens and opaque
+(GSSAPI) tokens are redacted unless --show-secrets.  A connection on a Kafka port that speaks TLS is
+reported once (tls-encrypted, with the SNI) and not decoded further.
+Exit code: 0 clean capture, 1 a frame failed to decode or the capture is damaged, 2 usage."""
 
 #: Problems that mean something did not decode (exit code 1); an unanswered request or an unpaired
-#: response is a fact about the conversation (or where the capture started), not a decoding failure.
+#: response is a fact about the conversation (or where the capture started), and TLS is a fact about the
+#: connection, not a decoding failure.
 FAILURE_KINDS = frozenset(kind for kind in ProblemKind
-                          if kind not in (ProblemKind.UNANSWERED_REQUEST, ProblemKind.RESPONSE_WITHOUT_REQUEST))
+                          if kind not in (ProblemKind.UNANSWERED_REQUEST, ProblemKind.RESPONSE_WITHOUT_REQUEST,
+                                          ProblemKind.TLS_ENCRYPTED, ProblemKind.TLS_MISMATCH))
 
 #: Problems of one kind listed before the rest are only counted: a damaged capture can hold millions
 #: of the same problem (a file of empty records), and a line each made the output eight times the file.
@@ -63,6 +79,8 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="full decoded tree (text) / decoded record-set messages (JSON)")
     add_max_records_option(parser)
+    parser.add_argument("--show-secrets", action="store_true",
+                        help="show SASL secrets (passwords, SCRAM proofs, bearer tokens) instead of redacting them")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     parser.add_argument("--max-connections", type=int, default=DEFAULT_MAX_OPEN_CONNECTIONS, metavar="N",
                         help="TCP connections followed at once; past it the least recently active is dropped "
@@ -78,12 +96,13 @@ class _Tally:
     def __init__(self) -> None:
         self.exchanges = 0
         self.shown = 0
+        self.sasl_tokens = 0
         self.problems: Dict[str, int] = {}
         self.failures = 0
         self.problems_not_listed = 0
 
     def summary(self) -> Dict[str, Any]:
-        return {"exchanges": self.exchanges, "shown": self.shown, "problems": dict(sorted(self.problems.items())),
+        return {"exchanges": self.exchanges, "shown": self.shown, "sasl_tokens": self.sasl_tokens, "problems": dict(sorted(self.problems.items())),
                 "failures": self.failures, "problems_not_listed": self.problems_not_listed}
 
 
@@ -106,8 +125,13 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     output = _Output(args)
     try:
         for record in decode_capture(reader, ports=ports, detect=not args.no_detect,  # type: ignore[arg-type]
-                                     max_frame_size=args.max_frame_size, max_open_connections=args.max_connections):
-            if isinstance(record, Exchange):
+                                     max_frame_size=args.max_frame_size, max_open_connections=args.max_connections,
+                                     sasl_records=True):
+            if isinstance(record, SaslToken):
+                tally.sasl_tokens += 1
+                if selector is None:  # a filter selects exchanges; tokens have none of their fields
+                    output.sasl_token(record)
+            elif isinstance(record, Exchange):
                 tally.exchanges += 1
                 if selector is None or selector(FilterFields(record)):
                     tally.shown += 1
@@ -143,17 +167,24 @@ class _Output:
     def __init__(self, args: argparse.Namespace) -> None:
         self.verbose = args.verbose
         self.max_records = args.max_records
+        self.show_secrets = args.show_secrets
         self.style = Style(args.format == "text" and wants_color(args.color, sys.stdout))
         self.writer = RecordWriter(sys.stdout, args.format, "pcap") if args.format != "text" else None
 
     def exchange(self, exchange: Exchange) -> None:
         if self.writer is not None:
-            self.writer.write(exchange_json(exchange, self.verbose, self.max_records))
+            self.writer.write(exchange_json(exchange, self.verbose, self.max_records, self.show_secrets))
             return
         print(exchange_line(exchange, self.style))
         if self.verbose:
-            for line in exchange_tree(exchange, max_records=self.max_records):
+            for line in exchange_tree(exchange, max_records=self.max_records, show_secrets=self.show_secrets):
                 print(line)
+
+    def sasl_token(self, token: SaslToken) -> None:
+        if self.writer is not None:
+            self.writer.write(sasl_token_json(token, self.show_secrets))
+        else:
+            print(sasl_token_line(token, self.style, self.show_secrets, format_time(token.request_time_ns)))
 
     def problem(self, problem: Problem) -> None:
         if self.writer is not None:

@@ -78,10 +78,15 @@ def _record_summary(item: Any) -> str:
 
 def _bytes_details(item: Any, indent: int) -> Iterator[str]:
     pad = " " * indent
+    for batch in item.get("batches", ()):
+        yield f"{pad}batch {batch_line(batch)}"
     for message in item.get("messages", ()):  # a list, or a RecordStream decoded as it is iterated
         yield f"{pad}- {message_line(message)}"
     if item.get("messages_not_shown"):
         yield f"{pad}... {item['messages_not_shown']} more messages (--max-records)"
+    if "sasl" in item:  # what a SASL token holds (kproto.cli.sasl_view)
+        yield f"{pad}sasl:"
+        yield from tree_lines(item["sasl"], indent + 2)
     if "consumer_protocol" in item:
         yield f"{pad}consumer_protocol:"
         yield from tree_lines(item["consumer_protocol"], indent + 2)
@@ -95,7 +100,26 @@ def message_line(message: Any) -> str:
     if message["timestamp"] is not None:
         parts.append(f"timestamp {message['timestamp']},")
     parts.append(f"key {_optional_bytes(message['key'])}, value {_optional_bytes(message['value'])}")
+    headers = message.get("headers")
+    if headers:
+        parts[-1] += ","
+        parts.append("headers " + ", ".join(f"{h['key']!r}={_optional_bytes(h['value'])}" for h in headers))
     return " ".join(parts)
+
+
+def batch_line(batch: Any) -> str:
+    """A magic 2 batch header on one line: offsets, codec and the producer facts."""
+    parts = [f"base offset {batch['base_offset']}: {batch['records_count']} records"]
+    if batch["codec"] != "none":
+        parts.append(batch["codec"])
+    if batch["producer_id"] >= 0:
+        parts.append(f"producer id {batch['producer_id']} epoch {batch['producer_epoch']}"
+                     f" base sequence {batch['base_sequence']}")
+    if batch["transactional"]:
+        parts.append("transactional")
+    if batch["control"]:
+        parts.append("control")
+    return ", ".join(parts)
 
 
 def _optional_bytes(item: Any) -> str:
