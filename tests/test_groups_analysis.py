@@ -137,6 +137,8 @@ def test_capture_starting_mid_rebalance_gives_unknown(tmp_path: Path) -> None:
     gen2 = next(g for g in report.generations if g.generation_id == 3)
     assert gen2.start_ns is None and gen2.duration_ms is None
     assert any("start unknown" in p for p in gen2.problems)
+    # a's heartbeat for generation 2, whose JoinGroups and SyncGroups came before the cut
+    assert any(p.startswith("generation 2 in use, but the rebalance") for p in report.problems)
     json.dumps(report_dict(report))
 
 

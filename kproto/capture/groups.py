@@ -421,6 +421,11 @@ class _GroupBuilder:
         for previous, gen in zip(previous_ones, report.generations):
             self.complete(previous, gen)
         self.unfinished_rebalance()
+        in_use = sorted({e.generation for e in report.events if e.api in ("Heartbeat", "OffsetCommit")
+                         and e.generation is not None and e.generation >= 0} - set(self.generations))
+        if in_use:
+            report.problems.append(f"generation {', '.join(map(str, in_use))} in use, but the rebalance that made it "
+                                   "is not in the capture (it happened before the capture began)")
         return report
 
     def unfinished_rebalance(self) -> None:

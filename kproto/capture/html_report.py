@@ -75,6 +75,9 @@ def _error_figure(go: Any, series: Series) -> Any:
                                         name=name, text=[f"{int(p[1])}" for p in points],
                                         marker=dict(size=[min(30, 6 + 2 * int(p[1]) ** 0.5) for p in points]),
                                         hovertemplate="%{y}: %{text} at %{x}<extra></extra>"))
+    if not figure.data:
+        figure.add_annotation(text="no error answers and no capture problems", showarrow=False,
+                              xref="paper", yref="paper", x=0.5, y=0.5)
     figure.update_layout(title="Errors and capture problems", height=max(260, 60 + 28 * len(series.values)),
                          margin=dict(l=260, r=20, t=50, b=40), showlegend=False)
     return figure
