@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Optional
 
 from kproto.capture.conversation import DEFAULT_PORTS
 from kproto.capture.groups import GroupReport, analyse_capture, report_dict
-from kproto.cli.command_options import add_format_option, add_max_frame_option, open_binary_input
+from kproto.cli.command_options import add_capture_options, add_format_option, open_binary_input
 from kproto.cli.exit_codes import EXIT_OK
 from kproto.cli.json_output import RecordWriter
 
@@ -29,14 +29,9 @@ per member epoch.  What the capture does not show is printed as "unknown", never
 def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> argparse.ArgumentParser:
     parser = subparsers.add_parser("groups", help="explain the consumer groups and rebalances of a capture",
                                    description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("file", metavar="FILE", help="pcap or pcapng capture; - for stdin")
-    parser.add_argument("--port", type=int, action="append", metavar="P",
-                        help="a Kafka server port (repeatable; default 9092)")
-    parser.add_argument("--no-detect", action="store_true",
-                        help="only decode connections to --port ports (default: also recognise Kafka elsewhere)")
+    add_capture_options(parser)
     parser.add_argument("--group", action="append", metavar="ID", help="only this group (repeatable)")
     add_format_option(parser)
-    add_max_frame_option(parser)
     parser.set_defaults(run=run)
     return parser
 

@@ -10,7 +10,7 @@ from kproto.capture.conversation import DEFAULT_PORTS, decode_capture
 from kproto.capture.groups import GroupAnalyzer
 from kproto.capture.html_report import MissingExtra, render_report, require_plotly
 from kproto.capture.traffic_stats import DEFAULT_MAX_BUCKETS, TrafficStats
-from kproto.cli.command_options import add_max_frame_option, open_binary_input
+from kproto.cli.command_options import add_capture_options, open_binary_input
 from kproto.cli.exit_codes import EXIT_OK, EXIT_USAGE
 from kproto.cli.progress_bar import CountingReader, ProgressBar
 
@@ -26,16 +26,11 @@ member the group waited for in red).  Needs the report extra: pip install 'kprot
 def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> argparse.ArgumentParser:
     parser = subparsers.add_parser("report", help="write an offline HTML report of a capture",
                                    description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("file", metavar="FILE", help="pcap or pcapng capture; - for stdin")
+    add_capture_options(parser)
     parser.add_argument("-o", "--output", required=True, metavar="HTML", help="the HTML file to write")
-    parser.add_argument("--port", type=int, action="append", metavar="P",
-                        help="a Kafka server port (repeatable; default 9092)")
-    parser.add_argument("--no-detect", action="store_true",
-                        help="only decode connections to --port ports (default: also recognise Kafka elsewhere)")
     parser.add_argument("--buckets", type=int, default=DEFAULT_MAX_BUCKETS, metavar="N",
                         help=f"time buckets per plot at most (default {DEFAULT_MAX_BUCKETS})")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
-    add_max_frame_option(parser)
     parser.set_defaults(run=run)
     return parser
 
