@@ -16,7 +16,7 @@ import sys
 from typing import List, Optional
 
 import kproto
-from kproto.cli import decode, encode, hexdump, package_commands, pcap
+from kproto.cli import decode, encode, groups, hexdump, package_commands, pcap, report
 from kproto.cli.exit_codes import EXIT_FAILED, EXIT_USAGE
 
 __all__ = ["main", "build_parser"]
@@ -31,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"kproto {kproto.__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in (decode, hexdump, pcap, encode):
+    for module in (decode, hexdump, pcap, encode, groups, report):
         command = module.add_parser(commands)
         command.set_defaults(command_parser=command)  # so usage errors found later print this command's usage
     package_commands.add_parsers(commands)

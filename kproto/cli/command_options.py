@@ -14,6 +14,7 @@ from kproto.framing import DEFAULT_MAX_FRAME_SIZE
 
 __all__ = [
     "FORMATS",
+    "add_capture_options",
     "add_format_option",
     "add_color_option",
     "add_frame_input_options",
@@ -24,6 +25,16 @@ __all__ = [
 ]
 
 FORMATS = ("text", "json", "jsonl")
+
+
+def add_capture_options(parser: argparse.ArgumentParser) -> None:
+    """FILE, --port and --no-detect: the capture input of ``groups`` and ``report``."""
+    parser.add_argument("file", metavar="FILE", help="pcap or pcapng capture; - for stdin")
+    parser.add_argument("--port", type=int, action="append", metavar="P",
+                        help="a Kafka server port (repeatable; default 9092)")
+    parser.add_argument("--no-detect", action="store_true",
+                        help="only decode connections to --port ports (default: also recognise Kafka elsewhere)")
+    add_max_frame_option(parser)
 
 
 def add_format_option(parser: argparse.ArgumentParser) -> None:

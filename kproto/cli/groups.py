@@ -1,0 +1,131 @@
+"""``kproto groups``: the consumer groups of a capture, one block per group (analysis in
+:mod:`kproto.capture.groups`; this module only reads the arguments and prints)."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import sys
+from typing import Any, Dict, List, Optional
+
+from kproto.capture.conversation import DEFAULT_PORTS
+from kproto.capture.groups import GroupReport, analyse_capture, report_dict
+from kproto.cli.command_options import add_capture_options, add_format_option, open_binary_input
+from kproto.cli.exit_codes import EXIT_OK
+from kproto.cli.json_output import RecordWriter
+
+__all__ = ["add_parser", "run"]
+
+DESCRIPTION = """\
+Explain the consumer groups of a pcap or pcapng capture: members (member id, group instance id, client id,
+host), every generation (start at the first JoinGroup, end at the last SyncGroup answer, duration, leader,
+protocol, each member's assignment), the members the coordinator waited for and how long, members that
+left or expired, heartbeats answered REBALANCE_IN_PROGRESS / ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID, the
+offsets committed before and after each rebalance, and partitions whose new owner starts below what the
+old owner had fetched (records processed twice).  KIP-848 groups (ConsumerGroupHeartbeat) are summarised
+per member epoch.  What the capture does not show is printed as "unknown", never guessed."""
+
+
+def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> argparse.ArgumentParser:
+    parser = subparsers.add_parser("groups", help="explain the consumer groups and rebalances of a capture",
+                                   description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_capture_options(parser)
+    parser.add_argument("--group", action="append", metavar="ID", help="only this group (repeatable)")
+    add_format_option(parser)
+    parser.set_defaults(run=run)
+    return parser
+
+
+def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    ports = frozenset(args.port) if args.port else DEFAULT_PORTS
+    stream, _, owned = open_binary_input(args.file)
+    try:
+        reports = analyse_capture(stream, ports=ports, detect=not args.no_detect, max_frame_size=args.max_frame_size)
+    finally:
+        if owned:
+            stream.close()
+    if args.group:
+        reports = [r for r in reports if r.group_id in args.group]
+    if args.format == "text":
+        if not reports:
+            print("no consumer group traffic in the capture")
+        for report in reports:
+            for line in report_lines(report):
+                print(line)
+        return EXIT_OK
+    writer = RecordWriter(sys.stdout, args.format, "groups")
+    for report in reports:
+        writer.write({"record": "group", **report_dict(report)})
+    writer.close({"groups": len(reports),
+                  "generations": sum(len(r.generations) for r in reports),
+                  "problems": sum(len(r.problems) + sum(len(g.problems) for g in r.generations) for r in reports)})
+    return EXIT_OK
+
+
+def _time(ns: Optional[int]) -> str:
+    if ns is None:
+        return "unknown"
+    moment = datetime.datetime.fromtimestamp(ns / 1e9, tz=datetime.timezone.utc)
+    return moment.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+def _ms(value: Optional[float]) -> str:
+    return "unknown" if value is None else f"{value:.1f} ms"
+
+
+def _assignment(value: Any) -> str:
+    if isinstance(value, dict) and all(isinstance(v, list) for v in value.values()):
+        return " ".join(f"{t}{sorted(ps)}" for t, ps in sorted(value.items())) or "(nothing)"
+    return str(value)
+
+
+def report_lines(report: GroupReport) -> List[str]:
+    """The text block of one group."""
+    lines = [f"group {report.group_id}  coordinator {report.coordinator}  members {len(report.members)}  "
+             f"generations {len(report.generations)}"]
+    lines.append("  members:")
+    for m in report.members.values():
+        status = "left" if m.left_ns is not None else "expired" if m.expired else "active"
+        extra = f"  instance {m.group_instance_id}" if m.group_instance_id else ""
+        errors = "  heartbeat errors " + ", ".join(f"{k}×{n}" for k, n in sorted(m.heartbeat_errors.items())) \
+            if m.heartbeat_errors else ""
+        lines.append(f"    {m.member_id}  client {m.client_id}  host {m.host}{extra}  {status}{errors}")
+    for g in report.generations:
+        lines.append(f"  generation {g.generation_id}: {_time(g.start_ns)} -> {_time(g.end_ns)}  "
+                     f"duration {_ms(g.duration_ms)}  leader {g.leader}  protocol {g.protocol_type}/{g.protocol}  "
+                     f"members {len(g.members)}")
+        for w in g.waited_for:
+            lines.append(f"    waited for {w.member_id}: {_ms(w.waited_ms)} ({w.reason})")
+        slowest = g.slowest
+        if slowest is not None:
+            lines.append(f"    slowest member: {slowest.member_id}")
+        for member_id, assignment in sorted(g.assignments.items()):
+            lines.append(f"    assigned {member_id}: {_assignment(assignment)}")
+        for member_id in g.left:
+            lines.append(f"    left: {member_id}")
+        for member_id in g.expired:
+            lines.append(f"    expired: {member_id}")
+        if g.commits_before:
+            lines.append("    committed before: " + _offsets(g.commits_before))
+        if g.commits_after:
+            lines.append("    committed after: " + _offsets(g.commits_after))
+        for d in g.duplicates:
+            lines.append(f"    PROCESSED TWICE {d.topic}[{d.partition}]: {d.old_owner} had fetched to {d.old_position}, "
+                         f"{d.new_owner} starts at {d.new_start} ({d.records} records)")
+        for problem in g.problems:
+            lines.append(f"    ! {problem}")
+    for e in report.epochs:
+        errors = ("  errors " + ", ".join(f"{k}×{n}" for k, n in sorted(e.errors.items()))) if e.errors else ""
+        lines.append(f"  member {e.member_id} epoch {e.member_epoch}: {_time(e.first_ns)} -> {_time(e.last_ns)}  "
+                     f"heartbeats {e.heartbeats}  assignment {_assignment(e.assignment)}{errors}")
+    failed = [c for c in report.commits if c.error not in ("NONE", None)]
+    for c in failed:
+        lines.append(f"  commit refused {c.topic}[{c.partition}]={c.offset} by {c.member_id} "
+                     f"(generation {c.generation}): {c.error}")
+    for problem in report.problems:
+        lines.append(f"  ! {problem}")
+    return lines
+
+
+def _offsets(offsets: Dict[str, int]) -> str:
+    return " ".join(f"{k}={v}" for k, v in sorted(offsets.items()))
