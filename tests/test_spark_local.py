@@ -151,12 +151,21 @@ def test_segments_decode_and_report_a_truncated_tail(tmp_path: Any) -> None:
     for r in tables.messages.to_pylist():
         counts[(r["topic"], r["partition"])] = counts.get((r["topic"], r["partition"]), 0) + 1
         assert r["exchange_id"] is None and r["direction"] is None and r["time"] is None
-    assert counts == {("orders", 0): 27, ("clicks-stream", 3): 9, ("orders", 1): 6 + 3}
+    assert counts == {("orders", 0): 27, ("clicks-stream", 3): 9, ("orders", 1): 6 + 3, ("events", 2): 5 + 1}
     (problem,) = tables.problems.to_pylist()
     assert problem["kind"] == "truncated-segment" and problem["file"] == files["truncated"]
     assert problem["file_offset"] is not None and problem["file_offset"] > 0
     offsets = [r["offset"] for r in tables.messages.to_pylist() if r["topic"] == "clicks-stream"]
     assert offsets == list(range(100, 109))
+    # Magic 2: the producer facts and headers the batch was written with; the commit marker is a control row.
+    events = [r for r in tables.messages.to_pylist() if r["topic"] == "events"]
+    assert [(r["offset"], r["sequence"], r["is_control"], r["codec"]) for r in events] == [
+        (40 + i, 17 + i, False, "zstd") for i in range(5)] + [(45, -1, True, "none")]
+    assert {(r["producer_id"], r["producer_epoch"], r["is_transactional"]) for r in events} == {(4242, 3, True)}
+    assert [r["headers"] for r in events[:3]] == [[], [{"key": "trace", "value": b"t1"}],
+                                                  [{"key": "trace", "value": b"t2"}, {"key": "empty", "value": None}]]
+    older = [r for r in tables.messages.to_pylist() if r["magic"] < 2]
+    assert {(r["producer_id"], r["sequence"], r["is_transactional"], len(r["headers"])) for r in older} == {(-1, -1, False, 0)}
 
 
 def test_segment_chunks_give_the_same_rows(tmp_path: Any) -> None:

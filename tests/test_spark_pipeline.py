@@ -122,4 +122,4 @@ def test_segment_tables_equal_the_single_process_tables(spark: Any, inputs: Dict
         tables.release()
     (problem,) = reference.problems.to_pylist()
     assert problem["kind"] == "truncated-segment"
-    assert reference.messages.num_rows == 27 + 9 + 9
+    assert reference.messages.num_rows == 27 + 9 + 9 + 6
