@@ -82,6 +82,16 @@ def test_run_writes_parquet_and_a_summary(spark: Any, inputs: Dict[str, str], lo
     assert summary.topics == expect.topics
     metadata = next(a for a in summary.apis if a.api == "Metadata")
     assert metadata.p50_ms == pytest.approx(3.0)
+    # The files the tasks wrote are Spark tables: Spark reads them with the tables' own schema, and no
+    # staging directory is left behind.
+    messages = spark.read.parquet(os.path.join(out, "messages"))
+    assert messages.schema.names == TABLES["messages"].names and messages.count() == local.messages.num_rows
+    assert not [n for name in TABLES for n in os.listdir(os.path.join(out, name)) if "staging" in n]
+    # append adds this run's files beside the first run's; error refuses an existing output.
+    run_captures(spark, [inputs["rotated"]], out, mode="append", log=lambda line: None)
+    assert pq.read_table(os.path.join(out, "messages")).num_rows > local.messages.num_rows
+    with pytest.raises(FileExistsError):
+        run_captures(spark, [inputs["rotated"]], out, mode="error", log=lambda line: None)
 
 
 def test_the_command_and_the_local_command_agree(spark: Any, inputs: Dict[str, str], tmp_path: Any,

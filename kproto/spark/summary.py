@@ -13,7 +13,8 @@ from typing import Any, Dict, List, Optional
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["ApiSummary", "TopicSummary", "Summary", "summary_from_arrow", "summary_from_spark", "PAIRING_KINDS"]
+__all__ = ["ApiSummary", "TopicSummary", "Summary", "summary_from_arrow", "summary_from_spark", "summary_from_parts",
+           "PAIRING_KINDS"]
 
 #: Problem kinds that say a request or response went unpaired; the others mean damaged input.
 PAIRING_KINDS = frozenset({"unanswered-request", "response-without-request"})
@@ -130,28 +131,61 @@ def summary_from_spark(frames: Dict[str, Any], *, top: int = 10) -> Summary:
     """
     from pyspark.sql import functions as F
 
-    ex, msgs, problems = frames["exchanges"], frames["messages"], frames["problems"]
-    spark = ex.sparkSession
-    key = "spark.sql.shuffle.partitions"
-    previous = spark.conf.get(key)
-    spark.conf.set(key, str(max(1, spark.sparkContext.defaultParallelism)))
-    try:
-        errored = (F.coalesce(F.col("error_code"), F.lit(0)) != 0) \
-            | (F.coalesce(F.size("partition_errors"), F.lit(0)) > 0) \
-            | F.col("request_error").isNotNull() | F.col("response_error").isNotNull()
-        rows = ex.groupBy("api_name").agg(
-            F.count(F.lit(1)).alias("count"),
-            F.sum(F.col("request_size") + F.coalesce(F.col("response_size"), F.lit(0))).alias("bytes"),
-            F.percentile_approx("latency_ms", [0.5, 0.99]).alias("latency"),
-            F.sum(F.when(errored, 1).otherwise(0)).alias("errors"),
-        ).collect()
+    msgs, problems = frames["messages"], frames["problems"]
+    with _few_shuffle_partitions(msgs.sparkSession):
+        apis = _api_summaries(frames["exchanges"])
         size = F.coalesce(F.length("key"), F.lit(0)) + F.coalesce(F.length("value"), F.lit(0))
         topic_rows = msgs.groupBy("topic").agg(F.count(F.lit(1)).alias("messages"), F.sum(size).alias("bytes")).collect()
         kinds = {r["kind"]: r["count"] for r in problems.groupBy("kind").count().collect()}
-    finally:
-        spark.conf.set(key, previous)
-    apis = [ApiSummary(r["api_name"], r["count"], r["bytes"] or 0, *(r["latency"] or [None, None]), r["errors"] or 0)
+    topics = {r["topic"]: (r["messages"], r["bytes"] or 0) for r in topic_rows}
+    return Summary(apis, _top_topics(topics, top), kinds, sum(a.count for a in apis), sum(r["messages"] for r in topic_rows))
+
+
+def summary_from_parts(spark: Any, exchange_files: List[str], topics: Dict[Optional[str], Any],
+                       kinds: Dict[str, int], *, top: int = 10) -> Summary:
+    """The summary of a run whose tasks wrote the tables themselves (:mod:`kproto.spark.table_writer`):
+    the exchanges read back from the Parquet files this run wrote (one small job over a few columns),
+    topics (topic → messages, bytes) and problem kinds as the tasks counted them."""
+    apis: List[ApiSummary] = []
+    if exchange_files:
+        with _few_shuffle_partitions(spark):
+            apis = _api_summaries(spark.read.parquet(*exchange_files))
+    return Summary(apis, _top_topics(topics, top), dict(kinds), sum(a.count for a in apis),
+                   sum(count for count, _ in topics.values()))
+
+
+class _few_shuffle_partitions:
+    """Within the block, as many shuffle partitions as the cluster has cores (the aggregates are tiny)."""
+
+    _KEY = "spark.sql.shuffle.partitions"
+
+    def __init__(self, spark: Any) -> None:
+        self._spark = spark
+
+    def __enter__(self) -> None:
+        self._previous = self._spark.conf.get(self._KEY)
+        self._spark.conf.set(self._KEY, str(max(1, self._spark.sparkContext.defaultParallelism)))
+
+    def __exit__(self, *exc: Any) -> None:
+        self._spark.conf.set(self._KEY, self._previous)
+
+
+def _api_summaries(ex: Any) -> List[ApiSummary]:
+    from pyspark.sql import functions as F
+
+    errored = (F.coalesce(F.col("error_code"), F.lit(0)) != 0) \
+        | (F.coalesce(F.size("partition_errors"), F.lit(0)) > 0) \
+        | F.col("request_error").isNotNull() | F.col("response_error").isNotNull()
+    rows = ex.groupBy("api_name").agg(
+        F.count(F.lit(1)).alias("count"),
+        F.sum(F.col("request_size") + F.coalesce(F.col("response_size"), F.lit(0))).alias("bytes"),
+        F.percentile_approx("latency_ms", [0.5, 0.99]).alias("latency"),
+        F.sum(F.when(errored, 1).otherwise(0)).alias("errors"),
+    ).collect()
+    return [ApiSummary(r["api_name"], r["count"], r["bytes"] or 0, *(r["latency"] or [None, None]), r["errors"] or 0)
             for r in sorted(rows, key=lambda r: r["api_name"])]
-    ranked = sorted(topic_rows, key=lambda r: (-r["messages"], r["topic"] is not None, r["topic"] or ""))
-    topics = [TopicSummary(r["topic"], r["messages"], r["bytes"] or 0) for r in ranked[:top]]
-    return Summary(apis, topics, kinds, sum(a.count for a in apis), sum(r["messages"] for r in topic_rows))
+
+
+def _top_topics(topics: Dict[Optional[str], Any], top: int) -> List[TopicSummary]:
+    ranked = sorted(topics.items(), key=lambda item: (-item[1][0], item[0] is not None, item[0] or ""))
+    return [TopicSummary(topic, count, size) for topic, (count, size) in ranked[:top]]
