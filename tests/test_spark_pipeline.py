@@ -88,10 +88,13 @@ def test_run_writes_parquet_and_a_summary(spark: Any, inputs: Dict[str, str], lo
     assert messages.schema.names == TABLES["messages"].names and messages.count() == local.messages.num_rows
     assert not [n for name in TABLES for n in os.listdir(os.path.join(out, name)) if "staging" in n]
     # append adds this run's files beside the first run's; error refuses an existing output.
-    run_captures(spark, [inputs["rotated"]], out, mode="append", log=lambda line: None)
-    assert pq.read_table(os.path.join(out, "messages")).num_rows > local.messages.num_rows
     with pytest.raises(FileExistsError):
-        run_captures(spark, [inputs["rotated"]], out, mode="error", log=lambda line: None)
+        run_captures(spark, [inputs["damaged"]], out, mode="error", log=lambda line: None)
+    run_captures(spark, [inputs["damaged"]], out, mode="append", log=lambda line: None)
+    appended = tables_from_captures_local([inputs["damaged"]])
+    for name in TABLES:
+        assert pq.read_table(os.path.join(out, name)).num_rows == local.tables()[name].num_rows + appended.tables()[
+            name].num_rows, name
 
 
 def test_the_command_and_the_local_command_agree(spark: Any, inputs: Dict[str, str], tmp_path: Any,

@@ -22,7 +22,7 @@ from kproto.spark.capture_splits import DEFAULT_SPLIT_BYTES
 from kproto.spark.hadoop_fs import HadoopFileSystem
 from kproto.spark.inputs import SEGMENT_GLOB
 from kproto.spark.schema import TABLES, spark_schema
-from kproto.spark.summary import Summary, summary_from_arrow, summary_from_parts
+from kproto.spark.summary import Summary, summary_from_arrow
 from kproto.spark.table_marker import MARKER, REPLACING_MODES, LocalFileSystem, check_replaceable, marker_text
 from kproto.spark.table_union import SparkTables
 from kproto.spark.table_writer import PART_STATS, ParquetOutput
@@ -97,11 +97,10 @@ def write_tables(spark: Any, tables: SparkTables, out: str, *, mode: str = "over
     spark.sparkContext.setJobDescription(None)
 
 
-def _write_decoded(spark: Any, frame: Any, decode: Callable[[Any], Any], out: str, mode: str, top: int,
+def _write_decoded(spark: Any, frame: Any, decode: Callable[[Any], Any], output: ParquetOutput, out: str, top: int,
                    notes: List[str], log: Log) -> Summary:
-    """Run ``decode`` over ``frame``'s partitions with tasks writing the tables under ``out``
+    """Run ``decode`` over ``frame``'s partitions with tasks writing the tables to ``output``
     (:mod:`kproto.spark.table_writer`), commit them, and summarise."""
-    output = ParquetOutput(spark, out, mode, log)
     sc = spark.sparkContext
     try:
         sc.setJobDescription(f"kproto: decode and write {out}")
@@ -113,13 +112,7 @@ def _write_decoded(spark: Any, frame: Any, decode: Callable[[Any], Any], out: st
     finally:
         sc.setJobDescription(None)
     written = output.commit(stats)
-    try:
-        sc.setJobDescription("kproto: summary")
-        log("summarising")
-        summary = summary_from_parts(spark, written.files.get("exchanges", []), written.topics, written.kinds,
-                                     top=top)
-    finally:
-        sc.setJobDescription(None)
+    summary = written.counts.summary(top=top)
     summary.notes.extend(notes)
     return summary
 
@@ -135,10 +128,11 @@ def run_captures(spark: Any, inputs: Iterable[str], out: str, *, ports: Collecti
     from kproto.spark.capture_tables import Stage2, sorted_segments
 
     inputs = list(inputs)
+    output = ParquetOutput(spark, out, mode, log)  # refuses a wrong output before any work
     log(f"decoding captures from {len(inputs)} input path(s) on {spark.sparkContext.master}")
     ordered, notes = sorted_segments(spark, inputs, glob=glob, partitions=partitions, split_bytes=split_bytes,
                                      log=log)
-    return _write_decoded(spark, ordered, Stage2(ports, detect), out, mode, top, notes, log)
+    return _write_decoded(spark, ordered, Stage2(ports, detect), output, out, top, notes, log)
 
 
 def run_segments(spark: Any, inputs: Iterable[str], out: str, *, glob: Optional[str] = SEGMENT_GLOB,
@@ -150,9 +144,10 @@ def run_segments(spark: Any, inputs: Iterable[str], out: str, *, glob: Optional[
     from kproto.spark.segment_tables import SegmentDecode, segment_ranges
 
     inputs = list(inputs)
+    output = ParquetOutput(spark, out, mode, log)
     log(f"decoding log segments from {len(inputs)} input path(s) on {spark.sparkContext.master}")
     plan = segment_ranges(spark, inputs, glob=glob, split_bytes=split_bytes, log=log)
-    return _write_decoded(spark, plan, SegmentDecode(), out, mode, top, [], log)
+    return _write_decoded(spark, plan, SegmentDecode(), output, out, top, [], log)
 
 
 def _prepare_local_out(out: str, mode: str) -> None:

@@ -1,8 +1,9 @@
 """The summary printed after a run: per api count, bytes, p50/p99 latency and errors; top topics; problems.
 
-Computed from the tables themselves, with Spark aggregations on the Spark path
-(``percentile_approx``) and pyarrow on the single-process path (exact quantiles, nearest rank), so it
-costs a scan of the exchanges and messages, not a second decode.
+Computed from the tables themselves, never by a second decode: :class:`SummaryCounts` counts pyarrow
+tables or batches (the single-process path counts its tables; on Spark the writing tasks count what
+they write and the driver merges their counts), and :func:`summary_from_spark` aggregates Spark
+DataFrames (``percentile_approx``) for the DataFrame API.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any, Dict, List, Optional
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["ApiSummary", "TopicSummary", "Summary", "summary_from_arrow", "summary_from_spark", "summary_from_parts",
+__all__ = ["ApiSummary", "TopicSummary", "Summary", "summary_from_arrow", "summary_from_spark", "SummaryCounts",
            "PAIRING_KINDS"]
 
 #: Problem kinds that say a request or response went unpaired; the others mean damaged input.
@@ -85,37 +86,87 @@ def _ms(value: Optional[float]) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
+class SummaryCounts:
+    """Mergeable partial aggregates of the tables, from which :meth:`summary` makes the :class:`Summary`.
+
+    The single-process path counts its whole tables; on Spark each writing task counts the rows it
+    wrote (:mod:`kproto.spark.table_writer`) and the driver merges the tasks' counts, so both paths
+    give the same summary, with exact (nearest-rank) latency quantiles.  Latencies are kept per api as
+    float64 arrays: 8 bytes per exchange reach the driver (100 MB for 12 million exchanges).
+    """
+
+    def __init__(self) -> None:
+        #: api name -> [exchanges, bytes, errors, [latency arrays]]
+        self.apis: Dict[str, List[Any]] = {}
+        #: topic -> [messages, bytes of keys and values]
+        self.topics: Dict[Optional[str], List[int]] = {}
+        #: problem kind -> count
+        self.kinds: Dict[str, int] = {}
+
+    def add(self, table: str, rows: Any) -> None:
+        """Count a pyarrow Table or RecordBatch of ``table`` (``exchanges``, ``messages``, ``problems``)."""
+        if not rows.num_rows:
+            return
+        if table == "exchanges":
+            frame_bytes = pc.add(rows.column("request_size"), pc.fill_null(rows.column("response_size"), 0))
+            grouped = pa.table({
+                "api": rows.column("api_name"), "bytes": pc.cast(frame_bytes, pa.int64()),
+                "errors": pc.cast(_errored_arrow(rows), pa.int64()), "latency": rows.column("latency_ms"),
+            }).group_by("api", use_threads=False).aggregate([
+                ([], "count_all"), ("bytes", "sum"), ("errors", "sum"), ("latency", "list")])
+            for api, count, size, errors, latencies in zip(*(c.to_pylist() for c in grouped.select(
+                    ["api", "count_all", "bytes_sum", "errors_sum", "latency_list"]).columns)):
+                self.add_api(api, count, size or 0, errors or 0, [x for x in latencies if x is not None])
+        elif table == "messages":
+            sizes = pc.add(pc.fill_null(pc.binary_length(rows.column("key")), 0),
+                           pc.fill_null(pc.binary_length(rows.column("value")), 0))
+            grouped = pa.table({"topic": rows.column("topic"), "size": pc.cast(sizes, pa.int64())}).group_by(
+                "topic", use_threads=False).aggregate([([], "count_all"), ("size", "sum")])
+            for topic, count, size in zip(*(c.to_pylist() for c in grouped.select(
+                    ["topic", "count_all", "size_sum"]).columns)):
+                self.add_topic(topic, count, size or 0)
+        elif table == "problems":
+            for kind in rows.column("kind").to_pylist():
+                self.add_kind(kind, 1)
+
+    def add_api(self, api: str, count: int, size: int, errors: int, latencies: Any) -> None:
+        total = self.apis.setdefault(api, [0, 0, 0, []])
+        total[0] += count
+        total[1] += size
+        total[2] += errors
+        if len(latencies):
+            total[3].append(pa.array(latencies, pa.float64()))
+
+    def add_topic(self, topic: Optional[str], count: int, size: int) -> None:
+        total = self.topics.setdefault(topic, [0, 0])
+        total[0] += count
+        total[1] += size
+
+    def add_kind(self, kind: str, count: int) -> None:
+        self.kinds[kind] = self.kinds.get(kind, 0) + count
+
+    def summary(self, *, top: int = 10) -> Summary:
+        apis = []
+        for api in sorted(self.apis):
+            count, size, errors, latencies = self.apis[api]
+            p50 = p99 = None
+            if latencies:
+                p50, p99 = pc.quantile(pa.chunked_array(latencies, pa.float64()), q=[0.5, 0.99],
+                                       interpolation="nearest").to_pylist()
+            apis.append(ApiSummary(api, count, size, p50, p99, errors))
+        return Summary(apis, _top_topics(self.topics, top), dict(self.kinds), sum(a.count for a in apis),
+                       sum(count for count, _ in self.topics.values()))
+
+
 def summary_from_arrow(tables: Dict[str, pa.Table], *, top: int = 10) -> Summary:
     """The summary of pyarrow tables (the single-process path)."""
-    ex, msgs, problems = tables["exchanges"], tables["messages"], tables["problems"]
-    apis = []
-    names = ex.column("api_name")
-    frame_bytes = pc.add(ex.column("request_size"), pc.fill_null(ex.column("response_size"), 0))
-    errored = _errored_arrow(ex)
-    for api in sorted(set(names.to_pylist())):
-        mask = pc.equal(names, api)
-        latency = pc.drop_null(pc.filter(ex.column("latency_ms"), mask))
-        p50 = p99 = None
-        if len(latency):
-            p50, p99 = pc.quantile(latency, q=[0.5, 0.99], interpolation="nearest").to_pylist()
-        apis.append(ApiSummary(api, pc.sum(pc.cast(mask, pa.int64())).as_py(),
-                               pc.sum(pc.filter(frame_bytes, mask)).as_py() or 0, p50, p99,
-                               pc.sum(pc.cast(pc.filter(errored, mask), pa.int64())).as_py() or 0))
-    topics = []
-    if msgs.num_rows:
-        sizes = pc.add(pc.fill_null(pc.binary_length(msgs.column("key")), 0),
-                       pc.fill_null(pc.binary_length(msgs.column("value")), 0))
-        grouped = pa.table({"topic": msgs.column("topic"), "size": pc.cast(sizes, pa.int64())}).group_by(
-            "topic", use_threads=False).aggregate([([], "count_all"), ("size", "sum")])
-        rows = sorted(grouped.to_pylist(), key=lambda r: (-r["count_all"], str(r["topic"])))[:top]
-        topics = [TopicSummary(r["topic"], r["count_all"], r["size_sum"] or 0) for r in rows]
-    kinds: Dict[str, int] = {}
-    for kind in problems.column("kind").to_pylist():
-        kinds[kind] = kinds.get(kind, 0) + 1
-    return Summary(apis, topics, kinds, ex.num_rows, msgs.num_rows)
+    counts = SummaryCounts()
+    for name, table in tables.items():
+        counts.add(name, table)
+    return counts.summary(top=top)
 
 
-def _errored_arrow(ex: pa.Table) -> pa.ChunkedArray:
+def _errored_arrow(ex: Any) -> Any:
     code = pc.fill_null(pc.not_equal(ex.column("error_code"), 0), False)
     partitions = pc.fill_null(pc.greater(pc.list_value_length(ex.column("partition_errors")), 0), False)
     failed = pc.or_(pc.is_valid(ex.column("request_error")), pc.is_valid(ex.column("response_error")))
@@ -139,19 +190,6 @@ def summary_from_spark(frames: Dict[str, Any], *, top: int = 10) -> Summary:
         kinds = {r["kind"]: r["count"] for r in problems.groupBy("kind").count().collect()}
     topics = {r["topic"]: (r["messages"], r["bytes"] or 0) for r in topic_rows}
     return Summary(apis, _top_topics(topics, top), kinds, sum(a.count for a in apis), sum(r["messages"] for r in topic_rows))
-
-
-def summary_from_parts(spark: Any, exchange_files: List[str], topics: Dict[Optional[str], Any],
-                       kinds: Dict[str, int], *, top: int = 10) -> Summary:
-    """The summary of a run whose tasks wrote the tables themselves (:mod:`kproto.spark.table_writer`):
-    the exchanges read back from the Parquet files this run wrote (one small job over a few columns),
-    topics (topic → messages, bytes) and problem kinds as the tasks counted them."""
-    apis: List[ApiSummary] = []
-    if exchange_files:
-        with _few_shuffle_partitions(spark):
-            apis = _api_summaries(spark.read.parquet(*exchange_files))
-    return Summary(apis, _top_topics(topics, top), dict(kinds), sum(a.count for a in apis),
-                   sum(count for count, _ in topics.values()))
 
 
 class _few_shuffle_partitions:

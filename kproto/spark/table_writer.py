@@ -5,8 +5,8 @@ Why not ``DataFrame.write``: a decode makes one row per message, and handing tho
 decode, and reading the persisted rows back three times cost several times the decode itself.  Here
 the task that decodes a range (segments) or a partition of connections (captures) writes its rows
 straight to Parquet with pyarrow, as the single-process path does, and hands Spark only a few
-statistics rows (:data:`PART_STATS`): the files it wrote and the per-topic and per-problem-kind counts
-the summary needs.  Messages never become JVM rows.
+statistics rows (:data:`PART_STATS`): the files it wrote and the per-api, per-topic and per-problem-kind
+counts the summary needs.  Messages never become JVM rows.
 
 Commit protocol (the shape of Hadoop's file output committer, without its JVM side):
 
@@ -29,20 +29,22 @@ from __future__ import annotations
 import io
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Set, Tuple
 
 import pyarrow as pa
 
 from kproto.spark.schema import TABLES
+from kproto.spark.summary import SummaryCounts
 
 __all__ = ["PART_STATS", "TaskWriter", "WrittenTables", "ParquetOutput", "pyarrow_path"]
 
-#: What a writing task returns: per file written (``what`` = "file": table, file name, rows), per topic
-#: of its messages ("topic": key = topic, count, bytes of keys and values) and per problem kind
-#: ("kind": key = kind, count).
+#: What a writing task returns, one row per: file written (``what`` = "file": table, key = file name,
+#: count = rows), api ("api": key = api name, count, bytes, errors, latencies), topic ("topic": key =
+#: topic, count, bytes) and problem kind ("kind": key = kind, count) of the rows it wrote
+#: (:class:`~kproto.spark.summary.SummaryCounts`).
 PART_STATS = pa.schema([
-    ("what", pa.string()), ("table", pa.string()), ("key", pa.string()),
-    ("count", pa.int64()), ("bytes", pa.int64()),
+    ("what", pa.string()), ("table", pa.string()), ("key", pa.string()), ("count", pa.int64()),
+    ("bytes", pa.int64()), ("errors", pa.int64()), ("latencies", pa.list_(pa.float64())),
 ])
 
 #: Rows gathered before a table's rows are written as one Parquet row group.
@@ -116,27 +118,13 @@ class TaskWriter:
         self.staging = dict(staging)
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import pyarrow.compute as pc
-
         files: Dict[str, _TableFile] = {}
-        topics: Dict[Optional[str], List[int]] = {}
-        kinds: Dict[str, int] = {}
+        counts = SummaryCounts()
         try:
             for table, batch in self.decode(batches):
                 if not batch.num_rows:
                     continue
-                if table == "messages":
-                    sizes = pc.add(pc.fill_null(pc.binary_length(batch.column("key")), 0),
-                                   pc.fill_null(pc.binary_length(batch.column("value")), 0))
-                    grouped = pa.table({"topic": batch.column("topic"), "size": pc.cast(sizes, pa.int64())}).group_by(
-                        "topic", use_threads=False).aggregate([([], "count_all"), ("size", "sum")])
-                    for topic, count, size in zip(*(grouped.column(i).to_pylist() for i in range(3))):
-                        total = topics.setdefault(topic, [0, 0])
-                        total[0] += count
-                        total[1] += size or 0
-                elif table == "problems":
-                    for kind in batch.column("kind").to_pylist():
-                        kinds[kind] = kinds.get(kind, 0) + 1
+                counts.add(table, batch)
                 directory = self.staging.get(table)
                 if directory is None:
                     continue  # a table this run does not write (mode "ignore" and it exists)
@@ -147,9 +135,13 @@ class TaskWriter:
         finally:
             for out in files.values():
                 out.close()
-        rows: List[Tuple[Any, ...]] = [("file", table, out.name, out.rows, None) for table, out in files.items()]
-        rows.extend(("topic", "messages", topic, count, size) for topic, (count, size) in topics.items())
-        rows.extend(("kind", "problems", kind, count, None) for kind, count in kinds.items())
+        rows: List[Tuple[Any, ...]] = [("file", table, out.name, out.rows, None, None, None)
+                                       for table, out in files.items()]
+        rows.extend(("api", "exchanges", api, count, size, errors, pa.concat_arrays(latencies).to_pylist() if latencies else [])
+                    for api, (count, size, errors, latencies) in counts.apis.items())
+        rows.extend(("topic", "messages", topic, count, size, None, None)
+                    for topic, (count, size) in counts.topics.items())
+        rows.extend(("kind", "problems", kind, count, None, None, None) for kind, count in counts.kinds.items())
         if rows:
             yield pa.RecordBatch.from_arrays([pa.array(c, f.type) for c, f in zip(zip(*rows), PART_STATS)],
                                              schema=PART_STATS)
@@ -157,14 +149,11 @@ class TaskWriter:
 
 @dataclass
 class WrittenTables:
-    """What a run wrote: the committed Parquet files per table (URIs) and the counts for the summary."""
+    """What a run wrote: the committed Parquet files per table (URIs), their rows, the summary's counts."""
 
     files: Dict[str, List[str]] = field(default_factory=dict)
     rows: Dict[str, int] = field(default_factory=dict)
-    #: topic → [messages, bytes of keys and values]
-    topics: Dict[Optional[str], List[int]] = field(default_factory=dict)
-    #: problem kind → count
-    kinds: Dict[str, int] = field(default_factory=dict)
+    counts: SummaryCounts = field(default_factory=SummaryCounts)
 
 
 class ParquetOutput:
@@ -203,13 +192,14 @@ class ParquetOutput:
 
         written = WrittenTables(files={name: [] for name in TABLES}, rows={name: 0 for name in TABLES})
         numbers = {name: 0 for name in TABLES}
-        for what, table, key, count, size in stats:
-            if what == "topic":
-                total = written.topics.setdefault(key, [0, 0])
-                total[0] += count
-                total[1] += size or 0
+        counts = written.counts
+        for what, table, key, count, size, errors, latencies in stats:
+            if what == "api":
+                counts.add_api(key, count, size or 0, errors or 0, latencies or [])
+            elif what == "topic":
+                counts.add_topic(key, count, size or 0)
             elif what == "kind":
-                written.kinds[key] = written.kinds.get(key, 0) + count
+                counts.add_kind(key, count)
             else:
                 target = f"{self.paths[table]}/part-{numbers[table]:05d}-{self.job}.parquet"
                 numbers[table] += 1
