@@ -10,8 +10,9 @@ counts the summary needs.  Messages never become JVM rows.
 
 Commit protocol (the shape of Hadoop's file output committer, without its JVM side):
 
-1. the driver checks the output (:func:`~kproto.spark.table_marker.check_replaceable`), deletes the
-   tables ``overwrite`` replaces, and names a staging directory per table,
+1. the driver checks the output (:func:`~kproto.spark.table_marker.check_replaceable`) before the
+   inputs are planned, deletes the tables ``overwrite`` replaces once they are, and names a staging
+   directory per table,
    ``OUT/<table>/_kproto_staging-<job>`` (Spark and pyarrow skip names starting with ``_``);
 2. each task attempt writes ``part-<uuid>.parquet`` files there; a failed or speculative attempt's
    files stay unreferenced, because Spark returns the statistics of exactly one attempt per task;
@@ -178,12 +179,14 @@ class ParquetOutput:
         if mode not in REPLACING_MODES | {"error", "errorifexists", "ignore"}:
             raise ValueError(f"unknown save mode {mode!r}")
         self.writing: Set[str] = set(TABLES) - existing if mode == "ignore" else set(TABLES)
-        if mode == "overwrite":
-            for name in existing:
-                self._fs.delete(self.paths[name])
+        self._replacing = sorted(existing) if mode == "overwrite" else []
         self.staging = {name: f"{self.paths[name]}/_kproto_staging-{self.job}" for name in sorted(self.writing)}
 
     def task_writer(self, decode: Callable[[Iterator[pa.RecordBatch]], Pairs]) -> TaskWriter:
+        """The tasks' writer; ``overwrite`` deletes the old tables now, when the inputs have been planned."""
+        for name in self._replacing:
+            self._fs.delete(self.paths[name])
+        self._replacing = []
         return TaskWriter(decode, self.staging)
 
     def commit(self, stats: Iterable[Any]) -> WrittenTables:
