@@ -284,3 +284,41 @@ def test_captures_command_skips_files_that_are_not_captures(rotated: str, tmp_pa
     assert len(skipped) == 1 and "NOTES.txt" in skipped[0] and "not a pcap or pcapng capture" in skipped[0]
     problems = pq.read_table(os.path.join(out, "problems")).to_pylist()
     assert not any("NOTES.txt" in (r["file"] or "") for r in problems)
+
+
+def test_a_writing_task_writes_the_rows_and_counts_the_summary(local: LocalTables, tmp_path: Any) -> None:
+    # Stage 2 as a Spark task runs it (no Spark): decode, write one Parquet file per table, return
+    # statistics; tasks' counts merged in any order give the single-process summary.
+    from kproto.spark.capture_plan import plan_ranges
+    from kproto.spark.capture_stages import CONNECTION_KEY, READING_ORDER, SEGMENTS, extract_segments
+    from kproto.spark.capture_tables import Stage2
+    from kproto.spark.summary import SummaryCounts
+    from kproto.spark.table_writer import TaskWriter
+
+    ranges = plan_ranges([(f, os.path.getsize(f)) for f in local.files], split_bytes=4096)
+    segments = pa.Table.from_batches([b for r in ranges for b in extract_segments(r)], schema=SEGMENTS)
+    segments = segments.sort_by([(k, "ascending") for k in CONNECTION_KEY + READING_ORDER])
+    half = segments.num_rows // 2
+    cut = next(i for i in range(half, segments.num_rows)  # two tasks: a connection is never cut
+               if segments.slice(i, 1).select(list(CONNECTION_KEY)).to_pylist()
+               != segments.slice(i - 1, 1).select(list(CONNECTION_KEY)).to_pylist())
+    staging = {name: str(tmp_path / name) for name in TABLES}
+    stats = []
+    for part in (segments.slice(cut), segments.slice(0, cut)):
+        stats.extend(b for b in TaskWriter(Stage2([9092], True), staging)(iter(part.to_batches(max_chunksize=3))))
+    counts = SummaryCounts()
+    files: Dict[str, int] = {}
+    for row in pa.Table.from_batches(stats).to_pylist():
+        if row["what"] == "file":
+            files[row["table"]] = files.get(row["table"], 0) + 1
+            assert pq.read_table(os.path.join(staging[row["table"]], row["key"])).num_rows == row["count"]
+        elif row["what"] == "api":
+            counts.add_api(row["key"], row["count"], row["bytes"], row["errors"], row["latencies"])
+        elif row["what"] == "topic":
+            counts.add_topic(row["key"], row["count"], row["bytes"])
+        else:
+            counts.add_kind(row["key"], row["count"])
+    assert files == {"exchanges": 2, "messages": 2, "problems": 1}
+    for name in TABLES:
+        assert rows(pq.read_table(staging[name], schema=TABLES[name])) == rows(local.tables()[name]), name
+    assert counts.summary() == summary_from_arrow(local.tables())
