@@ -65,7 +65,8 @@ def pyarrow_path(uri: str) -> Tuple[Any, str]:
     if "://" not in uri and not uri.startswith("file:"):
         return pafs.LocalFileSystem(), uri
     scheme, rest = uri.split(":", 1)
-    return pafs.FileSystem.from_uri(_PYARROW_SCHEMES.get(scheme, scheme) + ":" + rest)
+    fs, path = pafs.FileSystem.from_uri(_PYARROW_SCHEMES.get(scheme, scheme) + ":" + rest)
+    return fs, str(path)
 
 
 class _TableFile:
