@@ -245,7 +245,8 @@ def report(results: List[Tuple[str, object, float, str]], total: int) -> None:
     print(f"{'path':<40} {'start s':>8} {'run s':>8} {'MB/s':>8} {'vs single':>10}  load after the run")
     for name, started, seconds, load in results:
         start_text = "-" if started is None else f"{started:.1f}"
-        print(f"{name:<40} {start_text:>8} {seconds:>8.2f} {total / 1e6 / seconds:>8.2f} {base / seconds:>9.2f}x  "
+        ratio = "-" if base != base else f"{base / seconds:.2f}x"  # no single-process run: no ratio
+        print(f"{name:<40} {start_text:>8} {seconds:>8.2f} {total / 1e6 / seconds:>8.2f} {ratio:>10}  "
               f"{load.split('load average:')[-1].strip()}")
     print(f"(cores: {os.cpu_count()})")
 
