@@ -21,8 +21,9 @@ larger than a task (split into byte ranges).
 4. ``--big-gb N`` (0 to skip) writes ONE capture file of at least N GB (the workload repeated, each
    copy on other client ports and later times), times the single process and the first Spark master
    on it, prints how many byte ranges (stage 1 tasks) Spark read it in, and deletes it.
-5. ``--profile-stages`` runs the two Spark stages' Python functions by hand (no Spark) under cProfile:
-   what is left of a Spark run's time is Spark's own (JVM, shuffle, Parquet, summary jobs).
+5. ``--profile-stages`` runs the two Spark stages' Python functions by hand (no Spark) under cProfile,
+   stage 2 writing its Parquet files as a task does: what is left of a Spark run's time is Spark's own
+   (JVM, Arrow transfers, shuffle and sort, planning and summary jobs).
 """
 
 from __future__ import annotations
@@ -138,32 +139,38 @@ def run_master(name: str, inputs: List[Path], out: Path, warm_up: bool = True,
         return run_spark(cluster.master, inputs, out, warm_up, split_bytes)
 
 
-def profile_stages(inputs: List[Path]) -> None:
-    """The Python side of both Spark stages, by hand, under cProfile."""
+def profile_stages(inputs: List[Path], out: Path) -> None:
+    """The Python side of both Spark stages, by hand, under cProfile (stage 2 writes its Parquet files
+    as a Spark task does)."""
     import pyarrow as pa
 
     from kproto.spark.capture_plan import plan_ranges
-    from kproto.spark.capture_stages import CONNECTION_KEY, READING_ORDER, SEGMENTS, decode_sorted_segments, extract_segments
-    from kproto.spark.table_union import union_batch
+    from kproto.spark.capture_stages import CONNECTION_KEY, READING_ORDER, SEGMENTS, extract_segments
+    from kproto.spark.capture_tables import Stage2
+    from kproto.spark.table_writer import TaskWriter
 
     def stage1() -> pa.Table:
         ranges = plan_ranges([(str(p), p.stat().st_size) for p in inputs])
         return pa.Table.from_batches([b for r in ranges for b in extract_segments(r)], schema=SEGMENTS)
 
     def stage2(table: pa.Table) -> int:
-        return sum(union_batch(name, batch).num_rows for name, batch in decode_sorted_segments(table.to_batches()))
+        from kproto.capture.conversation import DEFAULT_PORTS
 
-    for name, function, args in (("stage 1 (plan, read, pack per connection)", stage1, ()),):
-        profiler = cProfile.Profile()
-        start = time.perf_counter()
-        segments = profiler.runcall(function, *args)
-        print(f"== {name}: {time.perf_counter() - start:.2f} s, {segments.num_rows} rows")
-        pstats.Stats(profiler).sort_stats("tottime").print_stats(8)
+        staging = {name: str(out / name) for name in ("exchanges", "messages", "problems")}
+        stats = TaskWriter(Stage2(DEFAULT_PORTS, True), staging)(iter(table.to_batches()))
+        return sum(b.num_rows for b in stats)
+
+    profiler = cProfile.Profile()
+    start = time.perf_counter()
+    segments = profiler.runcall(stage1)
+    print(f"== stage 1 (plan, read, pack per connection): {time.perf_counter() - start:.2f} s, {segments.num_rows} rows")
+    pstats.Stats(profiler).sort_stats("tottime").print_stats(8)
     segments = segments.sort_by([(k, "ascending") for k in CONNECTION_KEY + READING_ORDER])
     profiler = cProfile.Profile()
     start = time.perf_counter()
     rows = profiler.runcall(stage2, segments)
-    print(f"== stage 2 (unpack, reassemble, decode, union rows): {time.perf_counter() - start:.2f} s, {rows} rows")
+    print(f"== stage 2 (unpack, reassemble, decode, write Parquet): {time.perf_counter() - start:.2f} s, "
+          f"{rows} statistics rows")
     pstats.Stats(profiler).sort_stats("tottime").print_stats(12)
 
 
@@ -184,6 +191,8 @@ def main() -> int:
                         help="comma-separated Spark masters; standalone = a two-worker cluster on this machine")
     parser.add_argument("--big-gb", type=float, default=1.0, help="size of the single big capture (0: skip)")
     parser.add_argument("--big-split-mb", type=float, default=128.0, help="split size for the big capture")
+    parser.add_argument("--no-big-single", action="store_true",
+                        help="time only Spark on the big capture (the single process takes as long again)")
     parser.add_argument("--profile-local", action="store_true", help="cProfile the single-process run")
     parser.add_argument("--profile-stages", action="store_true", help="cProfile the Spark stages' Python side")
     args = parser.parse_args()
@@ -205,7 +214,7 @@ def main() -> int:
             profiler.runcall(run_local, inputs, out / "profile")
             pstats.Stats(profiler).sort_stats("tottime").print_stats(20)
         if args.profile_stages:
-            profile_stages(inputs)
+            profile_stages(inputs, out / "profile-stages")
         print(f"[{uptime()}]")
         results = [("single process (run_captures_local)", None, run_local(inputs, out / "local"), uptime())]
         for master in masters:
@@ -217,8 +226,8 @@ def main() -> int:
             try:
                 size = write_big(big, inputs, int(args.big_gb * 1e9))
                 print(f"\none capture file of {size / 1e6:.0f} MB [{uptime()}]")
-                big_results = [("single process (run_captures_local)", None, run_local([big], out / "big-local"),
-                                uptime())]
+                big_results = [] if args.no_big_single else [
+                    ("single process (run_captures_local)", None, run_local([big], out / "big-local"), uptime())]
                 started, seconds, lines = run_master(masters[-1], [big], out / "big-spark", warm_up=False,
                                                      split_bytes=int(args.big_split_mb * (1 << 20)))
                 big_results.append((f"spark {masters[-1]}", started, seconds, uptime()))
@@ -232,11 +241,12 @@ def main() -> int:
 
 
 def report(results: List[Tuple[str, object, float, str]], total: int) -> None:
-    base = results[0][2]
+    base = results[0][2] if results[0][0].startswith("single") else float("nan")
     print(f"{'path':<40} {'start s':>8} {'run s':>8} {'MB/s':>8} {'vs single':>10}  load after the run")
     for name, started, seconds, load in results:
         start_text = "-" if started is None else f"{started:.1f}"
-        print(f"{name:<40} {start_text:>8} {seconds:>8.2f} {total / 1e6 / seconds:>8.2f} {base / seconds:>9.2f}x  "
+        ratio = "-" if base != base else f"{base / seconds:.2f}x"  # no single-process run: no ratio
+        print(f"{name:<40} {start_text:>8} {seconds:>8.2f} {total / 1e6 / seconds:>8.2f} {ratio:>10}  "
               f"{load.split('load average:')[-1].strip()}")
     print(f"(cores: {os.cpu_count()})")
 

@@ -14,7 +14,7 @@ import pyarrow as pa
 
 import kproto
 from kproto.capture.writer import Side, TcpConversation, write_capture, write_segments
-from kproto.records import encode_message_set
+from kproto.records import encode_control_batch, encode_message_set, encode_record_batch
 from kproto.spark.capture_plan import plan_ranges
 from kproto.spark.capture_splits import DEFAULT_SPLIT_BYTES
 from kproto.spark.capture_stages import CONNECTION_KEY, SEGMENTS, decode_sorted_segments, extract_segments
@@ -152,13 +152,19 @@ def write_damaged(directory: str) -> Dict[str, str]:
 
 
 def write_segments_dir(directory: str) -> Dict[str, str]:
-    """A Kafka log directory: two good segments (magic 0 and 1, compressed), a truncated one, and the
-    index files a broker keeps beside them."""
+    """A Kafka log directory: three good segments (magic 0 and 1 compressed; magic 2: a transactional
+    batch whose records carry headers, then its commit marker), a truncated one, and the index files a
+    broker keeps beside them."""
     files = {}
     layout = {
         "good0": ("orders-0", 0, encode_message_set(payloads("s0", 20)) + encode_message_set(
             payloads("s1", 7), codec="snappy", base_offset=20)),
         "good1": ("clicks-stream-3", 100, encode_message_set(payloads("c", 9), magic=1, codec="lz4", base_offset=100)),
+        "good2": ("events-2", 40, encode_record_batch(
+            [(k, v, int(T0 * 1000) + i, [("trace", f"t{i}".encode()), ("empty", None)][:i % 3])
+             for i, (k, v) in enumerate(payloads("e", 5))],
+            base_offset=40, codec="zstd", producer_id=4242, producer_epoch=3, base_sequence=17, transactional=True)
+            + encode_control_batch(True, producer_id=4242, producer_epoch=3, base_offset=45, timestamp=int(T0 * 1000))),
         "truncated": ("orders-1", 0, encode_message_set(payloads("t", 6), codec="gzip")
                       + encode_message_set(payloads("u", 4), base_offset=6)[:-11]),
     }

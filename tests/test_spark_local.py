@@ -151,12 +151,21 @@ def test_segments_decode_and_report_a_truncated_tail(tmp_path: Any) -> None:
     for r in tables.messages.to_pylist():
         counts[(r["topic"], r["partition"])] = counts.get((r["topic"], r["partition"]), 0) + 1
         assert r["exchange_id"] is None and r["direction"] is None and r["time"] is None
-    assert counts == {("orders", 0): 27, ("clicks-stream", 3): 9, ("orders", 1): 6 + 3}
+    assert counts == {("orders", 0): 27, ("clicks-stream", 3): 9, ("orders", 1): 6 + 3, ("events", 2): 5 + 1}
     (problem,) = tables.problems.to_pylist()
     assert problem["kind"] == "truncated-segment" and problem["file"] == files["truncated"]
     assert problem["file_offset"] is not None and problem["file_offset"] > 0
     offsets = [r["offset"] for r in tables.messages.to_pylist() if r["topic"] == "clicks-stream"]
     assert offsets == list(range(100, 109))
+    # Magic 2: the producer facts and headers the batch was written with; the commit marker is a control row.
+    events = [r for r in tables.messages.to_pylist() if r["topic"] == "events"]
+    assert [(r["offset"], r["sequence"], r["is_control"], r["codec"]) for r in events] == [
+        (40 + i, 17 + i, False, "zstd") for i in range(5)] + [(45, -1, True, "none")]
+    assert {(r["producer_id"], r["producer_epoch"], r["is_transactional"]) for r in events} == {(4242, 3, True)}
+    assert [r["headers"] for r in events[:3]] == [[], [{"key": "trace", "value": b"t1"}],
+                                                  [{"key": "trace", "value": b"t2"}, {"key": "empty", "value": None}]]
+    older = [r for r in tables.messages.to_pylist() if r["magic"] < 2]
+    assert {(r["producer_id"], r["sequence"], r["is_transactional"], len(r["headers"])) for r in older} == {(-1, -1, False, 0)}
 
 
 def test_segment_chunks_give_the_same_rows(tmp_path: Any) -> None:
@@ -275,3 +284,41 @@ def test_captures_command_skips_files_that_are_not_captures(rotated: str, tmp_pa
     assert len(skipped) == 1 and "NOTES.txt" in skipped[0] and "not a pcap or pcapng capture" in skipped[0]
     problems = pq.read_table(os.path.join(out, "problems")).to_pylist()
     assert not any("NOTES.txt" in (r["file"] or "") for r in problems)
+
+
+def test_a_writing_task_writes_the_rows_and_counts_the_summary(local: LocalTables, tmp_path: Any) -> None:
+    # Stage 2 as a Spark task runs it (no Spark): decode, write one Parquet file per table, return
+    # statistics; tasks' counts merged in any order give the single-process summary.
+    from kproto.spark.capture_plan import plan_ranges
+    from kproto.spark.capture_stages import CONNECTION_KEY, READING_ORDER, SEGMENTS, extract_segments
+    from kproto.spark.capture_tables import Stage2
+    from kproto.spark.summary import SummaryCounts
+    from kproto.spark.table_writer import TaskWriter
+
+    ranges = plan_ranges([(f, os.path.getsize(f)) for f in local.files], split_bytes=4096)
+    segments = pa.Table.from_batches([b for r in ranges for b in extract_segments(r)], schema=SEGMENTS)
+    segments = segments.sort_by([(k, "ascending") for k in CONNECTION_KEY + READING_ORDER])
+    half = segments.num_rows // 2
+    cut = next(i for i in range(half, segments.num_rows)  # two tasks: a connection is never cut
+               if segments.slice(i, 1).select(list(CONNECTION_KEY)).to_pylist()
+               != segments.slice(i - 1, 1).select(list(CONNECTION_KEY)).to_pylist())
+    staging = {name: str(tmp_path / name) for name in TABLES}
+    stats = []
+    for part in (segments.slice(cut), segments.slice(0, cut)):
+        stats.extend(b for b in TaskWriter(Stage2([9092], True), staging)(iter(part.to_batches(max_chunksize=3))))
+    counts = SummaryCounts()
+    files: Dict[str, int] = {}
+    for row in pa.Table.from_batches(stats).to_pylist():
+        if row["what"] == "file":
+            files[row["table"]] = files.get(row["table"], 0) + 1
+            assert pq.read_table(os.path.join(staging[row["table"]], row["key"])).num_rows == row["count"]
+        elif row["what"] == "api":
+            counts.add_api(row["key"], row["count"], row["bytes"], row["errors"], row["latencies"])
+        elif row["what"] == "topic":
+            counts.add_topic(row["key"], row["count"], row["bytes"])
+        else:
+            counts.add_kind(row["key"], row["count"])
+    assert files == {"exchanges": 2, "messages": 2, "problems": 1}
+    for name in TABLES:
+        assert rows(pq.read_table(staging[name], schema=TABLES[name])) == rows(local.tables()[name]), name
+    assert counts.summary() == summary_from_arrow(local.tables())

@@ -82,6 +82,19 @@ def test_run_writes_parquet_and_a_summary(spark: Any, inputs: Dict[str, str], lo
     assert summary.topics == expect.topics
     metadata = next(a for a in summary.apis if a.api == "Metadata")
     assert metadata.p50_ms == pytest.approx(3.0)
+    # The files the tasks wrote are Spark tables: Spark reads them with the tables' own schema, and no
+    # staging directory is left behind.
+    messages = spark.read.parquet(os.path.join(out, "messages"))
+    assert messages.schema.names == TABLES["messages"].names and messages.count() == local.messages.num_rows
+    assert not [n for name in TABLES for n in os.listdir(os.path.join(out, name)) if "staging" in n]
+    # append adds this run's files beside the first run's; error refuses an existing output.
+    with pytest.raises(FileExistsError):
+        run_captures(spark, [inputs["damaged"]], out, mode="error", log=lambda line: None)
+    run_captures(spark, [inputs["damaged"]], out, mode="append", log=lambda line: None)
+    appended = tables_from_captures_local([inputs["damaged"]])
+    for name in TABLES:
+        assert pq.read_table(os.path.join(out, name)).num_rows == local.tables()[name].num_rows + appended.tables()[
+            name].num_rows, name
 
 
 def test_the_command_and_the_local_command_agree(spark: Any, inputs: Dict[str, str], tmp_path: Any,
@@ -122,4 +135,4 @@ def test_segment_tables_equal_the_single_process_tables(spark: Any, inputs: Dict
         tables.release()
     (problem,) = reference.problems.to_pylist()
     assert problem["kind"] == "truncated-segment"
-    assert reference.messages.num_rows == 27 + 9 + 9
+    assert reference.messages.num_rows == 27 + 9 + 9 + 6

@@ -26,7 +26,8 @@ from kproto.spark.hadoop_fs import HadoopFileSystem
 from kproto.spark.schema import spark_schema
 from kproto.spark.table_union import SparkTables, split_union, union_batch, union_spark_schema
 
-__all__ = ["list_input_files", "plan_capture_ranges", "capture_tables", "RANGES", "PURE_EXECUTORS_NOTE"]
+__all__ = ["list_input_files", "plan_capture_ranges", "sorted_segments", "Stage2", "capture_tables", "RANGES",
+           "PURE_EXECUTORS_NOTE"]
 
 #: The stage 1 input rows: one :class:`~kproto.spark.capture_plan.CaptureRange` each.
 RANGES = pa.schema([("path", pa.string()), ("file_time", pa.int64()), ("start", pa.int64()), ("stop", pa.int64()),
@@ -74,16 +75,51 @@ def _stage1(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             yield from extract_segments(CaptureRange(**row))
 
 
-class _Stage2:
-    """Picklable stage 2 function (Spark ships it to the executors)."""
+class Stage2:
+    """Picklable stage 2 function (Spark ships it to the executors): sorted :data:`SEGMENTS` batches
+    in, ``(table, batch)`` pairs out, or with ``union`` batches of the union schema (one struct
+    column per table) for a DataFrame of all three tables."""
 
-    def __init__(self, ports: Collection[int], detect: bool) -> None:
+    def __init__(self, ports: Collection[int], detect: bool, union: bool = False) -> None:
         self.ports = frozenset(ports)
         self.detect = detect
+        self.union = union
 
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for table, batch in decode_sorted_segments(batches, ports=self.ports, detect=self.detect):
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[Any]:
+        pairs = decode_sorted_segments(batches, ports=self.ports, detect=self.detect)
+        if not self.union:
+            yield from pairs
+            return
+        for table, batch in pairs:
             yield union_batch(table, batch)
+
+
+def sorted_segments(
+    spark: Any,
+    inputs: Iterable[str],
+    *,
+    glob: Optional[str] = None,
+    partitions: Optional[int] = None,
+    split_bytes: int = DEFAULT_SPLIT_BYTES,
+    log: Optional[Callable[[str], None]] = None,
+) -> Tuple[Any, List[str]]:
+    """Planning (runs now) and stage 1 (lazy): the DataFrame of :data:`SEGMENTS` rows partitioned by
+    connection key and sorted into reading order, ready for stage 2; and the notes for the summary."""
+    backends: set = set()
+    ranges = plan_capture_ranges(spark, inputs, glob=glob, split_bytes=split_bytes, backends=backends)
+    notes = [PURE_EXECUTORS_NOTE] if "python" in backends else []
+    if log is not None:
+        for note in notes:
+            log(f"NOTE: {note}")
+        files = len({r.path for r in ranges})
+        log(f"plan: {files} capture file(s), {len(ranges)} range(s) for stage 1 (split size {split_bytes} bytes)")
+    sc = spark.sparkContext
+    rows = sc.parallelize([tuple(r) for r in ranges], max(1, len(ranges)))
+    plan = spark.createDataFrame(rows, spark_schema(RANGES))
+    segments = plan.mapInArrow(_stage1, spark_schema(SEGMENTS))
+    keys = list(CONNECTION_KEY)
+    count = partitions or 2 * max(1, sc.defaultParallelism)
+    return segments.repartition(count, *keys).sortWithinPartitions(*keys, *READING_ORDER), notes
 
 
 def capture_tables(
@@ -105,22 +141,11 @@ def capture_tables(
     ``partitions`` is the number of stage 2 tasks; the default, twice the cluster's default
     parallelism, keeps every core busy without the per-task cost of ``spark.sql.shuffle.partitions``
     (200) tasks: adaptive execution does not coalesce the partitions of a persisted plan.
+
+    To write the tables, :func:`~kproto.spark.job.run_captures` is several times faster: its tasks
+    write Parquet themselves (:mod:`kproto.spark.table_writer`) instead of handing Spark a row per message.
     """
-    backends: set = set()
-    ranges = plan_capture_ranges(spark, inputs, glob=glob, split_bytes=split_bytes, backends=backends)
-    notes = [PURE_EXECUTORS_NOTE] if "python" in backends else []
-    if log is not None:
-        for note in notes:
-            log(f"NOTE: {note}")
-        files = len({r.path for r in ranges})
-        log(f"plan: {files} capture file(s), {len(ranges)} range(s) for stage 1 (split size {split_bytes} bytes)")
-    sc = spark.sparkContext
-    rows = sc.parallelize([tuple(r) for r in ranges], max(1, len(ranges)))
-    plan = spark.createDataFrame(rows, spark_schema(RANGES))
-    segments = plan.mapInArrow(_stage1, spark_schema(SEGMENTS))
-    keys = list(CONNECTION_KEY)
-    count = partitions or 2 * max(1, sc.defaultParallelism)
-    ordered = segments.repartition(count, *keys).sortWithinPartitions(*keys, *READING_ORDER)
-    tables = split_union(ordered.mapInArrow(_Stage2(ports, detect), union_spark_schema()))
+    ordered, notes = sorted_segments(spark, inputs, glob=glob, partitions=partitions, split_bytes=split_bytes, log=log)
+    tables = split_union(ordered.mapInArrow(Stage2(ports, detect, union=True), union_spark_schema()))
     tables.notes.extend(notes)
     return tables

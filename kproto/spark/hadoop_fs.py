@@ -47,12 +47,32 @@ class HadoopFileSystem:
             stream.close()
 
     def write_text(self, path: str, text: str) -> None:
+        self.write_bytes(path, text.encode("utf-8"))
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        """Create or replace file ``path``."""
         jpath, fs = self._fs(path)
         stream = fs.create(jpath, True)
         try:
-            stream.write(bytearray(text.encode("utf-8")))
+            stream.write(bytearray(data))
         finally:
             stream.close()
+
+    def qualify(self, path: str) -> str:
+        """``path`` with the scheme and authority Spark resolves it to (``file:/...`` for local paths)."""
+        jpath, fs = self._fs(path)
+        return str(fs.makeQualified(jpath).toString())
+
+    def delete(self, path: str) -> None:
+        """Delete ``path`` (recursively); nothing happens when it does not exist."""
+        jpath, fs = self._fs(path)
+        fs.delete(jpath, True)
+
+    def rename(self, source: str, target: str) -> None:
+        """Move file ``source`` to ``target`` (whose directory exists); raises :class:`OSError` if it fails."""
+        jsource, fs = self._fs(source)
+        if not fs.rename(jsource, self._jvm.org.apache.hadoop.fs.Path(target)):
+            raise OSError(f"could not move {source} to {target}")
 
     def list_files(self, inputs: Iterable[str], glob: Optional[str] = None) -> List[Tuple[str, int]]:
         """``(path, size)`` of the non-empty files under ``inputs``, sorted, paths as the tables name them:

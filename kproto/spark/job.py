@@ -2,9 +2,12 @@
 
 ``run_captures`` / ``run_segments`` take an existing SparkSession (or the one :func:`spark_session`
 builds: ``local[*]`` by default, any master URL otherwise) and write ``OUT/exchanges``,
-``OUT/messages`` and ``OUT/problems`` as Parquet through Spark, so ``OUT`` can be any path Spark
-writes (local, HDFS, S3).  ``run_captures_local`` / ``run_segments_local`` do the same in one process
-with pyarrow (local paths only).  Damaged input never fails a job; it ends up in ``problems``.
+``OUT/messages`` and ``OUT/problems`` as Parquet: the decoding tasks write the files themselves with
+pyarrow and the driver commits them (:mod:`kproto.spark.table_writer`), so ``OUT`` is any path Spark
+lists and pyarrow writes (local, HDFS, S3, GCS, Azure).  :func:`write_tables` writes the DataFrames of
+:func:`~kproto.spark.capture_tables.capture_tables` through Spark instead (slower: a JVM row per
+message).  ``run_captures_local`` / ``run_segments_local`` do the same in one process with pyarrow
+(local paths only).  Damaged input never fails a job; it ends up in ``problems``.
 """
 
 from __future__ import annotations
@@ -12,16 +15,17 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from typing import Any, Callable, Collection, Iterable, Mapping, Optional
+from typing import Any, Callable, Collection, Iterable, List, Mapping, Optional
 
 from kproto.capture.conversation import DEFAULT_PORTS
 from kproto.spark.capture_splits import DEFAULT_SPLIT_BYTES
 from kproto.spark.hadoop_fs import HadoopFileSystem
 from kproto.spark.inputs import SEGMENT_GLOB
-from kproto.spark.schema import TABLES
-from kproto.spark.summary import Summary, summary_from_arrow, summary_from_spark
+from kproto.spark.schema import TABLES, spark_schema
+from kproto.spark.summary import Summary, summary_from_arrow
 from kproto.spark.table_marker import MARKER, REPLACING_MODES, LocalFileSystem, check_replaceable, marker_text
 from kproto.spark.table_union import SparkTables
+from kproto.spark.table_writer import PART_STATS, ParquetOutput
 
 __all__ = [
     "DEFAULT_MASTER",
@@ -93,17 +97,24 @@ def write_tables(spark: Any, tables: SparkTables, out: str, *, mode: str = "over
     spark.sparkContext.setJobDescription(None)
 
 
-def _finish(spark: Any, tables: SparkTables, out: str, mode: str, top: int, log: Log) -> Summary:
+def _write_decoded(spark: Any, frame: Any, decode: Callable[[Any], Any], output: ParquetOutput, out: str, top: int,
+                   notes: List[str], log: Log) -> Summary:
+    """Run ``decode`` over ``frame``'s partitions with tasks writing the tables to ``output``
+    (:mod:`kproto.spark.table_writer`), commit them, and summarise."""
+    sc = spark.sparkContext
     try:
-        write_tables(spark, tables, out, mode=mode, log=log)
-        spark.sparkContext.setJobDescription("kproto: summary")
-        log("summarising")
-        summary = summary_from_spark(tables.tables(), top=top)
-        summary.notes.extend(tables.notes)
-        return summary
+        sc.setJobDescription(f"kproto: decode and write {out}")
+        log(f"decoding and writing {out}")
+        stats = frame.mapInArrow(output.task_writer(decode), spark_schema(PART_STATS)).collect()
+    except BaseException:
+        output.abort()
+        raise
     finally:
-        spark.sparkContext.setJobDescription(None)
-        tables.release()
+        sc.setJobDescription(None)
+    written = output.commit(stats)
+    summary = written.counts.summary(top=top)
+    summary.notes.extend(notes)
+    return summary
 
 
 def run_captures(spark: Any, inputs: Iterable[str], out: str, *, ports: Collection[int] = DEFAULT_PORTS,
@@ -112,14 +123,16 @@ def run_captures(spark: Any, inputs: Iterable[str], out: str, *, ports: Collecti
                  log: Log = _stderr) -> Summary:
     """Decode the captures under ``inputs`` on Spark, write the tables under ``out``, return the summary.
 
-    Files larger than ``split_bytes`` are read in byte ranges by several tasks."""
-    from kproto.spark.capture_tables import capture_tables
+    Files larger than ``split_bytes`` are read in byte ranges by several tasks; the tasks that decode
+    connections write the Parquet files (``out`` is any path Spark lists and pyarrow writes)."""
+    from kproto.spark.capture_tables import Stage2, sorted_segments
 
     inputs = list(inputs)
+    output = ParquetOutput(spark, out, mode, log)  # refuses a wrong output before any work
     log(f"decoding captures from {len(inputs)} input path(s) on {spark.sparkContext.master}")
-    tables = capture_tables(spark, inputs, ports=ports, detect=detect, glob=glob, partitions=partitions,
-                            split_bytes=split_bytes, log=log)
-    return _finish(spark, tables, out, mode, top, log)
+    ordered, notes = sorted_segments(spark, inputs, glob=glob, partitions=partitions, split_bytes=split_bytes,
+                                     log=log)
+    return _write_decoded(spark, ordered, Stage2(ports, detect), output, out, top, notes, log)
 
 
 def run_segments(spark: Any, inputs: Iterable[str], out: str, *, glob: Optional[str] = SEGMENT_GLOB,
@@ -127,13 +140,14 @@ def run_segments(spark: Any, inputs: Iterable[str], out: str, *, glob: Optional[
                  log: Log = _stderr) -> Summary:
     """Decode the log segments under ``inputs`` on Spark, write the tables under ``out``, return the summary.
 
-    Segments larger than ``split_bytes`` are decoded in ranges by several tasks."""
-    from kproto.spark.segment_tables import segment_tables
+    Segments larger than ``split_bytes`` are decoded in ranges by several tasks, which write the files."""
+    from kproto.spark.segment_tables import SegmentDecode, segment_ranges
 
     inputs = list(inputs)
+    output = ParquetOutput(spark, out, mode, log)
     log(f"decoding log segments from {len(inputs)} input path(s) on {spark.sparkContext.master}")
-    tables = segment_tables(spark, inputs, glob=glob, split_bytes=split_bytes, log=log)
-    return _finish(spark, tables, out, mode, top, log)
+    plan = segment_ranges(spark, inputs, glob=glob, split_bytes=split_bytes, log=log)
+    return _write_decoded(spark, plan, SegmentDecode(), output, out, top, [], log)
 
 
 def _prepare_local_out(out: str, mode: str) -> None:

@@ -12,9 +12,12 @@ from typing import Any, Dict
 
 import pyarrow as pa
 
+from kproto.records.format import CODEC_NAMES as _RECORD_CODECS
+
 __all__ = [
     "TIME",
     "PARTITION_ERROR",
+    "HEADER",
     "EXCHANGES",
     "MESSAGES",
     "PROBLEMS",
@@ -25,6 +28,9 @@ __all__ = [
 
 #: Capture times: microseconds since the epoch, UTC (what Spark's TimestampType holds).
 TIME = pa.timestamp("us", tz="UTC")
+
+#: One record header (magic 2): a UTF-8 key and a binary value (null when the producer sent none).
+HEADER = pa.struct([("key", pa.string()), ("value", pa.binary())])
 
 #: One non-zero error code of a response below the top level, with the topic/partition it is about.
 PARTITION_ERROR = pa.struct([("topic", pa.string()), ("partition", pa.int32()), ("error_code", pa.int16())])
@@ -57,8 +63,8 @@ EXCHANGES = pa.schema([
     ("response_packet", pa.int64()),
 ])
 
-#: Codec ids of the message attributes, as names (index = id).
-CODEC_NAMES = ("none", "gzip", "snappy", "lz4")
+#: Codec ids of the message attributes, as the ``codec`` column names them (index = id).
+CODEC_NAMES = ("none",) + tuple(_RECORD_CODECS[i] for i in range(1, max(_RECORD_CODECS) + 1))
 
 #: One row per message of a Produce request, a Fetch response or a log segment.
 MESSAGES = pa.schema([
@@ -77,6 +83,14 @@ MESSAGES = pa.schema([
     ("crc_ok", pa.bool_()),
     ("key", pa.binary()),
     ("value", pa.binary()),
+    # Producer facts of the record's magic 2 batch; -1 / false before magic 2 (and for a producer that is
+    # neither idempotent nor transactional).  ``sequence`` is the record's own: base sequence + offset delta.
+    ("producer_id", pa.int64()),
+    ("producer_epoch", pa.int16()),
+    ("sequence", pa.int32()),
+    ("is_transactional", pa.bool_()),
+    ("is_control", pa.bool_()),  # a transaction marker (commit/abort) rather than a user record
+    ("headers", pa.list_(HEADER)),  # in wire order; empty before magic 2
 ])
 
 #: Everything that is not a clean exchange or message, with where it was found.

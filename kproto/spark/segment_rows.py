@@ -1,4 +1,4 @@
-"""Kafka log segment files (``.log``, message format magic 0/1, Kafka 0.8–0.10) to table rows.
+"""Kafka log segment files (``.log``, any message format: magic 0/1 messages, magic 2 record batches) to table rows.
 
 A segment is a message set on disk, so it is decoded with the columnar records decoder in chunks of
 ``chunk_bytes``: each chunk ends where its last complete message ends (``valid_bytes``), the next one

@@ -19,7 +19,7 @@ from kproto.spark.schema import spark_schema
 from kproto.spark.segment_rows import entry_boundaries, segment_batches
 from kproto.spark.table_union import SparkTables, split_union, union_batch, union_spark_schema
 
-__all__ = ["segment_tables", "plan_segment_ranges", "SEGMENT_RANGES"]
+__all__ = ["segment_tables", "segment_ranges", "SegmentDecode", "plan_segment_ranges", "SEGMENT_RANGES"]
 
 #: The decode stage's input rows: bytes ``[start, stop)`` of a segment file.
 SEGMENT_RANGES = pa.schema([("path", pa.string()), ("start", pa.int64()), ("stop", pa.int64())])
@@ -48,20 +48,26 @@ def plan_segment_ranges(files: List[Tuple[str, int]], split_bytes: int = DEFAULT
     return ranges
 
 
-def _decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    for batch in batches:
-        for row in batch.to_pylist():
-            with open_input(row["path"]) as stream:
-                stream.seek(row["start"])
-                data = stream.read(row["stop"] - row["start"])
-            for table, rows in segment_batches(row["path"], data, base=row["start"]):
-                yield union_batch(table, rows)
+class SegmentDecode:
+    """Picklable decode function: :data:`SEGMENT_RANGES` batches in, ``(table, batch)`` pairs out, or
+    with ``union`` batches of the union schema (one struct column per table)."""
+
+    def __init__(self, union: bool = False) -> None:
+        self.union = union
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[Any]:
+        for batch in batches:
+            for row in batch.to_pylist():
+                with open_input(row["path"]) as stream:
+                    stream.seek(row["start"])
+                    data = stream.read(row["stop"] - row["start"])
+                for table, rows in segment_batches(row["path"], data, base=row["start"]):
+                    yield union_batch(table, rows) if self.union else (table, rows)
 
 
-def segment_tables(spark: Any, inputs: Iterable[str], *, glob: Optional[str] = SEGMENT_GLOB,
-                   split_bytes: int = DEFAULT_SPLIT_BYTES, log: Optional[Callable[[str], None]] = None) -> SparkTables:
-    """The ``messages`` and ``problems`` DataFrames (``exchanges`` is empty) of the log segments under
-    ``inputs``; lazy after planning, like :func:`~kproto.spark.capture_tables.capture_tables`."""
+def segment_ranges(spark: Any, inputs: Iterable[str], *, glob: Optional[str] = SEGMENT_GLOB,
+                   split_bytes: int = DEFAULT_SPLIT_BYTES, log: Optional[Callable[[str], None]] = None) -> Any:
+    """Planning (runs now): the DataFrame of :data:`SEGMENT_RANGES` rows, one range per partition."""
     sc = spark.sparkContext
     files = list_input_files(spark, inputs, glob)
 
@@ -75,5 +81,12 @@ def segment_tables(spark: Any, inputs: Iterable[str], *, glob: Optional[str] = S
     ranges = plan_segment_ranges(files, split_bytes, run)
     if log is not None:
         log(f"plan: {len(files)} segment file(s), {len(ranges)} range(s) to decode (split size {split_bytes} bytes)")
-    plan = spark.createDataFrame(sc.parallelize(ranges, max(1, len(ranges))), spark_schema(SEGMENT_RANGES))
-    return split_union(plan.mapInArrow(_decode, union_spark_schema()))
+    return spark.createDataFrame(sc.parallelize(ranges, max(1, len(ranges))), spark_schema(SEGMENT_RANGES))
+
+
+def segment_tables(spark: Any, inputs: Iterable[str], *, glob: Optional[str] = SEGMENT_GLOB,
+                   split_bytes: int = DEFAULT_SPLIT_BYTES, log: Optional[Callable[[str], None]] = None) -> SparkTables:
+    """The ``messages`` and ``problems`` DataFrames (``exchanges`` is empty) of the log segments under
+    ``inputs``; lazy after planning, like :func:`~kproto.spark.capture_tables.capture_tables`."""
+    plan = segment_ranges(spark, inputs, glob=glob, split_bytes=split_bytes, log=log)
+    return split_union(plan.mapInArrow(SegmentDecode(union=True), union_spark_schema()))

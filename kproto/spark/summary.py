@@ -1,8 +1,9 @@
 """The summary printed after a run: per api count, bytes, p50/p99 latency and errors; top topics; problems.
 
-Computed from the tables themselves, with Spark aggregations on the Spark path
-(``percentile_approx``) and pyarrow on the single-process path (exact quantiles, nearest rank), so it
-costs a scan of the exchanges and messages, not a second decode.
+Computed from the tables themselves, never by a second decode: :class:`SummaryCounts` counts pyarrow
+tables or batches (the single-process path counts its tables; on Spark the writing tasks count what
+they write and the driver merges their counts), and :func:`summary_from_spark` aggregates Spark
+DataFrames (``percentile_approx``) for the DataFrame API.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from typing import Any, Dict, List, Optional
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["ApiSummary", "TopicSummary", "Summary", "summary_from_arrow", "summary_from_spark", "PAIRING_KINDS"]
+__all__ = ["ApiSummary", "TopicSummary", "Summary", "summary_from_arrow", "summary_from_spark", "SummaryCounts",
+           "PAIRING_KINDS"]
 
 #: Problem kinds that say a request or response went unpaired; the others mean damaged input.
 PAIRING_KINDS = frozenset({"unanswered-request", "response-without-request"})
@@ -84,37 +86,87 @@ def _ms(value: Optional[float]) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
+class SummaryCounts:
+    """Mergeable partial aggregates of the tables, from which :meth:`summary` makes the :class:`Summary`.
+
+    The single-process path counts its whole tables; on Spark each writing task counts the rows it
+    wrote (:mod:`kproto.spark.table_writer`) and the driver merges the tasks' counts, so both paths
+    give the same summary, with exact (nearest-rank) latency quantiles.  Latencies are kept per api as
+    float64 arrays: 8 bytes per exchange reach the driver (100 MB for 12 million exchanges).
+    """
+
+    def __init__(self) -> None:
+        #: api name -> [exchanges, bytes, errors, [latency arrays]]
+        self.apis: Dict[str, List[Any]] = {}
+        #: topic -> [messages, bytes of keys and values]
+        self.topics: Dict[Optional[str], List[int]] = {}
+        #: problem kind -> count
+        self.kinds: Dict[str, int] = {}
+
+    def add(self, table: str, rows: Any) -> None:
+        """Count a pyarrow Table or RecordBatch of ``table`` (``exchanges``, ``messages``, ``problems``)."""
+        if not rows.num_rows:
+            return
+        if table == "exchanges":
+            frame_bytes = pc.add(rows.column("request_size"), pc.fill_null(rows.column("response_size"), 0))
+            grouped = pa.table({
+                "api": rows.column("api_name"), "bytes": pc.cast(frame_bytes, pa.int64()),
+                "errors": pc.cast(_errored_arrow(rows), pa.int64()), "latency": rows.column("latency_ms"),
+            }).group_by("api", use_threads=False).aggregate([
+                ([], "count_all"), ("bytes", "sum"), ("errors", "sum"), ("latency", "list")])
+            for api, count, size, errors, latencies in zip(*(c.to_pylist() for c in grouped.select(
+                    ["api", "count_all", "bytes_sum", "errors_sum", "latency_list"]).columns)):
+                self.add_api(api, count, size or 0, errors or 0, [x for x in latencies if x is not None])
+        elif table == "messages":
+            sizes = pc.add(pc.fill_null(pc.binary_length(rows.column("key")), 0),
+                           pc.fill_null(pc.binary_length(rows.column("value")), 0))
+            grouped = pa.table({"topic": rows.column("topic"), "size": pc.cast(sizes, pa.int64())}).group_by(
+                "topic", use_threads=False).aggregate([([], "count_all"), ("size", "sum")])
+            for topic, count, size in zip(*(c.to_pylist() for c in grouped.select(
+                    ["topic", "count_all", "size_sum"]).columns)):
+                self.add_topic(topic, count, size or 0)
+        elif table == "problems":
+            for kind in rows.column("kind").to_pylist():
+                self.add_kind(kind, 1)
+
+    def add_api(self, api: str, count: int, size: int, errors: int, latencies: Any) -> None:
+        total = self.apis.setdefault(api, [0, 0, 0, []])
+        total[0] += count
+        total[1] += size
+        total[2] += errors
+        if len(latencies):
+            total[3].append(pa.array(latencies, pa.float64()))
+
+    def add_topic(self, topic: Optional[str], count: int, size: int) -> None:
+        total = self.topics.setdefault(topic, [0, 0])
+        total[0] += count
+        total[1] += size
+
+    def add_kind(self, kind: str, count: int) -> None:
+        self.kinds[kind] = self.kinds.get(kind, 0) + count
+
+    def summary(self, *, top: int = 10) -> Summary:
+        apis = []
+        for api in sorted(self.apis):
+            count, size, errors, latencies = self.apis[api]
+            p50 = p99 = None
+            if latencies:
+                p50, p99 = pc.quantile(pa.chunked_array(latencies, pa.float64()), q=[0.5, 0.99],
+                                       interpolation="nearest").to_pylist()
+            apis.append(ApiSummary(api, count, size, p50, p99, errors))
+        return Summary(apis, _top_topics(self.topics, top), dict(self.kinds), sum(a.count for a in apis),
+                       sum(count for count, _ in self.topics.values()))
+
+
 def summary_from_arrow(tables: Dict[str, pa.Table], *, top: int = 10) -> Summary:
     """The summary of pyarrow tables (the single-process path)."""
-    ex, msgs, problems = tables["exchanges"], tables["messages"], tables["problems"]
-    apis = []
-    names = ex.column("api_name")
-    frame_bytes = pc.add(ex.column("request_size"), pc.fill_null(ex.column("response_size"), 0))
-    errored = _errored_arrow(ex)
-    for api in sorted(set(names.to_pylist())):
-        mask = pc.equal(names, api)
-        latency = pc.drop_null(pc.filter(ex.column("latency_ms"), mask))
-        p50 = p99 = None
-        if len(latency):
-            p50, p99 = pc.quantile(latency, q=[0.5, 0.99], interpolation="nearest").to_pylist()
-        apis.append(ApiSummary(api, pc.sum(pc.cast(mask, pa.int64())).as_py(),
-                               pc.sum(pc.filter(frame_bytes, mask)).as_py() or 0, p50, p99,
-                               pc.sum(pc.cast(pc.filter(errored, mask), pa.int64())).as_py() or 0))
-    topics = []
-    if msgs.num_rows:
-        sizes = pc.add(pc.fill_null(pc.binary_length(msgs.column("key")), 0),
-                       pc.fill_null(pc.binary_length(msgs.column("value")), 0))
-        grouped = pa.table({"topic": msgs.column("topic"), "size": pc.cast(sizes, pa.int64())}).group_by(
-            "topic", use_threads=False).aggregate([([], "count_all"), ("size", "sum")])
-        rows = sorted(grouped.to_pylist(), key=lambda r: (-r["count_all"], str(r["topic"])))[:top]
-        topics = [TopicSummary(r["topic"], r["count_all"], r["size_sum"] or 0) for r in rows]
-    kinds: Dict[str, int] = {}
-    for kind in problems.column("kind").to_pylist():
-        kinds[kind] = kinds.get(kind, 0) + 1
-    return Summary(apis, topics, kinds, ex.num_rows, msgs.num_rows)
+    counts = SummaryCounts()
+    for name, table in tables.items():
+        counts.add(name, table)
+    return counts.summary(top=top)
 
 
-def _errored_arrow(ex: pa.Table) -> pa.ChunkedArray:
+def _errored_arrow(ex: Any) -> Any:
     code = pc.fill_null(pc.not_equal(ex.column("error_code"), 0), False)
     partitions = pc.fill_null(pc.greater(pc.list_value_length(ex.column("partition_errors")), 0), False)
     failed = pc.or_(pc.is_valid(ex.column("request_error")), pc.is_valid(ex.column("response_error")))
@@ -130,28 +182,48 @@ def summary_from_spark(frames: Dict[str, Any], *, top: int = 10) -> Summary:
     """
     from pyspark.sql import functions as F
 
-    ex, msgs, problems = frames["exchanges"], frames["messages"], frames["problems"]
-    spark = ex.sparkSession
-    key = "spark.sql.shuffle.partitions"
-    previous = spark.conf.get(key)
-    spark.conf.set(key, str(max(1, spark.sparkContext.defaultParallelism)))
-    try:
-        errored = (F.coalesce(F.col("error_code"), F.lit(0)) != 0) \
-            | (F.coalesce(F.size("partition_errors"), F.lit(0)) > 0) \
-            | F.col("request_error").isNotNull() | F.col("response_error").isNotNull()
-        rows = ex.groupBy("api_name").agg(
-            F.count(F.lit(1)).alias("count"),
-            F.sum(F.col("request_size") + F.coalesce(F.col("response_size"), F.lit(0))).alias("bytes"),
-            F.percentile_approx("latency_ms", [0.5, 0.99]).alias("latency"),
-            F.sum(F.when(errored, 1).otherwise(0)).alias("errors"),
-        ).collect()
+    msgs, problems = frames["messages"], frames["problems"]
+    with _few_shuffle_partitions(msgs.sparkSession):
+        apis = _api_summaries(frames["exchanges"])
         size = F.coalesce(F.length("key"), F.lit(0)) + F.coalesce(F.length("value"), F.lit(0))
         topic_rows = msgs.groupBy("topic").agg(F.count(F.lit(1)).alias("messages"), F.sum(size).alias("bytes")).collect()
         kinds = {r["kind"]: r["count"] for r in problems.groupBy("kind").count().collect()}
-    finally:
-        spark.conf.set(key, previous)
-    apis = [ApiSummary(r["api_name"], r["count"], r["bytes"] or 0, *(r["latency"] or [None, None]), r["errors"] or 0)
+    topics = {r["topic"]: (r["messages"], r["bytes"] or 0) for r in topic_rows}
+    return Summary(apis, _top_topics(topics, top), kinds, sum(a.count for a in apis), sum(r["messages"] for r in topic_rows))
+
+
+class _few_shuffle_partitions:
+    """Within the block, as many shuffle partitions as the cluster has cores (the aggregates are tiny)."""
+
+    _KEY = "spark.sql.shuffle.partitions"
+
+    def __init__(self, spark: Any) -> None:
+        self._spark = spark
+
+    def __enter__(self) -> None:
+        self._previous = self._spark.conf.get(self._KEY)
+        self._spark.conf.set(self._KEY, str(max(1, self._spark.sparkContext.defaultParallelism)))
+
+    def __exit__(self, *exc: Any) -> None:
+        self._spark.conf.set(self._KEY, self._previous)
+
+
+def _api_summaries(ex: Any) -> List[ApiSummary]:
+    from pyspark.sql import functions as F
+
+    errored = (F.coalesce(F.col("error_code"), F.lit(0)) != 0) \
+        | (F.coalesce(F.size("partition_errors"), F.lit(0)) > 0) \
+        | F.col("request_error").isNotNull() | F.col("response_error").isNotNull()
+    rows = ex.groupBy("api_name").agg(
+        F.count(F.lit(1)).alias("count"),
+        F.sum(F.col("request_size") + F.coalesce(F.col("response_size"), F.lit(0))).alias("bytes"),
+        F.percentile_approx("latency_ms", [0.5, 0.99]).alias("latency"),
+        F.sum(F.when(errored, 1).otherwise(0)).alias("errors"),
+    ).collect()
+    return [ApiSummary(r["api_name"], r["count"], r["bytes"] or 0, *(r["latency"] or [None, None]), r["errors"] or 0)
             for r in sorted(rows, key=lambda r: r["api_name"])]
-    ranked = sorted(topic_rows, key=lambda r: (-r["messages"], r["topic"] is not None, r["topic"] or ""))
-    topics = [TopicSummary(r["topic"], r["messages"], r["bytes"] or 0) for r in ranked[:top]]
-    return Summary(apis, topics, kinds, sum(a.count for a in apis), sum(r["messages"] for r in topic_rows))
+
+
+def _top_topics(topics: Dict[Optional[str], Any], top: int) -> List[TopicSummary]:
+    ranked = sorted(topics.items(), key=lambda item: (-item[1][0], item[0] is not None, item[0] or ""))
+    return [TopicSummary(topic, count, size) for topic, (count, size) in ranked[:top]]
