@@ -170,6 +170,8 @@ class Producer:
         self._producer_id = -1
         self._producer_epoch = -1
         self.idempotent = False
+        #: the most Produce requests that were in flight to one broker at once (a pipelining gauge)
+        self.peak_in_flight = 0
         self._buffered = 0
         self._room = asyncio.Event()
         self._room.set()
@@ -359,7 +361,8 @@ class Producer:
                 self._queues[tp].popleft()
                 batch.attempts += 1
                 self._partition_in_flight[tp] = self._partition_in_flight.get(tp, 0) + 1
-            self._node_in_flight[node] = self._node_in_flight.get(node, 0) + 1
+            in_flight = self._node_in_flight[node] = self._node_in_flight.get(node, 0) + 1
+            self.peak_in_flight = max(self.peak_in_flight, in_flight)
             task = asyncio.ensure_future(self._produce(node, batches))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
