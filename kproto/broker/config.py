@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 import resource
-from typing import Optional
+from typing import Mapping, Optional
 
 from kproto.broker.append import DEFAULT_MESSAGE_MAX_BYTES
 from kproto.group.coordinator import CoordinatorConfig
@@ -45,6 +45,12 @@ class BrokerConfig:
     partition whatever its ``max_bytes`` says, ``max_queued_requests`` the requests read ahead of the
     one being handled on a connection.  ``coordinator`` holds the group settings; tests may lower
     ``min_session_timeout_ms`` below 0.9's 6000.
+
+    ``cluster_id`` is what Metadata v2+ and DescribeCluster report.  ``max_partitions_per_topic`` bounds
+    CreateTopics and CreatePartitions (a hostile admin request cannot allocate millions of logs).
+    ``sasl_plain_users`` (user → password) makes every connection authenticate with SASL PLAIN before
+    anything but ApiVersions and SaslHandshake is answered; None (the default) serves without
+    authentication.  ``max_sasl_token_bytes`` bounds one authentication token.
     """
 
     node_id: int = 0
@@ -66,3 +72,7 @@ class BrokerConfig:
     connections_max_idle_ms: int = 600_000
     request_receive_timeout_ms: int = 30_000
     coordinator: CoordinatorConfig = field(default_factory=CoordinatorConfig)
+    cluster_id: str = "kproto-mock-cluster"
+    max_partitions_per_topic: int = 10_000
+    sasl_plain_users: Optional[Mapping[str, str]] = None
+    max_sasl_token_bytes: int = 64 * 1024

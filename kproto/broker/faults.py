@@ -1,8 +1,16 @@
 """Fault injection for the mock broker: per api key, answer an error code, delay, or drop the connection.
 
-A :class:`Fault` applies to the next ``times`` requests of one api (``times=None``: until removed).
-Faults of one api are used in the order they were injected.  :class:`FaultPlan` is shared between the
-thread that injects and the broker's event loop, hence the lock.
+A :class:`Fault` applies to the next ``times`` requests of one api (``times=None``: until removed), in
+any version the broker reads, optionally only to requests that name one topic (and partition).  Faults
+of one api are used in the order they were injected; each counts the requests it ``fired`` on.  A
+targeted fault answers the whole request that names its target (every partition of it gets the error),
+which keeps a faulted Produce from storing anything.  :class:`FaultPlan` is shared between the thread
+that injects and the broker's event loop, hence the lock.  Unknown api names and error names are
+refused with the list of valid ones.
+
+A ``delay`` is a latency, not a stall: a faulted request is answered no sooner than ``delay`` seconds
+after it arrived, so requests a client pipelines wait out their delays together, as they would on a
+slow network or a busy broker (responses still leave in request order).
 
 :func:`error_response` builds the response a broker sends when ``code`` applies to everything a request
 asks about, for any api: it folds the request into the groups, topics and partitions it names
@@ -24,23 +32,61 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Union
 
+from kproto import ErrorCode
 from kproto.apis import APIS
 from kproto.message_base import Message
-from kproto.message_facts import BROKER, ERROR, SCOPE_ENTITIES, Scope, scope_tree, struct_has_entity
+from kproto.message_facts import (
+    BROKER,
+    ERROR,
+    PARTITION,
+    SCOPE_ENTITIES,
+    TOPIC,
+    Scope,
+    entities,
+    scope_tree,
+    struct_has_entity,
+)
 
-__all__ = ["Fault", "FaultPlan", "error_response"]
+__all__ = ["Fault", "FaultPlan", "error_code", "error_response"]
 
 
 @dataclass
 class Fault:
-    """What to do to requests of ``api_key``: wait ``delay`` seconds, then drop the connection
-    (``drop``) or answer ``error`` (an error code) instead of handling the request."""
+    """What to do to requests of ``api_key`` (naming ``topic``/``partition`` when set): answer no sooner
+    than ``delay`` seconds after arrival, then drop the connection (``drop``), answer ``error`` (an error
+    code) instead of handling the request, or handle it.  ``fired`` counts the requests it applied to;
+    ``times`` is how many more it will apply to (None: no limit)."""
 
     api_key: int
     error: Optional[int] = None
     delay: float = 0.0
     drop: bool = False
     times: Optional[int] = 1
+    topic: Optional[str] = None
+    partition: Optional[int] = None
+    fired: int = 0
+
+    def matches(self, request: Message, version: Optional[int]) -> bool:
+        """Whether ``request`` names this fault's topic (and partition)."""
+        if self.topic is None:
+            return True
+        for entity in entities(request, version):
+            if self.partition is None:
+                if entity.kind == TOPIC and entity.value == self.topic:
+                    return True
+            elif entity.kind == PARTITION and entity.topic == self.topic and entity.value == self.partition:
+                return True
+        return False
+
+
+def error_code(error: Union[int, str]) -> int:
+    """``error`` (a code or a name such as ``"NOT_LEADER_OR_FOLLOWER"``) as a known error code; anything
+    else is a ValueError listing the valid names."""
+    try:
+        return int(ErrorCode[error] if isinstance(error, str) else ErrorCode(int(error)))
+    except (KeyError, ValueError):
+        valid = ", ".join(code.name for code in ErrorCode)
+        raise ValueError(f"unknown Kafka error {error!r}; known errors: {valid}") from None
 
 
 class FaultPlan:
@@ -49,38 +95,52 @@ class FaultPlan:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._faults: Dict[int, List[Fault]] = {}
+        #: Api key → requests a fault applied to so far.
+        self.fired: Dict[int, int] = {}
 
     def inject(
         self,
         api: Union[int, str],
         *,
-        error: Optional[int] = None,
+        error: Union[None, int, str] = None,
         delay: float = 0.0,
         drop: bool = False,
         times: Optional[int] = 1,
+        topic: Optional[str] = None,
+        partition: Optional[int] = None,
     ) -> Fault:
-        """Add a fault for ``api`` (an api key or a name such as ``"Produce"``)."""
+        """Add a fault for ``api`` (an api key or a name such as ``"Produce"``; an unknown one is a
+        KeyError listing the valid names); ``error`` is a code or an error name."""
         info = APIS[api]
-        if error is None and not drop and delay <= 0:
+        code = None if error is None else error_code(error)
+        if code is None and not drop and delay <= 0:
             raise ValueError("a fault needs an error, a delay or drop=True")
         if times is not None and times < 1:
             raise ValueError("times must be at least 1 (or None for every request)")
-        fault = Fault(info.api_key, None if error is None else int(error), float(delay), drop, times)
+        if partition is not None and topic is None:
+            raise ValueError("a partition is targeted with its topic")
+        fault = Fault(info.api_key, code, float(delay), drop, times, topic, partition)
         with self._lock:
             self._faults.setdefault(info.api_key, []).append(fault)
         return fault
 
-    def take(self, api_key: int) -> Optional[Fault]:
-        """The fault that applies to the next request of ``api_key``, counted as used."""
+    def take(self, api_key: int, request: Optional[Message] = None, version: Optional[int] = None) -> Optional[Fault]:
+        """The first fault of ``api_key`` that applies to ``request`` (any, when None), counted as fired."""
         with self._lock:
             faults = self._faults.get(api_key)
             if not faults:
                 return None
-            fault = faults[0]
+            for fault in faults:
+                if request is None or fault.matches(request, version):
+                    break
+            else:
+                return None
+            fault.fired += 1
+            self.fired[api_key] = self.fired.get(api_key, 0) + 1
             if fault.times is not None:
                 fault.times -= 1
                 if fault.times == 0:
-                    faults.pop(0)
+                    faults.remove(fault)
             return fault
 
     def clear(self) -> None:

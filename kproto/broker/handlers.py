@@ -28,26 +28,40 @@ from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple
 
 from kproto import ErrorCode
 from kproto.broker.append import DecompressionBudget, has_compressed_entries, prepare_append
-from kproto.broker.cluster import Cluster, valid_topic_name
+from kproto.broker.cluster import Cluster
 from kproto.broker.config import BrokerConfig
+from kproto.broker.control import CONTROL_PLANE_VERSIONS, ControlPlane, VersionTable, served_table
+from kproto.broker.faults import error_response
+from kproto.broker.sasl import SASL_VERSIONS
 from kproto.connection.server import RequestReceived
 from kproto.errors import ProtocolError, UnsupportedVersionError
+from kproto.group.coordinator import SERVED_VERSIONS as COORDINATOR_VERSIONS
 from kproto.group.coordinator import GroupCoordinator, Reply
 from kproto.message_base import Message
 from kproto.messages import (
     FetchResponse,
-    GroupCoordinatorResponse,
     ListOffsetsResponse,
-    MetadataResponse,
     OffsetCommitResponse,
     OffsetFetchResponse,
     ProduceResponse,
 )
 
-__all__ = ["BrokerCore", "monotonic_ms", "wait_event"]
+__all__ = ["BrokerCore", "DATA_PLANE_VERSIONS", "SERVED_VERSIONS", "monotonic_ms", "wait_event"]
 
 _C = ErrorCode
 _ZK_METADATA_MAX = 4096  # offset.metadata.max.bytes also bounds v0 commits
+
+#: The versions the data-plane handlers below answer (Produce, Fetch, ListOffsets), by api key.
+DATA_PLANE_VERSIONS: VersionTable = {0: (0, 2), 1: (0, 3), 2: (0, 0)}
+#: OffsetCommit/OffsetFetch v0: the ZooKeeper-era offsets this module keeps apart from the coordinator.
+_ZK_OFFSET_VERSIONS: VersionTable = {8: (0, 0), 9: (0, 0)}
+
+#: Everything the broker serves, by api key: each part's own declaration, merged once
+#: (:func:`kproto.broker.control.served_table`).  ApiVersions advertises it and :meth:`BrokerCore.handle`
+#: enforces it.
+SERVED_VERSIONS: VersionTable = served_table(
+    DATA_PLANE_VERSIONS, _ZK_OFFSET_VERSIONS, CONTROL_PLANE_VERSIONS, SASL_VERSIONS,
+    {request.API_KEY: served for request, served in COORDINATOR_VERSIONS.items()})
 
 
 def monotonic_ms() -> int:
@@ -86,12 +100,17 @@ class BrokerCore:
         self._append_locks: Dict[Tuple[str, int], asyncio.Lock] = {}
         self._data_arrived: Optional[asyncio.Event] = None
         self._timers_changed: Optional[asyncio.Event] = None
+        #: What the broker serves (api key → lowest, highest version); ApiVersions advertises it.
+        self.served = SERVED_VERSIONS
+        self.control = ControlPlane(self)
         self._handlers: Dict[int, Callable[[RequestReceived, str], Awaitable[Optional[Message]]]] = {
-            0: self._produce, 1: self._fetch, 2: self._list_offsets, 3: self._metadata,
-            8: self._offset_commit, 9: self._offset_fetch, 10: self._group_coordinator,
-            # The coordinator takes and answers the group APIs' wire messages as they are.
-            11: self._ask, 12: self._ask, 13: self._ask, 14: self._ask, 15: self._ask, 16: self._ask,
+            0: self._produce, 1: self._fetch, 2: self._list_offsets,
+            8: self._offset_commit, 9: self._offset_fetch,
+            **self.control.handlers,  # type: ignore[dict-item]
         }
+        # The coordinator takes and answers the group APIs' wire messages as they are.
+        for request_class in COORDINATOR_VERSIONS:
+            self._handlers.setdefault(request_class.API_KEY, self._ask)
 
     def bind(self, host: str, port: int) -> None:
         """Advertise the address the broker listens on (unless the config names another)."""
@@ -104,13 +123,20 @@ class BrokerCore:
         if handler is None:
             raise ProtocolError(f"the mock broker does not serve api key {request.api_key}")
         self.request_counts[(request.api_key, request.api_version)] += 1
+        low, high = self.served[request.api_key]
+        if not low <= request.api_version <= high:
+            # A version the broker does not serve but can read (a client that skipped ApiVersions):
+            # UNSUPPORTED_VERSION in every error field of that version's response.
+            return error_response(request.api_key, request.message, _C.UNSUPPORTED_VERSION, request.api_version)
         try:
             return await handler(request, client_host)
         except UnsupportedVersionError as exc:
-            # A version this 0.9 broker does not serve (a client that skipped ApiVersions): the connection
-            # is closed, as for an api key it does not serve.
             raise ProtocolError(f"the mock broker does not serve api key {request.api_key} "
                                 f"v{request.api_version}: {exc}") from exc
+
+    def topics_changed(self) -> None:
+        """Topics were created, deleted or grown: parked fetches look again."""
+        self._announce_data()
 
     # ---------------------------------------------------------------- events shared with waiters
 
@@ -127,7 +153,7 @@ class BrokerCore:
         self._data_arrived = asyncio.Event()
         event.set()
 
-    # ---------------------------------------------------------------- Produce, Fetch, ListOffsets, Metadata
+    # ---------------------------------------------------------------- Produce, Fetch, ListOffsets
 
     async def _produce(self, request: RequestReceived, client_host: str) -> Optional[Message]:
         req = request.message
@@ -251,25 +277,6 @@ class BrokerCore:
             topics.append(T(name=topic.name, partitions=answers))
         return ListOffsetsResponse(topics=topics)
 
-    async def _metadata(self, request: RequestReceived, client_host: str) -> Optional[Message]:
-        T = MetadataResponse.MetadataResponseTopic
-        P = T.MetadataResponsePartition
-        B = MetadataResponse.MetadataResponseBroker
-        # Each topic once, in the order first named (Kafka reads the list into a set); empty: all (v0).
-        names = list(dict.fromkeys(t.name for t in request.message.topics)) or sorted(self.cluster.topics)
-        node = self.config.node_id
-        topics = []
-        for name in names:
-            partitions = self.cluster.lookup(name, create=True)
-            if partitions is None:
-                code = _C.UNKNOWN_TOPIC_OR_PARTITION if valid_topic_name(name) else _C.INVALID_TOPIC_EXCEPTION
-                topics.append(T(error_code=code, name=name, partitions=[]))
-                continue
-            topics.append(T(error_code=_C.NONE, name=name, partitions=[
-                P(error_code=_C.NONE, partition_index=i, leader_id=node, replica_nodes=[node], isr_nodes=[node])
-                for i in range(len(partitions))]))
-        return MetadataResponse(brokers=[B(node_id=node, host=self.host, port=self.port)], topics=topics)
-
     # ---------------------------------------------------------------- offsets
 
     async def _offset_commit(self, request: RequestReceived, client_host: str) -> Optional[Message]:
@@ -309,11 +316,6 @@ class BrokerCore:
                 topics.append(T(name=t.name, partitions=parts))
             return OffsetFetchResponse(topics=topics)
         return await self._ask(request, client_host)
-
-    # ---------------------------------------------------------------- group membership
-
-    async def _group_coordinator(self, request: RequestReceived, client_host: str) -> Optional[Message]:
-        return GroupCoordinatorResponse(error_code=_C.NONE, node_id=self.config.node_id, host=self.host, port=self.port)
 
     # ---------------------------------------------------------------- coordinator plumbing
 

@@ -225,14 +225,25 @@ class MockBroker:
         self,
         api: Union[int, str],
         *,
-        error: Optional[int] = None,
+        error: Union[None, int, str] = None,
         delay: float = 0.0,
         drop: bool = False,
         times: Optional[int] = 1,
+        topic: Optional[str] = None,
+        partition: Optional[int] = None,
     ) -> Fault:
-        """Make the next ``times`` requests of ``api`` (key or name, e.g. ``"Produce"``) wait ``delay``
-        seconds, then be answered with ``error`` everywhere or have their connection dropped."""
-        return self.faults.inject(api, error=error, delay=delay, drop=drop, times=times)
+        """Make the next ``times`` requests of ``api`` (key or name, e.g. ``"Produce"``) -- only those naming
+        ``topic`` (and ``partition``) when given -- be answered no sooner than ``delay`` seconds after they
+        arrived, and with ``error`` (a code or a name such as ``"NOT_LEADER_OR_FOLLOWER"``) everywhere, or
+        have their connection dropped.  The returned :class:`Fault` counts what it ``fired`` on."""
+        return self.faults.inject(api, error=error, delay=delay, drop=drop, times=times, topic=topic,
+                                  partition=partition)
+
+    def faults_fired(self) -> Dict[str, int]:
+        """Api name → requests an injected fault applied to so far."""
+        from kproto.apis import APIS
+
+        return {APIS[key].name: count for key, count in sorted(self.faults.fired.items())}
 
     def create_topic(self, name: str, partitions: int = 1) -> None:
         """Declare a topic (no-op if it exists)."""

@@ -19,6 +19,13 @@ starving the others:
   traceback per attempt;
 * time: a connection idle for ``connections_max_idle_ms`` is closed, and so is one that started a
   request and did not finish sending it within ``request_receive_timeout_ms`` (slowloris).
+
+Requests that do not decode close the connection after the earlier ones are answered, with the reason
+logged (INFO, logger ``kproto.broker``) -- except an ApiVersions request in a version the broker cannot
+read, which is answered in the v0 layout with UNSUPPORTED_VERSION and the served ranges, as Kafka does
+so that a newer client can retry in a version both sides know.  SASL (:mod:`kproto.broker.sasl`) is a
+per-connection stage checked before a request reaches the handlers; after a v0 handshake the next
+frame is a bare token, read here with a frame reader of its own.
 """
 
 from __future__ import annotations
@@ -29,13 +36,17 @@ import socket
 import time
 from typing import Any, Dict, Optional, Set, Tuple
 
+from kproto.apis import APIS
 from kproto.broker.config import BrokerConfig
+from kproto.broker.control import api_versions_fallback
 from kproto.broker.faults import FaultPlan, error_response
 from kproto.broker.handlers import BrokerCore
 from kproto.broker.memory_budget import ByteBudget
 from kproto.broker.recording import ConnectionRecording, TrafficRecorder
+from kproto.broker.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE, SaslSession, SaslStage
 from kproto.connection.server import BadRequest, ClientClosed, RequestReceived, ServerConnection
 from kproto.errors import KprotoError
+from kproto.framing import FrameReader, encode_response
 
 __all__ = ["BrokerServer", "RateLimitedLog"]
 
@@ -45,6 +56,23 @@ _READ_SIZE = 256 * 1024
 _DROP = object()  # what _answer returns to have the connection closed
 _ACCEPT_FAILURE = "socket.accept() out of system resource"
 _MAX_API_KEY = 127  # api keys above the highest known one are refused by the decoder anyway
+_API_VERSIONS = 18
+
+
+class _RawToken:
+    """A bare SASL token frame (after a v0 SaslHandshake), queued like a request to keep the order."""
+
+    __slots__ = ("token",)
+
+    def __init__(self, token: bytes) -> None:
+        self.token = token
+
+
+def _version_fallback(event: BadRequest) -> bool:
+    """Whether a bad request is an ApiVersions in a version the broker cannot read (answered in v0)."""
+    header = event.header
+    return (header is not None and header.api_key == _API_VERSIONS
+            and header.api_version not in APIS[_API_VERSIONS].versions)
 
 
 class RateLimitedLog:
@@ -78,13 +106,15 @@ class RateLimitedLog:
 class _Connection:
     """What the server tracks of one client connection besides its sans-I/O state."""
 
-    __slots__ = ("conn", "reserved", "last_activity", "partial_since")
+    __slots__ = ("conn", "reserved", "last_activity", "partial_since", "sasl", "raw_frames")
 
-    def __init__(self, conn: ServerConnection) -> None:
+    def __init__(self, conn: ServerConnection, sasl: SaslSession) -> None:
         self.conn = conn
         self.reserved = 0  # bytes of the budget held for the request being received
         self.last_activity = time.monotonic()
         self.partial_since: Optional[float] = None  # when the request being received started arriving
+        self.sasl = sasl
+        self.raw_frames: Optional[FrameReader] = None  # reads the bare token after a v0 SASL handshake
 
 
 class BrokerServer:
@@ -202,7 +232,8 @@ class BrokerServer:
         recording = self.recorder.connection(peer[:2], local[:2]) if self.recorder else None
         client = _Connection(ServerConnection(max_frame_size=self.config.max_frame_size,
                                               broker_quirks=self.config.broker_quirks,
-                                              max_request_size=self._request_limits))
+                                              max_request_size=self._request_limits),
+                             SaslSession(self.config.sasl_plain_users))
         queue: asyncio.Queue = asyncio.Queue(self.config.max_queued_requests)
         processor = self._track(asyncio.ensure_future(
             self._process(client, queue, writer, "/" + str(peer[0]), recording)))
@@ -221,7 +252,7 @@ class BrokerServer:
             writer.close()
             self._release_reservation(client)
             while not queue.empty():  # requests never handled give their bytes back
-                _, size = queue.get_nowait()
+                _, size, _ = queue.get_nowait()
                 self.budget.release(size)
             if recording is not None:
                 recording.close()
@@ -240,6 +271,11 @@ class BrokerServer:
             client.last_activity = time.monotonic()
             if recording is not None:
                 recording.from_client(data)
+            if client.sasl.stage is SaslStage.RAW_TOKEN:
+                token = self._raw_token(client, data)
+                if token is not None and not await self._enqueue(queue, (token, 0, time.monotonic()), processor):
+                    return False
+                continue
             buffered_before = conn.buffered
             events = conn.receive_data(data)
             # Bytes of completed requests: what this read finished of the reserved request, plus whole
@@ -248,10 +284,10 @@ class BrokerServer:
                 if isinstance(event, ClientClosed):
                     return False
                 size = self._request_bytes(client, event)
-                if not await self._enqueue(queue, (event, size), processor):
+                if not await self._enqueue(queue, (event, size, time.monotonic()), processor):
                     self.budget.release(size)
                     return False
-                if isinstance(event, BadRequest):
+                if isinstance(event, BadRequest) and not _version_fallback(event):
                     return True
             if events or buffered_before == 0:  # the request being received (if any) started in this read
                 client.partial_since = time.monotonic() if conn.buffered else None
@@ -267,6 +303,19 @@ class BrokerServer:
                 client.reserved = pending
                 client.partial_since = time.monotonic()
         return False
+
+    def _raw_token(self, client: _Connection, data: bytes) -> Optional[_RawToken]:
+        """Bytes of the bare token after a v0 SASL handshake: the token once its frame is complete."""
+        if client.raw_frames is None:
+            client.raw_frames = FrameReader(self.config.max_sasl_token_bytes)
+        frames = client.raw_frames.feed(data)  # a size prefix over the limit raises LimitExceededError
+        if not frames:
+            return None
+        if len(frames) > 1 or client.raw_frames.buffered:
+            raise ConnectionError("bytes after the SASL token, before the broker answered it")
+        client.raw_frames = None
+        client.sasl.stage = SaslStage.RAW_TOKEN_RECEIVED  # later bytes are requests again
+        return _RawToken(bytes(frames[0][4:]))
 
     def _request_bytes(self, client: _Connection, event: object) -> int:
         """The budget bytes a completed request takes with it into the queue."""
@@ -351,22 +400,33 @@ class BrokerServer:
                        client_host: str, recording: Optional[ConnectionRecording]) -> None:
         try:
             while True:
-                event, size = await queue.get()
+                event, size, arrived = await queue.get()
                 try:
                     if isinstance(event, BadRequest):
-                        log.debug("closing a connection after a bad request: %s", event.error)
-                        return
-                    frame = await self._answer(client.conn, event, client_host)
+                        if not _version_fallback(event):
+                            log.info("closing a connection from %s after a bad request: %s", client_host,
+                                     event.error)
+                            return
+                        assert event.header is not None
+                        frame: object = encode_response(api_versions_fallback(self.core.served), 0,
+                                                        event.header.correlation_id)
+                    elif isinstance(event, _RawToken):
+                        frame = self._check_raw_token(client, event, client_host)
+                    else:
+                        frame = await self._answer(client, event, client_host, arrived)
                 finally:
                     self.budget.release(size)  # handled (or abandoned): its bytes are free again
                 if frame is _DROP:
                     return
                 if frame:
                     if recording is not None:
-                        recording.from_server(frame)
-                    writer.write(frame)
+                        recording.from_server(frame)  # type: ignore[arg-type]
+                    writer.write(frame)  # type: ignore[arg-type]
                     await writer.drain()
                     client.last_activity = time.monotonic()
+                if client.sasl.close_after_answer:
+                    log.info("closing a connection from %s: SASL authentication failed", client_host)
+                    return
         except asyncio.CancelledError:
             raise
         except (ConnectionError, OSError, KprotoError) as exc:
@@ -376,18 +436,35 @@ class BrokerServer:
         finally:
             writer.close()
 
-    async def _answer(self, conn: ServerConnection, request: RequestReceived, client_host: str) -> object:
+    @staticmethod
+    def _check_raw_token(client: _Connection, event: _RawToken, client_host: str) -> object:
+        user, why = client.sasl.raw_token(event.token)
+        if user is None:
+            log.info("closing a connection from %s: %s", client_host, why)
+            return _DROP
+        return b"\0\0\0\0"  # PLAIN's server token is empty
+
+    async def _answer(self, client: _Connection, request: RequestReceived, client_host: str, arrived: float) -> object:
         """The response frame for ``request``, b"" when none is due, or _DROP to close the connection."""
-        fault = self.faults.take(request.api_key)
+        sasl = client.sasl
+        if not sasl.allows(request.api_key):
+            log.info("closing a connection from %s: api key %d before SASL authentication (%s)", client_host,
+                     request.api_key, sasl.stage.value)
+            return _DROP
+        fault = self.faults.take(request.api_key, request.message, request.api_version)
         if fault is not None and fault.delay > 0:
-            await asyncio.sleep(fault.delay)
+            await asyncio.sleep(max(arrived + fault.delay - time.monotonic(), 0.0))
         if fault is not None and (fault.drop or (fault.error is not None and not request.expects_response)):
             return _DROP  # an acks=0 Produce that fails closes the connection, as in 0.9
         if fault is not None and fault.error is not None:
             response = error_response(request.api_key, request.message, fault.error, request.api_version)
+        elif request.api_key == SASL_HANDSHAKE:
+            response = sasl.handshake(request.message.mechanism, request.api_version)
+        elif request.api_key == SASL_AUTHENTICATE:
+            response = sasl.authenticate(bytes(request.message.auth_bytes))
         else:
             response = await self.core.handle(request, client_host)
         if not request.expects_response:
             return b""
-        return conn.send_response(request, response)
+        return client.conn.send_response(request, response)
 

@@ -1,0 +1,424 @@
+"""The mock broker's control plane: what a client asks before and besides moving records.
+
+A modern client's first requests decide whether it talks to a broker at all: ApiVersions (which
+versions of each api the broker serves), Metadata (brokers, topics, partitions, leaders) and
+FindCoordinator (where its group or transaction lives).  Admin clients add CreateTopics, DeleteTopics,
+CreatePartitions, DescribeConfigs and DescribeCluster.  This module answers those, for every version in
+:data:`CONTROL_PLANE_VERSIONS`, over the cluster of the :class:`~kproto.broker.handlers.BrokerCore`
+that owns it.
+
+**One table of served versions.**  What ApiVersions advertises is what the broker truly answers, and
+each part of the broker declares its own share next to its handlers: this module
+(:data:`CONTROL_PLANE_VERSIONS`), the SASL module, the data plane in :mod:`kproto.broker.handlers`, and
+the group coordinator (:data:`kproto.group.coordinator.SERVED_VERSIONS`).  :func:`served_table` merges
+the declarations into the one table the broker both advertises and enforces, so a version is never
+written twice and never advertised without a handler.
+
+The cluster has one node that leads every partition and is its only replica; authorisation is not
+modelled (every operation is allowed and reported so when a client asks for authorised operations).
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import TYPE_CHECKING, Dict, Iterable, List, Mapping, Optional, Tuple
+
+from kproto import ErrorCode
+from kproto.apis import APIS
+from kproto.broker.cluster import valid_topic_name
+from kproto.broker.log import PartitionLog
+from kproto.connection.server import RequestReceived
+from kproto.message_base import Message
+from kproto.messages import (
+    ApiVersionsResponse,
+    CreatePartitionsResponse,
+    CreateTopicsResponse,
+    DeleteTopicsResponse,
+    DescribeClusterResponse,
+    DescribeConfigsResponse,
+    FindCoordinatorResponse,
+    MetadataResponse,
+)
+
+if TYPE_CHECKING:
+    from kproto.broker.handlers import BrokerCore
+
+__all__ = ["CONTROL_PLANE_VERSIONS", "ControlPlane", "VersionTable", "served_table", "api_versions_fallback"]
+
+_C = ErrorCode
+VersionTable = Mapping[int, Tuple[int, int]]
+
+#: The versions this module answers, by api key.
+CONTROL_PLANE_VERSIONS: VersionTable = {
+    3: (0, 12),   # Metadata
+    10: (0, 6),   # FindCoordinator (GroupCoordinator before v1)
+    18: (0, 4),   # ApiVersions
+    19: (0, 7),   # CreateTopics
+    20: (0, 6),   # DeleteTopics
+    32: (0, 4),   # DescribeConfigs
+    37: (0, 3),   # CreatePartitions
+    60: (0, 2),   # DescribeCluster
+}
+
+# Authorised-operation bits (Kafka's AclOperation codes): everything is allowed on a mock broker.
+_TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))  # read ... alter_configs
+_CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))  # create ... idempotent_write
+_OMITTED = -2147483648  # "not asked for" in an authorised-operations field
+_KEY_TYPES = {0: "group", 1: "transaction"}
+# KIP-511: client software names and versions a broker accepts in ApiVersions v3+.
+_SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+
+# Config types and sources as DescribeConfigs v1+/v3+ report them.
+_BOOLEAN, _STRING, _INT, _LONG, _LIST = 1, 2, 3, 5, 7
+_DYNAMIC_TOPIC, _STATIC_BROKER, _DEFAULT = 1, 4, 5
+_TOPIC_RESOURCE, _BROKER_RESOURCE = 2, 4
+
+
+def served_table(*declarations: VersionTable) -> Dict[int, Tuple[int, int]]:
+    """Merge each owner's declared (lowest, highest) versions per api key into one table.
+
+    Two declarations for one api key must meet or overlap (OffsetCommit v0 answered by the broker,
+    v1+ by the coordinator): ApiVersions can only advertise one contiguous range per key, so a gap is
+    a ValueError, as is a range the codecs cannot encode.
+    """
+    table: Dict[int, Tuple[int, int]] = {}
+    for declared in declarations:
+        for key, (low, high) in declared.items():
+            codec = APIS[key].versions
+            if not (codec.start <= low <= high < codec.stop):
+                raise ValueError(f"api key {key} v{low}-v{high} is outside the codecs' v{codec.start}-v{codec.stop - 1}")
+            if key in table:
+                old_low, old_high = table[key]
+                if low > old_high + 1 or high < old_low - 1:
+                    raise ValueError(f"api key {key}: v{low}-v{high} and v{old_low}-v{old_high} leave a gap")
+                low, high = min(low, old_low), max(high, old_high)
+            table[key] = (low, high)
+    return dict(sorted(table.items()))
+
+
+def api_versions_fallback(served: VersionTable) -> ApiVersionsResponse:
+    """The answer to an ApiVersions request in a version the broker does not serve: the v0 layout with
+    UNSUPPORTED_VERSION and the broker's ranges, from which the client picks a version it shares."""
+    return _api_versions(served, _C.UNSUPPORTED_VERSION)
+
+
+def _api_versions(served: VersionTable, code: int) -> ApiVersionsResponse:
+    K = ApiVersionsResponse.ApiVersion
+    return ApiVersionsResponse(error_code=code, throttle_time_ms=0, api_keys=[
+        K(api_key=key, min_version=low, max_version=high) for key, (low, high) in served.items()])
+
+
+class ControlPlane:
+    """The control-plane handlers of one :class:`~kproto.broker.handlers.BrokerCore`."""
+
+    def __init__(self, core: "BrokerCore") -> None:
+        self.core = core
+        self.cluster = core.cluster
+        self.config = core.config
+        #: Topic → its configs set by CreateTopics (Kafka's dynamic topic configs).
+        self.topic_configs: Dict[str, Dict[str, Optional[str]]] = {}
+        self._topic_ids: Dict[str, uuid.UUID] = {}
+
+    @property
+    def handlers(self) -> Dict[int, object]:
+        """Api key → handler, for the keys of :data:`CONTROL_PLANE_VERSIONS`."""
+        return {3: self.metadata, 10: self.find_coordinator, 18: self.api_versions, 19: self.create_topics,
+                20: self.delete_topics, 32: self.describe_configs, 37: self.create_partitions,
+                60: self.describe_cluster}
+
+    def topic_id(self, name: str) -> uuid.UUID:
+        """The topic's id (Metadata v10+, DeleteTopics v6, CreateTopics v7): random, fixed while it lives."""
+        found = self._topic_ids.get(name)
+        if found is None:
+            found = self._topic_ids[name] = uuid.uuid4()
+        return found
+
+    def _forget(self, name: str) -> None:
+        self._topic_ids.pop(name, None)
+        self.topic_configs.pop(name, None)
+
+    def _name_of(self, topic_id: uuid.UUID) -> Optional[str]:
+        for name, tid in self._topic_ids.items():
+            if tid == topic_id and name in self.cluster.topics:
+                return name
+        return None
+
+    # ---------------------------------------------------------------- ApiVersions
+
+    async def api_versions(self, request: RequestReceived, client_host: str) -> Optional[Message]:
+        req = request.message
+        if request.api_version >= 3 and not (_SOFTWARE.fullmatch(req.client_software_name or "")
+                                             and _SOFTWARE.fullmatch(req.client_software_version or "")):
+            return _api_versions({}, _C.INVALID_REQUEST)
+        return _api_versions(self.core.served, _C.NONE)
+
+    # ---------------------------------------------------------------- Metadata
+
+    async def metadata(self, request: RequestReceived, client_host: str) -> Optional[Message]:
+        req = request.message
+        version = request.api_version
+        T = MetadataResponse.MetadataResponseTopic
+        P = T.MetadataResponsePartition
+        B = MetadataResponse.MetadataResponseBroker
+        node = self.config.node_id
+        # v0: an empty list means every topic; v1+: null means every topic, empty none.
+        every = req.topics is None or (version == 0 and not req.topics)
+        auto_create = version < 4 or req.allow_auto_topic_creation
+        asked_ops = version >= 8 and req.include_topic_authorized_operations
+        topics = []
+        wanted: List[Tuple[Optional[str], Optional[uuid.UUID]]] = (
+            [(name, None) for name in sorted(self.cluster.topics)] if every else
+            list(dict.fromkeys((t.name, t.topic_id if version >= 10 else None) for t in req.topics)))
+        for name, asked_id in wanted:
+            if name is None:  # v10+: a topic named by its id
+                name = self._name_of(asked_id) if asked_id is not None else None
+                if name is None:
+                    topics.append(T(error_code=_C.UNKNOWN_TOPIC_ID, name=None, topic_id=asked_id or uuid.UUID(int=0),
+                                    partitions=[]))
+                    continue
+            partitions = self.cluster.lookup(name, create=auto_create)
+            if partitions is None:
+                code = _C.UNKNOWN_TOPIC_OR_PARTITION if valid_topic_name(name) else _C.INVALID_TOPIC_EXCEPTION
+                topics.append(T(error_code=code, name=name, partitions=[]))
+                continue
+            topics.append(T(error_code=_C.NONE, name=name, topic_id=self.topic_id(name), is_internal=False,
+                            topic_authorized_operations=_TOPIC_OPERATIONS if asked_ops else _OMITTED,
+                            partitions=[P(error_code=_C.NONE, partition_index=i, leader_id=node, leader_epoch=0,
+                                          replica_nodes=[node], isr_nodes=[node], offline_replicas=[])
+                                        for i in range(len(partitions))]))
+        cluster_ops = _CLUSTER_OPERATIONS if 8 <= version <= 10 and req.include_cluster_authorized_operations \
+            else _OMITTED
+        return MetadataResponse(throttle_time_ms=0, brokers=[B(node_id=node, host=self.core.host,
+                                                               port=self.core.port, rack=None)],
+                                cluster_id=self.config.cluster_id, controller_id=node, topics=topics,
+                                cluster_authorized_operations=cluster_ops)
+
+    # ---------------------------------------------------------------- FindCoordinator
+
+    async def find_coordinator(self, request: RequestReceived, client_host: str) -> Optional[Message]:
+        req = request.message
+        version = request.api_version
+        key_type = req.key_type if version >= 1 else 0
+        if version < 4:
+            code, message = self._coordinator_error(key_type, req.key)
+            return FindCoordinatorResponse(throttle_time_ms=0, error_code=code, error_message=message,
+                                           node_id=-1 if code else self.config.node_id,
+                                           host="" if code else self.core.host, port=-1 if code else self.core.port)
+        C = FindCoordinatorResponse.Coordinator
+        answers = []
+        for key in req.coordinator_keys:
+            code, message = self._coordinator_error(key_type, key)
+            answers.append(C(key=key, node_id=-1 if code else self.config.node_id,
+                             host="" if code else self.core.host, port=-1 if code else self.core.port,
+                             error_code=code, error_message=message))
+        return FindCoordinatorResponse(throttle_time_ms=0, coordinators=answers)
+
+    @staticmethod
+    def _coordinator_error(key_type: int, key: str) -> Tuple[int, Optional[str]]:
+        if key_type not in _KEY_TYPES:
+            return _C.INVALID_REQUEST, f"unknown coordinator key type {key_type}"
+        if key_type == 1 and not key:
+            return _C.INVALID_REQUEST, "a transactional id cannot be empty"
+        return _C.NONE, None
+
+    # ---------------------------------------------------------------- CreateTopics, DeleteTopics, CreatePartitions
+
+    async def create_topics(self, request: RequestReceived, client_host: str) -> Optional[Message]:
+        req = request.message
+        version = request.api_version
+        validate_only = version >= 1 and req.validate_only
+        counts = {}
+        for topic in req.topics:
+            counts[topic.name] = counts.get(topic.name, 0) + 1
+        R = CreateTopicsResponse.CreatableTopicResult
+        results = []
+        for topic in req.topics:
+            if counts[topic.name] > 1:
+                code, message, partitions = _C.INVALID_REQUEST, "topic named more than once in the request", 0
+            else:
+                code, message, partitions = self._check_new_topic(topic)
+            if code == _C.NONE and not validate_only:
+                self.cluster.create_topic(topic.name, partitions)
+                self.topic_configs[topic.name] = {c.name: c.value for c in topic.configs}
+                self.core.topics_changed()
+            ok = code == _C.NONE
+            results.append(R(name=topic.name, error_code=code, error_message=message,
+                             topic_id=self.topic_id(topic.name) if ok and not validate_only else uuid.UUID(int=0),
+                             num_partitions=partitions if ok else -1, replication_factor=1 if ok else -1,
+                             configs=self._created_configs({c.name: c.value for c in topic.configs})
+                             if ok else None))
+        return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+
+    def _check_new_topic(self, topic: object) -> Tuple[int, Optional[str], int]:
+        name = topic.name  # type: ignore[attr-defined]
+        if not valid_topic_name(name):
+            return _C.INVALID_TOPIC_EXCEPTION, f"illegal topic name {name!r}", 0
+        if name in self.cluster.topics:
+            return _C.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists", 0
+        if len(self.cluster.topics) >= self.cluster.max_topics:
+            return _C.POLICY_VIOLATION, f"the broker holds its limit of {self.cluster.max_topics} topics", 0
+        assignments = topic.assignments  # type: ignore[attr-defined]
+        count = topic.num_partitions  # type: ignore[attr-defined]
+        factor = topic.replication_factor  # type: ignore[attr-defined]
+        if assignments:
+            if count != -1 or factor != -1:
+                return _C.INVALID_REQUEST, "give either assignments or a partition count and factor", 0
+            if sorted(a.partition_index for a in assignments) != list(range(len(assignments))) or any(
+                    list(a.broker_ids) != [self.config.node_id] for a in assignments):
+                return _C.INVALID_REPLICA_ASSIGNMENT, f"the only broker is {self.config.node_id}", 0
+            count = len(assignments)
+        if count == -1:
+            count = self.cluster.default_partitions
+        if count < 1:
+            return _C.INVALID_PARTITIONS, f"{count} partitions: a topic needs at least one", 0
+        if count > self.config.max_partitions_per_topic:
+            return _C.INVALID_PARTITIONS, f"{count} partitions: the limit is {self.config.max_partitions_per_topic}", 0
+        if factor not in (-1, 1):
+            return _C.INVALID_REPLICATION_FACTOR, f"replication factor {factor}: this cluster has one broker", 0
+        for config in topic.configs:  # type: ignore[attr-defined]
+            if config.name not in self._topic_defaults():
+                return _C.INVALID_CONFIG, f"unknown topic config {config.name!r}", 0
+        return _C.NONE, None, count
+
+    async def delete_topics(self, request: RequestReceived, client_host: str) -> Optional[Message]:
+        req = request.message
+        version = request.api_version
+        asked: Iterable[Tuple[Optional[str], Optional[uuid.UUID]]] = (
+            [(t.name, t.topic_id) for t in req.topics] if version >= 6 else [(n, None) for n in req.topic_names])
+        R = DeleteTopicsResponse.DeletableTopicResult
+        results = []
+        for name, topic_id in asked:
+            if name is None and topic_id is not None:
+                name = self._name_of(topic_id)
+                if name is None:
+                    results.append(R(name=None, topic_id=topic_id, error_code=_C.UNKNOWN_TOPIC_ID,
+                                     error_message="no topic has this id"))
+                    continue
+            if name is None or name not in self.cluster.topics:
+                results.append(R(name=name, topic_id=topic_id or uuid.UUID(int=0),
+                                 error_code=_C.UNKNOWN_TOPIC_OR_PARTITION, error_message="no such topic"))
+                continue
+            tid = self.topic_id(name)
+            del self.cluster.topics[name]
+            self._forget(name)
+            self.core.topics_changed()
+            results.append(R(name=name, topic_id=tid, error_code=_C.NONE))
+        return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
+
+    async def create_partitions(self, request: RequestReceived, client_host: str) -> Optional[Message]:
+        req = request.message
+        R = CreatePartitionsResponse.CreatePartitionsTopicResult
+        results = []
+        for topic in req.topics:
+            partitions = self.cluster.topics.get(topic.name)
+            code, message = _C.NONE, None
+            if partitions is None:
+                code, message = _C.UNKNOWN_TOPIC_OR_PARTITION, "no such topic"
+            elif topic.count <= len(partitions):
+                code, message = _C.INVALID_PARTITIONS, f"the topic already has {len(partitions)} partitions"
+            elif topic.count > self.config.max_partitions_per_topic:
+                code, message = _C.INVALID_PARTITIONS, f"the limit is {self.config.max_partitions_per_topic}"
+            elif topic.assignments is not None and (
+                    len(topic.assignments) != topic.count - len(partitions)
+                    or any(list(a.broker_ids) != [self.config.node_id] for a in topic.assignments)):
+                code, message = _C.INVALID_REPLICA_ASSIGNMENT, f"the only broker is {self.config.node_id}"
+            if code == _C.NONE and not req.validate_only:
+                assert partitions is not None
+                partitions.extend(PartitionLog() for _ in range(topic.count - len(partitions)))
+                self.core.topics_changed()
+            results.append(R(name=topic.name, error_code=code, error_message=message))
+        return CreatePartitionsResponse(throttle_time_ms=0, results=results)
+
+    # ---------------------------------------------------------------- DescribeConfigs, DescribeCluster
+
+    def _topic_defaults(self) -> Dict[str, Tuple[str, int]]:
+        """Topic config name → (default value, config type)."""
+        return {
+            "cleanup.policy": ("delete", _LIST),
+            "compression.type": ("producer", _STRING),
+            "max.message.bytes": (str(self.config.message_max_bytes), _INT),
+            "message.timestamp.type": ("CreateTime", _STRING),
+            "min.insync.replicas": ("1", _INT),
+            "retention.bytes": ("-1", _LONG),
+            "retention.ms": ("604800000", _LONG),
+            "segment.bytes": ("1073741824", _INT),
+        }
+
+    def _broker_configs(self) -> Dict[str, Tuple[str, int]]:
+        config = self.config
+        return {
+            "auto.create.topics.enable": (str(config.auto_create_topics).lower(), _BOOLEAN),
+            "broker.id": (str(config.node_id), _INT),
+            "fetch.max.bytes": (str(config.fetch_max_bytes), _INT),
+            "group.max.session.timeout.ms": (str(config.coordinator.max_session_timeout_ms), _INT),
+            "group.min.session.timeout.ms": (str(config.coordinator.min_session_timeout_ms), _INT),
+            "max.connections": (str(config.max_connections), _INT),
+            "message.max.bytes": (str(config.message_max_bytes), _INT),
+            "num.partitions": (str(self.cluster.default_partitions), _INT),
+            "offsets.topic.replication.factor": ("1", _INT),
+            "sasl.enabled.mechanisms": ("PLAIN" if config.sasl_plain_users else "", _LIST),
+            "socket.request.max.bytes": (str(config.max_frame_size), _INT),
+        }
+
+    def _topic_rows(self, overrides: Mapping[str, Optional[str]]) -> List[Tuple[str, Optional[str], int, int, bool]]:
+        """A topic's configs as (name, value, source, type, read only): defaults unless CreateTopics set them."""
+        rows = []
+        for name, (default, kind) in self._topic_defaults().items():
+            changed = name in overrides
+            rows.append((name, overrides[name] if changed else default, _DYNAMIC_TOPIC if changed else _DEFAULT,
+                         kind, False))
+        return rows
+
+    def _created_configs(self, overrides: Mapping[str, Optional[str]]) -> list:
+        K = CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs
+        return [K(name=n, value=v, read_only=ro, config_source=s, is_sensitive=False)
+                for n, v, s, _, ro in self._topic_rows(overrides)]
+
+    async def describe_configs(self, request: RequestReceived, client_host: str) -> Optional[Message]:
+        req = request.message
+        version = request.api_version
+        R = DescribeConfigsResponse.DescribeConfigsResult
+        C = R.DescribeConfigsResourceResult
+        results = []
+        for resource in req.resources:
+            keys = None if resource.configuration_keys is None else list(resource.configuration_keys)
+            rows: List[Tuple[str, Optional[str], int, int, bool]] = []
+            code, message = _C.NONE, None
+            if resource.resource_type == _TOPIC_RESOURCE:
+                if resource.resource_name not in self.cluster.topics:
+                    code, message = _C.UNKNOWN_TOPIC_OR_PARTITION, "no such topic"
+                else:
+                    rows = self._topic_rows(self.topic_configs.get(resource.resource_name, {}))
+            elif resource.resource_type == _BROKER_RESOURCE:
+                if resource.resource_name not in ("", str(self.config.node_id)):
+                    code, message = _C.INVALID_REQUEST, f"this cluster's only broker is {self.config.node_id}"
+                else:
+                    rows = [(name, value, _STATIC_BROKER, kind, True)
+                            for name, (value, kind) in self._broker_configs().items()]
+            else:
+                code, message = _C.INVALID_REQUEST, f"resource type {resource.resource_type} is not served"
+            configs = [C(name=name, value=value, read_only=read_only, config_source=source,
+                         is_default=source == _DEFAULT, is_sensitive=False, synonyms=[], config_type=kind,
+                         documentation=None)
+                       for name, value, source, kind, read_only in rows if keys is None or name in keys]
+            results.append(R(error_code=code, error_message=message, resource_type=resource.resource_type,
+                             resource_name=resource.resource_name, configs=configs))
+        return DescribeConfigsResponse(throttle_time_ms=0, results=results)
+
+    async def describe_cluster(self, request: RequestReceived, client_host: str) -> Optional[Message]:
+        req = request.message
+        B = DescribeClusterResponse.DescribeClusterBroker
+        endpoint = req.endpoint_type if request.api_version >= 1 else 1
+        if endpoint != 1:  # 1: brokers; 2: controllers, which a client reaches only through KRaft
+            return DescribeClusterResponse(throttle_time_ms=0, error_code=_C.UNSUPPORTED_ENDPOINT_TYPE,
+                                           error_message="only broker endpoints are served",
+                                           endpoint_type=endpoint, cluster_id=self.config.cluster_id,
+                                           controller_id=-1, brokers=[])
+        return DescribeClusterResponse(
+            throttle_time_ms=0, error_code=_C.NONE, endpoint_type=1, cluster_id=self.config.cluster_id,
+            controller_id=self.config.node_id,
+            brokers=[B(broker_id=self.config.node_id, host=self.core.host, port=self.core.port, rack=None,
+                       is_fenced=False)],
+            cluster_authorized_operations=_CLUSTER_OPERATIONS if req.include_cluster_authorized_operations
+            else _OMITTED)
