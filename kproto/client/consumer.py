@@ -54,7 +54,7 @@ from kproto import ErrorCode
 from kproto._generated.error_codes import error_class
 from kproto.client.cluster import BrokerNode, ClusterView
 from kproto.client.connection import BrokerConnectionError
-from kproto.errors import KprotoError
+from kproto.errors import DecodeError, KprotoError
 from kproto.group.member import (
     GroupFailed,
     GroupMember,
@@ -76,7 +76,7 @@ from kproto.messages import (
     OffsetFetchRequest,
     OffsetFetchResponse,
 )
-from kproto.records import decode_records
+from kproto.records import decode_message_set, decode_records
 
 __all__ = ["Consumer", "ConsumerRecord", "RebalanceListener", "TopicPartition"]
 
@@ -85,6 +85,8 @@ _C = ErrorCode
 _FETCH, _LIST_OFFSETS, _OFFSET_FETCH = 1, 2, 9
 _PARKED_CODES = {_C.REBALANCE_IN_PROGRESS, _C.ILLEGAL_GENERATION, _C.UNKNOWN_MEMBER_ID}
 _RESETS = {"earliest": -2, "latest": -1}
+#: a partition is fetched again while fewer records than this are buffered (fetching overlaps polling)
+_PREFETCH_BELOW = 2000
 
 
 class ConsumerRecord:
@@ -113,6 +115,17 @@ class RebalanceListener(Protocol):
     def on_partitions_revoked(self, partitions: List[TopicPartition]) -> Union[None, Awaitable[None]]: ...
 
     def on_partitions_assigned(self, partitions: List[TopicPartition]) -> Union[None, Awaitable[None]]: ...
+
+
+def _decode(raw: bytes) -> Any:
+    """The records of a fetched partition: message sets (magic 0/1, what 0.8-0.10 brokers hold) through the
+    message set decoder, which builds no per-entry batch header, anything else through decode_records."""
+    if len(raw) > 16 and raw[16] < 2:
+        try:
+            return decode_message_set(raw)
+        except DecodeError:
+            pass  # a magic 2 batch after the message set: the general decoder reads the mix
+    return decode_records(raw)
 
 
 def _now_ms() -> int:
@@ -343,12 +356,13 @@ class Consumer:
                 offset = r.offset
                 if offset < position:
                     continue  # inside a batch that starts below the position
-                out.append(ConsumerRecord(topic, partition, offset, r.timestamp, r.key, r.value, r.headers))
+                out.append(ConsumerRecord(topic, partition, offset, r.timestamp, r.key, r.value,
+                                          r.headers if r.magic == 2 else ()))
                 position = offset + 1
             self._positions[tp] = position
             if self.member is not None:
                 self.member.set_position(topic, partition, position)
-            if not buffer:
+            if len(buffer) < _PREFETCH_BELOW:
                 self._fetch_wake.set()
             if len(out) >= max_records:
                 break
@@ -510,7 +524,8 @@ class Consumer:
         while True:
             self._fetch_wake.clear()
             wanted = [tp for tp in self._assigned
-                      if tp not in self._paused and not self._buffers.get(tp) and tp in self._positions]
+                      if tp not in self._paused and tp in self._positions
+                      and len(self._buffers.get(tp) or ()) < _PREFETCH_BELOW]
             if wanted and self._ready.is_set():
                 try:
                     groups = await self._by_leader(wanted)
@@ -527,7 +542,7 @@ class Consumer:
         try:
             conn = await self.cluster.connection(node)
             version = conn.version(_FETCH)
-            asked = {tp: self._positions[tp] for tp in partitions if tp in self._positions}
+            asked = {tp: self._next_fetch_offset(tp) for tp in partitions if tp in self._positions}
             Topic = FetchRequest.FetchTopic
             Partition = Topic.FetchPartition
             by_topic: Dict[str, List[Any]] = {}
@@ -551,12 +566,17 @@ class Consumer:
             self._fetching.discard(node)
             self._fetch_wake.set()
 
+    def _next_fetch_offset(self, tp: TopicPartition) -> int:
+        """Just past the last buffered record, or the position when nothing is buffered."""
+        buffer = self._buffers.get(tp)
+        return buffer[-1].offset + 1 if buffer else self._positions[tp]
+
     def _store(self, response: FetchResponse, asked: Dict[TopicPartition, int]) -> None:
         got = False
         for topic in response.responses:
             for p in topic.partitions:
                 tp = (topic.topic, p.partition_index)
-                if self._positions.get(tp) != asked.get(tp) or tp not in self._assigned:
+                if tp not in self._assigned or tp not in self._positions or self._next_fetch_offset(tp) != asked.get(tp):
                     continue  # sought, revoked or reassigned while the fetch was out
                 if p.error_code == _C.OFFSET_OUT_OF_RANGE:
                     self._positions.pop(tp, None)
@@ -568,9 +588,14 @@ class Consumer:
                 raw = bytes(p.records) if p.records is not None else b""
                 if not raw:
                     continue
-                records = [r for r in decode_records(raw) if not r.is_control]
+                start = asked[tp]  # a compressed batch may begin below what was asked for
+                records = [r for r in _decode(raw) if r.offset >= start and (r.magic < 2 or not r.is_control)]
                 if records:
-                    self._buffers[tp] = deque(records)
+                    buffer = self._buffers.get(tp)
+                    if buffer is None:
+                        self._buffers[tp] = deque(records)
+                    else:
+                        buffer.extend(records)
                     got = True
         if got:
             self._data.set()
