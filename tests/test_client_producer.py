@@ -15,9 +15,10 @@ import pytest
 
 from kproto import ErrorCode
 from kproto.client import Connection, Producer, murmur2, partition_for_key
-from kproto.client.connection import BrokerConnectionError
+from kproto.client.connection import CLIENT_VERSIONS, BrokerConnectionError
 from kproto.errors import ProtocolError
-from kproto.messages import MetadataRequest, MetadataResponse, ProduceRequest
+from kproto.messages import ApiVersionsRequest, MetadataRequest, MetadataResponse, ProduceRequest
+from kproto.versions import negotiate, served_versions
 from kproto.records import decode_message_set
 from kproto.testing import MockBroker
 
@@ -66,11 +67,23 @@ def test_connection_request_and_one_way_produce() -> None:
     run(main)
 
 
-def test_connection_without_release_on_a_09_broker_says_what_to_do() -> None:
+def test_versions_from_api_versions_and_a_broker_that_lacks_it() -> None:
+    async def closes_at_once(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(1)  # what a 0.9 broker does with an api key it does not know
+        writer.close()
+
     async def main() -> None:
         async with MockBroker() as broker:
-            with pytest.raises(BrokerConnectionError, match="broker_release"):
-                await Connection.open(broker.host, broker.port)
+            conn = await Connection.open(broker.host, broker.port)
+            answer = await conn.request(ApiVersionsRequest(), version=0)
+            assert conn.versions == negotiate(answer, CLIENT_VERSIONS)
+            assert conn.version(3) == min(CLIENT_VERSIONS[3][1], served_versions(answer)[3][1])
+            await conn.close()
+        server = await asyncio.start_server(closes_at_once, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        with pytest.raises(BrokerConnectionError, match="broker_release"):
+            await Connection.open("127.0.0.1", port)
+        server.close()
     run(main)
 
 

@@ -73,6 +73,7 @@ from kproto.messages import (
     HeartbeatResponse,
     ListOffsetsRequest,
     ListOffsetsResponse,
+    OffsetCommitResponse,
     OffsetFetchRequest,
     OffsetFetchResponse,
 )
@@ -185,7 +186,7 @@ class Consumer:
         self._buffers: Dict[TopicPartition, Deque[Any]] = {}
         self._fetching: Set[int] = set()
         self._parked: Optional[Tuple[int, Message]] = None
-        self._commit_waiters: Dict[int, "asyncio.Future[OffsetFetchResponse]"] = {}
+        self._commit_waiters: Dict[int, "asyncio.Future[OffsetCommitResponse]"] = {}
         self._group_wake = asyncio.Event()
         self._data = asyncio.Event()
         self._fetch_wake = asyncio.Event()
@@ -327,11 +328,11 @@ class Consumer:
         response = await conn.request(request, conn.version(_OFFSET_FETCH))
         assert isinstance(response, OffsetFetchResponse)
         out: Dict[TopicPartition, int] = {}
-        for topic in response.topics:
-            for p in topic.partitions:
+        for answer in response.topics:
+            for p in answer.partitions:
                 if p.error_code and p.error_code != _C.UNKNOWN_TOPIC_OR_PARTITION:
-                    raise error_class(p.error_code)(f"OffsetFetch of {topic.name}[{p.partition_index}]")
-                out[(topic.name, p.partition_index)] = p.committed_offset if not p.error_code else -1
+                    raise error_class(p.error_code)(f"OffsetFetch of {answer.name}[{p.partition_index}]")
+                out[(answer.name, p.partition_index)] = p.committed_offset if not p.error_code else -1
         return out
 
     # ---------------------------------------------------------------- returning records
@@ -499,12 +500,12 @@ class Consumer:
             response = await conn.request(ListOffsetsRequest(
                 replica_id=-1, topics=[Topic(name=t, partitions=ps) for t, ps in by_topic.items()]), version)
             assert isinstance(response, ListOffsetsResponse)
-            for topic in response.topics:
-                for p in topic.partitions:
+            for answer in response.topics:
+                for p in answer.partitions:
                     if p.error_code:
-                        raise error_class(p.error_code)(f"ListOffsets of {topic.name}[{p.partition_index}]")
+                        raise error_class(p.error_code)(f"ListOffsets of {answer.name}[{p.partition_index}]")
                     offset = p.old_style_offsets[0] if version == 0 else p.offset
-                    out[(topic.name, p.partition_index)] = offset
+                    out[(answer.name, p.partition_index)] = offset
         return out
 
     async def _by_leader(self, partitions: Iterable[TopicPartition]) -> Dict[int, List[TopicPartition]]:

@@ -289,7 +289,7 @@ class Producer:
             if self._sticky is not None and len(queue) > 1:
                 self._sticky.batch_closed(topic, partition, self.cluster.partitions.get(topic, 1))
             self._wake.set()
-        batch.records.append(record)  # type: ignore[arg-type]
+        batch.records.append(record)
         batch.futures.append(future)
         batch.size += size
         if batch.size >= self.batch_size or not self.linger:
