@@ -87,7 +87,7 @@ _FETCH, _LIST_OFFSETS, _OFFSET_FETCH = 1, 2, 9
 _PARKED_CODES = {_C.REBALANCE_IN_PROGRESS, _C.ILLEGAL_GENERATION, _C.UNKNOWN_MEMBER_ID}
 _RESETS = {"earliest": -2, "latest": -1}
 #: a partition is fetched again while fewer records than this are buffered (fetching overlaps polling)
-_PREFETCH_BELOW = 2000
+_PREFETCH_BELOW = 10000
 
 
 class ConsumerRecord:
