@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from kproto import ErrorCode
-from kproto.client.connection import BrokerConnectionError, Connection
+from kproto.client.connection import BrokerVersions, BrokerConnectionError, Connection
 from kproto.messages import MetadataRequest, MetadataResponse
 
 __all__ = ["BrokerNode", "ClusterView", "parse_bootstrap"]
@@ -49,7 +49,7 @@ class ClusterView:
     """Brokers, leaders and connections shared by one producer or consumer."""
 
     def __init__(self, bootstrap_servers: "str | Sequence[str]", *, client_id: str = "kproto",
-                 broker_release: Optional[str] = None, max_in_flight: int = 5,
+                 broker_release: Optional[BrokerVersions] = None, max_in_flight: int = 5,
                  retry_backoff_ms: int = 100) -> None:
         self.bootstrap = parse_bootstrap(bootstrap_servers)
         self.client_id = client_id

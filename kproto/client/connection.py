@@ -7,8 +7,8 @@ the choice of one version per API.  Framing, correlation ids and pairing stay in
 :mod:`kproto.connection`; this module only moves bytes and resolves futures.
 
 Versions: :meth:`Connection.open` asks the broker with ApiVersions (v0, which every broker from 0.10.0 to
-4.x answers) unless ``broker_release`` names the broker's release line, which is how a 0.8/0.9 broker
-(it closes the connection on an ApiVersions request) is described.  Either way the result goes through
+4.x answers) unless ``broker_release`` names the broker's release line (or gives its version ranges), which is how
+a 0.8/0.9 broker (it closes the connection on an ApiVersions request) is described.  Either way the result goes through
 :func:`kproto.versions.negotiate` against :data:`CLIENT_VERSIONS`, the versions the client layer fills
 correctly, and :meth:`Connection.version` answers per API.
 
@@ -19,7 +19,7 @@ must go through :meth:`Connection.send_one_way`, which returns once the frame is
 from __future__ import annotations
 
 import asyncio
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import Dict, List, Mapping, Optional, Tuple, Union
 
 from kproto.apis import APIS
 from kproto.connection import ClientConnection, ConnectionClosed, Response
@@ -27,9 +27,13 @@ from kproto.errors import KprotoError, ProtocolError
 from kproto.framing import DEFAULT_MAX_FRAME_SIZE
 from kproto.message_base import Message
 from kproto.messages import ApiVersionsRequest
-from kproto.versions import negotiate
+from kproto.versions import VersionRanges, negotiate
 
-__all__ = ["CLIENT_VERSIONS", "BrokerConnectionError", "Connection"]
+__all__ = ["CLIENT_VERSIONS", "BrokerConnectionError", "BrokerVersions", "Connection"]
+
+#: How a broker that cannot answer ApiVersions is described: its release line (``"0.9.0"``), or its version
+#: ranges per api key.
+BrokerVersions = Union[str, VersionRanges]
 
 #: The versions of each API the client layer knows how to fill and read.  The upper bounds stop where a
 #: version changes meaning the client does not implement: Produce/Fetch v13 address topics by id, Metadata
@@ -85,7 +89,7 @@ class Connection:
         port: int,
         *,
         client_id: str = "kproto",
-        broker_release: Optional[str] = None,
+        broker_release: Optional[BrokerVersions] = None,
         max_in_flight: int = 5,
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
         connect_timeout: float = 10.0,

@@ -53,7 +53,7 @@ from typing import (
 from kproto import ErrorCode
 from kproto._generated.error_codes import error_class
 from kproto.client.cluster import BrokerNode, ClusterView
-from kproto.client.connection import BrokerConnectionError
+from kproto.client.connection import BrokerVersions, BrokerConnectionError
 from kproto.errors import DecodeError, KprotoError
 from kproto.group.member import (
     GroupFailed,
@@ -148,7 +148,7 @@ class Consumer:
         topics: Iterable[str] = (),
         group_id: Optional[str] = None,
         client_id: str = "kproto-consumer",
-        broker_release: Optional[str] = None,
+        broker_release: Optional[BrokerVersions] = None,
         assignors: Sequence[str] = ("range",),
         session_timeout_ms: int = 10000,
         heartbeat_interval_ms: int = 3000,

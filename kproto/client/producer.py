@@ -50,7 +50,7 @@ from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Set, Tu
 from kproto import ErrorCode
 from kproto._generated.error_codes import error_class
 from kproto.client.cluster import ClusterView
-from kproto.client.connection import BrokerConnectionError, Connection
+from kproto.client.connection import BrokerVersions, BrokerConnectionError, Connection
 from kproto.client.partitioner import DefaultPartitioner
 from kproto.errors import KprotoError
 from kproto.messages import InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse
@@ -120,7 +120,7 @@ class Producer:
         bootstrap_servers: Union[str, Sequence[str]],
         *,
         client_id: str = "kproto-producer",
-        broker_release: Optional[str] = None,
+        broker_release: Optional[BrokerVersions] = None,
         acks: Union[int, str] = 1,
         compression: Optional[str] = None,
         linger_ms: float = 0,
