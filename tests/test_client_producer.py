@@ -57,7 +57,12 @@ def test_connection_request_and_one_way_produce() -> None:
         async with MockBroker(topics={"t": 1}) as broker:
             conn = await Connection.open(broker.host, broker.port, broker_release=RELEASE, max_in_flight=2)
             assert conn.version(0) == 1 and conn.version(3) == 0  # Produce v1, Metadata v0 on 0.9
-            answers = await asyncio.gather(*(conn.request(MetadataRequest(topics=[])) for _ in range(10)))
+            broker.inject("Metadata", delay=0.2, times=None)
+            pending = [asyncio.ensure_future(conn.request(MetadataRequest(topics=[]))) for _ in range(6)]
+            await asyncio.sleep(0.05)
+            assert conn.in_flight == 2 and not any(p.done() for p in pending)  # the rest wait, none fail
+            broker.faults.clear()
+            answers = await asyncio.gather(*pending)
             assert all(isinstance(a, MetadataResponse) and a.topics[0].name == "t" for a in answers)
             with pytest.raises(ProtocolError, match="send_one_way"):
                 await conn.request(ProduceRequest(acks=0, timeout_ms=100, topic_data=[]))
