@@ -121,6 +121,10 @@ class ClusterView:
             if value is conn:
                 del self._connections[key]
 
+    def forget_closed(self) -> None:
+        """Drop every connection that has failed or closed."""
+        self._connections = {key: conn for key, conn in self._connections.items() if not conn.closed}
+
     async def close(self) -> None:
         conns, self._connections = list(self._connections.values()), {}
         for conn in conns:

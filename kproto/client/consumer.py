@@ -432,8 +432,7 @@ class Consumer:
         except (BrokerConnectionError, OSError) as exc:
             if wait or self._closed:
                 return
-            if isinstance(exc, BrokerConnectionError):
-                self.cluster._connections = {k: v for k, v in self.cluster._connections.items() if not v.closed}
+            self.cluster.forget_closed()
             await self._handle(self.member.request_failed(action.request_id, _now_ms()))
             return
         if wait or self._closed:
@@ -558,7 +557,7 @@ class Consumer:
             assert isinstance(response, FetchResponse)
             self._store(response, asked)
         except (BrokerConnectionError, OSError):
-            self.cluster._connections = {k: v for k, v in self.cluster._connections.items() if not v.closed}
+            self.cluster.forget_closed()
             await asyncio.sleep(self.retry_backoff)
         except KprotoError as exc:
             self._failure = exc
