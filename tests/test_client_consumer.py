@@ -100,7 +100,7 @@ def test_compressed_wrapper_below_the_fetch_position_without_group() -> None:
             await conn.request(ProduceRequest(acks=1, timeout_ms=1000, topic_data=[Topic(
                 name="t", partition_data=[Topic.PartitionProduceData(index=0, records=RecordSet(wrapped))])]))
             await conn.close()
-            async with Consumer(broker.bootstrap_servers, broker_release=RELEASE) as consumer:
+            async with Consumer(broker.bootstrap_servers) as consumer:  # versions from ApiVersions
                 consumer.assign([("t", 0)])
                 consumer.seek(("t", 0), 6)
                 records = await consumer.poll(5000)
