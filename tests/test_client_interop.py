@@ -14,7 +14,7 @@ from typing import Callable, Dict, List, Set, Tuple
 
 import pytest
 
-from kproto.client import Consumer, Producer, sync
+from kproto.client import Producer, sync
 from kproto.testing import MockBroker
 
 import confluent_kafka  # noqa: E402  (dev dependency)

@@ -429,7 +429,7 @@ class Consumer:
                                                                                  destination.port))
                 conn = await self.cluster.connection(destination.node_id, "group")
             response = await conn.request(action.request, action.api_version)
-        except (BrokerConnectionError, OSError) as exc:
+        except (BrokerConnectionError, OSError):
             if wait or self._closed:
                 return
             self.cluster.forget_closed()
