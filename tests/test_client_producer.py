@@ -160,6 +160,18 @@ def test_acks_zero_keys_and_unknown_topic_holding() -> None:
     run(main)
 
 
+def test_an_unanswered_request_times_out_and_is_retried() -> None:
+    async def main() -> None:
+        async with MockBroker(topics={"t": 1}) as broker:
+            async with Producer(broker.bootstrap_servers, broker_release=RELEASE, request_timeout_ms=100,
+                                retry_backoff_ms=10) as producer:
+                broker.inject("Produce", delay=5.0)  # the first Produce is answered far too late
+                metadata = await (await producer.send("t", b"late"))
+                assert metadata.offset >= 0
+            assert b"late" in values(broker, "t", 0)
+    run(main)
+
+
 def test_headers_need_a_modern_broker() -> None:
     async def main() -> None:
         async with MockBroker(topics={"t": 1}) as broker:

@@ -25,7 +25,9 @@ One task, the *send loop*, does everything else:
 Answers resolve each record's future with its offset.  A retriable error (NOT_LEADER_FOR_PARTITION,
 LEADER_NOT_AVAILABLE, a lost connection, ...) forgets the partition's leader, asks for metadata, and puts
 the batch back at the head of its partition queue, in creation order with other returned batches; it is
-resent after ``retry_backoff_ms`` up to ``retries`` times, then its records fail.
+resent after ``retry_backoff_ms`` up to ``retries`` times, then its records fail.  A request unanswered
+for ``request_timeout_ms`` (plus a second) closes its connection and counts as REQUEST_TIMED_OUT for every
+batch in flight on it: they are retried, so such a batch may be written twice unless idempotence is on.
 
 **Order** within a partition: batches leave in creation order, and while the head batch is a retry the
 partition sends nothing else and waits for all of its requests in flight to come back first, then sends
@@ -404,7 +406,16 @@ class Producer:
                     for batch in batches:
                         self._complete(batch, -1)
                     return
-                response = await conn.request(request)
+                try:
+                    response = await asyncio.wait_for(conn.request(request), self.request_timeout_ms / 1000.0 + 1.0)
+                except asyncio.TimeoutError:
+                    # no answer in time: the connection's order can no longer be trusted, so it goes, and
+                    # everything in flight on it is retried (a timed-out batch may have been written: at least once)
+                    self.cluster.forget_connection(conn)
+                    await conn.close()
+                    for batch in batches:
+                        self._failed(batch, _C.REQUEST_TIMED_OUT, None)
+                    return
             except BrokerConnectionError as exc:
                 if conn is not None:
                     self.cluster.forget_connection(conn)
