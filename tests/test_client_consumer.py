@@ -13,6 +13,7 @@ import sys
 import textwrap
 from typing import Awaitable, Callable, Dict, List, Set, Tuple, TypeVar
 
+from kproto import ErrorCode
 from kproto.client import Consumer, Producer, sync
 from kproto.records import encode_message_set
 from kproto.testing import MockBroker
@@ -105,6 +106,25 @@ def test_compressed_wrapper_below_the_fetch_position_without_group() -> None:
                 consumer.seek(("t", 0), 6)
                 records = await consumer.poll(5000)
                 assert [r.value for r in records] == [b"6", b"7", b"8", b"9"]
+    run(main)
+
+
+def test_fetch_from_a_former_leader_refreshes_metadata_and_loses_nothing() -> None:
+    async def main() -> None:
+        async with MockBroker(topics={"t": 2}) as broker:
+            await produce(broker, "t", 200)
+            metadata_before = broker.request_counts().get((3, 0), 0)
+            broker.inject("Fetch", error=ErrorCode.NOT_LEADER_FOR_PARTITION, times=3)
+            async with Consumer(broker.bootstrap_servers, broker_release=RELEASE, auto_offset_reset="earliest",
+                                retry_backoff_ms=10) as consumer:
+                consumer.assign([("t", 0), ("t", 1)])
+                got: List[Tuple[int, int]] = []
+                while len(got) < 200:
+                    records = await consumer.poll(5000)
+                    assert records, "no records after the leader errors"
+                    got.extend((r.partition, r.offset) for r in records)
+            assert len(set(got)) == 200
+            assert broker.request_counts()[(3, 0)] >= metadata_before + 3  # one refresh per NOT_LEADER answer
     run(main)
 
 
