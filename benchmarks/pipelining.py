@@ -1,11 +1,14 @@
 """Pipelining benchmark: produce throughput over one connection with 1 vs 5 requests in flight.
 
-The mock broker runs in a subprocess (``kproto.broker.run_broker``) so that it does not share the
-client's GIL; the client is :class:`kproto.connection.ClientConnection` over a blocking socket.  Also
-measures the broker's own request rate with small pipelined Metadata requests.  Prints absolute figures
-and the ratios; absolute numbers drift between machines, compare ratios measured in one run.
+The mock broker runs in a subprocess so that it does not share the client's GIL; the client is
+:class:`kproto.connection.ClientConnection` over a blocking socket.  The broker answers each Produce
+no sooner than ``--delay-ms`` after it arrived (an injected fault: the latency of a real network and
+broker; 0 disables it), which is what pipelining hides: with 5 requests in flight their delays overlap.
+Also measures the broker's own request rate with small pipelined Metadata requests (no delay).  Prints
+absolute figures, the ratios and ``uptime``; absolute numbers drift between machines and with load,
+compare ratios measured in one run.
 
-    .venv/bin/python benchmarks/pipelining.py [--requests 2000] [--batch 100] [--value-size 100]
+    .venv/bin/python benchmarks/pipelining.py [--requests 2000] [--batch 100] [--value-size 100] [--delay-ms 2]
 """
 
 from __future__ import annotations
@@ -20,11 +23,29 @@ from typing import Tuple
 from kproto.connection import ClientConnection, Response
 from kproto.message_base import Message
 from kproto.messages import MetadataRequest, ProduceRequest
-from kproto.records import encode_message_set
+from kproto.records import encode_record_batch
 
 
-def start_broker() -> Tuple[subprocess.Popen, Tuple[str, int]]:
-    code = "from kproto.broker import run_broker; run_broker('127.0.0.1', 0, topics=['bench:1'])"
+_BROKER = """
+import asyncio
+from kproto.testing import MockBroker
+
+async def main():
+    async with MockBroker(topics=["bench:1"]) as broker:
+        if {delay} > 0:
+            broker.inject("Produce", delay={delay}, times=None)
+        print(f"listening on {{broker.host}}:{{broker.port}}", flush=True)
+        await asyncio.Event().wait()
+
+asyncio.run(main())
+"""
+
+
+PRODUCE_VERSION = 7
+
+
+def start_broker(delay: float) -> Tuple[subprocess.Popen, Tuple[str, int]]:
+    code = _BROKER.format(delay=delay)
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     line = proc.stdout.readline().strip()  # "listening on HOST:PORT"
     host, port = line.rsplit(" ", 1)[1].rsplit(":", 1)
@@ -55,20 +76,24 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--batch", type=int, default=100, help="messages per produce request")
     parser.add_argument("--value-size", type=int, default=100)
+    parser.add_argument("--delay-ms", type=float, default=2.0, help="injected per-Produce latency")
     args = parser.parse_args()
 
-    records = encode_message_set([(None, b"x" * args.value_size)] * args.batch)
+    # One RecordBatch v2 per request, as current producers send (Produce v7; not idempotent, so the same
+    # batch can be sent again and again).
+    records = encode_record_batch([(None, b"x" * args.value_size)] * args.batch)
     T = ProduceRequest.TopicProduceData
     produce: Message = ProduceRequest(acks=1, timeout_ms=1000, topic_data=[
         T(name="bench", partition_data=[T.PartitionProduceData(index=0, records=records)])])
     metadata: Message = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="bench")])
 
-    proc, address = start_broker()
+    proc, address = start_broker(args.delay_ms / 1000.0)
+    print(f"injected Produce latency: {args.delay_ms} ms; {args.batch} messages per request")
     try:
-        run(address, lambda: produce, 1, 200, 5)  # warm-up
+        run(address, lambda: produce, PRODUCE_VERSION, 200, 5)  # warm-up
         results = {}
         for window in (1, 5):
-            rate = run(address, lambda: produce, 1, args.requests, window)
+            rate = run(address, lambda: produce, PRODUCE_VERSION, args.requests, window)
             results[window] = rate
             print(f"produce, {window} in flight: {rate:9.0f} requests/s  {rate * args.batch / 1e6:6.3f} M msg/s")
         meta1 = run(address, lambda: metadata, 0, args.requests * 2, 1)
@@ -77,6 +102,7 @@ def main() -> int:
         print(f"broker, Metadata v0, 32 in flight: {meta32:9.0f} requests/s")
         print(f"ratio produce 5/1 in flight: {results[5] / results[1]:.2f}x")
         print(f"ratio Metadata 32/1 in flight: {meta32 / meta1:.2f}x")
+        print("uptime:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
     finally:
         proc.terminate()
         proc.wait(30)

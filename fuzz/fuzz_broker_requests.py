@@ -10,7 +10,10 @@ request the coordinator parks (waiting for other members) ends the input after 5
 out in order.
 
 Oracles: ``receive_data`` raises only ``KprotoError`` (a broken size prefix); ``handle`` raises only
-``ProtocolError`` (api keys the mock broker does not serve, for which it closes the connection); every answer
+``ProtocolError``, and only for api keys outside the broker's served table (it closes the connection);
+every api key and version the table advertises is answered (SaslHandshake and SaslAuthenticate by a
+per-connection :class:`~kproto.broker.sasl.SaslSession`, as the server does) (a readable version outside it with
+UNSUPPORTED_VERSION); an ApiVersions request in a version nobody can read gets the v0 fallback; every answer
 encodes (``send_response``), decodes again with ``decode_response`` for the request's api and version
 and equals the message the handler built; an ``acks=0`` Produce gets no answer and every other request
 one.  The broker's own budgets hold (docs/reliability.md): a Fetch answer carries at most
@@ -79,6 +82,9 @@ def one_input(data: bytes) -> None:
 async def _session(data: bytes) -> None:
     e = _env
     core = new_core()
+    from kproto.broker.sasl import SaslSession
+
+    core.fuzz_sasl = SaslSession({"test": "test"})  # SASL is per connection, answered beside the core
     conn = e["ServerConnection"](max_frame_size=1 << 20)
     step = 1 + data[0] * 4
     stream = data[1:]
@@ -89,10 +95,29 @@ async def _session(data: bytes) -> None:
             return
         for event in res[1]:
             if isinstance(event, e["BadRequest"]):
+                if _fallback(core, event, data):
+                    continue  # answered in the v0 layout; the connection goes on
                 return  # the server answers what came before, then closes
             if not await _answer(core, conn, event, data):
                 return
     outcome(conn.receive_data, b"", allowed=(e["KprotoError"],), what="receive_data(b'')", data=data)
+
+
+def _fallback(core, event, data: bytes) -> bool:
+    """An ApiVersions request in an unknown version: its v0 fallback must encode and decode."""
+    from kproto.apis import APIS
+    from kproto.broker.control import api_versions_fallback
+    from kproto.framing import encode_response
+
+    header = event.header
+    if header is None or header.api_key != 18 or header.api_version in APIS[18].versions:
+        return False
+    frame = encode_response(api_versions_fallback(core.served), 0, header.correlation_id)
+    back = outcome(_env["decode_response"], frame, 18, 0, allowed=(), what="decode of the ApiVersions fallback",
+                   data=data)[1]
+    if back[1].error_code != 35 or len(back[1].api_keys) != len(core.served):
+        raise fail(f"the ApiVersions fallback is wrong: {back[1]!r:.300}", data)
+    return True
 
 
 async def _answer(core, conn, request, data: bytes) -> bool:
@@ -104,10 +129,18 @@ async def _answer(core, conn, request, data: bytes) -> bool:
     decompressed_before = core.produce_decompressed_bytes
     try:
         timeout = PRODUCE_TIMEOUT_S if request.api_key == 0 else PARK_TIMEOUT_S
-        response = await asyncio.wait_for(core.handle(request, "/127.0.0.1"), timeout)
+        if request.api_key == 17:
+            response = core.fuzz_sasl.handshake(msg.mechanism, request.api_version)
+        elif request.api_key == 36:
+            response = core.fuzz_sasl.authenticate(bytes(msg.auth_bytes))
+        else:
+            response = await asyncio.wait_for(core.handle(request, "/127.0.0.1"), timeout)
     except asyncio.TimeoutError:
         return False  # parked by the coordinator: later responses would have to wait for it
-    except e["ProtocolError"]:
+    except e["ProtocolError"] as exc:
+        if request.api_key in core.served:
+            raise fail(f"api {request.api_key} v{request.api_version} is advertised but closed the connection: "
+                       f"{exc}", data) from exc
         return False
     except Exception as exc:  # noqa: BLE001
         raise fail(f"BrokerCore.handle(api {request.api_key} v{request.api_version}) raised "
@@ -146,7 +179,7 @@ def _check_budgets(core, request, response, decompressed: int, data: bytes) -> N
         if total > FETCH_MAX_BYTES:
             raise fail(f"a Fetch answer carries {total} record bytes, over fetch_max_bytes {FETCH_MAX_BYTES}", data)
     elif request.api_key == 3:
-        names = [t.name for t in response.topics]
+        names = [t.name for t in response.topics if t.name is not None]  # None: a topic id nobody has
         if len(names) != len(set(names)):
             raise fail("a Metadata answer lists a topic twice", data)
 

@@ -140,7 +140,7 @@ def test_compressed_appends_run_off_the_event_loop(monkeypatch: pytest.MonkeyPat
     # The compressed append is held on its worker thread until another client's Metadata request has
     # been answered.  Were appends run on the event loop, that answer could never come and the append
     # would give up waiting: the test fails instead of hanging.
-    import kproto.broker.handlers as handlers
+    import kproto.broker.data_plane as data_plane
 
     other_answered = threading.Event()
     waited: list = []
@@ -149,7 +149,7 @@ def test_compressed_appends_run_off_the_event_loop(monkeypatch: pytest.MonkeyPat
         waited.append(other_answered.wait(20))
         return prepare_append(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(handlers, "prepare_append", held_prepare)
+    monkeypatch.setattr(data_plane, "prepare_append", held_prepare)
     with MockBroker(topics={"t": 1}) as broker:
         results: list = []
 

@@ -19,7 +19,7 @@ from kproto.client.connection import CLIENT_VERSIONS, BrokerConnectionError
 from kproto.errors import ProtocolError
 from kproto.messages import ApiVersionsRequest, MetadataRequest, MetadataResponse, ProduceRequest
 from kproto.versions import negotiate, served_versions
-from kproto.records import decode_message_set
+from kproto.records import decode_records
 from kproto.testing import MockBroker
 
 T = TypeVar("T")
@@ -31,7 +31,7 @@ def run(main: Callable[[], Awaitable[T]]) -> T:
 
 
 def values(broker: MockBroker, topic: str, partition: int) -> List[bytes]:
-    return [m.value for m in decode_message_set(broker.log_bytes(topic, partition))]
+    return [r.value for r in decode_records(broker.log_bytes(topic, partition))]
 
 
 def test_murmur2_matches_kafka_python() -> None:
@@ -154,7 +154,7 @@ def test_acks_zero_keys_and_unknown_topic_holding() -> None:
                 await producer.flush()
             assert all(f.result().offset == -1 for f in futures)
             for partition in range(4):
-                for message in decode_message_set(broker.log_bytes("fresh", partition)):
+                for message in decode_records(broker.log_bytes("fresh", partition)):
                     assert partition_for_key(message.key, 4) == partition
             assert sum(broker.high_watermark("fresh", p) for p in range(4)) == 400
     run(main)

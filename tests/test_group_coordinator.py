@@ -1,4 +1,7 @@
-"""The 0.9 group coordinator machine, driven call by call with an injected clock (docs/protocol-notes.md)."""
+"""The group coordinator machine at the 0.9 versions, driven call by call with an injected clock (docs/group-coordinator.md).
+
+The modern versions (static membership, member-id-required, batch leave, multi-group fetch, admin APIs)
+are in tests/test_group_modern.py."""
 
 from __future__ import annotations
 
@@ -148,24 +151,28 @@ def test_transition_table_matches_valid_previous_states():
     for (src, _event), dst in TRANSITIONS.items():
         if src != dst:
             previous.setdefault(dst, set()).add(src)
-    assert previous == {
-        GroupState.PREPARING_REBALANCE: {GroupState.STABLE, GroupState.AWAITING_SYNC},
-        GroupState.AWAITING_SYNC: {GroupState.PREPARING_REBALANCE},
-        GroupState.STABLE: {GroupState.AWAITING_SYNC},
-        GroupState.DEAD: {GroupState.STABLE, GroupState.PREPARING_REBALANCE, GroupState.AWAITING_SYNC},
+    S = GroupState
+    assert previous == {  # Kafka's GroupMetadata validPreviousStates
+        S.PREPARING_REBALANCE: {S.STABLE, S.COMPLETING_REBALANCE, S.EMPTY},
+        S.COMPLETING_REBALANCE: {S.PREPARING_REBALANCE},
+        S.STABLE: {S.COMPLETING_REBALANCE},
+        S.EMPTY: {S.PREPARING_REBALANCE},
+        S.DEAD: {S.STABLE, S.PREPARING_REBALANCE, S.COMPLETING_REBALANCE, S.EMPTY},
     }
 
 
 def test_response_table_is_complete():
     assert set(RESPONSES) == {(k, s) for k in RequestKind for s in GroupState}
-    assert all(RESPONSES[(k, GroupState.DEAD)] == E.UNKNOWN_MEMBER_ID for k in RequestKind if k is not RequestKind.DESCRIBE)
+    K = RequestKind
+    # A group that does not exist: member requests are told the member is unknown.
+    assert all(RESPONSES[(k, GroupState.DEAD)] == E.UNKNOWN_MEMBER_ID for k in (K.JOIN_KNOWN_MEMBER, K.SYNC, K.HEARTBEAT))
 
 
 def test_every_check_has_a_code_and_state_is_consulted_once_per_api():
     assert set(CHECK_ERRORS) == set(Check)
     for api, checks in CHECKS.items():
         assert checks[0] is Check.COORDINATOR_ACTIVE
-        assert checks.count(Check.STATE) == (0 if api in ("fetch_offsets", "describe_groups") else 1)
+        assert checks.count(Check.STATE) == (0 if api in ("fetch_offsets", "leave_group", "delete_offsets") else 1)
 
 
 def test_group_event_names_are_documented():
@@ -205,7 +212,8 @@ def test_third_member_triggers_rebalance_and_generation_increments():
     answers = join(c, "b3", 1003, member_id="b-2", client_id="b")
     assert {t: r.generation_id for t, r in answers.items()} == {"a3": 3, "b3": 3, "c": 3}
     assert [m.member_id for m in answers["a3"].members] == ["a-1", "b-2", "c-3"]
-    assert heartbeat(c, 1004, "b-2", 2).error_code == E.REBALANCE_IN_PROGRESS  # AwaitingSync
+    assert heartbeat(c, 1004, "b-2", 3).error_code == E.NONE  # CompletingRebalance: heartbeats are fine
+    assert heartbeat(c, 1004, "b-2", 2).error_code == E.ILLEGAL_GENERATION
     sync(c, "sa", 1005, "a-1", 3, {"a-1": b"1", "b-2": b"2", "c-3": b"3"})
     assert heartbeat(c, 1006, "b-2", 2).error_code == E.ILLEGAL_GENERATION
     assert commit(c, 1006, "b-2", 2, {("t", 0): (5, "")}) == {("t", 0): E.ILLEGAL_GENERATION}
@@ -350,11 +358,13 @@ def test_sync_checks_member_before_generation():
     assert sync(c, "s", 1, "ghost", 7)["s"].error_code == E.UNKNOWN_MEMBER_ID
 
 
-def test_heartbeat_checks_state_before_member():
+def test_heartbeat_checks_member_and_generation_before_state():
     c = new_coordinator()
     stable_pair(c)
     join(c, "c", 1, client_id="c")
-    assert heartbeat(c, 2, "ghost", 99).error_code == E.REBALANCE_IN_PROGRESS
+    assert heartbeat(c, 2, "ghost", 99).error_code == E.UNKNOWN_MEMBER_ID  # 0.9.0 answered 27 first
+    assert heartbeat(c, 2, "a-1", 1).error_code == E.ILLEGAL_GENERATION
+    assert heartbeat(c, 2, "a-1", 2).error_code == E.REBALANCE_IN_PROGRESS
 
 
 # --- sessions, leaving, timeouts --------------------------------------------------------------------
@@ -474,7 +484,7 @@ def test_simple_commit_outside_group_management_and_fetch():
     assert commit(c, 0, "", -1, {("t", 0): (42, "meta"), ("t", 1): (7, None), ("u", 0): (1, "")}) == {
         ("t", 0): E.NONE, ("t", 1): E.NONE, ("u", 0): E.NONE,
     }
-    assert c.group_ids() == []  # a commit does not create a group
+    assert c.snapshot("g").state is GroupState.EMPTY  # a simple commit creates an Empty group
     assert fetch(c, 1, [("t", 0), ("t", 1), ("t", 9)]) == {
         ("t", 0): (42, "meta", E.NONE), ("t", 1): (7, None, E.NONE), ("t", 9): (-1, "", E.NONE),
     }
@@ -514,10 +524,13 @@ def test_offsets_expire_after_retention_and_survive_group_death():
     commit(c, 0, "a-1", 1, {("t", 0): (5, "")})
     commit(c, 0, "a-1", 1, {("t", 1): (6, "")}, retention=50000)
     leave(c, "l", 1, "a-1")
-    assert c.group_ids() == [] and c.committed("g") == {("t", 0): (5, ""), ("t", 1): (6, "")}
+    assert c.snapshot("g").state is GroupState.EMPTY  # kept for its offsets
+    assert c.committed("g") == {("t", 0): (5, ""), ("t", 1): (6, "")}
     assert c.next_deadline_ms() == 1000
     c.tick(1000)
     assert c.committed("g") == {("t", 1): (6, "")}
+    c.tick(50000)
+    assert c.group_ids() == []  # no member, no offset: the group is gone
 
 
 # --- describe, list, hooks ---------------------------------------------------------------------------
@@ -640,11 +653,11 @@ def test_rejoin_while_parked_replaces_the_token_and_the_old_one_is_never_answere
     assert set(answers) == {"a3", "b3", "c-again"}  # "c" was superseded (0.9.0 dropped its callback)
 
 
-def test_describe_awaiting_sync_and_coordinator_down():
+def test_describe_completing_rebalance_and_coordinator_down():
     c = new_coordinator()
     join(c, "a", 0, client_id="a")
     group = describe(c, 1, "g")[0]
-    assert (group.group_state, group.protocol_data, group.members[0].member_metadata) == ("AwaitingSync", "", b"")
+    assert (group.group_state, group.protocol_data, group.members[0].member_metadata) == ("CompletingRebalance", "", b"")
     c.active = False
     down = describe(c, 1, "g")[0]
     assert (down.error_code, down.group_state) == (E.GROUP_COORDINATOR_NOT_AVAILABLE, "")
@@ -655,4 +668,5 @@ def test_group_state_is_a_str_enum_with_the_names_describe_groups_reports():
     stable_pair(c)
     state = c.snapshot("g").state
     assert isinstance(state, str) and state == "Stable" == describe(c, 1, "g")[0].group_state
-    assert {s.value for s in GroupState} == {"PreparingRebalance", "AwaitingSync", "Stable", "Dead"}
+    assert {s.value for s in GroupState} == {"Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead"}
+    assert GroupState.AWAITING_SYNC is GroupState.COMPLETING_REBALANCE  # the 0.9 name, kept as an alias

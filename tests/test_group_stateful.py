@@ -1,4 +1,8 @@
-"""Random join/sync/heartbeat/leave/commit/tick sequences against the coordinator, checking invariants."""
+"""Random join/sync/heartbeat/leave/commit/tick sequences against the coordinator, checking invariants.
+
+Clients join at JoinGroup v0 (0.9), v4 (member id required), v5 (static membership for the clients that
+have an instance id) or v9 (a restarted static leader skips assignment), and leave at v0 or in v3's
+batch form, so the modern rules meet the old ones in the same group."""
 
 from __future__ import annotations
 
@@ -23,6 +27,9 @@ from kproto.messages import (
 
 E = ErrorCode
 CLIENTS = ["c0", "c1", "c2", "c3"]
+#: clients c2 and c3 are static members whenever they join at v5+
+INSTANCE_IDS = {"c2": "i2", "c3": "i3"}
+JOIN_VERSIONS = [0, 4, 5, 9]
 PROTOCOL_CHOICES = [("range",), ("range", "roundrobin"), ("roundrobin", "range"), ("roundrobin",)]
 
 
@@ -71,32 +78,44 @@ class CoordinatorMachine(RuleBasedStateMachine):
                 self._learn_join(client, result)
 
     def _learn_join(self, client: Client, result: JoinGroupResponse) -> None:
-        if result.error_code == E.UNKNOWN_MEMBER_ID:
+        if result.error_code in (E.UNKNOWN_MEMBER_ID, E.FENCED_INSTANCE_ID):
             client.member_id = ""
+        if result.error_code == E.MEMBER_ID_REQUIRED:
+            assert result.member_id, "MEMBER_ID_REQUIRED carries the id to rejoin with"
+            client.member_id = result.member_id
         if result.error_code != E.NONE:
             return
+        if result.skip_assignment or (client.member_id and result.member_id != client.member_id
+                                      and result.generation_id == client.generation):
+            # A static member replaced its old id without a rebalance: the new id holds the old assignment.
+            known = self.assignments.get((self.incarnation, result.generation_id))
+            if known is not None and client.member_id in known:
+                known[result.member_id] = known[client.member_id]
         # (Later timers of the same tick may already have moved the group on, so only the answer's
         # own consistency is checked here.)
         assert result.generation_id >= 1 and result.protocol_name in ("range", "roundrobin")
-        assert bool(result.members) == (result.member_id == result.leader)
+        if not result.skip_assignment:
+            assert not result.members or result.member_id == result.leader
         if result.members:
             assert result.member_id in [m.member_id for m in result.members]
         client.member_id, client.generation = result.member_id, result.generation_id
-        client.is_leader = result.member_id == result.leader
+        client.is_leader = result.member_id == result.leader and not result.skip_assignment
         client.members = [m.member_id for m in result.members]
 
     # ---------------------------------------------------------------- rules
 
     @rule(client=st.sampled_from(CLIENTS), fresh=st.booleans(), protocols=st.sampled_from(PROTOCOL_CHOICES),
-          timeout=st.sampled_from([6000, 10000]))
-    def join(self, client, fresh, protocols, timeout):
+          timeout=st.sampled_from([6000, 10000]), version=st.sampled_from(JOIN_VERSIONS))
+    def join(self, client, fresh, protocols, timeout, version=0):
         c = self.clients[client]
         member_id = "" if fresh else c.member_id
+        instance = INSTANCE_IDS.get(client) if version >= 5 else None
         P = JoinGroupRequest.JoinGroupRequestProtocol
         request = JoinGroupRequest(group_id="g", member_id=member_id, session_timeout_ms=timeout,
+                                   rebalance_timeout_ms=timeout + 2000, group_instance_id=instance,
                                    protocol_type="consumer",
                                    protocols=[P(name=name, metadata=name.encode()) for name in protocols])
-        self._apply(self._send(client, "join", request))
+        self._apply(self._send(client, "join", request, version))
 
     @rule(client=st.sampled_from(CLIENTS), drop_one=st.booleans())
     def sync(self, client, drop_one):
@@ -122,20 +141,27 @@ class CoordinatorMachine(RuleBasedStateMachine):
         assert token in answered, "heartbeats are answered at once"
         snapshot = self.coordinator.snapshot("g")
         code = answered[token].error_code
-        if snapshot is None:
+        if snapshot is None or c.member_id not in {m.member_id for m in snapshot.members}:
             assert code == E.UNKNOWN_MEMBER_ID
-        elif snapshot.state is not GroupState.STABLE:
+        elif c.generation - stale != snapshot.generation_id:
+            assert code == E.ILLEGAL_GENERATION
+        elif snapshot.state is GroupState.PREPARING_REBALANCE:
             assert code == E.REBALANCE_IN_PROGRESS
-        elif c.member_id not in {m.member_id for m in snapshot.members}:
-            assert code == E.UNKNOWN_MEMBER_ID
         else:
-            assert code == (E.NONE if c.generation - stale == snapshot.generation_id else E.ILLEGAL_GENERATION)
+            assert code == E.NONE
         self._apply(replies)
 
-    @rule(client=st.sampled_from(CLIENTS))
-    def leave(self, client):
+    @rule(client=st.sampled_from(CLIENTS), batch=st.booleans())
+    def leave(self, client, batch):
         c = self.clients[client]
-        self._apply(self._send(client, "leave", LeaveGroupRequest(group_id="g", member_id=c.member_id)))
+        if not batch:
+            self._apply(self._send(client, "leave", LeaveGroupRequest(group_id="g", member_id=c.member_id)))
+            return
+        identity = LeaveGroupRequest.MemberIdentity(member_id=c.member_id, group_instance_id=INSTANCE_IDS.get(client))
+        replies = self._send(client, "leave", LeaveGroupRequest(group_id="g", members=[identity]), 3)
+        self._apply(replies)
+        answer = [r.result for r in replies if r.reply_to[:2] == (client, "leave")][0]
+        assert answer.error_code == E.NONE and len(answer.members) == 1
 
     @rule(client=st.sampled_from(CLIENTS), offset=st.integers(0, 1000))
     def commit(self, client, offset):
@@ -191,18 +217,24 @@ class CoordinatorMachine(RuleBasedStateMachine):
         if snapshot is None:
             return
         members = {m.member_id: m for m in snapshot.members}
-        assert members and snapshot.leader_id in members
+        if snapshot.state is GroupState.EMPTY:
+            assert not members and not snapshot.leader_id
+        else:
+            assert members and snapshot.leader_id in members
         assert (snapshot.join_deadline_ms is not None) == (snapshot.state is GroupState.PREPARING_REBALANCE)
+        instances = [m.group_instance_id for m in snapshot.members if m.group_instance_id is not None]
+        assert len(instances) == len(set(instances)), "one member per instance id"
         for m in snapshot.members:
             assert not (m.awaiting_join and m.awaiting_sync), "a member is in one phase at a time"
             if m.awaiting_join:
                 assert snapshot.state is GroupState.PREPARING_REBALANCE
             if m.awaiting_sync:
-                assert snapshot.state is GroupState.AWAITING_SYNC
+                assert snapshot.state is GroupState.COMPLETING_REBALANCE
             if snapshot.state is not GroupState.PREPARING_REBALANCE:
                 assert m.awaiting_sync or m.session_deadline_ms is not None, "nobody escapes session expiry"
         if snapshot.state is GroupState.PREPARING_REBALANCE:
-            assert not all(m.awaiting_join for m in snapshot.members), "a complete join phase was not closed"
+            complete = all(m.awaiting_join for m in snapshot.members) and not snapshot.pending_member_ids
+            assert not complete, "a complete join phase was not closed"
 
     @invariant()
     def stable_group_holds_exactly_the_leaders_assignment(self):
@@ -223,7 +255,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
     def parked_requests_match_outstanding_tokens(self):
         snapshot = self.coordinator.snapshot("g")
         parked = sum(m.awaiting_join + m.awaiting_sync for m in snapshot.members) if snapshot else 0
-        # Superseded parked requests are never answered (as in 0.9.0), so tokens may exceed parked ones.
+        # Superseded parked requests are never answered (as in Kafka), so tokens may exceed parked ones.
         assert parked <= len(self.outstanding)
 
 

@@ -5,11 +5,16 @@ REPLICA_NOT_AVAILABLE and every acks level is met at once.  Topics are declared 
 with ``default_partitions`` on first mention by Metadata or Produce when ``auto_create`` is on (the
 0.9 ``auto.create.topics.enable`` default).  Auto-creation stops at ``max_topics``.  Topic names follow 0.9's rule: 1-249 characters of
 ``[a-zA-Z0-9._-]``, and not ``.`` or ``..``.
+
+Every topic gets a random UUID when created (Kafka 2.8+ topic ids): Metadata v10+ shows it and Fetch
+v13+ names topics by it.  A topic is CreateTime or LogAppendTime (``message.timestamp.type``); the
+cluster default applies unless ``create_topic`` says otherwise.
 """
 
 from __future__ import annotations
 
 import re
+import uuid
 from typing import Dict, List, Optional
 
 from kproto.broker.log import PartitionLog
@@ -27,7 +32,8 @@ def valid_topic_name(name: str) -> bool:
 class Cluster:
     """Topics by name, each a list of :class:`PartitionLog`."""
 
-    def __init__(self, *, auto_create: bool = True, default_partitions: int = 1, max_topics: int = 10_000) -> None:
+    def __init__(self, *, auto_create: bool = True, default_partitions: int = 1, max_topics: int = 10_000,
+                 log_append_time: bool = False) -> None:
         if default_partitions < 1:
             raise ValueError("default_partitions must be at least 1")
         self.auto_create = auto_create
@@ -36,16 +42,29 @@ class Cluster:
         #: the broker without bound (declared topics are not limited).
         self.max_topics = max_topics
         self.topics: Dict[str, List[PartitionLog]] = {}
+        #: Whether new topics are LogAppendTime unless created otherwise.
+        self.log_append_time = log_append_time
+        #: The id of each topic, and the topic of each id.
+        self.topic_ids: Dict[str, uuid.UUID] = {}
+        self.topics_by_id: Dict[uuid.UUID, str] = {}
 
-    def create_topic(self, name: str, partitions: Optional[int] = None) -> List[PartitionLog]:
-        """Create ``name`` (or return it if it exists); raises ValueError for an illegal name."""
+    def create_topic(self, name: str, partitions: Optional[int] = None, *,
+                     log_append_time: Optional[bool] = None) -> List[PartitionLog]:
+        """Create ``name`` (or return it if it exists); raises ValueError for an illegal name.
+
+        ``log_append_time``: stamp its batches with the broker's time (None: the cluster default).
+        """
         if not valid_topic_name(name):
             raise ValueError(f"illegal topic name {name!r}")
         count = self.default_partitions if partitions is None else partitions
         if count < 1:
             raise ValueError("a topic needs at least one partition")
         if name not in self.topics:
-            self.topics[name] = [PartitionLog() for _ in range(count)]
+            stamp = self.log_append_time if log_append_time is None else log_append_time
+            self.topics[name] = [PartitionLog(log_append_time=stamp) for _ in range(count)]
+            topic_id = uuid.uuid4()
+            self.topic_ids[name] = topic_id
+            self.topics_by_id[topic_id] = name
         return self.topics[name]
 
     def lookup(self, name: str, *, create: bool = False) -> Optional[List[PartitionLog]]:

@@ -11,6 +11,7 @@ import resource
 from typing import Mapping, Optional
 
 from kproto.broker.append import DEFAULT_MESSAGE_MAX_BYTES
+from kproto.broker.producers import DEFAULT_MAX_PRODUCER_IDS
 from kproto.group.coordinator import CoordinatorConfig
 
 __all__ = ["BrokerConfig", "DEFAULT_BROKER_MAX_FRAME_SIZE", "default_max_connections"]
@@ -76,3 +77,7 @@ class BrokerConfig:
     max_partitions_per_topic: int = 10_000
     sasl_plain_users: Optional[Mapping[str, str]] = None
     max_sasl_token_bytes: int = 64 * 1024
+    #: Producer ids remembered (InitProducerId) before the oldest is forgotten.
+    max_producer_ids: int = DEFAULT_MAX_PRODUCER_IDS
+    #: ``log.message.timestamp.type`` of new topics: "CreateTime" or "LogAppendTime".
+    log_message_timestamp_type: str = "CreateTime"

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from typing import TYPE_CHECKING, Dict, Iterable, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from kproto import ErrorCode
 from kproto.apis import APIS
@@ -44,7 +44,8 @@ from kproto.messages import (
 if TYPE_CHECKING:
     from kproto.broker.handlers import BrokerCore
 
-__all__ = ["CONTROL_PLANE_VERSIONS", "ControlPlane", "VersionTable", "served_table", "api_versions_fallback"]
+__all__ = ["CONTROL_PLANE_VERSIONS", "ControlPlane", "VersionTable", "api_versions_fallback", "fit_to_version",
+           "served_table"]
 
 _C = ErrorCode
 VersionTable = Mapping[int, Tuple[int, int]]
@@ -97,6 +98,29 @@ def served_table(*declarations: VersionTable) -> Dict[int, Tuple[int, int]]:
     return dict(sorted(table.items()))
 
 
+def fit_to_version(message: Any, version: int) -> Any:
+    """``message`` with every field its ``version`` lacks back at its default, in place (returned).
+
+    Handlers fill one response shape for all versions; an encoder skips fields a version lacks only
+    when the spec marks them ignorable (and refuses the others), and a decoder gives them their
+    defaults, so an answer trimmed here is exactly what the client will read.
+    """
+    if message is None:
+        return message
+    blank = None
+    for info in type(message).FIELDS:
+        low, high = info.versions
+        if not low <= version <= high:
+            if blank is None:
+                blank = type(message)()
+            setattr(message, info.name, getattr(blank, info.name))
+        elif info.struct is not None:
+            value = getattr(message, info.name)
+            for item in (value if info.is_array and value is not None else [value]):
+                fit_to_version(item, version)
+    return message
+
+
 def api_versions_fallback(served: VersionTable) -> ApiVersionsResponse:
     """The answer to an ApiVersions request in a version the broker does not serve: the v0 layout with
     UNSUPPORTED_VERSION and the broker's ranges, from which the client picks a version it shares."""
@@ -118,31 +142,28 @@ class ControlPlane:
         self.config = core.config
         #: Topic → its configs set by CreateTopics (Kafka's dynamic topic configs).
         self.topic_configs: Dict[str, Dict[str, Optional[str]]] = {}
-        self._topic_ids: Dict[str, uuid.UUID] = {}
 
     @property
-    def handlers(self) -> Dict[int, object]:
+    def handlers(self) -> Dict[int, Callable[[RequestReceived, str], Awaitable[Optional[Message]]]]:
         """Api key → handler, for the keys of :data:`CONTROL_PLANE_VERSIONS`."""
         return {3: self.metadata, 10: self.find_coordinator, 18: self.api_versions, 19: self.create_topics,
                 20: self.delete_topics, 32: self.describe_configs, 37: self.create_partitions,
                 60: self.describe_cluster}
 
     def topic_id(self, name: str) -> uuid.UUID:
-        """The topic's id (Metadata v10+, DeleteTopics v6, CreateTopics v7): random, fixed while it lives."""
-        found = self._topic_ids.get(name)
-        if found is None:
-            found = self._topic_ids[name] = uuid.uuid4()
-        return found
+        """The topic's id (Metadata v10+, DeleteTopics v6, CreateTopics v7), given by the cluster."""
+        return self.cluster.topic_ids[name]
 
-    def _forget(self, name: str) -> None:
-        self._topic_ids.pop(name, None)
+    def _delete(self, name: str) -> uuid.UUID:
+        """Remove a topic, its id and its configs; returns its id."""
+        del self.cluster.topics[name]
+        topic_id = self.cluster.topic_ids.pop(name)
+        self.cluster.topics_by_id.pop(topic_id, None)
         self.topic_configs.pop(name, None)
+        return topic_id
 
     def _name_of(self, topic_id: uuid.UUID) -> Optional[str]:
-        for name, tid in self._topic_ids.items():
-            if tid == topic_id and name in self.cluster.topics:
-                return name
-        return None
+        return self.cluster.topics_by_id.get(topic_id)
 
     # ---------------------------------------------------------------- ApiVersions
 
@@ -299,9 +320,7 @@ class ControlPlane:
                 results.append(R(name=name, topic_id=topic_id or uuid.UUID(int=0),
                                  error_code=_C.UNKNOWN_TOPIC_OR_PARTITION, error_message="no such topic"))
                 continue
-            tid = self.topic_id(name)
-            del self.cluster.topics[name]
-            self._forget(name)
+            tid = self._delete(name)
             self.core.topics_changed()
             results.append(R(name=name, topic_id=tid, error_code=_C.NONE))
         return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
@@ -325,7 +344,8 @@ class ControlPlane:
                 code, message = _C.INVALID_REPLICA_ASSIGNMENT, f"the only broker is {self.config.node_id}"
             if code == _C.NONE and not req.validate_only:
                 assert partitions is not None
-                partitions.extend(PartitionLog() for _ in range(topic.count - len(partitions)))
+                stamp = partitions[0].log_append_time
+                partitions.extend(PartitionLog(log_append_time=stamp) for _ in range(topic.count - len(partitions)))
                 self.core.topics_changed()
             results.append(R(name=topic.name, error_code=code, error_message=message))
         return CreatePartitionsResponse(throttle_time_ms=0, results=results)
@@ -382,7 +402,7 @@ class ControlPlane:
         C = R.DescribeConfigsResourceResult
         results = []
         for resource in req.resources:
-            keys = None if resource.configuration_keys is None else list(resource.configuration_keys)
+            keys = list(resource.configuration_keys) if resource.configuration_keys else None  # null or []: all
             rows: List[Tuple[str, Optional[str], int, int, bool]] = []
             code, message = _C.NONE, None
             if resource.resource_type == _TOPIC_RESOURCE:
@@ -399,7 +419,7 @@ class ControlPlane:
             else:
                 code, message = _C.INVALID_REQUEST, f"resource type {resource.resource_type} is not served"
             configs = [C(name=name, value=value, read_only=read_only, config_source=source,
-                         is_default=source == _DEFAULT, is_sensitive=False, synonyms=[], config_type=kind,
+                         is_default=version == 0 and source == _DEFAULT, is_sensitive=False, synonyms=[], config_type=kind,
                          documentation=None)
                        for name, value, source, kind, read_only in rows if keys is None or name in keys]
             results.append(R(error_code=code, error_message=message, resource_type=resource.resource_type,

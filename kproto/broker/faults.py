@@ -80,13 +80,14 @@ class Fault:
 
 
 def error_code(error: Union[int, str]) -> int:
-    """``error`` (a code or a name such as ``"NOT_LEADER_OR_FOLLOWER"``) as a known error code; anything
+    """``error`` (a code or a name such as ``"NOT_LEADER_FOR_PARTITION"``) as a known error code; anything
     else is a ValueError listing the valid names."""
-    try:
-        return int(ErrorCode[error] if isinstance(error, str) else ErrorCode(int(error)))
-    except (KeyError, ValueError):
-        valid = ", ".join(code.name for code in ErrorCode)
-        raise ValueError(f"unknown Kafka error {error!r}; known errors: {valid}") from None
+    if isinstance(error, str) and error in ErrorCode.__members__:
+        return int(ErrorCode[error])
+    if not isinstance(error, str) and int(error) in ErrorCode._value2member_map_:
+        return int(error)
+    valid = ", ".join(code.name for code in ErrorCode)
+    raise ValueError(f"unknown Kafka error {error!r}; known errors: {valid}")
 
 
 class FaultPlan:

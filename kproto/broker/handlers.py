@@ -13,24 +13,25 @@ reply.  :meth:`BrokerCore.run_timers` drives the coordinator's deadlines (sessio
 timeouts).  OffsetCommit v0 / OffsetFetch v0 use a separate store, as 0.9 kept those in ZooKeeper apart
 from the group coordinator (no group checks; "no offset" is UNKNOWN_TOPIC_OR_PARTITION).
 
-Simplifications, all documented in the handlers: ListOffsets answers one offset (latest for −1, the log
-start for −2 and any other time); topics are created on Metadata/Produce without the transient
-LEADER_NOT_AVAILABLE of a real broker; throttle times are 0.
+Produce, Fetch, ListOffsets and InitProducerId are served by :class:`~kproto.broker.data_plane.DataPlane`
+(storage, format conversion, idempotent producers).  Simplifications, all documented in the handlers:
+topics are created on Metadata/Produce without the transient LEADER_NOT_AVAILABLE of a real broker;
+throttle times are 0.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import time
 from collections import Counter
 from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple
 
 from kproto import ErrorCode
-from kproto.broker.append import DecompressionBudget, has_compressed_entries, prepare_append
 from kproto.broker.cluster import Cluster
 from kproto.broker.config import BrokerConfig
-from kproto.broker.control import CONTROL_PLANE_VERSIONS, ControlPlane, VersionTable, served_table
+from kproto.broker.control import CONTROL_PLANE_VERSIONS, ControlPlane, VersionTable, fit_to_version, served_table
+from kproto.broker.data_plane import SERVED_VERSIONS as DATA_PLANE_VERSIONS
+from kproto.broker.data_plane import DataPlane, wait_event
 from kproto.broker.faults import error_response
 from kproto.broker.sasl import SASL_VERSIONS
 from kproto.connection.server import RequestReceived
@@ -38,21 +39,13 @@ from kproto.errors import ProtocolError, UnsupportedVersionError
 from kproto.group.coordinator import SERVED_VERSIONS as COORDINATOR_VERSIONS
 from kproto.group.coordinator import GroupCoordinator, Reply
 from kproto.message_base import Message
-from kproto.messages import (
-    FetchResponse,
-    ListOffsetsResponse,
-    OffsetCommitResponse,
-    OffsetFetchResponse,
-    ProduceResponse,
-)
+from kproto.messages import OffsetCommitResponse, OffsetFetchResponse
 
-__all__ = ["BrokerCore", "DATA_PLANE_VERSIONS", "SERVED_VERSIONS", "monotonic_ms", "wait_event"]
+__all__ = ["BrokerCore", "SERVED_VERSIONS", "monotonic_ms", "wait_event"]
 
 _C = ErrorCode
 _ZK_METADATA_MAX = 4096  # offset.metadata.max.bytes also bounds v0 commits
 
-#: The versions the data-plane handlers below answer (Produce, Fetch, ListOffsets), by api key.
-DATA_PLANE_VERSIONS: VersionTable = {0: (0, 2), 1: (0, 3), 2: (0, 0)}
 #: OffsetCommit/OffsetFetch v0: the ZooKeeper-era offsets this module keeps apart from the coordinator.
 _ZK_OFFSET_VERSIONS: VersionTable = {8: (0, 0), 9: (0, 0)}
 
@@ -69,48 +62,43 @@ def monotonic_ms() -> int:
     return int(time.monotonic() * 1000)
 
 
-async def wait_event(event: asyncio.Event, timeout: Optional[float]) -> None:
-    """Wait until ``event`` is set or ``timeout`` seconds pass (None: no limit).
-
-    Not ``asyncio.wait_for``: on Python 3.11 it can swallow a cancellation that arrives as the event is
-    set, and a task that ignores its cancellation keeps the broker from stopping.
-    """
-    waiter = asyncio.ensure_future(event.wait())
-    try:
-        await asyncio.wait({waiter}, timeout=timeout)
-    finally:
-        waiter.cancel()
-
-
 class BrokerCore:
     """The request handlers of one mock broker; see the module docstring."""
 
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.cluster = Cluster(auto_create=config.auto_create_topics, default_partitions=config.default_partitions,
-                               max_topics=config.max_topics)
+                               max_topics=config.max_topics,
+                               log_append_time=config.log_message_timestamp_type == "LogAppendTime")
         self.coordinator = GroupCoordinator(config.coordinator)
+        #: Produce, Fetch, ListOffsets, InitProducerId and transactions (kproto.broker.data_plane); the
+        #: offsets a transaction commits go to the group coordinator's store.
+        self.data = DataPlane(config, self.cluster, commit_offsets=lambda group_id, offsets:
+                              self.coordinator.commit_transactional(group_id, offsets, monotonic_ms()))
         self.zk_offsets: Dict[Tuple[str, str, int], Tuple[int, Optional[str]]] = {}
         self.host = config.advertised_host or "127.0.0.1"
         self.port = config.advertised_port or 0
         #: Requests handled, by (api key, version).
         self.request_counts: Counter = Counter()
-        #: Bytes decompressed by Produce requests so far (each request within its own budget).
-        self.produce_decompressed_bytes = 0
-        self._append_locks: Dict[Tuple[str, int], asyncio.Lock] = {}
-        self._data_arrived: Optional[asyncio.Event] = None
         self._timers_changed: Optional[asyncio.Event] = None
         #: What the broker serves (api key → lowest, highest version); ApiVersions advertises it.
         self.served = SERVED_VERSIONS
         self.control = ControlPlane(self)
         self._handlers: Dict[int, Callable[[RequestReceived, str], Awaitable[Optional[Message]]]] = {
-            0: self._produce, 1: self._fetch, 2: self._list_offsets,
+            0: self.data.produce, 1: self.data.fetch, 2: self.data.list_offsets, 22: self.data.init_producer_id,
+            24: self.data.add_partitions_to_txn, 25: self.data.add_offsets_to_txn, 26: self.data.end_txn,
+            28: self.data.txn_offset_commit,
             8: self._offset_commit, 9: self._offset_fetch,
-            **self.control.handlers,  # type: ignore[dict-item]
+            **self.control.handlers,
         }
         # The coordinator takes and answers the group APIs' wire messages as they are.
         for request_class in COORDINATOR_VERSIONS:
             self._handlers.setdefault(request_class.API_KEY, self._ask)
+
+    @property
+    def produce_decompressed_bytes(self) -> int:
+        """Bytes decompressed by Produce requests so far (each request within its own budget)."""
+        return self.data.produce_decompressed_bytes
 
     def bind(self, host: str, port: int) -> None:
         """Advertise the address the broker listens on (unless the config names another)."""
@@ -129,14 +117,15 @@ class BrokerCore:
             # UNSUPPORTED_VERSION in every error field of that version's response.
             return error_response(request.api_key, request.message, _C.UNSUPPORTED_VERSION, request.api_version)
         try:
-            return await handler(request, client_host)
+            # Every answer holds only what its version carries (see fit_to_version).
+            return fit_to_version(await handler(request, client_host), request.api_version)  # type: ignore[no-any-return]
         except UnsupportedVersionError as exc:
             raise ProtocolError(f"the mock broker does not serve api key {request.api_key} "
                                 f"v{request.api_version}: {exc}") from exc
 
     def topics_changed(self) -> None:
         """Topics were created, deleted or grown: parked fetches look again."""
-        self._announce_data()
+        self.data._announce_data()
 
     # ---------------------------------------------------------------- events shared with waiters
 
@@ -147,135 +136,6 @@ class BrokerCore:
             setattr(self, name, event)
         return event
 
-    def _announce_data(self) -> None:
-        # Wake every parked Fetch; each re-reads and parks again if it still lacks min_bytes.
-        event = self._event("_data_arrived")
-        self._data_arrived = asyncio.Event()
-        event.set()
-
-    # ---------------------------------------------------------------- Produce, Fetch, ListOffsets
-
-    async def _produce(self, request: RequestReceived, client_host: str) -> Optional[Message]:
-        req = request.message
-        T = ProduceResponse.TopicProduceResponse
-        P = T.PartitionProduceResponse
-        targets = [(topic.name, self.cluster.lookup(topic.name, create=True), part)
-                   for topic in req.topic_data for part in topic.partition_data]
-        # One decompression budget for the whole request; partitions are appended in request order,
-        # each under its partition's lock, so a compressed append can run on a worker thread while
-        # other requests (and other partitions) go on.
-        budget = DecompressionBudget(self.config.produce_decompression_budget)
-        keys = sorted({(name, part.index) for name, partitions, part in targets
-                       if partitions is not None and 0 <= part.index < len(partitions)})
-        locks = [self._append_locks.setdefault(key, asyncio.Lock()) for key in keys]
-        answers: Dict[str, list] = {}
-        appended = False
-        for lock in locks:
-            await lock.acquire()
-        try:
-            for name, partitions, part in targets:
-                code, base = await self._append(req.acks, partitions, part, budget)
-                appended = appended or code == _C.NONE
-                answers.setdefault(name, []).append(P(index=part.index, error_code=code, base_offset=base))
-        finally:
-            for lock in locks:
-                lock.release()
-        self.produce_decompressed_bytes += budget.used
-        if appended:
-            self._announce_data()
-        if req.acks == 0:
-            return None
-        return ProduceResponse(responses=[T(name=name, partition_responses=ps) for name, ps in answers.items()],
-                               throttle_time_ms=0)
-
-    async def _append(self, acks: int, partitions: Optional[list], part: Any,
-                      budget: DecompressionBudget) -> Tuple[int, int]:
-        if acks not in (-1, 0, 1):
-            return _C.INVALID_REQUIRED_ACKS, -1
-        if partitions is None or not 0 <= part.index < len(partitions):
-            return _C.UNKNOWN_TOPIC_OR_PARTITION, -1
-        log = partitions[part.index]
-        raw = part.records.raw if part.records is not None else b""
-        if has_compressed_entries(raw):
-            prepared = await asyncio.get_running_loop().run_in_executor(
-                None, functools.partial(prepare_append, raw, log.high_watermark,
-                                        message_max_bytes=self.config.message_max_bytes, budget=budget))
-        else:
-            prepared = prepare_append(raw, log.high_watermark, message_max_bytes=self.config.message_max_bytes,
-                                      budget=budget)
-        if isinstance(prepared, ErrorCode):
-            return prepared, -1
-        return _C.NONE, log.append(prepared)
-
-    async def _fetch(self, request: RequestReceived, client_host: str) -> Optional[Message]:
-        req = request.message
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + max(req.max_wait_ms, 0) / 1000.0
-        # The response budget: the broker's fetch.max.bytes, lowered by a v3+ request's own max_bytes.
-        limit = self.config.fetch_max_bytes
-        if request.api_version >= 3:
-            limit = min(limit, max(getattr(req, "max_bytes", limit), 0))
-        while True:
-            arrival = self._event("_data_arrived")
-            response, total, failed = self._read(req, limit, first_entry_whole=request.api_version >= 3)
-            remaining = deadline - loop.time()
-            if failed or total >= req.min_bytes or remaining <= 0:
-                return response
-            await wait_event(arrival, remaining)
-
-    def _read(self, req: Any, limit: int, *, first_entry_whole: bool) -> Tuple[Message, int, bool]:
-        """The fetch response as things stand, its record bytes, and whether any partition failed.
-
-        A partition named twice is answered once (Kafka reads the request into a map), and the record
-        bytes of the whole response stay within ``limit``: partitions past it get no records.  Fetch
-        v3+ (KIP-74) returns the first non-empty partition's first entry whole even when that alone
-        exceeds the limits, so a consumer can always progress; older versions cut it, as 0.9 did.
-        """
-        T = FetchResponse.FetchableTopicResponse
-        P = T.PartitionData
-        total, failed, topics = 0, False, []
-        seen: set = set()
-        for topic in req.topics:
-            answers = []
-            for part in topic.partitions:
-                if (topic.topic, part.partition) in seen:
-                    continue
-                seen.add((topic.topic, part.partition))
-                log = self.cluster.partition(topic.topic, part.partition)
-                if log is None or not log.in_range(part.fetch_offset):
-                    code = _C.UNKNOWN_TOPIC_OR_PARTITION if log is None else _C.OFFSET_OUT_OF_RANGE
-                    failed = True
-                    answers.append(P(partition_index=part.partition, error_code=code,
-                                     high_watermark=-1 if log is None else log.high_watermark, records=b""))
-                    continue
-                room = min(part.partition_max_bytes, self.config.max_fetch_bytes, limit - total)
-                if total == 0 and first_entry_whole:
-                    room = max(room, min(log.first_entry_size(part.fetch_offset), self.config.max_fetch_bytes))
-                data = log.read(part.fetch_offset, room)
-                total += len(data)
-                answers.append(P(partition_index=part.partition, error_code=_C.NONE,
-                                 high_watermark=log.high_watermark, records=data))
-            if answers:
-                topics.append(T(topic=topic.topic, partitions=answers))
-        return FetchResponse(throttle_time_ms=0, responses=topics), total, failed
-
-    async def _list_offsets(self, request: RequestReceived, client_host: str) -> Optional[Message]:
-        T = ListOffsetsResponse.ListOffsetsTopicResponse
-        P = T.ListOffsetsPartitionResponse
-        topics = []
-        for topic in request.message.topics:
-            answers = []
-            for part in topic.partitions:
-                log = self.cluster.partition(topic.name, part.partition_index)
-                if log is None:
-                    answers.append(P(partition_index=part.partition_index, error_code=_C.UNKNOWN_TOPIC_OR_PARTITION))
-                    continue
-                # One segment per partition: "latest" is the high watermark, any other time its start.
-                offset = log.high_watermark if part.timestamp == -1 else log.log_start_offset
-                offsets = [offset][:max(part.max_num_offsets, 0)]
-                answers.append(P(partition_index=part.partition_index, error_code=_C.NONE, old_style_offsets=offsets))
-            topics.append(T(name=topic.name, partitions=answers))
-        return ListOffsetsResponse(topics=topics)
 
     # ---------------------------------------------------------------- offsets
 

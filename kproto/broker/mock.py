@@ -1,17 +1,18 @@
-""":class:`MockBroker`: an in-memory single-node 0.9 cluster for tests, from sync or asyncio code.
+""":class:`MockBroker`: an in-memory single-node Kafka cluster for tests, from sync or asyncio code.
 
 Used from synchronous code it is a context manager that runs its own asyncio loop in a background
 thread::
 
     with MockBroker(topics={"events": 4}) as broker:
-        producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, api_version=(0, 9))
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers)
 
 From asyncio code it is an async context manager running on the caller's loop::
 
     async with MockBroker() as broker:
         ...
 
-Either way the broker answers what a 0.9.0 broker would (see :mod:`kproto.broker.handlers`), can be
+Either way the broker answers current clients at their defaults and 0.8/0.9-pinned ones alike,
+advertising in ApiVersions exactly the versions it serves (see :mod:`kproto.broker.handlers`), can be
 told to misbehave (:meth:`MockBroker.inject`), and can record every byte to a pcap (``record_pcap``),
 written packet by packet as the traffic happens.  The inspection helpers (:meth:`MockBroker.messages`,
 :meth:`MockBroker.committed`, ...) run on the broker's loop, so they are safe from any thread.
@@ -20,10 +21,24 @@ written packet by packet as the traffic happens.  The inspection helpers (:meth:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import threading
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple, TypeVar, Union
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Dict,
+    Iterable,
+    List,
+    Mapping,
+    NamedTuple,
+    Optional,
+    Tuple,
+    TypeVar,
+    Union,
+)
 
 from kproto.broker.config import DEFAULT_BROKER_MAX_FRAME_SIZE, BrokerConfig
 from kproto.broker.faults import Fault, FaultPlan
@@ -34,13 +49,15 @@ from kproto.connection.correlation import check_quirks
 from kproto.group.coordinator import CoordinatorConfig, GroupSnapshot
 
 if TYPE_CHECKING:  # the pure twin states the contract both record backends' Message classes follow
-    from kproto.records._pure import Message
+    from kproto.records._pure import Message, Record
 
-__all__ = ["MockBroker", "parse_topic_spec"]
+__all__ = ["MockBroker", "StoredRecord", "parse_topic_spec"]
 
 T = TypeVar("T")
 PathLike = Union[str, "os.PathLike[str]"]
 _START_TIMEOUT = 30.0
+#: ``group.max.session.timeout.ms`` of Kafka 2.0 and later.
+MODERN_MAX_SESSION_TIMEOUT_MS = 1_800_000
 
 
 def parse_topic_spec(spec: str) -> Tuple[str, int]:
@@ -51,15 +68,26 @@ def parse_topic_spec(spec: str) -> Tuple[str, int]:
     return name, int(count)
 
 
+class StoredRecord(NamedTuple):
+    """One record a partition holds, whatever format it was produced in (control records left out)."""
+
+    partition: int
+    offset: int
+    key: Optional[bytes]
+    value: Optional[bytes]
+    headers: Tuple[Tuple[str, Optional[bytes]], ...]
+    timestamp: Optional[int]
+
+
 class MockBroker:
-    """An in-memory Kafka 0.9 broker listening on ``host:port`` (port 0: a free one).
+    """An in-memory Kafka broker listening on ``host:port`` (port 0: a free one).
 
     ``topics`` declares topics up front (``{"name": partitions}`` or ``["name:partitions", ...]``);
     others are created with ``default_partitions`` on first Metadata/Produce when
     ``auto_create_topics``.  ``record_pcap`` names a pcap that receives the traffic as it happens; it is
     opened when the broker starts, so an unwritable path fails the start, and a symbolic link there is
     refused unless ``record_follow_symlinks`` (``record_server_port`` rewrites the broker's port in it).  ``min_session_timeout_ms`` lowers the
-    group coordinator's session-timeout floor (0.9: 6000) for fast tests; ``coordinator_config``
+    group coordinator's session-timeout floor (6000) for fast tests; ``coordinator_config``
     replaces the coordinator settings wholesale.  ``broker_quirks="0.8.2"`` answers GroupCoordinator v0
     with correlation id 0.  Other keywords go to :class:`~kproto.broker.config.BrokerConfig`.
     """
@@ -81,14 +109,12 @@ class MockBroker:
         broker_quirks: Optional[str] = None,
         **config: Any,
     ) -> None:
-        coordinator = coordinator_config or CoordinatorConfig()
+        # Modern clients default to session timeouts of 45 s: the broker takes up to Kafka 2.0+'s 30 min
+        # unless a coordinator config says otherwise.
+        coordinator = coordinator_config or dataclasses.replace(
+            CoordinatorConfig(), max_session_timeout_ms=MODERN_MAX_SESSION_TIMEOUT_MS)
         if min_session_timeout_ms is not None:
-            coordinator = CoordinatorConfig(
-                min_session_timeout_ms=min_session_timeout_ms,
-                max_session_timeout_ms=coordinator.max_session_timeout_ms,
-                offset_metadata_max_bytes=coordinator.offset_metadata_max_bytes,
-                offsets_retention_ms=coordinator.offsets_retention_ms,
-            )
+            coordinator = dataclasses.replace(coordinator, min_session_timeout_ms=min_session_timeout_ms)
         self.config = BrokerConfig(
             auto_create_topics=auto_create_topics, default_partitions=default_partitions,
             max_frame_size=max_frame_size, broker_quirks=check_quirks(broker_quirks), coordinator=coordinator,
@@ -234,7 +260,7 @@ class MockBroker:
     ) -> Fault:
         """Make the next ``times`` requests of ``api`` (key or name, e.g. ``"Produce"``) -- only those naming
         ``topic`` (and ``partition``) when given -- be answered no sooner than ``delay`` seconds after they
-        arrived, and with ``error`` (a code or a name such as ``"NOT_LEADER_OR_FOLLOWER"``) everywhere, or
+        arrived, and with ``error`` (a code or a name such as ``"NOT_LEADER_FOR_PARTITION"``) everywhere, or
         have their connection dropped.  The returned :class:`Fault` counts what it ``fired`` on."""
         return self.faults.inject(api, error=error, delay=delay, drop=drop, times=times, topic=topic,
                                   partition=partition)
@@ -260,17 +286,29 @@ class MockBroker:
             return -1 if log is None else log.high_watermark
         return self._on_loop(read)
 
-    def messages(self, topic: str, partition: int) -> List["Message"]:
-        """Every stored message of a partition, decoded (compressed wrappers expanded)."""
-        from kproto.records import decode_message_set
+    def messages(self, topic: str, partition: int) -> List["Record"]:
+        """Every stored record of a partition, decoded (any codec; control records included)."""
+        from kproto.records import decode_records
 
-        return list(decode_message_set(self.log_bytes(topic, partition)))
+        return list(decode_records(self.log_bytes(topic, partition)))
+
+    def records(self, topic: str, partition: Optional[int] = None) -> List[StoredRecord]:
+        """The records of one partition (or of every partition, partition by partition), any magic,
+        decompressed, in offset order; an unknown topic or partition has none."""
+        from kproto.records import decode_records
+
+        if partition is None:
+            count = self.topics().get(topic, 0)
+            return [record for index in range(count) for record in self.records(topic, index)]
+        decoded = decode_records(self.log_bytes(topic, partition))
+        return [StoredRecord(partition, r.offset, r.key, r.value, tuple(r.headers), r.timestamp)
+                for batch in decoded.batches for r in batch.records if not r.is_control]
 
     def log_bytes(self, topic: str, partition: int) -> bytes:
-        """A partition's stored message set as raw bytes (shallow: compressed wrappers stay wrapped)."""
+        """A partition's stored record batches as raw bytes (magic 2, as produced, offsets assigned)."""
         def read() -> bytes:
             log = self.core.cluster.partition(topic, partition)
-            return b"" if log is None else log.read(0, log.size_bytes)
+            return b"" if log is None else log.batches()
         return self._on_loop(read)
 
     def committed(self, group_id: str) -> Dict[Tuple[str, int], Tuple[int, Optional[str]]]:
