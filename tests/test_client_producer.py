@@ -190,3 +190,23 @@ def test_sync_producer() -> None:
             producer.flush()
             assert [f.result(10).offset for f in futures] == list(range(50))
         assert values(broker, "t", 0) == [b"%d" % i for i in range(50)]
+
+
+def test_idempotent_producer_at_modern_versions_keeps_order_through_leader_errors() -> None:
+    async def main() -> None:
+        async with MockBroker(topics={"t": 2}) as broker:
+            async with Producer(broker.bootstrap_servers, acks="all", compression="zstd", batch_size=500,
+                                retries=50, retry_backoff_ms=10) as producer:  # versions from ApiVersions
+                assert producer.idempotent
+                futures = [await producer.send("t", b"%d" % i, partition=i % 2, headers=[("n", b"%d" % i)])
+                           for i in range(200)]
+                await producer.flush()
+                broker.inject("Produce", error=ErrorCode.NOT_LEADER_FOR_PARTITION, times=3)
+                futures += [await producer.send("t", b"%d" % i, partition=i % 2) for i in range(200, 1000)]
+                await producer.flush()
+            assert [f.result().offset for f in futures if f.result().partition == 0] == list(range(500))
+            for partition in (0, 1):
+                records = list(decode_records(broker.log_bytes("t", partition)))
+                assert [r.value for r in records] == [b"%d" % i for i in range(partition, 1000, 2)]
+                assert records[0].producer_id >= 0 and records[0].headers == (("n", b"%d" % partition),)
+    run(main)
