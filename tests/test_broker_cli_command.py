@@ -51,3 +51,15 @@ def test_bad_topic_spec_is_an_argument_error() -> None:
     with pytest.raises(SystemExit):
         parser.parse_args(["--topic", "name:zero"])
     assert parser.parse_args(["--topic", "a:2", "--port", "0"]).topic == ["a:2"]
+
+
+def test_sasl_user_option_is_checked() -> None:
+    import argparse
+
+    from kproto.broker.cli_command import add_arguments
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    assert parser.parse_args(["--sasl-plain-user", "alice:s3:cret"]).sasl_plain_user == ["alice:s3:cret"]
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--sasl-plain-user", "no-password"])

@@ -334,3 +334,31 @@ def test_a_09_consumer_reads_what_a_modern_producer_wrote_and_the_reverse(broker
     old.flush()
     old.close()
     check_consumed(ck_consume(broker, "g", "new"), broker, "g")
+
+
+# ------------------------------------------------------------------------------------------------ SASL PLAIN
+
+
+def test_sasl_plain_login_at_defaults() -> None:
+    users = {"alice": "s3cret"}
+    with MockBroker(topics={"t": 1}, sasl_plain_users=users) as broker:
+        kp = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, security_protocol="SASL_PLAINTEXT",
+                           sasl_mechanism="PLAIN", sasl_plain_username="alice", sasl_plain_password="s3cret")
+        kp.send("t", b"from kafka-python").get(timeout=DEADLINE)
+        kp.close()
+        ck = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap_servers,
+                                       "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+                                       "sasl.username": "alice", "sasl.password": "s3cret"})
+        ck.produce("t", b"from librdkafka")
+        assert ck.flush(DEADLINE) == 0
+        assert [r.value for r in broker.records("t")] == [b"from kafka-python", b"from librdkafka"]
+        errors: List[object] = []
+        wrong = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap_servers,
+                                          "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+                                          "sasl.username": "alice", "sasl.password": "nope",
+                                          "error_cb": errors.append})
+        wrong.produce("t", b"never stored")
+        wait_for(lambda: wrong.poll(0.05) is not None and bool(errors), "librdkafka to report the failed login")
+        assert any(e.code() == confluent_kafka.KafkaError._AUTHENTICATION for e in errors)
+        wrong.purge()
+        assert len(broker.records("t")) == 2

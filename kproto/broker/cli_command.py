@@ -18,12 +18,13 @@ __all__ = ["DESCRIPTION", "add_arguments", "run"]
 
 #: What ``kproto broker --help`` says (plain text; the module docstring is for developers).
 DESCRIPTION = """\
-Run a mock Kafka 0.9 broker in the foreground until interrupted (Ctrl-C or SIGTERM).
+Run a mock Kafka broker in the foreground until interrupted (Ctrl-C or SIGTERM).  Current clients
+connect at their defaults (it answers ApiVersions); 0.8/0.9-pinned clients are served too.
 
 The first line on standard output is "listening on HOST:PORT"; with --port 0 it names the port that was
 picked.  Topics named with --topic exist from the start; others are created when a client asks for
 them (unless --no-auto-create).  With --record FILE every byte exchanged is written to a pcap when the
-broker stops.
+broker stops.  With --sasl-plain-user every client must log in with SASL PLAIN first.
 
 Exit status: 0 after a clean stop, 2 for bad arguments."""
 
@@ -33,6 +34,13 @@ def _topic(value: str) -> str:
         parse_topic_spec(value)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+    return value
+
+
+def _user(value: str) -> str:
+    user, sep, password = value.partition(":")
+    if not sep or not user:
+        raise argparse.ArgumentTypeError(f"{value!r} is not USER:PASSWORD")
     return value
 
 
@@ -55,8 +63,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--idle-timeout-ms", type=int, default=None,
                         help="close connections idle this long (default 600000, Kafka's connections.max.idle.ms)")
     parser.add_argument("--min-session-timeout-ms", type=int, default=None,
-                        help="lowest session timeout the group coordinator accepts (0.9 default 6000)")
+                        help="lowest session timeout the group coordinator accepts (default 6000)")
     parser.add_argument("--advertised-host", default=None, help="host name given to clients in Metadata")
+    parser.add_argument("--sasl-plain-user", action="append", default=[], type=_user, metavar="USER:PASSWORD",
+                        help="require SASL PLAIN and accept this user (repeatable)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -71,12 +81,14 @@ def run(args: argparse.Namespace) -> int:
         if value < 1:
             print(f"kproto broker: --{name.replace('_', '-')} must be at least 1", file=sys.stderr)
             return 2
+    users = dict(spec.split(":", 1) for spec in args.sasl_plain_user) or None
     try:
         return run_broker(
             args.host, args.port, topics=list(args.topic), default_partitions=args.partitions,
             auto_create_topics=not args.no_auto_create, record_pcap=args.record,
             record_follow_symlinks=args.record_follow_symlinks,
-            min_session_timeout_ms=args.min_session_timeout_ms, advertised_host=args.advertised_host, **budgets,
+            min_session_timeout_ms=args.min_session_timeout_ms, advertised_host=args.advertised_host,
+            sasl_plain_users=users, **budgets,
         )
     except OSError as exc:
         print(f"kproto broker: {exc}", file=sys.stderr)

@@ -168,7 +168,7 @@ class ControlPlane:
     # ---------------------------------------------------------------- ApiVersions
 
     async def api_versions(self, request: RequestReceived, client_host: str) -> Optional[Message]:
-        req = request.message
+        req: Any = request.message
         if request.api_version >= 3 and not (_SOFTWARE.fullmatch(req.client_software_name or "")
                                              and _SOFTWARE.fullmatch(req.client_software_version or "")):
             return _api_versions({}, _C.INVALID_REQUEST)
@@ -177,7 +177,7 @@ class ControlPlane:
     # ---------------------------------------------------------------- Metadata
 
     async def metadata(self, request: RequestReceived, client_host: str) -> Optional[Message]:
-        req = request.message
+        req: Any = request.message
         version = request.api_version
         T = MetadataResponse.MetadataResponseTopic
         P = T.MetadataResponsePartition
@@ -218,7 +218,7 @@ class ControlPlane:
     # ---------------------------------------------------------------- FindCoordinator
 
     async def find_coordinator(self, request: RequestReceived, client_host: str) -> Optional[Message]:
-        req = request.message
+        req: Any = request.message
         version = request.api_version
         key_type = req.key_type if version >= 1 else 0
         if version < 4:
@@ -246,15 +246,17 @@ class ControlPlane:
     # ---------------------------------------------------------------- CreateTopics, DeleteTopics, CreatePartitions
 
     async def create_topics(self, request: RequestReceived, client_host: str) -> Optional[Message]:
-        req = request.message
+        req: Any = request.message
         version = request.api_version
         validate_only = version >= 1 and req.validate_only
-        counts = {}
+        counts: Dict[str, int] = {}
         for topic in req.topics:
             counts[topic.name] = counts.get(topic.name, 0) + 1
         R = CreateTopicsResponse.CreatableTopicResult
         results = []
         for topic in req.topics:
+            code: int
+            message: Optional[str]
             if counts[topic.name] > 1:
                 code, message, partitions = _C.INVALID_REQUEST, "topic named more than once in the request", 0
             else:
@@ -303,7 +305,7 @@ class ControlPlane:
         return _C.NONE, None, count
 
     async def delete_topics(self, request: RequestReceived, client_host: str) -> Optional[Message]:
-        req = request.message
+        req: Any = request.message
         version = request.api_version
         asked: Iterable[Tuple[Optional[str], Optional[uuid.UUID]]] = (
             [(t.name, t.topic_id) for t in req.topics] if version >= 6 else [(n, None) for n in req.topic_names])
@@ -326,7 +328,7 @@ class ControlPlane:
         return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
 
     async def create_partitions(self, request: RequestReceived, client_host: str) -> Optional[Message]:
-        req = request.message
+        req: Any = request.message
         R = CreatePartitionsResponse.CreatePartitionsTopicResult
         results = []
         for topic in req.topics:
@@ -390,13 +392,13 @@ class ControlPlane:
                          kind, False))
         return rows
 
-    def _created_configs(self, overrides: Mapping[str, Optional[str]]) -> list:
+    def _created_configs(self, overrides: Mapping[str, Optional[str]]) -> List[Any]:
         K = CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs
         return [K(name=n, value=v, read_only=ro, config_source=s, is_sensitive=False)
                 for n, v, s, _, ro in self._topic_rows(overrides)]
 
     async def describe_configs(self, request: RequestReceived, client_host: str) -> Optional[Message]:
-        req = request.message
+        req: Any = request.message
         version = request.api_version
         R = DescribeConfigsResponse.DescribeConfigsResult
         C = R.DescribeConfigsResourceResult
@@ -427,7 +429,7 @@ class ControlPlane:
         return DescribeConfigsResponse(throttle_time_ms=0, results=results)
 
     async def describe_cluster(self, request: RequestReceived, client_host: str) -> Optional[Message]:
-        req = request.message
+        req: Any = request.message
         B = DescribeClusterResponse.DescribeClusterBroker
         endpoint = req.endpoint_type if request.api_version >= 1 else 1
         if endpoint != 1:  # 1: brokers; 2: controllers, which a client reaches only through KRaft

@@ -1,22 +1,26 @@
 """What the mock broker answers: one handler per api, over the cluster, the group coordinator and a clock.
 
 :class:`BrokerCore` knows nothing of sockets.  ``await core.handle(request, client_host)`` returns the
-response message for a decoded request (None for an ``acks=0`` Produce); it waits only where a 0.9
-broker would park the request: a Fetch long poll (``max_wait_ms``/``min_bytes``) and JoinGroup/SyncGroup
-requests the group coordinator holds until the join or sync phase completes.  Requests a client never
-sends to a 0.9 broker (the inter-broker keys 4-7) raise :class:`~kproto.errors.ProtocolError`, and the
-connection is closed, as 0.8 brokers did with requests they could not read.
+response message for a decoded request (None for an ``acks=0`` Produce); it waits only where a broker
+parks a request: a Fetch long poll (``max_wait_ms``/``min_bytes``) and JoinGroup/SyncGroup requests the
+group coordinator holds until the join or sync phase completes.
+
+Dispatch is by api key over :data:`SERVED_VERSIONS`, the one table ApiVersions advertises: each part
+declares its own versions next to its handlers -- the control plane (:mod:`kproto.broker.control`),
+SASL (:mod:`kproto.broker.sasl`, answered per connection by the server), the data plane
+(:mod:`kproto.broker.data_plane`: Produce, Fetch, ListOffsets, InitProducerId, transactions) and the
+group coordinator (:data:`kproto.group.coordinator.SERVED_VERSIONS`) -- and they are merged once here.
+A readable version outside the table is answered UNSUPPORTED_VERSION; an api key outside it (the
+inter-broker and KRaft keys) raises :class:`~kproto.errors.ProtocolError`, and the connection is closed,
+as Kafka does with requests it cannot read.  Every answer is trimmed to the fields of its version
+(:func:`~kproto.broker.control.fit_to_version`).
 
 The group APIs go to the sans-I/O :class:`~kproto.group.coordinator.GroupCoordinator`; each parked call
 carries an :class:`asyncio.Future` as its reply token, resolved when the coordinator releases the
 reply.  :meth:`BrokerCore.run_timers` drives the coordinator's deadlines (session expiry, join
 timeouts).  OffsetCommit v0 / OffsetFetch v0 use a separate store, as 0.9 kept those in ZooKeeper apart
-from the group coordinator (no group checks; "no offset" is UNKNOWN_TOPIC_OR_PARTITION).
-
-Produce, Fetch, ListOffsets and InitProducerId are served by :class:`~kproto.broker.data_plane.DataPlane`
-(storage, format conversion, idempotent producers).  Simplifications, all documented in the handlers:
-topics are created on Metadata/Produce without the transient LEADER_NOT_AVAILABLE of a real broker;
-throttle times are 0.
+from the group coordinator (no group checks; "no offset" is UNKNOWN_TOPIC_OR_PARTITION).  Throttle
+times are 0.
 """
 
 from __future__ import annotations
