@@ -1,0 +1,176 @@
+"""What a client knows of the cluster: brokers, partition leaders, and one connection per broker and purpose.
+
+Why one place: the producer and the consumer both need the same three things -- bootstrap from a list of
+``host:port``, learn the leaders of some topics from Metadata, and reuse connections -- and both must
+forget a leader when a broker answers NOT_LEADER_FOR_PARTITION.  A connection is keyed by (node id,
+purpose): the consumer's Fetch long polls must not sit in front of its group requests (a broker handles
+one request of a connection at a time), so group traffic gets a connection of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
+
+from kproto import ErrorCode
+from kproto.client.connection import BrokerVersions, BrokerConnectionError, Connection
+from kproto.messages import MetadataRequest, MetadataResponse
+
+__all__ = ["BrokerNode", "ClusterView", "parse_bootstrap"]
+
+_METADATA = 3
+
+
+@dataclass(frozen=True)
+class BrokerNode:
+    """A broker as Metadata describes it."""
+
+    node_id: int
+    host: str
+    port: int
+
+
+def parse_bootstrap(servers: "str | Sequence[str]") -> List[Tuple[str, int]]:
+    """``"h1:9092,h2:9092"`` or a list of ``"host:port"`` as (host, port) pairs."""
+    items = servers.split(",") if isinstance(servers, str) else list(servers)
+    out = []
+    for item in items:
+        host, sep, port = item.strip().rpartition(":")
+        if not sep or not port.isdigit():
+            raise ValueError(f"bootstrap server {item!r} is not host:port")
+        out.append((host, int(port)))
+    if not out:
+        raise ValueError("no bootstrap servers")
+    return out
+
+
+class ClusterView:
+    """Brokers, leaders and connections shared by one producer or consumer."""
+
+    def __init__(self, bootstrap_servers: "str | Sequence[str]", *, client_id: str = "kproto",
+                 broker_release: Optional[BrokerVersions] = None, max_in_flight: int = 5,
+                 retry_backoff_ms: int = 100) -> None:
+        self.bootstrap = parse_bootstrap(bootstrap_servers)
+        self.client_id = client_id
+        self.broker_release = broker_release
+        self.max_in_flight = max_in_flight
+        self.retry_backoff_ms = retry_backoff_ms
+        self.brokers: Dict[int, BrokerNode] = {}
+        #: (topic, partition) → leader node id
+        self.leaders: Dict[Tuple[str, int], int] = {}
+        #: topic → partition count, for topics Metadata described without error
+        self.partitions: Dict[str, int] = {}
+        self._connections: Dict[Tuple[object, str], Connection] = {}
+        self._opening: Dict[Tuple[object, str], "asyncio.Future[Connection]"] = {}
+        self._metadata_lock = asyncio.Lock()
+
+    # ---------------------------------------------------------------- connections
+
+    async def connection(self, node_id: Optional[int], purpose: str = "data") -> Connection:
+        """The open connection to ``node_id`` for ``purpose`` (None: any broker), opened on first use."""
+        if node_id is None:
+            for (node, kind), conn in self._connections.items():
+                if kind == purpose and not conn.closed:
+                    return conn
+            if self.brokers:
+                node_id = next(iter(self.brokers))
+            else:
+                return await self._open(("bootstrap", purpose), None)
+        return await self._open((node_id, purpose), node_id)
+
+    async def _open(self, key: Tuple[object, str], node_id: Optional[int]) -> Connection:
+        conn = self._connections.get(key)
+        if conn is not None and not conn.closed:
+            return conn
+        opening = self._opening.get(key)
+        if opening is not None:
+            return await asyncio.shield(opening)
+        future: "asyncio.Future[Connection]" = asyncio.get_running_loop().create_future()
+        self._opening[key] = future
+        try:
+            conn = await self._dial(node_id, key[1])
+            self._connections[key] = conn
+            future.set_result(conn)
+            return conn
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved: no "never retrieved" warning when nobody else waits
+            raise
+        finally:
+            del self._opening[key]
+
+    async def _dial(self, node_id: Optional[int], purpose: str) -> Connection:
+        if node_id is not None and node_id in self.brokers:
+            addresses = [(self.brokers[node_id].host, self.brokers[node_id].port)]
+        else:
+            addresses = list(self.bootstrap)
+        last: Optional[BaseException] = None
+        for host, port in addresses:
+            try:
+                return await Connection.open(host, port, client_id=self.client_id,
+                                             broker_release=self.broker_release,
+                                             max_in_flight=self.max_in_flight if purpose == "data" else 5)
+            except BrokerConnectionError as exc:
+                last = exc
+        raise BrokerConnectionError(f"no broker reachable for node {node_id}: {last}")
+
+    def forget_connection(self, conn: Connection) -> None:
+        """Drop a failed connection so the next use opens a new one."""
+        for key, value in list(self._connections.items()):
+            if value is conn:
+                del self._connections[key]
+
+    def forget_closed(self) -> None:
+        """Drop every connection that has failed or closed."""
+        self._connections = {key: conn for key, conn in self._connections.items() if not conn.closed}
+
+    async def close(self) -> None:
+        conns, self._connections = list(self._connections.values()), {}
+        for conn in conns:
+            await conn.close()
+
+    # ---------------------------------------------------------------- metadata
+
+    async def refresh(self, topics: Iterable[str]) -> MetadataResponse:
+        """Ask any broker for ``topics`` and update brokers, leaders and partition counts."""
+        wanted = sorted(set(topics))
+        async with self._metadata_lock:
+            conn = await self.connection(None)
+            version = conn.version(_METADATA)
+            Topic = MetadataRequest.MetadataRequestTopic
+            request = MetadataRequest(topics=[Topic(name=t) for t in wanted])
+            if version >= 4:
+                request.allow_auto_topic_creation = True
+            try:
+                response = await conn.request(request, version)
+            except BrokerConnectionError:
+                self.forget_connection(conn)
+                raise
+            assert isinstance(response, MetadataResponse)
+            self._apply(response)
+            return response
+
+    def _apply(self, response: MetadataResponse) -> None:
+        self.brokers = {b.node_id: BrokerNode(b.node_id, b.host, b.port) for b in response.brokers}
+        for topic in response.topics:
+            if topic.error_code != ErrorCode.NONE or topic.name is None:
+                continue
+            self.partitions[topic.name] = len(topic.partitions)
+            for p in topic.partitions:
+                key = (topic.name, p.partition_index)
+                if p.error_code == ErrorCode.NONE and p.leader_id >= 0:
+                    self.leaders[key] = p.leader_id
+                else:
+                    self.leaders.pop(key, None)
+
+    def leader(self, topic: str, partition: int) -> Optional[int]:
+        return self.leaders.get((topic, partition))
+
+    def forget_leader(self, topic: str, partition: int) -> None:
+        """A broker said it does not lead this partition: the next send waits for fresh metadata."""
+        self.leaders.pop((topic, partition), None)
+
+    def unknown(self, topics: Iterable[str]) -> Set[str]:
+        """Topics among ``topics`` without known partition counts."""
+        return {t for t in topics if t not in self.partitions}

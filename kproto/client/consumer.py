@@ -1,0 +1,606 @@
+"""The asyncio group consumer: :class:`~kproto.group.member.GroupMember` on a socket, plus fetching.
+
+Theory of operation
+===================
+
+Membership is the sans-I/O :class:`~kproto.group.member.GroupMember`; this module only carries its
+requests (group traffic on a connection of its own, so a Fetch long poll never sits in front of a
+heartbeat), feeds it the answers and the clock, and acts on its events.  Its timers run on a task of
+their own, the *group task*, so heartbeats go on while the application is busy between polls.
+
+Rebalances happen **inside poll**, as in the Java consumer.  When a heartbeat answer says the group is
+rebalancing (REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID), the group task *parks* it and
+the member keeps its partitions; the next :meth:`Consumer.poll` hands it to the member, which then
+commits the positions (auto-commit), revokes, rejoins and syncs, while that poll waits.  So a member
+that is slow between polls delays the new generation -- the coordinator holds the others' JoinGroup
+until it rejoins or its session expires -- and with auto-commit a rebalance processes nothing twice:
+records are returned only while the member is STABLE, and the positions committed before the rejoin are
+those just past the last record returned.
+
+Fetching: once partitions are assigned, their committed offsets are fetched (OffsetFetch); a partition
+without one starts at ``auto_offset_reset`` (ListOffsets).  A *fetch task* keeps one Fetch in flight
+per leader for the assigned, unpaused partitions that have nothing buffered; :meth:`Consumer.poll`
+returns buffered records from the position on.  A compressed batch or message set can start below the
+position (the broker sends whole batches), so records below it are skipped, and so are control records.
+
+Versions are negotiated per broker (:class:`~kproto.client.connection.Connection`); the group requests
+go in the versions the member names.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from collections import deque
+from typing import (
+    Any,
+    AsyncIterator,
+    Awaitable,
+    Deque,
+    Dict,
+    Iterable,
+    List,
+    Mapping,
+    Optional,
+    Protocol,
+    Sequence,
+    Set,
+    Tuple,
+    Union,
+)
+
+from kproto import ErrorCode
+from kproto._generated.error_codes import error_class
+from kproto.client.cluster import BrokerNode, ClusterView
+from kproto.client.connection import BrokerVersions, BrokerConnectionError
+from kproto.errors import DecodeError, KprotoError
+from kproto.group.member import (
+    GroupFailed,
+    GroupMember,
+    MemberConfig,
+    MemberState,
+    MetadataNeeded,
+    OffsetsCommitted,
+    PartitionsAssigned,
+    PartitionsRevoked,
+    SendRequest,
+)
+from kproto.message_base import Message
+from kproto.messages import (
+    FetchRequest,
+    FetchResponse,
+    HeartbeatResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    OffsetCommitResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+)
+from kproto.records import decode_message_set, decode_records
+
+__all__ = ["Consumer", "ConsumerRecord", "RebalanceListener", "TopicPartition"]
+
+TopicPartition = Tuple[str, int]
+_C = ErrorCode
+_FETCH, _LIST_OFFSETS, _OFFSET_FETCH = 1, 2, 9
+_PARKED_CODES = {_C.REBALANCE_IN_PROGRESS, _C.ILLEGAL_GENERATION, _C.UNKNOWN_MEMBER_ID}
+_RESETS = {"earliest": -2, "latest": -1}
+#: a partition is fetched again while fewer records than this are buffered (fetching overlaps polling)
+_PREFETCH_BELOW = 10000
+
+
+class ConsumerRecord:
+    """One record as :meth:`Consumer.poll` returns it."""
+
+    __slots__ = ("topic", "partition", "offset", "timestamp", "key", "value", "headers")
+
+    def __init__(self, topic: str, partition: int, offset: int, timestamp: int, key: Optional[bytes],
+                 value: Optional[bytes], headers: Sequence[Tuple[str, Optional[bytes]]]) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.timestamp = timestamp
+        self.key = key
+        self.value = value
+        self.headers = headers
+
+    def __repr__(self) -> str:
+        return f"ConsumerRecord({self.topic!r}, {self.partition}, offset={self.offset}, key={self.key!r})"
+
+
+class RebalanceListener(Protocol):
+    """Told about revoked partitions (after the pre-rejoin commit, before JoinGroup) and assigned ones
+    (after their positions are known).  Either method may be a coroutine function."""
+
+    def on_partitions_revoked(self, partitions: List[TopicPartition]) -> Union[None, Awaitable[None]]: ...
+
+    def on_partitions_assigned(self, partitions: List[TopicPartition]) -> Union[None, Awaitable[None]]: ...
+
+
+def _decode(raw: bytes) -> Any:
+    """The records of a fetched partition: message sets (magic 0/1, what 0.8-0.10 brokers hold) through the
+    message set decoder, which builds no per-entry batch header, anything else through decode_records."""
+    if len(raw) > 16 and raw[16] < 2:
+        try:
+            return decode_message_set(raw)
+        except DecodeError:
+            pass  # a magic 2 batch after the message set: the general decoder reads the mix
+    return decode_records(raw)
+
+
+def _now_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+class Consumer:
+    """An asyncio Kafka consumer; see the module docstring.  Use ``async with Consumer(...) as c:``.
+
+    With ``group_id`` and ``topics`` it joins the group (``assignors``: names from
+    :data:`kproto.group.ASSIGNORS`, most preferred first); without ``group_id`` call :meth:`assign`.
+    ``broker_release`` names a broker without ApiVersions (``"0.9.0"``).
+    """
+
+    def __init__(
+        self,
+        bootstrap_servers: Union[str, Sequence[str]],
+        *,
+        topics: Iterable[str] = (),
+        group_id: Optional[str] = None,
+        client_id: str = "kproto-consumer",
+        broker_release: Optional[BrokerVersions] = None,
+        assignors: Sequence[str] = ("range",),
+        session_timeout_ms: int = 10000,
+        heartbeat_interval_ms: int = 3000,
+        auto_commit: bool = True,
+        auto_commit_interval_ms: int = 5000,
+        auto_offset_reset: str = "latest",
+        fetch_max_wait_ms: int = 500,
+        fetch_min_bytes: int = 1,
+        max_partition_fetch_bytes: int = 1 << 20,
+        retry_backoff_ms: int = 100,
+        listener: Optional[RebalanceListener] = None,
+    ) -> None:
+        if auto_offset_reset not in _RESETS:
+            raise ValueError("auto_offset_reset must be 'earliest' or 'latest'")
+        self.cluster = ClusterView(bootstrap_servers, client_id=client_id, broker_release=broker_release,
+                                   max_in_flight=5, retry_backoff_ms=retry_backoff_ms)
+        self.group_id = group_id
+        self.topics = tuple(topics)
+        self.listener = listener
+        self.auto_offset_reset = auto_offset_reset
+        self.fetch_max_wait_ms = fetch_max_wait_ms
+        self.fetch_min_bytes = fetch_min_bytes
+        self.max_partition_fetch_bytes = max_partition_fetch_bytes
+        self.retry_backoff = retry_backoff_ms / 1000.0
+        self.member: Optional[GroupMember] = None
+        if group_id is not None:
+            self.member = GroupMember(MemberConfig(
+                group_id=group_id, client_id=client_id, topics=self.topics, assignors=tuple(assignors),
+                session_timeout_ms=session_timeout_ms, heartbeat_interval_ms=heartbeat_interval_ms,
+                retry_backoff_ms=retry_backoff_ms, auto_commit=auto_commit,
+                auto_commit_interval_ms=auto_commit_interval_ms))
+        self._assigned: List[TopicPartition] = []
+        self._positions: Dict[TopicPartition, int] = {}
+        self._paused: Set[TopicPartition] = set()
+        self._buffers: Dict[TopicPartition, Deque[Any]] = {}
+        self._fetching: Set[int] = set()
+        self._parked: Optional[Tuple[int, Message]] = None
+        self._commit_waiters: Dict[int, "asyncio.Future[OffsetCommitResponse]"] = {}
+        self._group_wake = asyncio.Event()
+        self._data = asyncio.Event()
+        self._fetch_wake = asyncio.Event()
+        self._ready = asyncio.Event()   # assignment settled and positions known
+        self._failure: Optional[BaseException] = None
+        self._tasks: List["asyncio.Task[None]"] = []
+        self._closed = False
+
+    # ---------------------------------------------------------------- life cycle
+
+    async def start(self) -> None:
+        """Connect, join the group (if any) and start fetching."""
+        await self.cluster.refresh(self.topics)
+        if self.member is not None:
+            self._tasks.append(asyncio.ensure_future(self._group_loop()))
+        self._tasks.append(asyncio.ensure_future(self._fetch_loop()))
+
+    async def __aenter__(self) -> "Consumer":
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Commit (auto-commit), leave the group and close the connections."""
+        if self._closed:
+            return
+        self._closed = True
+        if self.member is not None and self.member.state not in (MemberState.CLOSED, MemberState.FAILED):
+            actions = self.member.close(_now_ms())
+            sends = [a for a in actions if isinstance(a, SendRequest)]
+            if sends:
+                await asyncio.gather(*(self._carry(a, wait=True) for a in sends), return_exceptions=True)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.cluster.close()
+
+    # ---------------------------------------------------------------- the application's side
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Consume ``partitions`` without a group (positions from ``auto_offset_reset`` unless sought)."""
+        if self.member is not None:
+            raise KprotoError("assign() is for consumers without group_id")
+        self._assigned = list(partitions)
+        self._ready.clear()
+        asyncio.ensure_future(self._settle_positions(self._assigned, committed=False))
+
+    def assignment(self) -> List[TopicPartition]:
+        return list(self._assigned)
+
+    def position(self, tp: TopicPartition) -> Optional[int]:
+        """The offset of the next record :meth:`poll` returns for ``tp``."""
+        return self._positions.get(tp)
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        """Continue ``tp`` from ``offset``; buffered records of it are dropped."""
+        self._positions[tp] = offset
+        self._buffers.pop(tp, None)
+        if self.member is not None:
+            self.member.set_position(tp[0], tp[1], offset)
+        self._fetch_wake.set()
+
+    def pause(self, *tps: TopicPartition) -> None:
+        """Stop returning and fetching records of ``tps`` until :meth:`resume`."""
+        self._paused.update(tps)
+
+    def resume(self, *tps: TopicPartition) -> None:
+        self._paused.difference_update(tps)
+        self._fetch_wake.set()
+
+    def paused(self) -> Set[TopicPartition]:
+        return set(self._paused)
+
+    async def poll(self, timeout_ms: int = 1000, max_records: int = 500) -> List[ConsumerRecord]:
+        """Records from the positions on (at most ``max_records``), waiting up to ``timeout_ms`` for some.
+
+        A pending rebalance runs first, inside this call (see the module docstring)."""
+        deadline = time.monotonic() + timeout_ms / 1000.0
+        while True:
+            self._raise_failure()
+            if self._parked is not None and self.member is not None:
+                rid, response = self._parked
+                self._parked = None
+                self._ready.clear()
+                await self._handle(self.member.receive(rid, response, _now_ms()))
+            if self._ready.is_set() and self._stable():
+                records = self._take(max_records)
+                if records:
+                    return records
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return []
+            self._data.clear()
+            waiter = self._data if self._ready.is_set() else self._ready
+            try:
+                await asyncio.wait_for(waiter.wait(), remaining)
+            except asyncio.TimeoutError:
+                return []
+
+    def __aiter__(self) -> AsyncIterator[ConsumerRecord]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[ConsumerRecord]:
+        while not self._closed:
+            for record in await self.poll():
+                yield record
+
+    async def commit(self, offsets: Optional[Mapping[TopicPartition, int]] = None) -> None:
+        """Commit ``offsets`` (default: the current positions) and wait for the coordinator's answer."""
+        if self.member is None:
+            raise KprotoError("commit() needs a group_id")
+        actions = self.member.commit(_now_ms(), offsets)
+        send = next(a for a in actions if isinstance(a, SendRequest))
+        future: "asyncio.Future[Any]" = asyncio.get_running_loop().create_future()
+        self._commit_waiters[send.request_id] = future
+        await self._handle(actions)
+        response = await future
+        for topic in response.topics:
+            for p in topic.partitions:
+                if p.error_code:
+                    raise error_class(p.error_code)(f"commit of {topic.name}[{p.partition_index}]")
+
+    async def committed(self, partitions: Iterable[TopicPartition]) -> Dict[TopicPartition, int]:
+        """The group's committed offsets of ``partitions`` (-1: none)."""
+        if self.member is None or self.member.coordinator is None:
+            raise KprotoError("committed() needs a group_id and a known coordinator")
+        by_topic: Dict[str, List[int]] = {}
+        for topic, partition in partitions:
+            by_topic.setdefault(topic, []).append(partition)
+        coordinator = self.member.coordinator
+        self.cluster.brokers.setdefault(coordinator.node_id, BrokerNode(coordinator.node_id, coordinator.host,
+                                                                         coordinator.port))
+        conn = await self.cluster.connection(coordinator.node_id, "group")
+        Topic = OffsetFetchRequest.OffsetFetchRequestTopic
+        request = OffsetFetchRequest(group_id=self.group_id or "",
+                                     topics=[Topic(name=t, partition_indexes=ps) for t, ps in by_topic.items()])
+        response = await conn.request(request, conn.version(_OFFSET_FETCH))
+        assert isinstance(response, OffsetFetchResponse)
+        out: Dict[TopicPartition, int] = {}
+        for answer in response.topics:
+            for p in answer.partitions:
+                if p.error_code and p.error_code != _C.UNKNOWN_TOPIC_OR_PARTITION:
+                    raise error_class(p.error_code)(f"OffsetFetch of {answer.name}[{p.partition_index}]")
+                out[(answer.name, p.partition_index)] = p.committed_offset if not p.error_code else -1
+        return out
+
+    # ---------------------------------------------------------------- returning records
+
+    def _stable(self) -> bool:
+        return self.member is None or self.member.state is MemberState.STABLE
+
+    def _take(self, max_records: int) -> List[ConsumerRecord]:
+        out: List[ConsumerRecord] = []
+        for tp in self._assigned:
+            if tp in self._paused:
+                continue
+            buffer = self._buffers.get(tp)
+            if not buffer:
+                continue
+            position = self._positions.get(tp)
+            if position is None:
+                continue
+            topic, partition = tp
+            while buffer and len(out) < max_records:
+                r = buffer.popleft()
+                offset = r.offset
+                if offset < position:
+                    continue  # inside a batch that starts below the position
+                out.append(ConsumerRecord(topic, partition, offset, r.timestamp, r.key, r.value,
+                                          r.headers if r.magic == 2 else ()))
+                position = offset + 1
+            self._positions[tp] = position
+            if self.member is not None:
+                self.member.set_position(topic, partition, position)
+            if len(buffer) < _PREFETCH_BELOW:
+                self._fetch_wake.set()
+            if len(out) >= max_records:
+                break
+        return out
+
+    # ---------------------------------------------------------------- the group task
+
+    async def _group_loop(self) -> None:
+        assert self.member is not None
+        try:
+            await self._handle(self.member.start(_now_ms()))
+            while True:
+                self._group_wake.clear()
+                deadline = self.member.next_deadline_ms()
+                timeout = None if deadline is None else max(deadline - _now_ms(), 0) / 1000.0
+                try:
+                    await asyncio.wait_for(self._group_wake.wait(), timeout)
+                except asyncio.TimeoutError:
+                    pass
+                await self._handle(self.member.tick(_now_ms()))
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - surfaced by the next poll
+            self._failure = exc
+            self._ready.set()
+
+    async def _handle(self, actions: List[Any]) -> None:
+        """Act on the member's actions in order (a revoke listener runs before the JoinGroup is sent)."""
+        assert self.member is not None
+        for action in actions:
+            if isinstance(action, SendRequest):
+                asyncio.ensure_future(self._carry(action))
+            elif isinstance(action, PartitionsRevoked):
+                self._ready.clear()
+                await self._call_listener("on_partitions_revoked", list(action.partitions))
+                for tp in action.partitions:
+                    self._buffers.pop(tp, None)
+                    self._positions.pop(tp, None)
+                self._assigned = []
+            elif isinstance(action, PartitionsAssigned):
+                self._assigned = list(action.partitions)
+                asyncio.ensure_future(self._settle_positions(self._assigned, committed=True))
+            elif isinstance(action, MetadataNeeded):
+                asyncio.ensure_future(self._metadata_for_member(action.topics))
+            elif isinstance(action, OffsetsCommitted):
+                waiter = self._commit_waiters.pop(action.request_id, None)
+                if waiter is not None and not waiter.done():
+                    waiter.set_result(action.response)
+            elif isinstance(action, GroupFailed):
+                self._failure = error_class(action.error_code)(f"group {self.group_id}: {action.api} failed")
+                self._ready.set()
+        self._group_wake.set()
+
+    async def _carry(self, action: SendRequest, wait: bool = False) -> None:
+        """Send one member request and hand the answer (or the failure) back to the member."""
+        assert self.member is not None
+        destination = action.destination
+        try:
+            if destination is None:
+                conn = await self.cluster.connection(None, "group")
+            else:
+                self.cluster.brokers.setdefault(destination.node_id, BrokerNode(destination.node_id, destination.host,
+                                                                                 destination.port))
+                conn = await self.cluster.connection(destination.node_id, "group")
+            response = await conn.request(action.request, action.api_version)
+        except (BrokerConnectionError, OSError):
+            if wait or self._closed:
+                return
+            self.cluster.forget_closed()
+            await self._handle(self.member.request_failed(action.request_id, _now_ms()))
+            return
+        if wait or self._closed:
+            return
+        if isinstance(response, HeartbeatResponse) and response.error_code in _PARKED_CODES:
+            self._parked = (action.request_id, response)  # the next poll() rejoins
+            self._data.set()
+            return
+        await self._handle(self.member.receive(action.request_id, response, _now_ms()))
+
+    async def _metadata_for_member(self, topics: Sequence[str]) -> None:
+        assert self.member is not None
+        try:
+            await self.cluster.refresh(topics)
+        except (KprotoError, OSError):
+            await asyncio.sleep(self.retry_backoff)
+        counts = {t: self.cluster.partitions[t] for t in topics if t in self.cluster.partitions}
+        await self._handle(self.member.update_metadata(counts, _now_ms()))
+
+    async def _call_listener(self, method: str, partitions: List[TopicPartition]) -> None:
+        if self.listener is None:
+            return
+        result = getattr(self.listener, method)(partitions)
+        if inspect.isawaitable(result):
+            await result
+
+    # ---------------------------------------------------------------- positions
+
+    async def _settle_positions(self, partitions: List[TopicPartition], committed: bool) -> None:
+        """Positions of newly assigned partitions: committed offsets, else ``auto_offset_reset``."""
+        generation = self.member.generation_id if self.member is not None else None
+        try:
+            found = await self.committed(partitions) if committed else {}
+            missing = [tp for tp in partitions if found.get(tp, -1) < 0 and tp not in self._positions]
+            for tp, offset in found.items():
+                if offset >= 0:
+                    self._positions[tp] = offset
+            if missing:
+                self._positions.update(await self._reset_offsets(missing))
+        except (KprotoError, OSError) as exc:
+            self._failure = exc  # surfaced by the next poll()
+            self._ready.set()
+            return
+        if self.member is not None and (self.member.generation_id != generation or self._assigned != partitions):
+            return  # a newer assignment overtook this one
+        for tp in partitions:
+            if self.member is not None and tp in self._positions:
+                self.member.set_position(tp[0], tp[1], self._positions[tp])
+        await self._call_listener("on_partitions_assigned", list(partitions))
+        self._ready.set()
+        self._fetch_wake.set()
+
+    async def _reset_offsets(self, partitions: List[TopicPartition]) -> Dict[TopicPartition, int]:
+        timestamp = _RESETS[self.auto_offset_reset]
+        out: Dict[TopicPartition, int] = {}
+        for node, tps in (await self._by_leader(partitions)).items():
+            conn = await self.cluster.connection(node)
+            version = conn.version(_LIST_OFFSETS)
+            Topic = ListOffsetsRequest.ListOffsetsTopic
+            Partition = Topic.ListOffsetsPartition
+            by_topic: Dict[str, List[Any]] = {}
+            for topic, partition in tps:
+                by_topic.setdefault(topic, []).append(Partition(partition_index=partition, timestamp=timestamp))
+            response = await conn.request(ListOffsetsRequest(
+                replica_id=-1, topics=[Topic(name=t, partitions=ps) for t, ps in by_topic.items()]), version)
+            assert isinstance(response, ListOffsetsResponse)
+            for answer in response.topics:
+                for p in answer.partitions:
+                    if p.error_code:
+                        raise error_class(p.error_code)(f"ListOffsets of {answer.name}[{p.partition_index}]")
+                    offset = p.old_style_offsets[0] if version == 0 else p.offset
+                    out[(answer.name, p.partition_index)] = offset
+        return out
+
+    async def _by_leader(self, partitions: Iterable[TopicPartition]) -> Dict[int, List[TopicPartition]]:
+        partitions = list(partitions)
+        if any(self.cluster.leader(*tp) is None for tp in partitions):
+            await self.cluster.refresh({t for t, _ in partitions})
+        out: Dict[int, List[TopicPartition]] = {}
+        for tp in partitions:
+            leader = self.cluster.leader(*tp)
+            if leader is not None:
+                out.setdefault(leader, []).append(tp)
+        return out
+
+    # ---------------------------------------------------------------- the fetch task
+
+    async def _fetch_loop(self) -> None:
+        while True:
+            self._fetch_wake.clear()
+            wanted = [tp for tp in self._assigned
+                      if tp not in self._paused and tp in self._positions
+                      and len(self._buffers.get(tp) or ()) < _PREFETCH_BELOW]
+            if wanted and self._ready.is_set():
+                try:
+                    groups = await self._by_leader(wanted)
+                except (KprotoError, OSError):
+                    await asyncio.sleep(self.retry_backoff)
+                    continue
+                for node, tps in groups.items():
+                    if node not in self._fetching:
+                        self._fetching.add(node)
+                        asyncio.ensure_future(self._fetch(node, tps))
+            await self._fetch_wake.wait()
+
+    async def _fetch(self, node: int, partitions: List[TopicPartition]) -> None:
+        try:
+            conn = await self.cluster.connection(node)
+            version = conn.version(_FETCH)
+            asked = {tp: self._next_fetch_offset(tp) for tp in partitions if tp in self._positions}
+            Topic = FetchRequest.FetchTopic
+            Partition = Topic.FetchPartition
+            by_topic: Dict[str, List[Any]] = {}
+            for (topic, partition), offset in asked.items():
+                by_topic.setdefault(topic, []).append(Partition(
+                    partition=partition, fetch_offset=offset, partition_max_bytes=self.max_partition_fetch_bytes))
+            request = FetchRequest(replica_id=-1, max_wait_ms=self.fetch_max_wait_ms, min_bytes=self.fetch_min_bytes,
+                                   topics=[Topic(topic=t, partitions=ps) for t, ps in by_topic.items()])
+            if version >= 3:
+                request.max_bytes = 50 << 20
+            response = await conn.request(request, version)
+            assert isinstance(response, FetchResponse)
+            self._store(response, asked)
+        except (BrokerConnectionError, OSError):
+            self.cluster.forget_closed()
+            await asyncio.sleep(self.retry_backoff)
+        except KprotoError as exc:
+            self._failure = exc
+            self._data.set()
+        finally:
+            self._fetching.discard(node)
+            self._fetch_wake.set()
+
+    def _next_fetch_offset(self, tp: TopicPartition) -> int:
+        """Just past the last buffered record, or the position when nothing is buffered."""
+        buffer = self._buffers.get(tp)
+        return buffer[-1].offset + 1 if buffer else self._positions[tp]
+
+    def _store(self, response: FetchResponse, asked: Dict[TopicPartition, int]) -> None:
+        got = False
+        for topic in response.responses:
+            for p in topic.partitions:
+                tp = (topic.topic, p.partition_index)
+                if tp not in self._assigned or tp not in self._positions or self._next_fetch_offset(tp) != asked.get(tp):
+                    continue  # sought, revoked or reassigned while the fetch was out
+                if p.error_code == _C.OFFSET_OUT_OF_RANGE:
+                    self._positions.pop(tp, None)
+                    asyncio.ensure_future(self._settle_positions([tp], committed=False))
+                    continue
+                if p.error_code:
+                    self.cluster.forget_leader(*tp)
+                    continue
+                raw = bytes(p.records) if p.records is not None else b""
+                if not raw:
+                    continue
+                start = asked[tp]  # a compressed batch may begin below what was asked for
+                records = [r for r in _decode(raw) if r.offset >= start and (r.magic < 2 or not r.is_control)]
+                if records:
+                    buffer = self._buffers.get(tp)
+                    if buffer is None:
+                        self._buffers[tp] = deque(records)
+                    else:
+                        buffer.extend(records)
+                    got = True
+        if got:
+            self._data.set()
+
+    def _raise_failure(self) -> None:
+        if self._failure is not None:
+            failure, self._failure = self._failure, None
+            raise failure
