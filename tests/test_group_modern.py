@@ -520,3 +520,13 @@ def test_recorded_client_conversation_is_answered_and_kafka_python_reads_the_ans
     assert answers["OffsetFetch"] and any(c.committed(g) for g in c.group_ids())
     leave = answers["LeaveGroup"][0]
     assert leave.error_code == E.NONE and all(m.error_code == E.NONE for m in getattr(leave, "members", []) or [])
+
+
+def test_a_pending_id_sent_with_an_instance_id_never_doubles_the_instance():
+    """Found by the stateful test: the instance's member is not duplicated through a pending id."""
+    c = new_coordinator()
+    static_id = join(c, "s", 0, instance="i2")["s"].member_id
+    pending = join(c, "p", 1, version=4)["p"].member_id
+    assert join(c, "x", 2, member_id=pending, instance="i2")["x"].error_code == E.FENCED_INSTANCE_ID
+    assert join(c, "y", 2, member_id=pending, instance="other")["y"].error_code == E.UNKNOWN_MEMBER_ID
+    assert [m.group_instance_id for m in c.snapshot("g").members] == ["i2"] and static_id

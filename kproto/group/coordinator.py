@@ -798,8 +798,10 @@ class GroupCoordinator:
     def _check(self, call: _Call) -> _Verdict:
         """Run the API's checks; an ErrorCode answers the call, a Handling (or None) proceeds."""
         group = self._groups.get(call.group_id)
-        new_member = call.api == "join_group" and (
-            call.member_id == "" or (group is not None and call.member_id in group.pending))
+        # A pending id is a new member only without an instance id (Kafka fails internally on one with it;
+        # here the member checks judge it, so an instance never gets a second member).
+        new_member = call.api == "join_group" and (call.member_id == "" or (
+            group is not None and call.member_id in group.pending and call.group_instance_id is None))
         for check in CHECKS[call.api]:
             if new_member and check in _MEMBER:
                 continue
@@ -1005,7 +1007,10 @@ class GroupCoordinator:
         group.join_deadline_ms = self._now() + timeout
 
     def _try_complete_join(self, group: _Group) -> None:
-        if group.state is GroupState.PREPARING_REBALANCE and group.all_rejoined():
+        # A deadline already reached (a rebalance timeout of 0, e.g. when only a pending member is left)
+        # completes the phase now rather than at the next call.
+        overdue = group.join_deadline_ms is not None and group.join_deadline_ms <= self._now()
+        if group.state is GroupState.PREPARING_REBALANCE and (group.all_rejoined() or overdue):
             self._complete_join(group)
 
     def _complete_join(self, group: _Group) -> None:
