@@ -201,6 +201,9 @@ class Consumer:
         """Connect, join the group (if any) and start fetching."""
         await self.cluster.refresh(self.topics)
         if self.member is not None:
+            # The member picks each group request's version from what the client negotiated (ApiVersions,
+            # or the configured broker release).
+            self.member.set_api_versions((await self.cluster.connection(None, "group")).versions)
             self._tasks.append(asyncio.ensure_future(self._group_loop()))
         self._tasks.append(asyncio.ensure_future(self._fetch_loop()))
 
