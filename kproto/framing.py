@@ -382,24 +382,30 @@ class ResyncingSplitter:
         if not self.synced:
             return frames
         buf = self.buf
+        size_of = I32.unpack_from
+        held = len(buf)
         start = 0
         need = self.need
         while True:
-            if need is None:
-                need = self._frame_length(start, min_size, max_size)
-                if need is None:
+            if need is None:  # _frame_length's rule, inline: this loop is a live connection's per-frame cost
+                if held - start < 4:
                     break
+                size = size_of(buf, start)[0]
+                if size < min_size or size > max_size:
+                    self.bad_size = size
+                    break
+                need = size + 4
             end = start + need
-            if end > len(buf):
+            if end > held:
                 break
             frames.append(bytes(buf[start:end]))
             start = end
             need = None
-            self.damaged_at = None
         self.need = need
         if start:
             del buf[:start]
             self.base += start
+            self.damaged_at = None
         return frames
 
     def drop(self, n: int, counted: bool = True) -> None:
