@@ -219,65 +219,55 @@ def plausible_request_header(buf: Bytes, pos: int, max_frame_size: int = DEFAULT
 
 
 class FrameReader:
-    """Split a byte stream into frames, whatever the chunking.
+    """Split a byte stream into frames, whatever the chunking: the strict policy over
+    :class:`ResyncingSplitter`.
 
     ``feed(data)`` returns the frames completed by ``data`` (each including its size prefix).  A length
     prefix that is negative or larger than ``max_frame_size`` raises :class:`LimitExceededError` at once,
     before anything is buffered for it, and the reader stays failed: a stream that lost its framing cannot
-    be trusted again.  Memory held is at most one frame plus one ``feed``.
+    be trusted again (a live socket has no garbage to skip, so this reader never resyncs).  Memory held is
+    at most one frame plus one ``feed``.
     """
 
     def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
         if max_frame_size < 0:
             raise ValueError("max_frame_size must be >= 0")
         self.max_frame_size = max_frame_size
-        self._buf = bytearray()
-        self._start = 0
-        self._consumed = 0  # stream offset of self._buf[0], for error offsets
+        self._splitter = ResyncingSplitter()
         self._error: Optional[DecodeError] = None
 
     @property
     def buffered(self) -> int:
         """Bytes received but not yet returned as part of a frame."""
-        return len(self._buf) - self._start
+        return len(self._splitter.buf)
 
     @property
     def stream_offset(self) -> int:
         """Stream offset of the first byte not yet returned."""
-        return self._consumed + self._start
+        return self._splitter.base
 
     @property
     def pending_frame_size(self) -> Optional[int]:
         """Total size (prefix included) of the incomplete frame being received, once its size prefix
         has arrived; None while fewer than four bytes of it are held.  Lets a server reserve memory for
         the whole frame before it arrives, as Kafka's request memory pool does."""
-        if len(self._buf) - self._start < 4:
+        splitter = self._splitter
+        if splitter.need is not None:
+            return splitter.need
+        if len(splitter.buf) < 4:
             return None
-        return 4 + I32.unpack_from(self._buf, self._start)[0]
+        return 4 + I32.unpack_from(splitter.buf, 0)[0]
 
     def feed(self, data: Bytes) -> List[bytes]:
         if self._error is not None:
             raise self._error
-        self._buf += data
-        frames: List[bytes] = []
-        buf = self._buf
-        start = self._start
-        while len(buf) - start >= 4:
-            size = I32.unpack_from(buf, start)[0]
-            if size < 0 or size > self.max_frame_size:
-                self._error = LimitExceededError(
-                    f"frame size {size} outside 0..{self.max_frame_size}", self._consumed + start, "size")
-                raise self._error
-            end = start + 4 + size
-            if end > len(buf):
-                break
-            frames.append(bytes(buf[start:end]))
-            start = end
-        if start:
-            del buf[:start]
-            self._consumed += start
-            start = 0
-        self._start = start
+        splitter = self._splitter
+        splitter.buf += data
+        frames = splitter.frames(0, self.max_frame_size)
+        if splitter.bad_size is not None:
+            self._error = LimitExceededError(
+                f"frame size {splitter.bad_size} outside 0..{self.max_frame_size}", splitter.base, "size")
+            raise self._error
         return frames
 
     def close(self) -> None:
@@ -285,7 +275,6 @@ class FrameReader:
         if self._error is None and self.buffered:
             raise DecodeError(f"stream ended inside a frame ({self.buffered} bytes of it received)",
                               self.stream_offset, "size")
-
 
 
 #: Smallest response frame body: the correlation id (response header v0); every response body follows it.
@@ -359,13 +348,9 @@ class ResyncingSplitter:
         buf = self.buf
         need = self.need
         if need is None:
-            if len(buf) < 4:
+            need = self.need = self._frame_length(0, min_size, max_size)
+            if need is None:
                 return None
-            size = I32.unpack_from(buf, 0)[0]
-            if size < min_size or size > max_size:
-                self.bad_size = size
-                return None
-            need = self.need = size + 4
         if len(buf) < need:
             return None
         frame = bytes(buf[:need])
@@ -376,6 +361,52 @@ class ResyncingSplitter:
         self.need = None
         self.damaged_at = None
         return frame, offset, damaged_at
+
+    def _frame_length(self, at: int, min_size: int, max_size: int) -> Optional[int]:
+        """Total length of the frame whose size prefix starts at ``buf[at]``; None while the prefix is
+        incomplete, or when it is outside ``min_size..max_size`` (then :attr:`bad_size` holds it)."""
+        if len(self.buf) - at < 4:
+            return None
+        size: int = I32.unpack_from(self.buf, at)[0]
+        if size < min_size or size > max_size:
+            self.bad_size = size
+            return None
+        return size + 4
+
+    def frames(self, min_size: int, max_size: int) -> List[bytes]:
+        """Every complete frame buffered, in order, as :meth:`next_frame` would return them one by one
+        (stopping likewise at a refused size prefix), but cut out of the buffer in one go: the batch form
+        for a reader with no use for offsets or damage marks, such as a live connection's."""
+        self.bad_size = None
+        frames: List[bytes] = []
+        if not self.synced:
+            return frames
+        buf = self.buf
+        size_of = I32.unpack_from
+        held = len(buf)
+        start = 0
+        need = self.need
+        while True:
+            if need is None:  # _frame_length's rule, inline: this loop is a live connection's per-frame cost
+                if held - start < 4:
+                    break
+                size = size_of(buf, start)[0]
+                if size < min_size or size > max_size:
+                    self.bad_size = size
+                    break
+                need = size + 4
+            end = start + need
+            if end > held:
+                break
+            frames.append(bytes(buf[start:end]))
+            start = end
+            need = None
+        self.need = need
+        if start:
+            del buf[:start]
+            self.base += start
+            self.damaged_at = None
+        return frames
 
     def drop(self, n: int, counted: bool = True) -> None:
         """Forget the first ``n`` buffered bytes; ``counted``: they are skipped bytes to report."""

@@ -209,9 +209,15 @@ class Message(Struct):
     def decode(cls: Type[M], data: Union[bytes, bytearray, memoryview], version: int) -> M:
         """Decode a body of exactly ``len(data)`` bytes; raises :class:`~kproto.errors.DecodeError`."""
         buf = data if type(data) is bytes else bytes(data)
-        obj, pos = cls.decode_from(buf, 0, len(buf), version)
-        if pos != len(buf):
-            raise trailing_bytes(f"{cls._NAME} v{version}", pos, len(buf))
+        # decode_from's steps without its (object, position) pair and bounds check: the whole buffer is
+        # the body, and a small message's decode is only a few times the cost of those.
+        decoder = cls._DECODERS.get(version)
+        if decoder is None:
+            raise cls._unknown(version, 0)
+        cursor = Cursor(0)
+        obj: M = decoder(buf, cursor, len(buf))
+        if cursor.pos != len(buf):
+            raise trailing_bytes(f"{cls._NAME} v{version}", cursor.pos, len(buf))
         return obj
 
     @classmethod
@@ -278,11 +284,21 @@ class Message(Struct):
         except (struct.error, TypeError, ValueError, AttributeError, OverflowError) as exc:
             # A value of the wrong type or out of range for its wire type: find which (the encoders do
             # not track paths, so that good input pays nothing for it).
-            raise encode_failure(f"{self._NAME} v{version}", exc, _bad_field(self, version, self._NAME)) from exc
+            what = f"{self._NAME} v{version}"
+            bad = _bad_field(self, version, self._NAME)
+            if bad is None:
+                raise encode_failure(what, exc, self._NAME) from exc
+            path, expected, got = bad
+            raise EncodeError(f"expected {expected}, got {got} (encoding {what})", path) from exc
 
 
 _INT_RANGES = {"int8": (-(1 << 7), 1 << 7), "int16": (-(1 << 15), 1 << 15), "uint16": (0, 1 << 16),
                "int32": (-(1 << 31), 1 << 31), "int64": (-(1 << 63), 1 << 63)}
+#: What a field of each wire type takes, as an error message says it.
+_EXPECTED = {"float64": "a float", "string": "a string", "bytes": "bytes", "records": "a RecordSet or bytes",
+             "uuid": "a UUID", **{kind: f"an {kind} ({lo}..{hi - 1})" if kind[0] in "iu" else kind
+                                  for kind, (lo, hi) in _INT_RANGES.items()}}
+_EXPECTED["uint16"] = f"a uint16 (0..{(1 << 16) - 1})"
 
 
 def _fits(kind: str, value: Any) -> bool:
@@ -301,8 +317,9 @@ def _fits(kind: str, value: Any) -> bool:
     return True  # bool: any value has a truth value
 
 
-def _bad_field(obj: Any, version: int, path: str) -> str:
-    """The path of the first field of ``obj`` (in ``version``) whose value cannot be written, or ``path``."""
+def _bad_field(obj: Any, version: int, path: str) -> Optional[Tuple[str, str, str]]:
+    """``(path, what the field takes, what it holds)`` of the first field of ``obj`` (in ``version``) whose
+    value cannot be written, or None when every field looks writable."""
     for info in type(obj).FIELDS:
         lo, hi = info.versions
         if not lo <= version <= hi:
@@ -311,17 +328,21 @@ def _bad_field(obj: Any, version: int, path: str) -> str:
         here = f"{path}.{info.name}"
         if value is None:
             continue
-        items = value if info.is_array else [value]
         if info.is_array and not isinstance(value, list):
-            return here
+            return here, "a list", type(value).__name__
+        items = value if info.is_array else [value]
         for i, item in enumerate(items):
             where = f"{here}[{i}]" if info.is_array else here
             if info.struct is not None:
                 if not isinstance(item, info.struct):
-                    return where
+                    return where, f"a {info.struct._NAME}", type(item).__name__
                 inner = _bad_field(item, version, where)
-                if inner != where:
+                if inner is not None:
                     return inner
-            elif not _fits(info.type.lstrip("[]"), item):
-                return where
-    return path
+            else:
+                kind = info.type.lstrip("[]")
+                if not _fits(kind, item):
+                    # An int of the wrong size is shown by value, anything else by type.
+                    out_of_range = kind in _INT_RANGES and isinstance(item, int)
+                    return where, _EXPECTED.get(kind, kind), repr(item) if out_of_range else type(item).__name__
+    return None

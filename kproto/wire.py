@@ -26,7 +26,7 @@ from kproto.errors import DecodeError, EncodeError, LengthMismatchError, Unsuppo
 
 __all__ = [
     "I8", "I16", "I32", "I64", "MAX_STRING_BYTES", "MAX_UVARINT_BYTES", "short_read", "short_run", "bad_length",
-    "bad_count", "bad_utf8", "bad_sized", "utf8", "bad_bool", "bad_marker", "bools", "string_too_long", "not_nullable", "not_in_version",
+    "bad_count", "bad_utf8", "bad_utf8_at", "bad_sized", "utf8", "bad_bool", "bad_marker", "bools", "string_too_long", "not_nullable", "not_in_version",
     "trailing_bytes", "encode_failure", "read_uvarint", "bad_uvarint", "put_uvarint", "read_tag_section",
     "tag_size_mismatch", "put_tag_section", "ZERO_UUID", "uuid_at",
 ]
@@ -92,6 +92,15 @@ def utf8(buf: bytes, pos: int, size: int, field: str) -> str:
         return buf[pos:pos + size].decode("utf-8")
     except UnicodeDecodeError as exc:
         raise bad_utf8(field, pos, exc) from None
+
+
+def bad_utf8_at(buf: bytes, pos: int, size: int, field: str) -> DecodeError:
+    """The error for text the compiled reader found not to be UTF-8 (re-read here to say where)."""
+    try:
+        buf[pos:pos + size].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return bad_utf8(field, pos, exc)
+    return DecodeError(f"invalid UTF-8 at offset {pos}", pos, field)  # not reached
 
 
 def bad_sized(field: str, pos: int, size: int, end: int, width: int, nullable: bool) -> DecodeError:

@@ -122,6 +122,15 @@ def test_response_record_needs_its_api(tmp_path: Path) -> None:
         b"0000000600000001" + b"0000"
 
 
+def test_field_errors_name_the_field_and_the_type_it_takes() -> None:
+    record = {"kind": "request", "header": {"api_key": 3, "api_version": 1, "correlation_id": 1, "client_id": "c"},
+              "body": {"topics": [{"name": "ok"}, {"name": 5}]}}
+    proc = run_kproto("encode", "-", stdin=json.dumps(record).encode())
+    assert proc.returncode == 1
+    assert b"MetadataRequest.topics[1].name: expected a string, got int" in proc.stderr
+    assert b"has no attribute" not in proc.stderr
+
+
 @pytest.mark.parametrize("text, code", [(b"{not json", 2), (b"[1, 2]", 2), (b'{"kind": "sideways"}', 1),
                                          (b'{"kind": "request", "header": {"api_key": 3, "api_version": 0, '
                                           b'"correlation_id": 1, "client_id": "c"}, "body": {"topics": "x"}}', 1),

@@ -110,7 +110,15 @@ def test_encode_errors_name_the_field_path():
     with pytest.raises(EncodeError) as info:
         msg.encode(12)
     assert info.value.path == "MetadataRequest.topics[1].name"
-    assert str(info.value).startswith("MetadataRequest.topics[1].name: ")
+    assert str(info.value).startswith("MetadataRequest.topics[1].name: expected a string, got int")
+    assert "has no attribute" not in str(info.value)
+    with pytest.raises(EncodeError) as info:
+        ApiVersionsResponse(error_code=1 << 15).encode(0)
+    assert str(info.value).startswith("ApiVersionsResponse.error_code: expected an int16 (-32768..32767), got 32768")
+    with pytest.raises(EncodeError) as info:
+        MetadataRequest(topics=["a"]).encode(1)  # type: ignore[list-item]
+    assert info.value.path == "MetadataRequest.topics[0]"
+    assert "expected a MetadataRequest.MetadataRequestTopic, got str" in str(info.value)
     bad_tags = ApiVersionsResponse(unknown_tagged_fields=[(1, b"x")])  # tag 1 is a known field's
     bad_tags.finalized_features_epoch = 3
     with pytest.raises(EncodeError, match="tag 1 given twice"):

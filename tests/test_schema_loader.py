@@ -21,7 +21,7 @@ def test_generated_modules_are_fresh():
         with open(os.path.join(out, name), encoding="utf-8") as handle:
             assert handle.read() == text, f"kproto/_generated/{name} is stale: run python -m kproto.codegen"
     on_disk = {n for n in os.listdir(out) if n.endswith((".py", ".pxd", ".pyi"))}
-    assert on_disk == set(files)
+    assert on_disk == {name for name in files if not os.path.dirname(name)}  # the rest sit in other packages
 
 
 def test_every_api_of_the_09_era_keeps_its_versions():

@@ -7,6 +7,11 @@ loaded byte by byte, no unaligned casts, CRC32 on the pointer) and returns a laz
 :class:`Message` when iteration reaches it, so a consumer's loop reuses the memory of the previous message.
 ``decode_columns`` writes C column buffers with no per-message objects.  Per-wrapper work (decompression)
 goes through the shared Python codecs in :mod:`kproto.records.compression`.
+
+This module imports nothing from :mod:`kproto.records`, which sits above it (``kproto.records`` ->
+``kproto._backend`` -> here).  The pure-Python pieces it calls -- the codecs of
+:mod:`kproto.records.compression` and the result classes of :mod:`kproto.records.decoded` -- are handed to
+it by the records layer when that loads (:func:`_bind`, called by :mod:`kproto.records.message_set`).
 """
 
 cimport cython
@@ -28,8 +33,34 @@ from libc.string cimport memcpy
 from array import array
 
 from kproto.errors import DecodeError, EncodeError, LimitExceededError
-from kproto.records.compression import compress_buffer, decompress_buffer
-from kproto.records.decoded import Batch, DecodedRecords, MessageColumns, MessageSet, RecordColumns
+
+
+class _Unbound:
+    """What a helper of the records layer is until :func:`_bind` runs: calling it says so."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __call__(self, *args, **kwargs):
+        raise ImportError(f"kproto._fast._records.{self.name} is not bound: use this module through "
+                          "kproto.records (importing kproto.records.message_set binds it)")
+
+
+compress_buffer = _Unbound("compress_buffer")
+decompress_buffer = _Unbound("decompress_buffer")
+Batch = _Unbound("Batch")
+DecodedRecords = _Unbound("DecodedRecords")
+MessageColumns = _Unbound("MessageColumns")
+MessageSet = _Unbound("MessageSet")
+RecordColumns = _Unbound("RecordColumns")
+
+
+def _bind(compress, decompress, batch, decoded_records, message_columns, message_set, record_columns):
+    """Take the records layer's codecs and result classes (see the module docstring)."""
+    global compress_buffer, decompress_buffer, Batch, DecodedRecords, MessageColumns, MessageSet, RecordColumns
+    compress_buffer, decompress_buffer = compress, decompress
+    Batch, DecodedRecords, MessageColumns, MessageSet, RecordColumns = (
+        batch, decoded_records, message_columns, message_set, record_columns)
 
 cdef extern from "zlib.h":
     unsigned long zlib_crc32 "crc32"(unsigned long crc, const unsigned char* buf, unsigned int len) nogil

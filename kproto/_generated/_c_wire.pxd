@@ -3,7 +3,18 @@
 # The pure-Python build never uses these names: its branches use struct and kproto.wire.
 
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_Resize
+from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.string cimport memcpy
+
+
+cdef inline object _read_str(bytes buf, Py_ssize_t pos, Py_ssize_t size):
+    # The text of buf[pos:pos + size] (bounds checked by the caller), or None when it is not valid UTF-8
+    # (kproto.wire.bad_utf8_at then re-reads it to say where).  One C call: no slice, no method lookup.
+    cdef const char* p = buf
+    try:
+        return PyUnicode_DecodeUTF8(p + pos, size, NULL)
+    except UnicodeDecodeError:
+        return None
 
 
 cdef inline signed char _read_b(bytes buf, Py_ssize_t pos) noexcept:

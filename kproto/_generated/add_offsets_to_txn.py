@@ -67,7 +67,12 @@ def _dec_AddOffsetsToTxnRequest_v0(buf, cur, end):
         n_transactional_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_transactional_id <= end - pos:
-        f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
+        if cython.compiled:
+            f_transactional_id = _read_str(buf, pos, n_transactional_id)
+            if f_transactional_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
+        else:
+            f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
         pos += n_transactional_id
     else:
         raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 2, False)
@@ -81,7 +86,12 @@ def _dec_AddOffsetsToTxnRequest_v0(buf, cur, end):
         f_producer_id, f_producer_epoch, n_group_id = _S_qhh.unpack_from(buf, pos)
     pos += 12
     if 0 <= n_group_id <= end - pos:
-        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -149,7 +159,12 @@ def _dec_AddOffsetsToTxnRequest_v3(buf, cur, end):
         n_transactional_id, pos = _w.read_uvarint(buf, pos, end, 'transactional_id')
         n_transactional_id -= 1
     if 0 <= n_transactional_id <= end - pos:
-        f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
+        if cython.compiled:
+            f_transactional_id = _read_str(buf, pos, n_transactional_id)
+            if f_transactional_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
+        else:
+            f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
         pos += n_transactional_id
     else:
         raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 1, False)
@@ -174,7 +189,12 @@ def _dec_AddOffsetsToTxnRequest_v3(buf, cur, end):
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
     if 0 <= n_group_id <= end - pos:
-        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)

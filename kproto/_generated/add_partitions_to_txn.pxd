@@ -3,41 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_AddPartitionsToTxnRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_AddPartitionsToTxnRequest_v0(AddPartitionsToTxnRequest obj, bytearray out)
-cpdef _dec_AddPartitionsToTxnRequest_v3(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_AddPartitionsToTxnRequest_v3(AddPartitionsToTxnRequest obj, bytearray out)
-cpdef _dec_AddPartitionsToTxnRequest_v4(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_AddPartitionsToTxnRequest_v4(AddPartitionsToTxnRequest obj, bytearray out)
-cdef _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction obj, bytearray out)
-cdef _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v0(AddPartitionsToTxnRequest_AddPartitionsToTxnTopic obj, bytearray out)
-cdef _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(AddPartitionsToTxnRequest_AddPartitionsToTxnTopic obj, bytearray out)
-cpdef _dec_AddPartitionsToTxnResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_AddPartitionsToTxnResponse_v0(AddPartitionsToTxnResponse obj, bytearray out)
-cpdef _dec_AddPartitionsToTxnResponse_v3(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_AddPartitionsToTxnResponse_v3(AddPartitionsToTxnResponse obj, bytearray out)
-cpdef _dec_AddPartitionsToTxnResponse_v4(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_AddPartitionsToTxnResponse_v4(AddPartitionsToTxnResponse obj, bytearray out)
-cdef _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4(AddPartitionsToTxnResponse_AddPartitionsToTxnResult obj, bytearray out)
-cdef _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v0(AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult obj, bytearray out)
-cdef _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult obj, bytearray out)
-cdef _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v0(AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult obj, bytearray out)
-cdef _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v3(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v3(AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult obj, bytearray out)
 cdef class AddPartitionsToTxnRequest_AddPartitionsToTxnTopic(Struct):
     cdef public object name, partitions, unknown_tagged_fields
 
@@ -59,3 +35,45 @@ cdef class AddPartitionsToTxnResponse_AddPartitionsToTxnResult(Struct):
 cdef class AddPartitionsToTxnResponse(Message):
     cdef public object throttle_time_ms, error_code, results_by_transaction, results_by_topic_v3_and_below, unknown_tagged_fields
 
+@_cy.locals(obj=AddPartitionsToTxnRequest)
+cpdef _dec_AddPartitionsToTxnRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_AddPartitionsToTxnRequest_v0(AddPartitionsToTxnRequest obj, bytearray out)
+@_cy.locals(obj=AddPartitionsToTxnRequest)
+cpdef _dec_AddPartitionsToTxnRequest_v3(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_AddPartitionsToTxnRequest_v3(AddPartitionsToTxnRequest obj, bytearray out)
+@_cy.locals(obj=AddPartitionsToTxnRequest)
+cpdef _dec_AddPartitionsToTxnRequest_v4(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_AddPartitionsToTxnRequest_v4(AddPartitionsToTxnRequest obj, bytearray out)
+@_cy.locals(obj=AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction)
+cdef _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction obj, bytearray out)
+@_cy.locals(obj=AddPartitionsToTxnRequest_AddPartitionsToTxnTopic)
+cdef _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v0(AddPartitionsToTxnRequest_AddPartitionsToTxnTopic obj, bytearray out)
+@_cy.locals(obj=AddPartitionsToTxnRequest_AddPartitionsToTxnTopic)
+cdef _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(AddPartitionsToTxnRequest_AddPartitionsToTxnTopic obj, bytearray out)
+@_cy.locals(obj=AddPartitionsToTxnResponse)
+cpdef _dec_AddPartitionsToTxnResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_AddPartitionsToTxnResponse_v0(AddPartitionsToTxnResponse obj, bytearray out)
+@_cy.locals(obj=AddPartitionsToTxnResponse)
+cpdef _dec_AddPartitionsToTxnResponse_v3(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_AddPartitionsToTxnResponse_v3(AddPartitionsToTxnResponse obj, bytearray out)
+@_cy.locals(obj=AddPartitionsToTxnResponse)
+cpdef _dec_AddPartitionsToTxnResponse_v4(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_AddPartitionsToTxnResponse_v4(AddPartitionsToTxnResponse obj, bytearray out)
+@_cy.locals(obj=AddPartitionsToTxnResponse_AddPartitionsToTxnResult)
+cdef _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4(AddPartitionsToTxnResponse_AddPartitionsToTxnResult obj, bytearray out)
+@_cy.locals(obj=AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult)
+cdef _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v0(AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult obj, bytearray out)
+@_cy.locals(obj=AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult)
+cdef _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult obj, bytearray out)
+@_cy.locals(obj=AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult)
+cdef _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v0(AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult obj, bytearray out)
+@_cy.locals(obj=AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult)
+cdef _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v3(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v3(AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult obj, bytearray out)

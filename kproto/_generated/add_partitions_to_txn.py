@@ -78,7 +78,12 @@ def _dec_AddPartitionsToTxnRequest_v0(buf, cur, end):
         n_v3_and_below_transactional_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_v3_and_below_transactional_id <= end - pos:
-        f_v3_and_below_transactional_id = _w.utf8(buf, pos, n_v3_and_below_transactional_id, 'v3_and_below_transactional_id')
+        if cython.compiled:
+            f_v3_and_below_transactional_id = _read_str(buf, pos, n_v3_and_below_transactional_id)
+            if f_v3_and_below_transactional_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_v3_and_below_transactional_id, 'v3_and_below_transactional_id')
+        else:
+            f_v3_and_below_transactional_id = _w.utf8(buf, pos, n_v3_and_below_transactional_id, 'v3_and_below_transactional_id')
         pos += n_v3_and_below_transactional_id
     else:
         raise _w.bad_sized('v3_and_below_transactional_id', pos, n_v3_and_below_transactional_id, end, 2, False)
@@ -166,7 +171,12 @@ def _dec_AddPartitionsToTxnRequest_v3(buf, cur, end):
         n_v3_and_below_transactional_id, pos = _w.read_uvarint(buf, pos, end, 'v3_and_below_transactional_id')
         n_v3_and_below_transactional_id -= 1
     if 0 <= n_v3_and_below_transactional_id <= end - pos:
-        f_v3_and_below_transactional_id = _w.utf8(buf, pos, n_v3_and_below_transactional_id, 'v3_and_below_transactional_id')
+        if cython.compiled:
+            f_v3_and_below_transactional_id = _read_str(buf, pos, n_v3_and_below_transactional_id)
+            if f_v3_and_below_transactional_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_v3_and_below_transactional_id, 'v3_and_below_transactional_id')
+        else:
+            f_v3_and_below_transactional_id = _w.utf8(buf, pos, n_v3_and_below_transactional_id, 'v3_and_below_transactional_id')
         pos += n_v3_and_below_transactional_id
     else:
         raise _w.bad_sized('v3_and_below_transactional_id', pos, n_v3_and_below_transactional_id, end, 1, False)
@@ -353,7 +363,12 @@ def _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(buf, cur, en
         n_transactional_id, pos = _w.read_uvarint(buf, pos, end, 'transactional_id')
         n_transactional_id -= 1
     if 0 <= n_transactional_id <= end - pos:
-        f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
+        if cython.compiled:
+            f_transactional_id = _read_str(buf, pos, n_transactional_id)
+            if f_transactional_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
+        else:
+            f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
         pos += n_transactional_id
     else:
         raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 1, False)
@@ -465,7 +480,12 @@ def _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v0(buf, cur, end):
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -544,7 +564,12 @@ def _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(buf, cur, end):
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -850,7 +875,12 @@ def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4(buf, cur, end):
         n_transactional_id, pos = _w.read_uvarint(buf, pos, end, 'transactional_id')
         n_transactional_id -= 1
     if 0 <= n_transactional_id <= end - pos:
-        f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
+        if cython.compiled:
+            f_transactional_id = _read_str(buf, pos, n_transactional_id)
+            if f_transactional_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
+        else:
+            f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
         pos += n_transactional_id
     else:
         raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 1, False)
@@ -940,7 +970,12 @@ def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v0(buf, cur, e
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -1019,7 +1054,12 @@ def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(buf, cur, e
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)

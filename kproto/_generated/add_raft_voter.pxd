@@ -3,21 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_AddRaftVoterRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_AddRaftVoterRequest_v0(AddRaftVoterRequest obj, bytearray out)
-cpdef _dec_AddRaftVoterRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_AddRaftVoterRequest_v1(AddRaftVoterRequest obj, bytearray out)
-cdef _dec_AddRaftVoterRequest_Listener_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_AddRaftVoterRequest_Listener_v0(AddRaftVoterRequest_Listener obj, bytearray out)
-cpdef _dec_AddRaftVoterResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_AddRaftVoterResponse_v0(AddRaftVoterResponse obj, bytearray out)
 cdef class AddRaftVoterRequest_Listener(Struct):
     cdef public object name, host, port, unknown_tagged_fields
 
@@ -27,3 +23,15 @@ cdef class AddRaftVoterRequest(Message):
 cdef class AddRaftVoterResponse(Message):
     cdef public object throttle_time_ms, error_code, error_message, unknown_tagged_fields
 
+@_cy.locals(obj=AddRaftVoterRequest)
+cpdef _dec_AddRaftVoterRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_AddRaftVoterRequest_v0(AddRaftVoterRequest obj, bytearray out)
+@_cy.locals(obj=AddRaftVoterRequest)
+cpdef _dec_AddRaftVoterRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_AddRaftVoterRequest_v1(AddRaftVoterRequest obj, bytearray out)
+@_cy.locals(obj=AddRaftVoterRequest_Listener)
+cdef _dec_AddRaftVoterRequest_Listener_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_AddRaftVoterRequest_Listener_v0(AddRaftVoterRequest_Listener obj, bytearray out)
+@_cy.locals(obj=AddRaftVoterResponse)
+cpdef _dec_AddRaftVoterResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_AddRaftVoterResponse_v0(AddRaftVoterResponse obj, bytearray out)

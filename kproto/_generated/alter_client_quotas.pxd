@@ -3,41 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_AlterClientQuotasRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_AlterClientQuotasRequest_v0(AlterClientQuotasRequest obj, bytearray out)
-cpdef _dec_AlterClientQuotasRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_AlterClientQuotasRequest_v1(AlterClientQuotasRequest obj, bytearray out)
-cdef _dec_AlterClientQuotasRequest_EntryData_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_AlterClientQuotasRequest_EntryData_v0(AlterClientQuotasRequest_EntryData obj, bytearray out)
-cdef _dec_AlterClientQuotasRequest_EntryData_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_AlterClientQuotasRequest_EntryData_v1(AlterClientQuotasRequest_EntryData obj, bytearray out)
-cdef _dec_AlterClientQuotasRequest_EntityData_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_AlterClientQuotasRequest_EntityData_v0(AlterClientQuotasRequest_EntityData obj, bytearray out)
-cdef _dec_AlterClientQuotasRequest_EntityData_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_AlterClientQuotasRequest_EntityData_v1(AlterClientQuotasRequest_EntityData obj, bytearray out)
-cdef _dec_AlterClientQuotasRequest_OpData_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_AlterClientQuotasRequest_OpData_v0(AlterClientQuotasRequest_OpData obj, bytearray out)
-cdef _dec_AlterClientQuotasRequest_OpData_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_AlterClientQuotasRequest_OpData_v1(AlterClientQuotasRequest_OpData obj, bytearray out)
-cpdef _dec_AlterClientQuotasResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_AlterClientQuotasResponse_v0(AlterClientQuotasResponse obj, bytearray out)
-cpdef _dec_AlterClientQuotasResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_AlterClientQuotasResponse_v1(AlterClientQuotasResponse obj, bytearray out)
-cdef _dec_AlterClientQuotasResponse_EntryData_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_AlterClientQuotasResponse_EntryData_v0(AlterClientQuotasResponse_EntryData obj, bytearray out)
-cdef _dec_AlterClientQuotasResponse_EntryData_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_AlterClientQuotasResponse_EntryData_v1(AlterClientQuotasResponse_EntryData obj, bytearray out)
-cdef _dec_AlterClientQuotasResponse_EntityData_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_AlterClientQuotasResponse_EntityData_v0(AlterClientQuotasResponse_EntityData obj, bytearray out)
-cdef _dec_AlterClientQuotasResponse_EntityData_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_AlterClientQuotasResponse_EntityData_v1(AlterClientQuotasResponse_EntityData obj, bytearray out)
 cdef class AlterClientQuotasRequest_EntityData(Struct):
     cdef public object entity_type, entity_name, unknown_tagged_fields
 
@@ -59,3 +35,45 @@ cdef class AlterClientQuotasResponse_EntryData(Struct):
 cdef class AlterClientQuotasResponse(Message):
     cdef public object throttle_time_ms, entries, unknown_tagged_fields
 
+@_cy.locals(obj=AlterClientQuotasRequest)
+cpdef _dec_AlterClientQuotasRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_AlterClientQuotasRequest_v0(AlterClientQuotasRequest obj, bytearray out)
+@_cy.locals(obj=AlterClientQuotasRequest)
+cpdef _dec_AlterClientQuotasRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_AlterClientQuotasRequest_v1(AlterClientQuotasRequest obj, bytearray out)
+@_cy.locals(obj=AlterClientQuotasRequest_EntryData)
+cdef _dec_AlterClientQuotasRequest_EntryData_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_AlterClientQuotasRequest_EntryData_v0(AlterClientQuotasRequest_EntryData obj, bytearray out)
+@_cy.locals(obj=AlterClientQuotasRequest_EntryData)
+cdef _dec_AlterClientQuotasRequest_EntryData_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_AlterClientQuotasRequest_EntryData_v1(AlterClientQuotasRequest_EntryData obj, bytearray out)
+@_cy.locals(obj=AlterClientQuotasRequest_EntityData)
+cdef _dec_AlterClientQuotasRequest_EntityData_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_AlterClientQuotasRequest_EntityData_v0(AlterClientQuotasRequest_EntityData obj, bytearray out)
+@_cy.locals(obj=AlterClientQuotasRequest_EntityData)
+cdef _dec_AlterClientQuotasRequest_EntityData_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_AlterClientQuotasRequest_EntityData_v1(AlterClientQuotasRequest_EntityData obj, bytearray out)
+@_cy.locals(obj=AlterClientQuotasRequest_OpData)
+cdef _dec_AlterClientQuotasRequest_OpData_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_AlterClientQuotasRequest_OpData_v0(AlterClientQuotasRequest_OpData obj, bytearray out)
+@_cy.locals(obj=AlterClientQuotasRequest_OpData)
+cdef _dec_AlterClientQuotasRequest_OpData_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_AlterClientQuotasRequest_OpData_v1(AlterClientQuotasRequest_OpData obj, bytearray out)
+@_cy.locals(obj=AlterClientQuotasResponse)
+cpdef _dec_AlterClientQuotasResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_AlterClientQuotasResponse_v0(AlterClientQuotasResponse obj, bytearray out)
+@_cy.locals(obj=AlterClientQuotasResponse)
+cpdef _dec_AlterClientQuotasResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_AlterClientQuotasResponse_v1(AlterClientQuotasResponse obj, bytearray out)
+@_cy.locals(obj=AlterClientQuotasResponse_EntryData)
+cdef _dec_AlterClientQuotasResponse_EntryData_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_AlterClientQuotasResponse_EntryData_v0(AlterClientQuotasResponse_EntryData obj, bytearray out)
+@_cy.locals(obj=AlterClientQuotasResponse_EntryData)
+cdef _dec_AlterClientQuotasResponse_EntryData_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_AlterClientQuotasResponse_EntryData_v1(AlterClientQuotasResponse_EntryData obj, bytearray out)
+@_cy.locals(obj=AlterClientQuotasResponse_EntityData)
+cdef _dec_AlterClientQuotasResponse_EntityData_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_AlterClientQuotasResponse_EntityData_v0(AlterClientQuotasResponse_EntityData obj, bytearray out)
+@_cy.locals(obj=AlterClientQuotasResponse_EntityData)
+cdef _dec_AlterClientQuotasResponse_EntityData_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_AlterClientQuotasResponse_EntityData_v1(AlterClientQuotasResponse_EntityData obj, bytearray out)

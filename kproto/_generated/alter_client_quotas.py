@@ -393,7 +393,12 @@ def _dec_AlterClientQuotasRequest_EntityData_v0(buf, cur, end):
         n_entity_type = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_entity_type <= end - pos:
-        f_entity_type = _w.utf8(buf, pos, n_entity_type, 'entity_type')
+        if cython.compiled:
+            f_entity_type = _read_str(buf, pos, n_entity_type)
+            if f_entity_type is None:
+                raise _w.bad_utf8_at(buf, pos, n_entity_type, 'entity_type')
+        else:
+            f_entity_type = _w.utf8(buf, pos, n_entity_type, 'entity_type')
         pos += n_entity_type
     else:
         raise _w.bad_sized('entity_type', pos, n_entity_type, end, 2, False)
@@ -405,7 +410,12 @@ def _dec_AlterClientQuotasRequest_EntityData_v0(buf, cur, end):
         n_entity_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_entity_name <= end - pos:
-        f_entity_name = _w.utf8(buf, pos, n_entity_name, 'entity_name')
+        if cython.compiled:
+            f_entity_name = _read_str(buf, pos, n_entity_name)
+            if f_entity_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_entity_name, 'entity_name')
+        else:
+            f_entity_name = _w.utf8(buf, pos, n_entity_name, 'entity_name')
         pos += n_entity_name
     elif n_entity_name == -1:
         f_entity_name = None
@@ -471,7 +481,12 @@ def _dec_AlterClientQuotasRequest_EntityData_v1(buf, cur, end):
         n_entity_type, pos = _w.read_uvarint(buf, pos, end, 'entity_type')
         n_entity_type -= 1
     if 0 <= n_entity_type <= end - pos:
-        f_entity_type = _w.utf8(buf, pos, n_entity_type, 'entity_type')
+        if cython.compiled:
+            f_entity_type = _read_str(buf, pos, n_entity_type)
+            if f_entity_type is None:
+                raise _w.bad_utf8_at(buf, pos, n_entity_type, 'entity_type')
+        else:
+            f_entity_type = _w.utf8(buf, pos, n_entity_type, 'entity_type')
         pos += n_entity_type
     else:
         raise _w.bad_sized('entity_type', pos, n_entity_type, end, 1, False)
@@ -488,7 +503,12 @@ def _dec_AlterClientQuotasRequest_EntityData_v1(buf, cur, end):
         n_entity_name, pos = _w.read_uvarint(buf, pos, end, 'entity_name')
         n_entity_name -= 1
     if 0 <= n_entity_name <= end - pos:
-        f_entity_name = _w.utf8(buf, pos, n_entity_name, 'entity_name')
+        if cython.compiled:
+            f_entity_name = _read_str(buf, pos, n_entity_name)
+            if f_entity_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_entity_name, 'entity_name')
+        else:
+            f_entity_name = _w.utf8(buf, pos, n_entity_name, 'entity_name')
         pos += n_entity_name
     elif n_entity_name == -1:
         f_entity_name = None
@@ -560,7 +580,12 @@ def _dec_AlterClientQuotasRequest_OpData_v0(buf, cur, end):
         n_key = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_key <= end - pos:
-        f_key = _w.utf8(buf, pos, n_key, 'key')
+        if cython.compiled:
+            f_key = _read_str(buf, pos, n_key)
+            if f_key is None:
+                raise _w.bad_utf8_at(buf, pos, n_key, 'key')
+        else:
+            f_key = _w.utf8(buf, pos, n_key, 'key')
         pos += n_key
     else:
         raise _w.bad_sized('key', pos, n_key, end, 2, False)
@@ -627,7 +652,12 @@ def _dec_AlterClientQuotasRequest_OpData_v1(buf, cur, end):
         n_key, pos = _w.read_uvarint(buf, pos, end, 'key')
         n_key -= 1
     if 0 <= n_key <= end - pos:
-        f_key = _w.utf8(buf, pos, n_key, 'key')
+        if cython.compiled:
+            f_key = _read_str(buf, pos, n_key)
+            if f_key is None:
+                raise _w.bad_utf8_at(buf, pos, n_key, 'key')
+        else:
+            f_key = _w.utf8(buf, pos, n_key, 'key')
         pos += n_key
     else:
         raise _w.bad_sized('key', pos, n_key, end, 1, False)
@@ -823,7 +853,12 @@ def _dec_AlterClientQuotasResponse_EntryData_v0(buf, cur, end):
         f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
     pos += 4
     if 0 <= n_error_message <= end - pos:
-        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -913,7 +948,12 @@ def _dec_AlterClientQuotasResponse_EntryData_v1(buf, cur, end):
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
     if 0 <= n_error_message <= end - pos:
-        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -1011,7 +1051,12 @@ def _dec_AlterClientQuotasResponse_EntityData_v0(buf, cur, end):
         n_entity_type = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_entity_type <= end - pos:
-        f_entity_type = _w.utf8(buf, pos, n_entity_type, 'entity_type')
+        if cython.compiled:
+            f_entity_type = _read_str(buf, pos, n_entity_type)
+            if f_entity_type is None:
+                raise _w.bad_utf8_at(buf, pos, n_entity_type, 'entity_type')
+        else:
+            f_entity_type = _w.utf8(buf, pos, n_entity_type, 'entity_type')
         pos += n_entity_type
     else:
         raise _w.bad_sized('entity_type', pos, n_entity_type, end, 2, False)
@@ -1023,7 +1068,12 @@ def _dec_AlterClientQuotasResponse_EntityData_v0(buf, cur, end):
         n_entity_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_entity_name <= end - pos:
-        f_entity_name = _w.utf8(buf, pos, n_entity_name, 'entity_name')
+        if cython.compiled:
+            f_entity_name = _read_str(buf, pos, n_entity_name)
+            if f_entity_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_entity_name, 'entity_name')
+        else:
+            f_entity_name = _w.utf8(buf, pos, n_entity_name, 'entity_name')
         pos += n_entity_name
     elif n_entity_name == -1:
         f_entity_name = None
@@ -1089,7 +1139,12 @@ def _dec_AlterClientQuotasResponse_EntityData_v1(buf, cur, end):
         n_entity_type, pos = _w.read_uvarint(buf, pos, end, 'entity_type')
         n_entity_type -= 1
     if 0 <= n_entity_type <= end - pos:
-        f_entity_type = _w.utf8(buf, pos, n_entity_type, 'entity_type')
+        if cython.compiled:
+            f_entity_type = _read_str(buf, pos, n_entity_type)
+            if f_entity_type is None:
+                raise _w.bad_utf8_at(buf, pos, n_entity_type, 'entity_type')
+        else:
+            f_entity_type = _w.utf8(buf, pos, n_entity_type, 'entity_type')
         pos += n_entity_type
     else:
         raise _w.bad_sized('entity_type', pos, n_entity_type, end, 1, False)
@@ -1106,7 +1161,12 @@ def _dec_AlterClientQuotasResponse_EntityData_v1(buf, cur, end):
         n_entity_name, pos = _w.read_uvarint(buf, pos, end, 'entity_name')
         n_entity_name -= 1
     if 0 <= n_entity_name <= end - pos:
-        f_entity_name = _w.utf8(buf, pos, n_entity_name, 'entity_name')
+        if cython.compiled:
+            f_entity_name = _read_str(buf, pos, n_entity_name)
+            if f_entity_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_entity_name, 'entity_name')
+        else:
+            f_entity_name = _w.utf8(buf, pos, n_entity_name, 'entity_name')
         pos += n_entity_name
     elif n_entity_name == -1:
         f_entity_name = None

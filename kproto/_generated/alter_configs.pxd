@@ -3,33 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_AlterConfigsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_AlterConfigsRequest_v0(AlterConfigsRequest obj, bytearray out)
-cpdef _dec_AlterConfigsRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_AlterConfigsRequest_v2(AlterConfigsRequest obj, bytearray out)
-cdef _dec_AlterConfigsRequest_AlterConfigsResource_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_AlterConfigsRequest_AlterConfigsResource_v0(AlterConfigsRequest_AlterConfigsResource obj, bytearray out)
-cdef _dec_AlterConfigsRequest_AlterConfigsResource_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_AlterConfigsRequest_AlterConfigsResource_v2(AlterConfigsRequest_AlterConfigsResource obj, bytearray out)
-cdef _dec_AlterConfigsRequest_AlterableConfig_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_AlterConfigsRequest_AlterableConfig_v0(AlterConfigsRequest_AlterableConfig obj, bytearray out)
-cdef _dec_AlterConfigsRequest_AlterableConfig_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_AlterConfigsRequest_AlterableConfig_v2(AlterConfigsRequest_AlterableConfig obj, bytearray out)
-cpdef _dec_AlterConfigsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_AlterConfigsResponse_v0(AlterConfigsResponse obj, bytearray out)
-cpdef _dec_AlterConfigsResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_AlterConfigsResponse_v2(AlterConfigsResponse obj, bytearray out)
-cdef _dec_AlterConfigsResponse_AlterConfigsResourceResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_AlterConfigsResponse_AlterConfigsResourceResponse_v0(AlterConfigsResponse_AlterConfigsResourceResponse obj, bytearray out)
-cdef _dec_AlterConfigsResponse_AlterConfigsResourceResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_AlterConfigsResponse_AlterConfigsResourceResponse_v2(AlterConfigsResponse_AlterConfigsResourceResponse obj, bytearray out)
 cdef class AlterConfigsRequest_AlterableConfig(Struct):
     cdef public object name, value, unknown_tagged_fields
 
@@ -45,3 +29,33 @@ cdef class AlterConfigsResponse_AlterConfigsResourceResponse(Struct):
 cdef class AlterConfigsResponse(Message):
     cdef public object throttle_time_ms, responses, unknown_tagged_fields
 
+@_cy.locals(obj=AlterConfigsRequest)
+cpdef _dec_AlterConfigsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_AlterConfigsRequest_v0(AlterConfigsRequest obj, bytearray out)
+@_cy.locals(obj=AlterConfigsRequest)
+cpdef _dec_AlterConfigsRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_AlterConfigsRequest_v2(AlterConfigsRequest obj, bytearray out)
+@_cy.locals(obj=AlterConfigsRequest_AlterConfigsResource)
+cdef _dec_AlterConfigsRequest_AlterConfigsResource_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_AlterConfigsRequest_AlterConfigsResource_v0(AlterConfigsRequest_AlterConfigsResource obj, bytearray out)
+@_cy.locals(obj=AlterConfigsRequest_AlterConfigsResource)
+cdef _dec_AlterConfigsRequest_AlterConfigsResource_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_AlterConfigsRequest_AlterConfigsResource_v2(AlterConfigsRequest_AlterConfigsResource obj, bytearray out)
+@_cy.locals(obj=AlterConfigsRequest_AlterableConfig)
+cdef _dec_AlterConfigsRequest_AlterableConfig_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_AlterConfigsRequest_AlterableConfig_v0(AlterConfigsRequest_AlterableConfig obj, bytearray out)
+@_cy.locals(obj=AlterConfigsRequest_AlterableConfig)
+cdef _dec_AlterConfigsRequest_AlterableConfig_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_AlterConfigsRequest_AlterableConfig_v2(AlterConfigsRequest_AlterableConfig obj, bytearray out)
+@_cy.locals(obj=AlterConfigsResponse)
+cpdef _dec_AlterConfigsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_AlterConfigsResponse_v0(AlterConfigsResponse obj, bytearray out)
+@_cy.locals(obj=AlterConfigsResponse)
+cpdef _dec_AlterConfigsResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_AlterConfigsResponse_v2(AlterConfigsResponse obj, bytearray out)
+@_cy.locals(obj=AlterConfigsResponse_AlterConfigsResourceResponse)
+cdef _dec_AlterConfigsResponse_AlterConfigsResourceResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_AlterConfigsResponse_AlterConfigsResourceResponse_v0(AlterConfigsResponse_AlterConfigsResourceResponse obj, bytearray out)
+@_cy.locals(obj=AlterConfigsResponse_AlterConfigsResourceResponse)
+cdef _dec_AlterConfigsResponse_AlterConfigsResourceResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_AlterConfigsResponse_AlterConfigsResourceResponse_v2(AlterConfigsResponse_AlterConfigsResourceResponse obj, bytearray out)

@@ -217,7 +217,12 @@ def _dec_AlterConfigsRequest_AlterConfigsResource_v0(buf, cur, end):
         f_resource_type, n_resource_name = _S_bh.unpack_from(buf, pos)
     pos += 3
     if 0 <= n_resource_name <= end - pos:
-        f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+        if cython.compiled:
+            f_resource_name = _read_str(buf, pos, n_resource_name)
+            if f_resource_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
+        else:
+            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 2, False)
@@ -305,7 +310,12 @@ def _dec_AlterConfigsRequest_AlterConfigsResource_v2(buf, cur, end):
         n_resource_name, pos = _w.read_uvarint(buf, pos, end, 'resource_name')
         n_resource_name -= 1
     if 0 <= n_resource_name <= end - pos:
-        f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+        if cython.compiled:
+            f_resource_name = _read_str(buf, pos, n_resource_name)
+            if f_resource_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
+        else:
+            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 1, False)
@@ -401,7 +411,12 @@ def _dec_AlterConfigsRequest_AlterableConfig_v0(buf, cur, end):
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -413,7 +428,12 @@ def _dec_AlterConfigsRequest_AlterableConfig_v0(buf, cur, end):
         n_value = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_value <= end - pos:
-        f_value = _w.utf8(buf, pos, n_value, 'value')
+        if cython.compiled:
+            f_value = _read_str(buf, pos, n_value)
+            if f_value is None:
+                raise _w.bad_utf8_at(buf, pos, n_value, 'value')
+        else:
+            f_value = _w.utf8(buf, pos, n_value, 'value')
         pos += n_value
     elif n_value == -1:
         f_value = None
@@ -479,7 +499,12 @@ def _dec_AlterConfigsRequest_AlterableConfig_v2(buf, cur, end):
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -496,7 +521,12 @@ def _dec_AlterConfigsRequest_AlterableConfig_v2(buf, cur, end):
         n_value, pos = _w.read_uvarint(buf, pos, end, 'value')
         n_value -= 1
     if 0 <= n_value <= end - pos:
-        f_value = _w.utf8(buf, pos, n_value, 'value')
+        if cython.compiled:
+            f_value = _read_str(buf, pos, n_value)
+            if f_value is None:
+                raise _w.bad_utf8_at(buf, pos, n_value, 'value')
+        else:
+            f_value = _w.utf8(buf, pos, n_value, 'value')
         pos += n_value
     elif n_value == -1:
         f_value = None
@@ -692,7 +722,12 @@ def _dec_AlterConfigsResponse_AlterConfigsResourceResponse_v0(buf, cur, end):
         f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
     pos += 4
     if 0 <= n_error_message <= end - pos:
-        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -707,7 +742,12 @@ def _dec_AlterConfigsResponse_AlterConfigsResourceResponse_v0(buf, cur, end):
         f_resource_type, n_resource_name = _S_bh.unpack_from(buf, pos)
     pos += 3
     if 0 <= n_resource_name <= end - pos:
-        f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+        if cython.compiled:
+            f_resource_name = _read_str(buf, pos, n_resource_name)
+            if f_resource_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
+        else:
+            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 2, False)
@@ -782,7 +822,12 @@ def _dec_AlterConfigsResponse_AlterConfigsResourceResponse_v2(buf, cur, end):
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
     if 0 <= n_error_message <= end - pos:
-        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -808,7 +853,12 @@ def _dec_AlterConfigsResponse_AlterConfigsResourceResponse_v2(buf, cur, end):
         n_resource_name, pos = _w.read_uvarint(buf, pos, end, 'resource_name')
         n_resource_name -= 1
     if 0 <= n_resource_name <= end - pos:
-        f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+        if cython.compiled:
+            f_resource_name = _read_str(buf, pos, n_resource_name)
+            if f_resource_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
+        else:
+            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 1, False)

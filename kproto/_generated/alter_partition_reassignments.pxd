@@ -3,29 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_AlterPartitionReassignmentsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_AlterPartitionReassignmentsRequest_v0(AlterPartitionReassignmentsRequest obj, bytearray out)
-cpdef _dec_AlterPartitionReassignmentsRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_AlterPartitionReassignmentsRequest_v1(AlterPartitionReassignmentsRequest obj, bytearray out)
-cdef _dec_AlterPartitionReassignmentsRequest_ReassignableTopic_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_AlterPartitionReassignmentsRequest_ReassignableTopic_v0(AlterPartitionReassignmentsRequest_ReassignableTopic obj, bytearray out)
-cdef _dec_AlterPartitionReassignmentsRequest_ReassignablePartition_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_AlterPartitionReassignmentsRequest_ReassignablePartition_v0(AlterPartitionReassignmentsRequest_ReassignablePartition obj, bytearray out)
-cpdef _dec_AlterPartitionReassignmentsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_AlterPartitionReassignmentsResponse_v0(AlterPartitionReassignmentsResponse obj, bytearray out)
-cpdef _dec_AlterPartitionReassignmentsResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_AlterPartitionReassignmentsResponse_v1(AlterPartitionReassignmentsResponse obj, bytearray out)
-cdef _dec_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_v0(AlterPartitionReassignmentsResponse_ReassignableTopicResponse obj, bytearray out)
-cdef _dec_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse_v0(AlterPartitionReassignmentsResponse_ReassignablePartitionResponse obj, bytearray out)
 cdef class AlterPartitionReassignmentsRequest_ReassignablePartition(Struct):
     cdef public object partition_index, replicas, unknown_tagged_fields
 
@@ -44,3 +32,27 @@ cdef class AlterPartitionReassignmentsResponse_ReassignableTopicResponse(Struct)
 cdef class AlterPartitionReassignmentsResponse(Message):
     cdef public object throttle_time_ms, allow_replication_factor_change, error_code, error_message, responses, unknown_tagged_fields
 
+@_cy.locals(obj=AlterPartitionReassignmentsRequest)
+cpdef _dec_AlterPartitionReassignmentsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_AlterPartitionReassignmentsRequest_v0(AlterPartitionReassignmentsRequest obj, bytearray out)
+@_cy.locals(obj=AlterPartitionReassignmentsRequest)
+cpdef _dec_AlterPartitionReassignmentsRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_AlterPartitionReassignmentsRequest_v1(AlterPartitionReassignmentsRequest obj, bytearray out)
+@_cy.locals(obj=AlterPartitionReassignmentsRequest_ReassignableTopic)
+cdef _dec_AlterPartitionReassignmentsRequest_ReassignableTopic_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_AlterPartitionReassignmentsRequest_ReassignableTopic_v0(AlterPartitionReassignmentsRequest_ReassignableTopic obj, bytearray out)
+@_cy.locals(obj=AlterPartitionReassignmentsRequest_ReassignablePartition)
+cdef _dec_AlterPartitionReassignmentsRequest_ReassignablePartition_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_AlterPartitionReassignmentsRequest_ReassignablePartition_v0(AlterPartitionReassignmentsRequest_ReassignablePartition obj, bytearray out)
+@_cy.locals(obj=AlterPartitionReassignmentsResponse)
+cpdef _dec_AlterPartitionReassignmentsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_AlterPartitionReassignmentsResponse_v0(AlterPartitionReassignmentsResponse obj, bytearray out)
+@_cy.locals(obj=AlterPartitionReassignmentsResponse)
+cpdef _dec_AlterPartitionReassignmentsResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_AlterPartitionReassignmentsResponse_v1(AlterPartitionReassignmentsResponse obj, bytearray out)
+@_cy.locals(obj=AlterPartitionReassignmentsResponse_ReassignableTopicResponse)
+cdef _dec_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_v0(AlterPartitionReassignmentsResponse_ReassignableTopicResponse obj, bytearray out)
+@_cy.locals(obj=AlterPartitionReassignmentsResponse_ReassignablePartitionResponse)
+cdef _dec_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse_v0(AlterPartitionReassignmentsResponse_ReassignablePartitionResponse obj, bytearray out)

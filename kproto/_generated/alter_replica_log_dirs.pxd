@@ -3,37 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_AlterReplicaLogDirsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_AlterReplicaLogDirsRequest_v0(AlterReplicaLogDirsRequest obj, bytearray out)
-cpdef _dec_AlterReplicaLogDirsRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_AlterReplicaLogDirsRequest_v2(AlterReplicaLogDirsRequest obj, bytearray out)
-cdef _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v0(AlterReplicaLogDirsRequest_AlterReplicaLogDir obj, bytearray out)
-cdef _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v2(AlterReplicaLogDirsRequest_AlterReplicaLogDir obj, bytearray out)
-cdef _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v0(AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic obj, bytearray out)
-cdef _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v2(AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic obj, bytearray out)
-cpdef _dec_AlterReplicaLogDirsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_AlterReplicaLogDirsResponse_v0(AlterReplicaLogDirsResponse obj, bytearray out)
-cpdef _dec_AlterReplicaLogDirsResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_AlterReplicaLogDirsResponse_v2(AlterReplicaLogDirsResponse obj, bytearray out)
-cdef _dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v0(AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult obj, bytearray out)
-cdef _dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v2(AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult obj, bytearray out)
-cdef _dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v0(AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult obj, bytearray out)
-cdef _dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v2(AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult obj, bytearray out)
 cdef class AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic(Struct):
     cdef public object name, partitions, unknown_tagged_fields
 
@@ -52,3 +32,39 @@ cdef class AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult(Struct):
 cdef class AlterReplicaLogDirsResponse(Message):
     cdef public object throttle_time_ms, results, unknown_tagged_fields
 
+@_cy.locals(obj=AlterReplicaLogDirsRequest)
+cpdef _dec_AlterReplicaLogDirsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_AlterReplicaLogDirsRequest_v0(AlterReplicaLogDirsRequest obj, bytearray out)
+@_cy.locals(obj=AlterReplicaLogDirsRequest)
+cpdef _dec_AlterReplicaLogDirsRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_AlterReplicaLogDirsRequest_v2(AlterReplicaLogDirsRequest obj, bytearray out)
+@_cy.locals(obj=AlterReplicaLogDirsRequest_AlterReplicaLogDir)
+cdef _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v0(AlterReplicaLogDirsRequest_AlterReplicaLogDir obj, bytearray out)
+@_cy.locals(obj=AlterReplicaLogDirsRequest_AlterReplicaLogDir)
+cdef _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v2(AlterReplicaLogDirsRequest_AlterReplicaLogDir obj, bytearray out)
+@_cy.locals(obj=AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic)
+cdef _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v0(AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic obj, bytearray out)
+@_cy.locals(obj=AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic)
+cdef _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v2(AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic obj, bytearray out)
+@_cy.locals(obj=AlterReplicaLogDirsResponse)
+cpdef _dec_AlterReplicaLogDirsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_AlterReplicaLogDirsResponse_v0(AlterReplicaLogDirsResponse obj, bytearray out)
+@_cy.locals(obj=AlterReplicaLogDirsResponse)
+cpdef _dec_AlterReplicaLogDirsResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_AlterReplicaLogDirsResponse_v2(AlterReplicaLogDirsResponse obj, bytearray out)
+@_cy.locals(obj=AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult)
+cdef _dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v0(AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult obj, bytearray out)
+@_cy.locals(obj=AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult)
+cdef _dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v2(AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult obj, bytearray out)
+@_cy.locals(obj=AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult)
+cdef _dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v0(AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult obj, bytearray out)
+@_cy.locals(obj=AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult)
+cdef _dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v2(AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult obj, bytearray out)

@@ -179,7 +179,12 @@ def _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v0(buf, cur, end):
         n_path = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_path <= end - pos:
-        f_path = _w.utf8(buf, pos, n_path, 'path')
+        if cython.compiled:
+            f_path = _read_str(buf, pos, n_path)
+            if f_path is None:
+                raise _w.bad_utf8_at(buf, pos, n_path, 'path')
+        else:
+            f_path = _w.utf8(buf, pos, n_path, 'path')
         pos += n_path
     else:
         raise _w.bad_sized('path', pos, n_path, end, 2, False)
@@ -258,7 +263,12 @@ def _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v2(buf, cur, end):
         n_path, pos = _w.read_uvarint(buf, pos, end, 'path')
         n_path -= 1
     if 0 <= n_path <= end - pos:
-        f_path = _w.utf8(buf, pos, n_path, 'path')
+        if cython.compiled:
+            f_path = _read_str(buf, pos, n_path)
+            if f_path is None:
+                raise _w.bad_utf8_at(buf, pos, n_path, 'path')
+        else:
+            f_path = _w.utf8(buf, pos, n_path, 'path')
         pos += n_path
     else:
         raise _w.bad_sized('path', pos, n_path, end, 1, False)
@@ -348,7 +358,12 @@ def _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v0(buf, cur, end):
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -427,7 +442,12 @@ def _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v2(buf, cur, end):
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -640,7 +660,12 @@ def _dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v0(buf, cur, 
         n_topic_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_topic_name <= end - pos:
-        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+        if cython.compiled:
+            f_topic_name = _read_str(buf, pos, n_topic_name)
+            if f_topic_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
+        else:
+            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 2, False)
@@ -719,7 +744,12 @@ def _dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v2(buf, cur, 
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
     if 0 <= n_topic_name <= end - pos:
-        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+        if cython.compiled:
+            f_topic_name = _read_str(buf, pos, n_topic_name)
+            if f_topic_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
+        else:
+            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)

@@ -3,25 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_AlterShareGroupOffsetsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_AlterShareGroupOffsetsRequest_v0(AlterShareGroupOffsetsRequest obj, bytearray out)
-cdef _dec_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic_v0(AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic obj, bytearray out)
-cdef _dec_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition_v0(AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition obj, bytearray out)
-cpdef _dec_AlterShareGroupOffsetsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_AlterShareGroupOffsetsResponse_v0(AlterShareGroupOffsetsResponse obj, bytearray out)
-cdef _dec_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic_v0(AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic obj, bytearray out)
-cdef _dec_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition_v0(AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition obj, bytearray out)
 cdef class AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition(Struct):
     cdef public object partition_index, start_offset, unknown_tagged_fields
 
@@ -40,3 +32,21 @@ cdef class AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic(St
 cdef class AlterShareGroupOffsetsResponse(Message):
     cdef public object throttle_time_ms, error_code, error_message, responses, unknown_tagged_fields
 
+@_cy.locals(obj=AlterShareGroupOffsetsRequest)
+cpdef _dec_AlterShareGroupOffsetsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_AlterShareGroupOffsetsRequest_v0(AlterShareGroupOffsetsRequest obj, bytearray out)
+@_cy.locals(obj=AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic)
+cdef _dec_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic_v0(AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic obj, bytearray out)
+@_cy.locals(obj=AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition)
+cdef _dec_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition_v0(AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition obj, bytearray out)
+@_cy.locals(obj=AlterShareGroupOffsetsResponse)
+cpdef _dec_AlterShareGroupOffsetsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_AlterShareGroupOffsetsResponse_v0(AlterShareGroupOffsetsResponse obj, bytearray out)
+@_cy.locals(obj=AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic)
+cdef _dec_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic_v0(AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic obj, bytearray out)
+@_cy.locals(obj=AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition)
+cdef _dec_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition_v0(AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition obj, bytearray out)

@@ -3,23 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_AlterUserScramCredentialsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_AlterUserScramCredentialsRequest_v0(AlterUserScramCredentialsRequest obj, bytearray out)
-cdef _dec_AlterUserScramCredentialsRequest_ScramCredentialDeletion_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_AlterUserScramCredentialsRequest_ScramCredentialDeletion_v0(AlterUserScramCredentialsRequest_ScramCredentialDeletion obj, bytearray out)
-cdef _dec_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(AlterUserScramCredentialsRequest_ScramCredentialUpsertion obj, bytearray out)
-cpdef _dec_AlterUserScramCredentialsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_AlterUserScramCredentialsResponse_v0(AlterUserScramCredentialsResponse obj, bytearray out)
-cdef _dec_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_v0(AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult obj, bytearray out)
 cdef class AlterUserScramCredentialsRequest_ScramCredentialDeletion(Struct):
     cdef public object name, mechanism, unknown_tagged_fields
 
@@ -35,3 +29,18 @@ cdef class AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult(Str
 cdef class AlterUserScramCredentialsResponse(Message):
     cdef public object throttle_time_ms, results, unknown_tagged_fields
 
+@_cy.locals(obj=AlterUserScramCredentialsRequest)
+cpdef _dec_AlterUserScramCredentialsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_AlterUserScramCredentialsRequest_v0(AlterUserScramCredentialsRequest obj, bytearray out)
+@_cy.locals(obj=AlterUserScramCredentialsRequest_ScramCredentialDeletion)
+cdef _dec_AlterUserScramCredentialsRequest_ScramCredentialDeletion_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_AlterUserScramCredentialsRequest_ScramCredentialDeletion_v0(AlterUserScramCredentialsRequest_ScramCredentialDeletion obj, bytearray out)
+@_cy.locals(obj=AlterUserScramCredentialsRequest_ScramCredentialUpsertion)
+cdef _dec_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(AlterUserScramCredentialsRequest_ScramCredentialUpsertion obj, bytearray out)
+@_cy.locals(obj=AlterUserScramCredentialsResponse)
+cpdef _dec_AlterUserScramCredentialsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_AlterUserScramCredentialsResponse_v0(AlterUserScramCredentialsResponse obj, bytearray out)
+@_cy.locals(obj=AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult)
+cdef _dec_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_v0(AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult obj, bytearray out)

@@ -3,31 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_ApiVersionsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ApiVersionsRequest_v0(ApiVersionsRequest obj, bytearray out)
-cpdef _dec_ApiVersionsRequest_v3(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ApiVersionsRequest_v3(ApiVersionsRequest obj, bytearray out)
-cpdef _dec_ApiVersionsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ApiVersionsResponse_v0(ApiVersionsResponse obj, bytearray out)
-cpdef _dec_ApiVersionsResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ApiVersionsResponse_v1(ApiVersionsResponse obj, bytearray out)
-cpdef _dec_ApiVersionsResponse_v3(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ApiVersionsResponse_v3(ApiVersionsResponse obj, bytearray out)
-cdef _dec_ApiVersionsResponse_ApiVersion_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ApiVersionsResponse_ApiVersion_v0(ApiVersionsResponse_ApiVersion obj, bytearray out)
-cdef _dec_ApiVersionsResponse_ApiVersion_v3(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ApiVersionsResponse_ApiVersion_v3(ApiVersionsResponse_ApiVersion obj, bytearray out)
-cdef _dec_ApiVersionsResponse_SupportedFeatureKey_v3(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ApiVersionsResponse_SupportedFeatureKey_v3(ApiVersionsResponse_SupportedFeatureKey obj, bytearray out)
-cdef _dec_ApiVersionsResponse_FinalizedFeatureKey_v3(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ApiVersionsResponse_FinalizedFeatureKey_v3(ApiVersionsResponse_FinalizedFeatureKey obj, bytearray out)
 cdef class ApiVersionsRequest(Message):
     cdef public object client_software_name, client_software_version, unknown_tagged_fields
 
@@ -43,3 +29,30 @@ cdef class ApiVersionsResponse_FinalizedFeatureKey(Struct):
 cdef class ApiVersionsResponse(Message):
     cdef public object error_code, api_keys, throttle_time_ms, supported_features, finalized_features_epoch, finalized_features, zk_migration_ready, unknown_tagged_fields
 
+@_cy.locals(obj=ApiVersionsRequest)
+cpdef _dec_ApiVersionsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ApiVersionsRequest_v0(ApiVersionsRequest obj, bytearray out)
+@_cy.locals(obj=ApiVersionsRequest)
+cpdef _dec_ApiVersionsRequest_v3(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ApiVersionsRequest_v3(ApiVersionsRequest obj, bytearray out)
+@_cy.locals(obj=ApiVersionsResponse)
+cpdef _dec_ApiVersionsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ApiVersionsResponse_v0(ApiVersionsResponse obj, bytearray out)
+@_cy.locals(obj=ApiVersionsResponse)
+cpdef _dec_ApiVersionsResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ApiVersionsResponse_v1(ApiVersionsResponse obj, bytearray out)
+@_cy.locals(obj=ApiVersionsResponse)
+cpdef _dec_ApiVersionsResponse_v3(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ApiVersionsResponse_v3(ApiVersionsResponse obj, bytearray out)
+@_cy.locals(obj=ApiVersionsResponse_ApiVersion)
+cdef _dec_ApiVersionsResponse_ApiVersion_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ApiVersionsResponse_ApiVersion_v0(ApiVersionsResponse_ApiVersion obj, bytearray out)
+@_cy.locals(obj=ApiVersionsResponse_ApiVersion)
+cdef _dec_ApiVersionsResponse_ApiVersion_v3(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ApiVersionsResponse_ApiVersion_v3(ApiVersionsResponse_ApiVersion obj, bytearray out)
+@_cy.locals(obj=ApiVersionsResponse_SupportedFeatureKey)
+cdef _dec_ApiVersionsResponse_SupportedFeatureKey_v3(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ApiVersionsResponse_SupportedFeatureKey_v3(ApiVersionsResponse_SupportedFeatureKey obj, bytearray out)
+@_cy.locals(obj=ApiVersionsResponse_FinalizedFeatureKey)
+cdef _dec_ApiVersionsResponse_FinalizedFeatureKey_v3(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ApiVersionsResponse_FinalizedFeatureKey_v3(ApiVersionsResponse_FinalizedFeatureKey obj, bytearray out)

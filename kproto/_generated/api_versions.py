@@ -98,7 +98,12 @@ def _dec_ApiVersionsRequest_v3(buf, cur, end):
         n_client_software_name, pos = _w.read_uvarint(buf, pos, end, 'client_software_name')
         n_client_software_name -= 1
     if 0 <= n_client_software_name <= end - pos:
-        f_client_software_name = _w.utf8(buf, pos, n_client_software_name, 'client_software_name')
+        if cython.compiled:
+            f_client_software_name = _read_str(buf, pos, n_client_software_name)
+            if f_client_software_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_client_software_name, 'client_software_name')
+        else:
+            f_client_software_name = _w.utf8(buf, pos, n_client_software_name, 'client_software_name')
         pos += n_client_software_name
     else:
         raise _w.bad_sized('client_software_name', pos, n_client_software_name, end, 1, False)
@@ -115,7 +120,12 @@ def _dec_ApiVersionsRequest_v3(buf, cur, end):
         n_client_software_version, pos = _w.read_uvarint(buf, pos, end, 'client_software_version')
         n_client_software_version -= 1
     if 0 <= n_client_software_version <= end - pos:
-        f_client_software_version = _w.utf8(buf, pos, n_client_software_version, 'client_software_version')
+        if cython.compiled:
+            f_client_software_version = _read_str(buf, pos, n_client_software_version)
+            if f_client_software_version is None:
+                raise _w.bad_utf8_at(buf, pos, n_client_software_version, 'client_software_version')
+        else:
+            f_client_software_version = _w.utf8(buf, pos, n_client_software_version, 'client_software_version')
         pos += n_client_software_version
     else:
         raise _w.bad_sized('client_software_version', pos, n_client_software_version, end, 1, False)
@@ -609,7 +619,12 @@ def _dec_ApiVersionsResponse_SupportedFeatureKey_v3(buf, cur, end):
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -683,7 +698,12 @@ def _dec_ApiVersionsResponse_FinalizedFeatureKey_v3(buf, cur, end):
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)

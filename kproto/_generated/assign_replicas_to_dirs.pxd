@@ -3,29 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_AssignReplicasToDirsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_AssignReplicasToDirsRequest_v0(AssignReplicasToDirsRequest obj, bytearray out)
-cdef _dec_AssignReplicasToDirsRequest_DirectoryData_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_AssignReplicasToDirsRequest_DirectoryData_v0(AssignReplicasToDirsRequest_DirectoryData obj, bytearray out)
-cdef _dec_AssignReplicasToDirsRequest_TopicData_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_AssignReplicasToDirsRequest_TopicData_v0(AssignReplicasToDirsRequest_TopicData obj, bytearray out)
-cdef _dec_AssignReplicasToDirsRequest_PartitionData_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_AssignReplicasToDirsRequest_PartitionData_v0(AssignReplicasToDirsRequest_PartitionData obj, bytearray out)
-cpdef _dec_AssignReplicasToDirsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_AssignReplicasToDirsResponse_v0(AssignReplicasToDirsResponse obj, bytearray out)
-cdef _dec_AssignReplicasToDirsResponse_DirectoryData_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_AssignReplicasToDirsResponse_DirectoryData_v0(AssignReplicasToDirsResponse_DirectoryData obj, bytearray out)
-cdef _dec_AssignReplicasToDirsResponse_TopicData_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_AssignReplicasToDirsResponse_TopicData_v0(AssignReplicasToDirsResponse_TopicData obj, bytearray out)
-cdef _dec_AssignReplicasToDirsResponse_PartitionData_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_AssignReplicasToDirsResponse_PartitionData_v0(AssignReplicasToDirsResponse_PartitionData obj, bytearray out)
 cdef class AssignReplicasToDirsRequest_PartitionData(Struct):
     cdef public object partition_index, unknown_tagged_fields
 
@@ -50,3 +38,27 @@ cdef class AssignReplicasToDirsResponse_DirectoryData(Struct):
 cdef class AssignReplicasToDirsResponse(Message):
     cdef public object throttle_time_ms, error_code, directories, unknown_tagged_fields
 
+@_cy.locals(obj=AssignReplicasToDirsRequest)
+cpdef _dec_AssignReplicasToDirsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_AssignReplicasToDirsRequest_v0(AssignReplicasToDirsRequest obj, bytearray out)
+@_cy.locals(obj=AssignReplicasToDirsRequest_DirectoryData)
+cdef _dec_AssignReplicasToDirsRequest_DirectoryData_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_AssignReplicasToDirsRequest_DirectoryData_v0(AssignReplicasToDirsRequest_DirectoryData obj, bytearray out)
+@_cy.locals(obj=AssignReplicasToDirsRequest_TopicData)
+cdef _dec_AssignReplicasToDirsRequest_TopicData_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_AssignReplicasToDirsRequest_TopicData_v0(AssignReplicasToDirsRequest_TopicData obj, bytearray out)
+@_cy.locals(obj=AssignReplicasToDirsRequest_PartitionData)
+cdef _dec_AssignReplicasToDirsRequest_PartitionData_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_AssignReplicasToDirsRequest_PartitionData_v0(AssignReplicasToDirsRequest_PartitionData obj, bytearray out)
+@_cy.locals(obj=AssignReplicasToDirsResponse)
+cpdef _dec_AssignReplicasToDirsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_AssignReplicasToDirsResponse_v0(AssignReplicasToDirsResponse obj, bytearray out)
+@_cy.locals(obj=AssignReplicasToDirsResponse_DirectoryData)
+cdef _dec_AssignReplicasToDirsResponse_DirectoryData_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_AssignReplicasToDirsResponse_DirectoryData_v0(AssignReplicasToDirsResponse_DirectoryData obj, bytearray out)
+@_cy.locals(obj=AssignReplicasToDirsResponse_TopicData)
+cdef _dec_AssignReplicasToDirsResponse_TopicData_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_AssignReplicasToDirsResponse_TopicData_v0(AssignReplicasToDirsResponse_TopicData obj, bytearray out)
+@_cy.locals(obj=AssignReplicasToDirsResponse_PartitionData)
+cdef _dec_AssignReplicasToDirsResponse_PartitionData_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_AssignReplicasToDirsResponse_PartitionData_v0(AssignReplicasToDirsResponse_PartitionData obj, bytearray out)

@@ -3,41 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_BeginQuorumEpochRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_BeginQuorumEpochRequest_v0(BeginQuorumEpochRequest obj, bytearray out)
-cpdef _dec_BeginQuorumEpochRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_BeginQuorumEpochRequest_v1(BeginQuorumEpochRequest obj, bytearray out)
-cdef _dec_BeginQuorumEpochRequest_TopicData_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_BeginQuorumEpochRequest_TopicData_v0(BeginQuorumEpochRequest_TopicData obj, bytearray out)
-cdef _dec_BeginQuorumEpochRequest_TopicData_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_BeginQuorumEpochRequest_TopicData_v1(BeginQuorumEpochRequest_TopicData obj, bytearray out)
-cdef _dec_BeginQuorumEpochRequest_PartitionData_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_BeginQuorumEpochRequest_PartitionData_v0(BeginQuorumEpochRequest_PartitionData obj, bytearray out)
-cdef _dec_BeginQuorumEpochRequest_PartitionData_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_BeginQuorumEpochRequest_PartitionData_v1(BeginQuorumEpochRequest_PartitionData obj, bytearray out)
-cdef _dec_BeginQuorumEpochRequest_LeaderEndpoint_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_BeginQuorumEpochRequest_LeaderEndpoint_v1(BeginQuorumEpochRequest_LeaderEndpoint obj, bytearray out)
-cpdef _dec_BeginQuorumEpochResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_BeginQuorumEpochResponse_v0(BeginQuorumEpochResponse obj, bytearray out)
-cpdef _dec_BeginQuorumEpochResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_BeginQuorumEpochResponse_v1(BeginQuorumEpochResponse obj, bytearray out)
-cdef _dec_BeginQuorumEpochResponse_TopicData_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_BeginQuorumEpochResponse_TopicData_v0(BeginQuorumEpochResponse_TopicData obj, bytearray out)
-cdef _dec_BeginQuorumEpochResponse_TopicData_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_BeginQuorumEpochResponse_TopicData_v1(BeginQuorumEpochResponse_TopicData obj, bytearray out)
-cdef _dec_BeginQuorumEpochResponse_PartitionData_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_BeginQuorumEpochResponse_PartitionData_v0(BeginQuorumEpochResponse_PartitionData obj, bytearray out)
-cdef _dec_BeginQuorumEpochResponse_PartitionData_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_BeginQuorumEpochResponse_PartitionData_v1(BeginQuorumEpochResponse_PartitionData obj, bytearray out)
-cdef _dec_BeginQuorumEpochResponse_NodeEndpoint_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_BeginQuorumEpochResponse_NodeEndpoint_v1(BeginQuorumEpochResponse_NodeEndpoint obj, bytearray out)
 cdef class BeginQuorumEpochRequest_PartitionData(Struct):
     cdef public object partition_index, voter_directory_id, leader_id, leader_epoch, unknown_tagged_fields
 
@@ -62,3 +38,45 @@ cdef class BeginQuorumEpochResponse_NodeEndpoint(Struct):
 cdef class BeginQuorumEpochResponse(Message):
     cdef public object error_code, topics, node_endpoints, unknown_tagged_fields
 
+@_cy.locals(obj=BeginQuorumEpochRequest)
+cpdef _dec_BeginQuorumEpochRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_BeginQuorumEpochRequest_v0(BeginQuorumEpochRequest obj, bytearray out)
+@_cy.locals(obj=BeginQuorumEpochRequest)
+cpdef _dec_BeginQuorumEpochRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_BeginQuorumEpochRequest_v1(BeginQuorumEpochRequest obj, bytearray out)
+@_cy.locals(obj=BeginQuorumEpochRequest_TopicData)
+cdef _dec_BeginQuorumEpochRequest_TopicData_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_BeginQuorumEpochRequest_TopicData_v0(BeginQuorumEpochRequest_TopicData obj, bytearray out)
+@_cy.locals(obj=BeginQuorumEpochRequest_TopicData)
+cdef _dec_BeginQuorumEpochRequest_TopicData_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_BeginQuorumEpochRequest_TopicData_v1(BeginQuorumEpochRequest_TopicData obj, bytearray out)
+@_cy.locals(obj=BeginQuorumEpochRequest_PartitionData)
+cdef _dec_BeginQuorumEpochRequest_PartitionData_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_BeginQuorumEpochRequest_PartitionData_v0(BeginQuorumEpochRequest_PartitionData obj, bytearray out)
+@_cy.locals(obj=BeginQuorumEpochRequest_PartitionData)
+cdef _dec_BeginQuorumEpochRequest_PartitionData_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_BeginQuorumEpochRequest_PartitionData_v1(BeginQuorumEpochRequest_PartitionData obj, bytearray out)
+@_cy.locals(obj=BeginQuorumEpochRequest_LeaderEndpoint)
+cdef _dec_BeginQuorumEpochRequest_LeaderEndpoint_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_BeginQuorumEpochRequest_LeaderEndpoint_v1(BeginQuorumEpochRequest_LeaderEndpoint obj, bytearray out)
+@_cy.locals(obj=BeginQuorumEpochResponse)
+cpdef _dec_BeginQuorumEpochResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_BeginQuorumEpochResponse_v0(BeginQuorumEpochResponse obj, bytearray out)
+@_cy.locals(obj=BeginQuorumEpochResponse)
+cpdef _dec_BeginQuorumEpochResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_BeginQuorumEpochResponse_v1(BeginQuorumEpochResponse obj, bytearray out)
+@_cy.locals(obj=BeginQuorumEpochResponse_TopicData)
+cdef _dec_BeginQuorumEpochResponse_TopicData_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_BeginQuorumEpochResponse_TopicData_v0(BeginQuorumEpochResponse_TopicData obj, bytearray out)
+@_cy.locals(obj=BeginQuorumEpochResponse_TopicData)
+cdef _dec_BeginQuorumEpochResponse_TopicData_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_BeginQuorumEpochResponse_TopicData_v1(BeginQuorumEpochResponse_TopicData obj, bytearray out)
+@_cy.locals(obj=BeginQuorumEpochResponse_PartitionData)
+cdef _dec_BeginQuorumEpochResponse_PartitionData_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_BeginQuorumEpochResponse_PartitionData_v0(BeginQuorumEpochResponse_PartitionData obj, bytearray out)
+@_cy.locals(obj=BeginQuorumEpochResponse_PartitionData)
+cdef _dec_BeginQuorumEpochResponse_PartitionData_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_BeginQuorumEpochResponse_PartitionData_v1(BeginQuorumEpochResponse_PartitionData obj, bytearray out)
+@_cy.locals(obj=BeginQuorumEpochResponse_NodeEndpoint)
+cdef _dec_BeginQuorumEpochResponse_NodeEndpoint_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_BeginQuorumEpochResponse_NodeEndpoint_v1(BeginQuorumEpochResponse_NodeEndpoint obj, bytearray out)

@@ -3,24 +3,32 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_BrokerHeartbeatRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_BrokerHeartbeatRequest_v0(BrokerHeartbeatRequest obj, bytearray out)
-cpdef _dec_BrokerHeartbeatRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_BrokerHeartbeatRequest_v1(BrokerHeartbeatRequest obj, bytearray out)
-cpdef _dec_BrokerHeartbeatRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_BrokerHeartbeatRequest_v2(BrokerHeartbeatRequest obj, bytearray out)
-cpdef _dec_BrokerHeartbeatResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_BrokerHeartbeatResponse_v0(BrokerHeartbeatResponse obj, bytearray out)
 cdef class BrokerHeartbeatRequest(Message):
     cdef public object broker_id, broker_epoch, current_metadata_offset, want_fence, want_shut_down, offline_log_dirs, cordoned_log_dirs, unknown_tagged_fields
 
 cdef class BrokerHeartbeatResponse(Message):
     cdef public object throttle_time_ms, error_code, is_caught_up, is_fenced, should_shut_down, unknown_tagged_fields
 
+@_cy.locals(obj=BrokerHeartbeatRequest)
+cpdef _dec_BrokerHeartbeatRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_BrokerHeartbeatRequest_v0(BrokerHeartbeatRequest obj, bytearray out)
+@_cy.locals(obj=BrokerHeartbeatRequest)
+cpdef _dec_BrokerHeartbeatRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_BrokerHeartbeatRequest_v1(BrokerHeartbeatRequest obj, bytearray out)
+@_cy.locals(obj=BrokerHeartbeatRequest)
+cpdef _dec_BrokerHeartbeatRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_BrokerHeartbeatRequest_v2(BrokerHeartbeatRequest obj, bytearray out)
+@_cy.locals(obj=BrokerHeartbeatResponse)
+cpdef _dec_BrokerHeartbeatResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_BrokerHeartbeatResponse_v0(BrokerHeartbeatResponse obj, bytearray out)

@@ -3,27 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_BrokerRegistrationRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_BrokerRegistrationRequest_v0(BrokerRegistrationRequest obj, bytearray out)
-cpdef _dec_BrokerRegistrationRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_BrokerRegistrationRequest_v1(BrokerRegistrationRequest obj, bytearray out)
-cpdef _dec_BrokerRegistrationRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_BrokerRegistrationRequest_v2(BrokerRegistrationRequest obj, bytearray out)
-cpdef _dec_BrokerRegistrationRequest_v3(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_BrokerRegistrationRequest_v3(BrokerRegistrationRequest obj, bytearray out)
-cdef _dec_BrokerRegistrationRequest_Listener_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_BrokerRegistrationRequest_Listener_v0(BrokerRegistrationRequest_Listener obj, bytearray out)
-cdef _dec_BrokerRegistrationRequest_Feature_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_BrokerRegistrationRequest_Feature_v0(BrokerRegistrationRequest_Feature obj, bytearray out)
-cpdef _dec_BrokerRegistrationResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_BrokerRegistrationResponse_v0(BrokerRegistrationResponse obj, bytearray out)
 cdef class BrokerRegistrationRequest_Listener(Struct):
     cdef public object name, host, port, security_protocol, unknown_tagged_fields
 
@@ -36,3 +26,24 @@ cdef class BrokerRegistrationRequest(Message):
 cdef class BrokerRegistrationResponse(Message):
     cdef public object throttle_time_ms, error_code, broker_epoch, unknown_tagged_fields
 
+@_cy.locals(obj=BrokerRegistrationRequest)
+cpdef _dec_BrokerRegistrationRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_BrokerRegistrationRequest_v0(BrokerRegistrationRequest obj, bytearray out)
+@_cy.locals(obj=BrokerRegistrationRequest)
+cpdef _dec_BrokerRegistrationRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_BrokerRegistrationRequest_v1(BrokerRegistrationRequest obj, bytearray out)
+@_cy.locals(obj=BrokerRegistrationRequest)
+cpdef _dec_BrokerRegistrationRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_BrokerRegistrationRequest_v2(BrokerRegistrationRequest obj, bytearray out)
+@_cy.locals(obj=BrokerRegistrationRequest)
+cpdef _dec_BrokerRegistrationRequest_v3(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_BrokerRegistrationRequest_v3(BrokerRegistrationRequest obj, bytearray out)
+@_cy.locals(obj=BrokerRegistrationRequest_Listener)
+cdef _dec_BrokerRegistrationRequest_Listener_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_BrokerRegistrationRequest_Listener_v0(BrokerRegistrationRequest_Listener obj, bytearray out)
+@_cy.locals(obj=BrokerRegistrationRequest_Feature)
+cdef _dec_BrokerRegistrationRequest_Feature_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_BrokerRegistrationRequest_Feature_v0(BrokerRegistrationRequest_Feature obj, bytearray out)
+@_cy.locals(obj=BrokerRegistrationResponse)
+cpdef _dec_BrokerRegistrationResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_BrokerRegistrationResponse_v0(BrokerRegistrationResponse obj, bytearray out)

@@ -84,7 +84,12 @@ def _dec_BrokerRegistrationRequest_v0(buf, cur, end):
         n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
         n_cluster_id -= 1
     if 0 <= n_cluster_id <= end - pos:
-        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+        if cython.compiled:
+            f_cluster_id = _read_str(buf, pos, n_cluster_id)
+            if f_cluster_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
+        else:
+            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
         pos += n_cluster_id
     else:
         raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 1, False)
@@ -151,7 +156,12 @@ def _dec_BrokerRegistrationRequest_v0(buf, cur, end):
         n_rack, pos = _w.read_uvarint(buf, pos, end, 'rack')
         n_rack -= 1
     if 0 <= n_rack <= end - pos:
-        f_rack = _w.utf8(buf, pos, n_rack, 'rack')
+        if cython.compiled:
+            f_rack = _read_str(buf, pos, n_rack)
+            if f_rack is None:
+                raise _w.bad_utf8_at(buf, pos, n_rack, 'rack')
+        else:
+            f_rack = _w.utf8(buf, pos, n_rack, 'rack')
         pos += n_rack
     elif n_rack == -1:
         f_rack = None
@@ -276,7 +286,12 @@ def _dec_BrokerRegistrationRequest_v1(buf, cur, end):
         n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
         n_cluster_id -= 1
     if 0 <= n_cluster_id <= end - pos:
-        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+        if cython.compiled:
+            f_cluster_id = _read_str(buf, pos, n_cluster_id)
+            if f_cluster_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
+        else:
+            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
         pos += n_cluster_id
     else:
         raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 1, False)
@@ -343,7 +358,12 @@ def _dec_BrokerRegistrationRequest_v1(buf, cur, end):
         n_rack, pos = _w.read_uvarint(buf, pos, end, 'rack')
         n_rack -= 1
     if 0 <= n_rack <= end - pos:
-        f_rack = _w.utf8(buf, pos, n_rack, 'rack')
+        if cython.compiled:
+            f_rack = _read_str(buf, pos, n_rack)
+            if f_rack is None:
+                raise _w.bad_utf8_at(buf, pos, n_rack, 'rack')
+        else:
+            f_rack = _w.utf8(buf, pos, n_rack, 'rack')
         pos += n_rack
     elif n_rack == -1:
         f_rack = None
@@ -481,7 +501,12 @@ def _dec_BrokerRegistrationRequest_v2(buf, cur, end):
         n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
         n_cluster_id -= 1
     if 0 <= n_cluster_id <= end - pos:
-        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+        if cython.compiled:
+            f_cluster_id = _read_str(buf, pos, n_cluster_id)
+            if f_cluster_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
+        else:
+            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
         pos += n_cluster_id
     else:
         raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 1, False)
@@ -548,7 +573,12 @@ def _dec_BrokerRegistrationRequest_v2(buf, cur, end):
         n_rack, pos = _w.read_uvarint(buf, pos, end, 'rack')
         n_rack -= 1
     if 0 <= n_rack <= end - pos:
-        f_rack = _w.utf8(buf, pos, n_rack, 'rack')
+        if cython.compiled:
+            f_rack = _read_str(buf, pos, n_rack)
+            if f_rack is None:
+                raise _w.bad_utf8_at(buf, pos, n_rack, 'rack')
+        else:
+            f_rack = _w.utf8(buf, pos, n_rack, 'rack')
         pos += n_rack
     elif n_rack == -1:
         f_rack = None
@@ -715,7 +745,12 @@ def _dec_BrokerRegistrationRequest_v3(buf, cur, end):
         n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
         n_cluster_id -= 1
     if 0 <= n_cluster_id <= end - pos:
-        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+        if cython.compiled:
+            f_cluster_id = _read_str(buf, pos, n_cluster_id)
+            if f_cluster_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
+        else:
+            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
         pos += n_cluster_id
     else:
         raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 1, False)
@@ -782,7 +817,12 @@ def _dec_BrokerRegistrationRequest_v3(buf, cur, end):
         n_rack, pos = _w.read_uvarint(buf, pos, end, 'rack')
         n_rack -= 1
     if 0 <= n_rack <= end - pos:
-        f_rack = _w.utf8(buf, pos, n_rack, 'rack')
+        if cython.compiled:
+            f_rack = _read_str(buf, pos, n_rack)
+            if f_rack is None:
+                raise _w.bad_utf8_at(buf, pos, n_rack, 'rack')
+        else:
+            f_rack = _w.utf8(buf, pos, n_rack, 'rack')
         pos += n_rack
     elif n_rack == -1:
         f_rack = None
@@ -954,7 +994,12 @@ def _dec_BrokerRegistrationRequest_Listener_v0(buf, cur, end):
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -971,7 +1016,12 @@ def _dec_BrokerRegistrationRequest_Listener_v0(buf, cur, end):
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
     if 0 <= n_host <= end - pos:
-        f_host = _w.utf8(buf, pos, n_host, 'host')
+        if cython.compiled:
+            f_host = _read_str(buf, pos, n_host)
+            if f_host is None:
+                raise _w.bad_utf8_at(buf, pos, n_host, 'host')
+        else:
+            f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -1062,7 +1112,12 @@ def _dec_BrokerRegistrationRequest_Feature_v0(buf, cur, end):
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)

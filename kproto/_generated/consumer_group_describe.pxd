@@ -3,31 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_ConsumerGroupDescribeRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ConsumerGroupDescribeRequest_v0(ConsumerGroupDescribeRequest obj, bytearray out)
-cpdef _dec_ConsumerGroupDescribeResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ConsumerGroupDescribeResponse_v0(ConsumerGroupDescribeResponse obj, bytearray out)
-cpdef _dec_ConsumerGroupDescribeResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ConsumerGroupDescribeResponse_v1(ConsumerGroupDescribeResponse obj, bytearray out)
-cdef _dec_ConsumerGroupDescribeResponse_DescribedGroup_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ConsumerGroupDescribeResponse_DescribedGroup_v0(ConsumerGroupDescribeResponse_DescribedGroup obj, bytearray out)
-cdef _dec_ConsumerGroupDescribeResponse_DescribedGroup_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ConsumerGroupDescribeResponse_DescribedGroup_v1(ConsumerGroupDescribeResponse_DescribedGroup obj, bytearray out)
-cdef _dec_ConsumerGroupDescribeResponse_Member_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ConsumerGroupDescribeResponse_Member_v0(ConsumerGroupDescribeResponse_Member obj, bytearray out)
-cdef _dec_ConsumerGroupDescribeResponse_Member_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ConsumerGroupDescribeResponse_Member_v1(ConsumerGroupDescribeResponse_Member obj, bytearray out)
-cdef _dec_ConsumerGroupDescribeResponse_Assignment_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ConsumerGroupDescribeResponse_Assignment_v0(ConsumerGroupDescribeResponse_Assignment obj, bytearray out)
-cdef _dec_ConsumerGroupDescribeResponse_TopicPartitions_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ConsumerGroupDescribeResponse_TopicPartitions_v0(ConsumerGroupDescribeResponse_TopicPartitions obj, bytearray out)
 cdef class ConsumerGroupDescribeRequest(Message):
     cdef public object group_ids, include_authorized_operations, unknown_tagged_fields
 
@@ -46,3 +32,30 @@ cdef class ConsumerGroupDescribeResponse_DescribedGroup(Struct):
 cdef class ConsumerGroupDescribeResponse(Message):
     cdef public object throttle_time_ms, groups, unknown_tagged_fields
 
+@_cy.locals(obj=ConsumerGroupDescribeRequest)
+cpdef _dec_ConsumerGroupDescribeRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ConsumerGroupDescribeRequest_v0(ConsumerGroupDescribeRequest obj, bytearray out)
+@_cy.locals(obj=ConsumerGroupDescribeResponse)
+cpdef _dec_ConsumerGroupDescribeResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ConsumerGroupDescribeResponse_v0(ConsumerGroupDescribeResponse obj, bytearray out)
+@_cy.locals(obj=ConsumerGroupDescribeResponse)
+cpdef _dec_ConsumerGroupDescribeResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ConsumerGroupDescribeResponse_v1(ConsumerGroupDescribeResponse obj, bytearray out)
+@_cy.locals(obj=ConsumerGroupDescribeResponse_DescribedGroup)
+cdef _dec_ConsumerGroupDescribeResponse_DescribedGroup_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ConsumerGroupDescribeResponse_DescribedGroup_v0(ConsumerGroupDescribeResponse_DescribedGroup obj, bytearray out)
+@_cy.locals(obj=ConsumerGroupDescribeResponse_DescribedGroup)
+cdef _dec_ConsumerGroupDescribeResponse_DescribedGroup_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ConsumerGroupDescribeResponse_DescribedGroup_v1(ConsumerGroupDescribeResponse_DescribedGroup obj, bytearray out)
+@_cy.locals(obj=ConsumerGroupDescribeResponse_Member)
+cdef _dec_ConsumerGroupDescribeResponse_Member_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ConsumerGroupDescribeResponse_Member_v0(ConsumerGroupDescribeResponse_Member obj, bytearray out)
+@_cy.locals(obj=ConsumerGroupDescribeResponse_Member)
+cdef _dec_ConsumerGroupDescribeResponse_Member_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ConsumerGroupDescribeResponse_Member_v1(ConsumerGroupDescribeResponse_Member obj, bytearray out)
+@_cy.locals(obj=ConsumerGroupDescribeResponse_Assignment)
+cdef _dec_ConsumerGroupDescribeResponse_Assignment_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ConsumerGroupDescribeResponse_Assignment_v0(ConsumerGroupDescribeResponse_Assignment obj, bytearray out)
+@_cy.locals(obj=ConsumerGroupDescribeResponse_TopicPartitions)
+cdef _dec_ConsumerGroupDescribeResponse_TopicPartitions_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ConsumerGroupDescribeResponse_TopicPartitions_v0(ConsumerGroupDescribeResponse_TopicPartitions obj, bytearray out)

@@ -93,7 +93,13 @@ def _dec_ConsumerGroupDescribeRequest_v0(buf, cur, end):
             m -= 1
         if m < 0 or end - pos < m:
             raise _w.bad_sized("group_ids[%d]" % i, pos, m, end, 1, False)
-        f_group_ids.append(_w.utf8(buf, pos, m, "group_ids[%d]" % i))
+        if cython.compiled:
+            s = _read_str(buf, pos, m)
+            if s is None:
+                raise _w.bad_utf8_at(buf, pos, m, "group_ids[%d]" % i)
+        else:
+            s = _w.utf8(buf, pos, m, "group_ids[%d]" % i)
+        f_group_ids.append(s)
         pos += m
     if end - pos < 1:
         raise _w.short_run(_RUN_include_authorized_operations, pos, end)
@@ -327,7 +333,12 @@ def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
     if 0 <= n_error_message <= end - pos:
-        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -346,7 +357,12 @@ def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
     if 0 <= n_group_id <= end - pos:
-        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -363,7 +379,12 @@ def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
         n_group_state, pos = _w.read_uvarint(buf, pos, end, 'group_state')
         n_group_state -= 1
     if 0 <= n_group_state <= end - pos:
-        f_group_state = _w.utf8(buf, pos, n_group_state, 'group_state')
+        if cython.compiled:
+            f_group_state = _read_str(buf, pos, n_group_state)
+            if f_group_state is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_state, 'group_state')
+        else:
+            f_group_state = _w.utf8(buf, pos, n_group_state, 'group_state')
         pos += n_group_state
     else:
         raise _w.bad_sized('group_state', pos, n_group_state, end, 1, False)
@@ -388,7 +409,12 @@ def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
         n_assignor_name, pos = _w.read_uvarint(buf, pos, end, 'assignor_name')
         n_assignor_name -= 1
     if 0 <= n_assignor_name <= end - pos:
-        f_assignor_name = _w.utf8(buf, pos, n_assignor_name, 'assignor_name')
+        if cython.compiled:
+            f_assignor_name = _read_str(buf, pos, n_assignor_name)
+            if f_assignor_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_assignor_name, 'assignor_name')
+        else:
+            f_assignor_name = _w.utf8(buf, pos, n_assignor_name, 'assignor_name')
         pos += n_assignor_name
     else:
         raise _w.bad_sized('assignor_name', pos, n_assignor_name, end, 1, False)
@@ -568,7 +594,12 @@ def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
     if 0 <= n_error_message <= end - pos:
-        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -587,7 +618,12 @@ def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
     if 0 <= n_group_id <= end - pos:
-        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -604,7 +640,12 @@ def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
         n_group_state, pos = _w.read_uvarint(buf, pos, end, 'group_state')
         n_group_state -= 1
     if 0 <= n_group_state <= end - pos:
-        f_group_state = _w.utf8(buf, pos, n_group_state, 'group_state')
+        if cython.compiled:
+            f_group_state = _read_str(buf, pos, n_group_state)
+            if f_group_state is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_state, 'group_state')
+        else:
+            f_group_state = _w.utf8(buf, pos, n_group_state, 'group_state')
         pos += n_group_state
     else:
         raise _w.bad_sized('group_state', pos, n_group_state, end, 1, False)
@@ -629,7 +670,12 @@ def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
         n_assignor_name, pos = _w.read_uvarint(buf, pos, end, 'assignor_name')
         n_assignor_name -= 1
     if 0 <= n_assignor_name <= end - pos:
-        f_assignor_name = _w.utf8(buf, pos, n_assignor_name, 'assignor_name')
+        if cython.compiled:
+            f_assignor_name = _read_str(buf, pos, n_assignor_name)
+            if f_assignor_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_assignor_name, 'assignor_name')
+        else:
+            f_assignor_name = _w.utf8(buf, pos, n_assignor_name, 'assignor_name')
         pos += n_assignor_name
     else:
         raise _w.bad_sized('assignor_name', pos, n_assignor_name, end, 1, False)
@@ -802,7 +848,12 @@ def _dec_ConsumerGroupDescribeResponse_Member_v0(buf, cur, end):
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
     if 0 <= n_member_id <= end - pos:
-        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+        if cython.compiled:
+            f_member_id = _read_str(buf, pos, n_member_id)
+            if f_member_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
+        else:
+            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -819,7 +870,12 @@ def _dec_ConsumerGroupDescribeResponse_Member_v0(buf, cur, end):
         n_instance_id, pos = _w.read_uvarint(buf, pos, end, 'instance_id')
         n_instance_id -= 1
     if 0 <= n_instance_id <= end - pos:
-        f_instance_id = _w.utf8(buf, pos, n_instance_id, 'instance_id')
+        if cython.compiled:
+            f_instance_id = _read_str(buf, pos, n_instance_id)
+            if f_instance_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_instance_id, 'instance_id')
+        else:
+            f_instance_id = _w.utf8(buf, pos, n_instance_id, 'instance_id')
         pos += n_instance_id
     elif n_instance_id == -1:
         f_instance_id = None
@@ -838,7 +894,12 @@ def _dec_ConsumerGroupDescribeResponse_Member_v0(buf, cur, end):
         n_rack_id, pos = _w.read_uvarint(buf, pos, end, 'rack_id')
         n_rack_id -= 1
     if 0 <= n_rack_id <= end - pos:
-        f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
+        if cython.compiled:
+            f_rack_id = _read_str(buf, pos, n_rack_id)
+            if f_rack_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_rack_id, 'rack_id')
+        else:
+            f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
         pos += n_rack_id
     elif n_rack_id == -1:
         f_rack_id = None
@@ -864,7 +925,12 @@ def _dec_ConsumerGroupDescribeResponse_Member_v0(buf, cur, end):
         n_client_id, pos = _w.read_uvarint(buf, pos, end, 'client_id')
         n_client_id -= 1
     if 0 <= n_client_id <= end - pos:
-        f_client_id = _w.utf8(buf, pos, n_client_id, 'client_id')
+        if cython.compiled:
+            f_client_id = _read_str(buf, pos, n_client_id)
+            if f_client_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_client_id, 'client_id')
+        else:
+            f_client_id = _w.utf8(buf, pos, n_client_id, 'client_id')
         pos += n_client_id
     else:
         raise _w.bad_sized('client_id', pos, n_client_id, end, 1, False)
@@ -881,7 +947,12 @@ def _dec_ConsumerGroupDescribeResponse_Member_v0(buf, cur, end):
         n_client_host, pos = _w.read_uvarint(buf, pos, end, 'client_host')
         n_client_host -= 1
     if 0 <= n_client_host <= end - pos:
-        f_client_host = _w.utf8(buf, pos, n_client_host, 'client_host')
+        if cython.compiled:
+            f_client_host = _read_str(buf, pos, n_client_host)
+            if f_client_host is None:
+                raise _w.bad_utf8_at(buf, pos, n_client_host, 'client_host')
+        else:
+            f_client_host = _w.utf8(buf, pos, n_client_host, 'client_host')
         pos += n_client_host
     else:
         raise _w.bad_sized('client_host', pos, n_client_host, end, 1, False)
@@ -915,7 +986,13 @@ def _dec_ConsumerGroupDescribeResponse_Member_v0(buf, cur, end):
             m -= 1
         if m < 0 or end - pos < m:
             raise _w.bad_sized("subscribed_topic_names[%d]" % i, pos, m, end, 1, False)
-        f_subscribed_topic_names.append(_w.utf8(buf, pos, m, "subscribed_topic_names[%d]" % i))
+        if cython.compiled:
+            s = _read_str(buf, pos, m)
+            if s is None:
+                raise _w.bad_utf8_at(buf, pos, m, "subscribed_topic_names[%d]" % i)
+        else:
+            s = _w.utf8(buf, pos, m, "subscribed_topic_names[%d]" % i)
+        f_subscribed_topic_names.append(s)
         pos += m
     if pos < end and buf[pos] < 128:
         n_subscribed_topic_regex = buf[pos] - 1
@@ -930,7 +1007,12 @@ def _dec_ConsumerGroupDescribeResponse_Member_v0(buf, cur, end):
         n_subscribed_topic_regex, pos = _w.read_uvarint(buf, pos, end, 'subscribed_topic_regex')
         n_subscribed_topic_regex -= 1
     if 0 <= n_subscribed_topic_regex <= end - pos:
-        f_subscribed_topic_regex = _w.utf8(buf, pos, n_subscribed_topic_regex, 'subscribed_topic_regex')
+        if cython.compiled:
+            f_subscribed_topic_regex = _read_str(buf, pos, n_subscribed_topic_regex)
+            if f_subscribed_topic_regex is None:
+                raise _w.bad_utf8_at(buf, pos, n_subscribed_topic_regex, 'subscribed_topic_regex')
+        else:
+            f_subscribed_topic_regex = _w.utf8(buf, pos, n_subscribed_topic_regex, 'subscribed_topic_regex')
         pos += n_subscribed_topic_regex
     elif n_subscribed_topic_regex == -1:
         f_subscribed_topic_regex = None
@@ -1126,7 +1208,12 @@ def _dec_ConsumerGroupDescribeResponse_Member_v1(buf, cur, end):
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
     if 0 <= n_member_id <= end - pos:
-        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+        if cython.compiled:
+            f_member_id = _read_str(buf, pos, n_member_id)
+            if f_member_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
+        else:
+            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -1143,7 +1230,12 @@ def _dec_ConsumerGroupDescribeResponse_Member_v1(buf, cur, end):
         n_instance_id, pos = _w.read_uvarint(buf, pos, end, 'instance_id')
         n_instance_id -= 1
     if 0 <= n_instance_id <= end - pos:
-        f_instance_id = _w.utf8(buf, pos, n_instance_id, 'instance_id')
+        if cython.compiled:
+            f_instance_id = _read_str(buf, pos, n_instance_id)
+            if f_instance_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_instance_id, 'instance_id')
+        else:
+            f_instance_id = _w.utf8(buf, pos, n_instance_id, 'instance_id')
         pos += n_instance_id
     elif n_instance_id == -1:
         f_instance_id = None
@@ -1162,7 +1254,12 @@ def _dec_ConsumerGroupDescribeResponse_Member_v1(buf, cur, end):
         n_rack_id, pos = _w.read_uvarint(buf, pos, end, 'rack_id')
         n_rack_id -= 1
     if 0 <= n_rack_id <= end - pos:
-        f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
+        if cython.compiled:
+            f_rack_id = _read_str(buf, pos, n_rack_id)
+            if f_rack_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_rack_id, 'rack_id')
+        else:
+            f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
         pos += n_rack_id
     elif n_rack_id == -1:
         f_rack_id = None
@@ -1188,7 +1285,12 @@ def _dec_ConsumerGroupDescribeResponse_Member_v1(buf, cur, end):
         n_client_id, pos = _w.read_uvarint(buf, pos, end, 'client_id')
         n_client_id -= 1
     if 0 <= n_client_id <= end - pos:
-        f_client_id = _w.utf8(buf, pos, n_client_id, 'client_id')
+        if cython.compiled:
+            f_client_id = _read_str(buf, pos, n_client_id)
+            if f_client_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_client_id, 'client_id')
+        else:
+            f_client_id = _w.utf8(buf, pos, n_client_id, 'client_id')
         pos += n_client_id
     else:
         raise _w.bad_sized('client_id', pos, n_client_id, end, 1, False)
@@ -1205,7 +1307,12 @@ def _dec_ConsumerGroupDescribeResponse_Member_v1(buf, cur, end):
         n_client_host, pos = _w.read_uvarint(buf, pos, end, 'client_host')
         n_client_host -= 1
     if 0 <= n_client_host <= end - pos:
-        f_client_host = _w.utf8(buf, pos, n_client_host, 'client_host')
+        if cython.compiled:
+            f_client_host = _read_str(buf, pos, n_client_host)
+            if f_client_host is None:
+                raise _w.bad_utf8_at(buf, pos, n_client_host, 'client_host')
+        else:
+            f_client_host = _w.utf8(buf, pos, n_client_host, 'client_host')
         pos += n_client_host
     else:
         raise _w.bad_sized('client_host', pos, n_client_host, end, 1, False)
@@ -1239,7 +1346,13 @@ def _dec_ConsumerGroupDescribeResponse_Member_v1(buf, cur, end):
             m -= 1
         if m < 0 or end - pos < m:
             raise _w.bad_sized("subscribed_topic_names[%d]" % i, pos, m, end, 1, False)
-        f_subscribed_topic_names.append(_w.utf8(buf, pos, m, "subscribed_topic_names[%d]" % i))
+        if cython.compiled:
+            s = _read_str(buf, pos, m)
+            if s is None:
+                raise _w.bad_utf8_at(buf, pos, m, "subscribed_topic_names[%d]" % i)
+        else:
+            s = _w.utf8(buf, pos, m, "subscribed_topic_names[%d]" % i)
+        f_subscribed_topic_names.append(s)
         pos += m
     if pos < end and buf[pos] < 128:
         n_subscribed_topic_regex = buf[pos] - 1
@@ -1254,7 +1367,12 @@ def _dec_ConsumerGroupDescribeResponse_Member_v1(buf, cur, end):
         n_subscribed_topic_regex, pos = _w.read_uvarint(buf, pos, end, 'subscribed_topic_regex')
         n_subscribed_topic_regex -= 1
     if 0 <= n_subscribed_topic_regex <= end - pos:
-        f_subscribed_topic_regex = _w.utf8(buf, pos, n_subscribed_topic_regex, 'subscribed_topic_regex')
+        if cython.compiled:
+            f_subscribed_topic_regex = _read_str(buf, pos, n_subscribed_topic_regex)
+            if f_subscribed_topic_regex is None:
+                raise _w.bad_utf8_at(buf, pos, n_subscribed_topic_regex, 'subscribed_topic_regex')
+        else:
+            f_subscribed_topic_regex = _w.utf8(buf, pos, n_subscribed_topic_regex, 'subscribed_topic_regex')
         pos += n_subscribed_topic_regex
     elif n_subscribed_topic_regex == -1:
         f_subscribed_topic_regex = None
@@ -1525,7 +1643,12 @@ def _dec_ConsumerGroupDescribeResponse_TopicPartitions_v0(buf, cur, end):
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
     if 0 <= n_topic_name <= end - pos:
-        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+        if cython.compiled:
+            f_topic_name = _read_str(buf, pos, n_topic_name)
+            if f_topic_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
+        else:
+            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)

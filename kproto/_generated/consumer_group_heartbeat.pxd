@@ -3,25 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_ConsumerGroupHeartbeatRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ConsumerGroupHeartbeatRequest_v0(ConsumerGroupHeartbeatRequest obj, bytearray out)
-cpdef _dec_ConsumerGroupHeartbeatRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ConsumerGroupHeartbeatRequest_v1(ConsumerGroupHeartbeatRequest obj, bytearray out)
-cdef _dec_ConsumerGroupHeartbeatRequest_TopicPartitions_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ConsumerGroupHeartbeatRequest_TopicPartitions_v0(ConsumerGroupHeartbeatRequest_TopicPartitions obj, bytearray out)
-cpdef _dec_ConsumerGroupHeartbeatResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ConsumerGroupHeartbeatResponse_v0(ConsumerGroupHeartbeatResponse obj, bytearray out)
-cdef _dec_ConsumerGroupHeartbeatResponse_Assignment_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ConsumerGroupHeartbeatResponse_Assignment_v0(ConsumerGroupHeartbeatResponse_Assignment obj, bytearray out)
-cdef _dec_ConsumerGroupHeartbeatResponse_TopicPartitions_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ConsumerGroupHeartbeatResponse_TopicPartitions_v0(ConsumerGroupHeartbeatResponse_TopicPartitions obj, bytearray out)
 cdef class ConsumerGroupHeartbeatRequest_TopicPartitions(Struct):
     cdef public object topic_id, partitions, unknown_tagged_fields
 
@@ -37,3 +29,21 @@ cdef class ConsumerGroupHeartbeatResponse_Assignment(Struct):
 cdef class ConsumerGroupHeartbeatResponse(Message):
     cdef public object throttle_time_ms, error_code, error_message, member_id, member_epoch, heartbeat_interval_ms, assignment, unknown_tagged_fields
 
+@_cy.locals(obj=ConsumerGroupHeartbeatRequest)
+cpdef _dec_ConsumerGroupHeartbeatRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ConsumerGroupHeartbeatRequest_v0(ConsumerGroupHeartbeatRequest obj, bytearray out)
+@_cy.locals(obj=ConsumerGroupHeartbeatRequest)
+cpdef _dec_ConsumerGroupHeartbeatRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ConsumerGroupHeartbeatRequest_v1(ConsumerGroupHeartbeatRequest obj, bytearray out)
+@_cy.locals(obj=ConsumerGroupHeartbeatRequest_TopicPartitions)
+cdef _dec_ConsumerGroupHeartbeatRequest_TopicPartitions_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ConsumerGroupHeartbeatRequest_TopicPartitions_v0(ConsumerGroupHeartbeatRequest_TopicPartitions obj, bytearray out)
+@_cy.locals(obj=ConsumerGroupHeartbeatResponse)
+cpdef _dec_ConsumerGroupHeartbeatResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ConsumerGroupHeartbeatResponse_v0(ConsumerGroupHeartbeatResponse obj, bytearray out)
+@_cy.locals(obj=ConsumerGroupHeartbeatResponse_Assignment)
+cdef _dec_ConsumerGroupHeartbeatResponse_Assignment_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ConsumerGroupHeartbeatResponse_Assignment_v0(ConsumerGroupHeartbeatResponse_Assignment obj, bytearray out)
+@_cy.locals(obj=ConsumerGroupHeartbeatResponse_TopicPartitions)
+cdef _dec_ConsumerGroupHeartbeatResponse_TopicPartitions_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ConsumerGroupHeartbeatResponse_TopicPartitions_v0(ConsumerGroupHeartbeatResponse_TopicPartitions obj, bytearray out)

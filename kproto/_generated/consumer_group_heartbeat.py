@@ -71,7 +71,12 @@ def _dec_ConsumerGroupHeartbeatRequest_v0(buf, cur, end):
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
     if 0 <= n_group_id <= end - pos:
-        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -88,7 +93,12 @@ def _dec_ConsumerGroupHeartbeatRequest_v0(buf, cur, end):
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
     if 0 <= n_member_id <= end - pos:
-        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+        if cython.compiled:
+            f_member_id = _read_str(buf, pos, n_member_id)
+            if f_member_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
+        else:
+            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -112,7 +122,12 @@ def _dec_ConsumerGroupHeartbeatRequest_v0(buf, cur, end):
         n_instance_id, pos = _w.read_uvarint(buf, pos, end, 'instance_id')
         n_instance_id -= 1
     if 0 <= n_instance_id <= end - pos:
-        f_instance_id = _w.utf8(buf, pos, n_instance_id, 'instance_id')
+        if cython.compiled:
+            f_instance_id = _read_str(buf, pos, n_instance_id)
+            if f_instance_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_instance_id, 'instance_id')
+        else:
+            f_instance_id = _w.utf8(buf, pos, n_instance_id, 'instance_id')
         pos += n_instance_id
     elif n_instance_id == -1:
         f_instance_id = None
@@ -131,7 +146,12 @@ def _dec_ConsumerGroupHeartbeatRequest_v0(buf, cur, end):
         n_rack_id, pos = _w.read_uvarint(buf, pos, end, 'rack_id')
         n_rack_id -= 1
     if 0 <= n_rack_id <= end - pos:
-        f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
+        if cython.compiled:
+            f_rack_id = _read_str(buf, pos, n_rack_id)
+            if f_rack_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_rack_id, 'rack_id')
+        else:
+            f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
         pos += n_rack_id
     elif n_rack_id == -1:
         f_rack_id = None
@@ -177,7 +197,13 @@ def _dec_ConsumerGroupHeartbeatRequest_v0(buf, cur, end):
                 m -= 1
             if m < 0 or end - pos < m:
                 raise _w.bad_sized("subscribed_topic_names[%d]" % i, pos, m, end, 1, False)
-            f_subscribed_topic_names.append(_w.utf8(buf, pos, m, "subscribed_topic_names[%d]" % i))
+            if cython.compiled:
+                s = _read_str(buf, pos, m)
+                if s is None:
+                    raise _w.bad_utf8_at(buf, pos, m, "subscribed_topic_names[%d]" % i)
+            else:
+                s = _w.utf8(buf, pos, m, "subscribed_topic_names[%d]" % i)
+            f_subscribed_topic_names.append(s)
             pos += m
     if pos < end and buf[pos] < 128:
         n_server_assignor = buf[pos] - 1
@@ -192,7 +218,12 @@ def _dec_ConsumerGroupHeartbeatRequest_v0(buf, cur, end):
         n_server_assignor, pos = _w.read_uvarint(buf, pos, end, 'server_assignor')
         n_server_assignor -= 1
     if 0 <= n_server_assignor <= end - pos:
-        f_server_assignor = _w.utf8(buf, pos, n_server_assignor, 'server_assignor')
+        if cython.compiled:
+            f_server_assignor = _read_str(buf, pos, n_server_assignor)
+            if f_server_assignor is None:
+                raise _w.bad_utf8_at(buf, pos, n_server_assignor, 'server_assignor')
+        else:
+            f_server_assignor = _w.utf8(buf, pos, n_server_assignor, 'server_assignor')
         pos += n_server_assignor
     elif n_server_assignor == -1:
         f_server_assignor = None
@@ -401,7 +432,12 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(buf, cur, end):
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
     if 0 <= n_group_id <= end - pos:
-        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -418,7 +454,12 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(buf, cur, end):
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
     if 0 <= n_member_id <= end - pos:
-        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+        if cython.compiled:
+            f_member_id = _read_str(buf, pos, n_member_id)
+            if f_member_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
+        else:
+            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -442,7 +483,12 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(buf, cur, end):
         n_instance_id, pos = _w.read_uvarint(buf, pos, end, 'instance_id')
         n_instance_id -= 1
     if 0 <= n_instance_id <= end - pos:
-        f_instance_id = _w.utf8(buf, pos, n_instance_id, 'instance_id')
+        if cython.compiled:
+            f_instance_id = _read_str(buf, pos, n_instance_id)
+            if f_instance_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_instance_id, 'instance_id')
+        else:
+            f_instance_id = _w.utf8(buf, pos, n_instance_id, 'instance_id')
         pos += n_instance_id
     elif n_instance_id == -1:
         f_instance_id = None
@@ -461,7 +507,12 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(buf, cur, end):
         n_rack_id, pos = _w.read_uvarint(buf, pos, end, 'rack_id')
         n_rack_id -= 1
     if 0 <= n_rack_id <= end - pos:
-        f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
+        if cython.compiled:
+            f_rack_id = _read_str(buf, pos, n_rack_id)
+            if f_rack_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_rack_id, 'rack_id')
+        else:
+            f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
         pos += n_rack_id
     elif n_rack_id == -1:
         f_rack_id = None
@@ -507,7 +558,13 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(buf, cur, end):
                 m -= 1
             if m < 0 or end - pos < m:
                 raise _w.bad_sized("subscribed_topic_names[%d]" % i, pos, m, end, 1, False)
-            f_subscribed_topic_names.append(_w.utf8(buf, pos, m, "subscribed_topic_names[%d]" % i))
+            if cython.compiled:
+                s = _read_str(buf, pos, m)
+                if s is None:
+                    raise _w.bad_utf8_at(buf, pos, m, "subscribed_topic_names[%d]" % i)
+            else:
+                s = _w.utf8(buf, pos, m, "subscribed_topic_names[%d]" % i)
+            f_subscribed_topic_names.append(s)
             pos += m
     if pos < end and buf[pos] < 128:
         n_subscribed_topic_regex = buf[pos] - 1
@@ -522,7 +579,12 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(buf, cur, end):
         n_subscribed_topic_regex, pos = _w.read_uvarint(buf, pos, end, 'subscribed_topic_regex')
         n_subscribed_topic_regex -= 1
     if 0 <= n_subscribed_topic_regex <= end - pos:
-        f_subscribed_topic_regex = _w.utf8(buf, pos, n_subscribed_topic_regex, 'subscribed_topic_regex')
+        if cython.compiled:
+            f_subscribed_topic_regex = _read_str(buf, pos, n_subscribed_topic_regex)
+            if f_subscribed_topic_regex is None:
+                raise _w.bad_utf8_at(buf, pos, n_subscribed_topic_regex, 'subscribed_topic_regex')
+        else:
+            f_subscribed_topic_regex = _w.utf8(buf, pos, n_subscribed_topic_regex, 'subscribed_topic_regex')
         pos += n_subscribed_topic_regex
     elif n_subscribed_topic_regex == -1:
         f_subscribed_topic_regex = None
@@ -541,7 +603,12 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(buf, cur, end):
         n_server_assignor, pos = _w.read_uvarint(buf, pos, end, 'server_assignor')
         n_server_assignor -= 1
     if 0 <= n_server_assignor <= end - pos:
-        f_server_assignor = _w.utf8(buf, pos, n_server_assignor, 'server_assignor')
+        if cython.compiled:
+            f_server_assignor = _read_str(buf, pos, n_server_assignor)
+            if f_server_assignor is None:
+                raise _w.bad_utf8_at(buf, pos, n_server_assignor, 'server_assignor')
+        else:
+            f_server_assignor = _w.utf8(buf, pos, n_server_assignor, 'server_assignor')
         pos += n_server_assignor
     elif n_server_assignor == -1:
         f_server_assignor = None
@@ -839,7 +906,12 @@ def _dec_ConsumerGroupHeartbeatResponse_v0(buf, cur, end):
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
     if 0 <= n_error_message <= end - pos:
-        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -858,7 +930,12 @@ def _dec_ConsumerGroupHeartbeatResponse_v0(buf, cur, end):
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
     if 0 <= n_member_id <= end - pos:
-        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+        if cython.compiled:
+            f_member_id = _read_str(buf, pos, n_member_id)
+            if f_member_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
+        else:
+            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     elif n_member_id == -1:
         f_member_id = None

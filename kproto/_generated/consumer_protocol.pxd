@@ -3,27 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_ConsumerProtocolAssignment_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ConsumerProtocolAssignment_v0(ConsumerProtocolAssignment obj, bytearray out)
-cdef _dec_ConsumerProtocolAssignment_TopicPartition_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ConsumerProtocolAssignment_TopicPartition_v0(ConsumerProtocolAssignment_TopicPartition obj, bytearray out)
-cpdef _dec_ConsumerProtocolSubscription_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ConsumerProtocolSubscription_v0(ConsumerProtocolSubscription obj, bytearray out)
-cpdef _dec_ConsumerProtocolSubscription_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ConsumerProtocolSubscription_v1(ConsumerProtocolSubscription obj, bytearray out)
-cpdef _dec_ConsumerProtocolSubscription_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ConsumerProtocolSubscription_v2(ConsumerProtocolSubscription obj, bytearray out)
-cpdef _dec_ConsumerProtocolSubscription_v3(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ConsumerProtocolSubscription_v3(ConsumerProtocolSubscription obj, bytearray out)
-cdef _dec_ConsumerProtocolSubscription_TopicPartition_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ConsumerProtocolSubscription_TopicPartition_v1(ConsumerProtocolSubscription_TopicPartition obj, bytearray out)
 cdef class ConsumerProtocolAssignment_TopicPartition(Struct):
     cdef public object topic, partitions
 
@@ -36,3 +26,24 @@ cdef class ConsumerProtocolSubscription_TopicPartition(Struct):
 cdef class ConsumerProtocolSubscription(Message):
     cdef public object topics, user_data, owned_partitions, generation_id, rack_id
 
+@_cy.locals(obj=ConsumerProtocolAssignment)
+cpdef _dec_ConsumerProtocolAssignment_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ConsumerProtocolAssignment_v0(ConsumerProtocolAssignment obj, bytearray out)
+@_cy.locals(obj=ConsumerProtocolAssignment_TopicPartition)
+cdef _dec_ConsumerProtocolAssignment_TopicPartition_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ConsumerProtocolAssignment_TopicPartition_v0(ConsumerProtocolAssignment_TopicPartition obj, bytearray out)
+@_cy.locals(obj=ConsumerProtocolSubscription)
+cpdef _dec_ConsumerProtocolSubscription_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ConsumerProtocolSubscription_v0(ConsumerProtocolSubscription obj, bytearray out)
+@_cy.locals(obj=ConsumerProtocolSubscription)
+cpdef _dec_ConsumerProtocolSubscription_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ConsumerProtocolSubscription_v1(ConsumerProtocolSubscription obj, bytearray out)
+@_cy.locals(obj=ConsumerProtocolSubscription)
+cpdef _dec_ConsumerProtocolSubscription_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ConsumerProtocolSubscription_v2(ConsumerProtocolSubscription obj, bytearray out)
+@_cy.locals(obj=ConsumerProtocolSubscription)
+cpdef _dec_ConsumerProtocolSubscription_v3(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ConsumerProtocolSubscription_v3(ConsumerProtocolSubscription obj, bytearray out)
+@_cy.locals(obj=ConsumerProtocolSubscription_TopicPartition)
+cdef _dec_ConsumerProtocolSubscription_TopicPartition_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ConsumerProtocolSubscription_TopicPartition_v1(ConsumerProtocolSubscription_TopicPartition obj, bytearray out)

@@ -142,7 +142,12 @@ def _dec_ConsumerProtocolAssignment_TopicPartition_v0(buf, cur, end):
         n_topic = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_topic <= end - pos:
-        f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+        if cython.compiled:
+            f_topic = _read_str(buf, pos, n_topic)
+            if f_topic is None:
+                raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
+        else:
+            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
@@ -224,7 +229,13 @@ def _dec_ConsumerProtocolSubscription_v0(buf, cur, end):
         pos += 2
         if m < 0 or end - pos < m:
             raise _w.bad_sized("topics[%d]" % i, pos, m, end, 1, False)
-        f_topics.append(_w.utf8(buf, pos, m, "topics[%d]" % i))
+        if cython.compiled:
+            s = _read_str(buf, pos, m)
+            if s is None:
+                raise _w.bad_utf8_at(buf, pos, m, "topics[%d]" % i)
+        else:
+            s = _w.utf8(buf, pos, m, "topics[%d]" % i)
+        f_topics.append(s)
         pos += m
     if end - pos < 4:
         raise _w.short_run(_RUN_user_data, pos, end)
@@ -305,7 +316,13 @@ def _dec_ConsumerProtocolSubscription_v1(buf, cur, end):
         pos += 2
         if m < 0 or end - pos < m:
             raise _w.bad_sized("topics[%d]" % i, pos, m, end, 1, False)
-        f_topics.append(_w.utf8(buf, pos, m, "topics[%d]" % i))
+        if cython.compiled:
+            s = _read_str(buf, pos, m)
+            if s is None:
+                raise _w.bad_utf8_at(buf, pos, m, "topics[%d]" % i)
+        else:
+            s = _w.utf8(buf, pos, m, "topics[%d]" % i)
+        f_topics.append(s)
         pos += m
     if end - pos < 4:
         raise _w.short_run(_RUN_user_data, pos, end)
@@ -416,7 +433,13 @@ def _dec_ConsumerProtocolSubscription_v2(buf, cur, end):
         pos += 2
         if m < 0 or end - pos < m:
             raise _w.bad_sized("topics[%d]" % i, pos, m, end, 1, False)
-        f_topics.append(_w.utf8(buf, pos, m, "topics[%d]" % i))
+        if cython.compiled:
+            s = _read_str(buf, pos, m)
+            if s is None:
+                raise _w.bad_utf8_at(buf, pos, m, "topics[%d]" % i)
+        else:
+            s = _w.utf8(buf, pos, m, "topics[%d]" % i)
+        f_topics.append(s)
         pos += m
     if end - pos < 4:
         raise _w.short_run(_RUN_user_data, pos, end)
@@ -539,7 +562,13 @@ def _dec_ConsumerProtocolSubscription_v3(buf, cur, end):
         pos += 2
         if m < 0 or end - pos < m:
             raise _w.bad_sized("topics[%d]" % i, pos, m, end, 1, False)
-        f_topics.append(_w.utf8(buf, pos, m, "topics[%d]" % i))
+        if cython.compiled:
+            s = _read_str(buf, pos, m)
+            if s is None:
+                raise _w.bad_utf8_at(buf, pos, m, "topics[%d]" % i)
+        else:
+            s = _w.utf8(buf, pos, m, "topics[%d]" % i)
+        f_topics.append(s)
         pos += m
     if end - pos < 4:
         raise _w.short_run(_RUN_user_data, pos, end)
@@ -582,7 +611,12 @@ def _dec_ConsumerProtocolSubscription_v3(buf, cur, end):
         f_generation_id, n_rack_id = _S_ih.unpack_from(buf, pos)
     pos += 6
     if 0 <= n_rack_id <= end - pos:
-        f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
+        if cython.compiled:
+            f_rack_id = _read_str(buf, pos, n_rack_id)
+            if f_rack_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_rack_id, 'rack_id')
+        else:
+            f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
         pos += n_rack_id
     elif n_rack_id == -1:
         f_rack_id = None
@@ -672,7 +706,12 @@ def _dec_ConsumerProtocolSubscription_TopicPartition_v1(buf, cur, end):
         n_topic = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_topic <= end - pos:
-        f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+        if cython.compiled:
+            f_topic = _read_str(buf, pos, n_topic)
+            if f_topic is None:
+                raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
+        else:
+            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 2, False)

@@ -3,27 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_ControlledShutdownRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ControlledShutdownRequest_v0(ControlledShutdownRequest obj, bytearray out)
-cpdef _dec_ControlledShutdownRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ControlledShutdownRequest_v2(ControlledShutdownRequest obj, bytearray out)
-cpdef _dec_ControlledShutdownRequest_v3(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ControlledShutdownRequest_v3(ControlledShutdownRequest obj, bytearray out)
-cpdef _dec_ControlledShutdownResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ControlledShutdownResponse_v0(ControlledShutdownResponse obj, bytearray out)
-cpdef _dec_ControlledShutdownResponse_v3(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ControlledShutdownResponse_v3(ControlledShutdownResponse obj, bytearray out)
-cdef _dec_ControlledShutdownResponse_RemainingPartition_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ControlledShutdownResponse_RemainingPartition_v0(ControlledShutdownResponse_RemainingPartition obj, bytearray out)
-cdef _dec_ControlledShutdownResponse_RemainingPartition_v3(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ControlledShutdownResponse_RemainingPartition_v3(ControlledShutdownResponse_RemainingPartition obj, bytearray out)
 cdef class ControlledShutdownRequest(Message):
     cdef public object broker_id, broker_epoch, unknown_tagged_fields
 
@@ -33,3 +23,24 @@ cdef class ControlledShutdownResponse_RemainingPartition(Struct):
 cdef class ControlledShutdownResponse(Message):
     cdef public object error_code, remaining_partitions, unknown_tagged_fields
 
+@_cy.locals(obj=ControlledShutdownRequest)
+cpdef _dec_ControlledShutdownRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ControlledShutdownRequest_v0(ControlledShutdownRequest obj, bytearray out)
+@_cy.locals(obj=ControlledShutdownRequest)
+cpdef _dec_ControlledShutdownRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ControlledShutdownRequest_v2(ControlledShutdownRequest obj, bytearray out)
+@_cy.locals(obj=ControlledShutdownRequest)
+cpdef _dec_ControlledShutdownRequest_v3(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ControlledShutdownRequest_v3(ControlledShutdownRequest obj, bytearray out)
+@_cy.locals(obj=ControlledShutdownResponse)
+cpdef _dec_ControlledShutdownResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ControlledShutdownResponse_v0(ControlledShutdownResponse obj, bytearray out)
+@_cy.locals(obj=ControlledShutdownResponse)
+cpdef _dec_ControlledShutdownResponse_v3(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ControlledShutdownResponse_v3(ControlledShutdownResponse obj, bytearray out)
+@_cy.locals(obj=ControlledShutdownResponse_RemainingPartition)
+cdef _dec_ControlledShutdownResponse_RemainingPartition_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ControlledShutdownResponse_RemainingPartition_v0(ControlledShutdownResponse_RemainingPartition obj, bytearray out)
+@_cy.locals(obj=ControlledShutdownResponse_RemainingPartition)
+cdef _dec_ControlledShutdownResponse_RemainingPartition_v3(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ControlledShutdownResponse_RemainingPartition_v3(ControlledShutdownResponse_RemainingPartition obj, bytearray out)

@@ -3,33 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_CreateAclsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_CreateAclsRequest_v0(CreateAclsRequest obj, bytearray out)
-cpdef _dec_CreateAclsRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_CreateAclsRequest_v1(CreateAclsRequest obj, bytearray out)
-cpdef _dec_CreateAclsRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_CreateAclsRequest_v2(CreateAclsRequest obj, bytearray out)
-cdef _dec_CreateAclsRequest_AclCreation_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_CreateAclsRequest_AclCreation_v0(CreateAclsRequest_AclCreation obj, bytearray out)
-cdef _dec_CreateAclsRequest_AclCreation_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_CreateAclsRequest_AclCreation_v1(CreateAclsRequest_AclCreation obj, bytearray out)
-cdef _dec_CreateAclsRequest_AclCreation_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_CreateAclsRequest_AclCreation_v2(CreateAclsRequest_AclCreation obj, bytearray out)
-cpdef _dec_CreateAclsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_CreateAclsResponse_v0(CreateAclsResponse obj, bytearray out)
-cpdef _dec_CreateAclsResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_CreateAclsResponse_v2(CreateAclsResponse obj, bytearray out)
-cdef _dec_CreateAclsResponse_AclCreationResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_CreateAclsResponse_AclCreationResult_v0(CreateAclsResponse_AclCreationResult obj, bytearray out)
-cdef _dec_CreateAclsResponse_AclCreationResult_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_CreateAclsResponse_AclCreationResult_v2(CreateAclsResponse_AclCreationResult obj, bytearray out)
 cdef class CreateAclsRequest_AclCreation(Struct):
     cdef public object resource_type, resource_name, resource_pattern_type, principal, host, operation, permission_type, unknown_tagged_fields
 
@@ -42,3 +26,33 @@ cdef class CreateAclsResponse_AclCreationResult(Struct):
 cdef class CreateAclsResponse(Message):
     cdef public object throttle_time_ms, results, unknown_tagged_fields
 
+@_cy.locals(obj=CreateAclsRequest)
+cpdef _dec_CreateAclsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_CreateAclsRequest_v0(CreateAclsRequest obj, bytearray out)
+@_cy.locals(obj=CreateAclsRequest)
+cpdef _dec_CreateAclsRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_CreateAclsRequest_v1(CreateAclsRequest obj, bytearray out)
+@_cy.locals(obj=CreateAclsRequest)
+cpdef _dec_CreateAclsRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_CreateAclsRequest_v2(CreateAclsRequest obj, bytearray out)
+@_cy.locals(obj=CreateAclsRequest_AclCreation)
+cdef _dec_CreateAclsRequest_AclCreation_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_CreateAclsRequest_AclCreation_v0(CreateAclsRequest_AclCreation obj, bytearray out)
+@_cy.locals(obj=CreateAclsRequest_AclCreation)
+cdef _dec_CreateAclsRequest_AclCreation_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_CreateAclsRequest_AclCreation_v1(CreateAclsRequest_AclCreation obj, bytearray out)
+@_cy.locals(obj=CreateAclsRequest_AclCreation)
+cdef _dec_CreateAclsRequest_AclCreation_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_CreateAclsRequest_AclCreation_v2(CreateAclsRequest_AclCreation obj, bytearray out)
+@_cy.locals(obj=CreateAclsResponse)
+cpdef _dec_CreateAclsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_CreateAclsResponse_v0(CreateAclsResponse obj, bytearray out)
+@_cy.locals(obj=CreateAclsResponse)
+cpdef _dec_CreateAclsResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_CreateAclsResponse_v2(CreateAclsResponse obj, bytearray out)
+@_cy.locals(obj=CreateAclsResponse_AclCreationResult)
+cdef _dec_CreateAclsResponse_AclCreationResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_CreateAclsResponse_AclCreationResult_v0(CreateAclsResponse_AclCreationResult obj, bytearray out)
+@_cy.locals(obj=CreateAclsResponse_AclCreationResult)
+cdef _dec_CreateAclsResponse_AclCreationResult_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_CreateAclsResponse_AclCreationResult_v2(CreateAclsResponse_AclCreationResult obj, bytearray out)

@@ -232,7 +232,12 @@ def _dec_CreateAclsRequest_AclCreation_v0(buf, cur, end):
         f_resource_type, n_resource_name = _S_bh.unpack_from(buf, pos)
     pos += 3
     if 0 <= n_resource_name <= end - pos:
-        f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+        if cython.compiled:
+            f_resource_name = _read_str(buf, pos, n_resource_name)
+            if f_resource_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
+        else:
+            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 2, False)
@@ -244,7 +249,12 @@ def _dec_CreateAclsRequest_AclCreation_v0(buf, cur, end):
         n_principal = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_principal <= end - pos:
-        f_principal = _w.utf8(buf, pos, n_principal, 'principal')
+        if cython.compiled:
+            f_principal = _read_str(buf, pos, n_principal)
+            if f_principal is None:
+                raise _w.bad_utf8_at(buf, pos, n_principal, 'principal')
+        else:
+            f_principal = _w.utf8(buf, pos, n_principal, 'principal')
         pos += n_principal
     else:
         raise _w.bad_sized('principal', pos, n_principal, end, 2, False)
@@ -256,7 +266,12 @@ def _dec_CreateAclsRequest_AclCreation_v0(buf, cur, end):
         n_host = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_host <= end - pos:
-        f_host = _w.utf8(buf, pos, n_host, 'host')
+        if cython.compiled:
+            f_host = _read_str(buf, pos, n_host)
+            if f_host is None:
+                raise _w.bad_utf8_at(buf, pos, n_host, 'host')
+        else:
+            f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 2, False)
@@ -353,7 +368,12 @@ def _dec_CreateAclsRequest_AclCreation_v1(buf, cur, end):
         f_resource_type, n_resource_name = _S_bh.unpack_from(buf, pos)
     pos += 3
     if 0 <= n_resource_name <= end - pos:
-        f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+        if cython.compiled:
+            f_resource_name = _read_str(buf, pos, n_resource_name)
+            if f_resource_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
+        else:
+            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 2, False)
@@ -366,7 +386,12 @@ def _dec_CreateAclsRequest_AclCreation_v1(buf, cur, end):
         f_resource_pattern_type, n_principal = _S_bh.unpack_from(buf, pos)
     pos += 3
     if 0 <= n_principal <= end - pos:
-        f_principal = _w.utf8(buf, pos, n_principal, 'principal')
+        if cython.compiled:
+            f_principal = _read_str(buf, pos, n_principal)
+            if f_principal is None:
+                raise _w.bad_utf8_at(buf, pos, n_principal, 'principal')
+        else:
+            f_principal = _w.utf8(buf, pos, n_principal, 'principal')
         pos += n_principal
     else:
         raise _w.bad_sized('principal', pos, n_principal, end, 2, False)
@@ -378,7 +403,12 @@ def _dec_CreateAclsRequest_AclCreation_v1(buf, cur, end):
         n_host = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_host <= end - pos:
-        f_host = _w.utf8(buf, pos, n_host, 'host')
+        if cython.compiled:
+            f_host = _read_str(buf, pos, n_host)
+            if f_host is None:
+                raise _w.bad_utf8_at(buf, pos, n_host, 'host')
+        else:
+            f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 2, False)
@@ -485,7 +515,12 @@ def _dec_CreateAclsRequest_AclCreation_v2(buf, cur, end):
         n_resource_name, pos = _w.read_uvarint(buf, pos, end, 'resource_name')
         n_resource_name -= 1
     if 0 <= n_resource_name <= end - pos:
-        f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+        if cython.compiled:
+            f_resource_name = _read_str(buf, pos, n_resource_name)
+            if f_resource_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
+        else:
+            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 1, False)
@@ -509,7 +544,12 @@ def _dec_CreateAclsRequest_AclCreation_v2(buf, cur, end):
         n_principal, pos = _w.read_uvarint(buf, pos, end, 'principal')
         n_principal -= 1
     if 0 <= n_principal <= end - pos:
-        f_principal = _w.utf8(buf, pos, n_principal, 'principal')
+        if cython.compiled:
+            f_principal = _read_str(buf, pos, n_principal)
+            if f_principal is None:
+                raise _w.bad_utf8_at(buf, pos, n_principal, 'principal')
+        else:
+            f_principal = _w.utf8(buf, pos, n_principal, 'principal')
         pos += n_principal
     else:
         raise _w.bad_sized('principal', pos, n_principal, end, 1, False)
@@ -526,7 +566,12 @@ def _dec_CreateAclsRequest_AclCreation_v2(buf, cur, end):
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
     if 0 <= n_host <= end - pos:
-        f_host = _w.utf8(buf, pos, n_host, 'host')
+        if cython.compiled:
+            f_host = _read_str(buf, pos, n_host)
+            if f_host is None:
+                raise _w.bad_utf8_at(buf, pos, n_host, 'host')
+        else:
+            f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -765,7 +810,12 @@ def _dec_CreateAclsResponse_AclCreationResult_v0(buf, cur, end):
         f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
     pos += 4
     if 0 <= n_error_message <= end - pos:
-        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -824,7 +874,12 @@ def _dec_CreateAclsResponse_AclCreationResult_v2(buf, cur, end):
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
     if 0 <= n_error_message <= end - pos:
-        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None

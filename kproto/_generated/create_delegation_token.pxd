@@ -3,29 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_CreateDelegationTokenRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_CreateDelegationTokenRequest_v0(CreateDelegationTokenRequest obj, bytearray out)
-cpdef _dec_CreateDelegationTokenRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_CreateDelegationTokenRequest_v2(CreateDelegationTokenRequest obj, bytearray out)
-cpdef _dec_CreateDelegationTokenRequest_v3(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_CreateDelegationTokenRequest_v3(CreateDelegationTokenRequest obj, bytearray out)
-cdef _dec_CreateDelegationTokenRequest_CreatableRenewers_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_CreateDelegationTokenRequest_CreatableRenewers_v0(CreateDelegationTokenRequest_CreatableRenewers obj, bytearray out)
-cdef _dec_CreateDelegationTokenRequest_CreatableRenewers_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_CreateDelegationTokenRequest_CreatableRenewers_v2(CreateDelegationTokenRequest_CreatableRenewers obj, bytearray out)
-cpdef _dec_CreateDelegationTokenResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_CreateDelegationTokenResponse_v0(CreateDelegationTokenResponse obj, bytearray out)
-cpdef _dec_CreateDelegationTokenResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_CreateDelegationTokenResponse_v2(CreateDelegationTokenResponse obj, bytearray out)
-cpdef _dec_CreateDelegationTokenResponse_v3(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_CreateDelegationTokenResponse_v3(CreateDelegationTokenResponse obj, bytearray out)
 cdef class CreateDelegationTokenRequest_CreatableRenewers(Struct):
     cdef public object principal_type, principal_name, unknown_tagged_fields
 
@@ -35,3 +23,27 @@ cdef class CreateDelegationTokenRequest(Message):
 cdef class CreateDelegationTokenResponse(Message):
     cdef public object error_code, principal_type, principal_name, token_requester_principal_type, token_requester_principal_name, issue_timestamp_ms, expiry_timestamp_ms, max_timestamp_ms, token_id, hmac, throttle_time_ms, unknown_tagged_fields
 
+@_cy.locals(obj=CreateDelegationTokenRequest)
+cpdef _dec_CreateDelegationTokenRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_CreateDelegationTokenRequest_v0(CreateDelegationTokenRequest obj, bytearray out)
+@_cy.locals(obj=CreateDelegationTokenRequest)
+cpdef _dec_CreateDelegationTokenRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_CreateDelegationTokenRequest_v2(CreateDelegationTokenRequest obj, bytearray out)
+@_cy.locals(obj=CreateDelegationTokenRequest)
+cpdef _dec_CreateDelegationTokenRequest_v3(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_CreateDelegationTokenRequest_v3(CreateDelegationTokenRequest obj, bytearray out)
+@_cy.locals(obj=CreateDelegationTokenRequest_CreatableRenewers)
+cdef _dec_CreateDelegationTokenRequest_CreatableRenewers_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_CreateDelegationTokenRequest_CreatableRenewers_v0(CreateDelegationTokenRequest_CreatableRenewers obj, bytearray out)
+@_cy.locals(obj=CreateDelegationTokenRequest_CreatableRenewers)
+cdef _dec_CreateDelegationTokenRequest_CreatableRenewers_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_CreateDelegationTokenRequest_CreatableRenewers_v2(CreateDelegationTokenRequest_CreatableRenewers obj, bytearray out)
+@_cy.locals(obj=CreateDelegationTokenResponse)
+cpdef _dec_CreateDelegationTokenResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_CreateDelegationTokenResponse_v0(CreateDelegationTokenResponse obj, bytearray out)
+@_cy.locals(obj=CreateDelegationTokenResponse)
+cpdef _dec_CreateDelegationTokenResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_CreateDelegationTokenResponse_v2(CreateDelegationTokenResponse obj, bytearray out)
+@_cy.locals(obj=CreateDelegationTokenResponse)
+cpdef _dec_CreateDelegationTokenResponse_v3(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_CreateDelegationTokenResponse_v3(CreateDelegationTokenResponse obj, bytearray out)

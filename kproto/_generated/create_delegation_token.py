@@ -225,7 +225,12 @@ def _dec_CreateDelegationTokenRequest_v3(buf, cur, end):
         n_owner_principal_type, pos = _w.read_uvarint(buf, pos, end, 'owner_principal_type')
         n_owner_principal_type -= 1
     if 0 <= n_owner_principal_type <= end - pos:
-        f_owner_principal_type = _w.utf8(buf, pos, n_owner_principal_type, 'owner_principal_type')
+        if cython.compiled:
+            f_owner_principal_type = _read_str(buf, pos, n_owner_principal_type)
+            if f_owner_principal_type is None:
+                raise _w.bad_utf8_at(buf, pos, n_owner_principal_type, 'owner_principal_type')
+        else:
+            f_owner_principal_type = _w.utf8(buf, pos, n_owner_principal_type, 'owner_principal_type')
         pos += n_owner_principal_type
     elif n_owner_principal_type == -1:
         f_owner_principal_type = None
@@ -244,7 +249,12 @@ def _dec_CreateDelegationTokenRequest_v3(buf, cur, end):
         n_owner_principal_name, pos = _w.read_uvarint(buf, pos, end, 'owner_principal_name')
         n_owner_principal_name -= 1
     if 0 <= n_owner_principal_name <= end - pos:
-        f_owner_principal_name = _w.utf8(buf, pos, n_owner_principal_name, 'owner_principal_name')
+        if cython.compiled:
+            f_owner_principal_name = _read_str(buf, pos, n_owner_principal_name)
+            if f_owner_principal_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_owner_principal_name, 'owner_principal_name')
+        else:
+            f_owner_principal_name = _w.utf8(buf, pos, n_owner_principal_name, 'owner_principal_name')
         pos += n_owner_principal_name
     elif n_owner_principal_name == -1:
         f_owner_principal_name = None
@@ -366,7 +376,12 @@ def _dec_CreateDelegationTokenRequest_CreatableRenewers_v0(buf, cur, end):
         n_principal_type = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_principal_type <= end - pos:
-        f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
+        if cython.compiled:
+            f_principal_type = _read_str(buf, pos, n_principal_type)
+            if f_principal_type is None:
+                raise _w.bad_utf8_at(buf, pos, n_principal_type, 'principal_type')
+        else:
+            f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
         pos += n_principal_type
     else:
         raise _w.bad_sized('principal_type', pos, n_principal_type, end, 2, False)
@@ -378,7 +393,12 @@ def _dec_CreateDelegationTokenRequest_CreatableRenewers_v0(buf, cur, end):
         n_principal_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_principal_name <= end - pos:
-        f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
+        if cython.compiled:
+            f_principal_name = _read_str(buf, pos, n_principal_name)
+            if f_principal_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_principal_name, 'principal_name')
+        else:
+            f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
         pos += n_principal_name
     else:
         raise _w.bad_sized('principal_name', pos, n_principal_name, end, 2, False)
@@ -442,7 +462,12 @@ def _dec_CreateDelegationTokenRequest_CreatableRenewers_v2(buf, cur, end):
         n_principal_type, pos = _w.read_uvarint(buf, pos, end, 'principal_type')
         n_principal_type -= 1
     if 0 <= n_principal_type <= end - pos:
-        f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
+        if cython.compiled:
+            f_principal_type = _read_str(buf, pos, n_principal_type)
+            if f_principal_type is None:
+                raise _w.bad_utf8_at(buf, pos, n_principal_type, 'principal_type')
+        else:
+            f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
         pos += n_principal_type
     else:
         raise _w.bad_sized('principal_type', pos, n_principal_type, end, 1, False)
@@ -459,7 +484,12 @@ def _dec_CreateDelegationTokenRequest_CreatableRenewers_v2(buf, cur, end):
         n_principal_name, pos = _w.read_uvarint(buf, pos, end, 'principal_name')
         n_principal_name -= 1
     if 0 <= n_principal_name <= end - pos:
-        f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
+        if cython.compiled:
+            f_principal_name = _read_str(buf, pos, n_principal_name)
+            if f_principal_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_principal_name, 'principal_name')
+        else:
+            f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
         pos += n_principal_name
     else:
         raise _w.bad_sized('principal_name', pos, n_principal_name, end, 1, False)
@@ -530,7 +560,12 @@ def _dec_CreateDelegationTokenResponse_v0(buf, cur, end):
         f_error_code, n_principal_type = _S_hh.unpack_from(buf, pos)
     pos += 4
     if 0 <= n_principal_type <= end - pos:
-        f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
+        if cython.compiled:
+            f_principal_type = _read_str(buf, pos, n_principal_type)
+            if f_principal_type is None:
+                raise _w.bad_utf8_at(buf, pos, n_principal_type, 'principal_type')
+        else:
+            f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
         pos += n_principal_type
     else:
         raise _w.bad_sized('principal_type', pos, n_principal_type, end, 2, False)
@@ -542,7 +577,12 @@ def _dec_CreateDelegationTokenResponse_v0(buf, cur, end):
         n_principal_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_principal_name <= end - pos:
-        f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
+        if cython.compiled:
+            f_principal_name = _read_str(buf, pos, n_principal_name)
+            if f_principal_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_principal_name, 'principal_name')
+        else:
+            f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
         pos += n_principal_name
     else:
         raise _w.bad_sized('principal_name', pos, n_principal_name, end, 2, False)
@@ -557,7 +597,12 @@ def _dec_CreateDelegationTokenResponse_v0(buf, cur, end):
         f_issue_timestamp_ms, f_expiry_timestamp_ms, f_max_timestamp_ms, n_token_id = _S_qqqh.unpack_from(buf, pos)
     pos += 26
     if 0 <= n_token_id <= end - pos:
-        f_token_id = _w.utf8(buf, pos, n_token_id, 'token_id')
+        if cython.compiled:
+            f_token_id = _read_str(buf, pos, n_token_id)
+            if f_token_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_token_id, 'token_id')
+        else:
+            f_token_id = _w.utf8(buf, pos, n_token_id, 'token_id')
         pos += n_token_id
     else:
         raise _w.bad_sized('token_id', pos, n_token_id, end, 2, False)
@@ -696,7 +741,12 @@ def _dec_CreateDelegationTokenResponse_v2(buf, cur, end):
         n_principal_type, pos = _w.read_uvarint(buf, pos, end, 'principal_type')
         n_principal_type -= 1
     if 0 <= n_principal_type <= end - pos:
-        f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
+        if cython.compiled:
+            f_principal_type = _read_str(buf, pos, n_principal_type)
+            if f_principal_type is None:
+                raise _w.bad_utf8_at(buf, pos, n_principal_type, 'principal_type')
+        else:
+            f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
         pos += n_principal_type
     else:
         raise _w.bad_sized('principal_type', pos, n_principal_type, end, 1, False)
@@ -713,7 +763,12 @@ def _dec_CreateDelegationTokenResponse_v2(buf, cur, end):
         n_principal_name, pos = _w.read_uvarint(buf, pos, end, 'principal_name')
         n_principal_name -= 1
     if 0 <= n_principal_name <= end - pos:
-        f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
+        if cython.compiled:
+            f_principal_name = _read_str(buf, pos, n_principal_name)
+            if f_principal_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_principal_name, 'principal_name')
+        else:
+            f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
         pos += n_principal_name
     else:
         raise _w.bad_sized('principal_name', pos, n_principal_name, end, 1, False)
@@ -739,7 +794,12 @@ def _dec_CreateDelegationTokenResponse_v2(buf, cur, end):
         n_token_id, pos = _w.read_uvarint(buf, pos, end, 'token_id')
         n_token_id -= 1
     if 0 <= n_token_id <= end - pos:
-        f_token_id = _w.utf8(buf, pos, n_token_id, 'token_id')
+        if cython.compiled:
+            f_token_id = _read_str(buf, pos, n_token_id)
+            if f_token_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_token_id, 'token_id')
+        else:
+            f_token_id = _w.utf8(buf, pos, n_token_id, 'token_id')
         pos += n_token_id
     else:
         raise _w.bad_sized('token_id', pos, n_token_id, end, 1, False)
@@ -904,7 +964,12 @@ def _dec_CreateDelegationTokenResponse_v3(buf, cur, end):
         n_principal_type, pos = _w.read_uvarint(buf, pos, end, 'principal_type')
         n_principal_type -= 1
     if 0 <= n_principal_type <= end - pos:
-        f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
+        if cython.compiled:
+            f_principal_type = _read_str(buf, pos, n_principal_type)
+            if f_principal_type is None:
+                raise _w.bad_utf8_at(buf, pos, n_principal_type, 'principal_type')
+        else:
+            f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
         pos += n_principal_type
     else:
         raise _w.bad_sized('principal_type', pos, n_principal_type, end, 1, False)
@@ -921,7 +986,12 @@ def _dec_CreateDelegationTokenResponse_v3(buf, cur, end):
         n_principal_name, pos = _w.read_uvarint(buf, pos, end, 'principal_name')
         n_principal_name -= 1
     if 0 <= n_principal_name <= end - pos:
-        f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
+        if cython.compiled:
+            f_principal_name = _read_str(buf, pos, n_principal_name)
+            if f_principal_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_principal_name, 'principal_name')
+        else:
+            f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
         pos += n_principal_name
     else:
         raise _w.bad_sized('principal_name', pos, n_principal_name, end, 1, False)
@@ -938,7 +1008,12 @@ def _dec_CreateDelegationTokenResponse_v3(buf, cur, end):
         n_token_requester_principal_type, pos = _w.read_uvarint(buf, pos, end, 'token_requester_principal_type')
         n_token_requester_principal_type -= 1
     if 0 <= n_token_requester_principal_type <= end - pos:
-        f_token_requester_principal_type = _w.utf8(buf, pos, n_token_requester_principal_type, 'token_requester_principal_type')
+        if cython.compiled:
+            f_token_requester_principal_type = _read_str(buf, pos, n_token_requester_principal_type)
+            if f_token_requester_principal_type is None:
+                raise _w.bad_utf8_at(buf, pos, n_token_requester_principal_type, 'token_requester_principal_type')
+        else:
+            f_token_requester_principal_type = _w.utf8(buf, pos, n_token_requester_principal_type, 'token_requester_principal_type')
         pos += n_token_requester_principal_type
     else:
         raise _w.bad_sized('token_requester_principal_type', pos, n_token_requester_principal_type, end, 1, False)
@@ -955,7 +1030,12 @@ def _dec_CreateDelegationTokenResponse_v3(buf, cur, end):
         n_token_requester_principal_name, pos = _w.read_uvarint(buf, pos, end, 'token_requester_principal_name')
         n_token_requester_principal_name -= 1
     if 0 <= n_token_requester_principal_name <= end - pos:
-        f_token_requester_principal_name = _w.utf8(buf, pos, n_token_requester_principal_name, 'token_requester_principal_name')
+        if cython.compiled:
+            f_token_requester_principal_name = _read_str(buf, pos, n_token_requester_principal_name)
+            if f_token_requester_principal_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_token_requester_principal_name, 'token_requester_principal_name')
+        else:
+            f_token_requester_principal_name = _w.utf8(buf, pos, n_token_requester_principal_name, 'token_requester_principal_name')
         pos += n_token_requester_principal_name
     else:
         raise _w.bad_sized('token_requester_principal_name', pos, n_token_requester_principal_name, end, 1, False)
@@ -981,7 +1061,12 @@ def _dec_CreateDelegationTokenResponse_v3(buf, cur, end):
         n_token_id, pos = _w.read_uvarint(buf, pos, end, 'token_id')
         n_token_id -= 1
     if 0 <= n_token_id <= end - pos:
-        f_token_id = _w.utf8(buf, pos, n_token_id, 'token_id')
+        if cython.compiled:
+            f_token_id = _read_str(buf, pos, n_token_id)
+            if f_token_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_token_id, 'token_id')
+        else:
+            f_token_id = _w.utf8(buf, pos, n_token_id, 'token_id')
         pos += n_token_id
     else:
         raise _w.bad_sized('token_id', pos, n_token_id, end, 1, False)

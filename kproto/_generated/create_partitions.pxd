@@ -3,33 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_CreatePartitionsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_CreatePartitionsRequest_v0(CreatePartitionsRequest obj, bytearray out)
-cpdef _dec_CreatePartitionsRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_CreatePartitionsRequest_v2(CreatePartitionsRequest obj, bytearray out)
-cdef _dec_CreatePartitionsRequest_CreatePartitionsTopic_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_CreatePartitionsRequest_CreatePartitionsTopic_v0(CreatePartitionsRequest_CreatePartitionsTopic obj, bytearray out)
-cdef _dec_CreatePartitionsRequest_CreatePartitionsTopic_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_CreatePartitionsRequest_CreatePartitionsTopic_v2(CreatePartitionsRequest_CreatePartitionsTopic obj, bytearray out)
-cdef _dec_CreatePartitionsRequest_CreatePartitionsAssignment_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_CreatePartitionsRequest_CreatePartitionsAssignment_v0(CreatePartitionsRequest_CreatePartitionsAssignment obj, bytearray out)
-cdef _dec_CreatePartitionsRequest_CreatePartitionsAssignment_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_CreatePartitionsRequest_CreatePartitionsAssignment_v2(CreatePartitionsRequest_CreatePartitionsAssignment obj, bytearray out)
-cpdef _dec_CreatePartitionsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_CreatePartitionsResponse_v0(CreatePartitionsResponse obj, bytearray out)
-cpdef _dec_CreatePartitionsResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_CreatePartitionsResponse_v2(CreatePartitionsResponse obj, bytearray out)
-cdef _dec_CreatePartitionsResponse_CreatePartitionsTopicResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_CreatePartitionsResponse_CreatePartitionsTopicResult_v0(CreatePartitionsResponse_CreatePartitionsTopicResult obj, bytearray out)
-cdef _dec_CreatePartitionsResponse_CreatePartitionsTopicResult_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_CreatePartitionsResponse_CreatePartitionsTopicResult_v2(CreatePartitionsResponse_CreatePartitionsTopicResult obj, bytearray out)
 cdef class CreatePartitionsRequest_CreatePartitionsAssignment(Struct):
     cdef public object broker_ids, unknown_tagged_fields
 
@@ -45,3 +29,33 @@ cdef class CreatePartitionsResponse_CreatePartitionsTopicResult(Struct):
 cdef class CreatePartitionsResponse(Message):
     cdef public object throttle_time_ms, results, unknown_tagged_fields
 
+@_cy.locals(obj=CreatePartitionsRequest)
+cpdef _dec_CreatePartitionsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_CreatePartitionsRequest_v0(CreatePartitionsRequest obj, bytearray out)
+@_cy.locals(obj=CreatePartitionsRequest)
+cpdef _dec_CreatePartitionsRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_CreatePartitionsRequest_v2(CreatePartitionsRequest obj, bytearray out)
+@_cy.locals(obj=CreatePartitionsRequest_CreatePartitionsTopic)
+cdef _dec_CreatePartitionsRequest_CreatePartitionsTopic_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_CreatePartitionsRequest_CreatePartitionsTopic_v0(CreatePartitionsRequest_CreatePartitionsTopic obj, bytearray out)
+@_cy.locals(obj=CreatePartitionsRequest_CreatePartitionsTopic)
+cdef _dec_CreatePartitionsRequest_CreatePartitionsTopic_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_CreatePartitionsRequest_CreatePartitionsTopic_v2(CreatePartitionsRequest_CreatePartitionsTopic obj, bytearray out)
+@_cy.locals(obj=CreatePartitionsRequest_CreatePartitionsAssignment)
+cdef _dec_CreatePartitionsRequest_CreatePartitionsAssignment_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_CreatePartitionsRequest_CreatePartitionsAssignment_v0(CreatePartitionsRequest_CreatePartitionsAssignment obj, bytearray out)
+@_cy.locals(obj=CreatePartitionsRequest_CreatePartitionsAssignment)
+cdef _dec_CreatePartitionsRequest_CreatePartitionsAssignment_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_CreatePartitionsRequest_CreatePartitionsAssignment_v2(CreatePartitionsRequest_CreatePartitionsAssignment obj, bytearray out)
+@_cy.locals(obj=CreatePartitionsResponse)
+cpdef _dec_CreatePartitionsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_CreatePartitionsResponse_v0(CreatePartitionsResponse obj, bytearray out)
+@_cy.locals(obj=CreatePartitionsResponse)
+cpdef _dec_CreatePartitionsResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_CreatePartitionsResponse_v2(CreatePartitionsResponse obj, bytearray out)
+@_cy.locals(obj=CreatePartitionsResponse_CreatePartitionsTopicResult)
+cdef _dec_CreatePartitionsResponse_CreatePartitionsTopicResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_CreatePartitionsResponse_CreatePartitionsTopicResult_v0(CreatePartitionsResponse_CreatePartitionsTopicResult obj, bytearray out)
+@_cy.locals(obj=CreatePartitionsResponse_CreatePartitionsTopicResult)
+cdef _dec_CreatePartitionsResponse_CreatePartitionsTopicResult_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_CreatePartitionsResponse_CreatePartitionsTopicResult_v2(CreatePartitionsResponse_CreatePartitionsTopicResult obj, bytearray out)

@@ -220,7 +220,12 @@ def _dec_CreatePartitionsRequest_CreatePartitionsTopic_v0(buf, cur, end):
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -306,7 +311,12 @@ def _dec_CreatePartitionsRequest_CreatePartitionsTopic_v2(buf, cur, end):
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -643,7 +653,12 @@ def _dec_CreatePartitionsResponse_CreatePartitionsTopicResult_v0(buf, cur, end):
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -656,7 +671,12 @@ def _dec_CreatePartitionsResponse_CreatePartitionsTopicResult_v0(buf, cur, end):
         f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
     pos += 4
     if 0 <= n_error_message <= end - pos:
-        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -724,7 +744,12 @@ def _dec_CreatePartitionsResponse_CreatePartitionsTopicResult_v2(buf, cur, end):
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -748,7 +773,12 @@ def _dec_CreatePartitionsResponse_CreatePartitionsTopicResult_v2(buf, cur, end):
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
     if 0 <= n_error_message <= end - pos:
-        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None

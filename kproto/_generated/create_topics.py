@@ -292,7 +292,12 @@ def _dec_CreateTopicsRequest_CreatableTopic_v0(buf, cur, end):
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -408,7 +413,12 @@ def _dec_CreateTopicsRequest_CreatableTopic_v5(buf, cur, end):
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -674,7 +684,12 @@ def _dec_CreateTopicsRequest_CreatableTopicConfig_v0(buf, cur, end):
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -686,7 +701,12 @@ def _dec_CreateTopicsRequest_CreatableTopicConfig_v0(buf, cur, end):
         n_value = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_value <= end - pos:
-        f_value = _w.utf8(buf, pos, n_value, 'value')
+        if cython.compiled:
+            f_value = _read_str(buf, pos, n_value)
+            if f_value is None:
+                raise _w.bad_utf8_at(buf, pos, n_value, 'value')
+        else:
+            f_value = _w.utf8(buf, pos, n_value, 'value')
         pos += n_value
     elif n_value == -1:
         f_value = None
@@ -752,7 +772,12 @@ def _dec_CreateTopicsRequest_CreatableTopicConfig_v5(buf, cur, end):
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -769,7 +794,12 @@ def _dec_CreateTopicsRequest_CreatableTopicConfig_v5(buf, cur, end):
         n_value, pos = _w.read_uvarint(buf, pos, end, 'value')
         n_value -= 1
     if 0 <= n_value <= end - pos:
-        f_value = _w.utf8(buf, pos, n_value, 'value')
+        if cython.compiled:
+            f_value = _read_str(buf, pos, n_value)
+            if f_value is None:
+                raise _w.bad_utf8_at(buf, pos, n_value, 'value')
+        else:
+            f_value = _w.utf8(buf, pos, n_value, 'value')
         pos += n_value
     elif n_value == -1:
         f_value = None
@@ -1132,7 +1162,12 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v0(buf, cur, end):
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -1194,7 +1229,12 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v1(buf, cur, end):
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -1207,7 +1247,12 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v1(buf, cur, end):
         f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
     pos += 4
     if 0 <= n_error_message <= end - pos:
-        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -1280,7 +1325,12 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v5(buf, cur, end):
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -1304,7 +1354,12 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v5(buf, cur, end):
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
     if 0 <= n_error_message <= end - pos:
-        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -1468,7 +1523,12 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v7(buf, cur, end):
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -1496,7 +1556,12 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v7(buf, cur, end):
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
     if 0 <= n_error_message <= end - pos:
-        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -1661,7 +1726,12 @@ def _dec_CreateTopicsResponse_CreatableTopicConfigs_v5(buf, cur, end):
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -1678,7 +1748,12 @@ def _dec_CreateTopicsResponse_CreatableTopicConfigs_v5(buf, cur, end):
         n_value, pos = _w.read_uvarint(buf, pos, end, 'value')
         n_value -= 1
     if 0 <= n_value <= end - pos:
-        f_value = _w.utf8(buf, pos, n_value, 'value')
+        if cython.compiled:
+            f_value = _read_str(buf, pos, n_value)
+            if f_value is None:
+                raise _w.bad_utf8_at(buf, pos, n_value, 'value')
+        else:
+            f_value = _w.utf8(buf, pos, n_value, 'value')
         pos += n_value
     elif n_value == -1:
         f_value = None

@@ -3,43 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_DeleteAclsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DeleteAclsRequest_v0(DeleteAclsRequest obj, bytearray out)
-cpdef _dec_DeleteAclsRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DeleteAclsRequest_v1(DeleteAclsRequest obj, bytearray out)
-cpdef _dec_DeleteAclsRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DeleteAclsRequest_v2(DeleteAclsRequest obj, bytearray out)
-cdef _dec_DeleteAclsRequest_DeleteAclsFilter_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DeleteAclsRequest_DeleteAclsFilter_v0(DeleteAclsRequest_DeleteAclsFilter obj, bytearray out)
-cdef _dec_DeleteAclsRequest_DeleteAclsFilter_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DeleteAclsRequest_DeleteAclsFilter_v1(DeleteAclsRequest_DeleteAclsFilter obj, bytearray out)
-cdef _dec_DeleteAclsRequest_DeleteAclsFilter_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DeleteAclsRequest_DeleteAclsFilter_v2(DeleteAclsRequest_DeleteAclsFilter obj, bytearray out)
-cpdef _dec_DeleteAclsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DeleteAclsResponse_v0(DeleteAclsResponse obj, bytearray out)
-cpdef _dec_DeleteAclsResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DeleteAclsResponse_v1(DeleteAclsResponse obj, bytearray out)
-cpdef _dec_DeleteAclsResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DeleteAclsResponse_v2(DeleteAclsResponse obj, bytearray out)
-cdef _dec_DeleteAclsResponse_DeleteAclsFilterResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DeleteAclsResponse_DeleteAclsFilterResult_v0(DeleteAclsResponse_DeleteAclsFilterResult obj, bytearray out)
-cdef _dec_DeleteAclsResponse_DeleteAclsFilterResult_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DeleteAclsResponse_DeleteAclsFilterResult_v1(DeleteAclsResponse_DeleteAclsFilterResult obj, bytearray out)
-cdef _dec_DeleteAclsResponse_DeleteAclsFilterResult_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DeleteAclsResponse_DeleteAclsFilterResult_v2(DeleteAclsResponse_DeleteAclsFilterResult obj, bytearray out)
-cdef _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(DeleteAclsResponse_DeleteAclsMatchingAcl obj, bytearray out)
-cdef _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(DeleteAclsResponse_DeleteAclsMatchingAcl obj, bytearray out)
-cdef _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(DeleteAclsResponse_DeleteAclsMatchingAcl obj, bytearray out)
 cdef class DeleteAclsRequest_DeleteAclsFilter(Struct):
     cdef public object resource_type_filter, resource_name_filter, pattern_type_filter, principal_filter, host_filter, operation, permission_type, unknown_tagged_fields
 
@@ -55,3 +29,48 @@ cdef class DeleteAclsResponse_DeleteAclsFilterResult(Struct):
 cdef class DeleteAclsResponse(Message):
     cdef public object throttle_time_ms, filter_results, unknown_tagged_fields
 
+@_cy.locals(obj=DeleteAclsRequest)
+cpdef _dec_DeleteAclsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DeleteAclsRequest_v0(DeleteAclsRequest obj, bytearray out)
+@_cy.locals(obj=DeleteAclsRequest)
+cpdef _dec_DeleteAclsRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DeleteAclsRequest_v1(DeleteAclsRequest obj, bytearray out)
+@_cy.locals(obj=DeleteAclsRequest)
+cpdef _dec_DeleteAclsRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DeleteAclsRequest_v2(DeleteAclsRequest obj, bytearray out)
+@_cy.locals(obj=DeleteAclsRequest_DeleteAclsFilter)
+cdef _dec_DeleteAclsRequest_DeleteAclsFilter_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DeleteAclsRequest_DeleteAclsFilter_v0(DeleteAclsRequest_DeleteAclsFilter obj, bytearray out)
+@_cy.locals(obj=DeleteAclsRequest_DeleteAclsFilter)
+cdef _dec_DeleteAclsRequest_DeleteAclsFilter_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DeleteAclsRequest_DeleteAclsFilter_v1(DeleteAclsRequest_DeleteAclsFilter obj, bytearray out)
+@_cy.locals(obj=DeleteAclsRequest_DeleteAclsFilter)
+cdef _dec_DeleteAclsRequest_DeleteAclsFilter_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DeleteAclsRequest_DeleteAclsFilter_v2(DeleteAclsRequest_DeleteAclsFilter obj, bytearray out)
+@_cy.locals(obj=DeleteAclsResponse)
+cpdef _dec_DeleteAclsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DeleteAclsResponse_v0(DeleteAclsResponse obj, bytearray out)
+@_cy.locals(obj=DeleteAclsResponse)
+cpdef _dec_DeleteAclsResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DeleteAclsResponse_v1(DeleteAclsResponse obj, bytearray out)
+@_cy.locals(obj=DeleteAclsResponse)
+cpdef _dec_DeleteAclsResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DeleteAclsResponse_v2(DeleteAclsResponse obj, bytearray out)
+@_cy.locals(obj=DeleteAclsResponse_DeleteAclsFilterResult)
+cdef _dec_DeleteAclsResponse_DeleteAclsFilterResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DeleteAclsResponse_DeleteAclsFilterResult_v0(DeleteAclsResponse_DeleteAclsFilterResult obj, bytearray out)
+@_cy.locals(obj=DeleteAclsResponse_DeleteAclsFilterResult)
+cdef _dec_DeleteAclsResponse_DeleteAclsFilterResult_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DeleteAclsResponse_DeleteAclsFilterResult_v1(DeleteAclsResponse_DeleteAclsFilterResult obj, bytearray out)
+@_cy.locals(obj=DeleteAclsResponse_DeleteAclsFilterResult)
+cdef _dec_DeleteAclsResponse_DeleteAclsFilterResult_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DeleteAclsResponse_DeleteAclsFilterResult_v2(DeleteAclsResponse_DeleteAclsFilterResult obj, bytearray out)
+@_cy.locals(obj=DeleteAclsResponse_DeleteAclsMatchingAcl)
+cdef _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(DeleteAclsResponse_DeleteAclsMatchingAcl obj, bytearray out)
+@_cy.locals(obj=DeleteAclsResponse_DeleteAclsMatchingAcl)
+cdef _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(DeleteAclsResponse_DeleteAclsMatchingAcl obj, bytearray out)
+@_cy.locals(obj=DeleteAclsResponse_DeleteAclsMatchingAcl)
+cdef _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(DeleteAclsResponse_DeleteAclsMatchingAcl obj, bytearray out)

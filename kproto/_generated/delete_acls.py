@@ -239,7 +239,12 @@ def _dec_DeleteAclsRequest_DeleteAclsFilter_v0(buf, cur, end):
         f_resource_type_filter, n_resource_name_filter = _S_bh.unpack_from(buf, pos)
     pos += 3
     if 0 <= n_resource_name_filter <= end - pos:
-        f_resource_name_filter = _w.utf8(buf, pos, n_resource_name_filter, 'resource_name_filter')
+        if cython.compiled:
+            f_resource_name_filter = _read_str(buf, pos, n_resource_name_filter)
+            if f_resource_name_filter is None:
+                raise _w.bad_utf8_at(buf, pos, n_resource_name_filter, 'resource_name_filter')
+        else:
+            f_resource_name_filter = _w.utf8(buf, pos, n_resource_name_filter, 'resource_name_filter')
         pos += n_resource_name_filter
     elif n_resource_name_filter == -1:
         f_resource_name_filter = None
@@ -253,7 +258,12 @@ def _dec_DeleteAclsRequest_DeleteAclsFilter_v0(buf, cur, end):
         n_principal_filter = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_principal_filter <= end - pos:
-        f_principal_filter = _w.utf8(buf, pos, n_principal_filter, 'principal_filter')
+        if cython.compiled:
+            f_principal_filter = _read_str(buf, pos, n_principal_filter)
+            if f_principal_filter is None:
+                raise _w.bad_utf8_at(buf, pos, n_principal_filter, 'principal_filter')
+        else:
+            f_principal_filter = _w.utf8(buf, pos, n_principal_filter, 'principal_filter')
         pos += n_principal_filter
     elif n_principal_filter == -1:
         f_principal_filter = None
@@ -267,7 +277,12 @@ def _dec_DeleteAclsRequest_DeleteAclsFilter_v0(buf, cur, end):
         n_host_filter = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_host_filter <= end - pos:
-        f_host_filter = _w.utf8(buf, pos, n_host_filter, 'host_filter')
+        if cython.compiled:
+            f_host_filter = _read_str(buf, pos, n_host_filter)
+            if f_host_filter is None:
+                raise _w.bad_utf8_at(buf, pos, n_host_filter, 'host_filter')
+        else:
+            f_host_filter = _w.utf8(buf, pos, n_host_filter, 'host_filter')
         pos += n_host_filter
     elif n_host_filter == -1:
         f_host_filter = None
@@ -366,7 +381,12 @@ def _dec_DeleteAclsRequest_DeleteAclsFilter_v1(buf, cur, end):
         f_resource_type_filter, n_resource_name_filter = _S_bh.unpack_from(buf, pos)
     pos += 3
     if 0 <= n_resource_name_filter <= end - pos:
-        f_resource_name_filter = _w.utf8(buf, pos, n_resource_name_filter, 'resource_name_filter')
+        if cython.compiled:
+            f_resource_name_filter = _read_str(buf, pos, n_resource_name_filter)
+            if f_resource_name_filter is None:
+                raise _w.bad_utf8_at(buf, pos, n_resource_name_filter, 'resource_name_filter')
+        else:
+            f_resource_name_filter = _w.utf8(buf, pos, n_resource_name_filter, 'resource_name_filter')
         pos += n_resource_name_filter
     elif n_resource_name_filter == -1:
         f_resource_name_filter = None
@@ -381,7 +401,12 @@ def _dec_DeleteAclsRequest_DeleteAclsFilter_v1(buf, cur, end):
         f_pattern_type_filter, n_principal_filter = _S_bh.unpack_from(buf, pos)
     pos += 3
     if 0 <= n_principal_filter <= end - pos:
-        f_principal_filter = _w.utf8(buf, pos, n_principal_filter, 'principal_filter')
+        if cython.compiled:
+            f_principal_filter = _read_str(buf, pos, n_principal_filter)
+            if f_principal_filter is None:
+                raise _w.bad_utf8_at(buf, pos, n_principal_filter, 'principal_filter')
+        else:
+            f_principal_filter = _w.utf8(buf, pos, n_principal_filter, 'principal_filter')
         pos += n_principal_filter
     elif n_principal_filter == -1:
         f_principal_filter = None
@@ -395,7 +420,12 @@ def _dec_DeleteAclsRequest_DeleteAclsFilter_v1(buf, cur, end):
         n_host_filter = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_host_filter <= end - pos:
-        f_host_filter = _w.utf8(buf, pos, n_host_filter, 'host_filter')
+        if cython.compiled:
+            f_host_filter = _read_str(buf, pos, n_host_filter)
+            if f_host_filter is None:
+                raise _w.bad_utf8_at(buf, pos, n_host_filter, 'host_filter')
+        else:
+            f_host_filter = _w.utf8(buf, pos, n_host_filter, 'host_filter')
         pos += n_host_filter
     elif n_host_filter == -1:
         f_host_filter = None
@@ -504,7 +534,12 @@ def _dec_DeleteAclsRequest_DeleteAclsFilter_v2(buf, cur, end):
         n_resource_name_filter, pos = _w.read_uvarint(buf, pos, end, 'resource_name_filter')
         n_resource_name_filter -= 1
     if 0 <= n_resource_name_filter <= end - pos:
-        f_resource_name_filter = _w.utf8(buf, pos, n_resource_name_filter, 'resource_name_filter')
+        if cython.compiled:
+            f_resource_name_filter = _read_str(buf, pos, n_resource_name_filter)
+            if f_resource_name_filter is None:
+                raise _w.bad_utf8_at(buf, pos, n_resource_name_filter, 'resource_name_filter')
+        else:
+            f_resource_name_filter = _w.utf8(buf, pos, n_resource_name_filter, 'resource_name_filter')
         pos += n_resource_name_filter
     elif n_resource_name_filter == -1:
         f_resource_name_filter = None
@@ -530,7 +565,12 @@ def _dec_DeleteAclsRequest_DeleteAclsFilter_v2(buf, cur, end):
         n_principal_filter, pos = _w.read_uvarint(buf, pos, end, 'principal_filter')
         n_principal_filter -= 1
     if 0 <= n_principal_filter <= end - pos:
-        f_principal_filter = _w.utf8(buf, pos, n_principal_filter, 'principal_filter')
+        if cython.compiled:
+            f_principal_filter = _read_str(buf, pos, n_principal_filter)
+            if f_principal_filter is None:
+                raise _w.bad_utf8_at(buf, pos, n_principal_filter, 'principal_filter')
+        else:
+            f_principal_filter = _w.utf8(buf, pos, n_principal_filter, 'principal_filter')
         pos += n_principal_filter
     elif n_principal_filter == -1:
         f_principal_filter = None
@@ -549,7 +589,12 @@ def _dec_DeleteAclsRequest_DeleteAclsFilter_v2(buf, cur, end):
         n_host_filter, pos = _w.read_uvarint(buf, pos, end, 'host_filter')
         n_host_filter -= 1
     if 0 <= n_host_filter <= end - pos:
-        f_host_filter = _w.utf8(buf, pos, n_host_filter, 'host_filter')
+        if cython.compiled:
+            f_host_filter = _read_str(buf, pos, n_host_filter)
+            if f_host_filter is None:
+                raise _w.bad_utf8_at(buf, pos, n_host_filter, 'host_filter')
+        else:
+            f_host_filter = _w.utf8(buf, pos, n_host_filter, 'host_filter')
         pos += n_host_filter
     elif n_host_filter == -1:
         f_host_filter = None
@@ -839,7 +884,12 @@ def _dec_DeleteAclsResponse_DeleteAclsFilterResult_v0(buf, cur, end):
         f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
     pos += 4
     if 0 <= n_error_message <= end - pos:
-        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -918,7 +968,12 @@ def _dec_DeleteAclsResponse_DeleteAclsFilterResult_v1(buf, cur, end):
         f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
     pos += 4
     if 0 <= n_error_message <= end - pos:
-        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -1008,7 +1063,12 @@ def _dec_DeleteAclsResponse_DeleteAclsFilterResult_v2(buf, cur, end):
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
     if 0 <= n_error_message <= end - pos:
-        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -1107,7 +1167,12 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(buf, cur, end):
         f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
     pos += 4
     if 0 <= n_error_message <= end - pos:
-        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -1122,7 +1187,12 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(buf, cur, end):
         f_resource_type, n_resource_name = _S_bh.unpack_from(buf, pos)
     pos += 3
     if 0 <= n_resource_name <= end - pos:
-        f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+        if cython.compiled:
+            f_resource_name = _read_str(buf, pos, n_resource_name)
+            if f_resource_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
+        else:
+            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 2, False)
@@ -1134,7 +1204,12 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(buf, cur, end):
         n_principal = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_principal <= end - pos:
-        f_principal = _w.utf8(buf, pos, n_principal, 'principal')
+        if cython.compiled:
+            f_principal = _read_str(buf, pos, n_principal)
+            if f_principal is None:
+                raise _w.bad_utf8_at(buf, pos, n_principal, 'principal')
+        else:
+            f_principal = _w.utf8(buf, pos, n_principal, 'principal')
         pos += n_principal
     else:
         raise _w.bad_sized('principal', pos, n_principal, end, 2, False)
@@ -1146,7 +1221,12 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(buf, cur, end):
         n_host = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_host <= end - pos:
-        f_host = _w.utf8(buf, pos, n_host, 'host')
+        if cython.compiled:
+            f_host = _read_str(buf, pos, n_host)
+            if f_host is None:
+                raise _w.bad_utf8_at(buf, pos, n_host, 'host')
+        else:
+            f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 2, False)
@@ -1261,7 +1341,12 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(buf, cur, end):
         f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
     pos += 4
     if 0 <= n_error_message <= end - pos:
-        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -1276,7 +1361,12 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(buf, cur, end):
         f_resource_type, n_resource_name = _S_bh.unpack_from(buf, pos)
     pos += 3
     if 0 <= n_resource_name <= end - pos:
-        f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+        if cython.compiled:
+            f_resource_name = _read_str(buf, pos, n_resource_name)
+            if f_resource_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
+        else:
+            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 2, False)
@@ -1289,7 +1379,12 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(buf, cur, end):
         f_pattern_type, n_principal = _S_bh.unpack_from(buf, pos)
     pos += 3
     if 0 <= n_principal <= end - pos:
-        f_principal = _w.utf8(buf, pos, n_principal, 'principal')
+        if cython.compiled:
+            f_principal = _read_str(buf, pos, n_principal)
+            if f_principal is None:
+                raise _w.bad_utf8_at(buf, pos, n_principal, 'principal')
+        else:
+            f_principal = _w.utf8(buf, pos, n_principal, 'principal')
         pos += n_principal
     else:
         raise _w.bad_sized('principal', pos, n_principal, end, 2, False)
@@ -1301,7 +1396,12 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(buf, cur, end):
         n_host = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_host <= end - pos:
-        f_host = _w.utf8(buf, pos, n_host, 'host')
+        if cython.compiled:
+            f_host = _read_str(buf, pos, n_host)
+            if f_host is None:
+                raise _w.bad_utf8_at(buf, pos, n_host, 'host')
+        else:
+            f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 2, False)
@@ -1426,7 +1526,12 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(buf, cur, end):
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
     if 0 <= n_error_message <= end - pos:
-        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -1452,7 +1557,12 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(buf, cur, end):
         n_resource_name, pos = _w.read_uvarint(buf, pos, end, 'resource_name')
         n_resource_name -= 1
     if 0 <= n_resource_name <= end - pos:
-        f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+        if cython.compiled:
+            f_resource_name = _read_str(buf, pos, n_resource_name)
+            if f_resource_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
+        else:
+            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 1, False)
@@ -1476,7 +1586,12 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(buf, cur, end):
         n_principal, pos = _w.read_uvarint(buf, pos, end, 'principal')
         n_principal -= 1
     if 0 <= n_principal <= end - pos:
-        f_principal = _w.utf8(buf, pos, n_principal, 'principal')
+        if cython.compiled:
+            f_principal = _read_str(buf, pos, n_principal)
+            if f_principal is None:
+                raise _w.bad_utf8_at(buf, pos, n_principal, 'principal')
+        else:
+            f_principal = _w.utf8(buf, pos, n_principal, 'principal')
         pos += n_principal
     else:
         raise _w.bad_sized('principal', pos, n_principal, end, 1, False)
@@ -1493,7 +1608,12 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(buf, cur, end):
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
     if 0 <= n_host <= end - pos:
-        f_host = _w.utf8(buf, pos, n_host, 'host')
+        if cython.compiled:
+            f_host = _read_str(buf, pos, n_host)
+            if f_host is None:
+                raise _w.bad_utf8_at(buf, pos, n_host, 'host')
+        else:
+            f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)

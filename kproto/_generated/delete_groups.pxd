@@ -3,25 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_DeleteGroupsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DeleteGroupsRequest_v0(DeleteGroupsRequest obj, bytearray out)
-cpdef _dec_DeleteGroupsRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DeleteGroupsRequest_v2(DeleteGroupsRequest obj, bytearray out)
-cpdef _dec_DeleteGroupsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DeleteGroupsResponse_v0(DeleteGroupsResponse obj, bytearray out)
-cpdef _dec_DeleteGroupsResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DeleteGroupsResponse_v2(DeleteGroupsResponse obj, bytearray out)
-cdef _dec_DeleteGroupsResponse_DeletableGroupResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DeleteGroupsResponse_DeletableGroupResult_v0(DeleteGroupsResponse_DeletableGroupResult obj, bytearray out)
-cdef _dec_DeleteGroupsResponse_DeletableGroupResult_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DeleteGroupsResponse_DeletableGroupResult_v2(DeleteGroupsResponse_DeletableGroupResult obj, bytearray out)
 cdef class DeleteGroupsRequest(Message):
     cdef public object groups_names, unknown_tagged_fields
 
@@ -31,3 +23,21 @@ cdef class DeleteGroupsResponse_DeletableGroupResult(Struct):
 cdef class DeleteGroupsResponse(Message):
     cdef public object throttle_time_ms, results, unknown_tagged_fields
 
+@_cy.locals(obj=DeleteGroupsRequest)
+cpdef _dec_DeleteGroupsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DeleteGroupsRequest_v0(DeleteGroupsRequest obj, bytearray out)
+@_cy.locals(obj=DeleteGroupsRequest)
+cpdef _dec_DeleteGroupsRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DeleteGroupsRequest_v2(DeleteGroupsRequest obj, bytearray out)
+@_cy.locals(obj=DeleteGroupsResponse)
+cpdef _dec_DeleteGroupsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DeleteGroupsResponse_v0(DeleteGroupsResponse obj, bytearray out)
+@_cy.locals(obj=DeleteGroupsResponse)
+cpdef _dec_DeleteGroupsResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DeleteGroupsResponse_v2(DeleteGroupsResponse obj, bytearray out)
+@_cy.locals(obj=DeleteGroupsResponse_DeletableGroupResult)
+cdef _dec_DeleteGroupsResponse_DeletableGroupResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DeleteGroupsResponse_DeletableGroupResult_v0(DeleteGroupsResponse_DeletableGroupResult obj, bytearray out)
+@_cy.locals(obj=DeleteGroupsResponse_DeletableGroupResult)
+cdef _dec_DeleteGroupsResponse_DeletableGroupResult_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DeleteGroupsResponse_DeletableGroupResult_v2(DeleteGroupsResponse_DeletableGroupResult obj, bytearray out)

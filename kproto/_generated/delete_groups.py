@@ -76,7 +76,13 @@ def _dec_DeleteGroupsRequest_v0(buf, cur, end):
         pos += 2
         if m < 0 or end - pos < m:
             raise _w.bad_sized("groups_names[%d]" % i, pos, m, end, 1, False)
-        f_groups_names.append(_w.utf8(buf, pos, m, "groups_names[%d]" % i))
+        if cython.compiled:
+            s = _read_str(buf, pos, m)
+            if s is None:
+                raise _w.bad_utf8_at(buf, pos, m, "groups_names[%d]" % i)
+        else:
+            s = _w.utf8(buf, pos, m, "groups_names[%d]" % i)
+        f_groups_names.append(s)
         pos += m
     obj = DeleteGroupsRequest.__new__(DeleteGroupsRequest)
     obj.groups_names = f_groups_names
@@ -141,7 +147,13 @@ def _dec_DeleteGroupsRequest_v2(buf, cur, end):
             m -= 1
         if m < 0 or end - pos < m:
             raise _w.bad_sized("groups_names[%d]" % i, pos, m, end, 1, False)
-        f_groups_names.append(_w.utf8(buf, pos, m, "groups_names[%d]" % i))
+        if cython.compiled:
+            s = _read_str(buf, pos, m)
+            if s is None:
+                raise _w.bad_utf8_at(buf, pos, m, "groups_names[%d]" % i)
+        else:
+            s = _w.utf8(buf, pos, m, "groups_names[%d]" % i)
+        f_groups_names.append(s)
         pos += m
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -322,7 +334,12 @@ def _dec_DeleteGroupsResponse_DeletableGroupResult_v0(buf, cur, end):
         n_group_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_group_id <= end - pos:
-        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -383,7 +400,12 @@ def _dec_DeleteGroupsResponse_DeletableGroupResult_v2(buf, cur, end):
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
     if 0 <= n_group_id <= end - pos:
-        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)

@@ -3,37 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_DeleteRecordsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DeleteRecordsRequest_v0(DeleteRecordsRequest obj, bytearray out)
-cpdef _dec_DeleteRecordsRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DeleteRecordsRequest_v2(DeleteRecordsRequest obj, bytearray out)
-cdef _dec_DeleteRecordsRequest_DeleteRecordsTopic_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DeleteRecordsRequest_DeleteRecordsTopic_v0(DeleteRecordsRequest_DeleteRecordsTopic obj, bytearray out)
-cdef _dec_DeleteRecordsRequest_DeleteRecordsTopic_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DeleteRecordsRequest_DeleteRecordsTopic_v2(DeleteRecordsRequest_DeleteRecordsTopic obj, bytearray out)
-cdef _dec_DeleteRecordsRequest_DeleteRecordsPartition_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DeleteRecordsRequest_DeleteRecordsPartition_v0(DeleteRecordsRequest_DeleteRecordsPartition obj, bytearray out)
-cdef _dec_DeleteRecordsRequest_DeleteRecordsPartition_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DeleteRecordsRequest_DeleteRecordsPartition_v2(DeleteRecordsRequest_DeleteRecordsPartition obj, bytearray out)
-cpdef _dec_DeleteRecordsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DeleteRecordsResponse_v0(DeleteRecordsResponse obj, bytearray out)
-cpdef _dec_DeleteRecordsResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DeleteRecordsResponse_v2(DeleteRecordsResponse obj, bytearray out)
-cdef _dec_DeleteRecordsResponse_DeleteRecordsTopicResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DeleteRecordsResponse_DeleteRecordsTopicResult_v0(DeleteRecordsResponse_DeleteRecordsTopicResult obj, bytearray out)
-cdef _dec_DeleteRecordsResponse_DeleteRecordsTopicResult_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DeleteRecordsResponse_DeleteRecordsTopicResult_v2(DeleteRecordsResponse_DeleteRecordsTopicResult obj, bytearray out)
-cdef _dec_DeleteRecordsResponse_DeleteRecordsPartitionResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DeleteRecordsResponse_DeleteRecordsPartitionResult_v0(DeleteRecordsResponse_DeleteRecordsPartitionResult obj, bytearray out)
-cdef _dec_DeleteRecordsResponse_DeleteRecordsPartitionResult_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DeleteRecordsResponse_DeleteRecordsPartitionResult_v2(DeleteRecordsResponse_DeleteRecordsPartitionResult obj, bytearray out)
 cdef class DeleteRecordsRequest_DeleteRecordsPartition(Struct):
     cdef public object partition_index, offset, unknown_tagged_fields
 
@@ -52,3 +32,39 @@ cdef class DeleteRecordsResponse_DeleteRecordsTopicResult(Struct):
 cdef class DeleteRecordsResponse(Message):
     cdef public object throttle_time_ms, topics, unknown_tagged_fields
 
+@_cy.locals(obj=DeleteRecordsRequest)
+cpdef _dec_DeleteRecordsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DeleteRecordsRequest_v0(DeleteRecordsRequest obj, bytearray out)
+@_cy.locals(obj=DeleteRecordsRequest)
+cpdef _dec_DeleteRecordsRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DeleteRecordsRequest_v2(DeleteRecordsRequest obj, bytearray out)
+@_cy.locals(obj=DeleteRecordsRequest_DeleteRecordsTopic)
+cdef _dec_DeleteRecordsRequest_DeleteRecordsTopic_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DeleteRecordsRequest_DeleteRecordsTopic_v0(DeleteRecordsRequest_DeleteRecordsTopic obj, bytearray out)
+@_cy.locals(obj=DeleteRecordsRequest_DeleteRecordsTopic)
+cdef _dec_DeleteRecordsRequest_DeleteRecordsTopic_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DeleteRecordsRequest_DeleteRecordsTopic_v2(DeleteRecordsRequest_DeleteRecordsTopic obj, bytearray out)
+@_cy.locals(obj=DeleteRecordsRequest_DeleteRecordsPartition)
+cdef _dec_DeleteRecordsRequest_DeleteRecordsPartition_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DeleteRecordsRequest_DeleteRecordsPartition_v0(DeleteRecordsRequest_DeleteRecordsPartition obj, bytearray out)
+@_cy.locals(obj=DeleteRecordsRequest_DeleteRecordsPartition)
+cdef _dec_DeleteRecordsRequest_DeleteRecordsPartition_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DeleteRecordsRequest_DeleteRecordsPartition_v2(DeleteRecordsRequest_DeleteRecordsPartition obj, bytearray out)
+@_cy.locals(obj=DeleteRecordsResponse)
+cpdef _dec_DeleteRecordsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DeleteRecordsResponse_v0(DeleteRecordsResponse obj, bytearray out)
+@_cy.locals(obj=DeleteRecordsResponse)
+cpdef _dec_DeleteRecordsResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DeleteRecordsResponse_v2(DeleteRecordsResponse obj, bytearray out)
+@_cy.locals(obj=DeleteRecordsResponse_DeleteRecordsTopicResult)
+cdef _dec_DeleteRecordsResponse_DeleteRecordsTopicResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DeleteRecordsResponse_DeleteRecordsTopicResult_v0(DeleteRecordsResponse_DeleteRecordsTopicResult obj, bytearray out)
+@_cy.locals(obj=DeleteRecordsResponse_DeleteRecordsTopicResult)
+cdef _dec_DeleteRecordsResponse_DeleteRecordsTopicResult_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DeleteRecordsResponse_DeleteRecordsTopicResult_v2(DeleteRecordsResponse_DeleteRecordsTopicResult obj, bytearray out)
+@_cy.locals(obj=DeleteRecordsResponse_DeleteRecordsPartitionResult)
+cdef _dec_DeleteRecordsResponse_DeleteRecordsPartitionResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DeleteRecordsResponse_DeleteRecordsPartitionResult_v0(DeleteRecordsResponse_DeleteRecordsPartitionResult obj, bytearray out)
+@_cy.locals(obj=DeleteRecordsResponse_DeleteRecordsPartitionResult)
+cdef _dec_DeleteRecordsResponse_DeleteRecordsPartitionResult_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DeleteRecordsResponse_DeleteRecordsPartitionResult_v2(DeleteRecordsResponse_DeleteRecordsPartitionResult obj, bytearray out)

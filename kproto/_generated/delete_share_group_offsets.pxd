@@ -3,21 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_DeleteShareGroupOffsetsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DeleteShareGroupOffsetsRequest_v0(DeleteShareGroupOffsetsRequest obj, bytearray out)
-cdef _dec_DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic_v0(DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic obj, bytearray out)
-cpdef _dec_DeleteShareGroupOffsetsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DeleteShareGroupOffsetsResponse_v0(DeleteShareGroupOffsetsResponse obj, bytearray out)
-cdef _dec_DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic_v0(DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic obj, bytearray out)
 cdef class DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic(Struct):
     cdef public object topic_name, unknown_tagged_fields
 
@@ -30,3 +26,15 @@ cdef class DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic(
 cdef class DeleteShareGroupOffsetsResponse(Message):
     cdef public object throttle_time_ms, error_code, error_message, responses, unknown_tagged_fields
 
+@_cy.locals(obj=DeleteShareGroupOffsetsRequest)
+cpdef _dec_DeleteShareGroupOffsetsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DeleteShareGroupOffsetsRequest_v0(DeleteShareGroupOffsetsRequest obj, bytearray out)
+@_cy.locals(obj=DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic)
+cdef _dec_DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic_v0(DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic obj, bytearray out)
+@_cy.locals(obj=DeleteShareGroupOffsetsResponse)
+cpdef _dec_DeleteShareGroupOffsetsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DeleteShareGroupOffsetsResponse_v0(DeleteShareGroupOffsetsResponse obj, bytearray out)
+@_cy.locals(obj=DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic)
+cdef _dec_DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic_v0(DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic obj, bytearray out)

@@ -68,7 +68,12 @@ def _dec_DeleteShareGroupOffsetsRequest_v0(buf, cur, end):
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
     if 0 <= n_group_id <= end - pos:
-        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -163,7 +168,12 @@ def _dec_DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic_v0(b
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
     if 0 <= n_topic_name <= end - pos:
-        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+        if cython.compiled:
+            f_topic_name = _read_str(buf, pos, n_topic_name)
+            if f_topic_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
+        else:
+            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -229,7 +239,12 @@ def _dec_DeleteShareGroupOffsetsResponse_v0(buf, cur, end):
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
     if 0 <= n_error_message <= end - pos:
-        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -334,7 +349,12 @@ def _dec_DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic_v0
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
     if 0 <= n_topic_name <= end - pos:
-        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+        if cython.compiled:
+            f_topic_name = _read_str(buf, pos, n_topic_name)
+            if f_topic_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
+        else:
+            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -362,7 +382,12 @@ def _dec_DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic_v0
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
     if 0 <= n_error_message <= end - pos:
-        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None

@@ -3,25 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_DeleteShareGroupStateRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DeleteShareGroupStateRequest_v0(DeleteShareGroupStateRequest obj, bytearray out)
-cdef _dec_DeleteShareGroupStateRequest_DeleteStateData_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DeleteShareGroupStateRequest_DeleteStateData_v0(DeleteShareGroupStateRequest_DeleteStateData obj, bytearray out)
-cdef _dec_DeleteShareGroupStateRequest_PartitionData_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DeleteShareGroupStateRequest_PartitionData_v0(DeleteShareGroupStateRequest_PartitionData obj, bytearray out)
-cpdef _dec_DeleteShareGroupStateResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DeleteShareGroupStateResponse_v0(DeleteShareGroupStateResponse obj, bytearray out)
-cdef _dec_DeleteShareGroupStateResponse_DeleteStateResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DeleteShareGroupStateResponse_DeleteStateResult_v0(DeleteShareGroupStateResponse_DeleteStateResult obj, bytearray out)
-cdef _dec_DeleteShareGroupStateResponse_PartitionResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DeleteShareGroupStateResponse_PartitionResult_v0(DeleteShareGroupStateResponse_PartitionResult obj, bytearray out)
 cdef class DeleteShareGroupStateRequest_PartitionData(Struct):
     cdef public object partition, unknown_tagged_fields
 
@@ -40,3 +32,21 @@ cdef class DeleteShareGroupStateResponse_DeleteStateResult(Struct):
 cdef class DeleteShareGroupStateResponse(Message):
     cdef public object results, unknown_tagged_fields
 
+@_cy.locals(obj=DeleteShareGroupStateRequest)
+cpdef _dec_DeleteShareGroupStateRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DeleteShareGroupStateRequest_v0(DeleteShareGroupStateRequest obj, bytearray out)
+@_cy.locals(obj=DeleteShareGroupStateRequest_DeleteStateData)
+cdef _dec_DeleteShareGroupStateRequest_DeleteStateData_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DeleteShareGroupStateRequest_DeleteStateData_v0(DeleteShareGroupStateRequest_DeleteStateData obj, bytearray out)
+@_cy.locals(obj=DeleteShareGroupStateRequest_PartitionData)
+cdef _dec_DeleteShareGroupStateRequest_PartitionData_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DeleteShareGroupStateRequest_PartitionData_v0(DeleteShareGroupStateRequest_PartitionData obj, bytearray out)
+@_cy.locals(obj=DeleteShareGroupStateResponse)
+cpdef _dec_DeleteShareGroupStateResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DeleteShareGroupStateResponse_v0(DeleteShareGroupStateResponse obj, bytearray out)
+@_cy.locals(obj=DeleteShareGroupStateResponse_DeleteStateResult)
+cdef _dec_DeleteShareGroupStateResponse_DeleteStateResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DeleteShareGroupStateResponse_DeleteStateResult_v0(DeleteShareGroupStateResponse_DeleteStateResult obj, bytearray out)
+@_cy.locals(obj=DeleteShareGroupStateResponse_PartitionResult)
+cdef _dec_DeleteShareGroupStateResponse_PartitionResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DeleteShareGroupStateResponse_PartitionResult_v0(DeleteShareGroupStateResponse_PartitionResult obj, bytearray out)

@@ -3,39 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_DeleteTopicsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DeleteTopicsRequest_v0(DeleteTopicsRequest obj, bytearray out)
-cpdef _dec_DeleteTopicsRequest_v4(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DeleteTopicsRequest_v4(DeleteTopicsRequest obj, bytearray out)
-cpdef _dec_DeleteTopicsRequest_v6(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DeleteTopicsRequest_v6(DeleteTopicsRequest obj, bytearray out)
-cdef _dec_DeleteTopicsRequest_DeleteTopicState_v6(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DeleteTopicsRequest_DeleteTopicState_v6(DeleteTopicsRequest_DeleteTopicState obj, bytearray out)
-cpdef _dec_DeleteTopicsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DeleteTopicsResponse_v0(DeleteTopicsResponse obj, bytearray out)
-cpdef _dec_DeleteTopicsResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DeleteTopicsResponse_v1(DeleteTopicsResponse obj, bytearray out)
-cpdef _dec_DeleteTopicsResponse_v4(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DeleteTopicsResponse_v4(DeleteTopicsResponse obj, bytearray out)
-cpdef _dec_DeleteTopicsResponse_v5(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DeleteTopicsResponse_v5(DeleteTopicsResponse obj, bytearray out)
-cpdef _dec_DeleteTopicsResponse_v6(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DeleteTopicsResponse_v6(DeleteTopicsResponse obj, bytearray out)
-cdef _dec_DeleteTopicsResponse_DeletableTopicResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DeleteTopicsResponse_DeletableTopicResult_v0(DeleteTopicsResponse_DeletableTopicResult obj, bytearray out)
-cdef _dec_DeleteTopicsResponse_DeletableTopicResult_v4(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DeleteTopicsResponse_DeletableTopicResult_v4(DeleteTopicsResponse_DeletableTopicResult obj, bytearray out)
-cdef _dec_DeleteTopicsResponse_DeletableTopicResult_v5(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DeleteTopicsResponse_DeletableTopicResult_v5(DeleteTopicsResponse_DeletableTopicResult obj, bytearray out)
-cdef _dec_DeleteTopicsResponse_DeletableTopicResult_v6(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DeleteTopicsResponse_DeletableTopicResult_v6(DeleteTopicsResponse_DeletableTopicResult obj, bytearray out)
 cdef class DeleteTopicsRequest_DeleteTopicState(Struct):
     cdef public object name, topic_id, unknown_tagged_fields
 
@@ -48,3 +26,42 @@ cdef class DeleteTopicsResponse_DeletableTopicResult(Struct):
 cdef class DeleteTopicsResponse(Message):
     cdef public object throttle_time_ms, responses, unknown_tagged_fields
 
+@_cy.locals(obj=DeleteTopicsRequest)
+cpdef _dec_DeleteTopicsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DeleteTopicsRequest_v0(DeleteTopicsRequest obj, bytearray out)
+@_cy.locals(obj=DeleteTopicsRequest)
+cpdef _dec_DeleteTopicsRequest_v4(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DeleteTopicsRequest_v4(DeleteTopicsRequest obj, bytearray out)
+@_cy.locals(obj=DeleteTopicsRequest)
+cpdef _dec_DeleteTopicsRequest_v6(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DeleteTopicsRequest_v6(DeleteTopicsRequest obj, bytearray out)
+@_cy.locals(obj=DeleteTopicsRequest_DeleteTopicState)
+cdef _dec_DeleteTopicsRequest_DeleteTopicState_v6(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DeleteTopicsRequest_DeleteTopicState_v6(DeleteTopicsRequest_DeleteTopicState obj, bytearray out)
+@_cy.locals(obj=DeleteTopicsResponse)
+cpdef _dec_DeleteTopicsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DeleteTopicsResponse_v0(DeleteTopicsResponse obj, bytearray out)
+@_cy.locals(obj=DeleteTopicsResponse)
+cpdef _dec_DeleteTopicsResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DeleteTopicsResponse_v1(DeleteTopicsResponse obj, bytearray out)
+@_cy.locals(obj=DeleteTopicsResponse)
+cpdef _dec_DeleteTopicsResponse_v4(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DeleteTopicsResponse_v4(DeleteTopicsResponse obj, bytearray out)
+@_cy.locals(obj=DeleteTopicsResponse)
+cpdef _dec_DeleteTopicsResponse_v5(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DeleteTopicsResponse_v5(DeleteTopicsResponse obj, bytearray out)
+@_cy.locals(obj=DeleteTopicsResponse)
+cpdef _dec_DeleteTopicsResponse_v6(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DeleteTopicsResponse_v6(DeleteTopicsResponse obj, bytearray out)
+@_cy.locals(obj=DeleteTopicsResponse_DeletableTopicResult)
+cdef _dec_DeleteTopicsResponse_DeletableTopicResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DeleteTopicsResponse_DeletableTopicResult_v0(DeleteTopicsResponse_DeletableTopicResult obj, bytearray out)
+@_cy.locals(obj=DeleteTopicsResponse_DeletableTopicResult)
+cdef _dec_DeleteTopicsResponse_DeletableTopicResult_v4(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DeleteTopicsResponse_DeletableTopicResult_v4(DeleteTopicsResponse_DeletableTopicResult obj, bytearray out)
+@_cy.locals(obj=DeleteTopicsResponse_DeletableTopicResult)
+cdef _dec_DeleteTopicsResponse_DeletableTopicResult_v5(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DeleteTopicsResponse_DeletableTopicResult_v5(DeleteTopicsResponse_DeletableTopicResult obj, bytearray out)
+@_cy.locals(obj=DeleteTopicsResponse_DeletableTopicResult)
+cdef _dec_DeleteTopicsResponse_DeletableTopicResult_v6(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DeleteTopicsResponse_DeletableTopicResult_v6(DeleteTopicsResponse_DeletableTopicResult obj, bytearray out)

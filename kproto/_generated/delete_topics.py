@@ -78,7 +78,13 @@ def _dec_DeleteTopicsRequest_v0(buf, cur, end):
         pos += 2
         if m < 0 or end - pos < m:
             raise _w.bad_sized("topic_names[%d]" % i, pos, m, end, 1, False)
-        f_topic_names.append(_w.utf8(buf, pos, m, "topic_names[%d]" % i))
+        if cython.compiled:
+            s = _read_str(buf, pos, m)
+            if s is None:
+                raise _w.bad_utf8_at(buf, pos, m, "topic_names[%d]" % i)
+        else:
+            s = _w.utf8(buf, pos, m, "topic_names[%d]" % i)
+        f_topic_names.append(s)
         pos += m
     if end - pos < 4:
         raise _w.short_run(_RUN_timeout_ms, pos, end)
@@ -159,7 +165,13 @@ def _dec_DeleteTopicsRequest_v4(buf, cur, end):
             m -= 1
         if m < 0 or end - pos < m:
             raise _w.bad_sized("topic_names[%d]" % i, pos, m, end, 1, False)
-        f_topic_names.append(_w.utf8(buf, pos, m, "topic_names[%d]" % i))
+        if cython.compiled:
+            s = _read_str(buf, pos, m)
+            if s is None:
+                raise _w.bad_utf8_at(buf, pos, m, "topic_names[%d]" % i)
+        else:
+            s = _w.utf8(buf, pos, m, "topic_names[%d]" % i)
+        f_topic_names.append(s)
         pos += m
     if end - pos < 4:
         raise _w.short_run(_RUN_timeout_ms, pos, end)
@@ -313,7 +325,12 @@ def _dec_DeleteTopicsRequest_DeleteTopicState_v6(buf, cur, end):
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     elif n_name == -1:
         f_name = None
@@ -692,7 +709,12 @@ def _dec_DeleteTopicsResponse_DeletableTopicResult_v0(buf, cur, end):
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -755,7 +777,12 @@ def _dec_DeleteTopicsResponse_DeletableTopicResult_v4(buf, cur, end):
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -828,7 +855,12 @@ def _dec_DeleteTopicsResponse_DeletableTopicResult_v5(buf, cur, end):
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -852,7 +884,12 @@ def _dec_DeleteTopicsResponse_DeletableTopicResult_v5(buf, cur, end):
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
     if 0 <= n_error_message <= end - pos:
-        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -936,7 +973,12 @@ def _dec_DeleteTopicsResponse_DeletableTopicResult_v6(buf, cur, end):
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     elif n_name == -1:
         f_name = None
@@ -966,7 +1008,12 @@ def _dec_DeleteTopicsResponse_DeletableTopicResult_v6(buf, cur, end):
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
     if 0 <= n_error_message <= end - pos:
-        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None

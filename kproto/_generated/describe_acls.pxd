@@ -3,35 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_DescribeAclsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DescribeAclsRequest_v0(DescribeAclsRequest obj, bytearray out)
-cpdef _dec_DescribeAclsRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DescribeAclsRequest_v1(DescribeAclsRequest obj, bytearray out)
-cpdef _dec_DescribeAclsRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DescribeAclsRequest_v2(DescribeAclsRequest obj, bytearray out)
-cpdef _dec_DescribeAclsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DescribeAclsResponse_v0(DescribeAclsResponse obj, bytearray out)
-cpdef _dec_DescribeAclsResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DescribeAclsResponse_v1(DescribeAclsResponse obj, bytearray out)
-cpdef _dec_DescribeAclsResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DescribeAclsResponse_v2(DescribeAclsResponse obj, bytearray out)
-cdef _dec_DescribeAclsResponse_DescribeAclsResource_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeAclsResponse_DescribeAclsResource_v0(DescribeAclsResponse_DescribeAclsResource obj, bytearray out)
-cdef _dec_DescribeAclsResponse_DescribeAclsResource_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeAclsResponse_DescribeAclsResource_v1(DescribeAclsResponse_DescribeAclsResource obj, bytearray out)
-cdef _dec_DescribeAclsResponse_DescribeAclsResource_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeAclsResponse_DescribeAclsResource_v2(DescribeAclsResponse_DescribeAclsResource obj, bytearray out)
-cdef _dec_DescribeAclsResponse_AclDescription_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeAclsResponse_AclDescription_v0(DescribeAclsResponse_AclDescription obj, bytearray out)
-cdef _dec_DescribeAclsResponse_AclDescription_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeAclsResponse_AclDescription_v2(DescribeAclsResponse_AclDescription obj, bytearray out)
 cdef class DescribeAclsRequest(Message):
     cdef public object resource_type_filter, resource_name_filter, pattern_type_filter, principal_filter, host_filter, operation, permission_type, unknown_tagged_fields
 
@@ -44,3 +26,36 @@ cdef class DescribeAclsResponse_DescribeAclsResource(Struct):
 cdef class DescribeAclsResponse(Message):
     cdef public object throttle_time_ms, error_code, error_message, resources, unknown_tagged_fields
 
+@_cy.locals(obj=DescribeAclsRequest)
+cpdef _dec_DescribeAclsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DescribeAclsRequest_v0(DescribeAclsRequest obj, bytearray out)
+@_cy.locals(obj=DescribeAclsRequest)
+cpdef _dec_DescribeAclsRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DescribeAclsRequest_v1(DescribeAclsRequest obj, bytearray out)
+@_cy.locals(obj=DescribeAclsRequest)
+cpdef _dec_DescribeAclsRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DescribeAclsRequest_v2(DescribeAclsRequest obj, bytearray out)
+@_cy.locals(obj=DescribeAclsResponse)
+cpdef _dec_DescribeAclsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DescribeAclsResponse_v0(DescribeAclsResponse obj, bytearray out)
+@_cy.locals(obj=DescribeAclsResponse)
+cpdef _dec_DescribeAclsResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DescribeAclsResponse_v1(DescribeAclsResponse obj, bytearray out)
+@_cy.locals(obj=DescribeAclsResponse)
+cpdef _dec_DescribeAclsResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DescribeAclsResponse_v2(DescribeAclsResponse obj, bytearray out)
+@_cy.locals(obj=DescribeAclsResponse_DescribeAclsResource)
+cdef _dec_DescribeAclsResponse_DescribeAclsResource_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeAclsResponse_DescribeAclsResource_v0(DescribeAclsResponse_DescribeAclsResource obj, bytearray out)
+@_cy.locals(obj=DescribeAclsResponse_DescribeAclsResource)
+cdef _dec_DescribeAclsResponse_DescribeAclsResource_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeAclsResponse_DescribeAclsResource_v1(DescribeAclsResponse_DescribeAclsResource obj, bytearray out)
+@_cy.locals(obj=DescribeAclsResponse_DescribeAclsResource)
+cdef _dec_DescribeAclsResponse_DescribeAclsResource_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeAclsResponse_DescribeAclsResource_v2(DescribeAclsResponse_DescribeAclsResource obj, bytearray out)
+@_cy.locals(obj=DescribeAclsResponse_AclDescription)
+cdef _dec_DescribeAclsResponse_AclDescription_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeAclsResponse_AclDescription_v0(DescribeAclsResponse_AclDescription obj, bytearray out)
+@_cy.locals(obj=DescribeAclsResponse_AclDescription)
+cdef _dec_DescribeAclsResponse_AclDescription_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeAclsResponse_AclDescription_v2(DescribeAclsResponse_AclDescription obj, bytearray out)

@@ -85,7 +85,12 @@ def _dec_DescribeAclsRequest_v0(buf, cur, end):
         f_resource_type_filter, n_resource_name_filter = _S_bh.unpack_from(buf, pos)
     pos += 3
     if 0 <= n_resource_name_filter <= end - pos:
-        f_resource_name_filter = _w.utf8(buf, pos, n_resource_name_filter, 'resource_name_filter')
+        if cython.compiled:
+            f_resource_name_filter = _read_str(buf, pos, n_resource_name_filter)
+            if f_resource_name_filter is None:
+                raise _w.bad_utf8_at(buf, pos, n_resource_name_filter, 'resource_name_filter')
+        else:
+            f_resource_name_filter = _w.utf8(buf, pos, n_resource_name_filter, 'resource_name_filter')
         pos += n_resource_name_filter
     elif n_resource_name_filter == -1:
         f_resource_name_filter = None
@@ -99,7 +104,12 @@ def _dec_DescribeAclsRequest_v0(buf, cur, end):
         n_principal_filter = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_principal_filter <= end - pos:
-        f_principal_filter = _w.utf8(buf, pos, n_principal_filter, 'principal_filter')
+        if cython.compiled:
+            f_principal_filter = _read_str(buf, pos, n_principal_filter)
+            if f_principal_filter is None:
+                raise _w.bad_utf8_at(buf, pos, n_principal_filter, 'principal_filter')
+        else:
+            f_principal_filter = _w.utf8(buf, pos, n_principal_filter, 'principal_filter')
         pos += n_principal_filter
     elif n_principal_filter == -1:
         f_principal_filter = None
@@ -113,7 +123,12 @@ def _dec_DescribeAclsRequest_v0(buf, cur, end):
         n_host_filter = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_host_filter <= end - pos:
-        f_host_filter = _w.utf8(buf, pos, n_host_filter, 'host_filter')
+        if cython.compiled:
+            f_host_filter = _read_str(buf, pos, n_host_filter)
+            if f_host_filter is None:
+                raise _w.bad_utf8_at(buf, pos, n_host_filter, 'host_filter')
+        else:
+            f_host_filter = _w.utf8(buf, pos, n_host_filter, 'host_filter')
         pos += n_host_filter
     elif n_host_filter == -1:
         f_host_filter = None
@@ -212,7 +227,12 @@ def _dec_DescribeAclsRequest_v1(buf, cur, end):
         f_resource_type_filter, n_resource_name_filter = _S_bh.unpack_from(buf, pos)
     pos += 3
     if 0 <= n_resource_name_filter <= end - pos:
-        f_resource_name_filter = _w.utf8(buf, pos, n_resource_name_filter, 'resource_name_filter')
+        if cython.compiled:
+            f_resource_name_filter = _read_str(buf, pos, n_resource_name_filter)
+            if f_resource_name_filter is None:
+                raise _w.bad_utf8_at(buf, pos, n_resource_name_filter, 'resource_name_filter')
+        else:
+            f_resource_name_filter = _w.utf8(buf, pos, n_resource_name_filter, 'resource_name_filter')
         pos += n_resource_name_filter
     elif n_resource_name_filter == -1:
         f_resource_name_filter = None
@@ -227,7 +247,12 @@ def _dec_DescribeAclsRequest_v1(buf, cur, end):
         f_pattern_type_filter, n_principal_filter = _S_bh.unpack_from(buf, pos)
     pos += 3
     if 0 <= n_principal_filter <= end - pos:
-        f_principal_filter = _w.utf8(buf, pos, n_principal_filter, 'principal_filter')
+        if cython.compiled:
+            f_principal_filter = _read_str(buf, pos, n_principal_filter)
+            if f_principal_filter is None:
+                raise _w.bad_utf8_at(buf, pos, n_principal_filter, 'principal_filter')
+        else:
+            f_principal_filter = _w.utf8(buf, pos, n_principal_filter, 'principal_filter')
         pos += n_principal_filter
     elif n_principal_filter == -1:
         f_principal_filter = None
@@ -241,7 +266,12 @@ def _dec_DescribeAclsRequest_v1(buf, cur, end):
         n_host_filter = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_host_filter <= end - pos:
-        f_host_filter = _w.utf8(buf, pos, n_host_filter, 'host_filter')
+        if cython.compiled:
+            f_host_filter = _read_str(buf, pos, n_host_filter)
+            if f_host_filter is None:
+                raise _w.bad_utf8_at(buf, pos, n_host_filter, 'host_filter')
+        else:
+            f_host_filter = _w.utf8(buf, pos, n_host_filter, 'host_filter')
         pos += n_host_filter
     elif n_host_filter == -1:
         f_host_filter = None
@@ -350,7 +380,12 @@ def _dec_DescribeAclsRequest_v2(buf, cur, end):
         n_resource_name_filter, pos = _w.read_uvarint(buf, pos, end, 'resource_name_filter')
         n_resource_name_filter -= 1
     if 0 <= n_resource_name_filter <= end - pos:
-        f_resource_name_filter = _w.utf8(buf, pos, n_resource_name_filter, 'resource_name_filter')
+        if cython.compiled:
+            f_resource_name_filter = _read_str(buf, pos, n_resource_name_filter)
+            if f_resource_name_filter is None:
+                raise _w.bad_utf8_at(buf, pos, n_resource_name_filter, 'resource_name_filter')
+        else:
+            f_resource_name_filter = _w.utf8(buf, pos, n_resource_name_filter, 'resource_name_filter')
         pos += n_resource_name_filter
     elif n_resource_name_filter == -1:
         f_resource_name_filter = None
@@ -376,7 +411,12 @@ def _dec_DescribeAclsRequest_v2(buf, cur, end):
         n_principal_filter, pos = _w.read_uvarint(buf, pos, end, 'principal_filter')
         n_principal_filter -= 1
     if 0 <= n_principal_filter <= end - pos:
-        f_principal_filter = _w.utf8(buf, pos, n_principal_filter, 'principal_filter')
+        if cython.compiled:
+            f_principal_filter = _read_str(buf, pos, n_principal_filter)
+            if f_principal_filter is None:
+                raise _w.bad_utf8_at(buf, pos, n_principal_filter, 'principal_filter')
+        else:
+            f_principal_filter = _w.utf8(buf, pos, n_principal_filter, 'principal_filter')
         pos += n_principal_filter
     elif n_principal_filter == -1:
         f_principal_filter = None
@@ -395,7 +435,12 @@ def _dec_DescribeAclsRequest_v2(buf, cur, end):
         n_host_filter, pos = _w.read_uvarint(buf, pos, end, 'host_filter')
         n_host_filter -= 1
     if 0 <= n_host_filter <= end - pos:
-        f_host_filter = _w.utf8(buf, pos, n_host_filter, 'host_filter')
+        if cython.compiled:
+            f_host_filter = _read_str(buf, pos, n_host_filter)
+            if f_host_filter is None:
+                raise _w.bad_utf8_at(buf, pos, n_host_filter, 'host_filter')
+        else:
+            f_host_filter = _w.utf8(buf, pos, n_host_filter, 'host_filter')
         pos += n_host_filter
     elif n_host_filter == -1:
         f_host_filter = None
@@ -514,7 +559,12 @@ def _dec_DescribeAclsResponse_v0(buf, cur, end):
         f_throttle_time_ms, f_error_code, n_error_message = _S_ihh.unpack_from(buf, pos)
     pos += 8
     if 0 <= n_error_message <= end - pos:
-        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -596,7 +646,12 @@ def _dec_DescribeAclsResponse_v1(buf, cur, end):
         f_throttle_time_ms, f_error_code, n_error_message = _S_ihh.unpack_from(buf, pos)
     pos += 8
     if 0 <= n_error_message <= end - pos:
-        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -689,7 +744,12 @@ def _dec_DescribeAclsResponse_v2(buf, cur, end):
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
     if 0 <= n_error_message <= end - pos:
-        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -790,7 +850,12 @@ def _dec_DescribeAclsResponse_DescribeAclsResource_v0(buf, cur, end):
         f_resource_type, n_resource_name = _S_bh.unpack_from(buf, pos)
     pos += 3
     if 0 <= n_resource_name <= end - pos:
-        f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+        if cython.compiled:
+            f_resource_name = _read_str(buf, pos, n_resource_name)
+            if f_resource_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
+        else:
+            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 2, False)
@@ -870,7 +935,12 @@ def _dec_DescribeAclsResponse_DescribeAclsResource_v1(buf, cur, end):
         f_resource_type, n_resource_name = _S_bh.unpack_from(buf, pos)
     pos += 3
     if 0 <= n_resource_name <= end - pos:
-        f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+        if cython.compiled:
+            f_resource_name = _read_str(buf, pos, n_resource_name)
+            if f_resource_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
+        else:
+            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 2, False)
@@ -961,7 +1031,12 @@ def _dec_DescribeAclsResponse_DescribeAclsResource_v2(buf, cur, end):
         n_resource_name, pos = _w.read_uvarint(buf, pos, end, 'resource_name')
         n_resource_name -= 1
     if 0 <= n_resource_name <= end - pos:
-        f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+        if cython.compiled:
+            f_resource_name = _read_str(buf, pos, n_resource_name)
+            if f_resource_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
+        else:
+            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 1, False)
@@ -1070,7 +1145,12 @@ def _dec_DescribeAclsResponse_AclDescription_v0(buf, cur, end):
         n_principal = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_principal <= end - pos:
-        f_principal = _w.utf8(buf, pos, n_principal, 'principal')
+        if cython.compiled:
+            f_principal = _read_str(buf, pos, n_principal)
+            if f_principal is None:
+                raise _w.bad_utf8_at(buf, pos, n_principal, 'principal')
+        else:
+            f_principal = _w.utf8(buf, pos, n_principal, 'principal')
         pos += n_principal
     else:
         raise _w.bad_sized('principal', pos, n_principal, end, 2, False)
@@ -1082,7 +1162,12 @@ def _dec_DescribeAclsResponse_AclDescription_v0(buf, cur, end):
         n_host = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_host <= end - pos:
-        f_host = _w.utf8(buf, pos, n_host, 'host')
+        if cython.compiled:
+            f_host = _read_str(buf, pos, n_host)
+            if f_host is None:
+                raise _w.bad_utf8_at(buf, pos, n_host, 'host')
+        else:
+            f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 2, False)
@@ -1162,7 +1247,12 @@ def _dec_DescribeAclsResponse_AclDescription_v2(buf, cur, end):
         n_principal, pos = _w.read_uvarint(buf, pos, end, 'principal')
         n_principal -= 1
     if 0 <= n_principal <= end - pos:
-        f_principal = _w.utf8(buf, pos, n_principal, 'principal')
+        if cython.compiled:
+            f_principal = _read_str(buf, pos, n_principal)
+            if f_principal is None:
+                raise _w.bad_utf8_at(buf, pos, n_principal, 'principal')
+        else:
+            f_principal = _w.utf8(buf, pos, n_principal, 'principal')
         pos += n_principal
     else:
         raise _w.bad_sized('principal', pos, n_principal, end, 1, False)
@@ -1179,7 +1269,12 @@ def _dec_DescribeAclsResponse_AclDescription_v2(buf, cur, end):
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
     if 0 <= n_host <= end - pos:
-        f_host = _w.utf8(buf, pos, n_host, 'host')
+        if cython.compiled:
+            f_host = _read_str(buf, pos, n_host)
+            if f_host is None:
+                raise _w.bad_utf8_at(buf, pos, n_host, 'host')
+        else:
+            f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)

@@ -3,37 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_DescribeClientQuotasRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DescribeClientQuotasRequest_v0(DescribeClientQuotasRequest obj, bytearray out)
-cpdef _dec_DescribeClientQuotasRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DescribeClientQuotasRequest_v1(DescribeClientQuotasRequest obj, bytearray out)
-cdef _dec_DescribeClientQuotasRequest_ComponentData_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeClientQuotasRequest_ComponentData_v0(DescribeClientQuotasRequest_ComponentData obj, bytearray out)
-cdef _dec_DescribeClientQuotasRequest_ComponentData_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeClientQuotasRequest_ComponentData_v1(DescribeClientQuotasRequest_ComponentData obj, bytearray out)
-cpdef _dec_DescribeClientQuotasResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DescribeClientQuotasResponse_v0(DescribeClientQuotasResponse obj, bytearray out)
-cpdef _dec_DescribeClientQuotasResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DescribeClientQuotasResponse_v1(DescribeClientQuotasResponse obj, bytearray out)
-cdef _dec_DescribeClientQuotasResponse_EntryData_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeClientQuotasResponse_EntryData_v0(DescribeClientQuotasResponse_EntryData obj, bytearray out)
-cdef _dec_DescribeClientQuotasResponse_EntryData_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeClientQuotasResponse_EntryData_v1(DescribeClientQuotasResponse_EntryData obj, bytearray out)
-cdef _dec_DescribeClientQuotasResponse_EntityData_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeClientQuotasResponse_EntityData_v0(DescribeClientQuotasResponse_EntityData obj, bytearray out)
-cdef _dec_DescribeClientQuotasResponse_EntityData_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeClientQuotasResponse_EntityData_v1(DescribeClientQuotasResponse_EntityData obj, bytearray out)
-cdef _dec_DescribeClientQuotasResponse_ValueData_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeClientQuotasResponse_ValueData_v0(DescribeClientQuotasResponse_ValueData obj, bytearray out)
-cdef _dec_DescribeClientQuotasResponse_ValueData_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeClientQuotasResponse_ValueData_v1(DescribeClientQuotasResponse_ValueData obj, bytearray out)
 cdef class DescribeClientQuotasRequest_ComponentData(Struct):
     cdef public object entity_type, match_type, match, unknown_tagged_fields
 
@@ -52,3 +32,39 @@ cdef class DescribeClientQuotasResponse_EntryData(Struct):
 cdef class DescribeClientQuotasResponse(Message):
     cdef public object throttle_time_ms, error_code, error_message, entries, unknown_tagged_fields
 
+@_cy.locals(obj=DescribeClientQuotasRequest)
+cpdef _dec_DescribeClientQuotasRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DescribeClientQuotasRequest_v0(DescribeClientQuotasRequest obj, bytearray out)
+@_cy.locals(obj=DescribeClientQuotasRequest)
+cpdef _dec_DescribeClientQuotasRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DescribeClientQuotasRequest_v1(DescribeClientQuotasRequest obj, bytearray out)
+@_cy.locals(obj=DescribeClientQuotasRequest_ComponentData)
+cdef _dec_DescribeClientQuotasRequest_ComponentData_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeClientQuotasRequest_ComponentData_v0(DescribeClientQuotasRequest_ComponentData obj, bytearray out)
+@_cy.locals(obj=DescribeClientQuotasRequest_ComponentData)
+cdef _dec_DescribeClientQuotasRequest_ComponentData_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeClientQuotasRequest_ComponentData_v1(DescribeClientQuotasRequest_ComponentData obj, bytearray out)
+@_cy.locals(obj=DescribeClientQuotasResponse)
+cpdef _dec_DescribeClientQuotasResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DescribeClientQuotasResponse_v0(DescribeClientQuotasResponse obj, bytearray out)
+@_cy.locals(obj=DescribeClientQuotasResponse)
+cpdef _dec_DescribeClientQuotasResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DescribeClientQuotasResponse_v1(DescribeClientQuotasResponse obj, bytearray out)
+@_cy.locals(obj=DescribeClientQuotasResponse_EntryData)
+cdef _dec_DescribeClientQuotasResponse_EntryData_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeClientQuotasResponse_EntryData_v0(DescribeClientQuotasResponse_EntryData obj, bytearray out)
+@_cy.locals(obj=DescribeClientQuotasResponse_EntryData)
+cdef _dec_DescribeClientQuotasResponse_EntryData_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeClientQuotasResponse_EntryData_v1(DescribeClientQuotasResponse_EntryData obj, bytearray out)
+@_cy.locals(obj=DescribeClientQuotasResponse_EntityData)
+cdef _dec_DescribeClientQuotasResponse_EntityData_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeClientQuotasResponse_EntityData_v0(DescribeClientQuotasResponse_EntityData obj, bytearray out)
+@_cy.locals(obj=DescribeClientQuotasResponse_EntityData)
+cdef _dec_DescribeClientQuotasResponse_EntityData_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeClientQuotasResponse_EntityData_v1(DescribeClientQuotasResponse_EntityData obj, bytearray out)
+@_cy.locals(obj=DescribeClientQuotasResponse_ValueData)
+cdef _dec_DescribeClientQuotasResponse_ValueData_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeClientQuotasResponse_ValueData_v0(DescribeClientQuotasResponse_ValueData obj, bytearray out)
+@_cy.locals(obj=DescribeClientQuotasResponse_ValueData)
+cdef _dec_DescribeClientQuotasResponse_ValueData_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeClientQuotasResponse_ValueData_v1(DescribeClientQuotasResponse_ValueData obj, bytearray out)

@@ -219,7 +219,12 @@ def _dec_DescribeClientQuotasRequest_ComponentData_v0(buf, cur, end):
         n_entity_type = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_entity_type <= end - pos:
-        f_entity_type = _w.utf8(buf, pos, n_entity_type, 'entity_type')
+        if cython.compiled:
+            f_entity_type = _read_str(buf, pos, n_entity_type)
+            if f_entity_type is None:
+                raise _w.bad_utf8_at(buf, pos, n_entity_type, 'entity_type')
+        else:
+            f_entity_type = _w.utf8(buf, pos, n_entity_type, 'entity_type')
         pos += n_entity_type
     else:
         raise _w.bad_sized('entity_type', pos, n_entity_type, end, 2, False)
@@ -232,7 +237,12 @@ def _dec_DescribeClientQuotasRequest_ComponentData_v0(buf, cur, end):
         f_match_type, n_match = _S_bh.unpack_from(buf, pos)
     pos += 3
     if 0 <= n_match <= end - pos:
-        f_match = _w.utf8(buf, pos, n_match, 'match')
+        if cython.compiled:
+            f_match = _read_str(buf, pos, n_match)
+            if f_match is None:
+                raise _w.bad_utf8_at(buf, pos, n_match, 'match')
+        else:
+            f_match = _w.utf8(buf, pos, n_match, 'match')
         pos += n_match
     elif n_match == -1:
         f_match = None
@@ -300,7 +310,12 @@ def _dec_DescribeClientQuotasRequest_ComponentData_v1(buf, cur, end):
         n_entity_type, pos = _w.read_uvarint(buf, pos, end, 'entity_type')
         n_entity_type -= 1
     if 0 <= n_entity_type <= end - pos:
-        f_entity_type = _w.utf8(buf, pos, n_entity_type, 'entity_type')
+        if cython.compiled:
+            f_entity_type = _read_str(buf, pos, n_entity_type)
+            if f_entity_type is None:
+                raise _w.bad_utf8_at(buf, pos, n_entity_type, 'entity_type')
+        else:
+            f_entity_type = _w.utf8(buf, pos, n_entity_type, 'entity_type')
         pos += n_entity_type
     else:
         raise _w.bad_sized('entity_type', pos, n_entity_type, end, 1, False)
@@ -324,7 +339,12 @@ def _dec_DescribeClientQuotasRequest_ComponentData_v1(buf, cur, end):
         n_match, pos = _w.read_uvarint(buf, pos, end, 'match')
         n_match -= 1
     if 0 <= n_match <= end - pos:
-        f_match = _w.utf8(buf, pos, n_match, 'match')
+        if cython.compiled:
+            f_match = _read_str(buf, pos, n_match)
+            if f_match is None:
+                raise _w.bad_utf8_at(buf, pos, n_match, 'match')
+        else:
+            f_match = _w.utf8(buf, pos, n_match, 'match')
         pos += n_match
     elif n_match == -1:
         f_match = None
@@ -404,7 +424,12 @@ def _dec_DescribeClientQuotasResponse_v0(buf, cur, end):
         f_throttle_time_ms, f_error_code, n_error_message = _S_ihh.unpack_from(buf, pos)
     pos += 8
     if 0 <= n_error_message <= end - pos:
-        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -501,7 +526,12 @@ def _dec_DescribeClientQuotasResponse_v1(buf, cur, end):
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
     if 0 <= n_error_message <= end - pos:
-        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -780,7 +810,12 @@ def _dec_DescribeClientQuotasResponse_EntityData_v0(buf, cur, end):
         n_entity_type = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_entity_type <= end - pos:
-        f_entity_type = _w.utf8(buf, pos, n_entity_type, 'entity_type')
+        if cython.compiled:
+            f_entity_type = _read_str(buf, pos, n_entity_type)
+            if f_entity_type is None:
+                raise _w.bad_utf8_at(buf, pos, n_entity_type, 'entity_type')
+        else:
+            f_entity_type = _w.utf8(buf, pos, n_entity_type, 'entity_type')
         pos += n_entity_type
     else:
         raise _w.bad_sized('entity_type', pos, n_entity_type, end, 2, False)
@@ -792,7 +827,12 @@ def _dec_DescribeClientQuotasResponse_EntityData_v0(buf, cur, end):
         n_entity_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_entity_name <= end - pos:
-        f_entity_name = _w.utf8(buf, pos, n_entity_name, 'entity_name')
+        if cython.compiled:
+            f_entity_name = _read_str(buf, pos, n_entity_name)
+            if f_entity_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_entity_name, 'entity_name')
+        else:
+            f_entity_name = _w.utf8(buf, pos, n_entity_name, 'entity_name')
         pos += n_entity_name
     elif n_entity_name == -1:
         f_entity_name = None
@@ -858,7 +898,12 @@ def _dec_DescribeClientQuotasResponse_EntityData_v1(buf, cur, end):
         n_entity_type, pos = _w.read_uvarint(buf, pos, end, 'entity_type')
         n_entity_type -= 1
     if 0 <= n_entity_type <= end - pos:
-        f_entity_type = _w.utf8(buf, pos, n_entity_type, 'entity_type')
+        if cython.compiled:
+            f_entity_type = _read_str(buf, pos, n_entity_type)
+            if f_entity_type is None:
+                raise _w.bad_utf8_at(buf, pos, n_entity_type, 'entity_type')
+        else:
+            f_entity_type = _w.utf8(buf, pos, n_entity_type, 'entity_type')
         pos += n_entity_type
     else:
         raise _w.bad_sized('entity_type', pos, n_entity_type, end, 1, False)
@@ -875,7 +920,12 @@ def _dec_DescribeClientQuotasResponse_EntityData_v1(buf, cur, end):
         n_entity_name, pos = _w.read_uvarint(buf, pos, end, 'entity_name')
         n_entity_name -= 1
     if 0 <= n_entity_name <= end - pos:
-        f_entity_name = _w.utf8(buf, pos, n_entity_name, 'entity_name')
+        if cython.compiled:
+            f_entity_name = _read_str(buf, pos, n_entity_name)
+            if f_entity_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_entity_name, 'entity_name')
+        else:
+            f_entity_name = _w.utf8(buf, pos, n_entity_name, 'entity_name')
         pos += n_entity_name
     elif n_entity_name == -1:
         f_entity_name = None
@@ -947,7 +997,12 @@ def _dec_DescribeClientQuotasResponse_ValueData_v0(buf, cur, end):
         n_key = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_key <= end - pos:
-        f_key = _w.utf8(buf, pos, n_key, 'key')
+        if cython.compiled:
+            f_key = _read_str(buf, pos, n_key)
+            if f_key is None:
+                raise _w.bad_utf8_at(buf, pos, n_key, 'key')
+        else:
+            f_key = _w.utf8(buf, pos, n_key, 'key')
         pos += n_key
     else:
         raise _w.bad_sized('key', pos, n_key, end, 2, False)
@@ -1008,7 +1063,12 @@ def _dec_DescribeClientQuotasResponse_ValueData_v1(buf, cur, end):
         n_key, pos = _w.read_uvarint(buf, pos, end, 'key')
         n_key -= 1
     if 0 <= n_key <= end - pos:
-        f_key = _w.utf8(buf, pos, n_key, 'key')
+        if cython.compiled:
+            f_key = _read_str(buf, pos, n_key)
+            if f_key is None:
+                raise _w.bad_utf8_at(buf, pos, n_key, 'key')
+        else:
+            f_key = _w.utf8(buf, pos, n_key, 'key')
         pos += n_key
     else:
         raise _w.bad_sized('key', pos, n_key, end, 1, False)

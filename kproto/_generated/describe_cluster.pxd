@@ -3,29 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_DescribeClusterRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DescribeClusterRequest_v0(DescribeClusterRequest obj, bytearray out)
-cpdef _dec_DescribeClusterRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DescribeClusterRequest_v1(DescribeClusterRequest obj, bytearray out)
-cpdef _dec_DescribeClusterRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DescribeClusterRequest_v2(DescribeClusterRequest obj, bytearray out)
-cpdef _dec_DescribeClusterResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DescribeClusterResponse_v0(DescribeClusterResponse obj, bytearray out)
-cpdef _dec_DescribeClusterResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DescribeClusterResponse_v1(DescribeClusterResponse obj, bytearray out)
-cpdef _dec_DescribeClusterResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DescribeClusterResponse_v2(DescribeClusterResponse obj, bytearray out)
-cdef _dec_DescribeClusterResponse_DescribeClusterBroker_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeClusterResponse_DescribeClusterBroker_v0(DescribeClusterResponse_DescribeClusterBroker obj, bytearray out)
-cdef _dec_DescribeClusterResponse_DescribeClusterBroker_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeClusterResponse_DescribeClusterBroker_v2(DescribeClusterResponse_DescribeClusterBroker obj, bytearray out)
 cdef class DescribeClusterRequest(Message):
     cdef public object include_cluster_authorized_operations, endpoint_type, include_fenced_brokers, unknown_tagged_fields
 
@@ -35,3 +23,27 @@ cdef class DescribeClusterResponse_DescribeClusterBroker(Struct):
 cdef class DescribeClusterResponse(Message):
     cdef public object throttle_time_ms, error_code, error_message, endpoint_type, cluster_id, controller_id, brokers, cluster_authorized_operations, unknown_tagged_fields
 
+@_cy.locals(obj=DescribeClusterRequest)
+cpdef _dec_DescribeClusterRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DescribeClusterRequest_v0(DescribeClusterRequest obj, bytearray out)
+@_cy.locals(obj=DescribeClusterRequest)
+cpdef _dec_DescribeClusterRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DescribeClusterRequest_v1(DescribeClusterRequest obj, bytearray out)
+@_cy.locals(obj=DescribeClusterRequest)
+cpdef _dec_DescribeClusterRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DescribeClusterRequest_v2(DescribeClusterRequest obj, bytearray out)
+@_cy.locals(obj=DescribeClusterResponse)
+cpdef _dec_DescribeClusterResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DescribeClusterResponse_v0(DescribeClusterResponse obj, bytearray out)
+@_cy.locals(obj=DescribeClusterResponse)
+cpdef _dec_DescribeClusterResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DescribeClusterResponse_v1(DescribeClusterResponse obj, bytearray out)
+@_cy.locals(obj=DescribeClusterResponse)
+cpdef _dec_DescribeClusterResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DescribeClusterResponse_v2(DescribeClusterResponse obj, bytearray out)
+@_cy.locals(obj=DescribeClusterResponse_DescribeClusterBroker)
+cdef _dec_DescribeClusterResponse_DescribeClusterBroker_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeClusterResponse_DescribeClusterBroker_v0(DescribeClusterResponse_DescribeClusterBroker obj, bytearray out)
+@_cy.locals(obj=DescribeClusterResponse_DescribeClusterBroker)
+cdef _dec_DescribeClusterResponse_DescribeClusterBroker_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeClusterResponse_DescribeClusterBroker_v2(DescribeClusterResponse_DescribeClusterBroker obj, bytearray out)

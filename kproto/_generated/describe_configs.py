@@ -361,7 +361,12 @@ def _dec_DescribeConfigsRequest_DescribeConfigsResource_v0(buf, cur, end):
         f_resource_type, n_resource_name = _S_bh.unpack_from(buf, pos)
     pos += 3
     if 0 <= n_resource_name <= end - pos:
-        f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+        if cython.compiled:
+            f_resource_name = _read_str(buf, pos, n_resource_name)
+            if f_resource_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
+        else:
+            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 2, False)
@@ -385,7 +390,13 @@ def _dec_DescribeConfigsRequest_DescribeConfigsResource_v0(buf, cur, end):
             pos += 2
             if m < 0 or end - pos < m:
                 raise _w.bad_sized("configuration_keys[%d]" % i, pos, m, end, 1, False)
-            f_configuration_keys.append(_w.utf8(buf, pos, m, "configuration_keys[%d]" % i))
+            if cython.compiled:
+                s = _read_str(buf, pos, m)
+                if s is None:
+                    raise _w.bad_utf8_at(buf, pos, m, "configuration_keys[%d]" % i)
+            else:
+                s = _w.utf8(buf, pos, m, "configuration_keys[%d]" % i)
+            f_configuration_keys.append(s)
             pos += m
     obj = DescribeConfigsRequest_DescribeConfigsResource.__new__(DescribeConfigsRequest_DescribeConfigsResource)
     obj.resource_type = f_resource_type
@@ -459,7 +470,12 @@ def _dec_DescribeConfigsRequest_DescribeConfigsResource_v4(buf, cur, end):
         n_resource_name, pos = _w.read_uvarint(buf, pos, end, 'resource_name')
         n_resource_name -= 1
     if 0 <= n_resource_name <= end - pos:
-        f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+        if cython.compiled:
+            f_resource_name = _read_str(buf, pos, n_resource_name)
+            if f_resource_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
+        else:
+            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 1, False)
@@ -496,7 +512,13 @@ def _dec_DescribeConfigsRequest_DescribeConfigsResource_v4(buf, cur, end):
                 m -= 1
             if m < 0 or end - pos < m:
                 raise _w.bad_sized("configuration_keys[%d]" % i, pos, m, end, 1, False)
-            f_configuration_keys.append(_w.utf8(buf, pos, m, "configuration_keys[%d]" % i))
+            if cython.compiled:
+                s = _read_str(buf, pos, m)
+                if s is None:
+                    raise _w.bad_utf8_at(buf, pos, m, "configuration_keys[%d]" % i)
+            else:
+                s = _w.utf8(buf, pos, m, "configuration_keys[%d]" % i)
+            f_configuration_keys.append(s)
             pos += m
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -800,7 +822,12 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v0(buf, cur, end):
         f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
     pos += 4
     if 0 <= n_error_message <= end - pos:
-        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -815,7 +842,12 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v0(buf, cur, end):
         f_resource_type, n_resource_name = _S_bh.unpack_from(buf, pos)
     pos += 3
     if 0 <= n_resource_name <= end - pos:
-        f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+        if cython.compiled:
+            f_resource_name = _read_str(buf, pos, n_resource_name)
+            if f_resource_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
+        else:
+            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 2, False)
@@ -910,7 +942,12 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v1(buf, cur, end):
         f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
     pos += 4
     if 0 <= n_error_message <= end - pos:
-        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -925,7 +962,12 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v1(buf, cur, end):
         f_resource_type, n_resource_name = _S_bh.unpack_from(buf, pos)
     pos += 3
     if 0 <= n_resource_name <= end - pos:
-        f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+        if cython.compiled:
+            f_resource_name = _read_str(buf, pos, n_resource_name)
+            if f_resource_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
+        else:
+            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 2, False)
@@ -1020,7 +1062,12 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v3(buf, cur, end):
         f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
     pos += 4
     if 0 <= n_error_message <= end - pos:
-        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -1035,7 +1082,12 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v3(buf, cur, end):
         f_resource_type, n_resource_name = _S_bh.unpack_from(buf, pos)
     pos += 3
     if 0 <= n_resource_name <= end - pos:
-        f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+        if cython.compiled:
+            f_resource_name = _read_str(buf, pos, n_resource_name)
+            if f_resource_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
+        else:
+            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 2, False)
@@ -1141,7 +1193,12 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v4(buf, cur, end):
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
     if 0 <= n_error_message <= end - pos:
-        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -1167,7 +1224,12 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v4(buf, cur, end):
         n_resource_name, pos = _w.read_uvarint(buf, pos, end, 'resource_name')
         n_resource_name -= 1
     if 0 <= n_resource_name <= end - pos:
-        f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+        if cython.compiled:
+            f_resource_name = _read_str(buf, pos, n_resource_name)
+            if f_resource_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
+        else:
+            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 1, False)
@@ -1286,7 +1348,12 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v0(buf, cur, end)
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -1298,7 +1365,12 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v0(buf, cur, end)
         n_value = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_value <= end - pos:
-        f_value = _w.utf8(buf, pos, n_value, 'value')
+        if cython.compiled:
+            f_value = _read_str(buf, pos, n_value)
+            if f_value is None:
+                raise _w.bad_utf8_at(buf, pos, n_value, 'value')
+        else:
+            f_value = _w.utf8(buf, pos, n_value, 'value')
         pos += n_value
     elif n_value == -1:
         f_value = None
@@ -1391,7 +1463,12 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(buf, cur, end)
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -1403,7 +1480,12 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(buf, cur, end)
         n_value = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_value <= end - pos:
-        f_value = _w.utf8(buf, pos, n_value, 'value')
+        if cython.compiled:
+            f_value = _read_str(buf, pos, n_value)
+            if f_value is None:
+                raise _w.bad_utf8_at(buf, pos, n_value, 'value')
+        else:
+            f_value = _w.utf8(buf, pos, n_value, 'value')
         pos += n_value
     elif n_value == -1:
         f_value = None
@@ -1515,7 +1597,12 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(buf, cur, end)
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -1527,7 +1614,12 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(buf, cur, end)
         n_value = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_value <= end - pos:
-        f_value = _w.utf8(buf, pos, n_value, 'value')
+        if cython.compiled:
+            f_value = _read_str(buf, pos, n_value)
+            if f_value is None:
+                raise _w.bad_utf8_at(buf, pos, n_value, 'value')
+        else:
+            f_value = _w.utf8(buf, pos, n_value, 'value')
         pos += n_value
     elif n_value == -1:
         f_value = None
@@ -1569,7 +1661,12 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(buf, cur, end)
         f_config_type, n_documentation = _S_bh.unpack_from(buf, pos)
     pos += 3
     if 0 <= n_documentation <= end - pos:
-        f_documentation = _w.utf8(buf, pos, n_documentation, 'documentation')
+        if cython.compiled:
+            f_documentation = _read_str(buf, pos, n_documentation)
+            if f_documentation is None:
+                raise _w.bad_utf8_at(buf, pos, n_documentation, 'documentation')
+        else:
+            f_documentation = _w.utf8(buf, pos, n_documentation, 'documentation')
         pos += n_documentation
     elif n_documentation == -1:
         f_documentation = None
@@ -1675,7 +1772,12 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(buf, cur, end)
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -1692,7 +1794,12 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(buf, cur, end)
         n_value, pos = _w.read_uvarint(buf, pos, end, 'value')
         n_value -= 1
     if 0 <= n_value <= end - pos:
-        f_value = _w.utf8(buf, pos, n_value, 'value')
+        if cython.compiled:
+            f_value = _read_str(buf, pos, n_value)
+            if f_value is None:
+                raise _w.bad_utf8_at(buf, pos, n_value, 'value')
+        else:
+            f_value = _w.utf8(buf, pos, n_value, 'value')
         pos += n_value
     elif n_value == -1:
         f_value = None
@@ -1756,7 +1863,12 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(buf, cur, end)
         n_documentation, pos = _w.read_uvarint(buf, pos, end, 'documentation')
         n_documentation -= 1
     if 0 <= n_documentation <= end - pos:
-        f_documentation = _w.utf8(buf, pos, n_documentation, 'documentation')
+        if cython.compiled:
+            f_documentation = _read_str(buf, pos, n_documentation)
+            if f_documentation is None:
+                raise _w.bad_utf8_at(buf, pos, n_documentation, 'documentation')
+        else:
+            f_documentation = _w.utf8(buf, pos, n_documentation, 'documentation')
         pos += n_documentation
     elif n_documentation == -1:
         f_documentation = None
@@ -1878,7 +1990,12 @@ def _dec_DescribeConfigsResponse_DescribeConfigsSynonym_v1(buf, cur, end):
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -1890,7 +2007,12 @@ def _dec_DescribeConfigsResponse_DescribeConfigsSynonym_v1(buf, cur, end):
         n_value = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_value <= end - pos:
-        f_value = _w.utf8(buf, pos, n_value, 'value')
+        if cython.compiled:
+            f_value = _read_str(buf, pos, n_value)
+            if f_value is None:
+                raise _w.bad_utf8_at(buf, pos, n_value, 'value')
+        else:
+            f_value = _w.utf8(buf, pos, n_value, 'value')
         pos += n_value
     elif n_value == -1:
         f_value = None
@@ -1969,7 +2091,12 @@ def _dec_DescribeConfigsResponse_DescribeConfigsSynonym_v4(buf, cur, end):
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -1986,7 +2113,12 @@ def _dec_DescribeConfigsResponse_DescribeConfigsSynonym_v4(buf, cur, end):
         n_value, pos = _w.read_uvarint(buf, pos, end, 'value')
         n_value -= 1
     if 0 <= n_value <= end - pos:
-        f_value = _w.utf8(buf, pos, n_value, 'value')
+        if cython.compiled:
+            f_value = _read_str(buf, pos, n_value)
+            if f_value is None:
+                raise _w.bad_utf8_at(buf, pos, n_value, 'value')
+        else:
+            f_value = _w.utf8(buf, pos, n_value, 'value')
         pos += n_value
     elif n_value == -1:
         f_value = None

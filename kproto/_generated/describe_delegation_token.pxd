@@ -3,37 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_DescribeDelegationTokenRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DescribeDelegationTokenRequest_v0(DescribeDelegationTokenRequest obj, bytearray out)
-cpdef _dec_DescribeDelegationTokenRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DescribeDelegationTokenRequest_v2(DescribeDelegationTokenRequest obj, bytearray out)
-cdef _dec_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v0(DescribeDelegationTokenRequest_DescribeDelegationTokenOwner obj, bytearray out)
-cdef _dec_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2(DescribeDelegationTokenRequest_DescribeDelegationTokenOwner obj, bytearray out)
-cpdef _dec_DescribeDelegationTokenResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DescribeDelegationTokenResponse_v0(DescribeDelegationTokenResponse obj, bytearray out)
-cpdef _dec_DescribeDelegationTokenResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DescribeDelegationTokenResponse_v2(DescribeDelegationTokenResponse obj, bytearray out)
-cpdef _dec_DescribeDelegationTokenResponse_v3(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DescribeDelegationTokenResponse_v3(DescribeDelegationTokenResponse obj, bytearray out)
-cdef _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(DescribeDelegationTokenResponse_DescribedDelegationToken obj, bytearray out)
-cdef _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(DescribeDelegationTokenResponse_DescribedDelegationToken obj, bytearray out)
-cdef _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(DescribeDelegationTokenResponse_DescribedDelegationToken obj, bytearray out)
-cdef _dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v0(DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer obj, bytearray out)
-cdef _dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2(DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer obj, bytearray out)
 cdef class DescribeDelegationTokenRequest_DescribeDelegationTokenOwner(Struct):
     cdef public object principal_type, principal_name, unknown_tagged_fields
 
@@ -49,3 +29,39 @@ cdef class DescribeDelegationTokenResponse_DescribedDelegationToken(Struct):
 cdef class DescribeDelegationTokenResponse(Message):
     cdef public object error_code, tokens, throttle_time_ms, unknown_tagged_fields
 
+@_cy.locals(obj=DescribeDelegationTokenRequest)
+cpdef _dec_DescribeDelegationTokenRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DescribeDelegationTokenRequest_v0(DescribeDelegationTokenRequest obj, bytearray out)
+@_cy.locals(obj=DescribeDelegationTokenRequest)
+cpdef _dec_DescribeDelegationTokenRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DescribeDelegationTokenRequest_v2(DescribeDelegationTokenRequest obj, bytearray out)
+@_cy.locals(obj=DescribeDelegationTokenRequest_DescribeDelegationTokenOwner)
+cdef _dec_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v0(DescribeDelegationTokenRequest_DescribeDelegationTokenOwner obj, bytearray out)
+@_cy.locals(obj=DescribeDelegationTokenRequest_DescribeDelegationTokenOwner)
+cdef _dec_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2(DescribeDelegationTokenRequest_DescribeDelegationTokenOwner obj, bytearray out)
+@_cy.locals(obj=DescribeDelegationTokenResponse)
+cpdef _dec_DescribeDelegationTokenResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DescribeDelegationTokenResponse_v0(DescribeDelegationTokenResponse obj, bytearray out)
+@_cy.locals(obj=DescribeDelegationTokenResponse)
+cpdef _dec_DescribeDelegationTokenResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DescribeDelegationTokenResponse_v2(DescribeDelegationTokenResponse obj, bytearray out)
+@_cy.locals(obj=DescribeDelegationTokenResponse)
+cpdef _dec_DescribeDelegationTokenResponse_v3(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DescribeDelegationTokenResponse_v3(DescribeDelegationTokenResponse obj, bytearray out)
+@_cy.locals(obj=DescribeDelegationTokenResponse_DescribedDelegationToken)
+cdef _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(DescribeDelegationTokenResponse_DescribedDelegationToken obj, bytearray out)
+@_cy.locals(obj=DescribeDelegationTokenResponse_DescribedDelegationToken)
+cdef _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(DescribeDelegationTokenResponse_DescribedDelegationToken obj, bytearray out)
+@_cy.locals(obj=DescribeDelegationTokenResponse_DescribedDelegationToken)
+cdef _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(DescribeDelegationTokenResponse_DescribedDelegationToken obj, bytearray out)
+@_cy.locals(obj=DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer)
+cdef _dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v0(DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer obj, bytearray out)
+@_cy.locals(obj=DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer)
+cdef _dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2(DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer obj, bytearray out)

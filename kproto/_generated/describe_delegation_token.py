@@ -189,7 +189,12 @@ def _dec_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v0(buf, cur
         n_principal_type = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_principal_type <= end - pos:
-        f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
+        if cython.compiled:
+            f_principal_type = _read_str(buf, pos, n_principal_type)
+            if f_principal_type is None:
+                raise _w.bad_utf8_at(buf, pos, n_principal_type, 'principal_type')
+        else:
+            f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
         pos += n_principal_type
     else:
         raise _w.bad_sized('principal_type', pos, n_principal_type, end, 2, False)
@@ -201,7 +206,12 @@ def _dec_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v0(buf, cur
         n_principal_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_principal_name <= end - pos:
-        f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
+        if cython.compiled:
+            f_principal_name = _read_str(buf, pos, n_principal_name)
+            if f_principal_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_principal_name, 'principal_name')
+        else:
+            f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
         pos += n_principal_name
     else:
         raise _w.bad_sized('principal_name', pos, n_principal_name, end, 2, False)
@@ -265,7 +275,12 @@ def _dec_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2(buf, cur
         n_principal_type, pos = _w.read_uvarint(buf, pos, end, 'principal_type')
         n_principal_type -= 1
     if 0 <= n_principal_type <= end - pos:
-        f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
+        if cython.compiled:
+            f_principal_type = _read_str(buf, pos, n_principal_type)
+            if f_principal_type is None:
+                raise _w.bad_utf8_at(buf, pos, n_principal_type, 'principal_type')
+        else:
+            f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
         pos += n_principal_type
     else:
         raise _w.bad_sized('principal_type', pos, n_principal_type, end, 1, False)
@@ -282,7 +297,12 @@ def _dec_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2(buf, cur
         n_principal_name, pos = _w.read_uvarint(buf, pos, end, 'principal_name')
         n_principal_name -= 1
     if 0 <= n_principal_name <= end - pos:
-        f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
+        if cython.compiled:
+            f_principal_name = _read_str(buf, pos, n_principal_name)
+            if f_principal_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_principal_name, 'principal_name')
+        else:
+            f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
         pos += n_principal_name
     else:
         raise _w.bad_sized('principal_name', pos, n_principal_name, end, 1, False)
@@ -588,7 +608,12 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(buf, cur, e
         n_principal_type = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_principal_type <= end - pos:
-        f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
+        if cython.compiled:
+            f_principal_type = _read_str(buf, pos, n_principal_type)
+            if f_principal_type is None:
+                raise _w.bad_utf8_at(buf, pos, n_principal_type, 'principal_type')
+        else:
+            f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
         pos += n_principal_type
     else:
         raise _w.bad_sized('principal_type', pos, n_principal_type, end, 2, False)
@@ -600,7 +625,12 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(buf, cur, e
         n_principal_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_principal_name <= end - pos:
-        f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
+        if cython.compiled:
+            f_principal_name = _read_str(buf, pos, n_principal_name)
+            if f_principal_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_principal_name, 'principal_name')
+        else:
+            f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
         pos += n_principal_name
     else:
         raise _w.bad_sized('principal_name', pos, n_principal_name, end, 2, False)
@@ -615,7 +645,12 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(buf, cur, e
         f_issue_timestamp, f_expiry_timestamp, f_max_timestamp, n_token_id = _S_qqqh.unpack_from(buf, pos)
     pos += 26
     if 0 <= n_token_id <= end - pos:
-        f_token_id = _w.utf8(buf, pos, n_token_id, 'token_id')
+        if cython.compiled:
+            f_token_id = _read_str(buf, pos, n_token_id)
+            if f_token_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_token_id, 'token_id')
+        else:
+            f_token_id = _w.utf8(buf, pos, n_token_id, 'token_id')
         pos += n_token_id
     else:
         raise _w.bad_sized('token_id', pos, n_token_id, end, 2, False)
@@ -763,7 +798,12 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(buf, cur, e
         n_principal_type, pos = _w.read_uvarint(buf, pos, end, 'principal_type')
         n_principal_type -= 1
     if 0 <= n_principal_type <= end - pos:
-        f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
+        if cython.compiled:
+            f_principal_type = _read_str(buf, pos, n_principal_type)
+            if f_principal_type is None:
+                raise _w.bad_utf8_at(buf, pos, n_principal_type, 'principal_type')
+        else:
+            f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
         pos += n_principal_type
     else:
         raise _w.bad_sized('principal_type', pos, n_principal_type, end, 1, False)
@@ -780,7 +820,12 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(buf, cur, e
         n_principal_name, pos = _w.read_uvarint(buf, pos, end, 'principal_name')
         n_principal_name -= 1
     if 0 <= n_principal_name <= end - pos:
-        f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
+        if cython.compiled:
+            f_principal_name = _read_str(buf, pos, n_principal_name)
+            if f_principal_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_principal_name, 'principal_name')
+        else:
+            f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
         pos += n_principal_name
     else:
         raise _w.bad_sized('principal_name', pos, n_principal_name, end, 1, False)
@@ -806,7 +851,12 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(buf, cur, e
         n_token_id, pos = _w.read_uvarint(buf, pos, end, 'token_id')
         n_token_id -= 1
     if 0 <= n_token_id <= end - pos:
-        f_token_id = _w.utf8(buf, pos, n_token_id, 'token_id')
+        if cython.compiled:
+            f_token_id = _read_str(buf, pos, n_token_id)
+            if f_token_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_token_id, 'token_id')
+        else:
+            f_token_id = _w.utf8(buf, pos, n_token_id, 'token_id')
         pos += n_token_id
     else:
         raise _w.bad_sized('token_id', pos, n_token_id, end, 1, False)
@@ -982,7 +1032,12 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(buf, cur, e
         n_principal_type, pos = _w.read_uvarint(buf, pos, end, 'principal_type')
         n_principal_type -= 1
     if 0 <= n_principal_type <= end - pos:
-        f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
+        if cython.compiled:
+            f_principal_type = _read_str(buf, pos, n_principal_type)
+            if f_principal_type is None:
+                raise _w.bad_utf8_at(buf, pos, n_principal_type, 'principal_type')
+        else:
+            f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
         pos += n_principal_type
     else:
         raise _w.bad_sized('principal_type', pos, n_principal_type, end, 1, False)
@@ -999,7 +1054,12 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(buf, cur, e
         n_principal_name, pos = _w.read_uvarint(buf, pos, end, 'principal_name')
         n_principal_name -= 1
     if 0 <= n_principal_name <= end - pos:
-        f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
+        if cython.compiled:
+            f_principal_name = _read_str(buf, pos, n_principal_name)
+            if f_principal_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_principal_name, 'principal_name')
+        else:
+            f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
         pos += n_principal_name
     else:
         raise _w.bad_sized('principal_name', pos, n_principal_name, end, 1, False)
@@ -1016,7 +1076,12 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(buf, cur, e
         n_token_requester_principal_type, pos = _w.read_uvarint(buf, pos, end, 'token_requester_principal_type')
         n_token_requester_principal_type -= 1
     if 0 <= n_token_requester_principal_type <= end - pos:
-        f_token_requester_principal_type = _w.utf8(buf, pos, n_token_requester_principal_type, 'token_requester_principal_type')
+        if cython.compiled:
+            f_token_requester_principal_type = _read_str(buf, pos, n_token_requester_principal_type)
+            if f_token_requester_principal_type is None:
+                raise _w.bad_utf8_at(buf, pos, n_token_requester_principal_type, 'token_requester_principal_type')
+        else:
+            f_token_requester_principal_type = _w.utf8(buf, pos, n_token_requester_principal_type, 'token_requester_principal_type')
         pos += n_token_requester_principal_type
     else:
         raise _w.bad_sized('token_requester_principal_type', pos, n_token_requester_principal_type, end, 1, False)
@@ -1033,7 +1098,12 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(buf, cur, e
         n_token_requester_principal_name, pos = _w.read_uvarint(buf, pos, end, 'token_requester_principal_name')
         n_token_requester_principal_name -= 1
     if 0 <= n_token_requester_principal_name <= end - pos:
-        f_token_requester_principal_name = _w.utf8(buf, pos, n_token_requester_principal_name, 'token_requester_principal_name')
+        if cython.compiled:
+            f_token_requester_principal_name = _read_str(buf, pos, n_token_requester_principal_name)
+            if f_token_requester_principal_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_token_requester_principal_name, 'token_requester_principal_name')
+        else:
+            f_token_requester_principal_name = _w.utf8(buf, pos, n_token_requester_principal_name, 'token_requester_principal_name')
         pos += n_token_requester_principal_name
     else:
         raise _w.bad_sized('token_requester_principal_name', pos, n_token_requester_principal_name, end, 1, False)
@@ -1059,7 +1129,12 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(buf, cur, e
         n_token_id, pos = _w.read_uvarint(buf, pos, end, 'token_id')
         n_token_id -= 1
     if 0 <= n_token_id <= end - pos:
-        f_token_id = _w.utf8(buf, pos, n_token_id, 'token_id')
+        if cython.compiled:
+            f_token_id = _read_str(buf, pos, n_token_id)
+            if f_token_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_token_id, 'token_id')
+        else:
+            f_token_id = _w.utf8(buf, pos, n_token_id, 'token_id')
         pos += n_token_id
     else:
         raise _w.bad_sized('token_id', pos, n_token_id, end, 1, False)
@@ -1258,7 +1333,12 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v0(buf,
         n_principal_type = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_principal_type <= end - pos:
-        f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
+        if cython.compiled:
+            f_principal_type = _read_str(buf, pos, n_principal_type)
+            if f_principal_type is None:
+                raise _w.bad_utf8_at(buf, pos, n_principal_type, 'principal_type')
+        else:
+            f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
         pos += n_principal_type
     else:
         raise _w.bad_sized('principal_type', pos, n_principal_type, end, 2, False)
@@ -1270,7 +1350,12 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v0(buf,
         n_principal_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_principal_name <= end - pos:
-        f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
+        if cython.compiled:
+            f_principal_name = _read_str(buf, pos, n_principal_name)
+            if f_principal_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_principal_name, 'principal_name')
+        else:
+            f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
         pos += n_principal_name
     else:
         raise _w.bad_sized('principal_name', pos, n_principal_name, end, 2, False)
@@ -1334,7 +1419,12 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2(buf,
         n_principal_type, pos = _w.read_uvarint(buf, pos, end, 'principal_type')
         n_principal_type -= 1
     if 0 <= n_principal_type <= end - pos:
-        f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
+        if cython.compiled:
+            f_principal_type = _read_str(buf, pos, n_principal_type)
+            if f_principal_type is None:
+                raise _w.bad_utf8_at(buf, pos, n_principal_type, 'principal_type')
+        else:
+            f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
         pos += n_principal_type
     else:
         raise _w.bad_sized('principal_type', pos, n_principal_type, end, 1, False)
@@ -1351,7 +1441,12 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2(buf,
         n_principal_name, pos = _w.read_uvarint(buf, pos, end, 'principal_name')
         n_principal_name -= 1
     if 0 <= n_principal_name <= end - pos:
-        f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
+        if cython.compiled:
+            f_principal_name = _read_str(buf, pos, n_principal_name)
+            if f_principal_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_principal_name, 'principal_name')
+        else:
+            f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
         pos += n_principal_name
     else:
         raise _w.bad_sized('principal_name', pos, n_principal_name, end, 1, False)

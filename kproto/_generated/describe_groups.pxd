@@ -3,47 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_DescribeGroupsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DescribeGroupsRequest_v0(DescribeGroupsRequest obj, bytearray out)
-cpdef _dec_DescribeGroupsRequest_v3(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DescribeGroupsRequest_v3(DescribeGroupsRequest obj, bytearray out)
-cpdef _dec_DescribeGroupsRequest_v5(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DescribeGroupsRequest_v5(DescribeGroupsRequest obj, bytearray out)
-cpdef _dec_DescribeGroupsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DescribeGroupsResponse_v0(DescribeGroupsResponse obj, bytearray out)
-cpdef _dec_DescribeGroupsResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DescribeGroupsResponse_v1(DescribeGroupsResponse obj, bytearray out)
-cpdef _dec_DescribeGroupsResponse_v3(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DescribeGroupsResponse_v3(DescribeGroupsResponse obj, bytearray out)
-cpdef _dec_DescribeGroupsResponse_v4(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DescribeGroupsResponse_v4(DescribeGroupsResponse obj, bytearray out)
-cpdef _dec_DescribeGroupsResponse_v5(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DescribeGroupsResponse_v5(DescribeGroupsResponse obj, bytearray out)
-cpdef _dec_DescribeGroupsResponse_v6(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DescribeGroupsResponse_v6(DescribeGroupsResponse obj, bytearray out)
-cdef _dec_DescribeGroupsResponse_DescribedGroup_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeGroupsResponse_DescribedGroup_v0(DescribeGroupsResponse_DescribedGroup obj, bytearray out)
-cdef _dec_DescribeGroupsResponse_DescribedGroup_v3(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeGroupsResponse_DescribedGroup_v3(DescribeGroupsResponse_DescribedGroup obj, bytearray out)
-cdef _dec_DescribeGroupsResponse_DescribedGroup_v4(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeGroupsResponse_DescribedGroup_v4(DescribeGroupsResponse_DescribedGroup obj, bytearray out)
-cdef _dec_DescribeGroupsResponse_DescribedGroup_v5(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeGroupsResponse_DescribedGroup_v5(DescribeGroupsResponse_DescribedGroup obj, bytearray out)
-cdef _dec_DescribeGroupsResponse_DescribedGroup_v6(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeGroupsResponse_DescribedGroup_v6(DescribeGroupsResponse_DescribedGroup obj, bytearray out)
-cdef _dec_DescribeGroupsResponse_DescribedGroupMember_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeGroupsResponse_DescribedGroupMember_v0(DescribeGroupsResponse_DescribedGroupMember obj, bytearray out)
-cdef _dec_DescribeGroupsResponse_DescribedGroupMember_v4(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeGroupsResponse_DescribedGroupMember_v4(DescribeGroupsResponse_DescribedGroupMember obj, bytearray out)
-cdef _dec_DescribeGroupsResponse_DescribedGroupMember_v5(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeGroupsResponse_DescribedGroupMember_v5(DescribeGroupsResponse_DescribedGroupMember obj, bytearray out)
 cdef class DescribeGroupsRequest(Message):
     cdef public object groups, include_authorized_operations, unknown_tagged_fields
 
@@ -56,3 +26,54 @@ cdef class DescribeGroupsResponse_DescribedGroup(Struct):
 cdef class DescribeGroupsResponse(Message):
     cdef public object throttle_time_ms, groups, unknown_tagged_fields
 
+@_cy.locals(obj=DescribeGroupsRequest)
+cpdef _dec_DescribeGroupsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DescribeGroupsRequest_v0(DescribeGroupsRequest obj, bytearray out)
+@_cy.locals(obj=DescribeGroupsRequest)
+cpdef _dec_DescribeGroupsRequest_v3(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DescribeGroupsRequest_v3(DescribeGroupsRequest obj, bytearray out)
+@_cy.locals(obj=DescribeGroupsRequest)
+cpdef _dec_DescribeGroupsRequest_v5(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DescribeGroupsRequest_v5(DescribeGroupsRequest obj, bytearray out)
+@_cy.locals(obj=DescribeGroupsResponse)
+cpdef _dec_DescribeGroupsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DescribeGroupsResponse_v0(DescribeGroupsResponse obj, bytearray out)
+@_cy.locals(obj=DescribeGroupsResponse)
+cpdef _dec_DescribeGroupsResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DescribeGroupsResponse_v1(DescribeGroupsResponse obj, bytearray out)
+@_cy.locals(obj=DescribeGroupsResponse)
+cpdef _dec_DescribeGroupsResponse_v3(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DescribeGroupsResponse_v3(DescribeGroupsResponse obj, bytearray out)
+@_cy.locals(obj=DescribeGroupsResponse)
+cpdef _dec_DescribeGroupsResponse_v4(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DescribeGroupsResponse_v4(DescribeGroupsResponse obj, bytearray out)
+@_cy.locals(obj=DescribeGroupsResponse)
+cpdef _dec_DescribeGroupsResponse_v5(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DescribeGroupsResponse_v5(DescribeGroupsResponse obj, bytearray out)
+@_cy.locals(obj=DescribeGroupsResponse)
+cpdef _dec_DescribeGroupsResponse_v6(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DescribeGroupsResponse_v6(DescribeGroupsResponse obj, bytearray out)
+@_cy.locals(obj=DescribeGroupsResponse_DescribedGroup)
+cdef _dec_DescribeGroupsResponse_DescribedGroup_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeGroupsResponse_DescribedGroup_v0(DescribeGroupsResponse_DescribedGroup obj, bytearray out)
+@_cy.locals(obj=DescribeGroupsResponse_DescribedGroup)
+cdef _dec_DescribeGroupsResponse_DescribedGroup_v3(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeGroupsResponse_DescribedGroup_v3(DescribeGroupsResponse_DescribedGroup obj, bytearray out)
+@_cy.locals(obj=DescribeGroupsResponse_DescribedGroup)
+cdef _dec_DescribeGroupsResponse_DescribedGroup_v4(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeGroupsResponse_DescribedGroup_v4(DescribeGroupsResponse_DescribedGroup obj, bytearray out)
+@_cy.locals(obj=DescribeGroupsResponse_DescribedGroup)
+cdef _dec_DescribeGroupsResponse_DescribedGroup_v5(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeGroupsResponse_DescribedGroup_v5(DescribeGroupsResponse_DescribedGroup obj, bytearray out)
+@_cy.locals(obj=DescribeGroupsResponse_DescribedGroup)
+cdef _dec_DescribeGroupsResponse_DescribedGroup_v6(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeGroupsResponse_DescribedGroup_v6(DescribeGroupsResponse_DescribedGroup obj, bytearray out)
+@_cy.locals(obj=DescribeGroupsResponse_DescribedGroupMember)
+cdef _dec_DescribeGroupsResponse_DescribedGroupMember_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeGroupsResponse_DescribedGroupMember_v0(DescribeGroupsResponse_DescribedGroupMember obj, bytearray out)
+@_cy.locals(obj=DescribeGroupsResponse_DescribedGroupMember)
+cdef _dec_DescribeGroupsResponse_DescribedGroupMember_v4(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeGroupsResponse_DescribedGroupMember_v4(DescribeGroupsResponse_DescribedGroupMember obj, bytearray out)
+@_cy.locals(obj=DescribeGroupsResponse_DescribedGroupMember)
+cdef _dec_DescribeGroupsResponse_DescribedGroupMember_v5(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeGroupsResponse_DescribedGroupMember_v5(DescribeGroupsResponse_DescribedGroupMember obj, bytearray out)

@@ -91,7 +91,13 @@ def _dec_DescribeGroupsRequest_v0(buf, cur, end):
         pos += 2
         if m < 0 or end - pos < m:
             raise _w.bad_sized("groups[%d]" % i, pos, m, end, 1, False)
-        f_groups.append(_w.utf8(buf, pos, m, "groups[%d]" % i))
+        if cython.compiled:
+            s = _read_str(buf, pos, m)
+            if s is None:
+                raise _w.bad_utf8_at(buf, pos, m, "groups[%d]" % i)
+        else:
+            s = _w.utf8(buf, pos, m, "groups[%d]" % i)
+        f_groups.append(s)
         pos += m
     obj = DescribeGroupsRequest.__new__(DescribeGroupsRequest)
     obj.groups = f_groups
@@ -146,7 +152,13 @@ def _dec_DescribeGroupsRequest_v3(buf, cur, end):
         pos += 2
         if m < 0 or end - pos < m:
             raise _w.bad_sized("groups[%d]" % i, pos, m, end, 1, False)
-        f_groups.append(_w.utf8(buf, pos, m, "groups[%d]" % i))
+        if cython.compiled:
+            s = _read_str(buf, pos, m)
+            if s is None:
+                raise _w.bad_utf8_at(buf, pos, m, "groups[%d]" % i)
+        else:
+            s = _w.utf8(buf, pos, m, "groups[%d]" % i)
+        f_groups.append(s)
         pos += m
     if end - pos < 1:
         raise _w.short_run(_RUN_include_authorized_operations, pos, end)
@@ -227,7 +239,13 @@ def _dec_DescribeGroupsRequest_v5(buf, cur, end):
             m -= 1
         if m < 0 or end - pos < m:
             raise _w.bad_sized("groups[%d]" % i, pos, m, end, 1, False)
-        f_groups.append(_w.utf8(buf, pos, m, "groups[%d]" % i))
+        if cython.compiled:
+            s = _read_str(buf, pos, m)
+            if s is None:
+                raise _w.bad_utf8_at(buf, pos, m, "groups[%d]" % i)
+        else:
+            s = _w.utf8(buf, pos, m, "groups[%d]" % i)
+        f_groups.append(s)
         pos += m
     if end - pos < 1:
         raise _w.short_run(_RUN_include_authorized_operations, pos, end)
@@ -644,7 +662,12 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v0(buf, cur, end):
         f_error_code, n_group_id = _S_hh.unpack_from(buf, pos)
     pos += 4
     if 0 <= n_group_id <= end - pos:
-        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -656,7 +679,12 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v0(buf, cur, end):
         n_group_state = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_group_state <= end - pos:
-        f_group_state = _w.utf8(buf, pos, n_group_state, 'group_state')
+        if cython.compiled:
+            f_group_state = _read_str(buf, pos, n_group_state)
+            if f_group_state is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_state, 'group_state')
+        else:
+            f_group_state = _w.utf8(buf, pos, n_group_state, 'group_state')
         pos += n_group_state
     else:
         raise _w.bad_sized('group_state', pos, n_group_state, end, 2, False)
@@ -668,7 +696,12 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v0(buf, cur, end):
         n_protocol_type = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_protocol_type <= end - pos:
-        f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
+        if cython.compiled:
+            f_protocol_type = _read_str(buf, pos, n_protocol_type)
+            if f_protocol_type is None:
+                raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
+        else:
+            f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
         pos += n_protocol_type
     else:
         raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 2, False)
@@ -680,7 +713,12 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v0(buf, cur, end):
         n_protocol_data = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_protocol_data <= end - pos:
-        f_protocol_data = _w.utf8(buf, pos, n_protocol_data, 'protocol_data')
+        if cython.compiled:
+            f_protocol_data = _read_str(buf, pos, n_protocol_data)
+            if f_protocol_data is None:
+                raise _w.bad_utf8_at(buf, pos, n_protocol_data, 'protocol_data')
+        else:
+            f_protocol_data = _w.utf8(buf, pos, n_protocol_data, 'protocol_data')
         pos += n_protocol_data
     else:
         raise _w.bad_sized('protocol_data', pos, n_protocol_data, end, 2, False)
@@ -811,7 +849,12 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v3(buf, cur, end):
         f_error_code, n_group_id = _S_hh.unpack_from(buf, pos)
     pos += 4
     if 0 <= n_group_id <= end - pos:
-        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -823,7 +866,12 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v3(buf, cur, end):
         n_group_state = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_group_state <= end - pos:
-        f_group_state = _w.utf8(buf, pos, n_group_state, 'group_state')
+        if cython.compiled:
+            f_group_state = _read_str(buf, pos, n_group_state)
+            if f_group_state is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_state, 'group_state')
+        else:
+            f_group_state = _w.utf8(buf, pos, n_group_state, 'group_state')
         pos += n_group_state
     else:
         raise _w.bad_sized('group_state', pos, n_group_state, end, 2, False)
@@ -835,7 +883,12 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v3(buf, cur, end):
         n_protocol_type = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_protocol_type <= end - pos:
-        f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
+        if cython.compiled:
+            f_protocol_type = _read_str(buf, pos, n_protocol_type)
+            if f_protocol_type is None:
+                raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
+        else:
+            f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
         pos += n_protocol_type
     else:
         raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 2, False)
@@ -847,7 +900,12 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v3(buf, cur, end):
         n_protocol_data = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_protocol_data <= end - pos:
-        f_protocol_data = _w.utf8(buf, pos, n_protocol_data, 'protocol_data')
+        if cython.compiled:
+            f_protocol_data = _read_str(buf, pos, n_protocol_data)
+            if f_protocol_data is None:
+                raise _w.bad_utf8_at(buf, pos, n_protocol_data, 'protocol_data')
+        else:
+            f_protocol_data = _w.utf8(buf, pos, n_protocol_data, 'protocol_data')
         pos += n_protocol_data
     else:
         raise _w.bad_sized('protocol_data', pos, n_protocol_data, end, 2, False)
@@ -988,7 +1046,12 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v4(buf, cur, end):
         f_error_code, n_group_id = _S_hh.unpack_from(buf, pos)
     pos += 4
     if 0 <= n_group_id <= end - pos:
-        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -1000,7 +1063,12 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v4(buf, cur, end):
         n_group_state = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_group_state <= end - pos:
-        f_group_state = _w.utf8(buf, pos, n_group_state, 'group_state')
+        if cython.compiled:
+            f_group_state = _read_str(buf, pos, n_group_state)
+            if f_group_state is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_state, 'group_state')
+        else:
+            f_group_state = _w.utf8(buf, pos, n_group_state, 'group_state')
         pos += n_group_state
     else:
         raise _w.bad_sized('group_state', pos, n_group_state, end, 2, False)
@@ -1012,7 +1080,12 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v4(buf, cur, end):
         n_protocol_type = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_protocol_type <= end - pos:
-        f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
+        if cython.compiled:
+            f_protocol_type = _read_str(buf, pos, n_protocol_type)
+            if f_protocol_type is None:
+                raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
+        else:
+            f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
         pos += n_protocol_type
     else:
         raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 2, False)
@@ -1024,7 +1097,12 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v4(buf, cur, end):
         n_protocol_data = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_protocol_data <= end - pos:
-        f_protocol_data = _w.utf8(buf, pos, n_protocol_data, 'protocol_data')
+        if cython.compiled:
+            f_protocol_data = _read_str(buf, pos, n_protocol_data)
+            if f_protocol_data is None:
+                raise _w.bad_utf8_at(buf, pos, n_protocol_data, 'protocol_data')
+        else:
+            f_protocol_data = _w.utf8(buf, pos, n_protocol_data, 'protocol_data')
         pos += n_protocol_data
     else:
         raise _w.bad_sized('protocol_data', pos, n_protocol_data, end, 2, False)
@@ -1176,7 +1254,12 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v5(buf, cur, end):
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
     if 0 <= n_group_id <= end - pos:
-        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -1193,7 +1276,12 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v5(buf, cur, end):
         n_group_state, pos = _w.read_uvarint(buf, pos, end, 'group_state')
         n_group_state -= 1
     if 0 <= n_group_state <= end - pos:
-        f_group_state = _w.utf8(buf, pos, n_group_state, 'group_state')
+        if cython.compiled:
+            f_group_state = _read_str(buf, pos, n_group_state)
+            if f_group_state is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_state, 'group_state')
+        else:
+            f_group_state = _w.utf8(buf, pos, n_group_state, 'group_state')
         pos += n_group_state
     else:
         raise _w.bad_sized('group_state', pos, n_group_state, end, 1, False)
@@ -1210,7 +1298,12 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v5(buf, cur, end):
         n_protocol_type, pos = _w.read_uvarint(buf, pos, end, 'protocol_type')
         n_protocol_type -= 1
     if 0 <= n_protocol_type <= end - pos:
-        f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
+        if cython.compiled:
+            f_protocol_type = _read_str(buf, pos, n_protocol_type)
+            if f_protocol_type is None:
+                raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
+        else:
+            f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
         pos += n_protocol_type
     else:
         raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 1, False)
@@ -1227,7 +1320,12 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v5(buf, cur, end):
         n_protocol_data, pos = _w.read_uvarint(buf, pos, end, 'protocol_data')
         n_protocol_data -= 1
     if 0 <= n_protocol_data <= end - pos:
-        f_protocol_data = _w.utf8(buf, pos, n_protocol_data, 'protocol_data')
+        if cython.compiled:
+            f_protocol_data = _read_str(buf, pos, n_protocol_data)
+            if f_protocol_data is None:
+                raise _w.bad_utf8_at(buf, pos, n_protocol_data, 'protocol_data')
+        else:
+            f_protocol_data = _w.utf8(buf, pos, n_protocol_data, 'protocol_data')
         pos += n_protocol_data
     else:
         raise _w.bad_sized('protocol_data', pos, n_protocol_data, end, 1, False)
@@ -1402,7 +1500,12 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v6(buf, cur, end):
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
     if 0 <= n_error_message <= end - pos:
-        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -1421,7 +1524,12 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v6(buf, cur, end):
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
     if 0 <= n_group_id <= end - pos:
-        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -1438,7 +1546,12 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v6(buf, cur, end):
         n_group_state, pos = _w.read_uvarint(buf, pos, end, 'group_state')
         n_group_state -= 1
     if 0 <= n_group_state <= end - pos:
-        f_group_state = _w.utf8(buf, pos, n_group_state, 'group_state')
+        if cython.compiled:
+            f_group_state = _read_str(buf, pos, n_group_state)
+            if f_group_state is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_state, 'group_state')
+        else:
+            f_group_state = _w.utf8(buf, pos, n_group_state, 'group_state')
         pos += n_group_state
     else:
         raise _w.bad_sized('group_state', pos, n_group_state, end, 1, False)
@@ -1455,7 +1568,12 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v6(buf, cur, end):
         n_protocol_type, pos = _w.read_uvarint(buf, pos, end, 'protocol_type')
         n_protocol_type -= 1
     if 0 <= n_protocol_type <= end - pos:
-        f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
+        if cython.compiled:
+            f_protocol_type = _read_str(buf, pos, n_protocol_type)
+            if f_protocol_type is None:
+                raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
+        else:
+            f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
         pos += n_protocol_type
     else:
         raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 1, False)
@@ -1472,7 +1590,12 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v6(buf, cur, end):
         n_protocol_data, pos = _w.read_uvarint(buf, pos, end, 'protocol_data')
         n_protocol_data -= 1
     if 0 <= n_protocol_data <= end - pos:
-        f_protocol_data = _w.utf8(buf, pos, n_protocol_data, 'protocol_data')
+        if cython.compiled:
+            f_protocol_data = _read_str(buf, pos, n_protocol_data)
+            if f_protocol_data is None:
+                raise _w.bad_utf8_at(buf, pos, n_protocol_data, 'protocol_data')
+        else:
+            f_protocol_data = _w.utf8(buf, pos, n_protocol_data, 'protocol_data')
         pos += n_protocol_data
     else:
         raise _w.bad_sized('protocol_data', pos, n_protocol_data, end, 1, False)
@@ -1649,7 +1772,12 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v0(buf, cur, end):
         n_member_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_member_id <= end - pos:
-        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+        if cython.compiled:
+            f_member_id = _read_str(buf, pos, n_member_id)
+            if f_member_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
+        else:
+            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -1661,7 +1789,12 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v0(buf, cur, end):
         n_client_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_client_id <= end - pos:
-        f_client_id = _w.utf8(buf, pos, n_client_id, 'client_id')
+        if cython.compiled:
+            f_client_id = _read_str(buf, pos, n_client_id)
+            if f_client_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_client_id, 'client_id')
+        else:
+            f_client_id = _w.utf8(buf, pos, n_client_id, 'client_id')
         pos += n_client_id
     else:
         raise _w.bad_sized('client_id', pos, n_client_id, end, 2, False)
@@ -1673,7 +1806,12 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v0(buf, cur, end):
         n_client_host = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_client_host <= end - pos:
-        f_client_host = _w.utf8(buf, pos, n_client_host, 'client_host')
+        if cython.compiled:
+            f_client_host = _read_str(buf, pos, n_client_host)
+            if f_client_host is None:
+                raise _w.bad_utf8_at(buf, pos, n_client_host, 'client_host')
+        else:
+            f_client_host = _w.utf8(buf, pos, n_client_host, 'client_host')
         pos += n_client_host
     else:
         raise _w.bad_sized('client_host', pos, n_client_host, end, 2, False)
@@ -1799,7 +1937,12 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v4(buf, cur, end):
         n_member_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_member_id <= end - pos:
-        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+        if cython.compiled:
+            f_member_id = _read_str(buf, pos, n_member_id)
+            if f_member_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
+        else:
+            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -1811,7 +1954,12 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v4(buf, cur, end):
         n_group_instance_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_group_instance_id <= end - pos:
-        f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
+        if cython.compiled:
+            f_group_instance_id = _read_str(buf, pos, n_group_instance_id)
+            if f_group_instance_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
+        else:
+            f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
@@ -1825,7 +1973,12 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v4(buf, cur, end):
         n_client_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_client_id <= end - pos:
-        f_client_id = _w.utf8(buf, pos, n_client_id, 'client_id')
+        if cython.compiled:
+            f_client_id = _read_str(buf, pos, n_client_id)
+            if f_client_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_client_id, 'client_id')
+        else:
+            f_client_id = _w.utf8(buf, pos, n_client_id, 'client_id')
         pos += n_client_id
     else:
         raise _w.bad_sized('client_id', pos, n_client_id, end, 2, False)
@@ -1837,7 +1990,12 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v4(buf, cur, end):
         n_client_host = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_client_host <= end - pos:
-        f_client_host = _w.utf8(buf, pos, n_client_host, 'client_host')
+        if cython.compiled:
+            f_client_host = _read_str(buf, pos, n_client_host)
+            if f_client_host is None:
+                raise _w.bad_utf8_at(buf, pos, n_client_host, 'client_host')
+        else:
+            f_client_host = _w.utf8(buf, pos, n_client_host, 'client_host')
         pos += n_client_host
     else:
         raise _w.bad_sized('client_host', pos, n_client_host, end, 2, False)
@@ -1983,7 +2141,12 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v5(buf, cur, end):
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
     if 0 <= n_member_id <= end - pos:
-        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+        if cython.compiled:
+            f_member_id = _read_str(buf, pos, n_member_id)
+            if f_member_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
+        else:
+            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -2000,7 +2163,12 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v5(buf, cur, end):
         n_group_instance_id, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
         n_group_instance_id -= 1
     if 0 <= n_group_instance_id <= end - pos:
-        f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
+        if cython.compiled:
+            f_group_instance_id = _read_str(buf, pos, n_group_instance_id)
+            if f_group_instance_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
+        else:
+            f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
@@ -2019,7 +2187,12 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v5(buf, cur, end):
         n_client_id, pos = _w.read_uvarint(buf, pos, end, 'client_id')
         n_client_id -= 1
     if 0 <= n_client_id <= end - pos:
-        f_client_id = _w.utf8(buf, pos, n_client_id, 'client_id')
+        if cython.compiled:
+            f_client_id = _read_str(buf, pos, n_client_id)
+            if f_client_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_client_id, 'client_id')
+        else:
+            f_client_id = _w.utf8(buf, pos, n_client_id, 'client_id')
         pos += n_client_id
     else:
         raise _w.bad_sized('client_id', pos, n_client_id, end, 1, False)
@@ -2036,7 +2209,12 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v5(buf, cur, end):
         n_client_host, pos = _w.read_uvarint(buf, pos, end, 'client_host')
         n_client_host -= 1
     if 0 <= n_client_host <= end - pos:
-        f_client_host = _w.utf8(buf, pos, n_client_host, 'client_host')
+        if cython.compiled:
+            f_client_host = _read_str(buf, pos, n_client_host)
+            if f_client_host is None:
+                raise _w.bad_utf8_at(buf, pos, n_client_host, 'client_host')
+        else:
+            f_client_host = _w.utf8(buf, pos, n_client_host, 'client_host')
         pos += n_client_host
     else:
         raise _w.bad_sized('client_host', pos, n_client_host, end, 1, False)

@@ -3,47 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_DescribeLogDirsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DescribeLogDirsRequest_v0(DescribeLogDirsRequest obj, bytearray out)
-cpdef _dec_DescribeLogDirsRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DescribeLogDirsRequest_v2(DescribeLogDirsRequest obj, bytearray out)
-cdef _dec_DescribeLogDirsRequest_DescribableLogDirTopic_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeLogDirsRequest_DescribableLogDirTopic_v0(DescribeLogDirsRequest_DescribableLogDirTopic obj, bytearray out)
-cdef _dec_DescribeLogDirsRequest_DescribableLogDirTopic_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeLogDirsRequest_DescribableLogDirTopic_v2(DescribeLogDirsRequest_DescribableLogDirTopic obj, bytearray out)
-cpdef _dec_DescribeLogDirsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DescribeLogDirsResponse_v0(DescribeLogDirsResponse obj, bytearray out)
-cpdef _dec_DescribeLogDirsResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DescribeLogDirsResponse_v2(DescribeLogDirsResponse obj, bytearray out)
-cpdef _dec_DescribeLogDirsResponse_v3(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DescribeLogDirsResponse_v3(DescribeLogDirsResponse obj, bytearray out)
-cpdef _dec_DescribeLogDirsResponse_v4(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DescribeLogDirsResponse_v4(DescribeLogDirsResponse obj, bytearray out)
-cpdef _dec_DescribeLogDirsResponse_v5(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DescribeLogDirsResponse_v5(DescribeLogDirsResponse obj, bytearray out)
-cdef _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeLogDirsResponse_DescribeLogDirsResult_v0(DescribeLogDirsResponse_DescribeLogDirsResult obj, bytearray out)
-cdef _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeLogDirsResponse_DescribeLogDirsResult_v2(DescribeLogDirsResponse_DescribeLogDirsResult obj, bytearray out)
-cdef _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v4(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeLogDirsResponse_DescribeLogDirsResult_v4(DescribeLogDirsResponse_DescribeLogDirsResult obj, bytearray out)
-cdef _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v5(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeLogDirsResponse_DescribeLogDirsResult_v5(DescribeLogDirsResponse_DescribeLogDirsResult obj, bytearray out)
-cdef _dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeLogDirsResponse_DescribeLogDirsTopic_v0(DescribeLogDirsResponse_DescribeLogDirsTopic obj, bytearray out)
-cdef _dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeLogDirsResponse_DescribeLogDirsTopic_v2(DescribeLogDirsResponse_DescribeLogDirsTopic obj, bytearray out)
-cdef _dec_DescribeLogDirsResponse_DescribeLogDirsPartition_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeLogDirsResponse_DescribeLogDirsPartition_v0(DescribeLogDirsResponse_DescribeLogDirsPartition obj, bytearray out)
-cdef _dec_DescribeLogDirsResponse_DescribeLogDirsPartition_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeLogDirsResponse_DescribeLogDirsPartition_v2(DescribeLogDirsResponse_DescribeLogDirsPartition obj, bytearray out)
 cdef class DescribeLogDirsRequest_DescribableLogDirTopic(Struct):
     cdef public object topic, partitions, unknown_tagged_fields
 
@@ -62,3 +32,54 @@ cdef class DescribeLogDirsResponse_DescribeLogDirsResult(Struct):
 cdef class DescribeLogDirsResponse(Message):
     cdef public object throttle_time_ms, error_code, results, unknown_tagged_fields
 
+@_cy.locals(obj=DescribeLogDirsRequest)
+cpdef _dec_DescribeLogDirsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DescribeLogDirsRequest_v0(DescribeLogDirsRequest obj, bytearray out)
+@_cy.locals(obj=DescribeLogDirsRequest)
+cpdef _dec_DescribeLogDirsRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DescribeLogDirsRequest_v2(DescribeLogDirsRequest obj, bytearray out)
+@_cy.locals(obj=DescribeLogDirsRequest_DescribableLogDirTopic)
+cdef _dec_DescribeLogDirsRequest_DescribableLogDirTopic_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeLogDirsRequest_DescribableLogDirTopic_v0(DescribeLogDirsRequest_DescribableLogDirTopic obj, bytearray out)
+@_cy.locals(obj=DescribeLogDirsRequest_DescribableLogDirTopic)
+cdef _dec_DescribeLogDirsRequest_DescribableLogDirTopic_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeLogDirsRequest_DescribableLogDirTopic_v2(DescribeLogDirsRequest_DescribableLogDirTopic obj, bytearray out)
+@_cy.locals(obj=DescribeLogDirsResponse)
+cpdef _dec_DescribeLogDirsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DescribeLogDirsResponse_v0(DescribeLogDirsResponse obj, bytearray out)
+@_cy.locals(obj=DescribeLogDirsResponse)
+cpdef _dec_DescribeLogDirsResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DescribeLogDirsResponse_v2(DescribeLogDirsResponse obj, bytearray out)
+@_cy.locals(obj=DescribeLogDirsResponse)
+cpdef _dec_DescribeLogDirsResponse_v3(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DescribeLogDirsResponse_v3(DescribeLogDirsResponse obj, bytearray out)
+@_cy.locals(obj=DescribeLogDirsResponse)
+cpdef _dec_DescribeLogDirsResponse_v4(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DescribeLogDirsResponse_v4(DescribeLogDirsResponse obj, bytearray out)
+@_cy.locals(obj=DescribeLogDirsResponse)
+cpdef _dec_DescribeLogDirsResponse_v5(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DescribeLogDirsResponse_v5(DescribeLogDirsResponse obj, bytearray out)
+@_cy.locals(obj=DescribeLogDirsResponse_DescribeLogDirsResult)
+cdef _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeLogDirsResponse_DescribeLogDirsResult_v0(DescribeLogDirsResponse_DescribeLogDirsResult obj, bytearray out)
+@_cy.locals(obj=DescribeLogDirsResponse_DescribeLogDirsResult)
+cdef _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeLogDirsResponse_DescribeLogDirsResult_v2(DescribeLogDirsResponse_DescribeLogDirsResult obj, bytearray out)
+@_cy.locals(obj=DescribeLogDirsResponse_DescribeLogDirsResult)
+cdef _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v4(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeLogDirsResponse_DescribeLogDirsResult_v4(DescribeLogDirsResponse_DescribeLogDirsResult obj, bytearray out)
+@_cy.locals(obj=DescribeLogDirsResponse_DescribeLogDirsResult)
+cdef _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v5(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeLogDirsResponse_DescribeLogDirsResult_v5(DescribeLogDirsResponse_DescribeLogDirsResult obj, bytearray out)
+@_cy.locals(obj=DescribeLogDirsResponse_DescribeLogDirsTopic)
+cdef _dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeLogDirsResponse_DescribeLogDirsTopic_v0(DescribeLogDirsResponse_DescribeLogDirsTopic obj, bytearray out)
+@_cy.locals(obj=DescribeLogDirsResponse_DescribeLogDirsTopic)
+cdef _dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeLogDirsResponse_DescribeLogDirsTopic_v2(DescribeLogDirsResponse_DescribeLogDirsTopic obj, bytearray out)
+@_cy.locals(obj=DescribeLogDirsResponse_DescribeLogDirsPartition)
+cdef _dec_DescribeLogDirsResponse_DescribeLogDirsPartition_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeLogDirsResponse_DescribeLogDirsPartition_v0(DescribeLogDirsResponse_DescribeLogDirsPartition obj, bytearray out)
+@_cy.locals(obj=DescribeLogDirsResponse_DescribeLogDirsPartition)
+cdef _dec_DescribeLogDirsResponse_DescribeLogDirsPartition_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeLogDirsResponse_DescribeLogDirsPartition_v2(DescribeLogDirsResponse_DescribeLogDirsPartition obj, bytearray out)

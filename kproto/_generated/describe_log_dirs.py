@@ -196,7 +196,12 @@ def _dec_DescribeLogDirsRequest_DescribableLogDirTopic_v0(buf, cur, end):
         n_topic = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_topic <= end - pos:
-        f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+        if cython.compiled:
+            f_topic = _read_str(buf, pos, n_topic)
+            if f_topic is None:
+                raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
+        else:
+            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
@@ -275,7 +280,12 @@ def _dec_DescribeLogDirsRequest_DescribableLogDirTopic_v2(buf, cur, end):
         n_topic, pos = _w.read_uvarint(buf, pos, end, 'topic')
         n_topic -= 1
     if 0 <= n_topic <= end - pos:
-        f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+        if cython.compiled:
+            f_topic = _read_str(buf, pos, n_topic)
+            if f_topic is None:
+                raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
+        else:
+            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 1, False)
@@ -722,7 +732,12 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v0(buf, cur, end):
         f_error_code, n_log_dir = _S_hh.unpack_from(buf, pos)
     pos += 4
     if 0 <= n_log_dir <= end - pos:
-        f_log_dir = _w.utf8(buf, pos, n_log_dir, 'log_dir')
+        if cython.compiled:
+            f_log_dir = _read_str(buf, pos, n_log_dir)
+            if f_log_dir is None:
+                raise _w.bad_utf8_at(buf, pos, n_log_dir, 'log_dir')
+        else:
+            f_log_dir = _w.utf8(buf, pos, n_log_dir, 'log_dir')
         pos += n_log_dir
     else:
         raise _w.bad_sized('log_dir', pos, n_log_dir, end, 2, False)
@@ -813,7 +828,12 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v2(buf, cur, end):
         n_log_dir, pos = _w.read_uvarint(buf, pos, end, 'log_dir')
         n_log_dir -= 1
     if 0 <= n_log_dir <= end - pos:
-        f_log_dir = _w.utf8(buf, pos, n_log_dir, 'log_dir')
+        if cython.compiled:
+            f_log_dir = _read_str(buf, pos, n_log_dir)
+            if f_log_dir is None:
+                raise _w.bad_utf8_at(buf, pos, n_log_dir, 'log_dir')
+        else:
+            f_log_dir = _w.utf8(buf, pos, n_log_dir, 'log_dir')
         pos += n_log_dir
     else:
         raise _w.bad_sized('log_dir', pos, n_log_dir, end, 1, False)
@@ -924,7 +944,12 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v4(buf, cur, end):
         n_log_dir, pos = _w.read_uvarint(buf, pos, end, 'log_dir')
         n_log_dir -= 1
     if 0 <= n_log_dir <= end - pos:
-        f_log_dir = _w.utf8(buf, pos, n_log_dir, 'log_dir')
+        if cython.compiled:
+            f_log_dir = _read_str(buf, pos, n_log_dir)
+            if f_log_dir is None:
+                raise _w.bad_utf8_at(buf, pos, n_log_dir, 'log_dir')
+        else:
+            f_log_dir = _w.utf8(buf, pos, n_log_dir, 'log_dir')
         pos += n_log_dir
     else:
         raise _w.bad_sized('log_dir', pos, n_log_dir, end, 1, False)
@@ -1049,7 +1074,12 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v5(buf, cur, end):
         n_log_dir, pos = _w.read_uvarint(buf, pos, end, 'log_dir')
         n_log_dir -= 1
     if 0 <= n_log_dir <= end - pos:
-        f_log_dir = _w.utf8(buf, pos, n_log_dir, 'log_dir')
+        if cython.compiled:
+            f_log_dir = _read_str(buf, pos, n_log_dir)
+            if f_log_dir is None:
+                raise _w.bad_utf8_at(buf, pos, n_log_dir, 'log_dir')
+        else:
+            f_log_dir = _w.utf8(buf, pos, n_log_dir, 'log_dir')
         pos += n_log_dir
     else:
         raise _w.bad_sized('log_dir', pos, n_log_dir, end, 1, False)
@@ -1167,7 +1197,12 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v0(buf, cur, end):
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -1246,7 +1281,12 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v2(buf, cur, end):
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)

@@ -3,25 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_DescribeProducersRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DescribeProducersRequest_v0(DescribeProducersRequest obj, bytearray out)
-cdef _dec_DescribeProducersRequest_TopicRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeProducersRequest_TopicRequest_v0(DescribeProducersRequest_TopicRequest obj, bytearray out)
-cpdef _dec_DescribeProducersResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DescribeProducersResponse_v0(DescribeProducersResponse obj, bytearray out)
-cdef _dec_DescribeProducersResponse_TopicResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeProducersResponse_TopicResponse_v0(DescribeProducersResponse_TopicResponse obj, bytearray out)
-cdef _dec_DescribeProducersResponse_PartitionResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeProducersResponse_PartitionResponse_v0(DescribeProducersResponse_PartitionResponse obj, bytearray out)
-cdef _dec_DescribeProducersResponse_ProducerState_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeProducersResponse_ProducerState_v0(DescribeProducersResponse_ProducerState obj, bytearray out)
 cdef class DescribeProducersRequest_TopicRequest(Struct):
     cdef public object name, partition_indexes, unknown_tagged_fields
 
@@ -40,3 +32,21 @@ cdef class DescribeProducersResponse_TopicResponse(Struct):
 cdef class DescribeProducersResponse(Message):
     cdef public object throttle_time_ms, topics, unknown_tagged_fields
 
+@_cy.locals(obj=DescribeProducersRequest)
+cpdef _dec_DescribeProducersRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DescribeProducersRequest_v0(DescribeProducersRequest obj, bytearray out)
+@_cy.locals(obj=DescribeProducersRequest_TopicRequest)
+cdef _dec_DescribeProducersRequest_TopicRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeProducersRequest_TopicRequest_v0(DescribeProducersRequest_TopicRequest obj, bytearray out)
+@_cy.locals(obj=DescribeProducersResponse)
+cpdef _dec_DescribeProducersResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DescribeProducersResponse_v0(DescribeProducersResponse obj, bytearray out)
+@_cy.locals(obj=DescribeProducersResponse_TopicResponse)
+cdef _dec_DescribeProducersResponse_TopicResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeProducersResponse_TopicResponse_v0(DescribeProducersResponse_TopicResponse obj, bytearray out)
+@_cy.locals(obj=DescribeProducersResponse_PartitionResponse)
+cdef _dec_DescribeProducersResponse_PartitionResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeProducersResponse_PartitionResponse_v0(DescribeProducersResponse_PartitionResponse obj, bytearray out)
+@_cy.locals(obj=DescribeProducersResponse_ProducerState)
+cdef _dec_DescribeProducersResponse_ProducerState_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeProducersResponse_ProducerState_v0(DescribeProducersResponse_ProducerState obj, bytearray out)

@@ -3,47 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_DescribeQuorumRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DescribeQuorumRequest_v0(DescribeQuorumRequest obj, bytearray out)
-cdef _dec_DescribeQuorumRequest_TopicData_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeQuorumRequest_TopicData_v0(DescribeQuorumRequest_TopicData obj, bytearray out)
-cdef _dec_DescribeQuorumRequest_PartitionData_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeQuorumRequest_PartitionData_v0(DescribeQuorumRequest_PartitionData obj, bytearray out)
-cpdef _dec_DescribeQuorumResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DescribeQuorumResponse_v0(DescribeQuorumResponse obj, bytearray out)
-cpdef _dec_DescribeQuorumResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DescribeQuorumResponse_v1(DescribeQuorumResponse obj, bytearray out)
-cpdef _dec_DescribeQuorumResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DescribeQuorumResponse_v2(DescribeQuorumResponse obj, bytearray out)
-cdef _dec_DescribeQuorumResponse_TopicData_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeQuorumResponse_TopicData_v0(DescribeQuorumResponse_TopicData obj, bytearray out)
-cdef _dec_DescribeQuorumResponse_TopicData_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeQuorumResponse_TopicData_v1(DescribeQuorumResponse_TopicData obj, bytearray out)
-cdef _dec_DescribeQuorumResponse_TopicData_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeQuorumResponse_TopicData_v2(DescribeQuorumResponse_TopicData obj, bytearray out)
-cdef _dec_DescribeQuorumResponse_PartitionData_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeQuorumResponse_PartitionData_v0(DescribeQuorumResponse_PartitionData obj, bytearray out)
-cdef _dec_DescribeQuorumResponse_PartitionData_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeQuorumResponse_PartitionData_v1(DescribeQuorumResponse_PartitionData obj, bytearray out)
-cdef _dec_DescribeQuorumResponse_PartitionData_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeQuorumResponse_PartitionData_v2(DescribeQuorumResponse_PartitionData obj, bytearray out)
-cdef _dec_DescribeQuorumResponse_ReplicaState_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeQuorumResponse_ReplicaState_v0(DescribeQuorumResponse_ReplicaState obj, bytearray out)
-cdef _dec_DescribeQuorumResponse_ReplicaState_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeQuorumResponse_ReplicaState_v1(DescribeQuorumResponse_ReplicaState obj, bytearray out)
-cdef _dec_DescribeQuorumResponse_ReplicaState_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeQuorumResponse_ReplicaState_v2(DescribeQuorumResponse_ReplicaState obj, bytearray out)
-cdef _dec_DescribeQuorumResponse_Node_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeQuorumResponse_Node_v2(DescribeQuorumResponse_Node obj, bytearray out)
-cdef _dec_DescribeQuorumResponse_Listener_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeQuorumResponse_Listener_v2(DescribeQuorumResponse_Listener obj, bytearray out)
 cdef class DescribeQuorumRequest_PartitionData(Struct):
     cdef public object partition_index, unknown_tagged_fields
 
@@ -71,3 +41,54 @@ cdef class DescribeQuorumResponse_Node(Struct):
 cdef class DescribeQuorumResponse(Message):
     cdef public object error_code, error_message, topics, nodes, unknown_tagged_fields
 
+@_cy.locals(obj=DescribeQuorumRequest)
+cpdef _dec_DescribeQuorumRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DescribeQuorumRequest_v0(DescribeQuorumRequest obj, bytearray out)
+@_cy.locals(obj=DescribeQuorumRequest_TopicData)
+cdef _dec_DescribeQuorumRequest_TopicData_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeQuorumRequest_TopicData_v0(DescribeQuorumRequest_TopicData obj, bytearray out)
+@_cy.locals(obj=DescribeQuorumRequest_PartitionData)
+cdef _dec_DescribeQuorumRequest_PartitionData_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeQuorumRequest_PartitionData_v0(DescribeQuorumRequest_PartitionData obj, bytearray out)
+@_cy.locals(obj=DescribeQuorumResponse)
+cpdef _dec_DescribeQuorumResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DescribeQuorumResponse_v0(DescribeQuorumResponse obj, bytearray out)
+@_cy.locals(obj=DescribeQuorumResponse)
+cpdef _dec_DescribeQuorumResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DescribeQuorumResponse_v1(DescribeQuorumResponse obj, bytearray out)
+@_cy.locals(obj=DescribeQuorumResponse)
+cpdef _dec_DescribeQuorumResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DescribeQuorumResponse_v2(DescribeQuorumResponse obj, bytearray out)
+@_cy.locals(obj=DescribeQuorumResponse_TopicData)
+cdef _dec_DescribeQuorumResponse_TopicData_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeQuorumResponse_TopicData_v0(DescribeQuorumResponse_TopicData obj, bytearray out)
+@_cy.locals(obj=DescribeQuorumResponse_TopicData)
+cdef _dec_DescribeQuorumResponse_TopicData_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeQuorumResponse_TopicData_v1(DescribeQuorumResponse_TopicData obj, bytearray out)
+@_cy.locals(obj=DescribeQuorumResponse_TopicData)
+cdef _dec_DescribeQuorumResponse_TopicData_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeQuorumResponse_TopicData_v2(DescribeQuorumResponse_TopicData obj, bytearray out)
+@_cy.locals(obj=DescribeQuorumResponse_PartitionData)
+cdef _dec_DescribeQuorumResponse_PartitionData_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeQuorumResponse_PartitionData_v0(DescribeQuorumResponse_PartitionData obj, bytearray out)
+@_cy.locals(obj=DescribeQuorumResponse_PartitionData)
+cdef _dec_DescribeQuorumResponse_PartitionData_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeQuorumResponse_PartitionData_v1(DescribeQuorumResponse_PartitionData obj, bytearray out)
+@_cy.locals(obj=DescribeQuorumResponse_PartitionData)
+cdef _dec_DescribeQuorumResponse_PartitionData_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeQuorumResponse_PartitionData_v2(DescribeQuorumResponse_PartitionData obj, bytearray out)
+@_cy.locals(obj=DescribeQuorumResponse_ReplicaState)
+cdef _dec_DescribeQuorumResponse_ReplicaState_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeQuorumResponse_ReplicaState_v0(DescribeQuorumResponse_ReplicaState obj, bytearray out)
+@_cy.locals(obj=DescribeQuorumResponse_ReplicaState)
+cdef _dec_DescribeQuorumResponse_ReplicaState_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeQuorumResponse_ReplicaState_v1(DescribeQuorumResponse_ReplicaState obj, bytearray out)
+@_cy.locals(obj=DescribeQuorumResponse_ReplicaState)
+cdef _dec_DescribeQuorumResponse_ReplicaState_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeQuorumResponse_ReplicaState_v2(DescribeQuorumResponse_ReplicaState obj, bytearray out)
+@_cy.locals(obj=DescribeQuorumResponse_Node)
+cdef _dec_DescribeQuorumResponse_Node_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeQuorumResponse_Node_v2(DescribeQuorumResponse_Node obj, bytearray out)
+@_cy.locals(obj=DescribeQuorumResponse_Listener)
+cdef _dec_DescribeQuorumResponse_Listener_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeQuorumResponse_Listener_v2(DescribeQuorumResponse_Listener obj, bytearray out)

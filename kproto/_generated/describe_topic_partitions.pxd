@@ -3,27 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_DescribeTopicPartitionsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DescribeTopicPartitionsRequest_v0(DescribeTopicPartitionsRequest obj, bytearray out)
-cdef _dec_DescribeTopicPartitionsRequest_TopicRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeTopicPartitionsRequest_TopicRequest_v0(DescribeTopicPartitionsRequest_TopicRequest obj, bytearray out)
-cdef _dec_DescribeTopicPartitionsRequest_Cursor_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeTopicPartitionsRequest_Cursor_v0(DescribeTopicPartitionsRequest_Cursor obj, bytearray out)
-cpdef _dec_DescribeTopicPartitionsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DescribeTopicPartitionsResponse_v0(DescribeTopicPartitionsResponse obj, bytearray out)
-cdef _dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic_v0(DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic obj, bytearray out)
-cdef _dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition_v0(DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition obj, bytearray out)
-cdef _dec_DescribeTopicPartitionsResponse_Cursor_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeTopicPartitionsResponse_Cursor_v0(DescribeTopicPartitionsResponse_Cursor obj, bytearray out)
 cdef class DescribeTopicPartitionsRequest_TopicRequest(Struct):
     cdef public object name, unknown_tagged_fields
 
@@ -45,3 +35,24 @@ cdef class DescribeTopicPartitionsResponse_Cursor(Struct):
 cdef class DescribeTopicPartitionsResponse(Message):
     cdef public object throttle_time_ms, topics, next_cursor, unknown_tagged_fields
 
+@_cy.locals(obj=DescribeTopicPartitionsRequest)
+cpdef _dec_DescribeTopicPartitionsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DescribeTopicPartitionsRequest_v0(DescribeTopicPartitionsRequest obj, bytearray out)
+@_cy.locals(obj=DescribeTopicPartitionsRequest_TopicRequest)
+cdef _dec_DescribeTopicPartitionsRequest_TopicRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeTopicPartitionsRequest_TopicRequest_v0(DescribeTopicPartitionsRequest_TopicRequest obj, bytearray out)
+@_cy.locals(obj=DescribeTopicPartitionsRequest_Cursor)
+cdef _dec_DescribeTopicPartitionsRequest_Cursor_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeTopicPartitionsRequest_Cursor_v0(DescribeTopicPartitionsRequest_Cursor obj, bytearray out)
+@_cy.locals(obj=DescribeTopicPartitionsResponse)
+cpdef _dec_DescribeTopicPartitionsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DescribeTopicPartitionsResponse_v0(DescribeTopicPartitionsResponse obj, bytearray out)
+@_cy.locals(obj=DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic)
+cdef _dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic_v0(DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic obj, bytearray out)
+@_cy.locals(obj=DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition)
+cdef _dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition_v0(DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition obj, bytearray out)
+@_cy.locals(obj=DescribeTopicPartitionsResponse_Cursor)
+cdef _dec_DescribeTopicPartitionsResponse_Cursor_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeTopicPartitionsResponse_Cursor_v0(DescribeTopicPartitionsResponse_Cursor obj, bytearray out)

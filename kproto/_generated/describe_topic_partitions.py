@@ -170,7 +170,12 @@ def _dec_DescribeTopicPartitionsRequest_TopicRequest_v0(buf, cur, end):
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -228,7 +233,12 @@ def _dec_DescribeTopicPartitionsRequest_Cursor_v0(buf, cur, end):
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
     if 0 <= n_topic_name <= end - pos:
-        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+        if cython.compiled:
+            f_topic_name = _read_str(buf, pos, n_topic_name)
+            if f_topic_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
+        else:
+            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -408,7 +418,12 @@ def _dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic_v0
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     elif n_name == -1:
         f_name = None
@@ -785,7 +800,12 @@ def _dec_DescribeTopicPartitionsResponse_Cursor_v0(buf, cur, end):
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
     if 0 <= n_topic_name <= end - pos:
-        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+        if cython.compiled:
+            f_topic_name = _read_str(buf, pos, n_topic_name)
+            if f_topic_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
+        else:
+            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)

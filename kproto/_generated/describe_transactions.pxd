@@ -3,21 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_DescribeTransactionsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DescribeTransactionsRequest_v0(DescribeTransactionsRequest obj, bytearray out)
-cpdef _dec_DescribeTransactionsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DescribeTransactionsResponse_v0(DescribeTransactionsResponse obj, bytearray out)
-cdef _dec_DescribeTransactionsResponse_TransactionState_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeTransactionsResponse_TransactionState_v0(DescribeTransactionsResponse_TransactionState obj, bytearray out)
-cdef _dec_DescribeTransactionsResponse_TopicData_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeTransactionsResponse_TopicData_v0(DescribeTransactionsResponse_TopicData obj, bytearray out)
 cdef class DescribeTransactionsRequest(Message):
     cdef public object transactional_ids, unknown_tagged_fields
 
@@ -30,3 +26,15 @@ cdef class DescribeTransactionsResponse_TransactionState(Struct):
 cdef class DescribeTransactionsResponse(Message):
     cdef public object throttle_time_ms, transaction_states, unknown_tagged_fields
 
+@_cy.locals(obj=DescribeTransactionsRequest)
+cpdef _dec_DescribeTransactionsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DescribeTransactionsRequest_v0(DescribeTransactionsRequest obj, bytearray out)
+@_cy.locals(obj=DescribeTransactionsResponse)
+cpdef _dec_DescribeTransactionsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DescribeTransactionsResponse_v0(DescribeTransactionsResponse obj, bytearray out)
+@_cy.locals(obj=DescribeTransactionsResponse_TransactionState)
+cdef _dec_DescribeTransactionsResponse_TransactionState_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeTransactionsResponse_TransactionState_v0(DescribeTransactionsResponse_TransactionState obj, bytearray out)
+@_cy.locals(obj=DescribeTransactionsResponse_TopicData)
+cdef _dec_DescribeTransactionsResponse_TopicData_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeTransactionsResponse_TopicData_v0(DescribeTransactionsResponse_TopicData obj, bytearray out)

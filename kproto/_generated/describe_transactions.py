@@ -87,7 +87,13 @@ def _dec_DescribeTransactionsRequest_v0(buf, cur, end):
             m -= 1
         if m < 0 or end - pos < m:
             raise _w.bad_sized("transactional_ids[%d]" % i, pos, m, end, 1, False)
-        f_transactional_ids.append(_w.utf8(buf, pos, m, "transactional_ids[%d]" % i))
+        if cython.compiled:
+            s = _read_str(buf, pos, m)
+            if s is None:
+                raise _w.bad_utf8_at(buf, pos, m, "transactional_ids[%d]" % i)
+        else:
+            s = _w.utf8(buf, pos, m, "transactional_ids[%d]" % i)
+        f_transactional_ids.append(s)
         pos += m
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -231,7 +237,12 @@ def _dec_DescribeTransactionsResponse_TransactionState_v0(buf, cur, end):
         n_transactional_id, pos = _w.read_uvarint(buf, pos, end, 'transactional_id')
         n_transactional_id -= 1
     if 0 <= n_transactional_id <= end - pos:
-        f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
+        if cython.compiled:
+            f_transactional_id = _read_str(buf, pos, n_transactional_id)
+            if f_transactional_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
+        else:
+            f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
         pos += n_transactional_id
     else:
         raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 1, False)
@@ -248,7 +259,12 @@ def _dec_DescribeTransactionsResponse_TransactionState_v0(buf, cur, end):
         n_transaction_state, pos = _w.read_uvarint(buf, pos, end, 'transaction_state')
         n_transaction_state -= 1
     if 0 <= n_transaction_state <= end - pos:
-        f_transaction_state = _w.utf8(buf, pos, n_transaction_state, 'transaction_state')
+        if cython.compiled:
+            f_transaction_state = _read_str(buf, pos, n_transaction_state)
+            if f_transaction_state is None:
+                raise _w.bad_utf8_at(buf, pos, n_transaction_state, 'transaction_state')
+        else:
+            f_transaction_state = _w.utf8(buf, pos, n_transaction_state, 'transaction_state')
         pos += n_transaction_state
     else:
         raise _w.bad_sized('transaction_state', pos, n_transaction_state, end, 1, False)
@@ -388,7 +404,12 @@ def _dec_DescribeTransactionsResponse_TopicData_v0(buf, cur, end):
         n_topic, pos = _w.read_uvarint(buf, pos, end, 'topic')
         n_topic -= 1
     if 0 <= n_topic <= end - pos:
-        f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+        if cython.compiled:
+            f_topic = _read_str(buf, pos, n_topic)
+            if f_topic is None:
+                raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
+        else:
+            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 1, False)

@@ -3,23 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_DescribeUserScramCredentialsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DescribeUserScramCredentialsRequest_v0(DescribeUserScramCredentialsRequest obj, bytearray out)
-cdef _dec_DescribeUserScramCredentialsRequest_UserName_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeUserScramCredentialsRequest_UserName_v0(DescribeUserScramCredentialsRequest_UserName obj, bytearray out)
-cpdef _dec_DescribeUserScramCredentialsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_DescribeUserScramCredentialsResponse_v0(DescribeUserScramCredentialsResponse obj, bytearray out)
-cdef _dec_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult_v0(DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult obj, bytearray out)
-cdef _dec_DescribeUserScramCredentialsResponse_CredentialInfo_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_DescribeUserScramCredentialsResponse_CredentialInfo_v0(DescribeUserScramCredentialsResponse_CredentialInfo obj, bytearray out)
 cdef class DescribeUserScramCredentialsRequest_UserName(Struct):
     cdef public object name, unknown_tagged_fields
 
@@ -35,3 +29,18 @@ cdef class DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResu
 cdef class DescribeUserScramCredentialsResponse(Message):
     cdef public object throttle_time_ms, error_code, error_message, results, unknown_tagged_fields
 
+@_cy.locals(obj=DescribeUserScramCredentialsRequest)
+cpdef _dec_DescribeUserScramCredentialsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DescribeUserScramCredentialsRequest_v0(DescribeUserScramCredentialsRequest obj, bytearray out)
+@_cy.locals(obj=DescribeUserScramCredentialsRequest_UserName)
+cdef _dec_DescribeUserScramCredentialsRequest_UserName_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeUserScramCredentialsRequest_UserName_v0(DescribeUserScramCredentialsRequest_UserName obj, bytearray out)
+@_cy.locals(obj=DescribeUserScramCredentialsResponse)
+cpdef _dec_DescribeUserScramCredentialsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_DescribeUserScramCredentialsResponse_v0(DescribeUserScramCredentialsResponse obj, bytearray out)
+@_cy.locals(obj=DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult)
+cdef _dec_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult_v0(DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult obj, bytearray out)
+@_cy.locals(obj=DescribeUserScramCredentialsResponse_CredentialInfo)
+cdef _dec_DescribeUserScramCredentialsResponse_CredentialInfo_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_DescribeUserScramCredentialsResponse_CredentialInfo_v0(DescribeUserScramCredentialsResponse_CredentialInfo obj, bytearray out)

@@ -135,7 +135,12 @@ def _dec_DescribeUserScramCredentialsRequest_UserName_v0(buf, cur, end):
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -201,7 +206,12 @@ def _dec_DescribeUserScramCredentialsResponse_v0(buf, cur, end):
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
     if 0 <= n_error_message <= end - pos:
-        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -306,7 +316,12 @@ def _dec_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult
         n_user, pos = _w.read_uvarint(buf, pos, end, 'user')
         n_user -= 1
     if 0 <= n_user <= end - pos:
-        f_user = _w.utf8(buf, pos, n_user, 'user')
+        if cython.compiled:
+            f_user = _read_str(buf, pos, n_user)
+            if f_user is None:
+                raise _w.bad_utf8_at(buf, pos, n_user, 'user')
+        else:
+            f_user = _w.utf8(buf, pos, n_user, 'user')
         pos += n_user
     else:
         raise _w.bad_sized('user', pos, n_user, end, 1, False)
@@ -330,7 +345,12 @@ def _dec_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
     if 0 <= n_error_message <= end - pos:
-        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None

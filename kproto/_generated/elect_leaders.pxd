@@ -3,37 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_ElectLeadersRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ElectLeadersRequest_v0(ElectLeadersRequest obj, bytearray out)
-cpdef _dec_ElectLeadersRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ElectLeadersRequest_v1(ElectLeadersRequest obj, bytearray out)
-cpdef _dec_ElectLeadersRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ElectLeadersRequest_v2(ElectLeadersRequest obj, bytearray out)
-cdef _dec_ElectLeadersRequest_TopicPartitions_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ElectLeadersRequest_TopicPartitions_v0(ElectLeadersRequest_TopicPartitions obj, bytearray out)
-cdef _dec_ElectLeadersRequest_TopicPartitions_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ElectLeadersRequest_TopicPartitions_v2(ElectLeadersRequest_TopicPartitions obj, bytearray out)
-cpdef _dec_ElectLeadersResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ElectLeadersResponse_v0(ElectLeadersResponse obj, bytearray out)
-cpdef _dec_ElectLeadersResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ElectLeadersResponse_v1(ElectLeadersResponse obj, bytearray out)
-cpdef _dec_ElectLeadersResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ElectLeadersResponse_v2(ElectLeadersResponse obj, bytearray out)
-cdef _dec_ElectLeadersResponse_ReplicaElectionResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ElectLeadersResponse_ReplicaElectionResult_v0(ElectLeadersResponse_ReplicaElectionResult obj, bytearray out)
-cdef _dec_ElectLeadersResponse_ReplicaElectionResult_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ElectLeadersResponse_ReplicaElectionResult_v2(ElectLeadersResponse_ReplicaElectionResult obj, bytearray out)
-cdef _dec_ElectLeadersResponse_PartitionResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ElectLeadersResponse_PartitionResult_v0(ElectLeadersResponse_PartitionResult obj, bytearray out)
-cdef _dec_ElectLeadersResponse_PartitionResult_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ElectLeadersResponse_PartitionResult_v2(ElectLeadersResponse_PartitionResult obj, bytearray out)
 cdef class ElectLeadersRequest_TopicPartitions(Struct):
     cdef public object topic, partitions, unknown_tagged_fields
 
@@ -49,3 +29,39 @@ cdef class ElectLeadersResponse_ReplicaElectionResult(Struct):
 cdef class ElectLeadersResponse(Message):
     cdef public object throttle_time_ms, error_code, replica_election_results, unknown_tagged_fields
 
+@_cy.locals(obj=ElectLeadersRequest)
+cpdef _dec_ElectLeadersRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ElectLeadersRequest_v0(ElectLeadersRequest obj, bytearray out)
+@_cy.locals(obj=ElectLeadersRequest)
+cpdef _dec_ElectLeadersRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ElectLeadersRequest_v1(ElectLeadersRequest obj, bytearray out)
+@_cy.locals(obj=ElectLeadersRequest)
+cpdef _dec_ElectLeadersRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ElectLeadersRequest_v2(ElectLeadersRequest obj, bytearray out)
+@_cy.locals(obj=ElectLeadersRequest_TopicPartitions)
+cdef _dec_ElectLeadersRequest_TopicPartitions_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ElectLeadersRequest_TopicPartitions_v0(ElectLeadersRequest_TopicPartitions obj, bytearray out)
+@_cy.locals(obj=ElectLeadersRequest_TopicPartitions)
+cdef _dec_ElectLeadersRequest_TopicPartitions_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ElectLeadersRequest_TopicPartitions_v2(ElectLeadersRequest_TopicPartitions obj, bytearray out)
+@_cy.locals(obj=ElectLeadersResponse)
+cpdef _dec_ElectLeadersResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ElectLeadersResponse_v0(ElectLeadersResponse obj, bytearray out)
+@_cy.locals(obj=ElectLeadersResponse)
+cpdef _dec_ElectLeadersResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ElectLeadersResponse_v1(ElectLeadersResponse obj, bytearray out)
+@_cy.locals(obj=ElectLeadersResponse)
+cpdef _dec_ElectLeadersResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ElectLeadersResponse_v2(ElectLeadersResponse obj, bytearray out)
+@_cy.locals(obj=ElectLeadersResponse_ReplicaElectionResult)
+cdef _dec_ElectLeadersResponse_ReplicaElectionResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ElectLeadersResponse_ReplicaElectionResult_v0(ElectLeadersResponse_ReplicaElectionResult obj, bytearray out)
+@_cy.locals(obj=ElectLeadersResponse_ReplicaElectionResult)
+cdef _dec_ElectLeadersResponse_ReplicaElectionResult_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ElectLeadersResponse_ReplicaElectionResult_v2(ElectLeadersResponse_ReplicaElectionResult obj, bytearray out)
+@_cy.locals(obj=ElectLeadersResponse_PartitionResult)
+cdef _dec_ElectLeadersResponse_PartitionResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ElectLeadersResponse_PartitionResult_v0(ElectLeadersResponse_PartitionResult obj, bytearray out)
+@_cy.locals(obj=ElectLeadersResponse_PartitionResult)
+cdef _dec_ElectLeadersResponse_PartitionResult_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ElectLeadersResponse_PartitionResult_v2(ElectLeadersResponse_PartitionResult obj, bytearray out)

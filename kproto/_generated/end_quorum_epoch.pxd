@@ -3,43 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_EndQuorumEpochRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_EndQuorumEpochRequest_v0(EndQuorumEpochRequest obj, bytearray out)
-cpdef _dec_EndQuorumEpochRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_EndQuorumEpochRequest_v1(EndQuorumEpochRequest obj, bytearray out)
-cdef _dec_EndQuorumEpochRequest_TopicData_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_EndQuorumEpochRequest_TopicData_v0(EndQuorumEpochRequest_TopicData obj, bytearray out)
-cdef _dec_EndQuorumEpochRequest_TopicData_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_EndQuorumEpochRequest_TopicData_v1(EndQuorumEpochRequest_TopicData obj, bytearray out)
-cdef _dec_EndQuorumEpochRequest_PartitionData_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_EndQuorumEpochRequest_PartitionData_v0(EndQuorumEpochRequest_PartitionData obj, bytearray out)
-cdef _dec_EndQuorumEpochRequest_PartitionData_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_EndQuorumEpochRequest_PartitionData_v1(EndQuorumEpochRequest_PartitionData obj, bytearray out)
-cdef _dec_EndQuorumEpochRequest_ReplicaInfo_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_EndQuorumEpochRequest_ReplicaInfo_v1(EndQuorumEpochRequest_ReplicaInfo obj, bytearray out)
-cdef _dec_EndQuorumEpochRequest_LeaderEndpoint_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_EndQuorumEpochRequest_LeaderEndpoint_v1(EndQuorumEpochRequest_LeaderEndpoint obj, bytearray out)
-cpdef _dec_EndQuorumEpochResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_EndQuorumEpochResponse_v0(EndQuorumEpochResponse obj, bytearray out)
-cpdef _dec_EndQuorumEpochResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_EndQuorumEpochResponse_v1(EndQuorumEpochResponse obj, bytearray out)
-cdef _dec_EndQuorumEpochResponse_TopicData_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_EndQuorumEpochResponse_TopicData_v0(EndQuorumEpochResponse_TopicData obj, bytearray out)
-cdef _dec_EndQuorumEpochResponse_TopicData_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_EndQuorumEpochResponse_TopicData_v1(EndQuorumEpochResponse_TopicData obj, bytearray out)
-cdef _dec_EndQuorumEpochResponse_PartitionData_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_EndQuorumEpochResponse_PartitionData_v0(EndQuorumEpochResponse_PartitionData obj, bytearray out)
-cdef _dec_EndQuorumEpochResponse_PartitionData_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_EndQuorumEpochResponse_PartitionData_v1(EndQuorumEpochResponse_PartitionData obj, bytearray out)
-cdef _dec_EndQuorumEpochResponse_NodeEndpoint_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_EndQuorumEpochResponse_NodeEndpoint_v1(EndQuorumEpochResponse_NodeEndpoint obj, bytearray out)
 cdef class EndQuorumEpochRequest_ReplicaInfo(Struct):
     cdef public object candidate_id, candidate_directory_id, unknown_tagged_fields
 
@@ -67,3 +41,48 @@ cdef class EndQuorumEpochResponse_NodeEndpoint(Struct):
 cdef class EndQuorumEpochResponse(Message):
     cdef public object error_code, topics, node_endpoints, unknown_tagged_fields
 
+@_cy.locals(obj=EndQuorumEpochRequest)
+cpdef _dec_EndQuorumEpochRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_EndQuorumEpochRequest_v0(EndQuorumEpochRequest obj, bytearray out)
+@_cy.locals(obj=EndQuorumEpochRequest)
+cpdef _dec_EndQuorumEpochRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_EndQuorumEpochRequest_v1(EndQuorumEpochRequest obj, bytearray out)
+@_cy.locals(obj=EndQuorumEpochRequest_TopicData)
+cdef _dec_EndQuorumEpochRequest_TopicData_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_EndQuorumEpochRequest_TopicData_v0(EndQuorumEpochRequest_TopicData obj, bytearray out)
+@_cy.locals(obj=EndQuorumEpochRequest_TopicData)
+cdef _dec_EndQuorumEpochRequest_TopicData_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_EndQuorumEpochRequest_TopicData_v1(EndQuorumEpochRequest_TopicData obj, bytearray out)
+@_cy.locals(obj=EndQuorumEpochRequest_PartitionData)
+cdef _dec_EndQuorumEpochRequest_PartitionData_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_EndQuorumEpochRequest_PartitionData_v0(EndQuorumEpochRequest_PartitionData obj, bytearray out)
+@_cy.locals(obj=EndQuorumEpochRequest_PartitionData)
+cdef _dec_EndQuorumEpochRequest_PartitionData_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_EndQuorumEpochRequest_PartitionData_v1(EndQuorumEpochRequest_PartitionData obj, bytearray out)
+@_cy.locals(obj=EndQuorumEpochRequest_ReplicaInfo)
+cdef _dec_EndQuorumEpochRequest_ReplicaInfo_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_EndQuorumEpochRequest_ReplicaInfo_v1(EndQuorumEpochRequest_ReplicaInfo obj, bytearray out)
+@_cy.locals(obj=EndQuorumEpochRequest_LeaderEndpoint)
+cdef _dec_EndQuorumEpochRequest_LeaderEndpoint_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_EndQuorumEpochRequest_LeaderEndpoint_v1(EndQuorumEpochRequest_LeaderEndpoint obj, bytearray out)
+@_cy.locals(obj=EndQuorumEpochResponse)
+cpdef _dec_EndQuorumEpochResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_EndQuorumEpochResponse_v0(EndQuorumEpochResponse obj, bytearray out)
+@_cy.locals(obj=EndQuorumEpochResponse)
+cpdef _dec_EndQuorumEpochResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_EndQuorumEpochResponse_v1(EndQuorumEpochResponse obj, bytearray out)
+@_cy.locals(obj=EndQuorumEpochResponse_TopicData)
+cdef _dec_EndQuorumEpochResponse_TopicData_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_EndQuorumEpochResponse_TopicData_v0(EndQuorumEpochResponse_TopicData obj, bytearray out)
+@_cy.locals(obj=EndQuorumEpochResponse_TopicData)
+cdef _dec_EndQuorumEpochResponse_TopicData_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_EndQuorumEpochResponse_TopicData_v1(EndQuorumEpochResponse_TopicData obj, bytearray out)
+@_cy.locals(obj=EndQuorumEpochResponse_PartitionData)
+cdef _dec_EndQuorumEpochResponse_PartitionData_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_EndQuorumEpochResponse_PartitionData_v0(EndQuorumEpochResponse_PartitionData obj, bytearray out)
+@_cy.locals(obj=EndQuorumEpochResponse_PartitionData)
+cdef _dec_EndQuorumEpochResponse_PartitionData_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_EndQuorumEpochResponse_PartitionData_v1(EndQuorumEpochResponse_PartitionData obj, bytearray out)
+@_cy.locals(obj=EndQuorumEpochResponse_NodeEndpoint)
+cdef _dec_EndQuorumEpochResponse_NodeEndpoint_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_EndQuorumEpochResponse_NodeEndpoint_v1(EndQuorumEpochResponse_NodeEndpoint obj, bytearray out)

@@ -78,7 +78,12 @@ def _dec_EndQuorumEpochRequest_v0(buf, cur, end):
         n_cluster_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_cluster_id <= end - pos:
-        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+        if cython.compiled:
+            f_cluster_id = _read_str(buf, pos, n_cluster_id)
+            if f_cluster_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
+        else:
+            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
@@ -160,7 +165,12 @@ def _dec_EndQuorumEpochRequest_v1(buf, cur, end):
         n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
         n_cluster_id -= 1
     if 0 <= n_cluster_id <= end - pos:
-        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+        if cython.compiled:
+            f_cluster_id = _read_str(buf, pos, n_cluster_id)
+            if f_cluster_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
+        else:
+            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
@@ -289,7 +299,12 @@ def _dec_EndQuorumEpochRequest_TopicData_v0(buf, cur, end):
         n_topic_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_topic_name <= end - pos:
-        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+        if cython.compiled:
+            f_topic_name = _read_str(buf, pos, n_topic_name)
+            if f_topic_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
+        else:
+            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 2, False)
@@ -368,7 +383,12 @@ def _dec_EndQuorumEpochRequest_TopicData_v1(buf, cur, end):
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
     if 0 <= n_topic_name <= end - pos:
-        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+        if cython.compiled:
+            f_topic_name = _read_str(buf, pos, n_topic_name)
+            if f_topic_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
+        else:
+            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -643,7 +663,12 @@ def _dec_EndQuorumEpochRequest_LeaderEndpoint_v1(buf, cur, end):
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -660,7 +685,12 @@ def _dec_EndQuorumEpochRequest_LeaderEndpoint_v1(buf, cur, end):
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
     if 0 <= n_host <= end - pos:
-        f_host = _w.utf8(buf, pos, n_host, 'host')
+        if cython.compiled:
+            f_host = _read_str(buf, pos, n_host)
+            if f_host is None:
+                raise _w.bad_utf8_at(buf, pos, n_host, 'host')
+        else:
+            f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -916,7 +946,12 @@ def _dec_EndQuorumEpochResponse_TopicData_v0(buf, cur, end):
         n_topic_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_topic_name <= end - pos:
-        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+        if cython.compiled:
+            f_topic_name = _read_str(buf, pos, n_topic_name)
+            if f_topic_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
+        else:
+            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 2, False)
@@ -995,7 +1030,12 @@ def _dec_EndQuorumEpochResponse_TopicData_v1(buf, cur, end):
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
     if 0 <= n_topic_name <= end - pos:
-        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+        if cython.compiled:
+            f_topic_name = _read_str(buf, pos, n_topic_name)
+            if f_topic_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
+        else:
+            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -1180,7 +1220,12 @@ def _dec_EndQuorumEpochResponse_NodeEndpoint_v1(buf, cur, end):
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
     if 0 <= n_host <= end - pos:
-        f_host = _w.utf8(buf, pos, n_host, 'host')
+        if cython.compiled:
+            f_host = _read_str(buf, pos, n_host)
+            if f_host is None:
+                raise _w.bad_utf8_at(buf, pos, n_host, 'host')
+        else:
+            f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)

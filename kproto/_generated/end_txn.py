@@ -68,7 +68,12 @@ def _dec_EndTxnRequest_v0(buf, cur, end):
         n_transactional_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_transactional_id <= end - pos:
-        f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
+        if cython.compiled:
+            f_transactional_id = _read_str(buf, pos, n_transactional_id)
+            if f_transactional_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
+        else:
+            f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
         pos += n_transactional_id
     else:
         raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 2, False)
@@ -138,7 +143,12 @@ def _dec_EndTxnRequest_v3(buf, cur, end):
         n_transactional_id, pos = _w.read_uvarint(buf, pos, end, 'transactional_id')
         n_transactional_id -= 1
     if 0 <= n_transactional_id <= end - pos:
-        f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
+        if cython.compiled:
+            f_transactional_id = _read_str(buf, pos, n_transactional_id)
+            if f_transactional_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
+        else:
+            f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
         pos += n_transactional_id
     else:
         raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 1, False)

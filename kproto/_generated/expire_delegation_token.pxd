@@ -3,24 +3,32 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_ExpireDelegationTokenRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ExpireDelegationTokenRequest_v0(ExpireDelegationTokenRequest obj, bytearray out)
-cpdef _dec_ExpireDelegationTokenRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ExpireDelegationTokenRequest_v2(ExpireDelegationTokenRequest obj, bytearray out)
-cpdef _dec_ExpireDelegationTokenResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ExpireDelegationTokenResponse_v0(ExpireDelegationTokenResponse obj, bytearray out)
-cpdef _dec_ExpireDelegationTokenResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ExpireDelegationTokenResponse_v2(ExpireDelegationTokenResponse obj, bytearray out)
 cdef class ExpireDelegationTokenRequest(Message):
     cdef public object hmac, expiry_time_period_ms, unknown_tagged_fields
 
 cdef class ExpireDelegationTokenResponse(Message):
     cdef public object error_code, expiry_timestamp_ms, throttle_time_ms, unknown_tagged_fields
 
+@_cy.locals(obj=ExpireDelegationTokenRequest)
+cpdef _dec_ExpireDelegationTokenRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ExpireDelegationTokenRequest_v0(ExpireDelegationTokenRequest obj, bytearray out)
+@_cy.locals(obj=ExpireDelegationTokenRequest)
+cpdef _dec_ExpireDelegationTokenRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ExpireDelegationTokenRequest_v2(ExpireDelegationTokenRequest obj, bytearray out)
+@_cy.locals(obj=ExpireDelegationTokenResponse)
+cpdef _dec_ExpireDelegationTokenResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ExpireDelegationTokenResponse_v0(ExpireDelegationTokenResponse obj, bytearray out)
+@_cy.locals(obj=ExpireDelegationTokenResponse)
+cpdef _dec_ExpireDelegationTokenResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ExpireDelegationTokenResponse_v2(ExpireDelegationTokenResponse obj, bytearray out)

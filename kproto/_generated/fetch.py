@@ -642,7 +642,12 @@ def _dec_FetchRequest_v11(buf, cur, end):
         n_rack_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_rack_id <= end - pos:
-        f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
+        if cython.compiled:
+            f_rack_id = _read_str(buf, pos, n_rack_id)
+            if f_rack_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_rack_id, 'rack_id')
+        else:
+            f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
         pos += n_rack_id
     else:
         raise _w.bad_sized('rack_id', pos, n_rack_id, end, 2, False)
@@ -793,7 +798,12 @@ def _dec_FetchRequest_v12(buf, cur, end):
         n_rack_id, pos = _w.read_uvarint(buf, pos, end, 'rack_id')
         n_rack_id -= 1
     if 0 <= n_rack_id <= end - pos:
-        f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
+        if cython.compiled:
+            f_rack_id = _read_str(buf, pos, n_rack_id)
+            if f_rack_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_rack_id, 'rack_id')
+        else:
+            f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
         pos += n_rack_id
     else:
         raise _w.bad_sized('rack_id', pos, n_rack_id, end, 1, False)
@@ -818,7 +828,12 @@ def _dec_FetchRequest_v12(buf, cur, end):
                     n_cluster_id, pos = _w.read_uvarint(buf, pos, t_end, 'cluster_id')
                     n_cluster_id -= 1
                 if 0 <= n_cluster_id <= t_end - pos:
-                    f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+                    if cython.compiled:
+                        f_cluster_id = _read_str(buf, pos, n_cluster_id)
+                        if f_cluster_id is None:
+                            raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
+                    else:
+                        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
                     pos += n_cluster_id
                 elif n_cluster_id == -1:
                     f_cluster_id = None
@@ -1005,7 +1020,12 @@ def _dec_FetchRequest_v13(buf, cur, end):
         n_rack_id, pos = _w.read_uvarint(buf, pos, end, 'rack_id')
         n_rack_id -= 1
     if 0 <= n_rack_id <= end - pos:
-        f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
+        if cython.compiled:
+            f_rack_id = _read_str(buf, pos, n_rack_id)
+            if f_rack_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_rack_id, 'rack_id')
+        else:
+            f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
         pos += n_rack_id
     else:
         raise _w.bad_sized('rack_id', pos, n_rack_id, end, 1, False)
@@ -1030,7 +1050,12 @@ def _dec_FetchRequest_v13(buf, cur, end):
                     n_cluster_id, pos = _w.read_uvarint(buf, pos, t_end, 'cluster_id')
                     n_cluster_id -= 1
                 if 0 <= n_cluster_id <= t_end - pos:
-                    f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+                    if cython.compiled:
+                        f_cluster_id = _read_str(buf, pos, n_cluster_id)
+                        if f_cluster_id is None:
+                            raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
+                    else:
+                        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
                     pos += n_cluster_id
                 elif n_cluster_id == -1:
                     f_cluster_id = None
@@ -1216,7 +1241,12 @@ def _dec_FetchRequest_v15(buf, cur, end):
         n_rack_id, pos = _w.read_uvarint(buf, pos, end, 'rack_id')
         n_rack_id -= 1
     if 0 <= n_rack_id <= end - pos:
-        f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
+        if cython.compiled:
+            f_rack_id = _read_str(buf, pos, n_rack_id)
+            if f_rack_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_rack_id, 'rack_id')
+        else:
+            f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
         pos += n_rack_id
     else:
         raise _w.bad_sized('rack_id', pos, n_rack_id, end, 1, False)
@@ -1242,7 +1272,12 @@ def _dec_FetchRequest_v15(buf, cur, end):
                     n_cluster_id, pos = _w.read_uvarint(buf, pos, t_end, 'cluster_id')
                     n_cluster_id -= 1
                 if 0 <= n_cluster_id <= t_end - pos:
-                    f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+                    if cython.compiled:
+                        f_cluster_id = _read_str(buf, pos, n_cluster_id)
+                        if f_cluster_id is None:
+                            raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
+                    else:
+                        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
                     pos += n_cluster_id
                 elif n_cluster_id == -1:
                     f_cluster_id = None
@@ -1441,7 +1476,12 @@ def _dec_FetchRequest_v17(buf, cur, end):
         n_rack_id, pos = _w.read_uvarint(buf, pos, end, 'rack_id')
         n_rack_id -= 1
     if 0 <= n_rack_id <= end - pos:
-        f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
+        if cython.compiled:
+            f_rack_id = _read_str(buf, pos, n_rack_id)
+            if f_rack_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_rack_id, 'rack_id')
+        else:
+            f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
         pos += n_rack_id
     else:
         raise _w.bad_sized('rack_id', pos, n_rack_id, end, 1, False)
@@ -1467,7 +1507,12 @@ def _dec_FetchRequest_v17(buf, cur, end):
                     n_cluster_id, pos = _w.read_uvarint(buf, pos, t_end, 'cluster_id')
                     n_cluster_id -= 1
                 if 0 <= n_cluster_id <= t_end - pos:
-                    f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+                    if cython.compiled:
+                        f_cluster_id = _read_str(buf, pos, n_cluster_id)
+                        if f_cluster_id is None:
+                            raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
+                    else:
+                        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
                     pos += n_cluster_id
                 elif n_cluster_id == -1:
                     f_cluster_id = None
@@ -1666,7 +1711,12 @@ def _dec_FetchRequest_v18(buf, cur, end):
         n_rack_id, pos = _w.read_uvarint(buf, pos, end, 'rack_id')
         n_rack_id -= 1
     if 0 <= n_rack_id <= end - pos:
-        f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
+        if cython.compiled:
+            f_rack_id = _read_str(buf, pos, n_rack_id)
+            if f_rack_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_rack_id, 'rack_id')
+        else:
+            f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
         pos += n_rack_id
     else:
         raise _w.bad_sized('rack_id', pos, n_rack_id, end, 1, False)
@@ -1692,7 +1742,12 @@ def _dec_FetchRequest_v18(buf, cur, end):
                     n_cluster_id, pos = _w.read_uvarint(buf, pos, t_end, 'cluster_id')
                     n_cluster_id -= 1
                 if 0 <= n_cluster_id <= t_end - pos:
-                    f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+                    if cython.compiled:
+                        f_cluster_id = _read_str(buf, pos, n_cluster_id)
+                        if f_cluster_id is None:
+                            raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
+                    else:
+                        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
                     pos += n_cluster_id
                 elif n_cluster_id == -1:
                     f_cluster_id = None
@@ -1868,7 +1923,12 @@ def _dec_FetchRequest_FetchTopic_v0(buf, cur, end):
         n_topic = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_topic <= end - pos:
-        f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+        if cython.compiled:
+            f_topic = _read_str(buf, pos, n_topic)
+            if f_topic is None:
+                raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
+        else:
+            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
@@ -1943,7 +2003,12 @@ def _dec_FetchRequest_FetchTopic_v5(buf, cur, end):
         n_topic = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_topic <= end - pos:
-        f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+        if cython.compiled:
+            f_topic = _read_str(buf, pos, n_topic)
+            if f_topic is None:
+                raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
+        else:
+            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
@@ -2018,7 +2083,12 @@ def _dec_FetchRequest_FetchTopic_v9(buf, cur, end):
         n_topic = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_topic <= end - pos:
-        f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+        if cython.compiled:
+            f_topic = _read_str(buf, pos, n_topic)
+            if f_topic is None:
+                raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
+        else:
+            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
@@ -2098,7 +2168,12 @@ def _dec_FetchRequest_FetchTopic_v12(buf, cur, end):
         n_topic, pos = _w.read_uvarint(buf, pos, end, 'topic')
         n_topic -= 1
     if 0 <= n_topic <= end - pos:
-        f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+        if cython.compiled:
+            f_topic = _read_str(buf, pos, n_topic)
+            if f_topic is None:
+                raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
+        else:
+            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 1, False)
@@ -2733,7 +2808,12 @@ def _dec_FetchRequest_ForgottenTopic_v7(buf, cur, end):
         n_topic = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_topic <= end - pos:
-        f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+        if cython.compiled:
+            f_topic = _read_str(buf, pos, n_topic)
+            if f_topic is None:
+                raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
+        else:
+            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
@@ -2813,7 +2893,12 @@ def _dec_FetchRequest_ForgottenTopic_v12(buf, cur, end):
         n_topic, pos = _w.read_uvarint(buf, pos, end, 'topic')
         n_topic -= 1
     if 0 <= n_topic <= end - pos:
-        f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+        if cython.compiled:
+            f_topic = _read_str(buf, pos, n_topic)
+            if f_topic is None:
+                raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
+        else:
+            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 1, False)
@@ -3603,7 +3688,12 @@ def _dec_FetchResponse_FetchableTopicResponse_v0(buf, cur, end):
         n_topic = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_topic <= end - pos:
-        f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+        if cython.compiled:
+            f_topic = _read_str(buf, pos, n_topic)
+            if f_topic is None:
+                raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
+        else:
+            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
@@ -3678,7 +3768,12 @@ def _dec_FetchResponse_FetchableTopicResponse_v4(buf, cur, end):
         n_topic = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_topic <= end - pos:
-        f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+        if cython.compiled:
+            f_topic = _read_str(buf, pos, n_topic)
+            if f_topic is None:
+                raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
+        else:
+            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
@@ -3753,7 +3848,12 @@ def _dec_FetchResponse_FetchableTopicResponse_v5(buf, cur, end):
         n_topic = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_topic <= end - pos:
-        f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+        if cython.compiled:
+            f_topic = _read_str(buf, pos, n_topic)
+            if f_topic is None:
+                raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
+        else:
+            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
@@ -3828,7 +3928,12 @@ def _dec_FetchResponse_FetchableTopicResponse_v11(buf, cur, end):
         n_topic = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_topic <= end - pos:
-        f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+        if cython.compiled:
+            f_topic = _read_str(buf, pos, n_topic)
+            if f_topic is None:
+                raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
+        else:
+            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
@@ -3908,7 +4013,12 @@ def _dec_FetchResponse_FetchableTopicResponse_v12(buf, cur, end):
         n_topic, pos = _w.read_uvarint(buf, pos, end, 'topic')
         n_topic -= 1
     if 0 <= n_topic <= end - pos:
-        f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+        if cython.compiled:
+            f_topic = _read_str(buf, pos, n_topic)
+            if f_topic is None:
+                raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
+        else:
+            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 1, False)
@@ -4838,7 +4948,12 @@ def _dec_FetchResponse_NodeEndpoint_v16(buf, cur, end):
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
     if 0 <= n_host <= end - pos:
-        f_host = _w.utf8(buf, pos, n_host, 'host')
+        if cython.compiled:
+            f_host = _read_str(buf, pos, n_host)
+            if f_host is None:
+                raise _w.bad_utf8_at(buf, pos, n_host, 'host')
+        else:
+            f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -4862,7 +4977,12 @@ def _dec_FetchResponse_NodeEndpoint_v16(buf, cur, end):
         n_rack, pos = _w.read_uvarint(buf, pos, end, 'rack')
         n_rack -= 1
     if 0 <= n_rack <= end - pos:
-        f_rack = _w.utf8(buf, pos, n_rack, 'rack')
+        if cython.compiled:
+            f_rack = _read_str(buf, pos, n_rack)
+            if f_rack is None:
+                raise _w.bad_utf8_at(buf, pos, n_rack, 'rack')
+        else:
+            f_rack = _w.utf8(buf, pos, n_rack, 'rack')
         pos += n_rack
     elif n_rack == -1:
         f_rack = None

@@ -3,41 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_FetchSnapshotRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_FetchSnapshotRequest_v0(FetchSnapshotRequest obj, bytearray out)
-cpdef _dec_FetchSnapshotRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_FetchSnapshotRequest_v1(FetchSnapshotRequest obj, bytearray out)
-cdef _dec_FetchSnapshotRequest_TopicSnapshot_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_FetchSnapshotRequest_TopicSnapshot_v0(FetchSnapshotRequest_TopicSnapshot obj, bytearray out)
-cdef _dec_FetchSnapshotRequest_TopicSnapshot_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_FetchSnapshotRequest_TopicSnapshot_v1(FetchSnapshotRequest_TopicSnapshot obj, bytearray out)
-cdef _dec_FetchSnapshotRequest_PartitionSnapshot_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_FetchSnapshotRequest_PartitionSnapshot_v0(FetchSnapshotRequest_PartitionSnapshot obj, bytearray out)
-cdef _dec_FetchSnapshotRequest_PartitionSnapshot_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_FetchSnapshotRequest_PartitionSnapshot_v1(FetchSnapshotRequest_PartitionSnapshot obj, bytearray out)
-cdef _dec_FetchSnapshotRequest_SnapshotId_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_FetchSnapshotRequest_SnapshotId_v0(FetchSnapshotRequest_SnapshotId obj, bytearray out)
-cpdef _dec_FetchSnapshotResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_FetchSnapshotResponse_v0(FetchSnapshotResponse obj, bytearray out)
-cpdef _dec_FetchSnapshotResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_FetchSnapshotResponse_v1(FetchSnapshotResponse obj, bytearray out)
-cdef _dec_FetchSnapshotResponse_TopicSnapshot_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_FetchSnapshotResponse_TopicSnapshot_v0(FetchSnapshotResponse_TopicSnapshot obj, bytearray out)
-cdef _dec_FetchSnapshotResponse_PartitionSnapshot_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_FetchSnapshotResponse_PartitionSnapshot_v0(FetchSnapshotResponse_PartitionSnapshot obj, bytearray out)
-cdef _dec_FetchSnapshotResponse_SnapshotId_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_FetchSnapshotResponse_SnapshotId_v0(FetchSnapshotResponse_SnapshotId obj, bytearray out)
-cdef _dec_FetchSnapshotResponse_LeaderIdAndEpoch_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_FetchSnapshotResponse_LeaderIdAndEpoch_v0(FetchSnapshotResponse_LeaderIdAndEpoch obj, bytearray out)
-cdef _dec_FetchSnapshotResponse_NodeEndpoint_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_FetchSnapshotResponse_NodeEndpoint_v1(FetchSnapshotResponse_NodeEndpoint obj, bytearray out)
 cdef class FetchSnapshotRequest_SnapshotId(Struct):
     cdef public object end_offset, epoch, unknown_tagged_fields
 
@@ -68,3 +44,45 @@ cdef class FetchSnapshotResponse_NodeEndpoint(Struct):
 cdef class FetchSnapshotResponse(Message):
     cdef public object throttle_time_ms, error_code, topics, node_endpoints, unknown_tagged_fields
 
+@_cy.locals(obj=FetchSnapshotRequest)
+cpdef _dec_FetchSnapshotRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_FetchSnapshotRequest_v0(FetchSnapshotRequest obj, bytearray out)
+@_cy.locals(obj=FetchSnapshotRequest)
+cpdef _dec_FetchSnapshotRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_FetchSnapshotRequest_v1(FetchSnapshotRequest obj, bytearray out)
+@_cy.locals(obj=FetchSnapshotRequest_TopicSnapshot)
+cdef _dec_FetchSnapshotRequest_TopicSnapshot_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_FetchSnapshotRequest_TopicSnapshot_v0(FetchSnapshotRequest_TopicSnapshot obj, bytearray out)
+@_cy.locals(obj=FetchSnapshotRequest_TopicSnapshot)
+cdef _dec_FetchSnapshotRequest_TopicSnapshot_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_FetchSnapshotRequest_TopicSnapshot_v1(FetchSnapshotRequest_TopicSnapshot obj, bytearray out)
+@_cy.locals(obj=FetchSnapshotRequest_PartitionSnapshot)
+cdef _dec_FetchSnapshotRequest_PartitionSnapshot_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_FetchSnapshotRequest_PartitionSnapshot_v0(FetchSnapshotRequest_PartitionSnapshot obj, bytearray out)
+@_cy.locals(obj=FetchSnapshotRequest_PartitionSnapshot)
+cdef _dec_FetchSnapshotRequest_PartitionSnapshot_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_FetchSnapshotRequest_PartitionSnapshot_v1(FetchSnapshotRequest_PartitionSnapshot obj, bytearray out)
+@_cy.locals(obj=FetchSnapshotRequest_SnapshotId)
+cdef _dec_FetchSnapshotRequest_SnapshotId_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_FetchSnapshotRequest_SnapshotId_v0(FetchSnapshotRequest_SnapshotId obj, bytearray out)
+@_cy.locals(obj=FetchSnapshotResponse)
+cpdef _dec_FetchSnapshotResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_FetchSnapshotResponse_v0(FetchSnapshotResponse obj, bytearray out)
+@_cy.locals(obj=FetchSnapshotResponse)
+cpdef _dec_FetchSnapshotResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_FetchSnapshotResponse_v1(FetchSnapshotResponse obj, bytearray out)
+@_cy.locals(obj=FetchSnapshotResponse_TopicSnapshot)
+cdef _dec_FetchSnapshotResponse_TopicSnapshot_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_FetchSnapshotResponse_TopicSnapshot_v0(FetchSnapshotResponse_TopicSnapshot obj, bytearray out)
+@_cy.locals(obj=FetchSnapshotResponse_PartitionSnapshot)
+cdef _dec_FetchSnapshotResponse_PartitionSnapshot_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_FetchSnapshotResponse_PartitionSnapshot_v0(FetchSnapshotResponse_PartitionSnapshot obj, bytearray out)
+@_cy.locals(obj=FetchSnapshotResponse_SnapshotId)
+cdef _dec_FetchSnapshotResponse_SnapshotId_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_FetchSnapshotResponse_SnapshotId_v0(FetchSnapshotResponse_SnapshotId obj, bytearray out)
+@_cy.locals(obj=FetchSnapshotResponse_LeaderIdAndEpoch)
+cdef _dec_FetchSnapshotResponse_LeaderIdAndEpoch_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_FetchSnapshotResponse_LeaderIdAndEpoch_v0(FetchSnapshotResponse_LeaderIdAndEpoch obj, bytearray out)
+@_cy.locals(obj=FetchSnapshotResponse_NodeEndpoint)
+cdef _dec_FetchSnapshotResponse_NodeEndpoint_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_FetchSnapshotResponse_NodeEndpoint_v1(FetchSnapshotResponse_NodeEndpoint obj, bytearray out)

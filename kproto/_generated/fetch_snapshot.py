@@ -120,7 +120,12 @@ def _dec_FetchSnapshotRequest_v0(buf, cur, end):
                     n_cluster_id, pos = _w.read_uvarint(buf, pos, t_end, 'cluster_id')
                     n_cluster_id -= 1
                 if 0 <= n_cluster_id <= t_end - pos:
-                    f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+                    if cython.compiled:
+                        f_cluster_id = _read_str(buf, pos, n_cluster_id)
+                        if f_cluster_id is None:
+                            raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
+                    else:
+                        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
                     pos += n_cluster_id
                 elif n_cluster_id == -1:
                     f_cluster_id = None
@@ -243,7 +248,12 @@ def _dec_FetchSnapshotRequest_v1(buf, cur, end):
                     n_cluster_id, pos = _w.read_uvarint(buf, pos, t_end, 'cluster_id')
                     n_cluster_id -= 1
                 if 0 <= n_cluster_id <= t_end - pos:
-                    f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+                    if cython.compiled:
+                        f_cluster_id = _read_str(buf, pos, n_cluster_id)
+                        if f_cluster_id is None:
+                            raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
+                    else:
+                        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
                     pos += n_cluster_id
                 elif n_cluster_id == -1:
                     f_cluster_id = None
@@ -327,7 +337,12 @@ def _dec_FetchSnapshotRequest_TopicSnapshot_v0(buf, cur, end):
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -422,7 +437,12 @@ def _dec_FetchSnapshotRequest_TopicSnapshot_v1(buf, cur, end):
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -902,7 +922,12 @@ def _dec_FetchSnapshotResponse_TopicSnapshot_v0(buf, cur, end):
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -1200,7 +1225,12 @@ def _dec_FetchSnapshotResponse_NodeEndpoint_v1(buf, cur, end):
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
     if 0 <= n_host <= end - pos:
-        f_host = _w.utf8(buf, pos, n_host, 'host')
+        if cython.compiled:
+            f_host = _read_str(buf, pos, n_host)
+            if f_host is None:
+                raise _w.bad_utf8_at(buf, pos, n_host, 'host')
+        else:
+            f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)

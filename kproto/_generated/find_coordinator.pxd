@@ -3,31 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_FindCoordinatorRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_FindCoordinatorRequest_v0(FindCoordinatorRequest obj, bytearray out)
-cpdef _dec_FindCoordinatorRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_FindCoordinatorRequest_v1(FindCoordinatorRequest obj, bytearray out)
-cpdef _dec_FindCoordinatorRequest_v3(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_FindCoordinatorRequest_v3(FindCoordinatorRequest obj, bytearray out)
-cpdef _dec_FindCoordinatorRequest_v4(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_FindCoordinatorRequest_v4(FindCoordinatorRequest obj, bytearray out)
-cpdef _dec_FindCoordinatorResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_FindCoordinatorResponse_v0(FindCoordinatorResponse obj, bytearray out)
-cpdef _dec_FindCoordinatorResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_FindCoordinatorResponse_v1(FindCoordinatorResponse obj, bytearray out)
-cpdef _dec_FindCoordinatorResponse_v3(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_FindCoordinatorResponse_v3(FindCoordinatorResponse obj, bytearray out)
-cpdef _dec_FindCoordinatorResponse_v4(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_FindCoordinatorResponse_v4(FindCoordinatorResponse obj, bytearray out)
-cdef _dec_FindCoordinatorResponse_Coordinator_v4(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_FindCoordinatorResponse_Coordinator_v4(FindCoordinatorResponse_Coordinator obj, bytearray out)
 cdef class FindCoordinatorRequest(Message):
     cdef public object key, key_type, coordinator_keys, unknown_tagged_fields
 
@@ -37,3 +23,30 @@ cdef class FindCoordinatorResponse_Coordinator(Struct):
 cdef class FindCoordinatorResponse(Message):
     cdef public object throttle_time_ms, error_code, error_message, node_id, host, port, coordinators, unknown_tagged_fields
 
+@_cy.locals(obj=FindCoordinatorRequest)
+cpdef _dec_FindCoordinatorRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_FindCoordinatorRequest_v0(FindCoordinatorRequest obj, bytearray out)
+@_cy.locals(obj=FindCoordinatorRequest)
+cpdef _dec_FindCoordinatorRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_FindCoordinatorRequest_v1(FindCoordinatorRequest obj, bytearray out)
+@_cy.locals(obj=FindCoordinatorRequest)
+cpdef _dec_FindCoordinatorRequest_v3(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_FindCoordinatorRequest_v3(FindCoordinatorRequest obj, bytearray out)
+@_cy.locals(obj=FindCoordinatorRequest)
+cpdef _dec_FindCoordinatorRequest_v4(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_FindCoordinatorRequest_v4(FindCoordinatorRequest obj, bytearray out)
+@_cy.locals(obj=FindCoordinatorResponse)
+cpdef _dec_FindCoordinatorResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_FindCoordinatorResponse_v0(FindCoordinatorResponse obj, bytearray out)
+@_cy.locals(obj=FindCoordinatorResponse)
+cpdef _dec_FindCoordinatorResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_FindCoordinatorResponse_v1(FindCoordinatorResponse obj, bytearray out)
+@_cy.locals(obj=FindCoordinatorResponse)
+cpdef _dec_FindCoordinatorResponse_v3(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_FindCoordinatorResponse_v3(FindCoordinatorResponse obj, bytearray out)
+@_cy.locals(obj=FindCoordinatorResponse)
+cpdef _dec_FindCoordinatorResponse_v4(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_FindCoordinatorResponse_v4(FindCoordinatorResponse obj, bytearray out)
+@_cy.locals(obj=FindCoordinatorResponse_Coordinator)
+cdef _dec_FindCoordinatorResponse_Coordinator_v4(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_FindCoordinatorResponse_Coordinator_v4(FindCoordinatorResponse_Coordinator obj, bytearray out)

@@ -75,7 +75,12 @@ def _dec_FindCoordinatorRequest_v0(buf, cur, end):
         n_key = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_key <= end - pos:
-        f_key = _w.utf8(buf, pos, n_key, 'key')
+        if cython.compiled:
+            f_key = _read_str(buf, pos, n_key)
+            if f_key is None:
+                raise _w.bad_utf8_at(buf, pos, n_key, 'key')
+        else:
+            f_key = _w.utf8(buf, pos, n_key, 'key')
         pos += n_key
     else:
         raise _w.bad_sized('key', pos, n_key, end, 2, False)
@@ -124,7 +129,12 @@ def _dec_FindCoordinatorRequest_v1(buf, cur, end):
         n_key = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_key <= end - pos:
-        f_key = _w.utf8(buf, pos, n_key, 'key')
+        if cython.compiled:
+            f_key = _read_str(buf, pos, n_key)
+            if f_key is None:
+                raise _w.bad_utf8_at(buf, pos, n_key, 'key')
+        else:
+            f_key = _w.utf8(buf, pos, n_key, 'key')
         pos += n_key
     else:
         raise _w.bad_sized('key', pos, n_key, end, 2, False)
@@ -188,7 +198,12 @@ def _dec_FindCoordinatorRequest_v3(buf, cur, end):
         n_key, pos = _w.read_uvarint(buf, pos, end, 'key')
         n_key -= 1
     if 0 <= n_key <= end - pos:
-        f_key = _w.utf8(buf, pos, n_key, 'key')
+        if cython.compiled:
+            f_key = _read_str(buf, pos, n_key)
+            if f_key is None:
+                raise _w.bad_utf8_at(buf, pos, n_key, 'key')
+        else:
+            f_key = _w.utf8(buf, pos, n_key, 'key')
         pos += n_key
     else:
         raise _w.bad_sized('key', pos, n_key, end, 1, False)
@@ -286,7 +301,13 @@ def _dec_FindCoordinatorRequest_v4(buf, cur, end):
             m -= 1
         if m < 0 or end - pos < m:
             raise _w.bad_sized("coordinator_keys[%d]" % i, pos, m, end, 1, False)
-        f_coordinator_keys.append(_w.utf8(buf, pos, m, "coordinator_keys[%d]" % i))
+        if cython.compiled:
+            s = _read_str(buf, pos, m)
+            if s is None:
+                raise _w.bad_utf8_at(buf, pos, m, "coordinator_keys[%d]" % i)
+        else:
+            s = _w.utf8(buf, pos, m, "coordinator_keys[%d]" % i)
+        f_coordinator_keys.append(s)
         pos += m
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -355,7 +376,12 @@ def _dec_FindCoordinatorResponse_v0(buf, cur, end):
         f_error_code, f_node_id, n_host = _S_hih.unpack_from(buf, pos)
     pos += 8
     if 0 <= n_host <= end - pos:
-        f_host = _w.utf8(buf, pos, n_host, 'host')
+        if cython.compiled:
+            f_host = _read_str(buf, pos, n_host)
+            if f_host is None:
+                raise _w.bad_utf8_at(buf, pos, n_host, 'host')
+        else:
+            f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 2, False)
@@ -422,7 +448,12 @@ def _dec_FindCoordinatorResponse_v1(buf, cur, end):
         f_throttle_time_ms, f_error_code, n_error_message = _S_ihh.unpack_from(buf, pos)
     pos += 8
     if 0 <= n_error_message <= end - pos:
-        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -437,7 +468,12 @@ def _dec_FindCoordinatorResponse_v1(buf, cur, end):
         f_node_id, n_host = _S_ih.unpack_from(buf, pos)
     pos += 6
     if 0 <= n_host <= end - pos:
-        f_host = _w.utf8(buf, pos, n_host, 'host')
+        if cython.compiled:
+            f_host = _read_str(buf, pos, n_host)
+            if f_host is None:
+                raise _w.bad_utf8_at(buf, pos, n_host, 'host')
+        else:
+            f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 2, False)
@@ -531,7 +567,12 @@ def _dec_FindCoordinatorResponse_v3(buf, cur, end):
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
     if 0 <= n_error_message <= end - pos:
-        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -557,7 +598,12 @@ def _dec_FindCoordinatorResponse_v3(buf, cur, end):
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
     if 0 <= n_host <= end - pos:
-        f_host = _w.utf8(buf, pos, n_host, 'host')
+        if cython.compiled:
+            f_host = _read_str(buf, pos, n_host)
+            if f_host is None:
+                raise _w.bad_utf8_at(buf, pos, n_host, 'host')
+        else:
+            f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -749,7 +795,12 @@ def _dec_FindCoordinatorResponse_Coordinator_v4(buf, cur, end):
         n_key, pos = _w.read_uvarint(buf, pos, end, 'key')
         n_key -= 1
     if 0 <= n_key <= end - pos:
-        f_key = _w.utf8(buf, pos, n_key, 'key')
+        if cython.compiled:
+            f_key = _read_str(buf, pos, n_key)
+            if f_key is None:
+                raise _w.bad_utf8_at(buf, pos, n_key, 'key')
+        else:
+            f_key = _w.utf8(buf, pos, n_key, 'key')
         pos += n_key
     else:
         raise _w.bad_sized('key', pos, n_key, end, 1, False)
@@ -773,7 +824,12 @@ def _dec_FindCoordinatorResponse_Coordinator_v4(buf, cur, end):
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
     if 0 <= n_host <= end - pos:
-        f_host = _w.utf8(buf, pos, n_host, 'host')
+        if cython.compiled:
+            f_host = _read_str(buf, pos, n_host)
+            if f_host is None:
+                raise _w.bad_utf8_at(buf, pos, n_host, 'host')
+        else:
+            f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -798,7 +854,12 @@ def _dec_FindCoordinatorResponse_Coordinator_v4(buf, cur, end):
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
     if 0 <= n_error_message <= end - pos:
-        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None

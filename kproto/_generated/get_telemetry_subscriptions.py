@@ -168,7 +168,13 @@ def _dec_GetTelemetrySubscriptionsResponse_v0(buf, cur, end):
             m -= 1
         if m < 0 or end - pos < m:
             raise _w.bad_sized("requested_metrics[%d]" % i, pos, m, end, 1, False)
-        f_requested_metrics.append(_w.utf8(buf, pos, m, "requested_metrics[%d]" % i))
+        if cython.compiled:
+            s = _read_str(buf, pos, m)
+            if s is None:
+                raise _w.bad_utf8_at(buf, pos, m, "requested_metrics[%d]" % i)
+        else:
+            s = _w.utf8(buf, pos, m, "requested_metrics[%d]" % i)
+        f_requested_metrics.append(s)
         pos += m
     if pos < end and buf[pos] == 0:
         pos += 1

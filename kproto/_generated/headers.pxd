@@ -3,26 +3,35 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_RequestHeader_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_RequestHeader_v0(RequestHeader obj, bytearray out)
-cpdef _dec_RequestHeader_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_RequestHeader_v1(RequestHeader obj, bytearray out)
-cpdef _dec_RequestHeader_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_RequestHeader_v2(RequestHeader obj, bytearray out)
-cpdef _dec_ResponseHeader_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ResponseHeader_v0(ResponseHeader obj, bytearray out)
-cpdef _dec_ResponseHeader_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ResponseHeader_v1(ResponseHeader obj, bytearray out)
 cdef class RequestHeader(Message):
     cdef public object api_key, api_version, correlation_id, client_id, unknown_tagged_fields
 
 cdef class ResponseHeader(Message):
     cdef public object correlation_id, unknown_tagged_fields
 
+@_cy.locals(obj=RequestHeader)
+cpdef _dec_RequestHeader_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_RequestHeader_v0(RequestHeader obj, bytearray out)
+@_cy.locals(obj=RequestHeader)
+cpdef _dec_RequestHeader_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_RequestHeader_v1(RequestHeader obj, bytearray out)
+@_cy.locals(obj=RequestHeader)
+cpdef _dec_RequestHeader_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_RequestHeader_v2(RequestHeader obj, bytearray out)
+@_cy.locals(obj=ResponseHeader)
+cpdef _dec_ResponseHeader_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ResponseHeader_v0(ResponseHeader obj, bytearray out)
+@_cy.locals(obj=ResponseHeader)
+cpdef _dec_ResponseHeader_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ResponseHeader_v1(ResponseHeader obj, bytearray out)

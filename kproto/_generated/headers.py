@@ -103,7 +103,12 @@ def _dec_RequestHeader_v1(buf, cur, end):
         f_api_key, f_api_version, f_correlation_id, n_client_id = _S_hhih.unpack_from(buf, pos)
     pos += 10
     if 0 <= n_client_id <= end - pos:
-        f_client_id = _w.utf8(buf, pos, n_client_id, 'client_id')
+        if cython.compiled:
+            f_client_id = _read_str(buf, pos, n_client_id)
+            if f_client_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_client_id, 'client_id')
+        else:
+            f_client_id = _w.utf8(buf, pos, n_client_id, 'client_id')
         pos += n_client_id
     elif n_client_id == -1:
         f_client_id = None
@@ -157,7 +162,12 @@ def _dec_RequestHeader_v2(buf, cur, end):
         f_api_key, f_api_version, f_correlation_id, n_client_id = _S_hhih.unpack_from(buf, pos)
     pos += 10
     if 0 <= n_client_id <= end - pos:
-        f_client_id = _w.utf8(buf, pos, n_client_id, 'client_id')
+        if cython.compiled:
+            f_client_id = _read_str(buf, pos, n_client_id)
+            if f_client_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_client_id, 'client_id')
+        else:
+            f_client_id = _w.utf8(buf, pos, n_client_id, 'client_id')
         pos += n_client_id
     elif n_client_id == -1:
         f_client_id = None

@@ -3,33 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_IncrementalAlterConfigsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_IncrementalAlterConfigsRequest_v0(IncrementalAlterConfigsRequest obj, bytearray out)
-cpdef _dec_IncrementalAlterConfigsRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_IncrementalAlterConfigsRequest_v1(IncrementalAlterConfigsRequest obj, bytearray out)
-cdef _dec_IncrementalAlterConfigsRequest_AlterConfigsResource_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_IncrementalAlterConfigsRequest_AlterConfigsResource_v0(IncrementalAlterConfigsRequest_AlterConfigsResource obj, bytearray out)
-cdef _dec_IncrementalAlterConfigsRequest_AlterConfigsResource_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_IncrementalAlterConfigsRequest_AlterConfigsResource_v1(IncrementalAlterConfigsRequest_AlterConfigsResource obj, bytearray out)
-cdef _dec_IncrementalAlterConfigsRequest_AlterableConfig_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_IncrementalAlterConfigsRequest_AlterableConfig_v0(IncrementalAlterConfigsRequest_AlterableConfig obj, bytearray out)
-cdef _dec_IncrementalAlterConfigsRequest_AlterableConfig_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_IncrementalAlterConfigsRequest_AlterableConfig_v1(IncrementalAlterConfigsRequest_AlterableConfig obj, bytearray out)
-cpdef _dec_IncrementalAlterConfigsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_IncrementalAlterConfigsResponse_v0(IncrementalAlterConfigsResponse obj, bytearray out)
-cpdef _dec_IncrementalAlterConfigsResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_IncrementalAlterConfigsResponse_v1(IncrementalAlterConfigsResponse obj, bytearray out)
-cdef _dec_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v0(IncrementalAlterConfigsResponse_AlterConfigsResourceResponse obj, bytearray out)
-cdef _dec_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1(IncrementalAlterConfigsResponse_AlterConfigsResourceResponse obj, bytearray out)
 cdef class IncrementalAlterConfigsRequest_AlterableConfig(Struct):
     cdef public object name, config_operation, value, unknown_tagged_fields
 
@@ -45,3 +29,33 @@ cdef class IncrementalAlterConfigsResponse_AlterConfigsResourceResponse(Struct):
 cdef class IncrementalAlterConfigsResponse(Message):
     cdef public object throttle_time_ms, responses, unknown_tagged_fields
 
+@_cy.locals(obj=IncrementalAlterConfigsRequest)
+cpdef _dec_IncrementalAlterConfigsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_IncrementalAlterConfigsRequest_v0(IncrementalAlterConfigsRequest obj, bytearray out)
+@_cy.locals(obj=IncrementalAlterConfigsRequest)
+cpdef _dec_IncrementalAlterConfigsRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_IncrementalAlterConfigsRequest_v1(IncrementalAlterConfigsRequest obj, bytearray out)
+@_cy.locals(obj=IncrementalAlterConfigsRequest_AlterConfigsResource)
+cdef _dec_IncrementalAlterConfigsRequest_AlterConfigsResource_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_IncrementalAlterConfigsRequest_AlterConfigsResource_v0(IncrementalAlterConfigsRequest_AlterConfigsResource obj, bytearray out)
+@_cy.locals(obj=IncrementalAlterConfigsRequest_AlterConfigsResource)
+cdef _dec_IncrementalAlterConfigsRequest_AlterConfigsResource_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_IncrementalAlterConfigsRequest_AlterConfigsResource_v1(IncrementalAlterConfigsRequest_AlterConfigsResource obj, bytearray out)
+@_cy.locals(obj=IncrementalAlterConfigsRequest_AlterableConfig)
+cdef _dec_IncrementalAlterConfigsRequest_AlterableConfig_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_IncrementalAlterConfigsRequest_AlterableConfig_v0(IncrementalAlterConfigsRequest_AlterableConfig obj, bytearray out)
+@_cy.locals(obj=IncrementalAlterConfigsRequest_AlterableConfig)
+cdef _dec_IncrementalAlterConfigsRequest_AlterableConfig_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_IncrementalAlterConfigsRequest_AlterableConfig_v1(IncrementalAlterConfigsRequest_AlterableConfig obj, bytearray out)
+@_cy.locals(obj=IncrementalAlterConfigsResponse)
+cpdef _dec_IncrementalAlterConfigsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_IncrementalAlterConfigsResponse_v0(IncrementalAlterConfigsResponse obj, bytearray out)
+@_cy.locals(obj=IncrementalAlterConfigsResponse)
+cpdef _dec_IncrementalAlterConfigsResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_IncrementalAlterConfigsResponse_v1(IncrementalAlterConfigsResponse obj, bytearray out)
+@_cy.locals(obj=IncrementalAlterConfigsResponse_AlterConfigsResourceResponse)
+cdef _dec_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v0(IncrementalAlterConfigsResponse_AlterConfigsResourceResponse obj, bytearray out)
+@_cy.locals(obj=IncrementalAlterConfigsResponse_AlterConfigsResourceResponse)
+cdef _dec_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1(IncrementalAlterConfigsResponse_AlterConfigsResourceResponse obj, bytearray out)

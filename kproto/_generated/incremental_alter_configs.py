@@ -218,7 +218,12 @@ def _dec_IncrementalAlterConfigsRequest_AlterConfigsResource_v0(buf, cur, end):
         f_resource_type, n_resource_name = _S_bh.unpack_from(buf, pos)
     pos += 3
     if 0 <= n_resource_name <= end - pos:
-        f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+        if cython.compiled:
+            f_resource_name = _read_str(buf, pos, n_resource_name)
+            if f_resource_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
+        else:
+            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 2, False)
@@ -306,7 +311,12 @@ def _dec_IncrementalAlterConfigsRequest_AlterConfigsResource_v1(buf, cur, end):
         n_resource_name, pos = _w.read_uvarint(buf, pos, end, 'resource_name')
         n_resource_name -= 1
     if 0 <= n_resource_name <= end - pos:
-        f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+        if cython.compiled:
+            f_resource_name = _read_str(buf, pos, n_resource_name)
+            if f_resource_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
+        else:
+            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 1, False)
@@ -402,7 +412,12 @@ def _dec_IncrementalAlterConfigsRequest_AlterableConfig_v0(buf, cur, end):
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -415,7 +430,12 @@ def _dec_IncrementalAlterConfigsRequest_AlterableConfig_v0(buf, cur, end):
         f_config_operation, n_value = _S_bh.unpack_from(buf, pos)
     pos += 3
     if 0 <= n_value <= end - pos:
-        f_value = _w.utf8(buf, pos, n_value, 'value')
+        if cython.compiled:
+            f_value = _read_str(buf, pos, n_value)
+            if f_value is None:
+                raise _w.bad_utf8_at(buf, pos, n_value, 'value')
+        else:
+            f_value = _w.utf8(buf, pos, n_value, 'value')
         pos += n_value
     elif n_value == -1:
         f_value = None
@@ -483,7 +503,12 @@ def _dec_IncrementalAlterConfigsRequest_AlterableConfig_v1(buf, cur, end):
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -507,7 +532,12 @@ def _dec_IncrementalAlterConfigsRequest_AlterableConfig_v1(buf, cur, end):
         n_value, pos = _w.read_uvarint(buf, pos, end, 'value')
         n_value -= 1
     if 0 <= n_value <= end - pos:
-        f_value = _w.utf8(buf, pos, n_value, 'value')
+        if cython.compiled:
+            f_value = _read_str(buf, pos, n_value)
+            if f_value is None:
+                raise _w.bad_utf8_at(buf, pos, n_value, 'value')
+        else:
+            f_value = _w.utf8(buf, pos, n_value, 'value')
         pos += n_value
     elif n_value == -1:
         f_value = None
@@ -709,7 +739,12 @@ def _dec_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v0(buf, cu
         f_error_code, n_error_message = _S_hh.unpack_from(buf, pos)
     pos += 4
     if 0 <= n_error_message <= end - pos:
-        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -724,7 +759,12 @@ def _dec_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v0(buf, cu
         f_resource_type, n_resource_name = _S_bh.unpack_from(buf, pos)
     pos += 3
     if 0 <= n_resource_name <= end - pos:
-        f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+        if cython.compiled:
+            f_resource_name = _read_str(buf, pos, n_resource_name)
+            if f_resource_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
+        else:
+            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 2, False)
@@ -799,7 +839,12 @@ def _dec_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1(buf, cu
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
     if 0 <= n_error_message <= end - pos:
-        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -825,7 +870,12 @@ def _dec_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1(buf, cu
         n_resource_name, pos = _w.read_uvarint(buf, pos, end, 'resource_name')
         n_resource_name -= 1
     if 0 <= n_resource_name <= end - pos:
-        f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+        if cython.compiled:
+            f_resource_name = _read_str(buf, pos, n_resource_name)
+            if f_resource_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
+        else:
+            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 1, False)

@@ -3,30 +3,41 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_InitProducerIdRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_InitProducerIdRequest_v0(InitProducerIdRequest obj, bytearray out)
-cpdef _dec_InitProducerIdRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_InitProducerIdRequest_v2(InitProducerIdRequest obj, bytearray out)
-cpdef _dec_InitProducerIdRequest_v3(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_InitProducerIdRequest_v3(InitProducerIdRequest obj, bytearray out)
-cpdef _dec_InitProducerIdRequest_v6(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_InitProducerIdRequest_v6(InitProducerIdRequest obj, bytearray out)
-cpdef _dec_InitProducerIdResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_InitProducerIdResponse_v0(InitProducerIdResponse obj, bytearray out)
-cpdef _dec_InitProducerIdResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_InitProducerIdResponse_v2(InitProducerIdResponse obj, bytearray out)
-cpdef _dec_InitProducerIdResponse_v6(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_InitProducerIdResponse_v6(InitProducerIdResponse obj, bytearray out)
 cdef class InitProducerIdRequest(Message):
     cdef public object transactional_id, transaction_timeout_ms, producer_id, producer_epoch, enable2_pc, keep_prepared_txn, unknown_tagged_fields
 
 cdef class InitProducerIdResponse(Message):
     cdef public object throttle_time_ms, error_code, producer_id, producer_epoch, ongoing_txn_producer_id, ongoing_txn_producer_epoch, unknown_tagged_fields
 
+@_cy.locals(obj=InitProducerIdRequest)
+cpdef _dec_InitProducerIdRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_InitProducerIdRequest_v0(InitProducerIdRequest obj, bytearray out)
+@_cy.locals(obj=InitProducerIdRequest)
+cpdef _dec_InitProducerIdRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_InitProducerIdRequest_v2(InitProducerIdRequest obj, bytearray out)
+@_cy.locals(obj=InitProducerIdRequest)
+cpdef _dec_InitProducerIdRequest_v3(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_InitProducerIdRequest_v3(InitProducerIdRequest obj, bytearray out)
+@_cy.locals(obj=InitProducerIdRequest)
+cpdef _dec_InitProducerIdRequest_v6(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_InitProducerIdRequest_v6(InitProducerIdRequest obj, bytearray out)
+@_cy.locals(obj=InitProducerIdResponse)
+cpdef _dec_InitProducerIdResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_InitProducerIdResponse_v0(InitProducerIdResponse obj, bytearray out)
+@_cy.locals(obj=InitProducerIdResponse)
+cpdef _dec_InitProducerIdResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_InitProducerIdResponse_v2(InitProducerIdResponse obj, bytearray out)
+@_cy.locals(obj=InitProducerIdResponse)
+cpdef _dec_InitProducerIdResponse_v6(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_InitProducerIdResponse_v6(InitProducerIdResponse obj, bytearray out)

@@ -3,25 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_InitializeShareGroupStateRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_InitializeShareGroupStateRequest_v0(InitializeShareGroupStateRequest obj, bytearray out)
-cdef _dec_InitializeShareGroupStateRequest_InitializeStateData_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_InitializeShareGroupStateRequest_InitializeStateData_v0(InitializeShareGroupStateRequest_InitializeStateData obj, bytearray out)
-cdef _dec_InitializeShareGroupStateRequest_PartitionData_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_InitializeShareGroupStateRequest_PartitionData_v0(InitializeShareGroupStateRequest_PartitionData obj, bytearray out)
-cpdef _dec_InitializeShareGroupStateResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_InitializeShareGroupStateResponse_v0(InitializeShareGroupStateResponse obj, bytearray out)
-cdef _dec_InitializeShareGroupStateResponse_InitializeStateResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_InitializeShareGroupStateResponse_InitializeStateResult_v0(InitializeShareGroupStateResponse_InitializeStateResult obj, bytearray out)
-cdef _dec_InitializeShareGroupStateResponse_PartitionResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_InitializeShareGroupStateResponse_PartitionResult_v0(InitializeShareGroupStateResponse_PartitionResult obj, bytearray out)
 cdef class InitializeShareGroupStateRequest_PartitionData(Struct):
     cdef public object partition, state_epoch, start_offset, unknown_tagged_fields
 
@@ -40,3 +32,21 @@ cdef class InitializeShareGroupStateResponse_InitializeStateResult(Struct):
 cdef class InitializeShareGroupStateResponse(Message):
     cdef public object results, unknown_tagged_fields
 
+@_cy.locals(obj=InitializeShareGroupStateRequest)
+cpdef _dec_InitializeShareGroupStateRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_InitializeShareGroupStateRequest_v0(InitializeShareGroupStateRequest obj, bytearray out)
+@_cy.locals(obj=InitializeShareGroupStateRequest_InitializeStateData)
+cdef _dec_InitializeShareGroupStateRequest_InitializeStateData_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_InitializeShareGroupStateRequest_InitializeStateData_v0(InitializeShareGroupStateRequest_InitializeStateData obj, bytearray out)
+@_cy.locals(obj=InitializeShareGroupStateRequest_PartitionData)
+cdef _dec_InitializeShareGroupStateRequest_PartitionData_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_InitializeShareGroupStateRequest_PartitionData_v0(InitializeShareGroupStateRequest_PartitionData obj, bytearray out)
+@_cy.locals(obj=InitializeShareGroupStateResponse)
+cpdef _dec_InitializeShareGroupStateResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_InitializeShareGroupStateResponse_v0(InitializeShareGroupStateResponse obj, bytearray out)
+@_cy.locals(obj=InitializeShareGroupStateResponse_InitializeStateResult)
+cdef _dec_InitializeShareGroupStateResponse_InitializeStateResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_InitializeShareGroupStateResponse_InitializeStateResult_v0(InitializeShareGroupStateResponse_InitializeStateResult obj, bytearray out)
+@_cy.locals(obj=InitializeShareGroupStateResponse_PartitionResult)
+cdef _dec_InitializeShareGroupStateResponse_PartitionResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_InitializeShareGroupStateResponse_PartitionResult_v0(InitializeShareGroupStateResponse_PartitionResult obj, bytearray out)

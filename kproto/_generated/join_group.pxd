@@ -3,45 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_JoinGroupRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_JoinGroupRequest_v0(JoinGroupRequest obj, bytearray out)
-cpdef _dec_JoinGroupRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_JoinGroupRequest_v1(JoinGroupRequest obj, bytearray out)
-cpdef _dec_JoinGroupRequest_v5(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_JoinGroupRequest_v5(JoinGroupRequest obj, bytearray out)
-cpdef _dec_JoinGroupRequest_v6(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_JoinGroupRequest_v6(JoinGroupRequest obj, bytearray out)
-cpdef _dec_JoinGroupRequest_v8(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_JoinGroupRequest_v8(JoinGroupRequest obj, bytearray out)
-cdef _dec_JoinGroupRequest_JoinGroupRequestProtocol_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_JoinGroupRequest_JoinGroupRequestProtocol_v0(JoinGroupRequest_JoinGroupRequestProtocol obj, bytearray out)
-cdef _dec_JoinGroupRequest_JoinGroupRequestProtocol_v6(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_JoinGroupRequest_JoinGroupRequestProtocol_v6(JoinGroupRequest_JoinGroupRequestProtocol obj, bytearray out)
-cpdef _dec_JoinGroupResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_JoinGroupResponse_v0(JoinGroupResponse obj, bytearray out)
-cpdef _dec_JoinGroupResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_JoinGroupResponse_v2(JoinGroupResponse obj, bytearray out)
-cpdef _dec_JoinGroupResponse_v5(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_JoinGroupResponse_v5(JoinGroupResponse obj, bytearray out)
-cpdef _dec_JoinGroupResponse_v6(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_JoinGroupResponse_v6(JoinGroupResponse obj, bytearray out)
-cpdef _dec_JoinGroupResponse_v7(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_JoinGroupResponse_v7(JoinGroupResponse obj, bytearray out)
-cpdef _dec_JoinGroupResponse_v9(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_JoinGroupResponse_v9(JoinGroupResponse obj, bytearray out)
-cdef _dec_JoinGroupResponse_JoinGroupResponseMember_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_JoinGroupResponse_JoinGroupResponseMember_v0(JoinGroupResponse_JoinGroupResponseMember obj, bytearray out)
-cdef _dec_JoinGroupResponse_JoinGroupResponseMember_v5(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_JoinGroupResponse_JoinGroupResponseMember_v5(JoinGroupResponse_JoinGroupResponseMember obj, bytearray out)
-cdef _dec_JoinGroupResponse_JoinGroupResponseMember_v6(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_JoinGroupResponse_JoinGroupResponseMember_v6(JoinGroupResponse_JoinGroupResponseMember obj, bytearray out)
 cdef class JoinGroupRequest_JoinGroupRequestProtocol(Struct):
     cdef public object name, metadata, unknown_tagged_fields
 
@@ -54,3 +26,51 @@ cdef class JoinGroupResponse_JoinGroupResponseMember(Struct):
 cdef class JoinGroupResponse(Message):
     cdef public object throttle_time_ms, error_code, generation_id, protocol_type, protocol_name, leader, skip_assignment, member_id, members, unknown_tagged_fields
 
+@_cy.locals(obj=JoinGroupRequest)
+cpdef _dec_JoinGroupRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_JoinGroupRequest_v0(JoinGroupRequest obj, bytearray out)
+@_cy.locals(obj=JoinGroupRequest)
+cpdef _dec_JoinGroupRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_JoinGroupRequest_v1(JoinGroupRequest obj, bytearray out)
+@_cy.locals(obj=JoinGroupRequest)
+cpdef _dec_JoinGroupRequest_v5(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_JoinGroupRequest_v5(JoinGroupRequest obj, bytearray out)
+@_cy.locals(obj=JoinGroupRequest)
+cpdef _dec_JoinGroupRequest_v6(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_JoinGroupRequest_v6(JoinGroupRequest obj, bytearray out)
+@_cy.locals(obj=JoinGroupRequest)
+cpdef _dec_JoinGroupRequest_v8(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_JoinGroupRequest_v8(JoinGroupRequest obj, bytearray out)
+@_cy.locals(obj=JoinGroupRequest_JoinGroupRequestProtocol)
+cdef _dec_JoinGroupRequest_JoinGroupRequestProtocol_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_JoinGroupRequest_JoinGroupRequestProtocol_v0(JoinGroupRequest_JoinGroupRequestProtocol obj, bytearray out)
+@_cy.locals(obj=JoinGroupRequest_JoinGroupRequestProtocol)
+cdef _dec_JoinGroupRequest_JoinGroupRequestProtocol_v6(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_JoinGroupRequest_JoinGroupRequestProtocol_v6(JoinGroupRequest_JoinGroupRequestProtocol obj, bytearray out)
+@_cy.locals(obj=JoinGroupResponse)
+cpdef _dec_JoinGroupResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_JoinGroupResponse_v0(JoinGroupResponse obj, bytearray out)
+@_cy.locals(obj=JoinGroupResponse)
+cpdef _dec_JoinGroupResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_JoinGroupResponse_v2(JoinGroupResponse obj, bytearray out)
+@_cy.locals(obj=JoinGroupResponse)
+cpdef _dec_JoinGroupResponse_v5(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_JoinGroupResponse_v5(JoinGroupResponse obj, bytearray out)
+@_cy.locals(obj=JoinGroupResponse)
+cpdef _dec_JoinGroupResponse_v6(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_JoinGroupResponse_v6(JoinGroupResponse obj, bytearray out)
+@_cy.locals(obj=JoinGroupResponse)
+cpdef _dec_JoinGroupResponse_v7(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_JoinGroupResponse_v7(JoinGroupResponse obj, bytearray out)
+@_cy.locals(obj=JoinGroupResponse)
+cpdef _dec_JoinGroupResponse_v9(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_JoinGroupResponse_v9(JoinGroupResponse obj, bytearray out)
+@_cy.locals(obj=JoinGroupResponse_JoinGroupResponseMember)
+cdef _dec_JoinGroupResponse_JoinGroupResponseMember_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_JoinGroupResponse_JoinGroupResponseMember_v0(JoinGroupResponse_JoinGroupResponseMember obj, bytearray out)
+@_cy.locals(obj=JoinGroupResponse_JoinGroupResponseMember)
+cdef _dec_JoinGroupResponse_JoinGroupResponseMember_v5(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_JoinGroupResponse_JoinGroupResponseMember_v5(JoinGroupResponse_JoinGroupResponseMember obj, bytearray out)
+@_cy.locals(obj=JoinGroupResponse_JoinGroupResponseMember)
+cdef _dec_JoinGroupResponse_JoinGroupResponseMember_v6(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_JoinGroupResponse_JoinGroupResponseMember_v6(JoinGroupResponse_JoinGroupResponseMember obj, bytearray out)

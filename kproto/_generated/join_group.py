@@ -85,7 +85,12 @@ def _dec_JoinGroupRequest_v0(buf, cur, end):
         n_group_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_group_id <= end - pos:
-        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -98,7 +103,12 @@ def _dec_JoinGroupRequest_v0(buf, cur, end):
         f_session_timeout_ms, n_member_id = _S_ih.unpack_from(buf, pos)
     pos += 6
     if 0 <= n_member_id <= end - pos:
-        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+        if cython.compiled:
+            f_member_id = _read_str(buf, pos, n_member_id)
+            if f_member_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
+        else:
+            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -110,7 +120,12 @@ def _dec_JoinGroupRequest_v0(buf, cur, end):
         n_protocol_type = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_protocol_type <= end - pos:
-        f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
+        if cython.compiled:
+            f_protocol_type = _read_str(buf, pos, n_protocol_type)
+            if f_protocol_type is None:
+                raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
+        else:
+            f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
         pos += n_protocol_type
     else:
         raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 2, False)
@@ -223,7 +238,12 @@ def _dec_JoinGroupRequest_v1(buf, cur, end):
         n_group_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_group_id <= end - pos:
-        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -237,7 +257,12 @@ def _dec_JoinGroupRequest_v1(buf, cur, end):
         f_session_timeout_ms, f_rebalance_timeout_ms, n_member_id = _S_iih.unpack_from(buf, pos)
     pos += 10
     if 0 <= n_member_id <= end - pos:
-        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+        if cython.compiled:
+            f_member_id = _read_str(buf, pos, n_member_id)
+            if f_member_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
+        else:
+            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -249,7 +274,12 @@ def _dec_JoinGroupRequest_v1(buf, cur, end):
         n_protocol_type = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_protocol_type <= end - pos:
-        f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
+        if cython.compiled:
+            f_protocol_type = _read_str(buf, pos, n_protocol_type)
+            if f_protocol_type is None:
+                raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
+        else:
+            f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
         pos += n_protocol_type
     else:
         raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 2, False)
@@ -363,7 +393,12 @@ def _dec_JoinGroupRequest_v5(buf, cur, end):
         n_group_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_group_id <= end - pos:
-        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -377,7 +412,12 @@ def _dec_JoinGroupRequest_v5(buf, cur, end):
         f_session_timeout_ms, f_rebalance_timeout_ms, n_member_id = _S_iih.unpack_from(buf, pos)
     pos += 10
     if 0 <= n_member_id <= end - pos:
-        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+        if cython.compiled:
+            f_member_id = _read_str(buf, pos, n_member_id)
+            if f_member_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
+        else:
+            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -389,7 +429,12 @@ def _dec_JoinGroupRequest_v5(buf, cur, end):
         n_group_instance_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_group_instance_id <= end - pos:
-        f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
+        if cython.compiled:
+            f_group_instance_id = _read_str(buf, pos, n_group_instance_id)
+            if f_group_instance_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
+        else:
+            f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
@@ -403,7 +448,12 @@ def _dec_JoinGroupRequest_v5(buf, cur, end):
         n_protocol_type = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_protocol_type <= end - pos:
-        f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
+        if cython.compiled:
+            f_protocol_type = _read_str(buf, pos, n_protocol_type)
+            if f_protocol_type is None:
+                raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
+        else:
+            f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
         pos += n_protocol_type
     else:
         raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 2, False)
@@ -535,7 +585,12 @@ def _dec_JoinGroupRequest_v6(buf, cur, end):
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
     if 0 <= n_group_id <= end - pos:
-        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -560,7 +615,12 @@ def _dec_JoinGroupRequest_v6(buf, cur, end):
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
     if 0 <= n_member_id <= end - pos:
-        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+        if cython.compiled:
+            f_member_id = _read_str(buf, pos, n_member_id)
+            if f_member_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
+        else:
+            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -577,7 +637,12 @@ def _dec_JoinGroupRequest_v6(buf, cur, end):
         n_group_instance_id, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
         n_group_instance_id -= 1
     if 0 <= n_group_instance_id <= end - pos:
-        f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
+        if cython.compiled:
+            f_group_instance_id = _read_str(buf, pos, n_group_instance_id)
+            if f_group_instance_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
+        else:
+            f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
@@ -596,7 +661,12 @@ def _dec_JoinGroupRequest_v6(buf, cur, end):
         n_protocol_type, pos = _w.read_uvarint(buf, pos, end, 'protocol_type')
         n_protocol_type -= 1
     if 0 <= n_protocol_type <= end - pos:
-        f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
+        if cython.compiled:
+            f_protocol_type = _read_str(buf, pos, n_protocol_type)
+            if f_protocol_type is None:
+                raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
+        else:
+            f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
         pos += n_protocol_type
     else:
         raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 1, False)
@@ -751,7 +821,12 @@ def _dec_JoinGroupRequest_v8(buf, cur, end):
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
     if 0 <= n_group_id <= end - pos:
-        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -776,7 +851,12 @@ def _dec_JoinGroupRequest_v8(buf, cur, end):
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
     if 0 <= n_member_id <= end - pos:
-        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+        if cython.compiled:
+            f_member_id = _read_str(buf, pos, n_member_id)
+            if f_member_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
+        else:
+            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -793,7 +873,12 @@ def _dec_JoinGroupRequest_v8(buf, cur, end):
         n_group_instance_id, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
         n_group_instance_id -= 1
     if 0 <= n_group_instance_id <= end - pos:
-        f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
+        if cython.compiled:
+            f_group_instance_id = _read_str(buf, pos, n_group_instance_id)
+            if f_group_instance_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
+        else:
+            f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
@@ -812,7 +897,12 @@ def _dec_JoinGroupRequest_v8(buf, cur, end):
         n_protocol_type, pos = _w.read_uvarint(buf, pos, end, 'protocol_type')
         n_protocol_type -= 1
     if 0 <= n_protocol_type <= end - pos:
-        f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
+        if cython.compiled:
+            f_protocol_type = _read_str(buf, pos, n_protocol_type)
+            if f_protocol_type is None:
+                raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
+        else:
+            f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
         pos += n_protocol_type
     else:
         raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 1, False)
@@ -852,7 +942,12 @@ def _dec_JoinGroupRequest_v8(buf, cur, end):
         n_reason, pos = _w.read_uvarint(buf, pos, end, 'reason')
         n_reason -= 1
     if 0 <= n_reason <= end - pos:
-        f_reason = _w.utf8(buf, pos, n_reason, 'reason')
+        if cython.compiled:
+            f_reason = _read_str(buf, pos, n_reason)
+            if f_reason is None:
+                raise _w.bad_utf8_at(buf, pos, n_reason, 'reason')
+        else:
+            f_reason = _w.utf8(buf, pos, n_reason, 'reason')
         pos += n_reason
     elif n_reason == -1:
         f_reason = None
@@ -997,7 +1092,12 @@ def _dec_JoinGroupRequest_JoinGroupRequestProtocol_v0(buf, cur, end):
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -1070,7 +1170,12 @@ def _dec_JoinGroupRequest_JoinGroupRequestProtocol_v6(buf, cur, end):
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -1156,7 +1261,12 @@ def _dec_JoinGroupResponse_v0(buf, cur, end):
         f_error_code, f_generation_id, n_protocol_name = _S_hih.unpack_from(buf, pos)
     pos += 8
     if 0 <= n_protocol_name <= end - pos:
-        f_protocol_name = _w.utf8(buf, pos, n_protocol_name, 'protocol_name')
+        if cython.compiled:
+            f_protocol_name = _read_str(buf, pos, n_protocol_name)
+            if f_protocol_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_protocol_name, 'protocol_name')
+        else:
+            f_protocol_name = _w.utf8(buf, pos, n_protocol_name, 'protocol_name')
         pos += n_protocol_name
     else:
         raise _w.bad_sized('protocol_name', pos, n_protocol_name, end, 2, False)
@@ -1168,7 +1278,12 @@ def _dec_JoinGroupResponse_v0(buf, cur, end):
         n_leader = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_leader <= end - pos:
-        f_leader = _w.utf8(buf, pos, n_leader, 'leader')
+        if cython.compiled:
+            f_leader = _read_str(buf, pos, n_leader)
+            if f_leader is None:
+                raise _w.bad_utf8_at(buf, pos, n_leader, 'leader')
+        else:
+            f_leader = _w.utf8(buf, pos, n_leader, 'leader')
         pos += n_leader
     else:
         raise _w.bad_sized('leader', pos, n_leader, end, 2, False)
@@ -1180,7 +1295,12 @@ def _dec_JoinGroupResponse_v0(buf, cur, end):
         n_member_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_member_id <= end - pos:
-        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+        if cython.compiled:
+            f_member_id = _read_str(buf, pos, n_member_id)
+            if f_member_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
+        else:
+            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -1298,7 +1418,12 @@ def _dec_JoinGroupResponse_v2(buf, cur, end):
         f_throttle_time_ms, f_error_code, f_generation_id, n_protocol_name = _S_ihih.unpack_from(buf, pos)
     pos += 12
     if 0 <= n_protocol_name <= end - pos:
-        f_protocol_name = _w.utf8(buf, pos, n_protocol_name, 'protocol_name')
+        if cython.compiled:
+            f_protocol_name = _read_str(buf, pos, n_protocol_name)
+            if f_protocol_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_protocol_name, 'protocol_name')
+        else:
+            f_protocol_name = _w.utf8(buf, pos, n_protocol_name, 'protocol_name')
         pos += n_protocol_name
     else:
         raise _w.bad_sized('protocol_name', pos, n_protocol_name, end, 2, False)
@@ -1310,7 +1435,12 @@ def _dec_JoinGroupResponse_v2(buf, cur, end):
         n_leader = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_leader <= end - pos:
-        f_leader = _w.utf8(buf, pos, n_leader, 'leader')
+        if cython.compiled:
+            f_leader = _read_str(buf, pos, n_leader)
+            if f_leader is None:
+                raise _w.bad_utf8_at(buf, pos, n_leader, 'leader')
+        else:
+            f_leader = _w.utf8(buf, pos, n_leader, 'leader')
         pos += n_leader
     else:
         raise _w.bad_sized('leader', pos, n_leader, end, 2, False)
@@ -1322,7 +1452,12 @@ def _dec_JoinGroupResponse_v2(buf, cur, end):
         n_member_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_member_id <= end - pos:
-        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+        if cython.compiled:
+            f_member_id = _read_str(buf, pos, n_member_id)
+            if f_member_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
+        else:
+            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -1441,7 +1576,12 @@ def _dec_JoinGroupResponse_v5(buf, cur, end):
         f_throttle_time_ms, f_error_code, f_generation_id, n_protocol_name = _S_ihih.unpack_from(buf, pos)
     pos += 12
     if 0 <= n_protocol_name <= end - pos:
-        f_protocol_name = _w.utf8(buf, pos, n_protocol_name, 'protocol_name')
+        if cython.compiled:
+            f_protocol_name = _read_str(buf, pos, n_protocol_name)
+            if f_protocol_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_protocol_name, 'protocol_name')
+        else:
+            f_protocol_name = _w.utf8(buf, pos, n_protocol_name, 'protocol_name')
         pos += n_protocol_name
     else:
         raise _w.bad_sized('protocol_name', pos, n_protocol_name, end, 2, False)
@@ -1453,7 +1593,12 @@ def _dec_JoinGroupResponse_v5(buf, cur, end):
         n_leader = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_leader <= end - pos:
-        f_leader = _w.utf8(buf, pos, n_leader, 'leader')
+        if cython.compiled:
+            f_leader = _read_str(buf, pos, n_leader)
+            if f_leader is None:
+                raise _w.bad_utf8_at(buf, pos, n_leader, 'leader')
+        else:
+            f_leader = _w.utf8(buf, pos, n_leader, 'leader')
         pos += n_leader
     else:
         raise _w.bad_sized('leader', pos, n_leader, end, 2, False)
@@ -1465,7 +1610,12 @@ def _dec_JoinGroupResponse_v5(buf, cur, end):
         n_member_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_member_id <= end - pos:
-        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+        if cython.compiled:
+            f_member_id = _read_str(buf, pos, n_member_id)
+            if f_member_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
+        else:
+            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -1595,7 +1745,12 @@ def _dec_JoinGroupResponse_v6(buf, cur, end):
         n_protocol_name, pos = _w.read_uvarint(buf, pos, end, 'protocol_name')
         n_protocol_name -= 1
     if 0 <= n_protocol_name <= end - pos:
-        f_protocol_name = _w.utf8(buf, pos, n_protocol_name, 'protocol_name')
+        if cython.compiled:
+            f_protocol_name = _read_str(buf, pos, n_protocol_name)
+            if f_protocol_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_protocol_name, 'protocol_name')
+        else:
+            f_protocol_name = _w.utf8(buf, pos, n_protocol_name, 'protocol_name')
         pos += n_protocol_name
     else:
         raise _w.bad_sized('protocol_name', pos, n_protocol_name, end, 1, False)
@@ -1612,7 +1767,12 @@ def _dec_JoinGroupResponse_v6(buf, cur, end):
         n_leader, pos = _w.read_uvarint(buf, pos, end, 'leader')
         n_leader -= 1
     if 0 <= n_leader <= end - pos:
-        f_leader = _w.utf8(buf, pos, n_leader, 'leader')
+        if cython.compiled:
+            f_leader = _read_str(buf, pos, n_leader)
+            if f_leader is None:
+                raise _w.bad_utf8_at(buf, pos, n_leader, 'leader')
+        else:
+            f_leader = _w.utf8(buf, pos, n_leader, 'leader')
         pos += n_leader
     else:
         raise _w.bad_sized('leader', pos, n_leader, end, 1, False)
@@ -1629,7 +1789,12 @@ def _dec_JoinGroupResponse_v6(buf, cur, end):
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
     if 0 <= n_member_id <= end - pos:
-        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+        if cython.compiled:
+            f_member_id = _read_str(buf, pos, n_member_id)
+            if f_member_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
+        else:
+            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -1781,7 +1946,12 @@ def _dec_JoinGroupResponse_v7(buf, cur, end):
         n_protocol_type, pos = _w.read_uvarint(buf, pos, end, 'protocol_type')
         n_protocol_type -= 1
     if 0 <= n_protocol_type <= end - pos:
-        f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
+        if cython.compiled:
+            f_protocol_type = _read_str(buf, pos, n_protocol_type)
+            if f_protocol_type is None:
+                raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
+        else:
+            f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
         pos += n_protocol_type
     elif n_protocol_type == -1:
         f_protocol_type = None
@@ -1800,7 +1970,12 @@ def _dec_JoinGroupResponse_v7(buf, cur, end):
         n_protocol_name, pos = _w.read_uvarint(buf, pos, end, 'protocol_name')
         n_protocol_name -= 1
     if 0 <= n_protocol_name <= end - pos:
-        f_protocol_name = _w.utf8(buf, pos, n_protocol_name, 'protocol_name')
+        if cython.compiled:
+            f_protocol_name = _read_str(buf, pos, n_protocol_name)
+            if f_protocol_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_protocol_name, 'protocol_name')
+        else:
+            f_protocol_name = _w.utf8(buf, pos, n_protocol_name, 'protocol_name')
         pos += n_protocol_name
     elif n_protocol_name == -1:
         f_protocol_name = None
@@ -1819,7 +1994,12 @@ def _dec_JoinGroupResponse_v7(buf, cur, end):
         n_leader, pos = _w.read_uvarint(buf, pos, end, 'leader')
         n_leader -= 1
     if 0 <= n_leader <= end - pos:
-        f_leader = _w.utf8(buf, pos, n_leader, 'leader')
+        if cython.compiled:
+            f_leader = _read_str(buf, pos, n_leader)
+            if f_leader is None:
+                raise _w.bad_utf8_at(buf, pos, n_leader, 'leader')
+        else:
+            f_leader = _w.utf8(buf, pos, n_leader, 'leader')
         pos += n_leader
     else:
         raise _w.bad_sized('leader', pos, n_leader, end, 1, False)
@@ -1836,7 +2016,12 @@ def _dec_JoinGroupResponse_v7(buf, cur, end):
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
     if 0 <= n_member_id <= end - pos:
-        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+        if cython.compiled:
+            f_member_id = _read_str(buf, pos, n_member_id)
+            if f_member_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
+        else:
+            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -2004,7 +2189,12 @@ def _dec_JoinGroupResponse_v9(buf, cur, end):
         n_protocol_type, pos = _w.read_uvarint(buf, pos, end, 'protocol_type')
         n_protocol_type -= 1
     if 0 <= n_protocol_type <= end - pos:
-        f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
+        if cython.compiled:
+            f_protocol_type = _read_str(buf, pos, n_protocol_type)
+            if f_protocol_type is None:
+                raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
+        else:
+            f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
         pos += n_protocol_type
     elif n_protocol_type == -1:
         f_protocol_type = None
@@ -2023,7 +2213,12 @@ def _dec_JoinGroupResponse_v9(buf, cur, end):
         n_protocol_name, pos = _w.read_uvarint(buf, pos, end, 'protocol_name')
         n_protocol_name -= 1
     if 0 <= n_protocol_name <= end - pos:
-        f_protocol_name = _w.utf8(buf, pos, n_protocol_name, 'protocol_name')
+        if cython.compiled:
+            f_protocol_name = _read_str(buf, pos, n_protocol_name)
+            if f_protocol_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_protocol_name, 'protocol_name')
+        else:
+            f_protocol_name = _w.utf8(buf, pos, n_protocol_name, 'protocol_name')
         pos += n_protocol_name
     elif n_protocol_name == -1:
         f_protocol_name = None
@@ -2042,7 +2237,12 @@ def _dec_JoinGroupResponse_v9(buf, cur, end):
         n_leader, pos = _w.read_uvarint(buf, pos, end, 'leader')
         n_leader -= 1
     if 0 <= n_leader <= end - pos:
-        f_leader = _w.utf8(buf, pos, n_leader, 'leader')
+        if cython.compiled:
+            f_leader = _read_str(buf, pos, n_leader)
+            if f_leader is None:
+                raise _w.bad_utf8_at(buf, pos, n_leader, 'leader')
+        else:
+            f_leader = _w.utf8(buf, pos, n_leader, 'leader')
         pos += n_leader
     else:
         raise _w.bad_sized('leader', pos, n_leader, end, 1, False)
@@ -2069,7 +2269,12 @@ def _dec_JoinGroupResponse_v9(buf, cur, end):
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
     if 0 <= n_member_id <= end - pos:
-        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+        if cython.compiled:
+            f_member_id = _read_str(buf, pos, n_member_id)
+            if f_member_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
+        else:
+            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -2226,7 +2431,12 @@ def _dec_JoinGroupResponse_JoinGroupResponseMember_v0(buf, cur, end):
         n_member_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_member_id <= end - pos:
-        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+        if cython.compiled:
+            f_member_id = _read_str(buf, pos, n_member_id)
+            if f_member_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
+        else:
+            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -2295,7 +2505,12 @@ def _dec_JoinGroupResponse_JoinGroupResponseMember_v5(buf, cur, end):
         n_member_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_member_id <= end - pos:
-        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+        if cython.compiled:
+            f_member_id = _read_str(buf, pos, n_member_id)
+            if f_member_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
+        else:
+            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -2307,7 +2522,12 @@ def _dec_JoinGroupResponse_JoinGroupResponseMember_v5(buf, cur, end):
         n_group_instance_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_group_instance_id <= end - pos:
-        f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
+        if cython.compiled:
+            f_group_instance_id = _read_str(buf, pos, n_group_instance_id)
+            if f_group_instance_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
+        else:
+            f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
@@ -2398,7 +2618,12 @@ def _dec_JoinGroupResponse_JoinGroupResponseMember_v6(buf, cur, end):
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
     if 0 <= n_member_id <= end - pos:
-        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+        if cython.compiled:
+            f_member_id = _read_str(buf, pos, n_member_id)
+            if f_member_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
+        else:
+            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -2415,7 +2640,12 @@ def _dec_JoinGroupResponse_JoinGroupResponseMember_v6(buf, cur, end):
         n_group_instance_id, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
         n_group_instance_id -= 1
     if 0 <= n_group_instance_id <= end - pos:
-        f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
+        if cython.compiled:
+            f_group_instance_id = _read_str(buf, pos, n_group_instance_id)
+            if f_group_instance_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
+        else:
+            f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None

@@ -981,7 +981,12 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(buf, cur, end):
         n_topic_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_topic_name <= end - pos:
-        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+        if cython.compiled:
+            f_topic_name = _read_str(buf, pos, n_topic_name)
+            if f_topic_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
+        else:
+            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 2, False)
@@ -1107,7 +1112,12 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v1(buf, cur, end):
         n_topic_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_topic_name <= end - pos:
-        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+        if cython.compiled:
+            f_topic_name = _read_str(buf, pos, n_topic_name)
+            if f_topic_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
+        else:
+            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 2, False)
@@ -1990,7 +2000,12 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v2(buf, cur, end):
         n_topic_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_topic_name <= end - pos:
-        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+        if cython.compiled:
+            f_topic_name = _read_str(buf, pos, n_topic_name)
+            if f_topic_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
+        else:
+            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 2, False)
@@ -2065,7 +2080,12 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v3(buf, cur, end):
         n_topic_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_topic_name <= end - pos:
-        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+        if cython.compiled:
+            f_topic_name = _read_str(buf, pos, n_topic_name)
+            if f_topic_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
+        else:
+            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 2, False)
@@ -2145,7 +2165,12 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4(buf, cur, end):
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
     if 0 <= n_topic_name <= end - pos:
-        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+        if cython.compiled:
+            f_topic_name = _read_str(buf, pos, n_topic_name)
+            if f_topic_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
+        else:
+            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -2241,7 +2266,12 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(buf, cur, end):
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
     if 0 <= n_topic_name <= end - pos:
-        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+        if cython.compiled:
+            f_topic_name = _read_str(buf, pos, n_topic_name)
+            if f_topic_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
+        else:
+            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -2342,7 +2372,12 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(buf, cur, end):
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
     if 0 <= n_topic_name <= end - pos:
-        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+        if cython.compiled:
+            f_topic_name = _read_str(buf, pos, n_topic_name)
+            if f_topic_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
+        else:
+            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -2439,7 +2474,12 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(buf, cur, end):
         f_broker_id, n_host_name = _S_ih.unpack_from(buf, pos)
     pos += 6
     if 0 <= n_host_name <= end - pos:
-        f_host_name = _w.utf8(buf, pos, n_host_name, 'host_name')
+        if cython.compiled:
+            f_host_name = _read_str(buf, pos, n_host_name)
+            if f_host_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_host_name, 'host_name')
+        else:
+            f_host_name = _w.utf8(buf, pos, n_host_name, 'host_name')
         pos += n_host_name
     else:
         raise _w.bad_sized('host_name', pos, n_host_name, end, 2, False)
@@ -2509,7 +2549,12 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(buf, cur, end):
         n_host_name, pos = _w.read_uvarint(buf, pos, end, 'host_name')
         n_host_name -= 1
     if 0 <= n_host_name <= end - pos:
-        f_host_name = _w.utf8(buf, pos, n_host_name, 'host_name')
+        if cython.compiled:
+            f_host_name = _read_str(buf, pos, n_host_name)
+            if f_host_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_host_name, 'host_name')
+        else:
+            f_host_name = _w.utf8(buf, pos, n_host_name, 'host_name')
         pos += n_host_name
     else:
         raise _w.bad_sized('host_name', pos, n_host_name, end, 1, False)
@@ -2787,7 +2832,12 @@ def _dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(buf, cur, end):
         n_topic_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_topic_name <= end - pos:
-        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+        if cython.compiled:
+            f_topic_name = _read_str(buf, pos, n_topic_name)
+            if f_topic_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
+        else:
+            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 2, False)
@@ -2851,7 +2901,12 @@ def _dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v4(buf, cur, end):
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
     if 0 <= n_topic_name <= end - pos:
-        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+        if cython.compiled:
+            f_topic_name = _read_str(buf, pos, n_topic_name)
+            if f_topic_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
+        else:
+            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)

@@ -3,39 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_LeaveGroupRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_LeaveGroupRequest_v0(LeaveGroupRequest obj, bytearray out)
-cpdef _dec_LeaveGroupRequest_v3(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_LeaveGroupRequest_v3(LeaveGroupRequest obj, bytearray out)
-cpdef _dec_LeaveGroupRequest_v4(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_LeaveGroupRequest_v4(LeaveGroupRequest obj, bytearray out)
-cpdef _dec_LeaveGroupRequest_v5(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_LeaveGroupRequest_v5(LeaveGroupRequest obj, bytearray out)
-cdef _dec_LeaveGroupRequest_MemberIdentity_v3(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_LeaveGroupRequest_MemberIdentity_v3(LeaveGroupRequest_MemberIdentity obj, bytearray out)
-cdef _dec_LeaveGroupRequest_MemberIdentity_v4(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_LeaveGroupRequest_MemberIdentity_v4(LeaveGroupRequest_MemberIdentity obj, bytearray out)
-cdef _dec_LeaveGroupRequest_MemberIdentity_v5(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_LeaveGroupRequest_MemberIdentity_v5(LeaveGroupRequest_MemberIdentity obj, bytearray out)
-cpdef _dec_LeaveGroupResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_LeaveGroupResponse_v0(LeaveGroupResponse obj, bytearray out)
-cpdef _dec_LeaveGroupResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_LeaveGroupResponse_v1(LeaveGroupResponse obj, bytearray out)
-cpdef _dec_LeaveGroupResponse_v3(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_LeaveGroupResponse_v3(LeaveGroupResponse obj, bytearray out)
-cpdef _dec_LeaveGroupResponse_v4(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_LeaveGroupResponse_v4(LeaveGroupResponse obj, bytearray out)
-cdef _dec_LeaveGroupResponse_MemberResponse_v3(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_LeaveGroupResponse_MemberResponse_v3(LeaveGroupResponse_MemberResponse obj, bytearray out)
-cdef _dec_LeaveGroupResponse_MemberResponse_v4(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_LeaveGroupResponse_MemberResponse_v4(LeaveGroupResponse_MemberResponse obj, bytearray out)
 cdef class LeaveGroupRequest_MemberIdentity(Struct):
     cdef public object member_id, group_instance_id, reason, unknown_tagged_fields
 
@@ -48,3 +26,42 @@ cdef class LeaveGroupResponse_MemberResponse(Struct):
 cdef class LeaveGroupResponse(Message):
     cdef public object throttle_time_ms, error_code, members, unknown_tagged_fields
 
+@_cy.locals(obj=LeaveGroupRequest)
+cpdef _dec_LeaveGroupRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_LeaveGroupRequest_v0(LeaveGroupRequest obj, bytearray out)
+@_cy.locals(obj=LeaveGroupRequest)
+cpdef _dec_LeaveGroupRequest_v3(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_LeaveGroupRequest_v3(LeaveGroupRequest obj, bytearray out)
+@_cy.locals(obj=LeaveGroupRequest)
+cpdef _dec_LeaveGroupRequest_v4(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_LeaveGroupRequest_v4(LeaveGroupRequest obj, bytearray out)
+@_cy.locals(obj=LeaveGroupRequest)
+cpdef _dec_LeaveGroupRequest_v5(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_LeaveGroupRequest_v5(LeaveGroupRequest obj, bytearray out)
+@_cy.locals(obj=LeaveGroupRequest_MemberIdentity)
+cdef _dec_LeaveGroupRequest_MemberIdentity_v3(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_LeaveGroupRequest_MemberIdentity_v3(LeaveGroupRequest_MemberIdentity obj, bytearray out)
+@_cy.locals(obj=LeaveGroupRequest_MemberIdentity)
+cdef _dec_LeaveGroupRequest_MemberIdentity_v4(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_LeaveGroupRequest_MemberIdentity_v4(LeaveGroupRequest_MemberIdentity obj, bytearray out)
+@_cy.locals(obj=LeaveGroupRequest_MemberIdentity)
+cdef _dec_LeaveGroupRequest_MemberIdentity_v5(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_LeaveGroupRequest_MemberIdentity_v5(LeaveGroupRequest_MemberIdentity obj, bytearray out)
+@_cy.locals(obj=LeaveGroupResponse)
+cpdef _dec_LeaveGroupResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_LeaveGroupResponse_v0(LeaveGroupResponse obj, bytearray out)
+@_cy.locals(obj=LeaveGroupResponse)
+cpdef _dec_LeaveGroupResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_LeaveGroupResponse_v1(LeaveGroupResponse obj, bytearray out)
+@_cy.locals(obj=LeaveGroupResponse)
+cpdef _dec_LeaveGroupResponse_v3(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_LeaveGroupResponse_v3(LeaveGroupResponse obj, bytearray out)
+@_cy.locals(obj=LeaveGroupResponse)
+cpdef _dec_LeaveGroupResponse_v4(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_LeaveGroupResponse_v4(LeaveGroupResponse obj, bytearray out)
+@_cy.locals(obj=LeaveGroupResponse_MemberResponse)
+cdef _dec_LeaveGroupResponse_MemberResponse_v3(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_LeaveGroupResponse_MemberResponse_v3(LeaveGroupResponse_MemberResponse obj, bytearray out)
+@_cy.locals(obj=LeaveGroupResponse_MemberResponse)
+cdef _dec_LeaveGroupResponse_MemberResponse_v4(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_LeaveGroupResponse_MemberResponse_v4(LeaveGroupResponse_MemberResponse obj, bytearray out)

@@ -70,7 +70,12 @@ def _dec_LeaveGroupRequest_v0(buf, cur, end):
         n_group_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_group_id <= end - pos:
-        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -82,7 +87,12 @@ def _dec_LeaveGroupRequest_v0(buf, cur, end):
         n_member_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_member_id <= end - pos:
-        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+        if cython.compiled:
+            f_member_id = _read_str(buf, pos, n_member_id)
+            if f_member_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
+        else:
+            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -144,7 +154,12 @@ def _dec_LeaveGroupRequest_v3(buf, cur, end):
         n_group_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_group_id <= end - pos:
-        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -226,7 +241,12 @@ def _dec_LeaveGroupRequest_v4(buf, cur, end):
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
     if 0 <= n_group_id <= end - pos:
-        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -324,7 +344,12 @@ def _dec_LeaveGroupRequest_v5(buf, cur, end):
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
     if 0 <= n_group_id <= end - pos:
-        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -417,7 +442,12 @@ def _dec_LeaveGroupRequest_MemberIdentity_v3(buf, cur, end):
         n_member_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_member_id <= end - pos:
-        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+        if cython.compiled:
+            f_member_id = _read_str(buf, pos, n_member_id)
+            if f_member_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
+        else:
+            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -429,7 +459,12 @@ def _dec_LeaveGroupRequest_MemberIdentity_v3(buf, cur, end):
         n_group_instance_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_group_instance_id <= end - pos:
-        f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
+        if cython.compiled:
+            f_group_instance_id = _read_str(buf, pos, n_group_instance_id)
+            if f_group_instance_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
+        else:
+            f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
@@ -496,7 +531,12 @@ def _dec_LeaveGroupRequest_MemberIdentity_v4(buf, cur, end):
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
     if 0 <= n_member_id <= end - pos:
-        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+        if cython.compiled:
+            f_member_id = _read_str(buf, pos, n_member_id)
+            if f_member_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
+        else:
+            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -513,7 +553,12 @@ def _dec_LeaveGroupRequest_MemberIdentity_v4(buf, cur, end):
         n_group_instance_id, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
         n_group_instance_id -= 1
     if 0 <= n_group_instance_id <= end - pos:
-        f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
+        if cython.compiled:
+            f_group_instance_id = _read_str(buf, pos, n_group_instance_id)
+            if f_group_instance_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
+        else:
+            f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
@@ -591,7 +636,12 @@ def _dec_LeaveGroupRequest_MemberIdentity_v5(buf, cur, end):
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
     if 0 <= n_member_id <= end - pos:
-        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+        if cython.compiled:
+            f_member_id = _read_str(buf, pos, n_member_id)
+            if f_member_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
+        else:
+            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -608,7 +658,12 @@ def _dec_LeaveGroupRequest_MemberIdentity_v5(buf, cur, end):
         n_group_instance_id, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
         n_group_instance_id -= 1
     if 0 <= n_group_instance_id <= end - pos:
-        f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
+        if cython.compiled:
+            f_group_instance_id = _read_str(buf, pos, n_group_instance_id)
+            if f_group_instance_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
+        else:
+            f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
@@ -627,7 +682,12 @@ def _dec_LeaveGroupRequest_MemberIdentity_v5(buf, cur, end):
         n_reason, pos = _w.read_uvarint(buf, pos, end, 'reason')
         n_reason -= 1
     if 0 <= n_reason <= end - pos:
-        f_reason = _w.utf8(buf, pos, n_reason, 'reason')
+        if cython.compiled:
+            f_reason = _read_str(buf, pos, n_reason)
+            if f_reason is None:
+                raise _w.bad_utf8_at(buf, pos, n_reason, 'reason')
+        else:
+            f_reason = _w.utf8(buf, pos, n_reason, 'reason')
         pos += n_reason
     elif n_reason == -1:
         f_reason = None
@@ -911,7 +971,12 @@ def _dec_LeaveGroupResponse_MemberResponse_v3(buf, cur, end):
         n_member_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_member_id <= end - pos:
-        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+        if cython.compiled:
+            f_member_id = _read_str(buf, pos, n_member_id)
+            if f_member_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
+        else:
+            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -923,7 +988,12 @@ def _dec_LeaveGroupResponse_MemberResponse_v3(buf, cur, end):
         n_group_instance_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_group_instance_id <= end - pos:
-        f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
+        if cython.compiled:
+            f_group_instance_id = _read_str(buf, pos, n_group_instance_id)
+            if f_group_instance_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
+        else:
+            f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
@@ -1002,7 +1072,12 @@ def _dec_LeaveGroupResponse_MemberResponse_v4(buf, cur, end):
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
     if 0 <= n_member_id <= end - pos:
-        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+        if cython.compiled:
+            f_member_id = _read_str(buf, pos, n_member_id)
+            if f_member_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
+        else:
+            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -1019,7 +1094,12 @@ def _dec_LeaveGroupResponse_MemberResponse_v4(buf, cur, end):
         n_group_instance_id, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
         n_group_instance_id -= 1
     if 0 <= n_group_instance_id <= end - pos:
-        f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
+        if cython.compiled:
+            f_group_instance_id = _read_str(buf, pos, n_group_instance_id)
+            if f_group_instance_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
+        else:
+            f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None

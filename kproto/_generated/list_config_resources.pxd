@@ -3,25 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_ListConfigResourcesRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ListConfigResourcesRequest_v0(ListConfigResourcesRequest obj, bytearray out)
-cpdef _dec_ListConfigResourcesRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ListConfigResourcesRequest_v1(ListConfigResourcesRequest obj, bytearray out)
-cpdef _dec_ListConfigResourcesResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ListConfigResourcesResponse_v0(ListConfigResourcesResponse obj, bytearray out)
-cpdef _dec_ListConfigResourcesResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ListConfigResourcesResponse_v1(ListConfigResourcesResponse obj, bytearray out)
-cdef _dec_ListConfigResourcesResponse_ConfigResource_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ListConfigResourcesResponse_ConfigResource_v0(ListConfigResourcesResponse_ConfigResource obj, bytearray out)
-cdef _dec_ListConfigResourcesResponse_ConfigResource_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ListConfigResourcesResponse_ConfigResource_v1(ListConfigResourcesResponse_ConfigResource obj, bytearray out)
 cdef class ListConfigResourcesRequest(Message):
     cdef public object resource_types, unknown_tagged_fields
 
@@ -31,3 +23,21 @@ cdef class ListConfigResourcesResponse_ConfigResource(Struct):
 cdef class ListConfigResourcesResponse(Message):
     cdef public object throttle_time_ms, error_code, config_resources, unknown_tagged_fields
 
+@_cy.locals(obj=ListConfigResourcesRequest)
+cpdef _dec_ListConfigResourcesRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ListConfigResourcesRequest_v0(ListConfigResourcesRequest obj, bytearray out)
+@_cy.locals(obj=ListConfigResourcesRequest)
+cpdef _dec_ListConfigResourcesRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ListConfigResourcesRequest_v1(ListConfigResourcesRequest obj, bytearray out)
+@_cy.locals(obj=ListConfigResourcesResponse)
+cpdef _dec_ListConfigResourcesResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ListConfigResourcesResponse_v0(ListConfigResourcesResponse obj, bytearray out)
+@_cy.locals(obj=ListConfigResourcesResponse)
+cpdef _dec_ListConfigResourcesResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ListConfigResourcesResponse_v1(ListConfigResourcesResponse obj, bytearray out)
+@_cy.locals(obj=ListConfigResourcesResponse_ConfigResource)
+cdef _dec_ListConfigResourcesResponse_ConfigResource_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ListConfigResourcesResponse_ConfigResource_v0(ListConfigResourcesResponse_ConfigResource obj, bytearray out)
+@_cy.locals(obj=ListConfigResourcesResponse_ConfigResource)
+cdef _dec_ListConfigResourcesResponse_ConfigResource_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ListConfigResourcesResponse_ConfigResource_v1(ListConfigResourcesResponse_ConfigResource obj, bytearray out)

@@ -310,7 +310,12 @@ def _dec_ListConfigResourcesResponse_ConfigResource_v0(buf, cur, end):
         n_resource_name, pos = _w.read_uvarint(buf, pos, end, 'resource_name')
         n_resource_name -= 1
     if 0 <= n_resource_name <= end - pos:
-        f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+        if cython.compiled:
+            f_resource_name = _read_str(buf, pos, n_resource_name)
+            if f_resource_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
+        else:
+            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 1, False)
@@ -369,7 +374,12 @@ def _dec_ListConfigResourcesResponse_ConfigResource_v1(buf, cur, end):
         n_resource_name, pos = _w.read_uvarint(buf, pos, end, 'resource_name')
         n_resource_name -= 1
     if 0 <= n_resource_name <= end - pos:
-        f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+        if cython.compiled:
+            f_resource_name = _read_str(buf, pos, n_resource_name)
+            if f_resource_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
+        else:
+            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 1, False)

@@ -3,39 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_ListGroupsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ListGroupsRequest_v0(ListGroupsRequest obj, bytearray out)
-cpdef _dec_ListGroupsRequest_v3(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ListGroupsRequest_v3(ListGroupsRequest obj, bytearray out)
-cpdef _dec_ListGroupsRequest_v4(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ListGroupsRequest_v4(ListGroupsRequest obj, bytearray out)
-cpdef _dec_ListGroupsRequest_v5(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ListGroupsRequest_v5(ListGroupsRequest obj, bytearray out)
-cpdef _dec_ListGroupsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ListGroupsResponse_v0(ListGroupsResponse obj, bytearray out)
-cpdef _dec_ListGroupsResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ListGroupsResponse_v1(ListGroupsResponse obj, bytearray out)
-cpdef _dec_ListGroupsResponse_v3(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ListGroupsResponse_v3(ListGroupsResponse obj, bytearray out)
-cpdef _dec_ListGroupsResponse_v4(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ListGroupsResponse_v4(ListGroupsResponse obj, bytearray out)
-cpdef _dec_ListGroupsResponse_v5(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ListGroupsResponse_v5(ListGroupsResponse obj, bytearray out)
-cdef _dec_ListGroupsResponse_ListedGroup_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ListGroupsResponse_ListedGroup_v0(ListGroupsResponse_ListedGroup obj, bytearray out)
-cdef _dec_ListGroupsResponse_ListedGroup_v3(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ListGroupsResponse_ListedGroup_v3(ListGroupsResponse_ListedGroup obj, bytearray out)
-cdef _dec_ListGroupsResponse_ListedGroup_v4(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ListGroupsResponse_ListedGroup_v4(ListGroupsResponse_ListedGroup obj, bytearray out)
-cdef _dec_ListGroupsResponse_ListedGroup_v5(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ListGroupsResponse_ListedGroup_v5(ListGroupsResponse_ListedGroup obj, bytearray out)
 cdef class ListGroupsRequest(Message):
     cdef public object states_filter, types_filter, unknown_tagged_fields
 
@@ -45,3 +23,42 @@ cdef class ListGroupsResponse_ListedGroup(Struct):
 cdef class ListGroupsResponse(Message):
     cdef public object throttle_time_ms, error_code, groups, unknown_tagged_fields
 
+@_cy.locals(obj=ListGroupsRequest)
+cpdef _dec_ListGroupsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ListGroupsRequest_v0(ListGroupsRequest obj, bytearray out)
+@_cy.locals(obj=ListGroupsRequest)
+cpdef _dec_ListGroupsRequest_v3(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ListGroupsRequest_v3(ListGroupsRequest obj, bytearray out)
+@_cy.locals(obj=ListGroupsRequest)
+cpdef _dec_ListGroupsRequest_v4(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ListGroupsRequest_v4(ListGroupsRequest obj, bytearray out)
+@_cy.locals(obj=ListGroupsRequest)
+cpdef _dec_ListGroupsRequest_v5(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ListGroupsRequest_v5(ListGroupsRequest obj, bytearray out)
+@_cy.locals(obj=ListGroupsResponse)
+cpdef _dec_ListGroupsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ListGroupsResponse_v0(ListGroupsResponse obj, bytearray out)
+@_cy.locals(obj=ListGroupsResponse)
+cpdef _dec_ListGroupsResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ListGroupsResponse_v1(ListGroupsResponse obj, bytearray out)
+@_cy.locals(obj=ListGroupsResponse)
+cpdef _dec_ListGroupsResponse_v3(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ListGroupsResponse_v3(ListGroupsResponse obj, bytearray out)
+@_cy.locals(obj=ListGroupsResponse)
+cpdef _dec_ListGroupsResponse_v4(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ListGroupsResponse_v4(ListGroupsResponse obj, bytearray out)
+@_cy.locals(obj=ListGroupsResponse)
+cpdef _dec_ListGroupsResponse_v5(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ListGroupsResponse_v5(ListGroupsResponse obj, bytearray out)
+@_cy.locals(obj=ListGroupsResponse_ListedGroup)
+cdef _dec_ListGroupsResponse_ListedGroup_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ListGroupsResponse_ListedGroup_v0(ListGroupsResponse_ListedGroup obj, bytearray out)
+@_cy.locals(obj=ListGroupsResponse_ListedGroup)
+cdef _dec_ListGroupsResponse_ListedGroup_v3(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ListGroupsResponse_ListedGroup_v3(ListGroupsResponse_ListedGroup obj, bytearray out)
+@_cy.locals(obj=ListGroupsResponse_ListedGroup)
+cdef _dec_ListGroupsResponse_ListedGroup_v4(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ListGroupsResponse_ListedGroup_v4(ListGroupsResponse_ListedGroup obj, bytearray out)
+@_cy.locals(obj=ListGroupsResponse_ListedGroup)
+cdef _dec_ListGroupsResponse_ListedGroup_v5(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ListGroupsResponse_ListedGroup_v5(ListGroupsResponse_ListedGroup obj, bytearray out)

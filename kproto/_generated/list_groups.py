@@ -142,7 +142,13 @@ def _dec_ListGroupsRequest_v4(buf, cur, end):
             m -= 1
         if m < 0 or end - pos < m:
             raise _w.bad_sized("states_filter[%d]" % i, pos, m, end, 1, False)
-        f_states_filter.append(_w.utf8(buf, pos, m, "states_filter[%d]" % i))
+        if cython.compiled:
+            s = _read_str(buf, pos, m)
+            if s is None:
+                raise _w.bad_utf8_at(buf, pos, m, "states_filter[%d]" % i)
+        else:
+            s = _w.utf8(buf, pos, m, "states_filter[%d]" % i)
+        f_states_filter.append(s)
         pos += m
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -225,7 +231,13 @@ def _dec_ListGroupsRequest_v5(buf, cur, end):
             m -= 1
         if m < 0 or end - pos < m:
             raise _w.bad_sized("states_filter[%d]" % i, pos, m, end, 1, False)
-        f_states_filter.append(_w.utf8(buf, pos, m, "states_filter[%d]" % i))
+        if cython.compiled:
+            s = _read_str(buf, pos, m)
+            if s is None:
+                raise _w.bad_utf8_at(buf, pos, m, "states_filter[%d]" % i)
+        else:
+            s = _w.utf8(buf, pos, m, "states_filter[%d]" % i)
+        f_states_filter.append(s)
         pos += m
     if pos < end and buf[pos] < 128:
         n_types_filter = buf[pos] - 1
@@ -257,7 +269,13 @@ def _dec_ListGroupsRequest_v5(buf, cur, end):
             m -= 1
         if m < 0 or end - pos < m:
             raise _w.bad_sized("types_filter[%d]" % i, pos, m, end, 1, False)
-        f_types_filter.append(_w.utf8(buf, pos, m, "types_filter[%d]" % i))
+        if cython.compiled:
+            s = _read_str(buf, pos, m)
+            if s is None:
+                raise _w.bad_utf8_at(buf, pos, m, "types_filter[%d]" % i)
+        else:
+            s = _w.utf8(buf, pos, m, "types_filter[%d]" % i)
+        f_types_filter.append(s)
         pos += m
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -672,7 +690,12 @@ def _dec_ListGroupsResponse_ListedGroup_v0(buf, cur, end):
         n_group_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_group_id <= end - pos:
-        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -684,7 +707,12 @@ def _dec_ListGroupsResponse_ListedGroup_v0(buf, cur, end):
         n_protocol_type = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_protocol_type <= end - pos:
-        f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
+        if cython.compiled:
+            f_protocol_type = _read_str(buf, pos, n_protocol_type)
+            if f_protocol_type is None:
+                raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
+        else:
+            f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
         pos += n_protocol_type
     else:
         raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 2, False)
@@ -750,7 +778,12 @@ def _dec_ListGroupsResponse_ListedGroup_v3(buf, cur, end):
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
     if 0 <= n_group_id <= end - pos:
-        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -767,7 +800,12 @@ def _dec_ListGroupsResponse_ListedGroup_v3(buf, cur, end):
         n_protocol_type, pos = _w.read_uvarint(buf, pos, end, 'protocol_type')
         n_protocol_type -= 1
     if 0 <= n_protocol_type <= end - pos:
-        f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
+        if cython.compiled:
+            f_protocol_type = _read_str(buf, pos, n_protocol_type)
+            if f_protocol_type is None:
+                raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
+        else:
+            f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
         pos += n_protocol_type
     else:
         raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 1, False)
@@ -844,7 +882,12 @@ def _dec_ListGroupsResponse_ListedGroup_v4(buf, cur, end):
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
     if 0 <= n_group_id <= end - pos:
-        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -861,7 +904,12 @@ def _dec_ListGroupsResponse_ListedGroup_v4(buf, cur, end):
         n_protocol_type, pos = _w.read_uvarint(buf, pos, end, 'protocol_type')
         n_protocol_type -= 1
     if 0 <= n_protocol_type <= end - pos:
-        f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
+        if cython.compiled:
+            f_protocol_type = _read_str(buf, pos, n_protocol_type)
+            if f_protocol_type is None:
+                raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
+        else:
+            f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
         pos += n_protocol_type
     else:
         raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 1, False)
@@ -878,7 +926,12 @@ def _dec_ListGroupsResponse_ListedGroup_v4(buf, cur, end):
         n_group_state, pos = _w.read_uvarint(buf, pos, end, 'group_state')
         n_group_state -= 1
     if 0 <= n_group_state <= end - pos:
-        f_group_state = _w.utf8(buf, pos, n_group_state, 'group_state')
+        if cython.compiled:
+            f_group_state = _read_str(buf, pos, n_group_state)
+            if f_group_state is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_state, 'group_state')
+        else:
+            f_group_state = _w.utf8(buf, pos, n_group_state, 'group_state')
         pos += n_group_state
     else:
         raise _w.bad_sized('group_state', pos, n_group_state, end, 1, False)
@@ -971,7 +1024,12 @@ def _dec_ListGroupsResponse_ListedGroup_v5(buf, cur, end):
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
     if 0 <= n_group_id <= end - pos:
-        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -988,7 +1046,12 @@ def _dec_ListGroupsResponse_ListedGroup_v5(buf, cur, end):
         n_protocol_type, pos = _w.read_uvarint(buf, pos, end, 'protocol_type')
         n_protocol_type -= 1
     if 0 <= n_protocol_type <= end - pos:
-        f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
+        if cython.compiled:
+            f_protocol_type = _read_str(buf, pos, n_protocol_type)
+            if f_protocol_type is None:
+                raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
+        else:
+            f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
         pos += n_protocol_type
     else:
         raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 1, False)
@@ -1005,7 +1068,12 @@ def _dec_ListGroupsResponse_ListedGroup_v5(buf, cur, end):
         n_group_state, pos = _w.read_uvarint(buf, pos, end, 'group_state')
         n_group_state -= 1
     if 0 <= n_group_state <= end - pos:
-        f_group_state = _w.utf8(buf, pos, n_group_state, 'group_state')
+        if cython.compiled:
+            f_group_state = _read_str(buf, pos, n_group_state)
+            if f_group_state is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_state, 'group_state')
+        else:
+            f_group_state = _w.utf8(buf, pos, n_group_state, 'group_state')
         pos += n_group_state
     else:
         raise _w.bad_sized('group_state', pos, n_group_state, end, 1, False)
@@ -1022,7 +1090,12 @@ def _dec_ListGroupsResponse_ListedGroup_v5(buf, cur, end):
         n_group_type, pos = _w.read_uvarint(buf, pos, end, 'group_type')
         n_group_type -= 1
     if 0 <= n_group_type <= end - pos:
-        f_group_type = _w.utf8(buf, pos, n_group_type, 'group_type')
+        if cython.compiled:
+            f_group_type = _read_str(buf, pos, n_group_type)
+            if f_group_type is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_type, 'group_type')
+        else:
+            f_group_type = _w.utf8(buf, pos, n_group_type, 'group_type')
         pos += n_group_type
     else:
         raise _w.bad_sized('group_type', pos, n_group_type, end, 1, False)

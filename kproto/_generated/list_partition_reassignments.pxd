@@ -3,23 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_ListPartitionReassignmentsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ListPartitionReassignmentsRequest_v0(ListPartitionReassignmentsRequest obj, bytearray out)
-cdef _dec_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_v0(ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics obj, bytearray out)
-cpdef _dec_ListPartitionReassignmentsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ListPartitionReassignmentsResponse_v0(ListPartitionReassignmentsResponse obj, bytearray out)
-cdef _dec_ListPartitionReassignmentsResponse_OngoingTopicReassignment_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ListPartitionReassignmentsResponse_OngoingTopicReassignment_v0(ListPartitionReassignmentsResponse_OngoingTopicReassignment obj, bytearray out)
-cdef _dec_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_v0(ListPartitionReassignmentsResponse_OngoingPartitionReassignment obj, bytearray out)
 cdef class ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics(Struct):
     cdef public object name, partition_indexes, unknown_tagged_fields
 
@@ -35,3 +29,18 @@ cdef class ListPartitionReassignmentsResponse_OngoingTopicReassignment(Struct):
 cdef class ListPartitionReassignmentsResponse(Message):
     cdef public object throttle_time_ms, error_code, error_message, topics, unknown_tagged_fields
 
+@_cy.locals(obj=ListPartitionReassignmentsRequest)
+cpdef _dec_ListPartitionReassignmentsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ListPartitionReassignmentsRequest_v0(ListPartitionReassignmentsRequest obj, bytearray out)
+@_cy.locals(obj=ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics)
+cdef _dec_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_v0(ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics obj, bytearray out)
+@_cy.locals(obj=ListPartitionReassignmentsResponse)
+cpdef _dec_ListPartitionReassignmentsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ListPartitionReassignmentsResponse_v0(ListPartitionReassignmentsResponse obj, bytearray out)
+@_cy.locals(obj=ListPartitionReassignmentsResponse_OngoingTopicReassignment)
+cdef _dec_ListPartitionReassignmentsResponse_OngoingTopicReassignment_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ListPartitionReassignmentsResponse_OngoingTopicReassignment_v0(ListPartitionReassignmentsResponse_OngoingTopicReassignment obj, bytearray out)
+@_cy.locals(obj=ListPartitionReassignmentsResponse_OngoingPartitionReassignment)
+cdef _dec_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_v0(ListPartitionReassignmentsResponse_OngoingPartitionReassignment obj, bytearray out)

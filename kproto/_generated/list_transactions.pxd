@@ -3,23 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_ListTransactionsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ListTransactionsRequest_v0(ListTransactionsRequest obj, bytearray out)
-cpdef _dec_ListTransactionsRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ListTransactionsRequest_v1(ListTransactionsRequest obj, bytearray out)
-cpdef _dec_ListTransactionsRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ListTransactionsRequest_v2(ListTransactionsRequest obj, bytearray out)
-cpdef _dec_ListTransactionsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ListTransactionsResponse_v0(ListTransactionsResponse obj, bytearray out)
-cdef _dec_ListTransactionsResponse_TransactionState_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ListTransactionsResponse_TransactionState_v0(ListTransactionsResponse_TransactionState obj, bytearray out)
 cdef class ListTransactionsRequest(Message):
     cdef public object state_filters, producer_id_filters, duration_filter, transactional_id_pattern, unknown_tagged_fields
 
@@ -29,3 +23,18 @@ cdef class ListTransactionsResponse_TransactionState(Struct):
 cdef class ListTransactionsResponse(Message):
     cdef public object throttle_time_ms, error_code, unknown_state_filters, transaction_states, unknown_tagged_fields
 
+@_cy.locals(obj=ListTransactionsRequest)
+cpdef _dec_ListTransactionsRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ListTransactionsRequest_v0(ListTransactionsRequest obj, bytearray out)
+@_cy.locals(obj=ListTransactionsRequest)
+cpdef _dec_ListTransactionsRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ListTransactionsRequest_v1(ListTransactionsRequest obj, bytearray out)
+@_cy.locals(obj=ListTransactionsRequest)
+cpdef _dec_ListTransactionsRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ListTransactionsRequest_v2(ListTransactionsRequest obj, bytearray out)
+@_cy.locals(obj=ListTransactionsResponse)
+cpdef _dec_ListTransactionsResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ListTransactionsResponse_v0(ListTransactionsResponse obj, bytearray out)
+@_cy.locals(obj=ListTransactionsResponse_TransactionState)
+cdef _dec_ListTransactionsResponse_TransactionState_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ListTransactionsResponse_TransactionState_v0(ListTransactionsResponse_TransactionState obj, bytearray out)

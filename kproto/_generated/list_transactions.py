@@ -86,7 +86,13 @@ def _dec_ListTransactionsRequest_v0(buf, cur, end):
             m -= 1
         if m < 0 or end - pos < m:
             raise _w.bad_sized("state_filters[%d]" % i, pos, m, end, 1, False)
-        f_state_filters.append(_w.utf8(buf, pos, m, "state_filters[%d]" % i))
+        if cython.compiled:
+            s = _read_str(buf, pos, m)
+            if s is None:
+                raise _w.bad_utf8_at(buf, pos, m, "state_filters[%d]" % i)
+        else:
+            s = _w.utf8(buf, pos, m, "state_filters[%d]" % i)
+        f_state_filters.append(s)
         pos += m
     if pos < end and buf[pos] < 128:
         n_producer_id_filters = buf[pos] - 1
@@ -209,7 +215,13 @@ def _dec_ListTransactionsRequest_v1(buf, cur, end):
             m -= 1
         if m < 0 or end - pos < m:
             raise _w.bad_sized("state_filters[%d]" % i, pos, m, end, 1, False)
-        f_state_filters.append(_w.utf8(buf, pos, m, "state_filters[%d]" % i))
+        if cython.compiled:
+            s = _read_str(buf, pos, m)
+            if s is None:
+                raise _w.bad_utf8_at(buf, pos, m, "state_filters[%d]" % i)
+        else:
+            s = _w.utf8(buf, pos, m, "state_filters[%d]" % i)
+        f_state_filters.append(s)
         pos += m
     if pos < end and buf[pos] < 128:
         n_producer_id_filters = buf[pos] - 1
@@ -342,7 +354,13 @@ def _dec_ListTransactionsRequest_v2(buf, cur, end):
             m -= 1
         if m < 0 or end - pos < m:
             raise _w.bad_sized("state_filters[%d]" % i, pos, m, end, 1, False)
-        f_state_filters.append(_w.utf8(buf, pos, m, "state_filters[%d]" % i))
+        if cython.compiled:
+            s = _read_str(buf, pos, m)
+            if s is None:
+                raise _w.bad_utf8_at(buf, pos, m, "state_filters[%d]" % i)
+        else:
+            s = _w.utf8(buf, pos, m, "state_filters[%d]" % i)
+        f_state_filters.append(s)
         pos += m
     if pos < end and buf[pos] < 128:
         n_producer_id_filters = buf[pos] - 1
@@ -383,7 +401,12 @@ def _dec_ListTransactionsRequest_v2(buf, cur, end):
         n_transactional_id_pattern, pos = _w.read_uvarint(buf, pos, end, 'transactional_id_pattern')
         n_transactional_id_pattern -= 1
     if 0 <= n_transactional_id_pattern <= end - pos:
-        f_transactional_id_pattern = _w.utf8(buf, pos, n_transactional_id_pattern, 'transactional_id_pattern')
+        if cython.compiled:
+            f_transactional_id_pattern = _read_str(buf, pos, n_transactional_id_pattern)
+            if f_transactional_id_pattern is None:
+                raise _w.bad_utf8_at(buf, pos, n_transactional_id_pattern, 'transactional_id_pattern')
+        else:
+            f_transactional_id_pattern = _w.utf8(buf, pos, n_transactional_id_pattern, 'transactional_id_pattern')
         pos += n_transactional_id_pattern
     elif n_transactional_id_pattern == -1:
         f_transactional_id_pattern = None
@@ -516,7 +539,13 @@ def _dec_ListTransactionsResponse_v0(buf, cur, end):
             m -= 1
         if m < 0 or end - pos < m:
             raise _w.bad_sized("unknown_state_filters[%d]" % i, pos, m, end, 1, False)
-        f_unknown_state_filters.append(_w.utf8(buf, pos, m, "unknown_state_filters[%d]" % i))
+        if cython.compiled:
+            s = _read_str(buf, pos, m)
+            if s is None:
+                raise _w.bad_utf8_at(buf, pos, m, "unknown_state_filters[%d]" % i)
+        else:
+            s = _w.utf8(buf, pos, m, "unknown_state_filters[%d]" % i)
+        f_unknown_state_filters.append(s)
         pos += m
     if pos < end and buf[pos] < 128:
         n_transaction_states = buf[pos] - 1
@@ -624,7 +653,12 @@ def _dec_ListTransactionsResponse_TransactionState_v0(buf, cur, end):
         n_transactional_id, pos = _w.read_uvarint(buf, pos, end, 'transactional_id')
         n_transactional_id -= 1
     if 0 <= n_transactional_id <= end - pos:
-        f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
+        if cython.compiled:
+            f_transactional_id = _read_str(buf, pos, n_transactional_id)
+            if f_transactional_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
+        else:
+            f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
         pos += n_transactional_id
     else:
         raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 1, False)
@@ -648,7 +682,12 @@ def _dec_ListTransactionsResponse_TransactionState_v0(buf, cur, end):
         n_transaction_state, pos = _w.read_uvarint(buf, pos, end, 'transaction_state')
         n_transaction_state -= 1
     if 0 <= n_transaction_state <= end - pos:
-        f_transaction_state = _w.utf8(buf, pos, n_transaction_state, 'transaction_state')
+        if cython.compiled:
+            f_transaction_state = _read_str(buf, pos, n_transaction_state)
+            if f_transaction_state is None:
+                raise _w.bad_utf8_at(buf, pos, n_transaction_state, 'transaction_state')
+        else:
+            f_transaction_state = _w.utf8(buf, pos, n_transaction_state, 'transaction_state')
         pos += n_transaction_state
     else:
         raise _w.bad_sized('transaction_state', pos, n_transaction_state, end, 1, False)

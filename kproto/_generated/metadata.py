@@ -641,7 +641,12 @@ def _dec_MetadataRequest_MetadataRequestTopic_v0(buf, cur, end):
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -690,7 +695,12 @@ def _dec_MetadataRequest_MetadataRequestTopic_v9(buf, cur, end):
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -753,7 +763,12 @@ def _dec_MetadataRequest_MetadataRequestTopic_v10(buf, cur, end):
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     elif n_name == -1:
         f_name = None
@@ -998,7 +1013,12 @@ def _dec_MetadataResponse_v2(buf, cur, end):
         n_cluster_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_cluster_id <= end - pos:
-        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+        if cython.compiled:
+            f_cluster_id = _read_str(buf, pos, n_cluster_id)
+            if f_cluster_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
+        else:
+            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
@@ -1114,7 +1134,12 @@ def _dec_MetadataResponse_v3(buf, cur, end):
         n_cluster_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_cluster_id <= end - pos:
-        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+        if cython.compiled:
+            f_cluster_id = _read_str(buf, pos, n_cluster_id)
+            if f_cluster_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
+        else:
+            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
@@ -1231,7 +1256,12 @@ def _dec_MetadataResponse_v5(buf, cur, end):
         n_cluster_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_cluster_id <= end - pos:
-        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+        if cython.compiled:
+            f_cluster_id = _read_str(buf, pos, n_cluster_id)
+            if f_cluster_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
+        else:
+            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
@@ -1348,7 +1378,12 @@ def _dec_MetadataResponse_v7(buf, cur, end):
         n_cluster_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_cluster_id <= end - pos:
-        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+        if cython.compiled:
+            f_cluster_id = _read_str(buf, pos, n_cluster_id)
+            if f_cluster_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
+        else:
+            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
@@ -1465,7 +1500,12 @@ def _dec_MetadataResponse_v8(buf, cur, end):
         n_cluster_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_cluster_id <= end - pos:
-        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+        if cython.compiled:
+            f_cluster_id = _read_str(buf, pos, n_cluster_id)
+            if f_cluster_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
+        else:
+            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
@@ -1608,7 +1648,12 @@ def _dec_MetadataResponse_v9(buf, cur, end):
         n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
         n_cluster_id -= 1
     if 0 <= n_cluster_id <= end - pos:
-        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+        if cython.compiled:
+            f_cluster_id = _read_str(buf, pos, n_cluster_id)
+            if f_cluster_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
+        else:
+            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
@@ -1782,7 +1827,12 @@ def _dec_MetadataResponse_v10(buf, cur, end):
         n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
         n_cluster_id -= 1
     if 0 <= n_cluster_id <= end - pos:
-        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+        if cython.compiled:
+            f_cluster_id = _read_str(buf, pos, n_cluster_id)
+            if f_cluster_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
+        else:
+            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
@@ -1956,7 +2006,12 @@ def _dec_MetadataResponse_v11(buf, cur, end):
         n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
         n_cluster_id -= 1
     if 0 <= n_cluster_id <= end - pos:
-        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+        if cython.compiled:
+            f_cluster_id = _read_str(buf, pos, n_cluster_id)
+            if f_cluster_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
+        else:
+            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
@@ -2120,7 +2175,12 @@ def _dec_MetadataResponse_v12(buf, cur, end):
         n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
         n_cluster_id -= 1
     if 0 <= n_cluster_id <= end - pos:
-        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+        if cython.compiled:
+            f_cluster_id = _read_str(buf, pos, n_cluster_id)
+            if f_cluster_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
+        else:
+            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
@@ -2284,7 +2344,12 @@ def _dec_MetadataResponse_v13(buf, cur, end):
         n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
         n_cluster_id -= 1
     if 0 <= n_cluster_id <= end - pos:
-        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+        if cython.compiled:
+            f_cluster_id = _read_str(buf, pos, n_cluster_id)
+            if f_cluster_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
+        else:
+            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
@@ -2426,7 +2491,12 @@ def _dec_MetadataResponse_MetadataResponseBroker_v0(buf, cur, end):
         f_node_id, n_host = _S_ih.unpack_from(buf, pos)
     pos += 6
     if 0 <= n_host <= end - pos:
-        f_host = _w.utf8(buf, pos, n_host, 'host')
+        if cython.compiled:
+            f_host = _read_str(buf, pos, n_host)
+            if f_host is None:
+                raise _w.bad_utf8_at(buf, pos, n_host, 'host')
+        else:
+            f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 2, False)
@@ -2486,7 +2556,12 @@ def _dec_MetadataResponse_MetadataResponseBroker_v1(buf, cur, end):
         f_node_id, n_host = _S_ih.unpack_from(buf, pos)
     pos += 6
     if 0 <= n_host <= end - pos:
-        f_host = _w.utf8(buf, pos, n_host, 'host')
+        if cython.compiled:
+            f_host = _read_str(buf, pos, n_host)
+            if f_host is None:
+                raise _w.bad_utf8_at(buf, pos, n_host, 'host')
+        else:
+            f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 2, False)
@@ -2499,7 +2574,12 @@ def _dec_MetadataResponse_MetadataResponseBroker_v1(buf, cur, end):
         f_port, n_rack = _S_ih.unpack_from(buf, pos)
     pos += 6
     if 0 <= n_rack <= end - pos:
-        f_rack = _w.utf8(buf, pos, n_rack, 'rack')
+        if cython.compiled:
+            f_rack = _read_str(buf, pos, n_rack)
+            if f_rack is None:
+                raise _w.bad_utf8_at(buf, pos, n_rack, 'rack')
+        else:
+            f_rack = _w.utf8(buf, pos, n_rack, 'rack')
         pos += n_rack
     elif n_rack == -1:
         f_rack = None
@@ -2576,7 +2656,12 @@ def _dec_MetadataResponse_MetadataResponseBroker_v9(buf, cur, end):
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
     if 0 <= n_host <= end - pos:
-        f_host = _w.utf8(buf, pos, n_host, 'host')
+        if cython.compiled:
+            f_host = _read_str(buf, pos, n_host)
+            if f_host is None:
+                raise _w.bad_utf8_at(buf, pos, n_host, 'host')
+        else:
+            f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -2600,7 +2685,12 @@ def _dec_MetadataResponse_MetadataResponseBroker_v9(buf, cur, end):
         n_rack, pos = _w.read_uvarint(buf, pos, end, 'rack')
         n_rack -= 1
     if 0 <= n_rack <= end - pos:
-        f_rack = _w.utf8(buf, pos, n_rack, 'rack')
+        if cython.compiled:
+            f_rack = _read_str(buf, pos, n_rack)
+            if f_rack is None:
+                raise _w.bad_utf8_at(buf, pos, n_rack, 'rack')
+        else:
+            f_rack = _w.utf8(buf, pos, n_rack, 'rack')
         pos += n_rack
     elif n_rack == -1:
         f_rack = None
@@ -2685,7 +2775,12 @@ def _dec_MetadataResponse_MetadataResponseTopic_v0(buf, cur, end):
         f_error_code, n_name = _S_hh.unpack_from(buf, pos)
     pos += 4
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -2767,7 +2862,12 @@ def _dec_MetadataResponse_MetadataResponseTopic_v1(buf, cur, end):
         f_error_code, n_name = _S_hh.unpack_from(buf, pos)
     pos += 4
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -2854,7 +2954,12 @@ def _dec_MetadataResponse_MetadataResponseTopic_v5(buf, cur, end):
         f_error_code, n_name = _S_hh.unpack_from(buf, pos)
     pos += 4
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -2941,7 +3046,12 @@ def _dec_MetadataResponse_MetadataResponseTopic_v7(buf, cur, end):
         f_error_code, n_name = _S_hh.unpack_from(buf, pos)
     pos += 4
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -3028,7 +3138,12 @@ def _dec_MetadataResponse_MetadataResponseTopic_v8(buf, cur, end):
         f_error_code, n_name = _S_hh.unpack_from(buf, pos)
     pos += 4
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -3136,7 +3251,12 @@ def _dec_MetadataResponse_MetadataResponseTopic_v9(buf, cur, end):
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -3274,7 +3394,12 @@ def _dec_MetadataResponse_MetadataResponseTopic_v10(buf, cur, end):
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -3417,7 +3542,12 @@ def _dec_MetadataResponse_MetadataResponseTopic_v12(buf, cur, end):
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     elif n_name == -1:
         f_name = None

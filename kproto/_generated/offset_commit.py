@@ -83,7 +83,12 @@ def _dec_OffsetCommitRequest_v0(buf, cur, end):
         n_group_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_group_id <= end - pos:
-        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -163,7 +168,12 @@ def _dec_OffsetCommitRequest_v1(buf, cur, end):
         n_group_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_group_id <= end - pos:
-        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -176,7 +186,12 @@ def _dec_OffsetCommitRequest_v1(buf, cur, end):
         f_generation_id_or_member_epoch, n_member_id = _S_ih.unpack_from(buf, pos)
     pos += 6
     if 0 <= n_member_id <= end - pos:
-        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+        if cython.compiled:
+            f_member_id = _read_str(buf, pos, n_member_id)
+            if f_member_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
+        else:
+            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -272,7 +287,12 @@ def _dec_OffsetCommitRequest_v2(buf, cur, end):
         n_group_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_group_id <= end - pos:
-        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -285,7 +305,12 @@ def _dec_OffsetCommitRequest_v2(buf, cur, end):
         f_generation_id_or_member_epoch, n_member_id = _S_ih.unpack_from(buf, pos)
     pos += 6
     if 0 <= n_member_id <= end - pos:
-        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+        if cython.compiled:
+            f_member_id = _read_str(buf, pos, n_member_id)
+            if f_member_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
+        else:
+            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -383,7 +408,12 @@ def _dec_OffsetCommitRequest_v5(buf, cur, end):
         n_group_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_group_id <= end - pos:
-        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -396,7 +426,12 @@ def _dec_OffsetCommitRequest_v5(buf, cur, end):
         f_generation_id_or_member_epoch, n_member_id = _S_ih.unpack_from(buf, pos)
     pos += 6
     if 0 <= n_member_id <= end - pos:
-        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+        if cython.compiled:
+            f_member_id = _read_str(buf, pos, n_member_id)
+            if f_member_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
+        else:
+            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -492,7 +527,12 @@ def _dec_OffsetCommitRequest_v6(buf, cur, end):
         n_group_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_group_id <= end - pos:
-        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -505,7 +545,12 @@ def _dec_OffsetCommitRequest_v6(buf, cur, end):
         f_generation_id_or_member_epoch, n_member_id = _S_ih.unpack_from(buf, pos)
     pos += 6
     if 0 <= n_member_id <= end - pos:
-        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+        if cython.compiled:
+            f_member_id = _read_str(buf, pos, n_member_id)
+            if f_member_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
+        else:
+            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -601,7 +646,12 @@ def _dec_OffsetCommitRequest_v7(buf, cur, end):
         n_group_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_group_id <= end - pos:
-        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -614,7 +664,12 @@ def _dec_OffsetCommitRequest_v7(buf, cur, end):
         f_generation_id_or_member_epoch, n_member_id = _S_ih.unpack_from(buf, pos)
     pos += 6
     if 0 <= n_member_id <= end - pos:
-        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+        if cython.compiled:
+            f_member_id = _read_str(buf, pos, n_member_id)
+            if f_member_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
+        else:
+            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -626,7 +681,12 @@ def _dec_OffsetCommitRequest_v7(buf, cur, end):
         n_group_instance_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_group_instance_id <= end - pos:
-        f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
+        if cython.compiled:
+            f_group_instance_id = _read_str(buf, pos, n_group_instance_id)
+            if f_group_instance_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
+        else:
+            f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
@@ -742,7 +802,12 @@ def _dec_OffsetCommitRequest_v8(buf, cur, end):
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
     if 0 <= n_group_id <= end - pos:
-        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -766,7 +831,12 @@ def _dec_OffsetCommitRequest_v8(buf, cur, end):
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
     if 0 <= n_member_id <= end - pos:
-        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+        if cython.compiled:
+            f_member_id = _read_str(buf, pos, n_member_id)
+            if f_member_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
+        else:
+            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -783,7 +853,12 @@ def _dec_OffsetCommitRequest_v8(buf, cur, end):
         n_group_instance_id, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
         n_group_instance_id -= 1
     if 0 <= n_group_instance_id <= end - pos:
-        f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
+        if cython.compiled:
+            f_group_instance_id = _read_str(buf, pos, n_group_instance_id)
+            if f_group_instance_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
+        else:
+            f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
@@ -921,7 +996,12 @@ def _dec_OffsetCommitRequest_v10(buf, cur, end):
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
     if 0 <= n_group_id <= end - pos:
-        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -945,7 +1025,12 @@ def _dec_OffsetCommitRequest_v10(buf, cur, end):
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
     if 0 <= n_member_id <= end - pos:
-        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+        if cython.compiled:
+            f_member_id = _read_str(buf, pos, n_member_id)
+            if f_member_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
+        else:
+            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -962,7 +1047,12 @@ def _dec_OffsetCommitRequest_v10(buf, cur, end):
         n_group_instance_id, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
         n_group_instance_id -= 1
     if 0 <= n_group_instance_id <= end - pos:
-        f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
+        if cython.compiled:
+            f_group_instance_id = _read_str(buf, pos, n_group_instance_id)
+            if f_group_instance_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
+        else:
+            f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
@@ -1095,7 +1185,12 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v0(buf, cur, end):
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -1170,7 +1265,12 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v1(buf, cur, end):
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -1245,7 +1345,12 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v6(buf, cur, end):
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -1325,7 +1430,12 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v8(buf, cur, end):
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -1486,7 +1596,12 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v0(buf, cur, end):
         f_partition_index, f_committed_offset, n_committed_metadata = _S_iqh.unpack_from(buf, pos)
     pos += 14
     if 0 <= n_committed_metadata <= end - pos:
-        f_committed_metadata = _w.utf8(buf, pos, n_committed_metadata, 'committed_metadata')
+        if cython.compiled:
+            f_committed_metadata = _read_str(buf, pos, n_committed_metadata)
+            if f_committed_metadata is None:
+                raise _w.bad_utf8_at(buf, pos, n_committed_metadata, 'committed_metadata')
+        else:
+            f_committed_metadata = _w.utf8(buf, pos, n_committed_metadata, 'committed_metadata')
         pos += n_committed_metadata
     elif n_committed_metadata == -1:
         f_committed_metadata = None
@@ -1542,7 +1657,12 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v1(buf, cur, end):
         f_partition_index, f_committed_offset, f_commit_timestamp, n_committed_metadata = _S_iqqh.unpack_from(buf, pos)
     pos += 22
     if 0 <= n_committed_metadata <= end - pos:
-        f_committed_metadata = _w.utf8(buf, pos, n_committed_metadata, 'committed_metadata')
+        if cython.compiled:
+            f_committed_metadata = _read_str(buf, pos, n_committed_metadata)
+            if f_committed_metadata is None:
+                raise _w.bad_utf8_at(buf, pos, n_committed_metadata, 'committed_metadata')
+        else:
+            f_committed_metadata = _w.utf8(buf, pos, n_committed_metadata, 'committed_metadata')
         pos += n_committed_metadata
     elif n_committed_metadata == -1:
         f_committed_metadata = None
@@ -1597,7 +1717,12 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v6(buf, cur, end):
         f_partition_index, f_committed_offset, f_committed_leader_epoch, n_committed_metadata = _S_iqih.unpack_from(buf, pos)
     pos += 18
     if 0 <= n_committed_metadata <= end - pos:
-        f_committed_metadata = _w.utf8(buf, pos, n_committed_metadata, 'committed_metadata')
+        if cython.compiled:
+            f_committed_metadata = _read_str(buf, pos, n_committed_metadata)
+            if f_committed_metadata is None:
+                raise _w.bad_utf8_at(buf, pos, n_committed_metadata, 'committed_metadata')
+        else:
+            f_committed_metadata = _w.utf8(buf, pos, n_committed_metadata, 'committed_metadata')
         pos += n_committed_metadata
     elif n_committed_metadata == -1:
         f_committed_metadata = None
@@ -1665,7 +1790,12 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v8(buf, cur, end):
         n_committed_metadata, pos = _w.read_uvarint(buf, pos, end, 'committed_metadata')
         n_committed_metadata -= 1
     if 0 <= n_committed_metadata <= end - pos:
-        f_committed_metadata = _w.utf8(buf, pos, n_committed_metadata, 'committed_metadata')
+        if cython.compiled:
+            f_committed_metadata = _read_str(buf, pos, n_committed_metadata)
+            if f_committed_metadata is None:
+                raise _w.bad_utf8_at(buf, pos, n_committed_metadata, 'committed_metadata')
+        else:
+            f_committed_metadata = _w.utf8(buf, pos, n_committed_metadata, 'committed_metadata')
         pos += n_committed_metadata
     elif n_committed_metadata == -1:
         f_committed_metadata = None
@@ -1977,7 +2107,12 @@ def _dec_OffsetCommitResponse_OffsetCommitResponseTopic_v0(buf, cur, end):
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -2057,7 +2192,12 @@ def _dec_OffsetCommitResponse_OffsetCommitResponseTopic_v8(buf, cur, end):
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)

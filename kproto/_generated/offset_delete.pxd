@@ -3,25 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_OffsetDeleteRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_OffsetDeleteRequest_v0(OffsetDeleteRequest obj, bytearray out)
-cdef _dec_OffsetDeleteRequest_OffsetDeleteRequestTopic_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_OffsetDeleteRequest_OffsetDeleteRequestTopic_v0(OffsetDeleteRequest_OffsetDeleteRequestTopic obj, bytearray out)
-cdef _dec_OffsetDeleteRequest_OffsetDeleteRequestPartition_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_OffsetDeleteRequest_OffsetDeleteRequestPartition_v0(OffsetDeleteRequest_OffsetDeleteRequestPartition obj, bytearray out)
-cpdef _dec_OffsetDeleteResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_OffsetDeleteResponse_v0(OffsetDeleteResponse obj, bytearray out)
-cdef _dec_OffsetDeleteResponse_OffsetDeleteResponseTopic_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_OffsetDeleteResponse_OffsetDeleteResponseTopic_v0(OffsetDeleteResponse_OffsetDeleteResponseTopic obj, bytearray out)
-cdef _dec_OffsetDeleteResponse_OffsetDeleteResponsePartition_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_OffsetDeleteResponse_OffsetDeleteResponsePartition_v0(OffsetDeleteResponse_OffsetDeleteResponsePartition obj, bytearray out)
 cdef class OffsetDeleteRequest_OffsetDeleteRequestPartition(Struct):
     cdef public object partition_index
 
@@ -40,3 +32,21 @@ cdef class OffsetDeleteResponse_OffsetDeleteResponseTopic(Struct):
 cdef class OffsetDeleteResponse(Message):
     cdef public object error_code, throttle_time_ms, topics
 
+@_cy.locals(obj=OffsetDeleteRequest)
+cpdef _dec_OffsetDeleteRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_OffsetDeleteRequest_v0(OffsetDeleteRequest obj, bytearray out)
+@_cy.locals(obj=OffsetDeleteRequest_OffsetDeleteRequestTopic)
+cdef _dec_OffsetDeleteRequest_OffsetDeleteRequestTopic_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_OffsetDeleteRequest_OffsetDeleteRequestTopic_v0(OffsetDeleteRequest_OffsetDeleteRequestTopic obj, bytearray out)
+@_cy.locals(obj=OffsetDeleteRequest_OffsetDeleteRequestPartition)
+cdef _dec_OffsetDeleteRequest_OffsetDeleteRequestPartition_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_OffsetDeleteRequest_OffsetDeleteRequestPartition_v0(OffsetDeleteRequest_OffsetDeleteRequestPartition obj, bytearray out)
+@_cy.locals(obj=OffsetDeleteResponse)
+cpdef _dec_OffsetDeleteResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_OffsetDeleteResponse_v0(OffsetDeleteResponse obj, bytearray out)
+@_cy.locals(obj=OffsetDeleteResponse_OffsetDeleteResponseTopic)
+cdef _dec_OffsetDeleteResponse_OffsetDeleteResponseTopic_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_OffsetDeleteResponse_OffsetDeleteResponseTopic_v0(OffsetDeleteResponse_OffsetDeleteResponseTopic obj, bytearray out)
+@_cy.locals(obj=OffsetDeleteResponse_OffsetDeleteResponsePartition)
+cdef _dec_OffsetDeleteResponse_OffsetDeleteResponsePartition_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_OffsetDeleteResponse_OffsetDeleteResponsePartition_v0(OffsetDeleteResponse_OffsetDeleteResponsePartition obj, bytearray out)

@@ -80,7 +80,12 @@ def _dec_OffsetFetchRequest_v0(buf, cur, end):
         n_group_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_group_id <= end - pos:
-        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -160,7 +165,12 @@ def _dec_OffsetFetchRequest_v2(buf, cur, end):
         n_group_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_group_id <= end - pos:
-        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -249,7 +259,12 @@ def _dec_OffsetFetchRequest_v6(buf, cur, end):
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
     if 0 <= n_group_id <= end - pos:
-        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -354,7 +369,12 @@ def _dec_OffsetFetchRequest_v7(buf, cur, end):
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
     if 0 <= n_group_id <= end - pos:
-        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -716,7 +736,12 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestTopic_v0(buf, cur, end):
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -795,7 +820,12 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestTopic_v6(buf, cur, end):
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -890,7 +920,12 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v8(buf, cur, end):
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
     if 0 <= n_group_id <= end - pos:
-        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -991,7 +1026,12 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v9(buf, cur, end):
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
     if 0 <= n_group_id <= end - pos:
-        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -1008,7 +1048,12 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v9(buf, cur, end):
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
     if 0 <= n_member_id <= end - pos:
-        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+        if cython.compiled:
+            f_member_id = _read_str(buf, pos, n_member_id)
+            if f_member_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
+        else:
+            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     elif n_member_id == -1:
         f_member_id = None
@@ -1139,7 +1184,12 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v10(buf, cur, end):
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
     if 0 <= n_group_id <= end - pos:
-        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -1156,7 +1206,12 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v10(buf, cur, end):
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
     if 0 <= n_member_id <= end - pos:
-        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+        if cython.compiled:
+            f_member_id = _read_str(buf, pos, n_member_id)
+            if f_member_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
+        else:
+            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     elif n_member_id == -1:
         f_member_id = None
@@ -1287,7 +1342,12 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestTopics_v8(buf, cur, end):
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -1936,7 +1996,12 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseTopic_v0(buf, cur, end):
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -2010,7 +2075,12 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseTopic_v5(buf, cur, end):
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -2089,7 +2159,12 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseTopic_v6(buf, cur, end):
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -2181,7 +2256,12 @@ def _dec_OffsetFetchResponse_OffsetFetchResponsePartition_v0(buf, cur, end):
         f_partition_index, f_committed_offset, n_metadata = _S_iqh.unpack_from(buf, pos)
     pos += 14
     if 0 <= n_metadata <= end - pos:
-        f_metadata = _w.utf8(buf, pos, n_metadata, 'metadata')
+        if cython.compiled:
+            f_metadata = _read_str(buf, pos, n_metadata)
+            if f_metadata is None:
+                raise _w.bad_utf8_at(buf, pos, n_metadata, 'metadata')
+        else:
+            f_metadata = _w.utf8(buf, pos, n_metadata, 'metadata')
         pos += n_metadata
     elif n_metadata == -1:
         f_metadata = None
@@ -2247,7 +2327,12 @@ def _dec_OffsetFetchResponse_OffsetFetchResponsePartition_v5(buf, cur, end):
         f_partition_index, f_committed_offset, f_committed_leader_epoch, n_metadata = _S_iqih.unpack_from(buf, pos)
     pos += 18
     if 0 <= n_metadata <= end - pos:
-        f_metadata = _w.utf8(buf, pos, n_metadata, 'metadata')
+        if cython.compiled:
+            f_metadata = _read_str(buf, pos, n_metadata)
+            if f_metadata is None:
+                raise _w.bad_utf8_at(buf, pos, n_metadata, 'metadata')
+        else:
+            f_metadata = _w.utf8(buf, pos, n_metadata, 'metadata')
         pos += n_metadata
     elif n_metadata == -1:
         f_metadata = None
@@ -2325,7 +2410,12 @@ def _dec_OffsetFetchResponse_OffsetFetchResponsePartition_v6(buf, cur, end):
         n_metadata, pos = _w.read_uvarint(buf, pos, end, 'metadata')
         n_metadata -= 1
     if 0 <= n_metadata <= end - pos:
-        f_metadata = _w.utf8(buf, pos, n_metadata, 'metadata')
+        if cython.compiled:
+            f_metadata = _read_str(buf, pos, n_metadata)
+            if f_metadata is None:
+                raise _w.bad_utf8_at(buf, pos, n_metadata, 'metadata')
+        else:
+            f_metadata = _w.utf8(buf, pos, n_metadata, 'metadata')
         pos += n_metadata
     elif n_metadata == -1:
         f_metadata = None
@@ -2408,7 +2498,12 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseGroup_v8(buf, cur, end):
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
     if 0 <= n_group_id <= end - pos:
-        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -2516,7 +2611,12 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseGroup_v10(buf, cur, end):
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
     if 0 <= n_group_id <= end - pos:
-        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -2624,7 +2724,12 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseTopics_v8(buf, cur, end):
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -2797,7 +2902,12 @@ def _dec_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(buf, cur, end):
         n_metadata, pos = _w.read_uvarint(buf, pos, end, 'metadata')
         n_metadata -= 1
     if 0 <= n_metadata <= end - pos:
-        f_metadata = _w.utf8(buf, pos, n_metadata, 'metadata')
+        if cython.compiled:
+            f_metadata = _read_str(buf, pos, n_metadata)
+            if f_metadata is None:
+                raise _w.bad_utf8_at(buf, pos, n_metadata, 'metadata')
+        else:
+            f_metadata = _w.utf8(buf, pos, n_metadata, 'metadata')
         pos += n_metadata
     elif n_metadata == -1:
         f_metadata = None

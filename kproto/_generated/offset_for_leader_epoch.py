@@ -293,7 +293,12 @@ def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v0(buf, cur, end):
         n_topic = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_topic <= end - pos:
-        f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+        if cython.compiled:
+            f_topic = _read_str(buf, pos, n_topic)
+            if f_topic is None:
+                raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
+        else:
+            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
@@ -367,7 +372,12 @@ def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2(buf, cur, end):
         n_topic = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_topic <= end - pos:
-        f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+        if cython.compiled:
+            f_topic = _read_str(buf, pos, n_topic)
+            if f_topic is None:
+                raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
+        else:
+            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
@@ -446,7 +456,12 @@ def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4(buf, cur, end):
         n_topic, pos = _w.read_uvarint(buf, pos, end, 'topic')
         n_topic -= 1
     if 0 <= n_topic <= end - pos:
-        f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+        if cython.compiled:
+            f_topic = _read_str(buf, pos, n_topic)
+            if f_topic is None:
+                raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
+        else:
+            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 1, False)
@@ -862,7 +877,12 @@ def _dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v0(buf, cur, en
         n_topic = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_topic <= end - pos:
-        f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+        if cython.compiled:
+            f_topic = _read_str(buf, pos, n_topic)
+            if f_topic is None:
+                raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
+        else:
+            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
@@ -936,7 +956,12 @@ def _dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1(buf, cur, en
         n_topic = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_topic <= end - pos:
-        f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+        if cython.compiled:
+            f_topic = _read_str(buf, pos, n_topic)
+            if f_topic is None:
+                raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
+        else:
+            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
@@ -1015,7 +1040,12 @@ def _dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4(buf, cur, en
         n_topic, pos = _w.read_uvarint(buf, pos, end, 'topic')
         n_topic -= 1
     if 0 <= n_topic <= end - pos:
-        f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+        if cython.compiled:
+            f_topic = _read_str(buf, pos, n_topic)
+            if f_topic is None:
+                raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
+        else:
+            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 1, False)

@@ -144,7 +144,12 @@ def _dec_ProduceRequest_v3(buf, cur, end):
         n_transactional_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_transactional_id <= end - pos:
-        f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
+        if cython.compiled:
+            f_transactional_id = _read_str(buf, pos, n_transactional_id)
+            if f_transactional_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
+        else:
+            f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
         pos += n_transactional_id
     elif n_transactional_id == -1:
         f_transactional_id = None
@@ -231,7 +236,12 @@ def _dec_ProduceRequest_v9(buf, cur, end):
         n_transactional_id, pos = _w.read_uvarint(buf, pos, end, 'transactional_id')
         n_transactional_id -= 1
     if 0 <= n_transactional_id <= end - pos:
-        f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
+        if cython.compiled:
+            f_transactional_id = _read_str(buf, pos, n_transactional_id)
+            if f_transactional_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
+        else:
+            f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
         pos += n_transactional_id
     elif n_transactional_id == -1:
         f_transactional_id = None
@@ -344,7 +354,12 @@ def _dec_ProduceRequest_v13(buf, cur, end):
         n_transactional_id, pos = _w.read_uvarint(buf, pos, end, 'transactional_id')
         n_transactional_id -= 1
     if 0 <= n_transactional_id <= end - pos:
-        f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
+        if cython.compiled:
+            f_transactional_id = _read_str(buf, pos, n_transactional_id)
+            if f_transactional_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
+        else:
+            f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
         pos += n_transactional_id
     elif n_transactional_id == -1:
         f_transactional_id = None
@@ -452,7 +467,12 @@ def _dec_ProduceRequest_TopicProduceData_v0(buf, cur, end):
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -532,7 +552,12 @@ def _dec_ProduceRequest_TopicProduceData_v9(buf, cur, end):
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -1425,7 +1450,12 @@ def _dec_ProduceResponse_TopicProduceResponse_v0(buf, cur, end):
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -1500,7 +1530,12 @@ def _dec_ProduceResponse_TopicProduceResponse_v2(buf, cur, end):
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -1575,7 +1610,12 @@ def _dec_ProduceResponse_TopicProduceResponse_v5(buf, cur, end):
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -1650,7 +1690,12 @@ def _dec_ProduceResponse_TopicProduceResponse_v8(buf, cur, end):
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -1730,7 +1775,12 @@ def _dec_ProduceResponse_TopicProduceResponse_v9(buf, cur, end):
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -1826,7 +1876,12 @@ def _dec_ProduceResponse_TopicProduceResponse_v10(buf, cur, end):
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -2137,7 +2192,12 @@ def _dec_ProduceResponse_PartitionProduceResponse_v8(buf, cur, end):
         n_error_message = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_error_message <= end - pos:
-        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -2247,7 +2307,12 @@ def _dec_ProduceResponse_PartitionProduceResponse_v9(buf, cur, end):
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
     if 0 <= n_error_message <= end - pos:
-        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -2372,7 +2437,12 @@ def _dec_ProduceResponse_PartitionProduceResponse_v10(buf, cur, end):
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
     if 0 <= n_error_message <= end - pos:
-        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -2475,7 +2545,12 @@ def _dec_ProduceResponse_BatchIndexAndErrorMessage_v8(buf, cur, end):
         f_batch_index, n_batch_index_error_message = _S_ih.unpack_from(buf, pos)
     pos += 6
     if 0 <= n_batch_index_error_message <= end - pos:
-        f_batch_index_error_message = _w.utf8(buf, pos, n_batch_index_error_message, 'batch_index_error_message')
+        if cython.compiled:
+            f_batch_index_error_message = _read_str(buf, pos, n_batch_index_error_message)
+            if f_batch_index_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_batch_index_error_message, 'batch_index_error_message')
+        else:
+            f_batch_index_error_message = _w.utf8(buf, pos, n_batch_index_error_message, 'batch_index_error_message')
         pos += n_batch_index_error_message
     elif n_batch_index_error_message == -1:
         f_batch_index_error_message = None
@@ -2534,7 +2609,12 @@ def _dec_ProduceResponse_BatchIndexAndErrorMessage_v9(buf, cur, end):
         n_batch_index_error_message, pos = _w.read_uvarint(buf, pos, end, 'batch_index_error_message')
         n_batch_index_error_message -= 1
     if 0 <= n_batch_index_error_message <= end - pos:
-        f_batch_index_error_message = _w.utf8(buf, pos, n_batch_index_error_message, 'batch_index_error_message')
+        if cython.compiled:
+            f_batch_index_error_message = _read_str(buf, pos, n_batch_index_error_message)
+            if f_batch_index_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_batch_index_error_message, 'batch_index_error_message')
+        else:
+            f_batch_index_error_message = _w.utf8(buf, pos, n_batch_index_error_message, 'batch_index_error_message')
         pos += n_batch_index_error_message
     elif n_batch_index_error_message == -1:
         f_batch_index_error_message = None
@@ -2647,7 +2727,12 @@ def _dec_ProduceResponse_NodeEndpoint_v10(buf, cur, end):
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
     if 0 <= n_host <= end - pos:
-        f_host = _w.utf8(buf, pos, n_host, 'host')
+        if cython.compiled:
+            f_host = _read_str(buf, pos, n_host)
+            if f_host is None:
+                raise _w.bad_utf8_at(buf, pos, n_host, 'host')
+        else:
+            f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -2671,7 +2756,12 @@ def _dec_ProduceResponse_NodeEndpoint_v10(buf, cur, end):
         n_rack, pos = _w.read_uvarint(buf, pos, end, 'rack')
         n_rack -= 1
     if 0 <= n_rack <= end - pos:
-        f_rack = _w.utf8(buf, pos, n_rack, 'rack')
+        if cython.compiled:
+            f_rack = _read_str(buf, pos, n_rack)
+            if f_rack is None:
+                raise _w.bad_utf8_at(buf, pos, n_rack, 'rack')
+        else:
+            f_rack = _w.utf8(buf, pos, n_rack, 'rack')
         pos += n_rack
     elif n_rack == -1:
         f_rack = None

@@ -3,27 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_ReadShareGroupStateRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ReadShareGroupStateRequest_v0(ReadShareGroupStateRequest obj, bytearray out)
-cdef _dec_ReadShareGroupStateRequest_ReadStateData_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ReadShareGroupStateRequest_ReadStateData_v0(ReadShareGroupStateRequest_ReadStateData obj, bytearray out)
-cdef _dec_ReadShareGroupStateRequest_PartitionData_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ReadShareGroupStateRequest_PartitionData_v0(ReadShareGroupStateRequest_PartitionData obj, bytearray out)
-cpdef _dec_ReadShareGroupStateResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ReadShareGroupStateResponse_v0(ReadShareGroupStateResponse obj, bytearray out)
-cdef _dec_ReadShareGroupStateResponse_ReadStateResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ReadShareGroupStateResponse_ReadStateResult_v0(ReadShareGroupStateResponse_ReadStateResult obj, bytearray out)
-cdef _dec_ReadShareGroupStateResponse_PartitionResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ReadShareGroupStateResponse_PartitionResult_v0(ReadShareGroupStateResponse_PartitionResult obj, bytearray out)
-cdef _dec_ReadShareGroupStateResponse_StateBatch_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ReadShareGroupStateResponse_StateBatch_v0(ReadShareGroupStateResponse_StateBatch obj, bytearray out)
 cdef class ReadShareGroupStateRequest_PartitionData(Struct):
     cdef public object partition, leader_epoch, unknown_tagged_fields
 
@@ -45,3 +35,24 @@ cdef class ReadShareGroupStateResponse_ReadStateResult(Struct):
 cdef class ReadShareGroupStateResponse(Message):
     cdef public object results, unknown_tagged_fields
 
+@_cy.locals(obj=ReadShareGroupStateRequest)
+cpdef _dec_ReadShareGroupStateRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ReadShareGroupStateRequest_v0(ReadShareGroupStateRequest obj, bytearray out)
+@_cy.locals(obj=ReadShareGroupStateRequest_ReadStateData)
+cdef _dec_ReadShareGroupStateRequest_ReadStateData_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ReadShareGroupStateRequest_ReadStateData_v0(ReadShareGroupStateRequest_ReadStateData obj, bytearray out)
+@_cy.locals(obj=ReadShareGroupStateRequest_PartitionData)
+cdef _dec_ReadShareGroupStateRequest_PartitionData_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ReadShareGroupStateRequest_PartitionData_v0(ReadShareGroupStateRequest_PartitionData obj, bytearray out)
+@_cy.locals(obj=ReadShareGroupStateResponse)
+cpdef _dec_ReadShareGroupStateResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ReadShareGroupStateResponse_v0(ReadShareGroupStateResponse obj, bytearray out)
+@_cy.locals(obj=ReadShareGroupStateResponse_ReadStateResult)
+cdef _dec_ReadShareGroupStateResponse_ReadStateResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ReadShareGroupStateResponse_ReadStateResult_v0(ReadShareGroupStateResponse_ReadStateResult obj, bytearray out)
+@_cy.locals(obj=ReadShareGroupStateResponse_PartitionResult)
+cdef _dec_ReadShareGroupStateResponse_PartitionResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ReadShareGroupStateResponse_PartitionResult_v0(ReadShareGroupStateResponse_PartitionResult obj, bytearray out)
+@_cy.locals(obj=ReadShareGroupStateResponse_StateBatch)
+cdef _dec_ReadShareGroupStateResponse_StateBatch_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ReadShareGroupStateResponse_StateBatch_v0(ReadShareGroupStateResponse_StateBatch obj, bytearray out)

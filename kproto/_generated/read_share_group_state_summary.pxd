@@ -3,31 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_ReadShareGroupStateSummaryRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ReadShareGroupStateSummaryRequest_v0(ReadShareGroupStateSummaryRequest obj, bytearray out)
-cdef _dec_ReadShareGroupStateSummaryRequest_ReadStateSummaryData_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ReadShareGroupStateSummaryRequest_ReadStateSummaryData_v0(ReadShareGroupStateSummaryRequest_ReadStateSummaryData obj, bytearray out)
-cdef _dec_ReadShareGroupStateSummaryRequest_PartitionData_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ReadShareGroupStateSummaryRequest_PartitionData_v0(ReadShareGroupStateSummaryRequest_PartitionData obj, bytearray out)
-cpdef _dec_ReadShareGroupStateSummaryResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ReadShareGroupStateSummaryResponse_v0(ReadShareGroupStateSummaryResponse obj, bytearray out)
-cpdef _dec_ReadShareGroupStateSummaryResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ReadShareGroupStateSummaryResponse_v1(ReadShareGroupStateSummaryResponse obj, bytearray out)
-cdef _dec_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v0(ReadShareGroupStateSummaryResponse_ReadStateSummaryResult obj, bytearray out)
-cdef _dec_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v1(ReadShareGroupStateSummaryResponse_ReadStateSummaryResult obj, bytearray out)
-cdef _dec_ReadShareGroupStateSummaryResponse_PartitionResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ReadShareGroupStateSummaryResponse_PartitionResult_v0(ReadShareGroupStateSummaryResponse_PartitionResult obj, bytearray out)
-cdef _dec_ReadShareGroupStateSummaryResponse_PartitionResult_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ReadShareGroupStateSummaryResponse_PartitionResult_v1(ReadShareGroupStateSummaryResponse_PartitionResult obj, bytearray out)
 cdef class ReadShareGroupStateSummaryRequest_PartitionData(Struct):
     cdef public object partition, leader_epoch, unknown_tagged_fields
 
@@ -46,3 +32,30 @@ cdef class ReadShareGroupStateSummaryResponse_ReadStateSummaryResult(Struct):
 cdef class ReadShareGroupStateSummaryResponse(Message):
     cdef public object results, unknown_tagged_fields
 
+@_cy.locals(obj=ReadShareGroupStateSummaryRequest)
+cpdef _dec_ReadShareGroupStateSummaryRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ReadShareGroupStateSummaryRequest_v0(ReadShareGroupStateSummaryRequest obj, bytearray out)
+@_cy.locals(obj=ReadShareGroupStateSummaryRequest_ReadStateSummaryData)
+cdef _dec_ReadShareGroupStateSummaryRequest_ReadStateSummaryData_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ReadShareGroupStateSummaryRequest_ReadStateSummaryData_v0(ReadShareGroupStateSummaryRequest_ReadStateSummaryData obj, bytearray out)
+@_cy.locals(obj=ReadShareGroupStateSummaryRequest_PartitionData)
+cdef _dec_ReadShareGroupStateSummaryRequest_PartitionData_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ReadShareGroupStateSummaryRequest_PartitionData_v0(ReadShareGroupStateSummaryRequest_PartitionData obj, bytearray out)
+@_cy.locals(obj=ReadShareGroupStateSummaryResponse)
+cpdef _dec_ReadShareGroupStateSummaryResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ReadShareGroupStateSummaryResponse_v0(ReadShareGroupStateSummaryResponse obj, bytearray out)
+@_cy.locals(obj=ReadShareGroupStateSummaryResponse)
+cpdef _dec_ReadShareGroupStateSummaryResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ReadShareGroupStateSummaryResponse_v1(ReadShareGroupStateSummaryResponse obj, bytearray out)
+@_cy.locals(obj=ReadShareGroupStateSummaryResponse_ReadStateSummaryResult)
+cdef _dec_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v0(ReadShareGroupStateSummaryResponse_ReadStateSummaryResult obj, bytearray out)
+@_cy.locals(obj=ReadShareGroupStateSummaryResponse_ReadStateSummaryResult)
+cdef _dec_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v1(ReadShareGroupStateSummaryResponse_ReadStateSummaryResult obj, bytearray out)
+@_cy.locals(obj=ReadShareGroupStateSummaryResponse_PartitionResult)
+cdef _dec_ReadShareGroupStateSummaryResponse_PartitionResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ReadShareGroupStateSummaryResponse_PartitionResult_v0(ReadShareGroupStateSummaryResponse_PartitionResult obj, bytearray out)
+@_cy.locals(obj=ReadShareGroupStateSummaryResponse_PartitionResult)
+cdef _dec_ReadShareGroupStateSummaryResponse_PartitionResult_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ReadShareGroupStateSummaryResponse_PartitionResult_v1(ReadShareGroupStateSummaryResponse_PartitionResult obj, bytearray out)

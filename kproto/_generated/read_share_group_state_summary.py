@@ -72,7 +72,12 @@ def _dec_ReadShareGroupStateSummaryRequest_v0(buf, cur, end):
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
     if 0 <= n_group_id <= end - pos:
-        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -538,7 +543,12 @@ def _dec_ReadShareGroupStateSummaryResponse_PartitionResult_v0(buf, cur, end):
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
     if 0 <= n_error_message <= end - pos:
-        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -636,7 +646,12 @@ def _dec_ReadShareGroupStateSummaryResponse_PartitionResult_v1(buf, cur, end):
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
     if 0 <= n_error_message <= end - pos:
-        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None

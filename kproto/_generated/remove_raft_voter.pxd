@@ -3,20 +3,26 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_RemoveRaftVoterRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_RemoveRaftVoterRequest_v0(RemoveRaftVoterRequest obj, bytearray out)
-cpdef _dec_RemoveRaftVoterResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_RemoveRaftVoterResponse_v0(RemoveRaftVoterResponse obj, bytearray out)
 cdef class RemoveRaftVoterRequest(Message):
     cdef public object cluster_id, voter_id, voter_directory_id, unknown_tagged_fields
 
 cdef class RemoveRaftVoterResponse(Message):
     cdef public object throttle_time_ms, error_code, error_message, unknown_tagged_fields
 
+@_cy.locals(obj=RemoveRaftVoterRequest)
+cpdef _dec_RemoveRaftVoterRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_RemoveRaftVoterRequest_v0(RemoveRaftVoterRequest obj, bytearray out)
+@_cy.locals(obj=RemoveRaftVoterResponse)
+cpdef _dec_RemoveRaftVoterResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_RemoveRaftVoterResponse_v0(RemoveRaftVoterResponse obj, bytearray out)

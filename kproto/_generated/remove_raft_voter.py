@@ -68,7 +68,12 @@ def _dec_RemoveRaftVoterRequest_v0(buf, cur, end):
         n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
         n_cluster_id -= 1
     if 0 <= n_cluster_id <= end - pos:
-        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+        if cython.compiled:
+            f_cluster_id = _read_str(buf, pos, n_cluster_id)
+            if f_cluster_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
+        else:
+            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
@@ -155,7 +160,12 @@ def _dec_RemoveRaftVoterResponse_v0(buf, cur, end):
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
     if 0 <= n_error_message <= end - pos:
-        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None

@@ -3,26 +3,35 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_SaslAuthenticateRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_SaslAuthenticateRequest_v0(SaslAuthenticateRequest obj, bytearray out)
-cpdef _dec_SaslAuthenticateRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_SaslAuthenticateRequest_v2(SaslAuthenticateRequest obj, bytearray out)
-cpdef _dec_SaslAuthenticateResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_SaslAuthenticateResponse_v0(SaslAuthenticateResponse obj, bytearray out)
-cpdef _dec_SaslAuthenticateResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_SaslAuthenticateResponse_v1(SaslAuthenticateResponse obj, bytearray out)
-cpdef _dec_SaslAuthenticateResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_SaslAuthenticateResponse_v2(SaslAuthenticateResponse obj, bytearray out)
 cdef class SaslAuthenticateRequest(Message):
     cdef public object auth_bytes, unknown_tagged_fields
 
 cdef class SaslAuthenticateResponse(Message):
     cdef public object error_code, error_message, auth_bytes, session_lifetime_ms, unknown_tagged_fields
 
+@_cy.locals(obj=SaslAuthenticateRequest)
+cpdef _dec_SaslAuthenticateRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_SaslAuthenticateRequest_v0(SaslAuthenticateRequest obj, bytearray out)
+@_cy.locals(obj=SaslAuthenticateRequest)
+cpdef _dec_SaslAuthenticateRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_SaslAuthenticateRequest_v2(SaslAuthenticateRequest obj, bytearray out)
+@_cy.locals(obj=SaslAuthenticateResponse)
+cpdef _dec_SaslAuthenticateResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_SaslAuthenticateResponse_v0(SaslAuthenticateResponse obj, bytearray out)
+@_cy.locals(obj=SaslAuthenticateResponse)
+cpdef _dec_SaslAuthenticateResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_SaslAuthenticateResponse_v1(SaslAuthenticateResponse obj, bytearray out)
+@_cy.locals(obj=SaslAuthenticateResponse)
+cpdef _dec_SaslAuthenticateResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_SaslAuthenticateResponse_v2(SaslAuthenticateResponse obj, bytearray out)

@@ -63,7 +63,12 @@ def _dec_SaslHandshakeRequest_v0(buf, cur, end):
         n_mechanism = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_mechanism <= end - pos:
-        f_mechanism = _w.utf8(buf, pos, n_mechanism, 'mechanism')
+        if cython.compiled:
+            f_mechanism = _read_str(buf, pos, n_mechanism)
+            if f_mechanism is None:
+                raise _w.bad_utf8_at(buf, pos, n_mechanism, 'mechanism')
+        else:
+            f_mechanism = _w.utf8(buf, pos, n_mechanism, 'mechanism')
         pos += n_mechanism
     else:
         raise _w.bad_sized('mechanism', pos, n_mechanism, end, 2, False)
@@ -115,7 +120,13 @@ def _dec_SaslHandshakeResponse_v0(buf, cur, end):
         pos += 2
         if m < 0 or end - pos < m:
             raise _w.bad_sized("mechanisms[%d]" % i, pos, m, end, 1, False)
-        f_mechanisms.append(_w.utf8(buf, pos, m, "mechanisms[%d]" % i))
+        if cython.compiled:
+            s = _read_str(buf, pos, m)
+            if s is None:
+                raise _w.bad_utf8_at(buf, pos, m, "mechanisms[%d]" % i)
+        else:
+            s = _w.utf8(buf, pos, m, "mechanisms[%d]" % i)
+        f_mechanisms.append(s)
         pos += m
     obj = SaslHandshakeResponse.__new__(SaslHandshakeResponse)
     obj.error_code = f_error_code

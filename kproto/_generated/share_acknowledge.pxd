@@ -3,35 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_ShareAcknowledgeRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ShareAcknowledgeRequest_v1(ShareAcknowledgeRequest obj, bytearray out)
-cpdef _dec_ShareAcknowledgeRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ShareAcknowledgeRequest_v2(ShareAcknowledgeRequest obj, bytearray out)
-cdef _dec_ShareAcknowledgeRequest_AcknowledgeTopic_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ShareAcknowledgeRequest_AcknowledgeTopic_v1(ShareAcknowledgeRequest_AcknowledgeTopic obj, bytearray out)
-cdef _dec_ShareAcknowledgeRequest_AcknowledgePartition_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ShareAcknowledgeRequest_AcknowledgePartition_v1(ShareAcknowledgeRequest_AcknowledgePartition obj, bytearray out)
-cdef _dec_ShareAcknowledgeRequest_AcknowledgementBatch_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ShareAcknowledgeRequest_AcknowledgementBatch_v1(ShareAcknowledgeRequest_AcknowledgementBatch obj, bytearray out)
-cpdef _dec_ShareAcknowledgeResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ShareAcknowledgeResponse_v1(ShareAcknowledgeResponse obj, bytearray out)
-cpdef _dec_ShareAcknowledgeResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ShareAcknowledgeResponse_v2(ShareAcknowledgeResponse obj, bytearray out)
-cdef _dec_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v1(ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse obj, bytearray out)
-cdef _dec_ShareAcknowledgeResponse_PartitionData_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ShareAcknowledgeResponse_PartitionData_v1(ShareAcknowledgeResponse_PartitionData obj, bytearray out)
-cdef _dec_ShareAcknowledgeResponse_LeaderIdAndEpoch_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ShareAcknowledgeResponse_LeaderIdAndEpoch_v1(ShareAcknowledgeResponse_LeaderIdAndEpoch obj, bytearray out)
-cdef _dec_ShareAcknowledgeResponse_NodeEndpoint_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ShareAcknowledgeResponse_NodeEndpoint_v1(ShareAcknowledgeResponse_NodeEndpoint obj, bytearray out)
 cdef class ShareAcknowledgeRequest_AcknowledgementBatch(Struct):
     cdef public object first_offset, last_offset, acknowledge_types, unknown_tagged_fields
 
@@ -59,3 +41,36 @@ cdef class ShareAcknowledgeResponse_NodeEndpoint(Struct):
 cdef class ShareAcknowledgeResponse(Message):
     cdef public object throttle_time_ms, error_code, error_message, acquisition_lock_timeout_ms, responses, node_endpoints, unknown_tagged_fields
 
+@_cy.locals(obj=ShareAcknowledgeRequest)
+cpdef _dec_ShareAcknowledgeRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ShareAcknowledgeRequest_v1(ShareAcknowledgeRequest obj, bytearray out)
+@_cy.locals(obj=ShareAcknowledgeRequest)
+cpdef _dec_ShareAcknowledgeRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ShareAcknowledgeRequest_v2(ShareAcknowledgeRequest obj, bytearray out)
+@_cy.locals(obj=ShareAcknowledgeRequest_AcknowledgeTopic)
+cdef _dec_ShareAcknowledgeRequest_AcknowledgeTopic_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ShareAcknowledgeRequest_AcknowledgeTopic_v1(ShareAcknowledgeRequest_AcknowledgeTopic obj, bytearray out)
+@_cy.locals(obj=ShareAcknowledgeRequest_AcknowledgePartition)
+cdef _dec_ShareAcknowledgeRequest_AcknowledgePartition_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ShareAcknowledgeRequest_AcknowledgePartition_v1(ShareAcknowledgeRequest_AcknowledgePartition obj, bytearray out)
+@_cy.locals(obj=ShareAcknowledgeRequest_AcknowledgementBatch)
+cdef _dec_ShareAcknowledgeRequest_AcknowledgementBatch_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ShareAcknowledgeRequest_AcknowledgementBatch_v1(ShareAcknowledgeRequest_AcknowledgementBatch obj, bytearray out)
+@_cy.locals(obj=ShareAcknowledgeResponse)
+cpdef _dec_ShareAcknowledgeResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ShareAcknowledgeResponse_v1(ShareAcknowledgeResponse obj, bytearray out)
+@_cy.locals(obj=ShareAcknowledgeResponse)
+cpdef _dec_ShareAcknowledgeResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ShareAcknowledgeResponse_v2(ShareAcknowledgeResponse obj, bytearray out)
+@_cy.locals(obj=ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse)
+cdef _dec_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v1(ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse obj, bytearray out)
+@_cy.locals(obj=ShareAcknowledgeResponse_PartitionData)
+cdef _dec_ShareAcknowledgeResponse_PartitionData_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ShareAcknowledgeResponse_PartitionData_v1(ShareAcknowledgeResponse_PartitionData obj, bytearray out)
+@_cy.locals(obj=ShareAcknowledgeResponse_LeaderIdAndEpoch)
+cdef _dec_ShareAcknowledgeResponse_LeaderIdAndEpoch_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ShareAcknowledgeResponse_LeaderIdAndEpoch_v1(ShareAcknowledgeResponse_LeaderIdAndEpoch obj, bytearray out)
+@_cy.locals(obj=ShareAcknowledgeResponse_NodeEndpoint)
+cdef _dec_ShareAcknowledgeResponse_NodeEndpoint_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ShareAcknowledgeResponse_NodeEndpoint_v1(ShareAcknowledgeResponse_NodeEndpoint obj, bytearray out)

@@ -80,7 +80,12 @@ def _dec_ShareAcknowledgeRequest_v1(buf, cur, end):
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
     if 0 <= n_group_id <= end - pos:
-        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     elif n_group_id == -1:
         f_group_id = None
@@ -99,7 +104,12 @@ def _dec_ShareAcknowledgeRequest_v1(buf, cur, end):
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
     if 0 <= n_member_id <= end - pos:
-        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+        if cython.compiled:
+            f_member_id = _read_str(buf, pos, n_member_id)
+            if f_member_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
+        else:
+            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     elif n_member_id == -1:
         f_member_id = None
@@ -229,7 +239,12 @@ def _dec_ShareAcknowledgeRequest_v2(buf, cur, end):
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
     if 0 <= n_group_id <= end - pos:
-        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     elif n_group_id == -1:
         f_group_id = None
@@ -248,7 +263,12 @@ def _dec_ShareAcknowledgeRequest_v2(buf, cur, end):
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
     if 0 <= n_member_id <= end - pos:
-        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+        if cython.compiled:
+            f_member_id = _read_str(buf, pos, n_member_id)
+            if f_member_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
+        else:
+            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     elif n_member_id == -1:
         f_member_id = None
@@ -607,7 +627,12 @@ def _dec_ShareAcknowledgeResponse_v1(buf, cur, end):
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
     if 0 <= n_error_message <= end - pos:
-        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -760,7 +785,12 @@ def _dec_ShareAcknowledgeResponse_v2(buf, cur, end):
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
     if 0 <= n_error_message <= end - pos:
-        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -990,7 +1020,12 @@ def _dec_ShareAcknowledgeResponse_PartitionData_v1(buf, cur, end):
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
     if 0 <= n_error_message <= end - pos:
-        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -1114,7 +1149,12 @@ def _dec_ShareAcknowledgeResponse_NodeEndpoint_v1(buf, cur, end):
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
     if 0 <= n_host <= end - pos:
-        f_host = _w.utf8(buf, pos, n_host, 'host')
+        if cython.compiled:
+            f_host = _read_str(buf, pos, n_host)
+            if f_host is None:
+                raise _w.bad_utf8_at(buf, pos, n_host, 'host')
+        else:
+            f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -1138,7 +1178,12 @@ def _dec_ShareAcknowledgeResponse_NodeEndpoint_v1(buf, cur, end):
         n_rack, pos = _w.read_uvarint(buf, pos, end, 'rack')
         n_rack -= 1
     if 0 <= n_rack <= end - pos:
-        f_rack = _w.utf8(buf, pos, n_rack, 'rack')
+        if cython.compiled:
+            f_rack = _read_str(buf, pos, n_rack)
+            if f_rack is None:
+                raise _w.bad_utf8_at(buf, pos, n_rack, 'rack')
+        else:
+            f_rack = _w.utf8(buf, pos, n_rack, 'rack')
         pos += n_rack
     elif n_rack == -1:
         f_rack = None

@@ -3,37 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_ShareFetchRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ShareFetchRequest_v1(ShareFetchRequest obj, bytearray out)
-cpdef _dec_ShareFetchRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ShareFetchRequest_v2(ShareFetchRequest obj, bytearray out)
-cdef _dec_ShareFetchRequest_FetchTopic_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ShareFetchRequest_FetchTopic_v1(ShareFetchRequest_FetchTopic obj, bytearray out)
-cdef _dec_ShareFetchRequest_FetchPartition_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ShareFetchRequest_FetchPartition_v1(ShareFetchRequest_FetchPartition obj, bytearray out)
-cdef _dec_ShareFetchRequest_AcknowledgementBatch_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ShareFetchRequest_AcknowledgementBatch_v1(ShareFetchRequest_AcknowledgementBatch obj, bytearray out)
-cdef _dec_ShareFetchRequest_ForgottenTopic_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ShareFetchRequest_ForgottenTopic_v1(ShareFetchRequest_ForgottenTopic obj, bytearray out)
-cpdef _dec_ShareFetchResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ShareFetchResponse_v1(ShareFetchResponse obj, bytearray out)
-cdef _dec_ShareFetchResponse_ShareFetchableTopicResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ShareFetchResponse_ShareFetchableTopicResponse_v1(ShareFetchResponse_ShareFetchableTopicResponse obj, bytearray out)
-cdef _dec_ShareFetchResponse_PartitionData_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ShareFetchResponse_PartitionData_v1(ShareFetchResponse_PartitionData obj, bytearray out)
-cdef _dec_ShareFetchResponse_LeaderIdAndEpoch_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ShareFetchResponse_LeaderIdAndEpoch_v1(ShareFetchResponse_LeaderIdAndEpoch obj, bytearray out)
-cdef _dec_ShareFetchResponse_AcquiredRecords_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ShareFetchResponse_AcquiredRecords_v1(ShareFetchResponse_AcquiredRecords obj, bytearray out)
-cdef _dec_ShareFetchResponse_NodeEndpoint_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ShareFetchResponse_NodeEndpoint_v1(ShareFetchResponse_NodeEndpoint obj, bytearray out)
 cdef class ShareFetchRequest_AcknowledgementBatch(Struct):
     cdef public object first_offset, last_offset, acknowledge_types, unknown_tagged_fields
 
@@ -67,3 +47,39 @@ cdef class ShareFetchResponse_NodeEndpoint(Struct):
 cdef class ShareFetchResponse(Message):
     cdef public object throttle_time_ms, error_code, error_message, acquisition_lock_timeout_ms, responses, node_endpoints, unknown_tagged_fields
 
+@_cy.locals(obj=ShareFetchRequest)
+cpdef _dec_ShareFetchRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ShareFetchRequest_v1(ShareFetchRequest obj, bytearray out)
+@_cy.locals(obj=ShareFetchRequest)
+cpdef _dec_ShareFetchRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ShareFetchRequest_v2(ShareFetchRequest obj, bytearray out)
+@_cy.locals(obj=ShareFetchRequest_FetchTopic)
+cdef _dec_ShareFetchRequest_FetchTopic_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ShareFetchRequest_FetchTopic_v1(ShareFetchRequest_FetchTopic obj, bytearray out)
+@_cy.locals(obj=ShareFetchRequest_FetchPartition)
+cdef _dec_ShareFetchRequest_FetchPartition_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ShareFetchRequest_FetchPartition_v1(ShareFetchRequest_FetchPartition obj, bytearray out)
+@_cy.locals(obj=ShareFetchRequest_AcknowledgementBatch)
+cdef _dec_ShareFetchRequest_AcknowledgementBatch_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ShareFetchRequest_AcknowledgementBatch_v1(ShareFetchRequest_AcknowledgementBatch obj, bytearray out)
+@_cy.locals(obj=ShareFetchRequest_ForgottenTopic)
+cdef _dec_ShareFetchRequest_ForgottenTopic_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ShareFetchRequest_ForgottenTopic_v1(ShareFetchRequest_ForgottenTopic obj, bytearray out)
+@_cy.locals(obj=ShareFetchResponse)
+cpdef _dec_ShareFetchResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ShareFetchResponse_v1(ShareFetchResponse obj, bytearray out)
+@_cy.locals(obj=ShareFetchResponse_ShareFetchableTopicResponse)
+cdef _dec_ShareFetchResponse_ShareFetchableTopicResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ShareFetchResponse_ShareFetchableTopicResponse_v1(ShareFetchResponse_ShareFetchableTopicResponse obj, bytearray out)
+@_cy.locals(obj=ShareFetchResponse_PartitionData)
+cdef _dec_ShareFetchResponse_PartitionData_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ShareFetchResponse_PartitionData_v1(ShareFetchResponse_PartitionData obj, bytearray out)
+@_cy.locals(obj=ShareFetchResponse_LeaderIdAndEpoch)
+cdef _dec_ShareFetchResponse_LeaderIdAndEpoch_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ShareFetchResponse_LeaderIdAndEpoch_v1(ShareFetchResponse_LeaderIdAndEpoch obj, bytearray out)
+@_cy.locals(obj=ShareFetchResponse_AcquiredRecords)
+cdef _dec_ShareFetchResponse_AcquiredRecords_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ShareFetchResponse_AcquiredRecords_v1(ShareFetchResponse_AcquiredRecords obj, bytearray out)
+@_cy.locals(obj=ShareFetchResponse_NodeEndpoint)
+cdef _dec_ShareFetchResponse_NodeEndpoint_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ShareFetchResponse_NodeEndpoint_v1(ShareFetchResponse_NodeEndpoint obj, bytearray out)

@@ -85,7 +85,12 @@ def _dec_ShareFetchRequest_v1(buf, cur, end):
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
     if 0 <= n_group_id <= end - pos:
-        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     elif n_group_id == -1:
         f_group_id = None
@@ -104,7 +109,12 @@ def _dec_ShareFetchRequest_v1(buf, cur, end):
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
     if 0 <= n_member_id <= end - pos:
-        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+        if cython.compiled:
+            f_member_id = _read_str(buf, pos, n_member_id)
+            if f_member_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
+        else:
+            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     elif n_member_id == -1:
         f_member_id = None
@@ -289,7 +299,12 @@ def _dec_ShareFetchRequest_v2(buf, cur, end):
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
     if 0 <= n_group_id <= end - pos:
-        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     elif n_group_id == -1:
         f_group_id = None
@@ -308,7 +323,12 @@ def _dec_ShareFetchRequest_v2(buf, cur, end):
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
     if 0 <= n_member_id <= end - pos:
-        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+        if cython.compiled:
+            f_member_id = _read_str(buf, pos, n_member_id)
+            if f_member_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
+        else:
+            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     elif n_member_id == -1:
         f_member_id = None
@@ -789,7 +809,12 @@ def _dec_ShareFetchResponse_v1(buf, cur, end):
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
     if 0 <= n_error_message <= end - pos:
-        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -1019,7 +1044,12 @@ def _dec_ShareFetchResponse_PartitionData_v1(buf, cur, end):
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
     if 0 <= n_error_message <= end - pos:
-        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -1045,7 +1075,12 @@ def _dec_ShareFetchResponse_PartitionData_v1(buf, cur, end):
         n_acknowledge_error_message, pos = _w.read_uvarint(buf, pos, end, 'acknowledge_error_message')
         n_acknowledge_error_message -= 1
     if 0 <= n_acknowledge_error_message <= end - pos:
-        f_acknowledge_error_message = _w.utf8(buf, pos, n_acknowledge_error_message, 'acknowledge_error_message')
+        if cython.compiled:
+            f_acknowledge_error_message = _read_str(buf, pos, n_acknowledge_error_message)
+            if f_acknowledge_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_acknowledge_error_message, 'acknowledge_error_message')
+        else:
+            f_acknowledge_error_message = _w.utf8(buf, pos, n_acknowledge_error_message, 'acknowledge_error_message')
         pos += n_acknowledge_error_message
     elif n_acknowledge_error_message == -1:
         f_acknowledge_error_message = None
@@ -1304,7 +1339,12 @@ def _dec_ShareFetchResponse_NodeEndpoint_v1(buf, cur, end):
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
     if 0 <= n_host <= end - pos:
-        f_host = _w.utf8(buf, pos, n_host, 'host')
+        if cython.compiled:
+            f_host = _read_str(buf, pos, n_host)
+            if f_host is None:
+                raise _w.bad_utf8_at(buf, pos, n_host, 'host')
+        else:
+            f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -1328,7 +1368,12 @@ def _dec_ShareFetchResponse_NodeEndpoint_v1(buf, cur, end):
         n_rack, pos = _w.read_uvarint(buf, pos, end, 'rack')
         n_rack -= 1
     if 0 <= n_rack <= end - pos:
-        f_rack = _w.utf8(buf, pos, n_rack, 'rack')
+        if cython.compiled:
+            f_rack = _read_str(buf, pos, n_rack)
+            if f_rack is None:
+                raise _w.bad_utf8_at(buf, pos, n_rack, 'rack')
+        else:
+            f_rack = _w.utf8(buf, pos, n_rack, 'rack')
         pos += n_rack
     elif n_rack == -1:
         f_rack = None

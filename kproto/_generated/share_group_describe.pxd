@@ -3,25 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_ShareGroupDescribeRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ShareGroupDescribeRequest_v1(ShareGroupDescribeRequest obj, bytearray out)
-cpdef _dec_ShareGroupDescribeResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ShareGroupDescribeResponse_v1(ShareGroupDescribeResponse obj, bytearray out)
-cdef _dec_ShareGroupDescribeResponse_DescribedGroup_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ShareGroupDescribeResponse_DescribedGroup_v1(ShareGroupDescribeResponse_DescribedGroup obj, bytearray out)
-cdef _dec_ShareGroupDescribeResponse_Member_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ShareGroupDescribeResponse_Member_v1(ShareGroupDescribeResponse_Member obj, bytearray out)
-cdef _dec_ShareGroupDescribeResponse_Assignment_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ShareGroupDescribeResponse_Assignment_v1(ShareGroupDescribeResponse_Assignment obj, bytearray out)
-cdef _dec_ShareGroupDescribeResponse_TopicPartitions_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ShareGroupDescribeResponse_TopicPartitions_v1(ShareGroupDescribeResponse_TopicPartitions obj, bytearray out)
 cdef class ShareGroupDescribeRequest(Message):
     cdef public object group_ids, include_authorized_operations, unknown_tagged_fields
 
@@ -40,3 +32,21 @@ cdef class ShareGroupDescribeResponse_DescribedGroup(Struct):
 cdef class ShareGroupDescribeResponse(Message):
     cdef public object throttle_time_ms, groups, unknown_tagged_fields
 
+@_cy.locals(obj=ShareGroupDescribeRequest)
+cpdef _dec_ShareGroupDescribeRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ShareGroupDescribeRequest_v1(ShareGroupDescribeRequest obj, bytearray out)
+@_cy.locals(obj=ShareGroupDescribeResponse)
+cpdef _dec_ShareGroupDescribeResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ShareGroupDescribeResponse_v1(ShareGroupDescribeResponse obj, bytearray out)
+@_cy.locals(obj=ShareGroupDescribeResponse_DescribedGroup)
+cdef _dec_ShareGroupDescribeResponse_DescribedGroup_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ShareGroupDescribeResponse_DescribedGroup_v1(ShareGroupDescribeResponse_DescribedGroup obj, bytearray out)
+@_cy.locals(obj=ShareGroupDescribeResponse_Member)
+cdef _dec_ShareGroupDescribeResponse_Member_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ShareGroupDescribeResponse_Member_v1(ShareGroupDescribeResponse_Member obj, bytearray out)
+@_cy.locals(obj=ShareGroupDescribeResponse_Assignment)
+cdef _dec_ShareGroupDescribeResponse_Assignment_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ShareGroupDescribeResponse_Assignment_v1(ShareGroupDescribeResponse_Assignment obj, bytearray out)
+@_cy.locals(obj=ShareGroupDescribeResponse_TopicPartitions)
+cdef _dec_ShareGroupDescribeResponse_TopicPartitions_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ShareGroupDescribeResponse_TopicPartitions_v1(ShareGroupDescribeResponse_TopicPartitions obj, bytearray out)

@@ -3,21 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_ShareGroupHeartbeatRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ShareGroupHeartbeatRequest_v1(ShareGroupHeartbeatRequest obj, bytearray out)
-cpdef _dec_ShareGroupHeartbeatResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_ShareGroupHeartbeatResponse_v1(ShareGroupHeartbeatResponse obj, bytearray out)
-cdef _dec_ShareGroupHeartbeatResponse_Assignment_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ShareGroupHeartbeatResponse_Assignment_v1(ShareGroupHeartbeatResponse_Assignment obj, bytearray out)
-cdef _dec_ShareGroupHeartbeatResponse_TopicPartitions_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_ShareGroupHeartbeatResponse_TopicPartitions_v1(ShareGroupHeartbeatResponse_TopicPartitions obj, bytearray out)
 cdef class ShareGroupHeartbeatRequest(Message):
     cdef public object group_id, member_id, member_epoch, rack_id, subscribed_topic_names, unknown_tagged_fields
 
@@ -30,3 +26,15 @@ cdef class ShareGroupHeartbeatResponse_Assignment(Struct):
 cdef class ShareGroupHeartbeatResponse(Message):
     cdef public object throttle_time_ms, error_code, error_message, member_id, member_epoch, heartbeat_interval_ms, assignment, unknown_tagged_fields
 
+@_cy.locals(obj=ShareGroupHeartbeatRequest)
+cpdef _dec_ShareGroupHeartbeatRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ShareGroupHeartbeatRequest_v1(ShareGroupHeartbeatRequest obj, bytearray out)
+@_cy.locals(obj=ShareGroupHeartbeatResponse)
+cpdef _dec_ShareGroupHeartbeatResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_ShareGroupHeartbeatResponse_v1(ShareGroupHeartbeatResponse obj, bytearray out)
+@_cy.locals(obj=ShareGroupHeartbeatResponse_Assignment)
+cdef _dec_ShareGroupHeartbeatResponse_Assignment_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ShareGroupHeartbeatResponse_Assignment_v1(ShareGroupHeartbeatResponse_Assignment obj, bytearray out)
+@_cy.locals(obj=ShareGroupHeartbeatResponse_TopicPartitions)
+cdef _dec_ShareGroupHeartbeatResponse_TopicPartitions_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_ShareGroupHeartbeatResponse_TopicPartitions_v1(ShareGroupHeartbeatResponse_TopicPartitions obj, bytearray out)

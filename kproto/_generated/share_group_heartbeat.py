@@ -70,7 +70,12 @@ def _dec_ShareGroupHeartbeatRequest_v1(buf, cur, end):
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
     if 0 <= n_group_id <= end - pos:
-        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -87,7 +92,12 @@ def _dec_ShareGroupHeartbeatRequest_v1(buf, cur, end):
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
     if 0 <= n_member_id <= end - pos:
-        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+        if cython.compiled:
+            f_member_id = _read_str(buf, pos, n_member_id)
+            if f_member_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
+        else:
+            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -111,7 +121,12 @@ def _dec_ShareGroupHeartbeatRequest_v1(buf, cur, end):
         n_rack_id, pos = _w.read_uvarint(buf, pos, end, 'rack_id')
         n_rack_id -= 1
     if 0 <= n_rack_id <= end - pos:
-        f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
+        if cython.compiled:
+            f_rack_id = _read_str(buf, pos, n_rack_id)
+            if f_rack_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_rack_id, 'rack_id')
+        else:
+            f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
         pos += n_rack_id
     elif n_rack_id == -1:
         f_rack_id = None
@@ -150,7 +165,13 @@ def _dec_ShareGroupHeartbeatRequest_v1(buf, cur, end):
                 m -= 1
             if m < 0 or end - pos < m:
                 raise _w.bad_sized("subscribed_topic_names[%d]" % i, pos, m, end, 1, False)
-            f_subscribed_topic_names.append(_w.utf8(buf, pos, m, "subscribed_topic_names[%d]" % i))
+            if cython.compiled:
+                s = _read_str(buf, pos, m)
+                if s is None:
+                    raise _w.bad_utf8_at(buf, pos, m, "subscribed_topic_names[%d]" % i)
+            else:
+                s = _w.utf8(buf, pos, m, "subscribed_topic_names[%d]" % i)
+            f_subscribed_topic_names.append(s)
             pos += m
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -279,7 +300,12 @@ def _dec_ShareGroupHeartbeatResponse_v1(buf, cur, end):
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
     if 0 <= n_error_message <= end - pos:
-        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -298,7 +324,12 @@ def _dec_ShareGroupHeartbeatResponse_v1(buf, cur, end):
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
     if 0 <= n_member_id <= end - pos:
-        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+        if cython.compiled:
+            f_member_id = _read_str(buf, pos, n_member_id)
+            if f_member_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
+        else:
+            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     elif n_member_id == -1:
         f_member_id = None

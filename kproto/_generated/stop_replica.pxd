@@ -3,41 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_StopReplicaRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_StopReplicaRequest_v0(StopReplicaRequest obj, bytearray out)
-cpdef _dec_StopReplicaRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_StopReplicaRequest_v1(StopReplicaRequest obj, bytearray out)
-cpdef _dec_StopReplicaRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_StopReplicaRequest_v2(StopReplicaRequest obj, bytearray out)
-cpdef _dec_StopReplicaRequest_v3(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_StopReplicaRequest_v3(StopReplicaRequest obj, bytearray out)
-cpdef _dec_StopReplicaRequest_v4(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_StopReplicaRequest_v4(StopReplicaRequest obj, bytearray out)
-cdef _dec_StopReplicaRequest_StopReplicaPartitionV0_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_StopReplicaRequest_StopReplicaPartitionV0_v0(StopReplicaRequest_StopReplicaPartitionV0 obj, bytearray out)
-cdef _dec_StopReplicaRequest_StopReplicaTopicV1_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_StopReplicaRequest_StopReplicaTopicV1_v1(StopReplicaRequest_StopReplicaTopicV1 obj, bytearray out)
-cdef _dec_StopReplicaRequest_StopReplicaTopicV1_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_StopReplicaRequest_StopReplicaTopicV1_v2(StopReplicaRequest_StopReplicaTopicV1 obj, bytearray out)
-cdef _dec_StopReplicaRequest_StopReplicaTopicState_v3(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_StopReplicaRequest_StopReplicaTopicState_v3(StopReplicaRequest_StopReplicaTopicState obj, bytearray out)
-cdef _dec_StopReplicaRequest_StopReplicaPartitionState_v3(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_StopReplicaRequest_StopReplicaPartitionState_v3(StopReplicaRequest_StopReplicaPartitionState obj, bytearray out)
-cpdef _dec_StopReplicaResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_StopReplicaResponse_v0(StopReplicaResponse obj, bytearray out)
-cpdef _dec_StopReplicaResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_StopReplicaResponse_v2(StopReplicaResponse obj, bytearray out)
-cdef _dec_StopReplicaResponse_StopReplicaPartitionError_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_StopReplicaResponse_StopReplicaPartitionError_v0(StopReplicaResponse_StopReplicaPartitionError obj, bytearray out)
-cdef _dec_StopReplicaResponse_StopReplicaPartitionError_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_StopReplicaResponse_StopReplicaPartitionError_v2(StopReplicaResponse_StopReplicaPartitionError obj, bytearray out)
 cdef class StopReplicaRequest_StopReplicaPartitionV0(Struct):
     cdef public object topic_name, partition_index, unknown_tagged_fields
 
@@ -59,3 +35,45 @@ cdef class StopReplicaResponse_StopReplicaPartitionError(Struct):
 cdef class StopReplicaResponse(Message):
     cdef public object error_code, partition_errors, unknown_tagged_fields
 
+@_cy.locals(obj=StopReplicaRequest)
+cpdef _dec_StopReplicaRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_StopReplicaRequest_v0(StopReplicaRequest obj, bytearray out)
+@_cy.locals(obj=StopReplicaRequest)
+cpdef _dec_StopReplicaRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_StopReplicaRequest_v1(StopReplicaRequest obj, bytearray out)
+@_cy.locals(obj=StopReplicaRequest)
+cpdef _dec_StopReplicaRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_StopReplicaRequest_v2(StopReplicaRequest obj, bytearray out)
+@_cy.locals(obj=StopReplicaRequest)
+cpdef _dec_StopReplicaRequest_v3(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_StopReplicaRequest_v3(StopReplicaRequest obj, bytearray out)
+@_cy.locals(obj=StopReplicaRequest)
+cpdef _dec_StopReplicaRequest_v4(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_StopReplicaRequest_v4(StopReplicaRequest obj, bytearray out)
+@_cy.locals(obj=StopReplicaRequest_StopReplicaPartitionV0)
+cdef _dec_StopReplicaRequest_StopReplicaPartitionV0_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_StopReplicaRequest_StopReplicaPartitionV0_v0(StopReplicaRequest_StopReplicaPartitionV0 obj, bytearray out)
+@_cy.locals(obj=StopReplicaRequest_StopReplicaTopicV1)
+cdef _dec_StopReplicaRequest_StopReplicaTopicV1_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_StopReplicaRequest_StopReplicaTopicV1_v1(StopReplicaRequest_StopReplicaTopicV1 obj, bytearray out)
+@_cy.locals(obj=StopReplicaRequest_StopReplicaTopicV1)
+cdef _dec_StopReplicaRequest_StopReplicaTopicV1_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_StopReplicaRequest_StopReplicaTopicV1_v2(StopReplicaRequest_StopReplicaTopicV1 obj, bytearray out)
+@_cy.locals(obj=StopReplicaRequest_StopReplicaTopicState)
+cdef _dec_StopReplicaRequest_StopReplicaTopicState_v3(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_StopReplicaRequest_StopReplicaTopicState_v3(StopReplicaRequest_StopReplicaTopicState obj, bytearray out)
+@_cy.locals(obj=StopReplicaRequest_StopReplicaPartitionState)
+cdef _dec_StopReplicaRequest_StopReplicaPartitionState_v3(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_StopReplicaRequest_StopReplicaPartitionState_v3(StopReplicaRequest_StopReplicaPartitionState obj, bytearray out)
+@_cy.locals(obj=StopReplicaResponse)
+cpdef _dec_StopReplicaResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_StopReplicaResponse_v0(StopReplicaResponse obj, bytearray out)
+@_cy.locals(obj=StopReplicaResponse)
+cpdef _dec_StopReplicaResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_StopReplicaResponse_v2(StopReplicaResponse obj, bytearray out)
+@_cy.locals(obj=StopReplicaResponse_StopReplicaPartitionError)
+cdef _dec_StopReplicaResponse_StopReplicaPartitionError_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_StopReplicaResponse_StopReplicaPartitionError_v0(StopReplicaResponse_StopReplicaPartitionError obj, bytearray out)
+@_cy.locals(obj=StopReplicaResponse_StopReplicaPartitionError)
+cdef _dec_StopReplicaResponse_StopReplicaPartitionError_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_StopReplicaResponse_StopReplicaPartitionError_v2(StopReplicaResponse_StopReplicaPartitionError obj, bytearray out)

@@ -507,7 +507,12 @@ def _dec_StopReplicaRequest_StopReplicaPartitionV0_v0(buf, cur, end):
         n_topic_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_topic_name <= end - pos:
-        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+        if cython.compiled:
+            f_topic_name = _read_str(buf, pos, n_topic_name)
+            if f_topic_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
+        else:
+            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 2, False)
@@ -563,7 +568,12 @@ def _dec_StopReplicaRequest_StopReplicaTopicV1_v1(buf, cur, end):
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -642,7 +652,12 @@ def _dec_StopReplicaRequest_StopReplicaTopicV1_v2(buf, cur, end):
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -737,7 +752,12 @@ def _dec_StopReplicaRequest_StopReplicaTopicState_v3(buf, cur, end):
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
     if 0 <= n_topic_name <= end - pos:
-        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+        if cython.compiled:
+            f_topic_name = _read_str(buf, pos, n_topic_name)
+            if f_topic_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
+        else:
+            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -996,7 +1016,12 @@ def _dec_StopReplicaResponse_StopReplicaPartitionError_v0(buf, cur, end):
         n_topic_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_topic_name <= end - pos:
-        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+        if cython.compiled:
+            f_topic_name = _read_str(buf, pos, n_topic_name)
+            if f_topic_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
+        else:
+            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 2, False)
@@ -1060,7 +1085,12 @@ def _dec_StopReplicaResponse_StopReplicaPartitionError_v2(buf, cur, end):
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
     if 0 <= n_topic_name <= end - pos:
-        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+        if cython.compiled:
+            f_topic_name = _read_str(buf, pos, n_topic_name)
+            if f_topic_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
+        else:
+            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)

@@ -3,37 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_StreamsGroupDescribeRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_StreamsGroupDescribeRequest_v0(StreamsGroupDescribeRequest obj, bytearray out)
-cpdef _dec_StreamsGroupDescribeResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_StreamsGroupDescribeResponse_v0(StreamsGroupDescribeResponse obj, bytearray out)
-cdef _dec_StreamsGroupDescribeResponse_DescribedGroup_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_StreamsGroupDescribeResponse_DescribedGroup_v0(StreamsGroupDescribeResponse_DescribedGroup obj, bytearray out)
-cdef _dec_StreamsGroupDescribeResponse_Topology_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_StreamsGroupDescribeResponse_Topology_v0(StreamsGroupDescribeResponse_Topology obj, bytearray out)
-cdef _dec_StreamsGroupDescribeResponse_Subtopology_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_StreamsGroupDescribeResponse_Subtopology_v0(StreamsGroupDescribeResponse_Subtopology obj, bytearray out)
-cdef _dec_StreamsGroupDescribeResponse_TopicInfo_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_StreamsGroupDescribeResponse_TopicInfo_v0(StreamsGroupDescribeResponse_TopicInfo obj, bytearray out)
-cdef _dec_StreamsGroupDescribeResponse_KeyValue_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_StreamsGroupDescribeResponse_KeyValue_v0(StreamsGroupDescribeResponse_KeyValue obj, bytearray out)
-cdef _dec_StreamsGroupDescribeResponse_Member_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_StreamsGroupDescribeResponse_Member_v0(StreamsGroupDescribeResponse_Member obj, bytearray out)
-cdef _dec_StreamsGroupDescribeResponse_Endpoint_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_StreamsGroupDescribeResponse_Endpoint_v0(StreamsGroupDescribeResponse_Endpoint obj, bytearray out)
-cdef _dec_StreamsGroupDescribeResponse_TaskOffset_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_StreamsGroupDescribeResponse_TaskOffset_v0(StreamsGroupDescribeResponse_TaskOffset obj, bytearray out)
-cdef _dec_StreamsGroupDescribeResponse_Assignment_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_StreamsGroupDescribeResponse_Assignment_v0(StreamsGroupDescribeResponse_Assignment obj, bytearray out)
-cdef _dec_StreamsGroupDescribeResponse_TaskIds_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_StreamsGroupDescribeResponse_TaskIds_v0(StreamsGroupDescribeResponse_TaskIds obj, bytearray out)
 cdef class StreamsGroupDescribeRequest(Message):
     cdef public object group_ids, include_authorized_operations, unknown_tagged_fields
 
@@ -70,3 +50,39 @@ cdef class StreamsGroupDescribeResponse_DescribedGroup(Struct):
 cdef class StreamsGroupDescribeResponse(Message):
     cdef public object throttle_time_ms, groups, unknown_tagged_fields
 
+@_cy.locals(obj=StreamsGroupDescribeRequest)
+cpdef _dec_StreamsGroupDescribeRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_StreamsGroupDescribeRequest_v0(StreamsGroupDescribeRequest obj, bytearray out)
+@_cy.locals(obj=StreamsGroupDescribeResponse)
+cpdef _dec_StreamsGroupDescribeResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_StreamsGroupDescribeResponse_v0(StreamsGroupDescribeResponse obj, bytearray out)
+@_cy.locals(obj=StreamsGroupDescribeResponse_DescribedGroup)
+cdef _dec_StreamsGroupDescribeResponse_DescribedGroup_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_StreamsGroupDescribeResponse_DescribedGroup_v0(StreamsGroupDescribeResponse_DescribedGroup obj, bytearray out)
+@_cy.locals(obj=StreamsGroupDescribeResponse_Topology)
+cdef _dec_StreamsGroupDescribeResponse_Topology_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_StreamsGroupDescribeResponse_Topology_v0(StreamsGroupDescribeResponse_Topology obj, bytearray out)
+@_cy.locals(obj=StreamsGroupDescribeResponse_Subtopology)
+cdef _dec_StreamsGroupDescribeResponse_Subtopology_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_StreamsGroupDescribeResponse_Subtopology_v0(StreamsGroupDescribeResponse_Subtopology obj, bytearray out)
+@_cy.locals(obj=StreamsGroupDescribeResponse_TopicInfo)
+cdef _dec_StreamsGroupDescribeResponse_TopicInfo_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_StreamsGroupDescribeResponse_TopicInfo_v0(StreamsGroupDescribeResponse_TopicInfo obj, bytearray out)
+@_cy.locals(obj=StreamsGroupDescribeResponse_KeyValue)
+cdef _dec_StreamsGroupDescribeResponse_KeyValue_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_StreamsGroupDescribeResponse_KeyValue_v0(StreamsGroupDescribeResponse_KeyValue obj, bytearray out)
+@_cy.locals(obj=StreamsGroupDescribeResponse_Member)
+cdef _dec_StreamsGroupDescribeResponse_Member_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_StreamsGroupDescribeResponse_Member_v0(StreamsGroupDescribeResponse_Member obj, bytearray out)
+@_cy.locals(obj=StreamsGroupDescribeResponse_Endpoint)
+cdef _dec_StreamsGroupDescribeResponse_Endpoint_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_StreamsGroupDescribeResponse_Endpoint_v0(StreamsGroupDescribeResponse_Endpoint obj, bytearray out)
+@_cy.locals(obj=StreamsGroupDescribeResponse_TaskOffset)
+cdef _dec_StreamsGroupDescribeResponse_TaskOffset_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_StreamsGroupDescribeResponse_TaskOffset_v0(StreamsGroupDescribeResponse_TaskOffset obj, bytearray out)
+@_cy.locals(obj=StreamsGroupDescribeResponse_Assignment)
+cdef _dec_StreamsGroupDescribeResponse_Assignment_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_StreamsGroupDescribeResponse_Assignment_v0(StreamsGroupDescribeResponse_Assignment obj, bytearray out)
+@_cy.locals(obj=StreamsGroupDescribeResponse_TaskIds)
+cdef _dec_StreamsGroupDescribeResponse_TaskIds_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_StreamsGroupDescribeResponse_TaskIds_v0(StreamsGroupDescribeResponse_TaskIds obj, bytearray out)

@@ -102,7 +102,13 @@ def _dec_StreamsGroupDescribeRequest_v0(buf, cur, end):
             m -= 1
         if m < 0 or end - pos < m:
             raise _w.bad_sized("group_ids[%d]" % i, pos, m, end, 1, False)
-        f_group_ids.append(_w.utf8(buf, pos, m, "group_ids[%d]" % i))
+        if cython.compiled:
+            s = _read_str(buf, pos, m)
+            if s is None:
+                raise _w.bad_utf8_at(buf, pos, m, "group_ids[%d]" % i)
+        else:
+            s = _w.utf8(buf, pos, m, "group_ids[%d]" % i)
+        f_group_ids.append(s)
         pos += m
     if end - pos < 1:
         raise _w.short_run(_RUN_include_authorized_operations, pos, end)
@@ -262,7 +268,12 @@ def _dec_StreamsGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
     if 0 <= n_error_message <= end - pos:
-        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -281,7 +292,12 @@ def _dec_StreamsGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
     if 0 <= n_group_id <= end - pos:
-        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -298,7 +314,12 @@ def _dec_StreamsGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
         n_group_state, pos = _w.read_uvarint(buf, pos, end, 'group_state')
         n_group_state -= 1
     if 0 <= n_group_state <= end - pos:
-        f_group_state = _w.utf8(buf, pos, n_group_state, 'group_state')
+        if cython.compiled:
+            f_group_state = _read_str(buf, pos, n_group_state)
+            if f_group_state is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_state, 'group_state')
+        else:
+            f_group_state = _w.utf8(buf, pos, n_group_state, 'group_state')
         pos += n_group_state
     else:
         raise _w.bad_sized('group_state', pos, n_group_state, end, 1, False)
@@ -558,7 +579,12 @@ def _dec_StreamsGroupDescribeResponse_Subtopology_v0(buf, cur, end):
         n_subtopology_id, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
         n_subtopology_id -= 1
     if 0 <= n_subtopology_id <= end - pos:
-        f_subtopology_id = _w.utf8(buf, pos, n_subtopology_id, 'subtopology_id')
+        if cython.compiled:
+            f_subtopology_id = _read_str(buf, pos, n_subtopology_id)
+            if f_subtopology_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_subtopology_id, 'subtopology_id')
+        else:
+            f_subtopology_id = _w.utf8(buf, pos, n_subtopology_id, 'subtopology_id')
         pos += n_subtopology_id
     else:
         raise _w.bad_sized('subtopology_id', pos, n_subtopology_id, end, 1, False)
@@ -592,7 +618,13 @@ def _dec_StreamsGroupDescribeResponse_Subtopology_v0(buf, cur, end):
             m -= 1
         if m < 0 or end - pos < m:
             raise _w.bad_sized("source_topics[%d]" % i, pos, m, end, 1, False)
-        f_source_topics.append(_w.utf8(buf, pos, m, "source_topics[%d]" % i))
+        if cython.compiled:
+            s = _read_str(buf, pos, m)
+            if s is None:
+                raise _w.bad_utf8_at(buf, pos, m, "source_topics[%d]" % i)
+        else:
+            s = _w.utf8(buf, pos, m, "source_topics[%d]" % i)
+        f_source_topics.append(s)
         pos += m
     if pos < end and buf[pos] < 128:
         n_repartition_sink_topics = buf[pos] - 1
@@ -624,7 +656,13 @@ def _dec_StreamsGroupDescribeResponse_Subtopology_v0(buf, cur, end):
             m -= 1
         if m < 0 or end - pos < m:
             raise _w.bad_sized("repartition_sink_topics[%d]" % i, pos, m, end, 1, False)
-        f_repartition_sink_topics.append(_w.utf8(buf, pos, m, "repartition_sink_topics[%d]" % i))
+        if cython.compiled:
+            s = _read_str(buf, pos, m)
+            if s is None:
+                raise _w.bad_utf8_at(buf, pos, m, "repartition_sink_topics[%d]" % i)
+        else:
+            s = _w.utf8(buf, pos, m, "repartition_sink_topics[%d]" % i)
+        f_repartition_sink_topics.append(s)
         pos += m
     if pos < end and buf[pos] < 128:
         n_state_changelog_topics = buf[pos] - 1
@@ -802,7 +840,12 @@ def _dec_StreamsGroupDescribeResponse_TopicInfo_v0(buf, cur, end):
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -913,7 +956,12 @@ def _dec_StreamsGroupDescribeResponse_KeyValue_v0(buf, cur, end):
         n_key, pos = _w.read_uvarint(buf, pos, end, 'key')
         n_key -= 1
     if 0 <= n_key <= end - pos:
-        f_key = _w.utf8(buf, pos, n_key, 'key')
+        if cython.compiled:
+            f_key = _read_str(buf, pos, n_key)
+            if f_key is None:
+                raise _w.bad_utf8_at(buf, pos, n_key, 'key')
+        else:
+            f_key = _w.utf8(buf, pos, n_key, 'key')
         pos += n_key
     else:
         raise _w.bad_sized('key', pos, n_key, end, 1, False)
@@ -930,7 +978,12 @@ def _dec_StreamsGroupDescribeResponse_KeyValue_v0(buf, cur, end):
         n_value, pos = _w.read_uvarint(buf, pos, end, 'value')
         n_value -= 1
     if 0 <= n_value <= end - pos:
-        f_value = _w.utf8(buf, pos, n_value, 'value')
+        if cython.compiled:
+            f_value = _read_str(buf, pos, n_value)
+            if f_value is None:
+                raise _w.bad_utf8_at(buf, pos, n_value, 'value')
+        else:
+            f_value = _w.utf8(buf, pos, n_value, 'value')
         pos += n_value
     else:
         raise _w.bad_sized('value', pos, n_value, end, 1, False)
@@ -1005,7 +1058,12 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
     if 0 <= n_member_id <= end - pos:
-        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+        if cython.compiled:
+            f_member_id = _read_str(buf, pos, n_member_id)
+            if f_member_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
+        else:
+            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -1029,7 +1087,12 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
         n_instance_id, pos = _w.read_uvarint(buf, pos, end, 'instance_id')
         n_instance_id -= 1
     if 0 <= n_instance_id <= end - pos:
-        f_instance_id = _w.utf8(buf, pos, n_instance_id, 'instance_id')
+        if cython.compiled:
+            f_instance_id = _read_str(buf, pos, n_instance_id)
+            if f_instance_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_instance_id, 'instance_id')
+        else:
+            f_instance_id = _w.utf8(buf, pos, n_instance_id, 'instance_id')
         pos += n_instance_id
     elif n_instance_id == -1:
         f_instance_id = None
@@ -1048,7 +1111,12 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
         n_rack_id, pos = _w.read_uvarint(buf, pos, end, 'rack_id')
         n_rack_id -= 1
     if 0 <= n_rack_id <= end - pos:
-        f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
+        if cython.compiled:
+            f_rack_id = _read_str(buf, pos, n_rack_id)
+            if f_rack_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_rack_id, 'rack_id')
+        else:
+            f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
         pos += n_rack_id
     elif n_rack_id == -1:
         f_rack_id = None
@@ -1067,7 +1135,12 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
         n_client_id, pos = _w.read_uvarint(buf, pos, end, 'client_id')
         n_client_id -= 1
     if 0 <= n_client_id <= end - pos:
-        f_client_id = _w.utf8(buf, pos, n_client_id, 'client_id')
+        if cython.compiled:
+            f_client_id = _read_str(buf, pos, n_client_id)
+            if f_client_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_client_id, 'client_id')
+        else:
+            f_client_id = _w.utf8(buf, pos, n_client_id, 'client_id')
         pos += n_client_id
     else:
         raise _w.bad_sized('client_id', pos, n_client_id, end, 1, False)
@@ -1084,7 +1157,12 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
         n_client_host, pos = _w.read_uvarint(buf, pos, end, 'client_host')
         n_client_host -= 1
     if 0 <= n_client_host <= end - pos:
-        f_client_host = _w.utf8(buf, pos, n_client_host, 'client_host')
+        if cython.compiled:
+            f_client_host = _read_str(buf, pos, n_client_host)
+            if f_client_host is None:
+                raise _w.bad_utf8_at(buf, pos, n_client_host, 'client_host')
+        else:
+            f_client_host = _w.utf8(buf, pos, n_client_host, 'client_host')
         pos += n_client_host
     else:
         raise _w.bad_sized('client_host', pos, n_client_host, end, 1, False)
@@ -1108,7 +1186,12 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
         n_process_id, pos = _w.read_uvarint(buf, pos, end, 'process_id')
         n_process_id -= 1
     if 0 <= n_process_id <= end - pos:
-        f_process_id = _w.utf8(buf, pos, n_process_id, 'process_id')
+        if cython.compiled:
+            f_process_id = _read_str(buf, pos, n_process_id)
+            if f_process_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_process_id, 'process_id')
+        else:
+            f_process_id = _w.utf8(buf, pos, n_process_id, 'process_id')
         pos += n_process_id
     else:
         raise _w.bad_sized('process_id', pos, n_process_id, end, 1, False)
@@ -1436,7 +1519,12 @@ def _dec_StreamsGroupDescribeResponse_Endpoint_v0(buf, cur, end):
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
     if 0 <= n_host <= end - pos:
-        f_host = _w.utf8(buf, pos, n_host, 'host')
+        if cython.compiled:
+            f_host = _read_str(buf, pos, n_host)
+            if f_host is None:
+                raise _w.bad_utf8_at(buf, pos, n_host, 'host')
+        else:
+            f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -1507,7 +1595,12 @@ def _dec_StreamsGroupDescribeResponse_TaskOffset_v0(buf, cur, end):
         n_subtopology_id, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
         n_subtopology_id -= 1
     if 0 <= n_subtopology_id <= end - pos:
-        f_subtopology_id = _w.utf8(buf, pos, n_subtopology_id, 'subtopology_id')
+        if cython.compiled:
+            f_subtopology_id = _read_str(buf, pos, n_subtopology_id)
+            if f_subtopology_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_subtopology_id, 'subtopology_id')
+        else:
+            f_subtopology_id = _w.utf8(buf, pos, n_subtopology_id, 'subtopology_id')
         pos += n_subtopology_id
     else:
         raise _w.bad_sized('subtopology_id', pos, n_subtopology_id, end, 1, False)
@@ -1716,7 +1809,12 @@ def _dec_StreamsGroupDescribeResponse_TaskIds_v0(buf, cur, end):
         n_subtopology_id, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
         n_subtopology_id -= 1
     if 0 <= n_subtopology_id <= end - pos:
-        f_subtopology_id = _w.utf8(buf, pos, n_subtopology_id, 'subtopology_id')
+        if cython.compiled:
+            f_subtopology_id = _read_str(buf, pos, n_subtopology_id)
+            if f_subtopology_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_subtopology_id, 'subtopology_id')
+        else:
+            f_subtopology_id = _w.utf8(buf, pos, n_subtopology_id, 'subtopology_id')
         pos += n_subtopology_id
     else:
         raise _w.bad_sized('subtopology_id', pos, n_subtopology_id, end, 1, False)

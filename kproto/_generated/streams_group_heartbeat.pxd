@@ -3,43 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_StreamsGroupHeartbeatRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_StreamsGroupHeartbeatRequest_v0(StreamsGroupHeartbeatRequest obj, bytearray out)
-cdef _dec_StreamsGroupHeartbeatRequest_Topology_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_StreamsGroupHeartbeatRequest_Topology_v0(StreamsGroupHeartbeatRequest_Topology obj, bytearray out)
-cdef _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_StreamsGroupHeartbeatRequest_Subtopology_v0(StreamsGroupHeartbeatRequest_Subtopology obj, bytearray out)
-cdef _dec_StreamsGroupHeartbeatRequest_TopicInfo_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_StreamsGroupHeartbeatRequest_TopicInfo_v0(StreamsGroupHeartbeatRequest_TopicInfo obj, bytearray out)
-cdef _dec_StreamsGroupHeartbeatRequest_KeyValue_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_StreamsGroupHeartbeatRequest_KeyValue_v0(StreamsGroupHeartbeatRequest_KeyValue obj, bytearray out)
-cdef _dec_StreamsGroupHeartbeatRequest_CopartitionGroup_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_StreamsGroupHeartbeatRequest_CopartitionGroup_v0(StreamsGroupHeartbeatRequest_CopartitionGroup obj, bytearray out)
-cdef _dec_StreamsGroupHeartbeatRequest_TaskIds_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_StreamsGroupHeartbeatRequest_TaskIds_v0(StreamsGroupHeartbeatRequest_TaskIds obj, bytearray out)
-cdef _dec_StreamsGroupHeartbeatRequest_Endpoint_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_StreamsGroupHeartbeatRequest_Endpoint_v0(StreamsGroupHeartbeatRequest_Endpoint obj, bytearray out)
-cdef _dec_StreamsGroupHeartbeatRequest_TaskOffset_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_StreamsGroupHeartbeatRequest_TaskOffset_v0(StreamsGroupHeartbeatRequest_TaskOffset obj, bytearray out)
-cpdef _dec_StreamsGroupHeartbeatResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_StreamsGroupHeartbeatResponse_v0(StreamsGroupHeartbeatResponse obj, bytearray out)
-cdef _dec_StreamsGroupHeartbeatResponse_Status_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_StreamsGroupHeartbeatResponse_Status_v0(StreamsGroupHeartbeatResponse_Status obj, bytearray out)
-cdef _dec_StreamsGroupHeartbeatResponse_TaskIds_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_StreamsGroupHeartbeatResponse_TaskIds_v0(StreamsGroupHeartbeatResponse_TaskIds obj, bytearray out)
-cdef _dec_StreamsGroupHeartbeatResponse_EndpointToPartitions_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_StreamsGroupHeartbeatResponse_EndpointToPartitions_v0(StreamsGroupHeartbeatResponse_EndpointToPartitions obj, bytearray out)
-cdef _dec_StreamsGroupHeartbeatResponse_Endpoint_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_StreamsGroupHeartbeatResponse_Endpoint_v0(StreamsGroupHeartbeatResponse_Endpoint obj, bytearray out)
-cdef _dec_StreamsGroupHeartbeatResponse_TopicPartition_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_StreamsGroupHeartbeatResponse_TopicPartition_v0(StreamsGroupHeartbeatResponse_TopicPartition obj, bytearray out)
 cdef class StreamsGroupHeartbeatRequest_KeyValue(Struct):
     cdef public object key, value, unknown_tagged_fields
 
@@ -85,3 +59,48 @@ cdef class StreamsGroupHeartbeatResponse_EndpointToPartitions(Struct):
 cdef class StreamsGroupHeartbeatResponse(Message):
     cdef public object throttle_time_ms, error_code, error_message, member_id, member_epoch, heartbeat_interval_ms, acceptable_recovery_lag, task_offset_interval_ms, status, active_tasks, standby_tasks, warmup_tasks, endpoint_information_epoch, partitions_by_user_endpoint, unknown_tagged_fields
 
+@_cy.locals(obj=StreamsGroupHeartbeatRequest)
+cpdef _dec_StreamsGroupHeartbeatRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_StreamsGroupHeartbeatRequest_v0(StreamsGroupHeartbeatRequest obj, bytearray out)
+@_cy.locals(obj=StreamsGroupHeartbeatRequest_Topology)
+cdef _dec_StreamsGroupHeartbeatRequest_Topology_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_StreamsGroupHeartbeatRequest_Topology_v0(StreamsGroupHeartbeatRequest_Topology obj, bytearray out)
+@_cy.locals(obj=StreamsGroupHeartbeatRequest_Subtopology)
+cdef _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_StreamsGroupHeartbeatRequest_Subtopology_v0(StreamsGroupHeartbeatRequest_Subtopology obj, bytearray out)
+@_cy.locals(obj=StreamsGroupHeartbeatRequest_TopicInfo)
+cdef _dec_StreamsGroupHeartbeatRequest_TopicInfo_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_StreamsGroupHeartbeatRequest_TopicInfo_v0(StreamsGroupHeartbeatRequest_TopicInfo obj, bytearray out)
+@_cy.locals(obj=StreamsGroupHeartbeatRequest_KeyValue)
+cdef _dec_StreamsGroupHeartbeatRequest_KeyValue_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_StreamsGroupHeartbeatRequest_KeyValue_v0(StreamsGroupHeartbeatRequest_KeyValue obj, bytearray out)
+@_cy.locals(obj=StreamsGroupHeartbeatRequest_CopartitionGroup)
+cdef _dec_StreamsGroupHeartbeatRequest_CopartitionGroup_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_StreamsGroupHeartbeatRequest_CopartitionGroup_v0(StreamsGroupHeartbeatRequest_CopartitionGroup obj, bytearray out)
+@_cy.locals(obj=StreamsGroupHeartbeatRequest_TaskIds)
+cdef _dec_StreamsGroupHeartbeatRequest_TaskIds_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_StreamsGroupHeartbeatRequest_TaskIds_v0(StreamsGroupHeartbeatRequest_TaskIds obj, bytearray out)
+@_cy.locals(obj=StreamsGroupHeartbeatRequest_Endpoint)
+cdef _dec_StreamsGroupHeartbeatRequest_Endpoint_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_StreamsGroupHeartbeatRequest_Endpoint_v0(StreamsGroupHeartbeatRequest_Endpoint obj, bytearray out)
+@_cy.locals(obj=StreamsGroupHeartbeatRequest_TaskOffset)
+cdef _dec_StreamsGroupHeartbeatRequest_TaskOffset_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_StreamsGroupHeartbeatRequest_TaskOffset_v0(StreamsGroupHeartbeatRequest_TaskOffset obj, bytearray out)
+@_cy.locals(obj=StreamsGroupHeartbeatResponse)
+cpdef _dec_StreamsGroupHeartbeatResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_StreamsGroupHeartbeatResponse_v0(StreamsGroupHeartbeatResponse obj, bytearray out)
+@_cy.locals(obj=StreamsGroupHeartbeatResponse_Status)
+cdef _dec_StreamsGroupHeartbeatResponse_Status_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_StreamsGroupHeartbeatResponse_Status_v0(StreamsGroupHeartbeatResponse_Status obj, bytearray out)
+@_cy.locals(obj=StreamsGroupHeartbeatResponse_TaskIds)
+cdef _dec_StreamsGroupHeartbeatResponse_TaskIds_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_StreamsGroupHeartbeatResponse_TaskIds_v0(StreamsGroupHeartbeatResponse_TaskIds obj, bytearray out)
+@_cy.locals(obj=StreamsGroupHeartbeatResponse_EndpointToPartitions)
+cdef _dec_StreamsGroupHeartbeatResponse_EndpointToPartitions_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_StreamsGroupHeartbeatResponse_EndpointToPartitions_v0(StreamsGroupHeartbeatResponse_EndpointToPartitions obj, bytearray out)
+@_cy.locals(obj=StreamsGroupHeartbeatResponse_Endpoint)
+cdef _dec_StreamsGroupHeartbeatResponse_Endpoint_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_StreamsGroupHeartbeatResponse_Endpoint_v0(StreamsGroupHeartbeatResponse_Endpoint obj, bytearray out)
+@_cy.locals(obj=StreamsGroupHeartbeatResponse_TopicPartition)
+cdef _dec_StreamsGroupHeartbeatResponse_TopicPartition_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_StreamsGroupHeartbeatResponse_TopicPartition_v0(StreamsGroupHeartbeatResponse_TopicPartition obj, bytearray out)

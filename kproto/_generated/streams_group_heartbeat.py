@@ -85,7 +85,12 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
     if 0 <= n_group_id <= end - pos:
-        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -102,7 +107,12 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
     if 0 <= n_member_id <= end - pos:
-        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+        if cython.compiled:
+            f_member_id = _read_str(buf, pos, n_member_id)
+            if f_member_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
+        else:
+            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -127,7 +137,12 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
         n_instance_id, pos = _w.read_uvarint(buf, pos, end, 'instance_id')
         n_instance_id -= 1
     if 0 <= n_instance_id <= end - pos:
-        f_instance_id = _w.utf8(buf, pos, n_instance_id, 'instance_id')
+        if cython.compiled:
+            f_instance_id = _read_str(buf, pos, n_instance_id)
+            if f_instance_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_instance_id, 'instance_id')
+        else:
+            f_instance_id = _w.utf8(buf, pos, n_instance_id, 'instance_id')
         pos += n_instance_id
     elif n_instance_id == -1:
         f_instance_id = None
@@ -146,7 +161,12 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
         n_rack_id, pos = _w.read_uvarint(buf, pos, end, 'rack_id')
         n_rack_id -= 1
     if 0 <= n_rack_id <= end - pos:
-        f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
+        if cython.compiled:
+            f_rack_id = _read_str(buf, pos, n_rack_id)
+            if f_rack_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_rack_id, 'rack_id')
+        else:
+            f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
         pos += n_rack_id
     elif n_rack_id == -1:
         f_rack_id = None
@@ -262,7 +282,12 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
         n_process_id, pos = _w.read_uvarint(buf, pos, end, 'process_id')
         n_process_id -= 1
     if 0 <= n_process_id <= end - pos:
-        f_process_id = _w.utf8(buf, pos, n_process_id, 'process_id')
+        if cython.compiled:
+            f_process_id = _read_str(buf, pos, n_process_id)
+            if f_process_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_process_id, 'process_id')
+        else:
+            f_process_id = _w.utf8(buf, pos, n_process_id, 'process_id')
         pos += n_process_id
     elif n_process_id == -1:
         f_process_id = None
@@ -696,7 +721,12 @@ def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
         n_subtopology_id, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
         n_subtopology_id -= 1
     if 0 <= n_subtopology_id <= end - pos:
-        f_subtopology_id = _w.utf8(buf, pos, n_subtopology_id, 'subtopology_id')
+        if cython.compiled:
+            f_subtopology_id = _read_str(buf, pos, n_subtopology_id)
+            if f_subtopology_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_subtopology_id, 'subtopology_id')
+        else:
+            f_subtopology_id = _w.utf8(buf, pos, n_subtopology_id, 'subtopology_id')
         pos += n_subtopology_id
     else:
         raise _w.bad_sized('subtopology_id', pos, n_subtopology_id, end, 1, False)
@@ -730,7 +760,13 @@ def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
             m -= 1
         if m < 0 or end - pos < m:
             raise _w.bad_sized("source_topics[%d]" % i, pos, m, end, 1, False)
-        f_source_topics.append(_w.utf8(buf, pos, m, "source_topics[%d]" % i))
+        if cython.compiled:
+            s = _read_str(buf, pos, m)
+            if s is None:
+                raise _w.bad_utf8_at(buf, pos, m, "source_topics[%d]" % i)
+        else:
+            s = _w.utf8(buf, pos, m, "source_topics[%d]" % i)
+        f_source_topics.append(s)
         pos += m
     if pos < end and buf[pos] < 128:
         n_source_topic_regex = buf[pos] - 1
@@ -762,7 +798,13 @@ def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
             m -= 1
         if m < 0 or end - pos < m:
             raise _w.bad_sized("source_topic_regex[%d]" % i, pos, m, end, 1, False)
-        f_source_topic_regex.append(_w.utf8(buf, pos, m, "source_topic_regex[%d]" % i))
+        if cython.compiled:
+            s = _read_str(buf, pos, m)
+            if s is None:
+                raise _w.bad_utf8_at(buf, pos, m, "source_topic_regex[%d]" % i)
+        else:
+            s = _w.utf8(buf, pos, m, "source_topic_regex[%d]" % i)
+        f_source_topic_regex.append(s)
         pos += m
     if pos < end and buf[pos] < 128:
         n_state_changelog_topics = buf[pos] - 1
@@ -817,7 +859,13 @@ def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
             m -= 1
         if m < 0 or end - pos < m:
             raise _w.bad_sized("repartition_sink_topics[%d]" % i, pos, m, end, 1, False)
-        f_repartition_sink_topics.append(_w.utf8(buf, pos, m, "repartition_sink_topics[%d]" % i))
+        if cython.compiled:
+            s = _read_str(buf, pos, m)
+            if s is None:
+                raise _w.bad_utf8_at(buf, pos, m, "repartition_sink_topics[%d]" % i)
+        else:
+            s = _w.utf8(buf, pos, m, "repartition_sink_topics[%d]" % i)
+        f_repartition_sink_topics.append(s)
         pos += m
     if pos < end and buf[pos] < 128:
         n_repartition_source_topics = buf[pos] - 1
@@ -1033,7 +1081,12 @@ def _dec_StreamsGroupHeartbeatRequest_TopicInfo_v0(buf, cur, end):
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -1144,7 +1197,12 @@ def _dec_StreamsGroupHeartbeatRequest_KeyValue_v0(buf, cur, end):
         n_key, pos = _w.read_uvarint(buf, pos, end, 'key')
         n_key -= 1
     if 0 <= n_key <= end - pos:
-        f_key = _w.utf8(buf, pos, n_key, 'key')
+        if cython.compiled:
+            f_key = _read_str(buf, pos, n_key)
+            if f_key is None:
+                raise _w.bad_utf8_at(buf, pos, n_key, 'key')
+        else:
+            f_key = _w.utf8(buf, pos, n_key, 'key')
         pos += n_key
     else:
         raise _w.bad_sized('key', pos, n_key, end, 1, False)
@@ -1161,7 +1219,12 @@ def _dec_StreamsGroupHeartbeatRequest_KeyValue_v0(buf, cur, end):
         n_value, pos = _w.read_uvarint(buf, pos, end, 'value')
         n_value -= 1
     if 0 <= n_value <= end - pos:
-        f_value = _w.utf8(buf, pos, n_value, 'value')
+        if cython.compiled:
+            f_value = _read_str(buf, pos, n_value)
+            if f_value is None:
+                raise _w.bad_utf8_at(buf, pos, n_value, 'value')
+        else:
+            f_value = _w.utf8(buf, pos, n_value, 'value')
         pos += n_value
     else:
         raise _w.bad_sized('value', pos, n_value, end, 1, False)
@@ -1371,7 +1434,12 @@ def _dec_StreamsGroupHeartbeatRequest_TaskIds_v0(buf, cur, end):
         n_subtopology_id, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
         n_subtopology_id -= 1
     if 0 <= n_subtopology_id <= end - pos:
-        f_subtopology_id = _w.utf8(buf, pos, n_subtopology_id, 'subtopology_id')
+        if cython.compiled:
+            f_subtopology_id = _read_str(buf, pos, n_subtopology_id)
+            if f_subtopology_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_subtopology_id, 'subtopology_id')
+        else:
+            f_subtopology_id = _w.utf8(buf, pos, n_subtopology_id, 'subtopology_id')
         pos += n_subtopology_id
     else:
         raise _w.bad_sized('subtopology_id', pos, n_subtopology_id, end, 1, False)
@@ -1466,7 +1534,12 @@ def _dec_StreamsGroupHeartbeatRequest_Endpoint_v0(buf, cur, end):
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
     if 0 <= n_host <= end - pos:
-        f_host = _w.utf8(buf, pos, n_host, 'host')
+        if cython.compiled:
+            f_host = _read_str(buf, pos, n_host)
+            if f_host is None:
+                raise _w.bad_utf8_at(buf, pos, n_host, 'host')
+        else:
+            f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -1537,7 +1610,12 @@ def _dec_StreamsGroupHeartbeatRequest_TaskOffset_v0(buf, cur, end):
         n_subtopology_id, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
         n_subtopology_id -= 1
     if 0 <= n_subtopology_id <= end - pos:
-        f_subtopology_id = _w.utf8(buf, pos, n_subtopology_id, 'subtopology_id')
+        if cython.compiled:
+            f_subtopology_id = _read_str(buf, pos, n_subtopology_id)
+            if f_subtopology_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_subtopology_id, 'subtopology_id')
+        else:
+            f_subtopology_id = _w.utf8(buf, pos, n_subtopology_id, 'subtopology_id')
         pos += n_subtopology_id
     else:
         raise _w.bad_sized('subtopology_id', pos, n_subtopology_id, end, 1, False)
@@ -1619,7 +1697,12 @@ def _dec_StreamsGroupHeartbeatResponse_v0(buf, cur, end):
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
     if 0 <= n_error_message <= end - pos:
-        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -1638,7 +1721,12 @@ def _dec_StreamsGroupHeartbeatResponse_v0(buf, cur, end):
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
     if 0 <= n_member_id <= end - pos:
-        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+        if cython.compiled:
+            f_member_id = _read_str(buf, pos, n_member_id)
+            if f_member_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
+        else:
+            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -1968,7 +2056,12 @@ def _dec_StreamsGroupHeartbeatResponse_Status_v0(buf, cur, end):
         n_status_detail, pos = _w.read_uvarint(buf, pos, end, 'status_detail')
         n_status_detail -= 1
     if 0 <= n_status_detail <= end - pos:
-        f_status_detail = _w.utf8(buf, pos, n_status_detail, 'status_detail')
+        if cython.compiled:
+            f_status_detail = _read_str(buf, pos, n_status_detail)
+            if f_status_detail is None:
+                raise _w.bad_utf8_at(buf, pos, n_status_detail, 'status_detail')
+        else:
+            f_status_detail = _w.utf8(buf, pos, n_status_detail, 'status_detail')
         pos += n_status_detail
     else:
         raise _w.bad_sized('status_detail', pos, n_status_detail, end, 1, False)
@@ -2032,7 +2125,12 @@ def _dec_StreamsGroupHeartbeatResponse_TaskIds_v0(buf, cur, end):
         n_subtopology_id, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
         n_subtopology_id -= 1
     if 0 <= n_subtopology_id <= end - pos:
-        f_subtopology_id = _w.utf8(buf, pos, n_subtopology_id, 'subtopology_id')
+        if cython.compiled:
+            f_subtopology_id = _read_str(buf, pos, n_subtopology_id)
+            if f_subtopology_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_subtopology_id, 'subtopology_id')
+        else:
+            f_subtopology_id = _w.utf8(buf, pos, n_subtopology_id, 'subtopology_id')
         pos += n_subtopology_id
     else:
         raise _w.bad_sized('subtopology_id', pos, n_subtopology_id, end, 1, False)
@@ -2234,7 +2332,12 @@ def _dec_StreamsGroupHeartbeatResponse_Endpoint_v0(buf, cur, end):
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
     if 0 <= n_host <= end - pos:
-        f_host = _w.utf8(buf, pos, n_host, 'host')
+        if cython.compiled:
+            f_host = _read_str(buf, pos, n_host)
+            if f_host is None:
+                raise _w.bad_utf8_at(buf, pos, n_host, 'host')
+        else:
+            f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -2305,7 +2408,12 @@ def _dec_StreamsGroupHeartbeatResponse_TopicPartition_v0(buf, cur, end):
         n_topic, pos = _w.read_uvarint(buf, pos, end, 'topic')
         n_topic -= 1
     if 0 <= n_topic <= end - pos:
-        f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+        if cython.compiled:
+            f_topic = _read_str(buf, pos, n_topic)
+            if f_topic is None:
+                raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
+        else:
+            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 1, False)

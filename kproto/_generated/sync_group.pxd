@@ -3,33 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_SyncGroupRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_SyncGroupRequest_v0(SyncGroupRequest obj, bytearray out)
-cpdef _dec_SyncGroupRequest_v3(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_SyncGroupRequest_v3(SyncGroupRequest obj, bytearray out)
-cpdef _dec_SyncGroupRequest_v4(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_SyncGroupRequest_v4(SyncGroupRequest obj, bytearray out)
-cpdef _dec_SyncGroupRequest_v5(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_SyncGroupRequest_v5(SyncGroupRequest obj, bytearray out)
-cdef _dec_SyncGroupRequest_SyncGroupRequestAssignment_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_SyncGroupRequest_SyncGroupRequestAssignment_v0(SyncGroupRequest_SyncGroupRequestAssignment obj, bytearray out)
-cdef _dec_SyncGroupRequest_SyncGroupRequestAssignment_v4(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_SyncGroupRequest_SyncGroupRequestAssignment_v4(SyncGroupRequest_SyncGroupRequestAssignment obj, bytearray out)
-cpdef _dec_SyncGroupResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_SyncGroupResponse_v0(SyncGroupResponse obj, bytearray out)
-cpdef _dec_SyncGroupResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_SyncGroupResponse_v1(SyncGroupResponse obj, bytearray out)
-cpdef _dec_SyncGroupResponse_v4(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_SyncGroupResponse_v4(SyncGroupResponse obj, bytearray out)
-cpdef _dec_SyncGroupResponse_v5(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_SyncGroupResponse_v5(SyncGroupResponse obj, bytearray out)
 cdef class SyncGroupRequest_SyncGroupRequestAssignment(Struct):
     cdef public object member_id, assignment, unknown_tagged_fields
 
@@ -39,3 +23,33 @@ cdef class SyncGroupRequest(Message):
 cdef class SyncGroupResponse(Message):
     cdef public object throttle_time_ms, error_code, protocol_type, protocol_name, assignment, unknown_tagged_fields
 
+@_cy.locals(obj=SyncGroupRequest)
+cpdef _dec_SyncGroupRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_SyncGroupRequest_v0(SyncGroupRequest obj, bytearray out)
+@_cy.locals(obj=SyncGroupRequest)
+cpdef _dec_SyncGroupRequest_v3(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_SyncGroupRequest_v3(SyncGroupRequest obj, bytearray out)
+@_cy.locals(obj=SyncGroupRequest)
+cpdef _dec_SyncGroupRequest_v4(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_SyncGroupRequest_v4(SyncGroupRequest obj, bytearray out)
+@_cy.locals(obj=SyncGroupRequest)
+cpdef _dec_SyncGroupRequest_v5(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_SyncGroupRequest_v5(SyncGroupRequest obj, bytearray out)
+@_cy.locals(obj=SyncGroupRequest_SyncGroupRequestAssignment)
+cdef _dec_SyncGroupRequest_SyncGroupRequestAssignment_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_SyncGroupRequest_SyncGroupRequestAssignment_v0(SyncGroupRequest_SyncGroupRequestAssignment obj, bytearray out)
+@_cy.locals(obj=SyncGroupRequest_SyncGroupRequestAssignment)
+cdef _dec_SyncGroupRequest_SyncGroupRequestAssignment_v4(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_SyncGroupRequest_SyncGroupRequestAssignment_v4(SyncGroupRequest_SyncGroupRequestAssignment obj, bytearray out)
+@_cy.locals(obj=SyncGroupResponse)
+cpdef _dec_SyncGroupResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_SyncGroupResponse_v0(SyncGroupResponse obj, bytearray out)
+@_cy.locals(obj=SyncGroupResponse)
+cpdef _dec_SyncGroupResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_SyncGroupResponse_v1(SyncGroupResponse obj, bytearray out)
+@_cy.locals(obj=SyncGroupResponse)
+cpdef _dec_SyncGroupResponse_v4(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_SyncGroupResponse_v4(SyncGroupResponse obj, bytearray out)
+@_cy.locals(obj=SyncGroupResponse)
+cpdef _dec_SyncGroupResponse_v5(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_SyncGroupResponse_v5(SyncGroupResponse obj, bytearray out)

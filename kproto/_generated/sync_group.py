@@ -74,7 +74,12 @@ def _dec_SyncGroupRequest_v0(buf, cur, end):
         n_group_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_group_id <= end - pos:
-        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -87,7 +92,12 @@ def _dec_SyncGroupRequest_v0(buf, cur, end):
         f_generation_id, n_member_id = _S_ih.unpack_from(buf, pos)
     pos += 6
     if 0 <= n_member_id <= end - pos:
-        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+        if cython.compiled:
+            f_member_id = _read_str(buf, pos, n_member_id)
+            if f_member_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
+        else:
+            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -184,7 +194,12 @@ def _dec_SyncGroupRequest_v3(buf, cur, end):
         n_group_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_group_id <= end - pos:
-        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -197,7 +212,12 @@ def _dec_SyncGroupRequest_v3(buf, cur, end):
         f_generation_id, n_member_id = _S_ih.unpack_from(buf, pos)
     pos += 6
     if 0 <= n_member_id <= end - pos:
-        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+        if cython.compiled:
+            f_member_id = _read_str(buf, pos, n_member_id)
+            if f_member_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
+        else:
+            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -209,7 +229,12 @@ def _dec_SyncGroupRequest_v3(buf, cur, end):
         n_group_instance_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_group_instance_id <= end - pos:
-        f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
+        if cython.compiled:
+            f_group_instance_id = _read_str(buf, pos, n_group_instance_id)
+            if f_group_instance_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
+        else:
+            f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
@@ -326,7 +351,12 @@ def _dec_SyncGroupRequest_v4(buf, cur, end):
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
     if 0 <= n_group_id <= end - pos:
-        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -350,7 +380,12 @@ def _dec_SyncGroupRequest_v4(buf, cur, end):
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
     if 0 <= n_member_id <= end - pos:
-        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+        if cython.compiled:
+            f_member_id = _read_str(buf, pos, n_member_id)
+            if f_member_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
+        else:
+            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -367,7 +402,12 @@ def _dec_SyncGroupRequest_v4(buf, cur, end):
         n_group_instance_id, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
         n_group_instance_id -= 1
     if 0 <= n_group_instance_id <= end - pos:
-        f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
+        if cython.compiled:
+            f_group_instance_id = _read_str(buf, pos, n_group_instance_id)
+            if f_group_instance_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
+        else:
+            f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
@@ -506,7 +546,12 @@ def _dec_SyncGroupRequest_v5(buf, cur, end):
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
     if 0 <= n_group_id <= end - pos:
-        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -530,7 +575,12 @@ def _dec_SyncGroupRequest_v5(buf, cur, end):
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
     if 0 <= n_member_id <= end - pos:
-        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+        if cython.compiled:
+            f_member_id = _read_str(buf, pos, n_member_id)
+            if f_member_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
+        else:
+            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -547,7 +597,12 @@ def _dec_SyncGroupRequest_v5(buf, cur, end):
         n_group_instance_id, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
         n_group_instance_id -= 1
     if 0 <= n_group_instance_id <= end - pos:
-        f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
+        if cython.compiled:
+            f_group_instance_id = _read_str(buf, pos, n_group_instance_id)
+            if f_group_instance_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
+        else:
+            f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
@@ -566,7 +621,12 @@ def _dec_SyncGroupRequest_v5(buf, cur, end):
         n_protocol_type, pos = _w.read_uvarint(buf, pos, end, 'protocol_type')
         n_protocol_type -= 1
     if 0 <= n_protocol_type <= end - pos:
-        f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
+        if cython.compiled:
+            f_protocol_type = _read_str(buf, pos, n_protocol_type)
+            if f_protocol_type is None:
+                raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
+        else:
+            f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
         pos += n_protocol_type
     elif n_protocol_type == -1:
         f_protocol_type = None
@@ -585,7 +645,12 @@ def _dec_SyncGroupRequest_v5(buf, cur, end):
         n_protocol_name, pos = _w.read_uvarint(buf, pos, end, 'protocol_name')
         n_protocol_name -= 1
     if 0 <= n_protocol_name <= end - pos:
-        f_protocol_name = _w.utf8(buf, pos, n_protocol_name, 'protocol_name')
+        if cython.compiled:
+            f_protocol_name = _read_str(buf, pos, n_protocol_name)
+            if f_protocol_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_protocol_name, 'protocol_name')
+        else:
+            f_protocol_name = _w.utf8(buf, pos, n_protocol_name, 'protocol_name')
         pos += n_protocol_name
     elif n_protocol_name == -1:
         f_protocol_name = None
@@ -751,7 +816,12 @@ def _dec_SyncGroupRequest_SyncGroupRequestAssignment_v0(buf, cur, end):
         n_member_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_member_id <= end - pos:
-        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+        if cython.compiled:
+            f_member_id = _read_str(buf, pos, n_member_id)
+            if f_member_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
+        else:
+            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -824,7 +894,12 @@ def _dec_SyncGroupRequest_SyncGroupRequestAssignment_v4(buf, cur, end):
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
     if 0 <= n_member_id <= end - pos:
-        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+        if cython.compiled:
+            f_member_id = _read_str(buf, pos, n_member_id)
+            if f_member_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
+        else:
+            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -1088,7 +1163,12 @@ def _dec_SyncGroupResponse_v5(buf, cur, end):
         n_protocol_type, pos = _w.read_uvarint(buf, pos, end, 'protocol_type')
         n_protocol_type -= 1
     if 0 <= n_protocol_type <= end - pos:
-        f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
+        if cython.compiled:
+            f_protocol_type = _read_str(buf, pos, n_protocol_type)
+            if f_protocol_type is None:
+                raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
+        else:
+            f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
         pos += n_protocol_type
     elif n_protocol_type == -1:
         f_protocol_type = None
@@ -1107,7 +1187,12 @@ def _dec_SyncGroupResponse_v5(buf, cur, end):
         n_protocol_name, pos = _w.read_uvarint(buf, pos, end, 'protocol_name')
         n_protocol_name -= 1
     if 0 <= n_protocol_name <= end - pos:
-        f_protocol_name = _w.utf8(buf, pos, n_protocol_name, 'protocol_name')
+        if cython.compiled:
+            f_protocol_name = _read_str(buf, pos, n_protocol_name)
+            if f_protocol_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_protocol_name, 'protocol_name')
+        else:
+            f_protocol_name = _w.utf8(buf, pos, n_protocol_name, 'protocol_name')
         pos += n_protocol_name
     elif n_protocol_name == -1:
         f_protocol_name = None

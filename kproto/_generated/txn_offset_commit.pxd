@@ -3,43 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_TxnOffsetCommitRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_TxnOffsetCommitRequest_v0(TxnOffsetCommitRequest obj, bytearray out)
-cpdef _dec_TxnOffsetCommitRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_TxnOffsetCommitRequest_v2(TxnOffsetCommitRequest obj, bytearray out)
-cpdef _dec_TxnOffsetCommitRequest_v3(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_TxnOffsetCommitRequest_v3(TxnOffsetCommitRequest obj, bytearray out)
-cdef _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0(TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic obj, bytearray out)
-cdef _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v2(TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic obj, bytearray out)
-cdef _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3(TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic obj, bytearray out)
-cdef _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v0(TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition obj, bytearray out)
-cdef _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v2(TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition obj, bytearray out)
-cdef _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3(TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition obj, bytearray out)
-cpdef _dec_TxnOffsetCommitResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_TxnOffsetCommitResponse_v0(TxnOffsetCommitResponse obj, bytearray out)
-cpdef _dec_TxnOffsetCommitResponse_v3(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_TxnOffsetCommitResponse_v3(TxnOffsetCommitResponse obj, bytearray out)
-cdef _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0(TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic obj, bytearray out)
-cdef _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3(TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic obj, bytearray out)
-cdef _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v0(TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition obj, bytearray out)
-cdef _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3(TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition obj, bytearray out)
 cdef class TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition(Struct):
     cdef public object partition_index, committed_offset, committed_leader_epoch, committed_metadata, unknown_tagged_fields
 
@@ -58,3 +32,48 @@ cdef class TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic(Struct):
 cdef class TxnOffsetCommitResponse(Message):
     cdef public object throttle_time_ms, topics, unknown_tagged_fields
 
+@_cy.locals(obj=TxnOffsetCommitRequest)
+cpdef _dec_TxnOffsetCommitRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_TxnOffsetCommitRequest_v0(TxnOffsetCommitRequest obj, bytearray out)
+@_cy.locals(obj=TxnOffsetCommitRequest)
+cpdef _dec_TxnOffsetCommitRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_TxnOffsetCommitRequest_v2(TxnOffsetCommitRequest obj, bytearray out)
+@_cy.locals(obj=TxnOffsetCommitRequest)
+cpdef _dec_TxnOffsetCommitRequest_v3(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_TxnOffsetCommitRequest_v3(TxnOffsetCommitRequest obj, bytearray out)
+@_cy.locals(obj=TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic)
+cdef _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0(TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic obj, bytearray out)
+@_cy.locals(obj=TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic)
+cdef _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v2(TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic obj, bytearray out)
+@_cy.locals(obj=TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic)
+cdef _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3(TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic obj, bytearray out)
+@_cy.locals(obj=TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition)
+cdef _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v0(TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition obj, bytearray out)
+@_cy.locals(obj=TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition)
+cdef _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v2(TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition obj, bytearray out)
+@_cy.locals(obj=TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition)
+cdef _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3(TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition obj, bytearray out)
+@_cy.locals(obj=TxnOffsetCommitResponse)
+cpdef _dec_TxnOffsetCommitResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_TxnOffsetCommitResponse_v0(TxnOffsetCommitResponse obj, bytearray out)
+@_cy.locals(obj=TxnOffsetCommitResponse)
+cpdef _dec_TxnOffsetCommitResponse_v3(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_TxnOffsetCommitResponse_v3(TxnOffsetCommitResponse obj, bytearray out)
+@_cy.locals(obj=TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic)
+cdef _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0(TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic obj, bytearray out)
+@_cy.locals(obj=TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic)
+cdef _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3(TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic obj, bytearray out)
+@_cy.locals(obj=TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition)
+cdef _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v0(TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition obj, bytearray out)
+@_cy.locals(obj=TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition)
+cdef _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3(TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition obj, bytearray out)

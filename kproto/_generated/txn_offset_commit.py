@@ -79,7 +79,12 @@ def _dec_TxnOffsetCommitRequest_v0(buf, cur, end):
         n_transactional_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_transactional_id <= end - pos:
-        f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
+        if cython.compiled:
+            f_transactional_id = _read_str(buf, pos, n_transactional_id)
+            if f_transactional_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
+        else:
+            f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
         pos += n_transactional_id
     else:
         raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 2, False)
@@ -91,7 +96,12 @@ def _dec_TxnOffsetCommitRequest_v0(buf, cur, end):
         n_group_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_group_id <= end - pos:
-        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -196,7 +206,12 @@ def _dec_TxnOffsetCommitRequest_v2(buf, cur, end):
         n_transactional_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_transactional_id <= end - pos:
-        f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
+        if cython.compiled:
+            f_transactional_id = _read_str(buf, pos, n_transactional_id)
+            if f_transactional_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
+        else:
+            f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
         pos += n_transactional_id
     else:
         raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 2, False)
@@ -208,7 +223,12 @@ def _dec_TxnOffsetCommitRequest_v2(buf, cur, end):
         n_group_id = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_group_id <= end - pos:
-        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -318,7 +338,12 @@ def _dec_TxnOffsetCommitRequest_v3(buf, cur, end):
         n_transactional_id, pos = _w.read_uvarint(buf, pos, end, 'transactional_id')
         n_transactional_id -= 1
     if 0 <= n_transactional_id <= end - pos:
-        f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
+        if cython.compiled:
+            f_transactional_id = _read_str(buf, pos, n_transactional_id)
+            if f_transactional_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
+        else:
+            f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
         pos += n_transactional_id
     else:
         raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 1, False)
@@ -335,7 +360,12 @@ def _dec_TxnOffsetCommitRequest_v3(buf, cur, end):
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
     if 0 <= n_group_id <= end - pos:
-        f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+        if cython.compiled:
+            f_group_id = _read_str(buf, pos, n_group_id)
+            if f_group_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
+        else:
+            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -361,7 +391,12 @@ def _dec_TxnOffsetCommitRequest_v3(buf, cur, end):
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
     if 0 <= n_member_id <= end - pos:
-        f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+        if cython.compiled:
+            f_member_id = _read_str(buf, pos, n_member_id)
+            if f_member_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
+        else:
+            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -378,7 +413,12 @@ def _dec_TxnOffsetCommitRequest_v3(buf, cur, end):
         n_group_instance_id, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
         n_group_instance_id -= 1
     if 0 <= n_group_instance_id <= end - pos:
-        f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
+        if cython.compiled:
+            f_group_instance_id = _read_str(buf, pos, n_group_instance_id)
+            if f_group_instance_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
+        else:
+            f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
@@ -531,7 +571,12 @@ def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0(buf, cur, end):
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -605,7 +650,12 @@ def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v2(buf, cur, end):
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -684,7 +734,12 @@ def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3(buf, cur, end):
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -776,7 +831,12 @@ def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v0(buf, cur, end
         f_partition_index, f_committed_offset, n_committed_metadata = _S_iqh.unpack_from(buf, pos)
     pos += 14
     if 0 <= n_committed_metadata <= end - pos:
-        f_committed_metadata = _w.utf8(buf, pos, n_committed_metadata, 'committed_metadata')
+        if cython.compiled:
+            f_committed_metadata = _read_str(buf, pos, n_committed_metadata)
+            if f_committed_metadata is None:
+                raise _w.bad_utf8_at(buf, pos, n_committed_metadata, 'committed_metadata')
+        else:
+            f_committed_metadata = _w.utf8(buf, pos, n_committed_metadata, 'committed_metadata')
         pos += n_committed_metadata
     elif n_committed_metadata == -1:
         f_committed_metadata = None
@@ -829,7 +889,12 @@ def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v2(buf, cur, end
         f_partition_index, f_committed_offset, f_committed_leader_epoch, n_committed_metadata = _S_iqih.unpack_from(buf, pos)
     pos += 18
     if 0 <= n_committed_metadata <= end - pos:
-        f_committed_metadata = _w.utf8(buf, pos, n_committed_metadata, 'committed_metadata')
+        if cython.compiled:
+            f_committed_metadata = _read_str(buf, pos, n_committed_metadata)
+            if f_committed_metadata is None:
+                raise _w.bad_utf8_at(buf, pos, n_committed_metadata, 'committed_metadata')
+        else:
+            f_committed_metadata = _w.utf8(buf, pos, n_committed_metadata, 'committed_metadata')
         pos += n_committed_metadata
     elif n_committed_metadata == -1:
         f_committed_metadata = None
@@ -894,7 +959,12 @@ def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3(buf, cur, end
         n_committed_metadata, pos = _w.read_uvarint(buf, pos, end, 'committed_metadata')
         n_committed_metadata -= 1
     if 0 <= n_committed_metadata <= end - pos:
-        f_committed_metadata = _w.utf8(buf, pos, n_committed_metadata, 'committed_metadata')
+        if cython.compiled:
+            f_committed_metadata = _read_str(buf, pos, n_committed_metadata)
+            if f_committed_metadata is None:
+                raise _w.bad_utf8_at(buf, pos, n_committed_metadata, 'committed_metadata')
+        else:
+            f_committed_metadata = _w.utf8(buf, pos, n_committed_metadata, 'committed_metadata')
         pos += n_committed_metadata
     elif n_committed_metadata == -1:
         f_committed_metadata = None
@@ -1082,7 +1152,12 @@ def _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0(buf, cur, end):
         n_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -1161,7 +1236,12 @@ def _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3(buf, cur, end):
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
     if 0 <= n_name <= end - pos:
-        f_name = _w.utf8(buf, pos, n_name, 'name')
+        if cython.compiled:
+            f_name = _read_str(buf, pos, n_name)
+            if f_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_name, 'name')
+        else:
+            f_name = _w.utf8(buf, pos, n_name, 'name')
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)

@@ -113,7 +113,12 @@ def _dec_UnregisterBrokerResponse_v0(buf, cur, end):
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
     if 0 <= n_error_message <= end - pos:
-        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None

@@ -3,27 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_UpdateFeaturesRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_UpdateFeaturesRequest_v0(UpdateFeaturesRequest obj, bytearray out)
-cpdef _dec_UpdateFeaturesRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_UpdateFeaturesRequest_v1(UpdateFeaturesRequest obj, bytearray out)
-cdef _dec_UpdateFeaturesRequest_FeatureUpdateKey_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_UpdateFeaturesRequest_FeatureUpdateKey_v0(UpdateFeaturesRequest_FeatureUpdateKey obj, bytearray out)
-cdef _dec_UpdateFeaturesRequest_FeatureUpdateKey_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_UpdateFeaturesRequest_FeatureUpdateKey_v1(UpdateFeaturesRequest_FeatureUpdateKey obj, bytearray out)
-cpdef _dec_UpdateFeaturesResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_UpdateFeaturesResponse_v0(UpdateFeaturesResponse obj, bytearray out)
-cpdef _dec_UpdateFeaturesResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_UpdateFeaturesResponse_v2(UpdateFeaturesResponse obj, bytearray out)
-cdef _dec_UpdateFeaturesResponse_UpdatableFeatureResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_UpdateFeaturesResponse_UpdatableFeatureResult_v0(UpdateFeaturesResponse_UpdatableFeatureResult obj, bytearray out)
 cdef class UpdateFeaturesRequest_FeatureUpdateKey(Struct):
     cdef public object feature, max_version_level, allow_downgrade, upgrade_type, unknown_tagged_fields
 
@@ -36,3 +26,24 @@ cdef class UpdateFeaturesResponse_UpdatableFeatureResult(Struct):
 cdef class UpdateFeaturesResponse(Message):
     cdef public object throttle_time_ms, error_code, error_message, results, unknown_tagged_fields
 
+@_cy.locals(obj=UpdateFeaturesRequest)
+cpdef _dec_UpdateFeaturesRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_UpdateFeaturesRequest_v0(UpdateFeaturesRequest obj, bytearray out)
+@_cy.locals(obj=UpdateFeaturesRequest)
+cpdef _dec_UpdateFeaturesRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_UpdateFeaturesRequest_v1(UpdateFeaturesRequest obj, bytearray out)
+@_cy.locals(obj=UpdateFeaturesRequest_FeatureUpdateKey)
+cdef _dec_UpdateFeaturesRequest_FeatureUpdateKey_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_UpdateFeaturesRequest_FeatureUpdateKey_v0(UpdateFeaturesRequest_FeatureUpdateKey obj, bytearray out)
+@_cy.locals(obj=UpdateFeaturesRequest_FeatureUpdateKey)
+cdef _dec_UpdateFeaturesRequest_FeatureUpdateKey_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_UpdateFeaturesRequest_FeatureUpdateKey_v1(UpdateFeaturesRequest_FeatureUpdateKey obj, bytearray out)
+@_cy.locals(obj=UpdateFeaturesResponse)
+cpdef _dec_UpdateFeaturesResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_UpdateFeaturesResponse_v0(UpdateFeaturesResponse obj, bytearray out)
+@_cy.locals(obj=UpdateFeaturesResponse)
+cpdef _dec_UpdateFeaturesResponse_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_UpdateFeaturesResponse_v2(UpdateFeaturesResponse obj, bytearray out)
+@_cy.locals(obj=UpdateFeaturesResponse_UpdatableFeatureResult)
+cdef _dec_UpdateFeaturesResponse_UpdatableFeatureResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_UpdateFeaturesResponse_UpdatableFeatureResult_v0(UpdateFeaturesResponse_UpdatableFeatureResult obj, bytearray out)

@@ -244,7 +244,12 @@ def _dec_UpdateFeaturesRequest_FeatureUpdateKey_v0(buf, cur, end):
         n_feature, pos = _w.read_uvarint(buf, pos, end, 'feature')
         n_feature -= 1
     if 0 <= n_feature <= end - pos:
-        f_feature = _w.utf8(buf, pos, n_feature, 'feature')
+        if cython.compiled:
+            f_feature = _read_str(buf, pos, n_feature)
+            if f_feature is None:
+                raise _w.bad_utf8_at(buf, pos, n_feature, 'feature')
+        else:
+            f_feature = _w.utf8(buf, pos, n_feature, 'feature')
         pos += n_feature
     else:
         raise _w.bad_sized('feature', pos, n_feature, end, 1, False)
@@ -324,7 +329,12 @@ def _dec_UpdateFeaturesRequest_FeatureUpdateKey_v1(buf, cur, end):
         n_feature, pos = _w.read_uvarint(buf, pos, end, 'feature')
         n_feature -= 1
     if 0 <= n_feature <= end - pos:
-        f_feature = _w.utf8(buf, pos, n_feature, 'feature')
+        if cython.compiled:
+            f_feature = _read_str(buf, pos, n_feature)
+            if f_feature is None:
+                raise _w.bad_utf8_at(buf, pos, n_feature, 'feature')
+        else:
+            f_feature = _w.utf8(buf, pos, n_feature, 'feature')
         pos += n_feature
     else:
         raise _w.bad_sized('feature', pos, n_feature, end, 1, False)
@@ -409,7 +419,12 @@ def _dec_UpdateFeaturesResponse_v0(buf, cur, end):
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
     if 0 <= n_error_message <= end - pos:
-        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -522,7 +537,12 @@ def _dec_UpdateFeaturesResponse_v2(buf, cur, end):
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
     if 0 <= n_error_message <= end - pos:
-        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -591,7 +611,12 @@ def _dec_UpdateFeaturesResponse_UpdatableFeatureResult_v0(buf, cur, end):
         n_feature, pos = _w.read_uvarint(buf, pos, end, 'feature')
         n_feature -= 1
     if 0 <= n_feature <= end - pos:
-        f_feature = _w.utf8(buf, pos, n_feature, 'feature')
+        if cython.compiled:
+            f_feature = _read_str(buf, pos, n_feature)
+            if f_feature is None:
+                raise _w.bad_utf8_at(buf, pos, n_feature, 'feature')
+        else:
+            f_feature = _w.utf8(buf, pos, n_feature, 'feature')
         pos += n_feature
     else:
         raise _w.bad_sized('feature', pos, n_feature, end, 1, False)
@@ -615,7 +640,12 @@ def _dec_UpdateFeaturesResponse_UpdatableFeatureResult_v0(buf, cur, end):
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
     if 0 <= n_error_message <= end - pos:
-        f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+        if cython.compiled:
+            f_error_message = _read_str(buf, pos, n_error_message)
+            if f_error_message is None:
+                raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
+        else:
+            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None

@@ -1055,7 +1055,12 @@ def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(buf, cur, end):
         n_topic_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_topic_name <= end - pos:
-        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+        if cython.compiled:
+            f_topic_name = _read_str(buf, pos, n_topic_name)
+            if f_topic_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
+        else:
+            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 2, False)
@@ -1176,7 +1181,12 @@ def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v4(buf, cur, end):
         n_topic_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_topic_name <= end - pos:
-        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+        if cython.compiled:
+            f_topic_name = _read_str(buf, pos, n_topic_name)
+            if f_topic_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
+        else:
+            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 2, False)
@@ -1622,7 +1632,12 @@ def _dec_UpdateMetadataRequest_UpdateMetadataTopicState_v5(buf, cur, end):
         n_topic_name = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_topic_name <= end - pos:
-        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+        if cython.compiled:
+            f_topic_name = _read_str(buf, pos, n_topic_name)
+            if f_topic_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
+        else:
+            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 2, False)
@@ -1702,7 +1717,12 @@ def _dec_UpdateMetadataRequest_UpdateMetadataTopicState_v6(buf, cur, end):
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
     if 0 <= n_topic_name <= end - pos:
-        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+        if cython.compiled:
+            f_topic_name = _read_str(buf, pos, n_topic_name)
+            if f_topic_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
+        else:
+            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -1798,7 +1818,12 @@ def _dec_UpdateMetadataRequest_UpdateMetadataTopicState_v7(buf, cur, end):
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
     if 0 <= n_topic_name <= end - pos:
-        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+        if cython.compiled:
+            f_topic_name = _read_str(buf, pos, n_topic_name)
+            if f_topic_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
+        else:
+            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -1895,7 +1920,12 @@ def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v0(buf, cur, end):
         f_id, n_v0_host = _S_ih.unpack_from(buf, pos)
     pos += 6
     if 0 <= n_v0_host <= end - pos:
-        f_v0_host = _w.utf8(buf, pos, n_v0_host, 'v0_host')
+        if cython.compiled:
+            f_v0_host = _read_str(buf, pos, n_v0_host)
+            if f_v0_host is None:
+                raise _w.bad_utf8_at(buf, pos, n_v0_host, 'v0_host')
+        else:
+            f_v0_host = _w.utf8(buf, pos, n_v0_host, 'v0_host')
         pos += n_v0_host
     else:
         raise _w.bad_sized('v0_host', pos, n_v0_host, end, 2, False)
@@ -2026,7 +2056,12 @@ def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v2(buf, cur, end):
         n_rack = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_rack <= end - pos:
-        f_rack = _w.utf8(buf, pos, n_rack, 'rack')
+        if cython.compiled:
+            f_rack = _read_str(buf, pos, n_rack)
+            if f_rack is None:
+                raise _w.bad_utf8_at(buf, pos, n_rack, 'rack')
+        else:
+            f_rack = _w.utf8(buf, pos, n_rack, 'rack')
         pos += n_rack
     elif n_rack == -1:
         f_rack = None
@@ -2107,7 +2142,12 @@ def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v3(buf, cur, end):
         n_rack = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_rack <= end - pos:
-        f_rack = _w.utf8(buf, pos, n_rack, 'rack')
+        if cython.compiled:
+            f_rack = _read_str(buf, pos, n_rack)
+            if f_rack is None:
+                raise _w.bad_utf8_at(buf, pos, n_rack, 'rack')
+        else:
+            f_rack = _w.utf8(buf, pos, n_rack, 'rack')
         pos += n_rack
     elif n_rack == -1:
         f_rack = None
@@ -2204,7 +2244,12 @@ def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v6(buf, cur, end):
         n_rack, pos = _w.read_uvarint(buf, pos, end, 'rack')
         n_rack -= 1
     if 0 <= n_rack <= end - pos:
-        f_rack = _w.utf8(buf, pos, n_rack, 'rack')
+        if cython.compiled:
+            f_rack = _read_str(buf, pos, n_rack)
+            if f_rack is None:
+                raise _w.bad_utf8_at(buf, pos, n_rack, 'rack')
+        else:
+            f_rack = _w.utf8(buf, pos, n_rack, 'rack')
         pos += n_rack
     elif n_rack == -1:
         f_rack = None
@@ -2282,7 +2327,12 @@ def _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(buf, cur, end):
         f_port, n_host = _S_ih.unpack_from(buf, pos)
     pos += 6
     if 0 <= n_host <= end - pos:
-        f_host = _w.utf8(buf, pos, n_host, 'host')
+        if cython.compiled:
+            f_host = _read_str(buf, pos, n_host)
+            if f_host is None:
+                raise _w.bad_utf8_at(buf, pos, n_host, 'host')
+        else:
+            f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 2, False)
@@ -2342,7 +2392,12 @@ def _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v3(buf, cur, end):
         f_port, n_host = _S_ih.unpack_from(buf, pos)
     pos += 6
     if 0 <= n_host <= end - pos:
-        f_host = _w.utf8(buf, pos, n_host, 'host')
+        if cython.compiled:
+            f_host = _read_str(buf, pos, n_host)
+            if f_host is None:
+                raise _w.bad_utf8_at(buf, pos, n_host, 'host')
+        else:
+            f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 2, False)
@@ -2354,7 +2409,12 @@ def _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v3(buf, cur, end):
         n_listener = _S_h.unpack_from(buf, pos)[0]
     pos += 2
     if 0 <= n_listener <= end - pos:
-        f_listener = _w.utf8(buf, pos, n_listener, 'listener')
+        if cython.compiled:
+            f_listener = _read_str(buf, pos, n_listener)
+            if f_listener is None:
+                raise _w.bad_utf8_at(buf, pos, n_listener, 'listener')
+        else:
+            f_listener = _w.utf8(buf, pos, n_listener, 'listener')
         pos += n_listener
     else:
         raise _w.bad_sized('listener', pos, n_listener, end, 2, False)
@@ -2440,7 +2500,12 @@ def _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v6(buf, cur, end):
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
     if 0 <= n_host <= end - pos:
-        f_host = _w.utf8(buf, pos, n_host, 'host')
+        if cython.compiled:
+            f_host = _read_str(buf, pos, n_host)
+            if f_host is None:
+                raise _w.bad_utf8_at(buf, pos, n_host, 'host')
+        else:
+            f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -2457,7 +2522,12 @@ def _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v6(buf, cur, end):
         n_listener, pos = _w.read_uvarint(buf, pos, end, 'listener')
         n_listener -= 1
     if 0 <= n_listener <= end - pos:
-        f_listener = _w.utf8(buf, pos, n_listener, 'listener')
+        if cython.compiled:
+            f_listener = _read_str(buf, pos, n_listener)
+            if f_listener is None:
+                raise _w.bad_utf8_at(buf, pos, n_listener, 'listener')
+        else:
+            f_listener = _w.utf8(buf, pos, n_listener, 'listener')
         pos += n_listener
     else:
         raise _w.bad_sized('listener', pos, n_listener, end, 1, False)

@@ -3,23 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_UpdateRaftVoterRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_UpdateRaftVoterRequest_v0(UpdateRaftVoterRequest obj, bytearray out)
-cdef _dec_UpdateRaftVoterRequest_Listener_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_UpdateRaftVoterRequest_Listener_v0(UpdateRaftVoterRequest_Listener obj, bytearray out)
-cdef _dec_UpdateRaftVoterRequest_KRaftVersionFeature_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_UpdateRaftVoterRequest_KRaftVersionFeature_v0(UpdateRaftVoterRequest_KRaftVersionFeature obj, bytearray out)
-cpdef _dec_UpdateRaftVoterResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_UpdateRaftVoterResponse_v0(UpdateRaftVoterResponse obj, bytearray out)
-cdef _dec_UpdateRaftVoterResponse_CurrentLeader_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_UpdateRaftVoterResponse_CurrentLeader_v0(UpdateRaftVoterResponse_CurrentLeader obj, bytearray out)
 cdef class UpdateRaftVoterRequest_Listener(Struct):
     cdef public object name, host, port, unknown_tagged_fields
 
@@ -35,3 +29,18 @@ cdef class UpdateRaftVoterResponse_CurrentLeader(Struct):
 cdef class UpdateRaftVoterResponse(Message):
     cdef public object throttle_time_ms, error_code, current_leader, unknown_tagged_fields
 
+@_cy.locals(obj=UpdateRaftVoterRequest)
+cpdef _dec_UpdateRaftVoterRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_UpdateRaftVoterRequest_v0(UpdateRaftVoterRequest obj, bytearray out)
+@_cy.locals(obj=UpdateRaftVoterRequest_Listener)
+cdef _dec_UpdateRaftVoterRequest_Listener_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_UpdateRaftVoterRequest_Listener_v0(UpdateRaftVoterRequest_Listener obj, bytearray out)
+@_cy.locals(obj=UpdateRaftVoterRequest_KRaftVersionFeature)
+cdef _dec_UpdateRaftVoterRequest_KRaftVersionFeature_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_UpdateRaftVoterRequest_KRaftVersionFeature_v0(UpdateRaftVoterRequest_KRaftVersionFeature obj, bytearray out)
+@_cy.locals(obj=UpdateRaftVoterResponse)
+cpdef _dec_UpdateRaftVoterResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_UpdateRaftVoterResponse_v0(UpdateRaftVoterResponse obj, bytearray out)
+@_cy.locals(obj=UpdateRaftVoterResponse_CurrentLeader)
+cdef _dec_UpdateRaftVoterResponse_CurrentLeader_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_UpdateRaftVoterResponse_CurrentLeader_v0(UpdateRaftVoterResponse_CurrentLeader obj, bytearray out)

@@ -3,41 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_VoteRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_VoteRequest_v0(VoteRequest obj, bytearray out)
-cpdef _dec_VoteRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_VoteRequest_v1(VoteRequest obj, bytearray out)
-cpdef _dec_VoteRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_VoteRequest_v2(VoteRequest obj, bytearray out)
-cdef _dec_VoteRequest_TopicData_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_VoteRequest_TopicData_v0(VoteRequest_TopicData obj, bytearray out)
-cdef _dec_VoteRequest_TopicData_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_VoteRequest_TopicData_v1(VoteRequest_TopicData obj, bytearray out)
-cdef _dec_VoteRequest_TopicData_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_VoteRequest_TopicData_v2(VoteRequest_TopicData obj, bytearray out)
-cdef _dec_VoteRequest_PartitionData_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_VoteRequest_PartitionData_v0(VoteRequest_PartitionData obj, bytearray out)
-cdef _dec_VoteRequest_PartitionData_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_VoteRequest_PartitionData_v1(VoteRequest_PartitionData obj, bytearray out)
-cdef _dec_VoteRequest_PartitionData_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_VoteRequest_PartitionData_v2(VoteRequest_PartitionData obj, bytearray out)
-cpdef _dec_VoteResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_VoteResponse_v0(VoteResponse obj, bytearray out)
-cpdef _dec_VoteResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_VoteResponse_v1(VoteResponse obj, bytearray out)
-cdef _dec_VoteResponse_TopicData_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_VoteResponse_TopicData_v0(VoteResponse_TopicData obj, bytearray out)
-cdef _dec_VoteResponse_PartitionData_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_VoteResponse_PartitionData_v0(VoteResponse_PartitionData obj, bytearray out)
-cdef _dec_VoteResponse_NodeEndpoint_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_VoteResponse_NodeEndpoint_v1(VoteResponse_NodeEndpoint obj, bytearray out)
 cdef class VoteRequest_PartitionData(Struct):
     cdef public object partition_index, replica_epoch, replica_id, replica_directory_id, voter_directory_id, last_offset_epoch, last_offset, pre_vote, unknown_tagged_fields
 
@@ -59,3 +35,45 @@ cdef class VoteResponse_NodeEndpoint(Struct):
 cdef class VoteResponse(Message):
     cdef public object error_code, topics, node_endpoints, unknown_tagged_fields
 
+@_cy.locals(obj=VoteRequest)
+cpdef _dec_VoteRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_VoteRequest_v0(VoteRequest obj, bytearray out)
+@_cy.locals(obj=VoteRequest)
+cpdef _dec_VoteRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_VoteRequest_v1(VoteRequest obj, bytearray out)
+@_cy.locals(obj=VoteRequest)
+cpdef _dec_VoteRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_VoteRequest_v2(VoteRequest obj, bytearray out)
+@_cy.locals(obj=VoteRequest_TopicData)
+cdef _dec_VoteRequest_TopicData_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_VoteRequest_TopicData_v0(VoteRequest_TopicData obj, bytearray out)
+@_cy.locals(obj=VoteRequest_TopicData)
+cdef _dec_VoteRequest_TopicData_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_VoteRequest_TopicData_v1(VoteRequest_TopicData obj, bytearray out)
+@_cy.locals(obj=VoteRequest_TopicData)
+cdef _dec_VoteRequest_TopicData_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_VoteRequest_TopicData_v2(VoteRequest_TopicData obj, bytearray out)
+@_cy.locals(obj=VoteRequest_PartitionData)
+cdef _dec_VoteRequest_PartitionData_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_VoteRequest_PartitionData_v0(VoteRequest_PartitionData obj, bytearray out)
+@_cy.locals(obj=VoteRequest_PartitionData)
+cdef _dec_VoteRequest_PartitionData_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_VoteRequest_PartitionData_v1(VoteRequest_PartitionData obj, bytearray out)
+@_cy.locals(obj=VoteRequest_PartitionData)
+cdef _dec_VoteRequest_PartitionData_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_VoteRequest_PartitionData_v2(VoteRequest_PartitionData obj, bytearray out)
+@_cy.locals(obj=VoteResponse)
+cpdef _dec_VoteResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_VoteResponse_v0(VoteResponse obj, bytearray out)
+@_cy.locals(obj=VoteResponse)
+cpdef _dec_VoteResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_VoteResponse_v1(VoteResponse obj, bytearray out)
+@_cy.locals(obj=VoteResponse_TopicData)
+cdef _dec_VoteResponse_TopicData_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_VoteResponse_TopicData_v0(VoteResponse_TopicData obj, bytearray out)
+@_cy.locals(obj=VoteResponse_PartitionData)
+cdef _dec_VoteResponse_PartitionData_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_VoteResponse_PartitionData_v0(VoteResponse_PartitionData obj, bytearray out)
+@_cy.locals(obj=VoteResponse_NodeEndpoint)
+cdef _dec_VoteResponse_NodeEndpoint_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_VoteResponse_NodeEndpoint_v1(VoteResponse_NodeEndpoint obj, bytearray out)

@@ -83,7 +83,12 @@ def _dec_VoteRequest_v0(buf, cur, end):
         n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
         n_cluster_id -= 1
     if 0 <= n_cluster_id <= end - pos:
-        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+        if cython.compiled:
+            f_cluster_id = _read_str(buf, pos, n_cluster_id)
+            if f_cluster_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
+        else:
+            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
@@ -181,7 +186,12 @@ def _dec_VoteRequest_v1(buf, cur, end):
         n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
         n_cluster_id -= 1
     if 0 <= n_cluster_id <= end - pos:
-        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+        if cython.compiled:
+            f_cluster_id = _read_str(buf, pos, n_cluster_id)
+            if f_cluster_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
+        else:
+            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
@@ -291,7 +301,12 @@ def _dec_VoteRequest_v2(buf, cur, end):
         n_cluster_id, pos = _w.read_uvarint(buf, pos, end, 'cluster_id')
         n_cluster_id -= 1
     if 0 <= n_cluster_id <= end - pos:
-        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+        if cython.compiled:
+            f_cluster_id = _read_str(buf, pos, n_cluster_id)
+            if f_cluster_id is None:
+                raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
+        else:
+            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
@@ -401,7 +416,12 @@ def _dec_VoteRequest_TopicData_v0(buf, cur, end):
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
     if 0 <= n_topic_name <= end - pos:
-        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+        if cython.compiled:
+            f_topic_name = _read_str(buf, pos, n_topic_name)
+            if f_topic_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
+        else:
+            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -496,7 +516,12 @@ def _dec_VoteRequest_TopicData_v1(buf, cur, end):
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
     if 0 <= n_topic_name <= end - pos:
-        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+        if cython.compiled:
+            f_topic_name = _read_str(buf, pos, n_topic_name)
+            if f_topic_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
+        else:
+            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -591,7 +616,12 @@ def _dec_VoteRequest_TopicData_v2(buf, cur, end):
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
     if 0 <= n_topic_name <= end - pos:
-        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+        if cython.compiled:
+            f_topic_name = _read_str(buf, pos, n_topic_name)
+            if f_topic_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
+        else:
+            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -1091,7 +1121,12 @@ def _dec_VoteResponse_TopicData_v0(buf, cur, end):
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
     if 0 <= n_topic_name <= end - pos:
-        f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+        if cython.compiled:
+            f_topic_name = _read_str(buf, pos, n_topic_name)
+            if f_topic_name is None:
+                raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
+        else:
+            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -1245,7 +1280,12 @@ def _dec_VoteResponse_NodeEndpoint_v1(buf, cur, end):
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
     if 0 <= n_host <= end - pos:
-        f_host = _w.utf8(buf, pos, n_host, 'host')
+        if cython.compiled:
+            f_host = _read_str(buf, pos, n_host)
+            if f_host is None:
+                raise _w.bad_utf8_at(buf, pos, n_host, 'host')
+        else:
+            f_host = _w.utf8(buf, pos, n_host, 'host')
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)

@@ -3,33 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_WriteShareGroupStateRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_WriteShareGroupStateRequest_v0(WriteShareGroupStateRequest obj, bytearray out)
-cpdef _dec_WriteShareGroupStateRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_WriteShareGroupStateRequest_v1(WriteShareGroupStateRequest obj, bytearray out)
-cdef _dec_WriteShareGroupStateRequest_WriteStateData_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_WriteShareGroupStateRequest_WriteStateData_v0(WriteShareGroupStateRequest_WriteStateData obj, bytearray out)
-cdef _dec_WriteShareGroupStateRequest_WriteStateData_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_WriteShareGroupStateRequest_WriteStateData_v1(WriteShareGroupStateRequest_WriteStateData obj, bytearray out)
-cdef _dec_WriteShareGroupStateRequest_PartitionData_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_WriteShareGroupStateRequest_PartitionData_v0(WriteShareGroupStateRequest_PartitionData obj, bytearray out)
-cdef _dec_WriteShareGroupStateRequest_PartitionData_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_WriteShareGroupStateRequest_PartitionData_v1(WriteShareGroupStateRequest_PartitionData obj, bytearray out)
-cdef _dec_WriteShareGroupStateRequest_StateBatch_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_WriteShareGroupStateRequest_StateBatch_v0(WriteShareGroupStateRequest_StateBatch obj, bytearray out)
-cpdef _dec_WriteShareGroupStateResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_WriteShareGroupStateResponse_v0(WriteShareGroupStateResponse obj, bytearray out)
-cdef _dec_WriteShareGroupStateResponse_WriteStateResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_WriteShareGroupStateResponse_WriteStateResult_v0(WriteShareGroupStateResponse_WriteStateResult obj, bytearray out)
-cdef _dec_WriteShareGroupStateResponse_PartitionResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_WriteShareGroupStateResponse_PartitionResult_v0(WriteShareGroupStateResponse_PartitionResult obj, bytearray out)
 cdef class WriteShareGroupStateRequest_StateBatch(Struct):
     cdef public object first_offset, last_offset, delivery_state, delivery_count, unknown_tagged_fields
 
@@ -51,3 +35,33 @@ cdef class WriteShareGroupStateResponse_WriteStateResult(Struct):
 cdef class WriteShareGroupStateResponse(Message):
     cdef public object results, unknown_tagged_fields
 
+@_cy.locals(obj=WriteShareGroupStateRequest)
+cpdef _dec_WriteShareGroupStateRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_WriteShareGroupStateRequest_v0(WriteShareGroupStateRequest obj, bytearray out)
+@_cy.locals(obj=WriteShareGroupStateRequest)
+cpdef _dec_WriteShareGroupStateRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_WriteShareGroupStateRequest_v1(WriteShareGroupStateRequest obj, bytearray out)
+@_cy.locals(obj=WriteShareGroupStateRequest_WriteStateData)
+cdef _dec_WriteShareGroupStateRequest_WriteStateData_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_WriteShareGroupStateRequest_WriteStateData_v0(WriteShareGroupStateRequest_WriteStateData obj, bytearray out)
+@_cy.locals(obj=WriteShareGroupStateRequest_WriteStateData)
+cdef _dec_WriteShareGroupStateRequest_WriteStateData_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_WriteShareGroupStateRequest_WriteStateData_v1(WriteShareGroupStateRequest_WriteStateData obj, bytearray out)
+@_cy.locals(obj=WriteShareGroupStateRequest_PartitionData)
+cdef _dec_WriteShareGroupStateRequest_PartitionData_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_WriteShareGroupStateRequest_PartitionData_v0(WriteShareGroupStateRequest_PartitionData obj, bytearray out)
+@_cy.locals(obj=WriteShareGroupStateRequest_PartitionData)
+cdef _dec_WriteShareGroupStateRequest_PartitionData_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_WriteShareGroupStateRequest_PartitionData_v1(WriteShareGroupStateRequest_PartitionData obj, bytearray out)
+@_cy.locals(obj=WriteShareGroupStateRequest_StateBatch)
+cdef _dec_WriteShareGroupStateRequest_StateBatch_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_WriteShareGroupStateRequest_StateBatch_v0(WriteShareGroupStateRequest_StateBatch obj, bytearray out)
+@_cy.locals(obj=WriteShareGroupStateResponse)
+cpdef _dec_WriteShareGroupStateResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_WriteShareGroupStateResponse_v0(WriteShareGroupStateResponse obj, bytearray out)
+@_cy.locals(obj=WriteShareGroupStateResponse_WriteStateResult)
+cdef _dec_WriteShareGroupStateResponse_WriteStateResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_WriteShareGroupStateResponse_WriteStateResult_v0(WriteShareGroupStateResponse_WriteStateResult obj, bytearray out)
+@_cy.locals(obj=WriteShareGroupStateResponse_PartitionResult)
+cdef _dec_WriteShareGroupStateResponse_PartitionResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_WriteShareGroupStateResponse_PartitionResult_v0(WriteShareGroupStateResponse_PartitionResult obj, bytearray out)

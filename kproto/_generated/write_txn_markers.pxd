@@ -3,45 +3,17 @@
 # the codec functions C-callable with a typed cursor and C readers/writers (cpdef: the
 # per-version entry points the classes' tables hold; cdef: nested structs, called only here).
 
+# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored
+# straight into the extension type's slots instead of through attribute lookup.
+
+cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name
 from kproto.message_base cimport Cursor, Message, Struct
 
 from kproto._generated._c_wire cimport (
     _grow, _put_b, _put_d, _put_h, _put_H, _put_i, _put_q, _put_uvarint,
-    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_uvarint,
+    _read_b, _read_d, _read_h, _read_H, _read_i, _read_q, _read_str, _read_uvarint,
 )
 
-cpdef _dec_WriteTxnMarkersRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_WriteTxnMarkersRequest_v0(WriteTxnMarkersRequest obj, bytearray out)
-cpdef _dec_WriteTxnMarkersRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_WriteTxnMarkersRequest_v1(WriteTxnMarkersRequest obj, bytearray out)
-cpdef _dec_WriteTxnMarkersRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_WriteTxnMarkersRequest_v2(WriteTxnMarkersRequest obj, bytearray out)
-cdef _dec_WriteTxnMarkersRequest_WritableTxnMarker_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_WriteTxnMarkersRequest_WritableTxnMarker_v0(WriteTxnMarkersRequest_WritableTxnMarker obj, bytearray out)
-cdef _dec_WriteTxnMarkersRequest_WritableTxnMarker_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_WriteTxnMarkersRequest_WritableTxnMarker_v1(WriteTxnMarkersRequest_WritableTxnMarker obj, bytearray out)
-cdef _dec_WriteTxnMarkersRequest_WritableTxnMarker_v2(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_WriteTxnMarkersRequest_WritableTxnMarker_v2(WriteTxnMarkersRequest_WritableTxnMarker obj, bytearray out)
-cdef _dec_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v0(WriteTxnMarkersRequest_WritableTxnMarkerTopic obj, bytearray out)
-cdef _dec_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(WriteTxnMarkersRequest_WritableTxnMarkerTopic obj, bytearray out)
-cpdef _dec_WriteTxnMarkersResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_WriteTxnMarkersResponse_v0(WriteTxnMarkersResponse obj, bytearray out)
-cpdef _dec_WriteTxnMarkersResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cpdef _enc_WriteTxnMarkersResponse_v1(WriteTxnMarkersResponse obj, bytearray out)
-cdef _dec_WriteTxnMarkersResponse_WritableTxnMarkerResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_WriteTxnMarkersResponse_WritableTxnMarkerResult_v0(WriteTxnMarkersResponse_WritableTxnMarkerResult obj, bytearray out)
-cdef _dec_WriteTxnMarkersResponse_WritableTxnMarkerResult_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_WriteTxnMarkersResponse_WritableTxnMarkerResult_v1(WriteTxnMarkersResponse_WritableTxnMarkerResult obj, bytearray out)
-cdef _dec_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v0(WriteTxnMarkersResponse_WritableTxnMarkerTopicResult obj, bytearray out)
-cdef _dec_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1(WriteTxnMarkersResponse_WritableTxnMarkerTopicResult obj, bytearray out)
-cdef _dec_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v0(WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult obj, bytearray out)
-cdef _dec_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v1(bytes buf, Cursor cur, Py_ssize_t end)
-cdef _enc_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v1(WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult obj, bytearray out)
 cdef class WriteTxnMarkersRequest_WritableTxnMarkerTopic(Struct):
     cdef public object name, partition_indexes, unknown_tagged_fields
 
@@ -63,3 +35,51 @@ cdef class WriteTxnMarkersResponse_WritableTxnMarkerResult(Struct):
 cdef class WriteTxnMarkersResponse(Message):
     cdef public object markers, unknown_tagged_fields
 
+@_cy.locals(obj=WriteTxnMarkersRequest)
+cpdef _dec_WriteTxnMarkersRequest_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_WriteTxnMarkersRequest_v0(WriteTxnMarkersRequest obj, bytearray out)
+@_cy.locals(obj=WriteTxnMarkersRequest)
+cpdef _dec_WriteTxnMarkersRequest_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_WriteTxnMarkersRequest_v1(WriteTxnMarkersRequest obj, bytearray out)
+@_cy.locals(obj=WriteTxnMarkersRequest)
+cpdef _dec_WriteTxnMarkersRequest_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_WriteTxnMarkersRequest_v2(WriteTxnMarkersRequest obj, bytearray out)
+@_cy.locals(obj=WriteTxnMarkersRequest_WritableTxnMarker)
+cdef _dec_WriteTxnMarkersRequest_WritableTxnMarker_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_WriteTxnMarkersRequest_WritableTxnMarker_v0(WriteTxnMarkersRequest_WritableTxnMarker obj, bytearray out)
+@_cy.locals(obj=WriteTxnMarkersRequest_WritableTxnMarker)
+cdef _dec_WriteTxnMarkersRequest_WritableTxnMarker_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_WriteTxnMarkersRequest_WritableTxnMarker_v1(WriteTxnMarkersRequest_WritableTxnMarker obj, bytearray out)
+@_cy.locals(obj=WriteTxnMarkersRequest_WritableTxnMarker)
+cdef _dec_WriteTxnMarkersRequest_WritableTxnMarker_v2(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_WriteTxnMarkersRequest_WritableTxnMarker_v2(WriteTxnMarkersRequest_WritableTxnMarker obj, bytearray out)
+@_cy.locals(obj=WriteTxnMarkersRequest_WritableTxnMarkerTopic)
+cdef _dec_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v0(WriteTxnMarkersRequest_WritableTxnMarkerTopic obj, bytearray out)
+@_cy.locals(obj=WriteTxnMarkersRequest_WritableTxnMarkerTopic)
+cdef _dec_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(WriteTxnMarkersRequest_WritableTxnMarkerTopic obj, bytearray out)
+@_cy.locals(obj=WriteTxnMarkersResponse)
+cpdef _dec_WriteTxnMarkersResponse_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_WriteTxnMarkersResponse_v0(WriteTxnMarkersResponse obj, bytearray out)
+@_cy.locals(obj=WriteTxnMarkersResponse)
+cpdef _dec_WriteTxnMarkersResponse_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cpdef _enc_WriteTxnMarkersResponse_v1(WriteTxnMarkersResponse obj, bytearray out)
+@_cy.locals(obj=WriteTxnMarkersResponse_WritableTxnMarkerResult)
+cdef _dec_WriteTxnMarkersResponse_WritableTxnMarkerResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_WriteTxnMarkersResponse_WritableTxnMarkerResult_v0(WriteTxnMarkersResponse_WritableTxnMarkerResult obj, bytearray out)
+@_cy.locals(obj=WriteTxnMarkersResponse_WritableTxnMarkerResult)
+cdef _dec_WriteTxnMarkersResponse_WritableTxnMarkerResult_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_WriteTxnMarkersResponse_WritableTxnMarkerResult_v1(WriteTxnMarkersResponse_WritableTxnMarkerResult obj, bytearray out)
+@_cy.locals(obj=WriteTxnMarkersResponse_WritableTxnMarkerTopicResult)
+cdef _dec_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v0(WriteTxnMarkersResponse_WritableTxnMarkerTopicResult obj, bytearray out)
+@_cy.locals(obj=WriteTxnMarkersResponse_WritableTxnMarkerTopicResult)
+cdef _dec_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1(WriteTxnMarkersResponse_WritableTxnMarkerTopicResult obj, bytearray out)
+@_cy.locals(obj=WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult)
+cdef _dec_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v0(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v0(WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult obj, bytearray out)
+@_cy.locals(obj=WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult)
+cdef _dec_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v1(bytes buf, Cursor cur, Py_ssize_t end)
+cdef _enc_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v1(WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult obj, bytearray out)

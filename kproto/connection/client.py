@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import List, Mapping, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Generic, List, Mapping, Optional, Tuple, Union
 
 from kproto.apis import APIS
 from kproto.connection.correlation import CorrelationTracker, InFlight, InFlightLimitError
@@ -47,6 +47,18 @@ from kproto.framing import (
     expects_response,
 )
 from kproto.message_base import Message
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeGuard, TypeVar
+
+    from kproto.connection.typed_send import TypedSend
+
+    #: The response class a request is answered with (``Message`` where it is not known statically).
+    R = TypeVar("R", bound=Message, default=Message)
+else:
+    from typing import TypeVar
+
+    R = TypeVar("R", bound=Message)
 
 __all__ = [
     "ClientState",
@@ -113,21 +125,30 @@ CLIENT_TRANSITIONS: Mapping[Tuple[ClientState, ClientEvent], ClientState] = {
 
 
 @dataclass(frozen=True)
-class Response:
-    """A decoded response and the request it answers."""
+class Response(Generic[R]):
+    """A decoded response and the request it answers.
+
+    Typed by api for a type checker: ``Response[MetadataResponse]`` is what
+    :meth:`SentRequest.answered_by` narrows an event to (a bare ``Response`` is ``Response[Message]``).
+    """
 
     request: Message
     header: ResponseHeader
-    message: Message
+    message: R
     correlation_id: int
     api_key: int
     api_version: int
 
 
 @dataclass(frozen=True)
-class SentRequest:
+class SentRequest(Generic[R]):
     """What :meth:`ClientConnection.send` made: the frame to write, its correlation id, and whether a
-    response will come (not for an ``acks=0`` Produce).  ``bytes(sent)`` is the frame."""
+    response will come (not for an ``acks=0`` Produce).  ``bytes(sent)`` is the frame.
+
+    For a type checker, ``send(MetadataRequest(...), v)`` gives a ``SentRequest[MetadataResponse]``
+    (one overload per api, generated from the specs), and :meth:`answered_by` carries that type to the
+    response event, so ``event.message.topics`` needs no cast.
+    """
 
     frame: bytes
     correlation_id: int
@@ -135,6 +156,10 @@ class SentRequest:
 
     def __bytes__(self) -> bytes:
         return self.frame
+
+    def answered_by(self, event: object) -> "TypeGuard[Response[R]]":
+        """Whether ``event`` (from :meth:`ClientConnection.receive_data`) is the response to this request."""
+        return isinstance(event, Response) and event.correlation_id == self.correlation_id
 
 
 @dataclass(frozen=True)
@@ -195,7 +220,7 @@ class ClientConnection:
 
     # ---------------------------------------------------------------- sending
 
-    def send(self, message: Message, version: int) -> SentRequest:
+    def _send(self, message: Message, version: int) -> SentRequest[Any]:
         """Frame ``message`` in ``version`` with a fresh correlation id; write ``.frame`` as is."""
         api_key = message.API_KEY
         if api_key is None or getattr(message, "KIND", None) != "request":
@@ -210,6 +235,13 @@ class ClientConnection:
             self._tracker.track(cid, api_key, version, message)
         self._transition(event)
         return SentRequest(frame, cid, not one_way)
+
+    # ``send`` is ``_send``; a type checker sees it through one overload per request class, so that the
+    # result is a SentRequest of that API's response class (kproto/connection/typed_send.pyi, generated).
+    if TYPE_CHECKING:
+        send: TypedSend
+    else:
+        send = _send
 
     def _peek_id(self) -> int:
         return self._tracker._next_id  # encoded before the id is taken, so a failed encode wastes none
@@ -249,7 +281,7 @@ class ClientConnection:
                 raise
         return events
 
-    def _response(self, frame: bytes) -> Response:
+    def _response(self, frame: bytes) -> Response[Message]:
         correlation_id = int.from_bytes(frame[4:8], "big", signed=True) if len(frame) >= 8 else None
         if correlation_id is None:
             raise ProtocolError(f"response frame of {len(frame) - 4} bytes has no correlation id")

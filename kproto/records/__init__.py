@@ -9,8 +9,8 @@ with gzip, snappy, lz4 and zstd.  The formats are described in ``docs/records.md
 * :class:`RecordSet` — the raw-bytes value of a ``records`` field in the generated codecs.
 
 The hot loops are compiled (``kproto._fast``) with a pure-Python twin; ``kproto._backend.BACKEND`` says
-which one runs.  The backend-bound names load on first use, so that ``kproto._backend`` and the compiled
-module can import this package's helpers without an import cycle.
+which one runs.  The backend-bound names load on first use.  The compiled module imports nothing from
+this package: :func:`kproto.records.message_set.bind_core` hands it the codecs and result classes it calls.
 """
 
 from typing import TYPE_CHECKING, Any

@@ -12,10 +12,10 @@ from types import ModuleType
 import time
 from typing import Any, Iterable, Literal, Optional, overload
 
-from kproto._backend import records_impl as _impl
+from kproto._backend import records_impl
 from kproto.errors import EncodeError
-from kproto.records.compression import SNAPPY_FRAMINGS, compress_buffer
-from kproto.records.decoded import DecodedRecords, MessageColumns, MessageSet, RecordColumns
+from kproto.records.compression import SNAPPY_FRAMINGS, compress_buffer, decompress_buffer
+from kproto.records.decoded import Batch, DecodedRecords, MessageColumns, MessageSet, RecordColumns
 from kproto.records.format import (
     ATTR_CONTROL,
     ATTR_TIMESTAMP_TYPE,
@@ -43,6 +43,19 @@ _I32_MIN, _I32_MAX = -(2**31), 2**31 - 1
 _I16_MIN, _I16_MAX = -(2**15), 2**15 - 1
 
 
+def bind_core(impl: ModuleType) -> ModuleType:
+    """``impl`` (``kproto._fast._records`` or ``kproto.records._pure``), ready to use: the compiled core
+    imports nothing from this package (which imports it), so it is handed the codecs and result classes
+    it calls here; the pure twin imports them itself.  Idempotent; returns ``impl``."""
+    bind = getattr(impl, "_bind", None)
+    if bind is not None:
+        bind(compress_buffer, decompress_buffer, Batch, DecodedRecords, MessageColumns, MessageSet, RecordColumns)
+    return impl
+
+
+_impl = bind_core(records_impl)
+
+
 def _check_int(value: Any, name: str, low: int, high: int) -> int:
     if type(value) is not int or not low <= value <= high:
         raise EncodeError(f"{name} must be an int in [{low}, {high}], not {value!r}")
@@ -62,7 +75,7 @@ class MessageSetCodec:
     """
 
     def __init__(self, impl: ModuleType) -> None:
-        self.impl = impl
+        self.impl = bind_core(impl)
         self.Message = impl.Message
         self.Record = impl.Record
 
