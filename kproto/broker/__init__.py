@@ -1,10 +1,17 @@
-"""A mock Kafka 0.9 broker: in-memory topics, the group coordinator, fault injection, pcap recording.
+"""A mock Kafka broker that clients of 0.8 through 4.x use at their defaults: in-memory topics, the group
+coordinator, idempotent and transactional producers, SASL PLAIN, fault injection, pcap recording.
 
 * :mod:`kproto.broker.mock` -- :class:`MockBroker` (sync and async context manager) and :func:`run_broker`;
 * :mod:`kproto.broker.server` -- asyncio streams around :class:`kproto.connection.ServerConnection`;
-* :mod:`kproto.broker.handlers` -- what each request is answered (no sockets);
-* :mod:`kproto.broker.cluster`, :mod:`kproto.broker.log`, :mod:`kproto.broker.append` -- topics,
-  partition logs, offset assignment;
+* :mod:`kproto.broker.handlers` -- what each request is answered (no sockets), and the one table of
+  served versions assembled from :mod:`kproto.broker.control` (ApiVersions, Metadata, admin requests),
+  :mod:`kproto.broker.data_plane` (Produce, Fetch, ListOffsets, producer ids, transactions) and the group
+  coordinator;
+* :mod:`kproto.broker.cluster`, :mod:`kproto.broker.log`, :mod:`kproto.broker.batches`,
+  :mod:`kproto.broker.append`, :mod:`kproto.broker.conversion` -- topics, partition logs of RecordBatch v2
+  patched in place, 0.8/0.9 message sets validated and up-converted, down-conversion for old fetchers;
+* :mod:`kproto.broker.producers`, :mod:`kproto.broker.transactions` -- idempotence and transactions;
+* :mod:`kproto.broker.sasl` -- SASL PLAIN logins;
 * :mod:`kproto.broker.faults` -- injected errors, delays and dropped connections;
 * :mod:`kproto.broker.recording` -- traffic to pcap;
 * :mod:`kproto.broker.cli_command` -- the ``kproto broker`` subcommand.

@@ -17,7 +17,7 @@ __all__ = ["PACKAGE_COMMANDS", "add_parsers", "run"]
 
 #: command -> (module providing add_arguments/run, one-line help)
 PACKAGE_COMMANDS: Dict[str, Tuple[str, str]] = {
-    "broker": ("kproto.broker.cli_command", "run the mock Kafka 0.9 broker in the foreground"),
+    "broker": ("kproto.broker.cli_command", "run the mock Kafka broker (clients of 0.8 to 4.x) in the foreground"),
     "spark": ("kproto.spark.cli_command", "decode captures or segments to Parquet tables with Spark"),
 }
 
