@@ -65,3 +65,9 @@ def test_the_readme_example_passes(tmp_path: Path) -> None:
     result = run_user_suite(tmp_path, README_EXAMPLE)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "1 passed" in result.stdout
+
+
+def test_the_readme_shows_the_example_that_passes() -> None:
+    """The example run above is the one the README prints, line for line."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    assert README_EXAMPLE.strip() in readme
