@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from kproto.capture.conversation import Exchange, Problem, decode_capture
+from kproto.capture.conversation import Exchange, Problem, ProblemKind, decode_capture
 from kproto.records import decode_message_set
 from kproto.spark import cli_command
 from kproto.spark.exchange_facts import exchange_facts
@@ -213,6 +213,18 @@ def test_summary_of_the_local_tables(local: LocalTables) -> None:
     assert summary.problems == {"unanswered-request": 1} and summary.damage_count == 0
     text = summary.format()
     assert "Produce" in text and "unanswered-request 1" in text and "top topics" in text
+
+
+def test_tls_and_unpaired_frames_are_not_damage() -> None:
+    """What makes ``kproto spark`` exit 1 is what makes ``kproto pcap`` exit 1: a TLS connection on a Kafka
+    port (the bundled TLS sample) or an unpaired frame is a fact about the traffic, not damaged input."""
+    from kproto.cli.pcap import FAILURE_KINDS
+    from kproto.spark.summary import Summary
+
+    problems = {"tls-encrypted": 1, "tls-mismatch": 1, "unanswered-request": 2, "response-without-request": 1}
+    assert Summary(problems=problems).damage_count == 0
+    assert Summary(problems={**problems, "decode-error": 3}).damage_count == 3
+    assert {kind.value for kind in FAILURE_KINDS} | set(problems) == {kind.value for kind in ProblemKind}
 
 
 def _cli(argv: List[str]) -> int:

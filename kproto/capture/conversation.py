@@ -97,6 +97,7 @@ from kproto.framing import (
 
 __all__ = [
     "ProblemKind",
+    "NOT_DAMAGE_KINDS",
     "Problem",
     "Exchange",
     "SaslToken",
@@ -132,6 +133,13 @@ class ProblemKind(str, enum.Enum):
     STREAM_ENDED_IN_FRAME = "stream-ended-inside-frame"  #: a connection closed in the middle of a frame
     TLS_ENCRYPTED = "tls-encrypted"  #: a connection on a Kafka port speaks TLS (reported once; not decoded)
     TLS_MISMATCH = "tls-mismatch"  #: one side speaks TLS and the other does not
+
+
+#: Problems that are facts about a conversation or a connection rather than damage: an unanswered request
+#: or an unpaired response (often just where the capture started or stopped) and TLS on a Kafka port.
+#: Tools that turn problems into an exit status (``kproto pcap``, ``kproto spark``) do not fail on these.
+NOT_DAMAGE_KINDS = frozenset({ProblemKind.UNANSWERED_REQUEST, ProblemKind.RESPONSE_WITHOUT_REQUEST,
+                              ProblemKind.TLS_ENCRYPTED, ProblemKind.TLS_MISMATCH})
 
 
 @dataclass

@@ -6,7 +6,8 @@ import argparse
 import sys
 from typing import Any, Dict, Optional
 
-from kproto.capture.conversation import DEFAULT_PORTS, Exchange, Problem, ProblemKind, SaslToken, decode_capture
+from kproto.capture.conversation import (DEFAULT_PORTS, NOT_DAMAGE_KINDS, Exchange, Problem, ProblemKind, SaslToken,
+                                         decode_capture)
 from kproto.capture.reassembly import DEFAULT_MAX_OPEN_CONNECTIONS
 from kproto.cli.command_options import (
     add_color_option,
@@ -52,12 +53,9 @@ exchanges name their mechanism.  PLAIN passwords, SCRAM client proofs, OAUTHBEAR
 reported once (tls-encrypted, with the SNI) and not decoded further.
 Exit code: 0 clean capture, 1 a frame failed to decode or the capture is damaged, 2 usage."""
 
-#: Problems that mean something did not decode (exit code 1); an unanswered request or an unpaired
-#: response is a fact about the conversation (or where the capture started), and TLS is a fact about the
-#: connection, not a decoding failure.
-FAILURE_KINDS = frozenset(kind for kind in ProblemKind
-                          if kind not in (ProblemKind.UNANSWERED_REQUEST, ProblemKind.RESPONSE_WITHOUT_REQUEST,
-                                          ProblemKind.TLS_ENCRYPTED, ProblemKind.TLS_MISMATCH))
+#: Problems that mean something did not decode (exit code 1): all but the conversation and connection
+#: facts of :data:`~kproto.capture.conversation.NOT_DAMAGE_KINDS`.
+FAILURE_KINDS = frozenset(kind for kind in ProblemKind if kind not in NOT_DAMAGE_KINDS)
 
 #: Problems of one kind listed before the rest are only counted: a damaged capture can hold millions
 #: of the same problem (a file of empty records), and a line each made the output eight times the file.

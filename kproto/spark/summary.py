@@ -14,11 +14,9 @@ from typing import Any, Dict, List, Optional
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["ApiSummary", "TopicSummary", "Summary", "summary_from_arrow", "summary_from_spark", "SummaryCounts",
-           "PAIRING_KINDS"]
+from kproto.capture.conversation import NOT_DAMAGE_KINDS  # a str enum: its members equal their strings
 
-#: Problem kinds that say a request or response went unpaired; the others mean damaged input.
-PAIRING_KINDS = frozenset({"unanswered-request", "response-without-request"})
+__all__ = ["ApiSummary", "TopicSummary", "Summary", "summary_from_arrow", "summary_from_spark", "SummaryCounts"]
 
 
 @dataclass
@@ -61,8 +59,9 @@ class Summary:
 
     @property
     def damage_count(self) -> int:
-        """Problems that mean damaged input or undecodable frames (not mere unpaired frames)."""
-        return sum(n for kind, n in self.problems.items() if kind not in PAIRING_KINDS)
+        """Problems that mean damaged input or undecodable frames (not unpaired frames or TLS: the capture
+        layer's :data:`~kproto.capture.conversation.NOT_DAMAGE_KINDS`, whose string values the tables hold)."""
+        return sum(n for kind, n in self.problems.items() if kind not in NOT_DAMAGE_KINDS)
 
     def format(self) -> str:
         """A plain-text report."""
