@@ -18,6 +18,7 @@ import os
 import shutil
 
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 from setuptools.command.build_py import build_py
 
 REQUIRE_FAST = os.environ.get("KPROTO_REQUIRE_FAST") == "1"
@@ -104,4 +105,14 @@ class BuildPyWithSpecs(build_py):
             shutil.copy(path, target)
 
 
-setup(ext_modules=_extensions(), cmdclass={"build_py": BuildPyWithSpecs})
+class BuildExtOnEveryCore(build_ext):
+    """Compile the extensions on every core unless ``-j``/``--parallel`` says otherwise: ``pip install .``
+    runs ``build_ext`` without options, and the 95 generated modules take about 8.5 CPU-minutes."""
+
+    def finalize_options(self) -> None:
+        super().finalize_options()
+        if not self.parallel:
+            self.parallel = os.cpu_count() or 1
+
+
+setup(ext_modules=_extensions(), cmdclass={"build_py": BuildPyWithSpecs, "build_ext": BuildExtOnEveryCore})
