@@ -56,8 +56,6 @@ __all__ = ["MockBroker", "StoredRecord", "parse_topic_spec"]
 T = TypeVar("T")
 PathLike = Union[str, "os.PathLike[str]"]
 _START_TIMEOUT = 30.0
-#: ``group.max.session.timeout.ms`` of Kafka 2.0 and later.
-MODERN_MAX_SESSION_TIMEOUT_MS = 1_800_000
 
 
 def parse_topic_spec(spec: str) -> Tuple[str, int]:
@@ -109,10 +107,8 @@ class MockBroker:
         broker_quirks: Optional[str] = None,
         **config: Any,
     ) -> None:
-        # Modern clients default to session timeouts of 45 s: the broker takes up to Kafka 2.0+'s 30 min
-        # unless a coordinator config says otherwise.
-        coordinator = coordinator_config or dataclasses.replace(
-            CoordinatorConfig(), max_session_timeout_ms=MODERN_MAX_SESSION_TIMEOUT_MS)
+        # The coordinator's defaults already take modern clients' 45 s sessions (up to 30 min, as Kafka 2.3+).
+        coordinator = coordinator_config or CoordinatorConfig()
         if min_session_timeout_ms is not None:
             coordinator = dataclasses.replace(coordinator, min_session_timeout_ms=min_session_timeout_ms)
         self.config = BrokerConfig(
