@@ -181,6 +181,24 @@ def test_headers_need_a_modern_broker() -> None:
     run(main)
 
 
+def test_records_sent_while_metadata_is_pending_keep_their_order() -> None:
+    # The first record of an unknown topic waits in the holding queue; the next one is sent the moment
+    # the topic's metadata is known, before the send loop has had a turn to move the held record.  It
+    # must queue behind the held record, not overtake it (the sync facade's threads hit this window).
+    async def main() -> None:
+        async with MockBroker(topics={"t%d" % i: 1 for i in range(10)}) as broker:
+            async with Producer(broker.bootstrap_servers, broker_release=RELEASE) as producer:
+                for i in range(10):
+                    topic = "t%d" % i
+                    first = await producer.send(topic, b"first")
+                    while topic not in producer.cluster.partitions:
+                        await asyncio.sleep(0)
+                    second = await producer.send(topic, b"second")
+                    assert [(await first).offset, (await second).offset] == [0, 1]
+                    assert values(broker, topic, 0) == [b"first", b"second"]
+    run(main)
+
+
 def test_sync_producer() -> None:
     from kproto.client import sync
 

@@ -378,7 +378,9 @@ class Consumer:
         assert self.member is not None
         try:
             await self._handle(self.member.start(_now_ms()))
-            while True:
+            # close() cancels this task, but on Python 3.11 a cancel landing while wait_for(wake, timeout)
+            # completes is swallowed: the flag ends the loop then
+            while not self._closed:
                 self._group_wake.clear()
                 deadline = self.member.next_deadline_ms()
                 timeout = None if deadline is None else max(deadline - _now_ms(), 0) / 1000.0

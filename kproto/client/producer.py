@@ -9,7 +9,8 @@ to the open batch of that partition and returns an :class:`asyncio.Future` of it
 :class:`RecordMetadata`.  Only two things make ``send`` wait: ``max_buffered_records`` records already
 waiting (back-pressure), and nothing else.  A record for a topic whose partition count is not known yet
 goes to that topic's *holding queue*; the send loop asks for metadata and moves it to its partition when
-the answer comes, so one unknown topic never holds up the others.
+the answer comes, so one unknown topic never holds up the others.  Until the loop has moved them, later
+records for that topic join the holding queue too, so that none overtakes a held one.
 
 One task, the *send loop*, does everything else:
 
@@ -184,6 +185,7 @@ class Producer:
         self._closing = False
         self._closed = False
         self._loop_task: Optional["asyncio.Task[None]"] = None
+        self._stopping = False
         self._refresh_task: Optional["asyncio.Task[None]"] = None
         self._refresh_wanted = False
         self._next_refresh_at = 0.0
@@ -229,11 +231,11 @@ class Producer:
         self._closing = True
         if self._loop_task is not None:
             await self.flush()
-            self._loop_task.cancel()
-            try:
-                await self._loop_task
-            except asyncio.CancelledError:
-                pass
+            # Stopped by a flag, not by cancel(): on Python 3.11 a cancel that lands while the loop's
+            # wait_for(wake, timeout) is completing is swallowed, and the loop would wait on forever.
+            self._stopping = True
+            self._wake.set()
+            await self._loop_task
         for task in list(self._tasks) + ([self._refresh_task] if self._refresh_task else []):
             task.cancel()
         self._closed = True
@@ -263,12 +265,14 @@ class Producer:
         self._buffered += 1
         self._idle.clear()
         count = self.cluster.partitions.get(topic)
-        if partition is None and count is None:
-            held = self._holding.get(topic)
+        held = self._holding.get(topic)
+        if held is not None or (partition is None and count is None):
+            # Held records go first even once the topic is known: the send loop moves them on its next
+            # turn, and a record appended directly before that would overtake them.
             if held is None:
                 held = self._holding[topic] = []
                 self._holding_since[topic] = time.monotonic()
-            held.append((record, future))
+            held.append((record, partition, future))
             self._wake.set()
             return future
         if partition is None:
@@ -300,13 +304,15 @@ class Producer:
     # ---------------------------------------------------------------- the send loop
 
     async def _send_loop(self) -> None:
-        while True:
+        while not self._stopping:
             self._wake.clear()
             now = time.monotonic()
             self._release_held(now)
             deadline = self._drain_ready(now)
             if self._refresh_wanted and self._refresh_task is None:
                 self._start_refresh(now)
+                if self._refresh_task is None:  # held back by retry_backoff_ms: look again when it ends
+                    deadline = _earliest(deadline, self._next_refresh_at)
             timeout = None if deadline is None else max(deadline - time.monotonic(), 0.0)
             if timeout == 0.0:
                 await asyncio.sleep(0)
@@ -323,11 +329,15 @@ class Producer:
                 self._refresh_wanted = True
                 if now - self._holding_since[topic] > self.metadata_timeout:
                     error = KprotoError(f"no metadata for topic {topic!r} within {self.metadata_timeout:.0f} s")
-                    for _, future in self._holding.pop(topic):
+                    del self._holding_since[topic]
+                    for _, _, future in self._holding.pop(topic):
                         self._settle_error(future, error)
                 continue
-            for record, future in self._holding.pop(topic):
-                self._append(topic, self._partitioner(topic, record[0], count), record, future)
+            del self._holding_since[topic]
+            for record, partition, future in self._holding.pop(topic):
+                if partition is None:
+                    partition = self._partitioner(topic, record[0], count)
+                self._append(topic, partition, record, future)
 
     def _drain_ready(self, now: float) -> Optional[float]:
         """Send what is ready; returns when the loop must look again (a linger or backoff deadline)."""
