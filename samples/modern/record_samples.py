@@ -12,6 +12,11 @@ against a current cluster.  Scenarios (one file each):
 * ``<client>-sasl-plain.pcap``: the same producer logging in with SASL PLAIN (user ``alice``) first;
   ``kafka-python-sasl-plain-v0.pcap`` pins kafka-python to 0.10.0 so that the login uses SaslHandshake
   v0 and raw tokens;
+* ``kafka-python-slow-member.pcap``: a rebalance held up by a slow member.  Two kafka-python consumers at
+  their defaults share group ``slow-group``: ``slow-consumer`` joins alone, is assigned both partitions,
+  then stops polling for 3 s (an application busy with a batch); ``fast-consumer`` joins meanwhile.
+  kafka-python rejoins only from ``poll()``, so the coordinator holds the new generation until
+  ``slow-consumer`` polls again: the capture shows a rebalance of about 3 s that waited for it;
 * ``tls-loopback.pcap``: a TLS 1.3 handshake and a few encrypted records between Python ``ssl`` sockets
   in memory (a self-signed certificate made with ``openssl`` at run time, server name
   ``kafka-1.example.test``), written as a connection to port 9092 -- what a TLS listener looks like in a
@@ -88,6 +93,53 @@ def kafka_python(path: Path, sasl: bool = False, api_version: object = None) -> 
                  "kafka-python to consume")
         consumer.commit()
         consumer.close()
+
+
+SLOW_GROUP = "slow-group"
+SLOW_SECONDS = 3.0
+
+
+def kafka_python_slow_member(path: Path) -> None:
+    import threading
+
+    from kafka import KafkaConsumer, KafkaProducer
+
+    with recording_broker(path) as broker:
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, client_id="kafka-python-producer")
+        for i in range(MESSAGES):
+            key, value, _ = message(i)
+            producer.send(TOPIC, key=key, value=value)
+        producer.flush(30)
+        producer.close()
+
+        def consumer(client_id: str) -> "KafkaConsumer":
+            return KafkaConsumer(TOPIC, bootstrap_servers=broker.bootstrap_servers, group_id=SLOW_GROUP,
+                                 client_id=client_id, auto_offset_reset="earliest", enable_auto_commit=False)
+
+        slow = consumer("slow-consumer")
+        wait_for(lambda: bool(slow.poll(200)) and len(slow.assignment()) == 2, "slow-consumer to own both partitions")
+        # slow-consumer now "processes" for SLOW_SECONDS without polling; fast-consumer joins from its own
+        # thread (its poll() blocks until the coordinator completes the new generation)
+        fast = consumer("fast-consumer")
+        fast_assigned = threading.Event()
+
+        def run_fast() -> None:
+            deadline = time.monotonic() + 60
+            while not fast.assignment() and time.monotonic() < deadline:
+                fast.poll(200)
+            fast_assigned.set()
+
+        thread = threading.Thread(target=run_fast)
+        thread.start()
+        time.sleep(SLOW_SECONDS)
+        if fast_assigned.is_set():
+            raise RuntimeError("the rebalance finished without waiting for slow-consumer")
+        wait_for(lambda: bool(slow.poll(200) is not None) and len(slow.assignment()) == 1, "slow-consumer to rejoin")
+        thread.join(60)
+        if not fast.assignment():
+            raise RuntimeError("fast-consumer was never assigned a partition")
+        fast.close()
+        slow.close()
 
 
 # --- confluent-kafka (librdkafka) -------------------------------------------------------------------------
@@ -217,6 +269,7 @@ def main() -> int:
         ("kafka-python-sasl-plain.pcap", lambda p: kafka_python(p, sasl=True)),
         ("kafka-python-sasl-plain-v0.pcap", lambda p: kafka_python(p, sasl=True, api_version=(0, 10, 0))),
         ("librdkafka-sasl-plain.pcap", lambda p: librdkafka(p, sasl=True)),
+        ("kafka-python-slow-member.pcap", kafka_python_slow_member),
         ("tls-loopback.pcap", tls_loopback),
     ]
     for name, job in jobs:
