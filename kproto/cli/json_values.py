@@ -23,10 +23,13 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import os
 import uuid
+import warnings
 from itertools import islice
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Type
 
+from kproto._backend import BACKEND, FastPathMissingError, FastPathUnavailableWarning
 from kproto.errors import EncodeError, KprotoError
 from kproto.message_base import RECORDS, SCALARS, STRUCT, STRUCTS, Message, Struct
 from kproto.messages import ConsumerProtocolAssignment, ConsumerProtocolSubscription
@@ -110,7 +113,7 @@ class RecordStream:
 
     def json_bytes(self, chunk: int = 512) -> Iterator[bytes]:
         """:meth:`json_chunks` as ASCII bytes, for writers that can take them (no decoding and re-encoding)."""
-        as_text = _batched_record_text if self._batched else _record_text
+        as_text = _RECORD_LIST_TEXT if self._batched else _MESSAGE_LIST_TEXT
         limit = self.count if self.limit is None else min(self.limit, self.count)
         if not limit:
             yield b"[]"
@@ -119,7 +122,7 @@ class RecordStream:
         done, opening = 0, b"["
         while done < limit:
             step = min(chunk, limit - done)
-            yield opening + b",".join([as_text(m) for m in islice(messages, step)])
+            yield opening + as_text(messages, step)
             done, opening = done + step, b","
         yield b"]"
 
@@ -318,6 +321,45 @@ def _batched_record_text(m: Any) -> bytes:
         b"null" if key is None else b'{"$bytes":"' + _b64(key, newline=False) + b'"}',
         b"null" if value is None else b'{"$bytes":"' + _b64(value, newline=False) + b'"}',
         header_text)
+
+
+def message_list_text(messages: Iterator[Any], count: int) -> bytes:
+    """The next ``count`` magic 0/1 messages of ``messages`` as compact JSON objects, comma-separated.
+
+    The pure twin of ``kproto._fast._record_json.message_list_json``; the contract both keep: the
+    text is ASCII bytes, exactly ``",".join`` of each message's :func:`_record_json` dumped compactly
+    (``json.dumps(..., separators=(",", ":"))``), and exactly ``count`` items are taken from the
+    iterator (fewer when it ends).  ``tests/test_cli_record_json.py`` holds the two to it.
+    """
+    return b",".join([_record_text(m) for m in islice(messages, count)])
+
+
+def record_list_text(records: Iterator[Any], count: int) -> bytes:
+    """:func:`message_list_text` for records of any magic, with headers (:func:`_batched_record_json`);
+    the pure twin of ``kproto._fast._record_json.record_list_json``."""
+    return b",".join([_batched_record_text(m) for m in islice(records, count)])
+
+
+def _compiled_record_text() -> Optional[Any]:
+    """The compiled twin of the two functions above when the compiled backend runs (see kproto._backend)."""
+    if BACKEND != "cython":
+        return None
+    try:
+        from kproto._fast import _record_json
+    except ImportError as exc:
+        if os.environ.get("KPROTO_REQUIRE_FAST") == "1":
+            raise FastPathMissingError(f"KPROTO_REQUIRE_FAST=1 but kproto._fast._record_json does not import: {exc}") from exc
+        warnings.warn(f"kproto._fast._record_json is unavailable ({exc}): pcap -v writes records in pure Python "
+                      "(rebuild the extensions with `python setup.py build_ext --inplace`)",
+                      FastPathUnavailableWarning, stacklevel=2)
+        return None
+    return _record_json
+
+
+_compiled = _compiled_record_text()
+#: The renderers RecordStream.json_bytes uses: compiled when the compiled backend runs.
+_MESSAGE_LIST_TEXT = message_list_text if _compiled is None else _compiled.message_list_json
+_RECORD_LIST_TEXT = record_list_text if _compiled is None else _compiled.record_list_json
 
 
 def _record_json(m: Any) -> Dict[str, Any]:
