@@ -5,13 +5,25 @@ by ``test_cli_modern_versions.py``."""
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kproto.cli.json_values import _batched_record_json, _record_json, message_list_text, record_list_text
+from kproto.cli.json_output import RecordWriter
+from kproto.cli.json_values import (
+    Base64Text,
+    _batched_record_json,
+    _record_json,
+    base64_json,
+    bytes_of,
+    message_list_text,
+    record_list_text,
+    record_set_json,
+)
 from kproto.records import decode_message_set, decode_records, encode_message_set, encode_record_batch
 
 pytestmark = pytest.mark.compiled_only
@@ -60,6 +72,8 @@ def test_message_text_matches_the_pure_twin(sets) -> None:
     raw = b"".join(encode_message_set(items, magic=magic, codec=codec, base_offset=base,
                                       timestamp_type=kind if magic == 1 else 0)
                    for magic, items, codec, base, kind in sets)
+    for cut in (raw, raw[:1], raw[:2], raw[:3], raw[:-1], b""):  # every base64 tail: none, "==", "="
+        assert compiled().base64_json(cut) == base64_json(cut) == json.dumps(base64.b64encode(cut).decode()).encode()
     decoded = decode_message_set(raw)
     text = both(compiled().message_list_json, message_list_text, decoded)
     assert json.loads(b"[" + text + b"]") == [_record_json(m) for m in decoded]
@@ -87,3 +101,23 @@ def test_extreme_integers_and_unknown_codec() -> None:
     for text in (compiled().message_list_json, message_list_text):
         with pytest.raises(KeyError):
             text(iter([Odd()]), 1)
+
+
+def test_record_set_base64_is_written_as_its_text() -> None:
+    """A record set's ``$bytes`` is a Base64Text: equal to its text, written by every writer as that text."""
+    raw = encode_message_set([(b"k", b"v" * 50)], magic=1, codec="gzip")
+    value = record_set_json(raw, verbose=True)
+    text = base64.b64encode(raw).decode()
+    assert value["$bytes"] == text and bytes_of(value) == raw == bytes_of({"$bytes": text})
+    assert isinstance(value["$bytes"], Base64Text) and str(value["$bytes"]) == text
+    plain = dict(value, **{"$bytes": text}, messages=list(value["messages"]))
+    for fmt in ("jsonl", "json"):
+        outputs = []
+        for record in (plain, value):
+            for stream in (io.StringIO(), io.TextIOWrapper(io.BytesIO(), encoding="utf-8")):  # text, and bytes under
+                writer = RecordWriter(stream, fmt, "test")
+                writer.write({"record": "x", "records": record})
+                writer.close({})
+                stream.flush()
+                outputs.append(stream.getvalue() if isinstance(stream, io.StringIO) else stream.buffer.getvalue().decode())
+        assert len(set(outputs)) == 1, fmt

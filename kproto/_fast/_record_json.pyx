@@ -61,6 +61,35 @@ cdef struct Out:
     Py_ssize_t cap
 
 
+# One buffer serves every call: a fresh one per call cost more in page faults (its pages are new to the
+# process each time) than writing the text did.  A call made while it is in use (an attribute of a
+# hand-made item calling back in) gets a buffer of its own.  Kept up to SCRATCH_KEEP bytes.
+cdef Out scratch = Out(NULL, 0, 0)
+cdef bint scratch_busy = False
+cdef Py_ssize_t SCRATCH_KEEP = 8 << 20
+
+
+cdef Out* take_buffer(Out* own) noexcept:
+    global scratch_busy
+    if scratch_busy:
+        own.data, own.size, own.cap = NULL, 0, 0
+        return own
+    scratch_busy = True
+    scratch.size = 0
+    return &scratch
+
+
+cdef void give_back(Out* out) noexcept:
+    global scratch_busy
+    if out is not &scratch:
+        free(out.data)
+        return
+    scratch_busy = False
+    if scratch.cap > SCRATCH_KEEP:
+        free(scratch.data)
+        scratch.data, scratch.size, scratch.cap = NULL, 0, 0
+
+
 cdef int reserve(Out* out, Py_ssize_t extra) except -1:
     """Make room for ``extra`` more bytes (the writers below do not check: every caller reserves first)."""
     cdef Py_ssize_t need = out.size + extra
@@ -199,83 +228,107 @@ cdef bytes finish(Out* out):
 def message_list_json(messages, Py_ssize_t count):
     """The next ``count`` magic 0/1 messages of the iterator ``messages`` as compact JSON objects,
     comma-separated (ASCII bytes; see the module docs)."""
-    cdef Out out = Out(NULL, 0, 0)
+    cdef Out own
+    cdef Out* out
     cdef Py_ssize_t done = 0
     cdef object key, value
     if count <= 0:
         return b""
+    out = take_buffer(&own)
     try:
         for item in messages:
             if done:
-                reserve(&out, 1)
+                reserve(out, 1)
                 out.data[out.size] = b","
                 out.size += 1
             key = exact_bytes(item.key)
             value = exact_bytes(item.value)
-            put_common(&out, item, key, value, 0)
-            put(&out, CRC)
-            put_int(&out, item.crc)
-            put(&out, KEY)
-            put_bytes(&out, key)
-            put(&out, VALUE)
-            put_bytes(&out, value)
+            put_common(out, item, key, value, 0)
+            put(out, CRC)
+            put_int(out, item.crc)
+            put(out, KEY)
+            put_bytes(out, key)
+            put(out, VALUE)
+            put_bytes(out, value)
             out.data[out.size] = b"}"
             out.size += 1
             done += 1
             if done == count:
                 break
-        return finish(&out)
+        return finish(out)
     finally:
-        free(out.data)
+        give_back(out)
 
 
 def record_list_json(records, Py_ssize_t count):
     """The next ``count`` records (any magic, with ``headers``) of the iterator ``records`` as compact JSON
     objects, comma-separated (ASCII bytes; see the module docs)."""
-    cdef Out out = Out(NULL, 0, 0)
+    cdef Out own
+    cdef Out* out
     cdef Py_ssize_t done = 0, n, i
     cdef object key, value, header_value
     cdef tuple headers
     cdef bytes key_text
     if count <= 0:
         return b""
+    out = take_buffer(&own)
     try:
         for item in records:
             if done:
-                reserve(&out, 1)
+                reserve(out, 1)
                 out.data[out.size] = b","
                 out.size += 1
             key = exact_bytes(item.key)
             value = exact_bytes(item.value)
             headers = tuple(item.headers)
-            put_common(&out, item, key, value, 0)
-            put(&out, NULL_CRC)
-            put(&out, KEY)
-            put_bytes(&out, key)
-            put(&out, VALUE)
-            put_bytes(&out, value)
-            put(&out, HEADERS)
+            put_common(out, item, key, value, 0)
+            put(out, NULL_CRC)
+            put(out, KEY)
+            put_bytes(out, key)
+            put(out, VALUE)
+            put_bytes(out, value)
+            put(out, HEADERS)
             n = len(headers)
             for i in range(n):
                 header_key, header_value = headers[i]
                 key_text = header_key_text(header_key)
                 header_value = exact_bytes(header_value)
-                reserve(&out, PyBytes_GET_SIZE(key_text) + bytes_bound(header_value) + 16)
+                reserve(out, PyBytes_GET_SIZE(key_text) + bytes_bound(header_value) + 16)
                 if i:
                     out.data[out.size] = b","
                     out.size += 1
-                put(&out, key_text)
-                put(&out, HEADER_VALUE)
-                put_bytes(&out, header_value)
+                put(out, key_text)
+                put(out, HEADER_VALUE)
+                put_bytes(out, header_value)
                 out.data[out.size] = b"}"
                 out.size += 1
-            reserve(&out, 2)
+            reserve(out, 2)
             out.data[out.size] = b"]"
             out.data[out.size + 1] = b"}"
             out.size += 2
             done += 1
             if done == count:
                 break
-        return finish(&out)
+        return finish(out)
     finally:
-        free(out.data)
+        give_back(out)
+
+
+def base64_json(data):
+    """``data`` (bytes) as a JSON string of its base64, quotes included (ASCII bytes)."""
+    cdef Out own
+    cdef Out* out
+    if data is None:
+        raise TypeError("base64_json takes bytes, not None")
+    data = exact_bytes(data)
+    out = take_buffer(&own)
+    try:
+        reserve(out, base64_size(PyBytes_GET_SIZE(data)) + 2)
+        out.data[0] = b'"'
+        out.size = 1
+        put_base64(out, <const uint8_t*>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))
+        out.data[out.size] = b'"'
+        out.size += 1
+        return finish(out)
+    finally:
+        give_back(out)
