@@ -25,6 +25,18 @@ from libc.string cimport memcpy
 from json.encoder import encode_basestring_ascii
 
 cdef const char* B64 = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+# The two characters of every 12-bit group: three input bytes become two 2-byte copies.
+cdef char B64_PAIRS[8192]
+
+
+cdef void build_pairs() noexcept:
+    cdef int i
+    for i in range(4096):
+        B64_PAIRS[2 * i] = B64[i >> 6]
+        B64_PAIRS[2 * i + 1] = B64[i & 63]
+
+
+build_pairs()
 
 #: The JSON text of each codec name a decoded item can carry.
 _CODEC_TEXT = {None: b"none", "gzip": b"gzip", "snappy": b"snappy", "lz4": b"lz4", "zstd": b"zstd"}
@@ -140,10 +152,8 @@ cdef void put_base64(Out* out, const uint8_t* p, Py_ssize_t n) noexcept:
     cdef unsigned int v
     while i + 3 <= n:
         v = (<unsigned int>p[i] << 16) | (<unsigned int>p[i + 1] << 8) | p[i + 2]
-        w[0] = B64[v >> 18]
-        w[1] = B64[(v >> 12) & 63]
-        w[2] = B64[(v >> 6) & 63]
-        w[3] = B64[v & 63]
+        memcpy(w, B64_PAIRS + 2 * (v >> 12), 2)
+        memcpy(w + 2, B64_PAIRS + 2 * (v & 0xFFF), 2)
         w += 4
         i += 3
     if n - i == 1:

@@ -163,7 +163,7 @@ class RecordStream:
         for piece in self.json_bytes(chunk):
             yield piece.decode("ascii")
 
-    def json_bytes(self, chunk: int = 512) -> Iterator[bytes]:
+    def json_bytes(self, chunk: int = 128) -> Iterator[bytes]:
         """:meth:`json_chunks` as ASCII bytes, for writers that can take them (no decoding and re-encoding)."""
         as_text = _RECORD_LIST_TEXT if self._batched else _MESSAGE_LIST_TEXT
         limit = self.count if self.limit is None else min(self.limit, self.count)
@@ -171,11 +171,14 @@ class RecordStream:
             yield b"[]"
             return
         messages = iter(self._decoded)
-        done, opening = 0, b"["
+        done = 0
+        yield b"["
         while done < limit:
             step = min(chunk, limit - done)
-            yield opening + as_text(messages, step)
-            done, opening = done + step, b","
+            if done:
+                yield b","
+            yield as_text(messages, step)
+            done += step
         yield b"]"
 
 
