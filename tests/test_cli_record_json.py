@@ -73,7 +73,8 @@ def test_message_text_matches_the_pure_twin(sets) -> None:
                                       timestamp_type=kind if magic == 1 else 0)
                    for magic, items, codec, base, kind in sets)
     for cut in (raw, raw[:1], raw[:2], raw[:3], raw[:-1], b""):  # every base64 tail: none, "==", "="
-        assert compiled().base64_json(cut) == base64_json(cut) == json.dumps(base64.b64encode(cut).decode()).encode()
+        expected = json.dumps(base64.b64encode(cut).decode()).encode()
+        assert compiled().base64_json(cut) == base64_json(cut) == expected
     decoded = decode_message_set(raw)
     text = both(compiled().message_list_json, message_list_text, decoded)
     assert json.loads(b"[" + text + b"]") == [_record_json(m) for m in decoded]
@@ -96,7 +97,8 @@ def test_extreme_integers_and_unknown_codec() -> None:
     assert compiled().message_list_json(iter(decoded), 2) == message_list_text(iter(decoded), 2)
 
     class Odd:  # a message-like object travelling with a codec no writer knows
-        offset, magic, attributes, codec, timestamp, timestamp_type, crc, key, value = 0, 1, 0, "brotli", 1, 0, 1, None, None
+        offset, magic, attributes, codec, timestamp, timestamp_type, crc = 0, 1, 0, "brotli", 1, 0, 1
+        key = value = None
 
     for text in (compiled().message_list_json, message_list_text):
         with pytest.raises(KeyError):
@@ -119,5 +121,6 @@ def test_record_set_base64_is_written_as_its_text() -> None:
                 writer.write({"record": "x", "records": record})
                 writer.close({})
                 stream.flush()
-                outputs.append(stream.getvalue() if isinstance(stream, io.StringIO) else stream.buffer.getvalue().decode())
+                outputs.append(stream.getvalue() if isinstance(stream, io.StringIO)
+                               else stream.buffer.getvalue().decode())
         assert len(set(outputs)) == 1, fmt

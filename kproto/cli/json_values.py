@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import importlib
 import json
 import os
 import uuid
@@ -400,15 +401,16 @@ def _compiled_record_text() -> Optional[Any]:
     if BACKEND != "cython":
         return None
     try:
-        from kproto._fast import _record_json
+        compiled = importlib.import_module("kproto._fast._record_json")
     except ImportError as exc:
         if os.environ.get("KPROTO_REQUIRE_FAST") == "1":
-            raise FastPathMissingError(f"KPROTO_REQUIRE_FAST=1 but kproto._fast._record_json does not import: {exc}") from exc
+            raise FastPathMissingError(
+                f"KPROTO_REQUIRE_FAST=1 but kproto._fast._record_json does not import: {exc}") from exc
         warnings.warn(f"kproto._fast._record_json is unavailable ({exc}): pcap -v writes records in pure Python "
                       "(rebuild the extensions with `python setup.py build_ext --inplace`)",
                       FastPathUnavailableWarning, stacklevel=2)
         return None
-    return _record_json
+    return compiled
 
 
 def base64_json(data: bytes) -> bytes:
