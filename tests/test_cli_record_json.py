@@ -124,3 +124,19 @@ def test_record_set_base64_is_written_as_its_text() -> None:
                 outputs.append(stream.getvalue() if isinstance(stream, io.StringIO)
                                else stream.buffer.getvalue().decode())
         assert len(set(outputs)) == 1, fmt
+
+
+def test_missing_compiled_renderer_is_never_silent(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kproto._backend import FastPathMissingError, FastPathUnavailableWarning
+    from kproto.cli import json_values
+
+    def broken(name: str):
+        raise ImportError(f"no {name}")
+
+    monkeypatch.setattr(json_values.importlib, "import_module", broken)
+    monkeypatch.setenv("KPROTO_REQUIRE_FAST", "1")
+    with pytest.raises(FastPathMissingError):
+        json_values._compiled_record_text()
+    monkeypatch.delenv("KPROTO_REQUIRE_FAST")
+    with pytest.warns(FastPathUnavailableWarning, match="_record_json"):
+        assert json_values._compiled_record_text() is None
