@@ -2,6 +2,7 @@
 ``tshark -T json`` on the same files.
 
     python benchmarks/capture.py [--size-mb 100] [--era 0.9|modern|both] [--output-dir /tmp] [--reuse] [--profile]
+                                 [--repeat N]
 
 1. Writes ~100 MB pcaps of Produce/Fetch-heavy traffic with ``kproto.capture.writer`` (producers sending
    64 KiB-256 KiB record sets, consumers fetching up to 1 MiB per partition, in every codec, with the odd
@@ -12,7 +13,8 @@
 2. Times ``kproto pcap --format jsonl FILE``, ``kproto pcap --format jsonl -v FILE`` (every record
    decoded into the output) and ``tshark -r FILE -d tcp.port==9092,kafka -T json``, output to
    /dev/null, and prints MB/s for each and the ratios (target: kproto -v at least 5x faster), with
-   ``uptime`` (the machine may be shared: state the load with the figures).
+   ``uptime`` (the machine may be shared: state the load with the figures).  ``--repeat N`` runs the three
+   in turn N times and compares the medians (one run's ratio moves with the load).
 3. ``--profile`` also runs ``kproto pcap --format jsonl -v`` in-process under cProfile (top functions).
 """
 
@@ -26,11 +28,12 @@ import pstats
 import random
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import List, Tuple
+from typing import Dict, List, Tuple
 
 import kproto
 from kproto.capture.writer import Side, TcpConversation, write_capture
@@ -162,8 +165,11 @@ def uptime() -> str:
     return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
 
-def compare(path: Path, era: str) -> None:
-    """Time both tools on one capture and print the figures (wall and CPU time; ratios of both)."""
+def compare(path: Path, era: str, repeat: int = 1) -> None:
+    """Time both tools on one capture and print the figures (wall and CPU time; ratios of both).
+
+    With ``repeat`` > 1 the commands run in turn that many times (so each round sees the same load) and
+    the ratios are of the median times."""
     size_mb = path.stat().st_size / 1e6
     kproto_cli = str(Path(sys.executable).with_name("kproto"))
     print(f"--- era {era}: {path} ({size_mb:.1f} MB); {uptime()}")
@@ -174,19 +180,25 @@ def compare(path: Path, era: str) -> None:
     tshark = shutil.which("tshark")
     if tshark is not None:
         runs["tshark -T json"] = [tshark, "-r", str(path), "-d", "tcp.port==9092,kafka", "-T", "json"]
-    times = {}
-    for name, command in runs.items():
-        wall, cpu = times[name] = timed(command)
-        print(f"{name:30s}: {wall:7.2f} s wall {size_mb / wall:7.1f} MB/s, {cpu:7.2f} s CPU {size_mb / cpu:7.1f} MB/s"
-              + (f"  (backend {kproto.backend})" if name.startswith("kproto") else ""))
+    rounds: Dict[str, List[Tuple[float, float]]] = {name: [] for name in runs}
+    for n in range(repeat):
+        if repeat > 1:
+            print(f"round {n + 1}/{repeat}; {uptime()}")
+        for name, command in runs.items():
+            wall, cpu = timed(command)
+            rounds[name].append((wall, cpu))
+            print(f"{name:30s}: {wall:7.2f} s wall {size_mb / wall:7.1f} MB/s, {cpu:7.2f} s CPU {size_mb / cpu:7.1f} MB/s"
+                  + (f"  (backend {kproto.backend})" if name.startswith("kproto") else ""))
     if tshark is None:
         print("tshark not installed: no comparison")
         return
+    times = {name: (statistics.median(w for w, _ in found), statistics.median(c for _, c in found))
+             for name, found in rounds.items()}
     tshark_wall, tshark_cpu = times["tshark -T json"]
     for name in ("kproto pcap --format jsonl -v", "kproto pcap --format jsonl"):
         wall, cpu = times[name]
-        print(f"ratio tshark / {name}: {tshark_wall / wall:.1f}x wall, {tshark_cpu / cpu:.1f}x CPU"
-              + ("  (target >= 5x)" if name.endswith("-v") else ""))
+        print(f"ratio tshark / {name}{' (medians)' if repeat > 1 else ''}: {tshark_wall / wall:.1f}x wall, "
+              f"{tshark_cpu / cpu:.1f}x CPU" + ("  (target >= 5x)" if name.endswith("-v") else ""))
     print(uptime())
 
 
@@ -197,6 +209,8 @@ def main() -> int:
     parser.add_argument("--output-dir", type=Path, default=Path("/tmp"), help="where the captures go (default /tmp)")
     parser.add_argument("--reuse", action="store_true", help="reuse existing captures in --output-dir")
     parser.add_argument("--profile", action="store_true", help="cProfile kproto pcap -v")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="run the commands in turn this many times and compare medians (default 1)")
     args = parser.parse_args()
 
     for era in (("0.9", "modern") if args.era == "both" else (args.era,)):
@@ -206,7 +220,7 @@ def main() -> int:
             written = write_capture(path, build_conversations(int(args.size_mb * 1e6), era=era))
             print(f"wrote {path}: {path.stat().st_size / 1e6:.1f} MB, {written.packets} packets "
                   f"in {time.perf_counter() - start:.1f} s")
-        compare(path, era)
+        compare(path, era, max(1, args.repeat))
         if args.profile:
             profile_kproto(path)
     return 0

@@ -4,8 +4,8 @@ For every input of the corpora given (default: all of ``fuzz/corpus``), in the l
 directory belongs to, this calls the Cython build directly: ``decode_request``/``decode_response`` (and
 re-encoding what decodes) for frames, ``kproto._fast._records`` ``decode``/``decode_columns``/
 ``encode_plain`` (iterating and indexing the lazy result) and ``decode_records``/``decode_record_columns``/
-``encode_batch`` for records of any magic, and ``crc32``; the capture,
-hex and broker corpora are skipped (pure Python).  No tracemalloc, no pure twin: valgrind is slow enough.
+``encode_batch`` for records of any magic, ``crc32``, and ``kproto._fast._record_json`` over what decodes;
+the capture, hex and broker corpora are skipped (pure Python).  No tracemalloc, no pure twin: valgrind is slow enough.
 Errors kproto raises on purpose are expected and ignored; the point is what memcheck sees.
 
     python fuzz/cython_paths.py [DIR ...]    # DIR named after its harness, e.g. .../message_sets
@@ -24,6 +24,7 @@ def main(argv=None) -> int:
     from kproto import framing
     from kproto.errors import KprotoError
     from kproto._fast import _records as fast
+    from kproto._fast import _record_json
     from kproto.records.message_set import bind_core
     from fuzz.atheris_runtime import corpus_files
     from fuzz import fuzz_message_sets as ms, fuzz_request_frames as rq, fuzz_response_frames as rs
@@ -53,10 +54,12 @@ def main(argv=None) -> int:
                 elif kind == "message_sets":
                     payload, raw, check_crc = ms.prepare(data)
                     fast.crc32(raw)
+                    _record_json.base64_json(raw)
                     for check in (check_crc, not check_crc):
                         try:
                             result = fast.decode(payload, check, 1 << 18)
                             items = list(result)
+                            _record_json.message_list_json(iter(items), len(items))
                             if items:
                                 result[len(items) - 1]
                                 fast.encode_plain([(m.key, m.value, m.timestamp) for m in items], 1, 0, 0)
@@ -71,6 +74,7 @@ def main(argv=None) -> int:
                         try:  # records of any magic: objects (headers built lazily), columns, re-encoding
                             records = list(fast.decode_records(payload, check, 1 << 18))
                             [r.headers for r in records]
+                            _record_json.record_list_json(iter(records), len(records))
                             fast.encode_batch([(r.key, r.value, r.timestamp, r.headers) for r in records], 0, 0,
                                               -1, -1, -1, 0, -1, 0)
                             fast.decode_record_columns(payload, check, 1 << 18).headers()

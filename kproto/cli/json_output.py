@@ -4,9 +4,10 @@
 ``--format json``: one document ``{"kproto": <command>, "format_version": 1, "records": [...],
 "summary": {...}}``, pretty-printed with two-space indents.
 
-Records are written with ``json.dumps`` (C speed) unless they hold a lazy sequence (a
-:class:`~kproto.cli.json_values.RecordStream` of a record set, or any other non-list iterable): those
-are written piece by piece, so a record whose record set decompresses to 64 MiB never exists as one
+Records are written with ``json.dumps`` (C speed) unless they hold a lazy value (a
+:class:`~kproto.cli.json_values.RecordStream` of a record set, a
+:class:`~kproto.cli.json_values.Base64Text`, or any other non-list iterable): those are written piece
+by piece, so a record whose record set decompresses to 64 MiB never exists as one
 string or one list of values.  In JSON Lines, a lazy value that writes its own text (``json_chunks()``,
 ``json_bytes()``)
 is dumped as a placeholder string, and the line is written with the value's chunks in its place: the
@@ -37,7 +38,11 @@ def _refuse(value: Any) -> Any:
 def iter_json(value: Any, indent: Optional[int] = None, level: int = 0) -> Iterator[str]:
     """``value`` as JSON text in pieces; iterables other than str/bytes/dict/list are written as lists,
     element by element, as they are iterated.  ``indent`` as in ``json.dumps``, ``level`` the depth the
-    value sits at.  Every part that holds nothing lazy is written by ``json.dumps`` in one go."""
+    value sits at.  Every part that holds nothing lazy is written by ``json.dumps`` in one go; a value
+    with a true ``json_scalar`` writes its own text (``json_chunks()``), the same at any indent."""
+    if getattr(value, "json_scalar", False):
+        yield from value.json_chunks()
+        return
     try:
         text = json.dumps(value, indent=indent, separators=None if indent is not None else (",", ":"),
                           default=_refuse)

@@ -5,6 +5,9 @@ Conventions (documented in ``docs/cli.md``):
 * Every message is an object with the field names of its class's ``to_dict()``, in wire order.
 * Bytes (``bytes`` fields, record sets, undecoded bodies) are ``{"$bytes": "<base64>"}``: an object,
   so bytes can never be mistaken for a string.  A ``null`` stays ``null`` (null and empty differ).
+  In the values this module makes, a record set's base64 is a :class:`Base64Text` (it equals its text),
+  which the JSON writer copies to the output without ``json.dumps`` scanning it: record sets are most of
+  a capture's bytes.
 * With ``verbose``, a record set object also carries ``messages`` (each with ``offset``, ``magic``,
   ``attributes``, ``codec``, ``timestamp``, ``timestamp_type``, ``crc``, ``key``, ``value``),
   ``valid_bytes`` and ``partial`` — or ``error`` when its messages do not decode — and, when
@@ -22,11 +25,15 @@ from __future__ import annotations
 
 import base64
 import binascii
+import importlib
 import json
+import os
 import uuid
+import warnings
 from itertools import islice
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Type
 
+from kproto._backend import BACKEND, FastPathMissingError, FastPathUnavailableWarning
 from kproto.errors import EncodeError, KprotoError
 from kproto.message_base import RECORDS, SCALARS, STRUCT, STRUCTS, Message, Struct
 from kproto.messages import ConsumerProtocolAssignment, ConsumerProtocolSubscription
@@ -34,9 +41,11 @@ from kproto.records import RecordSet, decode_message_set, decode_records, encode
 
 __all__ = [
     "BYTES_KEY",
+    "Base64Text",
     "LAZY_RECORDS_THRESHOLD",
     "RecordStream",
     "bytes_json",
+    "bytes_of",
     "error_json",
     "message_json",
     "json_to_python",
@@ -60,6 +69,53 @@ _ASSIGNMENT_FIELDS = frozenset({"assignment", "member_assignment"})
 def bytes_json(data: bytes) -> Dict[str, str]:
     """``{"$bytes": "<base64>"}``."""
     return {BYTES_KEY: base64.b64encode(data).decode("ascii")}
+
+
+class Base64Text:
+    """The base64 text of ``data``, made only when written: the ``$bytes`` of a record set.
+
+    ``json.dumps`` cannot take it: the JSON writers ask for :meth:`json_bytes` (``"<base64>"`` with its
+    quotes, as ``json.dumps`` of the text would give, since base64 needs no escaping).  It equals its
+    text (``str()``), so code comparing JSON values sees the string it stands for.
+    """
+
+    __slots__ = ("data",)
+
+    #: The JSON writers copy :meth:`json_chunks` as is, also in indented output (it is one string).
+    json_scalar = True
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def __str__(self) -> str:
+        return _b64(self.data, newline=False).decode("ascii")
+
+    def __repr__(self) -> str:
+        return f"Base64Text({len(self.data)} bytes)"
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Base64Text):
+            return self.data == other.data
+        if isinstance(other, str):
+            return str(self) == other
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # equal to a str, so not hashable like one
+
+    def json_bytes(self) -> Iterator[bytes]:
+        """The JSON string (with quotes) as ASCII bytes."""
+        yield _BASE64_JSON(self.data)
+
+    def json_chunks(self) -> Iterator[str]:
+        """:meth:`json_bytes` as text."""
+        yield _BASE64_JSON(self.data).decode("ascii")
+
+
+def bytes_of(item: Dict[str, Any]) -> bytes:
+    """The bytes of a ``{"$bytes": ...}`` value made by this module (its text decoded, or a record set's
+    :class:`Base64Text` data)."""
+    text = item[BYTES_KEY]
+    return text.data if isinstance(text, Base64Text) else base64.b64decode(text)
 
 
 def error_json(error: Optional[BaseException]) -> Optional[Dict[str, Any]]:
@@ -108,19 +164,22 @@ class RecordStream:
         for piece in self.json_bytes(chunk):
             yield piece.decode("ascii")
 
-    def json_bytes(self, chunk: int = 512) -> Iterator[bytes]:
+    def json_bytes(self, chunk: int = 128) -> Iterator[bytes]:
         """:meth:`json_chunks` as ASCII bytes, for writers that can take them (no decoding and re-encoding)."""
-        as_text = _batched_record_text if self._batched else _record_text
+        as_text = _RECORD_LIST_TEXT if self._batched else _MESSAGE_LIST_TEXT
         limit = self.count if self.limit is None else min(self.limit, self.count)
         if not limit:
             yield b"[]"
             return
         messages = iter(self._decoded)
-        done, opening = 0, b"["
+        done = 0
+        yield b"["
         while done < limit:
             step = min(chunk, limit - done)
-            yield opening + b",".join([as_text(m) for m in islice(messages, step)])
-            done, opening = done + step, b","
+            if done:
+                yield b","
+            yield as_text(messages, step)
+            done += step
         yield b"]"
 
 
@@ -192,7 +251,7 @@ def record_set_json(raw: bytes, verbose: bool = False, max_records: Optional[int
     Sets larger than :data:`LAZY_RECORDS_THRESHOLD` messages get a :class:`RecordStream`, which the
     JSON writer and the text tree iterate without building the list.
     """
-    out: Dict[str, Any] = bytes_json(raw)
+    out: Dict[str, Any] = {BYTES_KEY: Base64Text(raw)}
     if not verbose:
         return out
     batched = len(raw) > _MAGIC_AT and raw[_MAGIC_AT] == 2
@@ -320,6 +379,53 @@ def _batched_record_text(m: Any) -> bytes:
         header_text)
 
 
+def message_list_text(messages: Iterator[Any], count: int) -> bytes:
+    """The next ``count`` magic 0/1 messages of ``messages`` as compact JSON objects, comma-separated.
+
+    The pure twin of ``kproto._fast._record_json.message_list_json``; the contract both keep: the
+    text is ASCII bytes, exactly ``",".join`` of each message's :func:`_record_json` dumped compactly
+    (``json.dumps(..., separators=(",", ":"))``), and exactly ``count`` items are taken from the
+    iterator (fewer when it ends).  ``tests/test_cli_record_json.py`` holds the two to it.
+    """
+    return b",".join([_record_text(m) for m in islice(messages, count)])
+
+
+def record_list_text(records: Iterator[Any], count: int) -> bytes:
+    """:func:`message_list_text` for records of any magic, with headers (:func:`_batched_record_json`);
+    the pure twin of ``kproto._fast._record_json.record_list_json``."""
+    return b",".join([_batched_record_text(m) for m in islice(records, count)])
+
+
+def _compiled_record_text() -> Optional[Any]:
+    """The compiled twin of the two functions above when the compiled backend runs (see kproto._backend)."""
+    if BACKEND != "cython":
+        return None
+    try:
+        compiled = importlib.import_module("kproto._fast._record_json")
+    except ImportError as exc:
+        if os.environ.get("KPROTO_REQUIRE_FAST") == "1":
+            raise FastPathMissingError(
+                f"KPROTO_REQUIRE_FAST=1 but kproto._fast._record_json does not import: {exc}") from exc
+        warnings.warn(f"kproto._fast._record_json is unavailable ({exc}): pcap -v writes records in pure Python "
+                      "(rebuild the extensions with `python setup.py build_ext --inplace`)",
+                      FastPathUnavailableWarning, stacklevel=2)
+        return None
+    return compiled
+
+
+def base64_json(data: bytes) -> bytes:
+    """``data`` as a JSON string of its base64 (with the quotes, ASCII bytes); the pure twin of
+    ``kproto._fast._record_json.base64_json``."""
+    return b'"' + _b64(data, newline=False) + b'"'
+
+
+_compiled = _compiled_record_text()
+#: The renderers RecordStream.json_bytes and Base64Text use: compiled when the compiled backend runs.
+_MESSAGE_LIST_TEXT = message_list_text if _compiled is None else _compiled.message_list_json
+_RECORD_LIST_TEXT = record_list_text if _compiled is None else _compiled.record_list_json
+_BASE64_JSON = base64_json if _compiled is None else _compiled.base64_json
+
+
 def _record_json(m: Any) -> Dict[str, Any]:
     return {
         "offset": m.offset,
@@ -351,6 +457,8 @@ def json_to_python(value: Any, where: str = "") -> Any:
 
 
 def _decode_base64(text: Any, where: str) -> bytes:
+    if isinstance(text, Base64Text):
+        return text.data
     if not isinstance(text, str):
         raise EncodeError(f"{where}: {BYTES_KEY} must be a base64 string")
     try:

@@ -16,11 +16,10 @@ messages, one line each.
 
 from __future__ import annotations
 
-import base64
 from typing import Any, Iterator, List
 
 from kproto._generated.error_codes import name_in_context
-from kproto.cli.json_values import BYTES_KEY
+from kproto.cli.json_values import BYTES_KEY, bytes_of
 
 __all__ = ["tree_lines"]
 
@@ -57,7 +56,7 @@ def _is_bytes(item: Any) -> bool:
 
 def _leaf(item: Any) -> str:
     if _is_bytes(item):
-        data = base64.b64decode(item[BYTES_KEY])
+        data = bytes_of(item)
         if "messages" in item or "error" in item:
             return f"{len(data)} bytes" + _record_summary(item)
         return show_bytes(data)
@@ -123,7 +122,7 @@ def batch_line(batch: Any) -> str:
 
 
 def _optional_bytes(item: Any) -> str:
-    return "None" if item is None else show_bytes(base64.b64decode(item[BYTES_KEY]))
+    return "None" if item is None else show_bytes(bytes_of(item))
 
 
 def show_bytes(data: bytes) -> str:
