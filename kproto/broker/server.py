@@ -92,6 +92,29 @@ class _StampedReader(asyncio.StreamReader):
         super().feed_data(data)
 
 
+class _ReadInto(asyncio.StreamReaderProtocol, asyncio.BufferedProtocol):
+    """asyncio's stream protocol, reading the socket into one buffer the broker keeps.
+
+    A plain protocol gets a new bytes object from every ``recv(256 KiB)``, shrunk to what was read: the
+    allocator hands out and takes back a quarter megabyte per read, and when it gives that memory back
+    to the system the next read faults it in again (in a small process on a 2-core VM, 150 us per
+    read against 15 us for a read into a kept buffer).  As a buffered protocol, the transport reads
+    into ``buffer`` and the bytes read are copied out at once, so one buffer serves every connection
+    of the broker (reads run one at a time, on the loop's thread).
+    """
+
+    def __init__(self, buffer: memoryview, reader: asyncio.StreamReader, connected: Any,
+                 loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(reader, connected, loop=loop)
+        self._buffer = buffer
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._buffer
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.data_received(bytes(self._buffer[:nbytes]))
+
+
 def _stop_reading(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     """End the stream for the connection's reader: a pending read returns b"" at once.  The transport
     stops reading first, so no bytes can follow the end."""
@@ -191,10 +214,10 @@ class BrokerServer:
         loop = asyncio.get_running_loop()
         self._previous_handler = loop.get_exception_handler()
         loop.set_exception_handler(self._loop_exception)
+        read_buffer = memoryview(bytearray(_READ_SIZE))  # shared: each read is copied out of it at once
 
-        def protocol() -> asyncio.StreamReaderProtocol:  # what asyncio.start_server builds, with _StampedReader
-            return asyncio.StreamReaderProtocol(_StampedReader(limit=_STREAM_LIMIT, loop=loop), self._accept,
-                                                loop=loop)
+        def protocol() -> asyncio.StreamReaderProtocol:  # what asyncio.start_server builds, but see _ReadInto
+            return _ReadInto(read_buffer, _StampedReader(limit=_STREAM_LIMIT, loop=loop), self._accept, loop=loop)
 
         self._server = await loop.create_server(protocol, self._host, self._port, reuse_address=True)
         self.core.bind(*self.address)
