@@ -17,7 +17,8 @@ The layout is in docs/records.md; which Kafka error answers which fault is in do
 from __future__ import annotations
 
 import struct
-from typing import List, NamedTuple, Union
+from dataclasses import dataclass
+from typing import List, Union
 
 from kproto import ErrorCode
 from kproto._backend import records_impl
@@ -39,9 +40,9 @@ _CRC = struct.Struct(">I")
 _LOG_OVERHEAD = 12  # baseOffset + batchLength
 
 
-class BatchHeader(NamedTuple):
-    """What the broker needs from one batch's header, and where the batch lies in its buffer (a tuple:
-    one is built per produced batch, on the broker's hot path)."""
+@dataclass(frozen=True)
+class BatchHeader:
+    """What the broker needs from one batch's header, and where the batch lies in its buffer."""
 
     position: int
     size: int  # whole batch, log overhead included

@@ -34,7 +34,7 @@ import asyncio
 import logging
 import socket
 import time
-from typing import Any, Dict, Optional, Set, Tuple
+from typing import Any, Dict, Iterable, Optional, Set, SupportsIndex, Tuple
 
 from kproto.apis import APIS
 from kproto.broker.config import BrokerConfig
@@ -87,7 +87,7 @@ class _StampedReader(asyncio.StreamReader):
 
     fed_at = 0.0
 
-    def feed_data(self, data: bytes) -> None:
+    def feed_data(self, data: Iterable[SupportsIndex]) -> None:
         self.fed_at = time.monotonic()
         super().feed_data(data)
 
@@ -118,7 +118,9 @@ class _ReadInto(asyncio.StreamReaderProtocol, asyncio.BufferedProtocol):
 def _stop_reading(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     """End the stream for the connection's reader: a pending read returns b"" at once.  The transport
     stops reading first, so no bytes can follow the end."""
-    writer.transport.pause_reading()
+    transport = writer.transport
+    if isinstance(transport, asyncio.ReadTransport):
+        transport.pause_reading()
     reader.feed_eof()
 
 
@@ -418,7 +420,7 @@ class BrokerServer:
             pass
         raise ConnectionError("connection ended while waiting for the byte budget")
 
-    async def _read_chunk(self, client: _Connection, queue: asyncio.Queue,
+    async def _read_chunk(self, client: _Connection, queue: "asyncio.Queue[Any]",
                           reader: asyncio.StreamReader) -> Optional[bytes]:
         """The next bytes from the socket, b"" at its end (or once the processor ended), or None when a
         timer closed the connection."""
@@ -431,7 +433,7 @@ class BrokerServer:
             client.reading = False
         return None if client.timed_out else data
 
-    def _timed_out(self, client: _Connection, queue: asyncio.Queue) -> bool:
+    def _timed_out(self, client: _Connection, queue: "asyncio.Queue[Any]") -> bool:
         """Whether the connection's request-receive timer (a request started arriving) or idle timer
         has run out; a connection whose request is still being handled is not idle.  Counted once."""
         now = time.monotonic()
@@ -451,7 +453,7 @@ class BrokerServer:
         client.timed_out = True
         return True
 
-    def _watch(self, client: _Connection, queue: asyncio.Queue, reader: asyncio.StreamReader,
+    def _watch(self, client: _Connection, queue: "asyncio.Queue[Any]", reader: asyncio.StreamReader,
                writer: asyncio.StreamWriter) -> None:
         """The connection's timers, checked while it waits for bytes.
 
