@@ -85,3 +85,19 @@ def first_partition(response: Message) -> Message:
     if parts is None:
         parts = topic.partitions
     return parts[0]
+
+
+def kafka_python_knows(consumer: object, topic: str) -> None:
+    """Have a kafka-python group consumer fetch ``topic``'s partitions before its first poll() joins.
+
+    kafka-python 3.0.12 sends its first JoinGroup without waiting for the metadata of the topic it
+    subscribed to.  When it leads the group and assigns before that metadata arrives, it assigns
+    nothing ("No partition metadata for topic") and rebalances again once the metadata comes.  If a
+    poll() times out during that second rebalance, the client abandons the rebalance in flight (its
+    own assignment already made the metadata look current): it never applies the assignment, consumes
+    nothing, and its heartbeats stay off until the broker expires its session (UNKNOWN_MEMBER_ID at
+    LeaveGroup).  The broker answers every request correctly; under load the race is likely with the
+    short poll timeouts tests use.  Knowing the partitions first makes the first assignment complete.
+    """
+    partitions = consumer.partitions_for_topic(topic)  # type: ignore[attr-defined]  # a blocking metadata request
+    assert partitions, f"no partitions for topic {topic!r}"

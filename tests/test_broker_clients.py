@@ -20,6 +20,8 @@ import pytest
 from kproto.records import decode_records
 from kproto.testing import MockBroker
 
+from broker_client import kafka_python_knows
+
 import confluent_kafka  # noqa: E402  (dev dependency)
 from kafka import KafkaConsumer, KafkaProducer  # noqa: E402
 
@@ -102,6 +104,7 @@ def test_kafka_python_round_trip(codec: Optional[str]) -> None:
         consumer = KafkaConsumer("kp", bootstrap_servers=broker.bootstrap_servers, group_id="kp-group",
                                  auto_offset_reset="earliest", enable_auto_commit=False, fetch_max_wait_ms=100,
                                  **KP_09)
+        kafka_python_knows(consumer, "kp")
         records: List[Tuple[int, int, bytes]] = []
         deadline = time.monotonic() + DEADLINE
         while len(records) < N and time.monotonic() < deadline:
@@ -181,6 +184,7 @@ class KafkaPythonMember(threading.Thread):
                                      auto_offset_reset="earliest", fetch_max_wait_ms=50,
                                      max_poll_records=self.max_records, **commit, **FAST_GROUP, **KP_09)
             consumer.subscribe([self.topic])
+            kafka_python_knows(consumer, self.topic)
             while not self.stop_event.is_set():
                 for tp, batch in consumer.poll(timeout_ms=50).items():
                     self.processed.extend((tp.partition, m.offset, m.value) for m in batch)
@@ -249,6 +253,7 @@ from kafka import KafkaConsumer
 bootstrap, topic, group, session = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, api_version=(0, 9),
                          session_timeout_ms=session, heartbeat_interval_ms=300, enable_auto_commit=False)
+consumer.partitions_for_topic(topic)  # known before the first join: see broker_client.kafka_python_knows
 last = None
 deadline = time.monotonic() + 120
 while time.monotonic() < deadline:
@@ -277,6 +282,7 @@ def test_committed_offsets_survive_a_consumer_restart() -> None:
             consumer = KafkaConsumer("rs", bootstrap_servers=broker.bootstrap_servers, group_id="restart",
                                      auto_offset_reset="earliest", enable_auto_commit=False, max_poll_records=100,
                                      fetch_max_wait_ms=50, **FAST_GROUP, **KP_09)
+            kafka_python_knows(consumer, "rs")
             got: List[Tuple[int, int, bytes]] = []
             deadline = time.monotonic() + DEADLINE
             target = 1000 if round_ == 0 else 2000 - len(seen)

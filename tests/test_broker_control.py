@@ -3,6 +3,7 @@ admin requests, SASL PLAIN, version refusal and bad input (kproto's own client o
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import socket
 import struct
@@ -13,10 +14,13 @@ import pytest
 from broker_client import SocketClient, metadata_request
 from kproto import ErrorCode
 from kproto.apis import APIS
+from kproto.broker.config import BrokerConfig
 from kproto.broker.control import CONTROL_PLANE_VERSIONS, served_table
 from kproto.broker.data_plane import SERVED_VERSIONS as DATA_PLANE_VERSIONS
-from kproto.broker.handlers import SERVED_VERSIONS
+from kproto.broker.handlers import SERVED_VERSIONS, BrokerCore
 from kproto.broker.sasl import check_plain
+from kproto.connection import ClientConnection
+from kproto.connection.server import RequestReceived, ServerConnection
 from kproto.framing import decode_response, encode_request
 from kproto.group.coordinator import SERVED_VERSIONS as COORDINATOR_VERSIONS
 from kproto.messages import (
@@ -28,9 +32,11 @@ from kproto.messages import (
     DescribeConfigsRequest,
     FindCoordinatorRequest,
     MetadataRequest,
+    ProduceRequest,
     SaslAuthenticateRequest,
     SaslHandshakeRequest,
 )
+from kproto.records import encode_record_batch
 from kproto.testing import MockBroker
 
 _C = ErrorCode
@@ -111,6 +117,21 @@ def test_a_readable_version_the_broker_does_not_serve_is_unsupported_version(bro
     assert response.error_code == _C.UNSUPPORTED_VERSION
     assert [t.error_code for t in response.topics] == [_C.UNSUPPORTED_VERSION]
     assert client.request(metadata_request("t"), 1).topics[0].error_code == 0  # still served
+
+
+def test_an_acks_0_produce_in_a_version_the_broker_does_not_serve_gets_no_answer() -> None:
+    # Found by fuzz/fuzz_broker_requests.py: Produce v12 (readable, not served) with acks=0.
+    records = encode_record_batch([(None, b"v")])
+    T = ProduceRequest.TopicProduceData
+    request = ProduceRequest(acks=0, timeout_ms=1000, topic_data=[
+        T(name="t", partition_data=[T.PartitionProduceData(index=0, records=records)])])
+    frame = ClientConnection().send(request, SERVED_VERSIONS[0][1] + 1).frame
+    (received,) = ServerConnection().receive_data(frame)
+    assert isinstance(received, RequestReceived) and not received.expects_response
+    core = BrokerCore(BrokerConfig())
+    core.cluster.create_topic("t", 1)
+    assert asyncio.run(core.handle(received, "/127.0.0.1")) is None
+    assert core.cluster.lookup("t")[0].high_watermark == 0
 
 
 def test_malformed_flexible_frame_closes_only_that_connection_with_a_logged_reason(broker, caplog) -> None:

@@ -22,6 +22,8 @@ import pytest
 
 from kproto.testing import MockBroker
 
+from broker_client import kafka_python_knows
+
 import confluent_kafka  # noqa: E402  (dev dependency)
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # noqa: E402
 from kafka import KafkaConsumer, KafkaProducer  # noqa: E402
@@ -77,6 +79,7 @@ def broker():
 def kp_consume(broker: MockBroker, topic: str, group: str, **options: object) -> Consumed:
     consumer = KafkaConsumer(topic, bootstrap_servers=broker.bootstrap_servers, group_id=group,
                              auto_offset_reset="earliest", **options)
+    kafka_python_knows(consumer, topic)
     out: Consumed = []
     try:
         deadline = time.monotonic() + DEADLINE
@@ -226,8 +229,10 @@ class PollingMember:
 
 def _kp_member(broker: MockBroker, instance: Optional[str] = None) -> PollingMember:
     def make() -> object:
-        return KafkaConsumer("g", bootstrap_servers=broker.bootstrap_servers, group_id="grp",
-                             group_instance_id=instance, auto_offset_reset="earliest")
+        consumer = KafkaConsumer("g", bootstrap_servers=broker.bootstrap_servers, group_id="grp",
+                                 group_instance_id=instance, auto_offset_reset="earliest")
+        kafka_python_knows(consumer, "g")
+        return consumer
 
     def poll(c: object) -> Set[int]:
         c.poll(timeout_ms=50)  # type: ignore[attr-defined]

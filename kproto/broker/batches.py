@@ -102,7 +102,7 @@ def scan_batches(data: Union[bytes, bytearray, memoryview], *, message_max_bytes
                 return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
             if count < 1 or last_delta != count - 1 or attributes & ATTR_CONTROL:
                 return ErrorCode.INVALID_RECORD
-            if not codec and not _records_fill(view[pos:pos + size], count):
+            if not codec and not _records_fill(data if size == end else view[pos:pos + size], count):
                 return ErrorCode.CORRUPT_MESSAGE
             headers.append(BatchHeader(pos, size, attributes, last_delta, base_ts, max_ts, pid, epoch, base_seq,
                                        count))
@@ -112,8 +112,9 @@ def scan_batches(data: Union[bytes, bytearray, memoryview], *, message_max_bytes
     return headers
 
 
-def _records_fill(view: memoryview, count: int) -> bool:
-    """Whether exactly ``count`` well-formed records fill the uncompressed batch in ``view``.
+def _records_fill(view: Union[bytes, bytearray, memoryview], count: int) -> bool:
+    """Whether exactly ``count`` well-formed records fill the uncompressed batch in ``view`` (the whole
+    buffer when it is one batch, the usual Produce: a slice would be copied first).
 
     The backend's decoder walks them (in C when compiled; no record is re-encoded, and the CRC was
     checked already); its limit is the batch's own size, so nothing larger is ever allocated.

@@ -110,10 +110,14 @@ def fit_to_version(message: Any, version: int) -> Any:
         return message
     absent, nested = _trim_plan(type(message), version)
     if absent:
-        blank = type(message)()
+        blank = _blank(type(message))
         for name in absent:
             value = getattr(blank, name)
-            setattr(message, name, list(value) if isinstance(value, list) else value)
+            if isinstance(value, list):
+                value = list(value)
+            elif not isinstance(value, _SHAREABLE):
+                value = getattr(type(message)(), name)  # a struct: each message gets its own
+            setattr(message, name, value)
     for name, is_array in nested:
         value = getattr(message, name)
         for item in (value if is_array and value is not None else [value]):
@@ -122,6 +126,17 @@ def fit_to_version(message: Any, version: int) -> Any:
 
 
 _PLANS: Dict[Tuple[type, int], Tuple[Tuple[str, ...], Tuple[Tuple[str, bool], ...]]] = {}
+_BLANKS: Dict[type, Any] = {}
+_SHAREABLE = (int, float, str, bytes, type(None))  # default values one blank can lend to every message
+
+
+def _blank(cls: type) -> Any:
+    """One default instance of ``cls``, read (never changed) for the defaults of absent fields: lists
+    are copied out of it."""
+    blank = _BLANKS.get(cls)
+    if blank is None:
+        blank = _BLANKS[cls] = cls()
+    return blank
 
 
 def _trim_plan(cls: type, version: int) -> Tuple[Tuple[str, ...], Tuple[Tuple[str, bool], ...]]:

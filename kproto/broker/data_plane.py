@@ -108,10 +108,11 @@ class DataPlane:
         return self._data_arrived
 
     def _announce_data(self) -> None:
-        # Wake every parked Fetch; each re-reads and parks again if it still lacks min_bytes.
-        event = self._arrival()
-        self._data_arrived = asyncio.Event()
-        event.set()
+        # Wake every parked Fetch; each re-reads and parks again if it still lacks min_bytes.  No event
+        # means no fetch looked since the last announcement: nobody to wake (the next one makes one).
+        event, self._data_arrived = self._data_arrived, None
+        if event is not None:
+            event.set()
 
     # ---------------------------------------------------------------- Produce
 
@@ -129,7 +130,7 @@ class DataPlane:
         budget = DecompressionBudget(self.config.produce_decompression_budget)
         keys = sorted({(name, part.index) for name, partitions, part in targets
                        if partitions is not None and 0 <= part.index < len(partitions)})
-        locks = [self._append_locks.setdefault(key, asyncio.Lock()) for key in keys]
+        locks = [self._append_lock(key) for key in keys]
         answers: Dict[str, List[Any]] = {}
         appended = False
         for lock in locks:
@@ -154,6 +155,12 @@ class DataPlane:
             return None
         return ProduceResponse(responses=[T(name=name, partition_responses=ps) for name, ps in answers.items()],
                                throttle_time_ms=0)
+
+    def _append_lock(self, key: Tuple[str, int]) -> asyncio.Lock:
+        lock = self._append_locks.get(key)
+        if lock is None:
+            lock = self._append_locks[key] = asyncio.Lock()
+        return lock
 
     async def _append(self, version: int, req: Any, topic: str, partitions: Optional[List[PartitionLog]], part: Any,
                       budget: DecompressionBudget) -> Tuple[ErrorCode, int, Optional[PartitionLog]]:

@@ -118,7 +118,10 @@ class BrokerCore:
         low, high = self.served[request.api_key]
         if not low <= request.api_version <= high:
             # A version the broker does not serve but can read (a client that skipped ApiVersions):
-            # UNSUPPORTED_VERSION in every error field of that version's response.
+            # UNSUPPORTED_VERSION in every error field of that version's response -- or, for an acks=0
+            # Produce, no answer and nothing stored.
+            if not request.expects_response:
+                return None
             return error_response(request.api_key, request.message, _C.UNSUPPORTED_VERSION, request.api_version)
         try:
             # Every answer holds only what its version carries (see fit_to_version).
