@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import os
 import struct
+import tempfile
 from typing import Any, Dict, List
 
 import pyarrow as pa
@@ -20,7 +21,7 @@ from kproto.spark.schema import TABLES
 from kproto.spark.local import tables_from_segments_local
 from kproto.spark.segment_rows import segment_batches
 from kproto.spark.segment_tables import plan_segment_ranges
-from test_spark_data import T0, Script, conversations, produce, stage_by_hand, write_rotated, write_segments_dir
+from test_spark_data import T0, Script, conversations, produce, spill_by_hand, stage_by_hand, write_rotated, write_segments_dir
 
 
 def rows(table: pa.Table) -> List[Dict[str, Any]]:
@@ -30,8 +31,11 @@ def rows(table: pa.Table) -> List[Dict[str, Any]]:
 def assert_same_rows(files: List[str], split_bytes: int, partitions: int = 2) -> Dict[str, pa.Table]:
     reference = tables_from_captures_local(files)
     staged = stage_by_hand(reference.files, partitions, seed=split_bytes, split_bytes=split_bytes)
+    with tempfile.TemporaryDirectory() as directory:
+        spilled = spill_by_hand(reference.files, partitions, directory, split_bytes=split_bytes)
     for name in TABLES:
         assert rows(staged[name]) == rows(reference.tables()[name]), (name, split_bytes)
+        assert rows(spilled[name]) == rows(reference.tables()[name]), (name, split_bytes, "spill")
     return staged
 
 

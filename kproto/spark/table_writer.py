@@ -115,11 +115,11 @@ class TaskWriter:
     ``(table, batch)`` pairs, written to the staging directories (table name → directory URI) of the
     tables in it; the result is :data:`PART_STATS` batches."""
 
-    def __init__(self, decode: Callable[[Iterator[pa.RecordBatch]], Pairs], staging: Dict[str, str]) -> None:
+    def __init__(self, decode: Callable[[Iterator[Any]], Pairs], staging: Dict[str, str]) -> None:
         self.decode = decode
         self.staging = dict(staging)
 
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def __call__(self, batches: Iterator[Any]) -> Iterator[pa.RecordBatch]:
         files: Dict[str, _TableFile] = {}
         counts = SummaryCounts()
         try:
@@ -182,8 +182,10 @@ class ParquetOutput:
         self.writing: Set[str] = set(TABLES) - existing if mode == "ignore" else set(TABLES)
         self._replacing = sorted(existing) if mode == "overwrite" else []
         self.staging = {name: f"{self.paths[name]}/_kproto_staging-{self.job}" for name in sorted(self.writing)}
+        #: The job's intermediate files (a directory beside the tables, removed by commit and abort).
+        self.scratch = f"{self.out}/_kproto_spill-{self.job}"
 
-    def task_writer(self, decode: Callable[[Iterator[pa.RecordBatch]], Pairs]) -> TaskWriter:
+    def task_writer(self, decode: Callable[[Iterator[Any]], Pairs]) -> TaskWriter:
         """The tasks' writer; ``overwrite`` deletes the old tables now, when the inputs have been planned."""
         for name in self._replacing:
             self._fs.delete(self.paths[name])
@@ -218,11 +220,12 @@ class ParquetOutput:
             self._fs.delete(self.staging[name])
             self._fs.write_text(f"{self.paths[name]}/{MARKER}", marker_text(name))
             self._log(f"wrote {self.paths[name]} ({written.rows[name]} rows, {len(written.files[name])} file(s))")
+        self._fs.delete(self.scratch)
         return written
 
     def abort(self) -> None:
-        """Delete the staging directories (after a failed job)."""
-        for directory in self.staging.values():
+        """Delete the staging and scratch directories (after a failed job)."""
+        for directory in [*self.staging.values(), self.scratch]:
             try:
                 self._fs.delete(directory)
             except Exception:  # the job's own error is the one to report
