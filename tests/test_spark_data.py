@@ -205,7 +205,8 @@ def stage_by_hand(files: List[str], partitions: int, seed: int, split_bytes: int
     return {name: pa.Table.from_batches(out[name], schema=schema) for name, schema in TABLES.items()}
 
 
-def spill_by_hand(files: List[str], tasks: int, directory: str, split_bytes: int = DEFAULT_SPLIT_BYTES) -> Dict[str, pa.Table]:
+def spill_by_hand(files: List[str], tasks: int, directory: str,
+                  split_bytes: int = DEFAULT_SPLIT_BYTES) -> Dict[str, pa.Table]:
     """What ``run_captures`` does, in one process: plan ranges, stage 1 writing spill files (ranges in
     reverse, two per call), connections placed on ``tasks`` stage 2 tasks, each decoded alone."""
     from kproto.spark.capture_spill import DecodePieces, SpillRanges, assign_connections
