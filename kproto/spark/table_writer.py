@@ -21,8 +21,10 @@ Commit protocol (the shape of Hadoop's file output committer, without its JVM si
    always finds the schema), deletes the staging directories, and writes the table marker.
 
 Executors write through pyarrow's file systems (local paths, ``hdfs://``, ``s3://``, ``gs://``,
-``abfs://``; ``s3a://`` is written as ``s3://``); the driver works through the session's Hadoop
-FileSystem and qualifies ``OUT`` with it first, so both sides mean the same directory.
+``abfs://``; ``s3a://`` is written as ``s3://``); the driver qualifies ``OUT`` with the session's
+Hadoop FileSystem first, so both sides mean the same directory, and then works through that
+FileSystem, or, when ``OUT`` is on this machine (``file:``), with Python's own file functions (each
+Hadoop call is a JVM round trip; a commit makes a few dozen).
 """
 
 from __future__ import annotations
@@ -163,12 +165,17 @@ class ParquetOutput:
 
     def __init__(self, spark: Any, out: str, mode: str, log: Callable[[str], None]) -> None:
         from kproto.spark.hadoop_fs import HadoopFileSystem
-        from kproto.spark.table_marker import REPLACING_MODES, check_replaceable
+        from kproto.spark.inputs import display_path
+        from kproto.spark.table_marker import REPLACING_MODES, LocalFileSystem, check_replaceable
 
-        self._fs = HadoopFileSystem(spark)
+        hadoop = HadoopFileSystem(spark)
         self._log = log
         self.job = uuid.uuid4().hex[:12]
-        self.out = self._fs.qualify(out).rstrip("/")
+        self.out = hadoop.qualify(out).rstrip("/")
+        self._fs: Any = hadoop
+        if self.out.startswith("file:"):
+            # This machine's files: the driver's checks, moves and deletes need no JVM round trips.
+            self.out, self._fs = display_path(self.out), LocalFileSystem()
         self.paths = {name: f"{self.out}/{name}" for name in TABLES}
         existing = {name for name, path in self.paths.items() if self._fs.kind(path) is not None}
         if mode in ("error", "errorifexists") and existing:
