@@ -161,3 +161,24 @@ def test_segments_split_at_entry_boundaries_give_the_rows_of_whole_files(tmp_pat
         assert rows(pa.Table.from_batches(out[name], schema=TABLES[name])) == rows(reference.tables()[name]), name
     kinds = sorted(r["kind"] for r in reference.problems.to_pylist())
     assert kinds == ["corrupt-segment"] * 3 + ["truncated-segment"]
+
+
+def test_connections_are_placed_whole_largest_first_onto_the_least_loaded_task() -> None:
+    from kproto.spark.capture_spill import Piece, assign_connections
+
+    def piece(port: int, size: int, file: str, packet: int, file_time: int) -> Piece:
+        return Piece(("10.0.0.1", port, "10.0.0.2", 9092), file, file_time, packet, "s", 0, 0, size, None, None)
+
+    sizes = {1: 900_000, 2: 500_000, 3: 400_000, 4: 100_000}
+    # Each connection in two files; b.pcap's first packet is earlier, so it is read first.
+    pieces = [piece(port, size // 2, file, packet, time) for port, size in sizes.items()
+              for file, packet, time in (("a.pcap", 7, 2000), ("b.pcap", 3, 1000))]
+    diagnostic = Piece(None, "c.pcap", None, 1, None, 0, 0, 0, "truncated", 24)
+    placed = assign_connections(pieces + [diagnostic], 2)
+    ports = [[key[1] for key, _ in task.connections] for task in placed]
+    assert ports == [[1, 4], [2, 3]]  # 900k, then 500k and 400k onto the other, 100k onto the lighter
+    for task in placed:
+        for key, items in task.connections:
+            assert [p.file for p in items] == ["b.pcap", "a.pcap"] and all(p.key == key for p in items)
+    assert placed[0].diagnostics == [diagnostic] and not placed[1].diagnostics
+    assert len(assign_connections(pieces, 8)) == 4 and len(assign_connections([], 3)) == 1

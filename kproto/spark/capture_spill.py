@@ -80,7 +80,8 @@ class SpillRanges:
         fs, directory = pyarrow_path(self.directory)
         for item in ranges:
             pieces: List[Piece] = []
-            name = f"{self.directory}/{uuid.uuid4().hex}.seg"
+            leaf = f"{uuid.uuid4().hex}.seg"
+            name = f"{self.directory}/{leaf}"  # as stage 2 opens it
             stream: Any = None
             at = 0
             try:
@@ -91,7 +92,7 @@ class SpillRanges:
                         continue
                     if stream is None:
                         fs.create_dir(directory, recursive=True)
-                        stream = fs.open_output_stream(f"{directory.rstrip('/')}/{name.rsplit('/', 1)[1]}")
+                        stream = fs.open_output_stream(f"{directory.rstrip('/')}/{leaf}")
                     stream.write(records)
                     stream.write(payloads)
                     pieces.append(Piece((lo_ip, lo_port, hi_ip, hi_port), file, file_time, packet, name, at,

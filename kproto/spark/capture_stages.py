@@ -1,18 +1,21 @@
-"""The two stages of decoding captures in parallel, as functions over Arrow batches (no Spark here).
+"""The two stages of decoding captures in parallel, as plain functions (no Spark here).
 
-Stage 1 (:func:`extract_segments`, one :class:`~kproto.spark.capture_plan.CaptureRange` at a time,
-ranges in parallel) reads a byte range of a capture file and packs its TCP segments **per
-connection**: one row per connection key (the 4-tuple with the lower endpoint first, so both
-directions share it) per range, holding every segment's header fields as fixed-size binary records
-(:data:`SEGMENT_RECORD`) and their payloads concatenated.  Capture damage becomes rows with
-``diagnostic`` set.  Rows, not packets, are what Spark sorts, shuffles and hands between the JVM and
-Python, so a range of 100,000 packets over 6 connections costs 6 rows, not 100,000.
+Stage 1 (:func:`segment_rows` / :func:`extract_segments`, one
+:class:`~kproto.spark.capture_plan.CaptureRange` at a time, ranges in parallel) reads a byte range of
+a capture file and packs its TCP segments **per connection**: one row per connection key (the 4-tuple
+with the lower endpoint first, so both directions share it) per range, holding every segment's header
+fields as fixed-size binary records (:data:`SEGMENT_RECORD`) and their payloads concatenated.
+Capture damage becomes rows with ``diagnostic`` set.  Rows, not packets, are what travels between
+the stages, so a range of 100,000 packets over 6 connections costs 6 rows, not 100,000:
+``run_captures`` writes them to spill files (:mod:`kproto.spark.capture_spill`), the lazy
+DataFrames of ``capture_tables`` shuffle them as :data:`SEGMENTS` batches.
 
-Stage 2 (:func:`decode_sorted_segments`): rows sorted by connection key, then reading order (file
-time, file, first packet number) go through one :class:`~kproto.spark.capture_rows.CaptureTableDecoder`
-per key, their segments unpacked with one ``struct.iter_unpack`` per row.  A key can hold several
-connections over time (port reuse): the reassembler inside tells them apart by their SYNs, as it does
-in a single-process decode.  The input is streamed: one connection's state is held at a time.
+Stage 2 (:func:`decode_packed_rows`, or :func:`decode_sorted_segments` over Arrow batches): rows
+sorted by connection key, then reading order (file time, file, first packet number) go through one
+:class:`~kproto.spark.capture_rows.CaptureTableDecoder` per key, their segments unpacked with one
+``struct.iter_unpack`` per row.  A key can hold several connections over time (port reuse): the
+reassembler inside tells them apart by their SYNs, as it does in a single-process decode.  The input
+is streamed: one connection's state is held at a time.
 """
 
 from __future__ import annotations
