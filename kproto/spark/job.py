@@ -140,12 +140,14 @@ def run_captures(spark: Any, inputs: Iterable[str], out: str, *, ports: Collecti
     log(f"plan: {files} capture file(s), {len(ranges)} range(s) for stage 1 (split size {split_bytes} bytes)")
     try:
         sc.setJobDescription(f"kproto: stage 1, {len(ranges)} capture range(s)")
-        groups = _range_groups(ranges, max(sc.defaultParallelism, sum(r.stop - r.start for r in ranges) // split_bytes))
+        total = sum(r.stop - r.start for r in ranges)
+        groups = _range_groups(ranges, max(sc.defaultParallelism, -(-total // split_bytes)))
         results = sc.parallelize(groups, max(1, len(groups))).mapPartitions(_flatten).mapPartitions(
             SpillRanges(output.scratch)).collect()
         backends.update(r.backend for r in results)
         placed = assign_connections((p for r in results for p in r.pieces), partitions or sc.defaultParallelism)
-        log(f"stage 1: {sum(len(t.connections) for t in placed)} connection key(s) for {len(placed)} stage 2 task(s)")
+        log(f"stage 1: {len(groups)} task(s) found {sum(len(t.connections) for t in placed)} connection key(s), "
+            f"placed on {len(placed)} stage 2 task(s)")
         sc.setJobDescription(f"kproto: stage 2, decode and write {out}")
         log(f"decoding and writing {out}")
         stats = sc.parallelize(placed, len(placed)).mapPartitions(
