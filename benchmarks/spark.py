@@ -10,20 +10,21 @@ larger than a task (split into byte ranges).
    producers, 2 consumers, every codec) as one capture rotated into FILES pcap files.
 2. Times, on those files, capture → Parquet tables (exchanges, messages, problems):
    * the single-process path (``kproto.spark.run_captures_local``: what ``kproto spark captures --local``
-     runs, one reassembler, pyarrow writing Parquet);
+     runs, one reassembler, pyarrow writing Parquet), after a warm-up run on one file;
    * ``kproto.spark.run_captures`` on each Spark master, after a warm-up run on one file (JVM and Python
      worker start-up are not counted; session start is reported separately).
    ``standalone`` is a master and two one-core workers started from the installed pyspark
    (:class:`kproto.spark.standalone.LocalCluster`): executors in their own JVMs, as on a cluster.
 3. Prints seconds and MB/s (capture bytes read per second) side by side, with each run's ratio to
-   the single-process path.  Spark's scaling is bounded by the input's connections (stage 2 runs one
-   connection per task at a time: 6 here) and by the cores the machine really has free.
+   the single-process path.  Spark's scaling is bounded by the input's connections (a connection is
+   decoded by one task: 6 here) and by the cores the machine really has free.
 4. ``--big-gb N`` (0 to skip) writes ONE capture file of at least N GB (the workload repeated, each
-   copy on other client ports and later times), times the single process and the first Spark master
-   on it, prints how many byte ranges (stage 1 tasks) Spark read it in, and deletes it.
+   copy on other client ports and later times), times the single process and the last Spark master
+   on it (its session warmed up on one of the rotated files first), prints how many byte ranges Spark
+   read it in, and deletes it.
 5. ``--profile-stages`` runs the two Spark stages' Python functions by hand (no Spark) under cProfile,
    stage 2 writing its Parquet files as a task does: what is left of a Spark run's time is Spark's own
-   (JVM, Arrow transfers, shuffle and sort, planning and summary jobs).
+   (job and task scheduling, Python workers, the driver's listing and commit).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -64,9 +65,13 @@ def write_rotated(directory: Path, size_mb: float, files: int) -> List[Path]:
     return paths
 
 
-def run_local(inputs: List[Path], out: Path) -> float:
+def run_local(inputs: List[Path], out: Path, warm_up: bool = True) -> float:
+    """Seconds of the single-process path on ``inputs``, after a warm-up run on one file (module
+    imports are not counted, as Spark's start-up is not)."""
     from kproto.spark import run_captures_local
 
+    if warm_up:
+        run_captures_local([str(inputs[0])], str(out / "warm-up"), log=lambda line: None)
     start = time.perf_counter()
     run_captures_local([str(p) for p in inputs], str(out), log=lambda line: None)
     return time.perf_counter() - start
@@ -106,7 +111,7 @@ def write_big(path: Path, parts: List[Path], size_bytes: int) -> int:
     return written
 
 
-def run_spark(master: str, inputs: List[Path], out: Path, warm_up: bool = True,
+def run_spark(master: str, inputs: List[Path], out: Path, warm_up: Optional[Path] = None,
               split_bytes: int = 128 << 20) -> Tuple[float, float, List[str]]:
     """(session start-up seconds, timed run seconds, the run's log lines) on ``master``."""
     from kproto.spark import run_captures, spark_session
@@ -117,8 +122,8 @@ def run_spark(master: str, inputs: List[Path], out: Path, warm_up: bool = True,
     started = time.perf_counter() - start
     lines: List[str] = []
     try:
-        if warm_up:
-            run_captures(spark, [str(inputs[0])], str(out / "warm-up"), log=lambda line: None)
+        # Python workers start and import kproto on their first tasks: a run on one small file first.
+        run_captures(spark, [str(warm_up or inputs[0])], str(out / "warm-up"), log=lambda line: None)
         start = time.perf_counter()
         run_captures(spark, [str(p) for p in inputs], str(out / "run"), split_bytes=split_bytes, log=lines.append)
         return started, time.perf_counter() - start, lines
@@ -126,7 +131,7 @@ def run_spark(master: str, inputs: List[Path], out: Path, warm_up: bool = True,
         spark.stop()
 
 
-def run_master(name: str, inputs: List[Path], out: Path, warm_up: bool = True,
+def run_master(name: str, inputs: List[Path], out: Path, warm_up: Optional[Path] = None,
                split_bytes: int = 128 << 20) -> Tuple[float, float, List[str]]:
     """:func:`run_spark` on a Spark master URL, or on a fresh two-worker cluster for ``standalone``."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -140,36 +145,34 @@ def run_master(name: str, inputs: List[Path], out: Path, warm_up: bool = True,
 
 
 def profile_stages(inputs: List[Path], out: Path) -> None:
-    """The Python side of both Spark stages, by hand, under cProfile (stage 2 writes its Parquet files
-    as a Spark task does)."""
-    import pyarrow as pa
-
+    """The Python side of both Spark stages of ``run_captures``, by hand, under cProfile: stage 1
+    writing its spill files, the driver placing connections on one task, stage 2 decoding and writing
+    its Parquet files as a Spark task does."""
+    from kproto.capture.conversation import DEFAULT_PORTS
     from kproto.spark.capture_plan import plan_ranges
-    from kproto.spark.capture_stages import CONNECTION_KEY, READING_ORDER, SEGMENTS, extract_segments
-    from kproto.spark.capture_tables import Stage2
+    from kproto.spark.capture_spill import DecodePieces, SpillRanges, assign_connections
     from kproto.spark.table_writer import TaskWriter
 
-    def stage1() -> pa.Table:
+    def stage1() -> list:
         ranges = plan_ranges([(str(p), p.stat().st_size) for p in inputs])
-        return pa.Table.from_batches([b for r in ranges for b in extract_segments(r)], schema=SEGMENTS)
+        return list(SpillRanges(str(out / "spill"))(tuple(r) for r in ranges))
 
-    def stage2(table: pa.Table) -> int:
-        from kproto.capture.conversation import DEFAULT_PORTS
-
+    def stage2(results: list) -> int:
+        placed = assign_connections([p for r in results for p in r.pieces], 1)
         staging = {name: str(out / name) for name in ("exchanges", "messages", "problems")}
-        stats = TaskWriter(Stage2(DEFAULT_PORTS, True), staging)(iter(table.to_batches()))
+        stats = TaskWriter(DecodePieces(DEFAULT_PORTS, True), staging)(iter(placed))
         return sum(b.num_rows for b in stats)
 
     profiler = cProfile.Profile()
     start = time.perf_counter()
-    segments = profiler.runcall(stage1)
-    print(f"== stage 1 (plan, read, pack per connection): {time.perf_counter() - start:.2f} s, {segments.num_rows} rows")
+    results = profiler.runcall(stage1)
+    print(f"== stage 1 (read, pack per connection, write spill files): {time.perf_counter() - start:.2f} s, "
+          f"{sum(len(r.pieces) for r in results)} pieces")
     pstats.Stats(profiler).sort_stats("tottime").print_stats(8)
-    segments = segments.sort_by([(k, "ascending") for k in CONNECTION_KEY + READING_ORDER])
     profiler = cProfile.Profile()
     start = time.perf_counter()
-    rows = profiler.runcall(stage2, segments)
-    print(f"== stage 2 (unpack, reassemble, decode, write Parquet): {time.perf_counter() - start:.2f} s, "
+    rows = profiler.runcall(stage2, results)
+    print(f"== stage 2 (read spill, reassemble, decode, write Parquet): {time.perf_counter() - start:.2f} s, "
           f"{rows} statistics rows")
     pstats.Stats(profiler).sort_stats("tottime").print_stats(12)
 
@@ -227,8 +230,9 @@ def main() -> int:
                 size = write_big(big, inputs, int(args.big_gb * 1e9))
                 print(f"\none capture file of {size / 1e6:.0f} MB [{uptime()}]")
                 big_results = [] if args.no_big_single else [
-                    ("single process (run_captures_local)", None, run_local([big], out / "big-local"), uptime())]
-                started, seconds, lines = run_master(masters[-1], [big], out / "big-spark", warm_up=False,
+                    ("single process (run_captures_local)", None,
+                     run_local([big], out / "big-local", warm_up=False), uptime())]
+                started, seconds, lines = run_master(masters[-1], [big], out / "big-spark", warm_up=inputs[0],
                                                      split_bytes=int(args.big_split_mb * (1 << 20)))
                 big_results.append((f"spark {masters[-1]}", started, seconds, uptime()))
                 print("\n".join(f"  spark: {line}" for line in lines if line.startswith("plan:")))

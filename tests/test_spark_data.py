@@ -203,3 +203,21 @@ def stage_by_hand(files: List[str], partitions: int, seed: int, split_bytes: int
         for name, batch in decode_sorted_segments(batches, flush_rows=5):
             out[name].append(batch)
     return {name: pa.Table.from_batches(out[name], schema=schema) for name, schema in TABLES.items()}
+
+
+def spill_by_hand(files: List[str], tasks: int, directory: str,
+                  split_bytes: int = DEFAULT_SPLIT_BYTES) -> Dict[str, pa.Table]:
+    """What ``run_captures`` does, in one process: plan ranges, stage 1 writing spill files (ranges in
+    reverse, two per call), connections placed on ``tasks`` stage 2 tasks, each decoded alone."""
+    from kproto.spark.capture_spill import DecodePieces, SpillRanges, assign_connections
+
+    ranges = [tuple(r) for r in plan_ranges([(f, os.path.getsize(f)) for f in files], split_bytes=split_bytes)][::-1]
+    spill = SpillRanges(os.path.join(directory, "spill"))
+    results = [r for i in range(0, len(ranges), 2) for r in spill(iter(ranges[i:i + 2]))]
+    placed = assign_connections([p for r in results for p in r.pieces], tasks)
+    assert len(placed) == min(tasks, len({p.key for r in results for p in r.pieces if p.key is not None}) or 1)
+    out: Dict[str, List[pa.RecordBatch]] = {name: [] for name in TABLES}
+    for task in placed:
+        for name, batch in DecodePieces()(iter([task])):
+            out[name].append(batch)
+    return {name: pa.Table.from_batches(out[name], schema=schema) for name, schema in TABLES.items()}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import os
 import struct
+import tempfile
 from typing import Any, Dict, List
 
 import pyarrow as pa
@@ -20,7 +21,7 @@ from kproto.spark.schema import TABLES
 from kproto.spark.local import tables_from_segments_local
 from kproto.spark.segment_rows import segment_batches
 from kproto.spark.segment_tables import plan_segment_ranges
-from test_spark_data import T0, Script, conversations, produce, stage_by_hand, write_rotated, write_segments_dir
+from test_spark_data import T0, Script, conversations, produce, spill_by_hand, stage_by_hand, write_rotated, write_segments_dir
 
 
 def rows(table: pa.Table) -> List[Dict[str, Any]]:
@@ -30,8 +31,11 @@ def rows(table: pa.Table) -> List[Dict[str, Any]]:
 def assert_same_rows(files: List[str], split_bytes: int, partitions: int = 2) -> Dict[str, pa.Table]:
     reference = tables_from_captures_local(files)
     staged = stage_by_hand(reference.files, partitions, seed=split_bytes, split_bytes=split_bytes)
+    with tempfile.TemporaryDirectory() as directory:
+        spilled = spill_by_hand(reference.files, partitions, directory, split_bytes=split_bytes)
     for name in TABLES:
         assert rows(staged[name]) == rows(reference.tables()[name]), (name, split_bytes)
+        assert rows(spilled[name]) == rows(reference.tables()[name]), (name, split_bytes, "spill")
     return staged
 
 
@@ -157,3 +161,24 @@ def test_segments_split_at_entry_boundaries_give_the_rows_of_whole_files(tmp_pat
         assert rows(pa.Table.from_batches(out[name], schema=TABLES[name])) == rows(reference.tables()[name]), name
     kinds = sorted(r["kind"] for r in reference.problems.to_pylist())
     assert kinds == ["corrupt-segment"] * 3 + ["truncated-segment"]
+
+
+def test_connections_are_placed_whole_largest_first_onto_the_least_loaded_task() -> None:
+    from kproto.spark.capture_spill import Piece, assign_connections
+
+    def piece(port: int, size: int, file: str, packet: int, file_time: int) -> Piece:
+        return Piece(("10.0.0.1", port, "10.0.0.2", 9092), file, file_time, packet, "s", 0, 0, size, None, None)
+
+    sizes = {1: 900_000, 2: 500_000, 3: 400_000, 4: 100_000}
+    # Each connection in two files; b.pcap's first packet is earlier, so it is read first.
+    pieces = [piece(port, size // 2, file, packet, time) for port, size in sizes.items()
+              for file, packet, time in (("a.pcap", 7, 2000), ("b.pcap", 3, 1000))]
+    diagnostic = Piece(None, "c.pcap", None, 1, None, 0, 0, 0, "truncated", 24)
+    placed = assign_connections(pieces + [diagnostic], 2)
+    ports = [[key[1] for key, _ in task.connections] for task in placed]
+    assert ports == [[1, 4], [2, 3]]  # 900k, then 500k and 400k onto the other, 100k onto the lighter
+    for task in placed:
+        for key, items in task.connections:
+            assert [p.file for p in items] == ["b.pcap", "a.pcap"] and all(p.key == key for p in items)
+    assert placed[0].diagnostics == [diagnostic] and not placed[1].diagnostics
+    assert len(assign_connections(pieces, 8)) == 4 and len(assign_connections([], 3)) == 1

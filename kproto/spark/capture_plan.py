@@ -1,8 +1,10 @@
 """The reading plan of a set of capture files: which task reads which byte range, in which order.
 
-Planning runs before the decode, as one light parallel pass (:func:`scan_task` per nominal range:
-the file's head and first packet time, and for files larger than the split size the guessed walk of
-:mod:`kproto.spark.capture_splits`), then :func:`plan_ranges` settles the boundaries on the driver.
+Files not larger than the split size are read whole and need no planning: the plan is their size,
+from the listing, and stage 1 reads their first packet time as it opens them.  Files larger than the
+split size are planned by one light parallel pass (:func:`scan_task` per nominal range: the file's
+head and first packet time, and the guessed walk of :mod:`kproto.spark.capture_splits`), then
+:func:`plan_ranges` settles the boundaries on the driver.
 The result, one :class:`CaptureRange` per task, carries everything stage 1 needs to number packets
 and order files exactly as a single-process read of the whole files does.  ``run`` is how the scan
 tasks are run: the builtin ``map`` in one process, a Spark job on a cluster.
@@ -32,7 +34,7 @@ class CaptureRange(NamedTuple):
     ``prefix`` is empty and ``start`` is 0), its first packet numbered ``first_packet``."""
 
     path: str  # as the tables name it (a local path or a URI)
-    file_time: Optional[int]  # the file's first packet time, ns (orders rotated files)
+    file_time: Optional[int]  # the file's first packet time, ns (orders rotated files); whole files: found in stage 1
     start: int
     stop: int
     first_packet: int
@@ -98,8 +100,7 @@ def _tasks(files: Iterable[Tuple[str, int]], split_bytes: int, max_record_bytes:
     tasks = []
     for path, size in files:
         if size <= split_bytes:
-            tasks.append(ScanTask(path, size, 0, 0, size, False, max_record_bytes))
-            continue
+            continue  # read whole: stage 1 finds the file's first packet time itself
         # Nominal ranges; the first one's start moves past the head once the head is known.
         for index, start in enumerate(range(0, size, split_bytes)):
             tasks.append(ScanTask(path, size, index, start, min(size, start + split_bytes), True, max_record_bytes))
@@ -116,10 +117,13 @@ def plan_ranges(files: Sequence[Tuple[str, int]], *, split_bytes: int = DEFAULT_
         by_file.setdefault(result.task.path, []).append(result)
     ranges: List[CaptureRange] = []
     for path, size in files:
-        results = sorted(by_file[path], key=lambda r: r.task.index)
+        results = sorted(by_file.get(path, ()), key=lambda r: r.task.index)
+        whole = CaptureRange(path, None, 0, size, 1, b"")
+        if not results:
+            ranges.append(whole)
+            continue
         first = results[0]
         head = first.head
-        whole = CaptureRange(path, first.file_time, 0, size, 1, b"")
         if len(results) == 1 or head is None or head.format is None:
             ranges.append(whole)
             continue

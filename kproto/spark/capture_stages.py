@@ -1,25 +1,28 @@
-"""The two stages of decoding captures in parallel, as functions over Arrow batches (no Spark here).
+"""The two stages of decoding captures in parallel, as plain functions (no Spark here).
 
-Stage 1 (:func:`extract_segments`, one :class:`~kproto.spark.capture_plan.CaptureRange` at a time,
-ranges in parallel) reads a byte range of a capture file and packs its TCP segments **per
-connection**: one row per connection key (the 4-tuple with the lower endpoint first, so both
-directions share it) per range, holding every segment's header fields as fixed-size binary records
-(:data:`SEGMENT_RECORD`) and their payloads concatenated.  Capture damage becomes rows with
-``diagnostic`` set.  Rows, not packets, are what Spark sorts, shuffles and hands between the JVM and
-Python, so a range of 100,000 packets over 6 connections costs 6 rows, not 100,000.
+Stage 1 (:func:`segment_rows` / :func:`extract_segments`, one
+:class:`~kproto.spark.capture_plan.CaptureRange` at a time, ranges in parallel) reads a byte range of
+a capture file and packs its TCP segments **per connection**: one row per connection key (the 4-tuple
+with the lower endpoint first, so both directions share it) per range, holding every segment's header
+fields as fixed-size binary records (:data:`SEGMENT_RECORD`) and their payloads concatenated.
+Capture damage becomes rows with ``diagnostic`` set.  Rows, not packets, are what travels between
+the stages, so a range of 100,000 packets over 6 connections costs 6 rows, not 100,000:
+``run_captures`` writes them to spill files (:mod:`kproto.spark.capture_spill`), the lazy
+DataFrames of ``capture_tables`` shuffle them as :data:`SEGMENTS` batches.
 
-Stage 2 (:func:`decode_sorted_segments`): rows sorted by connection key, then reading order (file
-time, file, first packet number) go through one :class:`~kproto.spark.capture_rows.CaptureTableDecoder`
-per key, their segments unpacked with one ``struct.iter_unpack`` per row.  A key can hold several
-connections over time (port reuse): the reassembler inside tells them apart by their SYNs, as it does
-in a single-process decode.  The input is streamed: one connection's state is held at a time.
+Stage 2 (:func:`decode_packed_rows`, or :func:`decode_sorted_segments` over Arrow batches): rows
+sorted by connection key, then reading order (file time, file, first packet number) go through one
+:class:`~kproto.spark.capture_rows.CaptureTableDecoder` per key, their segments unpacked with one
+``struct.iter_unpack`` per row.  A key can hold several connections over time (port reuse): the
+reassembler inside tells them apart by their SYNs, as it does in a single-process decode.  The input
+is streamed: one connection's state is held at a time.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import struct
-from typing import Any, Collection, Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import Any, Collection, Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple
 
 import pyarrow as pa
 
@@ -30,11 +33,11 @@ from kproto.spark.batches import RowBuffer
 from kproto.spark.capture_plan import CaptureRange
 from kproto.spark.capture_rows import PROBLEM_CAPTURE, CaptureTableDecoder
 from kproto.spark.capture_splits import RangeStream
-from kproto.spark.inputs import open_input
+from kproto.spark.inputs import first_packet_time, open_input
 from kproto.spark.schema import PROBLEMS
 
-__all__ = ["SEGMENTS", "SEGMENT_RECORD", "CONNECTION_KEY", "READING_ORDER", "extract_segments",
-           "decode_sorted_segments"]
+__all__ = ["SEGMENTS", "SEGMENT_RECORD", "CONNECTION_KEY", "READING_ORDER", "segment_rows", "extract_segments",
+           "PackedRow", "decode_packed_rows", "decode_sorted_segments"]
 
 #: Stage 1 rows: a connection's segments in one range (``segments`` holds one :data:`SEGMENT_RECORD`
 #: per segment, ``payloads`` their payloads end to end), or (``diagnostic`` set, key null) a capture
@@ -72,21 +75,29 @@ class _Packing:
         self.size = 0
 
 
-def extract_segments(item: CaptureRange) -> Iterator[pa.RecordBatch]:
-    """Stage 1 for one range of a capture file: :data:`SEGMENTS` batches."""
+def segment_rows(item: CaptureRange) -> Iterator[Tuple[Any, ...]]:
+    """Stage 1 for one range of a capture file: :data:`SEGMENTS` rows as tuples (the columns in order).
+
+    A whole file (nothing planned for it) finds its own first packet time here, so small files need
+    no planning job.  At most :data:`_BATCH_BYTES` of payloads are held: past that, every open
+    connection's row is emitted."""
     number_shift = item.first_packet - 1
     offset_shift = item.start - len(item.prefix)
     stream = open_input(item.path)
+    file, file_time = item.path, item.file_time
+    if item.start == 0 and not item.prefix:
+        try:
+            file_time = first_packet_time(stream)
+        finally:
+            stream.seek(0)
     source: Any = RangeStream(stream, item.prefix, item.start, item.stop) if item.prefix or item.start else stream
-    rows: List[Tuple[Any, ...]] = []
     open_rows: Dict[Tuple[str, int, str, int], _Packing] = {}
     buffered = 0
     pack = SEGMENT_RECORD.pack
-    file, file_time = item.path, item.file_time
 
-    def emit(key: Tuple[str, int, str, int], packing: _Packing) -> None:
-        rows.append((*key, file, file_time, packing.first, b"".join(packing.records), b"".join(packing.payloads),
-                     None, None))
+    def row(key: Tuple[str, int, str, int], packing: _Packing) -> Tuple[Any, ...]:
+        return (*key, file, file_time, packing.first, b"".join(packing.records), b"".join(packing.payloads),
+                None, None)
 
     try:
         for seg in CaptureReader(source):
@@ -95,8 +106,7 @@ def extract_segments(item: CaptureRange) -> Iterator[pa.RecordBatch]:
                     seg,  # type: ignore[arg-type]
                     packet=None if seg.packet is None else seg.packet + number_shift,  # type: ignore[union-attr]
                     file_offset=None if seg.file_offset is None else seg.file_offset + offset_shift)  # type: ignore
-                rows.append((None, None, None, None, file, file_time, diag.packet, None, None, str(diag),
-                             diag.file_offset))
+                yield (None, None, None, None, file, file_time, diag.packet, None, None, str(diag), diag.file_offset)
                 continue
             number, time, src, sport, dst, dport, seq, ack, flags, payload, payload_length = seg
             if src < dst or (src == dst and sport <= dport):
@@ -117,18 +127,29 @@ def extract_segments(item: CaptureRange) -> Iterator[pa.RecordBatch]:
                 packing.size += size
                 buffered += size
                 if packing.size >= _ROW_BYTES:
-                    emit(key, open_rows.pop(key))
+                    yield row(key, open_rows.pop(key))
                 if buffered >= _BATCH_BYTES:
                     for key, packing in open_rows.items():
-                        emit(key, packing)
+                        yield row(key, packing)
                     open_rows.clear()
                     buffered = 0
-                    yield _batch(rows)
-                    rows = []
     finally:
         source.close()
     for key, packing in open_rows.items():
-        emit(key, packing)
+        yield row(key, packing)
+
+
+def extract_segments(item: CaptureRange) -> Iterator[pa.RecordBatch]:
+    """Stage 1 for one range of a capture file: :data:`SEGMENTS` batches (of at most about
+    :data:`_BATCH_BYTES` of payloads each)."""
+    rows: List[Tuple[Any, ...]] = []
+    size = 0
+    for row in segment_rows(item):
+        rows.append(row)
+        size += len(row[8] or b"")
+        if size >= _BATCH_BYTES:
+            yield _batch(rows)
+            rows, size = [], 0
     if rows:
         yield _batch(rows)
 
@@ -156,35 +177,66 @@ def decode_sorted_segments(
 ) -> Iterator[Tuple[str, pa.RecordBatch]]:
     """Stage 2: :data:`SEGMENTS` batches sorted by :data:`CONNECTION_KEY` then :data:`READING_ORDER`
     in, ``(table name, batch)`` pairs out."""
+    return decode_packed_rows(_packed_rows(batches), ports=ports, detect=detect, flush_rows=flush_rows)
+
+
+def _packed_rows(batches: Iterable[pa.RecordBatch]) -> Iterator[PackedRow]:
+    names = CONNECTION_KEY + ("file", "packet")
+    for batch in batches:
+        columns = [batch.column(name).to_pylist() for name in names]
+        diagnostics, offsets = batch.column("diagnostic").to_pylist(), batch.column("file_offset").to_pylist()
+        records, payloads = batch.column("segments"), batch.column("payloads")
+        for i, (lo_ip, lo_port, hi_ip, hi_port, file, packet) in enumerate(zip(*columns)):
+            if diagnostics[i] is not None:
+                yield PackedRow(None, file, packet, b"", b"", diagnostics[i], offsets[i])
+            else:
+                yield PackedRow((lo_ip, lo_port, hi_ip, hi_port), file, packet, records[i].as_py(),
+                                payloads[i].as_py(), None, None)
+
+
+class PackedRow(NamedTuple):
+    """What stage 2 reads of a stage 1 row: a connection's packed segments of one range (``key`` the
+    4-tuple), or a capture diagnostic (``key`` None, ``diagnostic`` set)."""
+
+    key: Optional[Tuple[str, int, str, int]]
+    file: str
+    packet: Optional[int]
+    records: Any  # bytes-like: SEGMENT_RECORD records
+    payloads: Any  # bytes-like: the payloads end to end
+    diagnostic: Optional[str]
+    file_offset: Optional[int]
+
+
+def decode_packed_rows(
+    rows: Iterable[PackedRow], *, ports: Collection[int] = DEFAULT_PORTS, detect: bool = True,
+    flush_rows: int = 65536,
+) -> Iterator[Tuple[str, pa.RecordBatch]]:
+    """Stage 2 over :class:`PackedRow` s sorted by key, then reading order: ``(table name, batch)``
+    pairs out, one :class:`~kproto.spark.capture_rows.CaptureTableDecoder` per key."""
     problems = RowBuffer(PROBLEMS)
     decoder: Optional[CaptureTableDecoder] = None
     key: Any = None
     tags: Dict[str, int] = {}
-    names = CONNECTION_KEY + ("file", "packet", "diagnostic", "file_offset")
-    for batch in batches:
-        columns = [batch.column(name).to_pylist() for name in names]
-        records, payloads = batch.column("segments"), batch.column("payloads")
-        for i, (lo_ip, lo_port, hi_ip, hi_port, file, packet, diagnostic, file_offset) in enumerate(zip(*columns)):
-            if diagnostic is not None:
-                problems.append((PROBLEM_CAPTURE, diagnostic, file, packet, file_offset, None, None, None, None))
-                continue
-            row_key = (lo_ip, lo_port, hi_ip, hi_port)
-            if row_key != key:
-                if decoder is not None:
-                    decoder.finish()
-                    yield from decoder.take()
-                decoder = CaptureTableDecoder(ports=ports, detect=detect)
-                key = row_key
-                tags = {}
-            assert decoder is not None
-            tag = tags.get(file)
-            if tag is None:
-                tag = tags[file] = decoder.file_tag(file)
-            feed = decoder.feed
-            for segment in _unpack(lo_ip, lo_port, hi_ip, hi_port, records[i].as_py(), payloads[i].as_py(), tag):
-                feed(segment)
-            if decoder.pending() >= flush_rows:
+    for row_key, file, packet, records, payloads, diagnostic, file_offset in rows:
+        if row_key is None:
+            problems.append((PROBLEM_CAPTURE, diagnostic, file, packet, file_offset, None, None, None, None))
+            continue
+        if row_key != key:
+            if decoder is not None:
+                decoder.finish()
                 yield from decoder.take()
+            decoder = CaptureTableDecoder(ports=ports, detect=detect)
+            key = row_key
+            tags = {}
+        assert decoder is not None
+        tag = tags.get(file)
+        if tag is None:
+            tag = tags[file] = decoder.file_tag(file)
+        feed = decoder.feed
+        for segment in _unpack(*row_key, records, payloads, tag):
+            feed(segment)
+        if decoder.pending() >= flush_rows:
+            yield from decoder.take()
     if decoder is not None:
         decoder.finish()
         yield from decoder.take()

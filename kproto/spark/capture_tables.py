@@ -49,8 +49,9 @@ PURE_EXECUTORS_NOTE = ("Spark executors decoded with kproto's PURE-PYTHON path (
 def plan_capture_ranges(spark: Any, inputs: Iterable[str], *, glob: Optional[str] = None,
                         split_bytes: int = DEFAULT_SPLIT_BYTES,
                         backends: Optional[set] = None) -> List[CaptureRange]:
-    """The stage 1 ranges of the captures under ``inputs`` (one Spark job scans heads and boundaries);
-    the executors' kproto backends are added to ``backends``."""
+    """The stage 1 ranges of the captures under ``inputs`` (one Spark job scans the heads and range
+    boundaries of the files larger than ``split_bytes``; none runs when there are none); the kproto
+    backends of the executors that ran it are added to ``backends``."""
     files = list_input_files(spark, inputs, glob)
     sc = spark.sparkContext
 
@@ -67,6 +68,12 @@ def plan_capture_ranges(spark: Any, inputs: Iterable[str], *, glob: Optional[str
             sc.setJobDescription(None)
 
     return plan_ranges(files, split_bytes=split_bytes, run=run)
+
+
+def _executor_backend(_: Any) -> str:
+    import kproto
+
+    return kproto.backend
 
 
 def _stage1(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -107,6 +114,10 @@ def sorted_segments(
     connection key and sorted into reading order, ready for stage 2; and the notes for the summary."""
     backends: set = set()
     ranges = plan_capture_ranges(spark, inputs, glob=glob, split_bytes=split_bytes, backends=backends)
+    if ranges and not backends:  # no planning job ran: ask the executors
+        sc = spark.sparkContext
+        tasks = max(1, sc.defaultParallelism)
+        backends.update(sc.parallelize(range(tasks), tasks).map(_executor_backend).collect())
     notes = [PURE_EXECUTORS_NOTE] if "python" in backends else []
     if log is not None:
         for note in notes:

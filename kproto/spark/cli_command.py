@@ -69,7 +69,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     captures.add_argument("--no-detect", action="store_true",
                           help="only connections to --port are Kafka (no detection by request headers)")
     captures.add_argument("--partitions", type=int, default=None, metavar="N",
-                          help="tasks decoding connections (default: twice Spark's default parallelism)")
+                          help="tasks decoding connections (default: Spark's default parallelism, one per core)")
 
     segments = commands.add_parser("segments", help="Kafka log segments (.log) to messages, problems")
     _common(segments, "*.log")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from typing import Any, Callable, Collection, Iterable, List, Mapping, Optional
+from typing import Any, Callable, Collection, Iterable, Iterator, List, Mapping, Optional, Set, Tuple
 
 from kproto.capture.conversation import DEFAULT_PORTS
 from kproto.spark.capture_splits import DEFAULT_SPLIT_BYTES
@@ -123,16 +123,65 @@ def run_captures(spark: Any, inputs: Iterable[str], out: str, *, ports: Collecti
                  log: Log = _stderr) -> Summary:
     """Decode the captures under ``inputs`` on Spark, write the tables under ``out``, return the summary.
 
-    Files larger than ``split_bytes`` are read in byte ranges by several tasks; the tasks that decode
-    connections write the Parquet files (``out`` is any path Spark lists and pyarrow writes)."""
-    from kproto.spark.capture_tables import Stage2, sorted_segments
+    Files larger than ``split_bytes`` are read in byte ranges by several tasks; stage 1 hands the
+    connections to stage 2 through spill files beside the tables (:mod:`kproto.spark.capture_spill`);
+    ``partitions`` stage 2 tasks (default: Spark's default parallelism) decode whole connections,
+    placed by size, and write the Parquet files (``out`` is any path Spark lists and pyarrow writes)."""
+    from kproto.spark.capture_spill import DecodePieces, SpillRanges, assign_connections
+    from kproto.spark.capture_tables import PURE_EXECUTORS_NOTE, plan_capture_ranges
 
     inputs = list(inputs)
     output = ParquetOutput(spark, out, mode, log)  # refuses a wrong output before any work
-    log(f"decoding captures from {len(inputs)} input path(s) on {spark.sparkContext.master}")
-    ordered, notes = sorted_segments(spark, inputs, glob=glob, partitions=partitions, split_bytes=split_bytes,
-                                     log=log)
-    return _write_decoded(spark, ordered, Stage2(ports, detect), output, out, top, notes, log)
+    sc = spark.sparkContext
+    log(f"decoding captures from {len(inputs)} input path(s) on {sc.master}")
+    backends: Set[str] = set()
+    ranges = plan_capture_ranges(spark, inputs, glob=glob, split_bytes=split_bytes, backends=backends)
+    files = len({r.path for r in ranges})
+    log(f"plan: {files} capture file(s), {len(ranges)} range(s) for stage 1 (split size {split_bytes} bytes)")
+    try:
+        sc.setJobDescription(f"kproto: stage 1, {len(ranges)} capture range(s)")
+        total = sum(r.stop - r.start for r in ranges)
+        groups = _range_groups(ranges, max(sc.defaultParallelism, -(-total // split_bytes)))
+        results = sc.parallelize(groups, max(1, len(groups))).mapPartitions(_flatten).mapPartitions(
+            SpillRanges(output.scratch)).collect()
+        backends.update(r.backend for r in results)
+        placed = assign_connections((p for r in results for p in r.pieces), partitions or sc.defaultParallelism)
+        log(f"stage 1: {len(groups)} task(s) found {sum(len(t.connections) for t in placed)} connection key(s), "
+            f"placed on {len(placed)} stage 2 task(s)")
+        sc.setJobDescription(f"kproto: stage 2, decode and write {out}")
+        log(f"decoding and writing {out}")
+        stats = sc.parallelize(placed, len(placed)).mapPartitions(
+            output.task_writer(DecodePieces(ports, detect))).collect()
+    except BaseException:
+        output.abort()
+        raise
+    finally:
+        sc.setJobDescription(None)
+    notes = [PURE_EXECUTORS_NOTE] if "python" in backends else []
+    for note in notes:
+        log(f"NOTE: {note}")
+    written = output.commit(row for batch in stats for row in zip(*batch.to_pydict().values()))
+    summary = written.counts.summary(top=top)
+    summary.notes.extend(notes)
+    return summary
+
+
+def _range_groups(ranges: List[Any], tasks: int) -> List[List[Tuple[Any, ...]]]:
+    """``ranges`` on at most ``tasks`` stage 1 tasks, largest first onto the least loaded (each task
+    costs Spark a fixed tenth of a second or so, a range of 128 MB costs seconds)."""
+    count = max(1, min(tasks, len(ranges)))
+    groups: List[List[Tuple[Any, ...]]] = [[] for _ in range(count)]
+    loads = [0] * count
+    for item in sorted(ranges, key=lambda r: r.start - r.stop):
+        task = loads.index(min(loads))
+        loads[task] += item.stop - item.start
+        groups[task].append(tuple(item))
+    return [group for group in groups if group]
+
+
+def _flatten(groups: Iterable[List[Tuple[Any, ...]]]) -> Iterator[Tuple[Any, ...]]:
+    for group in groups:
+        yield from group
 
 
 def run_segments(spark: Any, inputs: Iterable[str], out: str, *, glob: Optional[str] = SEGMENT_GLOB,

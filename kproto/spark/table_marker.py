@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from typing import List, Optional, Protocol
 
 from kproto.errors import KprotoError
@@ -68,6 +69,24 @@ class LocalFileSystem:
     def write_text(self, path: str, text: str) -> None:
         with open(path, "w", encoding="utf-8") as f:
             f.write(text)
+
+    # What the Spark job's driver needs besides the checks (kproto.spark.table_writer.ParquetOutput).
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        """Create or replace file ``path``, and its directory (as Hadoop's ``create`` does)."""
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(data)
+
+    def delete(self, path: str) -> None:
+        """Delete ``path`` (recursively); nothing happens when it does not exist."""
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        elif os.path.lexists(path):
+            os.remove(path)
+
+    def rename(self, source: str, target: str) -> None:
+        os.rename(source, target)
 
 
 def marker_text(table: str) -> str:

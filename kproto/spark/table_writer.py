@@ -21,8 +21,10 @@ Commit protocol (the shape of Hadoop's file output committer, without its JVM si
    always finds the schema), deletes the staging directories, and writes the table marker.
 
 Executors write through pyarrow's file systems (local paths, ``hdfs://``, ``s3://``, ``gs://``,
-``abfs://``; ``s3a://`` is written as ``s3://``); the driver works through the session's Hadoop
-FileSystem and qualifies ``OUT`` with it first, so both sides mean the same directory.
+``abfs://``; ``s3a://`` is written as ``s3://``); the driver qualifies ``OUT`` with the session's
+Hadoop FileSystem first, so both sides mean the same directory, and then works through that
+FileSystem, or, when ``OUT`` is on this machine (``file:``), with Python's own file functions (each
+Hadoop call is a JVM round trip; a commit makes a few dozen).
 """
 
 from __future__ import annotations
@@ -115,11 +117,11 @@ class TaskWriter:
     ``(table, batch)`` pairs, written to the staging directories (table name → directory URI) of the
     tables in it; the result is :data:`PART_STATS` batches."""
 
-    def __init__(self, decode: Callable[[Iterator[pa.RecordBatch]], Pairs], staging: Dict[str, str]) -> None:
+    def __init__(self, decode: Callable[[Iterator[Any]], Pairs], staging: Dict[str, str]) -> None:
         self.decode = decode
         self.staging = dict(staging)
 
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def __call__(self, batches: Iterator[Any]) -> Iterator[pa.RecordBatch]:
         files: Dict[str, _TableFile] = {}
         counts = SummaryCounts()
         try:
@@ -163,12 +165,17 @@ class ParquetOutput:
 
     def __init__(self, spark: Any, out: str, mode: str, log: Callable[[str], None]) -> None:
         from kproto.spark.hadoop_fs import HadoopFileSystem
-        from kproto.spark.table_marker import REPLACING_MODES, check_replaceable
+        from kproto.spark.inputs import display_path
+        from kproto.spark.table_marker import REPLACING_MODES, LocalFileSystem, check_replaceable
 
-        self._fs = HadoopFileSystem(spark)
+        hadoop = HadoopFileSystem(spark)
         self._log = log
         self.job = uuid.uuid4().hex[:12]
-        self.out = self._fs.qualify(out).rstrip("/")
+        self.out = hadoop.qualify(out).rstrip("/")
+        self._fs: Any = hadoop
+        if self.out.startswith("file:"):
+            # This machine's files: the driver's checks, moves and deletes need no JVM round trips.
+            self.out, self._fs = display_path(self.out), LocalFileSystem()
         self.paths = {name: f"{self.out}/{name}" for name in TABLES}
         existing = {name for name, path in self.paths.items() if self._fs.kind(path) is not None}
         if mode in ("error", "errorifexists") and existing:
@@ -182,8 +189,10 @@ class ParquetOutput:
         self.writing: Set[str] = set(TABLES) - existing if mode == "ignore" else set(TABLES)
         self._replacing = sorted(existing) if mode == "overwrite" else []
         self.staging = {name: f"{self.paths[name]}/_kproto_staging-{self.job}" for name in sorted(self.writing)}
+        #: The job's intermediate files (a directory beside the tables, removed by commit and abort).
+        self.scratch = f"{self.out}/_kproto_spill-{self.job}"
 
-    def task_writer(self, decode: Callable[[Iterator[pa.RecordBatch]], Pairs]) -> TaskWriter:
+    def task_writer(self, decode: Callable[[Iterator[Any]], Pairs]) -> TaskWriter:
         """The tasks' writer; ``overwrite`` deletes the old tables now, when the inputs have been planned."""
         for name in self._replacing:
             self._fs.delete(self.paths[name])
@@ -218,11 +227,12 @@ class ParquetOutput:
             self._fs.delete(self.staging[name])
             self._fs.write_text(f"{self.paths[name]}/{MARKER}", marker_text(name))
             self._log(f"wrote {self.paths[name]} ({written.rows[name]} rows, {len(written.files[name])} file(s))")
+        self._fs.delete(self.scratch)
         return written
 
     def abort(self) -> None:
-        """Delete the staging directories (after a failed job)."""
-        for directory in self.staging.values():
+        """Delete the staging and scratch directories (after a failed job)."""
+        for directory in [*self.staging.values(), self.scratch]:
             try:
                 self._fs.delete(directory)
             except Exception:  # the job's own error is the one to report
