@@ -50,7 +50,10 @@ def test_server_key() -> None:
 
 @pytest.mark.spark
 def test_spark_group_tables_equal_the_single_process_rows(tmp_path: Path) -> None:
-    from kproto.spark.job import spark_session
+    import pyarrow.parquet as pq
+
+    from kproto.spark.job import run_captures, run_captures_local, spark_session
+    from kproto.spark.table_marker import MARKER
 
     directory = captures(tmp_path, modern=False)  # two coordinators, two files: enough for Spark's part
     local = group_tables_local([str(directory)])
@@ -65,5 +68,21 @@ def test_spark_group_tables_equal_the_single_process_rows(tmp_path: Path) -> Non
             assert arrow.schema.names == local[name].schema.names, name
             assert rows(arrow) == rows(local[name]), name
             assert len(arrow), name
+        # the job (kproto spark captures --groups) writes them beside the other tables, as --local does
+        summaries = {}
+        for where, run in (("spark", lambda out: run_captures(spark, [str(directory)], out, groups=True, log=quiet)),
+                           ("local", lambda out: run_captures_local([str(directory)], out, groups=True, log=quiet))):
+            out = str(tmp_path / where)
+            summaries[where] = run(out)
+            for name in GROUP_TABLES:
+                written = pq.read_table(f"{out}/{name}")
+                assert rows(written.select(local[name].schema.names)) == rows(local[name]), (where, name)
+                assert (Path(out) / name / MARKER).exists()
+        counts = f"{len(local['group_events'])} group_events rows, {len(local['rebalances'])} rebalances rows"
+        assert all(any(counts in note for note in s.notes) for s in summaries.values())
     finally:
         spark.stop()
+
+
+def quiet(line: str) -> None:
+    pass

@@ -70,6 +70,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           help="only connections to --port are Kafka (no detection by request headers)")
     captures.add_argument("--partitions", type=int, default=None, metavar="N",
                           help="tasks decoding connections (default: Spark's default parallelism, one per core)")
+    captures.add_argument("--groups", action="store_true",
+                          help="also write group_events and rebalances (consumer-group analysis per coordinator; "
+                               "a second pass over the captures)")
 
     segments = commands.add_parser("segments", help="Kafka log segments (.log) to messages, problems")
     _common(segments, "*.log")
@@ -99,7 +102,8 @@ def _run(args: argparse.Namespace) -> int:
     captures = args.spark_command == "captures"
     options = {"glob": args.glob, "mode": args.mode, "top": args.top}
     if captures:
-        options.update(ports=frozenset(args.port) if args.port else DEFAULT_PORTS, detect=not args.no_detect)
+        options.update(ports=frozenset(args.port) if args.port else DEFAULT_PORTS, detect=not args.no_detect,
+                       groups=args.groups)
     inputs = args.inputs
     if captures:
         # Files that are not captures at all (notes, indexes beside the captures) are skipped with a line

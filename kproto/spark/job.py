@@ -21,6 +21,7 @@ from kproto.capture.conversation import DEFAULT_PORTS
 from kproto.spark.capture_splits import DEFAULT_SPLIT_BYTES
 from kproto.spark.hadoop_fs import HadoopFileSystem
 from kproto.spark.inputs import SEGMENT_GLOB
+from kproto.spark.group_tables import GROUP_TABLES
 from kproto.spark.schema import TABLES, spark_schema
 from kproto.spark.summary import Summary, summary_from_arrow
 from kproto.spark.table_marker import MARKER, REPLACING_MODES, LocalFileSystem, check_replaceable, marker_text
@@ -82,13 +83,23 @@ def write_tables(spark: Any, tables: SparkTables, out: str, *, mode: str = "over
     ``overwrite`` and ``append`` only touch directories that are absent, empty or kproto's own tables
     (:mod:`kproto.spark.table_marker`); all three are checked before anything is written.
     """
-    fs = HadoopFileSystem(spark)
-    paths = {name: _join(out, name) for name in tables.tables()}
-    existed = {name: fs.kind(path) is not None for name, path in paths.items()}
+    _write_frames(spark, tables.tables(), out, mode=mode, log=log)
+
+
+def _check_frames_output(spark: Any, names: Iterable[str], out: str, mode: str) -> None:
     if mode in REPLACING_MODES:
-        for name, path in paths.items():
-            check_replaceable(fs, path, name)
-    for name, frame in tables.tables().items():
+        fs = HadoopFileSystem(spark)
+        for name in names:
+            check_replaceable(fs, _join(out, name), name)
+
+
+def _write_frames(spark: Any, frames: Mapping[str, Any], out: str, *, mode: str, log: Log) -> None:
+    """Write DataFrames as kproto tables ``out/<name>`` (checked first, marked when written)."""
+    fs = HadoopFileSystem(spark)
+    paths = {name: _join(out, name) for name in frames}
+    existed = {name: fs.kind(path) is not None for name, path in paths.items()}
+    _check_frames_output(spark, frames, out, mode)
+    for name, frame in frames.items():
         spark.sparkContext.setJobDescription(f"kproto: write {name}")
         log(f"writing {paths[name]}")
         frame.write.mode(mode).parquet(paths[name])
@@ -120,8 +131,11 @@ def _write_decoded(spark: Any, frame: Any, decode: Callable[[Any], Any], output:
 def run_captures(spark: Any, inputs: Iterable[str], out: str, *, ports: Collection[int] = DEFAULT_PORTS,
                  detect: bool = True, glob: Optional[str] = None, partitions: Optional[int] = None,
                  split_bytes: int = DEFAULT_SPLIT_BYTES, mode: str = "overwrite", top: int = 10,
-                 log: Log = _stderr) -> Summary:
+                 groups: bool = False, log: Log = _stderr) -> Summary:
     """Decode the captures under ``inputs`` on Spark, write the tables under ``out``, return the summary.
+
+    With ``groups``, also ``out/group_events`` and ``out/rebalances`` (:mod:`kproto.spark.group_tables`:
+    a second pass over the captures, keyed by coordinator, so it is asked for, not done by default).
 
     Files larger than ``split_bytes`` are read in byte ranges by several tasks; stage 1 hands the
     connections to stage 2 through spill files beside the tables (:mod:`kproto.spark.capture_spill`);
@@ -132,6 +146,8 @@ def run_captures(spark: Any, inputs: Iterable[str], out: str, *, ports: Collecti
 
     inputs = list(inputs)
     output = ParquetOutput(spark, out, mode, log)  # refuses a wrong output before any work
+    if groups:
+        _check_frames_output(spark, GROUP_TABLES, out, mode)
     sc = spark.sparkContext
     log(f"decoding captures from {len(inputs)} input path(s) on {sc.master}")
     backends: Set[str] = set()
@@ -163,7 +179,18 @@ def run_captures(spark: Any, inputs: Iterable[str], out: str, *, ports: Collecti
     written = output.commit(row for batch in stats for row in zip(*batch.to_pydict().values()))
     summary = written.counts.summary(top=top)
     summary.notes.extend(notes)
+    if groups:
+        from kproto.spark.group_tables import group_tables
+
+        frames = group_tables(spark, inputs, ports=ports, detect=detect, glob=glob, partitions=partitions)
+        _write_frames(spark, frames, out, mode=mode, log=log)
+        summary.notes.append(_groups_note({name: frame.count() for name, frame in frames.items()}))
+        next(iter(frames.values())).unpersist()
     return summary
+
+
+def _groups_note(rows: Mapping[str, int]) -> str:
+    return f"consumer groups: {rows['group_events']} group_events rows, {rows['rebalances']} rebalances rows"
 
 
 def _range_groups(ranges: List[Any], tasks: int) -> List[List[Tuple[Any, ...]]]:
@@ -199,12 +226,12 @@ def run_segments(spark: Any, inputs: Iterable[str], out: str, *, glob: Optional[
     return _write_decoded(spark, plan, SegmentDecode(), output, out, top, [], log)
 
 
-def _prepare_local_out(out: str, mode: str) -> None:
+def _prepare_local_out(out: str, mode: str, names: Collection[str] = tuple(TABLES)) -> None:
     if mode not in ("overwrite", "error", "errorifexists"):
         raise ValueError(f"single-process runs support mode 'overwrite' or 'error', not {mode!r}")
     fs = LocalFileSystem()
-    paths = [os.path.join(out, name) for name in TABLES]
-    for name, path in zip(TABLES, paths):
+    paths = [os.path.join(out, name) for name in names]
+    for name, path in zip(names, paths):
         if os.path.lexists(path) and mode != "overwrite":
             raise FileExistsError(17, "Output exists", path)
         check_replaceable(fs, path, name)
@@ -215,16 +242,25 @@ def _prepare_local_out(out: str, mode: str) -> None:
 
 def run_captures_local(inputs: Iterable[str], out: str, *, ports: Collection[int] = DEFAULT_PORTS,
                        detect: bool = True, glob: Optional[str] = None, mode: str = "overwrite", top: int = 10,
-                       log: Log = _stderr) -> Summary:
+                       groups: bool = False, log: Log = _stderr) -> Summary:
     """:func:`run_captures` in one process, without Spark (local paths)."""
-    from kproto.spark.local import tables_from_captures_local
+    from kproto.spark.local import tables_from_captures_local, write_local_tables
 
-    _prepare_local_out(out, mode)
+    inputs = list(inputs)
+    _prepare_local_out(out, mode, list(TABLES) + (list(GROUP_TABLES) if groups else []))
     log("decoding captures in this process")
     tables = tables_from_captures_local(inputs, ports=ports, detect=detect, glob=glob)
     log(f"writing {out}")
     tables.write_parquet(out)
-    return summary_from_arrow(tables.tables(), top=top)
+    summary = summary_from_arrow(tables.tables(), top=top)
+    if groups:
+        from kproto.spark.group_tables import group_tables_local
+
+        log("analysing consumer groups in this process")
+        group = group_tables_local(inputs, ports=ports, detect=detect, glob=glob)
+        write_local_tables(group, out)
+        summary.notes.append(_groups_note({name: table.num_rows for name, table in group.items()}))
+    return summary
 
 
 def run_segments_local(inputs: Iterable[str], out: str, *, glob: Optional[str] = SEGMENT_GLOB,

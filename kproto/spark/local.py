@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Collection, Dict, Iterable, List, Optional
+from typing import Collection, Dict, Iterable, List, Mapping, Optional
 
 import pyarrow as pa
 
@@ -23,7 +23,7 @@ from kproto.spark.schema import TABLES
 from kproto.spark.segment_rows import segment_batches
 from kproto.spark.table_marker import MARKER, LocalFileSystem, marker_text
 
-__all__ = ["LocalTables", "tables_from_captures_local", "tables_from_segments_local"]
+__all__ = ["LocalTables", "tables_from_captures_local", "tables_from_segments_local", "write_local_tables"]
 
 # Rows held in Python tuples before they are turned into Arrow batches.
 _FLUSH_ROWS = 65536
@@ -44,13 +44,18 @@ class LocalTables:
     def write_parquet(self, out: str) -> None:
         """Write ``out/<table>/part-00000.parquet`` for each table (the layout Spark writes), each
         with kproto's table marker (:mod:`kproto.spark.table_marker`)."""
-        import pyarrow.parquet as pq
+        write_local_tables(self.tables(), out)
 
-        for name, table in self.tables().items():
-            directory = os.path.join(out, name)
-            os.makedirs(directory, exist_ok=True)
-            pq.write_table(table, os.path.join(directory, "part-00000.parquet"))
-            LocalFileSystem().write_text(os.path.join(directory, MARKER), marker_text(name))
+
+def write_local_tables(tables: Mapping[str, pa.Table], out: str) -> None:
+    """Write each table as ``out/<name>/part-00000.parquet`` with kproto's table marker."""
+    import pyarrow.parquet as pq
+
+    for name, table in tables.items():
+        directory = os.path.join(out, name)
+        os.makedirs(directory, exist_ok=True)
+        pq.write_table(table, os.path.join(directory, "part-00000.parquet"))
+        LocalFileSystem().write_text(os.path.join(directory, MARKER), marker_text(name))
 
 
 class _Collector:
