@@ -1846,6 +1846,60 @@ def decode_records(data, bint check_crc, Py_ssize_t limit):
     return DecodedRecords(batches, valid, partial)
 
 
+cdef extern from *:
+    """
+    static PyObject* kproto_alloc_row(PyObject* row_type, Py_ssize_t n) {
+        return ((PyTypeObject*)row_type)->tp_alloc((PyTypeObject*)row_type, n);
+    }
+    """
+    object kproto_alloc_row(object row_type, Py_ssize_t n)
+
+
+cdef inline void put_item(object row, Py_ssize_t i, object field):
+    Py_INCREF(field)  # PyTuple_SET_ITEM steals a reference
+    PyTuple_SET_ITEM(row, i, field)
+
+
+def record_rows(records, row_type, topic, partition, int64_t start):
+    """The records at or past ``start`` as ``row_type`` rows (see ``record_rows`` in the pure twin).
+
+    A row is allocated as ``row_type`` (a tuple subclass, checked by the caller) and filled in place, as
+    ``tuple.__new__`` would fill it from a tuple; the fields of a ``Record`` are read from its C struct."""
+    cdef list out = []
+    cdef Record r
+    cdef int64_t offset
+    cdef object row, timestamp, key, value, headers, number
+    for item in records:
+        if type(item) is Record:
+            r = <Record>item
+            offset = r.offset
+            if offset < start:
+                continue
+            number = offset
+            timestamp = None if r._ts_type < 0 else r._timestamp
+            key = r.key
+            value = r.value
+            headers = r.headers
+        else:
+            number = item.offset
+            if number < start:
+                continue
+            timestamp = item.timestamp
+            key = item.key
+            value = item.value
+            headers = item.headers
+        row = kproto_alloc_row(row_type, 7)
+        put_item(row, 0, topic)
+        put_item(row, 1, partition)
+        put_item(row, 2, number)
+        put_item(row, 3, timestamp)
+        put_item(row, 4, key)
+        put_item(row, 5, value)
+        put_item(row, 6, headers)
+        out.append(row)
+    return out
+
+
 def decode_record_columns(data, bint check_crc, Py_ssize_t limit):
     """Decode any mix of magics into columns (see :func:`kproto.records.decode_columns`)."""
     cdef Decoding opts
