@@ -1853,6 +1853,7 @@ cdef extern from *:
     }
     """
     object kproto_alloc_row(object row_type, Py_ssize_t n)
+    void PyObject_GC_UnTrack(object op)
 
 
 cdef inline void put_item(object row, Py_ssize_t i, object field):
@@ -1896,6 +1897,12 @@ def record_rows(records, row_type, topic, partition, int64_t start):
         put_item(row, 4, key)
         put_item(row, 5, value)
         put_item(row, 6, headers)
+        # A row holds only str, int, bytes, None and tuples of them, and a tuple cannot be changed to hold
+        # itself: it can never be part of a reference cycle, so the collector need not watch it (CPython
+        # stops watching such plain tuples itself, at their first collection; not tuple subclasses).
+        # Rows live as long as the application keeps them, and would otherwise make every collection
+        # walk them and push them into the older generations.
+        PyObject_GC_UnTrack(row)
         out.append(row)
     return out
 
