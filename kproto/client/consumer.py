@@ -19,9 +19,16 @@ those just past the last record returned.
 
 Fetching: once partitions are assigned, their committed offsets are fetched (OffsetFetch); a partition
 without one starts at ``auto_offset_reset`` (ListOffsets).  A *fetch task* keeps one Fetch in flight
-per leader for the assigned, unpaused partitions that have nothing buffered; :meth:`Consumer.poll`
-returns buffered records from the position on.  A compressed batch or message set can start below the
-position (the broker sends whole batches), so records below it are skipped, and so are control records.
+per leader for the assigned, unpaused partitions with fewer than ``_PREFETCH_BELOW`` records buffered,
+so the next Fetch is out while the application works through the last one, as the Java client does.
+A compressed batch or message set can start below the position (the broker sends whole batches), so
+records below it are skipped, and so are control batches (whose offsets the position still passes).
+
+Where the time goes: a fetched partition is decoded (and so validated) when its response arrives, but
+its records become :class:`ConsumerRecord` objects only when :meth:`Consumer.poll` takes them, a few
+batches at a time, by :func:`kproto.records.record_rows` -- which the compiled backend does without
+running Python code per record.  So the fetch task hands a response over in the time it takes to
+validate it, the next Fetch goes out at once, and building records overlaps the broker's answer.
 
 Versions are negotiated per broker (:class:`~kproto.client.connection.Connection`); the group requests
 go in the versions the member names.
@@ -159,14 +166,9 @@ def _decode_fetched(raw: bytes, start: int) -> Tuple[List[_Chunk], int, int]:
 
 
 class _Buffer:
-    """The fetched, not yet returned records of one partition, and the offset its next fetch starts at (past
-    the last batch fetched, control batches included).
-
-    Records are kept as the decoder's (``chunks``) and become ConsumerRecords only when a poll takes them
-    (``built[at:]``), a few batches at a time: the fetch task hands a response over in the time it takes to
-    validate it and sends the next Fetch, and the building happens while the broker answers that one.
-    Building uses only C-level iterators (map, zip, ``tuple.__new__``): no Python bytecode runs per record.
-    """
+    """The fetched, not yet returned records of one partition: decoded ``chunks`` still to build, then
+    built ConsumerRecords ``built[at:]`` (see "Where the time goes" in the module docstring), and the offset
+    its next fetch starts at (past the last batch fetched, control batches included)."""
 
     __slots__ = ("topic", "partition", "chunks", "built", "at", "count", "next_offset")
 
