@@ -1864,13 +1864,20 @@ cdef inline void put_item(object row, Py_ssize_t i, object field):
 def record_rows(records, row_type, topic, partition, int64_t start):
     """The records at or past ``start`` as ``row_type`` rows (see ``record_rows`` in the pure twin).
 
-    A row is allocated as ``row_type`` (a tuple subclass, checked by the caller) and filled in place, as
-    ``tuple.__new__`` would fill it from a tuple; the fields of a ``Record`` are read from its C struct."""
+    A row is allocated as ``row_type`` (a tuple subclass) and filled in place, as ``tuple.__new__`` would
+    fill it from a tuple; the fields of a ``Record`` are read from its C struct."""
     cdef list out = []
     cdef Record r
     cdef int64_t offset
     cdef object row, timestamp, key, value, headers, number
+    if not (isinstance(row_type, type) and issubclass(row_type, tuple)):
+        raise TypeError(f"row_type must be a tuple subclass, not {row_type!r}")  # tp_alloc below relies on it
+    # Rows whose fields are all atoms can be left out of the cyclic collector (see below); a row type with a
+    # __dict__ could be made to refer to itself.
+    cdef bint untrackable = (row_type.__dictoffset__ == 0 and type(topic) is str and type(partition) is int)
+    cdef bint untrack
     for item in records:
+        untrack = untrackable and type(item) is Record
         if type(item) is Record:
             r = <Record>item
             offset = r.offset
@@ -1897,12 +1904,13 @@ def record_rows(records, row_type, topic, partition, int64_t start):
         put_item(row, 4, key)
         put_item(row, 5, value)
         put_item(row, 6, headers)
-        # A row holds only str, int, bytes, None and tuples of them, and a tuple cannot be changed to hold
-        # itself: it can never be part of a reference cycle, so the collector need not watch it (CPython
-        # stops watching such plain tuples itself, at their first collection; not tuple subclasses).
-        # Rows live as long as the application keeps them, and would otherwise make every collection
-        # walk them and push them into the older generations.
-        PyObject_GC_UnTrack(row)
+        # A row of a Record holds only str, int, bytes, None and tuples of them and, without a __dict__,
+        # cannot be changed to refer to itself: it can never be part of a reference cycle, so the collector
+        # need not watch it (CPython stops watching such plain tuples itself, at their first collection,
+        # but not tuple subclasses).  Rows live as long as the application keeps them, and would otherwise
+        # make every collection walk them and push them into the older generations.
+        if untrack:
+            PyObject_GC_UnTrack(row)
         out.append(row)
     return out
 
