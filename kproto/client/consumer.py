@@ -101,9 +101,9 @@ _PREFETCH_BELOW = 10000
 
 
 class ConsumerRecord(NamedTuple):
-    """One record as :meth:`Consumer.poll` returns it: a named tuple, so that the fetch path builds it
-    without running Python code per record (see :func:`_consumer_records`).  ``timestamp`` is None for a
-    magic 0 message; ``headers`` is empty before magic 2."""
+    """One record as :meth:`Consumer.poll` returns it: a named tuple, so that the fetch path can build it
+    without running Python code per record (see the module docstring).  ``timestamp`` is None for a magic 0
+    message; ``headers`` is empty before magic 2."""
 
     topic: str
     partition: int
