@@ -3,8 +3,9 @@ confluent-kafka on one mock broker, and kproto's pipelining under an injected 2 
 
 The broker runs in a subprocess (it must not share the clients' GIL).  Every client writes N records of
 ``--value-size`` bytes (no key, acks=1, no compression) to a topic of its own, then reads N records of the
-topic kproto wrote, from the beginning, without a group.  kafka-python and librdkafka speak 0.9 (the
-broker's record versions); kproto and aiokafka negotiate with ApiVersions.  aiokafka (0.14 ignores
+topic kproto wrote, from the beginning, without a group, ``--rounds`` times in turn (the figure is each
+client's median: on a shared machine one run of one client can land on a busy moment).  kafka-python and
+librdkafka speak 0.9 (the broker's record versions); kproto and aiokafka negotiate with ApiVersions.  aiokafka (0.14 ignores
 ``api_version``) picks its record format from the Metadata version: a broker that advertises Metadata v5+
 but Produce only up to v2 gets magic 2 batches it refuses, and aiokafka's produce figure is then reported
 as failed rather than measured.  The pipelining figure is
@@ -12,17 +13,19 @@ kproto's producer with ``max_in_flight`` 1 and 5 against a second broker whose e
 2 ms late (a latency: pipelined requests wait it out together), with small batches so that the latency
 dominates.  Prints figures, the ratios the README quotes, and ``uptime``.
 
-    .venv/bin/python benchmarks/client.py [--records 100000] [--value-size 100]
+    .venv/bin/python benchmarks/client.py [--records 100000] [--value-size 100] [--rounds 3]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
+import statistics
 import subprocess
 import sys
 import time
-from typing import Callable, Dict, Tuple
+from typing import Callable, Dict, List, Tuple
 
 from kproto.client import Consumer, Producer
 
@@ -166,6 +169,7 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--value-size", type=int, default=100)
     parser.add_argument("--pipeline-records", type=int, default=20_000)
+    parser.add_argument("--rounds", type=int, default=3, help="consume rounds; each client's median is shown")
     args = parser.parse_args()
     n, value = args.records, b"x" * args.value_size
 
@@ -180,10 +184,13 @@ def main() -> None:
             print("aiokafka produce failed:", exc)
         produce["kafka-python"] = n / timed(lambda: produce_kafka_python(servers, "kafka-python", n, value))
         produce["confluent-kafka"] = n / timed(lambda: produce_confluent(servers, "confluent-kafka", n, value))
-        consume["kproto"] = n / timed(lambda: consume_kproto(servers, "kproto", n))
-        consume["aiokafka"] = n / timed(lambda: consume_aiokafka(servers, "kproto", n))
-        consume["kafka-python"] = n / timed(lambda: consume_kafka_python(servers, "kproto", n))
-        consume["confluent-kafka"] = n / timed(lambda: consume_confluent(servers, "kproto", n))
+        consumers = {"kproto": consume_kproto, "aiokafka": consume_aiokafka, "kafka-python": consume_kafka_python,
+                     "confluent-kafka": consume_confluent}
+        rates: Dict[str, List[float]] = {client: [] for client in consumers}
+        for _ in range(args.rounds):
+            for client, consume_one in consumers.items():
+                rates[client].append(n / timed(functools.partial(consume_one, servers, "kproto", n)))
+        consume = {client: statistics.median(figures) for client, figures in rates.items()}
     finally:
         proc.kill()
         proc.wait()
@@ -199,7 +206,8 @@ def main() -> None:
         proc.kill()
         proc.wait()
 
-    print(f"{n} records of {args.value_size} B, records/s (one mock broker in a subprocess)")
+    print(f"{n} records of {args.value_size} B, records/s (one mock broker in a subprocess; consume: median of "
+          f"{args.rounds} rounds)")
     print(f"{'client':16} {'produce':>10} {'consume':>10}")
     for client in consume:
         print(f"{client:16} {produce.get(client, float('nan')):10.0f} {consume[client]:10.0f}")

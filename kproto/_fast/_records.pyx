@@ -1846,6 +1846,75 @@ def decode_records(data, bint check_crc, Py_ssize_t limit):
     return DecodedRecords(batches, valid, partial)
 
 
+cdef extern from *:
+    """
+    static PyObject* kproto_alloc_row(PyObject* row_type, Py_ssize_t n) {
+        return ((PyTypeObject*)row_type)->tp_alloc((PyTypeObject*)row_type, n);
+    }
+    """
+    object kproto_alloc_row(object row_type, Py_ssize_t n)
+    void PyObject_GC_UnTrack(object op)
+
+
+cdef inline void put_item(object row, Py_ssize_t i, object field):
+    Py_INCREF(field)  # PyTuple_SET_ITEM steals a reference
+    PyTuple_SET_ITEM(row, i, field)
+
+
+def record_rows(records, row_type, topic, partition, int64_t start):
+    """The records at or past ``start`` as ``row_type`` rows (see ``record_rows`` in the pure twin).
+
+    A row is allocated as ``row_type`` (a tuple subclass) and filled in place, as ``tuple.__new__`` would
+    fill it from a tuple; the fields of a ``Record`` are read from its C struct."""
+    cdef list out = []
+    cdef Record r
+    cdef int64_t offset
+    cdef object row, timestamp, key, value, headers, number
+    if not (isinstance(row_type, type) and issubclass(row_type, tuple)):
+        raise TypeError(f"row_type must be a tuple subclass, not {row_type!r}")  # tp_alloc below relies on it
+    # Rows whose fields are all atoms can be left out of the cyclic collector (see below); a row type with a
+    # __dict__ could be made to refer to itself.
+    cdef bint untrackable = (row_type.__dictoffset__ == 0 and type(topic) is str and type(partition) is int)
+    cdef bint untrack
+    for item in records:
+        untrack = untrackable and type(item) is Record
+        if type(item) is Record:
+            r = <Record>item
+            offset = r.offset
+            if offset < start:
+                continue
+            number = offset
+            timestamp = None if r._ts_type < 0 else r._timestamp
+            key = r.key
+            value = r.value
+            headers = r.headers
+        else:
+            number = item.offset
+            if number < start:
+                continue
+            timestamp = item.timestamp
+            key = item.key
+            value = item.value
+            headers = item.headers
+        row = kproto_alloc_row(row_type, 7)
+        put_item(row, 0, topic)
+        put_item(row, 1, partition)
+        put_item(row, 2, number)
+        put_item(row, 3, timestamp)
+        put_item(row, 4, key)
+        put_item(row, 5, value)
+        put_item(row, 6, headers)
+        # A row of a Record holds only str, int, bytes, None and tuples of them and, without a __dict__,
+        # cannot be changed to refer to itself: it can never be part of a reference cycle, so the collector
+        # need not watch it (CPython stops watching such plain tuples itself, at their first collection,
+        # but not tuple subclasses).  Rows live as long as the application keeps them, and would otherwise
+        # make every collection walk them and push them into the older generations.
+        if untrack:
+            PyObject_GC_UnTrack(row)
+        out.append(row)
+    return out
+
+
 def decode_record_columns(data, bint check_crc, Py_ssize_t limit):
     """Decode any mix of magics into columns (see :func:`kproto.records.decode_columns`)."""
     cdef Decoding opts

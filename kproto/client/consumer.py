@@ -19,9 +19,16 @@ those just past the last record returned.
 
 Fetching: once partitions are assigned, their committed offsets are fetched (OffsetFetch); a partition
 without one starts at ``auto_offset_reset`` (ListOffsets).  A *fetch task* keeps one Fetch in flight
-per leader for the assigned, unpaused partitions that have nothing buffered; :meth:`Consumer.poll`
-returns buffered records from the position on.  A compressed batch or message set can start below the
-position (the broker sends whole batches), so records below it are skipped, and so are control records.
+per leader for the assigned, unpaused partitions with fewer than ``_PREFETCH_BELOW`` records buffered,
+so the next Fetch is out while the application works through the last one, as the Java client does.
+A compressed batch or message set can start below the position (the broker sends whole batches), so
+records below it are skipped, and so are control batches (whose offsets the position still passes).
+
+Where the time goes: a fetched partition is decoded (and so validated) when its response arrives, but
+its records become :class:`ConsumerRecord` objects only when :meth:`Consumer.poll` takes them, a few
+batches at a time, by :func:`kproto.records.record_rows` -- which the compiled backend does without
+running Python code per record.  So the fetch task hands a response over in the time it takes to
+validate it, the next Fetch goes out at once, and building records overlaps the broker's answer.
 
 Versions are negotiated per broker (:class:`~kproto.client.connection.Connection`); the group requests
 go in the versions the member names.
@@ -33,6 +40,8 @@ import asyncio
 import inspect
 import time
 from collections import deque
+from itertools import chain, repeat
+from operator import attrgetter
 from typing import (
     Any,
     AsyncIterator,
@@ -42,6 +51,7 @@ from typing import (
     Iterable,
     List,
     Mapping,
+    NamedTuple,
     Optional,
     Protocol,
     Sequence,
@@ -77,7 +87,7 @@ from kproto.messages import (
     OffsetFetchRequest,
     OffsetFetchResponse,
 )
-from kproto.records import decode_message_set, decode_records
+from kproto.records import decode_message_set, decode_records, record_rows
 
 __all__ = ["Consumer", "ConsumerRecord", "RebalanceListener", "TopicPartition"]
 
@@ -90,20 +100,18 @@ _RESETS = {"earliest": -2, "latest": -1}
 _PREFETCH_BELOW = 10000
 
 
-class ConsumerRecord:
-    """One record as :meth:`Consumer.poll` returns it."""
+class ConsumerRecord(NamedTuple):
+    """One record as :meth:`Consumer.poll` returns it: a named tuple, so that the fetch path can build it
+    without running Python code per record (see the module docstring).  ``timestamp`` is None for a magic 0
+    message; ``headers`` is empty before magic 2."""
 
-    __slots__ = ("topic", "partition", "offset", "timestamp", "key", "value", "headers")
-
-    def __init__(self, topic: str, partition: int, offset: int, timestamp: int, key: Optional[bytes],
-                 value: Optional[bytes], headers: Sequence[Tuple[str, Optional[bytes]]]) -> None:
-        self.topic = topic
-        self.partition = partition
-        self.offset = offset
-        self.timestamp = timestamp
-        self.key = key
-        self.value = value
-        self.headers = headers
+    topic: str
+    partition: int
+    offset: int
+    timestamp: Optional[int]
+    key: Optional[bytes]
+    value: Optional[bytes]
+    headers: Sequence[Tuple[str, Optional[bytes]]]
 
     def __repr__(self) -> str:
         return f"ConsumerRecord({self.topic!r}, {self.partition}, offset={self.offset}, key={self.key!r})"
@@ -118,15 +126,108 @@ class RebalanceListener(Protocol):
     def on_partitions_assigned(self, partitions: List[TopicPartition]) -> Union[None, Awaitable[None]]: ...
 
 
-def _decode(raw: bytes) -> Any:
-    """The records of a fetched partition: message sets (magic 0/1, what 0.8-0.10 brokers hold) through the
-    message set decoder, which builds no per-entry batch header, anything else through decode_records."""
+_new_record = tuple.__new__
+_OFFSET, _TIMESTAMP, _KEY, _VALUE = map(attrgetter, ("offset", "timestamp", "key", "value"))
+
+#: decoded records of one partition not yet turned into ConsumerRecords: (records, from_message_set, start);
+#: records below ``start`` are dropped when they are built, and a magic 0/1 ``Message`` has no headers
+_Chunk = Tuple[Sequence[Any], bool, int]
+
+
+def _decode_fetched(raw: bytes, start: int) -> Tuple[List[_Chunk], int, int]:
+    """Decode (and so validate) one fetched partition: its chunks, how many records they hold from
+    ``start`` on (about: a chunk's records below ``start`` are counted until built), and the offset to fetch
+    next.  The records themselves are built later, by :meth:`_Buffer.take` (see the module docstring).
+
+    A compressed batch or message set can begin below ``start`` (the broker sends whole batches).  Control
+    batches (transaction markers) give no records but move the next fetch offset past them, so a partition
+    ending in a marker is not fetched again from the same place.  Message sets (magic 0/1, what 0.8-0.10
+    brokers hold) go through the message set decoder, which builds no per-entry batch header; anything else,
+    a magic 2 batch after a message set included, through decode_records."""
     if len(raw) > 16 and raw[16] < 2:
         try:
-            return decode_message_set(raw)
+            messages = list(decode_message_set(raw))
         except DecodeError:
-            pass  # a magic 2 batch after the message set: the general decoder reads the mix
-    return decode_records(raw)
+            pass  # a magic 2 batch after the message set: decode_records reads the mix
+        else:
+            if not messages:
+                return [], 0, start
+            return [(messages, True, start)], len(messages), messages[-1].offset + 1
+    chunks: List[_Chunk] = []
+    count = 0
+    next_offset = start
+    for batch in decode_records(raw).batches:
+        next_offset = max(next_offset, batch.next_offset)
+        if batch.is_control:
+            continue
+        chunks.append((batch.records, False, start))
+        count += batch.records_count if batch.magic == 2 else len(batch.records)
+    return chunks, count, next_offset
+
+
+class _Buffer:
+    """The fetched, not yet returned records of one partition: decoded ``chunks`` still to build, then
+    built ConsumerRecords ``built[at:]`` (see "Where the time goes" in the module docstring), and the offset
+    its next fetch starts at (past the last batch fetched, control batches included)."""
+
+    __slots__ = ("topic", "partition", "chunks", "built", "at", "count", "next_offset")
+
+    def __init__(self, topic: str, partition: int) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.chunks: Deque[_Chunk] = deque()
+        self.built: List[ConsumerRecord] = []
+        self.at = 0
+        #: records not yet returned (built or not; a chunk's records below its start count until built)
+        self.count = 0
+        self.next_offset = 0
+
+    def __len__(self) -> int:
+        return self.count
+
+    def add(self, chunks: List[_Chunk], count: int, next_offset: int) -> None:
+        self.chunks.extend(chunks)
+        self.count += count
+        self.next_offset = next_offset
+
+    def take(self, n: int) -> List[ConsumerRecord]:
+        """Up to ``n`` records, in offset order."""
+        out: List[ConsumerRecord] = []
+        while len(out) < n:
+            at = self.at
+            if at < len(self.built):
+                chunk = self.built[at:at + n - len(out)]
+                self.at = at + len(chunk)
+                self.count -= len(chunk)
+                if out:
+                    out.extend(chunk)
+                else:
+                    out = chunk
+            elif self.chunks:
+                self._build(n - len(out))
+            else:
+                break
+        return out
+
+    def _build(self, wanted: int) -> None:
+        """Turn the next chunks of one fetch (at least ``wanted`` records' worth, or all) into ConsumerRecords."""
+        chunks: List[Sequence[Any]] = []
+        _, legacy, start = self.chunks[0]
+        decoded = 0
+        while self.chunks and self.chunks[0][1:] == (legacy, start) and decoded < wanted:
+            chunk = self.chunks.popleft()[0]
+            decoded += len(chunk)
+            chunks.append(chunk)
+        if legacy:  # magic 0/1 Messages have no headers
+            records = [m for chunk in chunks for m in chunk if m.offset >= start]
+            self.built = list(map(_new_record, repeat(ConsumerRecord), zip(
+                repeat(self.topic), repeat(self.partition), map(_OFFSET, records), map(_TIMESTAMP, records),
+                map(_KEY, records), map(_VALUE, records), repeat(()))))
+        else:  # one record object alive at a time: the decoder reuses it
+            self.built = record_rows(chain.from_iterable(chunks), ConsumerRecord, self.topic, self.partition,
+                                     start=start)
+        self.count -= decoded - len(self.built)
+        self.at = 0
 
 
 def _now_ms() -> int:
@@ -183,7 +284,7 @@ class Consumer:
         self._assigned: List[TopicPartition] = []
         self._positions: Dict[TopicPartition, int] = {}
         self._paused: Set[TopicPartition] = set()
-        self._buffers: Dict[TopicPartition, Deque[Any]] = {}
+        self._buffers: Dict[TopicPartition, _Buffer] = {}
         self._fetching: Set[int] = set()
         self._parked: Optional[Tuple[int, Message]] = None
         self._commit_waiters: Dict[int, "asyncio.Future[OffsetCommitResponse]"] = {}
@@ -349,23 +450,19 @@ class Consumer:
             if tp in self._paused:
                 continue
             buffer = self._buffers.get(tp)
-            if not buffer:
+            if buffer is None or tp not in self._positions:
                 continue
-            position = self._positions.get(tp)
-            if position is None:
-                continue
-            topic, partition = tp
-            while buffer and len(out) < max_records:
-                r = buffer.popleft()
-                offset = r.offset
-                if offset < position:
-                    continue  # inside a batch that starts below the position
-                out.append(ConsumerRecord(topic, partition, offset, r.timestamp, r.key, r.value,
-                                          r.headers if r.magic == 2 else ()))
-                position = offset + 1
+            chunk = buffer.take(max_records - len(out))
+            if chunk:
+                out = chunk if not out else out + chunk
+            if len(buffer):
+                position = chunk[-1].offset + 1 if chunk else self._positions[tp]
+            else:  # drained: the position moves past trailing control records too
+                position = buffer.next_offset
+                del self._buffers[tp]
             self._positions[tp] = position
             if self.member is not None:
-                self.member.set_position(topic, partition, position)
+                self.member.set_position(tp[0], tp[1], position)
             if len(buffer) < _PREFETCH_BELOW:
                 self._fetch_wake.set()
             if len(out) >= max_records:
@@ -544,6 +641,7 @@ class Consumer:
             await self._fetch_wake.wait()
 
     async def _fetch(self, node: int, partitions: List[TopicPartition]) -> None:
+        got = False
         try:
             conn = await self.cluster.connection(node)
             version = conn.version(_FETCH)
@@ -560,7 +658,7 @@ class Consumer:
                 request.max_bytes = 50 << 20
             response = await conn.request(request, version)
             assert isinstance(response, FetchResponse)
-            self._store(response, asked)
+            got = self._store(response, asked)
         except (BrokerConnectionError, OSError):
             self.cluster.forget_closed()
             await asyncio.sleep(self.retry_backoff)
@@ -570,13 +668,16 @@ class Consumer:
         finally:
             self._fetching.discard(node)
             self._fetch_wake.set()
+        if got:  # after waking the fetch task: the next Fetch goes out before poll builds these records
+            self._data.set()
 
     def _next_fetch_offset(self, tp: TopicPartition) -> int:
-        """Just past the last buffered record, or the position when nothing is buffered."""
+        """Past the last batch buffered, or the position when nothing is buffered."""
         buffer = self._buffers.get(tp)
-        return buffer[-1].offset + 1 if buffer else self._positions[tp]
+        return buffer.next_offset if buffer is not None else self._positions[tp]
 
-    def _store(self, response: FetchResponse, asked: Dict[TopicPartition, int]) -> None:
+    def _store(self, response: FetchResponse, asked: Dict[TopicPartition, int]) -> bool:
+        """Buffer the records of ``response`` (decoded and validated, not built); whether any arrived."""
         got = False
         for topic in response.responses:
             for p in topic.partitions:
@@ -593,17 +694,15 @@ class Consumer:
                 raw = bytes(p.records) if p.records is not None else b""
                 if not raw:
                     continue
-                start = asked[tp]  # a compressed batch may begin below what was asked for
-                records = [r for r in _decode(raw) if r.offset >= start and (r.magic < 2 or not r.is_control)]
-                if records:
-                    buffer = self._buffers.get(tp)
-                    if buffer is None:
-                        self._buffers[tp] = deque(records)
-                    else:
-                        buffer.extend(records)
-                    got = True
-        if got:
-            self._data.set()
+                chunks, count, next_offset = _decode_fetched(raw, asked[tp])
+                if next_offset == asked[tp]:
+                    continue
+                buffer = self._buffers.get(tp)
+                if buffer is None:
+                    buffer = self._buffers[tp] = _Buffer(*tp)
+                buffer.add(chunks, count, next_offset)
+                got = True
+        return got
 
     def _raise_failure(self) -> None:
         if self._failure is not None:

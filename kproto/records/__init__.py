@@ -4,6 +4,7 @@ with gzip, snappy, lz4 and zstd.  The formats are described in ``docs/records.md
 * :func:`decode_records` — any mix of magics, records as objects, batch headers in ``.batches``;
 * :func:`encode_record_batch` / :func:`encode_control_batch` — one magic 2 batch;
 * :func:`decode_message_set` / :func:`encode_message_set` — magic 0/1 messages as objects;
+* :func:`record_rows` — decoded records as a consumer's (topic, partition, offset, ...) rows, in bulk;
 * :func:`decode_columns` — bulk decode of any magic into contiguous columns (or a pyarrow RecordBatch);
 * :func:`read_segment` — the batches of a Kafka log segment file, torn tail reported;
 * :class:`RecordSet` — the raw-bytes value of a ``records`` field in the generated codecs.
@@ -38,6 +39,7 @@ __all__ = [
     "encode_message_set",
     "encode_record_batch",
     "read_segment",
+    "record_rows",
 ]
 
 if TYPE_CHECKING:  # what the lazy names below are, for type checkers
@@ -51,12 +53,13 @@ if TYPE_CHECKING:  # what the lazy names below are, for type checkers
         encode_control_batch as encode_control_batch,
         encode_message_set as encode_message_set,
         encode_record_batch as encode_record_batch,
+        record_rows as record_rows,
     )
     from kproto.records.segment import Segment as Segment, read_segment as read_segment
 
 _BACKEND_BOUND = {
     "Message", "MessageSetCodec", "Record", "decode_columns", "decode_message_set", "decode_records",
-    "encode_control_batch", "encode_message_set", "encode_record_batch",
+    "encode_control_batch", "encode_message_set", "encode_record_batch", "record_rows",
 }
 
 

@@ -37,7 +37,7 @@ from kproto.records.format import (
 
 __all__ = [
     "Message", "Record", "crc32c", "decode", "decode_columns", "decode_record_columns", "decode_records", "encode_batch",
-    "encode_plain",
+    "encode_plain", "record_rows",
 ]
 
 # offset, message_size, crc, magic, attributes (unsigned), then for magic 0 the key length and, when that is
@@ -703,6 +703,16 @@ def _varbytes(buf: bytes, q: int, end: int, what: str) -> Tuple[Optional[bytes],
     if n < 0 or n > end - q:
         raise DecodeError(f"{what} length {n} does not fit the {end - q} bytes left in the record", at)
     return buf[q : q + n], q + n
+
+
+def record_rows(records: Iterable[Any], row_type: Any, topic: Any, partition: Any, start: int) -> List[Any]:
+    """The records (``Record`` objects, or anything with their attributes) at or past offset ``start``, in
+    order, as ``row_type`` rows ``(topic, partition, offset, timestamp, key, value, headers)``: the row a
+    consumer hands out.  ``row_type`` is a tuple subclass of seven fields (a named tuple); each row is built
+    as ``tuple.__new__(row_type, fields)`` builds it, without calling ``row_type.__new__``."""
+    new = _new
+    return [new(row_type, (topic, partition, r.offset, r.timestamp, r.key, r.value, r.headers))
+            for r in records if r.offset >= start]
 
 
 def decode_record_columns(data: Any, check_crc: bool, limit: int) -> RecordColumns:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 from types import ModuleType
 import time
-from typing import Any, Iterable, Literal, Optional, overload
+from typing import Any, Iterable, List, Literal, Optional, overload
 
 from kproto._backend import records_impl
 from kproto.errors import EncodeError
@@ -36,6 +36,7 @@ __all__ = [
     "encode_control_batch",
     "encode_message_set",
     "encode_record_batch",
+    "record_rows",
 ]
 
 _I64_MIN, _I64_MAX = -(2**63), 2**63 - 1
@@ -202,6 +203,19 @@ class MessageSetCodec:
         )
         return columns.to_arrow() if arrow else columns
 
+    def record_rows(self, records: Iterable[Any], row_type: type, topic: Any, partition: Any, *,
+                    start: int = _I64_MIN) -> List[Any]:
+        """The records at or past offset ``start``, in order, as ``row_type`` rows ``(topic, partition,
+        offset, timestamp, key, value, headers)``: the row a consumer hands out (``kproto.client``'s
+        ``ConsumerRecord``).  ``records`` are ``Record`` objects (or anything with their attributes);
+        ``row_type`` is a tuple subclass of seven fields (a named tuple), built as ``tuple.__new__`` builds
+        it.  The compiled backend reads each ``Record`` from its C struct and fills the row in place, so no
+        Python code runs per record."""
+        if not (isinstance(row_type, type) and issubclass(row_type, tuple)):
+            raise TypeError(f"row_type must be a tuple subclass, not {row_type!r}")
+        rows: List[Any] = self.impl.record_rows(records, row_type, topic, partition, _check_int(start, "start", _I64_MIN, _I64_MAX))
+        return rows
+
     def decode_message_columns(
         self, data: Any, *, check_crc: bool = True, max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE
     ) -> MessageColumns:
@@ -271,3 +285,4 @@ encode_control_batch = _active.encode_control_batch
 decode_message_set = _active.decode_message_set
 decode_columns = _active.decode_columns
 encode_message_set = _active.encode_message_set
+record_rows = _active.record_rows
