@@ -87,6 +87,7 @@ def test_run_writes_parquet_and_a_summary(spark: Any, inputs: Dict[str, str], lo
     messages = spark.read.parquet(os.path.join(out, "messages"))
     assert messages.schema.names == TABLES["messages"].names and messages.count() == local.messages.num_rows
     assert not [n for name in TABLES for n in os.listdir(os.path.join(out, name)) if "staging" in n]
+    assert sorted(os.listdir(out)) == sorted(TABLES)  # the group tables only when asked for (--groups)
     # append adds this run's files beside the first run's; error refuses an existing output.
     with pytest.raises(FileExistsError):
         run_captures(spark, [inputs["damaged"]], out, mode="error", log=lambda line: None)

@@ -21,7 +21,6 @@ from kproto.capture.conversation import DEFAULT_PORTS
 from kproto.spark.capture_splits import DEFAULT_SPLIT_BYTES
 from kproto.spark.hadoop_fs import HadoopFileSystem
 from kproto.spark.inputs import SEGMENT_GLOB
-from kproto.spark.group_tables import GROUP_TABLES
 from kproto.spark.schema import TABLES, spark_schema
 from kproto.spark.summary import Summary, summary_from_arrow
 from kproto.spark.table_marker import MARKER, REPLACING_MODES, LocalFileSystem, check_replaceable, marker_text
@@ -147,6 +146,9 @@ def run_captures(spark: Any, inputs: Iterable[str], out: str, *, ports: Collecti
     inputs = list(inputs)
     output = ParquetOutput(spark, out, mode, log)  # refuses a wrong output before any work
     if groups:
+        # imported here: stage tasks import this module for its helpers, and need none of the group analysis
+        from kproto.spark.group_tables import GROUP_TABLES
+
         _check_frames_output(spark, GROUP_TABLES, out, mode)
     sc = spark.sparkContext
     log(f"decoding captures from {len(inputs)} input path(s) on {sc.master}")
@@ -157,12 +159,12 @@ def run_captures(spark: Any, inputs: Iterable[str], out: str, *, ports: Collecti
     try:
         sc.setJobDescription(f"kproto: stage 1, {len(ranges)} capture range(s)")
         total = sum(r.stop - r.start for r in ranges)
-        groups = _range_groups(ranges, max(sc.defaultParallelism, -(-total // split_bytes)))
-        results = sc.parallelize(groups, max(1, len(groups))).mapPartitions(_flatten).mapPartitions(
+        range_groups = _range_groups(ranges, max(sc.defaultParallelism, -(-total // split_bytes)))
+        results = sc.parallelize(range_groups, max(1, len(range_groups))).mapPartitions(_flatten).mapPartitions(
             SpillRanges(output.scratch)).collect()
         backends.update(r.backend for r in results)
         placed = assign_connections((p for r in results for p in r.pieces), partitions or sc.defaultParallelism)
-        log(f"stage 1: {len(groups)} task(s) found {sum(len(t.connections) for t in placed)} connection key(s), "
+        log(f"stage 1: {len(range_groups)} task(s) found {sum(len(t.connections) for t in placed)} connection key(s), "
             f"placed on {len(placed)} stage 2 task(s)")
         sc.setJobDescription(f"kproto: stage 2, decode and write {out}")
         log(f"decoding and writing {out}")
@@ -245,6 +247,8 @@ def run_captures_local(inputs: Iterable[str], out: str, *, ports: Collection[int
                        groups: bool = False, log: Log = _stderr) -> Summary:
     """:func:`run_captures` in one process, without Spark (local paths)."""
     from kproto.spark.local import tables_from_captures_local, write_local_tables
+
+    from kproto.spark.group_tables import GROUP_TABLES
 
     inputs = list(inputs)
     _prepare_local_out(out, mode, list(TABLES) + (list(GROUP_TABLES) if groups else []))
