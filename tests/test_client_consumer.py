@@ -196,6 +196,42 @@ def test_auto_commit_before_rejoin_processes_nothing_twice_when_a_third_member_j
     run(main, 120)
 
 
+def test_a_member_that_stops_polling_leaves_after_max_poll_interval_and_rejoins_when_it_polls() -> None:
+    # modern versions (JoinGroup v1+ carries the interval); sessions of 30 s, so only the poll interval
+    # can move the partitions within the waits below
+    async def main() -> None:
+        async with MockBroker(topics={"t": 2}) as broker:
+            events: List[Tuple[str, str, List[TP]]] = []
+            options = dict(group_id="g", topics=["t"], session_timeout_ms=30000, heartbeat_interval_ms=200,
+                           max_poll_interval_ms=800)
+            a = Consumer(broker.bootstrap_servers, listener=Recorder("a", events), **options)  # type: ignore[arg-type]
+            b = Consumer(broker.bootstrap_servers, **options)  # type: ignore[arg-type]
+            await a.start()
+            await b.start()
+
+            async def poll_until(members: List[Consumer], predicate: Callable[[], bool], what: str) -> None:
+                for _ in range(200):
+                    if predicate():
+                        return
+                    await asyncio.gather(*(m.poll(100) for m in members))
+                raise AssertionError(f"timed out waiting for {what}")
+
+            try:
+                await poll_until([a, b], lambda: len(a.assignment()) == len(b.assignment()) == 1, "a split")
+                member_a = a.member.member_id  # type: ignore[union-attr]
+                await poll_until([b], lambda: len(b.assignment()) == 2, "b to take a's partition")  # a is idle
+                assert a.member.state.name == "LEFT" and a.assignment() == []  # type: ignore[union-attr]
+                assert member_a not in broker.group("g").members  # type: ignore[union-attr]  # it left
+                assert events[-1][:2] == ("a", "revoked")
+                assert await a.poll(0) == []  # rejoining, not stable yet: nothing returned
+                await poll_until([a, b], lambda: len(a.assignment()) == len(b.assignment()) == 1, "a to rejoin")
+                assert a.member.member_id != member_a  # type: ignore[union-attr]  # a new member id
+            finally:
+                await a.close()
+                await b.close()
+    run(main)
+
+
 KILLED_MEMBER = textwrap.dedent("""
     import asyncio, sys
     from kproto.client import Consumer

@@ -342,6 +342,23 @@ def test_close_commits_and_leaves():
     assert member.state is MemberState.CLOSED and member.close(101) == []
 
 
+def test_poll_timeout_leaves_loses_the_partitions_and_rejoin_starts_over():
+    member = make_member(auto_commit=True)
+    to_stable(member, assignment={"t0": [0]})
+    member.set_position("t0", 0, 3)
+    actions = member.poll_timeout(100)
+    # no commit: the partitions are lost (the group hands them on), a commit would be refused anyway
+    assert [s.request for s in sends(actions)] == [LeaveGroupRequest(group_id="g", member_id="c-1")]
+    assert PartitionsRevoked((("t0", 0),)) in actions
+    assert (member.state, member.member_id, member.generation_id, member.assignment) == (MemberState.LEFT, "", -1, {})
+    assert member.next_deadline_ms() is None and member.tick(60_000) == [] and member.poll_timeout(60_001) == []
+    discover = only_send(member.rejoin(60_002))
+    assert discover.request == GroupCoordinatorRequest(key="g")
+    join = only_send(member.receive(discover.request_id, found(E.NONE, 7, "broker", 9092), 60_003))  # no revoke again
+    assert isinstance(join.request, JoinGroupRequest) and join.request.member_id == ""
+    assert member.rejoin(60_004) == []  # only from LEFT
+
+
 def test_unknown_assignor_is_rejected():
     with pytest.raises(ValueError):
         make_member(assignors=("sticky",))
@@ -450,6 +467,26 @@ def test_silent_member_is_evicted_and_survivors_own_everything():
     lb.advance(40_000)
     assert_converged(lb)
     assert owned(lb) == {"C0": {"t0": [0, 1], "t1": [0, 1]}, "C2": {"t0": [2], "t1": [2]}}
+
+
+def test_a_member_that_stops_polling_leaves_and_comes_back():
+    lb = loopback()
+    for name in ("C0", "C1", "C2"):
+        lb.add(name, consumer(name, rebalance_timeout_ms=30_000))
+    lb.advance(10_000)
+    assert_converged(lb)
+    generation = lb.coordinator.snapshot("g").generation_id
+    lb.deliver("C1", lb.members["C1"].poll_timeout(lb.now_ms))
+    lb.silenced.add("C1")  # away: its LEFT state ticks nothing
+    lb.advance(20_000)  # well inside every session: only the LeaveGroup made the others rebalance
+    assert_converged(lb)
+    assert owned(lb) == {"C0": {"t0": [0, 1], "t1": [0, 1]}, "C2": {"t0": [2], "t1": [2]}}
+    assert lb.coordinator.snapshot("g").generation_id == generation + 1
+    lb.silenced.discard("C1")
+    lb.deliver("C1", lb.members["C1"].rejoin(lb.now_ms))
+    lb.advance(30_000)
+    assert_converged(lb)
+    assert lb.coordinator.snapshot("g").generation_id == generation + 2 and len(owned(lb)) == 3
 
 
 def test_leader_leaving_elects_a_new_leader():

@@ -17,6 +17,13 @@ until it rejoins or its session expires -- and with auto-commit a rebalance proc
 records are returned only while the member is STABLE, and the positions committed before the rejoin are
 those just past the last record returned.
 
+``max_poll_interval_ms`` (Java's ``max.poll.interval.ms``, default 5 minutes; sent as JoinGroup's
+rebalance timeout) bounds the time between polls, where the protocol has it (JoinGroup v1+, Kafka
+0.10.1): heartbeats alone would let a stuck application hold its partitions forever, so when no poll
+has run for that long the group task makes the member leave (:meth:`GroupMember.poll_timeout
+<kproto.group.member.GroupMember.poll_timeout>`: LeaveGroup, partitions revoked without a commit) and
+the next poll rejoins.  Time spent inside ``poll()`` counts as polling.
+
 Fetching: once partitions are assigned, their committed offsets are fetched (OffsetFetch); a partition
 without one starts at ``auto_offset_reset`` (ListOffsets).  A *fetch task* keeps one Fetch in flight
 per leader for the assigned, unpaused partitions with fewer than ``_PREFETCH_BELOW`` records buffered,
@@ -230,6 +237,11 @@ class _Buffer:
         self.at = 0
 
 
+#: Member states in which the application's polls are watched (max.poll.interval).
+_POLL_WATCHED = frozenset(MemberState) - {MemberState.UNJOINED, MemberState.LEFT, MemberState.CLOSED,
+                                          MemberState.FAILED}
+
+
 def _now_ms() -> int:
     return int(time.monotonic() * 1000)
 
@@ -253,6 +265,7 @@ class Consumer:
         assignors: Sequence[str] = ("range",),
         session_timeout_ms: int = 10000,
         heartbeat_interval_ms: int = 3000,
+        max_poll_interval_ms: int = 300_000,
         auto_commit: bool = True,
         auto_commit_interval_ms: int = 5000,
         auto_offset_reset: str = "latest",
@@ -279,8 +292,11 @@ class Consumer:
             self.member = GroupMember(MemberConfig(
                 group_id=group_id, client_id=client_id, topics=self.topics, assignors=tuple(assignors),
                 session_timeout_ms=session_timeout_ms, heartbeat_interval_ms=heartbeat_interval_ms,
-                retry_backoff_ms=retry_backoff_ms, auto_commit=auto_commit,
-                auto_commit_interval_ms=auto_commit_interval_ms))
+                rebalance_timeout_ms=max_poll_interval_ms, retry_backoff_ms=retry_backoff_ms,
+                auto_commit=auto_commit, auto_commit_interval_ms=auto_commit_interval_ms))
+        self.max_poll_interval_ms = max_poll_interval_ms
+        self._last_poll_ms = _now_ms()
+        self._polling = 0
         self._assigned: List[TopicPartition] = []
         self._positions: Dict[TopicPartition, int] = {}
         self._paused: Set[TopicPartition] = set()
@@ -370,7 +386,18 @@ class Consumer:
         """Records from the positions on (at most ``max_records``), waiting up to ``timeout_ms`` for some.
 
         A pending rebalance runs first, inside this call (see the module docstring)."""
+        self._polling += 1
+        try:
+            return await self._poll(timeout_ms, max_records)
+        finally:
+            self._polling -= 1
+            self._last_poll_ms = _now_ms()
+            self._group_wake.set()  # the group task looks at the max.poll.interval deadline again
+
+    async def _poll(self, timeout_ms: int, max_records: int) -> List[ConsumerRecord]:
         deadline = time.monotonic() + timeout_ms / 1000.0
+        if self.member is not None and self.member.state is MemberState.LEFT:
+            await self._handle(self.member.rejoin(_now_ms()))
         while True:
             self._raise_failure()
             if self._parked is not None and self.member is not None:
@@ -480,17 +507,35 @@ class Consumer:
             while not self._closed:
                 self._group_wake.clear()
                 deadline = self.member.next_deadline_ms()
+                poll_due = self._poll_due_ms()
+                if poll_due is not None:
+                    deadline = poll_due if deadline is None else min(deadline, poll_due)
                 timeout = None if deadline is None else max(deadline - _now_ms(), 0) / 1000.0
                 try:
                     await asyncio.wait_for(self._group_wake.wait(), timeout)
                 except asyncio.TimeoutError:
                     pass
-                await self._handle(self.member.tick(_now_ms()))
+                now = _now_ms()
+                poll_due = self._poll_due_ms()
+                if poll_due is not None and now >= poll_due:
+                    # max.poll.interval: the application stopped polling, so the member leaves the group (its
+                    # partitions go to the others) instead of holding them while heartbeats say all is well
+                    self._parked = None
+                    await self._handle(self.member.poll_timeout(now))
+                await self._handle(self.member.tick(now))
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # noqa: BLE001 - surfaced by the next poll
             self._failure = exc
             self._ready.set()
+
+    def _poll_due_ms(self) -> Optional[int]:
+        """When the member must leave unless the application polls (None: not watched now -- a poll is
+        running, which counts as polling, or the member is not in the group)."""
+        assert self.member is not None
+        if self._polling or self.member.state not in _POLL_WATCHED or self.member.versions["join_group"] < 1:
+            return None  # JoinGroup v0 (before Kafka 0.10.1) has no max.poll.interval: the session covers both
+        return self._last_poll_ms + self.max_poll_interval_ms
 
     async def _handle(self, actions: List[Any]) -> None:
         """Act on the member's actions in order (a revoke listener runs before the JoinGroup is sent)."""

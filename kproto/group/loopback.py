@@ -56,6 +56,12 @@ class Loopback:
         """The member stops: no more ticks, and nothing it sends or is sent arrives."""
         self.silenced.add(name)
 
+    def deliver(self, name: str, actions: List[Action]) -> None:
+        """Carry out ``actions`` that the member returned from a call made outside the loopback (e.g.
+        :meth:`~kproto.group.member.GroupMember.poll_timeout` or ``rejoin``)."""
+        self._enqueue(name, actions)
+        self.flush()
+
     def close(self, name: str) -> None:
         """Close the member gracefully (its LeaveGroup is delivered)."""
         self._enqueue(name, self.members[name].close(self.now_ms))

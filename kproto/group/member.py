@@ -46,6 +46,13 @@ restarted static leader not to run the assignor: it syncs with no assignments an
 After the coordinator is found the member resumes heartbeating if no rejoin is needed, prepares the
 join if it is not yet prepared, and otherwise joins.
 
+**An application that stops polling** (Java's ``max.poll.interval.ms``, which JoinGroup v1+ also carries
+as the rebalance timeout) is the caller's to notice: it calls :meth:`GroupMember.poll_timeout`, and the
+member leaves as Java's consumer does -- a dynamic member sends LeaveGroup; every member forgets its
+member id and generation and gives its partitions up without committing (they are lost: the group
+reassigns them, and a commit from a member that left would be refused).  It then waits in ``LEFT`` until
+:meth:`GroupMember.rejoin` (the application polled again) sends it back to discovery and a fresh join.
+
 **Errors** are the :data:`REACTIONS` table (API × error code → reaction).  Losing the coordinator
 (GROUP_COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR_FOR_GROUP, a lost connection, or no successful
 heartbeat for a whole session timeout) sends the member back to discovery *without* revoking its
@@ -140,6 +147,7 @@ class MemberState(enum.Enum):
     AWAITING_METADATA = "leader waiting for partition counts before assigning"
     SYNCING = "SyncGroup in flight"
     STABLE = "member of the current generation, heartbeating"
+    LEFT = "left the group because the application stopped polling; rejoins when it polls again"
     FAILED = "stopped by a fatal group error"
     CLOSED = "left the group"
 
@@ -158,6 +166,8 @@ class MemberEvent(enum.Enum):
     METADATA_UPDATED = "update_metadata() was called"
     SYNCED = "SyncGroup answered with this member's assignment"
     FATAL_ERROR = "an error the protocol does not retry"
+    POLL_TIMEOUT = "poll_timeout(): the application did not poll within max.poll.interval"
+    REJOIN = "rejoin(): the application polls again after a poll timeout"
     CLOSE = "close() was called"
 
 
@@ -184,7 +194,9 @@ TRANSITIONS: Mapping[Tuple[MemberState, MemberEvent], MemberState] = {
     (_S.SYNCING, _E.SYNCED): _S.STABLE,
     **{(state, _E.COORDINATOR_LOST): _S.DISCOVERING for state in _TALKING},
     **{(state, _E.FATAL_ERROR): _S.FAILED for state in _ACTIVE},
-    **{(state, _E.CLOSE): _S.CLOSED for state in _ACTIVE + (_S.UNJOINED, _S.FAILED)},
+    **{(state, _E.POLL_TIMEOUT): _S.LEFT for state in _ACTIVE},
+    (_S.LEFT, _E.REJOIN): _S.DISCOVERING,
+    **{(state, _E.CLOSE): _S.CLOSED for state in _ACTIVE + (_S.UNJOINED, _S.FAILED, _S.LEFT)},
 }
 
 
@@ -531,6 +543,41 @@ class GroupMember:
             return []
         if self.state is MemberState.STABLE and self.config.auto_commit and self._owned_positions():
             self._send_commit(self._owned_positions())
+        self._send_leave()
+        self._fire(MemberEvent.CLOSE)
+        self._in_flight.clear()
+        return self._take()
+
+    def poll_timeout(self, now_ms: int) -> List[Action]:
+        """The application did not poll within ``max.poll.interval.ms``: leave the group (see the module
+        docstring) and give up the partitions; :meth:`rejoin` comes back.  Ignored unless the member is
+        active (joining, joined or looking for the coordinator)."""
+        self._set_time(now_ms)
+        if self.state not in _ACTIVE:
+            return []
+        self._send_leave()
+        revoked = self._owned_partitions()
+        self.assignment = {}
+        self.member_id = ""
+        self.generation_id = -1
+        self._rejoin_needed = True
+        self._join_prepared = True  # nothing to commit or revoke on the way back: it is done here
+        self._in_flight.clear()  # answers to anything sent before, the LeaveGroup's included, are ignored
+        self._next_heartbeat_ms = self._next_auto_commit_ms = None
+        self._actions.append(PartitionsRevoked(revoked))
+        self._fire(MemberEvent.POLL_TIMEOUT)
+        return self._take()
+
+    def rejoin(self, now_ms: int) -> List[Action]:
+        """After :meth:`poll_timeout`: find the coordinator and join again (a no-op in any other state)."""
+        self._set_time(now_ms)
+        if self.state is MemberState.LEFT:
+            self._fire(MemberEvent.REJOIN)
+        return self._take()
+
+    def _send_leave(self) -> None:
+        """LeaveGroup for a dynamic member in touch with its coordinator (static members never leave:
+        their session ends it, so that a restart within it keeps the assignment)."""
         static = self.config.group_instance_id is not None
         if self.coordinator is not None and self.member_id and self.state in _TALKING and not static:
             if self.versions["leave_group"] >= 3:
@@ -539,9 +586,6 @@ class GroupMember:
             else:
                 request = LeaveGroupRequest(group_id=self.config.group_id, member_id=self.member_id)
             self._send("leave_group", request)
-        self._fire(MemberEvent.CLOSE)
-        self._in_flight.clear()
-        return self._take()
 
     def fetch_committed(self, partitions: Sequence[TopicPartition], now_ms: int) -> List[Action]:
         """Ask the coordinator for the group's committed offsets; answered by an :class:`OffsetsFetched`.
