@@ -135,13 +135,14 @@ class DataPlane:
         appended = False
         for lock in locks:
             await lock.acquire()
+        now = _now_ms()  # one clock read: what LogAppendTime topics stamp is what the answer says
         try:
             for name, partitions, part in targets:
-                code, base, log = await self._append(version, req, name, partitions, part, budget)
+                code, base, log = await self._append(version, req, name, partitions, part, budget, now)
                 appended = appended or code == _C.NONE
                 append_time = -1
                 if code == _C.NONE and log is not None and log.log_append_time:
-                    append_time = _now_ms()
+                    append_time = now
                 answers.setdefault(name, []).append(P(
                     index=part.index, error_code=code, base_offset=base, log_append_time_ms=append_time,
                     log_start_offset=log.log_start_offset if log is not None and version >= 5 else -1))
@@ -163,7 +164,7 @@ class DataPlane:
         return lock
 
     async def _append(self, version: int, req: Any, topic: str, partitions: Optional[List[PartitionLog]], part: Any,
-                      budget: DecompressionBudget) -> Tuple[ErrorCode, int, Optional[PartitionLog]]:
+                      budget: DecompressionBudget, now_ms: int) -> Tuple[ErrorCode, int, Optional[PartitionLog]]:
         if req.acks not in (-1, 0, 1):
             return _C.INVALID_REQUIRED_ACKS, -1, None
         if partitions is None or not 0 <= part.index < len(partitions):
@@ -180,7 +181,7 @@ class DataPlane:
                 code = self._transactional_append(req.transactional_id, topic, part.index, headers[0])
                 if code != _C.NONE:
                     return code, -1, log
-            code, base = log.append(raw, headers, self.producer_ids, _now_ms())
+            code, base = log.append(raw, headers, self.producer_ids, now_ms)
             return code, base, log
         if has_compressed_entries(raw):
             prepared = await asyncio.get_running_loop().run_in_executor(
@@ -192,7 +193,7 @@ class DataPlane:
         batch, headers = prepared
         if not headers:
             return _C.NONE, log.high_watermark, log  # nothing to append (0.9 answered the same)
-        code, base = log.append(batch, headers, self.producer_ids, _now_ms())
+        code, base = log.append(batch, headers, self.producer_ids, now_ms)
         return code, base, log
 
     def _transactional_append(self, transactional_id: Optional[str], topic: str, index: int,
