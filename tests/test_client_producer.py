@@ -13,7 +13,7 @@ from typing import Any, Awaitable, Callable, List, TypeVar
 
 import pytest
 
-from kproto import ErrorCode
+from kproto import ErrorCode, KprotoError
 from kproto.client import Connection, Producer, murmur2, partition_for_key
 from kproto.client.connection import CLIENT_VERSIONS, BrokerConnectionError
 from kproto.errors import ProtocolError
@@ -196,6 +196,24 @@ def test_records_sent_while_metadata_is_pending_keep_their_order() -> None:
                     second = await producer.send(topic, b"second")
                     assert [(await first).offset, (await second).offset] == [0, 1]
                     assert values(broker, topic, 0) == [b"first", b"second"]
+    run(main)
+
+
+def test_records_of_a_topic_without_metadata_fail_after_metadata_timeout() -> None:
+    async def main() -> None:
+        async with MockBroker(topics={"t": 1}, auto_create_topics=False) as broker:
+            async with Producer(broker.bootstrap_servers, broker_release=RELEASE, metadata_timeout_ms=300,
+                                retry_backoff_ms=20) as producer:
+                held = [await producer.send("missing", b"%d" % i) for i in range(3)]
+                known = await producer.send("t", b"x")
+                for future in held:
+                    with pytest.raises(KprotoError, match="no metadata for topic 'missing' within"):
+                        await future
+                assert (await known).offset == 0
+                again = await producer.send("missing", b"later")  # a new holding queue, a new deadline
+                with pytest.raises(KprotoError, match="no metadata for topic 'missing'"):
+                    await again
+            assert broker.high_watermark("t", 0) == 1
     run(main)
 
 

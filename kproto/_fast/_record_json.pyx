@@ -195,12 +195,12 @@ cdef inline object exact_bytes(object data):
     return bytes(data)
 
 
-cdef int put_common(Out* out, object item, object key, object value, Py_ssize_t extra) except -1:
+cdef int put_common(Out* out, object item, object key, object value) except -1:
     """Everything up to and including ``"timestamp_type":...`` (after reserving room for the whole record)."""
     cdef bytes codec = _CODEC_TEXT[item.codec]
     cdef object timestamp = item.timestamp
     cdef object timestamp_type = item.timestamp_type
-    reserve(out, FIXED_BOUND + PyBytes_GET_SIZE(codec) + bytes_bound(key) + bytes_bound(value) + extra)
+    reserve(out, FIXED_BOUND + PyBytes_GET_SIZE(codec) + bytes_bound(key) + bytes_bound(value))
     put(out, OFFSET)
     put_int(out, item.offset)
     put(out, MAGIC)
@@ -219,6 +219,29 @@ cdef int put_common(Out* out, object item, object key, object value, Py_ssize_t 
         put(out, NULL_TEXT)
     else:
         put_int(out, timestamp_type)
+    return 0
+
+
+cdef int put_head(Out* out, object item, bint first, bint with_crc) except -1:
+    """A record's opening, shared by both writers: the comma before every record but the first, then
+    everything up to and including ``"value":...`` (``"crc"`` is the message's for magic 0/1, null for
+    records of any magic)."""
+    cdef object key = exact_bytes(item.key)
+    cdef object value = exact_bytes(item.value)
+    if not first:
+        reserve(out, 1)
+        out.data[out.size] = b","
+        out.size += 1
+    put_common(out, item, key, value)
+    if with_crc:
+        put(out, CRC)
+        put_int(out, item.crc)
+    else:
+        put(out, NULL_CRC)
+    put(out, KEY)
+    put_bytes(out, key)
+    put(out, VALUE)
+    put_bytes(out, value)
     return 0
 
 
@@ -241,25 +264,12 @@ def message_list_json(messages, Py_ssize_t count):
     cdef Out own
     cdef Out* out
     cdef Py_ssize_t done = 0
-    cdef object key, value
     if count <= 0:
         return b""
     out = take_buffer(&own)
     try:
         for item in messages:
-            if done:
-                reserve(out, 1)
-                out.data[out.size] = b","
-                out.size += 1
-            key = exact_bytes(item.key)
-            value = exact_bytes(item.value)
-            put_common(out, item, key, value, 0)
-            put(out, CRC)
-            put_int(out, item.crc)
-            put(out, KEY)
-            put_bytes(out, key)
-            put(out, VALUE)
-            put_bytes(out, value)
+            put_head(out, item, done == 0, True)
             out.data[out.size] = b"}"
             out.size += 1
             done += 1
@@ -276,7 +286,7 @@ def record_list_json(records, Py_ssize_t count):
     cdef Out own
     cdef Out* out
     cdef Py_ssize_t done = 0, n, i
-    cdef object key, value, header_value
+    cdef object header_value
     cdef tuple headers
     cdef bytes key_text
     if count <= 0:
@@ -284,19 +294,8 @@ def record_list_json(records, Py_ssize_t count):
     out = take_buffer(&own)
     try:
         for item in records:
-            if done:
-                reserve(out, 1)
-                out.data[out.size] = b","
-                out.size += 1
-            key = exact_bytes(item.key)
-            value = exact_bytes(item.value)
             headers = tuple(item.headers)
-            put_common(out, item, key, value, 0)
-            put(out, NULL_CRC)
-            put(out, KEY)
-            put_bytes(out, key)
-            put(out, VALUE)
-            put_bytes(out, value)
+            put_head(out, item, done == 0, False)
             put(out, HEADERS)
             n = len(headers)
             for i in range(n):

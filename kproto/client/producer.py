@@ -327,14 +327,16 @@ class Producer:
             count = self.cluster.partitions.get(topic)
             if count is None:
                 self._refresh_wanted = True
-                if now - self._holding_since[topic] > self.metadata_timeout:
-                    error = KprotoError(f"no metadata for topic {topic!r} within {self.metadata_timeout:.0f} s")
-                    del self._holding_since[topic]
-                    for _, _, future in self._holding.pop(topic):
-                        self._settle_error(future, error)
-                continue
+                if now - self._holding_since[topic] <= self.metadata_timeout:
+                    continue
+            held = self._holding.pop(topic)
             del self._holding_since[topic]
-            for record, partition, future in self._holding.pop(topic):
+            if count is None:
+                error = KprotoError(f"no metadata for topic {topic!r} within {self.metadata_timeout:.0f} s")
+                for _, _, future in held:
+                    self._settle_error(future, error)
+                continue
+            for record, partition, future in held:
                 if partition is None:
                     partition = self._partitioner(topic, record[0], count)
                 self._append(topic, partition, record, future)

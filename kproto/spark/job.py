@@ -85,9 +85,8 @@ def write_tables(spark: Any, tables: SparkTables, out: str, *, mode: str = "over
     _write_frames(spark, tables.tables(), out, mode=mode, log=log)
 
 
-def _check_frames_output(spark: Any, names: Iterable[str], out: str, mode: str) -> None:
+def _check_frames_output(fs: HadoopFileSystem, names: Iterable[str], out: str, mode: str) -> None:
     if mode in REPLACING_MODES:
-        fs = HadoopFileSystem(spark)
         for name in names:
             check_replaceable(fs, _join(out, name), name)
 
@@ -97,7 +96,7 @@ def _write_frames(spark: Any, frames: Mapping[str, Any], out: str, *, mode: str,
     fs = HadoopFileSystem(spark)
     paths = {name: _join(out, name) for name in frames}
     existed = {name: fs.kind(path) is not None for name, path in paths.items()}
-    _check_frames_output(spark, frames, out, mode)
+    _check_frames_output(fs, frames, out, mode)
     for name, frame in frames.items():
         spark.sparkContext.setJobDescription(f"kproto: write {name}")
         log(f"writing {paths[name]}")
@@ -149,7 +148,7 @@ def run_captures(spark: Any, inputs: Iterable[str], out: str, *, ports: Collecti
         # imported here: stage tasks import this module for its helpers, and need none of the group analysis
         from kproto.spark.group_tables import GROUP_TABLES
 
-        _check_frames_output(spark, GROUP_TABLES, out, mode)
+        _check_frames_output(HadoopFileSystem(spark), GROUP_TABLES, out, mode)
     sc = spark.sparkContext
     log(f"decoding captures from {len(inputs)} input path(s) on {sc.master}")
     backends: Set[str] = set()
@@ -246,9 +245,8 @@ def run_captures_local(inputs: Iterable[str], out: str, *, ports: Collection[int
                        detect: bool = True, glob: Optional[str] = None, mode: str = "overwrite", top: int = 10,
                        groups: bool = False, log: Log = _stderr) -> Summary:
     """:func:`run_captures` in one process, without Spark (local paths)."""
+    from kproto.spark.group_tables import GROUP_TABLES, group_tables_local
     from kproto.spark.local import tables_from_captures_local, write_local_tables
-
-    from kproto.spark.group_tables import GROUP_TABLES
 
     inputs = list(inputs)
     _prepare_local_out(out, mode, list(TABLES) + (list(GROUP_TABLES) if groups else []))
@@ -258,8 +256,6 @@ def run_captures_local(inputs: Iterable[str], out: str, *, ports: Collection[int
     tables.write_parquet(out)
     summary = summary_from_arrow(tables.tables(), top=top)
     if groups:
-        from kproto.spark.group_tables import group_tables_local
-
         log("analysing consumer groups in this process")
         group = group_tables_local(inputs, ports=ports, detect=detect, glob=glob)
         write_local_tables(group, out)
