@@ -1522,6 +1522,120 @@ cdef Py_ssize_t check_records(const uint8_t* buf, Py_ssize_t p, Py_ssize_t stop,
     return p
 
 
+cdef inline Py_ssize_t quick_varint(const uint8_t* buf, Py_ssize_t p, Py_ssize_t stop, int limit,
+                                    int64_t* out) noexcept nogil:
+    """read_varint with the two byte case first (lengths of 64 B to 8 KiB); same results."""
+    cdef uint32_t raw
+    if p + 1 < stop and buf[p] >= 0x80 and buf[p + 1] < 0x80:
+        raw = (buf[p] & 0x7F) | (<uint32_t>buf[p + 1] << 7)
+        out[0] = <int64_t>(raw >> 1) ^ -<int64_t>(raw & 1)
+        return p + 2
+    return read_varint(buf, p, stop, limit, out)
+
+
+cdef Py_ssize_t add_records(const uint8_t* buf, Py_ssize_t p, Py_ssize_t stop, int32_t count, BatchInfo* info,
+                            _Columns cols, bint crc_ok) except -1:
+    """check_records for columns, faster: add ``count`` records of ``buf[p:stop]`` as rows; return their end.
+
+    Each record is parsed with the checks of check_records and stored straight into the columns.  A record
+    that fails one of them, or has a header key that is not ASCII (check_records owns the UTF-8 check), is
+    given to check_records alone, after its half-stored headers are taken back: it raises that record's
+    error with its own message and offset, or adds the record.  So every error is check_records's, and this
+    loop only stores records check_records accepts, with the values it would store."""
+    cdef int32_t i
+    cdef int64_t length, ts_delta, off_delta, klen, vlen, nheaders, hk, hv, h
+    cdef Py_ssize_t q, end, start, row, key_at, value_at, hkey_at, hkey_mark, hvalue_mark
+    cdef int32_t header_mark
+    cdef int64_t base_offset = info.base_offset, base_ts = info.base_timestamp
+    cols.reserve(count, stop - p)
+    for i in range(count):
+        if p >= stop:
+            raise DecodeError(f"the batch holds fewer records than its records count {count}", p)
+        header_mark = cols.header_count
+        hkey_mark = cols.hkey_data.size
+        hvalue_mark = cols.hvalue_data.size
+        q = quick_varint(buf, p, stop, 5, &length)
+        if q < 0 or length < 6 or length > stop - q:
+            p = check_records(buf, p, stop, 1, info, cols, crc_ok)
+            continue
+        end = q + length
+        start = q
+        q = quick_varint(buf, q + 1, end, 10, &ts_delta)
+        if q >= 0:
+            q = quick_varint(buf, q, end, 5, &off_delta)
+        if q < 0 or (off_delta > 0 and base_offset > INT64_MAX - off_delta) or (
+                off_delta < 0 and base_offset < INT64_MIN - off_delta) or (
+                ts_delta > 0 and base_ts > INT64_MAX - ts_delta) or (ts_delta < 0 and base_ts < INT64_MIN - ts_delta):
+            p = check_records(buf, p, stop, 1, info, cols, crc_ok)
+            continue
+        q = quick_varint(buf, q, end, 5, &klen)
+        if q < 0 or klen < -1 or klen > end - q:
+            p = check_records(buf, p, stop, 1, info, cols, crc_ok)
+            continue
+        key_at = q
+        if klen > 0:
+            q += klen
+        q = quick_varint(buf, q, end, 5, &vlen)
+        if q < 0 or vlen < -1 or vlen > end - q:
+            p = check_records(buf, p, stop, 1, info, cols, crc_ok)
+            continue
+        value_at = q
+        if vlen > 0:
+            q += vlen
+        q = quick_varint(buf, q, end, 5, &nheaders)
+        if q < 0 or nheaders < 0 or nheaders > end - q:
+            p = check_records(buf, p, stop, 1, info, cols, crc_ok)
+            continue
+        h = 0
+        while h < nheaders:
+            q = quick_varint(buf, q, end, 5, &hk)
+            if q < 0 or hk < 0 or hk > end - q or not is_ascii(buf + q, hk):
+                break
+            hkey_at = q
+            q = quick_varint(buf, q + hk, end, 5, &hv)
+            if q < 0 or hv < -1 or hv > end - q:
+                break
+            cols.add_header(buf + hkey_at, hk, buf + q, hv)
+            if hv > 0:
+                q += hv
+            h += 1
+        if h < nheaders or q != end:
+            cols.header_count = header_mark
+            cols.hkey_data.size = hkey_mark
+            cols.hvalue_data.size = hvalue_mark
+            p = check_records(buf, p, stop, 1, info, cols, crc_ok)
+            continue
+        row = cols.count
+        if row >= cols.cap:
+            cols.grow_rows(row + 1)
+        cols.offsets[row] = base_offset + off_delta
+        cols.timestamps[row] = info.max_timestamp if info.ts_type else base_ts + ts_delta
+        cols.magics[row] = 2
+        cols.attributes[row] = <int8_t>buf[start]
+        cols.codecs[row] = <int8_t>info.codec
+        cols.crc_ok[row] = crc_ok
+        if klen > 0:
+            data_put(&cols.key_data, buf + key_at, klen)
+        cols.key_bounds[row + 1] = <int32_t>cols.key_data.size
+        cols.key_null[row] = klen < 0
+        if vlen > 0:
+            data_put(&cols.value_data, buf + value_at, vlen)
+        cols.value_bounds[row + 1] = <int32_t>cols.value_data.size
+        cols.value_null[row] = vlen < 0
+        cols.ts_types[row] = <int8_t>info.ts_type
+        cols.producer_ids[row] = info.producer_id
+        cols.producer_epochs[row] = <int16_t>info.producer_epoch
+        cols.sequences[row] = next_sequence(info.base_sequence, off_delta)
+        cols.transactional[row] = info.transactional
+        cols.control[row] = info.control
+        cols.batch_offsets[row] = base_offset
+        cols.leader_epochs[row] = info.leader_epoch
+        cols.header_starts[row + 1] = cols.header_count
+        cols.count = row + 1
+        p = end
+    return p
+
+
 @cython.final
 @cython.freelist(512)
 @cython.no_gc
@@ -1824,7 +1938,10 @@ cdef object decode_batch(object owner, const uint8_t* buf, Py_ssize_t pos, Py_ss
         opts.limit -= stop
         p = 0
     try:
-        p = check_records(data, p, stop, count, &info, cols, crc_ok)
+        if cols is not None:
+            p = add_records(data, p, stop, count, &info, cols, crc_ok)
+        else:
+            p = check_records(data, p, stop, count, &info, cols, crc_ok)
     except DecodeError as exc:
         if not info.codec:
             raise
