@@ -28,7 +28,7 @@ from cpython.unicode cimport PyUnicode_DecodeUTF8
 
 cdef extern from "Python.h":
     const char* PyUnicode_AsUTF8AndSize(object unicode, Py_ssize_t* size) except NULL
-from libc.string cimport memcpy
+from libc.string cimport memcpy, memset
 
 from array import array
 
@@ -602,6 +602,25 @@ cdef class _Columns:
             self.batch_offsets[i] = batch_offset
             self.leader_epochs[i] = -1
             self.header_starts[i + 1] = self.header_count
+
+    cdef void fill_batch(self, Py_ssize_t row0, int codec, bint crc_ok, int ts_type, int64_t producer_id,
+                         int producer_epoch, bint transactional, bint control, int64_t batch_offset,
+                         int32_t leader_epoch) noexcept:
+        """The columns of a magic 2 batch's rows ``row0`` .. ``count - 1`` that are the batch's, not the record's."""
+        cdef Py_ssize_t i, n = self.count - row0
+        if n <= 0:
+            return
+        memset(self.magics + row0, 2, <size_t>n)
+        memset(self.codecs + row0, codec, <size_t>n)
+        memset(self.crc_ok + row0, 1 if crc_ok else 0, <size_t>n)
+        memset(self.ts_types + row0, ts_type, <size_t>n)
+        memset(self.transactional + row0, 1 if transactional else 0, <size_t>n)
+        memset(self.control + row0, 1 if control else 0, <size_t>n)
+        for i in range(row0, self.count):
+            self.producer_ids[i] = producer_id
+            self.producer_epochs[i] = <int16_t>producer_epoch
+            self.batch_offsets[i] = batch_offset
+            self.leader_epochs[i] = leader_epoch
 
     cdef inline int add_row(self, int64_t offset, int64_t timestamp, int magic, int attributes, int codec,
                             bint crc_ok, const uint8_t* key, Py_ssize_t klen, const uint8_t* value,
@@ -1541,98 +1560,112 @@ cdef Py_ssize_t add_records(const uint8_t* buf, Py_ssize_t p, Py_ssize_t stop, i
     that fails one of them, or has a header key that is not ASCII (check_records owns the UTF-8 check), is
     given to check_records alone, after its half-stored headers are taken back: it raises that record's
     error with its own message and offset, or adds the record.  So every error is check_records's, and this
-    loop only stores records check_records accepts, with the values it would store."""
+    loop only stores records check_records accepts, with the values it would store.  The columns that are
+    the same for the whole batch are filled once at the end."""
     cdef int32_t i
     cdef int64_t length, ts_delta, off_delta, klen, vlen, nheaders, hk, hv, h
-    cdef Py_ssize_t q, end, start, row, key_at, value_at, hkey_at, hkey_mark, hvalue_mark
+    cdef Py_ssize_t q, end, start, row, row0, key_at, value_at, hkey_at, hkey_mark, hvalue_mark
     cdef int32_t header_mark
     cdef int64_t base_offset = info.base_offset, base_ts = info.base_timestamp
+    cdef int64_t* offsets
+    cdef int64_t* timestamps
+    cdef int8_t* attributes
+    cdef int32_t* key_bounds
+    cdef uint8_t* key_null
+    cdef int32_t* value_bounds
+    cdef uint8_t* value_null
+    cdef int32_t* sequences
+    cdef int32_t* header_starts
     cols.reserve(count, stop - p)
-    for i in range(count):
-        if p >= stop:
-            raise DecodeError(f"the batch holds fewer records than its records count {count}", p)
-        header_mark = cols.header_count
-        hkey_mark = cols.hkey_data.size
-        hvalue_mark = cols.hvalue_data.size
-        q = quick_varint(buf, p, stop, 5, &length)
-        if q < 0 or length < 6 or length > stop - q:
-            p = check_records(buf, p, stop, 1, info, cols, crc_ok)
-            continue
-        end = q + length
-        start = q
-        q = quick_varint(buf, q + 1, end, 10, &ts_delta)
-        if q >= 0:
-            q = quick_varint(buf, q, end, 5, &off_delta)
-        if q < 0 or (off_delta > 0 and base_offset > INT64_MAX - off_delta) or (
-                off_delta < 0 and base_offset < INT64_MIN - off_delta) or (
-                ts_delta > 0 and base_ts > INT64_MAX - ts_delta) or (ts_delta < 0 and base_ts < INT64_MIN - ts_delta):
-            p = check_records(buf, p, stop, 1, info, cols, crc_ok)
-            continue
-        q = quick_varint(buf, q, end, 5, &klen)
-        if q < 0 or klen < -1 or klen > end - q:
-            p = check_records(buf, p, stop, 1, info, cols, crc_ok)
-            continue
-        key_at = q
-        if klen > 0:
-            q += klen
-        q = quick_varint(buf, q, end, 5, &vlen)
-        if q < 0 or vlen < -1 or vlen > end - q:
-            p = check_records(buf, p, stop, 1, info, cols, crc_ok)
-            continue
-        value_at = q
-        if vlen > 0:
-            q += vlen
-        q = quick_varint(buf, q, end, 5, &nheaders)
-        if q < 0 or nheaders < 0 or nheaders > end - q:
-            p = check_records(buf, p, stop, 1, info, cols, crc_ok)
-            continue
-        h = 0
-        while h < nheaders:
-            q = quick_varint(buf, q, end, 5, &hk)
-            if q < 0 or hk < 0 or hk > end - q or not is_ascii(buf + q, hk):
+    row0 = cols.count
+    i = 0
+    while i < count:
+        # the row columns, again after check_records or a growth may have moved them
+        offsets = cols.offsets
+        timestamps = cols.timestamps
+        attributes = cols.attributes
+        key_bounds = cols.key_bounds
+        key_null = cols.key_null
+        value_bounds = cols.value_bounds
+        value_null = cols.value_null
+        sequences = cols.sequences
+        header_starts = cols.header_starts
+        while i < count:
+            if p >= stop:
+                raise DecodeError(f"the batch holds fewer records than its records count {count}", p)
+            i += 1
+            header_mark = cols.header_count
+            hkey_mark = cols.hkey_data.size
+            hvalue_mark = cols.hvalue_data.size
+            row = cols.count
+            q = quick_varint(buf, p, stop, 5, &length)
+            if q < 0 or length < 6 or length > stop - q or row >= cols.cap:
                 break
-            hkey_at = q
-            q = quick_varint(buf, q + hk, end, 5, &hv)
-            if q < 0 or hv < -1 or hv > end - q:
+            end = q + length
+            start = q
+            q = quick_varint(buf, q + 1, end, 10, &ts_delta)
+            if q >= 0:
+                q = quick_varint(buf, q, end, 5, &off_delta)
+            if q < 0 or (off_delta > 0 and base_offset > INT64_MAX - off_delta) or (
+                    off_delta < 0 and base_offset < INT64_MIN - off_delta) or (
+                    ts_delta > 0 and base_ts > INT64_MAX - ts_delta) or (ts_delta < 0 and base_ts < INT64_MIN - ts_delta):
                 break
-            cols.add_header(buf + hkey_at, hk, buf + q, hv)
-            if hv > 0:
-                q += hv
-            h += 1
-        if h < nheaders or q != end:
-            cols.header_count = header_mark
-            cols.hkey_data.size = hkey_mark
-            cols.hvalue_data.size = hvalue_mark
-            p = check_records(buf, p, stop, 1, info, cols, crc_ok)
-            continue
-        row = cols.count
+            q = quick_varint(buf, q, end, 5, &klen)
+            if q < 0 or klen < -1 or klen > end - q:
+                break
+            key_at = q
+            if klen > 0:
+                q += klen
+            q = quick_varint(buf, q, end, 5, &vlen)
+            if q < 0 or vlen < -1 or vlen > end - q:
+                break
+            value_at = q
+            if vlen > 0:
+                q += vlen
+            q = quick_varint(buf, q, end, 5, &nheaders)
+            if q < 0 or nheaders < 0 or nheaders > end - q:
+                break
+            h = 0
+            while h < nheaders:
+                q = quick_varint(buf, q, end, 5, &hk)
+                if q < 0 or hk < 0 or hk > end - q or not is_ascii(buf + q, hk):
+                    break
+                hkey_at = q
+                q = quick_varint(buf, q + hk, end, 5, &hv)
+                if q < 0 or hv < -1 or hv > end - q:
+                    break
+                cols.add_header(buf + hkey_at, hk, buf + q, hv)
+                if hv > 0:
+                    q += hv
+                h += 1
+            if h < nheaders or q != end:
+                break
+            offsets[row] = base_offset + off_delta
+            timestamps[row] = info.max_timestamp if info.ts_type else base_ts + ts_delta
+            attributes[row] = <int8_t>buf[start]
+            if klen > 0:
+                data_put(&cols.key_data, buf + key_at, klen)
+            key_bounds[row + 1] = <int32_t>cols.key_data.size
+            key_null[row] = klen < 0
+            if vlen > 0:
+                data_put(&cols.value_data, buf + value_at, vlen)
+            value_bounds[row + 1] = <int32_t>cols.value_data.size
+            value_null[row] = vlen < 0
+            sequences[row] = next_sequence(info.base_sequence, off_delta)
+            header_starts[row + 1] = cols.header_count
+            cols.count = row + 1
+            p = end
+        else:
+            break
+        # the record just counted is check_records's (see above)
+        cols.header_count = header_mark
+        cols.hkey_data.size = hkey_mark
+        cols.hvalue_data.size = hvalue_mark
         if row >= cols.cap:
             cols.grow_rows(row + 1)
-        cols.offsets[row] = base_offset + off_delta
-        cols.timestamps[row] = info.max_timestamp if info.ts_type else base_ts + ts_delta
-        cols.magics[row] = 2
-        cols.attributes[row] = <int8_t>buf[start]
-        cols.codecs[row] = <int8_t>info.codec
-        cols.crc_ok[row] = crc_ok
-        if klen > 0:
-            data_put(&cols.key_data, buf + key_at, klen)
-        cols.key_bounds[row + 1] = <int32_t>cols.key_data.size
-        cols.key_null[row] = klen < 0
-        if vlen > 0:
-            data_put(&cols.value_data, buf + value_at, vlen)
-        cols.value_bounds[row + 1] = <int32_t>cols.value_data.size
-        cols.value_null[row] = vlen < 0
-        cols.ts_types[row] = <int8_t>info.ts_type
-        cols.producer_ids[row] = info.producer_id
-        cols.producer_epochs[row] = <int16_t>info.producer_epoch
-        cols.sequences[row] = next_sequence(info.base_sequence, off_delta)
-        cols.transactional[row] = info.transactional
-        cols.control[row] = info.control
-        cols.batch_offsets[row] = base_offset
-        cols.leader_epochs[row] = info.leader_epoch
-        cols.header_starts[row + 1] = cols.header_count
-        cols.count = row + 1
-        p = end
+        p = check_records(buf, p, stop, 1, info, cols, crc_ok)
+    cols.fill_batch(row0, info.codec, crc_ok, info.ts_type, info.producer_id, info.producer_epoch,
+                    info.transactional, info.control, base_offset, info.leader_epoch)
     return p
 
 
