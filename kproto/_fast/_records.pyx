@@ -560,6 +560,14 @@ cdef class _Columns:
             data_grow(&self.value_data, self.value_data.size + data)
         return 0
 
+    cdef int reserve_exact(self, Py_ssize_t rows, Py_ssize_t data) except -1:
+        """Room for ``rows`` more rows (counted, not claimed) and ``data`` more value bytes."""
+        if self.count + rows > self.cap:
+            self.grow_rows(self.count + rows)
+        if data > self.value_data.cap - self.value_data.size:
+            data_grow(&self.value_data, self.value_data.size + data)
+        return 0
+
     cdef inline int add_header(self, const uint8_t* key, Py_ssize_t klen, const uint8_t* value,
                                Py_ssize_t vlen) except -1:
         cdef Py_ssize_t j = self.header_count
@@ -846,6 +854,7 @@ cdef int expand_wrapper(const uint8_t* buf, list out, _Columns cols, Decoding* o
     opts.inner_magics = 0
     opts.inner_max_offset = INT64_MIN
     if cols is not None:
+        cols.reserve_exact(0, raw_size)
         row0 = cols.count
     elif not opts.lazy:
         found = []
@@ -2095,11 +2104,16 @@ cdef Py_ssize_t legacy_run(const uint8_t* buf, Py_ssize_t pos, Py_ssize_t end, P
     cdef int32_t size
     cdef bint partial
     cdef int64_t last = 0
+    cdef Py_ssize_t entries = 1
     while n - end >= 17:  # extend the run over the next complete magic 0/1 entries
         size = load_i32(buf + end + 8)
         if size < MIN_SIZE or buf[end + 16] >= 2 or size > n - end - 12:
             break
         end += 12 + size
+        entries += 1
+    # an entry is a row (a compressed wrapper's rows are reserved when it is expanded); its value is all but
+    # the 26 bytes of the smallest message
+    cols.reserve_exact(entries, end - pos - 26 * entries)
     try:
         decode_set(buf + pos, end - pos, None, cols, opts, False, 0, &partial, &last)
     except DecodeError as exc:
