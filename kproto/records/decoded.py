@@ -167,9 +167,10 @@ class MessageColumns:
     def _arrow_arrays(self, kit: "_ArrowKit") -> List[Any]:
         n = self.count
         timestamps = kit.fixed(kit.pa.int64(), n, self.timestamps)
-        if self.magics.tobytes().count(0):  # magic 0 has no timestamp: null
+        if b"\x00" in self.magics.tobytes():  # magic 0 has no timestamp: null
             validity = kit.pc.not_equal(kit.fixed(kit.pa.int8(), n, self.magics), kit.zero_i8)
-            timestamps = kit.pa.Array.from_buffers(kit.pa.int64(), n, [validity.buffers()[1], kit.pa.py_buffer(self.timestamps)])
+            timestamps = kit.pa.Array.from_buffers(kit.pa.int64(), n, [validity.buffers()[1],
+                                                                       kit.pa.py_buffer(self.timestamps)])
         return [
             kit.fixed(kit.pa.int64(), n, self.offsets),
             timestamps,
@@ -454,14 +455,22 @@ class _ArrowKit:
         return self.pa.Array.from_buffers(arrow_type, count, [None, self.pa.py_buffer(column)], 0)
 
     def flags(self, count: int, column: "array[int]") -> Any:
-        return self.pc.not_equal(self.fixed(self.pa.uint8(), count, column), self.zero_u8)
+        raw = column.tobytes()
+        if b"\x00" not in raw:  # all true (crc_ok with check_crc=True, or one transactional batch): no kernel
+            bits = b"\xff" * (count // 8) + (bytes([(1 << (count % 8)) - 1]) if count % 8 else b"")
+        elif b"\x01" not in raw:
+            bits = bytes((count + 7) // 8)
+        else:
+            return self.pc.not_equal(self.fixed(self.pa.uint8(), count, column), self.zero_u8)
+        return self.pa.Array.from_buffers(self.pa.bool_(), count, [None, self.pa.py_buffer(bits)], 0)
 
     def binary(self, arrow_type: Any, count: int, data: bytes, bounds: "array[int]", nulls: "array[int]") -> Any:
         pa = self.pa
-        null_count = nulls.tobytes().count(1)
         validity = None
-        if null_count:
+        null_count = 0
+        if b"\x01" in nulls.tobytes():  # a byte search; Arrow counts the nulls from the bitmap when asked
             validity = self.pc.equal(self.fixed(pa.uint8(), count, nulls), self.zero_u8).buffers()[1]
+            null_count = -1
         return pa.Array.from_buffers(arrow_type, count, [validity, pa.py_buffer(bounds), pa.py_buffer(data)],
                                      null_count)
 
