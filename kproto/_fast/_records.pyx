@@ -554,16 +554,15 @@ cdef class _Columns:
         record takes at least 7 bytes."""
         if rows > data // 7:
             rows = data // 7
-        if self.count + rows > self.cap:
-            self.grow_rows(self.count + rows)
-        if data > self.value_data.cap - self.value_data.size:
-            data_grow(&self.value_data, self.value_data.size + data)
-        return 0
+        return self.reserve_exact(rows, data)
 
     cdef int reserve_exact(self, Py_ssize_t rows, Py_ssize_t data) except -1:
-        """Room for ``rows`` more rows (counted, not claimed) and ``data`` more value bytes."""
+        """Room for ``rows`` more rows (counted, not claimed) and ``data`` more value bytes (a hint: never
+        past the 2 GiB a column holds, which data_put enforces as values arrive)."""
         if self.count + rows > self.cap:
             self.grow_rows(self.count + rows)
+        if data > I32_MAX - self.value_data.size:
+            data = I32_MAX - self.value_data.size
         if data > self.value_data.cap - self.value_data.size:
             data_grow(&self.value_data, self.value_data.size + data)
         return 0
