@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from kproto.records import _pure
 
 DATA = os.urandom(70_000)
-LENGTHS = list(range(0, 40)) + [63, 64, 65, 127, 128, 129, 255, 256, 257, 4095, 4096, 4097, 65_535, 65_536, 65_537]
+LENGTHS = list(range(0, 40)) + [63, 64, 65, 127, 128, 129, 255, 256, 257, 767, 768, 769, 4095, 4096, 4097, 12_287,
+           12_288, 12_289, 65_535, 65_536, 65_537]
 
 
 @pytest.fixture(scope="module", params=["hardware", "table"])

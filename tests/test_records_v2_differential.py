@@ -7,10 +7,11 @@ from __future__ import annotations
 import struct
 
 import crc32c
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kproto.errors import KprotoError
+from kproto.errors import DecodeError, KprotoError
 
 binary = st.one_of(st.none(), st.just(b""), st.binary(max_size=30))
 headers = st.lists(st.tuples(st.sampled_from(["a", "trace", "h\u00e9"]), binary), max_size=3)
@@ -129,3 +130,39 @@ def test_same_results_on_random_bytes(both_codecs, blob, check_crc):
     blob = blob[:16] + b"\x02" + blob[17:] if len(blob) > 16 and blob[0] & 1 else blob  # often magic 2
     assert records_outcome(fast, blob, check_crc) == records_outcome(pure, blob, check_crc)
     assert columns_outcome(fast, blob, check_crc) == columns_outcome(pure, blob, check_crc)
+
+
+def test_columns_of_records_the_fast_loop_hands_back(both_codecs):
+    """The compiled columns loop gives check_records any record it does not take itself (here: a non-ASCII
+    header key): a valid one comes back as its row, a bad one as check_records's error; a value of 9000 bytes
+    has length varints past the loop's two byte shortcut."""
+    fast, pure = both_codecs
+    items = [(b"k", b"v", 10, [("trace", b"1")]), (None, b"x" * 9000, 11, [("h\u00e9", None), ("a", b"")]),
+             (b"k" * 70, None, 12, [("trace", b"2")]), (b"", b"", 13, [])]
+    wire = bytearray(build(pure, [(2, items, None, 5, True)]))
+    bad_key = bytearray(wire)
+    at = bytes(bad_key).index("h\u00e9".encode())
+    bad_key[at + 1] = 0xFF  # no longer UTF-8
+    fix_crcs(bad_key)
+    for sample in (bytes(wire), bytes(bad_key), bytes(wire) + bytes(wire)):
+        assert columns_outcome(fast, sample, True) == columns_outcome(pure, sample, True)
+    assert columns_outcome(fast, bytes(bad_key), True)[:2] == ("error", DecodeError)
+    assert fast.decode_columns(bytes(wire)).headers()[1] == [("h\u00e9", None), ("a", b"")]
+
+
+def test_arrow_batches_are_the_same_on_both_backends(both_codecs):
+    pytest.importorskip("pyarrow")
+    fast, pure = both_codecs
+    last = build(pure, [(1, [(b"c", b"d", 5)], "gzip", 30, False)])
+    wire = build(pure, [(2, [(None, b"v", 1, [("h", None)]), (b"k", None, 2, [])], "lz4", 7, True),
+                        (0, [(None, b"a", 0), (b"b", None, 0)], None, 20, False)]) + last
+    damaged = bytearray(wire)
+    damaged[len(wire) - len(last) + 12] ^= 1  # the magic 1 wrapper's stored CRC: crc_ok false with check_crc=False
+    batch = fast.decode_columns(bytes(damaged), check_crc=False, arrow=True)
+    batch.validate(full=True)
+    assert batch.equals(pure.decode_columns(bytes(damaged), check_crc=False, arrow=True))
+    assert batch.column("timestamp").to_pylist() == [1, 2, None, None, 5]
+    assert batch.column("crc_ok").to_pylist() == [True, True, True, True, False]
+    assert batch.column("key").to_pylist() == [None, b"k", None, b"b", b"c"]
+    assert batch.column("is_transactional").to_pylist() == [True, True, False, False, False]
+    assert batch.column("headers").to_pylist()[0] == [{"key": "h", "value": None}]

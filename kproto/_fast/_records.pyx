@@ -19,6 +19,7 @@ from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE
 from cpython.bytes cimport _PyBytes_Resize
+from cpython cimport array as carray
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF, Py_XDECREF
 from libc.stdint cimport INT64_MAX, INT64_MIN, int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
@@ -27,8 +28,7 @@ from cpython.unicode cimport PyUnicode_DecodeUTF8
 
 cdef extern from "Python.h":
     const char* PyUnicode_AsUTF8AndSize(object unicode, Py_ssize_t* size) except NULL
-from libc.stdlib cimport free, realloc
-from libc.string cimport memcpy
+from libc.string cimport memcpy, memset
 
 from array import array
 
@@ -345,240 +345,373 @@ cdef class Message:
                 f"timestamp={self.timestamp!r}, magic={self.magic}, codec={self.codec!r})")
 
 
-cdef struct GrowBuf:
-    uint8_t* data
+cdef struct DataBuf:
+    # A bytes object grown in place (refcount 1, never exposed before _Columns.finish): its data is the
+    # column, so finishing the column is one shrinking realloc, not a copy.
+    PyObject* obj
+    char* data
     Py_ssize_t size
     Py_ssize_t cap
 
 
-cdef inline int grow_reserve(GrowBuf* b, Py_ssize_t extra) except -1:
-    """Make room for ``extra`` more bytes."""
-    if b.size + extra <= b.cap:
-        return 0
-    return grow_slow(b, extra)
-
-
-cdef int grow_slow(GrowBuf* b, Py_ssize_t extra) except -1:
-    """Grow by doubling, raising MemoryError if the allocator refuses."""
-    cdef Py_ssize_t need = b.size + extra
+cdef int data_grow(DataBuf* d, Py_ssize_t need) except -1:
+    """Room for ``need`` bytes in all: at least double, never past what int32 Arrow offsets hold."""
     cdef Py_ssize_t cap
-    cdef uint8_t* fresh
-    cap = b.cap * 2 if b.cap else 256
-    if cap < need:
-        cap = need
-    fresh = <uint8_t*>realloc(b.data, <size_t>cap)
-    if fresh == NULL:
-        raise MemoryError()
-    b.data = fresh
-    b.cap = cap
+    cdef PyObject* obj
+    if need > I32_MAX:
+        raise LimitExceededError("decoded keys or values exceed 2 GiB, more than int32 column offsets hold")
+    cap = d.cap * 2 if d.cap * 2 > need else need
+    if cap > I32_MAX:
+        cap = I32_MAX
+    if cap < 256:
+        cap = 256
+    if d.obj == NULL:
+        fresh = PyBytes_FromStringAndSize(NULL, cap)
+        Py_INCREF(fresh)  # the DataBuf's own reference, released by data_finish or _Columns.__dealloc__
+        d.obj = <PyObject*>fresh
+    else:
+        obj = d.obj
+        d.obj = NULL
+        _PyBytes_Resize(&obj, cap)  # on failure it frees the object and raises
+        d.obj = obj
+    d.data = PyBytes_AS_STRING(<object>d.obj)
+    d.cap = cap
     return 0
 
 
-cdef inline int put(GrowBuf* b, const void* value, Py_ssize_t n) except -1:
-    grow_reserve(b, n)
-    memcpy(b.data + b.size, value, <size_t>n)
-    b.size += n
+cdef inline int data_put(DataBuf* d, const uint8_t* p, Py_ssize_t n) except -1:
+    if n > d.cap - d.size:
+        data_grow(d, d.size + n)
+    memcpy(d.data + d.size, p, <size_t>n)
+    d.size += n
     return 0
 
 
-cdef int start_bounds(GrowBuf* b) except -1:
-    """Arrow offsets start with a 0."""
-    cdef int32_t zero = 0
-    return put(b, &zero, 4)
+cdef object data_finish(DataBuf* d):
+    """The column as bytes (the buffer itself, shrunk to its size); the DataBuf is empty afterwards."""
+    cdef PyObject* obj = d.obj
+    cdef Py_ssize_t size = d.size
+    if obj == NULL:
+        return b""
+    d.obj = NULL
+    d.data = NULL
+    d.cap = d.size = 0
+    _PyBytes_Resize(&obj, size)  # shrinking in place; on failure it frees the object and raises
+    result = <object>obj
+    Py_XDECREF(obj)  # the reference the DataBuf held is now result's
+    return result
 
 
-cdef inline object grow_bytes(GrowBuf* b):
-    return PyBytes_FromStringAndSize(<char*>b.data if b.data != NULL else <char*>"", b.size)
+cdef carray.array TEMPLATE_Q = array("q")
+cdef carray.array TEMPLATE_I = array("i")
+cdef carray.array TEMPLATE_H = array("h")
+cdef carray.array TEMPLATE_B = array("b")
+cdef carray.array TEMPLATE_UB = array("B")
 
 
 @cython.final
 cdef class _Columns:
-    """Column buffers filled by the decoder, row by row, with no Python object per row."""
+    """Column buffers filled by the decoder, row by row, with no Python object per row.
 
-    cdef GrowBuf offsets, timestamps, magics, attributes, codecs, crc_ok
-    cdef GrowBuf key_data, key_bounds, key_null, value_data, value_bounds, value_null
-    # the columns of decode_record_columns (any magic) on top of the message set ones
-    cdef GrowBuf ts_types, producer_ids, producer_epochs, sequences, transactional, control
-    cdef GrowBuf batch_offsets, leader_epochs, header_starts
-    cdef GrowBuf hkey_data, hkey_bounds, hvalue_data, hvalue_bounds, hvalue_null
-    cdef Py_ssize_t count
+    Every column is the ``array``/``bytes`` object the result hands out, written through a C pointer and
+    grown in place (rows: all per-row columns together, to ``cap`` rows); :meth:`finish` shrinks them to
+    their size, so the result holds the decoder's buffers, not copies."""
+
+    cdef carray.array a_offsets, a_timestamps, a_magics, a_attributes, a_codecs, a_crc_ok
+    cdef carray.array a_key_bounds, a_key_null, a_value_bounds, a_value_null
+    cdef carray.array a_ts_types, a_producer_ids, a_producer_epochs, a_sequences, a_transactional, a_control
+    cdef carray.array a_batch_offsets, a_leader_epochs, a_header_starts
+    cdef carray.array a_hkey_bounds, a_hvalue_bounds, a_hvalue_null
+    cdef int64_t* offsets
+    cdef int64_t* timestamps
+    cdef int8_t* magics
+    cdef int8_t* attributes
+    cdef int8_t* codecs
+    cdef uint8_t* crc_ok
+    cdef int32_t* key_bounds
+    cdef uint8_t* key_null
+    cdef int32_t* value_bounds
+    cdef uint8_t* value_null
+    cdef int8_t* ts_types
+    cdef int64_t* producer_ids
+    cdef int16_t* producer_epochs
+    cdef int32_t* sequences
+    cdef uint8_t* transactional
+    cdef uint8_t* control
+    cdef int64_t* batch_offsets
+    cdef int32_t* leader_epochs
+    cdef int32_t* header_starts
+    cdef int32_t* hkey_bounds
+    cdef int32_t* hvalue_bounds
+    cdef uint8_t* hvalue_null
+    cdef DataBuf key_data, value_data, hkey_data, hvalue_data
+    cdef Py_ssize_t count, cap, hcap
     cdef int32_t header_count
 
     def __cinit__(self):
-        start_bounds(&self.key_bounds)
-        start_bounds(&self.value_bounds)
-        start_bounds(&self.header_starts)
-        start_bounds(&self.hkey_bounds)
-        start_bounds(&self.hvalue_bounds)
+        self.a_offsets = carray.clone(TEMPLATE_Q, 0, False)
+        self.a_timestamps = carray.clone(TEMPLATE_Q, 0, False)
+        self.a_magics = carray.clone(TEMPLATE_B, 0, False)
+        self.a_attributes = carray.clone(TEMPLATE_B, 0, False)
+        self.a_codecs = carray.clone(TEMPLATE_B, 0, False)
+        self.a_crc_ok = carray.clone(TEMPLATE_UB, 0, False)
+        self.a_key_bounds = carray.clone(TEMPLATE_I, 1, True)  # Arrow offsets start with a 0
+        self.a_key_null = carray.clone(TEMPLATE_UB, 0, False)
+        self.a_value_bounds = carray.clone(TEMPLATE_I, 1, True)
+        self.a_value_null = carray.clone(TEMPLATE_UB, 0, False)
+        self.a_ts_types = carray.clone(TEMPLATE_B, 0, False)
+        self.a_producer_ids = carray.clone(TEMPLATE_Q, 0, False)
+        self.a_producer_epochs = carray.clone(TEMPLATE_H, 0, False)
+        self.a_sequences = carray.clone(TEMPLATE_I, 0, False)
+        self.a_transactional = carray.clone(TEMPLATE_UB, 0, False)
+        self.a_control = carray.clone(TEMPLATE_UB, 0, False)
+        self.a_batch_offsets = carray.clone(TEMPLATE_Q, 0, False)
+        self.a_leader_epochs = carray.clone(TEMPLATE_I, 0, False)
+        self.a_header_starts = carray.clone(TEMPLATE_I, 1, True)
+        self.a_hkey_bounds = carray.clone(TEMPLATE_I, 1, True)
+        self.a_hvalue_bounds = carray.clone(TEMPLATE_I, 1, True)
+        self.a_hvalue_null = carray.clone(TEMPLATE_UB, 0, False)
+        self.point_rows()
+        self.point_headers()
 
     def __dealloc__(self):
-        free(self.offsets.data)
-        free(self.timestamps.data)
-        free(self.magics.data)
-        free(self.attributes.data)
-        free(self.codecs.data)
-        free(self.crc_ok.data)
-        free(self.key_data.data)
-        free(self.key_bounds.data)
-        free(self.key_null.data)
-        free(self.value_data.data)
-        free(self.value_bounds.data)
-        free(self.value_null.data)
-        free(self.ts_types.data)
-        free(self.producer_ids.data)
-        free(self.producer_epochs.data)
-        free(self.sequences.data)
-        free(self.transactional.data)
-        free(self.control.data)
-        free(self.batch_offsets.data)
-        free(self.leader_epochs.data)
-        free(self.header_starts.data)
-        free(self.hkey_data.data)
-        free(self.hkey_bounds.data)
-        free(self.hvalue_data.data)
-        free(self.hvalue_bounds.data)
-        free(self.hvalue_null.data)
+        Py_XDECREF(self.key_data.obj)
+        Py_XDECREF(self.value_data.obj)
+        Py_XDECREF(self.hkey_data.obj)
+        Py_XDECREF(self.hvalue_data.obj)
+
+    cdef void point_rows(self) noexcept:
+        self.offsets = <int64_t*>self.a_offsets.data.as_voidptr
+        self.timestamps = <int64_t*>self.a_timestamps.data.as_voidptr
+        self.magics = <int8_t*>self.a_magics.data.as_voidptr
+        self.attributes = <int8_t*>self.a_attributes.data.as_voidptr
+        self.codecs = <int8_t*>self.a_codecs.data.as_voidptr
+        self.crc_ok = <uint8_t*>self.a_crc_ok.data.as_voidptr
+        self.key_bounds = <int32_t*>self.a_key_bounds.data.as_voidptr
+        self.key_null = <uint8_t*>self.a_key_null.data.as_voidptr
+        self.value_bounds = <int32_t*>self.a_value_bounds.data.as_voidptr
+        self.value_null = <uint8_t*>self.a_value_null.data.as_voidptr
+        self.ts_types = <int8_t*>self.a_ts_types.data.as_voidptr
+        self.producer_ids = <int64_t*>self.a_producer_ids.data.as_voidptr
+        self.producer_epochs = <int16_t*>self.a_producer_epochs.data.as_voidptr
+        self.sequences = <int32_t*>self.a_sequences.data.as_voidptr
+        self.transactional = <uint8_t*>self.a_transactional.data.as_voidptr
+        self.control = <uint8_t*>self.a_control.data.as_voidptr
+        self.batch_offsets = <int64_t*>self.a_batch_offsets.data.as_voidptr
+        self.leader_epochs = <int32_t*>self.a_leader_epochs.data.as_voidptr
+        self.header_starts = <int32_t*>self.a_header_starts.data.as_voidptr
+
+    cdef void point_headers(self) noexcept:
+        self.hkey_bounds = <int32_t*>self.a_hkey_bounds.data.as_voidptr
+        self.hvalue_bounds = <int32_t*>self.a_hvalue_bounds.data.as_voidptr
+        self.hvalue_null = <uint8_t*>self.a_hvalue_null.data.as_voidptr
+
+    cdef int resize_rows(self, Py_ssize_t cap) except -1:
+        """Make every per-row column ``cap`` rows long (the offsets columns ``cap + 1``)."""
+        carray.resize(self.a_offsets, cap)
+        carray.resize(self.a_timestamps, cap)
+        carray.resize(self.a_magics, cap)
+        carray.resize(self.a_attributes, cap)
+        carray.resize(self.a_codecs, cap)
+        carray.resize(self.a_crc_ok, cap)
+        carray.resize(self.a_key_bounds, cap + 1)
+        carray.resize(self.a_key_null, cap)
+        carray.resize(self.a_value_bounds, cap + 1)
+        carray.resize(self.a_value_null, cap)
+        carray.resize(self.a_ts_types, cap)
+        carray.resize(self.a_producer_ids, cap)
+        carray.resize(self.a_producer_epochs, cap)
+        carray.resize(self.a_sequences, cap)
+        carray.resize(self.a_transactional, cap)
+        carray.resize(self.a_control, cap)
+        carray.resize(self.a_batch_offsets, cap)
+        carray.resize(self.a_leader_epochs, cap)
+        carray.resize(self.a_header_starts, cap + 1)
+        self.cap = cap
+        self.point_rows()
+        return 0
+
+    cdef int grow_rows(self, Py_ssize_t need) except -1:
+        cdef Py_ssize_t cap = self.cap * 2
+        if cap < need:
+            cap = need
+        if cap < 64:
+            cap = 64
+        return self.resize_rows(cap)
+
+    cdef int resize_headers(self, Py_ssize_t cap) except -1:
+        carray.resize(self.a_hkey_bounds, cap + 1)
+        carray.resize(self.a_hvalue_bounds, cap + 1)
+        carray.resize(self.a_hvalue_null, cap)
+        self.hcap = cap
+        self.point_headers()
+        return 0
 
     cdef int reserve(self, Py_ssize_t rows, Py_ssize_t data) except -1:
-        """Room for ``rows`` more rows and ``data`` more key/value bytes: one allocation per column."""
-        grow_reserve(&self.offsets, 8 * rows)
-        grow_reserve(&self.timestamps, 8 * rows)
-        grow_reserve(&self.magics, rows)
-        grow_reserve(&self.attributes, rows)
-        grow_reserve(&self.codecs, rows)
-        grow_reserve(&self.crc_ok, rows)
-        grow_reserve(&self.key_bounds, 4 * rows)
-        grow_reserve(&self.key_null, rows)
-        grow_reserve(&self.value_data, data)
-        grow_reserve(&self.value_bounds, 4 * rows)
-        grow_reserve(&self.value_null, rows)
-        grow_reserve(&self.ts_types, rows)
-        grow_reserve(&self.producer_ids, 8 * rows)
-        grow_reserve(&self.producer_epochs, 2 * rows)
-        grow_reserve(&self.sequences, 4 * rows)
-        grow_reserve(&self.transactional, rows)
-        grow_reserve(&self.control, rows)
-        grow_reserve(&self.batch_offsets, 8 * rows)
-        grow_reserve(&self.leader_epochs, 4 * rows)
-        grow_reserve(&self.header_starts, 4 * rows)
+        """Room for ``rows`` more rows and ``data`` more value bytes, before a batch of records is added.
+
+        ``rows`` comes from a batch header, so it is trusted no further than ``data`` allows: a magic 2
+        record takes at least 7 bytes."""
+        if rows > data // 7:
+            rows = data // 7
+        return self.reserve_exact(rows, data)
+
+    cdef int reserve_exact(self, Py_ssize_t rows, Py_ssize_t data) except -1:
+        """Room for ``rows`` more rows (counted, not claimed) and ``data`` more value bytes (a hint: never
+        past the 2 GiB a column holds, which data_put enforces as values arrive)."""
+        if self.count + rows > self.cap:
+            self.grow_rows(self.count + rows)
+        if data > I32_MAX - self.value_data.size:
+            data = I32_MAX - self.value_data.size
+        if data > self.value_data.cap - self.value_data.size:
+            data_grow(&self.value_data, self.value_data.size + data)
         return 0
 
-    cdef int add_header(self, const uint8_t* key, Py_ssize_t klen, const uint8_t* value, Py_ssize_t vlen) except -1:
-        self.add_binary(&self.hkey_data, &self.hkey_bounds, NULL, key, klen)
-        self.add_binary(&self.hvalue_data, &self.hvalue_bounds, &self.hvalue_null, value, vlen)
-        self.header_count += 1
+    cdef inline int add_header(self, const uint8_t* key, Py_ssize_t klen, const uint8_t* value,
+                               Py_ssize_t vlen) except -1:
+        cdef Py_ssize_t j = self.header_count
+        if j >= self.hcap:
+            self.resize_headers(2 * self.hcap if 2 * self.hcap > 64 else 64)
+        data_put(&self.hkey_data, key, klen)
+        self.hkey_bounds[j + 1] = <int32_t>self.hkey_data.size
+        if vlen >= 0:
+            data_put(&self.hvalue_data, value, vlen)
+        self.hvalue_bounds[j + 1] = <int32_t>self.hvalue_data.size
+        self.hvalue_null[j] = vlen < 0
+        self.header_count = <int32_t>(j + 1)
         return 0
 
-    cdef int add_extras(self, int ts_type, int64_t producer_id, int producer_epoch, int32_t sequence,
-                        bint transactional, bint control, int64_t batch_offset, int32_t leader_epoch) except -1:
+    cdef inline void add_extras(self, int ts_type, int64_t producer_id, int producer_epoch, int32_t sequence,
+                                bint transactional, bint control, int64_t batch_offset,
+                                int32_t leader_epoch) noexcept:
         """The magic 2 columns of the row add_row just added (and its headers, added since)."""
-        cdef int16_t epoch = <int16_t>producer_epoch
-        cdef int8_t ts8 = <int8_t>ts_type
-        cdef uint8_t tx = 1 if transactional else 0, ctl = 1 if control else 0
-        put(&self.ts_types, &ts8, 1)
-        put(&self.producer_ids, &producer_id, 8)
-        put(&self.producer_epochs, &epoch, 2)
-        put(&self.sequences, &sequence, 4)
-        put(&self.transactional, &tx, 1)
-        put(&self.control, &ctl, 1)
-        put(&self.batch_offsets, &batch_offset, 8)
-        put(&self.leader_epochs, &leader_epoch, 4)
-        put(&self.header_starts, &self.header_count, 4)
-        return 0
+        cdef Py_ssize_t i = self.count - 1
+        self.ts_types[i] = <int8_t>ts_type
+        self.producer_ids[i] = producer_id
+        self.producer_epochs[i] = <int16_t>producer_epoch
+        self.sequences[i] = sequence
+        self.transactional[i] = transactional
+        self.control[i] = control
+        self.batch_offsets[i] = batch_offset
+        self.leader_epochs[i] = leader_epoch
+        self.header_starts[i + 1] = self.header_count
 
-    cdef int add_legacy_extras(self, Py_ssize_t row0, int64_t batch_offset) except -1:
+    cdef void add_legacy_extras(self, Py_ssize_t row0, int64_t batch_offset) noexcept:
         """The magic 2 columns of message set rows ``row0`` .. ``count - 1``: none of them apply."""
         cdef Py_ssize_t i
-        cdef int magic
         for i in range(row0, self.count):
-            magic = self.magics.data[i]
-            self.add_extras(-1 if magic == 0 else (self.attributes.data[i] >> 3) & 1, -1, -1, -1, False, False,
-                            batch_offset, -1)
+            self.ts_types[i] = -1 if self.magics[i] == 0 else (self.attributes[i] >> 3) & 1
+            self.producer_ids[i] = -1
+            self.producer_epochs[i] = -1
+            self.sequences[i] = -1
+            self.transactional[i] = 0
+            self.control[i] = 0
+            self.batch_offsets[i] = batch_offset
+            self.leader_epochs[i] = -1
+            self.header_starts[i + 1] = self.header_count
+
+    cdef void fill_batch(self, Py_ssize_t row0, int codec, bint crc_ok, int ts_type, int64_t producer_id,
+                         int producer_epoch, bint transactional, bint control, int64_t batch_offset,
+                         int32_t leader_epoch) noexcept:
+        """The columns of a magic 2 batch's rows ``row0`` .. ``count - 1`` that are the batch's, not the record's."""
+        cdef Py_ssize_t i, n = self.count - row0
+        if n <= 0:
+            return
+        memset(self.magics + row0, 2, <size_t>n)
+        memset(self.codecs + row0, codec, <size_t>n)
+        memset(self.crc_ok + row0, 1 if crc_ok else 0, <size_t>n)
+        memset(self.ts_types + row0, ts_type, <size_t>n)
+        memset(self.transactional + row0, 1 if transactional else 0, <size_t>n)
+        memset(self.control + row0, 1 if control else 0, <size_t>n)
+        for i in range(row0, self.count):
+            self.producer_ids[i] = producer_id
+            self.producer_epochs[i] = <int16_t>producer_epoch
+            self.batch_offsets[i] = batch_offset
+            self.leader_epochs[i] = leader_epoch
+
+    cdef inline int add_row(self, int64_t offset, int64_t timestamp, int magic, int attributes, int codec,
+                            bint crc_ok, const uint8_t* key, Py_ssize_t klen, const uint8_t* value,
+                            Py_ssize_t vlen) except -1:
+        cdef Py_ssize_t i = self.count
+        if i >= self.cap:
+            self.grow_rows(i + 1)
+        self.offsets[i] = offset
+        self.timestamps[i] = timestamp
+        self.magics[i] = <int8_t>magic
+        self.attributes[i] = <int8_t>attributes
+        self.codecs[i] = <int8_t>codec
+        self.crc_ok[i] = crc_ok
+        if klen > 0:
+            data_put(&self.key_data, key, klen)
+        self.key_bounds[i + 1] = <int32_t>self.key_data.size
+        self.key_null[i] = klen < 0
+        if vlen > 0:
+            data_put(&self.value_data, value, vlen)
+        self.value_bounds[i + 1] = <int32_t>self.value_data.size
+        self.value_null[i] = vlen < 0
+        self.count = i + 1
         return 0
 
-    cdef object build_records(self, Py_ssize_t valid, bint partial):
-        columns = self.build(valid, partial)
-        fields = {name: getattr(columns, name) for name in MessageColumns.__slots__}
-        return RecordColumns(
-            timestamp_types=array("b", grow_bytes(&self.ts_types)),
-            producer_ids=array("q", grow_bytes(&self.producer_ids)),
-            producer_epochs=array("h", grow_bytes(&self.producer_epochs)),
-            sequences=array("i", grow_bytes(&self.sequences)),
-            transactional=array("B", grow_bytes(&self.transactional)),
-            control=array("B", grow_bytes(&self.control)),
-            batch_offsets=array("q", grow_bytes(&self.batch_offsets)),
-            leader_epochs=array("i", grow_bytes(&self.leader_epochs)),
-            header_starts=array("i", grow_bytes(&self.header_starts)),
-            header_key_data=grow_bytes(&self.hkey_data),
-            header_key_offsets=array("i", grow_bytes(&self.hkey_bounds)),
-            header_value_data=grow_bytes(&self.hvalue_data),
-            header_value_offsets=array("i", grow_bytes(&self.hvalue_bounds)),
-            header_value_null=array("B", grow_bytes(&self.hvalue_null)),
-            **fields,
-        )
-
-    cdef int add_binary(self, GrowBuf* data, GrowBuf* bounds, GrowBuf* nulls,
-                        const uint8_t* p, Py_ssize_t n) except -1:
-        cdef int32_t end
-        grow_reserve(bounds, 4)
-        if nulls != NULL:
-            grow_reserve(nulls, 1)
-        if n >= 0:
-            if data.size + n > I32_MAX:
-                raise LimitExceededError("decoded keys or values exceed 2 GiB, more than int32 column offsets hold")
-            grow_reserve(data, n)
-            memcpy(data.data + data.size, p, <size_t>n)
-            data.size += n
-        end = <int32_t>data.size
-        memcpy(bounds.data + bounds.size, &end, 4)
-        bounds.size += 4
-        if nulls != NULL:
-            nulls.data[nulls.size] = 1 if n < 0 else 0
-            nulls.size += 1
-        return 0
-
-    cdef int add_row(self, int64_t offset, int64_t timestamp, int magic, int attributes, int codec, bint crc_ok,
-                     const uint8_t* key, Py_ssize_t klen, const uint8_t* value, Py_ssize_t vlen) except -1:
-        grow_reserve(&self.offsets, 8)
-        grow_reserve(&self.timestamps, 8)
-        memcpy(self.offsets.data + self.offsets.size, &offset, 8)
-        self.offsets.size += 8
-        memcpy(self.timestamps.data + self.timestamps.size, &timestamp, 8)
-        self.timestamps.size += 8
-        grow_reserve(&self.magics, 1)
-        grow_reserve(&self.attributes, 1)
-        grow_reserve(&self.codecs, 1)
-        grow_reserve(&self.crc_ok, 1)
-        self.magics.data[self.count] = <uint8_t>magic
-        self.attributes.data[self.count] = <uint8_t>attributes
-        self.codecs.data[self.count] = <uint8_t>codec
-        self.crc_ok.data[self.count] = 1 if crc_ok else 0
-        self.magics.size += 1
-        self.attributes.size += 1
-        self.codecs.size += 1
-        self.crc_ok.size += 1
-        self.add_binary(&self.key_data, &self.key_bounds, &self.key_null, key, klen)
-        self.add_binary(&self.value_data, &self.value_bounds, &self.value_null, value, vlen)
-        self.count += 1
+    cdef int finish(self) except -1:
+        """Shrink every column to its size (the result takes the objects as they are)."""
+        if self.cap != self.count:
+            self.resize_rows(self.count)
+        if self.hcap != self.header_count:
+            self.resize_headers(self.header_count)
         return 0
 
     cdef object build(self, Py_ssize_t valid, bint partial):
+        self.finish()
         return MessageColumns(
             count=self.count,
-            offsets=array("q", grow_bytes(&self.offsets)),
-            timestamps=array("q", grow_bytes(&self.timestamps)),
-            magics=array("b", grow_bytes(&self.magics)),
-            attributes=array("b", grow_bytes(&self.attributes)),
-            codecs=array("b", grow_bytes(&self.codecs)),
-            crc_ok=array("B", grow_bytes(&self.crc_ok)),
-            key_data=grow_bytes(&self.key_data),
-            key_offsets=array("i", grow_bytes(&self.key_bounds)),
-            key_null=array("B", grow_bytes(&self.key_null)),
-            value_data=grow_bytes(&self.value_data),
-            value_offsets=array("i", grow_bytes(&self.value_bounds)),
-            value_null=array("B", grow_bytes(&self.value_null)),
+            offsets=self.a_offsets,
+            timestamps=self.a_timestamps,
+            magics=self.a_magics,
+            attributes=self.a_attributes,
+            codecs=self.a_codecs,
+            crc_ok=self.a_crc_ok,
+            key_data=data_finish(&self.key_data),
+            key_offsets=self.a_key_bounds,
+            key_null=self.a_key_null,
+            value_data=data_finish(&self.value_data),
+            value_offsets=self.a_value_bounds,
+            value_null=self.a_value_null,
             valid_bytes=valid,
             partial=partial,
+        )
+
+    cdef object build_records(self, Py_ssize_t valid, bint partial):
+        self.finish()
+        return RecordColumns(
+            count=self.count,
+            offsets=self.a_offsets,
+            timestamps=self.a_timestamps,
+            magics=self.a_magics,
+            attributes=self.a_attributes,
+            codecs=self.a_codecs,
+            crc_ok=self.a_crc_ok,
+            key_data=data_finish(&self.key_data),
+            key_offsets=self.a_key_bounds,
+            key_null=self.a_key_null,
+            value_data=data_finish(&self.value_data),
+            value_offsets=self.a_value_bounds,
+            value_null=self.a_value_null,
+            valid_bytes=valid,
+            partial=partial,
+            timestamp_types=self.a_ts_types,
+            producer_ids=self.a_producer_ids,
+            producer_epochs=self.a_producer_epochs,
+            sequences=self.a_sequences,
+            transactional=self.a_transactional,
+            control=self.a_control,
+            batch_offsets=self.a_batch_offsets,
+            leader_epochs=self.a_leader_epochs,
+            header_starts=self.a_header_starts,
+            header_key_data=data_finish(&self.hkey_data),
+            header_key_offsets=self.a_hkey_bounds,
+            header_value_data=data_finish(&self.hvalue_data),
+            header_value_offsets=self.a_hvalue_bounds,
+            header_value_null=self.a_hvalue_null,
         )
 
 
@@ -720,6 +853,7 @@ cdef int expand_wrapper(const uint8_t* buf, list out, _Columns cols, Decoding* o
     opts.inner_magics = 0
     opts.inner_max_offset = INT64_MIN
     if cols is not None:
+        cols.reserve_exact(0, raw_size)
         row0 = cols.count
     elif not opts.lazy:
         found = []
@@ -764,16 +898,13 @@ cdef int expand_wrapper(const uint8_t* buf, list out, _Columns cols, Decoding* o
 cdef void fix_rows(_Columns cols, Py_ssize_t row0, int64_t delta, bint log_append, int64_t timestamp,
                    bint crc_ok) noexcept:
     cdef Py_ssize_t i
-    cdef int64_t value
     for i in range(row0, cols.count):
         if delta:
-            memcpy(&value, cols.offsets.data + 8 * i, 8)
-            value += delta
-            memcpy(cols.offsets.data + 8 * i, &value, 8)
+            cols.offsets[i] += delta
         if log_append:
-            memcpy(cols.timestamps.data + 8 * i, &timestamp, 8)
+            cols.timestamps[i] = timestamp
         if not crc_ok:
-            cols.crc_ok.data[i] = 0
+            cols.crc_ok[i] = 0
 
 
 cdef class _BufferView:
@@ -1140,7 +1271,7 @@ cdef extern from *:
     #include <nmmintrin.h>
     #define KPROTO_CRC32C_HW 1
     __attribute__((target("sse4.2")))
-    static uint32_t kproto_crc32c_hw(uint32_t state, const unsigned char *p, size_t n) {
+    static uint32_t kproto_crc32c_hw1(uint32_t state, const unsigned char *p, size_t n) {
         uint64_t c0 = state, v0;
         while (n >= 8) {
             memcpy(&v0, p, 8);
@@ -1154,9 +1285,69 @@ cdef extern from *:
         }
         return (uint32_t)c0;
     }
+    /* The crc32 instruction takes 3 cycles and can start one per cycle, so long inputs run as three
+       interleaved streams over three adjacent blocks, joined by the identity
+       state after (A, B) = zeros(state after A, len B) ^ state of B from 0, where zeros(s, len) -- s carried
+       over len zero bytes -- is linear in s: four lookups in tables built at import from 32 basis runs. */
+    #define KPROTO_CRC_SHORT 256
+    #define KPROTO_CRC_LONG 4096
+    static uint32_t kproto_crc32c_short_zeros[4][256], kproto_crc32c_long_zeros[4][256];
+    static int kproto_crc32c_zeros_ready;
+    static uint32_t kproto_crc32c_zeros(uint32_t zeros[4][256], uint32_t c) {
+        return zeros[0][c & 0xFF] ^ zeros[1][(c >> 8) & 0xFF] ^ zeros[2][(c >> 16) & 0xFF] ^ zeros[3][c >> 24];
+    }
+    static void kproto_crc32c_zeros_table(uint32_t zeros[4][256], size_t len) {
+        static const unsigned char nothing[KPROTO_CRC_LONG];
+        uint32_t basis[32], v;
+        int j, k, b;
+        for (j = 0; j < 32; j++)
+            basis[j] = kproto_crc32c_hw1(1u << j, nothing, len);
+        for (k = 0; k < 4; k++)
+            for (b = 0; b < 256; b++) {
+                for (v = 0, j = 0; j < 8; j++)
+                    if ((b >> j) & 1)
+                        v ^= basis[8 * k + j];
+                zeros[k][b] = v;
+            }
+    }
+    #define KPROTO_CRC_THREE(c0, p, block, zeros)                                        \
+        do {                                                                             \
+            uint64_t c1 = 0, c2 = 0, v0, v1, v2;                                         \
+            const unsigned char *stop = p + block;                                       \
+            do {                                                                         \
+                memcpy(&v0, p, 8);                                                       \
+                memcpy(&v1, p + block, 8);                                               \
+                memcpy(&v2, p + 2 * block, 8);                                           \
+                c0 = _mm_crc32_u64(c0, v0);                                              \
+                c1 = _mm_crc32_u64(c1, v1);                                              \
+                c2 = _mm_crc32_u64(c2, v2);                                              \
+                p += 8;                                                                  \
+            } while (p < stop);                                                          \
+            c0 = kproto_crc32c_zeros(zeros, (uint32_t)c0) ^ (uint32_t)c1;                \
+            c0 = kproto_crc32c_zeros(zeros, (uint32_t)c0) ^ (uint32_t)c2;                \
+            p += 2 * block;                                                              \
+        } while (0)
+    __attribute__((target("sse4.2")))
+    static uint32_t kproto_crc32c_hw(uint32_t state, const unsigned char *p, size_t n) {
+        uint64_t c0 = state;
+        if (kproto_crc32c_zeros_ready) {
+            for (; n >= 3 * KPROTO_CRC_LONG; n -= 3 * KPROTO_CRC_LONG)
+                KPROTO_CRC_THREE(c0, p, KPROTO_CRC_LONG, kproto_crc32c_long_zeros);
+            for (; n >= 3 * KPROTO_CRC_SHORT; n -= 3 * KPROTO_CRC_SHORT)
+                KPROTO_CRC_THREE(c0, p, KPROTO_CRC_SHORT, kproto_crc32c_short_zeros);
+        }
+        return kproto_crc32c_hw1((uint32_t)c0, p, n);
+    }
     static int kproto_crc32c_hw_available(void) {
         __builtin_cpu_init();
-        return __builtin_cpu_supports("sse4.2");
+        if (!__builtin_cpu_supports("sse4.2"))
+            return 0;
+        if (!kproto_crc32c_zeros_ready) {
+            kproto_crc32c_zeros_table(kproto_crc32c_short_zeros, KPROTO_CRC_SHORT);
+            kproto_crc32c_zeros_table(kproto_crc32c_long_zeros, KPROTO_CRC_LONG);
+            kproto_crc32c_zeros_ready = 1;
+        }
+        return 1;
     }
     #elif defined(__GNUC__) && defined(__aarch64__) && defined(__linux__)
     #include <arm_acle.h>
@@ -1415,6 +1606,134 @@ cdef Py_ssize_t check_records(const uint8_t* buf, Py_ssize_t p, Py_ssize_t stop,
                             next_sequence(info.base_sequence, off_delta), info.transactional, info.control,
                             info.base_offset, info.leader_epoch)
         p = end
+    return p
+
+
+cdef inline Py_ssize_t quick_varint(const uint8_t* buf, Py_ssize_t p, Py_ssize_t stop, int limit,
+                                    int64_t* out) noexcept nogil:
+    """read_varint with the two byte case first (lengths of 64 B to 8 KiB); same results."""
+    cdef uint32_t raw
+    if p + 1 < stop and buf[p] >= 0x80 and buf[p + 1] < 0x80:
+        raw = (buf[p] & 0x7F) | (<uint32_t>buf[p + 1] << 7)
+        out[0] = <int64_t>(raw >> 1) ^ -<int64_t>(raw & 1)
+        return p + 2
+    return read_varint(buf, p, stop, limit, out)
+
+
+cdef Py_ssize_t add_records(const uint8_t* buf, Py_ssize_t p, Py_ssize_t stop, int32_t count, BatchInfo* info,
+                            _Columns cols, bint crc_ok) except -1:
+    """check_records for columns, faster: add ``count`` records of ``buf[p:stop]`` as rows; return their end.
+
+    Each record is parsed with the checks of check_records and stored straight into the columns.  A record
+    that fails one of them, or has a header key that is not ASCII (check_records owns the UTF-8 check), is
+    given to check_records alone, after its half-stored headers are taken back: it raises that record's
+    error with its own message and offset, or adds the record.  So every error is check_records's, and this
+    loop only stores records check_records accepts, with the values it would store.  The columns that are
+    the same for the whole batch are filled once at the end."""
+    cdef int32_t i
+    cdef int64_t length, ts_delta, off_delta, klen, vlen, nheaders, hk, hv, h
+    cdef Py_ssize_t q, end, start, row, row0, key_at, value_at, hkey_at, hkey_mark, hvalue_mark
+    cdef int32_t header_mark
+    cdef int64_t base_offset = info.base_offset, base_ts = info.base_timestamp
+    cdef int64_t* offsets
+    cdef int64_t* timestamps
+    cdef int8_t* attributes
+    cdef int32_t* key_bounds
+    cdef uint8_t* key_null
+    cdef int32_t* value_bounds
+    cdef uint8_t* value_null
+    cdef int32_t* sequences
+    cdef int32_t* header_starts
+    cols.reserve(count, stop - p)
+    row0 = cols.count
+    i = 0
+    while i < count:
+        # the row columns, again after check_records or a growth may have moved them
+        offsets = cols.offsets
+        timestamps = cols.timestamps
+        attributes = cols.attributes
+        key_bounds = cols.key_bounds
+        key_null = cols.key_null
+        value_bounds = cols.value_bounds
+        value_null = cols.value_null
+        sequences = cols.sequences
+        header_starts = cols.header_starts
+        while i < count:
+            if p >= stop:
+                raise DecodeError(f"the batch holds fewer records than its records count {count}", p)
+            i += 1
+            header_mark = cols.header_count
+            hkey_mark = cols.hkey_data.size
+            hvalue_mark = cols.hvalue_data.size
+            row = cols.count
+            q = quick_varint(buf, p, stop, 5, &length)
+            if q < 0 or length < 6 or length > stop - q or row >= cols.cap:
+                break
+            end = q + length
+            start = q
+            q = quick_varint(buf, q + 1, end, 10, &ts_delta)
+            if q >= 0:
+                q = quick_varint(buf, q, end, 5, &off_delta)
+            if q < 0 or (off_delta > 0 and base_offset > INT64_MAX - off_delta) or (
+                    off_delta < 0 and base_offset < INT64_MIN - off_delta) or (
+                    ts_delta > 0 and base_ts > INT64_MAX - ts_delta) or (ts_delta < 0 and base_ts < INT64_MIN - ts_delta):
+                break
+            q = quick_varint(buf, q, end, 5, &klen)
+            if q < 0 or klen < -1 or klen > end - q:
+                break
+            key_at = q
+            if klen > 0:
+                q += klen
+            q = quick_varint(buf, q, end, 5, &vlen)
+            if q < 0 or vlen < -1 or vlen > end - q:
+                break
+            value_at = q
+            if vlen > 0:
+                q += vlen
+            q = quick_varint(buf, q, end, 5, &nheaders)
+            if q < 0 or nheaders < 0 or nheaders > end - q:
+                break
+            h = 0
+            while h < nheaders:
+                q = quick_varint(buf, q, end, 5, &hk)
+                if q < 0 or hk < 0 or hk > end - q or not is_ascii(buf + q, hk):
+                    break
+                hkey_at = q
+                q = quick_varint(buf, q + hk, end, 5, &hv)
+                if q < 0 or hv < -1 or hv > end - q:
+                    break
+                cols.add_header(buf + hkey_at, hk, buf + q, hv)
+                if hv > 0:
+                    q += hv
+                h += 1
+            if h < nheaders or q != end:
+                break
+            offsets[row] = base_offset + off_delta
+            timestamps[row] = info.max_timestamp if info.ts_type else base_ts + ts_delta
+            attributes[row] = <int8_t>buf[start]
+            if klen > 0:
+                data_put(&cols.key_data, buf + key_at, klen)
+            key_bounds[row + 1] = <int32_t>cols.key_data.size
+            key_null[row] = klen < 0
+            if vlen > 0:
+                data_put(&cols.value_data, buf + value_at, vlen)
+            value_bounds[row + 1] = <int32_t>cols.value_data.size
+            value_null[row] = vlen < 0
+            sequences[row] = next_sequence(info.base_sequence, off_delta)
+            header_starts[row + 1] = cols.header_count
+            cols.count = row + 1
+            p = end
+        else:
+            break
+        # the record just counted is check_records's (see above)
+        cols.header_count = header_mark
+        cols.hkey_data.size = hkey_mark
+        cols.hvalue_data.size = hvalue_mark
+        if row >= cols.cap:
+            cols.grow_rows(row + 1)
+        p = check_records(buf, p, stop, 1, info, cols, crc_ok)
+    cols.fill_batch(row0, info.codec, crc_ok, info.ts_type, info.producer_id, info.producer_epoch,
+                    info.transactional, info.control, base_offset, info.leader_epoch)
     return p
 
 
@@ -1720,7 +2039,10 @@ cdef object decode_batch(object owner, const uint8_t* buf, Py_ssize_t pos, Py_ss
         opts.limit -= stop
         p = 0
     try:
-        p = check_records(data, p, stop, count, &info, cols, crc_ok)
+        if cols is not None:
+            p = add_records(data, p, stop, count, &info, cols, crc_ok)
+        else:
+            p = check_records(data, p, stop, count, &info, cols, crc_ok)
     except DecodeError as exc:
         if not info.codec:
             raise
@@ -1781,11 +2103,16 @@ cdef Py_ssize_t legacy_run(const uint8_t* buf, Py_ssize_t pos, Py_ssize_t end, P
     cdef int32_t size
     cdef bint partial
     cdef int64_t last = 0
+    cdef Py_ssize_t entries = 1
     while n - end >= 17:  # extend the run over the next complete magic 0/1 entries
         size = load_i32(buf + end + 8)
         if size < MIN_SIZE or buf[end + 16] >= 2 or size > n - end - 12:
             break
         end += 12 + size
+        entries += 1
+    # an entry is a row (a compressed wrapper's rows are reserved when it is expanded); its value is all but
+    # the 26 bytes of the smallest message
+    cols.reserve_exact(entries, end - pos - 26 * entries)
     try:
         decode_set(buf + pos, end - pos, None, cols, opts, False, 0, &partial, &last)
     except DecodeError as exc:

@@ -157,25 +157,30 @@ class MessageColumns:
         return _unpack_binary(self.value_data, self.value_offsets, self.value_null)
 
     def to_arrow(self) -> Any:
-        """A ``pyarrow.RecordBatch`` (requires pyarrow): offset, timestamp, magic, attributes, codec, crc_ok, key, value."""
-        pa = _pyarrow()
-        pc = _pc()
-        magics = pa.array(self.magics, pa.int8())
-        timestamps = pa.array(self.timestamps, pa.int64())
-        timestamps = pc.if_else(pc.equal(magics, 0), pa.scalar(None, pa.int64()), timestamps)
-        return pa.RecordBatch.from_arrays(
-            [
-                pa.array(self.offsets, pa.int64()),
-                timestamps,
-                magics,
-                pa.array(self.attributes, pa.int8()),
-                pa.array(self.codecs, pa.int8()),
-                pc.not_equal(pa.array(self.crc_ok, pa.uint8()), 0),
-                _arrow_binary(pa, pc, self.count, self.key_data, self.key_offsets, self.key_null),
-                _arrow_binary(pa, pc, self.count, self.value_data, self.value_offsets, self.value_null),
-            ],
-            names=["offset", "timestamp", "magic", "attributes", "codec", "crc_ok", "key", "value"],
-        )
+        """A ``pyarrow.RecordBatch`` (requires pyarrow): offset, timestamp, magic, attributes, codec, crc_ok, key, value.
+
+        The arrays are views of these columns' buffers (no copy), except the booleans and validity bitmaps,
+        which Arrow stores as bits."""
+        kit = _arrow_kit()
+        return kit.pa.RecordBatch.from_arrays(self._arrow_arrays(kit), schema=kit.message_schema)
+
+    def _arrow_arrays(self, kit: "_ArrowKit") -> List[Any]:
+        n = self.count
+        timestamps = kit.fixed(kit.pa.int64(), n, self.timestamps)
+        if b"\x00" in self.magics.tobytes():  # magic 0 has no timestamp: null
+            validity = kit.pc.not_equal(kit.fixed(kit.pa.int8(), n, self.magics), kit.zero_i8)
+            timestamps = kit.pa.Array.from_buffers(kit.pa.int64(), n, [validity.buffers()[1],
+                                                                       kit.pa.py_buffer(self.timestamps)])
+        return [
+            kit.fixed(kit.pa.int64(), n, self.offsets),
+            timestamps,
+            kit.fixed(kit.pa.int8(), n, self.magics),
+            kit.fixed(kit.pa.int8(), n, self.attributes),
+            kit.fixed(kit.pa.int8(), n, self.codecs),
+            kit.flags(n, self.crc_ok),
+            kit.binary(kit.pa.binary(), n, self.key_data, self.key_offsets, self.key_null),
+            kit.binary(kit.pa.binary(), n, self.value_data, self.value_offsets, self.value_null),
+        ]
 
     def __repr__(self) -> str:
         tail = ", partial tail" if self.partial else ""
@@ -380,32 +385,31 @@ class RecordColumns(MessageColumns):
     def to_arrow(self) -> Any:
         """A ``pyarrow.RecordBatch``: the :class:`MessageColumns` columns, then timestamp_type, producer_id,
         producer_epoch, sequence, is_transactional, is_control, batch_offset, leader_epoch and headers
-        (``list<struct<key: string, value: binary>>``)."""
-        pa = _pyarrow()
-        pc = _pc()
-        base = MessageColumns.to_arrow(self)
+        (``list<struct<key: string, value: binary>>``), views of these columns' buffers as in
+        :meth:`MessageColumns.to_arrow`."""
+        kit = _arrow_kit()
+        pa = kit.pa
+        n = self.count
         n_headers = len(self.header_key_offsets) - 1
-        keys = pa.Array.from_buffers(pa.string(), n_headers,
-                                     [None, pa.py_buffer(self.header_key_offsets), pa.py_buffer(self.header_key_data)])
-        values = _arrow_binary(pa, pc, n_headers, self.header_value_data, self.header_value_offsets,
-                               self.header_value_null)
-        entries = pa.StructArray.from_arrays([keys, values], fields=[pa.field("key", pa.string()),
-                                                                     pa.field("value", pa.binary())])
-        headers = pa.ListArray.from_arrays(pa.array(self.header_starts, pa.int32()), entries)
-        extra = [
-            pa.array(self.timestamp_types, pa.int8()),
-            pa.array(self.producer_ids, pa.int64()),
-            pa.array(self.producer_epochs, pa.int16()),
-            pa.array(self.sequences, pa.int32()),
-            pc.not_equal(pa.array(self.transactional, pa.uint8()), 0),
-            pc.not_equal(pa.array(self.control, pa.uint8()), 0),
-            pa.array(self.batch_offsets, pa.int64()),
-            pa.array(self.leader_epochs, pa.int32()),
+        keys = pa.Array.from_buffers(pa.string(), n_headers, [None, pa.py_buffer(self.header_key_offsets),
+                                                               pa.py_buffer(self.header_key_data)], 0)
+        values = kit.binary(pa.binary(), n_headers, self.header_value_data, self.header_value_offsets,
+                            self.header_value_null)
+        entries = pa.Array.from_buffers(kit.header_type, n_headers, [None], 0, children=[keys, values])
+        headers = pa.Array.from_buffers(kit.headers_type, n, [None, pa.py_buffer(self.header_starts)], 0,
+                                        children=[entries])
+        arrays = self._arrow_arrays(kit) + [
+            kit.fixed(pa.int8(), n, self.timestamp_types),
+            kit.fixed(pa.int64(), n, self.producer_ids),
+            kit.fixed(pa.int16(), n, self.producer_epochs),
+            kit.fixed(pa.int32(), n, self.sequences),
+            kit.flags(n, self.transactional),
+            kit.flags(n, self.control),
+            kit.fixed(pa.int64(), n, self.batch_offsets),
+            kit.fixed(pa.int32(), n, self.leader_epochs),
             headers,
         ]
-        names = ["timestamp_type", "producer_id", "producer_epoch", "sequence", "is_transactional", "is_control",
-                 "batch_offset", "leader_epoch", "headers"]
-        return pa.RecordBatch.from_arrays(base.columns + extra, names=base.schema.names + names)
+        return pa.RecordBatch.from_arrays(arrays, schema=kit.record_schema)
 
     def __repr__(self) -> str:
         tail = ", partial tail" if self.partial else ""
@@ -416,18 +420,69 @@ def _signed8(value: int) -> int:
     return value - 256 if value > 127 else value
 
 
-def _pyarrow() -> Any:
-    try:
-        import pyarrow
-    except ImportError:
-        raise ImportError("arrow=True needs pyarrow: pip install 'kproto[arrow]'") from None
-    return pyarrow
+class _ArrowKit:
+    """pyarrow, the types, schemas and scalars of the column conversions, and the conversions: built once.
+
+    Fixed-width columns become Arrow arrays over the column's own buffer (``pyarrow.py_buffer`` keeps the
+    ``array``/``bytes`` alive; neither can change while exported); 0/1 flag columns become Arrow's bit-packed
+    booleans and null flags validity bitmaps through one compute kernel each."""
+
+    def __init__(self) -> None:
+        try:
+            import pyarrow as pa
+            import pyarrow.compute as pc
+        except ImportError:
+            raise ImportError("arrow=True needs pyarrow: pip install 'kproto[arrow]'") from None
+        self.pa = pa
+        self.pc = pc
+        self.zero_u8 = pa.scalar(0, pa.uint8())
+        self.zero_i8 = pa.scalar(0, pa.int8())
+        self.header_type = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
+        self.headers_type = pa.list_(self.header_type)
+        message_fields = [
+            ("offset", pa.int64()), ("timestamp", pa.int64()), ("magic", pa.int8()), ("attributes", pa.int8()),
+            ("codec", pa.int8()), ("crc_ok", pa.bool_()), ("key", pa.binary()), ("value", pa.binary()),
+        ]
+        record_fields = message_fields + [
+            ("timestamp_type", pa.int8()), ("producer_id", pa.int64()), ("producer_epoch", pa.int16()),
+            ("sequence", pa.int32()), ("is_transactional", pa.bool_()), ("is_control", pa.bool_()),
+            ("batch_offset", pa.int64()), ("leader_epoch", pa.int32()), ("headers", self.headers_type),
+        ]
+        self.message_schema = pa.schema(message_fields)
+        self.record_schema = pa.schema(record_fields)
+
+    def fixed(self, arrow_type: Any, count: int, column: "array[int]") -> Any:
+        return self.pa.Array.from_buffers(arrow_type, count, [None, self.pa.py_buffer(column)], 0)
+
+    def flags(self, count: int, column: "array[int]") -> Any:
+        raw = column.tobytes()
+        if b"\x00" not in raw:  # all true (crc_ok with check_crc=True, or one transactional batch): no kernel
+            bits = b"\xff" * (count // 8) + (bytes([(1 << (count % 8)) - 1]) if count % 8 else b"")
+        elif b"\x01" not in raw:
+            bits = bytes((count + 7) // 8)
+        else:
+            return self.pc.not_equal(self.fixed(self.pa.uint8(), count, column), self.zero_u8)
+        return self.pa.Array.from_buffers(self.pa.bool_(), count, [None, self.pa.py_buffer(bits)], 0)
+
+    def binary(self, arrow_type: Any, count: int, data: bytes, bounds: "array[int]", nulls: "array[int]") -> Any:
+        pa = self.pa
+        validity = None
+        null_count = 0
+        if b"\x01" in nulls.tobytes():  # a byte search; Arrow counts the nulls from the bitmap when asked
+            validity = self.pc.equal(self.fixed(pa.uint8(), count, nulls), self.zero_u8).buffers()[1]
+            null_count = -1
+        return pa.Array.from_buffers(arrow_type, count, [validity, pa.py_buffer(bounds), pa.py_buffer(data)],
+                                     null_count)
 
 
-def _pc() -> Any:
-    import pyarrow.compute
+_ARROW_KIT: Optional[_ArrowKit] = None
 
-    return pyarrow.compute
+
+def _arrow_kit() -> _ArrowKit:
+    global _ARROW_KIT
+    if _ARROW_KIT is None:
+        _ARROW_KIT = _ArrowKit()
+    return _ARROW_KIT
 
 
 def _pack_binary(items: List[Optional[bytes]]) -> "Tuple[bytes, array[int], array[int]]":
@@ -447,13 +502,3 @@ def _pack_binary(items: List[Optional[bytes]]) -> "Tuple[bytes, array[int], arra
 
 def _unpack_binary(data: bytes, bounds: Sequence[int], nulls: Sequence[int]) -> List[Any]:
     return [None if nulls[i] else data[bounds[i] : bounds[i + 1]] for i in range(len(nulls))]
-
-
-def _arrow_binary(pa: Any, pc: Any, count: int, data: bytes, bounds: "array[int]", nulls: "array[int]") -> Any:
-    null_count = nulls.tobytes().count(1)
-    validity = None
-    if null_count:
-        validity = pc.equal(pa.array(nulls, pa.uint8()), 0).buffers()[1]
-    return pa.Array.from_buffers(
-        pa.binary(), count, [validity, pa.py_buffer(bounds), pa.py_buffer(data)], null_count
-    )
