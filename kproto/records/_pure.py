@@ -11,7 +11,9 @@ import struct
 import zlib
 from array import array
 from collections import namedtuple
-from typing import Any, Iterable, List, Optional, Tuple
+from collections.abc import Sequence
+from functools import partial
+from typing import Any, Iterable, Iterator, List, Optional, Tuple
 
 from kproto.errors import DecodeError, EncodeError, LimitExceededError
 from kproto.records.compression import compress_buffer, decompress
@@ -446,6 +448,42 @@ class Record(_RecordFields):
     __slots__ = ()
 
 
+_record_of = partial(_new, Record)  # a Record from a tuple of its fields, called from C by map()
+
+
+class _BatchRecords(Sequence):  # type: ignore[type-arg]
+    """The records of a decoded magic 2 batch, the pure twin of the compiled one: the batch is parsed and
+    checked whole when it is decoded, each record's fields kept as a plain tuple; iteration makes each
+    :class:`Record` as it reaches it (in C, through ``map``), indexing makes them all once.
+
+    Why: a consumer that takes records one at a time and lets them go then never holds thousands of new
+    objects at once, so the cyclic garbage collector is not woken by them; and a plain tuple is what that
+    collector stops tracking, a tuple subclass is not.
+    """
+
+    __slots__ = ("_rows", "_built")
+
+    def __init__(self, rows: List[Tuple[Any, ...]]) -> None:
+        self._rows = rows
+        self._built: Optional[List[Record]] = None
+
+    def __iter__(self) -> Iterator[Record]:
+        if self._built is not None:
+            return iter(self._built)
+        return map(_record_of, self._rows)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __getitem__(self, index: Any) -> Any:
+        if self._built is None:
+            self._built = list(map(_record_of, self._rows))
+        return self._built[index]
+
+    def __repr__(self) -> str:
+        return f"<{len(self._rows)} records>"
+
+
 def _legacy_records(messages: List[Message]) -> List[Record]:
     return [
         _new(Record, (m.offset, m.timestamp, m.key, m.value, (), m.magic, m.codec, m.timestamp_type,
@@ -555,19 +593,27 @@ def _decode_batch(buf: bytes, pos: int, end: int, check_crc: bool, budget: List[
         name = None
         body = buf
         base = 0
-    records: List[Record] = []
     p = body_at if not codec else 0
     stop = end if not codec else len(body)
     ts_type = (attributes >> 3) & 1
     transactional = bool(attributes & ATTR_TRANSACTIONAL)
     control = bool(attributes & ATTR_CONTROL)
-    try:
-        p = _records_into(body, p, stop, count, records, base_offset, base_ts, max_ts if ts_type else None, ts_type,
-                          name, producer_id, producer_epoch, base_sequence, transactional, control)
-    except DecodeError as exc:
-        if not codec:
-            raise
-        raise type(exc)(f"{exc.reason} [decompressed byte {exc.offset} of the {name} batch]", body_at) from None
+    log_append_ts = max_ts if ts_type else None
+    fast = _records_fast(body, p, stop, count, base_offset, base_ts, log_append_ts, ts_type, name, producer_id,
+                         producer_epoch, base_sequence, transactional, control)
+    if fast is not None:
+        rows = fast
+        p = stop
+    else:  # something unusual, perhaps an error: the careful parse, whose errors are the contract
+        rows = []
+        try:
+            p = _records_into(body, p, stop, count, rows, base_offset, base_ts, log_append_ts, ts_type, name,
+                              producer_id, producer_epoch, base_sequence, transactional, control)
+        except DecodeError as exc:
+            if not codec:
+                raise
+            raise type(exc)(f"{exc.reason} [decompressed byte {exc.offset} of the {name} batch]", body_at) from None
+    records = _BatchRecords(rows)
     if p != stop:
         raise DecodeError(f"{stop - p} bytes follow the {count} records the batch header counts",
                           p if not codec else body_at)
@@ -614,13 +660,14 @@ def _sequence(base_sequence: int, delta: int) -> int:
 
 
 def _records_into(
-    buf: bytes, p: int, stop: int, count: int, out: List[Record], base_offset: int, base_ts: int,
+    buf: bytes, p: int, stop: int, count: int, out: List[Tuple[Any, ...]], base_offset: int, base_ts: int,
     log_append_ts: Optional[int], ts_type: int, codec: Optional[str], producer_id: int, producer_epoch: int,
     base_sequence: int, transactional: bool, control: bool,
 ) -> int:
-    """Parse ``count`` records from ``buf[p:stop]`` into ``out``; return where they end."""
+    """Parse ``count`` records from ``buf[p:stop]`` into ``out`` (the fields of each as a tuple, in the order of
+    :class:`Record`'s); return where they end."""
     append = out.append
-    new, record, varint = _new, Record, _varint
+    varint = _varint
     for _ in range(count):
         if p >= stop:
             raise DecodeError(f"the batch holds fewer records than its records count {count}", p)
@@ -682,12 +729,203 @@ def _records_into(
             headers = ()
         if q != end:
             raise DecodeError(f"record fields end {end - q} bytes before its length says", q)
-        append(new(record, (offset, log_append_ts if ts_type else timestamp, key, value, headers, 2, codec, ts_type,
-                            producer_id, producer_epoch, _sequence(base_sequence, off_delta) if base_sequence >= 0
-                            else -1, transactional, control, attributes)))
+        append((offset, log_append_ts if ts_type else timestamp, key, value, headers, 2, codec, ts_type, producer_id,
+                producer_epoch, _sequence(base_sequence, off_delta) if base_sequence >= 0 else -1, transactional,
+                control, attributes))
         p = end
     return p
 
+
+class _Unusual(Exception):
+    """Raised inside :func:`_records_fast` when a record leaves its fast path (never escapes it)."""
+
+
+def _varint_rest(buf: bytes, p: int) -> Tuple[int, int]:
+    """The raw (not yet zigzag-decoded) varint at ``p`` whose first two bytes both have the continuation bit:
+    (raw, next position), for at most four bytes; longer ones are left to the careful decoder."""
+    b = buf[p + 2]
+    if b < 0x80:
+        return (buf[p] & 0x7F) | (buf[p + 1] & 0x7F) << 7 | b << 14, p + 3
+    c = buf[p + 3]
+    if c < 0x80:
+        return (buf[p] & 0x7F) | (buf[p + 1] & 0x7F) << 7 | (b & 0x7F) << 14 | c << 21, p + 4
+    raise _Unusual
+
+
+#: The fast path does not range-check offsets and timestamps per record: it takes only batches whose base
+#: offset and base timestamp are this far inside int64, and varints of at most four bytes (|delta| < 2**27).
+_FAST_BASE_LIMIT = 2**62
+
+
+def _records_fast(
+    buf: bytes, p: int, stop: int, count: int, base_offset: int, base_ts: int, log_append_ts: Optional[int],
+    ts_type: int, codec: Optional[str], producer_id: int, producer_epoch: int, base_sequence: int,
+    transactional: bool, control: bool,
+) -> Optional[List[Tuple[Any, ...]]]:
+    """:func:`_records_into` for the records producers write, or ``None`` when anything is unusual.
+
+    One loop with no call per field: varints of one and two bytes are read in line (longer ones, up to four
+    bytes, by :func:`_varint_rest`) and zigzag decoded in line.  It never raises and checks little on the way:
+    positions only grow, so a record whose fields end exactly where its length says, in a batch whose
+    records end exactly at its end, read no byte outside either; lengths are checked for sign.  On anything
+    it does not take (a varint beyond four bytes, a negative or misplaced length, a header key that is not
+    UTF-8, a base offset or timestamp near the int64 edge, records that do not fill the batch) it gives up
+    and the caller parses the batch again with :func:`_records_into`, whose errors are the contract; what it
+    returns is what :func:`_records_into` builds, row for row.
+    """
+    if not (-_FAST_BASE_LIMIT < base_offset < _FAST_BASE_LIMIT and -_FAST_BASE_LIMIT < base_ts < _FAST_BASE_LIMIT):
+        return None
+    out: List[Tuple[Any, ...]] = []
+    append = out.append
+    rest = _varint_rest
+    timestamp = log_append_ts
+    sequence = -1
+    track_sequence = base_sequence >= 0
+    try:
+        for _ in range(count):
+            b = buf[p]  # record length
+            if b < 0x80:
+                q = p + 1
+            else:
+                c = buf[p + 1]
+                if c < 0x80:
+                    b = (b & 0x7F) | c << 7
+                    q = p + 2
+                else:
+                    b, q = rest(buf, p)
+            if b & 1:
+                return None
+            p = q + (b >> 1)  # where the record ends
+            attributes = buf[q]
+            b = buf[q + 1]  # timestamp delta
+            if b < 0x80:
+                q += 2
+            else:
+                c = buf[q + 2]
+                if c < 0x80:
+                    b = (b & 0x7F) | c << 7
+                    q += 3
+                else:
+                    b, q = rest(buf, q + 1)
+            if not ts_type:
+                timestamp = base_ts + ((b >> 1) ^ -(b & 1))
+            b = buf[q]  # offset delta
+            if b < 0x80:
+                q += 1
+            else:
+                c = buf[q + 1]
+                if c < 0x80:
+                    b = (b & 0x7F) | c << 7
+                    q += 2
+                else:
+                    b, q = rest(buf, q)
+            delta = (b >> 1) ^ -(b & 1)
+            b = buf[q]  # key length
+            if b == 1:  # null
+                key = None
+                q += 1
+            else:
+                if b < 0x80:
+                    q += 1
+                else:
+                    c = buf[q + 1]
+                    if c < 0x80:
+                        b = (b & 0x7F) | c << 7
+                        q += 2
+                    else:
+                        b, q = rest(buf, q)
+                if b & 1:
+                    return None
+                key = buf[q : q + (b >> 1)]
+                q += b >> 1
+            b = buf[q]  # value length
+            if b == 1:
+                value = None
+                q += 1
+            else:
+                if b < 0x80:
+                    q += 1
+                else:
+                    c = buf[q + 1]
+                    if c < 0x80:
+                        b = (b & 0x7F) | c << 7
+                        q += 2
+                    else:
+                        b, q = rest(buf, q)
+                if b & 1:
+                    return None
+                value = buf[q : q + (b >> 1)]
+                q += b >> 1
+            b = buf[q]  # header count
+            q += 1
+            if b == 0:
+                headers: Tuple[Tuple[str, Optional[bytes]], ...] = ()
+            elif b & 0x81:  # negative, or more than 63 headers: leave it to the careful parse
+                return None
+            elif b == 2:  # one header, the usual case: no list, no loop
+                b = buf[q]  # header key length: a short one, not null
+                if b & 0x81:
+                    return None
+                q += 1
+                hkey = buf[q : q + (b >> 1)].decode()
+                q += b >> 1
+                b = buf[q]  # header value length
+                if b == 1:
+                    headers = ((hkey, None),)
+                    q += 1
+                else:
+                    if b < 0x80:
+                        q += 1
+                    else:
+                        c = buf[q + 1]
+                        if c < 0x80:
+                            b = (b & 0x7F) | c << 7
+                            q += 2
+                        else:
+                            b, q = rest(buf, q)
+                    if b & 1:
+                        return None
+                    headers = ((hkey, buf[q : q + (b >> 1)]),)
+                    q += b >> 1
+            else:
+                pairs = []
+                for _ in range(b >> 1):
+                    b = buf[q]  # header key length: a short one, not null
+                    if b & 0x81:
+                        return None
+                    q += 1
+                    hkey = buf[q : q + (b >> 1)].decode()
+                    q += b >> 1
+                    b = buf[q]  # header value length
+                    if b == 1:
+                        pairs.append((hkey, None))
+                        q += 1
+                        continue
+                    if b < 0x80:
+                        q += 1
+                    else:
+                        c = buf[q + 1]
+                        if c < 0x80:
+                            b = (b & 0x7F) | c << 7
+                            q += 2
+                        else:
+                            b, q = rest(buf, q)
+                    if b & 1:
+                        return None
+                    pairs.append((hkey, buf[q : q + (b >> 1)]))
+                    q += b >> 1
+                headers = tuple(pairs)
+            if q != p:
+                return None
+            if track_sequence:
+                sequence = base_sequence + delta
+                if sequence > _I32_MAX:  # Kafka's sequences wrap past int32 max to 0
+                    sequence -= 0x80000000
+            append((base_offset + delta, timestamp, key, value, headers, 2, codec, ts_type, producer_id, producer_epoch,
+                    sequence, transactional, control, attributes))
+    except (IndexError, UnicodeDecodeError, _Unusual):
+        return None
+    return out if p == stop else None
 
 def _varbytes(buf: bytes, q: int, end: int, what: str) -> Tuple[Optional[bytes], int]:
     """A varint length (-1: null) and that many bytes, inside the record ending at ``end``."""
