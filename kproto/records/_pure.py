@@ -13,6 +13,8 @@ from array import array
 from collections import namedtuple
 from collections.abc import Sequence
 from functools import partial
+from itertools import chain, repeat
+from operator import itemgetter, sub
 from typing import Any, Iterable, Iterator, List, Optional, Tuple
 
 from kproto.errors import DecodeError, EncodeError, LimitExceededError
@@ -1006,11 +1008,200 @@ def _zigzag(value: int) -> bytes:
 _SMALL_VARINTS = [bytes((i,)) for i in range(128)]
 
 
-def encode_batch_records(records: Iterable[Any], now: int) -> Tuple[bytes, int, int, int]:
-    """The record section of a batch: (bytes, count, base timestamp, max timestamp).
+def encode_batch_records(records: Iterable[Any], now: int) -> Tuple[List[bytes], int, int, int]:
+    """The record section of a batch: (its pieces, to be joined, count, base timestamp, max timestamp).
 
-    Deltas are taken from the first record's timestamp, as Kafka's producers write them.
+    Deltas are taken from the first record's timestamp, as Kafka's producers write them.  The records are
+    encoded a column at a time (:func:`_encode_columns`) when they are all plain tuples of one shape, else
+    one at a time (:func:`_encode_rows`), which also gives every error; both write the same bytes.
     """
+    items = records if type(records) is list else list(records)
+    try:
+        fast = _encode_columns(items, now)
+    except Exception:  # whatever stopped it, the row encoder meets too, and reports
+        fast = None
+    return fast or _encode_rows(items, now)
+
+
+_NONE_TYPE, _BYTES_TYPE, _TUPLE_TYPE, _INT_TYPE, _STR_TYPE = {type(None)}, {bytes}, {tuple}, {int}, {str}
+_BYTES_OR_NONE = {bytes, type(None)}
+_HEADER_LISTS = {list, tuple}
+
+
+def _encode_columns(items: List[Any], now: int) -> Optional[Tuple[List[bytes], int, int, int]]:
+    """:func:`_encode_rows` for a list of ``(key, value[, timestamp[, headers]])`` tuples of one length with
+    ``bytes``/``None`` keys and values, ``int``/``None`` timestamps and headers of ``(str, bytes | None)``
+    pairs; ``None`` for anything else (or anything it does not take), which is left to :func:`_encode_rows`
+    and its errors.
+
+    Why columns: the loops run in C.  ``zip(*items)`` turns the records into columns, each column is checked
+    by the set of its types, lengths come from ``map(len, ...)``, varints and their widths from tables, each
+    record's size is the ``sum`` of a row of widths, and the batch is one ``b"".join`` over the rows of
+    ``zip(...)``; a few lines run per batch, none per record.  The bytes are those :func:`_encode_rows` writes.
+    """
+    count = len(items)
+    if not count or set(map(type, items)) != _TUPLE_TYPE:
+        return None
+    shapes = set(map(len, items))
+    if len(shapes) != 1:
+        return None
+    shape = shapes.pop()
+    if shape == 4:
+        keys, values, timestamps, headers = zip(*items)
+    elif shape == 3:
+        keys, values, timestamps = zip(*items)
+        headers = None
+    elif shape == 2:
+        keys, values = zip(*items)
+        timestamps = headers = None
+    else:
+        return None
+    table, widths = _zigzag_tables()
+    top = len(table)
+    # each record: length, attributes, timestamp delta, offset delta, key, value, header count and headers;
+    # ``columns`` holds the pieces of each record in that order, ``sizes`` the widths that add up to its length
+    columns: List[Iterable[bytes]] = [repeat(b"\x00", count)]
+    sizes: List[Iterable[int]] = [repeat(1, count)]
+    if timestamps is None:
+        base_ts = max_ts = now
+        columns.append(repeat(b"\x00", count))
+        sizes.append(repeat(1, count))
+    else:
+        if None in timestamps:
+            timestamps = [now if t is None else t for t in timestamps]
+        if set(map(type, timestamps)) != _INT_TYPE:
+            return None
+        base_ts, low, max_ts = timestamps[0], min(timestamps), max(timestamps)
+        if low < _I64_MIN or max_ts > _I64_MAX or max_ts - base_ts > _I64_MAX or low - base_ts < _I64_MIN:
+            return None
+        deltas = list(map(sub, timestamps, repeat(base_ts)))
+        if low >= base_ts and max_ts - base_ts < top:
+            columns.append(map(table.__getitem__, deltas))
+            sizes.append(map(widths.__getitem__, deltas))
+        else:
+            varints = list(map(_zigzag, deltas))
+            columns.append(varints)
+            sizes.append(map(len, varints))
+    if count <= top:
+        columns.append(table[:count])
+        sizes.append(widths[:count])
+    else:
+        varints = list(chain(table, map(_zigzag, range(top, count))))
+        columns.append(varints)
+        sizes.append(map(len, varints))
+    if not _binary_columns(keys, count, table, widths, columns, sizes):
+        return None
+    if not _binary_columns(values, count, table, widths, columns, sizes):
+        return None
+    if not headers or not any(headers):
+        columns.append(repeat(b"\x00", count))
+        sizes.append(repeat(1, count))
+    elif not _header_columns(headers, count, table, widths, columns, sizes):
+        return None
+    lengths = list(map(sum, zip(*sizes)))
+    largest = max(lengths)
+    if largest > _I32_MAX:
+        return None
+    columns.insert(0, map(table.__getitem__, lengths) if largest < top else map(_zigzag, lengths))
+    return list(chain.from_iterable(zip(*columns))), count, base_ts, max_ts
+
+
+def _binary_columns(column: Tuple[Any, ...], count: int, table: List[bytes], widths: List[int],
+                    columns: List[Iterable[bytes]], sizes: List[Iterable[int]]) -> bool:
+    """Add the pieces (length varint, bytes) of a column of ``bytes``/``None`` (null: length -1, no bytes) to
+    ``columns`` and their widths to ``sizes``; False if the column holds anything else."""
+    types = set(map(type, column))
+    if types == _NONE_TYPE:
+        columns.append(repeat(b"\x01", count))
+        sizes.append(repeat(1, count))
+        return True
+    if types == _BYTES_TYPE:
+        lengths = list(map(len, column))
+        largest = max(lengths)
+        if largest < len(table):
+            columns.append(map(table.__getitem__, lengths))
+            sizes.append(map(widths.__getitem__, lengths))
+        elif largest > _I32_MAX:
+            return False
+        else:
+            varints = list(map(_zigzag, lengths))
+            columns.append(varints)
+            sizes.append(map(len, varints))
+        columns.append(column)
+        sizes.append(lengths)
+        return True
+    if types == _BYTES_OR_NONE:
+        varints = [b"\x01" if v is None else _zigzag(len(v)) for v in column]
+        columns.append(varints)
+        sizes.append(map(len, varints))
+        columns.append([v or b"" for v in column])
+        sizes.append([0 if v is None else len(v) for v in column])
+        return True
+    return False
+
+
+def _header_columns(headers: Tuple[Any, ...], count: int, table: List[bytes], widths: List[int],
+                    columns: List[Iterable[bytes]], sizes: List[Iterable[int]]) -> bool:
+    """Add the records' header sections to ``columns`` (and widths to ``sizes``): as columns when every record
+    has exactly one ``(str, bytes | None)`` header, else one piece per record; False when a header is not
+    of that kind."""
+    if set(map(type, headers)) <= _HEADER_LISTS and set(map(len, headers)) == {1}:
+        pairs = list(map(itemgetter(0), headers))
+        if set(map(type, pairs)) != _TUPLE_TYPE or set(map(len, pairs)) != {2}:
+            return False
+        names, values = zip(*pairs)
+        if set(map(type, names)) != _STR_TYPE:
+            return False
+        prefixed = {}
+        for name in set(names):
+            try:
+                raw = name.encode("utf-8")
+            except UnicodeEncodeError:
+                return False
+            prefixed[name] = b"\x02" + _zigzag(len(raw)) + raw  # header count 1, key length, key
+        columns.append(map(prefixed.__getitem__, names))
+        sizes.append([len(prefixed[name]) for name in names] if len(prefixed) > 1
+                     else repeat(len(prefixed[names[0]]), count))
+        return _binary_columns(values, count, table, widths, columns, sizes)
+    try:
+        sections = [_header_section(h, index) for index, h in enumerate(headers)]
+    except EncodeError:
+        return False
+    columns.append(sections)
+    sizes.append(map(len, sections))
+    return True
+
+
+def _header_section(headers: Any, index: int) -> bytes:
+    """A record's header count and headers, as :func:`_encode_rows` writes them."""
+    zz = _zigzag
+    pairs = _headers(headers, index)
+    out = [zz(len(pairs))]
+    for hkey, hvalue in pairs:
+        out.append(zz(len(hkey)))
+        out.append(hkey)
+        if hvalue is None:
+            out.append(b"\x01")
+        else:
+            out.append(zz(len(hvalue)))
+            out.append(hvalue)
+    return b"".join(out)
+
+
+_ZIGZAG_TABLES: List[List[Any]] = []
+
+
+def _zigzag_tables() -> Tuple[List[bytes], List[int]]:
+    """The zigzag varints of 0 .. 16383 (offset deltas, lengths, timestamp deltas) and their widths, built
+    on first use."""
+    if not _ZIGZAG_TABLES:
+        table = list(map(_zigzag, range(1 << 14)))
+        _ZIGZAG_TABLES.extend((table, list(map(len, table))))
+    return _ZIGZAG_TABLES[0], _ZIGZAG_TABLES[1]
+
+
+def _encode_rows(records: List[Any], now: int) -> Tuple[List[bytes], int, int, int]:
+    """:func:`encode_batch_records` one record at a time: any record shape, every check."""
     parts: List[bytes] = []
     add = parts.append
     zz = _zigzag
@@ -1052,7 +1243,7 @@ def encode_batch_records(records: Iterable[Any], now: int) -> Tuple[bytes, int, 
             raise EncodeError(f"record {index}: larger than 2 GiB")
         add(zz(len(record)))
         add(record)
-    return b"".join(parts), index + 1, base_ts, max_ts
+    return parts, index + 1, base_ts, max_ts
 
 
 def _record_fields(item: Any, index: int) -> Tuple[Optional[bytes], Optional[bytes], Optional[int], List[Tuple[bytes, Optional[bytes]]]]:
@@ -1111,18 +1302,35 @@ def encode_batch(
     attributes: int, partition_leader_epoch: int, now: int,
 ) -> bytes:
     """One magic 2 batch (see :func:`kproto.records.encode_record_batch`); ``attributes`` without the codec."""
-    body, count, base_ts, max_ts = encode_batch_records(records, now)
+    pieces, count, base_ts, max_ts = encode_batch_records(records, now)
     if not count:
         return b""
     if count - 1 > _I64_MAX - base_offset:
         raise EncodeError(f"offsets from {base_offset} for {count} records do not fit int64")
+    head = _BATCH_HEAD_AFTER_CRC.pack(attributes | codec, count - 1, base_ts, max_ts, producer_id, producer_epoch,
+                                      base_sequence, count)
+    size = sum(map(len, pieces))
     if codec:
-        body = bytes(compress_buffer(codec, body, magic=2))
-    tail = _BATCH_HEAD_AFTER_CRC.pack(attributes | codec, count - 1, base_ts, max_ts, producer_id, producer_epoch,
-                                      base_sequence, count) + body
-    if len(tail) + 9 > _I32_MAX:
+        pieces = [bytes(compress_buffer(codec, b"".join(pieces), magic=2))]
+        size = len(pieces[0])
+    if size + len(head) + 9 > _I32_MAX:
         raise EncodeError("batch larger than 2 GiB")
-    return _BATCH_PREFIX.pack(base_offset, len(tail) + 9, partition_leader_epoch, 2) + _U32.pack(crc32c(tail)) + tail
+    # The CRC runs over the head, then the records; the batch is one join of the pieces.  Large records are
+    # summed where they lie, piece by piece; small ones are first joined (one call per piece would cost
+    # more than copying them), a copy that a batch of large records (several MB) would pay in page faults.
+    crc = crc32c(head)
+    if size >= _CRC_BY_PIECE * len(pieces):
+        for piece in pieces:
+            crc = crc32c(piece, crc)
+    else:
+        pieces = [b"".join(pieces)]
+        crc = crc32c(pieces[0], crc)
+    return b"".join((_BATCH_PREFIX.pack(base_offset, size + len(head) + 9, partition_leader_epoch, 2),
+                     _U32.pack(crc), head, *pieces))
+
+
+#: Average piece size from which a batch's CRC is summed piece by piece rather than over a joined copy.
+_CRC_BY_PIECE = 256
 
 
 _U32 = struct.Struct(">I")
@@ -1143,9 +1351,10 @@ def _crc32c_table() -> List[int]:
 _CRC32C_TABLE = _crc32c_table()
 
 
-def crc32c_table(data: Any) -> int:
-    """CRC-32C by the byte-wise table: the pure fallback when the ``crc32c`` package is not installed."""
-    crc = 0xFFFFFFFF
+def crc32c_table(data: Any, value: int = 0) -> int:
+    """CRC-32C by the byte-wise table: the pure fallback when the ``crc32c`` package is not installed.
+    ``value``: the CRC of the bytes before ``data``, to continue it."""
+    crc = value ^ 0xFFFFFFFF
     table = _CRC32C_TABLE
     for b in bytes(data):
         crc = table[(crc ^ b) & 0xFF] ^ (crc >> 8)
@@ -1158,8 +1367,9 @@ except ImportError:  # pragma: no cover - depends on the environment
     _crc32c_c = None
 
 
-def crc32c(data: Any) -> int:
-    """CRC-32C of a bytes-like object (the ``crc32c`` package when installed, else :func:`crc32c_table`)."""
+def crc32c(data: Any, value: int = 0) -> int:
+    """CRC-32C of a bytes-like object (the ``crc32c`` package when installed, else :func:`crc32c_table`);
+    ``value``: the CRC of the bytes before ``data``, to continue it."""
     if _crc32c_c is not None:
-        return _crc32c_c(data)
-    return crc32c_table(data)
+        return _crc32c_c(data, value)
+    return crc32c_table(data, value)
