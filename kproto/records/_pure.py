@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from functools import partial
 from itertools import chain, repeat
 from operator import itemgetter, sub
-from typing import Any, Iterable, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from kproto.errors import DecodeError, EncodeError, LimitExceededError
 from kproto.records.compression import compress_buffer, decompress
@@ -577,7 +577,7 @@ def _decode_batch(buf: bytes, pos: int, end: int, check_crc: bool, budget: List[
     (base_offset, length, leader_epoch, magic, crc, attributes, last_delta, base_ts, max_ts, producer_id,
      producer_epoch, base_sequence, count) = _BATCH.unpack_from(buf, pos)
     if check_crc:
-        computed = crc32c(buf[pos + BATCH_CRC_FROM : end])
+        computed = crc32c(memoryview(buf)[pos + BATCH_CRC_FROM : end])  # in place: no copy of the batch
         if computed != crc:
             raise DecodeError(f"CRC-32C mismatch: stored 0x{crc:08x}, computed 0x{computed:08x}", pos + BATCH_CRC_AT)
     codec = attributes & CODEC_MASK
@@ -783,8 +783,12 @@ def _records_fast(
     timestamp = log_append_ts
     sequence = -1
     track_sequence = base_sequence >= 0
+    left = count
+    misses = 0  # records in a row after which the next did not share their layout: past 2, stop trying
     try:
-        for _ in range(count):
+        while left > 0:
+            left -= 1
+            start = p
             b = buf[p]  # record length
             if b < 0x80:
                 q = p + 1
@@ -925,9 +929,174 @@ def _records_fast(
                     sequence -= 0x80000000
             append((base_offset + delta, timestamp, key, value, headers, 2, codec, ts_type, producer_id, producer_epoch,
                     sequence, transactional, control, attributes))
-    except (IndexError, UnicodeDecodeError, _Unusual):
+            if misses < 3 and left:  # do the next records look like this one?  then read them a struct at a time
+                layout = _layout_of(buf, start, p)
+                done = 0
+                if layout is not None:
+                    done, p = _same_layout_rows(buf, p, stop, left, append, layout, base_offset, base_ts,
+                                                log_append_ts, ts_type, codec, producer_id, producer_epoch,
+                                                base_sequence, transactional, control)
+                    left -= done
+                misses = 0 if done else misses + 1
+    except (IndexError, UnicodeDecodeError, _Unusual, struct.error, DecodeError):
         return None
     return out if p == stop else None
+
+class _Layout:
+    """Where the fields of a record lie when its length, attributes, key, value and header lengths and
+    header keys are those of a record already parsed: one ``struct`` call then reads a whole record.
+
+    ``unpack`` gives, in order, the skeleton (length, attributes) at 0, the timestamp and offset delta
+    varints at 1 and 2, then the other skeleton runs (varint lengths, header count and key) and the data
+    (key, value, header value) between them; ``skeleton`` is what ``pick`` must find for a record to have
+    this layout; ``key_at``/``value_at``/``header_value_at`` index the data, 0 when null.
+    """
+
+    __slots__ = ("unpack", "size", "pick", "skeleton", "attributes", "key_at", "value_at", "header_key",
+                 "header_value_at")
+
+
+def _layout_of(buf: bytes, p: int, end: int) -> Optional[_Layout]:
+    """The layout of the valid record at ``buf[p:end]``; ``None`` for one with more than one header."""
+    q = p
+    while buf[q] >= 0x80:
+        q += 1
+    q += 2  # the length's last byte, the attributes
+    skeleton = [buf[p:q]]
+    picks = [0]
+    formats = [f"{q - p}s"]
+    for _ in range(2):  # timestamp delta, offset delta
+        at = q
+        while buf[q] >= 0x80:
+            q += 1
+        q += 1
+        if q - at > 4:
+            return None
+        formats.append(f"{q - at}s")
+    layout = _Layout()
+    run = q  # where the current skeleton run started
+
+    def data(n: int) -> int:  # a data field of n bytes at q: close the skeleton run before it
+        skeleton.append(buf[run:q])
+        picks.append(len(formats))
+        formats.append(f"{q - run}s")
+        formats.append(f"{n}s")
+        return len(formats) - 1
+
+    n, q = _varint(buf, q, end, 5, "key length")
+    layout.key_at = 0 if n < 0 else data(n)
+    q += max(n, 0)
+    run = q if n >= 0 else run
+    n, q = _varint(buf, q, end, 5, "value length")
+    layout.value_at = 0 if n < 0 else data(n)
+    q += max(n, 0)
+    run = q if n >= 0 else run
+    count, q = _varint(buf, q, end, 5, "header count")
+    layout.header_key = None
+    layout.header_value_at = 0
+    if count > 1:
+        return None
+    if count:
+        n, q = _varint(buf, q, end, 5, "header key length")
+        layout.header_key = buf[q : q + n].decode()
+        q += n
+        n, q = _varint(buf, q, end, 5, "header value length")
+        if n >= 0:
+            layout.header_value_at = data(n)
+            q += n
+            run = q
+    if run < end:
+        skeleton.append(buf[run:end])
+        picks.append(len(formats))
+        formats.append(f"{end - run}s")
+    if len(picks) < 2:  # itemgetter of one index gives the item, not a tuple
+        return None
+    compiled = struct.Struct(">" + "".join(formats))
+    layout.unpack = compiled.unpack_from
+    layout.size = compiled.size
+    layout.pick = itemgetter(*picks)
+    layout.skeleton = tuple(skeleton)
+    layout.attributes = buf[p + len(skeleton[0]) - 1]
+    return layout
+
+
+def _same_layout_rows(
+    buf: bytes, p: int, stop: int, left: int, append: Any, layout: _Layout, base_offset: int, base_ts: int,
+    log_append_ts: Optional[int], ts_type: int, codec: Optional[str], producer_id: int, producer_epoch: int,
+    base_sequence: int, transactional: bool, control: bool,
+) -> Tuple[int, int]:
+    """Append the rows of the records from ``p`` on while they have ``layout`` (at most ``left``); return
+    (how many, where they end).  Each is one ``struct`` call, a comparison of its skeleton, and its two
+    deltas looked up (:func:`_delta_varints`, or :func:`_long_delta` for three and four bytes)."""
+    unpack, size, pick, skeleton = layout.unpack, layout.size, layout.pick, layout.skeleton
+    attributes, key_at, value_at = layout.attributes, layout.key_at, layout.value_at
+    header_key, header_value_at = layout.header_key, layout.header_value_at
+    headers: Tuple[Tuple[str, Optional[bytes]], ...] = () if header_key is None else ((header_key, None),)
+    deltas = _delta_varints().get
+    last = stop - size
+    timestamp = log_append_ts
+    sequence = -1
+    track_sequence = base_sequence >= 0
+    key = value = None
+    done = 0
+    while done < left and p <= last:
+        f = unpack(buf, p)
+        if pick(f) != skeleton:
+            break
+        t = deltas(f[1])
+        if t is None:
+            t = _long_delta(f[1])
+            if t is None:
+                break
+        delta = deltas(f[2])
+        if delta is None:
+            delta = _long_delta(f[2])
+            if delta is None:
+                break
+        if not ts_type:
+            timestamp = base_ts + t
+        if key_at:
+            key = f[key_at]
+        if value_at:
+            value = f[value_at]
+        if header_value_at:
+            headers = ((header_key, f[header_value_at]),)
+        if track_sequence:
+            sequence = base_sequence + delta
+            if sequence > _I32_MAX:
+                sequence -= 0x80000000
+        append((base_offset + delta, timestamp, key, value, headers, 2, codec, ts_type, producer_id, producer_epoch,
+                sequence, transactional, control, attributes))
+        p += size
+        done += 1
+    return done, p
+
+
+_DELTA_VARINTS: Dict[bytes, int] = {}
+
+
+def _delta_varints() -> Dict[bytes, int]:
+    """Every zigzag varint of one or two bytes, as bytes, to its value; built on first use."""
+    if not _DELTA_VARINTS:
+        for raw in range(1 << 14):
+            value = (raw >> 1) ^ -(raw & 1)
+            if raw < 0x80:
+                _DELTA_VARINTS[bytes((raw,))] = value
+            _DELTA_VARINTS[bytes(((raw & 0x7F) | 0x80, raw >> 7))] = value  # (two bytes even when one would do)
+    return _DELTA_VARINTS
+
+
+def _long_delta(varint: bytes) -> Optional[int]:
+    """The value of a zigzag varint of three or four bytes, ``None`` if those bytes are not one."""
+    x = int.from_bytes(varint, "little")
+    if len(varint) == 3:
+        if x & 0x808080 != 0x8080:
+            return None
+    elif len(varint) != 4 or x & 0x80808080 != 0x808080:
+        return None
+    raw = (x & 0x7F) | (x >> 1 & 0x3F80) | (x >> 2 & 0x1FC000) | (x >> 3 & 0xFE00000)
+    return (raw >> 1) ^ -(raw & 1)
+
 
 def _varbytes(buf: bytes, q: int, end: int, what: str) -> Tuple[Optional[bytes], int]:
     """A varint length (-1: null) and that many bytes, inside the record ending at ``end``."""
