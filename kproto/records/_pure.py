@@ -14,7 +14,7 @@ from collections import namedtuple
 from collections.abc import Sequence
 from functools import partial
 from itertools import chain, repeat
-from operator import itemgetter, sub
+from operator import add, itemgetter, sub
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from kproto.errors import DecodeError, EncodeError, LimitExceededError
@@ -1177,8 +1177,9 @@ def _zigzag(value: int) -> bytes:
 _SMALL_VARINTS = [bytes((i,)) for i in range(128)]
 
 
-def encode_batch_records(records: Iterable[Any], now: int) -> Tuple[List[bytes], int, int, int]:
-    """The record section of a batch: (its pieces, to be joined, count, base timestamp, max timestamp).
+def encode_batch_records(records: Iterable[Any], now: int) -> Tuple[List[bytes], int, int, int, int]:
+    """The record section of a batch: (its pieces, to be joined, their total size, count, base timestamp,
+    max timestamp).
 
     Deltas are taken from the first record's timestamp, as Kafka's producers write them.  The records are
     encoded a column at a time (:func:`_encode_columns`) when they are all plain tuples of one shape, else
@@ -1192,12 +1193,15 @@ def encode_batch_records(records: Iterable[Any], now: int) -> Tuple[List[bytes],
     return fast or _encode_rows(items, now)
 
 
+#: Records whose key and value are shorter than this together are joined one by one before the batch is.
+_JOIN_RECORDS_BELOW = 2048
+
 _NONE_TYPE, _BYTES_TYPE, _TUPLE_TYPE, _INT_TYPE, _STR_TYPE = {type(None)}, {bytes}, {tuple}, {int}, {str}
 _BYTES_OR_NONE = {bytes, type(None)}
 _HEADER_LISTS = {list, tuple}
 
 
-def _encode_columns(items: List[Any], now: int) -> Optional[Tuple[List[bytes], int, int, int]]:
+def _encode_columns(items: List[Any], now: int) -> Optional[Tuple[List[bytes], int, int, int, int]]:
     """:func:`_encode_rows` for a list of ``(key, value[, timestamp[, headers]])`` tuples of one length with
     ``bytes``/``None`` keys and values, ``int``/``None`` timestamps and headers of ``(str, bytes | None)``
     pairs; ``None`` for anything else (or anything it does not take), which is left to :func:`_encode_rows`
@@ -1229,12 +1233,13 @@ def _encode_columns(items: List[Any], now: int) -> Optional[Tuple[List[bytes], i
     top = len(table)
     # each record: length, attributes, timestamp delta, offset delta, key, value, header count and headers;
     # ``columns`` holds the pieces of each record in that order, ``sizes`` the widths that add up to its length
+    # (an int where they are the same in every record)
     columns: List[Iterable[bytes]] = [repeat(b"\x00", count)]
-    sizes: List[Iterable[int]] = [repeat(1, count)]
+    sizes: List[Any] = [1]
     if timestamps is None:
         base_ts = max_ts = now
         columns.append(repeat(b"\x00", count))
-        sizes.append(repeat(1, count))
+        sizes.append(1)
     else:
         if None in timestamps:
             timestamps = [now if t is None else t for t in timestamps]
@@ -1258,59 +1263,75 @@ def _encode_columns(items: List[Any], now: int) -> Optional[Tuple[List[bytes], i
         varints = list(chain(table, map(_zigzag, range(top, count))))
         columns.append(varints)
         sizes.append(map(len, varints))
-    if not _binary_columns(keys, count, table, widths, columns, sizes):
-        return None
-    if not _binary_columns(values, count, table, widths, columns, sizes):
+    largest_key = _binary_columns(keys, count, table, widths, columns, sizes)
+    largest_value = _binary_columns(values, count, table, widths, columns, sizes)
+    if largest_key is None or largest_value is None:
         return None
     if not headers or not any(headers):
         columns.append(repeat(b"\x00", count))
-        sizes.append(repeat(1, count))
+        sizes.append(1)
     elif not _header_columns(headers, count, table, widths, columns, sizes):
         return None
-    lengths = list(map(sum, zip(*sizes)))
+    if largest_key + largest_value < _JOIN_RECORDS_BELOW:
+        # small records: each joined on its own, its length read from the result, two pieces per record
+        bodies = list(map(b"".join, zip(*columns)))
+        columns = [bodies]
+        lengths = list(map(len, bodies))
+    else:  # large ones: not copied but once, into the batch; their lengths summed from the widths
+        fixed = sum([w for w in sizes if type(w) is int])
+        varying = [w for w in sizes if type(w) is not int]
+        lengths = list(map(sum, zip(*varying), repeat(fixed))) if varying else [fixed] * count
     largest = max(lengths)
     if largest > _I32_MAX:
         return None
-    columns.insert(0, map(table.__getitem__, lengths) if largest < top else map(_zigzag, lengths))
-    return list(chain.from_iterable(zip(*columns))), count, base_ts, max_ts
+    if largest < top:
+        columns.insert(0, map(table.__getitem__, lengths))
+        size = sum(lengths) + sum(map(widths.__getitem__, lengths))
+    else:
+        varints = list(map(_zigzag, lengths))
+        columns.insert(0, varints)
+        size = sum(lengths) + sum(map(len, varints))
+    return list(chain.from_iterable(zip(*columns))), size, count, base_ts, max_ts
 
 
 def _binary_columns(column: Tuple[Any, ...], count: int, table: List[bytes], widths: List[int],
-                    columns: List[Iterable[bytes]], sizes: List[Iterable[int]]) -> bool:
+                    columns: List[Iterable[bytes]], sizes: List[Any]) -> Optional[int]:
     """Add the pieces (length varint, bytes) of a column of ``bytes``/``None`` (null: length -1, no bytes) to
-    ``columns`` and their widths to ``sizes``; False if the column holds anything else."""
+    ``columns`` and their widths to ``sizes``; return the largest length (0 if all are null), ``None`` if
+    the column holds anything else."""
     types = set(map(type, column))
     if types == _NONE_TYPE:
         columns.append(repeat(b"\x01", count))
-        sizes.append(repeat(1, count))
-        return True
+        sizes.append(1)
+        return 0
     if types == _BYTES_TYPE:
         lengths = list(map(len, column))
         largest = max(lengths)
         if largest < len(table):
             columns.append(map(table.__getitem__, lengths))
-            sizes.append(map(widths.__getitem__, lengths))
+            sizes.append(map(_zigzag_tables_spans().__getitem__, lengths))  # varint and bytes together
         elif largest > _I32_MAX:
-            return False
+            return None
         else:
             varints = list(map(_zigzag, lengths))
             columns.append(varints)
             sizes.append(map(len, varints))
+            sizes.append(lengths)
         columns.append(column)
-        sizes.append(lengths)
-        return True
+        return largest
     if types == _BYTES_OR_NONE:
         varints = [b"\x01" if v is None else _zigzag(len(v)) for v in column]
         columns.append(varints)
         sizes.append(map(len, varints))
         columns.append([v or b"" for v in column])
-        sizes.append([0 if v is None else len(v) for v in column])
-        return True
-    return False
+        lengths = [0 if v is None else len(v) for v in column]
+        sizes.append(lengths)
+        return max(lengths)
+    return None
 
 
 def _header_columns(headers: Tuple[Any, ...], count: int, table: List[bytes], widths: List[int],
-                    columns: List[Iterable[bytes]], sizes: List[Iterable[int]]) -> bool:
+                    columns: List[Iterable[bytes]], sizes: List[Any]) -> bool:
     """Add the records' header sections to ``columns`` (and widths to ``sizes``): as columns when every record
     has exactly one ``(str, bytes | None)`` header, else one piece per record; False when a header is not
     of that kind."""
@@ -1329,9 +1350,8 @@ def _header_columns(headers: Tuple[Any, ...], count: int, table: List[bytes], wi
                 return False
             prefixed[name] = b"\x02" + _zigzag(len(raw)) + raw  # header count 1, key length, key
         columns.append(map(prefixed.__getitem__, names))
-        sizes.append([len(prefixed[name]) for name in names] if len(prefixed) > 1
-                     else repeat(len(prefixed[names[0]]), count))
-        return _binary_columns(values, count, table, widths, columns, sizes)
+        sizes.append([len(prefixed[name]) for name in names] if len(prefixed) > 1 else len(prefixed[names[0]]))
+        return _binary_columns(values, count, table, widths, columns, sizes) is not None
     try:
         sections = [_header_section(h, index) for index, h in enumerate(headers)]
     except EncodeError:
@@ -1365,11 +1385,18 @@ def _zigzag_tables() -> Tuple[List[bytes], List[int]]:
     on first use."""
     if not _ZIGZAG_TABLES:
         table = list(map(_zigzag, range(1 << 14)))
-        _ZIGZAG_TABLES.extend((table, list(map(len, table))))
+        widths = list(map(len, table))
+        _ZIGZAG_TABLES.extend((table, widths, list(map(add, widths, range(1 << 14)))))
     return _ZIGZAG_TABLES[0], _ZIGZAG_TABLES[1]
 
 
-def _encode_rows(records: List[Any], now: int) -> Tuple[List[bytes], int, int, int]:
+def _zigzag_tables_spans() -> List[int]:
+    """For n in 0 .. 16383, the bytes a length-prefixed field of n bytes takes: its varint and the n bytes."""
+    _zigzag_tables()
+    return _ZIGZAG_TABLES[2]
+
+
+def _encode_rows(records: List[Any], now: int) -> Tuple[List[bytes], int, int, int, int]:
     """:func:`encode_batch_records` one record at a time: any record shape, every check."""
     parts: List[bytes] = []
     add = parts.append
@@ -1412,7 +1439,7 @@ def _encode_rows(records: List[Any], now: int) -> Tuple[List[bytes], int, int, i
             raise EncodeError(f"record {index}: larger than 2 GiB")
         add(zz(len(record)))
         add(record)
-    return parts, index + 1, base_ts, max_ts
+    return parts, sum(map(len, parts)), index + 1, base_ts, max_ts
 
 
 def _record_fields(item: Any, index: int) -> Tuple[Optional[bytes], Optional[bytes], Optional[int], List[Tuple[bytes, Optional[bytes]]]]:
@@ -1471,14 +1498,13 @@ def encode_batch(
     attributes: int, partition_leader_epoch: int, now: int,
 ) -> bytes:
     """One magic 2 batch (see :func:`kproto.records.encode_record_batch`); ``attributes`` without the codec."""
-    pieces, count, base_ts, max_ts = encode_batch_records(records, now)
+    pieces, size, count, base_ts, max_ts = encode_batch_records(records, now)
     if not count:
         return b""
     if count - 1 > _I64_MAX - base_offset:
         raise EncodeError(f"offsets from {base_offset} for {count} records do not fit int64")
     head = _BATCH_HEAD_AFTER_CRC.pack(attributes | codec, count - 1, base_ts, max_ts, producer_id, producer_epoch,
                                       base_sequence, count)
-    size = sum(map(len, pieces))
     if codec:
         pieces = [bytes(compress_buffer(codec, b"".join(pieces), magic=2))]
         size = len(pieces[0])
