@@ -630,7 +630,7 @@ def _decode_batch(buf: bytes, pos: int, end: int, check_crc: bool, budget: List[
     )
 
 
-def _control_marker(records: List[Record], pos: int) -> Tuple[Optional[int], Optional[int]]:
+def _control_marker(records: Iterable[Any], pos: int) -> Tuple[Optional[int], Optional[int]]:
     """(type, coordinator epoch) of a control batch; its record keys must be well-formed control keys."""
     kind = epoch = None
     for r in records:
@@ -894,7 +894,7 @@ def _records_fast(
                     headers = ((hkey, buf[q : q + (b >> 1)]),)
                     q += b >> 1
             else:
-                pairs = []
+                pairs: List[Tuple[str, Optional[bytes]]] = []
                 for _ in range(b >> 1):
                     b = buf[q]  # header key length: a short one, not null
                     if b & 0x81:
@@ -954,6 +954,16 @@ class _Layout:
 
     __slots__ = ("unpack", "size", "pick", "skeleton", "attributes", "key_at", "value_at", "header_key",
                  "header_value_at")
+
+    unpack: Any
+    size: int
+    pick: Any
+    skeleton: Tuple[bytes, ...]
+    attributes: int
+    key_at: int
+    value_at: int
+    header_key: Optional[str]
+    header_value_at: int
 
 
 def _layout_of(buf: bytes, p: int, end: int) -> Optional[_Layout]:
@@ -1031,7 +1041,7 @@ def _same_layout_rows(
     unpack, size, pick, skeleton = layout.unpack, layout.size, layout.pick, layout.skeleton
     attributes, key_at, value_at = layout.attributes, layout.key_at, layout.value_at
     header_key, header_value_at = layout.header_key, layout.header_value_at
-    headers: Tuple[Tuple[str, Optional[bytes]], ...] = () if header_key is None else ((header_key, None),)
+    headers: Any = () if header_key is None else ((header_key, None),)
     deltas = _delta_varints().get
     last = stop - size
     timestamp = log_append_ts
@@ -1149,7 +1159,7 @@ def _walk_columns(buf: bytes, check_crc: bool, budget: List[int], batches: List[
 
 def _entry_crc_ok(buf: bytes, batch: Batch) -> bool:
     end = batch.position + LOG_OVERHEAD + batch.batch_length
-    return crc32c(buf[batch.position + BATCH_CRC_FROM : end]) == batch.crc
+    return crc32c(memoryview(buf)[batch.position + BATCH_CRC_FROM : end]) == batch.crc
 
 
 def _legacy_crc_flags(buf: bytes, batch: Batch) -> List[bool]:
@@ -1219,6 +1229,8 @@ def _encode_columns(items: List[Any], now: int) -> Optional[Tuple[List[bytes], i
     if len(shapes) != 1:
         return None
     shape = shapes.pop()
+    timestamps: Any
+    headers: Any
     if shape == 4:
         keys, values, timestamps, headers = zip(*items)
     elif shape == 3:
