@@ -455,35 +455,80 @@ _record_of = partial(_new, Record)  # a Record from a tuple of its fields, calle
 
 class _BatchRecords(Sequence):  # type: ignore[type-arg]
     """The records of a decoded magic 2 batch, the pure twin of the compiled one: the batch is parsed and
-    checked whole when it is decoded, each record's fields kept as a plain tuple; iteration makes each
-    :class:`Record` as it reaches it (in C, through ``map``), indexing makes them all once.
+    checked whole when it is decoded; iteration makes each :class:`Record` as it reaches it (in C, through
+    ``map`` and ``zip``), indexing makes them all once.  The parse leaves segments: lists of each record's
+    fields as a plain tuple, and :class:`_Run` columns for runs of records of one layout.
 
-    Why: a consumer that takes records one at a time and lets them go then never holds thousands of new
-    objects at once, so the cyclic garbage collector is not woken by them; and a plain tuple is what that
-    collector stops tracking, a tuple subclass is not.
+    Why: a parse that made thousands of tuples, each holding more tuples (the headers), woke the cyclic
+    garbage collector many times per batch, at up to half the cost of the parse; columns of bytes and ints
+    are nothing it tracks, and a consumer that takes records one at a time and lets them go never holds
+    thousands of new ones at once.
     """
 
-    __slots__ = ("_rows", "_built")
+    __slots__ = ("_segments", "_count", "_built")
 
-    def __init__(self, rows: List[Tuple[Any, ...]]) -> None:
-        self._rows = rows
+    def __init__(self, segments: List[Any]) -> None:
+        self._segments = segments
+        self._count = sum(map(len, segments))
         self._built: Optional[List[Record]] = None
 
     def __iter__(self) -> Iterator[Record]:
         if self._built is not None:
             return iter(self._built)
-        return map(_record_of, self._rows)
+        if len(self._segments) == 1:
+            return _segment_records(self._segments[0])
+        return chain.from_iterable(map(_segment_records, self._segments))
 
     def __len__(self) -> int:
-        return len(self._rows)
+        return self._count
 
     def __getitem__(self, index: Any) -> Any:
         if self._built is None:
-            self._built = list(map(_record_of, self._rows))
+            self._built = list(iter(self))
         return self._built[index]
 
     def __repr__(self) -> str:
-        return f"<{len(self._rows)} records>"
+        return f"<{self._count} records>"
+
+
+def _segment_records(segment: Any) -> Iterator[Record]:
+    if type(segment) is list:
+        return map(_record_of, segment)
+    records: Iterator[Record] = segment.records()
+    return records
+
+
+class _Run:
+    """Records of one layout, a column per field that varies (``None`` where it is the same for all)."""
+
+    __slots__ = ("offsets", "timestamps", "keys", "values", "header_values", "sequences", "constants")
+
+    offsets: List[int]
+    timestamps: Optional[List[int]]
+    keys: Optional[List[bytes]]
+    values: Optional[List[bytes]]
+    header_values: Optional[List[bytes]]
+    sequences: Optional[List[int]]
+    constants: Tuple[Any, ...]  # timestamp, headers or header key, codec, timestamp type, producer id and
+    # epoch, transactional, control, attributes
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def records(self) -> Iterator[Record]:
+        n = len(self.offsets)
+        timestamp, headers, codec, ts_type, producer_id, producer_epoch, transactional, control, attributes = \
+            self.constants
+        if self.header_values is not None:  # one header each: ((key, value),) made by zip, in C
+            header_column: Iterable[Any] = zip(zip(repeat(headers, n), self.header_values))
+        else:
+            header_column = repeat(headers, n)
+        return map(_record_of, zip(
+            self.offsets, repeat(timestamp, n) if self.timestamps is None else self.timestamps,
+            repeat(None, n) if self.keys is None else self.keys, repeat(None, n) if self.values is None else self.values,
+            header_column, repeat(2, n), repeat(codec, n), repeat(ts_type, n), repeat(producer_id, n),
+            repeat(producer_epoch, n), repeat(-1, n) if self.sequences is None else self.sequences,
+            repeat(transactional, n), repeat(control, n), repeat(attributes, n)))
 
 
 def _legacy_records(messages: List[Message]) -> List[Record]:
@@ -604,10 +649,10 @@ def _decode_batch(buf: bytes, pos: int, end: int, check_crc: bool, budget: List[
     fast = _records_fast(body, p, stop, count, base_offset, base_ts, log_append_ts, ts_type, name, producer_id,
                          producer_epoch, base_sequence, transactional, control)
     if fast is not None:
-        rows = fast
+        records = _BatchRecords(fast)
         p = stop
     else:  # something unusual, perhaps an error: the careful parse, whose errors are the contract
-        rows = []
+        rows: List[Tuple[Any, ...]] = []
         try:
             p = _records_into(body, p, stop, count, rows, base_offset, base_ts, log_append_ts, ts_type, name,
                               producer_id, producer_epoch, base_sequence, transactional, control)
@@ -615,7 +660,7 @@ def _decode_batch(buf: bytes, pos: int, end: int, check_crc: bool, budget: List[
             if not codec:
                 raise
             raise type(exc)(f"{exc.reason} [decompressed byte {exc.offset} of the {name} batch]", body_at) from None
-    records = _BatchRecords(rows)
+        records = _BatchRecords([rows])
     if p != stop:
         raise DecodeError(f"{stop - p} bytes follow the {count} records the batch header counts",
                           p if not codec else body_at)
@@ -763,7 +808,7 @@ def _records_fast(
     buf: bytes, p: int, stop: int, count: int, base_offset: int, base_ts: int, log_append_ts: Optional[int],
     ts_type: int, codec: Optional[str], producer_id: int, producer_epoch: int, base_sequence: int,
     transactional: bool, control: bool,
-) -> Optional[List[Tuple[Any, ...]]]:
+) -> Optional[List[Any]]:
     """:func:`_records_into` for the records producers write, or ``None`` when anything is unusual.
 
     One loop with no call per field: varints of one and two bytes are read in line (longer ones, up to four
@@ -773,10 +818,11 @@ def _records_fast(
     it does not take (a varint beyond four bytes, a negative or misplaced length, a header key that is not
     UTF-8, a base offset or timestamp near the int64 edge, records that do not fill the batch) it gives up
     and the caller parses the batch again with :func:`_records_into`, whose errors are the contract; what it
-    returns is what :func:`_records_into` builds, row for row.
+    returns (segments for :class:`_BatchRecords`) holds what :func:`_records_into` builds, row for row.
     """
     if not (-_FAST_BASE_LIMIT < base_offset < _FAST_BASE_LIMIT and -_FAST_BASE_LIMIT < base_ts < _FAST_BASE_LIMIT):
         return None
+    segments: List[Any] = []
     out: List[Tuple[Any, ...]] = []
     append = out.append
     rest = _varint_rest
@@ -933,14 +979,24 @@ def _records_fast(
                 layout = _layout_of(buf, start, p)
                 done = 0
                 if layout is not None:
-                    done, p = _same_layout_rows(buf, p, stop, left, append, layout, base_offset, base_ts,
-                                                log_append_ts, ts_type, codec, producer_id, producer_epoch,
-                                                base_sequence, transactional, control)
-                    left -= done
+                    run, p = _same_layout_run(buf, p, stop, left, layout, base_offset, base_ts, log_append_ts,
+                                              ts_type, codec, producer_id, producer_epoch, base_sequence,
+                                              transactional, control)
+                    done = len(run)
+                    if done:
+                        left -= done
+                        segments.append(out)
+                        segments.append(run)
+                        out = []
+                        append = out.append
                 misses = 0 if done else misses + 1
     except (IndexError, UnicodeDecodeError, _Unusual, struct.error, DecodeError):
         return None
-    return out if p == stop else None
+    if p != stop:
+        return None
+    if out or not segments:
+        segments.append(out)
+    return [segment for segment in segments if len(segment)] or [out]
 
 class _Layout:
     """Where the fields of a record lie when its length, attributes, key, value and header lengths and
@@ -1030,26 +1086,32 @@ def _layout_of(buf: bytes, p: int, end: int) -> Optional[_Layout]:
     return layout
 
 
-def _same_layout_rows(
-    buf: bytes, p: int, stop: int, left: int, append: Any, layout: _Layout, base_offset: int, base_ts: int,
+def _same_layout_run(
+    buf: bytes, p: int, stop: int, left: int, layout: _Layout, base_offset: int, base_ts: int,
     log_append_ts: Optional[int], ts_type: int, codec: Optional[str], producer_id: int, producer_epoch: int,
     base_sequence: int, transactional: bool, control: bool,
-) -> Tuple[int, int]:
-    """Append the rows of the records from ``p`` on while they have ``layout`` (at most ``left``); return
-    (how many, where they end).  Each is one ``struct`` call, a comparison of its skeleton, and its two
-    deltas looked up (:func:`_delta_varints`, or :func:`_long_delta` for three and four bytes)."""
+) -> Tuple[_Run, int]:
+    """The records from ``p`` on while they have ``layout`` (at most ``left``), as a :class:`_Run`, and where
+    they end.  Each is one ``struct`` call, a comparison of its skeleton, and its two deltas looked up
+    (:func:`_delta_varints`, or :func:`_long_delta` for three and four bytes)."""
     unpack, size, pick, skeleton = layout.unpack, layout.size, layout.pick, layout.skeleton
-    attributes, key_at, value_at = layout.attributes, layout.key_at, layout.value_at
-    header_key, header_value_at = layout.header_key, layout.header_value_at
-    headers: Any = () if header_key is None else ((header_key, None),)
+    key_at, value_at, header_value_at = layout.key_at, layout.value_at, layout.header_value_at
     deltas = _delta_varints().get
+    run = _Run()
+    offsets: List[int] = []
+    timestamps: Optional[List[int]] = None if ts_type else []
+    keys: Optional[List[bytes]] = [] if key_at else None
+    values: Optional[List[bytes]] = [] if value_at else None
+    header_values: Optional[List[bytes]] = [] if header_value_at else None
+    sequences: Optional[List[int]] = [] if base_sequence >= 0 else None
+    run.offsets, run.timestamps, run.keys, run.values = offsets, timestamps, keys, values
+    run.header_values, run.sequences = header_values, sequences
+    header_key = layout.header_key
+    run.constants = (log_append_ts, header_key if header_value_at else () if header_key is None else ((header_key, None),),
+                     codec, ts_type, producer_id, producer_epoch, transactional, control, layout.attributes)
+    add_offset = offsets.append
     last = stop - size
-    timestamp = log_append_ts
-    sequence = -1
-    track_sequence = base_sequence >= 0
-    key = value = None
-    done = 0
-    while done < left and p <= last:
+    while left and p <= last:
         f = unpack(buf, p)
         if pick(f) != skeleton:
             break
@@ -1063,23 +1125,21 @@ def _same_layout_rows(
             delta = _long_delta(f[2])
             if delta is None:
                 break
-        if not ts_type:
-            timestamp = base_ts + t
-        if key_at:
-            key = f[key_at]
-        if value_at:
-            value = f[value_at]
-        if header_value_at:
-            headers = ((header_key, f[header_value_at]),)
-        if track_sequence:
+        add_offset(base_offset + delta)
+        if timestamps is not None:
+            timestamps.append(base_ts + t)
+        if keys is not None:
+            keys.append(f[key_at])
+        if values is not None:
+            values.append(f[value_at])
+        if header_values is not None:
+            header_values.append(f[header_value_at])
+        if sequences is not None:
             sequence = base_sequence + delta
-            if sequence > _I32_MAX:
-                sequence -= 0x80000000
-        append((base_offset + delta, timestamp, key, value, headers, 2, codec, ts_type, producer_id, producer_epoch,
-                sequence, transactional, control, attributes))
+            sequences.append(sequence - 0x80000000 if sequence > _I32_MAX else sequence)
         p += size
-        done += 1
-    return done, p
+        left -= 1
+    return run, p
 
 
 _DELTA_VARINTS: Dict[bytes, int] = {}
