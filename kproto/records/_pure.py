@@ -3,6 +3,15 @@
 Both modules expose the same names (``Message``, ``decode``, ``decode_columns``, ``encode_plain``) and must
 give the same results and raise the same error class at the same offset for the same input;
 ``tests/test_records_differential.py`` holds them to it.  :mod:`kproto._backend` picks one.
+
+Magic 2 has two paths each way here, because a per-field Python parse costs several microseconds a record.
+Decoding: :func:`_records_fast` reads the records producers write with varints in line, and reads a run of
+records of one layout one ``struct`` call each, keeping them as columns that become records on iteration;
+on anything unusual it gives up and :func:`_records_into`, the careful parse, reads the batch again and
+raises the errors that are the contract.  Encoding: :func:`_encode_columns` encodes plain tuples of one
+shape a column at a time with C-level loops (``zip``, ``map``, ``b"".join``); anything else, and every
+error, goes through :func:`_encode_rows`.  ``tests/test_records_pure_fast_paths.py`` holds each fast path to
+its careful one.
 """
 
 from __future__ import annotations
