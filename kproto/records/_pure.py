@@ -508,15 +508,19 @@ def _segment_records(segment: Any) -> Iterator[Record]:
 
 
 class _Run:
-    """Records of one layout, a column per field that varies (``None`` where it is the same for all)."""
+    """Records as columns, one per field that varies (``None`` where it is the same for all): a run of one
+    layout (headers from ``header_values``), or records read field by field (``headers``, ``attributes``)."""
 
-    __slots__ = ("offsets", "timestamps", "keys", "values", "header_values", "sequences", "constants")
+    __slots__ = ("offsets", "timestamps", "keys", "values", "header_values", "headers", "attributes", "sequences",
+                 "constants")
 
     offsets: List[int]
-    timestamps: Optional[List[int]]
-    keys: Optional[List[bytes]]
-    values: Optional[List[bytes]]
+    timestamps: Optional[List[Any]]  # int, or None for a LogAppendTime batch's
+    keys: Optional[List[Any]]  # bytes or None
+    values: Optional[List[Any]]
     header_values: Optional[List[bytes]]
+    headers: Optional[List[Tuple[Tuple[str, Optional[bytes]], ...]]]
+    attributes: Optional[List[int]]
     sequences: Optional[List[int]]
     constants: Tuple[Any, ...]  # timestamp, headers or header key, codec, timestamp type, producer id and
     # epoch, transactional, control, attributes
@@ -530,6 +534,8 @@ class _Run:
             self.constants
         if self.header_values is not None:  # one header each: ((key, value),) made by zip, in C
             header_column: Iterable[Any] = zip(zip(repeat(headers, n), self.header_values))
+        elif self.headers is not None:
+            header_column = self.headers
         else:
             header_column = repeat(headers, n)
         return map(_record_of, zip(
@@ -537,7 +543,19 @@ class _Run:
             repeat(None, n) if self.keys is None else self.keys, repeat(None, n) if self.values is None else self.values,
             header_column, repeat(2, n), repeat(codec, n), repeat(ts_type, n), repeat(producer_id, n),
             repeat(producer_epoch, n), repeat(-1, n) if self.sequences is None else self.sequences,
-            repeat(transactional, n), repeat(control, n), repeat(attributes, n)))
+            repeat(transactional, n), repeat(control, n),
+            repeat(attributes, n) if self.attributes is None else self.attributes))
+
+
+def _field_run(constants: Tuple[Any, ...], timestamps: bool, sequences: bool) -> _Run:
+    """An empty :class:`_Run` for records read field by field."""
+    run = _Run()
+    run.offsets, run.keys, run.values, run.headers, run.attributes = [], [], [], [], []
+    run.timestamps = [] if timestamps else None
+    run.sequences = [] if sequences else None
+    run.header_values = None
+    run.constants = constants
+    return run
 
 
 def _legacy_records(messages: List[Message]) -> List[Record]:
@@ -832,12 +850,15 @@ def _records_fast(
     if not (-_FAST_BASE_LIMIT < base_offset < _FAST_BASE_LIMIT and -_FAST_BASE_LIMIT < base_ts < _FAST_BASE_LIMIT):
         return None
     segments: List[Any] = []
-    out: List[Tuple[Any, ...]] = []
-    append = out.append
+    track_sequence = base_sequence >= 0
+    constants = (log_append_ts, (), codec, ts_type, producer_id, producer_epoch, transactional, control, 0)
+    fields = _field_run(constants, not ts_type, track_sequence)
+    add_offset, add_key, add_value = fields.offsets.append, fields.keys.append, fields.values.append  # type: ignore[union-attr]
+    add_headers, add_attributes = fields.headers.append, fields.attributes.append  # type: ignore[union-attr]
+    add_timestamp = fields.timestamps.append if fields.timestamps is not None else None
+    add_sequence = fields.sequences.append if fields.sequences is not None else None
     rest = _varint_rest
     timestamp = log_append_ts
-    sequence = -1
-    track_sequence = base_sequence >= 0
     left = count
     misses = 0  # records in a row after which the next did not share their layout: past 2, stop trying
     try:
@@ -978,12 +999,17 @@ def _records_fast(
                 headers = tuple(pairs)
             if q != p:
                 return None
-            if track_sequence:
+            # the fields go to columns, not a tuple per record: nothing the cyclic GC tracks, but the headers
+            add_offset(base_offset + delta)
+            if add_timestamp is not None:
+                add_timestamp(timestamp)
+            add_key(key)
+            add_value(value)
+            add_headers(headers)
+            add_attributes(attributes)
+            if add_sequence is not None:
                 sequence = base_sequence + delta
-                if sequence > _I32_MAX:  # Kafka's sequences wrap past int32 max to 0
-                    sequence -= 0x80000000
-            append((base_offset + delta, timestamp, key, value, headers, 2, codec, ts_type, producer_id, producer_epoch,
-                    sequence, transactional, control, attributes))
+                add_sequence(sequence - 0x80000000 if sequence > _I32_MAX else sequence)  # wraps past int32 max
             if misses < 3 and left:  # do the next records look like this one?  then read them a struct at a time
                 layout = _layout_of(buf, start, p)
                 done = 0
@@ -994,18 +1020,22 @@ def _records_fast(
                     done = len(run)
                     if done:
                         left -= done
-                        segments.append(out)
+                        segments.append(fields)
                         segments.append(run)
-                        out = []
-                        append = out.append
+                        fields = _field_run(constants, not ts_type, track_sequence)
+                        add_offset = fields.offsets.append
+                        add_key, add_value = fields.keys.append, fields.values.append  # type: ignore[union-attr]
+                        add_headers = fields.headers.append  # type: ignore[union-attr]
+                        add_attributes = fields.attributes.append  # type: ignore[union-attr]
+                        add_timestamp = fields.timestamps.append if fields.timestamps is not None else None
+                        add_sequence = fields.sequences.append if fields.sequences is not None else None
                 misses = 0 if done else misses + 1
     except (IndexError, UnicodeDecodeError, _Unusual, struct.error, DecodeError):
         return None
     if p != stop:
         return None
-    if out or not segments:
-        segments.append(out)
-    return [segment for segment in segments if len(segment)] or [out]
+    segments.append(fields)
+    return [segment for segment in segments if len(segment)] or [fields]
 
 class _Layout:
     """Where the fields of a record lie when its length, attributes, key, value and header lengths and
@@ -1114,7 +1144,7 @@ def _same_layout_run(
     header_values: Optional[List[bytes]] = [] if header_value_at else None
     sequences: Optional[List[int]] = [] if base_sequence >= 0 else None
     run.offsets, run.timestamps, run.keys, run.values = offsets, timestamps, keys, values
-    run.header_values, run.sequences = header_values, sequences
+    run.header_values, run.sequences, run.headers, run.attributes = header_values, sequences, None, None
     header_key = layout.header_key
     run.constants = (log_append_ts, header_key if header_value_at else () if header_key is None else ((header_key, None),),
                      codec, ts_type, producer_id, producer_epoch, transactional, control, layout.attributes)
