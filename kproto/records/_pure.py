@@ -3,6 +3,15 @@
 Both modules expose the same names (``Message``, ``decode``, ``decode_columns``, ``encode_plain``) and must
 give the same results and raise the same error class at the same offset for the same input;
 ``tests/test_records_differential.py`` holds them to it.  :mod:`kproto._backend` picks one.
+
+Magic 2 has two paths each way here, because a per-field Python parse costs several microseconds a record.
+Decoding: :func:`_records_fast` reads the records producers write with varints in line, and reads a run of
+records of one layout one ``struct`` call each, keeping them as columns that become records on iteration;
+on anything unusual it gives up and :func:`_records_into`, the careful parse, reads the batch again and
+raises the errors that are the contract.  Encoding: :func:`_encode_columns` encodes plain tuples of one
+shape a column at a time with C-level loops (``zip``, ``map``, ``b"".join``); anything else, and every
+error, goes through :func:`_encode_rows`.  ``tests/test_records_pure_fast_paths.py`` holds each fast path to
+its careful one.
 """
 
 from __future__ import annotations
@@ -11,7 +20,11 @@ import struct
 import zlib
 from array import array
 from collections import namedtuple
-from typing import Any, Iterable, List, Optional, Tuple
+from collections.abc import Sequence
+from functools import partial
+from itertools import chain, repeat
+from operator import add, itemgetter, sub
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from kproto.errors import DecodeError, EncodeError, LimitExceededError
 from kproto.records.compression import compress_buffer, decompress
@@ -446,6 +459,105 @@ class Record(_RecordFields):
     __slots__ = ()
 
 
+_record_of = partial(_new, Record)  # a Record from a tuple of its fields, called from C by map()
+
+
+class _BatchRecords(Sequence):  # type: ignore[type-arg]
+    """The records of a decoded magic 2 batch, the pure twin of the compiled one: the batch is parsed and
+    checked whole when it is decoded; iteration makes each :class:`Record` as it reaches it (in C, through
+    ``map`` and ``zip``), indexing makes them all once.  The parse leaves segments: lists of each record's
+    fields as a plain tuple, and :class:`_Run` columns for runs of records of one layout.
+
+    Why: a parse that made thousands of tuples, each holding more tuples (the headers), woke the cyclic
+    garbage collector many times per batch, at up to half the cost of the parse; columns of bytes and ints
+    are nothing it tracks, and a consumer that takes records one at a time and lets them go never holds
+    thousands of new ones at once.
+    """
+
+    __slots__ = ("_segments", "_count", "_built")
+
+    def __init__(self, segments: List[Any]) -> None:
+        self._segments = segments
+        self._count = sum(map(len, segments))
+        self._built: Optional[List[Record]] = None
+
+    def __iter__(self) -> Iterator[Record]:
+        if self._built is not None:
+            return iter(self._built)
+        if len(self._segments) == 1:
+            return _segment_records(self._segments[0])
+        return chain.from_iterable(map(_segment_records, self._segments))
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, index: Any) -> Any:
+        if self._built is None:
+            self._built = list(iter(self))
+        return self._built[index]
+
+    def __repr__(self) -> str:
+        return f"<{self._count} records>"
+
+
+def _segment_records(segment: Any) -> Iterator[Record]:
+    if type(segment) is list:
+        return map(_record_of, segment)
+    records: Iterator[Record] = segment.records()
+    return records
+
+
+class _Run:
+    """Records as columns, one per field that varies (``None`` where it is the same for all): a run of one
+    layout (headers from ``header_values``), or records read field by field (``headers``, ``attributes``)."""
+
+    __slots__ = ("offsets", "timestamps", "keys", "values", "header_values", "headers", "attributes", "sequences",
+                 "constants")
+
+    offsets: List[int]
+    timestamps: Optional[List[Any]]  # int, or None for a LogAppendTime batch's
+    keys: Optional[List[Any]]  # bytes or None
+    values: Optional[List[Any]]
+    header_values: Optional[List[bytes]]
+    headers: Optional[List[Tuple[Tuple[str, Optional[bytes]], ...]]]
+    attributes: Optional[List[int]]
+    sequences: Optional[List[int]]
+    constants: Tuple[Any, ...]  # timestamp, headers or header key, codec, timestamp type, producer id and
+    # epoch, transactional, control, attributes
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def records(self) -> Iterator[Record]:
+        n = len(self.offsets)
+        timestamp, headers, codec, ts_type, producer_id, producer_epoch, transactional, control, attributes = \
+            self.constants
+        if self.header_values is not None:  # one header each: ((key, value),) made by zip, in C
+            header_column: Iterable[Any] = zip(zip(repeat(headers, n), self.header_values))
+        elif self.headers is not None:
+            header_column = self.headers
+        else:
+            header_column = repeat(headers, n)
+        return map(_record_of, zip(
+            self.offsets, repeat(timestamp, n) if self.timestamps is None else self.timestamps,
+            repeat(None, n) if self.keys is None else self.keys, repeat(None, n) if self.values is None else self.values,
+            header_column, repeat(2, n), repeat(codec, n), repeat(ts_type, n), repeat(producer_id, n),
+            repeat(producer_epoch, n), repeat(-1, n) if self.sequences is None else self.sequences,
+            repeat(transactional, n), repeat(control, n),
+            repeat(attributes, n) if self.attributes is None else self.attributes))
+
+
+def _field_run(constants: Tuple[Any, ...], timestamps: bool, sequences: bool) -> _Run:
+    """An empty :class:`_Run` for records read field by field."""
+    run = _Run()
+    run.offsets, run.keys, run.values, run.headers, run.attributes = [], [], [], [], []
+    run.timestamps = [] if timestamps else None
+    run.sequences = [] if sequences else None
+    run.header_values = None
+    run.constants = constants
+    return run
+
+
 def _legacy_records(messages: List[Message]) -> List[Record]:
     return [
         _new(Record, (m.offset, m.timestamp, m.key, m.value, (), m.magic, m.codec, m.timestamp_type,
@@ -537,7 +649,7 @@ def _decode_batch(buf: bytes, pos: int, end: int, check_crc: bool, budget: List[
     (base_offset, length, leader_epoch, magic, crc, attributes, last_delta, base_ts, max_ts, producer_id,
      producer_epoch, base_sequence, count) = _BATCH.unpack_from(buf, pos)
     if check_crc:
-        computed = crc32c(buf[pos + BATCH_CRC_FROM : end])
+        computed = crc32c(memoryview(buf)[pos + BATCH_CRC_FROM : end])  # in place: no copy of the batch
         if computed != crc:
             raise DecodeError(f"CRC-32C mismatch: stored 0x{crc:08x}, computed 0x{computed:08x}", pos + BATCH_CRC_AT)
     codec = attributes & CODEC_MASK
@@ -555,19 +667,27 @@ def _decode_batch(buf: bytes, pos: int, end: int, check_crc: bool, budget: List[
         name = None
         body = buf
         base = 0
-    records: List[Record] = []
     p = body_at if not codec else 0
     stop = end if not codec else len(body)
     ts_type = (attributes >> 3) & 1
     transactional = bool(attributes & ATTR_TRANSACTIONAL)
     control = bool(attributes & ATTR_CONTROL)
-    try:
-        p = _records_into(body, p, stop, count, records, base_offset, base_ts, max_ts if ts_type else None, ts_type,
-                          name, producer_id, producer_epoch, base_sequence, transactional, control)
-    except DecodeError as exc:
-        if not codec:
-            raise
-        raise type(exc)(f"{exc.reason} [decompressed byte {exc.offset} of the {name} batch]", body_at) from None
+    log_append_ts = max_ts if ts_type else None
+    fast = _records_fast(body, p, stop, count, base_offset, base_ts, log_append_ts, ts_type, name, producer_id,
+                         producer_epoch, base_sequence, transactional, control)
+    if fast is not None:
+        records = _BatchRecords(fast)
+        p = stop
+    else:  # something unusual, perhaps an error: the careful parse, whose errors are the contract
+        rows: List[Tuple[Any, ...]] = []
+        try:
+            p = _records_into(body, p, stop, count, rows, base_offset, base_ts, log_append_ts, ts_type, name,
+                              producer_id, producer_epoch, base_sequence, transactional, control)
+        except DecodeError as exc:
+            if not codec:
+                raise
+            raise type(exc)(f"{exc.reason} [decompressed byte {exc.offset} of the {name} batch]", body_at) from None
+        records = _BatchRecords([rows])
     if p != stop:
         raise DecodeError(f"{stop - p} bytes follow the {count} records the batch header counts",
                           p if not codec else body_at)
@@ -582,7 +702,7 @@ def _decode_batch(buf: bytes, pos: int, end: int, check_crc: bool, budget: List[
     )
 
 
-def _control_marker(records: List[Record], pos: int) -> Tuple[Optional[int], Optional[int]]:
+def _control_marker(records: Iterable[Any], pos: int) -> Tuple[Optional[int], Optional[int]]:
     """(type, coordinator epoch) of a control batch; its record keys must be well-formed control keys."""
     kind = epoch = None
     for r in records:
@@ -614,13 +734,14 @@ def _sequence(base_sequence: int, delta: int) -> int:
 
 
 def _records_into(
-    buf: bytes, p: int, stop: int, count: int, out: List[Record], base_offset: int, base_ts: int,
+    buf: bytes, p: int, stop: int, count: int, out: List[Tuple[Any, ...]], base_offset: int, base_ts: int,
     log_append_ts: Optional[int], ts_type: int, codec: Optional[str], producer_id: int, producer_epoch: int,
     base_sequence: int, transactional: bool, control: bool,
 ) -> int:
-    """Parse ``count`` records from ``buf[p:stop]`` into ``out``; return where they end."""
+    """Parse ``count`` records from ``buf[p:stop]`` into ``out`` (the fields of each as a tuple, in the order of
+    :class:`Record`'s); return where they end."""
     append = out.append
-    new, record, varint = _new, Record, _varint
+    varint = _varint
     for _ in range(count):
         if p >= stop:
             raise DecodeError(f"the batch holds fewer records than its records count {count}", p)
@@ -682,11 +803,408 @@ def _records_into(
             headers = ()
         if q != end:
             raise DecodeError(f"record fields end {end - q} bytes before its length says", q)
-        append(new(record, (offset, log_append_ts if ts_type else timestamp, key, value, headers, 2, codec, ts_type,
-                            producer_id, producer_epoch, _sequence(base_sequence, off_delta) if base_sequence >= 0
-                            else -1, transactional, control, attributes)))
+        append((offset, log_append_ts if ts_type else timestamp, key, value, headers, 2, codec, ts_type, producer_id,
+                producer_epoch, _sequence(base_sequence, off_delta) if base_sequence >= 0 else -1, transactional,
+                control, attributes))
         p = end
     return p
+
+
+class _Unusual(Exception):
+    """Raised inside :func:`_records_fast` when a record leaves its fast path (never escapes it)."""
+
+
+def _varint_rest(buf: bytes, p: int) -> Tuple[int, int]:
+    """The raw (not yet zigzag-decoded) varint at ``p`` whose first two bytes both have the continuation bit:
+    (raw, next position), for at most four bytes; longer ones are left to the careful decoder."""
+    b = buf[p + 2]
+    if b < 0x80:
+        return (buf[p] & 0x7F) | (buf[p + 1] & 0x7F) << 7 | b << 14, p + 3
+    c = buf[p + 3]
+    if c < 0x80:
+        return (buf[p] & 0x7F) | (buf[p + 1] & 0x7F) << 7 | (b & 0x7F) << 14 | c << 21, p + 4
+    raise _Unusual
+
+
+#: The fast path does not range-check offsets and timestamps per record: it takes only batches whose base
+#: offset and base timestamp are this far inside int64, and varints of at most four bytes (|delta| < 2**27).
+_FAST_BASE_LIMIT = 2**62
+
+
+def _records_fast(
+    buf: bytes, p: int, stop: int, count: int, base_offset: int, base_ts: int, log_append_ts: Optional[int],
+    ts_type: int, codec: Optional[str], producer_id: int, producer_epoch: int, base_sequence: int,
+    transactional: bool, control: bool,
+) -> Optional[List[Any]]:
+    """:func:`_records_into` for the records producers write, or ``None`` when anything is unusual.
+
+    One loop with no call per field: varints of one and two bytes are read in line (longer ones, up to four
+    bytes, by :func:`_varint_rest`) and zigzag decoded in line.  It never raises and checks little on the way:
+    positions only grow, so a record whose fields end exactly where its length says, in a batch whose
+    records end exactly at its end, read no byte outside either; lengths are checked for sign.  On anything
+    it does not take (a varint beyond four bytes, a negative or misplaced length, a header key that is not
+    UTF-8, a base offset or timestamp near the int64 edge, records that do not fill the batch) it gives up
+    and the caller parses the batch again with :func:`_records_into`, whose errors are the contract; what it
+    returns (segments for :class:`_BatchRecords`) holds what :func:`_records_into` builds, row for row.
+    """
+    if not (-_FAST_BASE_LIMIT < base_offset < _FAST_BASE_LIMIT and -_FAST_BASE_LIMIT < base_ts < _FAST_BASE_LIMIT):
+        return None
+    segments: List[Any] = []
+    track_sequence = base_sequence >= 0
+    constants = (log_append_ts, (), codec, ts_type, producer_id, producer_epoch, transactional, control, 0)
+    fields = _field_run(constants, not ts_type, track_sequence)
+    add_offset, add_key, add_value = fields.offsets.append, fields.keys.append, fields.values.append  # type: ignore[union-attr]
+    add_headers, add_attributes = fields.headers.append, fields.attributes.append  # type: ignore[union-attr]
+    add_timestamp = fields.timestamps.append if fields.timestamps is not None else None
+    add_sequence = fields.sequences.append if fields.sequences is not None else None
+    rest = _varint_rest
+    timestamp = log_append_ts
+    left = count
+    misses = 0  # records in a row after which the next did not share their layout: past 2, stop trying
+    try:
+        while left > 0:
+            left -= 1
+            start = p
+            b = buf[p]  # record length
+            if b < 0x80:
+                q = p + 1
+            else:
+                c = buf[p + 1]
+                if c < 0x80:
+                    b = (b & 0x7F) | c << 7
+                    q = p + 2
+                else:
+                    b, q = rest(buf, p)
+            if b & 1:
+                return None
+            p = q + (b >> 1)  # where the record ends
+            attributes = buf[q]
+            b = buf[q + 1]  # timestamp delta
+            if b < 0x80:
+                q += 2
+            else:
+                c = buf[q + 2]
+                if c < 0x80:
+                    b = (b & 0x7F) | c << 7
+                    q += 3
+                else:
+                    b, q = rest(buf, q + 1)
+            if not ts_type:
+                timestamp = base_ts + ((b >> 1) ^ -(b & 1))
+            b = buf[q]  # offset delta
+            if b < 0x80:
+                q += 1
+            else:
+                c = buf[q + 1]
+                if c < 0x80:
+                    b = (b & 0x7F) | c << 7
+                    q += 2
+                else:
+                    b, q = rest(buf, q)
+            delta = (b >> 1) ^ -(b & 1)
+            b = buf[q]  # key length
+            if b == 1:  # null
+                key = None
+                q += 1
+            else:
+                if b < 0x80:
+                    q += 1
+                else:
+                    c = buf[q + 1]
+                    if c < 0x80:
+                        b = (b & 0x7F) | c << 7
+                        q += 2
+                    else:
+                        b, q = rest(buf, q)
+                if b & 1:
+                    return None
+                key = buf[q : q + (b >> 1)]
+                q += b >> 1
+            b = buf[q]  # value length
+            if b == 1:
+                value = None
+                q += 1
+            else:
+                if b < 0x80:
+                    q += 1
+                else:
+                    c = buf[q + 1]
+                    if c < 0x80:
+                        b = (b & 0x7F) | c << 7
+                        q += 2
+                    else:
+                        b, q = rest(buf, q)
+                if b & 1:
+                    return None
+                value = buf[q : q + (b >> 1)]
+                q += b >> 1
+            b = buf[q]  # header count
+            q += 1
+            if b == 0:
+                headers: Tuple[Tuple[str, Optional[bytes]], ...] = ()
+            elif b & 0x81:  # negative, or more than 63 headers: leave it to the careful parse
+                return None
+            elif b == 2:  # one header, the usual case: no list, no loop
+                b = buf[q]  # header key length: a short one, not null
+                if b & 0x81:
+                    return None
+                q += 1
+                hkey = buf[q : q + (b >> 1)].decode()
+                q += b >> 1
+                b = buf[q]  # header value length
+                if b == 1:
+                    headers = ((hkey, None),)
+                    q += 1
+                else:
+                    if b < 0x80:
+                        q += 1
+                    else:
+                        c = buf[q + 1]
+                        if c < 0x80:
+                            b = (b & 0x7F) | c << 7
+                            q += 2
+                        else:
+                            b, q = rest(buf, q)
+                    if b & 1:
+                        return None
+                    headers = ((hkey, buf[q : q + (b >> 1)]),)
+                    q += b >> 1
+            else:
+                pairs: List[Tuple[str, Optional[bytes]]] = []
+                for _ in range(b >> 1):
+                    b = buf[q]  # header key length: a short one, not null
+                    if b & 0x81:
+                        return None
+                    q += 1
+                    hkey = buf[q : q + (b >> 1)].decode()
+                    q += b >> 1
+                    b = buf[q]  # header value length
+                    if b == 1:
+                        pairs.append((hkey, None))
+                        q += 1
+                        continue
+                    if b < 0x80:
+                        q += 1
+                    else:
+                        c = buf[q + 1]
+                        if c < 0x80:
+                            b = (b & 0x7F) | c << 7
+                            q += 2
+                        else:
+                            b, q = rest(buf, q)
+                    if b & 1:
+                        return None
+                    pairs.append((hkey, buf[q : q + (b >> 1)]))
+                    q += b >> 1
+                headers = tuple(pairs)
+            if q != p:
+                return None
+            # the fields go to columns, not a tuple per record: nothing the cyclic GC tracks, but the headers
+            add_offset(base_offset + delta)
+            if add_timestamp is not None:
+                add_timestamp(timestamp)
+            add_key(key)
+            add_value(value)
+            add_headers(headers)
+            add_attributes(attributes)
+            if add_sequence is not None:
+                sequence = base_sequence + delta
+                add_sequence(sequence - 0x80000000 if sequence > _I32_MAX else sequence)  # wraps past int32 max
+            if misses < 3 and left:  # do the next records look like this one?  then read them a struct at a time
+                layout = _layout_of(buf, start, p)
+                done = 0
+                if layout is not None:
+                    run, p = _same_layout_run(buf, p, stop, left, layout, base_offset, base_ts, log_append_ts,
+                                              ts_type, codec, producer_id, producer_epoch, base_sequence,
+                                              transactional, control)
+                    done = len(run)
+                    if done:
+                        left -= done
+                        segments.append(fields)
+                        segments.append(run)
+                        fields = _field_run(constants, not ts_type, track_sequence)
+                        add_offset = fields.offsets.append
+                        add_key, add_value = fields.keys.append, fields.values.append  # type: ignore[union-attr]
+                        add_headers = fields.headers.append  # type: ignore[union-attr]
+                        add_attributes = fields.attributes.append  # type: ignore[union-attr]
+                        add_timestamp = fields.timestamps.append if fields.timestamps is not None else None
+                        add_sequence = fields.sequences.append if fields.sequences is not None else None
+                misses = 0 if done else misses + 1
+    except (IndexError, UnicodeDecodeError, _Unusual, struct.error, DecodeError):
+        return None
+    if p != stop:
+        return None
+    segments.append(fields)
+    return [segment for segment in segments if len(segment)] or [fields]
+
+class _Layout:
+    """Where the fields of a record lie when its length, attributes, key, value and header lengths and
+    header keys are those of a record already parsed: one ``struct`` call then reads a whole record.
+
+    ``unpack`` gives, in order, the skeleton (length, attributes) at 0, the timestamp and offset delta
+    varints at 1 and 2, then the other skeleton runs (varint lengths, header count and key) and the data
+    (key, value, header value) between them; ``skeleton`` is what ``pick`` must find for a record to have
+    this layout; ``key_at``/``value_at``/``header_value_at`` index the data, 0 when null.
+    """
+
+    __slots__ = ("unpack", "size", "pick", "skeleton", "attributes", "key_at", "value_at", "header_key",
+                 "header_value_at")
+
+    unpack: Any
+    size: int
+    pick: Any
+    skeleton: Tuple[bytes, ...]
+    attributes: int
+    key_at: int
+    value_at: int
+    header_key: Optional[str]
+    header_value_at: int
+
+
+def _layout_of(buf: bytes, p: int, end: int) -> Optional[_Layout]:
+    """The layout of the valid record at ``buf[p:end]``; ``None`` for one with more than one header."""
+    q = p
+    while buf[q] >= 0x80:
+        q += 1
+    q += 2  # the length's last byte, the attributes
+    skeleton = [buf[p:q]]
+    picks = [0]
+    formats = [f"{q - p}s"]
+    for _ in range(2):  # timestamp delta, offset delta
+        at = q
+        while buf[q] >= 0x80:
+            q += 1
+        q += 1
+        if q - at > 4:
+            return None
+        formats.append(f"{q - at}s")
+    layout = _Layout()
+    run = q  # where the current skeleton run started
+
+    def data(n: int) -> int:  # a data field of n bytes at q: close the skeleton run before it
+        skeleton.append(buf[run:q])
+        picks.append(len(formats))
+        formats.append(f"{q - run}s")
+        formats.append(f"{n}s")
+        return len(formats) - 1
+
+    n, q = _varint(buf, q, end, 5, "key length")
+    layout.key_at = 0 if n < 0 else data(n)
+    q += max(n, 0)
+    run = q if n >= 0 else run
+    n, q = _varint(buf, q, end, 5, "value length")
+    layout.value_at = 0 if n < 0 else data(n)
+    q += max(n, 0)
+    run = q if n >= 0 else run
+    count, q = _varint(buf, q, end, 5, "header count")
+    layout.header_key = None
+    layout.header_value_at = 0
+    if count > 1:
+        return None
+    if count:
+        n, q = _varint(buf, q, end, 5, "header key length")
+        layout.header_key = buf[q : q + n].decode()
+        q += n
+        n, q = _varint(buf, q, end, 5, "header value length")
+        if n >= 0:
+            layout.header_value_at = data(n)
+            q += n
+            run = q
+    if run < end:
+        skeleton.append(buf[run:end])
+        picks.append(len(formats))
+        formats.append(f"{end - run}s")
+    if len(picks) < 2:  # itemgetter of one index gives the item, not a tuple
+        return None
+    compiled = struct.Struct(">" + "".join(formats))
+    layout.unpack = compiled.unpack_from
+    layout.size = compiled.size
+    layout.pick = itemgetter(*picks)
+    layout.skeleton = tuple(skeleton)
+    layout.attributes = buf[p + len(skeleton[0]) - 1]
+    return layout
+
+
+def _same_layout_run(
+    buf: bytes, p: int, stop: int, left: int, layout: _Layout, base_offset: int, base_ts: int,
+    log_append_ts: Optional[int], ts_type: int, codec: Optional[str], producer_id: int, producer_epoch: int,
+    base_sequence: int, transactional: bool, control: bool,
+) -> Tuple[_Run, int]:
+    """The records from ``p`` on while they have ``layout`` (at most ``left``), as a :class:`_Run`, and where
+    they end.  Each is one ``struct`` call, a comparison of its skeleton, and its two deltas looked up
+    (:func:`_delta_varints`, or :func:`_long_delta` for three and four bytes)."""
+    unpack, size, pick, skeleton = layout.unpack, layout.size, layout.pick, layout.skeleton
+    key_at, value_at, header_value_at = layout.key_at, layout.value_at, layout.header_value_at
+    deltas = _delta_varints().get
+    run = _Run()
+    offsets: List[int] = []
+    timestamps: Optional[List[int]] = None if ts_type else []
+    keys: Optional[List[bytes]] = [] if key_at else None
+    values: Optional[List[bytes]] = [] if value_at else None
+    header_values: Optional[List[bytes]] = [] if header_value_at else None
+    sequences: Optional[List[int]] = [] if base_sequence >= 0 else None
+    run.offsets, run.timestamps, run.keys, run.values = offsets, timestamps, keys, values
+    run.header_values, run.sequences, run.headers, run.attributes = header_values, sequences, None, None
+    header_key = layout.header_key
+    run.constants = (log_append_ts, header_key if header_value_at else () if header_key is None else ((header_key, None),),
+                     codec, ts_type, producer_id, producer_epoch, transactional, control, layout.attributes)
+    add_offset = offsets.append
+    last = stop - size
+    while left and p <= last:
+        f = unpack(buf, p)
+        if pick(f) != skeleton:
+            break
+        t = deltas(f[1])
+        if t is None:
+            t = _long_delta(f[1])
+            if t is None:
+                break
+        delta = deltas(f[2])
+        if delta is None:
+            delta = _long_delta(f[2])
+            if delta is None:
+                break
+        add_offset(base_offset + delta)
+        if timestamps is not None:
+            timestamps.append(base_ts + t)
+        if keys is not None:
+            keys.append(f[key_at])
+        if values is not None:
+            values.append(f[value_at])
+        if header_values is not None:
+            header_values.append(f[header_value_at])
+        if sequences is not None:
+            sequence = base_sequence + delta
+            sequences.append(sequence - 0x80000000 if sequence > _I32_MAX else sequence)
+        p += size
+        left -= 1
+    return run, p
+
+
+_DELTA_VARINTS: Dict[bytes, int] = {}
+
+
+def _delta_varints() -> Dict[bytes, int]:
+    """Every zigzag varint of one or two bytes, as bytes, to its value; built on first use."""
+    if not _DELTA_VARINTS:
+        for raw in range(1 << 14):
+            value = (raw >> 1) ^ -(raw & 1)
+            if raw < 0x80:
+                _DELTA_VARINTS[bytes((raw,))] = value
+            _DELTA_VARINTS[bytes(((raw & 0x7F) | 0x80, raw >> 7))] = value  # (two bytes even when one would do)
+    return _DELTA_VARINTS
+
+
+def _long_delta(varint: bytes) -> Optional[int]:
+    """The value of a zigzag varint of three or four bytes, ``None`` if those bytes are not one."""
+    x = int.from_bytes(varint, "little")
+    if len(varint) == 3:
+        if x & 0x808080 != 0x8080:
+            return None
+    elif len(varint) != 4 or x & 0x80808080 != 0x808080:
+        return None
+    raw = (x & 0x7F) | (x >> 1 & 0x3F80) | (x >> 2 & 0x1FC000) | (x >> 3 & 0xFE00000)
+    return (raw >> 1) ^ -(raw & 1)
 
 
 def _varbytes(buf: bytes, q: int, end: int, what: str) -> Tuple[Optional[bytes], int]:
@@ -740,7 +1258,7 @@ def _walk_columns(buf: bytes, check_crc: bool, budget: List[int], batches: List[
 
 def _entry_crc_ok(buf: bytes, batch: Batch) -> bool:
     end = batch.position + LOG_OVERHEAD + batch.batch_length
-    return crc32c(buf[batch.position + BATCH_CRC_FROM : end]) == batch.crc
+    return crc32c(memoryview(buf)[batch.position + BATCH_CRC_FROM : end]) == batch.crc
 
 
 def _legacy_crc_flags(buf: bytes, batch: Batch) -> List[bool]:
@@ -768,11 +1286,229 @@ def _zigzag(value: int) -> bytes:
 _SMALL_VARINTS = [bytes((i,)) for i in range(128)]
 
 
-def encode_batch_records(records: Iterable[Any], now: int) -> Tuple[bytes, int, int, int]:
-    """The record section of a batch: (bytes, count, base timestamp, max timestamp).
+def encode_batch_records(records: Iterable[Any], now: int) -> Tuple[List[bytes], int, int, int, int]:
+    """The record section of a batch: (its pieces, to be joined, their total size, count, base timestamp,
+    max timestamp).
 
-    Deltas are taken from the first record's timestamp, as Kafka's producers write them.
+    Deltas are taken from the first record's timestamp, as Kafka's producers write them.  The records are
+    encoded a column at a time (:func:`_encode_columns`) when they are all plain tuples of one shape, else
+    one at a time (:func:`_encode_rows`), which also gives every error; both write the same bytes.
     """
+    items = records if type(records) is list else list(records)
+    try:
+        fast = _encode_columns(items, now)
+    except Exception:  # whatever stopped it, the row encoder meets too, and reports
+        fast = None
+    return fast or _encode_rows(items, now)
+
+
+#: Records whose key and value are shorter than this together are joined one by one before the batch is.
+_JOIN_RECORDS_BELOW = 2048
+
+_NONE_TYPE, _BYTES_TYPE, _TUPLE_TYPE, _INT_TYPE, _STR_TYPE = {type(None)}, {bytes}, {tuple}, {int}, {str}
+_BYTES_OR_NONE = {bytes, type(None)}
+_HEADER_LISTS = {list, tuple}
+
+
+def _encode_columns(items: List[Any], now: int) -> Optional[Tuple[List[bytes], int, int, int, int]]:
+    """:func:`_encode_rows` for a list of ``(key, value[, timestamp[, headers]])`` tuples of one length with
+    ``bytes``/``None`` keys and values, ``int``/``None`` timestamps and headers of ``(str, bytes | None)``
+    pairs; ``None`` for anything else (or anything it does not take), which is left to :func:`_encode_rows`
+    and its errors.
+
+    Why columns: the loops run in C.  ``zip(*items)`` turns the records into columns, each column is checked
+    by the set of its types, lengths come from ``map(len, ...)``, varints and their widths from tables, each
+    record's size is the ``sum`` of a row of widths, and the batch is one ``b"".join`` over the rows of
+    ``zip(...)``; a few lines run per batch, none per record.  The bytes are those :func:`_encode_rows` writes.
+    """
+    count = len(items)
+    if not count or set(map(type, items)) != _TUPLE_TYPE:
+        return None
+    shapes = set(map(len, items))
+    if len(shapes) != 1:
+        return None
+    shape = shapes.pop()
+    timestamps: Any
+    headers: Any
+    if shape == 4:
+        keys, values, timestamps, headers = zip(*items)
+    elif shape == 3:
+        keys, values, timestamps = zip(*items)
+        headers = None
+    elif shape == 2:
+        keys, values = zip(*items)
+        timestamps = headers = None
+    else:
+        return None
+    table, widths = _zigzag_tables()
+    top = len(table)
+    # each record: length, attributes, timestamp delta, offset delta, key, value, header count and headers;
+    # ``columns`` holds the pieces of each record in that order, ``sizes`` the widths that add up to its length
+    # (an int where they are the same in every record)
+    columns: List[Iterable[bytes]] = [repeat(b"\x00", count)]
+    sizes: List[Any] = [1]
+    if timestamps is None:
+        base_ts = max_ts = now
+        columns.append(repeat(b"\x00", count))
+        sizes.append(1)
+    else:
+        if None in timestamps:
+            timestamps = [now if t is None else t for t in timestamps]
+        if set(map(type, timestamps)) != _INT_TYPE:
+            return None
+        base_ts, low, max_ts = timestamps[0], min(timestamps), max(timestamps)
+        if low < _I64_MIN or max_ts > _I64_MAX or max_ts - base_ts > _I64_MAX or low - base_ts < _I64_MIN:
+            return None
+        deltas = list(map(sub, timestamps, repeat(base_ts)))
+        if low >= base_ts and max_ts - base_ts < top:
+            columns.append(map(table.__getitem__, deltas))
+            sizes.append(map(widths.__getitem__, deltas))
+        else:
+            varints = list(map(_zigzag, deltas))
+            columns.append(varints)
+            sizes.append(map(len, varints))
+    if count <= top:
+        columns.append(table[:count])
+        sizes.append(widths[:count])
+    else:
+        varints = list(chain(table, map(_zigzag, range(top, count))))
+        columns.append(varints)
+        sizes.append(map(len, varints))
+    largest_key = _binary_columns(keys, count, table, widths, columns, sizes)
+    largest_value = _binary_columns(values, count, table, widths, columns, sizes)
+    if largest_key is None or largest_value is None:
+        return None
+    if not headers or not any(headers):
+        columns.append(repeat(b"\x00", count))
+        sizes.append(1)
+    elif not _header_columns(headers, count, table, widths, columns, sizes):
+        return None
+    if largest_key + largest_value < _JOIN_RECORDS_BELOW:
+        # small records: each joined on its own, its length read from the result, two pieces per record
+        bodies = list(map(b"".join, zip(*columns)))
+        columns = [bodies]
+        lengths = list(map(len, bodies))
+    else:  # large ones: not copied but once, into the batch; their lengths summed from the widths
+        fixed = sum([w for w in sizes if type(w) is int])
+        varying = [w for w in sizes if type(w) is not int]
+        lengths = list(map(sum, zip(*varying), repeat(fixed))) if varying else [fixed] * count
+    largest = max(lengths)
+    if largest > _I32_MAX:
+        return None
+    if largest < top:
+        columns.insert(0, map(table.__getitem__, lengths))
+        size = sum(lengths) + sum(map(widths.__getitem__, lengths))
+    else:
+        varints = list(map(_zigzag, lengths))
+        columns.insert(0, varints)
+        size = sum(lengths) + sum(map(len, varints))
+    return list(chain.from_iterable(zip(*columns))), size, count, base_ts, max_ts
+
+
+def _binary_columns(column: Tuple[Any, ...], count: int, table: List[bytes], widths: List[int],
+                    columns: List[Iterable[bytes]], sizes: List[Any]) -> Optional[int]:
+    """Add the pieces (length varint, bytes) of a column of ``bytes``/``None`` (null: length -1, no bytes) to
+    ``columns`` and their widths to ``sizes``; return the largest length (0 if all are null), ``None`` if
+    the column holds anything else."""
+    types = set(map(type, column))
+    if types == _NONE_TYPE:
+        columns.append(repeat(b"\x01", count))
+        sizes.append(1)
+        return 0
+    if types == _BYTES_TYPE:
+        lengths = list(map(len, column))
+        largest = max(lengths)
+        if largest < len(table):
+            columns.append(map(table.__getitem__, lengths))
+            sizes.append(map(_zigzag_tables_spans().__getitem__, lengths))  # varint and bytes together
+        elif largest > _I32_MAX:
+            return None
+        else:
+            varints = list(map(_zigzag, lengths))
+            columns.append(varints)
+            sizes.append(map(len, varints))
+            sizes.append(lengths)
+        columns.append(column)
+        return largest
+    if types == _BYTES_OR_NONE:
+        varints = [b"\x01" if v is None else _zigzag(len(v)) for v in column]
+        columns.append(varints)
+        sizes.append(map(len, varints))
+        columns.append([v or b"" for v in column])
+        lengths = [0 if v is None else len(v) for v in column]
+        sizes.append(lengths)
+        return max(lengths)
+    return None
+
+
+def _header_columns(headers: Tuple[Any, ...], count: int, table: List[bytes], widths: List[int],
+                    columns: List[Iterable[bytes]], sizes: List[Any]) -> bool:
+    """Add the records' header sections to ``columns`` (and widths to ``sizes``): as columns when every record
+    has exactly one ``(str, bytes | None)`` header, else one piece per record; False when a header is not
+    of that kind."""
+    if set(map(type, headers)) <= _HEADER_LISTS and set(map(len, headers)) == {1}:
+        pairs = list(map(itemgetter(0), headers))
+        if set(map(type, pairs)) != _TUPLE_TYPE or set(map(len, pairs)) != {2}:
+            return False
+        names, values = zip(*pairs)
+        if set(map(type, names)) != _STR_TYPE:
+            return False
+        prefixed = {}
+        for name in set(names):
+            try:
+                raw = name.encode("utf-8")
+            except UnicodeEncodeError:
+                return False
+            prefixed[name] = b"\x02" + _zigzag(len(raw)) + raw  # header count 1, key length, key
+        columns.append(map(prefixed.__getitem__, names))
+        sizes.append([len(prefixed[name]) for name in names] if len(prefixed) > 1 else len(prefixed[names[0]]))
+        return _binary_columns(values, count, table, widths, columns, sizes) is not None
+    try:
+        sections = [_header_section(h, index) for index, h in enumerate(headers)]
+    except EncodeError:
+        return False
+    columns.append(sections)
+    sizes.append(map(len, sections))
+    return True
+
+
+def _header_section(headers: Any, index: int) -> bytes:
+    """A record's header count and headers, as :func:`_encode_rows` writes them."""
+    zz = _zigzag
+    pairs = _headers(headers, index)
+    out = [zz(len(pairs))]
+    for hkey, hvalue in pairs:
+        out.append(zz(len(hkey)))
+        out.append(hkey)
+        if hvalue is None:
+            out.append(b"\x01")
+        else:
+            out.append(zz(len(hvalue)))
+            out.append(hvalue)
+    return b"".join(out)
+
+
+_ZIGZAG_TABLES: List[List[Any]] = []
+
+
+def _zigzag_tables() -> Tuple[List[bytes], List[int]]:
+    """The zigzag varints of 0 .. 16383 (offset deltas, lengths, timestamp deltas) and their widths, built
+    on first use."""
+    if not _ZIGZAG_TABLES:
+        table = list(map(_zigzag, range(1 << 14)))
+        widths = list(map(len, table))
+        _ZIGZAG_TABLES.extend((table, widths, list(map(add, widths, range(1 << 14)))))
+    return _ZIGZAG_TABLES[0], _ZIGZAG_TABLES[1]
+
+
+def _zigzag_tables_spans() -> List[int]:
+    """For n in 0 .. 16383, the bytes a length-prefixed field of n bytes takes: its varint and the n bytes."""
+    _zigzag_tables()
+    return _ZIGZAG_TABLES[2]
+
+
+def _encode_rows(records: List[Any], now: int) -> Tuple[List[bytes], int, int, int, int]:
+    """:func:`encode_batch_records` one record at a time: any record shape, every check."""
     parts: List[bytes] = []
     add = parts.append
     zz = _zigzag
@@ -814,7 +1550,7 @@ def encode_batch_records(records: Iterable[Any], now: int) -> Tuple[bytes, int, 
             raise EncodeError(f"record {index}: larger than 2 GiB")
         add(zz(len(record)))
         add(record)
-    return b"".join(parts), index + 1, base_ts, max_ts
+    return parts, sum(map(len, parts)), index + 1, base_ts, max_ts
 
 
 def _record_fields(item: Any, index: int) -> Tuple[Optional[bytes], Optional[bytes], Optional[int], List[Tuple[bytes, Optional[bytes]]]]:
@@ -873,18 +1609,34 @@ def encode_batch(
     attributes: int, partition_leader_epoch: int, now: int,
 ) -> bytes:
     """One magic 2 batch (see :func:`kproto.records.encode_record_batch`); ``attributes`` without the codec."""
-    body, count, base_ts, max_ts = encode_batch_records(records, now)
+    pieces, size, count, base_ts, max_ts = encode_batch_records(records, now)
     if not count:
         return b""
     if count - 1 > _I64_MAX - base_offset:
         raise EncodeError(f"offsets from {base_offset} for {count} records do not fit int64")
+    head = _BATCH_HEAD_AFTER_CRC.pack(attributes | codec, count - 1, base_ts, max_ts, producer_id, producer_epoch,
+                                      base_sequence, count)
     if codec:
-        body = bytes(compress_buffer(codec, body, magic=2))
-    tail = _BATCH_HEAD_AFTER_CRC.pack(attributes | codec, count - 1, base_ts, max_ts, producer_id, producer_epoch,
-                                      base_sequence, count) + body
-    if len(tail) + 9 > _I32_MAX:
+        pieces = [bytes(compress_buffer(codec, b"".join(pieces), magic=2))]
+        size = len(pieces[0])
+    if size + len(head) + 9 > _I32_MAX:
         raise EncodeError("batch larger than 2 GiB")
-    return _BATCH_PREFIX.pack(base_offset, len(tail) + 9, partition_leader_epoch, 2) + _U32.pack(crc32c(tail)) + tail
+    # The CRC runs over the head, then the records; the batch is one join of the pieces.  Large records are
+    # summed where they lie, piece by piece; small ones are first joined (one call per piece would cost
+    # more than copying them), a copy that a batch of large records (several MB) would pay in page faults.
+    crc = crc32c(head)
+    if size >= _CRC_BY_PIECE * len(pieces):
+        for piece in pieces:
+            crc = crc32c(piece, crc)
+    else:
+        pieces = [b"".join(pieces)]
+        crc = crc32c(pieces[0], crc)
+    return b"".join((_BATCH_PREFIX.pack(base_offset, size + len(head) + 9, partition_leader_epoch, 2),
+                     _U32.pack(crc), head, *pieces))
+
+
+#: Average piece size from which a batch's CRC is summed piece by piece rather than over a joined copy.
+_CRC_BY_PIECE = 256
 
 
 _U32 = struct.Struct(">I")
@@ -905,9 +1657,10 @@ def _crc32c_table() -> List[int]:
 _CRC32C_TABLE = _crc32c_table()
 
 
-def crc32c_table(data: Any) -> int:
-    """CRC-32C by the byte-wise table: the pure fallback when the ``crc32c`` package is not installed."""
-    crc = 0xFFFFFFFF
+def crc32c_table(data: Any, value: int = 0) -> int:
+    """CRC-32C by the byte-wise table: the pure fallback when the ``crc32c`` package is not installed.
+    ``value``: the CRC of the bytes before ``data``, to continue it."""
+    crc = value ^ 0xFFFFFFFF
     table = _CRC32C_TABLE
     for b in bytes(data):
         crc = table[(crc ^ b) & 0xFF] ^ (crc >> 8)
@@ -920,8 +1673,9 @@ except ImportError:  # pragma: no cover - depends on the environment
     _crc32c_c = None
 
 
-def crc32c(data: Any) -> int:
-    """CRC-32C of a bytes-like object (the ``crc32c`` package when installed, else :func:`crc32c_table`)."""
+def crc32c(data: Any, value: int = 0) -> int:
+    """CRC-32C of a bytes-like object (the ``crc32c`` package when installed, else :func:`crc32c_table`);
+    ``value``: the CRC of the bytes before ``data``, to continue it."""
     if _crc32c_c is not None:
-        return _crc32c_c(data)
-    return crc32c_table(data)
+        return _crc32c_c(data, value)
+    return crc32c_table(data, value)

@@ -1,0 +1,119 @@
+"""The pure twin's fast paths against its own careful ones: the magic 2 record loop that reads varints in
+line (``_records_fast``) must build what the careful parse (``_records_into``) builds, or give up; the
+column encoder (``_encode_columns``) must write what the row encoder (``_encode_rows``) writes, or give up.
+The compiled/pure differential holds the careful paths to the Cython twin; this holds the fast ones to
+them, on the shapes where they differ: varints of three to ten bytes, deltas near the int64 edges, null
+and multiple headers, records that lie about their length, values that are not ``bytes``."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kproto.records import _pure
+
+binary = st.one_of(st.none(), st.binary(max_size=20), st.binary(min_size=60, max_size=200))
+headers = st.one_of(st.just([]), st.lists(st.tuples(st.sampled_from(["k", "trace", "h\u00e9"]), binary), max_size=3))
+timestamps = st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1), st.integers(0, 2**20))
+records = st.lists(st.tuples(binary, binary, timestamps, headers), min_size=1, max_size=8)
+near = st.one_of(st.integers(-(2**40), 2**40), st.integers(0, 2**20), st.integers(2**26, 2**29))
+near_records = st.lists(st.tuples(binary, binary, near, headers), min_size=1, max_size=8)
+
+
+def _rows(segments):
+    """The rows of what the fast loop returns (its segments, as the batch's records hold them)."""
+    return None if segments is None else [tuple(r) for r in _pure._BatchRecords(segments)]
+
+
+def _careful(body: bytes, count: int, base_offset: int, base_ts: int, ts_type: int, base_sequence: int):
+    rows: list = []
+    try:
+        end = _pure._records_into(body, 0, len(body), count, rows, base_offset, base_ts, 99 if ts_type else None,
+                                  ts_type, None, 5, 1, base_sequence, False, False)
+    except _pure.DecodeError:
+        return None
+    return rows if end == len(body) else None
+
+
+@settings(max_examples=80, deadline=None)
+@given(near_records, st.integers(-(2**63), 2**63 - 1), st.integers(-(2**63), 2**63 - 1), st.integers(0, 1),
+       st.sampled_from([-1, 0, 2**31 - 2]), st.data())
+def test_the_fast_record_loop_builds_what_the_careful_one_builds(items, base_offset, base_ts, ts_type, base_sequence,
+                                                                   data):
+    body = bytearray(b"".join(_pure.encode_batch_records(items, 7)[0]))
+    damaged = data.draw(st.booleans())
+    if damaged:  # one byte changed: the fast loop builds what the careful one builds, or gives up
+        body[data.draw(st.integers(0, len(body) - 1))] = data.draw(st.integers(0, 255))
+    body = bytes(body)
+    count = len(items) + data.draw(st.sampled_from([0, 0, -1, 1]))
+    fast = _rows(_pure._records_fast(body, 0, len(body), count, base_offset, base_ts, 99 if ts_type else None,
+                                     ts_type, None, 5, 1, base_sequence, False, False))
+    careful = _careful(body, count, base_offset, base_ts, ts_type, base_sequence)
+    if fast is not None:
+        assert fast == careful
+    elif not damaged and count == len(items):  # what producers write, it gives up only at the edges
+        assert careful is None or base_offset <= -(2**62) or base_offset >= 2**62 or base_ts <= -(2**62) \
+            or base_ts >= 2**62 or any(len(v or b"") >= 8192 for r in items for v in r[:2]) or any(
+                abs(r[2] - items[0][2]) >= 2**27 for r in items)
+
+
+def test_the_fast_record_loop_reads_varints_up_to_four_bytes():
+    items = [(None, b"v" * 9000, 10**7 * i, [("k", b"w" * 70)]) for i in range(3)]
+    body = b"".join(_pure.encode_batch_records(items, 0)[0])
+    fast = _rows(_pure._records_fast(body, 0, len(body), 3, 10, 0, None, 0, None, 5, 1, -1, False, False))
+    assert fast is not None and fast == _careful(body, 3, 10, 0, 0, -1)
+    assert [row[1] for row in fast] == [0, 10**7, 2 * 10**7]
+
+
+class _Int(int):
+    pass
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.one_of(records, st.lists(st.one_of(
+    st.tuples(binary, binary), st.tuples(binary, binary, timestamps),
+    st.tuples(st.just(bytearray(b"ba")), binary, timestamps, headers),
+    st.tuples(binary, binary, st.just(_Int(5)), headers),
+    st.tuples(binary, binary, timestamps, st.just([("k", b"v"), ["l", None]])),
+    st.tuples(binary, binary, timestamps, st.just([(b"raw", b"v")])),
+    st.tuples(binary, binary, timestamps, headers)), min_size=1, max_size=6)))
+def test_the_column_encoder_writes_what_the_row_encoder_writes(items):
+    try:
+        rows = _pure._encode_rows(items, 1234)
+    except _pure.EncodeError:
+        rows = None  # bad input: the column encoder must have given up
+    try:
+        columns = _pure._encode_columns(items, 1234)
+    except Exception:
+        columns = None  # encode_batch_records leaves such input to the row encoder
+    if columns is not None:
+        assert rows is not None
+        assert (b"".join(columns[0]),) + columns[1:] == (b"".join(rows[0]),) + rows[1:]
+
+
+def test_the_column_encoder_takes_the_usual_shapes_and_large_batches():
+    for shape, count in ((2, 500), (3, 500), (4, 16500)):  # past the 16384 varints of the tables
+        items = [(None, b"x" * (i % 300), 10**12 + i, [("trace", b"%08d" % i)])[:shape] for i in range(count)]
+        columns = _pure._encode_columns(items, 10**12)
+        assert columns is not None
+        assert b"".join(columns[0]) == b"".join(_pure._encode_rows(items, 10**12)[0])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from([0, 7, 14, 18]), st.sampled_from([None, b"", b"key"]), st.sampled_from([None, b"v" * 90]),
+       st.sampled_from([[], [("trace", b"12345678")], [("t", None)]]), st.data())
+def test_records_of_one_layout_read_a_struct_at_a_time_as_the_careful_parse_reads_them(shift, key, value, hdrs,
+                                                                                        data):
+    # deltas that cross from one to four bytes inside the run, one byte damaged somewhere (or none)
+    items = [(key, value, i << shift, hdrs) for i in range(300)]
+    body = bytearray(b"".join(_pure.encode_batch_records(items, 0)[0]))
+    at = data.draw(st.one_of(st.none(), st.integers(0, len(body) - 1)))
+    if at is not None:
+        body[at] ^= data.draw(st.integers(1, 255))
+    body = bytes(body)
+    fast = _rows(_pure._records_fast(body, 0, len(body), 300, 10, 0, None, 0, None, 5, 1, 7, False, False))
+    careful = _careful(body, 300, 10, 0, 0, 7)
+    if at is None:
+        assert fast is not None
+    if fast is not None:
+        assert fast == careful
