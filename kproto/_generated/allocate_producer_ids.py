@@ -54,7 +54,7 @@ _RUN_throttle_time_ms__producer_id_len = (('throttle_time_ms', 0, 4), ('error_co
 
 def _dec_AllocateProducerIdsRequest_v0(buf, cur, end):
     """Decode AllocateProducerIdsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_broker_id__broker_epoch, pos, end)
     if cython.compiled:
@@ -94,7 +94,7 @@ def _enc_AllocateProducerIdsRequest_v0(obj, out):
 
 def _dec_AllocateProducerIdsResponse_v0(buf, cur, end):
     """Decode AllocateProducerIdsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 18:
         raise _w.short_run(_RUN_throttle_time_ms__producer_id_len, pos, end)
     if cython.compiled:

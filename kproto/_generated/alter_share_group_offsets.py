@@ -55,7 +55,7 @@ _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 
 
 def _dec_AlterShareGroupOffsetsRequest_v0(buf, cur, end):
     """Decode AlterShareGroupOffsetsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -155,7 +155,7 @@ def _enc_AlterShareGroupOffsetsRequest_v0(obj, out):
 
 def _dec_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic_v0(buf, cur, end):
     """Decode AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -255,7 +255,7 @@ def _enc_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic_v0(obj
 
 def _dec_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition_v0(buf, cur, end):
     """Decode AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic.AlterShareGroupOffsetsRequestPartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_partition_index__start_offset, pos, end)
     if cython.compiled:
@@ -295,7 +295,7 @@ def _enc_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition_v0
 
 def _dec_AlterShareGroupOffsetsResponse_v0(buf, cur, end):
     """Decode AlterShareGroupOffsetsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -413,7 +413,7 @@ def _enc_AlterShareGroupOffsetsResponse_v0(obj, out):
 
 def _dec_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic_v0(buf, cur, end):
     """Decode AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -519,7 +519,7 @@ def _enc_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic_v0(o
 
 def _dec_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition_v0(buf, cur, end):
     """Decode AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic.AlterShareGroupOffsetsResponsePartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
     if cython.compiled:

@@ -58,7 +58,7 @@ _RUN_throttle_time_ms = (('throttle_time_ms', 0, 4),)
 
 def _dec_AlterUserScramCredentialsRequest_v0(buf, cur, end):
     """Decode AlterUserScramCredentialsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if pos < end and buf[pos] < 128:
         n_deletions = buf[pos] - 1
         pos += 1
@@ -156,7 +156,7 @@ def _enc_AlterUserScramCredentialsRequest_v0(obj, out):
 
 def _dec_AlterUserScramCredentialsRequest_ScramCredentialDeletion_v0(buf, cur, end):
     """Decode AlterUserScramCredentialsRequest.ScramCredentialDeletion (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -232,7 +232,7 @@ def _enc_AlterUserScramCredentialsRequest_ScramCredentialDeletion_v0(obj, out):
 
 def _dec_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(buf, cur, end):
     """Decode AlterUserScramCredentialsRequest.ScramCredentialUpsertion (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -373,7 +373,7 @@ def _enc_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(obj, out):
 
 def _dec_AlterUserScramCredentialsResponse_v0(buf, cur, end):
     """Decode AlterUserScramCredentialsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -447,7 +447,7 @@ def _enc_AlterUserScramCredentialsResponse_v0(obj, out):
 
 def _dec_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_v0(buf, cur, end):
     """Decode AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if pos < end and buf[pos] < 128:
         n_user = buf[pos] - 1
         pos += 1

@@ -57,7 +57,7 @@ _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 
 
 def _dec_ConsumerGroupHeartbeatRequest_v0(buf, cur, end):
     """Decode ConsumerGroupHeartbeatRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -418,7 +418,7 @@ def _enc_ConsumerGroupHeartbeatRequest_v0(obj, out):
 
 def _dec_ConsumerGroupHeartbeatRequest_v1(buf, cur, end):
     """Decode ConsumerGroupHeartbeatRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -817,7 +817,7 @@ def _enc_ConsumerGroupHeartbeatRequest_v1(obj, out):
 
 def _dec_ConsumerGroupHeartbeatRequest_TopicPartitions_v0(buf, cur, end):
     """Decode ConsumerGroupHeartbeatRequest.TopicPartitions (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -884,7 +884,7 @@ def _enc_ConsumerGroupHeartbeatRequest_TopicPartitions_v0(obj, out):
 
 def _dec_ConsumerGroupHeartbeatResponse_v0(buf, cur, end):
     """Decode ConsumerGroupHeartbeatResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -1040,7 +1040,7 @@ def _enc_ConsumerGroupHeartbeatResponse_v0(obj, out):
 
 def _dec_ConsumerGroupHeartbeatResponse_Assignment_v0(buf, cur, end):
     """Decode ConsumerGroupHeartbeatResponse.Assignment (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_partitions = buf[pos] - 1
         pos += 1
@@ -1101,7 +1101,7 @@ def _enc_ConsumerGroupHeartbeatResponse_Assignment_v0(obj, out):
 
 def _dec_ConsumerGroupHeartbeatResponse_TopicPartitions_v0(buf, cur, end):
     """Decode ConsumerGroupHeartbeatResponse.Assignment.TopicPartitions (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)

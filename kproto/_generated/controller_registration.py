@@ -61,7 +61,7 @@ _RUN_zk_migration_ready = (('zk_migration_ready', 0, 1),)
 
 def _dec_ControllerRegistrationRequest_v0(buf, cur, end):
     """Decode ControllerRegistrationRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_controller_id, pos, end)
     if cython.compiled:
@@ -194,7 +194,7 @@ def _enc_ControllerRegistrationRequest_v0(obj, out):
 
 def _dec_ControllerRegistrationRequest_Listener_v0(buf, cur, end):
     """Decode ControllerRegistrationRequest.Listener (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -312,7 +312,7 @@ def _enc_ControllerRegistrationRequest_Listener_v0(obj, out):
 
 def _dec_ControllerRegistrationRequest_Feature_v0(buf, cur, end):
     """Decode ControllerRegistrationRequest.Feature (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -391,7 +391,7 @@ def _enc_ControllerRegistrationRequest_Feature_v0(obj, out):
 
 def _dec_ControllerRegistrationResponse_v0(buf, cur, end):
     """Decode ControllerRegistrationResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:

@@ -69,7 +69,7 @@ _RUN_throttle_time_ms__results = (('throttle_time_ms', 0, 4), ('results', 4, 4))
 
 def _dec_CreateAclsRequest_v0(buf, cur, end):
     """Decode CreateAclsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_creations, pos, end)
     if cython.compiled:
@@ -115,7 +115,7 @@ def _enc_CreateAclsRequest_v0(obj, out):
 
 def _dec_CreateAclsRequest_v1(buf, cur, end):
     """Decode CreateAclsRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_creations, pos, end)
     if cython.compiled:
@@ -161,7 +161,7 @@ def _enc_CreateAclsRequest_v1(obj, out):
 
 def _dec_CreateAclsRequest_v2(buf, cur, end):
     """Decode CreateAclsRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if pos < end and buf[pos] < 128:
         n_creations = buf[pos] - 1
         pos += 1
@@ -222,7 +222,7 @@ def _enc_CreateAclsRequest_v2(obj, out):
 
 def _dec_CreateAclsRequest_AclCreation_v0(buf, cur, end):
     """Decode CreateAclsRequest.AclCreation (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 3:
         raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
     if cython.compiled:
@@ -358,7 +358,7 @@ def _enc_CreateAclsRequest_AclCreation_v0(obj, out):
 
 def _dec_CreateAclsRequest_AclCreation_v1(buf, cur, end):
     """Decode CreateAclsRequest.AclCreation (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 3:
         raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
     if cython.compiled:
@@ -494,7 +494,7 @@ def _enc_CreateAclsRequest_AclCreation_v1(obj, out):
 
 def _dec_CreateAclsRequest_AclCreation_v2(buf, cur, end):
     """Decode CreateAclsRequest.AclCreation (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 1:
         raise _w.short_run(_RUN_resource_type, pos, end)
     if cython.compiled:
@@ -677,7 +677,7 @@ def _enc_CreateAclsRequest_AclCreation_v2(obj, out):
 
 def _dec_CreateAclsResponse_v0(buf, cur, end):
     """Decode CreateAclsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__results, pos, end)
     if cython.compiled:
@@ -726,7 +726,7 @@ def _enc_CreateAclsResponse_v0(obj, out):
 
 def _dec_CreateAclsResponse_v2(buf, cur, end):
     """Decode CreateAclsResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -800,7 +800,7 @@ def _enc_CreateAclsResponse_v2(obj, out):
 
 def _dec_CreateAclsResponse_AclCreationResult_v0(buf, cur, end):
     """Decode CreateAclsResponse.AclCreationResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__error_message, pos, end)
     if cython.compiled:
@@ -853,7 +853,7 @@ def _enc_CreateAclsResponse_AclCreationResult_v0(obj, out):
 
 def _dec_CreateAclsResponse_AclCreationResult_v2(buf, cur, end):
     """Decode CreateAclsResponse.AclCreationResult (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:

@@ -76,7 +76,7 @@ _RUN_throttle_time_ms__filter_results = (('throttle_time_ms', 0, 4), ('filter_re
 
 def _dec_DeleteAclsRequest_v0(buf, cur, end):
     """Decode DeleteAclsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_filters, pos, end)
     if cython.compiled:
@@ -122,7 +122,7 @@ def _enc_DeleteAclsRequest_v0(obj, out):
 
 def _dec_DeleteAclsRequest_v1(buf, cur, end):
     """Decode DeleteAclsRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_filters, pos, end)
     if cython.compiled:
@@ -168,7 +168,7 @@ def _enc_DeleteAclsRequest_v1(obj, out):
 
 def _dec_DeleteAclsRequest_v2(buf, cur, end):
     """Decode DeleteAclsRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if pos < end and buf[pos] < 128:
         n_filters = buf[pos] - 1
         pos += 1
@@ -229,7 +229,7 @@ def _enc_DeleteAclsRequest_v2(obj, out):
 
 def _dec_DeleteAclsRequest_DeleteAclsFilter_v0(buf, cur, end):
     """Decode DeleteAclsRequest.DeleteAclsFilter (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 3:
         raise _w.short_run(_RUN_resource_type_filter__resource_name_filter, pos, end)
     if cython.compiled:
@@ -371,7 +371,7 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter_v0(obj, out):
 
 def _dec_DeleteAclsRequest_DeleteAclsFilter_v1(buf, cur, end):
     """Decode DeleteAclsRequest.DeleteAclsFilter (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 3:
         raise _w.short_run(_RUN_resource_type_filter__resource_name_filter, pos, end)
     if cython.compiled:
@@ -513,7 +513,7 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter_v1(obj, out):
 
 def _dec_DeleteAclsRequest_DeleteAclsFilter_v2(buf, cur, end):
     """Decode DeleteAclsRequest.DeleteAclsFilter (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 1:
         raise _w.short_run(_RUN_resource_type_filter, pos, end)
     if cython.compiled:
@@ -702,7 +702,7 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter_v2(obj, out):
 
 def _dec_DeleteAclsResponse_v0(buf, cur, end):
     """Decode DeleteAclsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__filter_results, pos, end)
     if cython.compiled:
@@ -751,7 +751,7 @@ def _enc_DeleteAclsResponse_v0(obj, out):
 
 def _dec_DeleteAclsResponse_v1(buf, cur, end):
     """Decode DeleteAclsResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__filter_results, pos, end)
     if cython.compiled:
@@ -800,7 +800,7 @@ def _enc_DeleteAclsResponse_v1(obj, out):
 
 def _dec_DeleteAclsResponse_v2(buf, cur, end):
     """Decode DeleteAclsResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -874,7 +874,7 @@ def _enc_DeleteAclsResponse_v2(obj, out):
 
 def _dec_DeleteAclsResponse_DeleteAclsFilterResult_v0(buf, cur, end):
     """Decode DeleteAclsResponse.DeleteAclsFilterResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__error_message, pos, end)
     if cython.compiled:
@@ -958,7 +958,7 @@ def _enc_DeleteAclsResponse_DeleteAclsFilterResult_v0(obj, out):
 
 def _dec_DeleteAclsResponse_DeleteAclsFilterResult_v1(buf, cur, end):
     """Decode DeleteAclsResponse.DeleteAclsFilterResult (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__error_message, pos, end)
     if cython.compiled:
@@ -1042,7 +1042,7 @@ def _enc_DeleteAclsResponse_DeleteAclsFilterResult_v1(obj, out):
 
 def _dec_DeleteAclsResponse_DeleteAclsFilterResult_v2(buf, cur, end):
     """Decode DeleteAclsResponse.DeleteAclsFilterResult (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -1157,7 +1157,7 @@ def _enc_DeleteAclsResponse_DeleteAclsFilterResult_v2(obj, out):
 
 def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(buf, cur, end):
     """Decode DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__error_message, pos, end)
     if cython.compiled:
@@ -1331,7 +1331,7 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(obj, out):
 
 def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(buf, cur, end):
     """Decode DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__error_message, pos, end)
     if cython.compiled:
@@ -1505,7 +1505,7 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(obj, out):
 
 def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(buf, cur, end):
     """Decode DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:

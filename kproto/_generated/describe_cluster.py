@@ -68,7 +68,7 @@ _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 
 
 def _dec_DescribeClusterRequest_v0(buf, cur, end):
     """Decode DescribeClusterRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 1:
         raise _w.short_run(_RUN_include_cluster_authorized_operations, pos, end)
     if cython.compiled:
@@ -114,7 +114,7 @@ def _enc_DescribeClusterRequest_v0(obj, out):
 
 def _dec_DescribeClusterRequest_v1(buf, cur, end):
     """Decode DescribeClusterRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_include_cluster_authorized_operations__endpoint_type, pos, end)
     if cython.compiled:
@@ -160,7 +160,7 @@ def _enc_DescribeClusterRequest_v1(obj, out):
 
 def _dec_DescribeClusterRequest_v2(buf, cur, end):
     """Decode DescribeClusterRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 3:
         raise _w.short_run(_RUN_include_cluster_authorized_operations__include_fenced_brokers, pos, end)
     if cython.compiled:
@@ -209,7 +209,7 @@ def _enc_DescribeClusterRequest_v2(obj, out):
 
 def _dec_DescribeClusterResponse_v0(buf, cur, end):
     """Decode DescribeClusterResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -395,7 +395,7 @@ def _enc_DescribeClusterResponse_v0(obj, out):
 
 def _dec_DescribeClusterResponse_v1(buf, cur, end):
     """Decode DescribeClusterResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -591,7 +591,7 @@ def _enc_DescribeClusterResponse_v1(obj, out):
 
 def _dec_DescribeClusterResponse_v2(buf, cur, end):
     """Decode DescribeClusterResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -787,7 +787,7 @@ def _enc_DescribeClusterResponse_v2(obj, out):
 
 def _dec_DescribeClusterResponse_DescribeClusterBroker_v0(buf, cur, end):
     """Decode DescribeClusterResponse.DescribeClusterBroker (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_broker_id, pos, end)
     if cython.compiled:
@@ -920,7 +920,7 @@ def _enc_DescribeClusterResponse_DescribeClusterBroker_v0(obj, out):
 
 def _dec_DescribeClusterResponse_DescribeClusterBroker_v2(buf, cur, end):
     """Decode DescribeClusterResponse.DescribeClusterBroker (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_broker_id, pos, end)
     if cython.compiled:

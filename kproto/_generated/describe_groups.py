@@ -73,7 +73,7 @@ _RUN_throttle_time_ms__groups = (('throttle_time_ms', 0, 4), ('groups', 4, 4))
 
 def _dec_DescribeGroupsRequest_v0(buf, cur, end):
     """Decode DescribeGroupsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_groups, pos, end)
     if cython.compiled:
@@ -134,7 +134,7 @@ def _enc_DescribeGroupsRequest_v0(obj, out):
 
 def _dec_DescribeGroupsRequest_v3(buf, cur, end):
     """Decode DescribeGroupsRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_groups, pos, end)
     if cython.compiled:
@@ -208,7 +208,7 @@ def _enc_DescribeGroupsRequest_v3(obj, out):
 
 def _dec_DescribeGroupsRequest_v5(buf, cur, end):
     """Decode DescribeGroupsRequest (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if pos < end and buf[pos] < 128:
         n_groups = buf[pos] - 1
         pos += 1
@@ -310,7 +310,7 @@ def _enc_DescribeGroupsRequest_v5(obj, out):
 
 def _dec_DescribeGroupsResponse_v0(buf, cur, end):
     """Decode DescribeGroupsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_groups, pos, end)
     if cython.compiled:
@@ -357,7 +357,7 @@ def _enc_DescribeGroupsResponse_v0(obj, out):
 
 def _dec_DescribeGroupsResponse_v1(buf, cur, end):
     """Decode DescribeGroupsResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__groups, pos, end)
     if cython.compiled:
@@ -406,7 +406,7 @@ def _enc_DescribeGroupsResponse_v1(obj, out):
 
 def _dec_DescribeGroupsResponse_v3(buf, cur, end):
     """Decode DescribeGroupsResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__groups, pos, end)
     if cython.compiled:
@@ -455,7 +455,7 @@ def _enc_DescribeGroupsResponse_v3(obj, out):
 
 def _dec_DescribeGroupsResponse_v4(buf, cur, end):
     """Decode DescribeGroupsResponse (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__groups, pos, end)
     if cython.compiled:
@@ -504,7 +504,7 @@ def _enc_DescribeGroupsResponse_v4(obj, out):
 
 def _dec_DescribeGroupsResponse_v5(buf, cur, end):
     """Decode DescribeGroupsResponse (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -578,7 +578,7 @@ def _enc_DescribeGroupsResponse_v5(obj, out):
 
 def _dec_DescribeGroupsResponse_v6(buf, cur, end):
     """Decode DescribeGroupsResponse (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -652,7 +652,7 @@ def _enc_DescribeGroupsResponse_v6(obj, out):
 
 def _dec_DescribeGroupsResponse_DescribedGroup_v0(buf, cur, end):
     """Decode DescribeGroupsResponse.DescribedGroup (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__group_id, pos, end)
     if cython.compiled:
@@ -839,7 +839,7 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v0(obj, out):
 
 def _dec_DescribeGroupsResponse_DescribedGroup_v3(buf, cur, end):
     """Decode DescribeGroupsResponse.DescribedGroup (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__group_id, pos, end)
     if cython.compiled:
@@ -1036,7 +1036,7 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v3(obj, out):
 
 def _dec_DescribeGroupsResponse_DescribedGroup_v4(buf, cur, end):
     """Decode DescribeGroupsResponse.DescribedGroup (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__group_id, pos, end)
     if cython.compiled:
@@ -1233,7 +1233,7 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v4(obj, out):
 
 def _dec_DescribeGroupsResponse_DescribedGroup_v5(buf, cur, end):
     """Decode DescribeGroupsResponse.DescribedGroup (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -1479,7 +1479,7 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v5(obj, out):
 
 def _dec_DescribeGroupsResponse_DescribedGroup_v6(buf, cur, end):
     """Decode DescribeGroupsResponse.DescribedGroup (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -1763,7 +1763,7 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v6(obj, out):
 
 def _dec_DescribeGroupsResponse_DescribedGroupMember_v0(buf, cur, end):
     """Decode DescribeGroupsResponse.DescribedGroup.DescribedGroupMember (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_member_id, pos, end)
     if cython.compiled:
@@ -1928,7 +1928,7 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v0(obj, out):
 
 def _dec_DescribeGroupsResponse_DescribedGroupMember_v4(buf, cur, end):
     """Decode DescribeGroupsResponse.DescribedGroup.DescribedGroupMember (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_member_id, pos, end)
     if cython.compiled:
@@ -2127,7 +2127,7 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v4(obj, out):
 
 def _dec_DescribeGroupsResponse_DescribedGroupMember_v5(buf, cur, end):
     """Decode DescribeGroupsResponse.DescribedGroup.DescribedGroupMember (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if pos < end and buf[pos] < 128:
         n_member_id = buf[pos] - 1
         pos += 1

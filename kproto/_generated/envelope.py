@@ -52,7 +52,7 @@ _RUN_error_code = (('error_code', 0, 2),)
 
 def _dec_EnvelopeRequest_v0(buf, cur, end):
     """Decode EnvelopeRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if pos < end and buf[pos] < 128:
         n_request_data = buf[pos] - 1
         pos += 1
@@ -171,7 +171,7 @@ def _enc_EnvelopeRequest_v0(obj, out):
 
 def _dec_EnvelopeResponse_v0(buf, cur, end):
     """Decode EnvelopeResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if pos < end and buf[pos] < 128:
         n_response_data = buf[pos] - 1
         pos += 1

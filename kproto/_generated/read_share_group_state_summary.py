@@ -58,7 +58,7 @@ _RUN_state_epoch__start_offset = (('state_epoch', 0, 4), ('leader_epoch', 4, 4),
 
 def _dec_ReadShareGroupStateSummaryRequest_v0(buf, cur, end):
     """Decode ReadShareGroupStateSummaryRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -158,7 +158,7 @@ def _enc_ReadShareGroupStateSummaryRequest_v0(obj, out):
 
 def _dec_ReadShareGroupStateSummaryRequest_ReadStateSummaryData_v0(buf, cur, end):
     """Decode ReadShareGroupStateSummaryRequest.ReadStateSummaryData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -225,7 +225,7 @@ def _enc_ReadShareGroupStateSummaryRequest_ReadStateSummaryData_v0(obj, out):
 
 def _dec_ReadShareGroupStateSummaryRequest_PartitionData_v0(buf, cur, end):
     """Decode ReadShareGroupStateSummaryRequest.ReadStateSummaryData.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_partition__leader_epoch, pos, end)
     if cython.compiled:
@@ -265,7 +265,7 @@ def _enc_ReadShareGroupStateSummaryRequest_PartitionData_v0(obj, out):
 
 def _dec_ReadShareGroupStateSummaryResponse_v0(buf, cur, end):
     """Decode ReadShareGroupStateSummaryResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if pos < end and buf[pos] < 128:
         n_results = buf[pos] - 1
         pos += 1
@@ -326,7 +326,7 @@ def _enc_ReadShareGroupStateSummaryResponse_v0(obj, out):
 
 def _dec_ReadShareGroupStateSummaryResponse_v1(buf, cur, end):
     """Decode ReadShareGroupStateSummaryResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if pos < end and buf[pos] < 128:
         n_results = buf[pos] - 1
         pos += 1
@@ -387,7 +387,7 @@ def _enc_ReadShareGroupStateSummaryResponse_v1(obj, out):
 
 def _dec_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v0(buf, cur, end):
     """Decode ReadShareGroupStateSummaryResponse.ReadStateSummaryResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -454,7 +454,7 @@ def _enc_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v0(obj, out):
 
 def _dec_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v1(buf, cur, end):
     """Decode ReadShareGroupStateSummaryResponse.ReadStateSummaryResult (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -521,7 +521,7 @@ def _enc_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v1(obj, out):
 
 def _dec_ReadShareGroupStateSummaryResponse_PartitionResult_v0(buf, cur, end):
     """Decode ReadShareGroupStateSummaryResponse.ReadStateSummaryResult.PartitionResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition__error_code, pos, end)
     if cython.compiled:
@@ -624,7 +624,7 @@ def _enc_ReadShareGroupStateSummaryResponse_PartitionResult_v0(obj, out):
 
 def _dec_ReadShareGroupStateSummaryResponse_PartitionResult_v1(buf, cur, end):
     """Decode ReadShareGroupStateSummaryResponse.ReadStateSummaryResult.PartitionResult (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition__error_code, pos, end)
     if cython.compiled:

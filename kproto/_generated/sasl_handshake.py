@@ -54,7 +54,7 @@ _RUN_mechanism = (('mechanism', 0, 2),)
 
 def _dec_SaslHandshakeRequest_v0(buf, cur, end):
     """Decode SaslHandshakeRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_mechanism, pos, end)
     if cython.compiled:
@@ -101,7 +101,7 @@ def _enc_SaslHandshakeRequest_v0(obj, out):
 
 def _dec_SaslHandshakeResponse_v0(buf, cur, end):
     """Decode SaslHandshakeResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_error_code__mechanisms, pos, end)
     if cython.compiled:

@@ -61,7 +61,7 @@ _RUN_throttle_time_ms = (('throttle_time_ms', 0, 4),)
 
 def _dec_ShareGroupDescribeRequest_v1(buf, cur, end):
     """Decode ShareGroupDescribeRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_ids = buf[pos] - 1
         pos += 1
@@ -163,7 +163,7 @@ def _enc_ShareGroupDescribeRequest_v1(obj, out):
 
 def _dec_ShareGroupDescribeResponse_v1(buf, cur, end):
     """Decode ShareGroupDescribeResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -237,7 +237,7 @@ def _enc_ShareGroupDescribeResponse_v1(obj, out):
 
 def _dec_ShareGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
     """Decode ShareGroupDescribeResponse.DescribedGroup (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -498,7 +498,7 @@ def _enc_ShareGroupDescribeResponse_DescribedGroup_v1(obj, out):
 
 def _dec_ShareGroupDescribeResponse_Member_v1(buf, cur, end):
     """Decode ShareGroupDescribeResponse.DescribedGroup.Member (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if pos < end and buf[pos] < 128:
         n_member_id = buf[pos] - 1
         pos += 1
@@ -764,7 +764,7 @@ def _enc_ShareGroupDescribeResponse_Member_v1(obj, out):
 
 def _dec_ShareGroupDescribeResponse_Assignment_v1(buf, cur, end):
     """Decode ShareGroupDescribeResponse.DescribedGroup.Member.Assignment (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_partitions = buf[pos] - 1
         pos += 1
@@ -825,7 +825,7 @@ def _enc_ShareGroupDescribeResponse_Assignment_v1(obj, out):
 
 def _dec_ShareGroupDescribeResponse_TopicPartitions_v1(buf, cur, end):
     """Decode ShareGroupDescribeResponse.DescribedGroup.Member.Assignment.TopicPartitions (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)

@@ -78,7 +78,7 @@ _RUN_topic_name = (('topic_name', 0, 2),)
 
 def _dec_StopReplicaRequest_v0(buf, cur, end):
     """Decode StopReplicaRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 13:
         raise _w.short_run(_RUN_controller_id__ungrouped_partitions, pos, end)
     if cython.compiled:
@@ -146,7 +146,7 @@ def _enc_StopReplicaRequest_v0(obj, out):
 
 def _dec_StopReplicaRequest_v1(buf, cur, end):
     """Decode StopReplicaRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 21:
         raise _w.short_run(_RUN_controller_id__topics, pos, end)
     if cython.compiled:
@@ -216,7 +216,7 @@ def _enc_StopReplicaRequest_v1(obj, out):
 
 def _dec_StopReplicaRequest_v2(buf, cur, end):
     """Decode StopReplicaRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 17:
         raise _w.short_run(_RUN_controller_id__delete_partitions, pos, end)
     if cython.compiled:
@@ -311,7 +311,7 @@ def _enc_StopReplicaRequest_v2(obj, out):
 
 def _dec_StopReplicaRequest_v3(buf, cur, end):
     """Decode StopReplicaRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 16:
         raise _w.short_run(_RUN_controller_id__broker_epoch, pos, end)
     if cython.compiled:
@@ -403,7 +403,7 @@ def _enc_StopReplicaRequest_v3(obj, out):
 
 def _dec_StopReplicaRequest_v4(buf, cur, end):
     """Decode StopReplicaRequest (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 17:
         raise _w.short_run(_RUN_controller_id__broker_epoch_2, pos, end)
     if cython.compiled:
@@ -498,7 +498,7 @@ def _enc_StopReplicaRequest_v4(obj, out):
 
 def _dec_StopReplicaRequest_StopReplicaPartitionV0_v0(buf, cur, end):
     """Decode StopReplicaRequest.StopReplicaPartitionV0 (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic_name, pos, end)
     if cython.compiled:
@@ -559,7 +559,7 @@ def _enc_StopReplicaRequest_StopReplicaPartitionV0_v0(obj, out):
 
 def _dec_StopReplicaRequest_StopReplicaTopicV1_v1(buf, cur, end):
     """Decode StopReplicaRequest.StopReplicaTopicV1 (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -638,7 +638,7 @@ def _enc_StopReplicaRequest_StopReplicaTopicV1_v1(obj, out):
 
 def _dec_StopReplicaRequest_StopReplicaTopicV1_v2(buf, cur, end):
     """Decode StopReplicaRequest.StopReplicaTopicV1 (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -738,7 +738,7 @@ def _enc_StopReplicaRequest_StopReplicaTopicV1_v2(obj, out):
 
 def _dec_StopReplicaRequest_StopReplicaTopicState_v3(buf, cur, end):
     """Decode StopReplicaRequest.StopReplicaTopicState (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -838,7 +838,7 @@ def _enc_StopReplicaRequest_StopReplicaTopicState_v3(obj, out):
 
 def _dec_StopReplicaRequest_StopReplicaPartitionState_v3(buf, cur, end):
     """Decode StopReplicaRequest.StopReplicaTopicState.StopReplicaPartitionState (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 9:
         raise _w.short_run(_RUN_partition_index__delete_partition, pos, end)
     if cython.compiled:
@@ -884,7 +884,7 @@ def _enc_StopReplicaRequest_StopReplicaPartitionState_v3(obj, out):
 
 def _dec_StopReplicaResponse_v0(buf, cur, end):
     """Decode StopReplicaResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_error_code__partition_errors, pos, end)
     if cython.compiled:
@@ -933,7 +933,7 @@ def _enc_StopReplicaResponse_v0(obj, out):
 
 def _dec_StopReplicaResponse_v2(buf, cur, end):
     """Decode StopReplicaResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -1007,7 +1007,7 @@ def _enc_StopReplicaResponse_v2(obj, out):
 
 def _dec_StopReplicaResponse_StopReplicaPartitionError_v0(buf, cur, end):
     """Decode StopReplicaResponse.StopReplicaPartitionError (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic_name, pos, end)
     if cython.compiled:
@@ -1071,7 +1071,7 @@ def _enc_StopReplicaResponse_StopReplicaPartitionError_v0(obj, out):
 
 def _dec_StopReplicaResponse_StopReplicaPartitionError_v2(buf, cur, end):
     """Decode StopReplicaResponse.StopReplicaPartitionError (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1

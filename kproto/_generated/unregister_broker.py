@@ -54,7 +54,7 @@ _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 
 
 def _dec_UnregisterBrokerRequest_v0(buf, cur, end):
     """Decode UnregisterBrokerRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_broker_id, pos, end)
     if cython.compiled:
@@ -91,7 +91,7 @@ def _enc_UnregisterBrokerRequest_v0(obj, out):
 
 def _dec_UnregisterBrokerResponse_v0(buf, cur, end):
     """Decode UnregisterBrokerResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos = cython.declare(cython.Py_ssize_t, cur.pos)
+    pos: cython.Py_ssize_t = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
