@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -58,7 +53,7 @@ _RUN_transactional_id = (('transactional_id', 0, 2),)
 
 def _dec_AddOffsetsToTxnRequest_v0(buf, cur, end):
     """Decode AddOffsetsToTxnRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_transactional_id, pos, end)
     if cython.compiled:
@@ -145,7 +140,7 @@ def _enc_AddOffsetsToTxnRequest_v0(obj, out):
 
 def _dec_AddOffsetsToTxnRequest_v3(buf, cur, end):
     """Decode AddOffsetsToTxnRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_transactional_id = buf[pos] - 1
         pos += 1
@@ -263,7 +258,7 @@ def _enc_AddOffsetsToTxnRequest_v3(obj, out):
 
 def _dec_AddOffsetsToTxnResponse_v0(buf, cur, end):
     """Decode AddOffsetsToTxnResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -294,7 +289,7 @@ def _enc_AddOffsetsToTxnResponse_v0(obj, out):
 
 def _dec_AddOffsetsToTxnResponse_v3(buf, cur, end):
     """Decode AddOffsetsToTxnResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:

@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -69,7 +64,7 @@ _RUN_v3_and_below_transactional_id = (('v3_and_below_transactional_id', 0, 2),)
 
 def _dec_AddPartitionsToTxnRequest_v0(buf, cur, end):
     """Decode AddPartitionsToTxnRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_v3_and_below_transactional_id, pos, end)
     if cython.compiled:
@@ -157,7 +152,7 @@ def _enc_AddPartitionsToTxnRequest_v0(obj, out):
 
 def _dec_AddPartitionsToTxnRequest_v3(buf, cur, end):
     """Decode AddPartitionsToTxnRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_v3_and_below_transactional_id = buf[pos] - 1
         pos += 1
@@ -276,7 +271,7 @@ def _enc_AddPartitionsToTxnRequest_v3(obj, out):
 
 def _dec_AddPartitionsToTxnRequest_v4(buf, cur, end):
     """Decode AddPartitionsToTxnRequest (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_transactions = buf[pos] - 1
         pos += 1
@@ -349,7 +344,7 @@ def _enc_AddPartitionsToTxnRequest_v4(obj, out):
 
 def _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(buf, cur, end):
     """Decode AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_transactional_id = buf[pos] - 1
         pos += 1
@@ -471,7 +466,7 @@ def _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(obj, out):
 
 def _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v0(buf, cur, end):
     """Decode AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.AddPartitionsToTxnTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -550,7 +545,7 @@ def _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v0(obj, out):
 
 def _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(buf, cur, end):
     """Decode AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction.AddPartitionsToTxnTopic (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -650,7 +645,7 @@ def _enc_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(obj, out):
 
 def _dec_AddPartitionsToTxnResponse_v0(buf, cur, end):
     """Decode AddPartitionsToTxnResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__results_by_topic_v3_and_below, pos, end)
     if cython.compiled:
@@ -703,7 +698,7 @@ def _enc_AddPartitionsToTxnResponse_v0(obj, out):
 
 def _dec_AddPartitionsToTxnResponse_v3(buf, cur, end):
     """Decode AddPartitionsToTxnResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -781,7 +776,7 @@ def _enc_AddPartitionsToTxnResponse_v3(obj, out):
 
 def _dec_AddPartitionsToTxnResponse_v4(buf, cur, end):
     """Decode AddPartitionsToTxnResponse (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -861,7 +856,7 @@ def _enc_AddPartitionsToTxnResponse_v4(obj, out):
 
 def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4(buf, cur, end):
     """Decode AddPartitionsToTxnResponse.AddPartitionsToTxnResult (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_transactional_id = buf[pos] - 1
         pos += 1
@@ -961,7 +956,7 @@ def _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4(obj, out):
 
 def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v0(buf, cur, end):
     """Decode AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -1040,7 +1035,7 @@ def _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v0(obj, out):
 
 def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(buf, cur, end):
     """Decode AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -1140,7 +1135,7 @@ def _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(obj, out):
 
 def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v0(buf, cur, end):
     """Decode AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult.AddPartitionsToTxnPartitionResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__partition_error_code, pos, end)
     if cython.compiled:
@@ -1171,7 +1166,7 @@ def _enc_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v0(obj, ou
 
 def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v3(buf, cur, end):
     """Decode AddPartitionsToTxnResponse.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult.AddPartitionsToTxnPartitionResult (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__partition_error_code, pos, end)
     if cython.compiled:

@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -59,7 +54,7 @@ _RUN_timeout_ms__voter_id = (('timeout_ms', 0, 4), ('voter_id', 4, 4))
 
 def _dec_AddRaftVoterRequest_v0(buf, cur, end):
     """Decode AddRaftVoterRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_cluster_id = buf[pos] - 1
         pos += 1
@@ -186,7 +181,7 @@ def _enc_AddRaftVoterRequest_v0(obj, out):
 
 def _dec_AddRaftVoterRequest_v1(buf, cur, end):
     """Decode AddRaftVoterRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_cluster_id = buf[pos] - 1
         pos += 1
@@ -326,7 +321,7 @@ def _enc_AddRaftVoterRequest_v1(obj, out):
 
 def _dec_AddRaftVoterRequest_Listener_v0(buf, cur, end):
     """Decode AddRaftVoterRequest.Listener (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -441,7 +436,7 @@ def _enc_AddRaftVoterRequest_Listener_v0(obj, out):
 
 def _dec_AddRaftVoterResponse_v0(buf, cur, end):
     """Decode AddRaftVoterResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:

@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -54,7 +49,7 @@ _RUN_throttle_time_ms__producer_id_len = (('throttle_time_ms', 0, 4), ('error_co
 
 def _dec_AllocateProducerIdsRequest_v0(buf, cur, end):
     """Decode AllocateProducerIdsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_broker_id__broker_epoch, pos, end)
     if cython.compiled:
@@ -94,7 +89,7 @@ def _enc_AllocateProducerIdsRequest_v0(obj, out):
 
 def _dec_AllocateProducerIdsResponse_v0(buf, cur, end):
     """Decode AllocateProducerIdsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 18:
         raise _w.short_run(_RUN_throttle_time_ms__producer_id_len, pos, end)
     if cython.compiled:

@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -70,7 +65,7 @@ _RUN_value__remove = (('value', 0, 8), ('remove', 8, 1))
 
 def _dec_AlterClientQuotasRequest_v0(buf, cur, end):
     """Decode AlterClientQuotasRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_entries, pos, end)
     if cython.compiled:
@@ -132,7 +127,7 @@ def _enc_AlterClientQuotasRequest_v0(obj, out):
 
 def _dec_AlterClientQuotasRequest_v1(buf, cur, end):
     """Decode AlterClientQuotasRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_entries = buf[pos] - 1
         pos += 1
@@ -209,7 +204,7 @@ def _enc_AlterClientQuotasRequest_v1(obj, out):
 
 def _dec_AlterClientQuotasRequest_EntryData_v0(buf, cur, end):
     """Decode AlterClientQuotasRequest.EntryData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_entity, pos, end)
     if cython.compiled:
@@ -286,7 +281,7 @@ def _enc_AlterClientQuotasRequest_EntryData_v0(obj, out):
 
 def _dec_AlterClientQuotasRequest_EntryData_v1(buf, cur, end):
     """Decode AlterClientQuotasRequest.EntryData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_entity = buf[pos] - 1
         pos += 1
@@ -384,7 +379,7 @@ def _enc_AlterClientQuotasRequest_EntryData_v1(obj, out):
 
 def _dec_AlterClientQuotasRequest_EntityData_v0(buf, cur, end):
     """Decode AlterClientQuotasRequest.EntryData.EntityData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_entity_type, pos, end)
     if cython.compiled:
@@ -467,7 +462,7 @@ def _enc_AlterClientQuotasRequest_EntityData_v0(obj, out):
 
 def _dec_AlterClientQuotasRequest_EntityData_v1(buf, cur, end):
     """Decode AlterClientQuotasRequest.EntryData.EntityData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_entity_type = buf[pos] - 1
         pos += 1
@@ -571,7 +566,7 @@ def _enc_AlterClientQuotasRequest_EntityData_v1(obj, out):
 
 def _dec_AlterClientQuotasRequest_OpData_v0(buf, cur, end):
     """Decode AlterClientQuotasRequest.EntryData.OpData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_key, pos, end)
     if cython.compiled:
@@ -638,7 +633,7 @@ def _enc_AlterClientQuotasRequest_OpData_v0(obj, out):
 
 def _dec_AlterClientQuotasRequest_OpData_v1(buf, cur, end):
     """Decode AlterClientQuotasRequest.EntryData.OpData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_key = buf[pos] - 1
         pos += 1
@@ -720,7 +715,7 @@ def _enc_AlterClientQuotasRequest_OpData_v1(obj, out):
 
 def _dec_AlterClientQuotasResponse_v0(buf, cur, end):
     """Decode AlterClientQuotasResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__entries, pos, end)
     if cython.compiled:
@@ -769,7 +764,7 @@ def _enc_AlterClientQuotasResponse_v0(obj, out):
 
 def _dec_AlterClientQuotasResponse_v1(buf, cur, end):
     """Decode AlterClientQuotasResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -843,7 +838,7 @@ def _enc_AlterClientQuotasResponse_v1(obj, out):
 
 def _dec_AlterClientQuotasResponse_EntryData_v0(buf, cur, end):
     """Decode AlterClientQuotasResponse.EntryData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__error_message, pos, end)
     if cython.compiled:
@@ -927,7 +922,7 @@ def _enc_AlterClientQuotasResponse_EntryData_v0(obj, out):
 
 def _dec_AlterClientQuotasResponse_EntryData_v1(buf, cur, end):
     """Decode AlterClientQuotasResponse.EntryData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -1042,7 +1037,7 @@ def _enc_AlterClientQuotasResponse_EntryData_v1(obj, out):
 
 def _dec_AlterClientQuotasResponse_EntityData_v0(buf, cur, end):
     """Decode AlterClientQuotasResponse.EntryData.EntityData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_entity_type, pos, end)
     if cython.compiled:
@@ -1125,7 +1120,7 @@ def _enc_AlterClientQuotasResponse_EntityData_v0(obj, out):
 
 def _dec_AlterClientQuotasResponse_EntityData_v1(buf, cur, end):
     """Decode AlterClientQuotasResponse.EntryData.EntityData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_entity_type = buf[pos] - 1
         pos += 1

@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -68,7 +63,7 @@ _RUN_value = (('value', 0, 2),)
 
 def _dec_AlterConfigsRequest_v0(buf, cur, end):
     """Decode AlterConfigsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_resources, pos, end)
     if cython.compiled:
@@ -130,7 +125,7 @@ def _enc_AlterConfigsRequest_v0(obj, out):
 
 def _dec_AlterConfigsRequest_v2(buf, cur, end):
     """Decode AlterConfigsRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_resources = buf[pos] - 1
         pos += 1
@@ -207,7 +202,7 @@ def _enc_AlterConfigsRequest_v2(obj, out):
 
 def _dec_AlterConfigsRequest_AlterConfigsResource_v0(buf, cur, end):
     """Decode AlterConfigsRequest.AlterConfigsResource (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 3:
         raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
     if cython.compiled:
@@ -289,7 +284,7 @@ def _enc_AlterConfigsRequest_AlterConfigsResource_v0(obj, out):
 
 def _dec_AlterConfigsRequest_AlterConfigsResource_v2(buf, cur, end):
     """Decode AlterConfigsRequest.AlterConfigsResource (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 1:
         raise _w.short_run(_RUN_resource_type, pos, end)
     if cython.compiled:
@@ -402,7 +397,7 @@ def _enc_AlterConfigsRequest_AlterConfigsResource_v2(obj, out):
 
 def _dec_AlterConfigsRequest_AlterableConfig_v0(buf, cur, end):
     """Decode AlterConfigsRequest.AlterConfigsResource.AlterableConfig (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -485,7 +480,7 @@ def _enc_AlterConfigsRequest_AlterableConfig_v0(obj, out):
 
 def _dec_AlterConfigsRequest_AlterableConfig_v2(buf, cur, end):
     """Decode AlterConfigsRequest.AlterConfigsResource.AlterableConfig (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -589,7 +584,7 @@ def _enc_AlterConfigsRequest_AlterableConfig_v2(obj, out):
 
 def _dec_AlterConfigsResponse_v0(buf, cur, end):
     """Decode AlterConfigsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__responses, pos, end)
     if cython.compiled:
@@ -638,7 +633,7 @@ def _enc_AlterConfigsResponse_v0(obj, out):
 
 def _dec_AlterConfigsResponse_v2(buf, cur, end):
     """Decode AlterConfigsResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -712,7 +707,7 @@ def _enc_AlterConfigsResponse_v2(obj, out):
 
 def _dec_AlterConfigsResponse_AlterConfigsResourceResponse_v0(buf, cur, end):
     """Decode AlterConfigsResponse.AlterConfigsResourceResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__error_message, pos, end)
     if cython.compiled:
@@ -801,7 +796,7 @@ def _enc_AlterConfigsResponse_AlterConfigsResourceResponse_v0(obj, out):
 
 def _dec_AlterConfigsResponse_AlterConfigsResourceResponse_v2(buf, cur, end):
     """Decode AlterConfigsResponse.AlterConfigsResourceResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:

@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -62,7 +57,7 @@ _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 
 
 def _dec_AlterPartitionRequest_v0(buf, cur, end):
     """Decode AlterPartitionRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_broker_id__broker_epoch, pos, end)
     if cython.compiled:
@@ -139,7 +134,7 @@ def _enc_AlterPartitionRequest_v0(obj, out):
 
 def _dec_AlterPartitionRequest_v1(buf, cur, end):
     """Decode AlterPartitionRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_broker_id__broker_epoch, pos, end)
     if cython.compiled:
@@ -216,7 +211,7 @@ def _enc_AlterPartitionRequest_v1(obj, out):
 
 def _dec_AlterPartitionRequest_v2(buf, cur, end):
     """Decode AlterPartitionRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_broker_id__broker_epoch, pos, end)
     if cython.compiled:
@@ -293,7 +288,7 @@ def _enc_AlterPartitionRequest_v2(obj, out):
 
 def _dec_AlterPartitionRequest_v3(buf, cur, end):
     """Decode AlterPartitionRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_broker_id__broker_epoch, pos, end)
     if cython.compiled:
@@ -370,7 +365,7 @@ def _enc_AlterPartitionRequest_v3(obj, out):
 
 def _dec_AlterPartitionRequest_TopicData_v0(buf, cur, end):
     """Decode AlterPartitionRequest.TopicData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -471,7 +466,7 @@ def _enc_AlterPartitionRequest_TopicData_v0(obj, out):
 
 def _dec_AlterPartitionRequest_TopicData_v1(buf, cur, end):
     """Decode AlterPartitionRequest.TopicData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -572,7 +567,7 @@ def _enc_AlterPartitionRequest_TopicData_v1(obj, out):
 
 def _dec_AlterPartitionRequest_TopicData_v2(buf, cur, end):
     """Decode AlterPartitionRequest.TopicData (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -640,7 +635,7 @@ def _enc_AlterPartitionRequest_TopicData_v2(obj, out):
 
 def _dec_AlterPartitionRequest_TopicData_v3(buf, cur, end):
     """Decode AlterPartitionRequest.TopicData (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -708,7 +703,7 @@ def _enc_AlterPartitionRequest_TopicData_v3(obj, out):
 
 def _dec_AlterPartitionRequest_PartitionData_v0(buf, cur, end):
     """Decode AlterPartitionRequest.TopicData.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
     if cython.compiled:
@@ -804,7 +799,7 @@ def _enc_AlterPartitionRequest_PartitionData_v0(obj, out):
 
 def _dec_AlterPartitionRequest_PartitionData_v1(buf, cur, end):
     """Decode AlterPartitionRequest.TopicData.PartitionData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
     if cython.compiled:
@@ -900,7 +895,7 @@ def _enc_AlterPartitionRequest_PartitionData_v1(obj, out):
 
 def _dec_AlterPartitionRequest_PartitionData_v3(buf, cur, end):
     """Decode AlterPartitionRequest.TopicData.PartitionData (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
     if cython.compiled:
@@ -996,7 +991,7 @@ def _enc_AlterPartitionRequest_PartitionData_v3(obj, out):
 
 def _dec_AlterPartitionRequest_BrokerState_v3(buf, cur, end):
     """Decode AlterPartitionRequest.TopicData.PartitionData.BrokerState (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_broker_id__broker_epoch, pos, end)
     if cython.compiled:
@@ -1036,7 +1031,7 @@ def _enc_AlterPartitionRequest_BrokerState_v3(obj, out):
 
 def _dec_AlterPartitionResponse_v0(buf, cur, end):
     """Decode AlterPartitionResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -1113,7 +1108,7 @@ def _enc_AlterPartitionResponse_v0(obj, out):
 
 def _dec_AlterPartitionResponse_v1(buf, cur, end):
     """Decode AlterPartitionResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -1190,7 +1185,7 @@ def _enc_AlterPartitionResponse_v1(obj, out):
 
 def _dec_AlterPartitionResponse_v2(buf, cur, end):
     """Decode AlterPartitionResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -1267,7 +1262,7 @@ def _enc_AlterPartitionResponse_v2(obj, out):
 
 def _dec_AlterPartitionResponse_TopicData_v0(buf, cur, end):
     """Decode AlterPartitionResponse.TopicData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -1368,7 +1363,7 @@ def _enc_AlterPartitionResponse_TopicData_v0(obj, out):
 
 def _dec_AlterPartitionResponse_TopicData_v1(buf, cur, end):
     """Decode AlterPartitionResponse.TopicData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -1469,7 +1464,7 @@ def _enc_AlterPartitionResponse_TopicData_v1(obj, out):
 
 def _dec_AlterPartitionResponse_TopicData_v2(buf, cur, end):
     """Decode AlterPartitionResponse.TopicData (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -1537,7 +1532,7 @@ def _enc_AlterPartitionResponse_TopicData_v2(obj, out):
 
 def _dec_AlterPartitionResponse_PartitionData_v0(buf, cur, end):
     """Decode AlterPartitionResponse.TopicData.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 14:
         raise _w.short_run(_RUN_partition_index__leader_epoch_2, pos, end)
     if cython.compiled:
@@ -1634,7 +1629,7 @@ def _enc_AlterPartitionResponse_PartitionData_v0(obj, out):
 
 def _dec_AlterPartitionResponse_PartitionData_v1(buf, cur, end):
     """Decode AlterPartitionResponse.TopicData.PartitionData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 14:
         raise _w.short_run(_RUN_partition_index__leader_epoch_2, pos, end)
     if cython.compiled:

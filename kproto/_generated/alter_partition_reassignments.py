@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -62,7 +57,7 @@ _RUN_timeout_ms__allow_replication_factor_change = (('timeout_ms', 0, 4), ('allo
 
 def _dec_AlterPartitionReassignmentsRequest_v0(buf, cur, end):
     """Decode AlterPartitionReassignmentsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_timeout_ms, pos, end)
     if cython.compiled:
@@ -139,7 +134,7 @@ def _enc_AlterPartitionReassignmentsRequest_v0(obj, out):
 
 def _dec_AlterPartitionReassignmentsRequest_v1(buf, cur, end):
     """Decode AlterPartitionReassignmentsRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 5:
         raise _w.short_run(_RUN_timeout_ms__allow_replication_factor_change, pos, end)
     if cython.compiled:
@@ -219,7 +214,7 @@ def _enc_AlterPartitionReassignmentsRequest_v1(obj, out):
 
 def _dec_AlterPartitionReassignmentsRequest_ReassignableTopic_v0(buf, cur, end):
     """Decode AlterPartitionReassignmentsRequest.ReassignableTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -319,7 +314,7 @@ def _enc_AlterPartitionReassignmentsRequest_ReassignableTopic_v0(obj, out):
 
 def _dec_AlterPartitionReassignmentsRequest_ReassignablePartition_v0(buf, cur, end):
     """Decode AlterPartitionReassignmentsRequest.ReassignableTopic.ReassignablePartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_partition_index, pos, end)
     if cython.compiled:
@@ -397,7 +392,7 @@ def _enc_AlterPartitionReassignmentsRequest_ReassignablePartition_v0(obj, out):
 
 def _dec_AlterPartitionReassignmentsResponse_v0(buf, cur, end):
     """Decode AlterPartitionReassignmentsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -516,7 +511,7 @@ def _enc_AlterPartitionReassignmentsResponse_v0(obj, out):
 
 def _dec_AlterPartitionReassignmentsResponse_v1(buf, cur, end):
     """Decode AlterPartitionReassignmentsResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 7:
         raise _w.short_run(_RUN_throttle_time_ms__error_code_2, pos, end)
     if cython.compiled:
@@ -640,7 +635,7 @@ def _enc_AlterPartitionReassignmentsResponse_v1(obj, out):
 
 def _dec_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_v0(buf, cur, end):
     """Decode AlterPartitionReassignmentsResponse.ReassignableTopicResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -740,7 +735,7 @@ def _enc_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_v0(obj, o
 
 def _dec_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse_v0(buf, cur, end):
     """Decode AlterPartitionReassignmentsResponse.ReassignableTopicResponse.ReassignablePartitionResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
     if cython.compiled:

@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -63,7 +58,7 @@ _RUN_topics = (('topics', 0, 4),)
 
 def _dec_AlterReplicaLogDirsRequest_v0(buf, cur, end):
     """Decode AlterReplicaLogDirsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_dirs, pos, end)
     if cython.compiled:
@@ -109,7 +104,7 @@ def _enc_AlterReplicaLogDirsRequest_v0(obj, out):
 
 def _dec_AlterReplicaLogDirsRequest_v2(buf, cur, end):
     """Decode AlterReplicaLogDirsRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_dirs = buf[pos] - 1
         pos += 1
@@ -170,7 +165,7 @@ def _enc_AlterReplicaLogDirsRequest_v2(obj, out):
 
 def _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v0(buf, cur, end):
     """Decode AlterReplicaLogDirsRequest.AlterReplicaLogDir (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_path, pos, end)
     if cython.compiled:
@@ -249,7 +244,7 @@ def _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v0(obj, out):
 
 def _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v2(buf, cur, end):
     """Decode AlterReplicaLogDirsRequest.AlterReplicaLogDir (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_path = buf[pos] - 1
         pos += 1
@@ -349,7 +344,7 @@ def _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v2(obj, out):
 
 def _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v0(buf, cur, end):
     """Decode AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -428,7 +423,7 @@ def _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v0(obj, out):
 
 def _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v2(buf, cur, end):
     """Decode AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -528,7 +523,7 @@ def _enc_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v2(obj, out):
 
 def _dec_AlterReplicaLogDirsResponse_v0(buf, cur, end):
     """Decode AlterReplicaLogDirsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__results, pos, end)
     if cython.compiled:
@@ -577,7 +572,7 @@ def _enc_AlterReplicaLogDirsResponse_v0(obj, out):
 
 def _dec_AlterReplicaLogDirsResponse_v2(buf, cur, end):
     """Decode AlterReplicaLogDirsResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -651,7 +646,7 @@ def _enc_AlterReplicaLogDirsResponse_v2(obj, out):
 
 def _dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v0(buf, cur, end):
     """Decode AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic_name, pos, end)
     if cython.compiled:
@@ -730,7 +725,7 @@ def _enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v0(obj, out):
 
 def _dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v2(buf, cur, end):
     """Decode AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -830,7 +825,7 @@ def _enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v2(obj, out):
 
 def _dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v0(buf, cur, end):
     """Decode AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.AlterReplicaLogDirPartitionResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
     if cython.compiled:
@@ -861,7 +856,7 @@ def _enc_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v0(obj, o
 
 def _dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v2(buf, cur, end):
     """Decode AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult.AlterReplicaLogDirPartitionResult (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
     if cython.compiled:

@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -55,7 +50,7 @@ _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 
 
 def _dec_AlterShareGroupOffsetsRequest_v0(buf, cur, end):
     """Decode AlterShareGroupOffsetsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -155,7 +150,7 @@ def _enc_AlterShareGroupOffsetsRequest_v0(obj, out):
 
 def _dec_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic_v0(buf, cur, end):
     """Decode AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -255,7 +250,7 @@ def _enc_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic_v0(obj
 
 def _dec_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition_v0(buf, cur, end):
     """Decode AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic.AlterShareGroupOffsetsRequestPartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_partition_index__start_offset, pos, end)
     if cython.compiled:
@@ -295,7 +290,7 @@ def _enc_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition_v0
 
 def _dec_AlterShareGroupOffsetsResponse_v0(buf, cur, end):
     """Decode AlterShareGroupOffsetsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -413,7 +408,7 @@ def _enc_AlterShareGroupOffsetsResponse_v0(obj, out):
 
 def _dec_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic_v0(buf, cur, end):
     """Decode AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -519,7 +514,7 @@ def _enc_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic_v0(o
 
 def _dec_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition_v0(buf, cur, end):
     """Decode AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic.AlterShareGroupOffsetsResponsePartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
     if cython.compiled:

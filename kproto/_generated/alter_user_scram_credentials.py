@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -58,7 +53,7 @@ _RUN_throttle_time_ms = (('throttle_time_ms', 0, 4),)
 
 def _dec_AlterUserScramCredentialsRequest_v0(buf, cur, end):
     """Decode AlterUserScramCredentialsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_deletions = buf[pos] - 1
         pos += 1
@@ -156,7 +151,7 @@ def _enc_AlterUserScramCredentialsRequest_v0(obj, out):
 
 def _dec_AlterUserScramCredentialsRequest_ScramCredentialDeletion_v0(buf, cur, end):
     """Decode AlterUserScramCredentialsRequest.ScramCredentialDeletion (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -232,7 +227,7 @@ def _enc_AlterUserScramCredentialsRequest_ScramCredentialDeletion_v0(obj, out):
 
 def _dec_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(buf, cur, end):
     """Decode AlterUserScramCredentialsRequest.ScramCredentialUpsertion (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -373,7 +368,7 @@ def _enc_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(obj, out):
 
 def _dec_AlterUserScramCredentialsResponse_v0(buf, cur, end):
     """Decode AlterUserScramCredentialsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -447,7 +442,7 @@ def _enc_AlterUserScramCredentialsResponse_v0(obj, out):
 
 def _dec_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_v0(buf, cur, end):
     """Decode AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_user = buf[pos] - 1
         pos += 1

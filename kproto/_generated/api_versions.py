@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -66,7 +61,7 @@ _RUN_zk_migration_ready = (('zk_migration_ready', 0, 1),)
 
 def _dec_ApiVersionsRequest_v0(buf, cur, end):
     """Decode ApiVersionsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     obj = ApiVersionsRequest.__new__(ApiVersionsRequest)
     obj.client_software_name = ''
     obj.client_software_version = ''
@@ -84,7 +79,7 @@ def _enc_ApiVersionsRequest_v0(obj, out):
 
 def _dec_ApiVersionsRequest_v3(buf, cur, end):
     """Decode ApiVersionsRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_client_software_name = buf[pos] - 1
         pos += 1
@@ -186,7 +181,7 @@ def _enc_ApiVersionsRequest_v3(obj, out):
 
 def _dec_ApiVersionsResponse_v0(buf, cur, end):
     """Decode ApiVersionsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_error_code__api_keys, pos, end)
     if cython.compiled:
@@ -240,7 +235,7 @@ def _enc_ApiVersionsResponse_v0(obj, out):
 
 def _dec_ApiVersionsResponse_v1(buf, cur, end):
     """Decode ApiVersionsResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_error_code__api_keys, pos, end)
     if cython.compiled:
@@ -306,7 +301,7 @@ def _enc_ApiVersionsResponse_v1(obj, out):
 
 def _dec_ApiVersionsResponse_v3(buf, cur, end):
     """Decode ApiVersionsResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -528,7 +523,7 @@ def _enc_ApiVersionsResponse_v3(obj, out):
 
 def _dec_ApiVersionsResponse_ApiVersion_v0(buf, cur, end):
     """Decode ApiVersionsResponse.ApiVersion (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_api_key__max_version, pos, end)
     if cython.compiled:
@@ -562,7 +557,7 @@ def _enc_ApiVersionsResponse_ApiVersion_v0(obj, out):
 
 def _dec_ApiVersionsResponse_ApiVersion_v3(buf, cur, end):
     """Decode ApiVersionsResponse.ApiVersion (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_api_key__max_version, pos, end)
     if cython.compiled:
@@ -605,7 +600,7 @@ def _enc_ApiVersionsResponse_ApiVersion_v3(obj, out):
 
 def _dec_ApiVersionsResponse_SupportedFeatureKey_v3(buf, cur, end):
     """Decode ApiVersionsResponse.SupportedFeatureKey (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -684,7 +679,7 @@ def _enc_ApiVersionsResponse_SupportedFeatureKey_v3(obj, out):
 
 def _dec_ApiVersionsResponse_FinalizedFeatureKey_v3(buf, cur, end):
     """Decode ApiVersionsResponse.FinalizedFeatureKey (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1

@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -57,7 +52,7 @@ _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 
 
 def _dec_AssignReplicasToDirsRequest_v0(buf, cur, end):
     """Decode AssignReplicasToDirsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_broker_id__broker_epoch, pos, end)
     if cython.compiled:
@@ -134,7 +129,7 @@ def _enc_AssignReplicasToDirsRequest_v0(obj, out):
 
 def _dec_AssignReplicasToDirsRequest_DirectoryData_v0(buf, cur, end):
     """Decode AssignReplicasToDirsRequest.DirectoryData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('id', pos, 16, end)
     f_id = _w.uuid_at(buf, pos)
@@ -201,7 +196,7 @@ def _enc_AssignReplicasToDirsRequest_DirectoryData_v0(obj, out):
 
 def _dec_AssignReplicasToDirsRequest_TopicData_v0(buf, cur, end):
     """Decode AssignReplicasToDirsRequest.DirectoryData.TopicData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -268,7 +263,7 @@ def _enc_AssignReplicasToDirsRequest_TopicData_v0(obj, out):
 
 def _dec_AssignReplicasToDirsRequest_PartitionData_v0(buf, cur, end):
     """Decode AssignReplicasToDirsRequest.DirectoryData.TopicData.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_partition_index, pos, end)
     if cython.compiled:
@@ -305,7 +300,7 @@ def _enc_AssignReplicasToDirsRequest_PartitionData_v0(obj, out):
 
 def _dec_AssignReplicasToDirsResponse_v0(buf, cur, end):
     """Decode AssignReplicasToDirsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -382,7 +377,7 @@ def _enc_AssignReplicasToDirsResponse_v0(obj, out):
 
 def _dec_AssignReplicasToDirsResponse_DirectoryData_v0(buf, cur, end):
     """Decode AssignReplicasToDirsResponse.DirectoryData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('id', pos, 16, end)
     f_id = _w.uuid_at(buf, pos)
@@ -449,7 +444,7 @@ def _enc_AssignReplicasToDirsResponse_DirectoryData_v0(obj, out):
 
 def _dec_AssignReplicasToDirsResponse_TopicData_v0(buf, cur, end):
     """Decode AssignReplicasToDirsResponse.DirectoryData.TopicData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -516,7 +511,7 @@ def _enc_AssignReplicasToDirsResponse_TopicData_v0(obj, out):
 
 def _dec_AssignReplicasToDirsResponse_PartitionData_v0(buf, cur, end):
     """Decode AssignReplicasToDirsResponse.DirectoryData.TopicData.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
     if cython.compiled:

@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -70,7 +65,7 @@ _RUN_voter_id = (('voter_id', 0, 4),)
 
 def _dec_BeginQuorumEpochRequest_v0(buf, cur, end):
     """Decode BeginQuorumEpochRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_cluster_id, pos, end)
     if cython.compiled:
@@ -153,7 +148,7 @@ def _enc_BeginQuorumEpochRequest_v0(obj, out):
 
 def _dec_BeginQuorumEpochRequest_v1(buf, cur, end):
     """Decode BeginQuorumEpochRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_cluster_id = buf[pos] - 1
         pos += 1
@@ -305,7 +300,7 @@ def _enc_BeginQuorumEpochRequest_v1(obj, out):
 
 def _dec_BeginQuorumEpochRequest_TopicData_v0(buf, cur, end):
     """Decode BeginQuorumEpochRequest.TopicData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic_name, pos, end)
     if cython.compiled:
@@ -384,7 +379,7 @@ def _enc_BeginQuorumEpochRequest_TopicData_v0(obj, out):
 
 def _dec_BeginQuorumEpochRequest_TopicData_v1(buf, cur, end):
     """Decode BeginQuorumEpochRequest.TopicData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -484,7 +479,7 @@ def _enc_BeginQuorumEpochRequest_TopicData_v1(obj, out):
 
 def _dec_BeginQuorumEpochRequest_PartitionData_v0(buf, cur, end):
     """Decode BeginQuorumEpochRequest.TopicData.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
     if cython.compiled:
@@ -519,7 +514,7 @@ def _enc_BeginQuorumEpochRequest_PartitionData_v0(obj, out):
 
 def _dec_BeginQuorumEpochRequest_PartitionData_v1(buf, cur, end):
     """Decode BeginQuorumEpochRequest.TopicData.PartitionData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_partition_index, pos, end)
     if cython.compiled:
@@ -578,7 +573,7 @@ def _enc_BeginQuorumEpochRequest_PartitionData_v1(obj, out):
 
 def _dec_BeginQuorumEpochRequest_LeaderEndpoint_v1(buf, cur, end):
     """Decode BeginQuorumEpochRequest.LeaderEndpoint (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -693,7 +688,7 @@ def _enc_BeginQuorumEpochRequest_LeaderEndpoint_v1(obj, out):
 
 def _dec_BeginQuorumEpochResponse_v0(buf, cur, end):
     """Decode BeginQuorumEpochResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_error_code__topics, pos, end)
     if cython.compiled:
@@ -745,7 +740,7 @@ def _enc_BeginQuorumEpochResponse_v0(obj, out):
 
 def _dec_BeginQuorumEpochResponse_v1(buf, cur, end):
     """Decode BeginQuorumEpochResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -866,7 +861,7 @@ def _enc_BeginQuorumEpochResponse_v1(obj, out):
 
 def _dec_BeginQuorumEpochResponse_TopicData_v0(buf, cur, end):
     """Decode BeginQuorumEpochResponse.TopicData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic_name, pos, end)
     if cython.compiled:
@@ -945,7 +940,7 @@ def _enc_BeginQuorumEpochResponse_TopicData_v0(obj, out):
 
 def _dec_BeginQuorumEpochResponse_TopicData_v1(buf, cur, end):
     """Decode BeginQuorumEpochResponse.TopicData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -1045,7 +1040,7 @@ def _enc_BeginQuorumEpochResponse_TopicData_v1(obj, out):
 
 def _dec_BeginQuorumEpochResponse_PartitionData_v0(buf, cur, end):
     """Decode BeginQuorumEpochResponse.TopicData.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 14:
         raise _w.short_run(_RUN_partition_index__leader_epoch_2, pos, end)
     if cython.compiled:
@@ -1082,7 +1077,7 @@ def _enc_BeginQuorumEpochResponse_PartitionData_v0(obj, out):
 
 def _dec_BeginQuorumEpochResponse_PartitionData_v1(buf, cur, end):
     """Decode BeginQuorumEpochResponse.TopicData.PartitionData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 14:
         raise _w.short_run(_RUN_partition_index__leader_epoch_2, pos, end)
     if cython.compiled:
@@ -1128,7 +1123,7 @@ def _enc_BeginQuorumEpochResponse_PartitionData_v1(obj, out):
 
 def _dec_BeginQuorumEpochResponse_NodeEndpoint_v1(buf, cur, end):
     """Decode BeginQuorumEpochResponse.NodeEndpoint (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_node_id, pos, end)
     if cython.compiled:

@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -56,7 +51,7 @@ _RUN_throttle_time_ms__should_shut_down = (('throttle_time_ms', 0, 4), ('error_c
 
 def _dec_BrokerHeartbeatRequest_v0(buf, cur, end):
     """Decode BrokerHeartbeatRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 22:
         raise _w.short_run(_RUN_broker_id__want_shut_down, pos, end)
     if cython.compiled:
@@ -117,7 +112,7 @@ def _enc_BrokerHeartbeatRequest_v0(obj, out):
 
 def _dec_BrokerHeartbeatRequest_v1(buf, cur, end):
     """Decode BrokerHeartbeatRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 22:
         raise _w.short_run(_RUN_broker_id__want_shut_down, pos, end)
     if cython.compiled:
@@ -215,7 +210,7 @@ def _enc_BrokerHeartbeatRequest_v1(obj, out):
 
 def _dec_BrokerHeartbeatRequest_v2(buf, cur, end):
     """Decode BrokerHeartbeatRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 22:
         raise _w.short_run(_RUN_broker_id__want_shut_down, pos, end)
     if cython.compiled:
@@ -351,7 +346,7 @@ def _enc_BrokerHeartbeatRequest_v2(obj, out):
 
 def _dec_BrokerHeartbeatResponse_v0(buf, cur, end):
     """Decode BrokerHeartbeatResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 9:
         raise _w.short_run(_RUN_throttle_time_ms__should_shut_down, pos, end)
     if cython.compiled:

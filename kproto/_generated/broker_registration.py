@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -63,7 +58,7 @@ _RUN_throttle_time_ms__broker_epoch = (('throttle_time_ms', 0, 4), ('error_code'
 
 def _dec_BrokerRegistrationRequest_v0(buf, cur, end):
     """Decode BrokerRegistrationRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_broker_id, pos, end)
     if cython.compiled:
@@ -265,7 +260,7 @@ def _enc_BrokerRegistrationRequest_v0(obj, out):
 
 def _dec_BrokerRegistrationRequest_v1(buf, cur, end):
     """Decode BrokerRegistrationRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_broker_id, pos, end)
     if cython.compiled:
@@ -480,7 +475,7 @@ def _enc_BrokerRegistrationRequest_v1(obj, out):
 
 def _dec_BrokerRegistrationRequest_v2(buf, cur, end):
     """Decode BrokerRegistrationRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_broker_id, pos, end)
     if cython.compiled:
@@ -724,7 +719,7 @@ def _enc_BrokerRegistrationRequest_v2(obj, out):
 
 def _dec_BrokerRegistrationRequest_v3(buf, cur, end):
     """Decode BrokerRegistrationRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_broker_id, pos, end)
     if cython.compiled:
@@ -980,7 +975,7 @@ def _enc_BrokerRegistrationRequest_v3(obj, out):
 
 def _dec_BrokerRegistrationRequest_Listener_v0(buf, cur, end):
     """Decode BrokerRegistrationRequest.Listener (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -1098,7 +1093,7 @@ def _enc_BrokerRegistrationRequest_Listener_v0(obj, out):
 
 def _dec_BrokerRegistrationRequest_Feature_v0(buf, cur, end):
     """Decode BrokerRegistrationRequest.Feature (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -1177,7 +1172,7 @@ def _enc_BrokerRegistrationRequest_Feature_v0(obj, out):
 
 def _dec_BrokerRegistrationResponse_v0(buf, cur, end):
     """Decode BrokerRegistrationResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 14:
         raise _w.short_run(_RUN_throttle_time_ms__broker_epoch, pos, end)
     if cython.compiled:

@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -62,7 +57,7 @@ _RUN_throttle_time_ms = (('throttle_time_ms', 0, 4),)
 
 def _dec_ConsumerGroupDescribeRequest_v0(buf, cur, end):
     """Decode ConsumerGroupDescribeRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_ids = buf[pos] - 1
         pos += 1
@@ -164,7 +159,7 @@ def _enc_ConsumerGroupDescribeRequest_v0(obj, out):
 
 def _dec_ConsumerGroupDescribeResponse_v0(buf, cur, end):
     """Decode ConsumerGroupDescribeResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -238,7 +233,7 @@ def _enc_ConsumerGroupDescribeResponse_v0(obj, out):
 
 def _dec_ConsumerGroupDescribeResponse_v1(buf, cur, end):
     """Decode ConsumerGroupDescribeResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -312,7 +307,7 @@ def _enc_ConsumerGroupDescribeResponse_v1(obj, out):
 
 def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
     """Decode ConsumerGroupDescribeResponse.DescribedGroup (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -573,7 +568,7 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v0(obj, out):
 
 def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
     """Decode ConsumerGroupDescribeResponse.DescribedGroup (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -834,7 +829,7 @@ def _enc_ConsumerGroupDescribeResponse_DescribedGroup_v1(obj, out):
 
 def _dec_ConsumerGroupDescribeResponse_Member_v0(buf, cur, end):
     """Decode ConsumerGroupDescribeResponse.DescribedGroup.Member (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_member_id = buf[pos] - 1
         pos += 1
@@ -1194,7 +1189,7 @@ def _enc_ConsumerGroupDescribeResponse_Member_v0(obj, out):
 
 def _dec_ConsumerGroupDescribeResponse_Member_v1(buf, cur, end):
     """Decode ConsumerGroupDescribeResponse.DescribedGroup.Member (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_member_id = buf[pos] - 1
         pos += 1
@@ -1564,7 +1559,7 @@ def _enc_ConsumerGroupDescribeResponse_Member_v1(obj, out):
 
 def _dec_ConsumerGroupDescribeResponse_Assignment_v0(buf, cur, end):
     """Decode ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_partitions = buf[pos] - 1
         pos += 1
@@ -1625,7 +1620,7 @@ def _enc_ConsumerGroupDescribeResponse_Assignment_v0(obj, out):
 
 def _dec_ConsumerGroupDescribeResponse_TopicPartitions_v0(buf, cur, end):
     """Decode ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment.TopicPartitions (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)

@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -57,7 +52,7 @@ _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 
 
 def _dec_ConsumerGroupHeartbeatRequest_v0(buf, cur, end):
     """Decode ConsumerGroupHeartbeatRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -418,7 +413,7 @@ def _enc_ConsumerGroupHeartbeatRequest_v0(obj, out):
 
 def _dec_ConsumerGroupHeartbeatRequest_v1(buf, cur, end):
     """Decode ConsumerGroupHeartbeatRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -817,7 +812,7 @@ def _enc_ConsumerGroupHeartbeatRequest_v1(obj, out):
 
 def _dec_ConsumerGroupHeartbeatRequest_TopicPartitions_v0(buf, cur, end):
     """Decode ConsumerGroupHeartbeatRequest.TopicPartitions (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -884,7 +879,7 @@ def _enc_ConsumerGroupHeartbeatRequest_TopicPartitions_v0(obj, out):
 
 def _dec_ConsumerGroupHeartbeatResponse_v0(buf, cur, end):
     """Decode ConsumerGroupHeartbeatResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -1040,7 +1035,7 @@ def _enc_ConsumerGroupHeartbeatResponse_v0(obj, out):
 
 def _dec_ConsumerGroupHeartbeatResponse_Assignment_v0(buf, cur, end):
     """Decode ConsumerGroupHeartbeatResponse.Assignment (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_partitions = buf[pos] - 1
         pos += 1
@@ -1101,7 +1096,7 @@ def _enc_ConsumerGroupHeartbeatResponse_Assignment_v0(obj, out):
 
 def _dec_ConsumerGroupHeartbeatResponse_TopicPartitions_v0(buf, cur, end):
     """Decode ConsumerGroupHeartbeatResponse.Assignment.TopicPartitions (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)

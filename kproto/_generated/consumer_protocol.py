@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -61,7 +56,7 @@ _RUN_user_data = (('user_data', 0, 4),)
 
 def _dec_ConsumerProtocolAssignment_v0(buf, cur, end):
     """Decode ConsumerProtocolAssignment (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_assigned_partitions, pos, end)
     if cython.compiled:
@@ -133,7 +128,7 @@ def _enc_ConsumerProtocolAssignment_v0(obj, out):
 
 def _dec_ConsumerProtocolAssignment_TopicPartition_v0(buf, cur, end):
     """Decode ConsumerProtocolAssignment.TopicPartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic, pos, end)
     if cython.compiled:
@@ -211,7 +206,7 @@ def _enc_ConsumerProtocolAssignment_TopicPartition_v0(obj, out):
 
 def _dec_ConsumerProtocolSubscription_v0(buf, cur, end):
     """Decode ConsumerProtocolSubscription (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -298,7 +293,7 @@ def _enc_ConsumerProtocolSubscription_v0(obj, out):
 
 def _dec_ConsumerProtocolSubscription_v1(buf, cur, end):
     """Decode ConsumerProtocolSubscription (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -415,7 +410,7 @@ def _enc_ConsumerProtocolSubscription_v1(obj, out):
 
 def _dec_ConsumerProtocolSubscription_v2(buf, cur, end):
     """Decode ConsumerProtocolSubscription (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -544,7 +539,7 @@ def _enc_ConsumerProtocolSubscription_v2(obj, out):
 
 def _dec_ConsumerProtocolSubscription_v3(buf, cur, end):
     """Decode ConsumerProtocolSubscription (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -697,7 +692,7 @@ def _enc_ConsumerProtocolSubscription_v3(obj, out):
 
 def _dec_ConsumerProtocolSubscription_TopicPartition_v1(buf, cur, end):
     """Decode ConsumerProtocolSubscription.TopicPartition (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic, pos, end)
     if cython.compiled:

@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -60,7 +55,7 @@ _RUN_topic_name = (('topic_name', 0, 2),)
 
 def _dec_ControlledShutdownRequest_v0(buf, cur, end):
     """Decode ControlledShutdownRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_broker_id, pos, end)
     if cython.compiled:
@@ -89,7 +84,7 @@ def _enc_ControlledShutdownRequest_v0(obj, out):
 
 def _dec_ControlledShutdownRequest_v2(buf, cur, end):
     """Decode ControlledShutdownRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_broker_id__broker_epoch, pos, end)
     if cython.compiled:
@@ -120,7 +115,7 @@ def _enc_ControlledShutdownRequest_v2(obj, out):
 
 def _dec_ControlledShutdownRequest_v3(buf, cur, end):
     """Decode ControlledShutdownRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_broker_id__broker_epoch, pos, end)
     if cython.compiled:
@@ -160,7 +155,7 @@ def _enc_ControlledShutdownRequest_v3(obj, out):
 
 def _dec_ControlledShutdownResponse_v0(buf, cur, end):
     """Decode ControlledShutdownResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_error_code__remaining_partitions, pos, end)
     if cython.compiled:
@@ -209,7 +204,7 @@ def _enc_ControlledShutdownResponse_v0(obj, out):
 
 def _dec_ControlledShutdownResponse_v3(buf, cur, end):
     """Decode ControlledShutdownResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -283,7 +278,7 @@ def _enc_ControlledShutdownResponse_v3(obj, out):
 
 def _dec_ControlledShutdownResponse_RemainingPartition_v0(buf, cur, end):
     """Decode ControlledShutdownResponse.RemainingPartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic_name, pos, end)
     if cython.compiled:
@@ -344,7 +339,7 @@ def _enc_ControlledShutdownResponse_RemainingPartition_v0(obj, out):
 
 def _dec_ControlledShutdownResponse_RemainingPartition_v3(buf, cur, end):
     """Decode ControlledShutdownResponse.RemainingPartition (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1

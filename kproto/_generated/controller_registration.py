@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -61,7 +56,7 @@ _RUN_zk_migration_ready = (('zk_migration_ready', 0, 1),)
 
 def _dec_ControllerRegistrationRequest_v0(buf, cur, end):
     """Decode ControllerRegistrationRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_controller_id, pos, end)
     if cython.compiled:
@@ -194,7 +189,7 @@ def _enc_ControllerRegistrationRequest_v0(obj, out):
 
 def _dec_ControllerRegistrationRequest_Listener_v0(buf, cur, end):
     """Decode ControllerRegistrationRequest.Listener (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -312,7 +307,7 @@ def _enc_ControllerRegistrationRequest_Listener_v0(obj, out):
 
 def _dec_ControllerRegistrationRequest_Feature_v0(buf, cur, end):
     """Decode ControllerRegistrationRequest.Feature (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -391,7 +386,7 @@ def _enc_ControllerRegistrationRequest_Feature_v0(obj, out):
 
 def _dec_ControllerRegistrationResponse_v0(buf, cur, end):
     """Decode ControllerRegistrationResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:

@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -69,7 +64,7 @@ _RUN_throttle_time_ms__results = (('throttle_time_ms', 0, 4), ('results', 4, 4))
 
 def _dec_CreateAclsRequest_v0(buf, cur, end):
     """Decode CreateAclsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_creations, pos, end)
     if cython.compiled:
@@ -115,7 +110,7 @@ def _enc_CreateAclsRequest_v0(obj, out):
 
 def _dec_CreateAclsRequest_v1(buf, cur, end):
     """Decode CreateAclsRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_creations, pos, end)
     if cython.compiled:
@@ -161,7 +156,7 @@ def _enc_CreateAclsRequest_v1(obj, out):
 
 def _dec_CreateAclsRequest_v2(buf, cur, end):
     """Decode CreateAclsRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_creations = buf[pos] - 1
         pos += 1
@@ -222,7 +217,7 @@ def _enc_CreateAclsRequest_v2(obj, out):
 
 def _dec_CreateAclsRequest_AclCreation_v0(buf, cur, end):
     """Decode CreateAclsRequest.AclCreation (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 3:
         raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
     if cython.compiled:
@@ -358,7 +353,7 @@ def _enc_CreateAclsRequest_AclCreation_v0(obj, out):
 
 def _dec_CreateAclsRequest_AclCreation_v1(buf, cur, end):
     """Decode CreateAclsRequest.AclCreation (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 3:
         raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
     if cython.compiled:
@@ -494,7 +489,7 @@ def _enc_CreateAclsRequest_AclCreation_v1(obj, out):
 
 def _dec_CreateAclsRequest_AclCreation_v2(buf, cur, end):
     """Decode CreateAclsRequest.AclCreation (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 1:
         raise _w.short_run(_RUN_resource_type, pos, end)
     if cython.compiled:
@@ -677,7 +672,7 @@ def _enc_CreateAclsRequest_AclCreation_v2(obj, out):
 
 def _dec_CreateAclsResponse_v0(buf, cur, end):
     """Decode CreateAclsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__results, pos, end)
     if cython.compiled:
@@ -726,7 +721,7 @@ def _enc_CreateAclsResponse_v0(obj, out):
 
 def _dec_CreateAclsResponse_v2(buf, cur, end):
     """Decode CreateAclsResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -800,7 +795,7 @@ def _enc_CreateAclsResponse_v2(obj, out):
 
 def _dec_CreateAclsResponse_AclCreationResult_v0(buf, cur, end):
     """Decode CreateAclsResponse.AclCreationResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__error_message, pos, end)
     if cython.compiled:
@@ -853,7 +848,7 @@ def _enc_CreateAclsResponse_AclCreationResult_v0(obj, out):
 
 def _dec_CreateAclsResponse_AclCreationResult_v2(buf, cur, end):
     """Decode CreateAclsResponse.AclCreationResult (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:

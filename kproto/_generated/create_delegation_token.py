@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -66,7 +61,7 @@ _RUN_throttle_time_ms = (('throttle_time_ms', 0, 4),)
 
 def _dec_CreateDelegationTokenRequest_v0(buf, cur, end):
     """Decode CreateDelegationTokenRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_renewers, pos, end)
     if cython.compiled:
@@ -131,7 +126,7 @@ def _enc_CreateDelegationTokenRequest_v0(obj, out):
 
 def _dec_CreateDelegationTokenRequest_v2(buf, cur, end):
     """Decode CreateDelegationTokenRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_renewers = buf[pos] - 1
         pos += 1
@@ -211,7 +206,7 @@ def _enc_CreateDelegationTokenRequest_v2(obj, out):
 
 def _dec_CreateDelegationTokenRequest_v3(buf, cur, end):
     """Decode CreateDelegationTokenRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_owner_principal_type = buf[pos] - 1
         pos += 1
@@ -367,7 +362,7 @@ def _enc_CreateDelegationTokenRequest_v3(obj, out):
 
 def _dec_CreateDelegationTokenRequest_CreatableRenewers_v0(buf, cur, end):
     """Decode CreateDelegationTokenRequest.CreatableRenewers (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_principal_type, pos, end)
     if cython.compiled:
@@ -448,7 +443,7 @@ def _enc_CreateDelegationTokenRequest_CreatableRenewers_v0(obj, out):
 
 def _dec_CreateDelegationTokenRequest_CreatableRenewers_v2(buf, cur, end):
     """Decode CreateDelegationTokenRequest.CreatableRenewers (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_principal_type = buf[pos] - 1
         pos += 1
@@ -550,7 +545,7 @@ def _enc_CreateDelegationTokenRequest_CreatableRenewers_v2(obj, out):
 
 def _dec_CreateDelegationTokenResponse_v0(buf, cur, end):
     """Decode CreateDelegationTokenResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__principal_type, pos, end)
     if cython.compiled:
@@ -720,7 +715,7 @@ def _enc_CreateDelegationTokenResponse_v0(obj, out):
 
 def _dec_CreateDelegationTokenResponse_v2(buf, cur, end):
     """Decode CreateDelegationTokenResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -943,7 +938,7 @@ def _enc_CreateDelegationTokenResponse_v2(obj, out):
 
 def _dec_CreateDelegationTokenResponse_v3(buf, cur, end):
     """Decode CreateDelegationTokenResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:

@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -66,7 +61,7 @@ _RUN_topics = (('topics', 0, 4),)
 
 def _dec_CreatePartitionsRequest_v0(buf, cur, end):
     """Decode CreatePartitionsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -131,7 +126,7 @@ def _enc_CreatePartitionsRequest_v0(obj, out):
 
 def _dec_CreatePartitionsRequest_v2(buf, cur, end):
     """Decode CreatePartitionsRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topics = buf[pos] - 1
         pos += 1
@@ -211,7 +206,7 @@ def _enc_CreatePartitionsRequest_v2(obj, out):
 
 def _dec_CreatePartitionsRequest_CreatePartitionsTopic_v0(buf, cur, end):
     """Decode CreatePartitionsRequest.CreatePartitionsTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -297,7 +292,7 @@ def _enc_CreatePartitionsRequest_CreatePartitionsTopic_v0(obj, out):
 
 def _dec_CreatePartitionsRequest_CreatePartitionsTopic_v2(buf, cur, end):
     """Decode CreatePartitionsRequest.CreatePartitionsTopic (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -414,7 +409,7 @@ def _enc_CreatePartitionsRequest_CreatePartitionsTopic_v2(obj, out):
 
 def _dec_CreatePartitionsRequest_CreatePartitionsAssignment_v0(buf, cur, end):
     """Decode CreatePartitionsRequest.CreatePartitionsTopic.CreatePartitionsAssignment (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_broker_ids, pos, end)
     if cython.compiled:
@@ -460,7 +455,7 @@ def _enc_CreatePartitionsRequest_CreatePartitionsAssignment_v0(obj, out):
 
 def _dec_CreatePartitionsRequest_CreatePartitionsAssignment_v2(buf, cur, end):
     """Decode CreatePartitionsRequest.CreatePartitionsTopic.CreatePartitionsAssignment (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_broker_ids = buf[pos] - 1
         pos += 1
@@ -521,7 +516,7 @@ def _enc_CreatePartitionsRequest_CreatePartitionsAssignment_v2(obj, out):
 
 def _dec_CreatePartitionsResponse_v0(buf, cur, end):
     """Decode CreatePartitionsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__results, pos, end)
     if cython.compiled:
@@ -570,7 +565,7 @@ def _enc_CreatePartitionsResponse_v0(obj, out):
 
 def _dec_CreatePartitionsResponse_v2(buf, cur, end):
     """Decode CreatePartitionsResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -644,7 +639,7 @@ def _enc_CreatePartitionsResponse_v2(obj, out):
 
 def _dec_CreatePartitionsResponse_CreatePartitionsTopicResult_v0(buf, cur, end):
     """Decode CreatePartitionsResponse.CreatePartitionsTopicResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -730,7 +725,7 @@ def _enc_CreatePartitionsResponse_CreatePartitionsTopicResult_v0(obj, out):
 
 def _dec_CreatePartitionsResponse_CreatePartitionsTopicResult_v2(buf, cur, end):
     """Decode CreatePartitionsResponse.CreatePartitionsTopicResult (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1

@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -76,7 +71,7 @@ _RUN_value = (('value', 0, 2),)
 
 def _dec_CreateTopicsRequest_v0(buf, cur, end):
     """Decode CreateTopicsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -138,7 +133,7 @@ def _enc_CreateTopicsRequest_v0(obj, out):
 
 def _dec_CreateTopicsRequest_v1(buf, cur, end):
     """Decode CreateTopicsRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -203,7 +198,7 @@ def _enc_CreateTopicsRequest_v1(obj, out):
 
 def _dec_CreateTopicsRequest_v5(buf, cur, end):
     """Decode CreateTopicsRequest (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topics = buf[pos] - 1
         pos += 1
@@ -283,7 +278,7 @@ def _enc_CreateTopicsRequest_v5(obj, out):
 
 def _dec_CreateTopicsRequest_CreatableTopic_v0(buf, cur, end):
     """Decode CreateTopicsRequest.CreatableTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -399,7 +394,7 @@ def _enc_CreateTopicsRequest_CreatableTopic_v0(obj, out):
 
 def _dec_CreateTopicsRequest_CreatableTopic_v5(buf, cur, end):
     """Decode CreateTopicsRequest.CreatableTopic (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -552,7 +547,7 @@ def _enc_CreateTopicsRequest_CreatableTopic_v5(obj, out):
 
 def _dec_CreateTopicsRequest_CreatableReplicaAssignment_v0(buf, cur, end):
     """Decode CreateTopicsRequest.CreatableTopic.CreatableReplicaAssignment (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_partition_index__broker_ids, pos, end)
     if cython.compiled:
@@ -601,7 +596,7 @@ def _enc_CreateTopicsRequest_CreatableReplicaAssignment_v0(obj, out):
 
 def _dec_CreateTopicsRequest_CreatableReplicaAssignment_v5(buf, cur, end):
     """Decode CreateTopicsRequest.CreatableTopic.CreatableReplicaAssignment (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_partition_index, pos, end)
     if cython.compiled:
@@ -675,7 +670,7 @@ def _enc_CreateTopicsRequest_CreatableReplicaAssignment_v5(obj, out):
 
 def _dec_CreateTopicsRequest_CreatableTopicConfig_v0(buf, cur, end):
     """Decode CreateTopicsRequest.CreatableTopic.CreatableTopicConfig (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -758,7 +753,7 @@ def _enc_CreateTopicsRequest_CreatableTopicConfig_v0(obj, out):
 
 def _dec_CreateTopicsRequest_CreatableTopicConfig_v5(buf, cur, end):
     """Decode CreateTopicsRequest.CreatableTopic.CreatableTopicConfig (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -862,7 +857,7 @@ def _enc_CreateTopicsRequest_CreatableTopicConfig_v5(obj, out):
 
 def _dec_CreateTopicsResponse_v0(buf, cur, end):
     """Decode CreateTopicsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -909,7 +904,7 @@ def _enc_CreateTopicsResponse_v0(obj, out):
 
 def _dec_CreateTopicsResponse_v1(buf, cur, end):
     """Decode CreateTopicsResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -956,7 +951,7 @@ def _enc_CreateTopicsResponse_v1(obj, out):
 
 def _dec_CreateTopicsResponse_v2(buf, cur, end):
     """Decode CreateTopicsResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__topics, pos, end)
     if cython.compiled:
@@ -1005,7 +1000,7 @@ def _enc_CreateTopicsResponse_v2(obj, out):
 
 def _dec_CreateTopicsResponse_v5(buf, cur, end):
     """Decode CreateTopicsResponse (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -1079,7 +1074,7 @@ def _enc_CreateTopicsResponse_v5(obj, out):
 
 def _dec_CreateTopicsResponse_v7(buf, cur, end):
     """Decode CreateTopicsResponse (v7 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -1153,7 +1148,7 @@ def _enc_CreateTopicsResponse_v7(obj, out):
 
 def _dec_CreateTopicsResponse_CreatableTopicResult_v0(buf, cur, end):
     """Decode CreateTopicsResponse.CreatableTopicResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -1220,7 +1215,7 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_v0(obj, out):
 
 def _dec_CreateTopicsResponse_CreatableTopicResult_v1(buf, cur, end):
     """Decode CreateTopicsResponse.CreatableTopicResult (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -1311,7 +1306,7 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_v1(obj, out):
 
 def _dec_CreateTopicsResponse_CreatableTopicResult_v5(buf, cur, end):
     """Decode CreateTopicsResponse.CreatableTopicResult (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -1509,7 +1504,7 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_v5(obj, out):
 
 def _dec_CreateTopicsResponse_CreatableTopicResult_v7(buf, cur, end):
     """Decode CreateTopicsResponse.CreatableTopicResult (v7 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -1712,7 +1707,7 @@ def _enc_CreateTopicsResponse_CreatableTopicResult_v7(obj, out):
 
 def _dec_CreateTopicsResponse_CreatableTopicConfigs_v5(buf, cur, end):
     """Decode CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1

@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -76,7 +71,7 @@ _RUN_throttle_time_ms__filter_results = (('throttle_time_ms', 0, 4), ('filter_re
 
 def _dec_DeleteAclsRequest_v0(buf, cur, end):
     """Decode DeleteAclsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_filters, pos, end)
     if cython.compiled:
@@ -122,7 +117,7 @@ def _enc_DeleteAclsRequest_v0(obj, out):
 
 def _dec_DeleteAclsRequest_v1(buf, cur, end):
     """Decode DeleteAclsRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_filters, pos, end)
     if cython.compiled:
@@ -168,7 +163,7 @@ def _enc_DeleteAclsRequest_v1(obj, out):
 
 def _dec_DeleteAclsRequest_v2(buf, cur, end):
     """Decode DeleteAclsRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_filters = buf[pos] - 1
         pos += 1
@@ -229,7 +224,7 @@ def _enc_DeleteAclsRequest_v2(obj, out):
 
 def _dec_DeleteAclsRequest_DeleteAclsFilter_v0(buf, cur, end):
     """Decode DeleteAclsRequest.DeleteAclsFilter (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 3:
         raise _w.short_run(_RUN_resource_type_filter__resource_name_filter, pos, end)
     if cython.compiled:
@@ -371,7 +366,7 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter_v0(obj, out):
 
 def _dec_DeleteAclsRequest_DeleteAclsFilter_v1(buf, cur, end):
     """Decode DeleteAclsRequest.DeleteAclsFilter (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 3:
         raise _w.short_run(_RUN_resource_type_filter__resource_name_filter, pos, end)
     if cython.compiled:
@@ -513,7 +508,7 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter_v1(obj, out):
 
 def _dec_DeleteAclsRequest_DeleteAclsFilter_v2(buf, cur, end):
     """Decode DeleteAclsRequest.DeleteAclsFilter (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 1:
         raise _w.short_run(_RUN_resource_type_filter, pos, end)
     if cython.compiled:
@@ -702,7 +697,7 @@ def _enc_DeleteAclsRequest_DeleteAclsFilter_v2(obj, out):
 
 def _dec_DeleteAclsResponse_v0(buf, cur, end):
     """Decode DeleteAclsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__filter_results, pos, end)
     if cython.compiled:
@@ -751,7 +746,7 @@ def _enc_DeleteAclsResponse_v0(obj, out):
 
 def _dec_DeleteAclsResponse_v1(buf, cur, end):
     """Decode DeleteAclsResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__filter_results, pos, end)
     if cython.compiled:
@@ -800,7 +795,7 @@ def _enc_DeleteAclsResponse_v1(obj, out):
 
 def _dec_DeleteAclsResponse_v2(buf, cur, end):
     """Decode DeleteAclsResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -874,7 +869,7 @@ def _enc_DeleteAclsResponse_v2(obj, out):
 
 def _dec_DeleteAclsResponse_DeleteAclsFilterResult_v0(buf, cur, end):
     """Decode DeleteAclsResponse.DeleteAclsFilterResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__error_message, pos, end)
     if cython.compiled:
@@ -958,7 +953,7 @@ def _enc_DeleteAclsResponse_DeleteAclsFilterResult_v0(obj, out):
 
 def _dec_DeleteAclsResponse_DeleteAclsFilterResult_v1(buf, cur, end):
     """Decode DeleteAclsResponse.DeleteAclsFilterResult (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__error_message, pos, end)
     if cython.compiled:
@@ -1042,7 +1037,7 @@ def _enc_DeleteAclsResponse_DeleteAclsFilterResult_v1(obj, out):
 
 def _dec_DeleteAclsResponse_DeleteAclsFilterResult_v2(buf, cur, end):
     """Decode DeleteAclsResponse.DeleteAclsFilterResult (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -1157,7 +1152,7 @@ def _enc_DeleteAclsResponse_DeleteAclsFilterResult_v2(obj, out):
 
 def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(buf, cur, end):
     """Decode DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__error_message, pos, end)
     if cython.compiled:
@@ -1331,7 +1326,7 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(obj, out):
 
 def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(buf, cur, end):
     """Decode DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__error_message, pos, end)
     if cython.compiled:
@@ -1505,7 +1500,7 @@ def _enc_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(obj, out):
 
 def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(buf, cur, end):
     """Decode DeleteAclsResponse.DeleteAclsFilterResult.DeleteAclsMatchingAcl (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:

@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -58,7 +53,7 @@ _RUN_throttle_time_ms__results = (('throttle_time_ms', 0, 4), ('results', 4, 4))
 
 def _dec_DeleteGroupsRequest_v0(buf, cur, end):
     """Decode DeleteGroupsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_groups_names, pos, end)
     if cython.compiled:
@@ -116,7 +111,7 @@ def _enc_DeleteGroupsRequest_v0(obj, out):
 
 def _dec_DeleteGroupsRequest_v2(buf, cur, end):
     """Decode DeleteGroupsRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_groups_names = buf[pos] - 1
         pos += 1
@@ -202,7 +197,7 @@ def _enc_DeleteGroupsRequest_v2(obj, out):
 
 def _dec_DeleteGroupsResponse_v0(buf, cur, end):
     """Decode DeleteGroupsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__results, pos, end)
     if cython.compiled:
@@ -251,7 +246,7 @@ def _enc_DeleteGroupsResponse_v0(obj, out):
 
 def _dec_DeleteGroupsResponse_v2(buf, cur, end):
     """Decode DeleteGroupsResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -325,7 +320,7 @@ def _enc_DeleteGroupsResponse_v2(obj, out):
 
 def _dec_DeleteGroupsResponse_DeletableGroupResult_v0(buf, cur, end):
     """Decode DeleteGroupsResponse.DeletableGroupResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_group_id, pos, end)
     if cython.compiled:
@@ -386,7 +381,7 @@ def _enc_DeleteGroupsResponse_DeletableGroupResult_v0(obj, out):
 
 def _dec_DeleteGroupsResponse_DeletableGroupResult_v2(buf, cur, end):
     """Decode DeleteGroupsResponse.DeletableGroupResult (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1

@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -63,7 +58,7 @@ _RUN_topics = (('topics', 0, 4),)
 
 def _dec_DeleteRecordsRequest_v0(buf, cur, end):
     """Decode DeleteRecordsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -122,7 +117,7 @@ def _enc_DeleteRecordsRequest_v0(obj, out):
 
 def _dec_DeleteRecordsRequest_v2(buf, cur, end):
     """Decode DeleteRecordsRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topics = buf[pos] - 1
         pos += 1
@@ -196,7 +191,7 @@ def _enc_DeleteRecordsRequest_v2(obj, out):
 
 def _dec_DeleteRecordsRequest_DeleteRecordsTopic_v0(buf, cur, end):
     """Decode DeleteRecordsRequest.DeleteRecordsTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -275,7 +270,7 @@ def _enc_DeleteRecordsRequest_DeleteRecordsTopic_v0(obj, out):
 
 def _dec_DeleteRecordsRequest_DeleteRecordsTopic_v2(buf, cur, end):
     """Decode DeleteRecordsRequest.DeleteRecordsTopic (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -375,7 +370,7 @@ def _enc_DeleteRecordsRequest_DeleteRecordsTopic_v2(obj, out):
 
 def _dec_DeleteRecordsRequest_DeleteRecordsPartition_v0(buf, cur, end):
     """Decode DeleteRecordsRequest.DeleteRecordsTopic.DeleteRecordsPartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_partition_index__offset, pos, end)
     if cython.compiled:
@@ -406,7 +401,7 @@ def _enc_DeleteRecordsRequest_DeleteRecordsPartition_v0(obj, out):
 
 def _dec_DeleteRecordsRequest_DeleteRecordsPartition_v2(buf, cur, end):
     """Decode DeleteRecordsRequest.DeleteRecordsTopic.DeleteRecordsPartition (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_partition_index__offset, pos, end)
     if cython.compiled:
@@ -446,7 +441,7 @@ def _enc_DeleteRecordsRequest_DeleteRecordsPartition_v2(obj, out):
 
 def _dec_DeleteRecordsResponse_v0(buf, cur, end):
     """Decode DeleteRecordsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__topics, pos, end)
     if cython.compiled:
@@ -495,7 +490,7 @@ def _enc_DeleteRecordsResponse_v0(obj, out):
 
 def _dec_DeleteRecordsResponse_v2(buf, cur, end):
     """Decode DeleteRecordsResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -569,7 +564,7 @@ def _enc_DeleteRecordsResponse_v2(obj, out):
 
 def _dec_DeleteRecordsResponse_DeleteRecordsTopicResult_v0(buf, cur, end):
     """Decode DeleteRecordsResponse.DeleteRecordsTopicResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -648,7 +643,7 @@ def _enc_DeleteRecordsResponse_DeleteRecordsTopicResult_v0(obj, out):
 
 def _dec_DeleteRecordsResponse_DeleteRecordsTopicResult_v2(buf, cur, end):
     """Decode DeleteRecordsResponse.DeleteRecordsTopicResult (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -748,7 +743,7 @@ def _enc_DeleteRecordsResponse_DeleteRecordsTopicResult_v2(obj, out):
 
 def _dec_DeleteRecordsResponse_DeleteRecordsPartitionResult_v0(buf, cur, end):
     """Decode DeleteRecordsResponse.DeleteRecordsTopicResult.DeleteRecordsPartitionResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 14:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
     if cython.compiled:
@@ -782,7 +777,7 @@ def _enc_DeleteRecordsResponse_DeleteRecordsPartitionResult_v0(obj, out):
 
 def _dec_DeleteRecordsResponse_DeleteRecordsPartitionResult_v2(buf, cur, end):
     """Decode DeleteRecordsResponse.DeleteRecordsTopicResult.DeleteRecordsPartitionResult (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 14:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
     if cython.compiled:

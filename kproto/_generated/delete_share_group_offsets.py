@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -54,7 +49,7 @@ _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 
 
 def _dec_DeleteShareGroupOffsetsRequest_v0(buf, cur, end):
     """Decode DeleteShareGroupOffsetsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -154,7 +149,7 @@ def _enc_DeleteShareGroupOffsetsRequest_v0(obj, out):
 
 def _dec_DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic_v0(buf, cur, end):
     """Decode DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -217,7 +212,7 @@ def _enc_DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic_v0(o
 
 def _dec_DeleteShareGroupOffsetsResponse_v0(buf, cur, end):
     """Decode DeleteShareGroupOffsetsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -335,7 +330,7 @@ def _enc_DeleteShareGroupOffsetsResponse_v0(obj, out):
 
 def _dec_DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic_v0(buf, cur, end):
     """Decode DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1

@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -54,7 +49,7 @@ _RUN_partition__error_code = (('partition', 0, 4), ('error_code', 4, 2))
 
 def _dec_DeleteShareGroupStateRequest_v0(buf, cur, end):
     """Decode DeleteShareGroupStateRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -154,7 +149,7 @@ def _enc_DeleteShareGroupStateRequest_v0(obj, out):
 
 def _dec_DeleteShareGroupStateRequest_DeleteStateData_v0(buf, cur, end):
     """Decode DeleteShareGroupStateRequest.DeleteStateData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -221,7 +216,7 @@ def _enc_DeleteShareGroupStateRequest_DeleteStateData_v0(obj, out):
 
 def _dec_DeleteShareGroupStateRequest_PartitionData_v0(buf, cur, end):
     """Decode DeleteShareGroupStateRequest.DeleteStateData.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_partition, pos, end)
     if cython.compiled:
@@ -258,7 +253,7 @@ def _enc_DeleteShareGroupStateRequest_PartitionData_v0(obj, out):
 
 def _dec_DeleteShareGroupStateResponse_v0(buf, cur, end):
     """Decode DeleteShareGroupStateResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_results = buf[pos] - 1
         pos += 1
@@ -319,7 +314,7 @@ def _enc_DeleteShareGroupStateResponse_v0(obj, out):
 
 def _dec_DeleteShareGroupStateResponse_DeleteStateResult_v0(buf, cur, end):
     """Decode DeleteShareGroupStateResponse.DeleteStateResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -386,7 +381,7 @@ def _enc_DeleteShareGroupStateResponse_DeleteStateResult_v0(obj, out):
 
 def _dec_DeleteShareGroupStateResponse_PartitionResult_v0(buf, cur, end):
     """Decode DeleteShareGroupStateResponse.DeleteStateResult.PartitionResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition__error_code, pos, end)
     if cython.compiled:

@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -60,7 +55,7 @@ _RUN_topic_names = (('topic_names', 0, 4),)
 
 def _dec_DeleteTopicsRequest_v0(buf, cur, end):
     """Decode DeleteTopicsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topic_names, pos, end)
     if cython.compiled:
@@ -134,7 +129,7 @@ def _enc_DeleteTopicsRequest_v0(obj, out):
 
 def _dec_DeleteTopicsRequest_v4(buf, cur, end):
     """Decode DeleteTopicsRequest (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_names = buf[pos] - 1
         pos += 1
@@ -236,7 +231,7 @@ def _enc_DeleteTopicsRequest_v4(obj, out):
 
 def _dec_DeleteTopicsRequest_v6(buf, cur, end):
     """Decode DeleteTopicsRequest (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topics = buf[pos] - 1
         pos += 1
@@ -311,7 +306,7 @@ def _enc_DeleteTopicsRequest_v6(obj, out):
 
 def _dec_DeleteTopicsRequest_DeleteTopicState_v6(buf, cur, end):
     """Decode DeleteTopicsRequest.DeleteTopicState (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -382,7 +377,7 @@ def _enc_DeleteTopicsRequest_DeleteTopicState_v6(obj, out):
 
 def _dec_DeleteTopicsResponse_v0(buf, cur, end):
     """Decode DeleteTopicsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_responses, pos, end)
     if cython.compiled:
@@ -429,7 +424,7 @@ def _enc_DeleteTopicsResponse_v0(obj, out):
 
 def _dec_DeleteTopicsResponse_v1(buf, cur, end):
     """Decode DeleteTopicsResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__responses, pos, end)
     if cython.compiled:
@@ -478,7 +473,7 @@ def _enc_DeleteTopicsResponse_v1(obj, out):
 
 def _dec_DeleteTopicsResponse_v4(buf, cur, end):
     """Decode DeleteTopicsResponse (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -552,7 +547,7 @@ def _enc_DeleteTopicsResponse_v4(obj, out):
 
 def _dec_DeleteTopicsResponse_v5(buf, cur, end):
     """Decode DeleteTopicsResponse (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -626,7 +621,7 @@ def _enc_DeleteTopicsResponse_v5(obj, out):
 
 def _dec_DeleteTopicsResponse_v6(buf, cur, end):
     """Decode DeleteTopicsResponse (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -700,7 +695,7 @@ def _enc_DeleteTopicsResponse_v6(obj, out):
 
 def _dec_DeleteTopicsResponse_DeletableTopicResult_v0(buf, cur, end):
     """Decode DeleteTopicsResponse.DeletableTopicResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -763,7 +758,7 @@ def _enc_DeleteTopicsResponse_DeletableTopicResult_v0(obj, out):
 
 def _dec_DeleteTopicsResponse_DeletableTopicResult_v4(buf, cur, end):
     """Decode DeleteTopicsResponse.DeletableTopicResult (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -841,7 +836,7 @@ def _enc_DeleteTopicsResponse_DeletableTopicResult_v4(obj, out):
 
 def _dec_DeleteTopicsResponse_DeletableTopicResult_v5(buf, cur, end):
     """Decode DeleteTopicsResponse.DeletableTopicResult (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -959,7 +954,7 @@ def _enc_DeleteTopicsResponse_DeletableTopicResult_v5(obj, out):
 
 def _dec_DeleteTopicsResponse_DeletableTopicResult_v6(buf, cur, end):
     """Decode DeleteTopicsResponse.DeletableTopicResult (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1

@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -75,7 +70,7 @@ _RUN_throttle_time_ms__error_message = (('throttle_time_ms', 0, 4), ('error_code
 
 def _dec_DescribeAclsRequest_v0(buf, cur, end):
     """Decode DescribeAclsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 3:
         raise _w.short_run(_RUN_resource_type_filter__resource_name_filter, pos, end)
     if cython.compiled:
@@ -217,7 +212,7 @@ def _enc_DescribeAclsRequest_v0(obj, out):
 
 def _dec_DescribeAclsRequest_v1(buf, cur, end):
     """Decode DescribeAclsRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 3:
         raise _w.short_run(_RUN_resource_type_filter__resource_name_filter, pos, end)
     if cython.compiled:
@@ -359,7 +354,7 @@ def _enc_DescribeAclsRequest_v1(obj, out):
 
 def _dec_DescribeAclsRequest_v2(buf, cur, end):
     """Decode DescribeAclsRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 1:
         raise _w.short_run(_RUN_resource_type_filter, pos, end)
     if cython.compiled:
@@ -548,7 +543,7 @@ def _enc_DescribeAclsRequest_v2(obj, out):
 
 def _dec_DescribeAclsResponse_v0(buf, cur, end):
     """Decode DescribeAclsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__error_message, pos, end)
     if cython.compiled:
@@ -635,7 +630,7 @@ def _enc_DescribeAclsResponse_v0(obj, out):
 
 def _dec_DescribeAclsResponse_v1(buf, cur, end):
     """Decode DescribeAclsResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__error_message, pos, end)
     if cython.compiled:
@@ -722,7 +717,7 @@ def _enc_DescribeAclsResponse_v1(obj, out):
 
 def _dec_DescribeAclsResponse_v2(buf, cur, end):
     """Decode DescribeAclsResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -840,7 +835,7 @@ def _enc_DescribeAclsResponse_v2(obj, out):
 
 def _dec_DescribeAclsResponse_DescribeAclsResource_v0(buf, cur, end):
     """Decode DescribeAclsResponse.DescribeAclsResource (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 3:
         raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
     if cython.compiled:
@@ -925,7 +920,7 @@ def _enc_DescribeAclsResponse_DescribeAclsResource_v0(obj, out):
 
 def _dec_DescribeAclsResponse_DescribeAclsResource_v1(buf, cur, end):
     """Decode DescribeAclsResponse.DescribeAclsResource (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 3:
         raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
     if cython.compiled:
@@ -1010,7 +1005,7 @@ def _enc_DescribeAclsResponse_DescribeAclsResource_v1(obj, out):
 
 def _dec_DescribeAclsResponse_DescribeAclsResource_v2(buf, cur, end):
     """Decode DescribeAclsResponse.DescribeAclsResource (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 1:
         raise _w.short_run(_RUN_resource_type, pos, end)
     if cython.compiled:
@@ -1136,7 +1131,7 @@ def _enc_DescribeAclsResponse_DescribeAclsResource_v2(obj, out):
 
 def _dec_DescribeAclsResponse_AclDescription_v0(buf, cur, end):
     """Decode DescribeAclsResponse.DescribeAclsResource.AclDescription (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_principal, pos, end)
     if cython.compiled:
@@ -1233,7 +1228,7 @@ def _enc_DescribeAclsResponse_AclDescription_v0(obj, out):
 
 def _dec_DescribeAclsResponse_AclDescription_v2(buf, cur, end):
     """Decode DescribeAclsResponse.DescribeAclsResource.AclDescription (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_principal = buf[pos] - 1
         pos += 1

@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -71,7 +66,7 @@ _RUN_values = (('values', 0, 4),)
 
 def _dec_DescribeClientQuotasRequest_v0(buf, cur, end):
     """Decode DescribeClientQuotasRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_components, pos, end)
     if cython.compiled:
@@ -133,7 +128,7 @@ def _enc_DescribeClientQuotasRequest_v0(obj, out):
 
 def _dec_DescribeClientQuotasRequest_v1(buf, cur, end):
     """Decode DescribeClientQuotasRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_components = buf[pos] - 1
         pos += 1
@@ -210,7 +205,7 @@ def _enc_DescribeClientQuotasRequest_v1(obj, out):
 
 def _dec_DescribeClientQuotasRequest_ComponentData_v0(buf, cur, end):
     """Decode DescribeClientQuotasRequest.ComponentData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_entity_type, pos, end)
     if cython.compiled:
@@ -296,7 +291,7 @@ def _enc_DescribeClientQuotasRequest_ComponentData_v0(obj, out):
 
 def _dec_DescribeClientQuotasRequest_ComponentData_v1(buf, cur, end):
     """Decode DescribeClientQuotasRequest.ComponentData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_entity_type = buf[pos] - 1
         pos += 1
@@ -413,7 +408,7 @@ def _enc_DescribeClientQuotasRequest_ComponentData_v1(obj, out):
 
 def _dec_DescribeClientQuotasResponse_v0(buf, cur, end):
     """Decode DescribeClientQuotasResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__error_message, pos, end)
     if cython.compiled:
@@ -504,7 +499,7 @@ def _enc_DescribeClientQuotasResponse_v0(obj, out):
 
 def _dec_DescribeClientQuotasResponse_v1(buf, cur, end):
     """Decode DescribeClientQuotasResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -626,7 +621,7 @@ def _enc_DescribeClientQuotasResponse_v1(obj, out):
 
 def _dec_DescribeClientQuotasResponse_EntryData_v0(buf, cur, end):
     """Decode DescribeClientQuotasResponse.EntryData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_entity, pos, end)
     if cython.compiled:
@@ -703,7 +698,7 @@ def _enc_DescribeClientQuotasResponse_EntryData_v0(obj, out):
 
 def _dec_DescribeClientQuotasResponse_EntryData_v1(buf, cur, end):
     """Decode DescribeClientQuotasResponse.EntryData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_entity = buf[pos] - 1
         pos += 1
@@ -801,7 +796,7 @@ def _enc_DescribeClientQuotasResponse_EntryData_v1(obj, out):
 
 def _dec_DescribeClientQuotasResponse_EntityData_v0(buf, cur, end):
     """Decode DescribeClientQuotasResponse.EntryData.EntityData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_entity_type, pos, end)
     if cython.compiled:
@@ -884,7 +879,7 @@ def _enc_DescribeClientQuotasResponse_EntityData_v0(obj, out):
 
 def _dec_DescribeClientQuotasResponse_EntityData_v1(buf, cur, end):
     """Decode DescribeClientQuotasResponse.EntryData.EntityData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_entity_type = buf[pos] - 1
         pos += 1
@@ -988,7 +983,7 @@ def _enc_DescribeClientQuotasResponse_EntityData_v1(obj, out):
 
 def _dec_DescribeClientQuotasResponse_ValueData_v0(buf, cur, end):
     """Decode DescribeClientQuotasResponse.EntryData.ValueData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_key, pos, end)
     if cython.compiled:
@@ -1049,7 +1044,7 @@ def _enc_DescribeClientQuotasResponse_ValueData_v0(obj, out):
 
 def _dec_DescribeClientQuotasResponse_ValueData_v1(buf, cur, end):
     """Decode DescribeClientQuotasResponse.EntryData.ValueData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_key = buf[pos] - 1
         pos += 1

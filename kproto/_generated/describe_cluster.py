@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -68,7 +63,7 @@ _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 
 
 def _dec_DescribeClusterRequest_v0(buf, cur, end):
     """Decode DescribeClusterRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 1:
         raise _w.short_run(_RUN_include_cluster_authorized_operations, pos, end)
     if cython.compiled:
@@ -114,7 +109,7 @@ def _enc_DescribeClusterRequest_v0(obj, out):
 
 def _dec_DescribeClusterRequest_v1(buf, cur, end):
     """Decode DescribeClusterRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_include_cluster_authorized_operations__endpoint_type, pos, end)
     if cython.compiled:
@@ -160,7 +155,7 @@ def _enc_DescribeClusterRequest_v1(obj, out):
 
 def _dec_DescribeClusterRequest_v2(buf, cur, end):
     """Decode DescribeClusterRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 3:
         raise _w.short_run(_RUN_include_cluster_authorized_operations__include_fenced_brokers, pos, end)
     if cython.compiled:
@@ -209,7 +204,7 @@ def _enc_DescribeClusterRequest_v2(obj, out):
 
 def _dec_DescribeClusterResponse_v0(buf, cur, end):
     """Decode DescribeClusterResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -395,7 +390,7 @@ def _enc_DescribeClusterResponse_v0(obj, out):
 
 def _dec_DescribeClusterResponse_v1(buf, cur, end):
     """Decode DescribeClusterResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -591,7 +586,7 @@ def _enc_DescribeClusterResponse_v1(obj, out):
 
 def _dec_DescribeClusterResponse_v2(buf, cur, end):
     """Decode DescribeClusterResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -787,7 +782,7 @@ def _enc_DescribeClusterResponse_v2(obj, out):
 
 def _dec_DescribeClusterResponse_DescribeClusterBroker_v0(buf, cur, end):
     """Decode DescribeClusterResponse.DescribeClusterBroker (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_broker_id, pos, end)
     if cython.compiled:
@@ -920,7 +915,7 @@ def _enc_DescribeClusterResponse_DescribeClusterBroker_v0(obj, out):
 
 def _dec_DescribeClusterResponse_DescribeClusterBroker_v2(buf, cur, end):
     """Decode DescribeClusterResponse.DescribeClusterBroker (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_broker_id, pos, end)
     if cython.compiled:

@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -83,7 +78,7 @@ _RUN_value = (('value', 0, 2),)
 
 def _dec_DescribeConfigsRequest_v0(buf, cur, end):
     """Decode DescribeConfigsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_resources, pos, end)
     if cython.compiled:
@@ -135,7 +130,7 @@ def _enc_DescribeConfigsRequest_v0(obj, out):
 
 def _dec_DescribeConfigsRequest_v1(buf, cur, end):
     """Decode DescribeConfigsRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_resources, pos, end)
     if cython.compiled:
@@ -200,7 +195,7 @@ def _enc_DescribeConfigsRequest_v1(obj, out):
 
 def _dec_DescribeConfigsRequest_v3(buf, cur, end):
     """Decode DescribeConfigsRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_resources, pos, end)
     if cython.compiled:
@@ -268,7 +263,7 @@ def _enc_DescribeConfigsRequest_v3(obj, out):
 
 def _dec_DescribeConfigsRequest_v4(buf, cur, end):
     """Decode DescribeConfigsRequest (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_resources = buf[pos] - 1
         pos += 1
@@ -351,7 +346,7 @@ def _enc_DescribeConfigsRequest_v4(obj, out):
 
 def _dec_DescribeConfigsRequest_DescribeConfigsResource_v0(buf, cur, end):
     """Decode DescribeConfigsRequest.DescribeConfigsResource (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 3:
         raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
     if cython.compiled:
@@ -449,7 +444,7 @@ def _enc_DescribeConfigsRequest_DescribeConfigsResource_v0(obj, out):
 
 def _dec_DescribeConfigsRequest_DescribeConfigsResource_v4(buf, cur, end):
     """Decode DescribeConfigsRequest.DescribeConfigsResource (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 1:
         raise _w.short_run(_RUN_resource_type, pos, end)
     if cython.compiled:
@@ -591,7 +586,7 @@ def _enc_DescribeConfigsRequest_DescribeConfigsResource_v4(obj, out):
 
 def _dec_DescribeConfigsResponse_v0(buf, cur, end):
     """Decode DescribeConfigsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__results, pos, end)
     if cython.compiled:
@@ -640,7 +635,7 @@ def _enc_DescribeConfigsResponse_v0(obj, out):
 
 def _dec_DescribeConfigsResponse_v1(buf, cur, end):
     """Decode DescribeConfigsResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__results, pos, end)
     if cython.compiled:
@@ -689,7 +684,7 @@ def _enc_DescribeConfigsResponse_v1(obj, out):
 
 def _dec_DescribeConfigsResponse_v3(buf, cur, end):
     """Decode DescribeConfigsResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__results, pos, end)
     if cython.compiled:
@@ -738,7 +733,7 @@ def _enc_DescribeConfigsResponse_v3(obj, out):
 
 def _dec_DescribeConfigsResponse_v4(buf, cur, end):
     """Decode DescribeConfigsResponse (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -812,7 +807,7 @@ def _enc_DescribeConfigsResponse_v4(obj, out):
 
 def _dec_DescribeConfigsResponse_DescribeConfigsResult_v0(buf, cur, end):
     """Decode DescribeConfigsResponse.DescribeConfigsResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__error_message, pos, end)
     if cython.compiled:
@@ -932,7 +927,7 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_v0(obj, out):
 
 def _dec_DescribeConfigsResponse_DescribeConfigsResult_v1(buf, cur, end):
     """Decode DescribeConfigsResponse.DescribeConfigsResult (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__error_message, pos, end)
     if cython.compiled:
@@ -1052,7 +1047,7 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_v1(obj, out):
 
 def _dec_DescribeConfigsResponse_DescribeConfigsResult_v3(buf, cur, end):
     """Decode DescribeConfigsResponse.DescribeConfigsResult (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__error_message, pos, end)
     if cython.compiled:
@@ -1172,7 +1167,7 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_v3(obj, out):
 
 def _dec_DescribeConfigsResponse_DescribeConfigsResult_v4(buf, cur, end):
     """Decode DescribeConfigsResponse.DescribeConfigsResult (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -1339,7 +1334,7 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResult_v4(obj, out):
 
 def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v0(buf, cur, end):
     """Decode DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -1454,7 +1449,7 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v0(obj, out):
 
 def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(buf, cur, end):
     """Decode DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -1588,7 +1583,7 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(obj, out):
 
 def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(buf, cur, end):
     """Decode DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -1758,7 +1753,7 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(obj, out):
 
 def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(buf, cur, end):
     """Decode DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -1981,7 +1976,7 @@ def _enc_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(obj, out):
 
 def _dec_DescribeConfigsResponse_DescribeConfigsSynonym_v1(buf, cur, end):
     """Decode DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -2077,7 +2072,7 @@ def _enc_DescribeConfigsResponse_DescribeConfigsSynonym_v1(obj, out):
 
 def _dec_DescribeConfigsResponse_DescribeConfigsSynonym_v4(buf, cur, end):
     """Decode DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult.DescribeConfigsSynonym (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1

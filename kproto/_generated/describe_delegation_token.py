@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -65,7 +60,7 @@ _RUN_throttle_time_ms = (('throttle_time_ms', 0, 4),)
 
 def _dec_DescribeDelegationTokenRequest_v0(buf, cur, end):
     """Decode DescribeDelegationTokenRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_owners, pos, end)
     if cython.compiled:
@@ -115,7 +110,7 @@ def _enc_DescribeDelegationTokenRequest_v0(obj, out):
 
 def _dec_DescribeDelegationTokenRequest_v2(buf, cur, end):
     """Decode DescribeDelegationTokenRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_owners = buf[pos] - 1
         pos += 1
@@ -180,7 +175,7 @@ def _enc_DescribeDelegationTokenRequest_v2(obj, out):
 
 def _dec_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v0(buf, cur, end):
     """Decode DescribeDelegationTokenRequest.DescribeDelegationTokenOwner (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_principal_type, pos, end)
     if cython.compiled:
@@ -261,7 +256,7 @@ def _enc_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v0(obj, out
 
 def _dec_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2(buf, cur, end):
     """Decode DescribeDelegationTokenRequest.DescribeDelegationTokenOwner (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_principal_type = buf[pos] - 1
         pos += 1
@@ -363,7 +358,7 @@ def _enc_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2(obj, out
 
 def _dec_DescribeDelegationTokenResponse_v0(buf, cur, end):
     """Decode DescribeDelegationTokenResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_error_code__tokens, pos, end)
     if cython.compiled:
@@ -425,7 +420,7 @@ def _enc_DescribeDelegationTokenResponse_v0(obj, out):
 
 def _dec_DescribeDelegationTokenResponse_v2(buf, cur, end):
     """Decode DescribeDelegationTokenResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -512,7 +507,7 @@ def _enc_DescribeDelegationTokenResponse_v2(obj, out):
 
 def _dec_DescribeDelegationTokenResponse_v3(buf, cur, end):
     """Decode DescribeDelegationTokenResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -599,7 +594,7 @@ def _enc_DescribeDelegationTokenResponse_v3(obj, out):
 
 def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(buf, cur, end):
     """Decode DescribeDelegationTokenResponse.DescribedDelegationToken (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_principal_type, pos, end)
     if cython.compiled:
@@ -784,7 +779,7 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(obj, out):
 
 def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(buf, cur, end):
     """Decode DescribeDelegationTokenResponse.DescribedDelegationToken (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_principal_type = buf[pos] - 1
         pos += 1
@@ -1018,7 +1013,7 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(obj, out):
 
 def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(buf, cur, end):
     """Decode DescribeDelegationTokenResponse.DescribedDelegationToken (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_principal_type = buf[pos] - 1
         pos += 1
@@ -1324,7 +1319,7 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(obj, out):
 
 def _dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v0(buf, cur, end):
     """Decode DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_principal_type, pos, end)
     if cython.compiled:
@@ -1405,7 +1400,7 @@ def _enc_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v0(obj,
 
 def _dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2(buf, cur, end):
     """Decode DescribeDelegationTokenResponse.DescribedDelegationToken.DescribedDelegationTokenRenewer (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_principal_type = buf[pos] - 1
         pos += 1

@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -73,7 +68,7 @@ _RUN_throttle_time_ms__groups = (('throttle_time_ms', 0, 4), ('groups', 4, 4))
 
 def _dec_DescribeGroupsRequest_v0(buf, cur, end):
     """Decode DescribeGroupsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_groups, pos, end)
     if cython.compiled:
@@ -134,7 +129,7 @@ def _enc_DescribeGroupsRequest_v0(obj, out):
 
 def _dec_DescribeGroupsRequest_v3(buf, cur, end):
     """Decode DescribeGroupsRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_groups, pos, end)
     if cython.compiled:
@@ -208,7 +203,7 @@ def _enc_DescribeGroupsRequest_v3(obj, out):
 
 def _dec_DescribeGroupsRequest_v5(buf, cur, end):
     """Decode DescribeGroupsRequest (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_groups = buf[pos] - 1
         pos += 1
@@ -310,7 +305,7 @@ def _enc_DescribeGroupsRequest_v5(obj, out):
 
 def _dec_DescribeGroupsResponse_v0(buf, cur, end):
     """Decode DescribeGroupsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_groups, pos, end)
     if cython.compiled:
@@ -357,7 +352,7 @@ def _enc_DescribeGroupsResponse_v0(obj, out):
 
 def _dec_DescribeGroupsResponse_v1(buf, cur, end):
     """Decode DescribeGroupsResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__groups, pos, end)
     if cython.compiled:
@@ -406,7 +401,7 @@ def _enc_DescribeGroupsResponse_v1(obj, out):
 
 def _dec_DescribeGroupsResponse_v3(buf, cur, end):
     """Decode DescribeGroupsResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__groups, pos, end)
     if cython.compiled:
@@ -455,7 +450,7 @@ def _enc_DescribeGroupsResponse_v3(obj, out):
 
 def _dec_DescribeGroupsResponse_v4(buf, cur, end):
     """Decode DescribeGroupsResponse (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__groups, pos, end)
     if cython.compiled:
@@ -504,7 +499,7 @@ def _enc_DescribeGroupsResponse_v4(obj, out):
 
 def _dec_DescribeGroupsResponse_v5(buf, cur, end):
     """Decode DescribeGroupsResponse (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -578,7 +573,7 @@ def _enc_DescribeGroupsResponse_v5(obj, out):
 
 def _dec_DescribeGroupsResponse_v6(buf, cur, end):
     """Decode DescribeGroupsResponse (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -652,7 +647,7 @@ def _enc_DescribeGroupsResponse_v6(obj, out):
 
 def _dec_DescribeGroupsResponse_DescribedGroup_v0(buf, cur, end):
     """Decode DescribeGroupsResponse.DescribedGroup (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__group_id, pos, end)
     if cython.compiled:
@@ -839,7 +834,7 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v0(obj, out):
 
 def _dec_DescribeGroupsResponse_DescribedGroup_v3(buf, cur, end):
     """Decode DescribeGroupsResponse.DescribedGroup (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__group_id, pos, end)
     if cython.compiled:
@@ -1036,7 +1031,7 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v3(obj, out):
 
 def _dec_DescribeGroupsResponse_DescribedGroup_v4(buf, cur, end):
     """Decode DescribeGroupsResponse.DescribedGroup (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__group_id, pos, end)
     if cython.compiled:
@@ -1233,7 +1228,7 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v4(obj, out):
 
 def _dec_DescribeGroupsResponse_DescribedGroup_v5(buf, cur, end):
     """Decode DescribeGroupsResponse.DescribedGroup (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -1479,7 +1474,7 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v5(obj, out):
 
 def _dec_DescribeGroupsResponse_DescribedGroup_v6(buf, cur, end):
     """Decode DescribeGroupsResponse.DescribedGroup (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -1763,7 +1758,7 @@ def _enc_DescribeGroupsResponse_DescribedGroup_v6(obj, out):
 
 def _dec_DescribeGroupsResponse_DescribedGroupMember_v0(buf, cur, end):
     """Decode DescribeGroupsResponse.DescribedGroup.DescribedGroupMember (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_member_id, pos, end)
     if cython.compiled:
@@ -1928,7 +1923,7 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v0(obj, out):
 
 def _dec_DescribeGroupsResponse_DescribedGroupMember_v4(buf, cur, end):
     """Decode DescribeGroupsResponse.DescribedGroup.DescribedGroupMember (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_member_id, pos, end)
     if cython.compiled:
@@ -2127,7 +2122,7 @@ def _enc_DescribeGroupsResponse_DescribedGroupMember_v4(obj, out):
 
 def _dec_DescribeGroupsResponse_DescribedGroupMember_v5(buf, cur, end):
     """Decode DescribeGroupsResponse.DescribedGroup.DescribedGroupMember (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_member_id = buf[pos] - 1
         pos += 1

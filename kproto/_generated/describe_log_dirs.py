@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -72,7 +67,7 @@ _RUN_total_bytes__usable_bytes = (('total_bytes', 0, 8), ('usable_bytes', 8, 8))
 
 def _dec_DescribeLogDirsRequest_v0(buf, cur, end):
     """Decode DescribeLogDirsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -122,7 +117,7 @@ def _enc_DescribeLogDirsRequest_v0(obj, out):
 
 def _dec_DescribeLogDirsRequest_v2(buf, cur, end):
     """Decode DescribeLogDirsRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topics = buf[pos] - 1
         pos += 1
@@ -187,7 +182,7 @@ def _enc_DescribeLogDirsRequest_v2(obj, out):
 
 def _dec_DescribeLogDirsRequest_DescribableLogDirTopic_v0(buf, cur, end):
     """Decode DescribeLogDirsRequest.DescribableLogDirTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic, pos, end)
     if cython.compiled:
@@ -266,7 +261,7 @@ def _enc_DescribeLogDirsRequest_DescribableLogDirTopic_v0(obj, out):
 
 def _dec_DescribeLogDirsRequest_DescribableLogDirTopic_v2(buf, cur, end):
     """Decode DescribeLogDirsRequest.DescribableLogDirTopic (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic = buf[pos] - 1
         pos += 1
@@ -366,7 +361,7 @@ def _enc_DescribeLogDirsRequest_DescribableLogDirTopic_v2(obj, out):
 
 def _dec_DescribeLogDirsResponse_v0(buf, cur, end):
     """Decode DescribeLogDirsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__results, pos, end)
     if cython.compiled:
@@ -416,7 +411,7 @@ def _enc_DescribeLogDirsResponse_v0(obj, out):
 
 def _dec_DescribeLogDirsResponse_v2(buf, cur, end):
     """Decode DescribeLogDirsResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -491,7 +486,7 @@ def _enc_DescribeLogDirsResponse_v2(obj, out):
 
 def _dec_DescribeLogDirsResponse_v3(buf, cur, end):
     """Decode DescribeLogDirsResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -568,7 +563,7 @@ def _enc_DescribeLogDirsResponse_v3(obj, out):
 
 def _dec_DescribeLogDirsResponse_v4(buf, cur, end):
     """Decode DescribeLogDirsResponse (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -645,7 +640,7 @@ def _enc_DescribeLogDirsResponse_v4(obj, out):
 
 def _dec_DescribeLogDirsResponse_v5(buf, cur, end):
     """Decode DescribeLogDirsResponse (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -722,7 +717,7 @@ def _enc_DescribeLogDirsResponse_v5(obj, out):
 
 def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v0(buf, cur, end):
     """Decode DescribeLogDirsResponse.DescribeLogDirsResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__log_dir, pos, end)
     if cython.compiled:
@@ -807,7 +802,7 @@ def _enc_DescribeLogDirsResponse_DescribeLogDirsResult_v0(obj, out):
 
 def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v2(buf, cur, end):
     """Decode DescribeLogDirsResponse.DescribeLogDirsResult (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -923,7 +918,7 @@ def _enc_DescribeLogDirsResponse_DescribeLogDirsResult_v2(obj, out):
 
 def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v4(buf, cur, end):
     """Decode DescribeLogDirsResponse.DescribeLogDirsResult (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -1053,7 +1048,7 @@ def _enc_DescribeLogDirsResponse_DescribeLogDirsResult_v4(obj, out):
 
 def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v5(buf, cur, end):
     """Decode DescribeLogDirsResponse.DescribeLogDirsResult (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -1188,7 +1183,7 @@ def _enc_DescribeLogDirsResponse_DescribeLogDirsResult_v5(obj, out):
 
 def _dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v0(buf, cur, end):
     """Decode DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -1267,7 +1262,7 @@ def _enc_DescribeLogDirsResponse_DescribeLogDirsTopic_v0(obj, out):
 
 def _dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v2(buf, cur, end):
     """Decode DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -1367,7 +1362,7 @@ def _enc_DescribeLogDirsResponse_DescribeLogDirsTopic_v2(obj, out):
 
 def _dec_DescribeLogDirsResponse_DescribeLogDirsPartition_v0(buf, cur, end):
     """Decode DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.DescribeLogDirsPartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 21:
         raise _w.short_run(_RUN_partition_index__is_future_key, pos, end)
     if cython.compiled:
@@ -1407,7 +1402,7 @@ def _enc_DescribeLogDirsResponse_DescribeLogDirsPartition_v0(obj, out):
 
 def _dec_DescribeLogDirsResponse_DescribeLogDirsPartition_v2(buf, cur, end):
     """Decode DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic.DescribeLogDirsPartition (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 21:
         raise _w.short_run(_RUN_partition_index__is_future_key, pos, end)
     if cython.compiled:

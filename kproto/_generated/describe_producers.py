@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -56,7 +51,7 @@ _RUN_throttle_time_ms = (('throttle_time_ms', 0, 4),)
 
 def _dec_DescribeProducersRequest_v0(buf, cur, end):
     """Decode DescribeProducersRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topics = buf[pos] - 1
         pos += 1
@@ -117,7 +112,7 @@ def _enc_DescribeProducersRequest_v0(obj, out):
 
 def _dec_DescribeProducersRequest_TopicRequest_v0(buf, cur, end):
     """Decode DescribeProducersRequest.TopicRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -217,7 +212,7 @@ def _enc_DescribeProducersRequest_TopicRequest_v0(obj, out):
 
 def _dec_DescribeProducersResponse_v0(buf, cur, end):
     """Decode DescribeProducersResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -291,7 +286,7 @@ def _enc_DescribeProducersResponse_v0(obj, out):
 
 def _dec_DescribeProducersResponse_TopicResponse_v0(buf, cur, end):
     """Decode DescribeProducersResponse.TopicResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -391,7 +386,7 @@ def _enc_DescribeProducersResponse_TopicResponse_v0(obj, out):
 
 def _dec_DescribeProducersResponse_PartitionResponse_v0(buf, cur, end):
     """Decode DescribeProducersResponse.TopicResponse.PartitionResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
     if cython.compiled:
@@ -509,7 +504,7 @@ def _enc_DescribeProducersResponse_PartitionResponse_v0(obj, out):
 
 def _dec_DescribeProducersResponse_ProducerState_v0(buf, cur, end):
     """Decode DescribeProducersResponse.TopicResponse.PartitionResponse.ProducerState (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 36:
         raise _w.short_run(_RUN_producer_id__current_txn_start_offset, pos, end)
     if cython.compiled:

@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -70,7 +65,7 @@ _RUN_replica_id__log_end_offset = (('replica_id', 0, 4), ('log_end_offset', 4, 8
 
 def _dec_DescribeQuorumRequest_v0(buf, cur, end):
     """Decode DescribeQuorumRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topics = buf[pos] - 1
         pos += 1
@@ -131,7 +126,7 @@ def _enc_DescribeQuorumRequest_v0(obj, out):
 
 def _dec_DescribeQuorumRequest_TopicData_v0(buf, cur, end):
     """Decode DescribeQuorumRequest.TopicData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -231,7 +226,7 @@ def _enc_DescribeQuorumRequest_TopicData_v0(obj, out):
 
 def _dec_DescribeQuorumRequest_PartitionData_v0(buf, cur, end):
     """Decode DescribeQuorumRequest.TopicData.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_partition_index, pos, end)
     if cython.compiled:
@@ -268,7 +263,7 @@ def _enc_DescribeQuorumRequest_PartitionData_v0(obj, out):
 
 def _dec_DescribeQuorumResponse_v0(buf, cur, end):
     """Decode DescribeQuorumResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -346,7 +341,7 @@ def _enc_DescribeQuorumResponse_v0(obj, out):
 
 def _dec_DescribeQuorumResponse_v1(buf, cur, end):
     """Decode DescribeQuorumResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -424,7 +419,7 @@ def _enc_DescribeQuorumResponse_v1(obj, out):
 
 def _dec_DescribeQuorumResponse_v2(buf, cur, end):
     """Decode DescribeQuorumResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -576,7 +571,7 @@ def _enc_DescribeQuorumResponse_v2(obj, out):
 
 def _dec_DescribeQuorumResponse_TopicData_v0(buf, cur, end):
     """Decode DescribeQuorumResponse.TopicData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -676,7 +671,7 @@ def _enc_DescribeQuorumResponse_TopicData_v0(obj, out):
 
 def _dec_DescribeQuorumResponse_TopicData_v1(buf, cur, end):
     """Decode DescribeQuorumResponse.TopicData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -776,7 +771,7 @@ def _enc_DescribeQuorumResponse_TopicData_v1(obj, out):
 
 def _dec_DescribeQuorumResponse_TopicData_v2(buf, cur, end):
     """Decode DescribeQuorumResponse.TopicData (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -876,7 +871,7 @@ def _enc_DescribeQuorumResponse_TopicData_v2(obj, out):
 
 def _dec_DescribeQuorumResponse_PartitionData_v0(buf, cur, end):
     """Decode DescribeQuorumResponse.TopicData.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 22:
         raise _w.short_run(_RUN_partition_index__high_watermark, pos, end)
     if cython.compiled:
@@ -1000,7 +995,7 @@ def _enc_DescribeQuorumResponse_PartitionData_v0(obj, out):
 
 def _dec_DescribeQuorumResponse_PartitionData_v1(buf, cur, end):
     """Decode DescribeQuorumResponse.TopicData.PartitionData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 22:
         raise _w.short_run(_RUN_partition_index__high_watermark, pos, end)
     if cython.compiled:
@@ -1124,7 +1119,7 @@ def _enc_DescribeQuorumResponse_PartitionData_v1(obj, out):
 
 def _dec_DescribeQuorumResponse_PartitionData_v2(buf, cur, end):
     """Decode DescribeQuorumResponse.TopicData.PartitionData (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
     if cython.compiled:
@@ -1298,7 +1293,7 @@ def _enc_DescribeQuorumResponse_PartitionData_v2(obj, out):
 
 def _dec_DescribeQuorumResponse_ReplicaState_v0(buf, cur, end):
     """Decode DescribeQuorumResponse.TopicData.PartitionData.ReplicaState (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_replica_id__log_end_offset, pos, end)
     if cython.compiled:
@@ -1343,7 +1338,7 @@ def _enc_DescribeQuorumResponse_ReplicaState_v0(obj, out):
 
 def _dec_DescribeQuorumResponse_ReplicaState_v1(buf, cur, end):
     """Decode DescribeQuorumResponse.TopicData.PartitionData.ReplicaState (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 28:
         raise _w.short_run(_RUN_replica_id__last_caught_up_timestamp, pos, end)
     if cython.compiled:
@@ -1392,7 +1387,7 @@ def _enc_DescribeQuorumResponse_ReplicaState_v1(obj, out):
 
 def _dec_DescribeQuorumResponse_ReplicaState_v2(buf, cur, end):
     """Decode DescribeQuorumResponse.TopicData.PartitionData.ReplicaState (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_replica_id, pos, end)
     if cython.compiled:
@@ -1454,7 +1449,7 @@ def _enc_DescribeQuorumResponse_ReplicaState_v2(obj, out):
 
 def _dec_DescribeQuorumResponse_Node_v2(buf, cur, end):
     """Decode DescribeQuorumResponse.Node (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_node_id, pos, end)
     if cython.compiled:
@@ -1528,7 +1523,7 @@ def _enc_DescribeQuorumResponse_Node_v2(obj, out):
 
 def _dec_DescribeQuorumResponse_Listener_v2(buf, cur, end):
     """Decode DescribeQuorumResponse.Node.Listener (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1

@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -58,7 +53,7 @@ _RUN_throttle_time_ms = (('throttle_time_ms', 0, 4),)
 
 def _dec_DescribeShareGroupOffsetsRequest_v0(buf, cur, end):
     """Decode DescribeShareGroupOffsetsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_groups = buf[pos] - 1
         pos += 1
@@ -119,7 +114,7 @@ def _enc_DescribeShareGroupOffsetsRequest_v0(obj, out):
 
 def _dec_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup_v0(buf, cur, end):
     """Decode DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -223,7 +218,7 @@ def _enc_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup_
 
 def _dec_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic_v0(buf, cur, end):
     """Decode DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup.DescribeShareGroupOffsetsRequestTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -323,7 +318,7 @@ def _enc_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic_
 
 def _dec_DescribeShareGroupOffsetsResponse_v0(buf, cur, end):
     """Decode DescribeShareGroupOffsetsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -397,7 +392,7 @@ def _enc_DescribeShareGroupOffsetsResponse_v0(obj, out):
 
 def _dec_DescribeShareGroupOffsetsResponse_v1(buf, cur, end):
     """Decode DescribeShareGroupOffsetsResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -471,7 +466,7 @@ def _enc_DescribeShareGroupOffsetsResponse_v1(obj, out):
 
 def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup_v0(buf, cur, end):
     """Decode DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -625,7 +620,7 @@ def _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGrou
 
 def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup_v1(buf, cur, end):
     """Decode DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -779,7 +774,7 @@ def _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGrou
 
 def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic_v0(buf, cur, end):
     """Decode DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -885,7 +880,7 @@ def _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopi
 
 def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic_v1(buf, cur, end):
     """Decode DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -991,7 +986,7 @@ def _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopi
 
 def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition_v0(buf, cur, end):
     """Decode DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic.DescribeShareGroupOffsetsResponsePartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 18:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
     if cython.compiled:
@@ -1081,7 +1076,7 @@ def _enc_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePart
 
 def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition_v1(buf, cur, end):
     """Decode DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup.DescribeShareGroupOffsetsResponseTopic.DescribeShareGroupOffsetsResponsePartition (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 26:
         raise _w.short_run(_RUN_partition_index__error_code_2, pos, end)
     if cython.compiled:

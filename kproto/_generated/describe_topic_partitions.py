@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -64,7 +59,7 @@ _RUN_topic_authorized_operations = (('topic_authorized_operations', 0, 4),)
 
 def _dec_DescribeTopicPartitionsRequest_v0(buf, cur, end):
     """Decode DescribeTopicPartitionsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topics = buf[pos] - 1
         pos += 1
@@ -156,7 +151,7 @@ def _enc_DescribeTopicPartitionsRequest_v0(obj, out):
 
 def _dec_DescribeTopicPartitionsRequest_TopicRequest_v0(buf, cur, end):
     """Decode DescribeTopicPartitionsRequest.TopicRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -219,7 +214,7 @@ def _enc_DescribeTopicPartitionsRequest_TopicRequest_v0(obj, out):
 
 def _dec_DescribeTopicPartitionsRequest_Cursor_v0(buf, cur, end):
     """Decode DescribeTopicPartitionsRequest.Cursor (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -295,7 +290,7 @@ def _enc_DescribeTopicPartitionsRequest_Cursor_v0(obj, out):
 
 def _dec_DescribeTopicPartitionsResponse_v0(buf, cur, end):
     """Decode DescribeTopicPartitionsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -397,7 +392,7 @@ def _enc_DescribeTopicPartitionsResponse_v0(obj, out):
 
 def _dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic_v0(buf, cur, end):
     """Decode DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -547,7 +542,7 @@ def _enc_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic_v0
 
 def _dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition_v0(buf, cur, end):
     """Decode DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic.DescribeTopicPartitionsResponsePartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 14:
         raise _w.short_run(_RUN_error_code__leader_epoch, pos, end)
     if cython.compiled:
@@ -786,7 +781,7 @@ def _enc_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartitio
 
 def _dec_DescribeTopicPartitionsResponse_Cursor_v0(buf, cur, end):
     """Decode DescribeTopicPartitionsResponse.Cursor (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1

@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -56,7 +51,7 @@ _RUN_transaction_timeout_ms__producer_epoch = (('transaction_timeout_ms', 0, 4),
 
 def _dec_DescribeTransactionsRequest_v0(buf, cur, end):
     """Decode DescribeTransactionsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_transactional_ids = buf[pos] - 1
         pos += 1
@@ -142,7 +137,7 @@ def _enc_DescribeTransactionsRequest_v0(obj, out):
 
 def _dec_DescribeTransactionsResponse_v0(buf, cur, end):
     """Decode DescribeTransactionsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -216,7 +211,7 @@ def _enc_DescribeTransactionsResponse_v0(obj, out):
 
 def _dec_DescribeTransactionsResponse_TransactionState_v0(buf, cur, end):
     """Decode DescribeTransactionsResponse.TransactionState (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -390,7 +385,7 @@ def _enc_DescribeTransactionsResponse_TransactionState_v0(obj, out):
 
 def _dec_DescribeTransactionsResponse_TopicData_v0(buf, cur, end):
     """Decode DescribeTransactionsResponse.TransactionState.TopicData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic = buf[pos] - 1
         pos += 1

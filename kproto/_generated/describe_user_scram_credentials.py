@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -56,7 +51,7 @@ _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 
 
 def _dec_DescribeUserScramCredentialsRequest_v0(buf, cur, end):
     """Decode DescribeUserScramCredentialsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_users = buf[pos] - 1
         pos += 1
@@ -121,7 +116,7 @@ def _enc_DescribeUserScramCredentialsRequest_v0(obj, out):
 
 def _dec_DescribeUserScramCredentialsRequest_UserName_v0(buf, cur, end):
     """Decode DescribeUserScramCredentialsRequest.UserName (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -184,7 +179,7 @@ def _enc_DescribeUserScramCredentialsRequest_UserName_v0(obj, out):
 
 def _dec_DescribeUserScramCredentialsResponse_v0(buf, cur, end):
     """Decode DescribeUserScramCredentialsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -302,7 +297,7 @@ def _enc_DescribeUserScramCredentialsResponse_v0(obj, out):
 
 def _dec_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult_v0(buf, cur, end):
     """Decode DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_user = buf[pos] - 1
         pos += 1
@@ -456,7 +451,7 @@ def _enc_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult
 
 def _dec_DescribeUserScramCredentialsResponse_CredentialInfo_v0(buf, cur, end):
     """Decode DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult.CredentialInfo (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 5:
         raise _w.short_run(_RUN_mechanism__iterations, pos, end)
     if cython.compiled:

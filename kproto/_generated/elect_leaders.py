@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -70,7 +65,7 @@ _RUN_topic_partitions = (('topic_partitions', 0, 4),)
 
 def _dec_ElectLeadersRequest_v0(buf, cur, end):
     """Decode ElectLeadersRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topic_partitions, pos, end)
     if cython.compiled:
@@ -136,7 +131,7 @@ def _enc_ElectLeadersRequest_v0(obj, out):
 
 def _dec_ElectLeadersRequest_v1(buf, cur, end):
     """Decode ElectLeadersRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 5:
         raise _w.short_run(_RUN_election_type__topic_partitions, pos, end)
     if cython.compiled:
@@ -202,7 +197,7 @@ def _enc_ElectLeadersRequest_v1(obj, out):
 
 def _dec_ElectLeadersRequest_v2(buf, cur, end):
     """Decode ElectLeadersRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 1:
         raise _w.short_run(_RUN_election_type, pos, end)
     if cython.compiled:
@@ -293,7 +288,7 @@ def _enc_ElectLeadersRequest_v2(obj, out):
 
 def _dec_ElectLeadersRequest_TopicPartitions_v0(buf, cur, end):
     """Decode ElectLeadersRequest.TopicPartitions (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic, pos, end)
     if cython.compiled:
@@ -372,7 +367,7 @@ def _enc_ElectLeadersRequest_TopicPartitions_v0(obj, out):
 
 def _dec_ElectLeadersRequest_TopicPartitions_v2(buf, cur, end):
     """Decode ElectLeadersRequest.TopicPartitions (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic = buf[pos] - 1
         pos += 1
@@ -472,7 +467,7 @@ def _enc_ElectLeadersRequest_TopicPartitions_v2(obj, out):
 
 def _dec_ElectLeadersResponse_v0(buf, cur, end):
     """Decode ElectLeadersResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__replica_election_results, pos, end)
     if cython.compiled:
@@ -524,7 +519,7 @@ def _enc_ElectLeadersResponse_v0(obj, out):
 
 def _dec_ElectLeadersResponse_v1(buf, cur, end):
     """Decode ElectLeadersResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 10:
         raise _w.short_run(_RUN_throttle_time_ms__replica_election_results_2, pos, end)
     if cython.compiled:
@@ -576,7 +571,7 @@ def _enc_ElectLeadersResponse_v1(obj, out):
 
 def _dec_ElectLeadersResponse_v2(buf, cur, end):
     """Decode ElectLeadersResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -653,7 +648,7 @@ def _enc_ElectLeadersResponse_v2(obj, out):
 
 def _dec_ElectLeadersResponse_ReplicaElectionResult_v0(buf, cur, end):
     """Decode ElectLeadersResponse.ReplicaElectionResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic, pos, end)
     if cython.compiled:
@@ -732,7 +727,7 @@ def _enc_ElectLeadersResponse_ReplicaElectionResult_v0(obj, out):
 
 def _dec_ElectLeadersResponse_ReplicaElectionResult_v2(buf, cur, end):
     """Decode ElectLeadersResponse.ReplicaElectionResult (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic = buf[pos] - 1
         pos += 1
@@ -832,7 +827,7 @@ def _enc_ElectLeadersResponse_ReplicaElectionResult_v2(obj, out):
 
 def _dec_ElectLeadersResponse_PartitionResult_v0(buf, cur, end):
     """Decode ElectLeadersResponse.ReplicaElectionResult.PartitionResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_partition_id__error_message, pos, end)
     if cython.compiled:
@@ -888,7 +883,7 @@ def _enc_ElectLeadersResponse_PartitionResult_v0(obj, out):
 
 def _dec_ElectLeadersResponse_PartitionResult_v2(buf, cur, end):
     """Decode ElectLeadersResponse.ReplicaElectionResult.PartitionResult (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_id__error_code, pos, end)
     if cython.compiled:

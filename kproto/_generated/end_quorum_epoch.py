@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -69,7 +64,7 @@ _RUN_topics = (('topics', 0, 4),)
 
 def _dec_EndQuorumEpochRequest_v0(buf, cur, end):
     """Decode EndQuorumEpochRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_cluster_id, pos, end)
     if cython.compiled:
@@ -151,7 +146,7 @@ def _enc_EndQuorumEpochRequest_v0(obj, out):
 
 def _dec_EndQuorumEpochRequest_v1(buf, cur, end):
     """Decode EndQuorumEpochRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_cluster_id = buf[pos] - 1
         pos += 1
@@ -290,7 +285,7 @@ def _enc_EndQuorumEpochRequest_v1(obj, out):
 
 def _dec_EndQuorumEpochRequest_TopicData_v0(buf, cur, end):
     """Decode EndQuorumEpochRequest.TopicData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic_name, pos, end)
     if cython.compiled:
@@ -369,7 +364,7 @@ def _enc_EndQuorumEpochRequest_TopicData_v0(obj, out):
 
 def _dec_EndQuorumEpochRequest_TopicData_v1(buf, cur, end):
     """Decode EndQuorumEpochRequest.TopicData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -469,7 +464,7 @@ def _enc_EndQuorumEpochRequest_TopicData_v1(obj, out):
 
 def _dec_EndQuorumEpochRequest_PartitionData_v0(buf, cur, end):
     """Decode EndQuorumEpochRequest.TopicData.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_RUN_partition_index__preferred_successors, pos, end)
     if cython.compiled:
@@ -525,7 +520,7 @@ def _enc_EndQuorumEpochRequest_PartitionData_v0(obj, out):
 
 def _dec_EndQuorumEpochRequest_PartitionData_v1(buf, cur, end):
     """Decode EndQuorumEpochRequest.TopicData.PartitionData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
     if cython.compiled:
@@ -606,7 +601,7 @@ def _enc_EndQuorumEpochRequest_PartitionData_v1(obj, out):
 
 def _dec_EndQuorumEpochRequest_ReplicaInfo_v1(buf, cur, end):
     """Decode EndQuorumEpochRequest.TopicData.PartitionData.ReplicaInfo (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_candidate_id, pos, end)
     if cython.compiled:
@@ -649,7 +644,7 @@ def _enc_EndQuorumEpochRequest_ReplicaInfo_v1(obj, out):
 
 def _dec_EndQuorumEpochRequest_LeaderEndpoint_v1(buf, cur, end):
     """Decode EndQuorumEpochRequest.LeaderEndpoint (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -764,7 +759,7 @@ def _enc_EndQuorumEpochRequest_LeaderEndpoint_v1(obj, out):
 
 def _dec_EndQuorumEpochResponse_v0(buf, cur, end):
     """Decode EndQuorumEpochResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_error_code__topics, pos, end)
     if cython.compiled:
@@ -816,7 +811,7 @@ def _enc_EndQuorumEpochResponse_v0(obj, out):
 
 def _dec_EndQuorumEpochResponse_v1(buf, cur, end):
     """Decode EndQuorumEpochResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -937,7 +932,7 @@ def _enc_EndQuorumEpochResponse_v1(obj, out):
 
 def _dec_EndQuorumEpochResponse_TopicData_v0(buf, cur, end):
     """Decode EndQuorumEpochResponse.TopicData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic_name, pos, end)
     if cython.compiled:
@@ -1016,7 +1011,7 @@ def _enc_EndQuorumEpochResponse_TopicData_v0(obj, out):
 
 def _dec_EndQuorumEpochResponse_TopicData_v1(buf, cur, end):
     """Decode EndQuorumEpochResponse.TopicData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -1116,7 +1111,7 @@ def _enc_EndQuorumEpochResponse_TopicData_v1(obj, out):
 
 def _dec_EndQuorumEpochResponse_PartitionData_v0(buf, cur, end):
     """Decode EndQuorumEpochResponse.TopicData.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 14:
         raise _w.short_run(_RUN_partition_index__leader_epoch_2, pos, end)
     if cython.compiled:
@@ -1153,7 +1148,7 @@ def _enc_EndQuorumEpochResponse_PartitionData_v0(obj, out):
 
 def _dec_EndQuorumEpochResponse_PartitionData_v1(buf, cur, end):
     """Decode EndQuorumEpochResponse.TopicData.PartitionData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 14:
         raise _w.short_run(_RUN_partition_index__leader_epoch_2, pos, end)
     if cython.compiled:
@@ -1199,7 +1194,7 @@ def _enc_EndQuorumEpochResponse_PartitionData_v1(obj, out):
 
 def _dec_EndQuorumEpochResponse_NodeEndpoint_v1(buf, cur, end):
     """Decode EndQuorumEpochResponse.NodeEndpoint (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_node_id, pos, end)
     if cython.compiled:

@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -59,7 +54,7 @@ _RUN_transactional_id = (('transactional_id', 0, 2),)
 
 def _dec_EndTxnRequest_v0(buf, cur, end):
     """Decode EndTxnRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_transactional_id, pos, end)
     if cython.compiled:
@@ -129,7 +124,7 @@ def _enc_EndTxnRequest_v0(obj, out):
 
 def _dec_EndTxnRequest_v3(buf, cur, end):
     """Decode EndTxnRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_transactional_id = buf[pos] - 1
         pos += 1
@@ -214,7 +209,7 @@ def _enc_EndTxnRequest_v3(obj, out):
 
 def _dec_EndTxnResponse_v0(buf, cur, end):
     """Decode EndTxnResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -247,7 +242,7 @@ def _enc_EndTxnResponse_v0(obj, out):
 
 def _dec_EndTxnResponse_v3(buf, cur, end):
     """Decode EndTxnResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -289,7 +284,7 @@ def _enc_EndTxnResponse_v3(obj, out):
 
 def _dec_EndTxnResponse_v5(buf, cur, end):
     """Decode EndTxnResponse (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_RUN_throttle_time_ms__producer_epoch, pos, end)
     if cython.compiled:

@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -52,7 +47,7 @@ _RUN_error_code = (('error_code', 0, 2),)
 
 def _dec_EnvelopeRequest_v0(buf, cur, end):
     """Decode EnvelopeRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_request_data = buf[pos] - 1
         pos += 1
@@ -171,7 +166,7 @@ def _enc_EnvelopeRequest_v0(obj, out):
 
 def _dec_EnvelopeResponse_v0(buf, cur, end):
     """Decode EnvelopeResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_response_data = buf[pos] - 1
         pos += 1

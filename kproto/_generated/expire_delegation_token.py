@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -56,7 +51,7 @@ _RUN_hmac = (('hmac', 0, 4),)
 
 def _dec_ExpireDelegationTokenRequest_v0(buf, cur, end):
     """Decode ExpireDelegationTokenRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_hmac, pos, end)
     if cython.compiled:
@@ -109,7 +104,7 @@ def _enc_ExpireDelegationTokenRequest_v0(obj, out):
 
 def _dec_ExpireDelegationTokenRequest_v2(buf, cur, end):
     """Decode ExpireDelegationTokenRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_hmac = buf[pos] - 1
         pos += 1
@@ -177,7 +172,7 @@ def _enc_ExpireDelegationTokenRequest_v2(obj, out):
 
 def _dec_ExpireDelegationTokenResponse_v0(buf, cur, end):
     """Decode ExpireDelegationTokenResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 14:
         raise _w.short_run(_RUN_error_code__throttle_time_ms, pos, end)
     if cython.compiled:
@@ -211,7 +206,7 @@ def _enc_ExpireDelegationTokenResponse_v0(obj, out):
 
 def _dec_ExpireDelegationTokenResponse_v2(buf, cur, end):
     """Decode ExpireDelegationTokenResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 14:
         raise _w.short_run(_RUN_error_code__throttle_time_ms, pos, end)
     if cython.compiled:

@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -106,7 +101,7 @@ _RUN_topic = (('topic', 0, 2),)
 
 def _dec_FetchRequest_v0(buf, cur, end):
     """Decode FetchRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_RUN_replica_id__topics, pos, end)
     if cython.compiled:
@@ -173,7 +168,7 @@ def _enc_FetchRequest_v0(obj, out):
 
 def _dec_FetchRequest_v3(buf, cur, end):
     """Decode FetchRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 20:
         raise _w.short_run(_RUN_replica_id__topics_2, pos, end)
     if cython.compiled:
@@ -242,7 +237,7 @@ def _enc_FetchRequest_v3(obj, out):
 
 def _dec_FetchRequest_v4(buf, cur, end):
     """Decode FetchRequest (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 21:
         raise _w.short_run(_RUN_replica_id__topics_3, pos, end)
     if cython.compiled:
@@ -313,7 +308,7 @@ def _enc_FetchRequest_v4(obj, out):
 
 def _dec_FetchRequest_v5(buf, cur, end):
     """Decode FetchRequest (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 21:
         raise _w.short_run(_RUN_replica_id__topics_3, pos, end)
     if cython.compiled:
@@ -384,7 +379,7 @@ def _enc_FetchRequest_v5(obj, out):
 
 def _dec_FetchRequest_v7(buf, cur, end):
     """Decode FetchRequest (v7 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 29:
         raise _w.short_run(_RUN_replica_id__topics_4, pos, end)
     if cython.compiled:
@@ -487,7 +482,7 @@ def _enc_FetchRequest_v7(obj, out):
 
 def _dec_FetchRequest_v9(buf, cur, end):
     """Decode FetchRequest (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 29:
         raise _w.short_run(_RUN_replica_id__topics_4, pos, end)
     if cython.compiled:
@@ -590,7 +585,7 @@ def _enc_FetchRequest_v9(obj, out):
 
 def _dec_FetchRequest_v11(buf, cur, end):
     """Decode FetchRequest (v11 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 29:
         raise _w.short_run(_RUN_replica_id__topics_4, pos, end)
     if cython.compiled:
@@ -725,7 +720,7 @@ def _enc_FetchRequest_v11(obj, out):
 
 def _dec_FetchRequest_v12(buf, cur, end):
     """Decode FetchRequest (v12 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 25:
         raise _w.short_run(_RUN_replica_id__session_epoch, pos, end)
     if cython.compiled:
@@ -947,7 +942,7 @@ def _enc_FetchRequest_v12(obj, out):
 
 def _dec_FetchRequest_v13(buf, cur, end):
     """Decode FetchRequest (v13 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 25:
         raise _w.short_run(_RUN_replica_id__session_epoch, pos, end)
     if cython.compiled:
@@ -1169,7 +1164,7 @@ def _enc_FetchRequest_v13(obj, out):
 
 def _dec_FetchRequest_v15(buf, cur, end):
     """Decode FetchRequest (v15 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 21:
         raise _w.short_run(_RUN_max_wait_ms__session_epoch, pos, end)
     if cython.compiled:
@@ -1404,7 +1399,7 @@ def _enc_FetchRequest_v15(obj, out):
 
 def _dec_FetchRequest_v17(buf, cur, end):
     """Decode FetchRequest (v17 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 21:
         raise _w.short_run(_RUN_max_wait_ms__session_epoch, pos, end)
     if cython.compiled:
@@ -1639,7 +1634,7 @@ def _enc_FetchRequest_v17(obj, out):
 
 def _dec_FetchRequest_v18(buf, cur, end):
     """Decode FetchRequest (v18 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 21:
         raise _w.short_run(_RUN_max_wait_ms__session_epoch, pos, end)
     if cython.compiled:
@@ -1874,7 +1869,7 @@ def _enc_FetchRequest_v18(obj, out):
 
 def _dec_FetchRequest_ReplicaState_v15(buf, cur, end):
     """Decode FetchRequest.ReplicaState (v15 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_replica_id__replica_epoch, pos, end)
     if cython.compiled:
@@ -1914,7 +1909,7 @@ def _enc_FetchRequest_ReplicaState_v15(obj, out):
 
 def _dec_FetchRequest_FetchTopic_v0(buf, cur, end):
     """Decode FetchRequest.FetchTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic, pos, end)
     if cython.compiled:
@@ -1994,7 +1989,7 @@ def _enc_FetchRequest_FetchTopic_v0(obj, out):
 
 def _dec_FetchRequest_FetchTopic_v5(buf, cur, end):
     """Decode FetchRequest.FetchTopic (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic, pos, end)
     if cython.compiled:
@@ -2074,7 +2069,7 @@ def _enc_FetchRequest_FetchTopic_v5(obj, out):
 
 def _dec_FetchRequest_FetchTopic_v9(buf, cur, end):
     """Decode FetchRequest.FetchTopic (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic, pos, end)
     if cython.compiled:
@@ -2154,7 +2149,7 @@ def _enc_FetchRequest_FetchTopic_v9(obj, out):
 
 def _dec_FetchRequest_FetchTopic_v12(buf, cur, end):
     """Decode FetchRequest.FetchTopic (v12 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic = buf[pos] - 1
         pos += 1
@@ -2255,7 +2250,7 @@ def _enc_FetchRequest_FetchTopic_v12(obj, out):
 
 def _dec_FetchRequest_FetchTopic_v13(buf, cur, end):
     """Decode FetchRequest.FetchTopic (v13 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -2323,7 +2318,7 @@ def _enc_FetchRequest_FetchTopic_v13(obj, out):
 
 def _dec_FetchRequest_FetchTopic_v17(buf, cur, end):
     """Decode FetchRequest.FetchTopic (v17 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -2391,7 +2386,7 @@ def _enc_FetchRequest_FetchTopic_v17(obj, out):
 
 def _dec_FetchRequest_FetchTopic_v18(buf, cur, end):
     """Decode FetchRequest.FetchTopic (v18 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -2459,7 +2454,7 @@ def _enc_FetchRequest_FetchTopic_v18(obj, out):
 
 def _dec_FetchRequest_FetchPartition_v0(buf, cur, end):
     """Decode FetchRequest.FetchTopic.FetchPartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_RUN_partition__partition_max_bytes, pos, end)
     if cython.compiled:
@@ -2500,7 +2495,7 @@ def _enc_FetchRequest_FetchPartition_v0(obj, out):
 
 def _dec_FetchRequest_FetchPartition_v5(buf, cur, end):
     """Decode FetchRequest.FetchTopic.FetchPartition (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 24:
         raise _w.short_run(_RUN_partition__partition_max_bytes_2, pos, end)
     if cython.compiled:
@@ -2543,7 +2538,7 @@ def _enc_FetchRequest_FetchPartition_v5(obj, out):
 
 def _dec_FetchRequest_FetchPartition_v9(buf, cur, end):
     """Decode FetchRequest.FetchTopic.FetchPartition (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 28:
         raise _w.short_run(_RUN_partition__partition_max_bytes_3, pos, end)
     if cython.compiled:
@@ -2588,7 +2583,7 @@ def _enc_FetchRequest_FetchPartition_v9(obj, out):
 
 def _dec_FetchRequest_FetchPartition_v12(buf, cur, end):
     """Decode FetchRequest.FetchTopic.FetchPartition (v12 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 32:
         raise _w.short_run(_RUN_partition__partition_max_bytes_4, pos, end)
     if cython.compiled:
@@ -2642,7 +2637,7 @@ def _enc_FetchRequest_FetchPartition_v12(obj, out):
 
 def _dec_FetchRequest_FetchPartition_v17(buf, cur, end):
     """Decode FetchRequest.FetchTopic.FetchPartition (v17 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 32:
         raise _w.short_run(_RUN_partition__partition_max_bytes_4, pos, end)
     if cython.compiled:
@@ -2711,7 +2706,7 @@ def _enc_FetchRequest_FetchPartition_v17(obj, out):
 
 def _dec_FetchRequest_FetchPartition_v18(buf, cur, end):
     """Decode FetchRequest.FetchTopic.FetchPartition (v18 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 32:
         raise _w.short_run(_RUN_partition__partition_max_bytes_4, pos, end)
     if cython.compiled:
@@ -2799,7 +2794,7 @@ def _enc_FetchRequest_FetchPartition_v18(obj, out):
 
 def _dec_FetchRequest_ForgottenTopic_v7(buf, cur, end):
     """Decode FetchRequest.ForgottenTopic (v7 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic, pos, end)
     if cython.compiled:
@@ -2879,7 +2874,7 @@ def _enc_FetchRequest_ForgottenTopic_v7(obj, out):
 
 def _dec_FetchRequest_ForgottenTopic_v12(buf, cur, end):
     """Decode FetchRequest.ForgottenTopic (v12 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic = buf[pos] - 1
         pos += 1
@@ -2980,7 +2975,7 @@ def _enc_FetchRequest_ForgottenTopic_v12(obj, out):
 
 def _dec_FetchRequest_ForgottenTopic_v13(buf, cur, end):
     """Decode FetchRequest.ForgottenTopic (v13 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -3048,7 +3043,7 @@ def _enc_FetchRequest_ForgottenTopic_v13(obj, out):
 
 def _dec_FetchResponse_v0(buf, cur, end):
     """Decode FetchResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_responses, pos, end)
     if cython.compiled:
@@ -3102,7 +3097,7 @@ def _enc_FetchResponse_v0(obj, out):
 
 def _dec_FetchResponse_v1(buf, cur, end):
     """Decode FetchResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__responses, pos, end)
     if cython.compiled:
@@ -3158,7 +3153,7 @@ def _enc_FetchResponse_v1(obj, out):
 
 def _dec_FetchResponse_v4(buf, cur, end):
     """Decode FetchResponse (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__responses, pos, end)
     if cython.compiled:
@@ -3214,7 +3209,7 @@ def _enc_FetchResponse_v4(obj, out):
 
 def _dec_FetchResponse_v5(buf, cur, end):
     """Decode FetchResponse (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__responses, pos, end)
     if cython.compiled:
@@ -3270,7 +3265,7 @@ def _enc_FetchResponse_v5(obj, out):
 
 def _dec_FetchResponse_v7(buf, cur, end):
     """Decode FetchResponse (v7 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 14:
         raise _w.short_run(_RUN_throttle_time_ms__responses_2, pos, end)
     if cython.compiled:
@@ -3328,7 +3323,7 @@ def _enc_FetchResponse_v7(obj, out):
 
 def _dec_FetchResponse_v11(buf, cur, end):
     """Decode FetchResponse (v11 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 14:
         raise _w.short_run(_RUN_throttle_time_ms__responses_2, pos, end)
     if cython.compiled:
@@ -3386,7 +3381,7 @@ def _enc_FetchResponse_v11(obj, out):
 
 def _dec_FetchResponse_v12(buf, cur, end):
     """Decode FetchResponse (v12 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 10:
         raise _w.short_run(_RUN_throttle_time_ms__session_id, pos, end)
     if cython.compiled:
@@ -3469,7 +3464,7 @@ def _enc_FetchResponse_v12(obj, out):
 
 def _dec_FetchResponse_v13(buf, cur, end):
     """Decode FetchResponse (v13 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 10:
         raise _w.short_run(_RUN_throttle_time_ms__session_id, pos, end)
     if cython.compiled:
@@ -3552,7 +3547,7 @@ def _enc_FetchResponse_v13(obj, out):
 
 def _dec_FetchResponse_v16(buf, cur, end):
     """Decode FetchResponse (v16 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 10:
         raise _w.short_run(_RUN_throttle_time_ms__session_id, pos, end)
     if cython.compiled:
@@ -3679,7 +3674,7 @@ def _enc_FetchResponse_v16(obj, out):
 
 def _dec_FetchResponse_FetchableTopicResponse_v0(buf, cur, end):
     """Decode FetchResponse.FetchableTopicResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic, pos, end)
     if cython.compiled:
@@ -3759,7 +3754,7 @@ def _enc_FetchResponse_FetchableTopicResponse_v0(obj, out):
 
 def _dec_FetchResponse_FetchableTopicResponse_v4(buf, cur, end):
     """Decode FetchResponse.FetchableTopicResponse (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic, pos, end)
     if cython.compiled:
@@ -3839,7 +3834,7 @@ def _enc_FetchResponse_FetchableTopicResponse_v4(obj, out):
 
 def _dec_FetchResponse_FetchableTopicResponse_v5(buf, cur, end):
     """Decode FetchResponse.FetchableTopicResponse (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic, pos, end)
     if cython.compiled:
@@ -3919,7 +3914,7 @@ def _enc_FetchResponse_FetchableTopicResponse_v5(obj, out):
 
 def _dec_FetchResponse_FetchableTopicResponse_v11(buf, cur, end):
     """Decode FetchResponse.FetchableTopicResponse (v11 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic, pos, end)
     if cython.compiled:
@@ -3999,7 +3994,7 @@ def _enc_FetchResponse_FetchableTopicResponse_v11(obj, out):
 
 def _dec_FetchResponse_FetchableTopicResponse_v12(buf, cur, end):
     """Decode FetchResponse.FetchableTopicResponse (v12 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic = buf[pos] - 1
         pos += 1
@@ -4100,7 +4095,7 @@ def _enc_FetchResponse_FetchableTopicResponse_v12(obj, out):
 
 def _dec_FetchResponse_FetchableTopicResponse_v13(buf, cur, end):
     """Decode FetchResponse.FetchableTopicResponse (v13 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -4168,7 +4163,7 @@ def _enc_FetchResponse_FetchableTopicResponse_v13(obj, out):
 
 def _dec_FetchResponse_PartitionData_v0(buf, cur, end):
     """Decode FetchResponse.FetchableTopicResponse.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 18:
         raise _w.short_run(_RUN_partition_index__records, pos, end)
     if cython.compiled:
@@ -4235,7 +4230,7 @@ def _enc_FetchResponse_PartitionData_v0(obj, out):
 
 def _dec_FetchResponse_PartitionData_v4(buf, cur, end):
     """Decode FetchResponse.FetchableTopicResponse.PartitionData (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 26:
         raise _w.short_run(_RUN_partition_index__aborted_transactions, pos, end)
     if cython.compiled:
@@ -4338,7 +4333,7 @@ def _enc_FetchResponse_PartitionData_v4(obj, out):
 
 def _dec_FetchResponse_PartitionData_v5(buf, cur, end):
     """Decode FetchResponse.FetchableTopicResponse.PartitionData (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 34:
         raise _w.short_run(_RUN_partition_index__aborted_transactions_2, pos, end)
     if cython.compiled:
@@ -4443,7 +4438,7 @@ def _enc_FetchResponse_PartitionData_v5(obj, out):
 
 def _dec_FetchResponse_PartitionData_v11(buf, cur, end):
     """Decode FetchResponse.FetchableTopicResponse.PartitionData (v11 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 34:
         raise _w.short_run(_RUN_partition_index__aborted_transactions_2, pos, end)
     if cython.compiled:
@@ -4548,7 +4543,7 @@ def _enc_FetchResponse_PartitionData_v11(obj, out):
 
 def _dec_FetchResponse_PartitionData_v12(buf, cur, end):
     """Decode FetchResponse.FetchableTopicResponse.PartitionData (v12 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 30:
         raise _w.short_run(_RUN_partition_index__log_start_offset, pos, end)
     if cython.compiled:
@@ -4736,7 +4731,7 @@ def _enc_FetchResponse_PartitionData_v12(obj, out):
 
 def _dec_FetchResponse_EpochEndOffset_v12(buf, cur, end):
     """Decode FetchResponse.FetchableTopicResponse.PartitionData.EpochEndOffset (v12 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_epoch__end_offset, pos, end)
     if cython.compiled:
@@ -4776,7 +4771,7 @@ def _enc_FetchResponse_EpochEndOffset_v12(obj, out):
 
 def _dec_FetchResponse_LeaderIdAndEpoch_v12(buf, cur, end):
     """Decode FetchResponse.FetchableTopicResponse.PartitionData.LeaderIdAndEpoch (v12 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_leader_id__leader_epoch, pos, end)
     if cython.compiled:
@@ -4816,7 +4811,7 @@ def _enc_FetchResponse_LeaderIdAndEpoch_v12(obj, out):
 
 def _dec_FetchResponse_SnapshotId_v12(buf, cur, end):
     """Decode FetchResponse.FetchableTopicResponse.PartitionData.SnapshotId (v12 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_end_offset__epoch, pos, end)
     if cython.compiled:
@@ -4856,7 +4851,7 @@ def _enc_FetchResponse_SnapshotId_v12(obj, out):
 
 def _dec_FetchResponse_AbortedTransaction_v4(buf, cur, end):
     """Decode FetchResponse.FetchableTopicResponse.PartitionData.AbortedTransaction (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_RUN_producer_id__first_offset, pos, end)
     if cython.compiled:
@@ -4887,7 +4882,7 @@ def _enc_FetchResponse_AbortedTransaction_v4(obj, out):
 
 def _dec_FetchResponse_AbortedTransaction_v12(buf, cur, end):
     """Decode FetchResponse.FetchableTopicResponse.PartitionData.AbortedTransaction (v12 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_RUN_producer_id__first_offset, pos, end)
     if cython.compiled:
@@ -4927,7 +4922,7 @@ def _enc_FetchResponse_AbortedTransaction_v12(obj, out):
 
 def _dec_FetchResponse_NodeEndpoint_v16(buf, cur, end):
     """Decode FetchResponse.NodeEndpoint (v16 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_node_id, pos, end)
     if cython.compiled:

@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -67,7 +62,7 @@ _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 
 
 def _dec_FetchSnapshotRequest_v0(buf, cur, end):
     """Decode FetchSnapshotRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_replica_id__max_bytes, pos, end)
     if cython.compiled:
@@ -195,7 +190,7 @@ def _enc_FetchSnapshotRequest_v0(obj, out):
 
 def _dec_FetchSnapshotRequest_v1(buf, cur, end):
     """Decode FetchSnapshotRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_replica_id__max_bytes, pos, end)
     if cython.compiled:
@@ -323,7 +318,7 @@ def _enc_FetchSnapshotRequest_v1(obj, out):
 
 def _dec_FetchSnapshotRequest_TopicSnapshot_v0(buf, cur, end):
     """Decode FetchSnapshotRequest.TopicSnapshot (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -423,7 +418,7 @@ def _enc_FetchSnapshotRequest_TopicSnapshot_v0(obj, out):
 
 def _dec_FetchSnapshotRequest_TopicSnapshot_v1(buf, cur, end):
     """Decode FetchSnapshotRequest.TopicSnapshot (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -523,7 +518,7 @@ def _enc_FetchSnapshotRequest_TopicSnapshot_v1(obj, out):
 
 def _dec_FetchSnapshotRequest_PartitionSnapshot_v0(buf, cur, end):
     """Decode FetchSnapshotRequest.TopicSnapshot.PartitionSnapshot (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_partition__current_leader_epoch, pos, end)
     if cython.compiled:
@@ -586,7 +581,7 @@ def _enc_FetchSnapshotRequest_PartitionSnapshot_v0(obj, out):
 
 def _dec_FetchSnapshotRequest_PartitionSnapshot_v1(buf, cur, end):
     """Decode FetchSnapshotRequest.TopicSnapshot.PartitionSnapshot (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_partition__current_leader_epoch, pos, end)
     if cython.compiled:
@@ -664,7 +659,7 @@ def _enc_FetchSnapshotRequest_PartitionSnapshot_v1(obj, out):
 
 def _dec_FetchSnapshotRequest_SnapshotId_v0(buf, cur, end):
     """Decode FetchSnapshotRequest.TopicSnapshot.PartitionSnapshot.SnapshotId (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_end_offset__epoch, pos, end)
     if cython.compiled:
@@ -704,7 +699,7 @@ def _enc_FetchSnapshotRequest_SnapshotId_v0(obj, out):
 
 def _dec_FetchSnapshotResponse_v0(buf, cur, end):
     """Decode FetchSnapshotResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -784,7 +779,7 @@ def _enc_FetchSnapshotResponse_v0(obj, out):
 
 def _dec_FetchSnapshotResponse_v1(buf, cur, end):
     """Decode FetchSnapshotResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -908,7 +903,7 @@ def _enc_FetchSnapshotResponse_v1(obj, out):
 
 def _dec_FetchSnapshotResponse_TopicSnapshot_v0(buf, cur, end):
     """Decode FetchSnapshotResponse.TopicSnapshot (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -1008,7 +1003,7 @@ def _enc_FetchSnapshotResponse_TopicSnapshot_v0(obj, out):
 
 def _dec_FetchSnapshotResponse_PartitionSnapshot_v0(buf, cur, end):
     """Decode FetchSnapshotResponse.TopicSnapshot.PartitionSnapshot (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_index__error_code, pos, end)
     if cython.compiled:
@@ -1124,7 +1119,7 @@ def _enc_FetchSnapshotResponse_PartitionSnapshot_v0(obj, out):
 
 def _dec_FetchSnapshotResponse_SnapshotId_v0(buf, cur, end):
     """Decode FetchSnapshotResponse.TopicSnapshot.PartitionSnapshot.SnapshotId (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_end_offset__epoch, pos, end)
     if cython.compiled:
@@ -1164,7 +1159,7 @@ def _enc_FetchSnapshotResponse_SnapshotId_v0(obj, out):
 
 def _dec_FetchSnapshotResponse_LeaderIdAndEpoch_v0(buf, cur, end):
     """Decode FetchSnapshotResponse.TopicSnapshot.PartitionSnapshot.LeaderIdAndEpoch (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_leader_id__leader_epoch, pos, end)
     if cython.compiled:
@@ -1204,7 +1199,7 @@ def _enc_FetchSnapshotResponse_LeaderIdAndEpoch_v0(obj, out):
 
 def _dec_FetchSnapshotResponse_NodeEndpoint_v1(buf, cur, end):
     """Decode FetchSnapshotResponse.NodeEndpoint (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_node_id, pos, end)
     if cython.compiled:

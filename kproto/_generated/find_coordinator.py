@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -66,7 +61,7 @@ _RUN_throttle_time_ms__error_message = (('throttle_time_ms', 0, 4), ('error_code
 
 def _dec_FindCoordinatorRequest_v0(buf, cur, end):
     """Decode FindCoordinatorRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_key, pos, end)
     if cython.compiled:
@@ -120,7 +115,7 @@ def _enc_FindCoordinatorRequest_v0(obj, out):
 
 def _dec_FindCoordinatorRequest_v1(buf, cur, end):
     """Decode FindCoordinatorRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_key, pos, end)
     if cython.compiled:
@@ -184,7 +179,7 @@ def _enc_FindCoordinatorRequest_v1(obj, out):
 
 def _dec_FindCoordinatorRequest_v3(buf, cur, end):
     """Decode FindCoordinatorRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_key = buf[pos] - 1
         pos += 1
@@ -263,7 +258,7 @@ def _enc_FindCoordinatorRequest_v3(obj, out):
 
 def _dec_FindCoordinatorRequest_v4(buf, cur, end):
     """Decode FindCoordinatorRequest (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 1:
         raise _w.short_run(_RUN_key_type, pos, end)
     if cython.compiled:
@@ -365,7 +360,7 @@ def _enc_FindCoordinatorRequest_v4(obj, out):
 
 def _dec_FindCoordinatorResponse_v0(buf, cur, end):
     """Decode FindCoordinatorResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_error_code__host, pos, end)
     if cython.compiled:
@@ -437,7 +432,7 @@ def _enc_FindCoordinatorResponse_v0(obj, out):
 
 def _dec_FindCoordinatorResponse_v1(buf, cur, end):
     """Decode FindCoordinatorResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__error_message, pos, end)
     if cython.compiled:
@@ -545,7 +540,7 @@ def _enc_FindCoordinatorResponse_v1(obj, out):
 
 def _dec_FindCoordinatorResponse_v3(buf, cur, end):
     """Decode FindCoordinatorResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -694,7 +689,7 @@ def _enc_FindCoordinatorResponse_v3(obj, out):
 
 def _dec_FindCoordinatorResponse_v4(buf, cur, end):
     """Decode FindCoordinatorResponse (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -781,7 +776,7 @@ def _enc_FindCoordinatorResponse_v4(obj, out):
 
 def _dec_FindCoordinatorResponse_Coordinator_v4(buf, cur, end):
     """Decode FindCoordinatorResponse.Coordinator (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_key = buf[pos] - 1
         pos += 1

@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -56,7 +51,7 @@ _RUN_correlation_id = (('correlation_id', 0, 4),)
 
 def _dec_RequestHeader_v0(buf, cur, end):
     """Decode RequestHeader (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_api_key__correlation_id, pos, end)
     if cython.compiled:
@@ -91,7 +86,7 @@ def _enc_RequestHeader_v0(obj, out):
 
 def _dec_RequestHeader_v1(buf, cur, end):
     """Decode RequestHeader (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 10:
         raise _w.short_run(_RUN_api_key__client_id, pos, end)
     if cython.compiled:
@@ -150,7 +145,7 @@ def _enc_RequestHeader_v1(obj, out):
 
 def _dec_RequestHeader_v2(buf, cur, end):
     """Decode RequestHeader (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 10:
         raise _w.short_run(_RUN_api_key__client_id, pos, end)
     if cython.compiled:
@@ -218,7 +213,7 @@ def _enc_RequestHeader_v2(obj, out):
 
 def _dec_ResponseHeader_v0(buf, cur, end):
     """Decode ResponseHeader (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_correlation_id, pos, end)
     if cython.compiled:
@@ -246,7 +241,7 @@ def _enc_ResponseHeader_v0(obj, out):
 
 def _dec_ResponseHeader_v1(buf, cur, end):
     """Decode ResponseHeader (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_correlation_id, pos, end)
     if cython.compiled:

@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -59,7 +54,7 @@ _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 
 
 def _dec_HeartbeatRequest_v0(buf, cur, end):
     """Decode HeartbeatRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_group_id, pos, end)
     if cython.compiled:
@@ -146,7 +141,7 @@ def _enc_HeartbeatRequest_v0(obj, out):
 
 def _dec_HeartbeatRequest_v3(buf, cur, end):
     """Decode HeartbeatRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_group_id, pos, end)
     if cython.compiled:
@@ -265,7 +260,7 @@ def _enc_HeartbeatRequest_v3(obj, out):
 
 def _dec_HeartbeatRequest_v4(buf, cur, end):
     """Decode HeartbeatRequest (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -421,7 +416,7 @@ def _enc_HeartbeatRequest_v4(obj, out):
 
 def _dec_HeartbeatResponse_v0(buf, cur, end):
     """Decode HeartbeatResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -450,7 +445,7 @@ def _enc_HeartbeatResponse_v0(obj, out):
 
 def _dec_HeartbeatResponse_v1(buf, cur, end):
     """Decode HeartbeatResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -481,7 +476,7 @@ def _enc_HeartbeatResponse_v1(obj, out):
 
 def _dec_HeartbeatResponse_v4(buf, cur, end):
     """Decode HeartbeatResponse (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:

@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -69,7 +64,7 @@ _RUN_validate_only = (('validate_only', 0, 1),)
 
 def _dec_IncrementalAlterConfigsRequest_v0(buf, cur, end):
     """Decode IncrementalAlterConfigsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_resources, pos, end)
     if cython.compiled:
@@ -131,7 +126,7 @@ def _enc_IncrementalAlterConfigsRequest_v0(obj, out):
 
 def _dec_IncrementalAlterConfigsRequest_v1(buf, cur, end):
     """Decode IncrementalAlterConfigsRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_resources = buf[pos] - 1
         pos += 1
@@ -208,7 +203,7 @@ def _enc_IncrementalAlterConfigsRequest_v1(obj, out):
 
 def _dec_IncrementalAlterConfigsRequest_AlterConfigsResource_v0(buf, cur, end):
     """Decode IncrementalAlterConfigsRequest.AlterConfigsResource (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 3:
         raise _w.short_run(_RUN_resource_type__resource_name, pos, end)
     if cython.compiled:
@@ -290,7 +285,7 @@ def _enc_IncrementalAlterConfigsRequest_AlterConfigsResource_v0(obj, out):
 
 def _dec_IncrementalAlterConfigsRequest_AlterConfigsResource_v1(buf, cur, end):
     """Decode IncrementalAlterConfigsRequest.AlterConfigsResource (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 1:
         raise _w.short_run(_RUN_resource_type, pos, end)
     if cython.compiled:
@@ -403,7 +398,7 @@ def _enc_IncrementalAlterConfigsRequest_AlterConfigsResource_v1(obj, out):
 
 def _dec_IncrementalAlterConfigsRequest_AlterableConfig_v0(buf, cur, end):
     """Decode IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -489,7 +484,7 @@ def _enc_IncrementalAlterConfigsRequest_AlterableConfig_v0(obj, out):
 
 def _dec_IncrementalAlterConfigsRequest_AlterableConfig_v1(buf, cur, end):
     """Decode IncrementalAlterConfigsRequest.AlterConfigsResource.AlterableConfig (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -606,7 +601,7 @@ def _enc_IncrementalAlterConfigsRequest_AlterableConfig_v1(obj, out):
 
 def _dec_IncrementalAlterConfigsResponse_v0(buf, cur, end):
     """Decode IncrementalAlterConfigsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__responses, pos, end)
     if cython.compiled:
@@ -655,7 +650,7 @@ def _enc_IncrementalAlterConfigsResponse_v0(obj, out):
 
 def _dec_IncrementalAlterConfigsResponse_v1(buf, cur, end):
     """Decode IncrementalAlterConfigsResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -729,7 +724,7 @@ def _enc_IncrementalAlterConfigsResponse_v1(obj, out):
 
 def _dec_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v0(buf, cur, end):
     """Decode IncrementalAlterConfigsResponse.AlterConfigsResourceResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__error_message, pos, end)
     if cython.compiled:
@@ -818,7 +813,7 @@ def _enc_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v0(obj, ou
 
 def _dec_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1(buf, cur, end):
     """Decode IncrementalAlterConfigsResponse.AlterConfigsResourceResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:

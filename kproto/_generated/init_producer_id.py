@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -63,7 +58,7 @@ _RUN_transactional_id = (('transactional_id', 0, 2),)
 
 def _dec_InitProducerIdRequest_v0(buf, cur, end):
     """Decode InitProducerIdRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_transactional_id, pos, end)
     if cython.compiled:
@@ -138,7 +133,7 @@ def _enc_InitProducerIdRequest_v0(obj, out):
 
 def _dec_InitProducerIdRequest_v2(buf, cur, end):
     """Decode InitProducerIdRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_transactional_id = buf[pos] - 1
         pos += 1
@@ -228,7 +223,7 @@ def _enc_InitProducerIdRequest_v2(obj, out):
 
 def _dec_InitProducerIdRequest_v3(buf, cur, end):
     """Decode InitProducerIdRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_transactional_id = buf[pos] - 1
         pos += 1
@@ -318,7 +313,7 @@ def _enc_InitProducerIdRequest_v3(obj, out):
 
 def _dec_InitProducerIdRequest_v6(buf, cur, end):
     """Decode InitProducerIdRequest (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_transactional_id = buf[pos] - 1
         pos += 1
@@ -414,7 +409,7 @@ def _enc_InitProducerIdRequest_v6(obj, out):
 
 def _dec_InitProducerIdResponse_v0(buf, cur, end):
     """Decode InitProducerIdResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_RUN_throttle_time_ms__producer_epoch, pos, end)
     if cython.compiled:
@@ -457,7 +452,7 @@ def _enc_InitProducerIdResponse_v0(obj, out):
 
 def _dec_InitProducerIdResponse_v2(buf, cur, end):
     """Decode InitProducerIdResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_RUN_throttle_time_ms__producer_epoch, pos, end)
     if cython.compiled:
@@ -509,7 +504,7 @@ def _enc_InitProducerIdResponse_v2(obj, out):
 
 def _dec_InitProducerIdResponse_v6(buf, cur, end):
     """Decode InitProducerIdResponse (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 26:
         raise _w.short_run(_RUN_throttle_time_ms__ongoing_txn_producer_epoch, pos, end)
     if cython.compiled:

@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -54,7 +49,7 @@ _RUN_partition__start_offset = (('partition', 0, 4), ('state_epoch', 4, 4), ('st
 
 def _dec_InitializeShareGroupStateRequest_v0(buf, cur, end):
     """Decode InitializeShareGroupStateRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -154,7 +149,7 @@ def _enc_InitializeShareGroupStateRequest_v0(obj, out):
 
 def _dec_InitializeShareGroupStateRequest_InitializeStateData_v0(buf, cur, end):
     """Decode InitializeShareGroupStateRequest.InitializeStateData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -221,7 +216,7 @@ def _enc_InitializeShareGroupStateRequest_InitializeStateData_v0(obj, out):
 
 def _dec_InitializeShareGroupStateRequest_PartitionData_v0(buf, cur, end):
     """Decode InitializeShareGroupStateRequest.InitializeStateData.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_RUN_partition__start_offset, pos, end)
     if cython.compiled:
@@ -264,7 +259,7 @@ def _enc_InitializeShareGroupStateRequest_PartitionData_v0(obj, out):
 
 def _dec_InitializeShareGroupStateResponse_v0(buf, cur, end):
     """Decode InitializeShareGroupStateResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_results = buf[pos] - 1
         pos += 1
@@ -325,7 +320,7 @@ def _enc_InitializeShareGroupStateResponse_v0(obj, out):
 
 def _dec_InitializeShareGroupStateResponse_InitializeStateResult_v0(buf, cur, end):
     """Decode InitializeShareGroupStateResponse.InitializeStateResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -392,7 +387,7 @@ def _enc_InitializeShareGroupStateResponse_InitializeStateResult_v0(obj, out):
 
 def _dec_InitializeShareGroupStateResponse_PartitionResult_v0(buf, cur, end):
     """Decode InitializeShareGroupStateResponse.InitializeStateResult.PartitionResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition__error_code, pos, end)
     if cython.compiled:

@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -76,7 +71,7 @@ _RUN_throttle_time_ms__protocol_name = (('throttle_time_ms', 0, 4), ('error_code
 
 def _dec_JoinGroupRequest_v0(buf, cur, end):
     """Decode JoinGroupRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_group_id, pos, end)
     if cython.compiled:
@@ -229,7 +224,7 @@ def _enc_JoinGroupRequest_v0(obj, out):
 
 def _dec_JoinGroupRequest_v1(buf, cur, end):
     """Decode JoinGroupRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_group_id, pos, end)
     if cython.compiled:
@@ -384,7 +379,7 @@ def _enc_JoinGroupRequest_v1(obj, out):
 
 def _dec_JoinGroupRequest_v5(buf, cur, end):
     """Decode JoinGroupRequest (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_group_id, pos, end)
     if cython.compiled:
@@ -571,7 +566,7 @@ def _enc_JoinGroupRequest_v5(obj, out):
 
 def _dec_JoinGroupRequest_v6(buf, cur, end):
     """Decode JoinGroupRequest (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -807,7 +802,7 @@ def _enc_JoinGroupRequest_v6(obj, out):
 
 def _dec_JoinGroupRequest_v8(buf, cur, end):
     """Decode JoinGroupRequest (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -1083,7 +1078,7 @@ def _enc_JoinGroupRequest_v8(obj, out):
 
 def _dec_JoinGroupRequest_JoinGroupRequestProtocol_v0(buf, cur, end):
     """Decode JoinGroupRequest.JoinGroupRequestProtocol (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -1156,7 +1151,7 @@ def _enc_JoinGroupRequest_JoinGroupRequestProtocol_v0(obj, out):
 
 def _dec_JoinGroupRequest_JoinGroupRequestProtocol_v6(buf, cur, end):
     """Decode JoinGroupRequest.JoinGroupRequestProtocol (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -1250,7 +1245,7 @@ def _enc_JoinGroupRequest_JoinGroupRequestProtocol_v6(obj, out):
 
 def _dec_JoinGroupResponse_v0(buf, cur, end):
     """Decode JoinGroupResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_error_code__protocol_name, pos, end)
     if cython.compiled:
@@ -1406,7 +1401,7 @@ def _enc_JoinGroupResponse_v0(obj, out):
 
 def _dec_JoinGroupResponse_v2(buf, cur, end):
     """Decode JoinGroupResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_throttle_time_ms__protocol_name, pos, end)
     if cython.compiled:
@@ -1564,7 +1559,7 @@ def _enc_JoinGroupResponse_v2(obj, out):
 
 def _dec_JoinGroupResponse_v5(buf, cur, end):
     """Decode JoinGroupResponse (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_throttle_time_ms__protocol_name, pos, end)
     if cython.compiled:
@@ -1722,7 +1717,7 @@ def _enc_JoinGroupResponse_v5(obj, out):
 
 def _dec_JoinGroupResponse_v6(buf, cur, end):
     """Decode JoinGroupResponse (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 10:
         raise _w.short_run(_RUN_throttle_time_ms__generation_id, pos, end)
     if cython.compiled:
@@ -1923,7 +1918,7 @@ def _enc_JoinGroupResponse_v6(obj, out):
 
 def _dec_JoinGroupResponse_v7(buf, cur, end):
     """Decode JoinGroupResponse (v7 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 10:
         raise _w.short_run(_RUN_throttle_time_ms__generation_id, pos, end)
     if cython.compiled:
@@ -2166,7 +2161,7 @@ def _enc_JoinGroupResponse_v7(obj, out):
 
 def _dec_JoinGroupResponse_v9(buf, cur, end):
     """Decode JoinGroupResponse (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 10:
         raise _w.short_run(_RUN_throttle_time_ms__generation_id, pos, end)
     if cython.compiled:
@@ -2422,7 +2417,7 @@ def _enc_JoinGroupResponse_v9(obj, out):
 
 def _dec_JoinGroupResponse_JoinGroupResponseMember_v0(buf, cur, end):
     """Decode JoinGroupResponse.JoinGroupResponseMember (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_member_id, pos, end)
     if cython.compiled:
@@ -2496,7 +2491,7 @@ def _enc_JoinGroupResponse_JoinGroupResponseMember_v0(obj, out):
 
 def _dec_JoinGroupResponse_JoinGroupResponseMember_v5(buf, cur, end):
     """Decode JoinGroupResponse.JoinGroupResponseMember (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_member_id, pos, end)
     if cython.compiled:
@@ -2604,7 +2599,7 @@ def _enc_JoinGroupResponse_JoinGroupResponseMember_v5(obj, out):
 
 def _dec_JoinGroupResponse_JoinGroupResponseMember_v6(buf, cur, end):
     """Decode JoinGroupResponse.JoinGroupResponseMember (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_member_id = buf[pos] - 1
         pos += 1

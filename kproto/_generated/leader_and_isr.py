@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -89,7 +84,7 @@ _RUN_topic_name = (('topic_name', 0, 2),)
 
 def _dec_LeaderAndIsrRequest_v0(buf, cur, end):
     """Decode LeaderAndIsrRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_controller_id__ungrouped_partition_states, pos, end)
     if cython.compiled:
@@ -182,7 +177,7 @@ def _enc_LeaderAndIsrRequest_v0(obj, out):
 
 def _dec_LeaderAndIsrRequest_v1(buf, cur, end):
     """Decode LeaderAndIsrRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_controller_id__ungrouped_partition_states, pos, end)
     if cython.compiled:
@@ -275,7 +270,7 @@ def _enc_LeaderAndIsrRequest_v1(obj, out):
 
 def _dec_LeaderAndIsrRequest_v2(buf, cur, end):
     """Decode LeaderAndIsrRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 20:
         raise _w.short_run(_RUN_controller_id__topic_states, pos, end)
     if cython.compiled:
@@ -370,7 +365,7 @@ def _enc_LeaderAndIsrRequest_v2(obj, out):
 
 def _dec_LeaderAndIsrRequest_v3(buf, cur, end):
     """Decode LeaderAndIsrRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 20:
         raise _w.short_run(_RUN_controller_id__topic_states, pos, end)
     if cython.compiled:
@@ -465,7 +460,7 @@ def _enc_LeaderAndIsrRequest_v3(obj, out):
 
 def _dec_LeaderAndIsrRequest_v4(buf, cur, end):
     """Decode LeaderAndIsrRequest (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_RUN_controller_id__broker_epoch, pos, end)
     if cython.compiled:
@@ -591,7 +586,7 @@ def _enc_LeaderAndIsrRequest_v4(obj, out):
 
 def _dec_LeaderAndIsrRequest_v5(buf, cur, end):
     """Decode LeaderAndIsrRequest (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 17:
         raise _w.short_run(_RUN_controller_id__type, pos, end)
     if cython.compiled:
@@ -717,7 +712,7 @@ def _enc_LeaderAndIsrRequest_v5(obj, out):
 
 def _dec_LeaderAndIsrRequest_v6(buf, cur, end):
     """Decode LeaderAndIsrRequest (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 17:
         raise _w.short_run(_RUN_controller_id__type, pos, end)
     if cython.compiled:
@@ -843,7 +838,7 @@ def _enc_LeaderAndIsrRequest_v6(obj, out):
 
 def _dec_LeaderAndIsrRequest_v7(buf, cur, end):
     """Decode LeaderAndIsrRequest (v7 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 18:
         raise _w.short_run(_RUN_controller_id__type_2, pos, end)
     if cython.compiled:
@@ -972,7 +967,7 @@ def _enc_LeaderAndIsrRequest_v7(obj, out):
 
 def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(buf, cur, end):
     """Decode LeaderAndIsrRequest.LeaderAndIsrPartitionState (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic_name, pos, end)
     if cython.compiled:
@@ -1103,7 +1098,7 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(obj, out):
 
 def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v1(buf, cur, end):
     """Decode LeaderAndIsrRequest.LeaderAndIsrPartitionState (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic_name, pos, end)
     if cython.compiled:
@@ -1249,7 +1244,7 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v1(obj, out):
 
 def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v2(buf, cur, end):
     """Decode LeaderAndIsrRequest.LeaderAndIsrPartitionState (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 20:
         raise _w.short_run(_RUN_partition_index__isr, pos, end)
     if cython.compiled:
@@ -1363,7 +1358,7 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v2(obj, out):
 
 def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v3(buf, cur, end):
     """Decode LeaderAndIsrRequest.LeaderAndIsrPartitionState (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 20:
         raise _w.short_run(_RUN_partition_index__isr, pos, end)
     if cython.compiled:
@@ -1537,7 +1532,7 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v3(obj, out):
 
 def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(buf, cur, end):
     """Decode LeaderAndIsrRequest.LeaderAndIsrPartitionState (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
     if cython.compiled:
@@ -1764,7 +1759,7 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(obj, out):
 
 def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6(buf, cur, end):
     """Decode LeaderAndIsrRequest.LeaderAndIsrPartitionState (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
     if cython.compiled:
@@ -1991,7 +1986,7 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6(obj, out):
 
 def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v2(buf, cur, end):
     """Decode LeaderAndIsrRequest.LeaderAndIsrTopicState (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic_name, pos, end)
     if cython.compiled:
@@ -2071,7 +2066,7 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v2(obj, out):
 
 def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v3(buf, cur, end):
     """Decode LeaderAndIsrRequest.LeaderAndIsrTopicState (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic_name, pos, end)
     if cython.compiled:
@@ -2151,7 +2146,7 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v3(obj, out):
 
 def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4(buf, cur, end):
     """Decode LeaderAndIsrRequest.LeaderAndIsrTopicState (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -2252,7 +2247,7 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4(obj, out):
 
 def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(buf, cur, end):
     """Decode LeaderAndIsrRequest.LeaderAndIsrTopicState (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -2358,7 +2353,7 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(obj, out):
 
 def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(buf, cur, end):
     """Decode LeaderAndIsrRequest.LeaderAndIsrTopicState (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -2464,7 +2459,7 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(obj, out):
 
 def _dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(buf, cur, end):
     """Decode LeaderAndIsrRequest.LeaderAndIsrLiveLeader (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_broker_id__host_name, pos, end)
     if cython.compiled:
@@ -2528,7 +2523,7 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(obj, out):
 
 def _dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(buf, cur, end):
     """Decode LeaderAndIsrRequest.LeaderAndIsrLiveLeader (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_broker_id, pos, end)
     if cython.compiled:
@@ -2617,7 +2612,7 @@ def _enc_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(obj, out):
 
 def _dec_LeaderAndIsrResponse_v0(buf, cur, end):
     """Decode LeaderAndIsrResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_error_code__partition_errors, pos, end)
     if cython.compiled:
@@ -2669,7 +2664,7 @@ def _enc_LeaderAndIsrResponse_v0(obj, out):
 
 def _dec_LeaderAndIsrResponse_v4(buf, cur, end):
     """Decode LeaderAndIsrResponse (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -2746,7 +2741,7 @@ def _enc_LeaderAndIsrResponse_v4(obj, out):
 
 def _dec_LeaderAndIsrResponse_v5(buf, cur, end):
     """Decode LeaderAndIsrResponse (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -2823,7 +2818,7 @@ def _enc_LeaderAndIsrResponse_v5(obj, out):
 
 def _dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(buf, cur, end):
     """Decode LeaderAndIsrResponse.LeaderAndIsrPartitionError (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic_name, pos, end)
     if cython.compiled:
@@ -2887,7 +2882,7 @@ def _enc_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(obj, out):
 
 def _dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v4(buf, cur, end):
     """Decode LeaderAndIsrResponse.LeaderAndIsrPartitionError (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -2966,7 +2961,7 @@ def _enc_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v4(obj, out):
 
 def _dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v5(buf, cur, end):
     """Decode LeaderAndIsrResponse.LeaderAndIsrPartitionError (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
     if cython.compiled:
@@ -3007,7 +3002,7 @@ def _enc_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v5(obj, out):
 
 def _dec_LeaderAndIsrResponse_LeaderAndIsrTopicError_v5(buf, cur, end):
     """Decode LeaderAndIsrResponse.LeaderAndIsrTopicError (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)

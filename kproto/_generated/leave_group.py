@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -61,7 +56,7 @@ _RUN_throttle_time_ms__members = (('throttle_time_ms', 0, 4), ('error_code', 4, 
 
 def _dec_LeaveGroupRequest_v0(buf, cur, end):
     """Decode LeaveGroupRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_group_id, pos, end)
     if cython.compiled:
@@ -145,7 +140,7 @@ def _enc_LeaveGroupRequest_v0(obj, out):
 
 def _dec_LeaveGroupRequest_v3(buf, cur, end):
     """Decode LeaveGroupRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_group_id, pos, end)
     if cython.compiled:
@@ -227,7 +222,7 @@ def _enc_LeaveGroupRequest_v3(obj, out):
 
 def _dec_LeaveGroupRequest_v4(buf, cur, end):
     """Decode LeaveGroupRequest (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -330,7 +325,7 @@ def _enc_LeaveGroupRequest_v4(obj, out):
 
 def _dec_LeaveGroupRequest_v5(buf, cur, end):
     """Decode LeaveGroupRequest (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -433,7 +428,7 @@ def _enc_LeaveGroupRequest_v5(obj, out):
 
 def _dec_LeaveGroupRequest_MemberIdentity_v3(buf, cur, end):
     """Decode LeaveGroupRequest.MemberIdentity (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_member_id, pos, end)
     if cython.compiled:
@@ -517,7 +512,7 @@ def _enc_LeaveGroupRequest_MemberIdentity_v3(obj, out):
 
 def _dec_LeaveGroupRequest_MemberIdentity_v4(buf, cur, end):
     """Decode LeaveGroupRequest.MemberIdentity (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_member_id = buf[pos] - 1
         pos += 1
@@ -622,7 +617,7 @@ def _enc_LeaveGroupRequest_MemberIdentity_v4(obj, out):
 
 def _dec_LeaveGroupRequest_MemberIdentity_v5(buf, cur, end):
     """Decode LeaveGroupRequest.MemberIdentity (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_member_id = buf[pos] - 1
         pos += 1
@@ -767,7 +762,7 @@ def _enc_LeaveGroupRequest_MemberIdentity_v5(obj, out):
 
 def _dec_LeaveGroupResponse_v0(buf, cur, end):
     """Decode LeaveGroupResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -799,7 +794,7 @@ def _enc_LeaveGroupResponse_v0(obj, out):
 
 def _dec_LeaveGroupResponse_v1(buf, cur, end):
     """Decode LeaveGroupResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -833,7 +828,7 @@ def _enc_LeaveGroupResponse_v1(obj, out):
 
 def _dec_LeaveGroupResponse_v3(buf, cur, end):
     """Decode LeaveGroupResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 10:
         raise _w.short_run(_RUN_throttle_time_ms__members, pos, end)
     if cython.compiled:
@@ -885,7 +880,7 @@ def _enc_LeaveGroupResponse_v3(obj, out):
 
 def _dec_LeaveGroupResponse_v4(buf, cur, end):
     """Decode LeaveGroupResponse (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -962,7 +957,7 @@ def _enc_LeaveGroupResponse_v4(obj, out):
 
 def _dec_LeaveGroupResponse_MemberResponse_v3(buf, cur, end):
     """Decode LeaveGroupResponse.MemberResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_member_id, pos, end)
     if cython.compiled:
@@ -1058,7 +1053,7 @@ def _enc_LeaveGroupResponse_MemberResponse_v3(obj, out):
 
 def _dec_LeaveGroupResponse_MemberResponse_v4(buf, cur, end):
     """Decode LeaveGroupResponse.MemberResponse (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_member_id = buf[pos] - 1
         pos += 1

@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -54,7 +49,7 @@ _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 
 
 def _dec_ListConfigResourcesRequest_v0(buf, cur, end):
     """Decode ListConfigResourcesRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -81,7 +76,7 @@ def _enc_ListConfigResourcesRequest_v0(obj, out):
 
 def _dec_ListConfigResourcesRequest_v1(buf, cur, end):
     """Decode ListConfigResourcesRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_resource_types = buf[pos] - 1
         pos += 1
@@ -142,7 +137,7 @@ def _enc_ListConfigResourcesRequest_v1(obj, out):
 
 def _dec_ListConfigResourcesResponse_v0(buf, cur, end):
     """Decode ListConfigResourcesResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -219,7 +214,7 @@ def _enc_ListConfigResourcesResponse_v0(obj, out):
 
 def _dec_ListConfigResourcesResponse_v1(buf, cur, end):
     """Decode ListConfigResourcesResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -296,7 +291,7 @@ def _enc_ListConfigResourcesResponse_v1(obj, out):
 
 def _dec_ListConfigResourcesResponse_ConfigResource_v0(buf, cur, end):
     """Decode ListConfigResourcesResponse.ConfigResource (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_resource_name = buf[pos] - 1
         pos += 1
@@ -360,7 +355,7 @@ def _enc_ListConfigResourcesResponse_ConfigResource_v0(obj, out):
 
 def _dec_ListConfigResourcesResponse_ConfigResource_v1(buf, cur, end):
     """Decode ListConfigResourcesResponse.ConfigResource (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_resource_name = buf[pos] - 1
         pos += 1

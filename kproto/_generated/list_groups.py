@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -59,7 +54,7 @@ _RUN_throttle_time_ms__groups = (('throttle_time_ms', 0, 4), ('error_code', 4, 2
 
 def _dec_ListGroupsRequest_v0(buf, cur, end):
     """Decode ListGroupsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     obj = ListGroupsRequest.__new__(ListGroupsRequest)
     obj.states_filter = []
     obj.types_filter = []
@@ -81,7 +76,7 @@ def _enc_ListGroupsRequest_v0(obj, out):
 
 def _dec_ListGroupsRequest_v3(buf, cur, end):
     """Decode ListGroupsRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -111,7 +106,7 @@ def _enc_ListGroupsRequest_v3(obj, out):
 
 def _dec_ListGroupsRequest_v4(buf, cur, end):
     """Decode ListGroupsRequest (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_states_filter = buf[pos] - 1
         pos += 1
@@ -200,7 +195,7 @@ def _enc_ListGroupsRequest_v4(obj, out):
 
 def _dec_ListGroupsRequest_v5(buf, cur, end):
     """Decode ListGroupsRequest (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_states_filter = buf[pos] - 1
         pos += 1
@@ -348,7 +343,7 @@ def _enc_ListGroupsRequest_v5(obj, out):
 
 def _dec_ListGroupsResponse_v0(buf, cur, end):
     """Decode ListGroupsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_error_code__groups, pos, end)
     if cython.compiled:
@@ -398,7 +393,7 @@ def _enc_ListGroupsResponse_v0(obj, out):
 
 def _dec_ListGroupsResponse_v1(buf, cur, end):
     """Decode ListGroupsResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 10:
         raise _w.short_run(_RUN_throttle_time_ms__groups, pos, end)
     if cython.compiled:
@@ -450,7 +445,7 @@ def _enc_ListGroupsResponse_v1(obj, out):
 
 def _dec_ListGroupsResponse_v3(buf, cur, end):
     """Decode ListGroupsResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -527,7 +522,7 @@ def _enc_ListGroupsResponse_v3(obj, out):
 
 def _dec_ListGroupsResponse_v4(buf, cur, end):
     """Decode ListGroupsResponse (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -604,7 +599,7 @@ def _enc_ListGroupsResponse_v4(obj, out):
 
 def _dec_ListGroupsResponse_v5(buf, cur, end):
     """Decode ListGroupsResponse (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -681,7 +676,7 @@ def _enc_ListGroupsResponse_v5(obj, out):
 
 def _dec_ListGroupsResponse_ListedGroup_v0(buf, cur, end):
     """Decode ListGroupsResponse.ListedGroup (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_group_id, pos, end)
     if cython.compiled:
@@ -764,7 +759,7 @@ def _enc_ListGroupsResponse_ListedGroup_v0(obj, out):
 
 def _dec_ListGroupsResponse_ListedGroup_v3(buf, cur, end):
     """Decode ListGroupsResponse.ListedGroup (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -868,7 +863,7 @@ def _enc_ListGroupsResponse_ListedGroup_v3(obj, out):
 
 def _dec_ListGroupsResponse_ListedGroup_v4(buf, cur, end):
     """Decode ListGroupsResponse.ListedGroup (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -1010,7 +1005,7 @@ def _enc_ListGroupsResponse_ListedGroup_v4(obj, out):
 
 def _dec_ListGroupsResponse_ListedGroup_v5(buf, cur, end):
     """Decode ListGroupsResponse.ListedGroup (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1

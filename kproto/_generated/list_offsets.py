@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -76,7 +71,7 @@ _RUN_topics = (('topics', 0, 4),)
 
 def _dec_ListOffsetsRequest_v0(buf, cur, end):
     """Decode ListOffsetsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_replica_id__topics, pos, end)
     if cython.compiled:
@@ -129,7 +124,7 @@ def _enc_ListOffsetsRequest_v0(obj, out):
 
 def _dec_ListOffsetsRequest_v1(buf, cur, end):
     """Decode ListOffsetsRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_replica_id__topics, pos, end)
     if cython.compiled:
@@ -182,7 +177,7 @@ def _enc_ListOffsetsRequest_v1(obj, out):
 
 def _dec_ListOffsetsRequest_v2(buf, cur, end):
     """Decode ListOffsetsRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 9:
         raise _w.short_run(_RUN_replica_id__topics_2, pos, end)
     if cython.compiled:
@@ -235,7 +230,7 @@ def _enc_ListOffsetsRequest_v2(obj, out):
 
 def _dec_ListOffsetsRequest_v4(buf, cur, end):
     """Decode ListOffsetsRequest (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 9:
         raise _w.short_run(_RUN_replica_id__topics_2, pos, end)
     if cython.compiled:
@@ -288,7 +283,7 @@ def _enc_ListOffsetsRequest_v4(obj, out):
 
 def _dec_ListOffsetsRequest_v6(buf, cur, end):
     """Decode ListOffsetsRequest (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 5:
         raise _w.short_run(_RUN_replica_id__isolation_level, pos, end)
     if cython.compiled:
@@ -366,7 +361,7 @@ def _enc_ListOffsetsRequest_v6(obj, out):
 
 def _dec_ListOffsetsRequest_v10(buf, cur, end):
     """Decode ListOffsetsRequest (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 5:
         raise _w.short_run(_RUN_replica_id__isolation_level, pos, end)
     if cython.compiled:
@@ -456,7 +451,7 @@ def _enc_ListOffsetsRequest_v10(obj, out):
 
 def _dec_ListOffsetsRequest_ListOffsetsTopic_v0(buf, cur, end):
     """Decode ListOffsetsRequest.ListOffsetsTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -535,7 +530,7 @@ def _enc_ListOffsetsRequest_ListOffsetsTopic_v0(obj, out):
 
 def _dec_ListOffsetsRequest_ListOffsetsTopic_v1(buf, cur, end):
     """Decode ListOffsetsRequest.ListOffsetsTopic (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -614,7 +609,7 @@ def _enc_ListOffsetsRequest_ListOffsetsTopic_v1(obj, out):
 
 def _dec_ListOffsetsRequest_ListOffsetsTopic_v4(buf, cur, end):
     """Decode ListOffsetsRequest.ListOffsetsTopic (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -693,7 +688,7 @@ def _enc_ListOffsetsRequest_ListOffsetsTopic_v4(obj, out):
 
 def _dec_ListOffsetsRequest_ListOffsetsTopic_v6(buf, cur, end):
     """Decode ListOffsetsRequest.ListOffsetsTopic (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -793,7 +788,7 @@ def _enc_ListOffsetsRequest_ListOffsetsTopic_v6(obj, out):
 
 def _dec_ListOffsetsRequest_ListOffsetsPartition_v0(buf, cur, end):
     """Decode ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_RUN_partition_index__max_num_offsets, pos, end)
     if cython.compiled:
@@ -828,7 +823,7 @@ def _enc_ListOffsetsRequest_ListOffsetsPartition_v0(obj, out):
 
 def _dec_ListOffsetsRequest_ListOffsetsPartition_v1(buf, cur, end):
     """Decode ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_partition_index__timestamp, pos, end)
     if cython.compiled:
@@ -863,7 +858,7 @@ def _enc_ListOffsetsRequest_ListOffsetsPartition_v1(obj, out):
 
 def _dec_ListOffsetsRequest_ListOffsetsPartition_v4(buf, cur, end):
     """Decode ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_RUN_partition_index__timestamp_2, pos, end)
     if cython.compiled:
@@ -900,7 +895,7 @@ def _enc_ListOffsetsRequest_ListOffsetsPartition_v4(obj, out):
 
 def _dec_ListOffsetsRequest_ListOffsetsPartition_v6(buf, cur, end):
     """Decode ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_RUN_partition_index__timestamp_2, pos, end)
     if cython.compiled:
@@ -946,7 +941,7 @@ def _enc_ListOffsetsRequest_ListOffsetsPartition_v6(obj, out):
 
 def _dec_ListOffsetsResponse_v0(buf, cur, end):
     """Decode ListOffsetsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -993,7 +988,7 @@ def _enc_ListOffsetsResponse_v0(obj, out):
 
 def _dec_ListOffsetsResponse_v1(buf, cur, end):
     """Decode ListOffsetsResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -1040,7 +1035,7 @@ def _enc_ListOffsetsResponse_v1(obj, out):
 
 def _dec_ListOffsetsResponse_v2(buf, cur, end):
     """Decode ListOffsetsResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__topics, pos, end)
     if cython.compiled:
@@ -1089,7 +1084,7 @@ def _enc_ListOffsetsResponse_v2(obj, out):
 
 def _dec_ListOffsetsResponse_v4(buf, cur, end):
     """Decode ListOffsetsResponse (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__topics, pos, end)
     if cython.compiled:
@@ -1138,7 +1133,7 @@ def _enc_ListOffsetsResponse_v4(obj, out):
 
 def _dec_ListOffsetsResponse_v6(buf, cur, end):
     """Decode ListOffsetsResponse (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -1212,7 +1207,7 @@ def _enc_ListOffsetsResponse_v6(obj, out):
 
 def _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v0(buf, cur, end):
     """Decode ListOffsetsResponse.ListOffsetsTopicResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -1291,7 +1286,7 @@ def _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v0(obj, out):
 
 def _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v1(buf, cur, end):
     """Decode ListOffsetsResponse.ListOffsetsTopicResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -1370,7 +1365,7 @@ def _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v1(obj, out):
 
 def _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v4(buf, cur, end):
     """Decode ListOffsetsResponse.ListOffsetsTopicResponse (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -1449,7 +1444,7 @@ def _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v4(obj, out):
 
 def _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v6(buf, cur, end):
     """Decode ListOffsetsResponse.ListOffsetsTopicResponse (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -1549,7 +1544,7 @@ def _enc_ListOffsetsResponse_ListOffsetsTopicResponse_v6(obj, out):
 
 def _dec_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(buf, cur, end):
     """Decode ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 10:
         raise _w.short_run(_RUN_partition_index__old_style_offsets, pos, end)
     if cython.compiled:
@@ -1610,7 +1605,7 @@ def _enc_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(obj, out):
 
 def _dec_ListOffsetsResponse_ListOffsetsPartitionResponse_v1(buf, cur, end):
     """Decode ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 22:
         raise _w.short_run(_RUN_partition_index__offset, pos, end)
     if cython.compiled:
@@ -1653,7 +1648,7 @@ def _enc_ListOffsetsResponse_ListOffsetsPartitionResponse_v1(obj, out):
 
 def _dec_ListOffsetsResponse_ListOffsetsPartitionResponse_v4(buf, cur, end):
     """Decode ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 26:
         raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
     if cython.compiled:
@@ -1696,7 +1691,7 @@ def _enc_ListOffsetsResponse_ListOffsetsPartitionResponse_v4(obj, out):
 
 def _dec_ListOffsetsResponse_ListOffsetsPartitionResponse_v6(buf, cur, end):
     """Decode ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 26:
         raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
     if cython.compiled:

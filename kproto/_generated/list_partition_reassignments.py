@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -55,7 +50,7 @@ _RUN_timeout_ms = (('timeout_ms', 0, 4),)
 
 def _dec_ListPartitionReassignmentsRequest_v0(buf, cur, end):
     """Decode ListPartitionReassignmentsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_timeout_ms, pos, end)
     if cython.compiled:
@@ -133,7 +128,7 @@ def _enc_ListPartitionReassignmentsRequest_v0(obj, out):
 
 def _dec_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_v0(buf, cur, end):
     """Decode ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -233,7 +228,7 @@ def _enc_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_v0(o
 
 def _dec_ListPartitionReassignmentsResponse_v0(buf, cur, end):
     """Decode ListPartitionReassignmentsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -351,7 +346,7 @@ def _enc_ListPartitionReassignmentsResponse_v0(obj, out):
 
 def _dec_ListPartitionReassignmentsResponse_OngoingTopicReassignment_v0(buf, cur, end):
     """Decode ListPartitionReassignmentsResponse.OngoingTopicReassignment (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -451,7 +446,7 @@ def _enc_ListPartitionReassignmentsResponse_OngoingTopicReassignment_v0(obj, out
 
 def _dec_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_v0(buf, cur, end):
     """Decode ListPartitionReassignmentsResponse.OngoingTopicReassignment.OngoingPartitionReassignment (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_partition_index, pos, end)
     if cython.compiled:

@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -55,7 +50,7 @@ _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 
 
 def _dec_ListTransactionsRequest_v0(buf, cur, end):
     """Decode ListTransactionsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_state_filters = buf[pos] - 1
         pos += 1
@@ -184,7 +179,7 @@ def _enc_ListTransactionsRequest_v0(obj, out):
 
 def _dec_ListTransactionsRequest_v1(buf, cur, end):
     """Decode ListTransactionsRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_state_filters = buf[pos] - 1
         pos += 1
@@ -323,7 +318,7 @@ def _enc_ListTransactionsRequest_v1(obj, out):
 
 def _dec_ListTransactionsRequest_v2(buf, cur, end):
     """Decode ListTransactionsRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_state_filters = buf[pos] - 1
         pos += 1
@@ -500,7 +495,7 @@ def _enc_ListTransactionsRequest_v2(obj, out):
 
 def _dec_ListTransactionsResponse_v0(buf, cur, end):
     """Decode ListTransactionsResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -639,7 +634,7 @@ def _enc_ListTransactionsResponse_v0(obj, out):
 
 def _dec_ListTransactionsResponse_TransactionState_v0(buf, cur, end):
     """Decode ListTransactionsResponse.TransactionState (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_transactional_id = buf[pos] - 1
         pos += 1

@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -92,7 +87,7 @@ _RUN_topics = (('topics', 0, 4),)
 
 def _dec_MetadataRequest_v0(buf, cur, end):
     """Decode MetadataRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -147,7 +142,7 @@ def _enc_MetadataRequest_v0(obj, out):
 
 def _dec_MetadataRequest_v1(buf, cur, end):
     """Decode MetadataRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -206,7 +201,7 @@ def _enc_MetadataRequest_v1(obj, out):
 
 def _dec_MetadataRequest_v4(buf, cur, end):
     """Decode MetadataRequest (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -278,7 +273,7 @@ def _enc_MetadataRequest_v4(obj, out):
 
 def _dec_MetadataRequest_v8(buf, cur, end):
     """Decode MetadataRequest (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -356,7 +351,7 @@ def _enc_MetadataRequest_v8(obj, out):
 
 def _dec_MetadataRequest_v9(buf, cur, end):
     """Decode MetadataRequest (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topics = buf[pos] - 1
         pos += 1
@@ -449,7 +444,7 @@ def _enc_MetadataRequest_v9(obj, out):
 
 def _dec_MetadataRequest_v10(buf, cur, end):
     """Decode MetadataRequest (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topics = buf[pos] - 1
         pos += 1
@@ -542,7 +537,7 @@ def _enc_MetadataRequest_v10(obj, out):
 
 def _dec_MetadataRequest_v11(buf, cur, end):
     """Decode MetadataRequest (v11 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topics = buf[pos] - 1
         pos += 1
@@ -632,7 +627,7 @@ def _enc_MetadataRequest_v11(obj, out):
 
 def _dec_MetadataRequest_MetadataRequestTopic_v0(buf, cur, end):
     """Decode MetadataRequest.MetadataRequestTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -681,7 +676,7 @@ def _enc_MetadataRequest_MetadataRequestTopic_v0(obj, out):
 
 def _dec_MetadataRequest_MetadataRequestTopic_v9(buf, cur, end):
     """Decode MetadataRequest.MetadataRequestTopic (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -745,7 +740,7 @@ def _enc_MetadataRequest_MetadataRequestTopic_v9(obj, out):
 
 def _dec_MetadataRequest_MetadataRequestTopic_v10(buf, cur, end):
     """Decode MetadataRequest.MetadataRequestTopic (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -816,7 +811,7 @@ def _enc_MetadataRequest_MetadataRequestTopic_v10(obj, out):
 
 def _dec_MetadataResponse_v0(buf, cur, end):
     """Decode MetadataResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_brokers, pos, end)
     if cython.compiled:
@@ -900,7 +895,7 @@ def _enc_MetadataResponse_v0(obj, out):
 
 def _dec_MetadataResponse_v1(buf, cur, end):
     """Decode MetadataResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_brokers, pos, end)
     if cython.compiled:
@@ -986,7 +981,7 @@ def _enc_MetadataResponse_v1(obj, out):
 
 def _dec_MetadataResponse_v2(buf, cur, end):
     """Decode MetadataResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_brokers, pos, end)
     if cython.compiled:
@@ -1106,7 +1101,7 @@ def _enc_MetadataResponse_v2(obj, out):
 
 def _dec_MetadataResponse_v3(buf, cur, end):
     """Decode MetadataResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__brokers, pos, end)
     if cython.compiled:
@@ -1228,7 +1223,7 @@ def _enc_MetadataResponse_v3(obj, out):
 
 def _dec_MetadataResponse_v5(buf, cur, end):
     """Decode MetadataResponse (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__brokers, pos, end)
     if cython.compiled:
@@ -1350,7 +1345,7 @@ def _enc_MetadataResponse_v5(obj, out):
 
 def _dec_MetadataResponse_v7(buf, cur, end):
     """Decode MetadataResponse (v7 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__brokers, pos, end)
     if cython.compiled:
@@ -1472,7 +1467,7 @@ def _enc_MetadataResponse_v7(obj, out):
 
 def _dec_MetadataResponse_v8(buf, cur, end):
     """Decode MetadataResponse (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__brokers, pos, end)
     if cython.compiled:
@@ -1604,7 +1599,7 @@ def _enc_MetadataResponse_v8(obj, out):
 
 def _dec_MetadataResponse_v9(buf, cur, end):
     """Decode MetadataResponse (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -1783,7 +1778,7 @@ def _enc_MetadataResponse_v9(obj, out):
 
 def _dec_MetadataResponse_v10(buf, cur, end):
     """Decode MetadataResponse (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -1962,7 +1957,7 @@ def _enc_MetadataResponse_v10(obj, out):
 
 def _dec_MetadataResponse_v11(buf, cur, end):
     """Decode MetadataResponse (v11 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -2131,7 +2126,7 @@ def _enc_MetadataResponse_v11(obj, out):
 
 def _dec_MetadataResponse_v12(buf, cur, end):
     """Decode MetadataResponse (v12 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -2300,7 +2295,7 @@ def _enc_MetadataResponse_v12(obj, out):
 
 def _dec_MetadataResponse_v13(buf, cur, end):
     """Decode MetadataResponse (v13 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -2481,7 +2476,7 @@ def _enc_MetadataResponse_v13(obj, out):
 
 def _dec_MetadataResponse_MetadataResponseBroker_v0(buf, cur, end):
     """Decode MetadataResponse.MetadataResponseBroker (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_node_id__host, pos, end)
     if cython.compiled:
@@ -2546,7 +2541,7 @@ def _enc_MetadataResponse_MetadataResponseBroker_v0(obj, out):
 
 def _dec_MetadataResponse_MetadataResponseBroker_v1(buf, cur, end):
     """Decode MetadataResponse.MetadataResponseBroker (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_node_id__host, pos, end)
     if cython.compiled:
@@ -2635,7 +2630,7 @@ def _enc_MetadataResponse_MetadataResponseBroker_v1(obj, out):
 
 def _dec_MetadataResponse_MetadataResponseBroker_v9(buf, cur, end):
     """Decode MetadataResponse.MetadataResponseBroker (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_node_id, pos, end)
     if cython.compiled:
@@ -2765,7 +2760,7 @@ def _enc_MetadataResponse_MetadataResponseBroker_v9(obj, out):
 
 def _dec_MetadataResponse_MetadataResponseTopic_v0(buf, cur, end):
     """Decode MetadataResponse.MetadataResponseTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__name, pos, end)
     if cython.compiled:
@@ -2852,7 +2847,7 @@ def _enc_MetadataResponse_MetadataResponseTopic_v0(obj, out):
 
 def _dec_MetadataResponse_MetadataResponseTopic_v1(buf, cur, end):
     """Decode MetadataResponse.MetadataResponseTopic (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__name, pos, end)
     if cython.compiled:
@@ -2944,7 +2939,7 @@ def _enc_MetadataResponse_MetadataResponseTopic_v1(obj, out):
 
 def _dec_MetadataResponse_MetadataResponseTopic_v5(buf, cur, end):
     """Decode MetadataResponse.MetadataResponseTopic (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__name, pos, end)
     if cython.compiled:
@@ -3036,7 +3031,7 @@ def _enc_MetadataResponse_MetadataResponseTopic_v5(obj, out):
 
 def _dec_MetadataResponse_MetadataResponseTopic_v7(buf, cur, end):
     """Decode MetadataResponse.MetadataResponseTopic (v7 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__name, pos, end)
     if cython.compiled:
@@ -3128,7 +3123,7 @@ def _enc_MetadataResponse_MetadataResponseTopic_v7(obj, out):
 
 def _dec_MetadataResponse_MetadataResponseTopic_v8(buf, cur, end):
     """Decode MetadataResponse.MetadataResponseTopic (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__name, pos, end)
     if cython.compiled:
@@ -3230,7 +3225,7 @@ def _enc_MetadataResponse_MetadataResponseTopic_v8(obj, out):
 
 def _dec_MetadataResponse_MetadataResponseTopic_v9(buf, cur, end):
     """Decode MetadataResponse.MetadataResponseTopic (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -3373,7 +3368,7 @@ def _enc_MetadataResponse_MetadataResponseTopic_v9(obj, out):
 
 def _dec_MetadataResponse_MetadataResponseTopic_v10(buf, cur, end):
     """Decode MetadataResponse.MetadataResponseTopic (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -3521,7 +3516,7 @@ def _enc_MetadataResponse_MetadataResponseTopic_v10(obj, out):
 
 def _dec_MetadataResponse_MetadataResponseTopic_v12(buf, cur, end):
     """Decode MetadataResponse.MetadataResponseTopic (v12 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -3671,7 +3666,7 @@ def _enc_MetadataResponse_MetadataResponseTopic_v12(obj, out):
 
 def _dec_MetadataResponse_MetadataResponsePartition_v0(buf, cur, end):
     """Decode MetadataResponse.MetadataResponseTopic.MetadataResponsePartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 14:
         raise _w.short_run(_RUN_error_code__replica_nodes, pos, end)
     if cython.compiled:
@@ -3759,7 +3754,7 @@ def _enc_MetadataResponse_MetadataResponsePartition_v0(obj, out):
 
 def _dec_MetadataResponse_MetadataResponsePartition_v5(buf, cur, end):
     """Decode MetadataResponse.MetadataResponseTopic.MetadataResponsePartition (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 14:
         raise _w.short_run(_RUN_error_code__replica_nodes, pos, end)
     if cython.compiled:
@@ -3877,7 +3872,7 @@ def _enc_MetadataResponse_MetadataResponsePartition_v5(obj, out):
 
 def _dec_MetadataResponse_MetadataResponsePartition_v7(buf, cur, end):
     """Decode MetadataResponse.MetadataResponseTopic.MetadataResponsePartition (v7 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 18:
         raise _w.short_run(_RUN_error_code__replica_nodes_2, pos, end)
     if cython.compiled:
@@ -3997,7 +3992,7 @@ def _enc_MetadataResponse_MetadataResponsePartition_v7(obj, out):
 
 def _dec_MetadataResponse_MetadataResponsePartition_v9(buf, cur, end):
     """Decode MetadataResponse.MetadataResponseTopic.MetadataResponsePartition (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 14:
         raise _w.short_run(_RUN_error_code__leader_epoch, pos, end)
     if cython.compiled:

@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -74,7 +69,7 @@ _RUN_topics = (('topics', 0, 4),)
 
 def _dec_OffsetCommitRequest_v0(buf, cur, end):
     """Decode OffsetCommitRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_group_id, pos, end)
     if cython.compiled:
@@ -159,7 +154,7 @@ def _enc_OffsetCommitRequest_v0(obj, out):
 
 def _dec_OffsetCommitRequest_v1(buf, cur, end):
     """Decode OffsetCommitRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_group_id, pos, end)
     if cython.compiled:
@@ -278,7 +273,7 @@ def _enc_OffsetCommitRequest_v1(obj, out):
 
 def _dec_OffsetCommitRequest_v2(buf, cur, end):
     """Decode OffsetCommitRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_group_id, pos, end)
     if cython.compiled:
@@ -399,7 +394,7 @@ def _enc_OffsetCommitRequest_v2(obj, out):
 
 def _dec_OffsetCommitRequest_v5(buf, cur, end):
     """Decode OffsetCommitRequest (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_group_id, pos, end)
     if cython.compiled:
@@ -518,7 +513,7 @@ def _enc_OffsetCommitRequest_v5(obj, out):
 
 def _dec_OffsetCommitRequest_v6(buf, cur, end):
     """Decode OffsetCommitRequest (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_group_id, pos, end)
     if cython.compiled:
@@ -637,7 +632,7 @@ def _enc_OffsetCommitRequest_v6(obj, out):
 
 def _dec_OffsetCommitRequest_v7(buf, cur, end):
     """Decode OffsetCommitRequest (v7 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_group_id, pos, end)
     if cython.compiled:
@@ -788,7 +783,7 @@ def _enc_OffsetCommitRequest_v7(obj, out):
 
 def _dec_OffsetCommitRequest_v8(buf, cur, end):
     """Decode OffsetCommitRequest (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -982,7 +977,7 @@ def _enc_OffsetCommitRequest_v8(obj, out):
 
 def _dec_OffsetCommitRequest_v10(buf, cur, end):
     """Decode OffsetCommitRequest (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -1176,7 +1171,7 @@ def _enc_OffsetCommitRequest_v10(obj, out):
 
 def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v0(buf, cur, end):
     """Decode OffsetCommitRequest.OffsetCommitRequestTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -1256,7 +1251,7 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v0(obj, out):
 
 def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v1(buf, cur, end):
     """Decode OffsetCommitRequest.OffsetCommitRequestTopic (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -1336,7 +1331,7 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v1(obj, out):
 
 def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v6(buf, cur, end):
     """Decode OffsetCommitRequest.OffsetCommitRequestTopic (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -1416,7 +1411,7 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v6(obj, out):
 
 def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v8(buf, cur, end):
     """Decode OffsetCommitRequest.OffsetCommitRequestTopic (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -1517,7 +1512,7 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v8(obj, out):
 
 def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v10(buf, cur, end):
     """Decode OffsetCommitRequest.OffsetCommitRequestTopic (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -1585,7 +1580,7 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestTopic_v10(obj, out):
 
 def _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v0(buf, cur, end):
     """Decode OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 14:
         raise _w.short_run(_RUN_partition_index__committed_metadata, pos, end)
     if cython.compiled:
@@ -1645,7 +1640,7 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v0(obj, out):
 
 def _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v1(buf, cur, end):
     """Decode OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 22:
         raise _w.short_run(_RUN_partition_index__committed_metadata_2, pos, end)
     if cython.compiled:
@@ -1705,7 +1700,7 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v1(obj, out):
 
 def _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v6(buf, cur, end):
     """Decode OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 18:
         raise _w.short_run(_RUN_partition_index__committed_metadata_3, pos, end)
     if cython.compiled:
@@ -1767,7 +1762,7 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v6(obj, out):
 
 def _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v8(buf, cur, end):
     """Decode OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_RUN_partition_index__committed_leader_epoch, pos, end)
     if cython.compiled:
@@ -1854,7 +1849,7 @@ def _enc_OffsetCommitRequest_OffsetCommitRequestPartition_v8(obj, out):
 
 def _dec_OffsetCommitResponse_v0(buf, cur, end):
     """Decode OffsetCommitResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -1901,7 +1896,7 @@ def _enc_OffsetCommitResponse_v0(obj, out):
 
 def _dec_OffsetCommitResponse_v3(buf, cur, end):
     """Decode OffsetCommitResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__topics, pos, end)
     if cython.compiled:
@@ -1950,7 +1945,7 @@ def _enc_OffsetCommitResponse_v3(obj, out):
 
 def _dec_OffsetCommitResponse_v8(buf, cur, end):
     """Decode OffsetCommitResponse (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -2024,7 +2019,7 @@ def _enc_OffsetCommitResponse_v8(obj, out):
 
 def _dec_OffsetCommitResponse_v10(buf, cur, end):
     """Decode OffsetCommitResponse (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -2098,7 +2093,7 @@ def _enc_OffsetCommitResponse_v10(obj, out):
 
 def _dec_OffsetCommitResponse_OffsetCommitResponseTopic_v0(buf, cur, end):
     """Decode OffsetCommitResponse.OffsetCommitResponseTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -2178,7 +2173,7 @@ def _enc_OffsetCommitResponse_OffsetCommitResponseTopic_v0(obj, out):
 
 def _dec_OffsetCommitResponse_OffsetCommitResponseTopic_v8(buf, cur, end):
     """Decode OffsetCommitResponse.OffsetCommitResponseTopic (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -2279,7 +2274,7 @@ def _enc_OffsetCommitResponse_OffsetCommitResponseTopic_v8(obj, out):
 
 def _dec_OffsetCommitResponse_OffsetCommitResponseTopic_v10(buf, cur, end):
     """Decode OffsetCommitResponse.OffsetCommitResponseTopic (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -2347,7 +2342,7 @@ def _enc_OffsetCommitResponse_OffsetCommitResponseTopic_v10(obj, out):
 
 def _dec_OffsetCommitResponse_OffsetCommitResponsePartition_v0(buf, cur, end):
     """Decode OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
     if cython.compiled:
@@ -2378,7 +2373,7 @@ def _enc_OffsetCommitResponse_OffsetCommitResponsePartition_v0(obj, out):
 
 def _dec_OffsetCommitResponse_OffsetCommitResponsePartition_v8(buf, cur, end):
     """Decode OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
     if cython.compiled:

@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -61,7 +56,7 @@ _RUN_topics = (('topics', 0, 4),)
 
 def _dec_OffsetDeleteRequest_v0(buf, cur, end):
     """Decode OffsetDeleteRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_group_id, pos, end)
     if cython.compiled:
@@ -139,7 +134,7 @@ def _enc_OffsetDeleteRequest_v0(obj, out):
 
 def _dec_OffsetDeleteRequest_OffsetDeleteRequestTopic_v0(buf, cur, end):
     """Decode OffsetDeleteRequest.OffsetDeleteRequestTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -217,7 +212,7 @@ def _enc_OffsetDeleteRequest_OffsetDeleteRequestTopic_v0(obj, out):
 
 def _dec_OffsetDeleteRequest_OffsetDeleteRequestPartition_v0(buf, cur, end):
     """Decode OffsetDeleteRequest.OffsetDeleteRequestTopic.OffsetDeleteRequestPartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_partition_index, pos, end)
     if cython.compiled:
@@ -244,7 +239,7 @@ def _enc_OffsetDeleteRequest_OffsetDeleteRequestPartition_v0(obj, out):
 
 def _dec_OffsetDeleteResponse_v0(buf, cur, end):
     """Decode OffsetDeleteResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 10:
         raise _w.short_run(_RUN_error_code__topics, pos, end)
     if cython.compiled:
@@ -295,7 +290,7 @@ def _enc_OffsetDeleteResponse_v0(obj, out):
 
 def _dec_OffsetDeleteResponse_OffsetDeleteResponseTopic_v0(buf, cur, end):
     """Decode OffsetDeleteResponse.OffsetDeleteResponseTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -373,7 +368,7 @@ def _enc_OffsetDeleteResponse_OffsetDeleteResponseTopic_v0(obj, out):
 
 def _dec_OffsetDeleteResponse_OffsetDeleteResponsePartition_v0(buf, cur, end):
     """Decode OffsetDeleteResponse.OffsetDeleteResponseTopic.OffsetDeleteResponsePartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
     if cython.compiled:

@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -71,7 +66,7 @@ _RUN_topics = (('topics', 0, 4),)
 
 def _dec_OffsetFetchRequest_v0(buf, cur, end):
     """Decode OffsetFetchRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_group_id, pos, end)
     if cython.compiled:
@@ -156,7 +151,7 @@ def _enc_OffsetFetchRequest_v0(obj, out):
 
 def _dec_OffsetFetchRequest_v2(buf, cur, end):
     """Decode OffsetFetchRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_group_id, pos, end)
     if cython.compiled:
@@ -245,7 +240,7 @@ def _enc_OffsetFetchRequest_v2(obj, out):
 
 def _dec_OffsetFetchRequest_v6(buf, cur, end):
     """Decode OffsetFetchRequest (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -355,7 +350,7 @@ def _enc_OffsetFetchRequest_v6(obj, out):
 
 def _dec_OffsetFetchRequest_v7(buf, cur, end):
     """Decode OffsetFetchRequest (v7 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -478,7 +473,7 @@ def _enc_OffsetFetchRequest_v7(obj, out):
 
 def _dec_OffsetFetchRequest_v8(buf, cur, end):
     """Decode OffsetFetchRequest (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_groups = buf[pos] - 1
         pos += 1
@@ -561,7 +556,7 @@ def _enc_OffsetFetchRequest_v8(obj, out):
 
 def _dec_OffsetFetchRequest_v9(buf, cur, end):
     """Decode OffsetFetchRequest (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_groups = buf[pos] - 1
         pos += 1
@@ -644,7 +639,7 @@ def _enc_OffsetFetchRequest_v9(obj, out):
 
 def _dec_OffsetFetchRequest_v10(buf, cur, end):
     """Decode OffsetFetchRequest (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_groups = buf[pos] - 1
         pos += 1
@@ -727,7 +722,7 @@ def _enc_OffsetFetchRequest_v10(obj, out):
 
 def _dec_OffsetFetchRequest_OffsetFetchRequestTopic_v0(buf, cur, end):
     """Decode OffsetFetchRequest.OffsetFetchRequestTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -806,7 +801,7 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestTopic_v0(obj, out):
 
 def _dec_OffsetFetchRequest_OffsetFetchRequestTopic_v6(buf, cur, end):
     """Decode OffsetFetchRequest.OffsetFetchRequestTopic (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -906,7 +901,7 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestTopic_v6(obj, out):
 
 def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v8(buf, cur, end):
     """Decode OffsetFetchRequest.OffsetFetchRequestGroup (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -1012,7 +1007,7 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v8(obj, out):
 
 def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v9(buf, cur, end):
     """Decode OffsetFetchRequest.OffsetFetchRequestGroup (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -1170,7 +1165,7 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v9(obj, out):
 
 def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v10(buf, cur, end):
     """Decode OffsetFetchRequest.OffsetFetchRequestGroup (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -1328,7 +1323,7 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestGroup_v10(obj, out):
 
 def _dec_OffsetFetchRequest_OffsetFetchRequestTopics_v8(buf, cur, end):
     """Decode OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -1429,7 +1424,7 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestTopics_v8(obj, out):
 
 def _dec_OffsetFetchRequest_OffsetFetchRequestTopics_v10(buf, cur, end):
     """Decode OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -1497,7 +1492,7 @@ def _enc_OffsetFetchRequest_OffsetFetchRequestTopics_v10(obj, out):
 
 def _dec_OffsetFetchResponse_v0(buf, cur, end):
     """Decode OffsetFetchResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -1548,7 +1543,7 @@ def _enc_OffsetFetchResponse_v0(obj, out):
 
 def _dec_OffsetFetchResponse_v2(buf, cur, end):
     """Decode OffsetFetchResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -1611,7 +1606,7 @@ def _enc_OffsetFetchResponse_v2(obj, out):
 
 def _dec_OffsetFetchResponse_v3(buf, cur, end):
     """Decode OffsetFetchResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__topics, pos, end)
     if cython.compiled:
@@ -1676,7 +1671,7 @@ def _enc_OffsetFetchResponse_v3(obj, out):
 
 def _dec_OffsetFetchResponse_v5(buf, cur, end):
     """Decode OffsetFetchResponse (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__topics, pos, end)
     if cython.compiled:
@@ -1741,7 +1736,7 @@ def _enc_OffsetFetchResponse_v5(obj, out):
 
 def _dec_OffsetFetchResponse_v6(buf, cur, end):
     """Decode OffsetFetchResponse (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -1831,7 +1826,7 @@ def _enc_OffsetFetchResponse_v6(obj, out):
 
 def _dec_OffsetFetchResponse_v8(buf, cur, end):
     """Decode OffsetFetchResponse (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -1909,7 +1904,7 @@ def _enc_OffsetFetchResponse_v8(obj, out):
 
 def _dec_OffsetFetchResponse_v10(buf, cur, end):
     """Decode OffsetFetchResponse (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -1987,7 +1982,7 @@ def _enc_OffsetFetchResponse_v10(obj, out):
 
 def _dec_OffsetFetchResponse_OffsetFetchResponseTopic_v0(buf, cur, end):
     """Decode OffsetFetchResponse.OffsetFetchResponseTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -2066,7 +2061,7 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseTopic_v0(obj, out):
 
 def _dec_OffsetFetchResponse_OffsetFetchResponseTopic_v5(buf, cur, end):
     """Decode OffsetFetchResponse.OffsetFetchResponseTopic (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -2145,7 +2140,7 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseTopic_v5(obj, out):
 
 def _dec_OffsetFetchResponse_OffsetFetchResponseTopic_v6(buf, cur, end):
     """Decode OffsetFetchResponse.OffsetFetchResponseTopic (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -2245,7 +2240,7 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseTopic_v6(obj, out):
 
 def _dec_OffsetFetchResponse_OffsetFetchResponsePartition_v0(buf, cur, end):
     """Decode OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 14:
         raise _w.short_run(_RUN_partition_index__metadata, pos, end)
     if cython.compiled:
@@ -2315,7 +2310,7 @@ def _enc_OffsetFetchResponse_OffsetFetchResponsePartition_v0(obj, out):
 
 def _dec_OffsetFetchResponse_OffsetFetchResponsePartition_v5(buf, cur, end):
     """Decode OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 18:
         raise _w.short_run(_RUN_partition_index__metadata_2, pos, end)
     if cython.compiled:
@@ -2387,7 +2382,7 @@ def _enc_OffsetFetchResponse_OffsetFetchResponsePartition_v5(obj, out):
 
 def _dec_OffsetFetchResponse_OffsetFetchResponsePartition_v6(buf, cur, end):
     """Decode OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_RUN_partition_index__committed_leader_epoch, pos, end)
     if cython.compiled:
@@ -2484,7 +2479,7 @@ def _enc_OffsetFetchResponse_OffsetFetchResponsePartition_v6(obj, out):
 
 def _dec_OffsetFetchResponse_OffsetFetchResponseGroup_v8(buf, cur, end):
     """Decode OffsetFetchResponse.OffsetFetchResponseGroup (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -2597,7 +2592,7 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseGroup_v8(obj, out):
 
 def _dec_OffsetFetchResponse_OffsetFetchResponseGroup_v10(buf, cur, end):
     """Decode OffsetFetchResponse.OffsetFetchResponseGroup (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -2710,7 +2705,7 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseGroup_v10(obj, out):
 
 def _dec_OffsetFetchResponse_OffsetFetchResponseTopics_v8(buf, cur, end):
     """Decode OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -2811,7 +2806,7 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseTopics_v8(obj, out):
 
 def _dec_OffsetFetchResponse_OffsetFetchResponseTopics_v10(buf, cur, end):
     """Decode OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -2879,7 +2874,7 @@ def _enc_OffsetFetchResponse_OffsetFetchResponseTopics_v10(obj, out):
 
 def _dec_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(buf, cur, end):
     """Decode OffsetFetchResponse.OffsetFetchResponseGroup.OffsetFetchResponseTopics.OffsetFetchResponsePartitions (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_RUN_partition_index__committed_leader_epoch, pos, end)
     if cython.compiled:

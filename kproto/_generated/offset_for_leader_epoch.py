@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -67,7 +62,7 @@ _RUN_topics = (('topics', 0, 4),)
 
 def _dec_OffsetForLeaderEpochRequest_v0(buf, cur, end):
     """Decode OffsetForLeaderEpochRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -114,7 +109,7 @@ def _enc_OffsetForLeaderEpochRequest_v0(obj, out):
 
 def _dec_OffsetForLeaderEpochRequest_v2(buf, cur, end):
     """Decode OffsetForLeaderEpochRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -161,7 +156,7 @@ def _enc_OffsetForLeaderEpochRequest_v2(obj, out):
 
 def _dec_OffsetForLeaderEpochRequest_v3(buf, cur, end):
     """Decode OffsetForLeaderEpochRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_replica_id__topics, pos, end)
     if cython.compiled:
@@ -210,7 +205,7 @@ def _enc_OffsetForLeaderEpochRequest_v3(obj, out):
 
 def _dec_OffsetForLeaderEpochRequest_v4(buf, cur, end):
     """Decode OffsetForLeaderEpochRequest (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_replica_id, pos, end)
     if cython.compiled:
@@ -284,7 +279,7 @@ def _enc_OffsetForLeaderEpochRequest_v4(obj, out):
 
 def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v0(buf, cur, end):
     """Decode OffsetForLeaderEpochRequest.OffsetForLeaderTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic, pos, end)
     if cython.compiled:
@@ -363,7 +358,7 @@ def _enc_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v0(obj, out):
 
 def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2(buf, cur, end):
     """Decode OffsetForLeaderEpochRequest.OffsetForLeaderTopic (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic, pos, end)
     if cython.compiled:
@@ -442,7 +437,7 @@ def _enc_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2(obj, out):
 
 def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4(buf, cur, end):
     """Decode OffsetForLeaderEpochRequest.OffsetForLeaderTopic (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic = buf[pos] - 1
         pos += 1
@@ -542,7 +537,7 @@ def _enc_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4(obj, out):
 
 def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v0(buf, cur, end):
     """Decode OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_partition__leader_epoch, pos, end)
     if cython.compiled:
@@ -574,7 +569,7 @@ def _enc_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v0(obj, out):
 
 def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v2(buf, cur, end):
     """Decode OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_partition__leader_epoch_2, pos, end)
     if cython.compiled:
@@ -608,7 +603,7 @@ def _enc_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v2(obj, out):
 
 def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v4(buf, cur, end):
     """Decode OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_partition__leader_epoch_2, pos, end)
     if cython.compiled:
@@ -651,7 +646,7 @@ def _enc_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v4(obj, out):
 
 def _dec_OffsetForLeaderEpochResponse_v0(buf, cur, end):
     """Decode OffsetForLeaderEpochResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -698,7 +693,7 @@ def _enc_OffsetForLeaderEpochResponse_v0(obj, out):
 
 def _dec_OffsetForLeaderEpochResponse_v1(buf, cur, end):
     """Decode OffsetForLeaderEpochResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -745,7 +740,7 @@ def _enc_OffsetForLeaderEpochResponse_v1(obj, out):
 
 def _dec_OffsetForLeaderEpochResponse_v2(buf, cur, end):
     """Decode OffsetForLeaderEpochResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__topics, pos, end)
     if cython.compiled:
@@ -794,7 +789,7 @@ def _enc_OffsetForLeaderEpochResponse_v2(obj, out):
 
 def _dec_OffsetForLeaderEpochResponse_v4(buf, cur, end):
     """Decode OffsetForLeaderEpochResponse (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -868,7 +863,7 @@ def _enc_OffsetForLeaderEpochResponse_v4(obj, out):
 
 def _dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v0(buf, cur, end):
     """Decode OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic, pos, end)
     if cython.compiled:
@@ -947,7 +942,7 @@ def _enc_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v0(obj, out):
 
 def _dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1(buf, cur, end):
     """Decode OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic, pos, end)
     if cython.compiled:
@@ -1026,7 +1021,7 @@ def _enc_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1(obj, out):
 
 def _dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4(buf, cur, end):
     """Decode OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic = buf[pos] - 1
         pos += 1
@@ -1126,7 +1121,7 @@ def _enc_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4(obj, out):
 
 def _dec_OffsetForLeaderEpochResponse_EpochEndOffset_v0(buf, cur, end):
     """Decode OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.EpochEndOffset (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 14:
         raise _w.short_run(_RUN_error_code__end_offset, pos, end)
     if cython.compiled:
@@ -1161,7 +1156,7 @@ def _enc_OffsetForLeaderEpochResponse_EpochEndOffset_v0(obj, out):
 
 def _dec_OffsetForLeaderEpochResponse_EpochEndOffset_v1(buf, cur, end):
     """Decode OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.EpochEndOffset (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 18:
         raise _w.short_run(_RUN_error_code__end_offset_2, pos, end)
     if cython.compiled:
@@ -1198,7 +1193,7 @@ def _enc_OffsetForLeaderEpochResponse_EpochEndOffset_v1(obj, out):
 
 def _dec_OffsetForLeaderEpochResponse_EpochEndOffset_v4(buf, cur, end):
     """Decode OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult.EpochEndOffset (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 18:
         raise _w.short_run(_RUN_error_code__end_offset_2, pos, end)
     if cython.compiled:

@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -80,7 +75,7 @@ _RUN_transactional_id = (('transactional_id', 0, 2),)
 
 def _dec_ProduceRequest_v0(buf, cur, end):
     """Decode ProduceRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 10:
         raise _w.short_run(_RUN_acks__topic_data, pos, end)
     if cython.compiled:
@@ -135,7 +130,7 @@ def _enc_ProduceRequest_v0(obj, out):
 
 def _dec_ProduceRequest_v3(buf, cur, end):
     """Decode ProduceRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_transactional_id, pos, end)
     if cython.compiled:
@@ -222,7 +217,7 @@ def _enc_ProduceRequest_v3(obj, out):
 
 def _dec_ProduceRequest_v9(buf, cur, end):
     """Decode ProduceRequest (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_transactional_id = buf[pos] - 1
         pos += 1
@@ -340,7 +335,7 @@ def _enc_ProduceRequest_v9(obj, out):
 
 def _dec_ProduceRequest_v13(buf, cur, end):
     """Decode ProduceRequest (v13 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_transactional_id = buf[pos] - 1
         pos += 1
@@ -458,7 +453,7 @@ def _enc_ProduceRequest_v13(obj, out):
 
 def _dec_ProduceRequest_TopicProduceData_v0(buf, cur, end):
     """Decode ProduceRequest.TopicProduceData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -538,7 +533,7 @@ def _enc_ProduceRequest_TopicProduceData_v0(obj, out):
 
 def _dec_ProduceRequest_TopicProduceData_v9(buf, cur, end):
     """Decode ProduceRequest.TopicProduceData (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -639,7 +634,7 @@ def _enc_ProduceRequest_TopicProduceData_v9(obj, out):
 
 def _dec_ProduceRequest_TopicProduceData_v13(buf, cur, end):
     """Decode ProduceRequest.TopicProduceData (v13 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -707,7 +702,7 @@ def _enc_ProduceRequest_TopicProduceData_v13(obj, out):
 
 def _dec_ProduceRequest_PartitionProduceData_v0(buf, cur, end):
     """Decode ProduceRequest.TopicProduceData.PartitionProduceData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_index__records, pos, end)
     if cython.compiled:
@@ -753,7 +748,7 @@ def _enc_ProduceRequest_PartitionProduceData_v0(obj, out):
 
 def _dec_ProduceRequest_PartitionProduceData_v9(buf, cur, end):
     """Decode ProduceRequest.TopicProduceData.PartitionProduceData (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_index, pos, end)
     if cython.compiled:
@@ -824,7 +819,7 @@ def _enc_ProduceRequest_PartitionProduceData_v9(obj, out):
 
 def _dec_ProduceResponse_v0(buf, cur, end):
     """Decode ProduceResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_responses, pos, end)
     if cython.compiled:
@@ -874,7 +869,7 @@ def _enc_ProduceResponse_v0(obj, out):
 
 def _dec_ProduceResponse_v1(buf, cur, end):
     """Decode ProduceResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_responses, pos, end)
     if cython.compiled:
@@ -936,7 +931,7 @@ def _enc_ProduceResponse_v1(obj, out):
 
 def _dec_ProduceResponse_v2(buf, cur, end):
     """Decode ProduceResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_responses, pos, end)
     if cython.compiled:
@@ -998,7 +993,7 @@ def _enc_ProduceResponse_v2(obj, out):
 
 def _dec_ProduceResponse_v5(buf, cur, end):
     """Decode ProduceResponse (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_responses, pos, end)
     if cython.compiled:
@@ -1060,7 +1055,7 @@ def _enc_ProduceResponse_v5(obj, out):
 
 def _dec_ProduceResponse_v8(buf, cur, end):
     """Decode ProduceResponse (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_responses, pos, end)
     if cython.compiled:
@@ -1122,7 +1117,7 @@ def _enc_ProduceResponse_v8(obj, out):
 
 def _dec_ProduceResponse_v9(buf, cur, end):
     """Decode ProduceResponse (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_responses = buf[pos] - 1
         pos += 1
@@ -1199,7 +1194,7 @@ def _enc_ProduceResponse_v9(obj, out):
 
 def _dec_ProduceResponse_v10(buf, cur, end):
     """Decode ProduceResponse (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_responses = buf[pos] - 1
         pos += 1
@@ -1320,7 +1315,7 @@ def _enc_ProduceResponse_v10(obj, out):
 
 def _dec_ProduceResponse_v13(buf, cur, end):
     """Decode ProduceResponse (v13 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_responses = buf[pos] - 1
         pos += 1
@@ -1441,7 +1436,7 @@ def _enc_ProduceResponse_v13(obj, out):
 
 def _dec_ProduceResponse_TopicProduceResponse_v0(buf, cur, end):
     """Decode ProduceResponse.TopicProduceResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -1521,7 +1516,7 @@ def _enc_ProduceResponse_TopicProduceResponse_v0(obj, out):
 
 def _dec_ProduceResponse_TopicProduceResponse_v2(buf, cur, end):
     """Decode ProduceResponse.TopicProduceResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -1601,7 +1596,7 @@ def _enc_ProduceResponse_TopicProduceResponse_v2(obj, out):
 
 def _dec_ProduceResponse_TopicProduceResponse_v5(buf, cur, end):
     """Decode ProduceResponse.TopicProduceResponse (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -1681,7 +1676,7 @@ def _enc_ProduceResponse_TopicProduceResponse_v5(obj, out):
 
 def _dec_ProduceResponse_TopicProduceResponse_v8(buf, cur, end):
     """Decode ProduceResponse.TopicProduceResponse (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -1761,7 +1756,7 @@ def _enc_ProduceResponse_TopicProduceResponse_v8(obj, out):
 
 def _dec_ProduceResponse_TopicProduceResponse_v9(buf, cur, end):
     """Decode ProduceResponse.TopicProduceResponse (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -1862,7 +1857,7 @@ def _enc_ProduceResponse_TopicProduceResponse_v9(obj, out):
 
 def _dec_ProduceResponse_TopicProduceResponse_v10(buf, cur, end):
     """Decode ProduceResponse.TopicProduceResponse (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -1963,7 +1958,7 @@ def _enc_ProduceResponse_TopicProduceResponse_v10(obj, out):
 
 def _dec_ProduceResponse_TopicProduceResponse_v13(buf, cur, end):
     """Decode ProduceResponse.TopicProduceResponse (v13 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -2031,7 +2026,7 @@ def _enc_ProduceResponse_TopicProduceResponse_v13(obj, out):
 
 def _dec_ProduceResponse_PartitionProduceResponse_v0(buf, cur, end):
     """Decode ProduceResponse.TopicProduceResponse.PartitionProduceResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 14:
         raise _w.short_run(_RUN_index__base_offset, pos, end)
     if cython.compiled:
@@ -2072,7 +2067,7 @@ def _enc_ProduceResponse_PartitionProduceResponse_v0(obj, out):
 
 def _dec_ProduceResponse_PartitionProduceResponse_v2(buf, cur, end):
     """Decode ProduceResponse.TopicProduceResponse.PartitionProduceResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 22:
         raise _w.short_run(_RUN_index__log_append_time_ms, pos, end)
     if cython.compiled:
@@ -2115,7 +2110,7 @@ def _enc_ProduceResponse_PartitionProduceResponse_v2(obj, out):
 
 def _dec_ProduceResponse_PartitionProduceResponse_v5(buf, cur, end):
     """Decode ProduceResponse.TopicProduceResponse.PartitionProduceResponse (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 30:
         raise _w.short_run(_RUN_index__log_start_offset, pos, end)
     if cython.compiled:
@@ -2160,7 +2155,7 @@ def _enc_ProduceResponse_PartitionProduceResponse_v5(obj, out):
 
 def _dec_ProduceResponse_PartitionProduceResponse_v8(buf, cur, end):
     """Decode ProduceResponse.TopicProduceResponse.PartitionProduceResponse (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 34:
         raise _w.short_run(_RUN_index__record_errors, pos, end)
     if cython.compiled:
@@ -2259,7 +2254,7 @@ def _enc_ProduceResponse_PartitionProduceResponse_v8(obj, out):
 
 def _dec_ProduceResponse_PartitionProduceResponse_v9(buf, cur, end):
     """Decode ProduceResponse.TopicProduceResponse.PartitionProduceResponse (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 30:
         raise _w.short_run(_RUN_index__log_start_offset, pos, end)
     if cython.compiled:
@@ -2389,7 +2384,7 @@ def _enc_ProduceResponse_PartitionProduceResponse_v9(obj, out):
 
 def _dec_ProduceResponse_PartitionProduceResponse_v10(buf, cur, end):
     """Decode ProduceResponse.TopicProduceResponse.PartitionProduceResponse (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 30:
         raise _w.short_run(_RUN_index__log_start_offset, pos, end)
     if cython.compiled:
@@ -2535,7 +2530,7 @@ def _enc_ProduceResponse_PartitionProduceResponse_v10(obj, out):
 
 def _dec_ProduceResponse_BatchIndexAndErrorMessage_v8(buf, cur, end):
     """Decode ProduceResponse.TopicProduceResponse.PartitionProduceResponse.BatchIndexAndErrorMessage (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_batch_index__batch_index_error_message, pos, end)
     if cython.compiled:
@@ -2588,7 +2583,7 @@ def _enc_ProduceResponse_BatchIndexAndErrorMessage_v8(obj, out):
 
 def _dec_ProduceResponse_BatchIndexAndErrorMessage_v9(buf, cur, end):
     """Decode ProduceResponse.TopicProduceResponse.PartitionProduceResponse.BatchIndexAndErrorMessage (v9 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_batch_index, pos, end)
     if cython.compiled:
@@ -2666,7 +2661,7 @@ def _enc_ProduceResponse_BatchIndexAndErrorMessage_v9(obj, out):
 
 def _dec_ProduceResponse_LeaderIdAndEpoch_v10(buf, cur, end):
     """Decode ProduceResponse.TopicProduceResponse.PartitionProduceResponse.LeaderIdAndEpoch (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_leader_id__leader_epoch, pos, end)
     if cython.compiled:
@@ -2706,7 +2701,7 @@ def _enc_ProduceResponse_LeaderIdAndEpoch_v10(obj, out):
 
 def _dec_ProduceResponse_NodeEndpoint_v10(buf, cur, end):
     """Decode ProduceResponse.NodeEndpoint (v10 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_node_id, pos, end)
     if cython.compiled:

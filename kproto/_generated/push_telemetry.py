@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -55,7 +50,7 @@ _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 
 
 def _dec_PushTelemetryRequest_v0(buf, cur, end):
     """Decode PushTelemetryRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('client_instance_id', pos, 16, end)
     f_client_instance_id = _w.uuid_at(buf, pos)
@@ -138,7 +133,7 @@ def _enc_PushTelemetryRequest_v0(obj, out):
 
 def _dec_PushTelemetryResponse_v0(buf, cur, end):
     """Decode PushTelemetryResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:

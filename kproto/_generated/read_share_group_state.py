@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -58,7 +53,7 @@ _RUN_state_epoch__start_offset = (('state_epoch', 0, 4), ('start_offset', 4, 8))
 
 def _dec_ReadShareGroupStateRequest_v0(buf, cur, end):
     """Decode ReadShareGroupStateRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -158,7 +153,7 @@ def _enc_ReadShareGroupStateRequest_v0(obj, out):
 
 def _dec_ReadShareGroupStateRequest_ReadStateData_v0(buf, cur, end):
     """Decode ReadShareGroupStateRequest.ReadStateData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -225,7 +220,7 @@ def _enc_ReadShareGroupStateRequest_ReadStateData_v0(obj, out):
 
 def _dec_ReadShareGroupStateRequest_PartitionData_v0(buf, cur, end):
     """Decode ReadShareGroupStateRequest.ReadStateData.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_partition__leader_epoch, pos, end)
     if cython.compiled:
@@ -265,7 +260,7 @@ def _enc_ReadShareGroupStateRequest_PartitionData_v0(obj, out):
 
 def _dec_ReadShareGroupStateResponse_v0(buf, cur, end):
     """Decode ReadShareGroupStateResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_results = buf[pos] - 1
         pos += 1
@@ -326,7 +321,7 @@ def _enc_ReadShareGroupStateResponse_v0(obj, out):
 
 def _dec_ReadShareGroupStateResponse_ReadStateResult_v0(buf, cur, end):
     """Decode ReadShareGroupStateResponse.ReadStateResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -393,7 +388,7 @@ def _enc_ReadShareGroupStateResponse_ReadStateResult_v0(obj, out):
 
 def _dec_ReadShareGroupStateResponse_PartitionResult_v0(buf, cur, end):
     """Decode ReadShareGroupStateResponse.ReadStateResult.PartitionResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition__error_code, pos, end)
     if cython.compiled:
@@ -527,7 +522,7 @@ def _enc_ReadShareGroupStateResponse_PartitionResult_v0(obj, out):
 
 def _dec_ReadShareGroupStateResponse_StateBatch_v0(buf, cur, end):
     """Decode ReadShareGroupStateResponse.ReadStateResult.PartitionResult.StateBatch (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 19:
         raise _w.short_run(_RUN_first_offset__delivery_count, pos, end)
     if cython.compiled:

@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -58,7 +53,7 @@ _RUN_state_epoch__start_offset = (('state_epoch', 0, 4), ('leader_epoch', 4, 4),
 
 def _dec_ReadShareGroupStateSummaryRequest_v0(buf, cur, end):
     """Decode ReadShareGroupStateSummaryRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -158,7 +153,7 @@ def _enc_ReadShareGroupStateSummaryRequest_v0(obj, out):
 
 def _dec_ReadShareGroupStateSummaryRequest_ReadStateSummaryData_v0(buf, cur, end):
     """Decode ReadShareGroupStateSummaryRequest.ReadStateSummaryData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -225,7 +220,7 @@ def _enc_ReadShareGroupStateSummaryRequest_ReadStateSummaryData_v0(obj, out):
 
 def _dec_ReadShareGroupStateSummaryRequest_PartitionData_v0(buf, cur, end):
     """Decode ReadShareGroupStateSummaryRequest.ReadStateSummaryData.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_partition__leader_epoch, pos, end)
     if cython.compiled:
@@ -265,7 +260,7 @@ def _enc_ReadShareGroupStateSummaryRequest_PartitionData_v0(obj, out):
 
 def _dec_ReadShareGroupStateSummaryResponse_v0(buf, cur, end):
     """Decode ReadShareGroupStateSummaryResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_results = buf[pos] - 1
         pos += 1
@@ -326,7 +321,7 @@ def _enc_ReadShareGroupStateSummaryResponse_v0(obj, out):
 
 def _dec_ReadShareGroupStateSummaryResponse_v1(buf, cur, end):
     """Decode ReadShareGroupStateSummaryResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_results = buf[pos] - 1
         pos += 1
@@ -387,7 +382,7 @@ def _enc_ReadShareGroupStateSummaryResponse_v1(obj, out):
 
 def _dec_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v0(buf, cur, end):
     """Decode ReadShareGroupStateSummaryResponse.ReadStateSummaryResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -454,7 +449,7 @@ def _enc_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v0(obj, out):
 
 def _dec_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v1(buf, cur, end):
     """Decode ReadShareGroupStateSummaryResponse.ReadStateSummaryResult (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -521,7 +516,7 @@ def _enc_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v1(obj, out):
 
 def _dec_ReadShareGroupStateSummaryResponse_PartitionResult_v0(buf, cur, end):
     """Decode ReadShareGroupStateSummaryResponse.ReadStateSummaryResult.PartitionResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition__error_code, pos, end)
     if cython.compiled:
@@ -624,7 +619,7 @@ def _enc_ReadShareGroupStateSummaryResponse_PartitionResult_v0(obj, out):
 
 def _dec_ReadShareGroupStateSummaryResponse_PartitionResult_v1(buf, cur, end):
     """Decode ReadShareGroupStateSummaryResponse.ReadStateSummaryResult.PartitionResult (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition__error_code, pos, end)
     if cython.compiled:

@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -54,7 +49,7 @@ _RUN_voter_id = (('voter_id', 0, 4),)
 
 def _dec_RemoveRaftVoterRequest_v0(buf, cur, end):
     """Decode RemoveRaftVoterRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_cluster_id = buf[pos] - 1
         pos += 1
@@ -138,7 +133,7 @@ def _enc_RemoveRaftVoterRequest_v0(obj, out):
 
 def _dec_RemoveRaftVoterResponse_v0(buf, cur, end):
     """Decode RemoveRaftVoterResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:

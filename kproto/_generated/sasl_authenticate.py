@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -58,7 +53,7 @@ _RUN_session_lifetime_ms = (('session_lifetime_ms', 0, 8),)
 
 def _dec_SaslAuthenticateRequest_v0(buf, cur, end):
     """Decode SaslAuthenticateRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_auth_bytes, pos, end)
     if cython.compiled:
@@ -98,7 +93,7 @@ def _enc_SaslAuthenticateRequest_v0(obj, out):
 
 def _dec_SaslAuthenticateRequest_v2(buf, cur, end):
     """Decode SaslAuthenticateRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_auth_bytes = buf[pos] - 1
         pos += 1
@@ -153,7 +148,7 @@ def _enc_SaslAuthenticateRequest_v2(obj, out):
 
 def _dec_SaslAuthenticateResponse_v0(buf, cur, end):
     """Decode SaslAuthenticateResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__error_message, pos, end)
     if cython.compiled:
@@ -232,7 +227,7 @@ def _enc_SaslAuthenticateResponse_v0(obj, out):
 
 def _dec_SaslAuthenticateResponse_v1(buf, cur, end):
     """Decode SaslAuthenticateResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_error_code__error_message, pos, end)
     if cython.compiled:
@@ -323,7 +318,7 @@ def _enc_SaslAuthenticateResponse_v1(obj, out):
 
 def _dec_SaslAuthenticateResponse_v2(buf, cur, end):
     """Decode SaslAuthenticateResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:

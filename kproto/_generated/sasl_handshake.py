@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -54,7 +49,7 @@ _RUN_mechanism = (('mechanism', 0, 2),)
 
 def _dec_SaslHandshakeRequest_v0(buf, cur, end):
     """Decode SaslHandshakeRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_mechanism, pos, end)
     if cython.compiled:
@@ -101,7 +96,7 @@ def _enc_SaslHandshakeRequest_v0(obj, out):
 
 def _dec_SaslHandshakeResponse_v0(buf, cur, end):
     """Decode SaslHandshakeResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_error_code__mechanisms, pos, end)
     if cython.compiled:

@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -66,7 +61,7 @@ _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 
 
 def _dec_ShareAcknowledgeRequest_v1(buf, cur, end):
     """Decode ShareAcknowledgeRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -225,7 +220,7 @@ def _enc_ShareAcknowledgeRequest_v1(obj, out):
 
 def _dec_ShareAcknowledgeRequest_v2(buf, cur, end):
     """Decode ShareAcknowledgeRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -387,7 +382,7 @@ def _enc_ShareAcknowledgeRequest_v2(obj, out):
 
 def _dec_ShareAcknowledgeRequest_AcknowledgeTopic_v1(buf, cur, end):
     """Decode ShareAcknowledgeRequest.AcknowledgeTopic (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -454,7 +449,7 @@ def _enc_ShareAcknowledgeRequest_AcknowledgeTopic_v1(obj, out):
 
 def _dec_ShareAcknowledgeRequest_AcknowledgePartition_v1(buf, cur, end):
     """Decode ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_partition_index, pos, end)
     if cython.compiled:
@@ -528,7 +523,7 @@ def _enc_ShareAcknowledgeRequest_AcknowledgePartition_v1(obj, out):
 
 def _dec_ShareAcknowledgeRequest_AcknowledgementBatch_v1(buf, cur, end):
     """Decode ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition.AcknowledgementBatch (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_RUN_first_offset__last_offset, pos, end)
     if cython.compiled:
@@ -605,7 +600,7 @@ def _enc_ShareAcknowledgeRequest_AcknowledgementBatch_v1(obj, out):
 
 def _dec_ShareAcknowledgeResponse_v1(buf, cur, end):
     """Decode ShareAcknowledgeResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -763,7 +758,7 @@ def _enc_ShareAcknowledgeResponse_v1(obj, out):
 
 def _dec_ShareAcknowledgeResponse_v2(buf, cur, end):
     """Decode ShareAcknowledgeResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -931,7 +926,7 @@ def _enc_ShareAcknowledgeResponse_v2(obj, out):
 
 def _dec_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v1(buf, cur, end):
     """Decode ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -998,7 +993,7 @@ def _enc_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v1(obj, out):
 
 def _dec_ShareAcknowledgeResponse_PartitionData_v1(buf, cur, end):
     """Decode ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.PartitionData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
     if cython.compiled:
@@ -1088,7 +1083,7 @@ def _enc_ShareAcknowledgeResponse_PartitionData_v1(obj, out):
 
 def _dec_ShareAcknowledgeResponse_LeaderIdAndEpoch_v1(buf, cur, end):
     """Decode ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.PartitionData.LeaderIdAndEpoch (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_leader_id__leader_epoch, pos, end)
     if cython.compiled:
@@ -1128,7 +1123,7 @@ def _enc_ShareAcknowledgeResponse_LeaderIdAndEpoch_v1(obj, out):
 
 def _dec_ShareAcknowledgeResponse_NodeEndpoint_v1(buf, cur, end):
     """Decode ShareAcknowledgeResponse.NodeEndpoint (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_node_id, pos, end)
     if cython.compiled:

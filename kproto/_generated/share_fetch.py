@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -71,7 +66,7 @@ _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 
 
 def _dec_ShareFetchRequest_v1(buf, cur, end):
     """Decode ShareFetchRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -285,7 +280,7 @@ def _enc_ShareFetchRequest_v1(obj, out):
 
 def _dec_ShareFetchRequest_v2(buf, cur, end):
     """Decode ShareFetchRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -502,7 +497,7 @@ def _enc_ShareFetchRequest_v2(obj, out):
 
 def _dec_ShareFetchRequest_FetchTopic_v1(buf, cur, end):
     """Decode ShareFetchRequest.FetchTopic (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -569,7 +564,7 @@ def _enc_ShareFetchRequest_FetchTopic_v1(obj, out):
 
 def _dec_ShareFetchRequest_FetchPartition_v1(buf, cur, end):
     """Decode ShareFetchRequest.FetchTopic.FetchPartition (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_partition_index, pos, end)
     if cython.compiled:
@@ -643,7 +638,7 @@ def _enc_ShareFetchRequest_FetchPartition_v1(obj, out):
 
 def _dec_ShareFetchRequest_AcknowledgementBatch_v1(buf, cur, end):
     """Decode ShareFetchRequest.FetchTopic.FetchPartition.AcknowledgementBatch (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_RUN_first_offset__last_offset, pos, end)
     if cython.compiled:
@@ -720,7 +715,7 @@ def _enc_ShareFetchRequest_AcknowledgementBatch_v1(obj, out):
 
 def _dec_ShareFetchRequest_ForgottenTopic_v1(buf, cur, end):
     """Decode ShareFetchRequest.ForgottenTopic (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -787,7 +782,7 @@ def _enc_ShareFetchRequest_ForgottenTopic_v1(obj, out):
 
 def _dec_ShareFetchResponse_v1(buf, cur, end):
     """Decode ShareFetchResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -955,7 +950,7 @@ def _enc_ShareFetchResponse_v1(obj, out):
 
 def _dec_ShareFetchResponse_ShareFetchableTopicResponse_v1(buf, cur, end):
     """Decode ShareFetchResponse.ShareFetchableTopicResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -1022,7 +1017,7 @@ def _enc_ShareFetchResponse_ShareFetchableTopicResponse_v1(obj, out):
 
 def _dec_ShareFetchResponse_PartitionData_v1(buf, cur, end):
     """Decode ShareFetchResponse.ShareFetchableTopicResponse.PartitionData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
     if cython.compiled:
@@ -1235,7 +1230,7 @@ def _enc_ShareFetchResponse_PartitionData_v1(obj, out):
 
 def _dec_ShareFetchResponse_LeaderIdAndEpoch_v1(buf, cur, end):
     """Decode ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.LeaderIdAndEpoch (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_leader_id__leader_epoch, pos, end)
     if cython.compiled:
@@ -1275,7 +1270,7 @@ def _enc_ShareFetchResponse_LeaderIdAndEpoch_v1(obj, out):
 
 def _dec_ShareFetchResponse_AcquiredRecords_v1(buf, cur, end):
     """Decode ShareFetchResponse.ShareFetchableTopicResponse.PartitionData.AcquiredRecords (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 18:
         raise _w.short_run(_RUN_first_offset__delivery_count, pos, end)
     if cython.compiled:
@@ -1318,7 +1313,7 @@ def _enc_ShareFetchResponse_AcquiredRecords_v1(obj, out):
 
 def _dec_ShareFetchResponse_NodeEndpoint_v1(buf, cur, end):
     """Decode ShareFetchResponse.NodeEndpoint (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_node_id, pos, end)
     if cython.compiled:

@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -61,7 +56,7 @@ _RUN_throttle_time_ms = (('throttle_time_ms', 0, 4),)
 
 def _dec_ShareGroupDescribeRequest_v1(buf, cur, end):
     """Decode ShareGroupDescribeRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_ids = buf[pos] - 1
         pos += 1
@@ -163,7 +158,7 @@ def _enc_ShareGroupDescribeRequest_v1(obj, out):
 
 def _dec_ShareGroupDescribeResponse_v1(buf, cur, end):
     """Decode ShareGroupDescribeResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -237,7 +232,7 @@ def _enc_ShareGroupDescribeResponse_v1(obj, out):
 
 def _dec_ShareGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
     """Decode ShareGroupDescribeResponse.DescribedGroup (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -498,7 +493,7 @@ def _enc_ShareGroupDescribeResponse_DescribedGroup_v1(obj, out):
 
 def _dec_ShareGroupDescribeResponse_Member_v1(buf, cur, end):
     """Decode ShareGroupDescribeResponse.DescribedGroup.Member (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_member_id = buf[pos] - 1
         pos += 1
@@ -764,7 +759,7 @@ def _enc_ShareGroupDescribeResponse_Member_v1(obj, out):
 
 def _dec_ShareGroupDescribeResponse_Assignment_v1(buf, cur, end):
     """Decode ShareGroupDescribeResponse.DescribedGroup.Member.Assignment (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_partitions = buf[pos] - 1
         pos += 1
@@ -825,7 +820,7 @@ def _enc_ShareGroupDescribeResponse_Assignment_v1(obj, out):
 
 def _dec_ShareGroupDescribeResponse_TopicPartitions_v1(buf, cur, end):
     """Decode ShareGroupDescribeResponse.DescribedGroup.Member.Assignment.TopicPartitions (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)

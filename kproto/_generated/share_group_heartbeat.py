@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -56,7 +51,7 @@ _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 
 
 def _dec_ShareGroupHeartbeatRequest_v1(buf, cur, end):
     """Decode ShareGroupHeartbeatRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -278,7 +273,7 @@ def _enc_ShareGroupHeartbeatRequest_v1(obj, out):
 
 def _dec_ShareGroupHeartbeatResponse_v1(buf, cur, end):
     """Decode ShareGroupHeartbeatResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -434,7 +429,7 @@ def _enc_ShareGroupHeartbeatResponse_v1(obj, out):
 
 def _dec_ShareGroupHeartbeatResponse_Assignment_v1(buf, cur, end):
     """Decode ShareGroupHeartbeatResponse.Assignment (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_partitions = buf[pos] - 1
         pos += 1
@@ -495,7 +490,7 @@ def _enc_ShareGroupHeartbeatResponse_Assignment_v1(obj, out):
 
 def _dec_ShareGroupHeartbeatResponse_TopicPartitions_v1(buf, cur, end):
     """Decode ShareGroupHeartbeatResponse.Assignment.TopicPartitions (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)

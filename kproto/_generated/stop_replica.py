@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -78,7 +73,7 @@ _RUN_topic_name = (('topic_name', 0, 2),)
 
 def _dec_StopReplicaRequest_v0(buf, cur, end):
     """Decode StopReplicaRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 13:
         raise _w.short_run(_RUN_controller_id__ungrouped_partitions, pos, end)
     if cython.compiled:
@@ -146,7 +141,7 @@ def _enc_StopReplicaRequest_v0(obj, out):
 
 def _dec_StopReplicaRequest_v1(buf, cur, end):
     """Decode StopReplicaRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 21:
         raise _w.short_run(_RUN_controller_id__topics, pos, end)
     if cython.compiled:
@@ -216,7 +211,7 @@ def _enc_StopReplicaRequest_v1(obj, out):
 
 def _dec_StopReplicaRequest_v2(buf, cur, end):
     """Decode StopReplicaRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 17:
         raise _w.short_run(_RUN_controller_id__delete_partitions, pos, end)
     if cython.compiled:
@@ -311,7 +306,7 @@ def _enc_StopReplicaRequest_v2(obj, out):
 
 def _dec_StopReplicaRequest_v3(buf, cur, end):
     """Decode StopReplicaRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_RUN_controller_id__broker_epoch, pos, end)
     if cython.compiled:
@@ -403,7 +398,7 @@ def _enc_StopReplicaRequest_v3(obj, out):
 
 def _dec_StopReplicaRequest_v4(buf, cur, end):
     """Decode StopReplicaRequest (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 17:
         raise _w.short_run(_RUN_controller_id__broker_epoch_2, pos, end)
     if cython.compiled:
@@ -498,7 +493,7 @@ def _enc_StopReplicaRequest_v4(obj, out):
 
 def _dec_StopReplicaRequest_StopReplicaPartitionV0_v0(buf, cur, end):
     """Decode StopReplicaRequest.StopReplicaPartitionV0 (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic_name, pos, end)
     if cython.compiled:
@@ -559,7 +554,7 @@ def _enc_StopReplicaRequest_StopReplicaPartitionV0_v0(obj, out):
 
 def _dec_StopReplicaRequest_StopReplicaTopicV1_v1(buf, cur, end):
     """Decode StopReplicaRequest.StopReplicaTopicV1 (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -638,7 +633,7 @@ def _enc_StopReplicaRequest_StopReplicaTopicV1_v1(obj, out):
 
 def _dec_StopReplicaRequest_StopReplicaTopicV1_v2(buf, cur, end):
     """Decode StopReplicaRequest.StopReplicaTopicV1 (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -738,7 +733,7 @@ def _enc_StopReplicaRequest_StopReplicaTopicV1_v2(obj, out):
 
 def _dec_StopReplicaRequest_StopReplicaTopicState_v3(buf, cur, end):
     """Decode StopReplicaRequest.StopReplicaTopicState (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -838,7 +833,7 @@ def _enc_StopReplicaRequest_StopReplicaTopicState_v3(obj, out):
 
 def _dec_StopReplicaRequest_StopReplicaPartitionState_v3(buf, cur, end):
     """Decode StopReplicaRequest.StopReplicaTopicState.StopReplicaPartitionState (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 9:
         raise _w.short_run(_RUN_partition_index__delete_partition, pos, end)
     if cython.compiled:
@@ -884,7 +879,7 @@ def _enc_StopReplicaRequest_StopReplicaPartitionState_v3(obj, out):
 
 def _dec_StopReplicaResponse_v0(buf, cur, end):
     """Decode StopReplicaResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_error_code__partition_errors, pos, end)
     if cython.compiled:
@@ -933,7 +928,7 @@ def _enc_StopReplicaResponse_v0(obj, out):
 
 def _dec_StopReplicaResponse_v2(buf, cur, end):
     """Decode StopReplicaResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -1007,7 +1002,7 @@ def _enc_StopReplicaResponse_v2(obj, out):
 
 def _dec_StopReplicaResponse_StopReplicaPartitionError_v0(buf, cur, end):
     """Decode StopReplicaResponse.StopReplicaPartitionError (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic_name, pos, end)
     if cython.compiled:
@@ -1071,7 +1066,7 @@ def _enc_StopReplicaResponse_StopReplicaPartitionError_v0(obj, out):
 
 def _dec_StopReplicaResponse_StopReplicaPartitionError_v2(buf, cur, end):
     """Decode StopReplicaResponse.StopReplicaPartitionError (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1

@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -71,7 +66,7 @@ _RUN_user_endpoint = (('user_endpoint', 0, 1),)
 
 def _dec_StreamsGroupDescribeRequest_v0(buf, cur, end):
     """Decode StreamsGroupDescribeRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_ids = buf[pos] - 1
         pos += 1
@@ -173,7 +168,7 @@ def _enc_StreamsGroupDescribeRequest_v0(obj, out):
 
 def _dec_StreamsGroupDescribeResponse_v0(buf, cur, end):
     """Decode StreamsGroupDescribeResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -247,7 +242,7 @@ def _enc_StreamsGroupDescribeResponse_v0(obj, out):
 
 def _dec_StreamsGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
     """Decode StreamsGroupDescribeResponse.DescribedGroup (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -487,7 +482,7 @@ def _enc_StreamsGroupDescribeResponse_DescribedGroup_v0(obj, out):
 
 def _dec_StreamsGroupDescribeResponse_Topology_v0(buf, cur, end):
     """Decode StreamsGroupDescribeResponse.DescribedGroup.Topology (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_epoch, pos, end)
     if cython.compiled:
@@ -565,7 +560,7 @@ def _enc_StreamsGroupDescribeResponse_Topology_v0(obj, out):
 
 def _dec_StreamsGroupDescribeResponse_Subtopology_v0(buf, cur, end):
     """Decode StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_subtopology_id = buf[pos] - 1
         pos += 1
@@ -826,7 +821,7 @@ def _enc_StreamsGroupDescribeResponse_Subtopology_v0(obj, out):
 
 def _dec_StreamsGroupDescribeResponse_TopicInfo_v0(buf, cur, end):
     """Decode StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -942,7 +937,7 @@ def _enc_StreamsGroupDescribeResponse_TopicInfo_v0(obj, out):
 
 def _dec_StreamsGroupDescribeResponse_KeyValue_v0(buf, cur, end):
     """Decode StreamsGroupDescribeResponse.DescribedGroup.Topology.Subtopology.TopicInfo.KeyValue (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_key = buf[pos] - 1
         pos += 1
@@ -1044,7 +1039,7 @@ def _enc_StreamsGroupDescribeResponse_KeyValue_v0(obj, out):
 
 def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
     """Decode StreamsGroupDescribeResponse.DescribedGroup.Member (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_member_id = buf[pos] - 1
         pos += 1
@@ -1505,7 +1500,7 @@ def _enc_StreamsGroupDescribeResponse_Member_v0(obj, out):
 
 def _dec_StreamsGroupDescribeResponse_Endpoint_v0(buf, cur, end):
     """Decode StreamsGroupDescribeResponse.DescribedGroup.Member.Endpoint (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_host = buf[pos] - 1
         pos += 1
@@ -1581,7 +1576,7 @@ def _enc_StreamsGroupDescribeResponse_Endpoint_v0(obj, out):
 
 def _dec_StreamsGroupDescribeResponse_TaskOffset_v0(buf, cur, end):
     """Decode StreamsGroupDescribeResponse.DescribedGroup.Member.TaskOffset (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_subtopology_id = buf[pos] - 1
         pos += 1
@@ -1660,7 +1655,7 @@ def _enc_StreamsGroupDescribeResponse_TaskOffset_v0(obj, out):
 
 def _dec_StreamsGroupDescribeResponse_Assignment_v0(buf, cur, end):
     """Decode StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_active_tasks = buf[pos] - 1
         pos += 1
@@ -1795,7 +1790,7 @@ def _enc_StreamsGroupDescribeResponse_Assignment_v0(obj, out):
 
 def _dec_StreamsGroupDescribeResponse_TaskIds_v0(buf, cur, end):
     """Decode StreamsGroupDescribeResponse.DescribedGroup.Member.Assignment.TaskIds (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_subtopology_id = buf[pos] - 1
         pos += 1

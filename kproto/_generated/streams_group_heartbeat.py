@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -71,7 +66,7 @@ _RUN_user_endpoint = (('user_endpoint', 0, 1),)
 
 def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
     """Decode StreamsGroupHeartbeatRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -633,7 +628,7 @@ def _enc_StreamsGroupHeartbeatRequest_v0(obj, out):
 
 def _dec_StreamsGroupHeartbeatRequest_Topology_v0(buf, cur, end):
     """Decode StreamsGroupHeartbeatRequest.Topology (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_epoch, pos, end)
     if cython.compiled:
@@ -707,7 +702,7 @@ def _enc_StreamsGroupHeartbeatRequest_Topology_v0(obj, out):
 
 def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
     """Decode StreamsGroupHeartbeatRequest.Topology.Subtopology (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_subtopology_id = buf[pos] - 1
         pos += 1
@@ -1067,7 +1062,7 @@ def _enc_StreamsGroupHeartbeatRequest_Subtopology_v0(obj, out):
 
 def _dec_StreamsGroupHeartbeatRequest_TopicInfo_v0(buf, cur, end):
     """Decode StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -1183,7 +1178,7 @@ def _enc_StreamsGroupHeartbeatRequest_TopicInfo_v0(obj, out):
 
 def _dec_StreamsGroupHeartbeatRequest_KeyValue_v0(buf, cur, end):
     """Decode StreamsGroupHeartbeatRequest.Topology.Subtopology.TopicInfo.KeyValue (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_key = buf[pos] - 1
         pos += 1
@@ -1285,7 +1280,7 @@ def _enc_StreamsGroupHeartbeatRequest_KeyValue_v0(obj, out):
 
 def _dec_StreamsGroupHeartbeatRequest_CopartitionGroup_v0(buf, cur, end):
     """Decode StreamsGroupHeartbeatRequest.Topology.Subtopology.CopartitionGroup (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_source_topics = buf[pos] - 1
         pos += 1
@@ -1420,7 +1415,7 @@ def _enc_StreamsGroupHeartbeatRequest_CopartitionGroup_v0(obj, out):
 
 def _dec_StreamsGroupHeartbeatRequest_TaskIds_v0(buf, cur, end):
     """Decode StreamsGroupHeartbeatRequest.TaskIds (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_subtopology_id = buf[pos] - 1
         pos += 1
@@ -1520,7 +1515,7 @@ def _enc_StreamsGroupHeartbeatRequest_TaskIds_v0(obj, out):
 
 def _dec_StreamsGroupHeartbeatRequest_Endpoint_v0(buf, cur, end):
     """Decode StreamsGroupHeartbeatRequest.Endpoint (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_host = buf[pos] - 1
         pos += 1
@@ -1596,7 +1591,7 @@ def _enc_StreamsGroupHeartbeatRequest_Endpoint_v0(obj, out):
 
 def _dec_StreamsGroupHeartbeatRequest_TaskOffset_v0(buf, cur, end):
     """Decode StreamsGroupHeartbeatRequest.TaskOffset (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_subtopology_id = buf[pos] - 1
         pos += 1
@@ -1675,7 +1670,7 @@ def _enc_StreamsGroupHeartbeatRequest_TaskOffset_v0(obj, out):
 
 def _dec_StreamsGroupHeartbeatResponse_v0(buf, cur, end):
     """Decode StreamsGroupHeartbeatResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -2035,7 +2030,7 @@ def _enc_StreamsGroupHeartbeatResponse_v0(obj, out):
 
 def _dec_StreamsGroupHeartbeatResponse_Status_v0(buf, cur, end):
     """Decode StreamsGroupHeartbeatResponse.Status (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 1:
         raise _w.short_run(_RUN_status_code, pos, end)
     if cython.compiled:
@@ -2111,7 +2106,7 @@ def _enc_StreamsGroupHeartbeatResponse_Status_v0(obj, out):
 
 def _dec_StreamsGroupHeartbeatResponse_TaskIds_v0(buf, cur, end):
     """Decode StreamsGroupHeartbeatResponse.TaskIds (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_subtopology_id = buf[pos] - 1
         pos += 1
@@ -2211,7 +2206,7 @@ def _enc_StreamsGroupHeartbeatResponse_TaskIds_v0(obj, out):
 
 def _dec_StreamsGroupHeartbeatResponse_EndpointToPartitions_v0(buf, cur, end):
     """Decode StreamsGroupHeartbeatResponse.EndpointToPartitions (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     cur.pos = pos
     try:
         f_user_endpoint = _dec_StreamsGroupHeartbeatResponse_Endpoint_v0(buf, cur, end)
@@ -2318,7 +2313,7 @@ def _enc_StreamsGroupHeartbeatResponse_EndpointToPartitions_v0(obj, out):
 
 def _dec_StreamsGroupHeartbeatResponse_Endpoint_v0(buf, cur, end):
     """Decode StreamsGroupHeartbeatResponse.EndpointToPartitions.Endpoint (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_host = buf[pos] - 1
         pos += 1
@@ -2394,7 +2389,7 @@ def _enc_StreamsGroupHeartbeatResponse_Endpoint_v0(obj, out):
 
 def _dec_StreamsGroupHeartbeatResponse_TopicPartition_v0(buf, cur, end):
     """Decode StreamsGroupHeartbeatResponse.EndpointToPartitions.TopicPartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic = buf[pos] - 1
         pos += 1

@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -65,7 +60,7 @@ _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 
 
 def _dec_SyncGroupRequest_v0(buf, cur, end):
     """Decode SyncGroupRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_group_id, pos, end)
     if cython.compiled:
@@ -185,7 +180,7 @@ def _enc_SyncGroupRequest_v0(obj, out):
 
 def _dec_SyncGroupRequest_v3(buf, cur, end):
     """Decode SyncGroupRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_group_id, pos, end)
     if cython.compiled:
@@ -337,7 +332,7 @@ def _enc_SyncGroupRequest_v3(obj, out):
 
 def _dec_SyncGroupRequest_v4(buf, cur, end):
     """Decode SyncGroupRequest (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -532,7 +527,7 @@ def _enc_SyncGroupRequest_v4(obj, out):
 
 def _dec_SyncGroupRequest_v5(buf, cur, end):
     """Decode SyncGroupRequest (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -807,7 +802,7 @@ def _enc_SyncGroupRequest_v5(obj, out):
 
 def _dec_SyncGroupRequest_SyncGroupRequestAssignment_v0(buf, cur, end):
     """Decode SyncGroupRequest.SyncGroupRequestAssignment (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_member_id, pos, end)
     if cython.compiled:
@@ -880,7 +875,7 @@ def _enc_SyncGroupRequest_SyncGroupRequestAssignment_v0(obj, out):
 
 def _dec_SyncGroupRequest_SyncGroupRequestAssignment_v4(buf, cur, end):
     """Decode SyncGroupRequest.SyncGroupRequestAssignment (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_member_id = buf[pos] - 1
         pos += 1
@@ -974,7 +969,7 @@ def _enc_SyncGroupRequest_SyncGroupRequestAssignment_v4(obj, out):
 
 def _dec_SyncGroupResponse_v0(buf, cur, end):
     """Decode SyncGroupResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_error_code__assignment, pos, end)
     if cython.compiled:
@@ -1020,7 +1015,7 @@ def _enc_SyncGroupResponse_v0(obj, out):
 
 def _dec_SyncGroupResponse_v1(buf, cur, end):
     """Decode SyncGroupResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 10:
         raise _w.short_run(_RUN_throttle_time_ms__assignment, pos, end)
     if cython.compiled:
@@ -1068,7 +1063,7 @@ def _enc_SyncGroupResponse_v1(obj, out):
 
 def _dec_SyncGroupResponse_v4(buf, cur, end):
     """Decode SyncGroupResponse (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -1141,7 +1136,7 @@ def _enc_SyncGroupResponse_v4(obj, out):
 
 def _dec_SyncGroupResponse_v5(buf, cur, end):
     """Decode SyncGroupResponse (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:

@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -70,7 +65,7 @@ _RUN_transactional_id = (('transactional_id', 0, 2),)
 
 def _dec_TxnOffsetCommitRequest_v0(buf, cur, end):
     """Decode TxnOffsetCommitRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_transactional_id, pos, end)
     if cython.compiled:
@@ -197,7 +192,7 @@ def _enc_TxnOffsetCommitRequest_v0(obj, out):
 
 def _dec_TxnOffsetCommitRequest_v2(buf, cur, end):
     """Decode TxnOffsetCommitRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_transactional_id, pos, end)
     if cython.compiled:
@@ -324,7 +319,7 @@ def _enc_TxnOffsetCommitRequest_v2(obj, out):
 
 def _dec_TxnOffsetCommitRequest_v3(buf, cur, end):
     """Decode TxnOffsetCommitRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_transactional_id = buf[pos] - 1
         pos += 1
@@ -562,7 +557,7 @@ def _enc_TxnOffsetCommitRequest_v3(obj, out):
 
 def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0(buf, cur, end):
     """Decode TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -641,7 +636,7 @@ def _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0(obj, out):
 
 def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v2(buf, cur, end):
     """Decode TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -720,7 +715,7 @@ def _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v2(obj, out):
 
 def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3(buf, cur, end):
     """Decode TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -820,7 +815,7 @@ def _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3(obj, out):
 
 def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v0(buf, cur, end):
     """Decode TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 14:
         raise _w.short_run(_RUN_partition_index__committed_metadata, pos, end)
     if cython.compiled:
@@ -877,7 +872,7 @@ def _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v0(obj, out):
 
 def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v2(buf, cur, end):
     """Decode TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 18:
         raise _w.short_run(_RUN_partition_index__committed_metadata_2, pos, end)
     if cython.compiled:
@@ -936,7 +931,7 @@ def _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v2(obj, out):
 
 def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3(buf, cur, end):
     """Decode TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_RUN_partition_index__committed_leader_epoch, pos, end)
     if cython.compiled:
@@ -1020,7 +1015,7 @@ def _enc_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3(obj, out):
 
 def _dec_TxnOffsetCommitResponse_v0(buf, cur, end):
     """Decode TxnOffsetCommitResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_throttle_time_ms__topics, pos, end)
     if cython.compiled:
@@ -1069,7 +1064,7 @@ def _enc_TxnOffsetCommitResponse_v0(obj, out):
 
 def _dec_TxnOffsetCommitResponse_v3(buf, cur, end):
     """Decode TxnOffsetCommitResponse (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -1143,7 +1138,7 @@ def _enc_TxnOffsetCommitResponse_v3(obj, out):
 
 def _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0(buf, cur, end):
     """Decode TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -1222,7 +1217,7 @@ def _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0(obj, out):
 
 def _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3(buf, cur, end):
     """Decode TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -1322,7 +1317,7 @@ def _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3(obj, out):
 
 def _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v0(buf, cur, end):
     """Decode TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
     if cython.compiled:
@@ -1353,7 +1348,7 @@ def _enc_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v0(obj, out):
 
 def _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3(buf, cur, end):
     """Decode TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
     if cython.compiled:

@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -63,7 +58,7 @@ _RUN_validate_only = (('validate_only', 0, 1),)
 
 def _dec_UpdateFeaturesRequest_v0(buf, cur, end):
     """Decode UpdateFeaturesRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_timeout_ms, pos, end)
     if cython.compiled:
@@ -140,7 +135,7 @@ def _enc_UpdateFeaturesRequest_v0(obj, out):
 
 def _dec_UpdateFeaturesRequest_v1(buf, cur, end):
     """Decode UpdateFeaturesRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_timeout_ms, pos, end)
     if cython.compiled:
@@ -230,7 +225,7 @@ def _enc_UpdateFeaturesRequest_v1(obj, out):
 
 def _dec_UpdateFeaturesRequest_FeatureUpdateKey_v0(buf, cur, end):
     """Decode UpdateFeaturesRequest.FeatureUpdateKey (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_feature = buf[pos] - 1
         pos += 1
@@ -315,7 +310,7 @@ def _enc_UpdateFeaturesRequest_FeatureUpdateKey_v0(obj, out):
 
 def _dec_UpdateFeaturesRequest_FeatureUpdateKey_v1(buf, cur, end):
     """Decode UpdateFeaturesRequest.FeatureUpdateKey (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_feature = buf[pos] - 1
         pos += 1
@@ -397,7 +392,7 @@ def _enc_UpdateFeaturesRequest_FeatureUpdateKey_v1(obj, out):
 
 def _dec_UpdateFeaturesResponse_v0(buf, cur, end):
     """Decode UpdateFeaturesResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -515,7 +510,7 @@ def _enc_UpdateFeaturesResponse_v0(obj, out):
 
 def _dec_UpdateFeaturesResponse_v2(buf, cur, end):
     """Decode UpdateFeaturesResponse (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -597,7 +592,7 @@ def _enc_UpdateFeaturesResponse_v2(obj, out):
 
 def _dec_UpdateFeaturesResponse_UpdatableFeatureResult_v0(buf, cur, end):
     """Decode UpdateFeaturesResponse.UpdatableFeatureResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_feature = buf[pos] - 1
         pos += 1

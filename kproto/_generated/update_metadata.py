@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -85,7 +80,7 @@ _RUN_zk_version__replicas = (('zk_version', 0, 4), ('replicas', 4, 4))
 
 def _dec_UpdateMetadataRequest_v0(buf, cur, end):
     """Decode UpdateMetadataRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_controller_id__ungrouped_partition_states, pos, end)
     if cython.compiled:
@@ -178,7 +173,7 @@ def _enc_UpdateMetadataRequest_v0(obj, out):
 
 def _dec_UpdateMetadataRequest_v1(buf, cur, end):
     """Decode UpdateMetadataRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_controller_id__ungrouped_partition_states, pos, end)
     if cython.compiled:
@@ -271,7 +266,7 @@ def _enc_UpdateMetadataRequest_v1(obj, out):
 
 def _dec_UpdateMetadataRequest_v2(buf, cur, end):
     """Decode UpdateMetadataRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_controller_id__ungrouped_partition_states, pos, end)
     if cython.compiled:
@@ -364,7 +359,7 @@ def _enc_UpdateMetadataRequest_v2(obj, out):
 
 def _dec_UpdateMetadataRequest_v3(buf, cur, end):
     """Decode UpdateMetadataRequest (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_controller_id__ungrouped_partition_states, pos, end)
     if cython.compiled:
@@ -457,7 +452,7 @@ def _enc_UpdateMetadataRequest_v3(obj, out):
 
 def _dec_UpdateMetadataRequest_v4(buf, cur, end):
     """Decode UpdateMetadataRequest (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_controller_id__ungrouped_partition_states, pos, end)
     if cython.compiled:
@@ -550,7 +545,7 @@ def _enc_UpdateMetadataRequest_v4(obj, out):
 
 def _dec_UpdateMetadataRequest_v5(buf, cur, end):
     """Decode UpdateMetadataRequest (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 20:
         raise _w.short_run(_RUN_controller_id__topic_states, pos, end)
     if cython.compiled:
@@ -645,7 +640,7 @@ def _enc_UpdateMetadataRequest_v5(obj, out):
 
 def _dec_UpdateMetadataRequest_v6(buf, cur, end):
     """Decode UpdateMetadataRequest (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_RUN_controller_id__broker_epoch, pos, end)
     if cython.compiled:
@@ -771,7 +766,7 @@ def _enc_UpdateMetadataRequest_v6(obj, out):
 
 def _dec_UpdateMetadataRequest_v7(buf, cur, end):
     """Decode UpdateMetadataRequest (v7 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_RUN_controller_id__broker_epoch, pos, end)
     if cython.compiled:
@@ -897,7 +892,7 @@ def _enc_UpdateMetadataRequest_v7(obj, out):
 
 def _dec_UpdateMetadataRequest_v8(buf, cur, end):
     """Decode UpdateMetadataRequest (v8 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 17:
         raise _w.short_run(_RUN_controller_id__broker_epoch_2, pos, end)
     if cython.compiled:
@@ -1046,7 +1041,7 @@ def _enc_UpdateMetadataRequest_v8(obj, out):
 
 def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(buf, cur, end):
     """Decode UpdateMetadataRequest.UpdateMetadataPartitionState (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic_name, pos, end)
     if cython.compiled:
@@ -1172,7 +1167,7 @@ def _enc_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(obj, out):
 
 def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v4(buf, cur, end):
     """Decode UpdateMetadataRequest.UpdateMetadataPartitionState (v4 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic_name, pos, end)
     if cython.compiled:
@@ -1328,7 +1323,7 @@ def _enc_UpdateMetadataRequest_UpdateMetadataPartitionState_v4(obj, out):
 
 def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v5(buf, cur, end):
     """Decode UpdateMetadataRequest.UpdateMetadataPartitionState (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 20:
         raise _w.short_run(_RUN_partition_index__isr, pos, end)
     if cython.compiled:
@@ -1452,7 +1447,7 @@ def _enc_UpdateMetadataRequest_UpdateMetadataPartitionState_v5(obj, out):
 
 def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(buf, cur, end):
     """Decode UpdateMetadataRequest.UpdateMetadataPartitionState (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_RUN_partition_index__leader_epoch, pos, end)
     if cython.compiled:
@@ -1623,7 +1618,7 @@ def _enc_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(obj, out):
 
 def _dec_UpdateMetadataRequest_UpdateMetadataTopicState_v5(buf, cur, end):
     """Decode UpdateMetadataRequest.UpdateMetadataTopicState (v5 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_topic_name, pos, end)
     if cython.compiled:
@@ -1703,7 +1698,7 @@ def _enc_UpdateMetadataRequest_UpdateMetadataTopicState_v5(obj, out):
 
 def _dec_UpdateMetadataRequest_UpdateMetadataTopicState_v6(buf, cur, end):
     """Decode UpdateMetadataRequest.UpdateMetadataTopicState (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -1804,7 +1799,7 @@ def _enc_UpdateMetadataRequest_UpdateMetadataTopicState_v6(obj, out):
 
 def _dec_UpdateMetadataRequest_UpdateMetadataTopicState_v7(buf, cur, end):
     """Decode UpdateMetadataRequest.UpdateMetadataTopicState (v7 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -1910,7 +1905,7 @@ def _enc_UpdateMetadataRequest_UpdateMetadataTopicState_v7(obj, out):
 
 def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v0(buf, cur, end):
     """Decode UpdateMetadataRequest.UpdateMetadataBroker (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_id__v0_host, pos, end)
     if cython.compiled:
@@ -1976,7 +1971,7 @@ def _enc_UpdateMetadataRequest_UpdateMetadataBroker_v0(obj, out):
 
 def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v1(buf, cur, end):
     """Decode UpdateMetadataRequest.UpdateMetadataBroker (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_id__endpoints, pos, end)
     if cython.compiled:
@@ -2028,7 +2023,7 @@ def _enc_UpdateMetadataRequest_UpdateMetadataBroker_v1(obj, out):
 
 def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v2(buf, cur, end):
     """Decode UpdateMetadataRequest.UpdateMetadataBroker (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_id__endpoints, pos, end)
     if cython.compiled:
@@ -2114,7 +2109,7 @@ def _enc_UpdateMetadataRequest_UpdateMetadataBroker_v2(obj, out):
 
 def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v3(buf, cur, end):
     """Decode UpdateMetadataRequest.UpdateMetadataBroker (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_id__endpoints, pos, end)
     if cython.compiled:
@@ -2200,7 +2195,7 @@ def _enc_UpdateMetadataRequest_UpdateMetadataBroker_v3(obj, out):
 
 def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v6(buf, cur, end):
     """Decode UpdateMetadataRequest.UpdateMetadataBroker (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_id, pos, end)
     if cython.compiled:
@@ -2317,7 +2312,7 @@ def _enc_UpdateMetadataRequest_UpdateMetadataBroker_v6(obj, out):
 
 def _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(buf, cur, end):
     """Decode UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_port__host, pos, end)
     if cython.compiled:
@@ -2382,7 +2377,7 @@ def _enc_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(obj, out):
 
 def _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v3(buf, cur, end):
     """Decode UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint (v3 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_port__host, pos, end)
     if cython.compiled:
@@ -2479,7 +2474,7 @@ def _enc_UpdateMetadataRequest_UpdateMetadataEndpoint_v3(obj, out):
 
 def _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v6(buf, cur, end):
     """Decode UpdateMetadataRequest.UpdateMetadataBroker.UpdateMetadataEndpoint (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_port, pos, end)
     if cython.compiled:
@@ -2607,7 +2602,7 @@ def _enc_UpdateMetadataRequest_UpdateMetadataEndpoint_v6(obj, out):
 
 def _dec_UpdateMetadataResponse_v0(buf, cur, end):
     """Decode UpdateMetadataResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -2635,7 +2630,7 @@ def _enc_UpdateMetadataResponse_v0(obj, out):
 
 def _dec_UpdateMetadataResponse_v6(buf, cur, end):
     """Decode UpdateMetadataResponse (v6 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:

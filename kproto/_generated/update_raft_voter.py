@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -61,7 +56,7 @@ _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 
 
 def _dec_UpdateRaftVoterRequest_v0(buf, cur, end):
     """Decode UpdateRaftVoterRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_cluster_id = buf[pos] - 1
         pos += 1
@@ -194,7 +189,7 @@ def _enc_UpdateRaftVoterRequest_v0(obj, out):
 
 def _dec_UpdateRaftVoterRequest_Listener_v0(buf, cur, end):
     """Decode UpdateRaftVoterRequest.Listener (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -309,7 +304,7 @@ def _enc_UpdateRaftVoterRequest_Listener_v0(obj, out):
 
 def _dec_UpdateRaftVoterRequest_KRaftVersionFeature_v0(buf, cur, end):
     """Decode UpdateRaftVoterRequest.KRaftVersionFeature (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_min_supported_version__max_supported_version, pos, end)
     if cython.compiled:
@@ -349,7 +344,7 @@ def _enc_UpdateRaftVoterRequest_KRaftVersionFeature_v0(obj, out):
 
 def _dec_UpdateRaftVoterResponse_v0(buf, cur, end):
     """Decode UpdateRaftVoterResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_throttle_time_ms__error_code, pos, end)
     if cython.compiled:
@@ -408,7 +403,7 @@ def _enc_UpdateRaftVoterResponse_v0(obj, out):
 
 def _dec_UpdateRaftVoterResponse_CurrentLeader_v0(buf, cur, end):
     """Decode UpdateRaftVoterResponse.CurrentLeader (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_leader_id__leader_epoch, pos, end)
     if cython.compiled:

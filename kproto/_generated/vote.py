@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -69,7 +64,7 @@ _RUN_voter_id = (('voter_id', 0, 4),)
 
 def _dec_VoteRequest_v0(buf, cur, end):
     """Decode VoteRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_cluster_id = buf[pos] - 1
         pos += 1
@@ -172,7 +167,7 @@ def _enc_VoteRequest_v0(obj, out):
 
 def _dec_VoteRequest_v1(buf, cur, end):
     """Decode VoteRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_cluster_id = buf[pos] - 1
         pos += 1
@@ -287,7 +282,7 @@ def _enc_VoteRequest_v1(obj, out):
 
 def _dec_VoteRequest_v2(buf, cur, end):
     """Decode VoteRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_cluster_id = buf[pos] - 1
         pos += 1
@@ -402,7 +397,7 @@ def _enc_VoteRequest_v2(obj, out):
 
 def _dec_VoteRequest_TopicData_v0(buf, cur, end):
     """Decode VoteRequest.TopicData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -502,7 +497,7 @@ def _enc_VoteRequest_TopicData_v0(obj, out):
 
 def _dec_VoteRequest_TopicData_v1(buf, cur, end):
     """Decode VoteRequest.TopicData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -602,7 +597,7 @@ def _enc_VoteRequest_TopicData_v1(obj, out):
 
 def _dec_VoteRequest_TopicData_v2(buf, cur, end):
     """Decode VoteRequest.TopicData (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -702,7 +697,7 @@ def _enc_VoteRequest_TopicData_v2(obj, out):
 
 def _dec_VoteRequest_PartitionData_v0(buf, cur, end):
     """Decode VoteRequest.TopicData.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 24:
         raise _w.short_run(_RUN_partition_index__last_offset, pos, end)
     if cython.compiled:
@@ -758,7 +753,7 @@ def _enc_VoteRequest_PartitionData_v0(obj, out):
 
 def _dec_VoteRequest_PartitionData_v1(buf, cur, end):
     """Decode VoteRequest.TopicData.PartitionData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_partition_index__replica_id, pos, end)
     if cython.compiled:
@@ -832,7 +827,7 @@ def _enc_VoteRequest_PartitionData_v1(obj, out):
 
 def _dec_VoteRequest_PartitionData_v2(buf, cur, end):
     """Decode VoteRequest.TopicData.PartitionData (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_partition_index__replica_id, pos, end)
     if cython.compiled:
@@ -909,7 +904,7 @@ def _enc_VoteRequest_PartitionData_v2(obj, out):
 
 def _dec_VoteResponse_v0(buf, cur, end):
     """Decode VoteResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -986,7 +981,7 @@ def _enc_VoteResponse_v0(obj, out):
 
 def _dec_VoteResponse_v1(buf, cur, end):
     """Decode VoteResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -1107,7 +1102,7 @@ def _enc_VoteResponse_v1(obj, out):
 
 def _dec_VoteResponse_TopicData_v0(buf, cur, end):
     """Decode VoteResponse.TopicData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_topic_name = buf[pos] - 1
         pos += 1
@@ -1207,7 +1202,7 @@ def _enc_VoteResponse_TopicData_v0(obj, out):
 
 def _dec_VoteResponse_PartitionData_v0(buf, cur, end):
     """Decode VoteResponse.TopicData.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 15:
         raise _w.short_run(_RUN_partition_index__vote_granted, pos, end)
     if cython.compiled:
@@ -1259,7 +1254,7 @@ def _enc_VoteResponse_PartitionData_v0(obj, out):
 
 def _dec_VoteResponse_NodeEndpoint_v1(buf, cur, end):
     """Decode VoteResponse.NodeEndpoint (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_node_id, pos, end)
     if cython.compiled:

@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -58,7 +53,7 @@ _RUN_partition__start_offset = (('partition', 0, 4), ('state_epoch', 4, 4), ('le
 
 def _dec_WriteShareGroupStateRequest_v0(buf, cur, end):
     """Decode WriteShareGroupStateRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -158,7 +153,7 @@ def _enc_WriteShareGroupStateRequest_v0(obj, out):
 
 def _dec_WriteShareGroupStateRequest_v1(buf, cur, end):
     """Decode WriteShareGroupStateRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_group_id = buf[pos] - 1
         pos += 1
@@ -258,7 +253,7 @@ def _enc_WriteShareGroupStateRequest_v1(obj, out):
 
 def _dec_WriteShareGroupStateRequest_WriteStateData_v0(buf, cur, end):
     """Decode WriteShareGroupStateRequest.WriteStateData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -325,7 +320,7 @@ def _enc_WriteShareGroupStateRequest_WriteStateData_v0(obj, out):
 
 def _dec_WriteShareGroupStateRequest_WriteStateData_v1(buf, cur, end):
     """Decode WriteShareGroupStateRequest.WriteStateData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -392,7 +387,7 @@ def _enc_WriteShareGroupStateRequest_WriteStateData_v1(obj, out):
 
 def _dec_WriteShareGroupStateRequest_PartitionData_v0(buf, cur, end):
     """Decode WriteShareGroupStateRequest.WriteStateData.PartitionData (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 20:
         raise _w.short_run(_RUN_partition__start_offset, pos, end)
     if cython.compiled:
@@ -478,7 +473,7 @@ def _enc_WriteShareGroupStateRequest_PartitionData_v0(obj, out):
 
 def _dec_WriteShareGroupStateRequest_PartitionData_v1(buf, cur, end):
     """Decode WriteShareGroupStateRequest.WriteStateData.PartitionData (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 24:
         raise _w.short_run(_RUN_partition__delivery_complete_count, pos, end)
     if cython.compiled:
@@ -564,7 +559,7 @@ def _enc_WriteShareGroupStateRequest_PartitionData_v1(obj, out):
 
 def _dec_WriteShareGroupStateRequest_StateBatch_v0(buf, cur, end):
     """Decode WriteShareGroupStateRequest.WriteStateData.PartitionData.StateBatch (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 19:
         raise _w.short_run(_RUN_first_offset__delivery_count, pos, end)
     if cython.compiled:
@@ -610,7 +605,7 @@ def _enc_WriteShareGroupStateRequest_StateBatch_v0(obj, out):
 
 def _dec_WriteShareGroupStateResponse_v0(buf, cur, end):
     """Decode WriteShareGroupStateResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_results = buf[pos] - 1
         pos += 1
@@ -671,7 +666,7 @@ def _enc_WriteShareGroupStateResponse_v0(obj, out):
 
 def _dec_WriteShareGroupStateResponse_WriteStateResult_v0(buf, cur, end):
     """Decode WriteShareGroupStateResponse.WriteStateResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 16:
         raise _w.short_read('topic_id', pos, 16, end)
     f_topic_id = _w.uuid_at(buf, pos)
@@ -738,7 +733,7 @@ def _enc_WriteShareGroupStateResponse_WriteStateResult_v0(obj, out):
 
 def _dec_WriteShareGroupStateResponse_PartitionResult_v0(buf, cur, end):
     """Decode WriteShareGroupStateResponse.WriteStateResult.PartitionResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition__error_code, pos, end)
     if cython.compiled:

@@ -27,11 +27,6 @@ try:
 except ImportError:  # pure Python without Cython installed
     class cython:  # type: ignore[no-redef]
         compiled = False
-        Py_ssize_t = int
-
-        @staticmethod
-        def declare(kind: object, value: object = None) -> object:
-            return value
 
 from kproto import wire as _w
 from kproto.errors import DecodeError, UnsupportedVersionError
@@ -71,7 +66,7 @@ _RUN_producer_id__transaction_result = (('producer_id', 0, 8), ('producer_epoch'
 
 def _dec_WriteTxnMarkersRequest_v0(buf, cur, end):
     """Decode WriteTxnMarkersRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_markers, pos, end)
     if cython.compiled:
@@ -117,7 +112,7 @@ def _enc_WriteTxnMarkersRequest_v0(obj, out):
 
 def _dec_WriteTxnMarkersRequest_v1(buf, cur, end):
     """Decode WriteTxnMarkersRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_markers = buf[pos] - 1
         pos += 1
@@ -178,7 +173,7 @@ def _enc_WriteTxnMarkersRequest_v1(obj, out):
 
 def _dec_WriteTxnMarkersRequest_v2(buf, cur, end):
     """Decode WriteTxnMarkersRequest (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_markers = buf[pos] - 1
         pos += 1
@@ -239,7 +234,7 @@ def _enc_WriteTxnMarkersRequest_v2(obj, out):
 
 def _dec_WriteTxnMarkersRequest_WritableTxnMarker_v0(buf, cur, end):
     """Decode WriteTxnMarkersRequest.WritableTxnMarker (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 15:
         raise _w.short_run(_RUN_producer_id__topics, pos, end)
     if cython.compiled:
@@ -311,7 +306,7 @@ def _enc_WriteTxnMarkersRequest_WritableTxnMarker_v0(obj, out):
 
 def _dec_WriteTxnMarkersRequest_WritableTxnMarker_v1(buf, cur, end):
     """Decode WriteTxnMarkersRequest.WritableTxnMarker (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 11:
         raise _w.short_run(_RUN_producer_id__transaction_result, pos, end)
     if cython.compiled:
@@ -408,7 +403,7 @@ def _enc_WriteTxnMarkersRequest_WritableTxnMarker_v1(obj, out):
 
 def _dec_WriteTxnMarkersRequest_WritableTxnMarker_v2(buf, cur, end):
     """Decode WriteTxnMarkersRequest.WritableTxnMarker (v2 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 11:
         raise _w.short_run(_RUN_producer_id__transaction_result, pos, end)
     if cython.compiled:
@@ -507,7 +502,7 @@ def _enc_WriteTxnMarkersRequest_WritableTxnMarker_v2(obj, out):
 
 def _dec_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v0(buf, cur, end):
     """Decode WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -586,7 +581,7 @@ def _enc_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v0(obj, out):
 
 def _dec_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(buf, cur, end):
     """Decode WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -686,7 +681,7 @@ def _enc_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(obj, out):
 
 def _dec_WriteTxnMarkersResponse_v0(buf, cur, end):
     """Decode WriteTxnMarkersResponse (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_markers, pos, end)
     if cython.compiled:
@@ -732,7 +727,7 @@ def _enc_WriteTxnMarkersResponse_v0(obj, out):
 
 def _dec_WriteTxnMarkersResponse_v1(buf, cur, end):
     """Decode WriteTxnMarkersResponse (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_markers = buf[pos] - 1
         pos += 1
@@ -793,7 +788,7 @@ def _enc_WriteTxnMarkersResponse_v1(obj, out):
 
 def _dec_WriteTxnMarkersResponse_WritableTxnMarkerResult_v0(buf, cur, end):
     """Decode WriteTxnMarkersResponse.WritableTxnMarkerResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 12:
         raise _w.short_run(_RUN_producer_id__topics_2, pos, end)
     if cython.compiled:
@@ -842,7 +837,7 @@ def _enc_WriteTxnMarkersResponse_WritableTxnMarkerResult_v0(obj, out):
 
 def _dec_WriteTxnMarkersResponse_WritableTxnMarkerResult_v1(buf, cur, end):
     """Decode WriteTxnMarkersResponse.WritableTxnMarkerResult (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_producer_id, pos, end)
     if cython.compiled:
@@ -916,7 +911,7 @@ def _enc_WriteTxnMarkersResponse_WritableTxnMarkerResult_v1(obj, out):
 
 def _dec_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v0(buf, cur, end):
     """Decode WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_name, pos, end)
     if cython.compiled:
@@ -995,7 +990,7 @@ def _enc_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v0(obj, out):
 
 def _dec_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1(buf, cur, end):
     """Decode WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_name = buf[pos] - 1
         pos += 1
@@ -1095,7 +1090,7 @@ def _enc_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1(obj, out):
 
 def _dec_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v0(buf, cur, end):
     """Decode WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult.WritableTxnMarkerPartitionResult (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
     if cython.compiled:
@@ -1126,7 +1121,7 @@ def _enc_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v0(obj, out):
 
 def _dec_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v1(buf, cur, end):
     """Decode WriteTxnMarkersResponse.WritableTxnMarkerResult.WritableTxnMarkerTopicResult.WritableTxnMarkerPartitionResult (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
-    pos: cython.Py_ssize_t = cur.pos
+    pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_partition_index__error_code, pos, end)
     if cython.compiled:

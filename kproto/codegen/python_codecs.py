@@ -358,11 +358,6 @@ class ModuleGenerator:
                 "except ImportError:  # pure Python without Cython installed",
                 "    class cython:  # type: ignore[no-redef]",
                 "        compiled = False",
-                "        Py_ssize_t = int",
-                "",
-                "        @staticmethod",
-                "        def declare(kind: object, value: object = None) -> object:",
-                "            return value",
                 "",
                 "from kproto import wire as _w",
                 "from kproto.errors import DecodeError, UnsupportedVersionError",
@@ -389,7 +384,8 @@ class ModuleGenerator:
                  "# per-version entry points the classes' tables hold; cdef: nested structs, called only here).",
                  "",
                  "# Each decoder's ``obj`` is typed with its class (``_cy.locals``), so its fields are stored",
-                 "# straight into the extension type's slots instead of through attribute lookup.",
+                 "# straight into the extension type's slots instead of through attribute lookup, and its",
+                 "# read position ``pos`` is a C Py_ssize_t (declared here, so the pure build pays nothing).",
                  "",
                  "cimport cython as _cy  # not plain ``cython``: the module defines a fallback of that name",
                  "from kproto.message_base cimport Cursor, Message, Struct", ""]
@@ -576,16 +572,16 @@ class ModuleGenerator:
         cls = class_name(message, struct)
         items = self._items(message, struct, version)
         flexible = message.flexible_in(version)
-        e.pxd.append(f"@_cy.locals(obj={cls})")
+        e.pxd.append(f"@_cy.locals(obj={cls}, pos=Py_ssize_t)")
         e.pxd.append(self._decl(fname, "bytes buf, Cursor cur, Py_ssize_t end"))
         e.add(f"def {fname}(buf, cur, end):")
         e.add(f'"""Decode {_qualname(message, struct)} (v{version} layout) from buf[cur.pos:end]; move cur.pos '
               'past it."""', 1)
-        # Declared, not inferred: the pure branches' varint reads assign Python ints to it, which would
-        # otherwise make Cython keep the position as a Python object.  An annotation, not
-        # ``cython.declare``: Python never evaluates a local's annotation, so the pure build pays nothing
-        # (Cython's shadow ``declare`` costs three calls per decoded struct).
-        e.add("pos: cython.Py_ssize_t = cur.pos", 1)
+        # ``pos`` is declared Py_ssize_t in the .pxd (``_cy.locals``), not inferred: the pure branches'
+        # varint reads assign Python ints to it, which would otherwise make Cython keep the position as a
+        # Python object.  Declared there rather than with ``cython.declare`` here, which the pure build
+        # would pay for on every decoded struct (Cython's shadow ``declare`` is three calls).
+        e.add("pos = cur.pos", 1)
         for run in _runs(items):
             self._decode_run(run, version, message, 1)
         tagged = struct.tagged_fields(version) if flexible else []
