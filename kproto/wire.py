@@ -28,7 +28,7 @@ __all__ = [
     "I8", "I16", "I32", "I64", "MAX_STRING_BYTES", "MAX_UVARINT_BYTES", "short_read", "short_run", "bad_length",
     "bad_count", "bad_utf8", "bad_utf8_at", "bad_sized", "utf8", "bad_bool", "bad_marker", "bools", "string_too_long", "not_nullable", "not_in_version",
     "trailing_bytes", "encode_failure", "read_uvarint", "bad_uvarint", "put_uvarint", "read_tag_section",
-    "tag_size_mismatch", "put_tag_section", "ZERO_UUID", "uuid_at",
+    "tag_size_mismatch", "put_tag_section", "ZERO_UUID", "uuid_at", "SMALL_ARRAY_MAX", "SMALL_ARRAYS",
 ]
 
 I8 = struct.Struct(">b")
@@ -45,6 +45,12 @@ _MAX_UVARINT = 0xFFFFFFFF
 
 #: A run of fixed-width fields read with one unpack: (field name, offset within the run, width) each.
 RunLayout = Sequence[Tuple[str, int, int]]
+
+#: The pure-Python decoders read an array of fewer than this many fixed-width values (replica lists,
+#: partition lists, ...) with ``SMALL_ARRAYS[format][count]``, a precompiled ``struct.Struct``: formatting
+#: a format string and looking it up in struct's cache cost more than the unpack itself.
+SMALL_ARRAY_MAX = 32
+SMALL_ARRAYS = {fmt: [struct.Struct(f">{count}{fmt}") for count in range(SMALL_ARRAY_MAX)] for fmt in "bhHiqd"}
 
 
 #: The null uuid, shared by every absent or all-zero uuid field (UUID objects are immutable, and

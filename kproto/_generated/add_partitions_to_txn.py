@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -62,6 +64,12 @@ _RUN_v3_and_below_producer_id__v3_and_below_topics = (('v3_and_below_producer_id
 _RUN_v3_and_below_transactional_id = (('v3_and_below_transactional_id', 0, 2),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_i = _w.SMALL_ARRAYS["i"]
+
+
 def _dec_AddPartitionsToTxnRequest_v0(buf, cur, end):
     """Decode AddPartitionsToTxnRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -78,7 +86,10 @@ def _dec_AddPartitionsToTxnRequest_v0(buf, cur, end):
             if f_v3_and_below_transactional_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_v3_and_below_transactional_id, 'v3_and_below_transactional_id')
         else:
-            f_v3_and_below_transactional_id = _w.utf8(buf, pos, n_v3_and_below_transactional_id, 'v3_and_below_transactional_id')
+            try:
+                f_v3_and_below_transactional_id = buf[pos:pos + n_v3_and_below_transactional_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('v3_and_below_transactional_id', pos, exc) from None
         pos += n_v3_and_below_transactional_id
     else:
         raise _w.bad_sized('v3_and_below_transactional_id', pos, n_v3_and_below_transactional_id, end, 2, False)
@@ -102,7 +113,10 @@ def _dec_AddPartitionsToTxnRequest_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("v3_and_below_topics[%d]" % i)
     pos = cur.pos
-    obj = AddPartitionsToTxnRequest.__new__(AddPartitionsToTxnRequest)
+    if cython.compiled:
+        obj = AddPartitionsToTxnRequest.__new__(AddPartitionsToTxnRequest)
+    else:
+        obj = _new(AddPartitionsToTxnRequest)
     obj.transactions = []
     obj.v3_and_below_transactional_id = f_v3_and_below_transactional_id
     obj.v3_and_below_producer_id = f_v3_and_below_producer_id
@@ -171,7 +185,10 @@ def _dec_AddPartitionsToTxnRequest_v3(buf, cur, end):
             if f_v3_and_below_transactional_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_v3_and_below_transactional_id, 'v3_and_below_transactional_id')
         else:
-            f_v3_and_below_transactional_id = _w.utf8(buf, pos, n_v3_and_below_transactional_id, 'v3_and_below_transactional_id')
+            try:
+                f_v3_and_below_transactional_id = buf[pos:pos + n_v3_and_below_transactional_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('v3_and_below_transactional_id', pos, exc) from None
         pos += n_v3_and_below_transactional_id
     else:
         raise _w.bad_sized('v3_and_below_transactional_id', pos, n_v3_and_below_transactional_id, end, 1, False)
@@ -211,7 +228,10 @@ def _dec_AddPartitionsToTxnRequest_v3(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AddPartitionsToTxnRequest.__new__(AddPartitionsToTxnRequest)
+    if cython.compiled:
+        obj = AddPartitionsToTxnRequest.__new__(AddPartitionsToTxnRequest)
+    else:
+        obj = _new(AddPartitionsToTxnRequest)
     obj.transactions = []
     obj.v3_and_below_transactional_id = f_v3_and_below_transactional_id
     obj.v3_and_below_producer_id = f_v3_and_below_producer_id
@@ -300,7 +320,10 @@ def _dec_AddPartitionsToTxnRequest_v4(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AddPartitionsToTxnRequest.__new__(AddPartitionsToTxnRequest)
+    if cython.compiled:
+        obj = AddPartitionsToTxnRequest.__new__(AddPartitionsToTxnRequest)
+    else:
+        obj = _new(AddPartitionsToTxnRequest)
     obj.transactions = f_transactions
     obj.v3_and_below_transactional_id = ''
     obj.v3_and_below_producer_id = 0
@@ -363,7 +386,10 @@ def _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(buf, cur, en
             if f_transactional_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
         else:
-            f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
+            try:
+                f_transactional_id = buf[pos:pos + n_transactional_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('transactional_id', pos, exc) from None
         pos += n_transactional_id
     else:
         raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 1, False)
@@ -407,7 +433,10 @@ def _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(buf, cur, en
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction.__new__(AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction)
+    if cython.compiled:
+        obj = AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction.__new__(AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction)
+    else:
+        obj = _new(AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction)
     obj.transactional_id = f_transactional_id
     obj.producer_id = f_producer_id
     obj.producer_epoch = f_producer_epoch
@@ -480,7 +509,10 @@ def _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -495,10 +527,15 @@ def _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v0(buf, cur, end):
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 4, 4)
     if cython.compiled:
         f_partitions = [_read_i(buf, pos + 4 * i) for i in range(n_partitions)]
+    elif n_partitions < _w.SMALL_ARRAY_MAX:
+        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
     else:
         f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
     pos += n_partitions * 4
-    obj = AddPartitionsToTxnRequest_AddPartitionsToTxnTopic.__new__(AddPartitionsToTxnRequest_AddPartitionsToTxnTopic)
+    if cython.compiled:
+        obj = AddPartitionsToTxnRequest_AddPartitionsToTxnTopic.__new__(AddPartitionsToTxnRequest_AddPartitionsToTxnTopic)
+    else:
+        obj = _new(AddPartitionsToTxnRequest_AddPartitionsToTxnTopic)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
@@ -564,7 +601,10 @@ def _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -584,6 +624,8 @@ def _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(buf, cur, end):
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 4, 1)
     if cython.compiled:
         f_partitions = [_read_i(buf, pos + 4 * i) for i in range(n_partitions)]
+    elif n_partitions < _w.SMALL_ARRAY_MAX:
+        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
     else:
         f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
     pos += n_partitions * 4
@@ -592,7 +634,10 @@ def _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AddPartitionsToTxnRequest_AddPartitionsToTxnTopic.__new__(AddPartitionsToTxnRequest_AddPartitionsToTxnTopic)
+    if cython.compiled:
+        obj = AddPartitionsToTxnRequest_AddPartitionsToTxnTopic.__new__(AddPartitionsToTxnRequest_AddPartitionsToTxnTopic)
+    else:
+        obj = _new(AddPartitionsToTxnRequest_AddPartitionsToTxnTopic)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -665,7 +710,10 @@ def _dec_AddPartitionsToTxnResponse_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("results_by_topic_v3_and_below[%d]" % i)
     pos = cur.pos
-    obj = AddPartitionsToTxnResponse.__new__(AddPartitionsToTxnResponse)
+    if cython.compiled:
+        obj = AddPartitionsToTxnResponse.__new__(AddPartitionsToTxnResponse)
+    else:
+        obj = _new(AddPartitionsToTxnResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = 0
     obj.results_by_transaction = []
@@ -734,7 +782,10 @@ def _dec_AddPartitionsToTxnResponse_v3(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AddPartitionsToTxnResponse.__new__(AddPartitionsToTxnResponse)
+    if cython.compiled:
+        obj = AddPartitionsToTxnResponse.__new__(AddPartitionsToTxnResponse)
+    else:
+        obj = _new(AddPartitionsToTxnResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = 0
     obj.results_by_transaction = []
@@ -813,7 +864,10 @@ def _dec_AddPartitionsToTxnResponse_v4(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AddPartitionsToTxnResponse.__new__(AddPartitionsToTxnResponse)
+    if cython.compiled:
+        obj = AddPartitionsToTxnResponse.__new__(AddPartitionsToTxnResponse)
+    else:
+        obj = _new(AddPartitionsToTxnResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.results_by_transaction = f_results_by_transaction
@@ -875,7 +929,10 @@ def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4(buf, cur, end):
             if f_transactional_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
         else:
-            f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
+            try:
+                f_transactional_id = buf[pos:pos + n_transactional_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('transactional_id', pos, exc) from None
         pos += n_transactional_id
     else:
         raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 1, False)
@@ -907,7 +964,10 @@ def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AddPartitionsToTxnResponse_AddPartitionsToTxnResult.__new__(AddPartitionsToTxnResponse_AddPartitionsToTxnResult)
+    if cython.compiled:
+        obj = AddPartitionsToTxnResponse_AddPartitionsToTxnResult.__new__(AddPartitionsToTxnResponse_AddPartitionsToTxnResult)
+    else:
+        obj = _new(AddPartitionsToTxnResponse_AddPartitionsToTxnResult)
     obj.transactional_id = f_transactional_id
     obj.topic_results = f_topic_results
     obj.unknown_tagged_fields = unknown
@@ -970,7 +1030,10 @@ def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v0(buf, cur, e
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -992,7 +1055,10 @@ def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v0(buf, cur, e
     except DecodeError as exc:
         raise exc.within("results_by_partition[%d]" % i)
     pos = cur.pos
-    obj = AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult.__new__(AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult)
+    if cython.compiled:
+        obj = AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult.__new__(AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult)
+    else:
+        obj = _new(AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult)
     obj.name = f_name
     obj.results_by_partition = f_results_by_partition
     obj.unknown_tagged_fields = []
@@ -1054,7 +1120,10 @@ def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(buf, cur, e
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -1086,7 +1155,10 @@ def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(buf, cur, e
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult.__new__(AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult)
+    if cython.compiled:
+        obj = AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult.__new__(AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult)
+    else:
+        obj = _new(AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult)
     obj.name = f_name
     obj.results_by_partition = f_results_by_partition
     obj.unknown_tagged_fields = unknown
@@ -1144,7 +1216,10 @@ def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v0(buf, cu
     else:
         f_partition_index, f_partition_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    obj = AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult.__new__(AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult)
+    if cython.compiled:
+        obj = AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult.__new__(AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult)
+    else:
+        obj = _new(AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult)
     obj.partition_index = f_partition_index
     obj.partition_error_code = f_partition_error_code
     obj.unknown_tagged_fields = []
@@ -1180,7 +1255,10 @@ def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v3(buf, cu
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult.__new__(AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult)
+    if cython.compiled:
+        obj = AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult.__new__(AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult)
+    else:
+        obj = _new(AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult)
     obj.partition_index = f_partition_index
     obj.partition_error_code = f_partition_error_code
     obj.unknown_tagged_fields = unknown

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -63,6 +65,11 @@ _RUN_validate_only = (('validate_only', 0, 1),)
 _RUN_value__remove = (('value', 0, 8), ('remove', 8, 1))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_AlterClientQuotasRequest_v0(buf, cur, end):
     """Decode AlterClientQuotasRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -94,7 +101,10 @@ def _dec_AlterClientQuotasRequest_v0(buf, cur, end):
     if f_validate_only != 0 and f_validate_only != 1:
         raise _w.bad_bool('validate_only', pos - 1, f_validate_only)
     b_validate_only = f_validate_only == 1
-    obj = AlterClientQuotasRequest.__new__(AlterClientQuotasRequest)
+    if cython.compiled:
+        obj = AlterClientQuotasRequest.__new__(AlterClientQuotasRequest)
+    else:
+        obj = _new(AlterClientQuotasRequest)
     obj.entries = f_entries
     obj.validate_only = b_validate_only
     obj.unknown_tagged_fields = []
@@ -166,7 +176,10 @@ def _dec_AlterClientQuotasRequest_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterClientQuotasRequest.__new__(AlterClientQuotasRequest)
+    if cython.compiled:
+        obj = AlterClientQuotasRequest.__new__(AlterClientQuotasRequest)
+    else:
+        obj = _new(AlterClientQuotasRequest)
     obj.entries = f_entries
     obj.validate_only = b_validate_only
     obj.unknown_tagged_fields = unknown
@@ -241,7 +254,10 @@ def _dec_AlterClientQuotasRequest_EntryData_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("ops[%d]" % i)
     pos = cur.pos
-    obj = AlterClientQuotasRequest_EntryData.__new__(AlterClientQuotasRequest_EntryData)
+    if cython.compiled:
+        obj = AlterClientQuotasRequest_EntryData.__new__(AlterClientQuotasRequest_EntryData)
+    else:
+        obj = _new(AlterClientQuotasRequest_EntryData)
     obj.entity = f_entity
     obj.ops = f_ops
     obj.unknown_tagged_fields = []
@@ -333,7 +349,10 @@ def _dec_AlterClientQuotasRequest_EntryData_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterClientQuotasRequest_EntryData.__new__(AlterClientQuotasRequest_EntryData)
+    if cython.compiled:
+        obj = AlterClientQuotasRequest_EntryData.__new__(AlterClientQuotasRequest_EntryData)
+    else:
+        obj = _new(AlterClientQuotasRequest_EntryData)
     obj.entity = f_entity
     obj.ops = f_ops
     obj.unknown_tagged_fields = unknown
@@ -393,7 +412,10 @@ def _dec_AlterClientQuotasRequest_EntityData_v0(buf, cur, end):
             if f_entity_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_entity_type, 'entity_type')
         else:
-            f_entity_type = _w.utf8(buf, pos, n_entity_type, 'entity_type')
+            try:
+                f_entity_type = buf[pos:pos + n_entity_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('entity_type', pos, exc) from None
         pos += n_entity_type
     else:
         raise _w.bad_sized('entity_type', pos, n_entity_type, end, 2, False)
@@ -410,13 +432,19 @@ def _dec_AlterClientQuotasRequest_EntityData_v0(buf, cur, end):
             if f_entity_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_entity_name, 'entity_name')
         else:
-            f_entity_name = _w.utf8(buf, pos, n_entity_name, 'entity_name')
+            try:
+                f_entity_name = buf[pos:pos + n_entity_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('entity_name', pos, exc) from None
         pos += n_entity_name
     elif n_entity_name == -1:
         f_entity_name = None
     else:
         raise _w.bad_sized('entity_name', pos, n_entity_name, end, 2, True)
-    obj = AlterClientQuotasRequest_EntityData.__new__(AlterClientQuotasRequest_EntityData)
+    if cython.compiled:
+        obj = AlterClientQuotasRequest_EntityData.__new__(AlterClientQuotasRequest_EntityData)
+    else:
+        obj = _new(AlterClientQuotasRequest_EntityData)
     obj.entity_type = f_entity_type
     obj.entity_name = f_entity_name
     obj.unknown_tagged_fields = []
@@ -481,7 +509,10 @@ def _dec_AlterClientQuotasRequest_EntityData_v1(buf, cur, end):
             if f_entity_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_entity_type, 'entity_type')
         else:
-            f_entity_type = _w.utf8(buf, pos, n_entity_type, 'entity_type')
+            try:
+                f_entity_type = buf[pos:pos + n_entity_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('entity_type', pos, exc) from None
         pos += n_entity_type
     else:
         raise _w.bad_sized('entity_type', pos, n_entity_type, end, 1, False)
@@ -503,7 +534,10 @@ def _dec_AlterClientQuotasRequest_EntityData_v1(buf, cur, end):
             if f_entity_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_entity_name, 'entity_name')
         else:
-            f_entity_name = _w.utf8(buf, pos, n_entity_name, 'entity_name')
+            try:
+                f_entity_name = buf[pos:pos + n_entity_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('entity_name', pos, exc) from None
         pos += n_entity_name
     elif n_entity_name == -1:
         f_entity_name = None
@@ -514,7 +548,10 @@ def _dec_AlterClientQuotasRequest_EntityData_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterClientQuotasRequest_EntityData.__new__(AlterClientQuotasRequest_EntityData)
+    if cython.compiled:
+        obj = AlterClientQuotasRequest_EntityData.__new__(AlterClientQuotasRequest_EntityData)
+    else:
+        obj = _new(AlterClientQuotasRequest_EntityData)
     obj.entity_type = f_entity_type
     obj.entity_name = f_entity_name
     obj.unknown_tagged_fields = unknown
@@ -580,7 +617,10 @@ def _dec_AlterClientQuotasRequest_OpData_v0(buf, cur, end):
             if f_key is None:
                 raise _w.bad_utf8_at(buf, pos, n_key, 'key')
         else:
-            f_key = _w.utf8(buf, pos, n_key, 'key')
+            try:
+                f_key = buf[pos:pos + n_key].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('key', pos, exc) from None
         pos += n_key
     else:
         raise _w.bad_sized('key', pos, n_key, end, 2, False)
@@ -595,7 +635,10 @@ def _dec_AlterClientQuotasRequest_OpData_v0(buf, cur, end):
     if f_remove != 0 and f_remove != 1:
         raise _w.bad_bool('remove', pos - 1, f_remove)
     b_remove = f_remove == 1
-    obj = AlterClientQuotasRequest_OpData.__new__(AlterClientQuotasRequest_OpData)
+    if cython.compiled:
+        obj = AlterClientQuotasRequest_OpData.__new__(AlterClientQuotasRequest_OpData)
+    else:
+        obj = _new(AlterClientQuotasRequest_OpData)
     obj.key = f_key
     obj.value = f_value
     obj.remove = b_remove
@@ -652,7 +695,10 @@ def _dec_AlterClientQuotasRequest_OpData_v1(buf, cur, end):
             if f_key is None:
                 raise _w.bad_utf8_at(buf, pos, n_key, 'key')
         else:
-            f_key = _w.utf8(buf, pos, n_key, 'key')
+            try:
+                f_key = buf[pos:pos + n_key].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('key', pos, exc) from None
         pos += n_key
     else:
         raise _w.bad_sized('key', pos, n_key, end, 1, False)
@@ -672,7 +718,10 @@ def _dec_AlterClientQuotasRequest_OpData_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterClientQuotasRequest_OpData.__new__(AlterClientQuotasRequest_OpData)
+    if cython.compiled:
+        obj = AlterClientQuotasRequest_OpData.__new__(AlterClientQuotasRequest_OpData)
+    else:
+        obj = _new(AlterClientQuotasRequest_OpData)
     obj.key = f_key
     obj.value = f_value
     obj.remove = b_remove
@@ -735,7 +784,10 @@ def _dec_AlterClientQuotasResponse_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("entries[%d]" % i)
     pos = cur.pos
-    obj = AlterClientQuotasResponse.__new__(AlterClientQuotasResponse)
+    if cython.compiled:
+        obj = AlterClientQuotasResponse.__new__(AlterClientQuotasResponse)
+    else:
+        obj = _new(AlterClientQuotasResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.entries = f_entries
     obj.unknown_tagged_fields = []
@@ -800,7 +852,10 @@ def _dec_AlterClientQuotasResponse_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterClientQuotasResponse.__new__(AlterClientQuotasResponse)
+    if cython.compiled:
+        obj = AlterClientQuotasResponse.__new__(AlterClientQuotasResponse)
+    else:
+        obj = _new(AlterClientQuotasResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.entries = f_entries
     obj.unknown_tagged_fields = unknown
@@ -853,7 +908,10 @@ def _dec_AlterClientQuotasResponse_EntryData_v0(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -877,7 +935,10 @@ def _dec_AlterClientQuotasResponse_EntryData_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("entity[%d]" % i)
     pos = cur.pos
-    obj = AlterClientQuotasResponse_EntryData.__new__(AlterClientQuotasResponse_EntryData)
+    if cython.compiled:
+        obj = AlterClientQuotasResponse_EntryData.__new__(AlterClientQuotasResponse_EntryData)
+    else:
+        obj = _new(AlterClientQuotasResponse_EntryData)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.entity = f_entity
@@ -948,7 +1009,10 @@ def _dec_AlterClientQuotasResponse_EntryData_v1(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -982,7 +1046,10 @@ def _dec_AlterClientQuotasResponse_EntryData_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterClientQuotasResponse_EntryData.__new__(AlterClientQuotasResponse_EntryData)
+    if cython.compiled:
+        obj = AlterClientQuotasResponse_EntryData.__new__(AlterClientQuotasResponse_EntryData)
+    else:
+        obj = _new(AlterClientQuotasResponse_EntryData)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.entity = f_entity
@@ -1051,7 +1118,10 @@ def _dec_AlterClientQuotasResponse_EntityData_v0(buf, cur, end):
             if f_entity_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_entity_type, 'entity_type')
         else:
-            f_entity_type = _w.utf8(buf, pos, n_entity_type, 'entity_type')
+            try:
+                f_entity_type = buf[pos:pos + n_entity_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('entity_type', pos, exc) from None
         pos += n_entity_type
     else:
         raise _w.bad_sized('entity_type', pos, n_entity_type, end, 2, False)
@@ -1068,13 +1138,19 @@ def _dec_AlterClientQuotasResponse_EntityData_v0(buf, cur, end):
             if f_entity_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_entity_name, 'entity_name')
         else:
-            f_entity_name = _w.utf8(buf, pos, n_entity_name, 'entity_name')
+            try:
+                f_entity_name = buf[pos:pos + n_entity_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('entity_name', pos, exc) from None
         pos += n_entity_name
     elif n_entity_name == -1:
         f_entity_name = None
     else:
         raise _w.bad_sized('entity_name', pos, n_entity_name, end, 2, True)
-    obj = AlterClientQuotasResponse_EntityData.__new__(AlterClientQuotasResponse_EntityData)
+    if cython.compiled:
+        obj = AlterClientQuotasResponse_EntityData.__new__(AlterClientQuotasResponse_EntityData)
+    else:
+        obj = _new(AlterClientQuotasResponse_EntityData)
     obj.entity_type = f_entity_type
     obj.entity_name = f_entity_name
     obj.unknown_tagged_fields = []
@@ -1139,7 +1215,10 @@ def _dec_AlterClientQuotasResponse_EntityData_v1(buf, cur, end):
             if f_entity_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_entity_type, 'entity_type')
         else:
-            f_entity_type = _w.utf8(buf, pos, n_entity_type, 'entity_type')
+            try:
+                f_entity_type = buf[pos:pos + n_entity_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('entity_type', pos, exc) from None
         pos += n_entity_type
     else:
         raise _w.bad_sized('entity_type', pos, n_entity_type, end, 1, False)
@@ -1161,7 +1240,10 @@ def _dec_AlterClientQuotasResponse_EntityData_v1(buf, cur, end):
             if f_entity_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_entity_name, 'entity_name')
         else:
-            f_entity_name = _w.utf8(buf, pos, n_entity_name, 'entity_name')
+            try:
+                f_entity_name = buf[pos:pos + n_entity_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('entity_name', pos, exc) from None
         pos += n_entity_name
     elif n_entity_name == -1:
         f_entity_name = None
@@ -1172,7 +1254,10 @@ def _dec_AlterClientQuotasResponse_EntityData_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterClientQuotasResponse_EntityData.__new__(AlterClientQuotasResponse_EntityData)
+    if cython.compiled:
+        obj = AlterClientQuotasResponse_EntityData.__new__(AlterClientQuotasResponse_EntityData)
+    else:
+        obj = _new(AlterClientQuotasResponse_EntityData)
     obj.entity_type = f_entity_type
     obj.entity_name = f_entity_name
     obj.unknown_tagged_fields = unknown

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -61,6 +63,11 @@ _RUN_validate_only = (('validate_only', 0, 1),)
 _RUN_value = (('value', 0, 2),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_AlterConfigsRequest_v0(buf, cur, end):
     """Decode AlterConfigsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -92,7 +99,10 @@ def _dec_AlterConfigsRequest_v0(buf, cur, end):
     if f_validate_only != 0 and f_validate_only != 1:
         raise _w.bad_bool('validate_only', pos - 1, f_validate_only)
     b_validate_only = f_validate_only == 1
-    obj = AlterConfigsRequest.__new__(AlterConfigsRequest)
+    if cython.compiled:
+        obj = AlterConfigsRequest.__new__(AlterConfigsRequest)
+    else:
+        obj = _new(AlterConfigsRequest)
     obj.resources = f_resources
     obj.validate_only = b_validate_only
     obj.unknown_tagged_fields = []
@@ -164,7 +174,10 @@ def _dec_AlterConfigsRequest_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterConfigsRequest.__new__(AlterConfigsRequest)
+    if cython.compiled:
+        obj = AlterConfigsRequest.__new__(AlterConfigsRequest)
+    else:
+        obj = _new(AlterConfigsRequest)
     obj.resources = f_resources
     obj.validate_only = b_validate_only
     obj.unknown_tagged_fields = unknown
@@ -217,7 +230,10 @@ def _dec_AlterConfigsRequest_AlterConfigsResource_v0(buf, cur, end):
             if f_resource_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
-            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+            try:
+                f_resource_name = buf[pos:pos + n_resource_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 2, False)
@@ -239,7 +255,10 @@ def _dec_AlterConfigsRequest_AlterConfigsResource_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("configs[%d]" % i)
     pos = cur.pos
-    obj = AlterConfigsRequest_AlterConfigsResource.__new__(AlterConfigsRequest_AlterConfigsResource)
+    if cython.compiled:
+        obj = AlterConfigsRequest_AlterConfigsResource.__new__(AlterConfigsRequest_AlterConfigsResource)
+    else:
+        obj = _new(AlterConfigsRequest_AlterConfigsResource)
     obj.resource_type = f_resource_type
     obj.resource_name = f_resource_name
     obj.configs = f_configs
@@ -310,7 +329,10 @@ def _dec_AlterConfigsRequest_AlterConfigsResource_v2(buf, cur, end):
             if f_resource_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
-            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+            try:
+                f_resource_name = buf[pos:pos + n_resource_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 1, False)
@@ -342,7 +364,10 @@ def _dec_AlterConfigsRequest_AlterConfigsResource_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterConfigsRequest_AlterConfigsResource.__new__(AlterConfigsRequest_AlterConfigsResource)
+    if cython.compiled:
+        obj = AlterConfigsRequest_AlterConfigsResource.__new__(AlterConfigsRequest_AlterConfigsResource)
+    else:
+        obj = _new(AlterConfigsRequest_AlterConfigsResource)
     obj.resource_type = f_resource_type
     obj.resource_name = f_resource_name
     obj.configs = f_configs
@@ -411,7 +436,10 @@ def _dec_AlterConfigsRequest_AlterableConfig_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -428,13 +456,19 @@ def _dec_AlterConfigsRequest_AlterableConfig_v0(buf, cur, end):
             if f_value is None:
                 raise _w.bad_utf8_at(buf, pos, n_value, 'value')
         else:
-            f_value = _w.utf8(buf, pos, n_value, 'value')
+            try:
+                f_value = buf[pos:pos + n_value].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('value', pos, exc) from None
         pos += n_value
     elif n_value == -1:
         f_value = None
     else:
         raise _w.bad_sized('value', pos, n_value, end, 2, True)
-    obj = AlterConfigsRequest_AlterableConfig.__new__(AlterConfigsRequest_AlterableConfig)
+    if cython.compiled:
+        obj = AlterConfigsRequest_AlterableConfig.__new__(AlterConfigsRequest_AlterableConfig)
+    else:
+        obj = _new(AlterConfigsRequest_AlterableConfig)
     obj.name = f_name
     obj.value = f_value
     obj.unknown_tagged_fields = []
@@ -499,7 +533,10 @@ def _dec_AlterConfigsRequest_AlterableConfig_v2(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -521,7 +558,10 @@ def _dec_AlterConfigsRequest_AlterableConfig_v2(buf, cur, end):
             if f_value is None:
                 raise _w.bad_utf8_at(buf, pos, n_value, 'value')
         else:
-            f_value = _w.utf8(buf, pos, n_value, 'value')
+            try:
+                f_value = buf[pos:pos + n_value].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('value', pos, exc) from None
         pos += n_value
     elif n_value == -1:
         f_value = None
@@ -532,7 +572,10 @@ def _dec_AlterConfigsRequest_AlterableConfig_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterConfigsRequest_AlterableConfig.__new__(AlterConfigsRequest_AlterableConfig)
+    if cython.compiled:
+        obj = AlterConfigsRequest_AlterableConfig.__new__(AlterConfigsRequest_AlterableConfig)
+    else:
+        obj = _new(AlterConfigsRequest_AlterableConfig)
     obj.name = f_name
     obj.value = f_value
     obj.unknown_tagged_fields = unknown
@@ -604,7 +647,10 @@ def _dec_AlterConfigsResponse_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("responses[%d]" % i)
     pos = cur.pos
-    obj = AlterConfigsResponse.__new__(AlterConfigsResponse)
+    if cython.compiled:
+        obj = AlterConfigsResponse.__new__(AlterConfigsResponse)
+    else:
+        obj = _new(AlterConfigsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.responses = f_responses
     obj.unknown_tagged_fields = []
@@ -669,7 +715,10 @@ def _dec_AlterConfigsResponse_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterConfigsResponse.__new__(AlterConfigsResponse)
+    if cython.compiled:
+        obj = AlterConfigsResponse.__new__(AlterConfigsResponse)
+    else:
+        obj = _new(AlterConfigsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.responses = f_responses
     obj.unknown_tagged_fields = unknown
@@ -722,7 +771,10 @@ def _dec_AlterConfigsResponse_AlterConfigsResourceResponse_v0(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -742,11 +794,17 @@ def _dec_AlterConfigsResponse_AlterConfigsResourceResponse_v0(buf, cur, end):
             if f_resource_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
-            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+            try:
+                f_resource_name = buf[pos:pos + n_resource_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 2, False)
-    obj = AlterConfigsResponse_AlterConfigsResourceResponse.__new__(AlterConfigsResponse_AlterConfigsResourceResponse)
+    if cython.compiled:
+        obj = AlterConfigsResponse_AlterConfigsResourceResponse.__new__(AlterConfigsResponse_AlterConfigsResourceResponse)
+    else:
+        obj = _new(AlterConfigsResponse_AlterConfigsResourceResponse)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.resource_type = f_resource_type
@@ -822,7 +880,10 @@ def _dec_AlterConfigsResponse_AlterConfigsResourceResponse_v2(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -853,7 +914,10 @@ def _dec_AlterConfigsResponse_AlterConfigsResourceResponse_v2(buf, cur, end):
             if f_resource_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
-            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+            try:
+                f_resource_name = buf[pos:pos + n_resource_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 1, False)
@@ -862,7 +926,10 @@ def _dec_AlterConfigsResponse_AlterConfigsResourceResponse_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterConfigsResponse_AlterConfigsResourceResponse.__new__(AlterConfigsResponse_AlterConfigsResourceResponse)
+    if cython.compiled:
+        obj = AlterConfigsResponse_AlterConfigsResourceResponse.__new__(AlterConfigsResponse_AlterConfigsResourceResponse)
+    else:
+        obj = _new(AlterConfigsResponse_AlterConfigsResourceResponse)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.resource_type = f_resource_type

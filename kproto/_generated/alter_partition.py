@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -55,6 +57,12 @@ _RUN_partition_index__leader_epoch_2 = (('partition_index', 0, 4), ('error_code'
 _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 4, 2))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_i = _w.SMALL_ARRAYS["i"]
+
+
 def _dec_AlterPartitionRequest_v0(buf, cur, end):
     """Decode AlterPartitionRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -94,7 +102,10 @@ def _dec_AlterPartitionRequest_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterPartitionRequest.__new__(AlterPartitionRequest)
+    if cython.compiled:
+        obj = AlterPartitionRequest.__new__(AlterPartitionRequest)
+    else:
+        obj = _new(AlterPartitionRequest)
     obj.broker_id = f_broker_id
     obj.broker_epoch = f_broker_epoch
     obj.topics = f_topics
@@ -171,7 +182,10 @@ def _dec_AlterPartitionRequest_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterPartitionRequest.__new__(AlterPartitionRequest)
+    if cython.compiled:
+        obj = AlterPartitionRequest.__new__(AlterPartitionRequest)
+    else:
+        obj = _new(AlterPartitionRequest)
     obj.broker_id = f_broker_id
     obj.broker_epoch = f_broker_epoch
     obj.topics = f_topics
@@ -248,7 +262,10 @@ def _dec_AlterPartitionRequest_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterPartitionRequest.__new__(AlterPartitionRequest)
+    if cython.compiled:
+        obj = AlterPartitionRequest.__new__(AlterPartitionRequest)
+    else:
+        obj = _new(AlterPartitionRequest)
     obj.broker_id = f_broker_id
     obj.broker_epoch = f_broker_epoch
     obj.topics = f_topics
@@ -325,7 +342,10 @@ def _dec_AlterPartitionRequest_v3(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterPartitionRequest.__new__(AlterPartitionRequest)
+    if cython.compiled:
+        obj = AlterPartitionRequest.__new__(AlterPartitionRequest)
+    else:
+        obj = _new(AlterPartitionRequest)
     obj.broker_id = f_broker_id
     obj.broker_epoch = f_broker_epoch
     obj.topics = f_topics
@@ -384,7 +404,10 @@ def _dec_AlterPartitionRequest_TopicData_v0(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -416,7 +439,10 @@ def _dec_AlterPartitionRequest_TopicData_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterPartitionRequest_TopicData.__new__(AlterPartitionRequest_TopicData)
+    if cython.compiled:
+        obj = AlterPartitionRequest_TopicData.__new__(AlterPartitionRequest_TopicData)
+    else:
+        obj = _new(AlterPartitionRequest_TopicData)
     obj.topic_name = f_topic_name
     obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
@@ -485,7 +511,10 @@ def _dec_AlterPartitionRequest_TopicData_v1(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -517,7 +546,10 @@ def _dec_AlterPartitionRequest_TopicData_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterPartitionRequest_TopicData.__new__(AlterPartitionRequest_TopicData)
+    if cython.compiled:
+        obj = AlterPartitionRequest_TopicData.__new__(AlterPartitionRequest_TopicData)
+    else:
+        obj = _new(AlterPartitionRequest_TopicData)
     obj.topic_name = f_topic_name
     obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
@@ -600,7 +632,10 @@ def _dec_AlterPartitionRequest_TopicData_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterPartitionRequest_TopicData.__new__(AlterPartitionRequest_TopicData)
+    if cython.compiled:
+        obj = AlterPartitionRequest_TopicData.__new__(AlterPartitionRequest_TopicData)
+    else:
+        obj = _new(AlterPartitionRequest_TopicData)
     obj.topic_name = ''
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
@@ -668,7 +703,10 @@ def _dec_AlterPartitionRequest_TopicData_v3(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterPartitionRequest_TopicData.__new__(AlterPartitionRequest_TopicData)
+    if cython.compiled:
+        obj = AlterPartitionRequest_TopicData.__new__(AlterPartitionRequest_TopicData)
+    else:
+        obj = _new(AlterPartitionRequest_TopicData)
     obj.topic_name = ''
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
@@ -728,6 +766,8 @@ def _dec_AlterPartitionRequest_PartitionData_v0(buf, cur, end):
         raise _w.bad_count('new_isr', pos - 1, n_new_isr, end, 4, 1)
     if cython.compiled:
         f_new_isr = [_read_i(buf, pos + 4 * i) for i in range(n_new_isr)]
+    elif n_new_isr < _w.SMALL_ARRAY_MAX:
+        f_new_isr = list(_A_i[n_new_isr].unpack_from(buf, pos))
     else:
         f_new_isr = list(_unpack_from(">%di" % n_new_isr, buf, pos))
     pos += n_new_isr * 4
@@ -743,7 +783,10 @@ def _dec_AlterPartitionRequest_PartitionData_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterPartitionRequest_PartitionData.__new__(AlterPartitionRequest_PartitionData)
+    if cython.compiled:
+        obj = AlterPartitionRequest_PartitionData.__new__(AlterPartitionRequest_PartitionData)
+    else:
+        obj = _new(AlterPartitionRequest_PartitionData)
     obj.partition_index = f_partition_index
     obj.leader_epoch = f_leader_epoch
     obj.new_isr = f_new_isr
@@ -824,6 +867,8 @@ def _dec_AlterPartitionRequest_PartitionData_v1(buf, cur, end):
         raise _w.bad_count('new_isr', pos - 1, n_new_isr, end, 4, 1)
     if cython.compiled:
         f_new_isr = [_read_i(buf, pos + 4 * i) for i in range(n_new_isr)]
+    elif n_new_isr < _w.SMALL_ARRAY_MAX:
+        f_new_isr = list(_A_i[n_new_isr].unpack_from(buf, pos))
     else:
         f_new_isr = list(_unpack_from(">%di" % n_new_isr, buf, pos))
     pos += n_new_isr * 4
@@ -840,7 +885,10 @@ def _dec_AlterPartitionRequest_PartitionData_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterPartitionRequest_PartitionData.__new__(AlterPartitionRequest_PartitionData)
+    if cython.compiled:
+        obj = AlterPartitionRequest_PartitionData.__new__(AlterPartitionRequest_PartitionData)
+    else:
+        obj = _new(AlterPartitionRequest_PartitionData)
     obj.partition_index = f_partition_index
     obj.leader_epoch = f_leader_epoch
     obj.new_isr = f_new_isr
@@ -940,7 +988,10 @@ def _dec_AlterPartitionRequest_PartitionData_v3(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterPartitionRequest_PartitionData.__new__(AlterPartitionRequest_PartitionData)
+    if cython.compiled:
+        obj = AlterPartitionRequest_PartitionData.__new__(AlterPartitionRequest_PartitionData)
+    else:
+        obj = _new(AlterPartitionRequest_PartitionData)
     obj.partition_index = f_partition_index
     obj.leader_epoch = f_leader_epoch
     obj.new_isr = []
@@ -1005,7 +1056,10 @@ def _dec_AlterPartitionRequest_BrokerState_v3(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterPartitionRequest_BrokerState.__new__(AlterPartitionRequest_BrokerState)
+    if cython.compiled:
+        obj = AlterPartitionRequest_BrokerState.__new__(AlterPartitionRequest_BrokerState)
+    else:
+        obj = _new(AlterPartitionRequest_BrokerState)
     obj.broker_id = f_broker_id
     obj.broker_epoch = f_broker_epoch
     obj.unknown_tagged_fields = unknown
@@ -1068,7 +1122,10 @@ def _dec_AlterPartitionResponse_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterPartitionResponse.__new__(AlterPartitionResponse)
+    if cython.compiled:
+        obj = AlterPartitionResponse.__new__(AlterPartitionResponse)
+    else:
+        obj = _new(AlterPartitionResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.topics = f_topics
@@ -1145,7 +1202,10 @@ def _dec_AlterPartitionResponse_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterPartitionResponse.__new__(AlterPartitionResponse)
+    if cython.compiled:
+        obj = AlterPartitionResponse.__new__(AlterPartitionResponse)
+    else:
+        obj = _new(AlterPartitionResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.topics = f_topics
@@ -1222,7 +1282,10 @@ def _dec_AlterPartitionResponse_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterPartitionResponse.__new__(AlterPartitionResponse)
+    if cython.compiled:
+        obj = AlterPartitionResponse.__new__(AlterPartitionResponse)
+    else:
+        obj = _new(AlterPartitionResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.topics = f_topics
@@ -1281,7 +1344,10 @@ def _dec_AlterPartitionResponse_TopicData_v0(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -1313,7 +1379,10 @@ def _dec_AlterPartitionResponse_TopicData_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterPartitionResponse_TopicData.__new__(AlterPartitionResponse_TopicData)
+    if cython.compiled:
+        obj = AlterPartitionResponse_TopicData.__new__(AlterPartitionResponse_TopicData)
+    else:
+        obj = _new(AlterPartitionResponse_TopicData)
     obj.topic_name = f_topic_name
     obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
@@ -1382,7 +1451,10 @@ def _dec_AlterPartitionResponse_TopicData_v1(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -1414,7 +1486,10 @@ def _dec_AlterPartitionResponse_TopicData_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterPartitionResponse_TopicData.__new__(AlterPartitionResponse_TopicData)
+    if cython.compiled:
+        obj = AlterPartitionResponse_TopicData.__new__(AlterPartitionResponse_TopicData)
+    else:
+        obj = _new(AlterPartitionResponse_TopicData)
     obj.topic_name = f_topic_name
     obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
@@ -1497,7 +1572,10 @@ def _dec_AlterPartitionResponse_TopicData_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterPartitionResponse_TopicData.__new__(AlterPartitionResponse_TopicData)
+    if cython.compiled:
+        obj = AlterPartitionResponse_TopicData.__new__(AlterPartitionResponse_TopicData)
+    else:
+        obj = _new(AlterPartitionResponse_TopicData)
     obj.topic_name = ''
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
@@ -1559,6 +1637,8 @@ def _dec_AlterPartitionResponse_PartitionData_v0(buf, cur, end):
         raise _w.bad_count('isr', pos - 1, n_isr, end, 4, 1)
     if cython.compiled:
         f_isr = [_read_i(buf, pos + 4 * i) for i in range(n_isr)]
+    elif n_isr < _w.SMALL_ARRAY_MAX:
+        f_isr = list(_A_i[n_isr].unpack_from(buf, pos))
     else:
         f_isr = list(_unpack_from(">%di" % n_isr, buf, pos))
     pos += n_isr * 4
@@ -1574,7 +1654,10 @@ def _dec_AlterPartitionResponse_PartitionData_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterPartitionResponse_PartitionData.__new__(AlterPartitionResponse_PartitionData)
+    if cython.compiled:
+        obj = AlterPartitionResponse_PartitionData.__new__(AlterPartitionResponse_PartitionData)
+    else:
+        obj = _new(AlterPartitionResponse_PartitionData)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.leader_id = f_leader_id
@@ -1656,6 +1739,8 @@ def _dec_AlterPartitionResponse_PartitionData_v1(buf, cur, end):
         raise _w.bad_count('isr', pos - 1, n_isr, end, 4, 1)
     if cython.compiled:
         f_isr = [_read_i(buf, pos + 4 * i) for i in range(n_isr)]
+    elif n_isr < _w.SMALL_ARRAY_MAX:
+        f_isr = list(_A_i[n_isr].unpack_from(buf, pos))
     else:
         f_isr = list(_unpack_from(">%di" % n_isr, buf, pos))
     pos += n_isr * 4
@@ -1672,7 +1757,10 @@ def _dec_AlterPartitionResponse_PartitionData_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterPartitionResponse_PartitionData.__new__(AlterPartitionResponse_PartitionData)
+    if cython.compiled:
+        obj = AlterPartitionResponse_PartitionData.__new__(AlterPartitionResponse_PartitionData)
+    else:
+        obj = _new(AlterPartitionResponse_PartitionData)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.leader_id = f_leader_id

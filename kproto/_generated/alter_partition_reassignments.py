@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -55,6 +57,12 @@ _RUN_timeout_ms = (('timeout_ms', 0, 4),)
 _RUN_timeout_ms__allow_replication_factor_change = (('timeout_ms', 0, 4), ('allow_replication_factor_change', 4, 1))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_i = _w.SMALL_ARRAYS["i"]
+
+
 def _dec_AlterPartitionReassignmentsRequest_v0(buf, cur, end):
     """Decode AlterPartitionReassignmentsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -93,7 +101,10 @@ def _dec_AlterPartitionReassignmentsRequest_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterPartitionReassignmentsRequest.__new__(AlterPartitionReassignmentsRequest)
+    if cython.compiled:
+        obj = AlterPartitionReassignmentsRequest.__new__(AlterPartitionReassignmentsRequest)
+    else:
+        obj = _new(AlterPartitionReassignmentsRequest)
     obj.timeout_ms = f_timeout_ms
     obj.allow_replication_factor_change = True
     obj.topics = f_topics
@@ -174,7 +185,10 @@ def _dec_AlterPartitionReassignmentsRequest_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterPartitionReassignmentsRequest.__new__(AlterPartitionReassignmentsRequest)
+    if cython.compiled:
+        obj = AlterPartitionReassignmentsRequest.__new__(AlterPartitionReassignmentsRequest)
+    else:
+        obj = _new(AlterPartitionReassignmentsRequest)
     obj.timeout_ms = f_timeout_ms
     obj.allow_replication_factor_change = b_allow_replication_factor_change
     obj.topics = f_topics
@@ -233,7 +247,10 @@ def _dec_AlterPartitionReassignmentsRequest_ReassignableTopic_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -265,7 +282,10 @@ def _dec_AlterPartitionReassignmentsRequest_ReassignableTopic_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterPartitionReassignmentsRequest_ReassignableTopic.__new__(AlterPartitionReassignmentsRequest_ReassignableTopic)
+    if cython.compiled:
+        obj = AlterPartitionReassignmentsRequest_ReassignableTopic.__new__(AlterPartitionReassignmentsRequest_ReassignableTopic)
+    else:
+        obj = _new(AlterPartitionReassignmentsRequest_ReassignableTopic)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -341,6 +361,8 @@ def _dec_AlterPartitionReassignmentsRequest_ReassignablePartition_v0(buf, cur, e
     else:
         if cython.compiled:
             f_replicas = [_read_i(buf, pos + 4 * i) for i in range(n_replicas)]
+        elif n_replicas < _w.SMALL_ARRAY_MAX:
+            f_replicas = list(_A_i[n_replicas].unpack_from(buf, pos))
         else:
             f_replicas = list(_unpack_from(">%di" % n_replicas, buf, pos))
         pos += n_replicas * 4
@@ -349,7 +371,10 @@ def _dec_AlterPartitionReassignmentsRequest_ReassignablePartition_v0(buf, cur, e
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterPartitionReassignmentsRequest_ReassignablePartition.__new__(AlterPartitionReassignmentsRequest_ReassignablePartition)
+    if cython.compiled:
+        obj = AlterPartitionReassignmentsRequest_ReassignablePartition.__new__(AlterPartitionReassignmentsRequest_ReassignablePartition)
+    else:
+        obj = _new(AlterPartitionReassignmentsRequest_ReassignablePartition)
     obj.partition_index = f_partition_index
     obj.replicas = f_replicas
     obj.unknown_tagged_fields = unknown
@@ -419,7 +444,10 @@ def _dec_AlterPartitionReassignmentsResponse_v0(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -453,7 +481,10 @@ def _dec_AlterPartitionReassignmentsResponse_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterPartitionReassignmentsResponse.__new__(AlterPartitionReassignmentsResponse)
+    if cython.compiled:
+        obj = AlterPartitionReassignmentsResponse.__new__(AlterPartitionReassignmentsResponse)
+    else:
+        obj = _new(AlterPartitionReassignmentsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.allow_replication_factor_change = True
     obj.error_code = f_error_code
@@ -542,7 +573,10 @@ def _dec_AlterPartitionReassignmentsResponse_v1(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -576,7 +610,10 @@ def _dec_AlterPartitionReassignmentsResponse_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterPartitionReassignmentsResponse.__new__(AlterPartitionReassignmentsResponse)
+    if cython.compiled:
+        obj = AlterPartitionReassignmentsResponse.__new__(AlterPartitionReassignmentsResponse)
+    else:
+        obj = _new(AlterPartitionReassignmentsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.allow_replication_factor_change = b_allow_replication_factor_change
     obj.error_code = f_error_code
@@ -654,7 +691,10 @@ def _dec_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_v0(buf, c
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -686,7 +726,10 @@ def _dec_AlterPartitionReassignmentsResponse_ReassignableTopicResponse_v0(buf, c
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterPartitionReassignmentsResponse_ReassignableTopicResponse.__new__(AlterPartitionReassignmentsResponse_ReassignableTopicResponse)
+    if cython.compiled:
+        obj = AlterPartitionReassignmentsResponse_ReassignableTopicResponse.__new__(AlterPartitionReassignmentsResponse_ReassignableTopicResponse)
+    else:
+        obj = _new(AlterPartitionReassignmentsResponse_ReassignableTopicResponse)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -762,7 +805,10 @@ def _dec_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse_v0(bu
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -773,7 +819,10 @@ def _dec_AlterPartitionReassignmentsResponse_ReassignablePartitionResponse_v0(bu
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterPartitionReassignmentsResponse_ReassignablePartitionResponse.__new__(AlterPartitionReassignmentsResponse_ReassignablePartitionResponse)
+    if cython.compiled:
+        obj = AlterPartitionReassignmentsResponse_ReassignablePartitionResponse.__new__(AlterPartitionReassignmentsResponse_ReassignablePartitionResponse)
+    else:
+        obj = _new(AlterPartitionReassignmentsResponse_ReassignablePartitionResponse)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.error_message = f_error_message

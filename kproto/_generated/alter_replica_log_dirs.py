@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -56,6 +58,12 @@ _RUN_topic_name = (('topic_name', 0, 2),)
 _RUN_topics = (('topics', 0, 4),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_i = _w.SMALL_ARRAYS["i"]
+
+
 def _dec_AlterReplicaLogDirsRequest_v0(buf, cur, end):
     """Decode AlterReplicaLogDirsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -77,7 +85,10 @@ def _dec_AlterReplicaLogDirsRequest_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("dirs[%d]" % i)
     pos = cur.pos
-    obj = AlterReplicaLogDirsRequest.__new__(AlterReplicaLogDirsRequest)
+    if cython.compiled:
+        obj = AlterReplicaLogDirsRequest.__new__(AlterReplicaLogDirsRequest)
+    else:
+        obj = _new(AlterReplicaLogDirsRequest)
     obj.dirs = f_dirs
     obj.unknown_tagged_fields = []
     cur.pos = pos
@@ -133,7 +144,10 @@ def _dec_AlterReplicaLogDirsRequest_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterReplicaLogDirsRequest.__new__(AlterReplicaLogDirsRequest)
+    if cython.compiled:
+        obj = AlterReplicaLogDirsRequest.__new__(AlterReplicaLogDirsRequest)
+    else:
+        obj = _new(AlterReplicaLogDirsRequest)
     obj.dirs = f_dirs
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -179,7 +193,10 @@ def _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v0(buf, cur, end):
             if f_path is None:
                 raise _w.bad_utf8_at(buf, pos, n_path, 'path')
         else:
-            f_path = _w.utf8(buf, pos, n_path, 'path')
+            try:
+                f_path = buf[pos:pos + n_path].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('path', pos, exc) from None
         pos += n_path
     else:
         raise _w.bad_sized('path', pos, n_path, end, 2, False)
@@ -201,7 +218,10 @@ def _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    obj = AlterReplicaLogDirsRequest_AlterReplicaLogDir.__new__(AlterReplicaLogDirsRequest_AlterReplicaLogDir)
+    if cython.compiled:
+        obj = AlterReplicaLogDirsRequest_AlterReplicaLogDir.__new__(AlterReplicaLogDirsRequest_AlterReplicaLogDir)
+    else:
+        obj = _new(AlterReplicaLogDirsRequest_AlterReplicaLogDir)
     obj.path = f_path
     obj.topics = f_topics
     obj.unknown_tagged_fields = []
@@ -263,7 +283,10 @@ def _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v2(buf, cur, end):
             if f_path is None:
                 raise _w.bad_utf8_at(buf, pos, n_path, 'path')
         else:
-            f_path = _w.utf8(buf, pos, n_path, 'path')
+            try:
+                f_path = buf[pos:pos + n_path].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('path', pos, exc) from None
         pos += n_path
     else:
         raise _w.bad_sized('path', pos, n_path, end, 1, False)
@@ -295,7 +318,10 @@ def _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterReplicaLogDirsRequest_AlterReplicaLogDir.__new__(AlterReplicaLogDirsRequest_AlterReplicaLogDir)
+    if cython.compiled:
+        obj = AlterReplicaLogDirsRequest_AlterReplicaLogDir.__new__(AlterReplicaLogDirsRequest_AlterReplicaLogDir)
+    else:
+        obj = _new(AlterReplicaLogDirsRequest_AlterReplicaLogDir)
     obj.path = f_path
     obj.topics = f_topics
     obj.unknown_tagged_fields = unknown
@@ -358,7 +384,10 @@ def _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -373,10 +402,15 @@ def _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v0(buf, cur, end):
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 4, 4)
     if cython.compiled:
         f_partitions = [_read_i(buf, pos + 4 * i) for i in range(n_partitions)]
+    elif n_partitions < _w.SMALL_ARRAY_MAX:
+        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
     else:
         f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
     pos += n_partitions * 4
-    obj = AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic.__new__(AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic)
+    if cython.compiled:
+        obj = AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic.__new__(AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic)
+    else:
+        obj = _new(AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
@@ -442,7 +476,10 @@ def _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v2(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -462,6 +499,8 @@ def _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v2(buf, cur, end):
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 4, 1)
     if cython.compiled:
         f_partitions = [_read_i(buf, pos + 4 * i) for i in range(n_partitions)]
+    elif n_partitions < _w.SMALL_ARRAY_MAX:
+        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
     else:
         f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
     pos += n_partitions * 4
@@ -470,7 +509,10 @@ def _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic.__new__(AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic)
+    if cython.compiled:
+        obj = AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic.__new__(AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic)
+    else:
+        obj = _new(AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -543,7 +585,10 @@ def _dec_AlterReplicaLogDirsResponse_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("results[%d]" % i)
     pos = cur.pos
-    obj = AlterReplicaLogDirsResponse.__new__(AlterReplicaLogDirsResponse)
+    if cython.compiled:
+        obj = AlterReplicaLogDirsResponse.__new__(AlterReplicaLogDirsResponse)
+    else:
+        obj = _new(AlterReplicaLogDirsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.results = f_results
     obj.unknown_tagged_fields = []
@@ -608,7 +653,10 @@ def _dec_AlterReplicaLogDirsResponse_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterReplicaLogDirsResponse.__new__(AlterReplicaLogDirsResponse)
+    if cython.compiled:
+        obj = AlterReplicaLogDirsResponse.__new__(AlterReplicaLogDirsResponse)
+    else:
+        obj = _new(AlterReplicaLogDirsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.results = f_results
     obj.unknown_tagged_fields = unknown
@@ -660,7 +708,10 @@ def _dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v0(buf, cur, 
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 2, False)
@@ -682,7 +733,10 @@ def _dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v0(buf, cur, 
     except DecodeError as exc:
         raise exc.within("partitions[%d]" % i)
     pos = cur.pos
-    obj = AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult.__new__(AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult)
+    if cython.compiled:
+        obj = AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult.__new__(AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult)
+    else:
+        obj = _new(AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult)
     obj.topic_name = f_topic_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
@@ -744,7 +798,10 @@ def _dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v2(buf, cur, 
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -776,7 +833,10 @@ def _dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v2(buf, cur, 
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult.__new__(AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult)
+    if cython.compiled:
+        obj = AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult.__new__(AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult)
+    else:
+        obj = _new(AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult)
     obj.topic_name = f_topic_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -834,7 +894,10 @@ def _dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v0(buf, c
     else:
         f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    obj = AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult.__new__(AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult)
+    if cython.compiled:
+        obj = AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult.__new__(AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult)
+    else:
+        obj = _new(AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.unknown_tagged_fields = []
@@ -870,7 +933,10 @@ def _dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v2(buf, c
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult.__new__(AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult)
+    if cython.compiled:
+        obj = AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult.__new__(AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult)
+    else:
+        obj = _new(AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.unknown_tagged_fields = unknown

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -48,6 +50,11 @@ _RUN_partition_index__start_offset = (('partition_index', 0, 4), ('start_offset'
 _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 4, 2))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_AlterShareGroupOffsetsRequest_v0(buf, cur, end):
     """Decode AlterShareGroupOffsetsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -69,7 +76,10 @@ def _dec_AlterShareGroupOffsetsRequest_v0(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -101,7 +111,10 @@ def _dec_AlterShareGroupOffsetsRequest_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterShareGroupOffsetsRequest.__new__(AlterShareGroupOffsetsRequest)
+    if cython.compiled:
+        obj = AlterShareGroupOffsetsRequest.__new__(AlterShareGroupOffsetsRequest)
+    else:
+        obj = _new(AlterShareGroupOffsetsRequest)
     obj.group_id = f_group_id
     obj.topics = f_topics
     obj.unknown_tagged_fields = unknown
@@ -169,7 +182,10 @@ def _dec_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic_v0(buf
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -201,7 +217,10 @@ def _dec_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic_v0(buf
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic.__new__(AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic)
+    if cython.compiled:
+        obj = AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic.__new__(AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic)
+    else:
+        obj = _new(AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestTopic)
     obj.topic_name = f_topic_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -264,7 +283,10 @@ def _dec_AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition_v0
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition.__new__(AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition)
+    if cython.compiled:
+        obj = AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition.__new__(AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition)
+    else:
+        obj = _new(AlterShareGroupOffsetsRequest_AlterShareGroupOffsetsRequestPartition)
     obj.partition_index = f_partition_index
     obj.start_offset = f_start_offset
     obj.unknown_tagged_fields = unknown
@@ -317,7 +339,10 @@ def _dec_AlterShareGroupOffsetsResponse_v0(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -351,7 +376,10 @@ def _dec_AlterShareGroupOffsetsResponse_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterShareGroupOffsetsResponse.__new__(AlterShareGroupOffsetsResponse)
+    if cython.compiled:
+        obj = AlterShareGroupOffsetsResponse.__new__(AlterShareGroupOffsetsResponse)
+    else:
+        obj = _new(AlterShareGroupOffsetsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -427,7 +455,10 @@ def _dec_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic_v0(b
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -463,7 +494,10 @@ def _dec_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic_v0(b
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic.__new__(AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic)
+    if cython.compiled:
+        obj = AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic.__new__(AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic)
+    else:
+        obj = _new(AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponseTopic)
     obj.topic_name = f_topic_name
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
@@ -541,7 +575,10 @@ def _dec_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition_
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -552,7 +589,10 @@ def _dec_AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition_
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition.__new__(AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition)
+    if cython.compiled:
+        obj = AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition.__new__(AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition)
+    else:
+        obj = _new(AlterShareGroupOffsetsResponse_AlterShareGroupOffsetsResponsePartition)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.error_message = f_error_message

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -49,6 +51,11 @@ _RUN_error_code = (('error_code', 0, 2),)
 _RUN_mechanism = (('mechanism', 0, 1),)
 _RUN_mechanism__iterations = (('mechanism', 0, 1), ('iterations', 1, 4))
 _RUN_throttle_time_ms = (('throttle_time_ms', 0, 4),)
+
+
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
 
 
 def _dec_AlterUserScramCredentialsRequest_v0(buf, cur, end):
@@ -105,7 +112,10 @@ def _dec_AlterUserScramCredentialsRequest_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterUserScramCredentialsRequest.__new__(AlterUserScramCredentialsRequest)
+    if cython.compiled:
+        obj = AlterUserScramCredentialsRequest.__new__(AlterUserScramCredentialsRequest)
+    else:
+        obj = _new(AlterUserScramCredentialsRequest)
     obj.deletions = f_deletions
     obj.upsertions = f_upsertions
     obj.unknown_tagged_fields = unknown
@@ -170,7 +180,10 @@ def _dec_AlterUserScramCredentialsRequest_ScramCredentialDeletion_v0(buf, cur, e
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -186,7 +199,10 @@ def _dec_AlterUserScramCredentialsRequest_ScramCredentialDeletion_v0(buf, cur, e
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterUserScramCredentialsRequest_ScramCredentialDeletion.__new__(AlterUserScramCredentialsRequest_ScramCredentialDeletion)
+    if cython.compiled:
+        obj = AlterUserScramCredentialsRequest_ScramCredentialDeletion.__new__(AlterUserScramCredentialsRequest_ScramCredentialDeletion)
+    else:
+        obj = _new(AlterUserScramCredentialsRequest_ScramCredentialDeletion)
     obj.name = f_name
     obj.mechanism = f_mechanism
     obj.unknown_tagged_fields = unknown
@@ -246,7 +262,10 @@ def _dec_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(buf, cur, 
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -297,7 +316,10 @@ def _dec_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(buf, cur, 
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterUserScramCredentialsRequest_ScramCredentialUpsertion.__new__(AlterUserScramCredentialsRequest_ScramCredentialUpsertion)
+    if cython.compiled:
+        obj = AlterUserScramCredentialsRequest_ScramCredentialUpsertion.__new__(AlterUserScramCredentialsRequest_ScramCredentialUpsertion)
+    else:
+        obj = _new(AlterUserScramCredentialsRequest_ScramCredentialUpsertion)
     obj.name = f_name
     obj.mechanism = f_mechanism
     obj.iterations = f_iterations
@@ -404,7 +426,10 @@ def _dec_AlterUserScramCredentialsResponse_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterUserScramCredentialsResponse.__new__(AlterUserScramCredentialsResponse)
+    if cython.compiled:
+        obj = AlterUserScramCredentialsResponse.__new__(AlterUserScramCredentialsResponse)
+    else:
+        obj = _new(AlterUserScramCredentialsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.results = f_results
     obj.unknown_tagged_fields = unknown
@@ -461,7 +486,10 @@ def _dec_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_v0(bu
             if f_user is None:
                 raise _w.bad_utf8_at(buf, pos, n_user, 'user')
         else:
-            f_user = _w.utf8(buf, pos, n_user, 'user')
+            try:
+                f_user = buf[pos:pos + n_user].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('user', pos, exc) from None
         pos += n_user
     else:
         raise _w.bad_sized('user', pos, n_user, end, 1, False)
@@ -490,7 +518,10 @@ def _dec_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_v0(bu
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -501,7 +532,10 @@ def _dec_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_v0(bu
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult.__new__(AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult)
+    if cython.compiled:
+        obj = AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult.__new__(AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult)
+    else:
+        obj = _new(AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult)
     obj.user = f_user
     obj.error_code = f_error_code
     obj.error_message = f_error_message

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -59,10 +61,18 @@ _RUN_throttle_time_ms = (('throttle_time_ms', 0, 4),)
 _RUN_zk_migration_ready = (('zk_migration_ready', 0, 1),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_ApiVersionsRequest_v0(buf, cur, end):
     """Decode ApiVersionsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    obj = ApiVersionsRequest.__new__(ApiVersionsRequest)
+    if cython.compiled:
+        obj = ApiVersionsRequest.__new__(ApiVersionsRequest)
+    else:
+        obj = _new(ApiVersionsRequest)
     obj.client_software_name = ''
     obj.client_software_version = ''
     obj.unknown_tagged_fields = []
@@ -98,7 +108,10 @@ def _dec_ApiVersionsRequest_v3(buf, cur, end):
             if f_client_software_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_client_software_name, 'client_software_name')
         else:
-            f_client_software_name = _w.utf8(buf, pos, n_client_software_name, 'client_software_name')
+            try:
+                f_client_software_name = buf[pos:pos + n_client_software_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('client_software_name', pos, exc) from None
         pos += n_client_software_name
     else:
         raise _w.bad_sized('client_software_name', pos, n_client_software_name, end, 1, False)
@@ -120,7 +133,10 @@ def _dec_ApiVersionsRequest_v3(buf, cur, end):
             if f_client_software_version is None:
                 raise _w.bad_utf8_at(buf, pos, n_client_software_version, 'client_software_version')
         else:
-            f_client_software_version = _w.utf8(buf, pos, n_client_software_version, 'client_software_version')
+            try:
+                f_client_software_version = buf[pos:pos + n_client_software_version].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('client_software_version', pos, exc) from None
         pos += n_client_software_version
     else:
         raise _w.bad_sized('client_software_version', pos, n_client_software_version, end, 1, False)
@@ -129,7 +145,10 @@ def _dec_ApiVersionsRequest_v3(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ApiVersionsRequest.__new__(ApiVersionsRequest)
+    if cython.compiled:
+        obj = ApiVersionsRequest.__new__(ApiVersionsRequest)
+    else:
+        obj = _new(ApiVersionsRequest)
     obj.client_software_name = f_client_software_name
     obj.client_software_version = f_client_software_version
     obj.unknown_tagged_fields = unknown
@@ -201,7 +220,10 @@ def _dec_ApiVersionsResponse_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("api_keys[%d]" % i)
     pos = cur.pos
-    obj = ApiVersionsResponse.__new__(ApiVersionsResponse)
+    if cython.compiled:
+        obj = ApiVersionsResponse.__new__(ApiVersionsResponse)
+    else:
+        obj = _new(ApiVersionsResponse)
     obj.error_code = f_error_code
     obj.api_keys = f_api_keys
     obj.throttle_time_ms = 0
@@ -262,7 +284,10 @@ def _dec_ApiVersionsResponse_v1(buf, cur, end):
     else:
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = ApiVersionsResponse.__new__(ApiVersionsResponse)
+    if cython.compiled:
+        obj = ApiVersionsResponse.__new__(ApiVersionsResponse)
+    else:
+        obj = _new(ApiVersionsResponse)
     obj.error_code = f_error_code
     obj.api_keys = f_api_keys
     obj.throttle_time_ms = f_throttle_time_ms
@@ -426,7 +451,10 @@ def _dec_ApiVersionsResponse_v3(buf, cur, end):
                     raise _w.tag_size_mismatch('zk_migration_ready', 3, pos, t_end)
                 f_zk_migration_ready = b_zk_migration_ready
         pos = after
-    obj = ApiVersionsResponse.__new__(ApiVersionsResponse)
+    if cython.compiled:
+        obj = ApiVersionsResponse.__new__(ApiVersionsResponse)
+    else:
+        obj = _new(ApiVersionsResponse)
     obj.error_code = f_error_code
     obj.api_keys = f_api_keys
     obj.throttle_time_ms = f_throttle_time_ms
@@ -533,7 +561,10 @@ def _dec_ApiVersionsResponse_ApiVersion_v0(buf, cur, end):
     else:
         f_api_key, f_min_version, f_max_version = _S_hhh.unpack_from(buf, pos)
     pos += 6
-    obj = ApiVersionsResponse_ApiVersion.__new__(ApiVersionsResponse_ApiVersion)
+    if cython.compiled:
+        obj = ApiVersionsResponse_ApiVersion.__new__(ApiVersionsResponse_ApiVersion)
+    else:
+        obj = _new(ApiVersionsResponse_ApiVersion)
     obj.api_key = f_api_key
     obj.min_version = f_min_version
     obj.max_version = f_max_version
@@ -572,7 +603,10 @@ def _dec_ApiVersionsResponse_ApiVersion_v3(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ApiVersionsResponse_ApiVersion.__new__(ApiVersionsResponse_ApiVersion)
+    if cython.compiled:
+        obj = ApiVersionsResponse_ApiVersion.__new__(ApiVersionsResponse_ApiVersion)
+    else:
+        obj = _new(ApiVersionsResponse_ApiVersion)
     obj.api_key = f_api_key
     obj.min_version = f_min_version
     obj.max_version = f_max_version
@@ -619,7 +653,10 @@ def _dec_ApiVersionsResponse_SupportedFeatureKey_v3(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -636,7 +673,10 @@ def _dec_ApiVersionsResponse_SupportedFeatureKey_v3(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ApiVersionsResponse_SupportedFeatureKey.__new__(ApiVersionsResponse_SupportedFeatureKey)
+    if cython.compiled:
+        obj = ApiVersionsResponse_SupportedFeatureKey.__new__(ApiVersionsResponse_SupportedFeatureKey)
+    else:
+        obj = _new(ApiVersionsResponse_SupportedFeatureKey)
     obj.name = f_name
     obj.min_version = f_min_version
     obj.max_version = f_max_version
@@ -698,7 +738,10 @@ def _dec_ApiVersionsResponse_FinalizedFeatureKey_v3(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -715,7 +758,10 @@ def _dec_ApiVersionsResponse_FinalizedFeatureKey_v3(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ApiVersionsResponse_FinalizedFeatureKey.__new__(ApiVersionsResponse_FinalizedFeatureKey)
+    if cython.compiled:
+        obj = ApiVersionsResponse_FinalizedFeatureKey.__new__(ApiVersionsResponse_FinalizedFeatureKey)
+    else:
+        obj = _new(ApiVersionsResponse_FinalizedFeatureKey)
     obj.name = f_name
     obj.max_version_level = f_max_version_level
     obj.min_version_level = f_min_version_level

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -50,6 +52,11 @@ _RUN_partition_index__error_code = (('partition_index', 0, 4), ('error_code', 4,
 _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 4, 2))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_AssignReplicasToDirsRequest_v0(buf, cur, end):
     """Decode AssignReplicasToDirsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -89,7 +96,10 @@ def _dec_AssignReplicasToDirsRequest_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AssignReplicasToDirsRequest.__new__(AssignReplicasToDirsRequest)
+    if cython.compiled:
+        obj = AssignReplicasToDirsRequest.__new__(AssignReplicasToDirsRequest)
+    else:
+        obj = _new(AssignReplicasToDirsRequest)
     obj.broker_id = f_broker_id
     obj.broker_epoch = f_broker_epoch
     obj.directories = f_directories
@@ -162,7 +172,10 @@ def _dec_AssignReplicasToDirsRequest_DirectoryData_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AssignReplicasToDirsRequest_DirectoryData.__new__(AssignReplicasToDirsRequest_DirectoryData)
+    if cython.compiled:
+        obj = AssignReplicasToDirsRequest_DirectoryData.__new__(AssignReplicasToDirsRequest_DirectoryData)
+    else:
+        obj = _new(AssignReplicasToDirsRequest_DirectoryData)
     obj.id = f_id
     obj.topics = f_topics
     obj.unknown_tagged_fields = unknown
@@ -229,7 +242,10 @@ def _dec_AssignReplicasToDirsRequest_TopicData_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AssignReplicasToDirsRequest_TopicData.__new__(AssignReplicasToDirsRequest_TopicData)
+    if cython.compiled:
+        obj = AssignReplicasToDirsRequest_TopicData.__new__(AssignReplicasToDirsRequest_TopicData)
+    else:
+        obj = _new(AssignReplicasToDirsRequest_TopicData)
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -276,7 +292,10 @@ def _dec_AssignReplicasToDirsRequest_PartitionData_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AssignReplicasToDirsRequest_PartitionData.__new__(AssignReplicasToDirsRequest_PartitionData)
+    if cython.compiled:
+        obj = AssignReplicasToDirsRequest_PartitionData.__new__(AssignReplicasToDirsRequest_PartitionData)
+    else:
+        obj = _new(AssignReplicasToDirsRequest_PartitionData)
     obj.partition_index = f_partition_index
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -337,7 +356,10 @@ def _dec_AssignReplicasToDirsResponse_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AssignReplicasToDirsResponse.__new__(AssignReplicasToDirsResponse)
+    if cython.compiled:
+        obj = AssignReplicasToDirsResponse.__new__(AssignReplicasToDirsResponse)
+    else:
+        obj = _new(AssignReplicasToDirsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.directories = f_directories
@@ -410,7 +432,10 @@ def _dec_AssignReplicasToDirsResponse_DirectoryData_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AssignReplicasToDirsResponse_DirectoryData.__new__(AssignReplicasToDirsResponse_DirectoryData)
+    if cython.compiled:
+        obj = AssignReplicasToDirsResponse_DirectoryData.__new__(AssignReplicasToDirsResponse_DirectoryData)
+    else:
+        obj = _new(AssignReplicasToDirsResponse_DirectoryData)
     obj.id = f_id
     obj.topics = f_topics
     obj.unknown_tagged_fields = unknown
@@ -477,7 +502,10 @@ def _dec_AssignReplicasToDirsResponse_TopicData_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AssignReplicasToDirsResponse_TopicData.__new__(AssignReplicasToDirsResponse_TopicData)
+    if cython.compiled:
+        obj = AssignReplicasToDirsResponse_TopicData.__new__(AssignReplicasToDirsResponse_TopicData)
+    else:
+        obj = _new(AssignReplicasToDirsResponse_TopicData)
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -525,7 +553,10 @@ def _dec_AssignReplicasToDirsResponse_PartitionData_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = AssignReplicasToDirsResponse_PartitionData.__new__(AssignReplicasToDirsResponse_PartitionData)
+    if cython.compiled:
+        obj = AssignReplicasToDirsResponse_PartitionData.__new__(AssignReplicasToDirsResponse_PartitionData)
+    else:
+        obj = _new(AssignReplicasToDirsResponse_PartitionData)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.unknown_tagged_fields = unknown

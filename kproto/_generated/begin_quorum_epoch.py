@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -63,6 +65,11 @@ _RUN_topics = (('topics', 0, 4),)
 _RUN_voter_id = (('voter_id', 0, 4),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_BeginQuorumEpochRequest_v0(buf, cur, end):
     """Decode BeginQuorumEpochRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -79,7 +86,10 @@ def _dec_BeginQuorumEpochRequest_v0(buf, cur, end):
             if f_cluster_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
-            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+            try:
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
@@ -103,7 +113,10 @@ def _dec_BeginQuorumEpochRequest_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    obj = BeginQuorumEpochRequest.__new__(BeginQuorumEpochRequest)
+    if cython.compiled:
+        obj = BeginQuorumEpochRequest.__new__(BeginQuorumEpochRequest)
+    else:
+        obj = _new(BeginQuorumEpochRequest)
     obj.cluster_id = f_cluster_id
     obj.voter_id = -1
     obj.topics = f_topics
@@ -167,7 +180,10 @@ def _dec_BeginQuorumEpochRequest_v1(buf, cur, end):
             if f_cluster_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
-            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+            try:
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
@@ -231,7 +247,10 @@ def _dec_BeginQuorumEpochRequest_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = BeginQuorumEpochRequest.__new__(BeginQuorumEpochRequest)
+    if cython.compiled:
+        obj = BeginQuorumEpochRequest.__new__(BeginQuorumEpochRequest)
+    else:
+        obj = _new(BeginQuorumEpochRequest)
     obj.cluster_id = f_cluster_id
     obj.voter_id = f_voter_id
     obj.topics = f_topics
@@ -314,7 +333,10 @@ def _dec_BeginQuorumEpochRequest_TopicData_v0(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 2, False)
@@ -336,7 +358,10 @@ def _dec_BeginQuorumEpochRequest_TopicData_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("partitions[%d]" % i)
     pos = cur.pos
-    obj = BeginQuorumEpochRequest_TopicData.__new__(BeginQuorumEpochRequest_TopicData)
+    if cython.compiled:
+        obj = BeginQuorumEpochRequest_TopicData.__new__(BeginQuorumEpochRequest_TopicData)
+    else:
+        obj = _new(BeginQuorumEpochRequest_TopicData)
     obj.topic_name = f_topic_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
@@ -398,7 +423,10 @@ def _dec_BeginQuorumEpochRequest_TopicData_v1(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -430,7 +458,10 @@ def _dec_BeginQuorumEpochRequest_TopicData_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = BeginQuorumEpochRequest_TopicData.__new__(BeginQuorumEpochRequest_TopicData)
+    if cython.compiled:
+        obj = BeginQuorumEpochRequest_TopicData.__new__(BeginQuorumEpochRequest_TopicData)
+    else:
+        obj = _new(BeginQuorumEpochRequest_TopicData)
     obj.topic_name = f_topic_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -489,7 +520,10 @@ def _dec_BeginQuorumEpochRequest_PartitionData_v0(buf, cur, end):
     else:
         f_partition_index, f_leader_id, f_leader_epoch = _S_iii.unpack_from(buf, pos)
     pos += 12
-    obj = BeginQuorumEpochRequest_PartitionData.__new__(BeginQuorumEpochRequest_PartitionData)
+    if cython.compiled:
+        obj = BeginQuorumEpochRequest_PartitionData.__new__(BeginQuorumEpochRequest_PartitionData)
+    else:
+        obj = _new(BeginQuorumEpochRequest_PartitionData)
     obj.partition_index = f_partition_index
     obj.voter_directory_id = _w.ZERO_UUID
     obj.leader_id = f_leader_id
@@ -539,7 +573,10 @@ def _dec_BeginQuorumEpochRequest_PartitionData_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = BeginQuorumEpochRequest_PartitionData.__new__(BeginQuorumEpochRequest_PartitionData)
+    if cython.compiled:
+        obj = BeginQuorumEpochRequest_PartitionData.__new__(BeginQuorumEpochRequest_PartitionData)
+    else:
+        obj = _new(BeginQuorumEpochRequest_PartitionData)
     obj.partition_index = f_partition_index
     obj.voter_directory_id = f_voter_directory_id
     obj.leader_id = f_leader_id
@@ -592,7 +629,10 @@ def _dec_BeginQuorumEpochRequest_LeaderEndpoint_v1(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -614,7 +654,10 @@ def _dec_BeginQuorumEpochRequest_LeaderEndpoint_v1(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -630,7 +673,10 @@ def _dec_BeginQuorumEpochRequest_LeaderEndpoint_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = BeginQuorumEpochRequest_LeaderEndpoint.__new__(BeginQuorumEpochRequest_LeaderEndpoint)
+    if cython.compiled:
+        obj = BeginQuorumEpochRequest_LeaderEndpoint.__new__(BeginQuorumEpochRequest_LeaderEndpoint)
+    else:
+        obj = _new(BeginQuorumEpochRequest_LeaderEndpoint)
     obj.name = f_name
     obj.host = f_host
     obj.port = f_port
@@ -708,7 +754,10 @@ def _dec_BeginQuorumEpochResponse_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    obj = BeginQuorumEpochResponse.__new__(BeginQuorumEpochResponse)
+    if cython.compiled:
+        obj = BeginQuorumEpochResponse.__new__(BeginQuorumEpochResponse)
+    else:
+        obj = _new(BeginQuorumEpochResponse)
     obj.error_code = f_error_code
     obj.topics = f_topics
     obj.node_endpoints = []
@@ -805,7 +854,10 @@ def _dec_BeginQuorumEpochResponse_v1(buf, cur, end):
                 if pos != t_end:
                     raise _w.tag_size_mismatch('node_endpoints', 0, pos, t_end)
         pos = after
-    obj = BeginQuorumEpochResponse.__new__(BeginQuorumEpochResponse)
+    if cython.compiled:
+        obj = BeginQuorumEpochResponse.__new__(BeginQuorumEpochResponse)
+    else:
+        obj = _new(BeginQuorumEpochResponse)
     obj.error_code = f_error_code
     obj.topics = f_topics
     obj.node_endpoints = f_node_endpoints
@@ -875,7 +927,10 @@ def _dec_BeginQuorumEpochResponse_TopicData_v0(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 2, False)
@@ -897,7 +952,10 @@ def _dec_BeginQuorumEpochResponse_TopicData_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("partitions[%d]" % i)
     pos = cur.pos
-    obj = BeginQuorumEpochResponse_TopicData.__new__(BeginQuorumEpochResponse_TopicData)
+    if cython.compiled:
+        obj = BeginQuorumEpochResponse_TopicData.__new__(BeginQuorumEpochResponse_TopicData)
+    else:
+        obj = _new(BeginQuorumEpochResponse_TopicData)
     obj.topic_name = f_topic_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
@@ -959,7 +1017,10 @@ def _dec_BeginQuorumEpochResponse_TopicData_v1(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -991,7 +1052,10 @@ def _dec_BeginQuorumEpochResponse_TopicData_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = BeginQuorumEpochResponse_TopicData.__new__(BeginQuorumEpochResponse_TopicData)
+    if cython.compiled:
+        obj = BeginQuorumEpochResponse_TopicData.__new__(BeginQuorumEpochResponse_TopicData)
+    else:
+        obj = _new(BeginQuorumEpochResponse_TopicData)
     obj.topic_name = f_topic_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -1051,7 +1115,10 @@ def _dec_BeginQuorumEpochResponse_PartitionData_v0(buf, cur, end):
     else:
         f_partition_index, f_error_code, f_leader_id, f_leader_epoch = _S_ihii.unpack_from(buf, pos)
     pos += 14
-    obj = BeginQuorumEpochResponse_PartitionData.__new__(BeginQuorumEpochResponse_PartitionData)
+    if cython.compiled:
+        obj = BeginQuorumEpochResponse_PartitionData.__new__(BeginQuorumEpochResponse_PartitionData)
+    else:
+        obj = _new(BeginQuorumEpochResponse_PartitionData)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.leader_id = f_leader_id
@@ -1093,7 +1160,10 @@ def _dec_BeginQuorumEpochResponse_PartitionData_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = BeginQuorumEpochResponse_PartitionData.__new__(BeginQuorumEpochResponse_PartitionData)
+    if cython.compiled:
+        obj = BeginQuorumEpochResponse_PartitionData.__new__(BeginQuorumEpochResponse_PartitionData)
+    else:
+        obj = _new(BeginQuorumEpochResponse_PartitionData)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.leader_id = f_leader_id
@@ -1149,7 +1219,10 @@ def _dec_BeginQuorumEpochResponse_NodeEndpoint_v1(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -1165,7 +1238,10 @@ def _dec_BeginQuorumEpochResponse_NodeEndpoint_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = BeginQuorumEpochResponse_NodeEndpoint.__new__(BeginQuorumEpochResponse_NodeEndpoint)
+    if cython.compiled:
+        obj = BeginQuorumEpochResponse_NodeEndpoint.__new__(BeginQuorumEpochResponse_NodeEndpoint)
+    else:
+        obj = _new(BeginQuorumEpochResponse_NodeEndpoint)
     obj.node_id = f_node_id
     obj.host = f_host
     obj.port = f_port

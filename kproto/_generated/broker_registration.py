@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -56,6 +58,11 @@ _RUN_previous_broker_epoch = (('previous_broker_epoch', 0, 8),)
 _RUN_throttle_time_ms__broker_epoch = (('throttle_time_ms', 0, 4), ('error_code', 4, 2), ('broker_epoch', 6, 8))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_BrokerRegistrationRequest_v0(buf, cur, end):
     """Decode BrokerRegistrationRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -84,7 +91,10 @@ def _dec_BrokerRegistrationRequest_v0(buf, cur, end):
             if f_cluster_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
-            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+            try:
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
     else:
         raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 1, False)
@@ -156,7 +166,10 @@ def _dec_BrokerRegistrationRequest_v0(buf, cur, end):
             if f_rack is None:
                 raise _w.bad_utf8_at(buf, pos, n_rack, 'rack')
         else:
-            f_rack = _w.utf8(buf, pos, n_rack, 'rack')
+            try:
+                f_rack = buf[pos:pos + n_rack].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack', pos, exc) from None
         pos += n_rack
     elif n_rack == -1:
         f_rack = None
@@ -167,7 +180,10 @@ def _dec_BrokerRegistrationRequest_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = BrokerRegistrationRequest.__new__(BrokerRegistrationRequest)
+    if cython.compiled:
+        obj = BrokerRegistrationRequest.__new__(BrokerRegistrationRequest)
+    else:
+        obj = _new(BrokerRegistrationRequest)
     obj.broker_id = f_broker_id
     obj.cluster_id = f_cluster_id
     obj.incarnation_id = f_incarnation_id
@@ -286,7 +302,10 @@ def _dec_BrokerRegistrationRequest_v1(buf, cur, end):
             if f_cluster_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
-            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+            try:
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
     else:
         raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 1, False)
@@ -358,7 +377,10 @@ def _dec_BrokerRegistrationRequest_v1(buf, cur, end):
             if f_rack is None:
                 raise _w.bad_utf8_at(buf, pos, n_rack, 'rack')
         else:
-            f_rack = _w.utf8(buf, pos, n_rack, 'rack')
+            try:
+                f_rack = buf[pos:pos + n_rack].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack', pos, exc) from None
         pos += n_rack
     elif n_rack == -1:
         f_rack = None
@@ -379,7 +401,10 @@ def _dec_BrokerRegistrationRequest_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = BrokerRegistrationRequest.__new__(BrokerRegistrationRequest)
+    if cython.compiled:
+        obj = BrokerRegistrationRequest.__new__(BrokerRegistrationRequest)
+    else:
+        obj = _new(BrokerRegistrationRequest)
     obj.broker_id = f_broker_id
     obj.cluster_id = f_cluster_id
     obj.incarnation_id = f_incarnation_id
@@ -501,7 +526,10 @@ def _dec_BrokerRegistrationRequest_v2(buf, cur, end):
             if f_cluster_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
-            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+            try:
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
     else:
         raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 1, False)
@@ -573,7 +601,10 @@ def _dec_BrokerRegistrationRequest_v2(buf, cur, end):
             if f_rack is None:
                 raise _w.bad_utf8_at(buf, pos, n_rack, 'rack')
         else:
-            f_rack = _w.utf8(buf, pos, n_rack, 'rack')
+            try:
+                f_rack = buf[pos:pos + n_rack].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack', pos, exc) from None
         pos += n_rack
     elif n_rack == -1:
         f_rack = None
@@ -610,7 +641,10 @@ def _dec_BrokerRegistrationRequest_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = BrokerRegistrationRequest.__new__(BrokerRegistrationRequest)
+    if cython.compiled:
+        obj = BrokerRegistrationRequest.__new__(BrokerRegistrationRequest)
+    else:
+        obj = _new(BrokerRegistrationRequest)
     obj.broker_id = f_broker_id
     obj.cluster_id = f_cluster_id
     obj.incarnation_id = f_incarnation_id
@@ -745,7 +779,10 @@ def _dec_BrokerRegistrationRequest_v3(buf, cur, end):
             if f_cluster_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
-            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+            try:
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
     else:
         raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 1, False)
@@ -817,7 +854,10 @@ def _dec_BrokerRegistrationRequest_v3(buf, cur, end):
             if f_rack is None:
                 raise _w.bad_utf8_at(buf, pos, n_rack, 'rack')
         else:
-            f_rack = _w.utf8(buf, pos, n_rack, 'rack')
+            try:
+                f_rack = buf[pos:pos + n_rack].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack', pos, exc) from None
         pos += n_rack
     elif n_rack == -1:
         f_rack = None
@@ -861,7 +901,10 @@ def _dec_BrokerRegistrationRequest_v3(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = BrokerRegistrationRequest.__new__(BrokerRegistrationRequest)
+    if cython.compiled:
+        obj = BrokerRegistrationRequest.__new__(BrokerRegistrationRequest)
+    else:
+        obj = _new(BrokerRegistrationRequest)
     obj.broker_id = f_broker_id
     obj.cluster_id = f_cluster_id
     obj.incarnation_id = f_incarnation_id
@@ -994,7 +1037,10 @@ def _dec_BrokerRegistrationRequest_Listener_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -1016,7 +1062,10 @@ def _dec_BrokerRegistrationRequest_Listener_v0(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -1033,7 +1082,10 @@ def _dec_BrokerRegistrationRequest_Listener_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = BrokerRegistrationRequest_Listener.__new__(BrokerRegistrationRequest_Listener)
+    if cython.compiled:
+        obj = BrokerRegistrationRequest_Listener.__new__(BrokerRegistrationRequest_Listener)
+    else:
+        obj = _new(BrokerRegistrationRequest_Listener)
     obj.name = f_name
     obj.host = f_host
     obj.port = f_port
@@ -1112,7 +1164,10 @@ def _dec_BrokerRegistrationRequest_Feature_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -1129,7 +1184,10 @@ def _dec_BrokerRegistrationRequest_Feature_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = BrokerRegistrationRequest_Feature.__new__(BrokerRegistrationRequest_Feature)
+    if cython.compiled:
+        obj = BrokerRegistrationRequest_Feature.__new__(BrokerRegistrationRequest_Feature)
+    else:
+        obj = _new(BrokerRegistrationRequest_Feature)
     obj.name = f_name
     obj.min_supported_version = f_min_supported_version
     obj.max_supported_version = f_max_supported_version
@@ -1187,7 +1245,10 @@ def _dec_BrokerRegistrationResponse_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = BrokerRegistrationResponse.__new__(BrokerRegistrationResponse)
+    if cython.compiled:
+        obj = BrokerRegistrationResponse.__new__(BrokerRegistrationResponse)
+    else:
+        obj = _new(BrokerRegistrationResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.broker_epoch = f_broker_epoch

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -55,6 +57,12 @@ _RUN_member_type = (('member_type', 0, 1),)
 _RUN_throttle_time_ms = (('throttle_time_ms', 0, 4),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_i = _w.SMALL_ARRAYS["i"]
+
+
 def _dec_ConsumerGroupDescribeRequest_v0(buf, cur, end):
     """Decode ConsumerGroupDescribeRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -93,7 +101,10 @@ def _dec_ConsumerGroupDescribeRequest_v0(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "group_ids[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "group_ids[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("group_ids[%d]" % i, pos, exc) from None
         f_group_ids.append(s)
         pos += m
     if end - pos < 1:
@@ -111,7 +122,10 @@ def _dec_ConsumerGroupDescribeRequest_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ConsumerGroupDescribeRequest.__new__(ConsumerGroupDescribeRequest)
+    if cython.compiled:
+        obj = ConsumerGroupDescribeRequest.__new__(ConsumerGroupDescribeRequest)
+    else:
+        obj = _new(ConsumerGroupDescribeRequest)
     obj.group_ids = f_group_ids
     obj.include_authorized_operations = b_include_authorized_operations
     obj.unknown_tagged_fields = unknown
@@ -195,7 +209,10 @@ def _dec_ConsumerGroupDescribeResponse_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ConsumerGroupDescribeResponse.__new__(ConsumerGroupDescribeResponse)
+    if cython.compiled:
+        obj = ConsumerGroupDescribeResponse.__new__(ConsumerGroupDescribeResponse)
+    else:
+        obj = _new(ConsumerGroupDescribeResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.groups = f_groups
     obj.unknown_tagged_fields = unknown
@@ -269,7 +286,10 @@ def _dec_ConsumerGroupDescribeResponse_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ConsumerGroupDescribeResponse.__new__(ConsumerGroupDescribeResponse)
+    if cython.compiled:
+        obj = ConsumerGroupDescribeResponse.__new__(ConsumerGroupDescribeResponse)
+    else:
+        obj = _new(ConsumerGroupDescribeResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.groups = f_groups
     obj.unknown_tagged_fields = unknown
@@ -333,7 +353,10 @@ def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -357,7 +380,10 @@ def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -379,7 +405,10 @@ def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
             if f_group_state is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_state, 'group_state')
         else:
-            f_group_state = _w.utf8(buf, pos, n_group_state, 'group_state')
+            try:
+                f_group_state = buf[pos:pos + n_group_state].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_state', pos, exc) from None
         pos += n_group_state
     else:
         raise _w.bad_sized('group_state', pos, n_group_state, end, 1, False)
@@ -409,7 +438,10 @@ def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
             if f_assignor_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_assignor_name, 'assignor_name')
         else:
-            f_assignor_name = _w.utf8(buf, pos, n_assignor_name, 'assignor_name')
+            try:
+                f_assignor_name = buf[pos:pos + n_assignor_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('assignor_name', pos, exc) from None
         pos += n_assignor_name
     else:
         raise _w.bad_sized('assignor_name', pos, n_assignor_name, end, 1, False)
@@ -448,7 +480,10 @@ def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ConsumerGroupDescribeResponse_DescribedGroup.__new__(ConsumerGroupDescribeResponse_DescribedGroup)
+    if cython.compiled:
+        obj = ConsumerGroupDescribeResponse_DescribedGroup.__new__(ConsumerGroupDescribeResponse_DescribedGroup)
+    else:
+        obj = _new(ConsumerGroupDescribeResponse_DescribedGroup)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.group_id = f_group_id
@@ -594,7 +629,10 @@ def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -618,7 +656,10 @@ def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -640,7 +681,10 @@ def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
             if f_group_state is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_state, 'group_state')
         else:
-            f_group_state = _w.utf8(buf, pos, n_group_state, 'group_state')
+            try:
+                f_group_state = buf[pos:pos + n_group_state].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_state', pos, exc) from None
         pos += n_group_state
     else:
         raise _w.bad_sized('group_state', pos, n_group_state, end, 1, False)
@@ -670,7 +714,10 @@ def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
             if f_assignor_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_assignor_name, 'assignor_name')
         else:
-            f_assignor_name = _w.utf8(buf, pos, n_assignor_name, 'assignor_name')
+            try:
+                f_assignor_name = buf[pos:pos + n_assignor_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('assignor_name', pos, exc) from None
         pos += n_assignor_name
     else:
         raise _w.bad_sized('assignor_name', pos, n_assignor_name, end, 1, False)
@@ -709,7 +756,10 @@ def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ConsumerGroupDescribeResponse_DescribedGroup.__new__(ConsumerGroupDescribeResponse_DescribedGroup)
+    if cython.compiled:
+        obj = ConsumerGroupDescribeResponse_DescribedGroup.__new__(ConsumerGroupDescribeResponse_DescribedGroup)
+    else:
+        obj = _new(ConsumerGroupDescribeResponse_DescribedGroup)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.group_id = f_group_id
@@ -848,7 +898,10 @@ def _dec_ConsumerGroupDescribeResponse_Member_v0(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -870,7 +923,10 @@ def _dec_ConsumerGroupDescribeResponse_Member_v0(buf, cur, end):
             if f_instance_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_instance_id, 'instance_id')
         else:
-            f_instance_id = _w.utf8(buf, pos, n_instance_id, 'instance_id')
+            try:
+                f_instance_id = buf[pos:pos + n_instance_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('instance_id', pos, exc) from None
         pos += n_instance_id
     elif n_instance_id == -1:
         f_instance_id = None
@@ -894,7 +950,10 @@ def _dec_ConsumerGroupDescribeResponse_Member_v0(buf, cur, end):
             if f_rack_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_rack_id, 'rack_id')
         else:
-            f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
+            try:
+                f_rack_id = buf[pos:pos + n_rack_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack_id', pos, exc) from None
         pos += n_rack_id
     elif n_rack_id == -1:
         f_rack_id = None
@@ -925,7 +984,10 @@ def _dec_ConsumerGroupDescribeResponse_Member_v0(buf, cur, end):
             if f_client_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_client_id, 'client_id')
         else:
-            f_client_id = _w.utf8(buf, pos, n_client_id, 'client_id')
+            try:
+                f_client_id = buf[pos:pos + n_client_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('client_id', pos, exc) from None
         pos += n_client_id
     else:
         raise _w.bad_sized('client_id', pos, n_client_id, end, 1, False)
@@ -947,7 +1009,10 @@ def _dec_ConsumerGroupDescribeResponse_Member_v0(buf, cur, end):
             if f_client_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_client_host, 'client_host')
         else:
-            f_client_host = _w.utf8(buf, pos, n_client_host, 'client_host')
+            try:
+                f_client_host = buf[pos:pos + n_client_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('client_host', pos, exc) from None
         pos += n_client_host
     else:
         raise _w.bad_sized('client_host', pos, n_client_host, end, 1, False)
@@ -986,7 +1051,10 @@ def _dec_ConsumerGroupDescribeResponse_Member_v0(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "subscribed_topic_names[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "subscribed_topic_names[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("subscribed_topic_names[%d]" % i, pos, exc) from None
         f_subscribed_topic_names.append(s)
         pos += m
     if pos < end and buf[pos] < 128:
@@ -1007,7 +1075,10 @@ def _dec_ConsumerGroupDescribeResponse_Member_v0(buf, cur, end):
             if f_subscribed_topic_regex is None:
                 raise _w.bad_utf8_at(buf, pos, n_subscribed_topic_regex, 'subscribed_topic_regex')
         else:
-            f_subscribed_topic_regex = _w.utf8(buf, pos, n_subscribed_topic_regex, 'subscribed_topic_regex')
+            try:
+                f_subscribed_topic_regex = buf[pos:pos + n_subscribed_topic_regex].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('subscribed_topic_regex', pos, exc) from None
         pos += n_subscribed_topic_regex
     elif n_subscribed_topic_regex == -1:
         f_subscribed_topic_regex = None
@@ -1030,7 +1101,10 @@ def _dec_ConsumerGroupDescribeResponse_Member_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ConsumerGroupDescribeResponse_Member.__new__(ConsumerGroupDescribeResponse_Member)
+    if cython.compiled:
+        obj = ConsumerGroupDescribeResponse_Member.__new__(ConsumerGroupDescribeResponse_Member)
+    else:
+        obj = _new(ConsumerGroupDescribeResponse_Member)
     obj.member_id = f_member_id
     obj.instance_id = f_instance_id
     obj.rack_id = f_rack_id
@@ -1208,7 +1282,10 @@ def _dec_ConsumerGroupDescribeResponse_Member_v1(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -1230,7 +1307,10 @@ def _dec_ConsumerGroupDescribeResponse_Member_v1(buf, cur, end):
             if f_instance_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_instance_id, 'instance_id')
         else:
-            f_instance_id = _w.utf8(buf, pos, n_instance_id, 'instance_id')
+            try:
+                f_instance_id = buf[pos:pos + n_instance_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('instance_id', pos, exc) from None
         pos += n_instance_id
     elif n_instance_id == -1:
         f_instance_id = None
@@ -1254,7 +1334,10 @@ def _dec_ConsumerGroupDescribeResponse_Member_v1(buf, cur, end):
             if f_rack_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_rack_id, 'rack_id')
         else:
-            f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
+            try:
+                f_rack_id = buf[pos:pos + n_rack_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack_id', pos, exc) from None
         pos += n_rack_id
     elif n_rack_id == -1:
         f_rack_id = None
@@ -1285,7 +1368,10 @@ def _dec_ConsumerGroupDescribeResponse_Member_v1(buf, cur, end):
             if f_client_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_client_id, 'client_id')
         else:
-            f_client_id = _w.utf8(buf, pos, n_client_id, 'client_id')
+            try:
+                f_client_id = buf[pos:pos + n_client_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('client_id', pos, exc) from None
         pos += n_client_id
     else:
         raise _w.bad_sized('client_id', pos, n_client_id, end, 1, False)
@@ -1307,7 +1393,10 @@ def _dec_ConsumerGroupDescribeResponse_Member_v1(buf, cur, end):
             if f_client_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_client_host, 'client_host')
         else:
-            f_client_host = _w.utf8(buf, pos, n_client_host, 'client_host')
+            try:
+                f_client_host = buf[pos:pos + n_client_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('client_host', pos, exc) from None
         pos += n_client_host
     else:
         raise _w.bad_sized('client_host', pos, n_client_host, end, 1, False)
@@ -1346,7 +1435,10 @@ def _dec_ConsumerGroupDescribeResponse_Member_v1(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "subscribed_topic_names[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "subscribed_topic_names[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("subscribed_topic_names[%d]" % i, pos, exc) from None
         f_subscribed_topic_names.append(s)
         pos += m
     if pos < end and buf[pos] < 128:
@@ -1367,7 +1459,10 @@ def _dec_ConsumerGroupDescribeResponse_Member_v1(buf, cur, end):
             if f_subscribed_topic_regex is None:
                 raise _w.bad_utf8_at(buf, pos, n_subscribed_topic_regex, 'subscribed_topic_regex')
         else:
-            f_subscribed_topic_regex = _w.utf8(buf, pos, n_subscribed_topic_regex, 'subscribed_topic_regex')
+            try:
+                f_subscribed_topic_regex = buf[pos:pos + n_subscribed_topic_regex].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('subscribed_topic_regex', pos, exc) from None
         pos += n_subscribed_topic_regex
     elif n_subscribed_topic_regex == -1:
         f_subscribed_topic_regex = None
@@ -1397,7 +1492,10 @@ def _dec_ConsumerGroupDescribeResponse_Member_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ConsumerGroupDescribeResponse_Member.__new__(ConsumerGroupDescribeResponse_Member)
+    if cython.compiled:
+        obj = ConsumerGroupDescribeResponse_Member.__new__(ConsumerGroupDescribeResponse_Member)
+    else:
+        obj = _new(ConsumerGroupDescribeResponse_Member)
     obj.member_id = f_member_id
     obj.instance_id = f_instance_id
     obj.rack_id = f_rack_id
@@ -1588,7 +1686,10 @@ def _dec_ConsumerGroupDescribeResponse_Assignment_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ConsumerGroupDescribeResponse_Assignment.__new__(ConsumerGroupDescribeResponse_Assignment)
+    if cython.compiled:
+        obj = ConsumerGroupDescribeResponse_Assignment.__new__(ConsumerGroupDescribeResponse_Assignment)
+    else:
+        obj = _new(ConsumerGroupDescribeResponse_Assignment)
     obj.topic_partitions = f_topic_partitions
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -1643,7 +1744,10 @@ def _dec_ConsumerGroupDescribeResponse_TopicPartitions_v0(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -1663,6 +1767,8 @@ def _dec_ConsumerGroupDescribeResponse_TopicPartitions_v0(buf, cur, end):
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 4, 1)
     if cython.compiled:
         f_partitions = [_read_i(buf, pos + 4 * i) for i in range(n_partitions)]
+    elif n_partitions < _w.SMALL_ARRAY_MAX:
+        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
     else:
         f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
     pos += n_partitions * 4
@@ -1671,7 +1777,10 @@ def _dec_ConsumerGroupDescribeResponse_TopicPartitions_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ConsumerGroupDescribeResponse_TopicPartitions.__new__(ConsumerGroupDescribeResponse_TopicPartitions)
+    if cython.compiled:
+        obj = ConsumerGroupDescribeResponse_TopicPartitions.__new__(ConsumerGroupDescribeResponse_TopicPartitions)
+    else:
+        obj = _new(ConsumerGroupDescribeResponse_TopicPartitions)
     obj.topic_id = f_topic_id
     obj.topic_name = f_topic_name
     obj.partitions = f_partitions

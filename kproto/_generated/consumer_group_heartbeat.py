@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -50,6 +52,12 @@ _RUN_rebalance_timeout_ms = (('rebalance_timeout_ms', 0, 4),)
 _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 4, 2))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_i = _w.SMALL_ARRAYS["i"]
+
+
 def _dec_ConsumerGroupHeartbeatRequest_v0(buf, cur, end):
     """Decode ConsumerGroupHeartbeatRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -71,7 +79,10 @@ def _dec_ConsumerGroupHeartbeatRequest_v0(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -93,7 +104,10 @@ def _dec_ConsumerGroupHeartbeatRequest_v0(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -122,7 +136,10 @@ def _dec_ConsumerGroupHeartbeatRequest_v0(buf, cur, end):
             if f_instance_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_instance_id, 'instance_id')
         else:
-            f_instance_id = _w.utf8(buf, pos, n_instance_id, 'instance_id')
+            try:
+                f_instance_id = buf[pos:pos + n_instance_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('instance_id', pos, exc) from None
         pos += n_instance_id
     elif n_instance_id == -1:
         f_instance_id = None
@@ -146,7 +163,10 @@ def _dec_ConsumerGroupHeartbeatRequest_v0(buf, cur, end):
             if f_rack_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_rack_id, 'rack_id')
         else:
-            f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
+            try:
+                f_rack_id = buf[pos:pos + n_rack_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack_id', pos, exc) from None
         pos += n_rack_id
     elif n_rack_id == -1:
         f_rack_id = None
@@ -197,7 +217,10 @@ def _dec_ConsumerGroupHeartbeatRequest_v0(buf, cur, end):
                 if s is None:
                     raise _w.bad_utf8_at(buf, pos, m, "subscribed_topic_names[%d]" % i)
             else:
-                s = _w.utf8(buf, pos, m, "subscribed_topic_names[%d]" % i)
+                try:
+                    s = buf[pos:pos + m].decode()
+                except UnicodeDecodeError as exc:
+                    raise _w.bad_utf8("subscribed_topic_names[%d]" % i, pos, exc) from None
             f_subscribed_topic_names.append(s)
             pos += m
     if pos < end and buf[pos] < 128:
@@ -218,7 +241,10 @@ def _dec_ConsumerGroupHeartbeatRequest_v0(buf, cur, end):
             if f_server_assignor is None:
                 raise _w.bad_utf8_at(buf, pos, n_server_assignor, 'server_assignor')
         else:
-            f_server_assignor = _w.utf8(buf, pos, n_server_assignor, 'server_assignor')
+            try:
+                f_server_assignor = buf[pos:pos + n_server_assignor].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('server_assignor', pos, exc) from None
         pos += n_server_assignor
     elif n_server_assignor == -1:
         f_server_assignor = None
@@ -255,7 +281,10 @@ def _dec_ConsumerGroupHeartbeatRequest_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ConsumerGroupHeartbeatRequest.__new__(ConsumerGroupHeartbeatRequest)
+    if cython.compiled:
+        obj = ConsumerGroupHeartbeatRequest.__new__(ConsumerGroupHeartbeatRequest)
+    else:
+        obj = _new(ConsumerGroupHeartbeatRequest)
     obj.group_id = f_group_id
     obj.member_id = f_member_id
     obj.member_epoch = f_member_epoch
@@ -432,7 +461,10 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -454,7 +486,10 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -483,7 +518,10 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(buf, cur, end):
             if f_instance_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_instance_id, 'instance_id')
         else:
-            f_instance_id = _w.utf8(buf, pos, n_instance_id, 'instance_id')
+            try:
+                f_instance_id = buf[pos:pos + n_instance_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('instance_id', pos, exc) from None
         pos += n_instance_id
     elif n_instance_id == -1:
         f_instance_id = None
@@ -507,7 +545,10 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(buf, cur, end):
             if f_rack_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_rack_id, 'rack_id')
         else:
-            f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
+            try:
+                f_rack_id = buf[pos:pos + n_rack_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack_id', pos, exc) from None
         pos += n_rack_id
     elif n_rack_id == -1:
         f_rack_id = None
@@ -558,7 +599,10 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(buf, cur, end):
                 if s is None:
                     raise _w.bad_utf8_at(buf, pos, m, "subscribed_topic_names[%d]" % i)
             else:
-                s = _w.utf8(buf, pos, m, "subscribed_topic_names[%d]" % i)
+                try:
+                    s = buf[pos:pos + m].decode()
+                except UnicodeDecodeError as exc:
+                    raise _w.bad_utf8("subscribed_topic_names[%d]" % i, pos, exc) from None
             f_subscribed_topic_names.append(s)
             pos += m
     if pos < end and buf[pos] < 128:
@@ -579,7 +623,10 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(buf, cur, end):
             if f_subscribed_topic_regex is None:
                 raise _w.bad_utf8_at(buf, pos, n_subscribed_topic_regex, 'subscribed_topic_regex')
         else:
-            f_subscribed_topic_regex = _w.utf8(buf, pos, n_subscribed_topic_regex, 'subscribed_topic_regex')
+            try:
+                f_subscribed_topic_regex = buf[pos:pos + n_subscribed_topic_regex].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('subscribed_topic_regex', pos, exc) from None
         pos += n_subscribed_topic_regex
     elif n_subscribed_topic_regex == -1:
         f_subscribed_topic_regex = None
@@ -603,7 +650,10 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(buf, cur, end):
             if f_server_assignor is None:
                 raise _w.bad_utf8_at(buf, pos, n_server_assignor, 'server_assignor')
         else:
-            f_server_assignor = _w.utf8(buf, pos, n_server_assignor, 'server_assignor')
+            try:
+                f_server_assignor = buf[pos:pos + n_server_assignor].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('server_assignor', pos, exc) from None
         pos += n_server_assignor
     elif n_server_assignor == -1:
         f_server_assignor = None
@@ -640,7 +690,10 @@ def _dec_ConsumerGroupHeartbeatRequest_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ConsumerGroupHeartbeatRequest.__new__(ConsumerGroupHeartbeatRequest)
+    if cython.compiled:
+        obj = ConsumerGroupHeartbeatRequest.__new__(ConsumerGroupHeartbeatRequest)
+    else:
+        obj = _new(ConsumerGroupHeartbeatRequest)
     obj.group_id = f_group_id
     obj.member_id = f_member_id
     obj.member_epoch = f_member_epoch
@@ -833,6 +886,8 @@ def _dec_ConsumerGroupHeartbeatRequest_TopicPartitions_v0(buf, cur, end):
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 4, 1)
     if cython.compiled:
         f_partitions = [_read_i(buf, pos + 4 * i) for i in range(n_partitions)]
+    elif n_partitions < _w.SMALL_ARRAY_MAX:
+        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
     else:
         f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
     pos += n_partitions * 4
@@ -841,7 +896,10 @@ def _dec_ConsumerGroupHeartbeatRequest_TopicPartitions_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ConsumerGroupHeartbeatRequest_TopicPartitions.__new__(ConsumerGroupHeartbeatRequest_TopicPartitions)
+    if cython.compiled:
+        obj = ConsumerGroupHeartbeatRequest_TopicPartitions.__new__(ConsumerGroupHeartbeatRequest_TopicPartitions)
+    else:
+        obj = _new(ConsumerGroupHeartbeatRequest_TopicPartitions)
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -906,7 +964,10 @@ def _dec_ConsumerGroupHeartbeatResponse_v0(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -930,7 +991,10 @@ def _dec_ConsumerGroupHeartbeatResponse_v0(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     elif n_member_id == -1:
         f_member_id = None
@@ -961,7 +1025,10 @@ def _dec_ConsumerGroupHeartbeatResponse_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ConsumerGroupHeartbeatResponse.__new__(ConsumerGroupHeartbeatResponse)
+    if cython.compiled:
+        obj = ConsumerGroupHeartbeatResponse.__new__(ConsumerGroupHeartbeatResponse)
+    else:
+        obj = _new(ConsumerGroupHeartbeatResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -1064,7 +1131,10 @@ def _dec_ConsumerGroupHeartbeatResponse_Assignment_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ConsumerGroupHeartbeatResponse_Assignment.__new__(ConsumerGroupHeartbeatResponse_Assignment)
+    if cython.compiled:
+        obj = ConsumerGroupHeartbeatResponse_Assignment.__new__(ConsumerGroupHeartbeatResponse_Assignment)
+    else:
+        obj = _new(ConsumerGroupHeartbeatResponse_Assignment)
     obj.topic_partitions = f_topic_partitions
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -1117,6 +1187,8 @@ def _dec_ConsumerGroupHeartbeatResponse_TopicPartitions_v0(buf, cur, end):
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 4, 1)
     if cython.compiled:
         f_partitions = [_read_i(buf, pos + 4 * i) for i in range(n_partitions)]
+    elif n_partitions < _w.SMALL_ARRAY_MAX:
+        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
     else:
         f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
     pos += n_partitions * 4
@@ -1125,7 +1197,10 @@ def _dec_ConsumerGroupHeartbeatResponse_TopicPartitions_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ConsumerGroupHeartbeatResponse_TopicPartitions.__new__(ConsumerGroupHeartbeatResponse_TopicPartitions)
+    if cython.compiled:
+        obj = ConsumerGroupHeartbeatResponse_TopicPartitions.__new__(ConsumerGroupHeartbeatResponse_TopicPartitions)
+    else:
+        obj = _new(ConsumerGroupHeartbeatResponse_TopicPartitions)
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -53,6 +55,11 @@ _RUN_partition_index = (('partition_index', 0, 4),)
 _RUN_topic_name = (('topic_name', 0, 2),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_ControlledShutdownRequest_v0(buf, cur, end):
     """Decode ControlledShutdownRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -63,7 +70,10 @@ def _dec_ControlledShutdownRequest_v0(buf, cur, end):
     else:
         f_broker_id = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = ControlledShutdownRequest.__new__(ControlledShutdownRequest)
+    if cython.compiled:
+        obj = ControlledShutdownRequest.__new__(ControlledShutdownRequest)
+    else:
+        obj = _new(ControlledShutdownRequest)
     obj.broker_id = f_broker_id
     obj.broker_epoch = -1
     obj.unknown_tagged_fields = []
@@ -93,7 +103,10 @@ def _dec_ControlledShutdownRequest_v2(buf, cur, end):
     else:
         f_broker_id, f_broker_epoch = _S_iq.unpack_from(buf, pos)
     pos += 12
-    obj = ControlledShutdownRequest.__new__(ControlledShutdownRequest)
+    if cython.compiled:
+        obj = ControlledShutdownRequest.__new__(ControlledShutdownRequest)
+    else:
+        obj = _new(ControlledShutdownRequest)
     obj.broker_id = f_broker_id
     obj.broker_epoch = f_broker_epoch
     obj.unknown_tagged_fields = []
@@ -129,7 +142,10 @@ def _dec_ControlledShutdownRequest_v3(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ControlledShutdownRequest.__new__(ControlledShutdownRequest)
+    if cython.compiled:
+        obj = ControlledShutdownRequest.__new__(ControlledShutdownRequest)
+    else:
+        obj = _new(ControlledShutdownRequest)
     obj.broker_id = f_broker_id
     obj.broker_epoch = f_broker_epoch
     obj.unknown_tagged_fields = unknown
@@ -175,7 +191,10 @@ def _dec_ControlledShutdownResponse_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("remaining_partitions[%d]" % i)
     pos = cur.pos
-    obj = ControlledShutdownResponse.__new__(ControlledShutdownResponse)
+    if cython.compiled:
+        obj = ControlledShutdownResponse.__new__(ControlledShutdownResponse)
+    else:
+        obj = _new(ControlledShutdownResponse)
     obj.error_code = f_error_code
     obj.remaining_partitions = f_remaining_partitions
     obj.unknown_tagged_fields = []
@@ -240,7 +259,10 @@ def _dec_ControlledShutdownResponse_v3(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ControlledShutdownResponse.__new__(ControlledShutdownResponse)
+    if cython.compiled:
+        obj = ControlledShutdownResponse.__new__(ControlledShutdownResponse)
+    else:
+        obj = _new(ControlledShutdownResponse)
     obj.error_code = f_error_code
     obj.remaining_partitions = f_remaining_partitions
     obj.unknown_tagged_fields = unknown
@@ -292,7 +314,10 @@ def _dec_ControlledShutdownResponse_RemainingPartition_v0(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 2, False)
@@ -303,7 +328,10 @@ def _dec_ControlledShutdownResponse_RemainingPartition_v0(buf, cur, end):
     else:
         f_partition_index = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = ControlledShutdownResponse_RemainingPartition.__new__(ControlledShutdownResponse_RemainingPartition)
+    if cython.compiled:
+        obj = ControlledShutdownResponse_RemainingPartition.__new__(ControlledShutdownResponse_RemainingPartition)
+    else:
+        obj = _new(ControlledShutdownResponse_RemainingPartition)
     obj.topic_name = f_topic_name
     obj.partition_index = f_partition_index
     obj.unknown_tagged_fields = []
@@ -358,7 +386,10 @@ def _dec_ControlledShutdownResponse_RemainingPartition_v3(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -374,7 +405,10 @@ def _dec_ControlledShutdownResponse_RemainingPartition_v3(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ControlledShutdownResponse_RemainingPartition.__new__(ControlledShutdownResponse_RemainingPartition)
+    if cython.compiled:
+        obj = ControlledShutdownResponse_RemainingPartition.__new__(ControlledShutdownResponse_RemainingPartition)
+    else:
+        obj = _new(ControlledShutdownResponse_RemainingPartition)
     obj.topic_name = f_topic_name
     obj.partition_index = f_partition_index
     obj.unknown_tagged_fields = unknown

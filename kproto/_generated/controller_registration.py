@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -52,6 +54,11 @@ _RUN_min_supported_version__max_supported_version = (('min_supported_version', 0
 _RUN_port__security_protocol = (('port', 0, 2), ('security_protocol', 2, 2))
 _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 4, 2))
 _RUN_zk_migration_ready = (('zk_migration_ready', 0, 1),)
+
+
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
 
 
 def _dec_ControllerRegistrationRequest_v0(buf, cur, end):
@@ -129,7 +136,10 @@ def _dec_ControllerRegistrationRequest_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ControllerRegistrationRequest.__new__(ControllerRegistrationRequest)
+    if cython.compiled:
+        obj = ControllerRegistrationRequest.__new__(ControllerRegistrationRequest)
+    else:
+        obj = _new(ControllerRegistrationRequest)
     obj.controller_id = f_controller_id
     obj.incarnation_id = f_incarnation_id
     obj.zk_migration_ready = b_zk_migration_ready
@@ -208,7 +218,10 @@ def _dec_ControllerRegistrationRequest_Listener_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -230,7 +243,10 @@ def _dec_ControllerRegistrationRequest_Listener_v0(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -247,7 +263,10 @@ def _dec_ControllerRegistrationRequest_Listener_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ControllerRegistrationRequest_Listener.__new__(ControllerRegistrationRequest_Listener)
+    if cython.compiled:
+        obj = ControllerRegistrationRequest_Listener.__new__(ControllerRegistrationRequest_Listener)
+    else:
+        obj = _new(ControllerRegistrationRequest_Listener)
     obj.name = f_name
     obj.host = f_host
     obj.port = f_port
@@ -326,7 +345,10 @@ def _dec_ControllerRegistrationRequest_Feature_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -343,7 +365,10 @@ def _dec_ControllerRegistrationRequest_Feature_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ControllerRegistrationRequest_Feature.__new__(ControllerRegistrationRequest_Feature)
+    if cython.compiled:
+        obj = ControllerRegistrationRequest_Feature.__new__(ControllerRegistrationRequest_Feature)
+    else:
+        obj = _new(ControllerRegistrationRequest_Feature)
     obj.name = f_name
     obj.min_supported_version = f_min_supported_version
     obj.max_supported_version = f_max_supported_version
@@ -413,7 +438,10 @@ def _dec_ControllerRegistrationResponse_v0(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -424,7 +452,10 @@ def _dec_ControllerRegistrationResponse_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ControllerRegistrationResponse.__new__(ControllerRegistrationResponse)
+    if cython.compiled:
+        obj = ControllerRegistrationResponse.__new__(ControllerRegistrationResponse)
+    else:
+        obj = _new(ControllerRegistrationResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.error_message = f_error_message

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -62,6 +64,11 @@ _RUN_throttle_time_ms = (('throttle_time_ms', 0, 4),)
 _RUN_throttle_time_ms__results = (('throttle_time_ms', 0, 4), ('results', 4, 4))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_CreateAclsRequest_v0(buf, cur, end):
     """Decode CreateAclsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -83,7 +90,10 @@ def _dec_CreateAclsRequest_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("creations[%d]" % i)
     pos = cur.pos
-    obj = CreateAclsRequest.__new__(CreateAclsRequest)
+    if cython.compiled:
+        obj = CreateAclsRequest.__new__(CreateAclsRequest)
+    else:
+        obj = _new(CreateAclsRequest)
     obj.creations = f_creations
     obj.unknown_tagged_fields = []
     cur.pos = pos
@@ -129,7 +139,10 @@ def _dec_CreateAclsRequest_v1(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("creations[%d]" % i)
     pos = cur.pos
-    obj = CreateAclsRequest.__new__(CreateAclsRequest)
+    if cython.compiled:
+        obj = CreateAclsRequest.__new__(CreateAclsRequest)
+    else:
+        obj = _new(CreateAclsRequest)
     obj.creations = f_creations
     obj.unknown_tagged_fields = []
     cur.pos = pos
@@ -185,7 +198,10 @@ def _dec_CreateAclsRequest_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = CreateAclsRequest.__new__(CreateAclsRequest)
+    if cython.compiled:
+        obj = CreateAclsRequest.__new__(CreateAclsRequest)
+    else:
+        obj = _new(CreateAclsRequest)
     obj.creations = f_creations
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -232,7 +248,10 @@ def _dec_CreateAclsRequest_AclCreation_v0(buf, cur, end):
             if f_resource_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
-            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+            try:
+                f_resource_name = buf[pos:pos + n_resource_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 2, False)
@@ -249,7 +268,10 @@ def _dec_CreateAclsRequest_AclCreation_v0(buf, cur, end):
             if f_principal is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal, 'principal')
         else:
-            f_principal = _w.utf8(buf, pos, n_principal, 'principal')
+            try:
+                f_principal = buf[pos:pos + n_principal].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal', pos, exc) from None
         pos += n_principal
     else:
         raise _w.bad_sized('principal', pos, n_principal, end, 2, False)
@@ -266,7 +288,10 @@ def _dec_CreateAclsRequest_AclCreation_v0(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 2, False)
@@ -278,7 +303,10 @@ def _dec_CreateAclsRequest_AclCreation_v0(buf, cur, end):
     else:
         f_operation, f_permission_type = _S_bb.unpack_from(buf, pos)
     pos += 2
-    obj = CreateAclsRequest_AclCreation.__new__(CreateAclsRequest_AclCreation)
+    if cython.compiled:
+        obj = CreateAclsRequest_AclCreation.__new__(CreateAclsRequest_AclCreation)
+    else:
+        obj = _new(CreateAclsRequest_AclCreation)
     obj.resource_type = f_resource_type
     obj.resource_name = f_resource_name
     obj.resource_pattern_type = 3
@@ -368,7 +396,10 @@ def _dec_CreateAclsRequest_AclCreation_v1(buf, cur, end):
             if f_resource_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
-            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+            try:
+                f_resource_name = buf[pos:pos + n_resource_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 2, False)
@@ -386,7 +417,10 @@ def _dec_CreateAclsRequest_AclCreation_v1(buf, cur, end):
             if f_principal is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal, 'principal')
         else:
-            f_principal = _w.utf8(buf, pos, n_principal, 'principal')
+            try:
+                f_principal = buf[pos:pos + n_principal].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal', pos, exc) from None
         pos += n_principal
     else:
         raise _w.bad_sized('principal', pos, n_principal, end, 2, False)
@@ -403,7 +437,10 @@ def _dec_CreateAclsRequest_AclCreation_v1(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 2, False)
@@ -415,7 +452,10 @@ def _dec_CreateAclsRequest_AclCreation_v1(buf, cur, end):
     else:
         f_operation, f_permission_type = _S_bb.unpack_from(buf, pos)
     pos += 2
-    obj = CreateAclsRequest_AclCreation.__new__(CreateAclsRequest_AclCreation)
+    if cython.compiled:
+        obj = CreateAclsRequest_AclCreation.__new__(CreateAclsRequest_AclCreation)
+    else:
+        obj = _new(CreateAclsRequest_AclCreation)
     obj.resource_type = f_resource_type
     obj.resource_name = f_resource_name
     obj.resource_pattern_type = f_resource_pattern_type
@@ -515,7 +555,10 @@ def _dec_CreateAclsRequest_AclCreation_v2(buf, cur, end):
             if f_resource_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
-            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+            try:
+                f_resource_name = buf[pos:pos + n_resource_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 1, False)
@@ -544,7 +587,10 @@ def _dec_CreateAclsRequest_AclCreation_v2(buf, cur, end):
             if f_principal is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal, 'principal')
         else:
-            f_principal = _w.utf8(buf, pos, n_principal, 'principal')
+            try:
+                f_principal = buf[pos:pos + n_principal].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal', pos, exc) from None
         pos += n_principal
     else:
         raise _w.bad_sized('principal', pos, n_principal, end, 1, False)
@@ -566,7 +612,10 @@ def _dec_CreateAclsRequest_AclCreation_v2(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -583,7 +632,10 @@ def _dec_CreateAclsRequest_AclCreation_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = CreateAclsRequest_AclCreation.__new__(CreateAclsRequest_AclCreation)
+    if cython.compiled:
+        obj = CreateAclsRequest_AclCreation.__new__(CreateAclsRequest_AclCreation)
+    else:
+        obj = _new(CreateAclsRequest_AclCreation)
     obj.resource_type = f_resource_type
     obj.resource_name = f_resource_name
     obj.resource_pattern_type = f_resource_pattern_type
@@ -692,7 +744,10 @@ def _dec_CreateAclsResponse_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("results[%d]" % i)
     pos = cur.pos
-    obj = CreateAclsResponse.__new__(CreateAclsResponse)
+    if cython.compiled:
+        obj = CreateAclsResponse.__new__(CreateAclsResponse)
+    else:
+        obj = _new(CreateAclsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.results = f_results
     obj.unknown_tagged_fields = []
@@ -757,7 +812,10 @@ def _dec_CreateAclsResponse_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = CreateAclsResponse.__new__(CreateAclsResponse)
+    if cython.compiled:
+        obj = CreateAclsResponse.__new__(CreateAclsResponse)
+    else:
+        obj = _new(CreateAclsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.results = f_results
     obj.unknown_tagged_fields = unknown
@@ -810,13 +868,19 @@ def _dec_CreateAclsResponse_AclCreationResult_v0(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
         raise _w.bad_sized('error_message', pos, n_error_message, end, 2, True)
-    obj = CreateAclsResponse_AclCreationResult.__new__(CreateAclsResponse_AclCreationResult)
+    if cython.compiled:
+        obj = CreateAclsResponse_AclCreationResult.__new__(CreateAclsResponse_AclCreationResult)
+    else:
+        obj = _new(CreateAclsResponse_AclCreationResult)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.unknown_tagged_fields = []
@@ -874,7 +938,10 @@ def _dec_CreateAclsResponse_AclCreationResult_v2(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -885,7 +952,10 @@ def _dec_CreateAclsResponse_AclCreationResult_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = CreateAclsResponse_AclCreationResult.__new__(CreateAclsResponse_AclCreationResult)
+    if cython.compiled:
+        obj = CreateAclsResponse_AclCreationResult.__new__(CreateAclsResponse_AclCreationResult)
+    else:
+        obj = _new(CreateAclsResponse_AclCreationResult)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.unknown_tagged_fields = unknown

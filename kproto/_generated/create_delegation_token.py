@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -59,6 +61,11 @@ _RUN_renewers = (('renewers', 0, 4),)
 _RUN_throttle_time_ms = (('throttle_time_ms', 0, 4),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_CreateDelegationTokenRequest_v0(buf, cur, end):
     """Decode CreateDelegationTokenRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -87,7 +94,10 @@ def _dec_CreateDelegationTokenRequest_v0(buf, cur, end):
     else:
         f_max_lifetime_ms = _S_q.unpack_from(buf, pos)[0]
     pos += 8
-    obj = CreateDelegationTokenRequest.__new__(CreateDelegationTokenRequest)
+    if cython.compiled:
+        obj = CreateDelegationTokenRequest.__new__(CreateDelegationTokenRequest)
+    else:
+        obj = _new(CreateDelegationTokenRequest)
     obj.owner_principal_type = ''
     obj.owner_principal_name = ''
     obj.renewers = f_renewers
@@ -162,7 +172,10 @@ def _dec_CreateDelegationTokenRequest_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = CreateDelegationTokenRequest.__new__(CreateDelegationTokenRequest)
+    if cython.compiled:
+        obj = CreateDelegationTokenRequest.__new__(CreateDelegationTokenRequest)
+    else:
+        obj = _new(CreateDelegationTokenRequest)
     obj.owner_principal_type = ''
     obj.owner_principal_name = ''
     obj.renewers = f_renewers
@@ -225,7 +238,10 @@ def _dec_CreateDelegationTokenRequest_v3(buf, cur, end):
             if f_owner_principal_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_owner_principal_type, 'owner_principal_type')
         else:
-            f_owner_principal_type = _w.utf8(buf, pos, n_owner_principal_type, 'owner_principal_type')
+            try:
+                f_owner_principal_type = buf[pos:pos + n_owner_principal_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('owner_principal_type', pos, exc) from None
         pos += n_owner_principal_type
     elif n_owner_principal_type == -1:
         f_owner_principal_type = None
@@ -249,7 +265,10 @@ def _dec_CreateDelegationTokenRequest_v3(buf, cur, end):
             if f_owner_principal_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_owner_principal_name, 'owner_principal_name')
         else:
-            f_owner_principal_name = _w.utf8(buf, pos, n_owner_principal_name, 'owner_principal_name')
+            try:
+                f_owner_principal_name = buf[pos:pos + n_owner_principal_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('owner_principal_name', pos, exc) from None
         pos += n_owner_principal_name
     elif n_owner_principal_name == -1:
         f_owner_principal_name = None
@@ -290,7 +309,10 @@ def _dec_CreateDelegationTokenRequest_v3(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = CreateDelegationTokenRequest.__new__(CreateDelegationTokenRequest)
+    if cython.compiled:
+        obj = CreateDelegationTokenRequest.__new__(CreateDelegationTokenRequest)
+    else:
+        obj = _new(CreateDelegationTokenRequest)
     obj.owner_principal_type = f_owner_principal_type
     obj.owner_principal_name = f_owner_principal_name
     obj.renewers = f_renewers
@@ -376,7 +398,10 @@ def _dec_CreateDelegationTokenRequest_CreatableRenewers_v0(buf, cur, end):
             if f_principal_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_type, 'principal_type')
         else:
-            f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
+            try:
+                f_principal_type = buf[pos:pos + n_principal_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_type', pos, exc) from None
         pos += n_principal_type
     else:
         raise _w.bad_sized('principal_type', pos, n_principal_type, end, 2, False)
@@ -393,11 +418,17 @@ def _dec_CreateDelegationTokenRequest_CreatableRenewers_v0(buf, cur, end):
             if f_principal_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_name, 'principal_name')
         else:
-            f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
+            try:
+                f_principal_name = buf[pos:pos + n_principal_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_name', pos, exc) from None
         pos += n_principal_name
     else:
         raise _w.bad_sized('principal_name', pos, n_principal_name, end, 2, False)
-    obj = CreateDelegationTokenRequest_CreatableRenewers.__new__(CreateDelegationTokenRequest_CreatableRenewers)
+    if cython.compiled:
+        obj = CreateDelegationTokenRequest_CreatableRenewers.__new__(CreateDelegationTokenRequest_CreatableRenewers)
+    else:
+        obj = _new(CreateDelegationTokenRequest_CreatableRenewers)
     obj.principal_type = f_principal_type
     obj.principal_name = f_principal_name
     obj.unknown_tagged_fields = []
@@ -462,7 +493,10 @@ def _dec_CreateDelegationTokenRequest_CreatableRenewers_v2(buf, cur, end):
             if f_principal_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_type, 'principal_type')
         else:
-            f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
+            try:
+                f_principal_type = buf[pos:pos + n_principal_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_type', pos, exc) from None
         pos += n_principal_type
     else:
         raise _w.bad_sized('principal_type', pos, n_principal_type, end, 1, False)
@@ -484,7 +518,10 @@ def _dec_CreateDelegationTokenRequest_CreatableRenewers_v2(buf, cur, end):
             if f_principal_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_name, 'principal_name')
         else:
-            f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
+            try:
+                f_principal_name = buf[pos:pos + n_principal_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_name', pos, exc) from None
         pos += n_principal_name
     else:
         raise _w.bad_sized('principal_name', pos, n_principal_name, end, 1, False)
@@ -493,7 +530,10 @@ def _dec_CreateDelegationTokenRequest_CreatableRenewers_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = CreateDelegationTokenRequest_CreatableRenewers.__new__(CreateDelegationTokenRequest_CreatableRenewers)
+    if cython.compiled:
+        obj = CreateDelegationTokenRequest_CreatableRenewers.__new__(CreateDelegationTokenRequest_CreatableRenewers)
+    else:
+        obj = _new(CreateDelegationTokenRequest_CreatableRenewers)
     obj.principal_type = f_principal_type
     obj.principal_name = f_principal_name
     obj.unknown_tagged_fields = unknown
@@ -560,7 +600,10 @@ def _dec_CreateDelegationTokenResponse_v0(buf, cur, end):
             if f_principal_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_type, 'principal_type')
         else:
-            f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
+            try:
+                f_principal_type = buf[pos:pos + n_principal_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_type', pos, exc) from None
         pos += n_principal_type
     else:
         raise _w.bad_sized('principal_type', pos, n_principal_type, end, 2, False)
@@ -577,7 +620,10 @@ def _dec_CreateDelegationTokenResponse_v0(buf, cur, end):
             if f_principal_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_name, 'principal_name')
         else:
-            f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
+            try:
+                f_principal_name = buf[pos:pos + n_principal_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_name', pos, exc) from None
         pos += n_principal_name
     else:
         raise _w.bad_sized('principal_name', pos, n_principal_name, end, 2, False)
@@ -597,7 +643,10 @@ def _dec_CreateDelegationTokenResponse_v0(buf, cur, end):
             if f_token_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_token_id, 'token_id')
         else:
-            f_token_id = _w.utf8(buf, pos, n_token_id, 'token_id')
+            try:
+                f_token_id = buf[pos:pos + n_token_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('token_id', pos, exc) from None
         pos += n_token_id
     else:
         raise _w.bad_sized('token_id', pos, n_token_id, end, 2, False)
@@ -620,7 +669,10 @@ def _dec_CreateDelegationTokenResponse_v0(buf, cur, end):
     else:
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = CreateDelegationTokenResponse.__new__(CreateDelegationTokenResponse)
+    if cython.compiled:
+        obj = CreateDelegationTokenResponse.__new__(CreateDelegationTokenResponse)
+    else:
+        obj = _new(CreateDelegationTokenResponse)
     obj.error_code = f_error_code
     obj.principal_type = f_principal_type
     obj.principal_name = f_principal_name
@@ -741,7 +793,10 @@ def _dec_CreateDelegationTokenResponse_v2(buf, cur, end):
             if f_principal_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_type, 'principal_type')
         else:
-            f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
+            try:
+                f_principal_type = buf[pos:pos + n_principal_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_type', pos, exc) from None
         pos += n_principal_type
     else:
         raise _w.bad_sized('principal_type', pos, n_principal_type, end, 1, False)
@@ -763,7 +818,10 @@ def _dec_CreateDelegationTokenResponse_v2(buf, cur, end):
             if f_principal_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_name, 'principal_name')
         else:
-            f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
+            try:
+                f_principal_name = buf[pos:pos + n_principal_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_name', pos, exc) from None
         pos += n_principal_name
     else:
         raise _w.bad_sized('principal_name', pos, n_principal_name, end, 1, False)
@@ -794,7 +852,10 @@ def _dec_CreateDelegationTokenResponse_v2(buf, cur, end):
             if f_token_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_token_id, 'token_id')
         else:
-            f_token_id = _w.utf8(buf, pos, n_token_id, 'token_id')
+            try:
+                f_token_id = buf[pos:pos + n_token_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('token_id', pos, exc) from None
         pos += n_token_id
     else:
         raise _w.bad_sized('token_id', pos, n_token_id, end, 1, False)
@@ -827,7 +888,10 @@ def _dec_CreateDelegationTokenResponse_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = CreateDelegationTokenResponse.__new__(CreateDelegationTokenResponse)
+    if cython.compiled:
+        obj = CreateDelegationTokenResponse.__new__(CreateDelegationTokenResponse)
+    else:
+        obj = _new(CreateDelegationTokenResponse)
     obj.error_code = f_error_code
     obj.principal_type = f_principal_type
     obj.principal_name = f_principal_name
@@ -964,7 +1028,10 @@ def _dec_CreateDelegationTokenResponse_v3(buf, cur, end):
             if f_principal_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_type, 'principal_type')
         else:
-            f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
+            try:
+                f_principal_type = buf[pos:pos + n_principal_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_type', pos, exc) from None
         pos += n_principal_type
     else:
         raise _w.bad_sized('principal_type', pos, n_principal_type, end, 1, False)
@@ -986,7 +1053,10 @@ def _dec_CreateDelegationTokenResponse_v3(buf, cur, end):
             if f_principal_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_name, 'principal_name')
         else:
-            f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
+            try:
+                f_principal_name = buf[pos:pos + n_principal_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_name', pos, exc) from None
         pos += n_principal_name
     else:
         raise _w.bad_sized('principal_name', pos, n_principal_name, end, 1, False)
@@ -1008,7 +1078,10 @@ def _dec_CreateDelegationTokenResponse_v3(buf, cur, end):
             if f_token_requester_principal_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_token_requester_principal_type, 'token_requester_principal_type')
         else:
-            f_token_requester_principal_type = _w.utf8(buf, pos, n_token_requester_principal_type, 'token_requester_principal_type')
+            try:
+                f_token_requester_principal_type = buf[pos:pos + n_token_requester_principal_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('token_requester_principal_type', pos, exc) from None
         pos += n_token_requester_principal_type
     else:
         raise _w.bad_sized('token_requester_principal_type', pos, n_token_requester_principal_type, end, 1, False)
@@ -1030,7 +1103,10 @@ def _dec_CreateDelegationTokenResponse_v3(buf, cur, end):
             if f_token_requester_principal_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_token_requester_principal_name, 'token_requester_principal_name')
         else:
-            f_token_requester_principal_name = _w.utf8(buf, pos, n_token_requester_principal_name, 'token_requester_principal_name')
+            try:
+                f_token_requester_principal_name = buf[pos:pos + n_token_requester_principal_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('token_requester_principal_name', pos, exc) from None
         pos += n_token_requester_principal_name
     else:
         raise _w.bad_sized('token_requester_principal_name', pos, n_token_requester_principal_name, end, 1, False)
@@ -1061,7 +1137,10 @@ def _dec_CreateDelegationTokenResponse_v3(buf, cur, end):
             if f_token_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_token_id, 'token_id')
         else:
-            f_token_id = _w.utf8(buf, pos, n_token_id, 'token_id')
+            try:
+                f_token_id = buf[pos:pos + n_token_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('token_id', pos, exc) from None
         pos += n_token_id
     else:
         raise _w.bad_sized('token_id', pos, n_token_id, end, 1, False)
@@ -1094,7 +1173,10 @@ def _dec_CreateDelegationTokenResponse_v3(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = CreateDelegationTokenResponse.__new__(CreateDelegationTokenResponse)
+    if cython.compiled:
+        obj = CreateDelegationTokenResponse.__new__(CreateDelegationTokenResponse)
+    else:
+        obj = _new(CreateDelegationTokenResponse)
     obj.error_code = f_error_code
     obj.principal_type = f_principal_type
     obj.principal_name = f_principal_name

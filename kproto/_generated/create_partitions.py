@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -59,6 +61,12 @@ _RUN_timeout_ms__validate_only = (('timeout_ms', 0, 4), ('validate_only', 4, 1))
 _RUN_topics = (('topics', 0, 4),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_i = _w.SMALL_ARRAYS["i"]
+
+
 def _dec_CreatePartitionsRequest_v0(buf, cur, end):
     """Decode CreatePartitionsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -91,7 +99,10 @@ def _dec_CreatePartitionsRequest_v0(buf, cur, end):
     if f_validate_only != 0 and f_validate_only != 1:
         raise _w.bad_bool('validate_only', pos - 1, f_validate_only)
     b_validate_only = f_validate_only == 1
-    obj = CreatePartitionsRequest.__new__(CreatePartitionsRequest)
+    if cython.compiled:
+        obj = CreatePartitionsRequest.__new__(CreatePartitionsRequest)
+    else:
+        obj = _new(CreatePartitionsRequest)
     obj.topics = f_topics
     obj.timeout_ms = f_timeout_ms
     obj.validate_only = b_validate_only
@@ -166,7 +177,10 @@ def _dec_CreatePartitionsRequest_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = CreatePartitionsRequest.__new__(CreatePartitionsRequest)
+    if cython.compiled:
+        obj = CreatePartitionsRequest.__new__(CreatePartitionsRequest)
+    else:
+        obj = _new(CreatePartitionsRequest)
     obj.topics = f_topics
     obj.timeout_ms = f_timeout_ms
     obj.validate_only = b_validate_only
@@ -220,7 +234,10 @@ def _dec_CreatePartitionsRequest_CreatePartitionsTopic_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -246,7 +263,10 @@ def _dec_CreatePartitionsRequest_CreatePartitionsTopic_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("assignments[%d]" % i)
         pos = cur.pos
-    obj = CreatePartitionsRequest_CreatePartitionsTopic.__new__(CreatePartitionsRequest_CreatePartitionsTopic)
+    if cython.compiled:
+        obj = CreatePartitionsRequest_CreatePartitionsTopic.__new__(CreatePartitionsRequest_CreatePartitionsTopic)
+    else:
+        obj = _new(CreatePartitionsRequest_CreatePartitionsTopic)
     obj.name = f_name
     obj.count = f_count
     obj.assignments = f_assignments
@@ -311,7 +331,10 @@ def _dec_CreatePartitionsRequest_CreatePartitionsTopic_v2(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -353,7 +376,10 @@ def _dec_CreatePartitionsRequest_CreatePartitionsTopic_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = CreatePartitionsRequest_CreatePartitionsTopic.__new__(CreatePartitionsRequest_CreatePartitionsTopic)
+    if cython.compiled:
+        obj = CreatePartitionsRequest_CreatePartitionsTopic.__new__(CreatePartitionsRequest_CreatePartitionsTopic)
+    else:
+        obj = _new(CreatePartitionsRequest_CreatePartitionsTopic)
     obj.name = f_name
     obj.count = f_count
     obj.assignments = f_assignments
@@ -421,10 +447,15 @@ def _dec_CreatePartitionsRequest_CreatePartitionsAssignment_v0(buf, cur, end):
         raise _w.bad_count('broker_ids', pos - 4, n_broker_ids, end, 4, 4)
     if cython.compiled:
         f_broker_ids = [_read_i(buf, pos + 4 * i) for i in range(n_broker_ids)]
+    elif n_broker_ids < _w.SMALL_ARRAY_MAX:
+        f_broker_ids = list(_A_i[n_broker_ids].unpack_from(buf, pos))
     else:
         f_broker_ids = list(_unpack_from(">%di" % n_broker_ids, buf, pos))
     pos += n_broker_ids * 4
-    obj = CreatePartitionsRequest_CreatePartitionsAssignment.__new__(CreatePartitionsRequest_CreatePartitionsAssignment)
+    if cython.compiled:
+        obj = CreatePartitionsRequest_CreatePartitionsAssignment.__new__(CreatePartitionsRequest_CreatePartitionsAssignment)
+    else:
+        obj = _new(CreatePartitionsRequest_CreatePartitionsAssignment)
     obj.broker_ids = f_broker_ids
     obj.unknown_tagged_fields = []
     cur.pos = pos
@@ -472,6 +503,8 @@ def _dec_CreatePartitionsRequest_CreatePartitionsAssignment_v2(buf, cur, end):
         raise _w.bad_count('broker_ids', pos - 1, n_broker_ids, end, 4, 1)
     if cython.compiled:
         f_broker_ids = [_read_i(buf, pos + 4 * i) for i in range(n_broker_ids)]
+    elif n_broker_ids < _w.SMALL_ARRAY_MAX:
+        f_broker_ids = list(_A_i[n_broker_ids].unpack_from(buf, pos))
     else:
         f_broker_ids = list(_unpack_from(">%di" % n_broker_ids, buf, pos))
     pos += n_broker_ids * 4
@@ -480,7 +513,10 @@ def _dec_CreatePartitionsRequest_CreatePartitionsAssignment_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = CreatePartitionsRequest_CreatePartitionsAssignment.__new__(CreatePartitionsRequest_CreatePartitionsAssignment)
+    if cython.compiled:
+        obj = CreatePartitionsRequest_CreatePartitionsAssignment.__new__(CreatePartitionsRequest_CreatePartitionsAssignment)
+    else:
+        obj = _new(CreatePartitionsRequest_CreatePartitionsAssignment)
     obj.broker_ids = f_broker_ids
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -536,7 +572,10 @@ def _dec_CreatePartitionsResponse_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("results[%d]" % i)
     pos = cur.pos
-    obj = CreatePartitionsResponse.__new__(CreatePartitionsResponse)
+    if cython.compiled:
+        obj = CreatePartitionsResponse.__new__(CreatePartitionsResponse)
+    else:
+        obj = _new(CreatePartitionsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.results = f_results
     obj.unknown_tagged_fields = []
@@ -601,7 +640,10 @@ def _dec_CreatePartitionsResponse_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = CreatePartitionsResponse.__new__(CreatePartitionsResponse)
+    if cython.compiled:
+        obj = CreatePartitionsResponse.__new__(CreatePartitionsResponse)
+    else:
+        obj = _new(CreatePartitionsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.results = f_results
     obj.unknown_tagged_fields = unknown
@@ -653,7 +695,10 @@ def _dec_CreatePartitionsResponse_CreatePartitionsTopicResult_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -671,13 +716,19 @@ def _dec_CreatePartitionsResponse_CreatePartitionsTopicResult_v0(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
         raise _w.bad_sized('error_message', pos, n_error_message, end, 2, True)
-    obj = CreatePartitionsResponse_CreatePartitionsTopicResult.__new__(CreatePartitionsResponse_CreatePartitionsTopicResult)
+    if cython.compiled:
+        obj = CreatePartitionsResponse_CreatePartitionsTopicResult.__new__(CreatePartitionsResponse_CreatePartitionsTopicResult)
+    else:
+        obj = _new(CreatePartitionsResponse_CreatePartitionsTopicResult)
     obj.name = f_name
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -744,7 +795,10 @@ def _dec_CreatePartitionsResponse_CreatePartitionsTopicResult_v2(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -773,7 +827,10 @@ def _dec_CreatePartitionsResponse_CreatePartitionsTopicResult_v2(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -784,7 +841,10 @@ def _dec_CreatePartitionsResponse_CreatePartitionsTopicResult_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = CreatePartitionsResponse_CreatePartitionsTopicResult.__new__(CreatePartitionsResponse_CreatePartitionsTopicResult)
+    if cython.compiled:
+        obj = CreatePartitionsResponse_CreatePartitionsTopicResult.__new__(CreatePartitionsResponse_CreatePartitionsTopicResult)
+    else:
+        obj = _new(CreatePartitionsResponse_CreatePartitionsTopicResult)
     obj.name = f_name
     obj.error_code = f_error_code
     obj.error_message = f_error_message

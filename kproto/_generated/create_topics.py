@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -69,6 +71,12 @@ _RUN_topics = (('topics', 0, 4),)
 _RUN_value = (('value', 0, 2),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_i = _w.SMALL_ARRAYS["i"]
+
+
 def _dec_CreateTopicsRequest_v0(buf, cur, end):
     """Decode CreateTopicsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -97,7 +105,10 @@ def _dec_CreateTopicsRequest_v0(buf, cur, end):
     else:
         f_timeout_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = CreateTopicsRequest.__new__(CreateTopicsRequest)
+    if cython.compiled:
+        obj = CreateTopicsRequest.__new__(CreateTopicsRequest)
+    else:
+        obj = _new(CreateTopicsRequest)
     obj.topics = f_topics
     obj.timeout_ms = f_timeout_ms
     obj.validate_only = False
@@ -163,7 +174,10 @@ def _dec_CreateTopicsRequest_v1(buf, cur, end):
     if f_validate_only != 0 and f_validate_only != 1:
         raise _w.bad_bool('validate_only', pos - 1, f_validate_only)
     b_validate_only = f_validate_only == 1
-    obj = CreateTopicsRequest.__new__(CreateTopicsRequest)
+    if cython.compiled:
+        obj = CreateTopicsRequest.__new__(CreateTopicsRequest)
+    else:
+        obj = _new(CreateTopicsRequest)
     obj.topics = f_topics
     obj.timeout_ms = f_timeout_ms
     obj.validate_only = b_validate_only
@@ -238,7 +252,10 @@ def _dec_CreateTopicsRequest_v5(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = CreateTopicsRequest.__new__(CreateTopicsRequest)
+    if cython.compiled:
+        obj = CreateTopicsRequest.__new__(CreateTopicsRequest)
+    else:
+        obj = _new(CreateTopicsRequest)
     obj.topics = f_topics
     obj.timeout_ms = f_timeout_ms
     obj.validate_only = b_validate_only
@@ -292,7 +309,10 @@ def _dec_CreateTopicsRequest_CreatableTopic_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -334,7 +354,10 @@ def _dec_CreateTopicsRequest_CreatableTopic_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("configs[%d]" % i)
     pos = cur.pos
-    obj = CreateTopicsRequest_CreatableTopic.__new__(CreateTopicsRequest_CreatableTopic)
+    if cython.compiled:
+        obj = CreateTopicsRequest_CreatableTopic.__new__(CreateTopicsRequest_CreatableTopic)
+    else:
+        obj = _new(CreateTopicsRequest_CreatableTopic)
     obj.name = f_name
     obj.num_partitions = f_num_partitions
     obj.replication_factor = f_replication_factor
@@ -413,7 +436,10 @@ def _dec_CreateTopicsRequest_CreatableTopic_v5(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -476,7 +502,10 @@ def _dec_CreateTopicsRequest_CreatableTopic_v5(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = CreateTopicsRequest_CreatableTopic.__new__(CreateTopicsRequest_CreatableTopic)
+    if cython.compiled:
+        obj = CreateTopicsRequest_CreatableTopic.__new__(CreateTopicsRequest_CreatableTopic)
+    else:
+        obj = _new(CreateTopicsRequest_CreatableTopic)
     obj.name = f_name
     obj.num_partitions = f_num_partitions
     obj.replication_factor = f_replication_factor
@@ -560,10 +589,15 @@ def _dec_CreateTopicsRequest_CreatableReplicaAssignment_v0(buf, cur, end):
         raise _w.bad_count('broker_ids', pos - 4, n_broker_ids, end, 4, 4)
     if cython.compiled:
         f_broker_ids = [_read_i(buf, pos + 4 * i) for i in range(n_broker_ids)]
+    elif n_broker_ids < _w.SMALL_ARRAY_MAX:
+        f_broker_ids = list(_A_i[n_broker_ids].unpack_from(buf, pos))
     else:
         f_broker_ids = list(_unpack_from(">%di" % n_broker_ids, buf, pos))
     pos += n_broker_ids * 4
-    obj = CreateTopicsRequest_CreatableReplicaAssignment.__new__(CreateTopicsRequest_CreatableReplicaAssignment)
+    if cython.compiled:
+        obj = CreateTopicsRequest_CreatableReplicaAssignment.__new__(CreateTopicsRequest_CreatableReplicaAssignment)
+    else:
+        obj = _new(CreateTopicsRequest_CreatableReplicaAssignment)
     obj.partition_index = f_partition_index
     obj.broker_ids = f_broker_ids
     obj.unknown_tagged_fields = []
@@ -620,6 +654,8 @@ def _dec_CreateTopicsRequest_CreatableReplicaAssignment_v5(buf, cur, end):
         raise _w.bad_count('broker_ids', pos - 1, n_broker_ids, end, 4, 1)
     if cython.compiled:
         f_broker_ids = [_read_i(buf, pos + 4 * i) for i in range(n_broker_ids)]
+    elif n_broker_ids < _w.SMALL_ARRAY_MAX:
+        f_broker_ids = list(_A_i[n_broker_ids].unpack_from(buf, pos))
     else:
         f_broker_ids = list(_unpack_from(">%di" % n_broker_ids, buf, pos))
     pos += n_broker_ids * 4
@@ -628,7 +664,10 @@ def _dec_CreateTopicsRequest_CreatableReplicaAssignment_v5(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = CreateTopicsRequest_CreatableReplicaAssignment.__new__(CreateTopicsRequest_CreatableReplicaAssignment)
+    if cython.compiled:
+        obj = CreateTopicsRequest_CreatableReplicaAssignment.__new__(CreateTopicsRequest_CreatableReplicaAssignment)
+    else:
+        obj = _new(CreateTopicsRequest_CreatableReplicaAssignment)
     obj.partition_index = f_partition_index
     obj.broker_ids = f_broker_ids
     obj.unknown_tagged_fields = unknown
@@ -684,7 +723,10 @@ def _dec_CreateTopicsRequest_CreatableTopicConfig_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -701,13 +743,19 @@ def _dec_CreateTopicsRequest_CreatableTopicConfig_v0(buf, cur, end):
             if f_value is None:
                 raise _w.bad_utf8_at(buf, pos, n_value, 'value')
         else:
-            f_value = _w.utf8(buf, pos, n_value, 'value')
+            try:
+                f_value = buf[pos:pos + n_value].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('value', pos, exc) from None
         pos += n_value
     elif n_value == -1:
         f_value = None
     else:
         raise _w.bad_sized('value', pos, n_value, end, 2, True)
-    obj = CreateTopicsRequest_CreatableTopicConfig.__new__(CreateTopicsRequest_CreatableTopicConfig)
+    if cython.compiled:
+        obj = CreateTopicsRequest_CreatableTopicConfig.__new__(CreateTopicsRequest_CreatableTopicConfig)
+    else:
+        obj = _new(CreateTopicsRequest_CreatableTopicConfig)
     obj.name = f_name
     obj.value = f_value
     obj.unknown_tagged_fields = []
@@ -772,7 +820,10 @@ def _dec_CreateTopicsRequest_CreatableTopicConfig_v5(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -794,7 +845,10 @@ def _dec_CreateTopicsRequest_CreatableTopicConfig_v5(buf, cur, end):
             if f_value is None:
                 raise _w.bad_utf8_at(buf, pos, n_value, 'value')
         else:
-            f_value = _w.utf8(buf, pos, n_value, 'value')
+            try:
+                f_value = buf[pos:pos + n_value].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('value', pos, exc) from None
         pos += n_value
     elif n_value == -1:
         f_value = None
@@ -805,7 +859,10 @@ def _dec_CreateTopicsRequest_CreatableTopicConfig_v5(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = CreateTopicsRequest_CreatableTopicConfig.__new__(CreateTopicsRequest_CreatableTopicConfig)
+    if cython.compiled:
+        obj = CreateTopicsRequest_CreatableTopicConfig.__new__(CreateTopicsRequest_CreatableTopicConfig)
+    else:
+        obj = _new(CreateTopicsRequest_CreatableTopicConfig)
     obj.name = f_name
     obj.value = f_value
     obj.unknown_tagged_fields = unknown
@@ -876,7 +933,10 @@ def _dec_CreateTopicsResponse_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    obj = CreateTopicsResponse.__new__(CreateTopicsResponse)
+    if cython.compiled:
+        obj = CreateTopicsResponse.__new__(CreateTopicsResponse)
+    else:
+        obj = _new(CreateTopicsResponse)
     obj.throttle_time_ms = 0
     obj.topics = f_topics
     obj.unknown_tagged_fields = []
@@ -923,7 +983,10 @@ def _dec_CreateTopicsResponse_v1(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    obj = CreateTopicsResponse.__new__(CreateTopicsResponse)
+    if cython.compiled:
+        obj = CreateTopicsResponse.__new__(CreateTopicsResponse)
+    else:
+        obj = _new(CreateTopicsResponse)
     obj.throttle_time_ms = 0
     obj.topics = f_topics
     obj.unknown_tagged_fields = []
@@ -971,7 +1034,10 @@ def _dec_CreateTopicsResponse_v2(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    obj = CreateTopicsResponse.__new__(CreateTopicsResponse)
+    if cython.compiled:
+        obj = CreateTopicsResponse.__new__(CreateTopicsResponse)
+    else:
+        obj = _new(CreateTopicsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.topics = f_topics
     obj.unknown_tagged_fields = []
@@ -1036,7 +1102,10 @@ def _dec_CreateTopicsResponse_v5(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = CreateTopicsResponse.__new__(CreateTopicsResponse)
+    if cython.compiled:
+        obj = CreateTopicsResponse.__new__(CreateTopicsResponse)
+    else:
+        obj = _new(CreateTopicsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.topics = f_topics
     obj.unknown_tagged_fields = unknown
@@ -1110,7 +1179,10 @@ def _dec_CreateTopicsResponse_v7(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = CreateTopicsResponse.__new__(CreateTopicsResponse)
+    if cython.compiled:
+        obj = CreateTopicsResponse.__new__(CreateTopicsResponse)
+    else:
+        obj = _new(CreateTopicsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.topics = f_topics
     obj.unknown_tagged_fields = unknown
@@ -1162,7 +1234,10 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -1173,7 +1248,10 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v0(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    obj = CreateTopicsResponse_CreatableTopicResult.__new__(CreateTopicsResponse_CreatableTopicResult)
+    if cython.compiled:
+        obj = CreateTopicsResponse_CreatableTopicResult.__new__(CreateTopicsResponse_CreatableTopicResult)
+    else:
+        obj = _new(CreateTopicsResponse_CreatableTopicResult)
     obj.name = f_name
     obj.topic_id = _w.ZERO_UUID
     obj.error_code = f_error_code
@@ -1229,7 +1307,10 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v1(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -1247,13 +1328,19 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v1(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
         raise _w.bad_sized('error_message', pos, n_error_message, end, 2, True)
-    obj = CreateTopicsResponse_CreatableTopicResult.__new__(CreateTopicsResponse_CreatableTopicResult)
+    if cython.compiled:
+        obj = CreateTopicsResponse_CreatableTopicResult.__new__(CreateTopicsResponse_CreatableTopicResult)
+    else:
+        obj = _new(CreateTopicsResponse_CreatableTopicResult)
     obj.name = f_name
     obj.topic_id = _w.ZERO_UUID
     obj.error_code = f_error_code
@@ -1325,7 +1412,10 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v5(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -1354,7 +1444,10 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v5(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -1412,7 +1505,10 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v5(buf, cur, end):
                 if pos != t_end:
                     raise _w.tag_size_mismatch('topic_config_error_code', 0, pos, t_end)
         pos = after
-    obj = CreateTopicsResponse_CreatableTopicResult.__new__(CreateTopicsResponse_CreatableTopicResult)
+    if cython.compiled:
+        obj = CreateTopicsResponse_CreatableTopicResult.__new__(CreateTopicsResponse_CreatableTopicResult)
+    else:
+        obj = _new(CreateTopicsResponse_CreatableTopicResult)
     obj.name = f_name
     obj.topic_id = _w.ZERO_UUID
     obj.error_code = f_error_code
@@ -1523,7 +1619,10 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v7(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -1556,7 +1655,10 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v7(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -1614,7 +1716,10 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v7(buf, cur, end):
                 if pos != t_end:
                     raise _w.tag_size_mismatch('topic_config_error_code', 0, pos, t_end)
         pos = after
-    obj = CreateTopicsResponse_CreatableTopicResult.__new__(CreateTopicsResponse_CreatableTopicResult)
+    if cython.compiled:
+        obj = CreateTopicsResponse_CreatableTopicResult.__new__(CreateTopicsResponse_CreatableTopicResult)
+    else:
+        obj = _new(CreateTopicsResponse_CreatableTopicResult)
     obj.name = f_name
     obj.topic_id = f_topic_id
     obj.error_code = f_error_code
@@ -1726,7 +1831,10 @@ def _dec_CreateTopicsResponse_CreatableTopicConfigs_v5(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -1748,7 +1856,10 @@ def _dec_CreateTopicsResponse_CreatableTopicConfigs_v5(buf, cur, end):
             if f_value is None:
                 raise _w.bad_utf8_at(buf, pos, n_value, 'value')
         else:
-            f_value = _w.utf8(buf, pos, n_value, 'value')
+            try:
+                f_value = buf[pos:pos + n_value].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('value', pos, exc) from None
         pos += n_value
     elif n_value == -1:
         f_value = None
@@ -1774,7 +1885,10 @@ def _dec_CreateTopicsResponse_CreatableTopicConfigs_v5(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = CreateTopicsResponse_CreatableTopicConfigs.__new__(CreateTopicsResponse_CreatableTopicConfigs)
+    if cython.compiled:
+        obj = CreateTopicsResponse_CreatableTopicConfigs.__new__(CreateTopicsResponse_CreatableTopicConfigs)
+    else:
+        obj = _new(CreateTopicsResponse_CreatableTopicConfigs)
     obj.name = f_name
     obj.value = f_value
     obj.read_only = b_read_only

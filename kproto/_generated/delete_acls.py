@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -69,6 +71,11 @@ _RUN_throttle_time_ms = (('throttle_time_ms', 0, 4),)
 _RUN_throttle_time_ms__filter_results = (('throttle_time_ms', 0, 4), ('filter_results', 4, 4))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_DeleteAclsRequest_v0(buf, cur, end):
     """Decode DeleteAclsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -90,7 +97,10 @@ def _dec_DeleteAclsRequest_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("filters[%d]" % i)
     pos = cur.pos
-    obj = DeleteAclsRequest.__new__(DeleteAclsRequest)
+    if cython.compiled:
+        obj = DeleteAclsRequest.__new__(DeleteAclsRequest)
+    else:
+        obj = _new(DeleteAclsRequest)
     obj.filters = f_filters
     obj.unknown_tagged_fields = []
     cur.pos = pos
@@ -136,7 +146,10 @@ def _dec_DeleteAclsRequest_v1(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("filters[%d]" % i)
     pos = cur.pos
-    obj = DeleteAclsRequest.__new__(DeleteAclsRequest)
+    if cython.compiled:
+        obj = DeleteAclsRequest.__new__(DeleteAclsRequest)
+    else:
+        obj = _new(DeleteAclsRequest)
     obj.filters = f_filters
     obj.unknown_tagged_fields = []
     cur.pos = pos
@@ -192,7 +205,10 @@ def _dec_DeleteAclsRequest_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DeleteAclsRequest.__new__(DeleteAclsRequest)
+    if cython.compiled:
+        obj = DeleteAclsRequest.__new__(DeleteAclsRequest)
+    else:
+        obj = _new(DeleteAclsRequest)
     obj.filters = f_filters
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -239,7 +255,10 @@ def _dec_DeleteAclsRequest_DeleteAclsFilter_v0(buf, cur, end):
             if f_resource_name_filter is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name_filter, 'resource_name_filter')
         else:
-            f_resource_name_filter = _w.utf8(buf, pos, n_resource_name_filter, 'resource_name_filter')
+            try:
+                f_resource_name_filter = buf[pos:pos + n_resource_name_filter].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name_filter', pos, exc) from None
         pos += n_resource_name_filter
     elif n_resource_name_filter == -1:
         f_resource_name_filter = None
@@ -258,7 +277,10 @@ def _dec_DeleteAclsRequest_DeleteAclsFilter_v0(buf, cur, end):
             if f_principal_filter is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_filter, 'principal_filter')
         else:
-            f_principal_filter = _w.utf8(buf, pos, n_principal_filter, 'principal_filter')
+            try:
+                f_principal_filter = buf[pos:pos + n_principal_filter].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_filter', pos, exc) from None
         pos += n_principal_filter
     elif n_principal_filter == -1:
         f_principal_filter = None
@@ -277,7 +299,10 @@ def _dec_DeleteAclsRequest_DeleteAclsFilter_v0(buf, cur, end):
             if f_host_filter is None:
                 raise _w.bad_utf8_at(buf, pos, n_host_filter, 'host_filter')
         else:
-            f_host_filter = _w.utf8(buf, pos, n_host_filter, 'host_filter')
+            try:
+                f_host_filter = buf[pos:pos + n_host_filter].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host_filter', pos, exc) from None
         pos += n_host_filter
     elif n_host_filter == -1:
         f_host_filter = None
@@ -291,7 +316,10 @@ def _dec_DeleteAclsRequest_DeleteAclsFilter_v0(buf, cur, end):
     else:
         f_operation, f_permission_type = _S_bb.unpack_from(buf, pos)
     pos += 2
-    obj = DeleteAclsRequest_DeleteAclsFilter.__new__(DeleteAclsRequest_DeleteAclsFilter)
+    if cython.compiled:
+        obj = DeleteAclsRequest_DeleteAclsFilter.__new__(DeleteAclsRequest_DeleteAclsFilter)
+    else:
+        obj = _new(DeleteAclsRequest_DeleteAclsFilter)
     obj.resource_type_filter = f_resource_type_filter
     obj.resource_name_filter = f_resource_name_filter
     obj.pattern_type_filter = 3
@@ -381,7 +409,10 @@ def _dec_DeleteAclsRequest_DeleteAclsFilter_v1(buf, cur, end):
             if f_resource_name_filter is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name_filter, 'resource_name_filter')
         else:
-            f_resource_name_filter = _w.utf8(buf, pos, n_resource_name_filter, 'resource_name_filter')
+            try:
+                f_resource_name_filter = buf[pos:pos + n_resource_name_filter].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name_filter', pos, exc) from None
         pos += n_resource_name_filter
     elif n_resource_name_filter == -1:
         f_resource_name_filter = None
@@ -401,7 +432,10 @@ def _dec_DeleteAclsRequest_DeleteAclsFilter_v1(buf, cur, end):
             if f_principal_filter is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_filter, 'principal_filter')
         else:
-            f_principal_filter = _w.utf8(buf, pos, n_principal_filter, 'principal_filter')
+            try:
+                f_principal_filter = buf[pos:pos + n_principal_filter].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_filter', pos, exc) from None
         pos += n_principal_filter
     elif n_principal_filter == -1:
         f_principal_filter = None
@@ -420,7 +454,10 @@ def _dec_DeleteAclsRequest_DeleteAclsFilter_v1(buf, cur, end):
             if f_host_filter is None:
                 raise _w.bad_utf8_at(buf, pos, n_host_filter, 'host_filter')
         else:
-            f_host_filter = _w.utf8(buf, pos, n_host_filter, 'host_filter')
+            try:
+                f_host_filter = buf[pos:pos + n_host_filter].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host_filter', pos, exc) from None
         pos += n_host_filter
     elif n_host_filter == -1:
         f_host_filter = None
@@ -434,7 +471,10 @@ def _dec_DeleteAclsRequest_DeleteAclsFilter_v1(buf, cur, end):
     else:
         f_operation, f_permission_type = _S_bb.unpack_from(buf, pos)
     pos += 2
-    obj = DeleteAclsRequest_DeleteAclsFilter.__new__(DeleteAclsRequest_DeleteAclsFilter)
+    if cython.compiled:
+        obj = DeleteAclsRequest_DeleteAclsFilter.__new__(DeleteAclsRequest_DeleteAclsFilter)
+    else:
+        obj = _new(DeleteAclsRequest_DeleteAclsFilter)
     obj.resource_type_filter = f_resource_type_filter
     obj.resource_name_filter = f_resource_name_filter
     obj.pattern_type_filter = f_pattern_type_filter
@@ -534,7 +574,10 @@ def _dec_DeleteAclsRequest_DeleteAclsFilter_v2(buf, cur, end):
             if f_resource_name_filter is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name_filter, 'resource_name_filter')
         else:
-            f_resource_name_filter = _w.utf8(buf, pos, n_resource_name_filter, 'resource_name_filter')
+            try:
+                f_resource_name_filter = buf[pos:pos + n_resource_name_filter].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name_filter', pos, exc) from None
         pos += n_resource_name_filter
     elif n_resource_name_filter == -1:
         f_resource_name_filter = None
@@ -565,7 +608,10 @@ def _dec_DeleteAclsRequest_DeleteAclsFilter_v2(buf, cur, end):
             if f_principal_filter is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_filter, 'principal_filter')
         else:
-            f_principal_filter = _w.utf8(buf, pos, n_principal_filter, 'principal_filter')
+            try:
+                f_principal_filter = buf[pos:pos + n_principal_filter].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_filter', pos, exc) from None
         pos += n_principal_filter
     elif n_principal_filter == -1:
         f_principal_filter = None
@@ -589,7 +635,10 @@ def _dec_DeleteAclsRequest_DeleteAclsFilter_v2(buf, cur, end):
             if f_host_filter is None:
                 raise _w.bad_utf8_at(buf, pos, n_host_filter, 'host_filter')
         else:
-            f_host_filter = _w.utf8(buf, pos, n_host_filter, 'host_filter')
+            try:
+                f_host_filter = buf[pos:pos + n_host_filter].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host_filter', pos, exc) from None
         pos += n_host_filter
     elif n_host_filter == -1:
         f_host_filter = None
@@ -608,7 +657,10 @@ def _dec_DeleteAclsRequest_DeleteAclsFilter_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DeleteAclsRequest_DeleteAclsFilter.__new__(DeleteAclsRequest_DeleteAclsFilter)
+    if cython.compiled:
+        obj = DeleteAclsRequest_DeleteAclsFilter.__new__(DeleteAclsRequest_DeleteAclsFilter)
+    else:
+        obj = _new(DeleteAclsRequest_DeleteAclsFilter)
     obj.resource_type_filter = f_resource_type_filter
     obj.resource_name_filter = f_resource_name_filter
     obj.pattern_type_filter = f_pattern_type_filter
@@ -717,7 +769,10 @@ def _dec_DeleteAclsResponse_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("filter_results[%d]" % i)
     pos = cur.pos
-    obj = DeleteAclsResponse.__new__(DeleteAclsResponse)
+    if cython.compiled:
+        obj = DeleteAclsResponse.__new__(DeleteAclsResponse)
+    else:
+        obj = _new(DeleteAclsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.filter_results = f_filter_results
     obj.unknown_tagged_fields = []
@@ -766,7 +821,10 @@ def _dec_DeleteAclsResponse_v1(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("filter_results[%d]" % i)
     pos = cur.pos
-    obj = DeleteAclsResponse.__new__(DeleteAclsResponse)
+    if cython.compiled:
+        obj = DeleteAclsResponse.__new__(DeleteAclsResponse)
+    else:
+        obj = _new(DeleteAclsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.filter_results = f_filter_results
     obj.unknown_tagged_fields = []
@@ -831,7 +889,10 @@ def _dec_DeleteAclsResponse_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DeleteAclsResponse.__new__(DeleteAclsResponse)
+    if cython.compiled:
+        obj = DeleteAclsResponse.__new__(DeleteAclsResponse)
+    else:
+        obj = _new(DeleteAclsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.filter_results = f_filter_results
     obj.unknown_tagged_fields = unknown
@@ -884,7 +945,10 @@ def _dec_DeleteAclsResponse_DeleteAclsFilterResult_v0(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -908,7 +972,10 @@ def _dec_DeleteAclsResponse_DeleteAclsFilterResult_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("matching_acls[%d]" % i)
     pos = cur.pos
-    obj = DeleteAclsResponse_DeleteAclsFilterResult.__new__(DeleteAclsResponse_DeleteAclsFilterResult)
+    if cython.compiled:
+        obj = DeleteAclsResponse_DeleteAclsFilterResult.__new__(DeleteAclsResponse_DeleteAclsFilterResult)
+    else:
+        obj = _new(DeleteAclsResponse_DeleteAclsFilterResult)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.matching_acls = f_matching_acls
@@ -968,7 +1035,10 @@ def _dec_DeleteAclsResponse_DeleteAclsFilterResult_v1(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -992,7 +1062,10 @@ def _dec_DeleteAclsResponse_DeleteAclsFilterResult_v1(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("matching_acls[%d]" % i)
     pos = cur.pos
-    obj = DeleteAclsResponse_DeleteAclsFilterResult.__new__(DeleteAclsResponse_DeleteAclsFilterResult)
+    if cython.compiled:
+        obj = DeleteAclsResponse_DeleteAclsFilterResult.__new__(DeleteAclsResponse_DeleteAclsFilterResult)
+    else:
+        obj = _new(DeleteAclsResponse_DeleteAclsFilterResult)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.matching_acls = f_matching_acls
@@ -1063,7 +1136,10 @@ def _dec_DeleteAclsResponse_DeleteAclsFilterResult_v2(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -1097,7 +1173,10 @@ def _dec_DeleteAclsResponse_DeleteAclsFilterResult_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DeleteAclsResponse_DeleteAclsFilterResult.__new__(DeleteAclsResponse_DeleteAclsFilterResult)
+    if cython.compiled:
+        obj = DeleteAclsResponse_DeleteAclsFilterResult.__new__(DeleteAclsResponse_DeleteAclsFilterResult)
+    else:
+        obj = _new(DeleteAclsResponse_DeleteAclsFilterResult)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.matching_acls = f_matching_acls
@@ -1167,7 +1246,10 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -1187,7 +1269,10 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(buf, cur, end):
             if f_resource_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
-            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+            try:
+                f_resource_name = buf[pos:pos + n_resource_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 2, False)
@@ -1204,7 +1289,10 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(buf, cur, end):
             if f_principal is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal, 'principal')
         else:
-            f_principal = _w.utf8(buf, pos, n_principal, 'principal')
+            try:
+                f_principal = buf[pos:pos + n_principal].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal', pos, exc) from None
         pos += n_principal
     else:
         raise _w.bad_sized('principal', pos, n_principal, end, 2, False)
@@ -1221,7 +1309,10 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 2, False)
@@ -1233,7 +1324,10 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(buf, cur, end):
     else:
         f_operation, f_permission_type = _S_bb.unpack_from(buf, pos)
     pos += 2
-    obj = DeleteAclsResponse_DeleteAclsMatchingAcl.__new__(DeleteAclsResponse_DeleteAclsMatchingAcl)
+    if cython.compiled:
+        obj = DeleteAclsResponse_DeleteAclsMatchingAcl.__new__(DeleteAclsResponse_DeleteAclsMatchingAcl)
+    else:
+        obj = _new(DeleteAclsResponse_DeleteAclsMatchingAcl)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.resource_type = f_resource_type
@@ -1341,7 +1435,10 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -1361,7 +1458,10 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(buf, cur, end):
             if f_resource_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
-            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+            try:
+                f_resource_name = buf[pos:pos + n_resource_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 2, False)
@@ -1379,7 +1479,10 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(buf, cur, end):
             if f_principal is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal, 'principal')
         else:
-            f_principal = _w.utf8(buf, pos, n_principal, 'principal')
+            try:
+                f_principal = buf[pos:pos + n_principal].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal', pos, exc) from None
         pos += n_principal
     else:
         raise _w.bad_sized('principal', pos, n_principal, end, 2, False)
@@ -1396,7 +1499,10 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 2, False)
@@ -1408,7 +1514,10 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(buf, cur, end):
     else:
         f_operation, f_permission_type = _S_bb.unpack_from(buf, pos)
     pos += 2
-    obj = DeleteAclsResponse_DeleteAclsMatchingAcl.__new__(DeleteAclsResponse_DeleteAclsMatchingAcl)
+    if cython.compiled:
+        obj = DeleteAclsResponse_DeleteAclsMatchingAcl.__new__(DeleteAclsResponse_DeleteAclsMatchingAcl)
+    else:
+        obj = _new(DeleteAclsResponse_DeleteAclsMatchingAcl)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.resource_type = f_resource_type
@@ -1526,7 +1635,10 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -1557,7 +1669,10 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(buf, cur, end):
             if f_resource_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
-            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+            try:
+                f_resource_name = buf[pos:pos + n_resource_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 1, False)
@@ -1586,7 +1701,10 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(buf, cur, end):
             if f_principal is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal, 'principal')
         else:
-            f_principal = _w.utf8(buf, pos, n_principal, 'principal')
+            try:
+                f_principal = buf[pos:pos + n_principal].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal', pos, exc) from None
         pos += n_principal
     else:
         raise _w.bad_sized('principal', pos, n_principal, end, 1, False)
@@ -1608,7 +1726,10 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -1625,7 +1746,10 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DeleteAclsResponse_DeleteAclsMatchingAcl.__new__(DeleteAclsResponse_DeleteAclsMatchingAcl)
+    if cython.compiled:
+        obj = DeleteAclsResponse_DeleteAclsMatchingAcl.__new__(DeleteAclsResponse_DeleteAclsMatchingAcl)
+    else:
+        obj = _new(DeleteAclsResponse_DeleteAclsMatchingAcl)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.resource_type = f_resource_type

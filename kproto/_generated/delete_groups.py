@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -51,6 +53,11 @@ _RUN_throttle_time_ms = (('throttle_time_ms', 0, 4),)
 _RUN_throttle_time_ms__results = (('throttle_time_ms', 0, 4), ('results', 4, 4))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_DeleteGroupsRequest_v0(buf, cur, end):
     """Decode DeleteGroupsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -76,10 +83,16 @@ def _dec_DeleteGroupsRequest_v0(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "groups_names[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "groups_names[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("groups_names[%d]" % i, pos, exc) from None
         f_groups_names.append(s)
         pos += m
-    obj = DeleteGroupsRequest.__new__(DeleteGroupsRequest)
+    if cython.compiled:
+        obj = DeleteGroupsRequest.__new__(DeleteGroupsRequest)
+    else:
+        obj = _new(DeleteGroupsRequest)
     obj.groups_names = f_groups_names
     obj.unknown_tagged_fields = []
     cur.pos = pos
@@ -147,7 +160,10 @@ def _dec_DeleteGroupsRequest_v2(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "groups_names[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "groups_names[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("groups_names[%d]" % i, pos, exc) from None
         f_groups_names.append(s)
         pos += m
     if pos < end and buf[pos] == 0:
@@ -155,7 +171,10 @@ def _dec_DeleteGroupsRequest_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DeleteGroupsRequest.__new__(DeleteGroupsRequest)
+    if cython.compiled:
+        obj = DeleteGroupsRequest.__new__(DeleteGroupsRequest)
+    else:
+        obj = _new(DeleteGroupsRequest)
     obj.groups_names = f_groups_names
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -217,7 +236,10 @@ def _dec_DeleteGroupsResponse_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("results[%d]" % i)
     pos = cur.pos
-    obj = DeleteGroupsResponse.__new__(DeleteGroupsResponse)
+    if cython.compiled:
+        obj = DeleteGroupsResponse.__new__(DeleteGroupsResponse)
+    else:
+        obj = _new(DeleteGroupsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.results = f_results
     obj.unknown_tagged_fields = []
@@ -282,7 +304,10 @@ def _dec_DeleteGroupsResponse_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DeleteGroupsResponse.__new__(DeleteGroupsResponse)
+    if cython.compiled:
+        obj = DeleteGroupsResponse.__new__(DeleteGroupsResponse)
+    else:
+        obj = _new(DeleteGroupsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.results = f_results
     obj.unknown_tagged_fields = unknown
@@ -334,7 +359,10 @@ def _dec_DeleteGroupsResponse_DeletableGroupResult_v0(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -345,7 +373,10 @@ def _dec_DeleteGroupsResponse_DeletableGroupResult_v0(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    obj = DeleteGroupsResponse_DeletableGroupResult.__new__(DeleteGroupsResponse_DeletableGroupResult)
+    if cython.compiled:
+        obj = DeleteGroupsResponse_DeletableGroupResult.__new__(DeleteGroupsResponse_DeletableGroupResult)
+    else:
+        obj = _new(DeleteGroupsResponse_DeletableGroupResult)
     obj.group_id = f_group_id
     obj.error_code = f_error_code
     obj.unknown_tagged_fields = []
@@ -400,7 +431,10 @@ def _dec_DeleteGroupsResponse_DeletableGroupResult_v2(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -416,7 +450,10 @@ def _dec_DeleteGroupsResponse_DeletableGroupResult_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DeleteGroupsResponse_DeletableGroupResult.__new__(DeleteGroupsResponse_DeletableGroupResult)
+    if cython.compiled:
+        obj = DeleteGroupsResponse_DeletableGroupResult.__new__(DeleteGroupsResponse_DeletableGroupResult)
+    else:
+        obj = _new(DeleteGroupsResponse_DeletableGroupResult)
     obj.group_id = f_group_id
     obj.error_code = f_error_code
     obj.unknown_tagged_fields = unknown

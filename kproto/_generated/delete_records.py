@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -56,6 +58,11 @@ _RUN_timeout_ms = (('timeout_ms', 0, 4),)
 _RUN_topics = (('topics', 0, 4),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_DeleteRecordsRequest_v0(buf, cur, end):
     """Decode DeleteRecordsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -84,7 +91,10 @@ def _dec_DeleteRecordsRequest_v0(buf, cur, end):
     else:
         f_timeout_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = DeleteRecordsRequest.__new__(DeleteRecordsRequest)
+    if cython.compiled:
+        obj = DeleteRecordsRequest.__new__(DeleteRecordsRequest)
+    else:
+        obj = _new(DeleteRecordsRequest)
     obj.topics = f_topics
     obj.timeout_ms = f_timeout_ms
     obj.unknown_tagged_fields = []
@@ -153,7 +163,10 @@ def _dec_DeleteRecordsRequest_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DeleteRecordsRequest.__new__(DeleteRecordsRequest)
+    if cython.compiled:
+        obj = DeleteRecordsRequest.__new__(DeleteRecordsRequest)
+    else:
+        obj = _new(DeleteRecordsRequest)
     obj.topics = f_topics
     obj.timeout_ms = f_timeout_ms
     obj.unknown_tagged_fields = unknown
@@ -205,7 +218,10 @@ def _dec_DeleteRecordsRequest_DeleteRecordsTopic_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -227,7 +243,10 @@ def _dec_DeleteRecordsRequest_DeleteRecordsTopic_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("partitions[%d]" % i)
     pos = cur.pos
-    obj = DeleteRecordsRequest_DeleteRecordsTopic.__new__(DeleteRecordsRequest_DeleteRecordsTopic)
+    if cython.compiled:
+        obj = DeleteRecordsRequest_DeleteRecordsTopic.__new__(DeleteRecordsRequest_DeleteRecordsTopic)
+    else:
+        obj = _new(DeleteRecordsRequest_DeleteRecordsTopic)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
@@ -289,7 +308,10 @@ def _dec_DeleteRecordsRequest_DeleteRecordsTopic_v2(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -321,7 +343,10 @@ def _dec_DeleteRecordsRequest_DeleteRecordsTopic_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DeleteRecordsRequest_DeleteRecordsTopic.__new__(DeleteRecordsRequest_DeleteRecordsTopic)
+    if cython.compiled:
+        obj = DeleteRecordsRequest_DeleteRecordsTopic.__new__(DeleteRecordsRequest_DeleteRecordsTopic)
+    else:
+        obj = _new(DeleteRecordsRequest_DeleteRecordsTopic)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -379,7 +404,10 @@ def _dec_DeleteRecordsRequest_DeleteRecordsPartition_v0(buf, cur, end):
     else:
         f_partition_index, f_offset = _S_iq.unpack_from(buf, pos)
     pos += 12
-    obj = DeleteRecordsRequest_DeleteRecordsPartition.__new__(DeleteRecordsRequest_DeleteRecordsPartition)
+    if cython.compiled:
+        obj = DeleteRecordsRequest_DeleteRecordsPartition.__new__(DeleteRecordsRequest_DeleteRecordsPartition)
+    else:
+        obj = _new(DeleteRecordsRequest_DeleteRecordsPartition)
     obj.partition_index = f_partition_index
     obj.offset = f_offset
     obj.unknown_tagged_fields = []
@@ -415,7 +443,10 @@ def _dec_DeleteRecordsRequest_DeleteRecordsPartition_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DeleteRecordsRequest_DeleteRecordsPartition.__new__(DeleteRecordsRequest_DeleteRecordsPartition)
+    if cython.compiled:
+        obj = DeleteRecordsRequest_DeleteRecordsPartition.__new__(DeleteRecordsRequest_DeleteRecordsPartition)
+    else:
+        obj = _new(DeleteRecordsRequest_DeleteRecordsPartition)
     obj.partition_index = f_partition_index
     obj.offset = f_offset
     obj.unknown_tagged_fields = unknown
@@ -461,7 +492,10 @@ def _dec_DeleteRecordsResponse_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    obj = DeleteRecordsResponse.__new__(DeleteRecordsResponse)
+    if cython.compiled:
+        obj = DeleteRecordsResponse.__new__(DeleteRecordsResponse)
+    else:
+        obj = _new(DeleteRecordsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.topics = f_topics
     obj.unknown_tagged_fields = []
@@ -526,7 +560,10 @@ def _dec_DeleteRecordsResponse_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DeleteRecordsResponse.__new__(DeleteRecordsResponse)
+    if cython.compiled:
+        obj = DeleteRecordsResponse.__new__(DeleteRecordsResponse)
+    else:
+        obj = _new(DeleteRecordsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.topics = f_topics
     obj.unknown_tagged_fields = unknown
@@ -578,7 +615,10 @@ def _dec_DeleteRecordsResponse_DeleteRecordsTopicResult_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -600,7 +640,10 @@ def _dec_DeleteRecordsResponse_DeleteRecordsTopicResult_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("partitions[%d]" % i)
     pos = cur.pos
-    obj = DeleteRecordsResponse_DeleteRecordsTopicResult.__new__(DeleteRecordsResponse_DeleteRecordsTopicResult)
+    if cython.compiled:
+        obj = DeleteRecordsResponse_DeleteRecordsTopicResult.__new__(DeleteRecordsResponse_DeleteRecordsTopicResult)
+    else:
+        obj = _new(DeleteRecordsResponse_DeleteRecordsTopicResult)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
@@ -662,7 +705,10 @@ def _dec_DeleteRecordsResponse_DeleteRecordsTopicResult_v2(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -694,7 +740,10 @@ def _dec_DeleteRecordsResponse_DeleteRecordsTopicResult_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DeleteRecordsResponse_DeleteRecordsTopicResult.__new__(DeleteRecordsResponse_DeleteRecordsTopicResult)
+    if cython.compiled:
+        obj = DeleteRecordsResponse_DeleteRecordsTopicResult.__new__(DeleteRecordsResponse_DeleteRecordsTopicResult)
+    else:
+        obj = _new(DeleteRecordsResponse_DeleteRecordsTopicResult)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -753,7 +802,10 @@ def _dec_DeleteRecordsResponse_DeleteRecordsPartitionResult_v0(buf, cur, end):
     else:
         f_partition_index, f_low_watermark, f_error_code = _S_iqh.unpack_from(buf, pos)
     pos += 14
-    obj = DeleteRecordsResponse_DeleteRecordsPartitionResult.__new__(DeleteRecordsResponse_DeleteRecordsPartitionResult)
+    if cython.compiled:
+        obj = DeleteRecordsResponse_DeleteRecordsPartitionResult.__new__(DeleteRecordsResponse_DeleteRecordsPartitionResult)
+    else:
+        obj = _new(DeleteRecordsResponse_DeleteRecordsPartitionResult)
     obj.partition_index = f_partition_index
     obj.low_watermark = f_low_watermark
     obj.error_code = f_error_code
@@ -792,7 +844,10 @@ def _dec_DeleteRecordsResponse_DeleteRecordsPartitionResult_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DeleteRecordsResponse_DeleteRecordsPartitionResult.__new__(DeleteRecordsResponse_DeleteRecordsPartitionResult)
+    if cython.compiled:
+        obj = DeleteRecordsResponse_DeleteRecordsPartitionResult.__new__(DeleteRecordsResponse_DeleteRecordsPartitionResult)
+    else:
+        obj = _new(DeleteRecordsResponse_DeleteRecordsPartitionResult)
     obj.partition_index = f_partition_index
     obj.low_watermark = f_low_watermark
     obj.error_code = f_error_code

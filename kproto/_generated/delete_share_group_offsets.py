@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -47,6 +49,11 @@ _RUN_error_code = (('error_code', 0, 2),)
 _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 4, 2))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_DeleteShareGroupOffsetsRequest_v0(buf, cur, end):
     """Decode DeleteShareGroupOffsetsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -68,7 +75,10 @@ def _dec_DeleteShareGroupOffsetsRequest_v0(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -100,7 +110,10 @@ def _dec_DeleteShareGroupOffsetsRequest_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DeleteShareGroupOffsetsRequest.__new__(DeleteShareGroupOffsetsRequest)
+    if cython.compiled:
+        obj = DeleteShareGroupOffsetsRequest.__new__(DeleteShareGroupOffsetsRequest)
+    else:
+        obj = _new(DeleteShareGroupOffsetsRequest)
     obj.group_id = f_group_id
     obj.topics = f_topics
     obj.unknown_tagged_fields = unknown
@@ -168,7 +181,10 @@ def _dec_DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic_v0(b
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -177,7 +193,10 @@ def _dec_DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic_v0(b
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic.__new__(DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic)
+    if cython.compiled:
+        obj = DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic.__new__(DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic)
+    else:
+        obj = _new(DeleteShareGroupOffsetsRequest_DeleteShareGroupOffsetsRequestTopic)
     obj.topic_name = f_topic_name
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -239,7 +258,10 @@ def _dec_DeleteShareGroupOffsetsResponse_v0(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -273,7 +295,10 @@ def _dec_DeleteShareGroupOffsetsResponse_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DeleteShareGroupOffsetsResponse.__new__(DeleteShareGroupOffsetsResponse)
+    if cython.compiled:
+        obj = DeleteShareGroupOffsetsResponse.__new__(DeleteShareGroupOffsetsResponse)
+    else:
+        obj = _new(DeleteShareGroupOffsetsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -349,7 +374,10 @@ def _dec_DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic_v0
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -382,7 +410,10 @@ def _dec_DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic_v0
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -393,7 +424,10 @@ def _dec_DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic_v0
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic.__new__(DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic)
+    if cython.compiled:
+        obj = DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic.__new__(DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic)
+    else:
+        obj = _new(DeleteShareGroupOffsetsResponse_DeleteShareGroupOffsetsResponseTopic)
     obj.topic_name = f_topic_name
     obj.topic_id = f_topic_id
     obj.error_code = f_error_code

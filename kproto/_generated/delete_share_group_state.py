@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -47,6 +49,11 @@ _RUN_partition = (('partition', 0, 4),)
 _RUN_partition__error_code = (('partition', 0, 4), ('error_code', 4, 2))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_DeleteShareGroupStateRequest_v0(buf, cur, end):
     """Decode DeleteShareGroupStateRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -68,7 +75,10 @@ def _dec_DeleteShareGroupStateRequest_v0(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -100,7 +110,10 @@ def _dec_DeleteShareGroupStateRequest_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DeleteShareGroupStateRequest.__new__(DeleteShareGroupStateRequest)
+    if cython.compiled:
+        obj = DeleteShareGroupStateRequest.__new__(DeleteShareGroupStateRequest)
+    else:
+        obj = _new(DeleteShareGroupStateRequest)
     obj.group_id = f_group_id
     obj.topics = f_topics
     obj.unknown_tagged_fields = unknown
@@ -182,7 +195,10 @@ def _dec_DeleteShareGroupStateRequest_DeleteStateData_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DeleteShareGroupStateRequest_DeleteStateData.__new__(DeleteShareGroupStateRequest_DeleteStateData)
+    if cython.compiled:
+        obj = DeleteShareGroupStateRequest_DeleteStateData.__new__(DeleteShareGroupStateRequest_DeleteStateData)
+    else:
+        obj = _new(DeleteShareGroupStateRequest_DeleteStateData)
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -229,7 +245,10 @@ def _dec_DeleteShareGroupStateRequest_PartitionData_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DeleteShareGroupStateRequest_PartitionData.__new__(DeleteShareGroupStateRequest_PartitionData)
+    if cython.compiled:
+        obj = DeleteShareGroupStateRequest_PartitionData.__new__(DeleteShareGroupStateRequest_PartitionData)
+    else:
+        obj = _new(DeleteShareGroupStateRequest_PartitionData)
     obj.partition = f_partition
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -282,7 +301,10 @@ def _dec_DeleteShareGroupStateResponse_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DeleteShareGroupStateResponse.__new__(DeleteShareGroupStateResponse)
+    if cython.compiled:
+        obj = DeleteShareGroupStateResponse.__new__(DeleteShareGroupStateResponse)
+    else:
+        obj = _new(DeleteShareGroupStateResponse)
     obj.results = f_results
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -347,7 +369,10 @@ def _dec_DeleteShareGroupStateResponse_DeleteStateResult_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DeleteShareGroupStateResponse_DeleteStateResult.__new__(DeleteShareGroupStateResponse_DeleteStateResult)
+    if cython.compiled:
+        obj = DeleteShareGroupStateResponse_DeleteStateResult.__new__(DeleteShareGroupStateResponse_DeleteStateResult)
+    else:
+        obj = _new(DeleteShareGroupStateResponse_DeleteStateResult)
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -408,7 +433,10 @@ def _dec_DeleteShareGroupStateResponse_PartitionResult_v0(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -419,7 +447,10 @@ def _dec_DeleteShareGroupStateResponse_PartitionResult_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DeleteShareGroupStateResponse_PartitionResult.__new__(DeleteShareGroupStateResponse_PartitionResult)
+    if cython.compiled:
+        obj = DeleteShareGroupStateResponse_PartitionResult.__new__(DeleteShareGroupStateResponse_PartitionResult)
+    else:
+        obj = _new(DeleteShareGroupStateResponse_PartitionResult)
     obj.partition = f_partition
     obj.error_code = f_error_code
     obj.error_message = f_error_message

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -53,6 +55,11 @@ _RUN_timeout_ms = (('timeout_ms', 0, 4),)
 _RUN_topic_names = (('topic_names', 0, 4),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_DeleteTopicsRequest_v0(buf, cur, end):
     """Decode DeleteTopicsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -78,7 +85,10 @@ def _dec_DeleteTopicsRequest_v0(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "topic_names[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "topic_names[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("topic_names[%d]" % i, pos, exc) from None
         f_topic_names.append(s)
         pos += m
     if end - pos < 4:
@@ -88,7 +98,10 @@ def _dec_DeleteTopicsRequest_v0(buf, cur, end):
     else:
         f_timeout_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = DeleteTopicsRequest.__new__(DeleteTopicsRequest)
+    if cython.compiled:
+        obj = DeleteTopicsRequest.__new__(DeleteTopicsRequest)
+    else:
+        obj = _new(DeleteTopicsRequest)
     obj.topics = []
     obj.topic_names = f_topic_names
     obj.timeout_ms = f_timeout_ms
@@ -165,7 +178,10 @@ def _dec_DeleteTopicsRequest_v4(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "topic_names[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "topic_names[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("topic_names[%d]" % i, pos, exc) from None
         f_topic_names.append(s)
         pos += m
     if end - pos < 4:
@@ -180,7 +196,10 @@ def _dec_DeleteTopicsRequest_v4(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DeleteTopicsRequest.__new__(DeleteTopicsRequest)
+    if cython.compiled:
+        obj = DeleteTopicsRequest.__new__(DeleteTopicsRequest)
+    else:
+        obj = _new(DeleteTopicsRequest)
     obj.topics = []
     obj.topic_names = f_topic_names
     obj.timeout_ms = f_timeout_ms
@@ -267,7 +286,10 @@ def _dec_DeleteTopicsRequest_v6(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DeleteTopicsRequest.__new__(DeleteTopicsRequest)
+    if cython.compiled:
+        obj = DeleteTopicsRequest.__new__(DeleteTopicsRequest)
+    else:
+        obj = _new(DeleteTopicsRequest)
     obj.topics = f_topics
     obj.topic_names = []
     obj.timeout_ms = f_timeout_ms
@@ -325,7 +347,10 @@ def _dec_DeleteTopicsRequest_DeleteTopicState_v6(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     elif n_name == -1:
         f_name = None
@@ -340,7 +365,10 @@ def _dec_DeleteTopicsRequest_DeleteTopicState_v6(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DeleteTopicsRequest_DeleteTopicState.__new__(DeleteTopicsRequest_DeleteTopicState)
+    if cython.compiled:
+        obj = DeleteTopicsRequest_DeleteTopicState.__new__(DeleteTopicsRequest_DeleteTopicState)
+    else:
+        obj = _new(DeleteTopicsRequest_DeleteTopicState)
     obj.name = f_name
     obj.topic_id = f_topic_id
     obj.unknown_tagged_fields = unknown
@@ -396,7 +424,10 @@ def _dec_DeleteTopicsResponse_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("responses[%d]" % i)
     pos = cur.pos
-    obj = DeleteTopicsResponse.__new__(DeleteTopicsResponse)
+    if cython.compiled:
+        obj = DeleteTopicsResponse.__new__(DeleteTopicsResponse)
+    else:
+        obj = _new(DeleteTopicsResponse)
     obj.throttle_time_ms = 0
     obj.responses = f_responses
     obj.unknown_tagged_fields = []
@@ -444,7 +475,10 @@ def _dec_DeleteTopicsResponse_v1(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("responses[%d]" % i)
     pos = cur.pos
-    obj = DeleteTopicsResponse.__new__(DeleteTopicsResponse)
+    if cython.compiled:
+        obj = DeleteTopicsResponse.__new__(DeleteTopicsResponse)
+    else:
+        obj = _new(DeleteTopicsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.responses = f_responses
     obj.unknown_tagged_fields = []
@@ -509,7 +543,10 @@ def _dec_DeleteTopicsResponse_v4(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DeleteTopicsResponse.__new__(DeleteTopicsResponse)
+    if cython.compiled:
+        obj = DeleteTopicsResponse.__new__(DeleteTopicsResponse)
+    else:
+        obj = _new(DeleteTopicsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.responses = f_responses
     obj.unknown_tagged_fields = unknown
@@ -583,7 +620,10 @@ def _dec_DeleteTopicsResponse_v5(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DeleteTopicsResponse.__new__(DeleteTopicsResponse)
+    if cython.compiled:
+        obj = DeleteTopicsResponse.__new__(DeleteTopicsResponse)
+    else:
+        obj = _new(DeleteTopicsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.responses = f_responses
     obj.unknown_tagged_fields = unknown
@@ -657,7 +697,10 @@ def _dec_DeleteTopicsResponse_v6(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DeleteTopicsResponse.__new__(DeleteTopicsResponse)
+    if cython.compiled:
+        obj = DeleteTopicsResponse.__new__(DeleteTopicsResponse)
+    else:
+        obj = _new(DeleteTopicsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.responses = f_responses
     obj.unknown_tagged_fields = unknown
@@ -709,7 +752,10 @@ def _dec_DeleteTopicsResponse_DeletableTopicResult_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -720,7 +766,10 @@ def _dec_DeleteTopicsResponse_DeletableTopicResult_v0(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    obj = DeleteTopicsResponse_DeletableTopicResult.__new__(DeleteTopicsResponse_DeletableTopicResult)
+    if cython.compiled:
+        obj = DeleteTopicsResponse_DeletableTopicResult.__new__(DeleteTopicsResponse_DeletableTopicResult)
+    else:
+        obj = _new(DeleteTopicsResponse_DeletableTopicResult)
     obj.name = f_name
     obj.topic_id = _w.ZERO_UUID
     obj.error_code = f_error_code
@@ -777,7 +826,10 @@ def _dec_DeleteTopicsResponse_DeletableTopicResult_v4(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -793,7 +845,10 @@ def _dec_DeleteTopicsResponse_DeletableTopicResult_v4(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DeleteTopicsResponse_DeletableTopicResult.__new__(DeleteTopicsResponse_DeletableTopicResult)
+    if cython.compiled:
+        obj = DeleteTopicsResponse_DeletableTopicResult.__new__(DeleteTopicsResponse_DeletableTopicResult)
+    else:
+        obj = _new(DeleteTopicsResponse_DeletableTopicResult)
     obj.name = f_name
     obj.topic_id = _w.ZERO_UUID
     obj.error_code = f_error_code
@@ -855,7 +910,10 @@ def _dec_DeleteTopicsResponse_DeletableTopicResult_v5(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -884,7 +942,10 @@ def _dec_DeleteTopicsResponse_DeletableTopicResult_v5(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -895,7 +956,10 @@ def _dec_DeleteTopicsResponse_DeletableTopicResult_v5(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DeleteTopicsResponse_DeletableTopicResult.__new__(DeleteTopicsResponse_DeletableTopicResult)
+    if cython.compiled:
+        obj = DeleteTopicsResponse_DeletableTopicResult.__new__(DeleteTopicsResponse_DeletableTopicResult)
+    else:
+        obj = _new(DeleteTopicsResponse_DeletableTopicResult)
     obj.name = f_name
     obj.topic_id = _w.ZERO_UUID
     obj.error_code = f_error_code
@@ -973,7 +1037,10 @@ def _dec_DeleteTopicsResponse_DeletableTopicResult_v6(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     elif n_name == -1:
         f_name = None
@@ -1008,7 +1075,10 @@ def _dec_DeleteTopicsResponse_DeletableTopicResult_v6(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -1019,7 +1089,10 @@ def _dec_DeleteTopicsResponse_DeletableTopicResult_v6(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DeleteTopicsResponse_DeletableTopicResult.__new__(DeleteTopicsResponse_DeletableTopicResult)
+    if cython.compiled:
+        obj = DeleteTopicsResponse_DeletableTopicResult.__new__(DeleteTopicsResponse_DeletableTopicResult)
+    else:
+        obj = _new(DeleteTopicsResponse_DeletableTopicResult)
     obj.name = f_name
     obj.topic_id = f_topic_id
     obj.error_code = f_error_code

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -68,6 +70,11 @@ _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 
 _RUN_throttle_time_ms__error_message = (('throttle_time_ms', 0, 4), ('error_code', 4, 2), ('error_message', 6, 2))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_DescribeAclsRequest_v0(buf, cur, end):
     """Decode DescribeAclsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -85,7 +92,10 @@ def _dec_DescribeAclsRequest_v0(buf, cur, end):
             if f_resource_name_filter is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name_filter, 'resource_name_filter')
         else:
-            f_resource_name_filter = _w.utf8(buf, pos, n_resource_name_filter, 'resource_name_filter')
+            try:
+                f_resource_name_filter = buf[pos:pos + n_resource_name_filter].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name_filter', pos, exc) from None
         pos += n_resource_name_filter
     elif n_resource_name_filter == -1:
         f_resource_name_filter = None
@@ -104,7 +114,10 @@ def _dec_DescribeAclsRequest_v0(buf, cur, end):
             if f_principal_filter is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_filter, 'principal_filter')
         else:
-            f_principal_filter = _w.utf8(buf, pos, n_principal_filter, 'principal_filter')
+            try:
+                f_principal_filter = buf[pos:pos + n_principal_filter].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_filter', pos, exc) from None
         pos += n_principal_filter
     elif n_principal_filter == -1:
         f_principal_filter = None
@@ -123,7 +136,10 @@ def _dec_DescribeAclsRequest_v0(buf, cur, end):
             if f_host_filter is None:
                 raise _w.bad_utf8_at(buf, pos, n_host_filter, 'host_filter')
         else:
-            f_host_filter = _w.utf8(buf, pos, n_host_filter, 'host_filter')
+            try:
+                f_host_filter = buf[pos:pos + n_host_filter].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host_filter', pos, exc) from None
         pos += n_host_filter
     elif n_host_filter == -1:
         f_host_filter = None
@@ -137,7 +153,10 @@ def _dec_DescribeAclsRequest_v0(buf, cur, end):
     else:
         f_operation, f_permission_type = _S_bb.unpack_from(buf, pos)
     pos += 2
-    obj = DescribeAclsRequest.__new__(DescribeAclsRequest)
+    if cython.compiled:
+        obj = DescribeAclsRequest.__new__(DescribeAclsRequest)
+    else:
+        obj = _new(DescribeAclsRequest)
     obj.resource_type_filter = f_resource_type_filter
     obj.resource_name_filter = f_resource_name_filter
     obj.pattern_type_filter = 3
@@ -227,7 +246,10 @@ def _dec_DescribeAclsRequest_v1(buf, cur, end):
             if f_resource_name_filter is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name_filter, 'resource_name_filter')
         else:
-            f_resource_name_filter = _w.utf8(buf, pos, n_resource_name_filter, 'resource_name_filter')
+            try:
+                f_resource_name_filter = buf[pos:pos + n_resource_name_filter].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name_filter', pos, exc) from None
         pos += n_resource_name_filter
     elif n_resource_name_filter == -1:
         f_resource_name_filter = None
@@ -247,7 +269,10 @@ def _dec_DescribeAclsRequest_v1(buf, cur, end):
             if f_principal_filter is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_filter, 'principal_filter')
         else:
-            f_principal_filter = _w.utf8(buf, pos, n_principal_filter, 'principal_filter')
+            try:
+                f_principal_filter = buf[pos:pos + n_principal_filter].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_filter', pos, exc) from None
         pos += n_principal_filter
     elif n_principal_filter == -1:
         f_principal_filter = None
@@ -266,7 +291,10 @@ def _dec_DescribeAclsRequest_v1(buf, cur, end):
             if f_host_filter is None:
                 raise _w.bad_utf8_at(buf, pos, n_host_filter, 'host_filter')
         else:
-            f_host_filter = _w.utf8(buf, pos, n_host_filter, 'host_filter')
+            try:
+                f_host_filter = buf[pos:pos + n_host_filter].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host_filter', pos, exc) from None
         pos += n_host_filter
     elif n_host_filter == -1:
         f_host_filter = None
@@ -280,7 +308,10 @@ def _dec_DescribeAclsRequest_v1(buf, cur, end):
     else:
         f_operation, f_permission_type = _S_bb.unpack_from(buf, pos)
     pos += 2
-    obj = DescribeAclsRequest.__new__(DescribeAclsRequest)
+    if cython.compiled:
+        obj = DescribeAclsRequest.__new__(DescribeAclsRequest)
+    else:
+        obj = _new(DescribeAclsRequest)
     obj.resource_type_filter = f_resource_type_filter
     obj.resource_name_filter = f_resource_name_filter
     obj.pattern_type_filter = f_pattern_type_filter
@@ -380,7 +411,10 @@ def _dec_DescribeAclsRequest_v2(buf, cur, end):
             if f_resource_name_filter is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name_filter, 'resource_name_filter')
         else:
-            f_resource_name_filter = _w.utf8(buf, pos, n_resource_name_filter, 'resource_name_filter')
+            try:
+                f_resource_name_filter = buf[pos:pos + n_resource_name_filter].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name_filter', pos, exc) from None
         pos += n_resource_name_filter
     elif n_resource_name_filter == -1:
         f_resource_name_filter = None
@@ -411,7 +445,10 @@ def _dec_DescribeAclsRequest_v2(buf, cur, end):
             if f_principal_filter is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_filter, 'principal_filter')
         else:
-            f_principal_filter = _w.utf8(buf, pos, n_principal_filter, 'principal_filter')
+            try:
+                f_principal_filter = buf[pos:pos + n_principal_filter].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_filter', pos, exc) from None
         pos += n_principal_filter
     elif n_principal_filter == -1:
         f_principal_filter = None
@@ -435,7 +472,10 @@ def _dec_DescribeAclsRequest_v2(buf, cur, end):
             if f_host_filter is None:
                 raise _w.bad_utf8_at(buf, pos, n_host_filter, 'host_filter')
         else:
-            f_host_filter = _w.utf8(buf, pos, n_host_filter, 'host_filter')
+            try:
+                f_host_filter = buf[pos:pos + n_host_filter].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host_filter', pos, exc) from None
         pos += n_host_filter
     elif n_host_filter == -1:
         f_host_filter = None
@@ -454,7 +494,10 @@ def _dec_DescribeAclsRequest_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeAclsRequest.__new__(DescribeAclsRequest)
+    if cython.compiled:
+        obj = DescribeAclsRequest.__new__(DescribeAclsRequest)
+    else:
+        obj = _new(DescribeAclsRequest)
     obj.resource_type_filter = f_resource_type_filter
     obj.resource_name_filter = f_resource_name_filter
     obj.pattern_type_filter = f_pattern_type_filter
@@ -559,7 +602,10 @@ def _dec_DescribeAclsResponse_v0(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -583,7 +629,10 @@ def _dec_DescribeAclsResponse_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("resources[%d]" % i)
     pos = cur.pos
-    obj = DescribeAclsResponse.__new__(DescribeAclsResponse)
+    if cython.compiled:
+        obj = DescribeAclsResponse.__new__(DescribeAclsResponse)
+    else:
+        obj = _new(DescribeAclsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -646,7 +695,10 @@ def _dec_DescribeAclsResponse_v1(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -670,7 +722,10 @@ def _dec_DescribeAclsResponse_v1(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("resources[%d]" % i)
     pos = cur.pos
-    obj = DescribeAclsResponse.__new__(DescribeAclsResponse)
+    if cython.compiled:
+        obj = DescribeAclsResponse.__new__(DescribeAclsResponse)
+    else:
+        obj = _new(DescribeAclsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -744,7 +799,10 @@ def _dec_DescribeAclsResponse_v2(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -778,7 +836,10 @@ def _dec_DescribeAclsResponse_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeAclsResponse.__new__(DescribeAclsResponse)
+    if cython.compiled:
+        obj = DescribeAclsResponse.__new__(DescribeAclsResponse)
+    else:
+        obj = _new(DescribeAclsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -850,7 +911,10 @@ def _dec_DescribeAclsResponse_DescribeAclsResource_v0(buf, cur, end):
             if f_resource_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
-            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+            try:
+                f_resource_name = buf[pos:pos + n_resource_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 2, False)
@@ -872,7 +936,10 @@ def _dec_DescribeAclsResponse_DescribeAclsResource_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("acls[%d]" % i)
     pos = cur.pos
-    obj = DescribeAclsResponse_DescribeAclsResource.__new__(DescribeAclsResponse_DescribeAclsResource)
+    if cython.compiled:
+        obj = DescribeAclsResponse_DescribeAclsResource.__new__(DescribeAclsResponse_DescribeAclsResource)
+    else:
+        obj = _new(DescribeAclsResponse_DescribeAclsResource)
     obj.resource_type = f_resource_type
     obj.resource_name = f_resource_name
     obj.pattern_type = 3
@@ -935,7 +1002,10 @@ def _dec_DescribeAclsResponse_DescribeAclsResource_v1(buf, cur, end):
             if f_resource_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
-            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+            try:
+                f_resource_name = buf[pos:pos + n_resource_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 2, False)
@@ -958,7 +1028,10 @@ def _dec_DescribeAclsResponse_DescribeAclsResource_v1(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("acls[%d]" % i)
     pos = cur.pos
-    obj = DescribeAclsResponse_DescribeAclsResource.__new__(DescribeAclsResponse_DescribeAclsResource)
+    if cython.compiled:
+        obj = DescribeAclsResponse_DescribeAclsResource.__new__(DescribeAclsResponse_DescribeAclsResource)
+    else:
+        obj = _new(DescribeAclsResponse_DescribeAclsResource)
     obj.resource_type = f_resource_type
     obj.resource_name = f_resource_name
     obj.pattern_type = f_pattern_type
@@ -1031,7 +1104,10 @@ def _dec_DescribeAclsResponse_DescribeAclsResource_v2(buf, cur, end):
             if f_resource_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
-            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+            try:
+                f_resource_name = buf[pos:pos + n_resource_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 1, False)
@@ -1070,7 +1146,10 @@ def _dec_DescribeAclsResponse_DescribeAclsResource_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeAclsResponse_DescribeAclsResource.__new__(DescribeAclsResponse_DescribeAclsResource)
+    if cython.compiled:
+        obj = DescribeAclsResponse_DescribeAclsResource.__new__(DescribeAclsResponse_DescribeAclsResource)
+    else:
+        obj = _new(DescribeAclsResponse_DescribeAclsResource)
     obj.resource_type = f_resource_type
     obj.resource_name = f_resource_name
     obj.pattern_type = f_pattern_type
@@ -1145,7 +1224,10 @@ def _dec_DescribeAclsResponse_AclDescription_v0(buf, cur, end):
             if f_principal is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal, 'principal')
         else:
-            f_principal = _w.utf8(buf, pos, n_principal, 'principal')
+            try:
+                f_principal = buf[pos:pos + n_principal].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal', pos, exc) from None
         pos += n_principal
     else:
         raise _w.bad_sized('principal', pos, n_principal, end, 2, False)
@@ -1162,7 +1244,10 @@ def _dec_DescribeAclsResponse_AclDescription_v0(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 2, False)
@@ -1174,7 +1259,10 @@ def _dec_DescribeAclsResponse_AclDescription_v0(buf, cur, end):
     else:
         f_operation, f_permission_type = _S_bb.unpack_from(buf, pos)
     pos += 2
-    obj = DescribeAclsResponse_AclDescription.__new__(DescribeAclsResponse_AclDescription)
+    if cython.compiled:
+        obj = DescribeAclsResponse_AclDescription.__new__(DescribeAclsResponse_AclDescription)
+    else:
+        obj = _new(DescribeAclsResponse_AclDescription)
     obj.principal = f_principal
     obj.host = f_host
     obj.operation = f_operation
@@ -1247,7 +1335,10 @@ def _dec_DescribeAclsResponse_AclDescription_v2(buf, cur, end):
             if f_principal is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal, 'principal')
         else:
-            f_principal = _w.utf8(buf, pos, n_principal, 'principal')
+            try:
+                f_principal = buf[pos:pos + n_principal].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal', pos, exc) from None
         pos += n_principal
     else:
         raise _w.bad_sized('principal', pos, n_principal, end, 1, False)
@@ -1269,7 +1360,10 @@ def _dec_DescribeAclsResponse_AclDescription_v2(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -1286,7 +1380,10 @@ def _dec_DescribeAclsResponse_AclDescription_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeAclsResponse_AclDescription.__new__(DescribeAclsResponse_AclDescription)
+    if cython.compiled:
+        obj = DescribeAclsResponse_AclDescription.__new__(DescribeAclsResponse_AclDescription)
+    else:
+        obj = _new(DescribeAclsResponse_AclDescription)
     obj.principal = f_principal
     obj.host = f_host
     obj.operation = f_operation

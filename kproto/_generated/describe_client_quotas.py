@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -64,6 +66,11 @@ _RUN_value = (('value', 0, 8),)
 _RUN_values = (('values', 0, 4),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_DescribeClientQuotasRequest_v0(buf, cur, end):
     """Decode DescribeClientQuotasRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -95,7 +102,10 @@ def _dec_DescribeClientQuotasRequest_v0(buf, cur, end):
     if f_strict != 0 and f_strict != 1:
         raise _w.bad_bool('strict', pos - 1, f_strict)
     b_strict = f_strict == 1
-    obj = DescribeClientQuotasRequest.__new__(DescribeClientQuotasRequest)
+    if cython.compiled:
+        obj = DescribeClientQuotasRequest.__new__(DescribeClientQuotasRequest)
+    else:
+        obj = _new(DescribeClientQuotasRequest)
     obj.components = f_components
     obj.strict = b_strict
     obj.unknown_tagged_fields = []
@@ -167,7 +177,10 @@ def _dec_DescribeClientQuotasRequest_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeClientQuotasRequest.__new__(DescribeClientQuotasRequest)
+    if cython.compiled:
+        obj = DescribeClientQuotasRequest.__new__(DescribeClientQuotasRequest)
+    else:
+        obj = _new(DescribeClientQuotasRequest)
     obj.components = f_components
     obj.strict = b_strict
     obj.unknown_tagged_fields = unknown
@@ -219,7 +232,10 @@ def _dec_DescribeClientQuotasRequest_ComponentData_v0(buf, cur, end):
             if f_entity_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_entity_type, 'entity_type')
         else:
-            f_entity_type = _w.utf8(buf, pos, n_entity_type, 'entity_type')
+            try:
+                f_entity_type = buf[pos:pos + n_entity_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('entity_type', pos, exc) from None
         pos += n_entity_type
     else:
         raise _w.bad_sized('entity_type', pos, n_entity_type, end, 2, False)
@@ -237,13 +253,19 @@ def _dec_DescribeClientQuotasRequest_ComponentData_v0(buf, cur, end):
             if f_match is None:
                 raise _w.bad_utf8_at(buf, pos, n_match, 'match')
         else:
-            f_match = _w.utf8(buf, pos, n_match, 'match')
+            try:
+                f_match = buf[pos:pos + n_match].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('match', pos, exc) from None
         pos += n_match
     elif n_match == -1:
         f_match = None
     else:
         raise _w.bad_sized('match', pos, n_match, end, 2, True)
-    obj = DescribeClientQuotasRequest_ComponentData.__new__(DescribeClientQuotasRequest_ComponentData)
+    if cython.compiled:
+        obj = DescribeClientQuotasRequest_ComponentData.__new__(DescribeClientQuotasRequest_ComponentData)
+    else:
+        obj = _new(DescribeClientQuotasRequest_ComponentData)
     obj.entity_type = f_entity_type
     obj.match_type = f_match_type
     obj.match = f_match
@@ -310,7 +332,10 @@ def _dec_DescribeClientQuotasRequest_ComponentData_v1(buf, cur, end):
             if f_entity_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_entity_type, 'entity_type')
         else:
-            f_entity_type = _w.utf8(buf, pos, n_entity_type, 'entity_type')
+            try:
+                f_entity_type = buf[pos:pos + n_entity_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('entity_type', pos, exc) from None
         pos += n_entity_type
     else:
         raise _w.bad_sized('entity_type', pos, n_entity_type, end, 1, False)
@@ -339,7 +364,10 @@ def _dec_DescribeClientQuotasRequest_ComponentData_v1(buf, cur, end):
             if f_match is None:
                 raise _w.bad_utf8_at(buf, pos, n_match, 'match')
         else:
-            f_match = _w.utf8(buf, pos, n_match, 'match')
+            try:
+                f_match = buf[pos:pos + n_match].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('match', pos, exc) from None
         pos += n_match
     elif n_match == -1:
         f_match = None
@@ -350,7 +378,10 @@ def _dec_DescribeClientQuotasRequest_ComponentData_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeClientQuotasRequest_ComponentData.__new__(DescribeClientQuotasRequest_ComponentData)
+    if cython.compiled:
+        obj = DescribeClientQuotasRequest_ComponentData.__new__(DescribeClientQuotasRequest_ComponentData)
+    else:
+        obj = _new(DescribeClientQuotasRequest_ComponentData)
     obj.entity_type = f_entity_type
     obj.match_type = f_match_type
     obj.match = f_match
@@ -424,7 +455,10 @@ def _dec_DescribeClientQuotasResponse_v0(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -451,7 +485,10 @@ def _dec_DescribeClientQuotasResponse_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("entries[%d]" % i)
         pos = cur.pos
-    obj = DescribeClientQuotasResponse.__new__(DescribeClientQuotasResponse)
+    if cython.compiled:
+        obj = DescribeClientQuotasResponse.__new__(DescribeClientQuotasResponse)
+    else:
+        obj = _new(DescribeClientQuotasResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -526,7 +563,10 @@ def _dec_DescribeClientQuotasResponse_v1(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -563,7 +603,10 @@ def _dec_DescribeClientQuotasResponse_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeClientQuotasResponse.__new__(DescribeClientQuotasResponse)
+    if cython.compiled:
+        obj = DescribeClientQuotasResponse.__new__(DescribeClientQuotasResponse)
+    else:
+        obj = _new(DescribeClientQuotasResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -658,7 +701,10 @@ def _dec_DescribeClientQuotasResponse_EntryData_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("values[%d]" % i)
     pos = cur.pos
-    obj = DescribeClientQuotasResponse_EntryData.__new__(DescribeClientQuotasResponse_EntryData)
+    if cython.compiled:
+        obj = DescribeClientQuotasResponse_EntryData.__new__(DescribeClientQuotasResponse_EntryData)
+    else:
+        obj = _new(DescribeClientQuotasResponse_EntryData)
     obj.entity = f_entity
     obj.values = f_values
     obj.unknown_tagged_fields = []
@@ -750,7 +796,10 @@ def _dec_DescribeClientQuotasResponse_EntryData_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeClientQuotasResponse_EntryData.__new__(DescribeClientQuotasResponse_EntryData)
+    if cython.compiled:
+        obj = DescribeClientQuotasResponse_EntryData.__new__(DescribeClientQuotasResponse_EntryData)
+    else:
+        obj = _new(DescribeClientQuotasResponse_EntryData)
     obj.entity = f_entity
     obj.values = f_values
     obj.unknown_tagged_fields = unknown
@@ -810,7 +859,10 @@ def _dec_DescribeClientQuotasResponse_EntityData_v0(buf, cur, end):
             if f_entity_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_entity_type, 'entity_type')
         else:
-            f_entity_type = _w.utf8(buf, pos, n_entity_type, 'entity_type')
+            try:
+                f_entity_type = buf[pos:pos + n_entity_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('entity_type', pos, exc) from None
         pos += n_entity_type
     else:
         raise _w.bad_sized('entity_type', pos, n_entity_type, end, 2, False)
@@ -827,13 +879,19 @@ def _dec_DescribeClientQuotasResponse_EntityData_v0(buf, cur, end):
             if f_entity_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_entity_name, 'entity_name')
         else:
-            f_entity_name = _w.utf8(buf, pos, n_entity_name, 'entity_name')
+            try:
+                f_entity_name = buf[pos:pos + n_entity_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('entity_name', pos, exc) from None
         pos += n_entity_name
     elif n_entity_name == -1:
         f_entity_name = None
     else:
         raise _w.bad_sized('entity_name', pos, n_entity_name, end, 2, True)
-    obj = DescribeClientQuotasResponse_EntityData.__new__(DescribeClientQuotasResponse_EntityData)
+    if cython.compiled:
+        obj = DescribeClientQuotasResponse_EntityData.__new__(DescribeClientQuotasResponse_EntityData)
+    else:
+        obj = _new(DescribeClientQuotasResponse_EntityData)
     obj.entity_type = f_entity_type
     obj.entity_name = f_entity_name
     obj.unknown_tagged_fields = []
@@ -898,7 +956,10 @@ def _dec_DescribeClientQuotasResponse_EntityData_v1(buf, cur, end):
             if f_entity_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_entity_type, 'entity_type')
         else:
-            f_entity_type = _w.utf8(buf, pos, n_entity_type, 'entity_type')
+            try:
+                f_entity_type = buf[pos:pos + n_entity_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('entity_type', pos, exc) from None
         pos += n_entity_type
     else:
         raise _w.bad_sized('entity_type', pos, n_entity_type, end, 1, False)
@@ -920,7 +981,10 @@ def _dec_DescribeClientQuotasResponse_EntityData_v1(buf, cur, end):
             if f_entity_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_entity_name, 'entity_name')
         else:
-            f_entity_name = _w.utf8(buf, pos, n_entity_name, 'entity_name')
+            try:
+                f_entity_name = buf[pos:pos + n_entity_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('entity_name', pos, exc) from None
         pos += n_entity_name
     elif n_entity_name == -1:
         f_entity_name = None
@@ -931,7 +995,10 @@ def _dec_DescribeClientQuotasResponse_EntityData_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeClientQuotasResponse_EntityData.__new__(DescribeClientQuotasResponse_EntityData)
+    if cython.compiled:
+        obj = DescribeClientQuotasResponse_EntityData.__new__(DescribeClientQuotasResponse_EntityData)
+    else:
+        obj = _new(DescribeClientQuotasResponse_EntityData)
     obj.entity_type = f_entity_type
     obj.entity_name = f_entity_name
     obj.unknown_tagged_fields = unknown
@@ -997,7 +1064,10 @@ def _dec_DescribeClientQuotasResponse_ValueData_v0(buf, cur, end):
             if f_key is None:
                 raise _w.bad_utf8_at(buf, pos, n_key, 'key')
         else:
-            f_key = _w.utf8(buf, pos, n_key, 'key')
+            try:
+                f_key = buf[pos:pos + n_key].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('key', pos, exc) from None
         pos += n_key
     else:
         raise _w.bad_sized('key', pos, n_key, end, 2, False)
@@ -1008,7 +1078,10 @@ def _dec_DescribeClientQuotasResponse_ValueData_v0(buf, cur, end):
     else:
         f_value = _S_d.unpack_from(buf, pos)[0]
     pos += 8
-    obj = DescribeClientQuotasResponse_ValueData.__new__(DescribeClientQuotasResponse_ValueData)
+    if cython.compiled:
+        obj = DescribeClientQuotasResponse_ValueData.__new__(DescribeClientQuotasResponse_ValueData)
+    else:
+        obj = _new(DescribeClientQuotasResponse_ValueData)
     obj.key = f_key
     obj.value = f_value
     obj.unknown_tagged_fields = []
@@ -1063,7 +1136,10 @@ def _dec_DescribeClientQuotasResponse_ValueData_v1(buf, cur, end):
             if f_key is None:
                 raise _w.bad_utf8_at(buf, pos, n_key, 'key')
         else:
-            f_key = _w.utf8(buf, pos, n_key, 'key')
+            try:
+                f_key = buf[pos:pos + n_key].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('key', pos, exc) from None
         pos += n_key
     else:
         raise _w.bad_sized('key', pos, n_key, end, 1, False)
@@ -1079,7 +1155,10 @@ def _dec_DescribeClientQuotasResponse_ValueData_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeClientQuotasResponse_ValueData.__new__(DescribeClientQuotasResponse_ValueData)
+    if cython.compiled:
+        obj = DescribeClientQuotasResponse_ValueData.__new__(DescribeClientQuotasResponse_ValueData)
+    else:
+        obj = _new(DescribeClientQuotasResponse_ValueData)
     obj.key = f_key
     obj.value = f_value
     obj.unknown_tagged_fields = unknown

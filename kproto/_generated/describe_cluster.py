@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -61,6 +63,11 @@ _RUN_port = (('port', 0, 4),)
 _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 4, 2))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_DescribeClusterRequest_v0(buf, cur, end):
     """Decode DescribeClusterRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -79,7 +86,10 @@ def _dec_DescribeClusterRequest_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeClusterRequest.__new__(DescribeClusterRequest)
+    if cython.compiled:
+        obj = DescribeClusterRequest.__new__(DescribeClusterRequest)
+    else:
+        obj = _new(DescribeClusterRequest)
     obj.include_cluster_authorized_operations = b_include_cluster_authorized_operations
     obj.endpoint_type = 1
     obj.include_fenced_brokers = False
@@ -126,7 +136,10 @@ def _dec_DescribeClusterRequest_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeClusterRequest.__new__(DescribeClusterRequest)
+    if cython.compiled:
+        obj = DescribeClusterRequest.__new__(DescribeClusterRequest)
+    else:
+        obj = _new(DescribeClusterRequest)
     obj.include_cluster_authorized_operations = b_include_cluster_authorized_operations
     obj.endpoint_type = f_endpoint_type
     obj.include_fenced_brokers = False
@@ -176,7 +189,10 @@ def _dec_DescribeClusterRequest_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeClusterRequest.__new__(DescribeClusterRequest)
+    if cython.compiled:
+        obj = DescribeClusterRequest.__new__(DescribeClusterRequest)
+    else:
+        obj = _new(DescribeClusterRequest)
     obj.include_cluster_authorized_operations = b_include_cluster_authorized_operations
     obj.endpoint_type = f_endpoint_type
     obj.include_fenced_brokers = b_include_fenced_brokers
@@ -231,7 +247,10 @@ def _dec_DescribeClusterResponse_v0(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -255,7 +274,10 @@ def _dec_DescribeClusterResponse_v0(buf, cur, end):
             if f_cluster_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
-            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+            try:
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
     else:
         raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 1, False)
@@ -301,7 +323,10 @@ def _dec_DescribeClusterResponse_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeClusterResponse.__new__(DescribeClusterResponse)
+    if cython.compiled:
+        obj = DescribeClusterResponse.__new__(DescribeClusterResponse)
+    else:
+        obj = _new(DescribeClusterResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -417,7 +442,10 @@ def _dec_DescribeClusterResponse_v1(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -448,7 +476,10 @@ def _dec_DescribeClusterResponse_v1(buf, cur, end):
             if f_cluster_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
-            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+            try:
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
     else:
         raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 1, False)
@@ -494,7 +525,10 @@ def _dec_DescribeClusterResponse_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeClusterResponse.__new__(DescribeClusterResponse)
+    if cython.compiled:
+        obj = DescribeClusterResponse.__new__(DescribeClusterResponse)
+    else:
+        obj = _new(DescribeClusterResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -613,7 +647,10 @@ def _dec_DescribeClusterResponse_v2(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -644,7 +681,10 @@ def _dec_DescribeClusterResponse_v2(buf, cur, end):
             if f_cluster_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
-            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+            try:
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
     else:
         raise _w.bad_sized('cluster_id', pos, n_cluster_id, end, 1, False)
@@ -690,7 +730,10 @@ def _dec_DescribeClusterResponse_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeClusterResponse.__new__(DescribeClusterResponse)
+    if cython.compiled:
+        obj = DescribeClusterResponse.__new__(DescribeClusterResponse)
+    else:
+        obj = _new(DescribeClusterResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -808,7 +851,10 @@ def _dec_DescribeClusterResponse_DescribeClusterBroker_v0(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -837,7 +883,10 @@ def _dec_DescribeClusterResponse_DescribeClusterBroker_v0(buf, cur, end):
             if f_rack is None:
                 raise _w.bad_utf8_at(buf, pos, n_rack, 'rack')
         else:
-            f_rack = _w.utf8(buf, pos, n_rack, 'rack')
+            try:
+                f_rack = buf[pos:pos + n_rack].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack', pos, exc) from None
         pos += n_rack
     elif n_rack == -1:
         f_rack = None
@@ -848,7 +897,10 @@ def _dec_DescribeClusterResponse_DescribeClusterBroker_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeClusterResponse_DescribeClusterBroker.__new__(DescribeClusterResponse_DescribeClusterBroker)
+    if cython.compiled:
+        obj = DescribeClusterResponse_DescribeClusterBroker.__new__(DescribeClusterResponse_DescribeClusterBroker)
+    else:
+        obj = _new(DescribeClusterResponse_DescribeClusterBroker)
     obj.broker_id = f_broker_id
     obj.host = f_host
     obj.port = f_port
@@ -941,7 +993,10 @@ def _dec_DescribeClusterResponse_DescribeClusterBroker_v2(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -970,7 +1025,10 @@ def _dec_DescribeClusterResponse_DescribeClusterBroker_v2(buf, cur, end):
             if f_rack is None:
                 raise _w.bad_utf8_at(buf, pos, n_rack, 'rack')
         else:
-            f_rack = _w.utf8(buf, pos, n_rack, 'rack')
+            try:
+                f_rack = buf[pos:pos + n_rack].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack', pos, exc) from None
         pos += n_rack
     elif n_rack == -1:
         f_rack = None
@@ -991,7 +1049,10 @@ def _dec_DescribeClusterResponse_DescribeClusterBroker_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeClusterResponse_DescribeClusterBroker.__new__(DescribeClusterResponse_DescribeClusterBroker)
+    if cython.compiled:
+        obj = DescribeClusterResponse_DescribeClusterBroker.__new__(DescribeClusterResponse_DescribeClusterBroker)
+    else:
+        obj = _new(DescribeClusterResponse_DescribeClusterBroker)
     obj.broker_id = f_broker_id
     obj.host = f_host
     obj.port = f_port

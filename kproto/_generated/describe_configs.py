@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -76,6 +78,11 @@ _RUN_throttle_time_ms__results = (('throttle_time_ms', 0, 4), ('results', 4, 4))
 _RUN_value = (('value', 0, 2),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_DescribeConfigsRequest_v0(buf, cur, end):
     """Decode DescribeConfigsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -97,7 +104,10 @@ def _dec_DescribeConfigsRequest_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("resources[%d]" % i)
     pos = cur.pos
-    obj = DescribeConfigsRequest.__new__(DescribeConfigsRequest)
+    if cython.compiled:
+        obj = DescribeConfigsRequest.__new__(DescribeConfigsRequest)
+    else:
+        obj = _new(DescribeConfigsRequest)
     obj.resources = f_resources
     obj.include_synonyms = False
     obj.include_documentation = False
@@ -159,7 +169,10 @@ def _dec_DescribeConfigsRequest_v1(buf, cur, end):
     if f_include_synonyms != 0 and f_include_synonyms != 1:
         raise _w.bad_bool('include_synonyms', pos - 1, f_include_synonyms)
     b_include_synonyms = f_include_synonyms == 1
-    obj = DescribeConfigsRequest.__new__(DescribeConfigsRequest)
+    if cython.compiled:
+        obj = DescribeConfigsRequest.__new__(DescribeConfigsRequest)
+    else:
+        obj = _new(DescribeConfigsRequest)
     obj.resources = f_resources
     obj.include_synonyms = b_include_synonyms
     obj.include_documentation = False
@@ -228,7 +241,10 @@ def _dec_DescribeConfigsRequest_v3(buf, cur, end):
     if f_include_documentation != 0 and f_include_documentation != 1:
         raise _w.bad_bool('include_documentation', pos - 1, f_include_documentation)
     b_include_documentation = f_include_documentation == 1
-    obj = DescribeConfigsRequest.__new__(DescribeConfigsRequest)
+    if cython.compiled:
+        obj = DescribeConfigsRequest.__new__(DescribeConfigsRequest)
+    else:
+        obj = _new(DescribeConfigsRequest)
     obj.resources = f_resources
     obj.include_synonyms = b_include_synonyms
     obj.include_documentation = b_include_documentation
@@ -306,7 +322,10 @@ def _dec_DescribeConfigsRequest_v4(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeConfigsRequest.__new__(DescribeConfigsRequest)
+    if cython.compiled:
+        obj = DescribeConfigsRequest.__new__(DescribeConfigsRequest)
+    else:
+        obj = _new(DescribeConfigsRequest)
     obj.resources = f_resources
     obj.include_synonyms = b_include_synonyms
     obj.include_documentation = b_include_documentation
@@ -361,7 +380,10 @@ def _dec_DescribeConfigsRequest_DescribeConfigsResource_v0(buf, cur, end):
             if f_resource_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
-            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+            try:
+                f_resource_name = buf[pos:pos + n_resource_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 2, False)
@@ -390,10 +412,16 @@ def _dec_DescribeConfigsRequest_DescribeConfigsResource_v0(buf, cur, end):
                 if s is None:
                     raise _w.bad_utf8_at(buf, pos, m, "configuration_keys[%d]" % i)
             else:
-                s = _w.utf8(buf, pos, m, "configuration_keys[%d]" % i)
+                try:
+                    s = buf[pos:pos + m].decode()
+                except UnicodeDecodeError as exc:
+                    raise _w.bad_utf8("configuration_keys[%d]" % i, pos, exc) from None
             f_configuration_keys.append(s)
             pos += m
-    obj = DescribeConfigsRequest_DescribeConfigsResource.__new__(DescribeConfigsRequest_DescribeConfigsResource)
+    if cython.compiled:
+        obj = DescribeConfigsRequest_DescribeConfigsResource.__new__(DescribeConfigsRequest_DescribeConfigsResource)
+    else:
+        obj = _new(DescribeConfigsRequest_DescribeConfigsResource)
     obj.resource_type = f_resource_type
     obj.resource_name = f_resource_name
     obj.configuration_keys = f_configuration_keys
@@ -470,7 +498,10 @@ def _dec_DescribeConfigsRequest_DescribeConfigsResource_v4(buf, cur, end):
             if f_resource_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
-            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+            try:
+                f_resource_name = buf[pos:pos + n_resource_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 1, False)
@@ -512,7 +543,10 @@ def _dec_DescribeConfigsRequest_DescribeConfigsResource_v4(buf, cur, end):
                 if s is None:
                     raise _w.bad_utf8_at(buf, pos, m, "configuration_keys[%d]" % i)
             else:
-                s = _w.utf8(buf, pos, m, "configuration_keys[%d]" % i)
+                try:
+                    s = buf[pos:pos + m].decode()
+                except UnicodeDecodeError as exc:
+                    raise _w.bad_utf8("configuration_keys[%d]" % i, pos, exc) from None
             f_configuration_keys.append(s)
             pos += m
     if pos < end and buf[pos] == 0:
@@ -520,7 +554,10 @@ def _dec_DescribeConfigsRequest_DescribeConfigsResource_v4(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeConfigsRequest_DescribeConfigsResource.__new__(DescribeConfigsRequest_DescribeConfigsResource)
+    if cython.compiled:
+        obj = DescribeConfigsRequest_DescribeConfigsResource.__new__(DescribeConfigsRequest_DescribeConfigsResource)
+    else:
+        obj = _new(DescribeConfigsRequest_DescribeConfigsResource)
     obj.resource_type = f_resource_type
     obj.resource_name = f_resource_name
     obj.configuration_keys = f_configuration_keys
@@ -606,7 +643,10 @@ def _dec_DescribeConfigsResponse_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("results[%d]" % i)
     pos = cur.pos
-    obj = DescribeConfigsResponse.__new__(DescribeConfigsResponse)
+    if cython.compiled:
+        obj = DescribeConfigsResponse.__new__(DescribeConfigsResponse)
+    else:
+        obj = _new(DescribeConfigsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.results = f_results
     obj.unknown_tagged_fields = []
@@ -655,7 +695,10 @@ def _dec_DescribeConfigsResponse_v1(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("results[%d]" % i)
     pos = cur.pos
-    obj = DescribeConfigsResponse.__new__(DescribeConfigsResponse)
+    if cython.compiled:
+        obj = DescribeConfigsResponse.__new__(DescribeConfigsResponse)
+    else:
+        obj = _new(DescribeConfigsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.results = f_results
     obj.unknown_tagged_fields = []
@@ -704,7 +747,10 @@ def _dec_DescribeConfigsResponse_v3(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("results[%d]" % i)
     pos = cur.pos
-    obj = DescribeConfigsResponse.__new__(DescribeConfigsResponse)
+    if cython.compiled:
+        obj = DescribeConfigsResponse.__new__(DescribeConfigsResponse)
+    else:
+        obj = _new(DescribeConfigsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.results = f_results
     obj.unknown_tagged_fields = []
@@ -769,7 +815,10 @@ def _dec_DescribeConfigsResponse_v4(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeConfigsResponse.__new__(DescribeConfigsResponse)
+    if cython.compiled:
+        obj = DescribeConfigsResponse.__new__(DescribeConfigsResponse)
+    else:
+        obj = _new(DescribeConfigsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.results = f_results
     obj.unknown_tagged_fields = unknown
@@ -822,7 +871,10 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v0(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -842,7 +894,10 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v0(buf, cur, end):
             if f_resource_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
-            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+            try:
+                f_resource_name = buf[pos:pos + n_resource_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 2, False)
@@ -864,7 +919,10 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("configs[%d]" % i)
     pos = cur.pos
-    obj = DescribeConfigsResponse_DescribeConfigsResult.__new__(DescribeConfigsResponse_DescribeConfigsResult)
+    if cython.compiled:
+        obj = DescribeConfigsResponse_DescribeConfigsResult.__new__(DescribeConfigsResponse_DescribeConfigsResult)
+    else:
+        obj = _new(DescribeConfigsResponse_DescribeConfigsResult)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.resource_type = f_resource_type
@@ -942,7 +1000,10 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v1(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -962,7 +1023,10 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v1(buf, cur, end):
             if f_resource_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
-            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+            try:
+                f_resource_name = buf[pos:pos + n_resource_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 2, False)
@@ -984,7 +1048,10 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v1(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("configs[%d]" % i)
     pos = cur.pos
-    obj = DescribeConfigsResponse_DescribeConfigsResult.__new__(DescribeConfigsResponse_DescribeConfigsResult)
+    if cython.compiled:
+        obj = DescribeConfigsResponse_DescribeConfigsResult.__new__(DescribeConfigsResponse_DescribeConfigsResult)
+    else:
+        obj = _new(DescribeConfigsResponse_DescribeConfigsResult)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.resource_type = f_resource_type
@@ -1062,7 +1129,10 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v3(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -1082,7 +1152,10 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v3(buf, cur, end):
             if f_resource_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
-            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+            try:
+                f_resource_name = buf[pos:pos + n_resource_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 2, False)
@@ -1104,7 +1177,10 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v3(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("configs[%d]" % i)
     pos = cur.pos
-    obj = DescribeConfigsResponse_DescribeConfigsResult.__new__(DescribeConfigsResponse_DescribeConfigsResult)
+    if cython.compiled:
+        obj = DescribeConfigsResponse_DescribeConfigsResult.__new__(DescribeConfigsResponse_DescribeConfigsResult)
+    else:
+        obj = _new(DescribeConfigsResponse_DescribeConfigsResult)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.resource_type = f_resource_type
@@ -1193,7 +1269,10 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v4(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -1224,7 +1303,10 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v4(buf, cur, end):
             if f_resource_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
-            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+            try:
+                f_resource_name = buf[pos:pos + n_resource_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 1, False)
@@ -1256,7 +1338,10 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v4(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeConfigsResponse_DescribeConfigsResult.__new__(DescribeConfigsResponse_DescribeConfigsResult)
+    if cython.compiled:
+        obj = DescribeConfigsResponse_DescribeConfigsResult.__new__(DescribeConfigsResponse_DescribeConfigsResult)
+    else:
+        obj = _new(DescribeConfigsResponse_DescribeConfigsResult)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.resource_type = f_resource_type
@@ -1348,7 +1433,10 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v0(buf, cur, end)
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -1365,7 +1453,10 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v0(buf, cur, end)
             if f_value is None:
                 raise _w.bad_utf8_at(buf, pos, n_value, 'value')
         else:
-            f_value = _w.utf8(buf, pos, n_value, 'value')
+            try:
+                f_value = buf[pos:pos + n_value].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('value', pos, exc) from None
         pos += n_value
     elif n_value == -1:
         f_value = None
@@ -1389,7 +1480,10 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v0(buf, cur, end)
     if f_is_sensitive != 0 and f_is_sensitive != 1:
         raise _w.bad_bool('is_sensitive', pos - 1, f_is_sensitive)
     b_is_sensitive = f_is_sensitive == 1
-    obj = DescribeConfigsResponse_DescribeConfigsResourceResult.__new__(DescribeConfigsResponse_DescribeConfigsResourceResult)
+    if cython.compiled:
+        obj = DescribeConfigsResponse_DescribeConfigsResourceResult.__new__(DescribeConfigsResponse_DescribeConfigsResourceResult)
+    else:
+        obj = _new(DescribeConfigsResponse_DescribeConfigsResourceResult)
     obj.name = f_name
     obj.value = f_value
     obj.read_only = b_read_only
@@ -1463,7 +1557,10 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(buf, cur, end)
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -1480,7 +1577,10 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(buf, cur, end)
             if f_value is None:
                 raise _w.bad_utf8_at(buf, pos, n_value, 'value')
         else:
-            f_value = _w.utf8(buf, pos, n_value, 'value')
+            try:
+                f_value = buf[pos:pos + n_value].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('value', pos, exc) from None
         pos += n_value
     elif n_value == -1:
         f_value = None
@@ -1513,7 +1613,10 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(buf, cur, end)
     except DecodeError as exc:
         raise exc.within("synonyms[%d]" % i)
     pos = cur.pos
-    obj = DescribeConfigsResponse_DescribeConfigsResourceResult.__new__(DescribeConfigsResponse_DescribeConfigsResourceResult)
+    if cython.compiled:
+        obj = DescribeConfigsResponse_DescribeConfigsResourceResult.__new__(DescribeConfigsResponse_DescribeConfigsResourceResult)
+    else:
+        obj = _new(DescribeConfigsResponse_DescribeConfigsResourceResult)
     obj.name = f_name
     obj.value = f_value
     obj.read_only = b_read_only
@@ -1597,7 +1700,10 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(buf, cur, end)
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -1614,7 +1720,10 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(buf, cur, end)
             if f_value is None:
                 raise _w.bad_utf8_at(buf, pos, n_value, 'value')
         else:
-            f_value = _w.utf8(buf, pos, n_value, 'value')
+            try:
+                f_value = buf[pos:pos + n_value].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('value', pos, exc) from None
         pos += n_value
     elif n_value == -1:
         f_value = None
@@ -1661,13 +1770,19 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(buf, cur, end)
             if f_documentation is None:
                 raise _w.bad_utf8_at(buf, pos, n_documentation, 'documentation')
         else:
-            f_documentation = _w.utf8(buf, pos, n_documentation, 'documentation')
+            try:
+                f_documentation = buf[pos:pos + n_documentation].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('documentation', pos, exc) from None
         pos += n_documentation
     elif n_documentation == -1:
         f_documentation = None
     else:
         raise _w.bad_sized('documentation', pos, n_documentation, end, 2, True)
-    obj = DescribeConfigsResponse_DescribeConfigsResourceResult.__new__(DescribeConfigsResponse_DescribeConfigsResourceResult)
+    if cython.compiled:
+        obj = DescribeConfigsResponse_DescribeConfigsResourceResult.__new__(DescribeConfigsResponse_DescribeConfigsResourceResult)
+    else:
+        obj = _new(DescribeConfigsResponse_DescribeConfigsResourceResult)
     obj.name = f_name
     obj.value = f_value
     obj.read_only = b_read_only
@@ -1772,7 +1887,10 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(buf, cur, end)
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -1794,7 +1912,10 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(buf, cur, end)
             if f_value is None:
                 raise _w.bad_utf8_at(buf, pos, n_value, 'value')
         else:
-            f_value = _w.utf8(buf, pos, n_value, 'value')
+            try:
+                f_value = buf[pos:pos + n_value].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('value', pos, exc) from None
         pos += n_value
     elif n_value == -1:
         f_value = None
@@ -1863,7 +1984,10 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(buf, cur, end)
             if f_documentation is None:
                 raise _w.bad_utf8_at(buf, pos, n_documentation, 'documentation')
         else:
-            f_documentation = _w.utf8(buf, pos, n_documentation, 'documentation')
+            try:
+                f_documentation = buf[pos:pos + n_documentation].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('documentation', pos, exc) from None
         pos += n_documentation
     elif n_documentation == -1:
         f_documentation = None
@@ -1874,7 +1998,10 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(buf, cur, end)
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeConfigsResponse_DescribeConfigsResourceResult.__new__(DescribeConfigsResponse_DescribeConfigsResourceResult)
+    if cython.compiled:
+        obj = DescribeConfigsResponse_DescribeConfigsResourceResult.__new__(DescribeConfigsResponse_DescribeConfigsResourceResult)
+    else:
+        obj = _new(DescribeConfigsResponse_DescribeConfigsResourceResult)
     obj.name = f_name
     obj.value = f_value
     obj.read_only = b_read_only
@@ -1990,7 +2117,10 @@ def _dec_DescribeConfigsResponse_DescribeConfigsSynonym_v1(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -2007,7 +2137,10 @@ def _dec_DescribeConfigsResponse_DescribeConfigsSynonym_v1(buf, cur, end):
             if f_value is None:
                 raise _w.bad_utf8_at(buf, pos, n_value, 'value')
         else:
-            f_value = _w.utf8(buf, pos, n_value, 'value')
+            try:
+                f_value = buf[pos:pos + n_value].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('value', pos, exc) from None
         pos += n_value
     elif n_value == -1:
         f_value = None
@@ -2020,7 +2153,10 @@ def _dec_DescribeConfigsResponse_DescribeConfigsSynonym_v1(buf, cur, end):
     else:
         f_source = _S_b.unpack_from(buf, pos)[0]
     pos += 1
-    obj = DescribeConfigsResponse_DescribeConfigsSynonym.__new__(DescribeConfigsResponse_DescribeConfigsSynonym)
+    if cython.compiled:
+        obj = DescribeConfigsResponse_DescribeConfigsSynonym.__new__(DescribeConfigsResponse_DescribeConfigsSynonym)
+    else:
+        obj = _new(DescribeConfigsResponse_DescribeConfigsSynonym)
     obj.name = f_name
     obj.value = f_value
     obj.source = f_source
@@ -2091,7 +2227,10 @@ def _dec_DescribeConfigsResponse_DescribeConfigsSynonym_v4(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -2113,7 +2252,10 @@ def _dec_DescribeConfigsResponse_DescribeConfigsSynonym_v4(buf, cur, end):
             if f_value is None:
                 raise _w.bad_utf8_at(buf, pos, n_value, 'value')
         else:
-            f_value = _w.utf8(buf, pos, n_value, 'value')
+            try:
+                f_value = buf[pos:pos + n_value].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('value', pos, exc) from None
         pos += n_value
     elif n_value == -1:
         f_value = None
@@ -2131,7 +2273,10 @@ def _dec_DescribeConfigsResponse_DescribeConfigsSynonym_v4(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeConfigsResponse_DescribeConfigsSynonym.__new__(DescribeConfigsResponse_DescribeConfigsSynonym)
+    if cython.compiled:
+        obj = DescribeConfigsResponse_DescribeConfigsSynonym.__new__(DescribeConfigsResponse_DescribeConfigsSynonym)
+    else:
+        obj = _new(DescribeConfigsResponse_DescribeConfigsSynonym)
     obj.name = f_name
     obj.value = f_value
     obj.source = f_source

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -58,6 +60,11 @@ _RUN_renewers = (('renewers', 0, 4),)
 _RUN_throttle_time_ms = (('throttle_time_ms', 0, 4),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_DescribeDelegationTokenRequest_v0(buf, cur, end):
     """Decode DescribeDelegationTokenRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -82,7 +89,10 @@ def _dec_DescribeDelegationTokenRequest_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("owners[%d]" % i)
         pos = cur.pos
-    obj = DescribeDelegationTokenRequest.__new__(DescribeDelegationTokenRequest)
+    if cython.compiled:
+        obj = DescribeDelegationTokenRequest.__new__(DescribeDelegationTokenRequest)
+    else:
+        obj = _new(DescribeDelegationTokenRequest)
     obj.owners = f_owners
     obj.unknown_tagged_fields = []
     cur.pos = pos
@@ -142,7 +152,10 @@ def _dec_DescribeDelegationTokenRequest_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeDelegationTokenRequest.__new__(DescribeDelegationTokenRequest)
+    if cython.compiled:
+        obj = DescribeDelegationTokenRequest.__new__(DescribeDelegationTokenRequest)
+    else:
+        obj = _new(DescribeDelegationTokenRequest)
     obj.owners = f_owners
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -189,7 +202,10 @@ def _dec_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v0(buf, cur
             if f_principal_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_type, 'principal_type')
         else:
-            f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
+            try:
+                f_principal_type = buf[pos:pos + n_principal_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_type', pos, exc) from None
         pos += n_principal_type
     else:
         raise _w.bad_sized('principal_type', pos, n_principal_type, end, 2, False)
@@ -206,11 +222,17 @@ def _dec_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v0(buf, cur
             if f_principal_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_name, 'principal_name')
         else:
-            f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
+            try:
+                f_principal_name = buf[pos:pos + n_principal_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_name', pos, exc) from None
         pos += n_principal_name
     else:
         raise _w.bad_sized('principal_name', pos, n_principal_name, end, 2, False)
-    obj = DescribeDelegationTokenRequest_DescribeDelegationTokenOwner.__new__(DescribeDelegationTokenRequest_DescribeDelegationTokenOwner)
+    if cython.compiled:
+        obj = DescribeDelegationTokenRequest_DescribeDelegationTokenOwner.__new__(DescribeDelegationTokenRequest_DescribeDelegationTokenOwner)
+    else:
+        obj = _new(DescribeDelegationTokenRequest_DescribeDelegationTokenOwner)
     obj.principal_type = f_principal_type
     obj.principal_name = f_principal_name
     obj.unknown_tagged_fields = []
@@ -275,7 +297,10 @@ def _dec_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2(buf, cur
             if f_principal_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_type, 'principal_type')
         else:
-            f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
+            try:
+                f_principal_type = buf[pos:pos + n_principal_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_type', pos, exc) from None
         pos += n_principal_type
     else:
         raise _w.bad_sized('principal_type', pos, n_principal_type, end, 1, False)
@@ -297,7 +322,10 @@ def _dec_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2(buf, cur
             if f_principal_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_name, 'principal_name')
         else:
-            f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
+            try:
+                f_principal_name = buf[pos:pos + n_principal_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_name', pos, exc) from None
         pos += n_principal_name
     else:
         raise _w.bad_sized('principal_name', pos, n_principal_name, end, 1, False)
@@ -306,7 +334,10 @@ def _dec_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2(buf, cur
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeDelegationTokenRequest_DescribeDelegationTokenOwner.__new__(DescribeDelegationTokenRequest_DescribeDelegationTokenOwner)
+    if cython.compiled:
+        obj = DescribeDelegationTokenRequest_DescribeDelegationTokenOwner.__new__(DescribeDelegationTokenRequest_DescribeDelegationTokenOwner)
+    else:
+        obj = _new(DescribeDelegationTokenRequest_DescribeDelegationTokenOwner)
     obj.principal_type = f_principal_type
     obj.principal_name = f_principal_name
     obj.unknown_tagged_fields = unknown
@@ -385,7 +416,10 @@ def _dec_DescribeDelegationTokenResponse_v0(buf, cur, end):
     else:
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = DescribeDelegationTokenResponse.__new__(DescribeDelegationTokenResponse)
+    if cython.compiled:
+        obj = DescribeDelegationTokenResponse.__new__(DescribeDelegationTokenResponse)
+    else:
+        obj = _new(DescribeDelegationTokenResponse)
     obj.error_code = f_error_code
     obj.tokens = f_tokens
     obj.throttle_time_ms = f_throttle_time_ms
@@ -463,7 +497,10 @@ def _dec_DescribeDelegationTokenResponse_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeDelegationTokenResponse.__new__(DescribeDelegationTokenResponse)
+    if cython.compiled:
+        obj = DescribeDelegationTokenResponse.__new__(DescribeDelegationTokenResponse)
+    else:
+        obj = _new(DescribeDelegationTokenResponse)
     obj.error_code = f_error_code
     obj.tokens = f_tokens
     obj.throttle_time_ms = f_throttle_time_ms
@@ -550,7 +587,10 @@ def _dec_DescribeDelegationTokenResponse_v3(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeDelegationTokenResponse.__new__(DescribeDelegationTokenResponse)
+    if cython.compiled:
+        obj = DescribeDelegationTokenResponse.__new__(DescribeDelegationTokenResponse)
+    else:
+        obj = _new(DescribeDelegationTokenResponse)
     obj.error_code = f_error_code
     obj.tokens = f_tokens
     obj.throttle_time_ms = f_throttle_time_ms
@@ -608,7 +648,10 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(buf, cur, e
             if f_principal_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_type, 'principal_type')
         else:
-            f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
+            try:
+                f_principal_type = buf[pos:pos + n_principal_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_type', pos, exc) from None
         pos += n_principal_type
     else:
         raise _w.bad_sized('principal_type', pos, n_principal_type, end, 2, False)
@@ -625,7 +668,10 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(buf, cur, e
             if f_principal_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_name, 'principal_name')
         else:
-            f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
+            try:
+                f_principal_name = buf[pos:pos + n_principal_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_name', pos, exc) from None
         pos += n_principal_name
     else:
         raise _w.bad_sized('principal_name', pos, n_principal_name, end, 2, False)
@@ -645,7 +691,10 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(buf, cur, e
             if f_token_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_token_id, 'token_id')
         else:
-            f_token_id = _w.utf8(buf, pos, n_token_id, 'token_id')
+            try:
+                f_token_id = buf[pos:pos + n_token_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('token_id', pos, exc) from None
         pos += n_token_id
     else:
         raise _w.bad_sized('token_id', pos, n_token_id, end, 2, False)
@@ -679,7 +728,10 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(buf, cur, e
     except DecodeError as exc:
         raise exc.within("renewers[%d]" % i)
     pos = cur.pos
-    obj = DescribeDelegationTokenResponse_DescribedDelegationToken.__new__(DescribeDelegationTokenResponse_DescribedDelegationToken)
+    if cython.compiled:
+        obj = DescribeDelegationTokenResponse_DescribedDelegationToken.__new__(DescribeDelegationTokenResponse_DescribedDelegationToken)
+    else:
+        obj = _new(DescribeDelegationTokenResponse_DescribedDelegationToken)
     obj.principal_type = f_principal_type
     obj.principal_name = f_principal_name
     obj.token_requester_principal_type = ''
@@ -798,7 +850,10 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(buf, cur, e
             if f_principal_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_type, 'principal_type')
         else:
-            f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
+            try:
+                f_principal_type = buf[pos:pos + n_principal_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_type', pos, exc) from None
         pos += n_principal_type
     else:
         raise _w.bad_sized('principal_type', pos, n_principal_type, end, 1, False)
@@ -820,7 +875,10 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(buf, cur, e
             if f_principal_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_name, 'principal_name')
         else:
-            f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
+            try:
+                f_principal_name = buf[pos:pos + n_principal_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_name', pos, exc) from None
         pos += n_principal_name
     else:
         raise _w.bad_sized('principal_name', pos, n_principal_name, end, 1, False)
@@ -851,7 +909,10 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(buf, cur, e
             if f_token_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_token_id, 'token_id')
         else:
-            f_token_id = _w.utf8(buf, pos, n_token_id, 'token_id')
+            try:
+                f_token_id = buf[pos:pos + n_token_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('token_id', pos, exc) from None
         pos += n_token_id
     else:
         raise _w.bad_sized('token_id', pos, n_token_id, end, 1, False)
@@ -900,7 +961,10 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(buf, cur, e
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeDelegationTokenResponse_DescribedDelegationToken.__new__(DescribeDelegationTokenResponse_DescribedDelegationToken)
+    if cython.compiled:
+        obj = DescribeDelegationTokenResponse_DescribedDelegationToken.__new__(DescribeDelegationTokenResponse_DescribedDelegationToken)
+    else:
+        obj = _new(DescribeDelegationTokenResponse_DescribedDelegationToken)
     obj.principal_type = f_principal_type
     obj.principal_name = f_principal_name
     obj.token_requester_principal_type = ''
@@ -1032,7 +1096,10 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(buf, cur, e
             if f_principal_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_type, 'principal_type')
         else:
-            f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
+            try:
+                f_principal_type = buf[pos:pos + n_principal_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_type', pos, exc) from None
         pos += n_principal_type
     else:
         raise _w.bad_sized('principal_type', pos, n_principal_type, end, 1, False)
@@ -1054,7 +1121,10 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(buf, cur, e
             if f_principal_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_name, 'principal_name')
         else:
-            f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
+            try:
+                f_principal_name = buf[pos:pos + n_principal_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_name', pos, exc) from None
         pos += n_principal_name
     else:
         raise _w.bad_sized('principal_name', pos, n_principal_name, end, 1, False)
@@ -1076,7 +1146,10 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(buf, cur, e
             if f_token_requester_principal_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_token_requester_principal_type, 'token_requester_principal_type')
         else:
-            f_token_requester_principal_type = _w.utf8(buf, pos, n_token_requester_principal_type, 'token_requester_principal_type')
+            try:
+                f_token_requester_principal_type = buf[pos:pos + n_token_requester_principal_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('token_requester_principal_type', pos, exc) from None
         pos += n_token_requester_principal_type
     else:
         raise _w.bad_sized('token_requester_principal_type', pos, n_token_requester_principal_type, end, 1, False)
@@ -1098,7 +1171,10 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(buf, cur, e
             if f_token_requester_principal_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_token_requester_principal_name, 'token_requester_principal_name')
         else:
-            f_token_requester_principal_name = _w.utf8(buf, pos, n_token_requester_principal_name, 'token_requester_principal_name')
+            try:
+                f_token_requester_principal_name = buf[pos:pos + n_token_requester_principal_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('token_requester_principal_name', pos, exc) from None
         pos += n_token_requester_principal_name
     else:
         raise _w.bad_sized('token_requester_principal_name', pos, n_token_requester_principal_name, end, 1, False)
@@ -1129,7 +1205,10 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(buf, cur, e
             if f_token_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_token_id, 'token_id')
         else:
-            f_token_id = _w.utf8(buf, pos, n_token_id, 'token_id')
+            try:
+                f_token_id = buf[pos:pos + n_token_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('token_id', pos, exc) from None
         pos += n_token_id
     else:
         raise _w.bad_sized('token_id', pos, n_token_id, end, 1, False)
@@ -1178,7 +1257,10 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(buf, cur, e
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeDelegationTokenResponse_DescribedDelegationToken.__new__(DescribeDelegationTokenResponse_DescribedDelegationToken)
+    if cython.compiled:
+        obj = DescribeDelegationTokenResponse_DescribedDelegationToken.__new__(DescribeDelegationTokenResponse_DescribedDelegationToken)
+    else:
+        obj = _new(DescribeDelegationTokenResponse_DescribedDelegationToken)
     obj.principal_type = f_principal_type
     obj.principal_name = f_principal_name
     obj.token_requester_principal_type = f_token_requester_principal_type
@@ -1333,7 +1415,10 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v0(buf,
             if f_principal_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_type, 'principal_type')
         else:
-            f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
+            try:
+                f_principal_type = buf[pos:pos + n_principal_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_type', pos, exc) from None
         pos += n_principal_type
     else:
         raise _w.bad_sized('principal_type', pos, n_principal_type, end, 2, False)
@@ -1350,11 +1435,17 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v0(buf,
             if f_principal_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_name, 'principal_name')
         else:
-            f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
+            try:
+                f_principal_name = buf[pos:pos + n_principal_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_name', pos, exc) from None
         pos += n_principal_name
     else:
         raise _w.bad_sized('principal_name', pos, n_principal_name, end, 2, False)
-    obj = DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer.__new__(DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer)
+    if cython.compiled:
+        obj = DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer.__new__(DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer)
+    else:
+        obj = _new(DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer)
     obj.principal_type = f_principal_type
     obj.principal_name = f_principal_name
     obj.unknown_tagged_fields = []
@@ -1419,7 +1510,10 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2(buf,
             if f_principal_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_type, 'principal_type')
         else:
-            f_principal_type = _w.utf8(buf, pos, n_principal_type, 'principal_type')
+            try:
+                f_principal_type = buf[pos:pos + n_principal_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_type', pos, exc) from None
         pos += n_principal_type
     else:
         raise _w.bad_sized('principal_type', pos, n_principal_type, end, 1, False)
@@ -1441,7 +1535,10 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2(buf,
             if f_principal_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_principal_name, 'principal_name')
         else:
-            f_principal_name = _w.utf8(buf, pos, n_principal_name, 'principal_name')
+            try:
+                f_principal_name = buf[pos:pos + n_principal_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('principal_name', pos, exc) from None
         pos += n_principal_name
     else:
         raise _w.bad_sized('principal_name', pos, n_principal_name, end, 1, False)
@@ -1450,7 +1547,10 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2(buf,
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer.__new__(DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer)
+    if cython.compiled:
+        obj = DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer.__new__(DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer)
+    else:
+        obj = _new(DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer)
     obj.principal_type = f_principal_type
     obj.principal_name = f_principal_name
     obj.unknown_tagged_fields = unknown

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -66,6 +68,11 @@ _RUN_throttle_time_ms = (('throttle_time_ms', 0, 4),)
 _RUN_throttle_time_ms__groups = (('throttle_time_ms', 0, 4), ('groups', 4, 4))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_DescribeGroupsRequest_v0(buf, cur, end):
     """Decode DescribeGroupsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -91,10 +98,16 @@ def _dec_DescribeGroupsRequest_v0(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "groups[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "groups[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("groups[%d]" % i, pos, exc) from None
         f_groups.append(s)
         pos += m
-    obj = DescribeGroupsRequest.__new__(DescribeGroupsRequest)
+    if cython.compiled:
+        obj = DescribeGroupsRequest.__new__(DescribeGroupsRequest)
+    else:
+        obj = _new(DescribeGroupsRequest)
     obj.groups = f_groups
     obj.include_authorized_operations = False
     obj.unknown_tagged_fields = []
@@ -152,7 +165,10 @@ def _dec_DescribeGroupsRequest_v3(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "groups[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "groups[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("groups[%d]" % i, pos, exc) from None
         f_groups.append(s)
         pos += m
     if end - pos < 1:
@@ -165,7 +181,10 @@ def _dec_DescribeGroupsRequest_v3(buf, cur, end):
     if f_include_authorized_operations != 0 and f_include_authorized_operations != 1:
         raise _w.bad_bool('include_authorized_operations', pos - 1, f_include_authorized_operations)
     b_include_authorized_operations = f_include_authorized_operations == 1
-    obj = DescribeGroupsRequest.__new__(DescribeGroupsRequest)
+    if cython.compiled:
+        obj = DescribeGroupsRequest.__new__(DescribeGroupsRequest)
+    else:
+        obj = _new(DescribeGroupsRequest)
     obj.groups = f_groups
     obj.include_authorized_operations = b_include_authorized_operations
     obj.unknown_tagged_fields = []
@@ -239,7 +258,10 @@ def _dec_DescribeGroupsRequest_v5(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "groups[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "groups[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("groups[%d]" % i, pos, exc) from None
         f_groups.append(s)
         pos += m
     if end - pos < 1:
@@ -257,7 +279,10 @@ def _dec_DescribeGroupsRequest_v5(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeGroupsRequest.__new__(DescribeGroupsRequest)
+    if cython.compiled:
+        obj = DescribeGroupsRequest.__new__(DescribeGroupsRequest)
+    else:
+        obj = _new(DescribeGroupsRequest)
     obj.groups = f_groups
     obj.include_authorized_operations = b_include_authorized_operations
     obj.unknown_tagged_fields = unknown
@@ -324,7 +349,10 @@ def _dec_DescribeGroupsResponse_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("groups[%d]" % i)
     pos = cur.pos
-    obj = DescribeGroupsResponse.__new__(DescribeGroupsResponse)
+    if cython.compiled:
+        obj = DescribeGroupsResponse.__new__(DescribeGroupsResponse)
+    else:
+        obj = _new(DescribeGroupsResponse)
     obj.throttle_time_ms = 0
     obj.groups = f_groups
     obj.unknown_tagged_fields = []
@@ -372,7 +400,10 @@ def _dec_DescribeGroupsResponse_v1(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("groups[%d]" % i)
     pos = cur.pos
-    obj = DescribeGroupsResponse.__new__(DescribeGroupsResponse)
+    if cython.compiled:
+        obj = DescribeGroupsResponse.__new__(DescribeGroupsResponse)
+    else:
+        obj = _new(DescribeGroupsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.groups = f_groups
     obj.unknown_tagged_fields = []
@@ -421,7 +452,10 @@ def _dec_DescribeGroupsResponse_v3(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("groups[%d]" % i)
     pos = cur.pos
-    obj = DescribeGroupsResponse.__new__(DescribeGroupsResponse)
+    if cython.compiled:
+        obj = DescribeGroupsResponse.__new__(DescribeGroupsResponse)
+    else:
+        obj = _new(DescribeGroupsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.groups = f_groups
     obj.unknown_tagged_fields = []
@@ -470,7 +504,10 @@ def _dec_DescribeGroupsResponse_v4(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("groups[%d]" % i)
     pos = cur.pos
-    obj = DescribeGroupsResponse.__new__(DescribeGroupsResponse)
+    if cython.compiled:
+        obj = DescribeGroupsResponse.__new__(DescribeGroupsResponse)
+    else:
+        obj = _new(DescribeGroupsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.groups = f_groups
     obj.unknown_tagged_fields = []
@@ -535,7 +572,10 @@ def _dec_DescribeGroupsResponse_v5(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeGroupsResponse.__new__(DescribeGroupsResponse)
+    if cython.compiled:
+        obj = DescribeGroupsResponse.__new__(DescribeGroupsResponse)
+    else:
+        obj = _new(DescribeGroupsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.groups = f_groups
     obj.unknown_tagged_fields = unknown
@@ -609,7 +649,10 @@ def _dec_DescribeGroupsResponse_v6(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeGroupsResponse.__new__(DescribeGroupsResponse)
+    if cython.compiled:
+        obj = DescribeGroupsResponse.__new__(DescribeGroupsResponse)
+    else:
+        obj = _new(DescribeGroupsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.groups = f_groups
     obj.unknown_tagged_fields = unknown
@@ -662,7 +705,10 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v0(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -679,7 +725,10 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v0(buf, cur, end):
             if f_group_state is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_state, 'group_state')
         else:
-            f_group_state = _w.utf8(buf, pos, n_group_state, 'group_state')
+            try:
+                f_group_state = buf[pos:pos + n_group_state].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_state', pos, exc) from None
         pos += n_group_state
     else:
         raise _w.bad_sized('group_state', pos, n_group_state, end, 2, False)
@@ -696,7 +745,10 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v0(buf, cur, end):
             if f_protocol_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
         else:
-            f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
+            try:
+                f_protocol_type = buf[pos:pos + n_protocol_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_type', pos, exc) from None
         pos += n_protocol_type
     else:
         raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 2, False)
@@ -713,7 +765,10 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v0(buf, cur, end):
             if f_protocol_data is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_data, 'protocol_data')
         else:
-            f_protocol_data = _w.utf8(buf, pos, n_protocol_data, 'protocol_data')
+            try:
+                f_protocol_data = buf[pos:pos + n_protocol_data].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_data', pos, exc) from None
         pos += n_protocol_data
     else:
         raise _w.bad_sized('protocol_data', pos, n_protocol_data, end, 2, False)
@@ -735,7 +790,10 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("members[%d]" % i)
     pos = cur.pos
-    obj = DescribeGroupsResponse_DescribedGroup.__new__(DescribeGroupsResponse_DescribedGroup)
+    if cython.compiled:
+        obj = DescribeGroupsResponse_DescribedGroup.__new__(DescribeGroupsResponse_DescribedGroup)
+    else:
+        obj = _new(DescribeGroupsResponse_DescribedGroup)
     obj.error_code = f_error_code
     obj.error_message = None
     obj.group_id = f_group_id
@@ -849,7 +907,10 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v3(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -866,7 +927,10 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v3(buf, cur, end):
             if f_group_state is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_state, 'group_state')
         else:
-            f_group_state = _w.utf8(buf, pos, n_group_state, 'group_state')
+            try:
+                f_group_state = buf[pos:pos + n_group_state].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_state', pos, exc) from None
         pos += n_group_state
     else:
         raise _w.bad_sized('group_state', pos, n_group_state, end, 2, False)
@@ -883,7 +947,10 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v3(buf, cur, end):
             if f_protocol_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
         else:
-            f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
+            try:
+                f_protocol_type = buf[pos:pos + n_protocol_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_type', pos, exc) from None
         pos += n_protocol_type
     else:
         raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 2, False)
@@ -900,7 +967,10 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v3(buf, cur, end):
             if f_protocol_data is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_data, 'protocol_data')
         else:
-            f_protocol_data = _w.utf8(buf, pos, n_protocol_data, 'protocol_data')
+            try:
+                f_protocol_data = buf[pos:pos + n_protocol_data].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_data', pos, exc) from None
         pos += n_protocol_data
     else:
         raise _w.bad_sized('protocol_data', pos, n_protocol_data, end, 2, False)
@@ -929,7 +999,10 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v3(buf, cur, end):
     else:
         f_authorized_operations = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = DescribeGroupsResponse_DescribedGroup.__new__(DescribeGroupsResponse_DescribedGroup)
+    if cython.compiled:
+        obj = DescribeGroupsResponse_DescribedGroup.__new__(DescribeGroupsResponse_DescribedGroup)
+    else:
+        obj = _new(DescribeGroupsResponse_DescribedGroup)
     obj.error_code = f_error_code
     obj.error_message = None
     obj.group_id = f_group_id
@@ -1046,7 +1119,10 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v4(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -1063,7 +1139,10 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v4(buf, cur, end):
             if f_group_state is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_state, 'group_state')
         else:
-            f_group_state = _w.utf8(buf, pos, n_group_state, 'group_state')
+            try:
+                f_group_state = buf[pos:pos + n_group_state].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_state', pos, exc) from None
         pos += n_group_state
     else:
         raise _w.bad_sized('group_state', pos, n_group_state, end, 2, False)
@@ -1080,7 +1159,10 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v4(buf, cur, end):
             if f_protocol_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
         else:
-            f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
+            try:
+                f_protocol_type = buf[pos:pos + n_protocol_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_type', pos, exc) from None
         pos += n_protocol_type
     else:
         raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 2, False)
@@ -1097,7 +1179,10 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v4(buf, cur, end):
             if f_protocol_data is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_data, 'protocol_data')
         else:
-            f_protocol_data = _w.utf8(buf, pos, n_protocol_data, 'protocol_data')
+            try:
+                f_protocol_data = buf[pos:pos + n_protocol_data].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_data', pos, exc) from None
         pos += n_protocol_data
     else:
         raise _w.bad_sized('protocol_data', pos, n_protocol_data, end, 2, False)
@@ -1126,7 +1211,10 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v4(buf, cur, end):
     else:
         f_authorized_operations = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = DescribeGroupsResponse_DescribedGroup.__new__(DescribeGroupsResponse_DescribedGroup)
+    if cython.compiled:
+        obj = DescribeGroupsResponse_DescribedGroup.__new__(DescribeGroupsResponse_DescribedGroup)
+    else:
+        obj = _new(DescribeGroupsResponse_DescribedGroup)
     obj.error_code = f_error_code
     obj.error_message = None
     obj.group_id = f_group_id
@@ -1254,7 +1342,10 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v5(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -1276,7 +1367,10 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v5(buf, cur, end):
             if f_group_state is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_state, 'group_state')
         else:
-            f_group_state = _w.utf8(buf, pos, n_group_state, 'group_state')
+            try:
+                f_group_state = buf[pos:pos + n_group_state].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_state', pos, exc) from None
         pos += n_group_state
     else:
         raise _w.bad_sized('group_state', pos, n_group_state, end, 1, False)
@@ -1298,7 +1392,10 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v5(buf, cur, end):
             if f_protocol_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
         else:
-            f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
+            try:
+                f_protocol_type = buf[pos:pos + n_protocol_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_type', pos, exc) from None
         pos += n_protocol_type
     else:
         raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 1, False)
@@ -1320,7 +1417,10 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v5(buf, cur, end):
             if f_protocol_data is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_data, 'protocol_data')
         else:
-            f_protocol_data = _w.utf8(buf, pos, n_protocol_data, 'protocol_data')
+            try:
+                f_protocol_data = buf[pos:pos + n_protocol_data].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_data', pos, exc) from None
         pos += n_protocol_data
     else:
         raise _w.bad_sized('protocol_data', pos, n_protocol_data, end, 1, False)
@@ -1359,7 +1459,10 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v5(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeGroupsResponse_DescribedGroup.__new__(DescribeGroupsResponse_DescribedGroup)
+    if cython.compiled:
+        obj = DescribeGroupsResponse_DescribedGroup.__new__(DescribeGroupsResponse_DescribedGroup)
+    else:
+        obj = _new(DescribeGroupsResponse_DescribedGroup)
     obj.error_code = f_error_code
     obj.error_message = None
     obj.group_id = f_group_id
@@ -1500,7 +1603,10 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v6(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -1524,7 +1630,10 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v6(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -1546,7 +1655,10 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v6(buf, cur, end):
             if f_group_state is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_state, 'group_state')
         else:
-            f_group_state = _w.utf8(buf, pos, n_group_state, 'group_state')
+            try:
+                f_group_state = buf[pos:pos + n_group_state].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_state', pos, exc) from None
         pos += n_group_state
     else:
         raise _w.bad_sized('group_state', pos, n_group_state, end, 1, False)
@@ -1568,7 +1680,10 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v6(buf, cur, end):
             if f_protocol_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
         else:
-            f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
+            try:
+                f_protocol_type = buf[pos:pos + n_protocol_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_type', pos, exc) from None
         pos += n_protocol_type
     else:
         raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 1, False)
@@ -1590,7 +1705,10 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v6(buf, cur, end):
             if f_protocol_data is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_data, 'protocol_data')
         else:
-            f_protocol_data = _w.utf8(buf, pos, n_protocol_data, 'protocol_data')
+            try:
+                f_protocol_data = buf[pos:pos + n_protocol_data].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_data', pos, exc) from None
         pos += n_protocol_data
     else:
         raise _w.bad_sized('protocol_data', pos, n_protocol_data, end, 1, False)
@@ -1629,7 +1747,10 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v6(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeGroupsResponse_DescribedGroup.__new__(DescribeGroupsResponse_DescribedGroup)
+    if cython.compiled:
+        obj = DescribeGroupsResponse_DescribedGroup.__new__(DescribeGroupsResponse_DescribedGroup)
+    else:
+        obj = _new(DescribeGroupsResponse_DescribedGroup)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.group_id = f_group_id
@@ -1772,7 +1893,10 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v0(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -1789,7 +1913,10 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v0(buf, cur, end):
             if f_client_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_client_id, 'client_id')
         else:
-            f_client_id = _w.utf8(buf, pos, n_client_id, 'client_id')
+            try:
+                f_client_id = buf[pos:pos + n_client_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('client_id', pos, exc) from None
         pos += n_client_id
     else:
         raise _w.bad_sized('client_id', pos, n_client_id, end, 2, False)
@@ -1806,7 +1933,10 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v0(buf, cur, end):
             if f_client_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_client_host, 'client_host')
         else:
-            f_client_host = _w.utf8(buf, pos, n_client_host, 'client_host')
+            try:
+                f_client_host = buf[pos:pos + n_client_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('client_host', pos, exc) from None
         pos += n_client_host
     else:
         raise _w.bad_sized('client_host', pos, n_client_host, end, 2, False)
@@ -1834,7 +1964,10 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v0(buf, cur, end):
         pos += n_member_assignment
     else:
         raise _w.bad_sized('member_assignment', pos, n_member_assignment, end, 4, False)
-    obj = DescribeGroupsResponse_DescribedGroupMember.__new__(DescribeGroupsResponse_DescribedGroupMember)
+    if cython.compiled:
+        obj = DescribeGroupsResponse_DescribedGroupMember.__new__(DescribeGroupsResponse_DescribedGroupMember)
+    else:
+        obj = _new(DescribeGroupsResponse_DescribedGroupMember)
     obj.member_id = f_member_id
     obj.group_instance_id = None
     obj.client_id = f_client_id
@@ -1937,7 +2070,10 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v4(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -1954,7 +2090,10 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v4(buf, cur, end):
             if f_group_instance_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
         else:
-            f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
+            try:
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_instance_id', pos, exc) from None
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
@@ -1973,7 +2112,10 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v4(buf, cur, end):
             if f_client_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_client_id, 'client_id')
         else:
-            f_client_id = _w.utf8(buf, pos, n_client_id, 'client_id')
+            try:
+                f_client_id = buf[pos:pos + n_client_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('client_id', pos, exc) from None
         pos += n_client_id
     else:
         raise _w.bad_sized('client_id', pos, n_client_id, end, 2, False)
@@ -1990,7 +2132,10 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v4(buf, cur, end):
             if f_client_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_client_host, 'client_host')
         else:
-            f_client_host = _w.utf8(buf, pos, n_client_host, 'client_host')
+            try:
+                f_client_host = buf[pos:pos + n_client_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('client_host', pos, exc) from None
         pos += n_client_host
     else:
         raise _w.bad_sized('client_host', pos, n_client_host, end, 2, False)
@@ -2018,7 +2163,10 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v4(buf, cur, end):
         pos += n_member_assignment
     else:
         raise _w.bad_sized('member_assignment', pos, n_member_assignment, end, 4, False)
-    obj = DescribeGroupsResponse_DescribedGroupMember.__new__(DescribeGroupsResponse_DescribedGroupMember)
+    if cython.compiled:
+        obj = DescribeGroupsResponse_DescribedGroupMember.__new__(DescribeGroupsResponse_DescribedGroupMember)
+    else:
+        obj = _new(DescribeGroupsResponse_DescribedGroupMember)
     obj.member_id = f_member_id
     obj.group_instance_id = f_group_instance_id
     obj.client_id = f_client_id
@@ -2141,7 +2289,10 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v5(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -2163,7 +2314,10 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v5(buf, cur, end):
             if f_group_instance_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
         else:
-            f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
+            try:
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_instance_id', pos, exc) from None
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
@@ -2187,7 +2341,10 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v5(buf, cur, end):
             if f_client_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_client_id, 'client_id')
         else:
-            f_client_id = _w.utf8(buf, pos, n_client_id, 'client_id')
+            try:
+                f_client_id = buf[pos:pos + n_client_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('client_id', pos, exc) from None
         pos += n_client_id
     else:
         raise _w.bad_sized('client_id', pos, n_client_id, end, 1, False)
@@ -2209,7 +2366,10 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v5(buf, cur, end):
             if f_client_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_client_host, 'client_host')
         else:
-            f_client_host = _w.utf8(buf, pos, n_client_host, 'client_host')
+            try:
+                f_client_host = buf[pos:pos + n_client_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('client_host', pos, exc) from None
         pos += n_client_host
     else:
         raise _w.bad_sized('client_host', pos, n_client_host, end, 1, False)
@@ -2252,7 +2412,10 @@ def _dec_DescribeGroupsResponse_DescribedGroupMember_v5(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeGroupsResponse_DescribedGroupMember.__new__(DescribeGroupsResponse_DescribedGroupMember)
+    if cython.compiled:
+        obj = DescribeGroupsResponse_DescribedGroupMember.__new__(DescribeGroupsResponse_DescribedGroupMember)
+    else:
+        obj = _new(DescribeGroupsResponse_DescribedGroupMember)
     obj.member_id = f_member_id
     obj.group_instance_id = f_group_instance_id
     obj.client_id = f_client_id

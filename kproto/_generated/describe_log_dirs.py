@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -65,6 +67,12 @@ _RUN_total_bytes__is_cordoned = (('total_bytes', 0, 8), ('usable_bytes', 8, 8), 
 _RUN_total_bytes__usable_bytes = (('total_bytes', 0, 8), ('usable_bytes', 8, 8))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_i = _w.SMALL_ARRAYS["i"]
+
+
 def _dec_DescribeLogDirsRequest_v0(buf, cur, end):
     """Decode DescribeLogDirsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -89,7 +97,10 @@ def _dec_DescribeLogDirsRequest_v0(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
-    obj = DescribeLogDirsRequest.__new__(DescribeLogDirsRequest)
+    if cython.compiled:
+        obj = DescribeLogDirsRequest.__new__(DescribeLogDirsRequest)
+    else:
+        obj = _new(DescribeLogDirsRequest)
     obj.topics = f_topics
     obj.unknown_tagged_fields = []
     cur.pos = pos
@@ -149,7 +160,10 @@ def _dec_DescribeLogDirsRequest_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeLogDirsRequest.__new__(DescribeLogDirsRequest)
+    if cython.compiled:
+        obj = DescribeLogDirsRequest.__new__(DescribeLogDirsRequest)
+    else:
+        obj = _new(DescribeLogDirsRequest)
     obj.topics = f_topics
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -196,7 +210,10 @@ def _dec_DescribeLogDirsRequest_DescribableLogDirTopic_v0(buf, cur, end):
             if f_topic is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
-            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+            try:
+                f_topic = buf[pos:pos + n_topic].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
@@ -211,10 +228,15 @@ def _dec_DescribeLogDirsRequest_DescribableLogDirTopic_v0(buf, cur, end):
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 4, 4)
     if cython.compiled:
         f_partitions = [_read_i(buf, pos + 4 * i) for i in range(n_partitions)]
+    elif n_partitions < _w.SMALL_ARRAY_MAX:
+        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
     else:
         f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
     pos += n_partitions * 4
-    obj = DescribeLogDirsRequest_DescribableLogDirTopic.__new__(DescribeLogDirsRequest_DescribableLogDirTopic)
+    if cython.compiled:
+        obj = DescribeLogDirsRequest_DescribableLogDirTopic.__new__(DescribeLogDirsRequest_DescribableLogDirTopic)
+    else:
+        obj = _new(DescribeLogDirsRequest_DescribableLogDirTopic)
     obj.topic = f_topic
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
@@ -280,7 +302,10 @@ def _dec_DescribeLogDirsRequest_DescribableLogDirTopic_v2(buf, cur, end):
             if f_topic is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
-            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+            try:
+                f_topic = buf[pos:pos + n_topic].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 1, False)
@@ -300,6 +325,8 @@ def _dec_DescribeLogDirsRequest_DescribableLogDirTopic_v2(buf, cur, end):
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 4, 1)
     if cython.compiled:
         f_partitions = [_read_i(buf, pos + 4 * i) for i in range(n_partitions)]
+    elif n_partitions < _w.SMALL_ARRAY_MAX:
+        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
     else:
         f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
     pos += n_partitions * 4
@@ -308,7 +335,10 @@ def _dec_DescribeLogDirsRequest_DescribableLogDirTopic_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeLogDirsRequest_DescribableLogDirTopic.__new__(DescribeLogDirsRequest_DescribableLogDirTopic)
+    if cython.compiled:
+        obj = DescribeLogDirsRequest_DescribableLogDirTopic.__new__(DescribeLogDirsRequest_DescribableLogDirTopic)
+    else:
+        obj = _new(DescribeLogDirsRequest_DescribableLogDirTopic)
     obj.topic = f_topic
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -381,7 +411,10 @@ def _dec_DescribeLogDirsResponse_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("results[%d]" % i)
     pos = cur.pos
-    obj = DescribeLogDirsResponse.__new__(DescribeLogDirsResponse)
+    if cython.compiled:
+        obj = DescribeLogDirsResponse.__new__(DescribeLogDirsResponse)
+    else:
+        obj = _new(DescribeLogDirsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = 0
     obj.results = f_results
@@ -447,7 +480,10 @@ def _dec_DescribeLogDirsResponse_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeLogDirsResponse.__new__(DescribeLogDirsResponse)
+    if cython.compiled:
+        obj = DescribeLogDirsResponse.__new__(DescribeLogDirsResponse)
+    else:
+        obj = _new(DescribeLogDirsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = 0
     obj.results = f_results
@@ -523,7 +559,10 @@ def _dec_DescribeLogDirsResponse_v3(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeLogDirsResponse.__new__(DescribeLogDirsResponse)
+    if cython.compiled:
+        obj = DescribeLogDirsResponse.__new__(DescribeLogDirsResponse)
+    else:
+        obj = _new(DescribeLogDirsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.results = f_results
@@ -600,7 +639,10 @@ def _dec_DescribeLogDirsResponse_v4(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeLogDirsResponse.__new__(DescribeLogDirsResponse)
+    if cython.compiled:
+        obj = DescribeLogDirsResponse.__new__(DescribeLogDirsResponse)
+    else:
+        obj = _new(DescribeLogDirsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.results = f_results
@@ -677,7 +719,10 @@ def _dec_DescribeLogDirsResponse_v5(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeLogDirsResponse.__new__(DescribeLogDirsResponse)
+    if cython.compiled:
+        obj = DescribeLogDirsResponse.__new__(DescribeLogDirsResponse)
+    else:
+        obj = _new(DescribeLogDirsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.results = f_results
@@ -732,7 +777,10 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v0(buf, cur, end):
             if f_log_dir is None:
                 raise _w.bad_utf8_at(buf, pos, n_log_dir, 'log_dir')
         else:
-            f_log_dir = _w.utf8(buf, pos, n_log_dir, 'log_dir')
+            try:
+                f_log_dir = buf[pos:pos + n_log_dir].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('log_dir', pos, exc) from None
         pos += n_log_dir
     else:
         raise _w.bad_sized('log_dir', pos, n_log_dir, end, 2, False)
@@ -754,7 +802,10 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    obj = DescribeLogDirsResponse_DescribeLogDirsResult.__new__(DescribeLogDirsResponse_DescribeLogDirsResult)
+    if cython.compiled:
+        obj = DescribeLogDirsResponse_DescribeLogDirsResult.__new__(DescribeLogDirsResponse_DescribeLogDirsResult)
+    else:
+        obj = _new(DescribeLogDirsResponse_DescribeLogDirsResult)
     obj.error_code = f_error_code
     obj.log_dir = f_log_dir
     obj.topics = f_topics
@@ -828,7 +879,10 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v2(buf, cur, end):
             if f_log_dir is None:
                 raise _w.bad_utf8_at(buf, pos, n_log_dir, 'log_dir')
         else:
-            f_log_dir = _w.utf8(buf, pos, n_log_dir, 'log_dir')
+            try:
+                f_log_dir = buf[pos:pos + n_log_dir].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('log_dir', pos, exc) from None
         pos += n_log_dir
     else:
         raise _w.bad_sized('log_dir', pos, n_log_dir, end, 1, False)
@@ -860,7 +914,10 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeLogDirsResponse_DescribeLogDirsResult.__new__(DescribeLogDirsResponse_DescribeLogDirsResult)
+    if cython.compiled:
+        obj = DescribeLogDirsResponse_DescribeLogDirsResult.__new__(DescribeLogDirsResponse_DescribeLogDirsResult)
+    else:
+        obj = _new(DescribeLogDirsResponse_DescribeLogDirsResult)
     obj.error_code = f_error_code
     obj.log_dir = f_log_dir
     obj.topics = f_topics
@@ -944,7 +1001,10 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v4(buf, cur, end):
             if f_log_dir is None:
                 raise _w.bad_utf8_at(buf, pos, n_log_dir, 'log_dir')
         else:
-            f_log_dir = _w.utf8(buf, pos, n_log_dir, 'log_dir')
+            try:
+                f_log_dir = buf[pos:pos + n_log_dir].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('log_dir', pos, exc) from None
         pos += n_log_dir
     else:
         raise _w.bad_sized('log_dir', pos, n_log_dir, end, 1, False)
@@ -984,7 +1044,10 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v4(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeLogDirsResponse_DescribeLogDirsResult.__new__(DescribeLogDirsResponse_DescribeLogDirsResult)
+    if cython.compiled:
+        obj = DescribeLogDirsResponse_DescribeLogDirsResult.__new__(DescribeLogDirsResponse_DescribeLogDirsResult)
+    else:
+        obj = _new(DescribeLogDirsResponse_DescribeLogDirsResult)
     obj.error_code = f_error_code
     obj.log_dir = f_log_dir
     obj.topics = f_topics
@@ -1074,7 +1137,10 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v5(buf, cur, end):
             if f_log_dir is None:
                 raise _w.bad_utf8_at(buf, pos, n_log_dir, 'log_dir')
         else:
-            f_log_dir = _w.utf8(buf, pos, n_log_dir, 'log_dir')
+            try:
+                f_log_dir = buf[pos:pos + n_log_dir].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('log_dir', pos, exc) from None
         pos += n_log_dir
     else:
         raise _w.bad_sized('log_dir', pos, n_log_dir, end, 1, False)
@@ -1118,7 +1184,10 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v5(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeLogDirsResponse_DescribeLogDirsResult.__new__(DescribeLogDirsResponse_DescribeLogDirsResult)
+    if cython.compiled:
+        obj = DescribeLogDirsResponse_DescribeLogDirsResult.__new__(DescribeLogDirsResponse_DescribeLogDirsResult)
+    else:
+        obj = _new(DescribeLogDirsResponse_DescribeLogDirsResult)
     obj.error_code = f_error_code
     obj.log_dir = f_log_dir
     obj.topics = f_topics
@@ -1197,7 +1266,10 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -1219,7 +1291,10 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("partitions[%d]" % i)
     pos = cur.pos
-    obj = DescribeLogDirsResponse_DescribeLogDirsTopic.__new__(DescribeLogDirsResponse_DescribeLogDirsTopic)
+    if cython.compiled:
+        obj = DescribeLogDirsResponse_DescribeLogDirsTopic.__new__(DescribeLogDirsResponse_DescribeLogDirsTopic)
+    else:
+        obj = _new(DescribeLogDirsResponse_DescribeLogDirsTopic)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
@@ -1281,7 +1356,10 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v2(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -1313,7 +1391,10 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeLogDirsResponse_DescribeLogDirsTopic.__new__(DescribeLogDirsResponse_DescribeLogDirsTopic)
+    if cython.compiled:
+        obj = DescribeLogDirsResponse_DescribeLogDirsTopic.__new__(DescribeLogDirsResponse_DescribeLogDirsTopic)
+    else:
+        obj = _new(DescribeLogDirsResponse_DescribeLogDirsTopic)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -1376,7 +1457,10 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsPartition_v0(buf, cur, end):
     if f_is_future_key != 0 and f_is_future_key != 1:
         raise _w.bad_bool('is_future_key', pos - 1, f_is_future_key)
     b_is_future_key = f_is_future_key == 1
-    obj = DescribeLogDirsResponse_DescribeLogDirsPartition.__new__(DescribeLogDirsResponse_DescribeLogDirsPartition)
+    if cython.compiled:
+        obj = DescribeLogDirsResponse_DescribeLogDirsPartition.__new__(DescribeLogDirsResponse_DescribeLogDirsPartition)
+    else:
+        obj = _new(DescribeLogDirsResponse_DescribeLogDirsPartition)
     obj.partition_index = f_partition_index
     obj.partition_size = f_partition_size
     obj.offset_lag = f_offset_lag
@@ -1421,7 +1505,10 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsPartition_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeLogDirsResponse_DescribeLogDirsPartition.__new__(DescribeLogDirsResponse_DescribeLogDirsPartition)
+    if cython.compiled:
+        obj = DescribeLogDirsResponse_DescribeLogDirsPartition.__new__(DescribeLogDirsResponse_DescribeLogDirsPartition)
+    else:
+        obj = _new(DescribeLogDirsResponse_DescribeLogDirsPartition)
     obj.partition_index = f_partition_index
     obj.partition_size = f_partition_size
     obj.offset_lag = f_offset_lag

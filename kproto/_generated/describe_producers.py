@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -49,6 +51,12 @@ _RUN_producer_id__current_txn_start_offset = (('producer_id', 0, 8), ('producer_
 _RUN_throttle_time_ms = (('throttle_time_ms', 0, 4),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_i = _w.SMALL_ARRAYS["i"]
+
+
 def _dec_DescribeProducersRequest_v0(buf, cur, end):
     """Decode DescribeProducersRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -80,7 +88,10 @@ def _dec_DescribeProducersRequest_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeProducersRequest.__new__(DescribeProducersRequest)
+    if cython.compiled:
+        obj = DescribeProducersRequest.__new__(DescribeProducersRequest)
+    else:
+        obj = _new(DescribeProducersRequest)
     obj.topics = f_topics
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -131,7 +142,10 @@ def _dec_DescribeProducersRequest_TopicRequest_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -151,6 +165,8 @@ def _dec_DescribeProducersRequest_TopicRequest_v0(buf, cur, end):
         raise _w.bad_count('partition_indexes', pos - 1, n_partition_indexes, end, 4, 1)
     if cython.compiled:
         f_partition_indexes = [_read_i(buf, pos + 4 * i) for i in range(n_partition_indexes)]
+    elif n_partition_indexes < _w.SMALL_ARRAY_MAX:
+        f_partition_indexes = list(_A_i[n_partition_indexes].unpack_from(buf, pos))
     else:
         f_partition_indexes = list(_unpack_from(">%di" % n_partition_indexes, buf, pos))
     pos += n_partition_indexes * 4
@@ -159,7 +175,10 @@ def _dec_DescribeProducersRequest_TopicRequest_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeProducersRequest_TopicRequest.__new__(DescribeProducersRequest_TopicRequest)
+    if cython.compiled:
+        obj = DescribeProducersRequest_TopicRequest.__new__(DescribeProducersRequest_TopicRequest)
+    else:
+        obj = _new(DescribeProducersRequest_TopicRequest)
     obj.name = f_name
     obj.partition_indexes = f_partition_indexes
     obj.unknown_tagged_fields = unknown
@@ -248,7 +267,10 @@ def _dec_DescribeProducersResponse_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeProducersResponse.__new__(DescribeProducersResponse)
+    if cython.compiled:
+        obj = DescribeProducersResponse.__new__(DescribeProducersResponse)
+    else:
+        obj = _new(DescribeProducersResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.topics = f_topics
     obj.unknown_tagged_fields = unknown
@@ -305,7 +327,10 @@ def _dec_DescribeProducersResponse_TopicResponse_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -337,7 +362,10 @@ def _dec_DescribeProducersResponse_TopicResponse_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeProducersResponse_TopicResponse.__new__(DescribeProducersResponse_TopicResponse)
+    if cython.compiled:
+        obj = DescribeProducersResponse_TopicResponse.__new__(DescribeProducersResponse_TopicResponse)
+    else:
+        obj = _new(DescribeProducersResponse_TopicResponse)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -413,7 +441,10 @@ def _dec_DescribeProducersResponse_PartitionResponse_v0(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -447,7 +478,10 @@ def _dec_DescribeProducersResponse_PartitionResponse_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeProducersResponse_PartitionResponse.__new__(DescribeProducersResponse_PartitionResponse)
+    if cython.compiled:
+        obj = DescribeProducersResponse_PartitionResponse.__new__(DescribeProducersResponse_PartitionResponse)
+    else:
+        obj = _new(DescribeProducersResponse_PartitionResponse)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -522,7 +556,10 @@ def _dec_DescribeProducersResponse_ProducerState_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeProducersResponse_ProducerState.__new__(DescribeProducersResponse_ProducerState)
+    if cython.compiled:
+        obj = DescribeProducersResponse_ProducerState.__new__(DescribeProducersResponse_ProducerState)
+    else:
+        obj = _new(DescribeProducersResponse_ProducerState)
     obj.producer_id = f_producer_id
     obj.producer_epoch = f_producer_epoch
     obj.last_sequence = f_last_sequence

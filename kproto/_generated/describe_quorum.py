@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -63,6 +65,11 @@ _RUN_replica_id__last_caught_up_timestamp = (('replica_id', 0, 4), ('log_end_off
 _RUN_replica_id__log_end_offset = (('replica_id', 0, 4), ('log_end_offset', 4, 8))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_DescribeQuorumRequest_v0(buf, cur, end):
     """Decode DescribeQuorumRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -94,7 +101,10 @@ def _dec_DescribeQuorumRequest_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeQuorumRequest.__new__(DescribeQuorumRequest)
+    if cython.compiled:
+        obj = DescribeQuorumRequest.__new__(DescribeQuorumRequest)
+    else:
+        obj = _new(DescribeQuorumRequest)
     obj.topics = f_topics
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -145,7 +155,10 @@ def _dec_DescribeQuorumRequest_TopicData_v0(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -177,7 +190,10 @@ def _dec_DescribeQuorumRequest_TopicData_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeQuorumRequest_TopicData.__new__(DescribeQuorumRequest_TopicData)
+    if cython.compiled:
+        obj = DescribeQuorumRequest_TopicData.__new__(DescribeQuorumRequest_TopicData)
+    else:
+        obj = _new(DescribeQuorumRequest_TopicData)
     obj.topic_name = f_topic_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -239,7 +255,10 @@ def _dec_DescribeQuorumRequest_PartitionData_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeQuorumRequest_PartitionData.__new__(DescribeQuorumRequest_PartitionData)
+    if cython.compiled:
+        obj = DescribeQuorumRequest_PartitionData.__new__(DescribeQuorumRequest_PartitionData)
+    else:
+        obj = _new(DescribeQuorumRequest_PartitionData)
     obj.partition_index = f_partition_index
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -299,7 +318,10 @@ def _dec_DescribeQuorumResponse_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeQuorumResponse.__new__(DescribeQuorumResponse)
+    if cython.compiled:
+        obj = DescribeQuorumResponse.__new__(DescribeQuorumResponse)
+    else:
+        obj = _new(DescribeQuorumResponse)
     obj.error_code = f_error_code
     obj.error_message = ''
     obj.topics = f_topics
@@ -377,7 +399,10 @@ def _dec_DescribeQuorumResponse_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeQuorumResponse.__new__(DescribeQuorumResponse)
+    if cython.compiled:
+        obj = DescribeQuorumResponse.__new__(DescribeQuorumResponse)
+    else:
+        obj = _new(DescribeQuorumResponse)
     obj.error_code = f_error_code
     obj.error_message = ''
     obj.topics = f_topics
@@ -445,7 +470,10 @@ def _dec_DescribeQuorumResponse_v2(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -502,7 +530,10 @@ def _dec_DescribeQuorumResponse_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeQuorumResponse.__new__(DescribeQuorumResponse)
+    if cython.compiled:
+        obj = DescribeQuorumResponse.__new__(DescribeQuorumResponse)
+    else:
+        obj = _new(DescribeQuorumResponse)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.topics = f_topics
@@ -590,7 +621,10 @@ def _dec_DescribeQuorumResponse_TopicData_v0(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -622,7 +656,10 @@ def _dec_DescribeQuorumResponse_TopicData_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeQuorumResponse_TopicData.__new__(DescribeQuorumResponse_TopicData)
+    if cython.compiled:
+        obj = DescribeQuorumResponse_TopicData.__new__(DescribeQuorumResponse_TopicData)
+    else:
+        obj = _new(DescribeQuorumResponse_TopicData)
     obj.topic_name = f_topic_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -690,7 +727,10 @@ def _dec_DescribeQuorumResponse_TopicData_v1(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -722,7 +762,10 @@ def _dec_DescribeQuorumResponse_TopicData_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeQuorumResponse_TopicData.__new__(DescribeQuorumResponse_TopicData)
+    if cython.compiled:
+        obj = DescribeQuorumResponse_TopicData.__new__(DescribeQuorumResponse_TopicData)
+    else:
+        obj = _new(DescribeQuorumResponse_TopicData)
     obj.topic_name = f_topic_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -790,7 +833,10 @@ def _dec_DescribeQuorumResponse_TopicData_v2(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -822,7 +868,10 @@ def _dec_DescribeQuorumResponse_TopicData_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeQuorumResponse_TopicData.__new__(DescribeQuorumResponse_TopicData)
+    if cython.compiled:
+        obj = DescribeQuorumResponse_TopicData.__new__(DescribeQuorumResponse_TopicData)
+    else:
+        obj = _new(DescribeQuorumResponse_TopicData)
     obj.topic_name = f_topic_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -934,7 +983,10 @@ def _dec_DescribeQuorumResponse_PartitionData_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeQuorumResponse_PartitionData.__new__(DescribeQuorumResponse_PartitionData)
+    if cython.compiled:
+        obj = DescribeQuorumResponse_PartitionData.__new__(DescribeQuorumResponse_PartitionData)
+    else:
+        obj = _new(DescribeQuorumResponse_PartitionData)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.error_message = ''
@@ -1058,7 +1110,10 @@ def _dec_DescribeQuorumResponse_PartitionData_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeQuorumResponse_PartitionData.__new__(DescribeQuorumResponse_PartitionData)
+    if cython.compiled:
+        obj = DescribeQuorumResponse_PartitionData.__new__(DescribeQuorumResponse_PartitionData)
+    else:
+        obj = _new(DescribeQuorumResponse_PartitionData)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.error_message = ''
@@ -1146,7 +1201,10 @@ def _dec_DescribeQuorumResponse_PartitionData_v2(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -1212,7 +1270,10 @@ def _dec_DescribeQuorumResponse_PartitionData_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeQuorumResponse_PartitionData.__new__(DescribeQuorumResponse_PartitionData)
+    if cython.compiled:
+        obj = DescribeQuorumResponse_PartitionData.__new__(DescribeQuorumResponse_PartitionData)
+    else:
+        obj = _new(DescribeQuorumResponse_PartitionData)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -1307,7 +1368,10 @@ def _dec_DescribeQuorumResponse_ReplicaState_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeQuorumResponse_ReplicaState.__new__(DescribeQuorumResponse_ReplicaState)
+    if cython.compiled:
+        obj = DescribeQuorumResponse_ReplicaState.__new__(DescribeQuorumResponse_ReplicaState)
+    else:
+        obj = _new(DescribeQuorumResponse_ReplicaState)
     obj.replica_id = f_replica_id
     obj.replica_directory_id = _w.ZERO_UUID
     obj.log_end_offset = f_log_end_offset
@@ -1354,7 +1418,10 @@ def _dec_DescribeQuorumResponse_ReplicaState_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeQuorumResponse_ReplicaState.__new__(DescribeQuorumResponse_ReplicaState)
+    if cython.compiled:
+        obj = DescribeQuorumResponse_ReplicaState.__new__(DescribeQuorumResponse_ReplicaState)
+    else:
+        obj = _new(DescribeQuorumResponse_ReplicaState)
     obj.replica_id = f_replica_id
     obj.replica_directory_id = _w.ZERO_UUID
     obj.log_end_offset = f_log_end_offset
@@ -1413,7 +1480,10 @@ def _dec_DescribeQuorumResponse_ReplicaState_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeQuorumResponse_ReplicaState.__new__(DescribeQuorumResponse_ReplicaState)
+    if cython.compiled:
+        obj = DescribeQuorumResponse_ReplicaState.__new__(DescribeQuorumResponse_ReplicaState)
+    else:
+        obj = _new(DescribeQuorumResponse_ReplicaState)
     obj.replica_id = f_replica_id
     obj.replica_directory_id = f_replica_directory_id
     obj.log_end_offset = f_log_end_offset
@@ -1485,7 +1555,10 @@ def _dec_DescribeQuorumResponse_Node_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeQuorumResponse_Node.__new__(DescribeQuorumResponse_Node)
+    if cython.compiled:
+        obj = DescribeQuorumResponse_Node.__new__(DescribeQuorumResponse_Node)
+    else:
+        obj = _new(DescribeQuorumResponse_Node)
     obj.node_id = f_node_id
     obj.listeners = f_listeners
     obj.unknown_tagged_fields = unknown
@@ -1542,7 +1615,10 @@ def _dec_DescribeQuorumResponse_Listener_v2(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -1564,7 +1640,10 @@ def _dec_DescribeQuorumResponse_Listener_v2(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -1580,7 +1659,10 @@ def _dec_DescribeQuorumResponse_Listener_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeQuorumResponse_Listener.__new__(DescribeQuorumResponse_Listener)
+    if cython.compiled:
+        obj = DescribeQuorumResponse_Listener.__new__(DescribeQuorumResponse_Listener)
+    else:
+        obj = _new(DescribeQuorumResponse_Listener)
     obj.name = f_name
     obj.host = f_host
     obj.port = f_port

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -51,6 +53,12 @@ _RUN_partition_index__error_code_2 = (('partition_index', 0, 4), ('start_offset'
 _RUN_throttle_time_ms = (('throttle_time_ms', 0, 4),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_i = _w.SMALL_ARRAYS["i"]
+
+
 def _dec_DescribeShareGroupOffsetsRequest_v0(buf, cur, end):
     """Decode DescribeShareGroupOffsetsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -82,7 +90,10 @@ def _dec_DescribeShareGroupOffsetsRequest_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeShareGroupOffsetsRequest.__new__(DescribeShareGroupOffsetsRequest)
+    if cython.compiled:
+        obj = DescribeShareGroupOffsetsRequest.__new__(DescribeShareGroupOffsetsRequest)
+    else:
+        obj = _new(DescribeShareGroupOffsetsRequest)
     obj.groups = f_groups
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -133,7 +144,10 @@ def _dec_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup_
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -168,7 +182,10 @@ def _dec_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup_
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup.__new__(DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup)
+    if cython.compiled:
+        obj = DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup.__new__(DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup)
+    else:
+        obj = _new(DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestGroup)
     obj.group_id = f_group_id
     obj.topics = f_topics
     obj.unknown_tagged_fields = unknown
@@ -237,7 +254,10 @@ def _dec_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic_
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -257,6 +277,8 @@ def _dec_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic_
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 4, 1)
     if cython.compiled:
         f_partitions = [_read_i(buf, pos + 4 * i) for i in range(n_partitions)]
+    elif n_partitions < _w.SMALL_ARRAY_MAX:
+        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
     else:
         f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
     pos += n_partitions * 4
@@ -265,7 +287,10 @@ def _dec_DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic_
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic.__new__(DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic)
+    if cython.compiled:
+        obj = DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic.__new__(DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic)
+    else:
+        obj = _new(DescribeShareGroupOffsetsRequest_DescribeShareGroupOffsetsRequestTopic)
     obj.topic_name = f_topic_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -354,7 +379,10 @@ def _dec_DescribeShareGroupOffsetsResponse_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeShareGroupOffsetsResponse.__new__(DescribeShareGroupOffsetsResponse)
+    if cython.compiled:
+        obj = DescribeShareGroupOffsetsResponse.__new__(DescribeShareGroupOffsetsResponse)
+    else:
+        obj = _new(DescribeShareGroupOffsetsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.groups = f_groups
     obj.unknown_tagged_fields = unknown
@@ -428,7 +456,10 @@ def _dec_DescribeShareGroupOffsetsResponse_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeShareGroupOffsetsResponse.__new__(DescribeShareGroupOffsetsResponse)
+    if cython.compiled:
+        obj = DescribeShareGroupOffsetsResponse.__new__(DescribeShareGroupOffsetsResponse)
+    else:
+        obj = _new(DescribeShareGroupOffsetsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.groups = f_groups
     obj.unknown_tagged_fields = unknown
@@ -485,7 +516,10 @@ def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGrou
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -537,7 +571,10 @@ def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGrou
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -548,7 +585,10 @@ def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGrou
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup.__new__(DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup)
+    if cython.compiled:
+        obj = DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup.__new__(DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup)
+    else:
+        obj = _new(DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup)
     obj.group_id = f_group_id
     obj.topics = f_topics
     obj.error_code = f_error_code
@@ -639,7 +679,10 @@ def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGrou
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -691,7 +734,10 @@ def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGrou
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -702,7 +748,10 @@ def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGrou
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup.__new__(DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup)
+    if cython.compiled:
+        obj = DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup.__new__(DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup)
+    else:
+        obj = _new(DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseGroup)
     obj.group_id = f_group_id
     obj.topics = f_topics
     obj.error_code = f_error_code
@@ -793,7 +842,10 @@ def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopi
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -829,7 +881,10 @@ def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopi
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic.__new__(DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic)
+    if cython.compiled:
+        obj = DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic.__new__(DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic)
+    else:
+        obj = _new(DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic)
     obj.topic_name = f_topic_name
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
@@ -899,7 +954,10 @@ def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopi
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -935,7 +993,10 @@ def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopi
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic.__new__(DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic)
+    if cython.compiled:
+        obj = DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic.__new__(DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic)
+    else:
+        obj = _new(DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponseTopic)
     obj.topic_name = f_topic_name
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
@@ -1015,7 +1076,10 @@ def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePart
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -1026,7 +1090,10 @@ def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePart
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition.__new__(DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition)
+    if cython.compiled:
+        obj = DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition.__new__(DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition)
+    else:
+        obj = _new(DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition)
     obj.partition_index = f_partition_index
     obj.start_offset = f_start_offset
     obj.leader_epoch = f_leader_epoch
@@ -1106,7 +1173,10 @@ def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePart
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -1117,7 +1187,10 @@ def _dec_DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePart
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition.__new__(DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition)
+    if cython.compiled:
+        obj = DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition.__new__(DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition)
+    else:
+        obj = _new(DescribeShareGroupOffsetsResponse_DescribeShareGroupOffsetsResponsePartition)
     obj.partition_index = f_partition_index
     obj.start_offset = f_start_offset
     obj.leader_epoch = f_leader_epoch

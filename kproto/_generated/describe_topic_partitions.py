@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -55,6 +57,12 @@ _RUN_partition_index = (('partition_index', 0, 4),)
 _RUN_response_partition_limit__cursor = (('response_partition_limit', 0, 4), ('cursor', 4, 1))
 _RUN_throttle_time_ms = (('throttle_time_ms', 0, 4),)
 _RUN_topic_authorized_operations = (('topic_authorized_operations', 0, 4),)
+
+
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_i = _w.SMALL_ARRAYS["i"]
 
 
 def _dec_DescribeTopicPartitionsRequest_v0(buf, cur, end):
@@ -107,7 +115,10 @@ def _dec_DescribeTopicPartitionsRequest_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeTopicPartitionsRequest.__new__(DescribeTopicPartitionsRequest)
+    if cython.compiled:
+        obj = DescribeTopicPartitionsRequest.__new__(DescribeTopicPartitionsRequest)
+    else:
+        obj = _new(DescribeTopicPartitionsRequest)
     obj.topics = f_topics
     obj.response_partition_limit = f_response_partition_limit
     obj.cursor = f_cursor
@@ -170,7 +181,10 @@ def _dec_DescribeTopicPartitionsRequest_TopicRequest_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -179,7 +193,10 @@ def _dec_DescribeTopicPartitionsRequest_TopicRequest_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeTopicPartitionsRequest_TopicRequest.__new__(DescribeTopicPartitionsRequest_TopicRequest)
+    if cython.compiled:
+        obj = DescribeTopicPartitionsRequest_TopicRequest.__new__(DescribeTopicPartitionsRequest_TopicRequest)
+    else:
+        obj = _new(DescribeTopicPartitionsRequest_TopicRequest)
     obj.name = f_name
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -233,7 +250,10 @@ def _dec_DescribeTopicPartitionsRequest_Cursor_v0(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -249,7 +269,10 @@ def _dec_DescribeTopicPartitionsRequest_Cursor_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeTopicPartitionsRequest_Cursor.__new__(DescribeTopicPartitionsRequest_Cursor)
+    if cython.compiled:
+        obj = DescribeTopicPartitionsRequest_Cursor.__new__(DescribeTopicPartitionsRequest_Cursor)
+    else:
+        obj = _new(DescribeTopicPartitionsRequest_Cursor)
     obj.topic_name = f_topic_name
     obj.partition_index = f_partition_index
     obj.unknown_tagged_fields = unknown
@@ -344,7 +367,10 @@ def _dec_DescribeTopicPartitionsResponse_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeTopicPartitionsResponse.__new__(DescribeTopicPartitionsResponse)
+    if cython.compiled:
+        obj = DescribeTopicPartitionsResponse.__new__(DescribeTopicPartitionsResponse)
+    else:
+        obj = _new(DescribeTopicPartitionsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.topics = f_topics
     obj.next_cursor = f_next_cursor
@@ -418,7 +444,10 @@ def _dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic_v0
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     elif n_name == -1:
         f_name = None
@@ -473,7 +502,10 @@ def _dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic_v0
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic.__new__(DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic)
+    if cython.compiled:
+        obj = DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic.__new__(DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic)
+    else:
+        obj = _new(DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic)
     obj.error_code = f_error_code
     obj.name = f_name
     obj.topic_id = f_topic_id
@@ -569,6 +601,8 @@ def _dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartitio
         raise _w.bad_count('replica_nodes', pos - 1, n_replica_nodes, end, 4, 1)
     if cython.compiled:
         f_replica_nodes = [_read_i(buf, pos + 4 * i) for i in range(n_replica_nodes)]
+    elif n_replica_nodes < _w.SMALL_ARRAY_MAX:
+        f_replica_nodes = list(_A_i[n_replica_nodes].unpack_from(buf, pos))
     else:
         f_replica_nodes = list(_unpack_from(">%di" % n_replica_nodes, buf, pos))
     pos += n_replica_nodes * 4
@@ -588,6 +622,8 @@ def _dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartitio
         raise _w.bad_count('isr_nodes', pos - 1, n_isr_nodes, end, 4, 1)
     if cython.compiled:
         f_isr_nodes = [_read_i(buf, pos + 4 * i) for i in range(n_isr_nodes)]
+    elif n_isr_nodes < _w.SMALL_ARRAY_MAX:
+        f_isr_nodes = list(_A_i[n_isr_nodes].unpack_from(buf, pos))
     else:
         f_isr_nodes = list(_unpack_from(">%di" % n_isr_nodes, buf, pos))
     pos += n_isr_nodes * 4
@@ -610,6 +646,8 @@ def _dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartitio
     else:
         if cython.compiled:
             f_eligible_leader_replicas = [_read_i(buf, pos + 4 * i) for i in range(n_eligible_leader_replicas)]
+        elif n_eligible_leader_replicas < _w.SMALL_ARRAY_MAX:
+            f_eligible_leader_replicas = list(_A_i[n_eligible_leader_replicas].unpack_from(buf, pos))
         else:
             f_eligible_leader_replicas = list(_unpack_from(">%di" % n_eligible_leader_replicas, buf, pos))
         pos += n_eligible_leader_replicas * 4
@@ -632,6 +670,8 @@ def _dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartitio
     else:
         if cython.compiled:
             f_last_known_elr = [_read_i(buf, pos + 4 * i) for i in range(n_last_known_elr)]
+        elif n_last_known_elr < _w.SMALL_ARRAY_MAX:
+            f_last_known_elr = list(_A_i[n_last_known_elr].unpack_from(buf, pos))
         else:
             f_last_known_elr = list(_unpack_from(">%di" % n_last_known_elr, buf, pos))
         pos += n_last_known_elr * 4
@@ -651,6 +691,8 @@ def _dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartitio
         raise _w.bad_count('offline_replicas', pos - 1, n_offline_replicas, end, 4, 1)
     if cython.compiled:
         f_offline_replicas = [_read_i(buf, pos + 4 * i) for i in range(n_offline_replicas)]
+    elif n_offline_replicas < _w.SMALL_ARRAY_MAX:
+        f_offline_replicas = list(_A_i[n_offline_replicas].unpack_from(buf, pos))
     else:
         f_offline_replicas = list(_unpack_from(">%di" % n_offline_replicas, buf, pos))
     pos += n_offline_replicas * 4
@@ -659,7 +701,10 @@ def _dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartitio
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition.__new__(DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition)
+    if cython.compiled:
+        obj = DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition.__new__(DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition)
+    else:
+        obj = _new(DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition)
     obj.error_code = f_error_code
     obj.partition_index = f_partition_index
     obj.leader_id = f_leader_id
@@ -800,7 +845,10 @@ def _dec_DescribeTopicPartitionsResponse_Cursor_v0(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -816,7 +864,10 @@ def _dec_DescribeTopicPartitionsResponse_Cursor_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeTopicPartitionsResponse_Cursor.__new__(DescribeTopicPartitionsResponse_Cursor)
+    if cython.compiled:
+        obj = DescribeTopicPartitionsResponse_Cursor.__new__(DescribeTopicPartitionsResponse_Cursor)
+    else:
+        obj = _new(DescribeTopicPartitionsResponse_Cursor)
     obj.topic_name = f_topic_name
     obj.partition_index = f_partition_index
     obj.unknown_tagged_fields = unknown

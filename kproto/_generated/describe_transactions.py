@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -49,6 +51,12 @@ _RUN_throttle_time_ms = (('throttle_time_ms', 0, 4),)
 _RUN_transaction_timeout_ms__producer_epoch = (('transaction_timeout_ms', 0, 4), ('transaction_start_time_ms', 4, 8), ('producer_id', 12, 8), ('producer_epoch', 20, 2))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_i = _w.SMALL_ARRAYS["i"]
+
+
 def _dec_DescribeTransactionsRequest_v0(buf, cur, end):
     """Decode DescribeTransactionsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -87,7 +95,10 @@ def _dec_DescribeTransactionsRequest_v0(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "transactional_ids[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "transactional_ids[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("transactional_ids[%d]" % i, pos, exc) from None
         f_transactional_ids.append(s)
         pos += m
     if pos < end and buf[pos] == 0:
@@ -95,7 +106,10 @@ def _dec_DescribeTransactionsRequest_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeTransactionsRequest.__new__(DescribeTransactionsRequest)
+    if cython.compiled:
+        obj = DescribeTransactionsRequest.__new__(DescribeTransactionsRequest)
+    else:
+        obj = _new(DescribeTransactionsRequest)
     obj.transactional_ids = f_transactional_ids
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -173,7 +187,10 @@ def _dec_DescribeTransactionsResponse_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeTransactionsResponse.__new__(DescribeTransactionsResponse)
+    if cython.compiled:
+        obj = DescribeTransactionsResponse.__new__(DescribeTransactionsResponse)
+    else:
+        obj = _new(DescribeTransactionsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.transaction_states = f_transaction_states
     obj.unknown_tagged_fields = unknown
@@ -237,7 +254,10 @@ def _dec_DescribeTransactionsResponse_TransactionState_v0(buf, cur, end):
             if f_transactional_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
         else:
-            f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
+            try:
+                f_transactional_id = buf[pos:pos + n_transactional_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('transactional_id', pos, exc) from None
         pos += n_transactional_id
     else:
         raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 1, False)
@@ -259,7 +279,10 @@ def _dec_DescribeTransactionsResponse_TransactionState_v0(buf, cur, end):
             if f_transaction_state is None:
                 raise _w.bad_utf8_at(buf, pos, n_transaction_state, 'transaction_state')
         else:
-            f_transaction_state = _w.utf8(buf, pos, n_transaction_state, 'transaction_state')
+            try:
+                f_transaction_state = buf[pos:pos + n_transaction_state].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('transaction_state', pos, exc) from None
         pos += n_transaction_state
     else:
         raise _w.bad_sized('transaction_state', pos, n_transaction_state, end, 1, False)
@@ -301,7 +324,10 @@ def _dec_DescribeTransactionsResponse_TransactionState_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeTransactionsResponse_TransactionState.__new__(DescribeTransactionsResponse_TransactionState)
+    if cython.compiled:
+        obj = DescribeTransactionsResponse_TransactionState.__new__(DescribeTransactionsResponse_TransactionState)
+    else:
+        obj = _new(DescribeTransactionsResponse_TransactionState)
     obj.error_code = f_error_code
     obj.transactional_id = f_transactional_id
     obj.transaction_state = f_transaction_state
@@ -404,7 +430,10 @@ def _dec_DescribeTransactionsResponse_TopicData_v0(buf, cur, end):
             if f_topic is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
-            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+            try:
+                f_topic = buf[pos:pos + n_topic].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 1, False)
@@ -424,6 +453,8 @@ def _dec_DescribeTransactionsResponse_TopicData_v0(buf, cur, end):
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 4, 1)
     if cython.compiled:
         f_partitions = [_read_i(buf, pos + 4 * i) for i in range(n_partitions)]
+    elif n_partitions < _w.SMALL_ARRAY_MAX:
+        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
     else:
         f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
     pos += n_partitions * 4
@@ -432,7 +463,10 @@ def _dec_DescribeTransactionsResponse_TopicData_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeTransactionsResponse_TopicData.__new__(DescribeTransactionsResponse_TopicData)
+    if cython.compiled:
+        obj = DescribeTransactionsResponse_TopicData.__new__(DescribeTransactionsResponse_TopicData)
+    else:
+        obj = _new(DescribeTransactionsResponse_TopicData)
     obj.topic = f_topic
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -49,6 +51,11 @@ _RUN_mechanism__iterations = (('mechanism', 0, 1), ('iterations', 1, 4))
 _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 4, 2))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_DescribeUserScramCredentialsRequest_v0(buf, cur, end):
     """Decode DescribeUserScramCredentialsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -83,7 +90,10 @@ def _dec_DescribeUserScramCredentialsRequest_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeUserScramCredentialsRequest.__new__(DescribeUserScramCredentialsRequest)
+    if cython.compiled:
+        obj = DescribeUserScramCredentialsRequest.__new__(DescribeUserScramCredentialsRequest)
+    else:
+        obj = _new(DescribeUserScramCredentialsRequest)
     obj.users = f_users
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -135,7 +145,10 @@ def _dec_DescribeUserScramCredentialsRequest_UserName_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -144,7 +157,10 @@ def _dec_DescribeUserScramCredentialsRequest_UserName_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeUserScramCredentialsRequest_UserName.__new__(DescribeUserScramCredentialsRequest_UserName)
+    if cython.compiled:
+        obj = DescribeUserScramCredentialsRequest_UserName.__new__(DescribeUserScramCredentialsRequest_UserName)
+    else:
+        obj = _new(DescribeUserScramCredentialsRequest_UserName)
     obj.name = f_name
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -206,7 +222,10 @@ def _dec_DescribeUserScramCredentialsResponse_v0(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -240,7 +259,10 @@ def _dec_DescribeUserScramCredentialsResponse_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeUserScramCredentialsResponse.__new__(DescribeUserScramCredentialsResponse)
+    if cython.compiled:
+        obj = DescribeUserScramCredentialsResponse.__new__(DescribeUserScramCredentialsResponse)
+    else:
+        obj = _new(DescribeUserScramCredentialsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -316,7 +338,10 @@ def _dec_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult
             if f_user is None:
                 raise _w.bad_utf8_at(buf, pos, n_user, 'user')
         else:
-            f_user = _w.utf8(buf, pos, n_user, 'user')
+            try:
+                f_user = buf[pos:pos + n_user].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('user', pos, exc) from None
         pos += n_user
     else:
         raise _w.bad_sized('user', pos, n_user, end, 1, False)
@@ -345,7 +370,10 @@ def _dec_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -379,7 +407,10 @@ def _dec_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult.__new__(DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult)
+    if cython.compiled:
+        obj = DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult.__new__(DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult)
+    else:
+        obj = _new(DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult)
     obj.user = f_user
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -465,7 +496,10 @@ def _dec_DescribeUserScramCredentialsResponse_CredentialInfo_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = DescribeUserScramCredentialsResponse_CredentialInfo.__new__(DescribeUserScramCredentialsResponse_CredentialInfo)
+    if cython.compiled:
+        obj = DescribeUserScramCredentialsResponse_CredentialInfo.__new__(DescribeUserScramCredentialsResponse_CredentialInfo)
+    else:
+        obj = _new(DescribeUserScramCredentialsResponse_CredentialInfo)
     obj.mechanism = f_mechanism
     obj.iterations = f_iterations
     obj.unknown_tagged_fields = unknown

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -63,6 +65,12 @@ _RUN_topic = (('topic', 0, 2),)
 _RUN_topic_partitions = (('topic_partitions', 0, 4),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_i = _w.SMALL_ARRAYS["i"]
+
+
 def _dec_ElectLeadersRequest_v0(buf, cur, end):
     """Decode ElectLeadersRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -94,7 +102,10 @@ def _dec_ElectLeadersRequest_v0(buf, cur, end):
     else:
         f_timeout_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = ElectLeadersRequest.__new__(ElectLeadersRequest)
+    if cython.compiled:
+        obj = ElectLeadersRequest.__new__(ElectLeadersRequest)
+    else:
+        obj = _new(ElectLeadersRequest)
     obj.election_type = 0
     obj.topic_partitions = f_topic_partitions
     obj.timeout_ms = f_timeout_ms
@@ -161,7 +172,10 @@ def _dec_ElectLeadersRequest_v1(buf, cur, end):
     else:
         f_timeout_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = ElectLeadersRequest.__new__(ElectLeadersRequest)
+    if cython.compiled:
+        obj = ElectLeadersRequest.__new__(ElectLeadersRequest)
+    else:
+        obj = _new(ElectLeadersRequest)
     obj.election_type = f_election_type
     obj.topic_partitions = f_topic_partitions
     obj.timeout_ms = f_timeout_ms
@@ -243,7 +257,10 @@ def _dec_ElectLeadersRequest_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ElectLeadersRequest.__new__(ElectLeadersRequest)
+    if cython.compiled:
+        obj = ElectLeadersRequest.__new__(ElectLeadersRequest)
+    else:
+        obj = _new(ElectLeadersRequest)
     obj.election_type = f_election_type
     obj.topic_partitions = f_topic_partitions
     obj.timeout_ms = f_timeout_ms
@@ -302,7 +319,10 @@ def _dec_ElectLeadersRequest_TopicPartitions_v0(buf, cur, end):
             if f_topic is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
-            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+            try:
+                f_topic = buf[pos:pos + n_topic].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
@@ -317,10 +337,15 @@ def _dec_ElectLeadersRequest_TopicPartitions_v0(buf, cur, end):
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 4, 4)
     if cython.compiled:
         f_partitions = [_read_i(buf, pos + 4 * i) for i in range(n_partitions)]
+    elif n_partitions < _w.SMALL_ARRAY_MAX:
+        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
     else:
         f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
     pos += n_partitions * 4
-    obj = ElectLeadersRequest_TopicPartitions.__new__(ElectLeadersRequest_TopicPartitions)
+    if cython.compiled:
+        obj = ElectLeadersRequest_TopicPartitions.__new__(ElectLeadersRequest_TopicPartitions)
+    else:
+        obj = _new(ElectLeadersRequest_TopicPartitions)
     obj.topic = f_topic
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
@@ -386,7 +411,10 @@ def _dec_ElectLeadersRequest_TopicPartitions_v2(buf, cur, end):
             if f_topic is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
-            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+            try:
+                f_topic = buf[pos:pos + n_topic].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 1, False)
@@ -406,6 +434,8 @@ def _dec_ElectLeadersRequest_TopicPartitions_v2(buf, cur, end):
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 4, 1)
     if cython.compiled:
         f_partitions = [_read_i(buf, pos + 4 * i) for i in range(n_partitions)]
+    elif n_partitions < _w.SMALL_ARRAY_MAX:
+        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
     else:
         f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
     pos += n_partitions * 4
@@ -414,7 +444,10 @@ def _dec_ElectLeadersRequest_TopicPartitions_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ElectLeadersRequest_TopicPartitions.__new__(ElectLeadersRequest_TopicPartitions)
+    if cython.compiled:
+        obj = ElectLeadersRequest_TopicPartitions.__new__(ElectLeadersRequest_TopicPartitions)
+    else:
+        obj = _new(ElectLeadersRequest_TopicPartitions)
     obj.topic = f_topic
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -487,7 +520,10 @@ def _dec_ElectLeadersResponse_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("replica_election_results[%d]" % i)
     pos = cur.pos
-    obj = ElectLeadersResponse.__new__(ElectLeadersResponse)
+    if cython.compiled:
+        obj = ElectLeadersResponse.__new__(ElectLeadersResponse)
+    else:
+        obj = _new(ElectLeadersResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = 0
     obj.replica_election_results = f_replica_election_results
@@ -540,7 +576,10 @@ def _dec_ElectLeadersResponse_v1(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("replica_election_results[%d]" % i)
     pos = cur.pos
-    obj = ElectLeadersResponse.__new__(ElectLeadersResponse)
+    if cython.compiled:
+        obj = ElectLeadersResponse.__new__(ElectLeadersResponse)
+    else:
+        obj = _new(ElectLeadersResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.replica_election_results = f_replica_election_results
@@ -608,7 +647,10 @@ def _dec_ElectLeadersResponse_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ElectLeadersResponse.__new__(ElectLeadersResponse)
+    if cython.compiled:
+        obj = ElectLeadersResponse.__new__(ElectLeadersResponse)
+    else:
+        obj = _new(ElectLeadersResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.replica_election_results = f_replica_election_results
@@ -662,7 +704,10 @@ def _dec_ElectLeadersResponse_ReplicaElectionResult_v0(buf, cur, end):
             if f_topic is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
-            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+            try:
+                f_topic = buf[pos:pos + n_topic].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
@@ -684,7 +729,10 @@ def _dec_ElectLeadersResponse_ReplicaElectionResult_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("partition_result[%d]" % i)
     pos = cur.pos
-    obj = ElectLeadersResponse_ReplicaElectionResult.__new__(ElectLeadersResponse_ReplicaElectionResult)
+    if cython.compiled:
+        obj = ElectLeadersResponse_ReplicaElectionResult.__new__(ElectLeadersResponse_ReplicaElectionResult)
+    else:
+        obj = _new(ElectLeadersResponse_ReplicaElectionResult)
     obj.topic = f_topic
     obj.partition_result = f_partition_result
     obj.unknown_tagged_fields = []
@@ -746,7 +794,10 @@ def _dec_ElectLeadersResponse_ReplicaElectionResult_v2(buf, cur, end):
             if f_topic is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
-            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+            try:
+                f_topic = buf[pos:pos + n_topic].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 1, False)
@@ -778,7 +829,10 @@ def _dec_ElectLeadersResponse_ReplicaElectionResult_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ElectLeadersResponse_ReplicaElectionResult.__new__(ElectLeadersResponse_ReplicaElectionResult)
+    if cython.compiled:
+        obj = ElectLeadersResponse_ReplicaElectionResult.__new__(ElectLeadersResponse_ReplicaElectionResult)
+    else:
+        obj = _new(ElectLeadersResponse_ReplicaElectionResult)
     obj.topic = f_topic
     obj.partition_result = f_partition_result
     obj.unknown_tagged_fields = unknown
@@ -843,13 +897,19 @@ def _dec_ElectLeadersResponse_PartitionResult_v0(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
         raise _w.bad_sized('error_message', pos, n_error_message, end, 2, True)
-    obj = ElectLeadersResponse_PartitionResult.__new__(ElectLeadersResponse_PartitionResult)
+    if cython.compiled:
+        obj = ElectLeadersResponse_PartitionResult.__new__(ElectLeadersResponse_PartitionResult)
+    else:
+        obj = _new(ElectLeadersResponse_PartitionResult)
     obj.partition_id = f_partition_id
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -910,7 +970,10 @@ def _dec_ElectLeadersResponse_PartitionResult_v2(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -921,7 +984,10 @@ def _dec_ElectLeadersResponse_PartitionResult_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ElectLeadersResponse_PartitionResult.__new__(ElectLeadersResponse_PartitionResult)
+    if cython.compiled:
+        obj = ElectLeadersResponse_PartitionResult.__new__(ElectLeadersResponse_PartitionResult)
+    else:
+        obj = _new(ElectLeadersResponse_PartitionResult)
     obj.partition_id = f_partition_id
     obj.error_code = f_error_code
     obj.error_message = f_error_message

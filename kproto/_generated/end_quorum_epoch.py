@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -62,6 +64,12 @@ _RUN_topic_name = (('topic_name', 0, 2),)
 _RUN_topics = (('topics', 0, 4),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_i = _w.SMALL_ARRAYS["i"]
+
+
 def _dec_EndQuorumEpochRequest_v0(buf, cur, end):
     """Decode EndQuorumEpochRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -78,7 +86,10 @@ def _dec_EndQuorumEpochRequest_v0(buf, cur, end):
             if f_cluster_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
-            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+            try:
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
@@ -102,7 +113,10 @@ def _dec_EndQuorumEpochRequest_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    obj = EndQuorumEpochRequest.__new__(EndQuorumEpochRequest)
+    if cython.compiled:
+        obj = EndQuorumEpochRequest.__new__(EndQuorumEpochRequest)
+    else:
+        obj = _new(EndQuorumEpochRequest)
     obj.cluster_id = f_cluster_id
     obj.topics = f_topics
     obj.leader_endpoints = []
@@ -165,7 +179,10 @@ def _dec_EndQuorumEpochRequest_v1(buf, cur, end):
             if f_cluster_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
-            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+            try:
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
@@ -222,7 +239,10 @@ def _dec_EndQuorumEpochRequest_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = EndQuorumEpochRequest.__new__(EndQuorumEpochRequest)
+    if cython.compiled:
+        obj = EndQuorumEpochRequest.__new__(EndQuorumEpochRequest)
+    else:
+        obj = _new(EndQuorumEpochRequest)
     obj.cluster_id = f_cluster_id
     obj.topics = f_topics
     obj.leader_endpoints = f_leader_endpoints
@@ -299,7 +319,10 @@ def _dec_EndQuorumEpochRequest_TopicData_v0(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 2, False)
@@ -321,7 +344,10 @@ def _dec_EndQuorumEpochRequest_TopicData_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("partitions[%d]" % i)
     pos = cur.pos
-    obj = EndQuorumEpochRequest_TopicData.__new__(EndQuorumEpochRequest_TopicData)
+    if cython.compiled:
+        obj = EndQuorumEpochRequest_TopicData.__new__(EndQuorumEpochRequest_TopicData)
+    else:
+        obj = _new(EndQuorumEpochRequest_TopicData)
     obj.topic_name = f_topic_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
@@ -383,7 +409,10 @@ def _dec_EndQuorumEpochRequest_TopicData_v1(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -415,7 +444,10 @@ def _dec_EndQuorumEpochRequest_TopicData_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = EndQuorumEpochRequest_TopicData.__new__(EndQuorumEpochRequest_TopicData)
+    if cython.compiled:
+        obj = EndQuorumEpochRequest_TopicData.__new__(EndQuorumEpochRequest_TopicData)
+    else:
+        obj = _new(EndQuorumEpochRequest_TopicData)
     obj.topic_name = f_topic_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -479,10 +511,15 @@ def _dec_EndQuorumEpochRequest_PartitionData_v0(buf, cur, end):
         raise _w.bad_count('preferred_successors', pos - 4, n_preferred_successors, end, 4, 4)
     if cython.compiled:
         f_preferred_successors = [_read_i(buf, pos + 4 * i) for i in range(n_preferred_successors)]
+    elif n_preferred_successors < _w.SMALL_ARRAY_MAX:
+        f_preferred_successors = list(_A_i[n_preferred_successors].unpack_from(buf, pos))
     else:
         f_preferred_successors = list(_unpack_from(">%di" % n_preferred_successors, buf, pos))
     pos += n_preferred_successors * 4
-    obj = EndQuorumEpochRequest_PartitionData.__new__(EndQuorumEpochRequest_PartitionData)
+    if cython.compiled:
+        obj = EndQuorumEpochRequest_PartitionData.__new__(EndQuorumEpochRequest_PartitionData)
+    else:
+        obj = _new(EndQuorumEpochRequest_PartitionData)
     obj.partition_index = f_partition_index
     obj.leader_id = f_leader_id
     obj.leader_epoch = f_leader_epoch
@@ -558,7 +595,10 @@ def _dec_EndQuorumEpochRequest_PartitionData_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = EndQuorumEpochRequest_PartitionData.__new__(EndQuorumEpochRequest_PartitionData)
+    if cython.compiled:
+        obj = EndQuorumEpochRequest_PartitionData.__new__(EndQuorumEpochRequest_PartitionData)
+    else:
+        obj = _new(EndQuorumEpochRequest_PartitionData)
     obj.partition_index = f_partition_index
     obj.leader_id = f_leader_id
     obj.leader_epoch = f_leader_epoch
@@ -618,7 +658,10 @@ def _dec_EndQuorumEpochRequest_ReplicaInfo_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = EndQuorumEpochRequest_ReplicaInfo.__new__(EndQuorumEpochRequest_ReplicaInfo)
+    if cython.compiled:
+        obj = EndQuorumEpochRequest_ReplicaInfo.__new__(EndQuorumEpochRequest_ReplicaInfo)
+    else:
+        obj = _new(EndQuorumEpochRequest_ReplicaInfo)
     obj.candidate_id = f_candidate_id
     obj.candidate_directory_id = f_candidate_directory_id
     obj.unknown_tagged_fields = unknown
@@ -663,7 +706,10 @@ def _dec_EndQuorumEpochRequest_LeaderEndpoint_v1(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -685,7 +731,10 @@ def _dec_EndQuorumEpochRequest_LeaderEndpoint_v1(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -701,7 +750,10 @@ def _dec_EndQuorumEpochRequest_LeaderEndpoint_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = EndQuorumEpochRequest_LeaderEndpoint.__new__(EndQuorumEpochRequest_LeaderEndpoint)
+    if cython.compiled:
+        obj = EndQuorumEpochRequest_LeaderEndpoint.__new__(EndQuorumEpochRequest_LeaderEndpoint)
+    else:
+        obj = _new(EndQuorumEpochRequest_LeaderEndpoint)
     obj.name = f_name
     obj.host = f_host
     obj.port = f_port
@@ -779,7 +831,10 @@ def _dec_EndQuorumEpochResponse_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    obj = EndQuorumEpochResponse.__new__(EndQuorumEpochResponse)
+    if cython.compiled:
+        obj = EndQuorumEpochResponse.__new__(EndQuorumEpochResponse)
+    else:
+        obj = _new(EndQuorumEpochResponse)
     obj.error_code = f_error_code
     obj.topics = f_topics
     obj.node_endpoints = []
@@ -876,7 +931,10 @@ def _dec_EndQuorumEpochResponse_v1(buf, cur, end):
                 if pos != t_end:
                     raise _w.tag_size_mismatch('node_endpoints', 0, pos, t_end)
         pos = after
-    obj = EndQuorumEpochResponse.__new__(EndQuorumEpochResponse)
+    if cython.compiled:
+        obj = EndQuorumEpochResponse.__new__(EndQuorumEpochResponse)
+    else:
+        obj = _new(EndQuorumEpochResponse)
     obj.error_code = f_error_code
     obj.topics = f_topics
     obj.node_endpoints = f_node_endpoints
@@ -946,7 +1004,10 @@ def _dec_EndQuorumEpochResponse_TopicData_v0(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 2, False)
@@ -968,7 +1029,10 @@ def _dec_EndQuorumEpochResponse_TopicData_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("partitions[%d]" % i)
     pos = cur.pos
-    obj = EndQuorumEpochResponse_TopicData.__new__(EndQuorumEpochResponse_TopicData)
+    if cython.compiled:
+        obj = EndQuorumEpochResponse_TopicData.__new__(EndQuorumEpochResponse_TopicData)
+    else:
+        obj = _new(EndQuorumEpochResponse_TopicData)
     obj.topic_name = f_topic_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
@@ -1030,7 +1094,10 @@ def _dec_EndQuorumEpochResponse_TopicData_v1(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -1062,7 +1129,10 @@ def _dec_EndQuorumEpochResponse_TopicData_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = EndQuorumEpochResponse_TopicData.__new__(EndQuorumEpochResponse_TopicData)
+    if cython.compiled:
+        obj = EndQuorumEpochResponse_TopicData.__new__(EndQuorumEpochResponse_TopicData)
+    else:
+        obj = _new(EndQuorumEpochResponse_TopicData)
     obj.topic_name = f_topic_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -1122,7 +1192,10 @@ def _dec_EndQuorumEpochResponse_PartitionData_v0(buf, cur, end):
     else:
         f_partition_index, f_error_code, f_leader_id, f_leader_epoch = _S_ihii.unpack_from(buf, pos)
     pos += 14
-    obj = EndQuorumEpochResponse_PartitionData.__new__(EndQuorumEpochResponse_PartitionData)
+    if cython.compiled:
+        obj = EndQuorumEpochResponse_PartitionData.__new__(EndQuorumEpochResponse_PartitionData)
+    else:
+        obj = _new(EndQuorumEpochResponse_PartitionData)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.leader_id = f_leader_id
@@ -1164,7 +1237,10 @@ def _dec_EndQuorumEpochResponse_PartitionData_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = EndQuorumEpochResponse_PartitionData.__new__(EndQuorumEpochResponse_PartitionData)
+    if cython.compiled:
+        obj = EndQuorumEpochResponse_PartitionData.__new__(EndQuorumEpochResponse_PartitionData)
+    else:
+        obj = _new(EndQuorumEpochResponse_PartitionData)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.leader_id = f_leader_id
@@ -1220,7 +1296,10 @@ def _dec_EndQuorumEpochResponse_NodeEndpoint_v1(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -1236,7 +1315,10 @@ def _dec_EndQuorumEpochResponse_NodeEndpoint_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = EndQuorumEpochResponse_NodeEndpoint.__new__(EndQuorumEpochResponse_NodeEndpoint)
+    if cython.compiled:
+        obj = EndQuorumEpochResponse_NodeEndpoint.__new__(EndQuorumEpochResponse_NodeEndpoint)
+    else:
+        obj = _new(EndQuorumEpochResponse_NodeEndpoint)
     obj.node_id = f_node_id
     obj.host = f_host
     obj.port = f_port

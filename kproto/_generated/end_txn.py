@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -52,6 +54,11 @@ _RUN_throttle_time_ms__producer_epoch = (('throttle_time_ms', 0, 4), ('error_cod
 _RUN_transactional_id = (('transactional_id', 0, 2),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_EndTxnRequest_v0(buf, cur, end):
     """Decode EndTxnRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -68,7 +75,10 @@ def _dec_EndTxnRequest_v0(buf, cur, end):
             if f_transactional_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
         else:
-            f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
+            try:
+                f_transactional_id = buf[pos:pos + n_transactional_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('transactional_id', pos, exc) from None
         pos += n_transactional_id
     else:
         raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 2, False)
@@ -84,7 +94,10 @@ def _dec_EndTxnRequest_v0(buf, cur, end):
     if f_committed != 0 and f_committed != 1:
         raise _w.bad_bool('committed', pos - 1, f_committed)
     b_committed = f_committed == 1
-    obj = EndTxnRequest.__new__(EndTxnRequest)
+    if cython.compiled:
+        obj = EndTxnRequest.__new__(EndTxnRequest)
+    else:
+        obj = _new(EndTxnRequest)
     obj.transactional_id = f_transactional_id
     obj.producer_id = f_producer_id
     obj.producer_epoch = f_producer_epoch
@@ -143,7 +156,10 @@ def _dec_EndTxnRequest_v3(buf, cur, end):
             if f_transactional_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
         else:
-            f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
+            try:
+                f_transactional_id = buf[pos:pos + n_transactional_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('transactional_id', pos, exc) from None
         pos += n_transactional_id
     else:
         raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 1, False)
@@ -164,7 +180,10 @@ def _dec_EndTxnRequest_v3(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = EndTxnRequest.__new__(EndTxnRequest)
+    if cython.compiled:
+        obj = EndTxnRequest.__new__(EndTxnRequest)
+    else:
+        obj = _new(EndTxnRequest)
     obj.transactional_id = f_transactional_id
     obj.producer_id = f_producer_id
     obj.producer_epoch = f_producer_epoch
@@ -218,7 +237,10 @@ def _dec_EndTxnResponse_v0(buf, cur, end):
     else:
         f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    obj = EndTxnResponse.__new__(EndTxnResponse)
+    if cython.compiled:
+        obj = EndTxnResponse.__new__(EndTxnResponse)
+    else:
+        obj = _new(EndTxnResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.producer_id = -1
@@ -256,7 +278,10 @@ def _dec_EndTxnResponse_v3(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = EndTxnResponse.__new__(EndTxnResponse)
+    if cython.compiled:
+        obj = EndTxnResponse.__new__(EndTxnResponse)
+    else:
+        obj = _new(EndTxnResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.producer_id = -1
@@ -300,7 +325,10 @@ def _dec_EndTxnResponse_v5(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = EndTxnResponse.__new__(EndTxnResponse)
+    if cython.compiled:
+        obj = EndTxnResponse.__new__(EndTxnResponse)
+    else:
+        obj = _new(EndTxnResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.producer_id = f_producer_id

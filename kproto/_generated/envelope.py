@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -43,6 +45,11 @@ _unpack_from = _struct.unpack_from
 _pack = _struct.pack
 _S_h = _struct.Struct(">h")
 _RUN_error_code = (('error_code', 0, 2),)
+
+
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
 
 
 def _dec_EnvelopeRequest_v0(buf, cur, end):
@@ -106,7 +113,10 @@ def _dec_EnvelopeRequest_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = EnvelopeRequest.__new__(EnvelopeRequest)
+    if cython.compiled:
+        obj = EnvelopeRequest.__new__(EnvelopeRequest)
+    else:
+        obj = _new(EnvelopeRequest)
     obj.request_data = f_request_data
     obj.request_principal = f_request_principal
     obj.client_host_address = f_client_host_address
@@ -198,7 +208,10 @@ def _dec_EnvelopeResponse_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = EnvelopeResponse.__new__(EnvelopeResponse)
+    if cython.compiled:
+        obj = EnvelopeResponse.__new__(EnvelopeResponse)
+    else:
+        obj = _new(EnvelopeResponse)
     obj.response_data = f_response_data
     obj.error_code = f_error_code
     obj.unknown_tagged_fields = unknown

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -99,6 +101,43 @@ _RUN_throttle_time_ms__session_id = (('throttle_time_ms', 0, 4), ('error_code', 
 _RUN_topic = (('topic', 0, 2),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_i = _w.SMALL_ARRAYS["i"]
+
+    # A struct at its defaults, as an absent (tagged) field decodes: the fields stored straight
+    # into a bare instance, which costs half the keyword constructor.
+
+    def _default_FetchRequest_ReplicaState() -> FetchRequest_ReplicaState:
+        obj = _new(FetchRequest_ReplicaState)
+        obj.replica_id = -1
+        obj.replica_epoch = -1
+        obj.unknown_tagged_fields = []
+        return obj
+
+    def _default_FetchResponse_EpochEndOffset() -> FetchResponse_EpochEndOffset:
+        obj = _new(FetchResponse_EpochEndOffset)
+        obj.epoch = -1
+        obj.end_offset = -1
+        obj.unknown_tagged_fields = []
+        return obj
+
+    def _default_FetchResponse_LeaderIdAndEpoch() -> FetchResponse_LeaderIdAndEpoch:
+        obj = _new(FetchResponse_LeaderIdAndEpoch)
+        obj.leader_id = -1
+        obj.leader_epoch = -1
+        obj.unknown_tagged_fields = []
+        return obj
+
+    def _default_FetchResponse_SnapshotId() -> FetchResponse_SnapshotId:
+        obj = _new(FetchResponse_SnapshotId)
+        obj.end_offset = -1
+        obj.epoch = -1
+        obj.unknown_tagged_fields = []
+        return obj
+
+
 def _dec_FetchRequest_v0(buf, cur, end):
     """Decode FetchRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -123,10 +162,16 @@ def _dec_FetchRequest_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    obj = FetchRequest.__new__(FetchRequest)
+    if cython.compiled:
+        obj = FetchRequest.__new__(FetchRequest)
+    else:
+        obj = _new(FetchRequest)
     obj.cluster_id = None
     obj.replica_id = f_replica_id
-    obj.replica_state = FetchRequest_ReplicaState()
+    if cython.compiled:
+        obj.replica_state = FetchRequest_ReplicaState()
+    else:
+        obj.replica_state = _default_FetchRequest_ReplicaState()
     obj.max_wait_ms = f_max_wait_ms
     obj.min_bytes = f_min_bytes
     obj.max_bytes = 2147483647
@@ -191,10 +236,16 @@ def _dec_FetchRequest_v3(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    obj = FetchRequest.__new__(FetchRequest)
+    if cython.compiled:
+        obj = FetchRequest.__new__(FetchRequest)
+    else:
+        obj = _new(FetchRequest)
     obj.cluster_id = None
     obj.replica_id = f_replica_id
-    obj.replica_state = FetchRequest_ReplicaState()
+    if cython.compiled:
+        obj.replica_state = FetchRequest_ReplicaState()
+    else:
+        obj.replica_state = _default_FetchRequest_ReplicaState()
     obj.max_wait_ms = f_max_wait_ms
     obj.min_bytes = f_min_bytes
     obj.max_bytes = f_max_bytes
@@ -261,10 +312,16 @@ def _dec_FetchRequest_v4(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    obj = FetchRequest.__new__(FetchRequest)
+    if cython.compiled:
+        obj = FetchRequest.__new__(FetchRequest)
+    else:
+        obj = _new(FetchRequest)
     obj.cluster_id = None
     obj.replica_id = f_replica_id
-    obj.replica_state = FetchRequest_ReplicaState()
+    if cython.compiled:
+        obj.replica_state = FetchRequest_ReplicaState()
+    else:
+        obj.replica_state = _default_FetchRequest_ReplicaState()
     obj.max_wait_ms = f_max_wait_ms
     obj.min_bytes = f_min_bytes
     obj.max_bytes = f_max_bytes
@@ -332,10 +389,16 @@ def _dec_FetchRequest_v5(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    obj = FetchRequest.__new__(FetchRequest)
+    if cython.compiled:
+        obj = FetchRequest.__new__(FetchRequest)
+    else:
+        obj = _new(FetchRequest)
     obj.cluster_id = None
     obj.replica_id = f_replica_id
-    obj.replica_state = FetchRequest_ReplicaState()
+    if cython.compiled:
+        obj.replica_state = FetchRequest_ReplicaState()
+    else:
+        obj.replica_state = _default_FetchRequest_ReplicaState()
     obj.max_wait_ms = f_max_wait_ms
     obj.min_bytes = f_min_bytes
     obj.max_bytes = f_max_bytes
@@ -423,10 +486,16 @@ def _dec_FetchRequest_v7(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("forgotten_topics_data[%d]" % i)
     pos = cur.pos
-    obj = FetchRequest.__new__(FetchRequest)
+    if cython.compiled:
+        obj = FetchRequest.__new__(FetchRequest)
+    else:
+        obj = _new(FetchRequest)
     obj.cluster_id = None
     obj.replica_id = f_replica_id
-    obj.replica_state = FetchRequest_ReplicaState()
+    if cython.compiled:
+        obj.replica_state = FetchRequest_ReplicaState()
+    else:
+        obj.replica_state = _default_FetchRequest_ReplicaState()
     obj.max_wait_ms = f_max_wait_ms
     obj.min_bytes = f_min_bytes
     obj.max_bytes = f_max_bytes
@@ -526,10 +595,16 @@ def _dec_FetchRequest_v9(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("forgotten_topics_data[%d]" % i)
     pos = cur.pos
-    obj = FetchRequest.__new__(FetchRequest)
+    if cython.compiled:
+        obj = FetchRequest.__new__(FetchRequest)
+    else:
+        obj = _new(FetchRequest)
     obj.cluster_id = None
     obj.replica_id = f_replica_id
-    obj.replica_state = FetchRequest_ReplicaState()
+    if cython.compiled:
+        obj.replica_state = FetchRequest_ReplicaState()
+    else:
+        obj.replica_state = _default_FetchRequest_ReplicaState()
     obj.max_wait_ms = f_max_wait_ms
     obj.min_bytes = f_min_bytes
     obj.max_bytes = f_max_bytes
@@ -642,14 +717,23 @@ def _dec_FetchRequest_v11(buf, cur, end):
             if f_rack_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_rack_id, 'rack_id')
         else:
-            f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
+            try:
+                f_rack_id = buf[pos:pos + n_rack_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack_id', pos, exc) from None
         pos += n_rack_id
     else:
         raise _w.bad_sized('rack_id', pos, n_rack_id, end, 2, False)
-    obj = FetchRequest.__new__(FetchRequest)
+    if cython.compiled:
+        obj = FetchRequest.__new__(FetchRequest)
+    else:
+        obj = _new(FetchRequest)
     obj.cluster_id = None
     obj.replica_id = f_replica_id
-    obj.replica_state = FetchRequest_ReplicaState()
+    if cython.compiled:
+        obj.replica_state = FetchRequest_ReplicaState()
+    else:
+        obj.replica_state = _default_FetchRequest_ReplicaState()
     obj.max_wait_ms = f_max_wait_ms
     obj.min_bytes = f_min_bytes
     obj.max_bytes = f_max_bytes
@@ -798,7 +882,10 @@ def _dec_FetchRequest_v12(buf, cur, end):
             if f_rack_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_rack_id, 'rack_id')
         else:
-            f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
+            try:
+                f_rack_id = buf[pos:pos + n_rack_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack_id', pos, exc) from None
         pos += n_rack_id
     else:
         raise _w.bad_sized('rack_id', pos, n_rack_id, end, 1, False)
@@ -828,7 +915,10 @@ def _dec_FetchRequest_v12(buf, cur, end):
                         if f_cluster_id is None:
                             raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
                     else:
-                        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+                        try:
+                            f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('cluster_id', pos, exc) from None
                     pos += n_cluster_id
                 elif n_cluster_id == -1:
                     f_cluster_id = None
@@ -837,10 +927,16 @@ def _dec_FetchRequest_v12(buf, cur, end):
                 if pos != t_end:
                     raise _w.tag_size_mismatch('cluster_id', 0, pos, t_end)
         pos = after
-    obj = FetchRequest.__new__(FetchRequest)
+    if cython.compiled:
+        obj = FetchRequest.__new__(FetchRequest)
+    else:
+        obj = _new(FetchRequest)
     obj.cluster_id = f_cluster_id
     obj.replica_id = f_replica_id
-    obj.replica_state = FetchRequest_ReplicaState()
+    if cython.compiled:
+        obj.replica_state = FetchRequest_ReplicaState()
+    else:
+        obj.replica_state = _default_FetchRequest_ReplicaState()
     obj.max_wait_ms = f_max_wait_ms
     obj.min_bytes = f_min_bytes
     obj.max_bytes = f_max_bytes
@@ -1020,7 +1116,10 @@ def _dec_FetchRequest_v13(buf, cur, end):
             if f_rack_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_rack_id, 'rack_id')
         else:
-            f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
+            try:
+                f_rack_id = buf[pos:pos + n_rack_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack_id', pos, exc) from None
         pos += n_rack_id
     else:
         raise _w.bad_sized('rack_id', pos, n_rack_id, end, 1, False)
@@ -1050,7 +1149,10 @@ def _dec_FetchRequest_v13(buf, cur, end):
                         if f_cluster_id is None:
                             raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
                     else:
-                        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+                        try:
+                            f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('cluster_id', pos, exc) from None
                     pos += n_cluster_id
                 elif n_cluster_id == -1:
                     f_cluster_id = None
@@ -1059,10 +1161,16 @@ def _dec_FetchRequest_v13(buf, cur, end):
                 if pos != t_end:
                     raise _w.tag_size_mismatch('cluster_id', 0, pos, t_end)
         pos = after
-    obj = FetchRequest.__new__(FetchRequest)
+    if cython.compiled:
+        obj = FetchRequest.__new__(FetchRequest)
+    else:
+        obj = _new(FetchRequest)
     obj.cluster_id = f_cluster_id
     obj.replica_id = f_replica_id
-    obj.replica_state = FetchRequest_ReplicaState()
+    if cython.compiled:
+        obj.replica_state = FetchRequest_ReplicaState()
+    else:
+        obj.replica_state = _default_FetchRequest_ReplicaState()
     obj.max_wait_ms = f_max_wait_ms
     obj.min_bytes = f_min_bytes
     obj.max_bytes = f_max_bytes
@@ -1241,12 +1349,18 @@ def _dec_FetchRequest_v15(buf, cur, end):
             if f_rack_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_rack_id, 'rack_id')
         else:
-            f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
+            try:
+                f_rack_id = buf[pos:pos + n_rack_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack_id', pos, exc) from None
         pos += n_rack_id
     else:
         raise _w.bad_sized('rack_id', pos, n_rack_id, end, 1, False)
     f_cluster_id = None
-    f_replica_state = FetchRequest_ReplicaState()
+    if cython.compiled:
+        f_replica_state = FetchRequest_ReplicaState()
+    else:
+        f_replica_state = _default_FetchRequest_ReplicaState()
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1272,7 +1386,10 @@ def _dec_FetchRequest_v15(buf, cur, end):
                         if f_cluster_id is None:
                             raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
                     else:
-                        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+                        try:
+                            f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('cluster_id', pos, exc) from None
                     pos += n_cluster_id
                 elif n_cluster_id == -1:
                     f_cluster_id = None
@@ -1290,7 +1407,10 @@ def _dec_FetchRequest_v15(buf, cur, end):
                 if pos != t_end:
                     raise _w.tag_size_mismatch('replica_state', 1, pos, t_end)
         pos = after
-    obj = FetchRequest.__new__(FetchRequest)
+    if cython.compiled:
+        obj = FetchRequest.__new__(FetchRequest)
+    else:
+        obj = _new(FetchRequest)
     obj.cluster_id = f_cluster_id
     obj.replica_id = -1
     obj.replica_state = f_replica_state
@@ -1476,12 +1596,18 @@ def _dec_FetchRequest_v17(buf, cur, end):
             if f_rack_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_rack_id, 'rack_id')
         else:
-            f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
+            try:
+                f_rack_id = buf[pos:pos + n_rack_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack_id', pos, exc) from None
         pos += n_rack_id
     else:
         raise _w.bad_sized('rack_id', pos, n_rack_id, end, 1, False)
     f_cluster_id = None
-    f_replica_state = FetchRequest_ReplicaState()
+    if cython.compiled:
+        f_replica_state = FetchRequest_ReplicaState()
+    else:
+        f_replica_state = _default_FetchRequest_ReplicaState()
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1507,7 +1633,10 @@ def _dec_FetchRequest_v17(buf, cur, end):
                         if f_cluster_id is None:
                             raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
                     else:
-                        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+                        try:
+                            f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('cluster_id', pos, exc) from None
                     pos += n_cluster_id
                 elif n_cluster_id == -1:
                     f_cluster_id = None
@@ -1525,7 +1654,10 @@ def _dec_FetchRequest_v17(buf, cur, end):
                 if pos != t_end:
                     raise _w.tag_size_mismatch('replica_state', 1, pos, t_end)
         pos = after
-    obj = FetchRequest.__new__(FetchRequest)
+    if cython.compiled:
+        obj = FetchRequest.__new__(FetchRequest)
+    else:
+        obj = _new(FetchRequest)
     obj.cluster_id = f_cluster_id
     obj.replica_id = -1
     obj.replica_state = f_replica_state
@@ -1711,12 +1843,18 @@ def _dec_FetchRequest_v18(buf, cur, end):
             if f_rack_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_rack_id, 'rack_id')
         else:
-            f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
+            try:
+                f_rack_id = buf[pos:pos + n_rack_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack_id', pos, exc) from None
         pos += n_rack_id
     else:
         raise _w.bad_sized('rack_id', pos, n_rack_id, end, 1, False)
     f_cluster_id = None
-    f_replica_state = FetchRequest_ReplicaState()
+    if cython.compiled:
+        f_replica_state = FetchRequest_ReplicaState()
+    else:
+        f_replica_state = _default_FetchRequest_ReplicaState()
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1742,7 +1880,10 @@ def _dec_FetchRequest_v18(buf, cur, end):
                         if f_cluster_id is None:
                             raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
                     else:
-                        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+                        try:
+                            f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('cluster_id', pos, exc) from None
                     pos += n_cluster_id
                 elif n_cluster_id == -1:
                     f_cluster_id = None
@@ -1760,7 +1901,10 @@ def _dec_FetchRequest_v18(buf, cur, end):
                 if pos != t_end:
                     raise _w.tag_size_mismatch('replica_state', 1, pos, t_end)
         pos = after
-    obj = FetchRequest.__new__(FetchRequest)
+    if cython.compiled:
+        obj = FetchRequest.__new__(FetchRequest)
+    else:
+        obj = _new(FetchRequest)
     obj.cluster_id = f_cluster_id
     obj.replica_id = -1
     obj.replica_state = f_replica_state
@@ -1883,7 +2027,10 @@ def _dec_FetchRequest_ReplicaState_v15(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FetchRequest_ReplicaState.__new__(FetchRequest_ReplicaState)
+    if cython.compiled:
+        obj = FetchRequest_ReplicaState.__new__(FetchRequest_ReplicaState)
+    else:
+        obj = _new(FetchRequest_ReplicaState)
     obj.replica_id = f_replica_id
     obj.replica_epoch = f_replica_epoch
     obj.unknown_tagged_fields = unknown
@@ -1923,7 +2070,10 @@ def _dec_FetchRequest_FetchTopic_v0(buf, cur, end):
             if f_topic is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
-            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+            try:
+                f_topic = buf[pos:pos + n_topic].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
@@ -1945,7 +2095,10 @@ def _dec_FetchRequest_FetchTopic_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("partitions[%d]" % i)
     pos = cur.pos
-    obj = FetchRequest_FetchTopic.__new__(FetchRequest_FetchTopic)
+    if cython.compiled:
+        obj = FetchRequest_FetchTopic.__new__(FetchRequest_FetchTopic)
+    else:
+        obj = _new(FetchRequest_FetchTopic)
     obj.topic = f_topic
     obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
@@ -2003,7 +2156,10 @@ def _dec_FetchRequest_FetchTopic_v5(buf, cur, end):
             if f_topic is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
-            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+            try:
+                f_topic = buf[pos:pos + n_topic].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
@@ -2025,7 +2181,10 @@ def _dec_FetchRequest_FetchTopic_v5(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("partitions[%d]" % i)
     pos = cur.pos
-    obj = FetchRequest_FetchTopic.__new__(FetchRequest_FetchTopic)
+    if cython.compiled:
+        obj = FetchRequest_FetchTopic.__new__(FetchRequest_FetchTopic)
+    else:
+        obj = _new(FetchRequest_FetchTopic)
     obj.topic = f_topic
     obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
@@ -2083,7 +2242,10 @@ def _dec_FetchRequest_FetchTopic_v9(buf, cur, end):
             if f_topic is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
-            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+            try:
+                f_topic = buf[pos:pos + n_topic].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
@@ -2105,7 +2267,10 @@ def _dec_FetchRequest_FetchTopic_v9(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("partitions[%d]" % i)
     pos = cur.pos
-    obj = FetchRequest_FetchTopic.__new__(FetchRequest_FetchTopic)
+    if cython.compiled:
+        obj = FetchRequest_FetchTopic.__new__(FetchRequest_FetchTopic)
+    else:
+        obj = _new(FetchRequest_FetchTopic)
     obj.topic = f_topic
     obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
@@ -2168,7 +2333,10 @@ def _dec_FetchRequest_FetchTopic_v12(buf, cur, end):
             if f_topic is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
-            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+            try:
+                f_topic = buf[pos:pos + n_topic].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 1, False)
@@ -2200,7 +2368,10 @@ def _dec_FetchRequest_FetchTopic_v12(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FetchRequest_FetchTopic.__new__(FetchRequest_FetchTopic)
+    if cython.compiled:
+        obj = FetchRequest_FetchTopic.__new__(FetchRequest_FetchTopic)
+    else:
+        obj = _new(FetchRequest_FetchTopic)
     obj.topic = f_topic
     obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
@@ -2283,7 +2454,10 @@ def _dec_FetchRequest_FetchTopic_v13(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FetchRequest_FetchTopic.__new__(FetchRequest_FetchTopic)
+    if cython.compiled:
+        obj = FetchRequest_FetchTopic.__new__(FetchRequest_FetchTopic)
+    else:
+        obj = _new(FetchRequest_FetchTopic)
     obj.topic = ''
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
@@ -2351,7 +2525,10 @@ def _dec_FetchRequest_FetchTopic_v17(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FetchRequest_FetchTopic.__new__(FetchRequest_FetchTopic)
+    if cython.compiled:
+        obj = FetchRequest_FetchTopic.__new__(FetchRequest_FetchTopic)
+    else:
+        obj = _new(FetchRequest_FetchTopic)
     obj.topic = ''
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
@@ -2419,7 +2596,10 @@ def _dec_FetchRequest_FetchTopic_v18(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FetchRequest_FetchTopic.__new__(FetchRequest_FetchTopic)
+    if cython.compiled:
+        obj = FetchRequest_FetchTopic.__new__(FetchRequest_FetchTopic)
+    else:
+        obj = _new(FetchRequest_FetchTopic)
     obj.topic = ''
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
@@ -2464,7 +2644,10 @@ def _dec_FetchRequest_FetchPartition_v0(buf, cur, end):
     else:
         f_partition, f_fetch_offset, f_partition_max_bytes = _S_iqi.unpack_from(buf, pos)
     pos += 16
-    obj = FetchRequest_FetchPartition.__new__(FetchRequest_FetchPartition)
+    if cython.compiled:
+        obj = FetchRequest_FetchPartition.__new__(FetchRequest_FetchPartition)
+    else:
+        obj = _new(FetchRequest_FetchPartition)
     obj.partition = f_partition
     obj.current_leader_epoch = -1
     obj.fetch_offset = f_fetch_offset
@@ -2506,7 +2689,10 @@ def _dec_FetchRequest_FetchPartition_v5(buf, cur, end):
     else:
         f_partition, f_fetch_offset, f_log_start_offset, f_partition_max_bytes = _S_iqqi.unpack_from(buf, pos)
     pos += 24
-    obj = FetchRequest_FetchPartition.__new__(FetchRequest_FetchPartition)
+    if cython.compiled:
+        obj = FetchRequest_FetchPartition.__new__(FetchRequest_FetchPartition)
+    else:
+        obj = _new(FetchRequest_FetchPartition)
     obj.partition = f_partition
     obj.current_leader_epoch = -1
     obj.fetch_offset = f_fetch_offset
@@ -2550,7 +2736,10 @@ def _dec_FetchRequest_FetchPartition_v9(buf, cur, end):
     else:
         f_partition, f_current_leader_epoch, f_fetch_offset, f_log_start_offset, f_partition_max_bytes = _S_iiqqi.unpack_from(buf, pos)
     pos += 28
-    obj = FetchRequest_FetchPartition.__new__(FetchRequest_FetchPartition)
+    if cython.compiled:
+        obj = FetchRequest_FetchPartition.__new__(FetchRequest_FetchPartition)
+    else:
+        obj = _new(FetchRequest_FetchPartition)
     obj.partition = f_partition
     obj.current_leader_epoch = f_current_leader_epoch
     obj.fetch_offset = f_fetch_offset
@@ -2601,7 +2790,10 @@ def _dec_FetchRequest_FetchPartition_v12(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FetchRequest_FetchPartition.__new__(FetchRequest_FetchPartition)
+    if cython.compiled:
+        obj = FetchRequest_FetchPartition.__new__(FetchRequest_FetchPartition)
+    else:
+        obj = _new(FetchRequest_FetchPartition)
     obj.partition = f_partition
     obj.current_leader_epoch = f_current_leader_epoch
     obj.fetch_offset = f_fetch_offset
@@ -2665,7 +2857,10 @@ def _dec_FetchRequest_FetchPartition_v17(buf, cur, end):
                 if pos != t_end:
                     raise _w.tag_size_mismatch('replica_directory_id', 0, pos, t_end)
         pos = after
-    obj = FetchRequest_FetchPartition.__new__(FetchRequest_FetchPartition)
+    if cython.compiled:
+        obj = FetchRequest_FetchPartition.__new__(FetchRequest_FetchPartition)
+    else:
+        obj = _new(FetchRequest_FetchPartition)
     obj.partition = f_partition
     obj.current_leader_epoch = f_current_leader_epoch
     obj.fetch_offset = f_fetch_offset
@@ -2745,7 +2940,10 @@ def _dec_FetchRequest_FetchPartition_v18(buf, cur, end):
                 if pos != t_end:
                     raise _w.tag_size_mismatch('high_watermark', 1, pos, t_end)
         pos = after
-    obj = FetchRequest_FetchPartition.__new__(FetchRequest_FetchPartition)
+    if cython.compiled:
+        obj = FetchRequest_FetchPartition.__new__(FetchRequest_FetchPartition)
+    else:
+        obj = _new(FetchRequest_FetchPartition)
     obj.partition = f_partition
     obj.current_leader_epoch = f_current_leader_epoch
     obj.fetch_offset = f_fetch_offset
@@ -2808,7 +3006,10 @@ def _dec_FetchRequest_ForgottenTopic_v7(buf, cur, end):
             if f_topic is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
-            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+            try:
+                f_topic = buf[pos:pos + n_topic].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
@@ -2823,10 +3024,15 @@ def _dec_FetchRequest_ForgottenTopic_v7(buf, cur, end):
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 4, 4)
     if cython.compiled:
         f_partitions = [_read_i(buf, pos + 4 * i) for i in range(n_partitions)]
+    elif n_partitions < _w.SMALL_ARRAY_MAX:
+        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
     else:
         f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
     pos += n_partitions * 4
-    obj = FetchRequest_ForgottenTopic.__new__(FetchRequest_ForgottenTopic)
+    if cython.compiled:
+        obj = FetchRequest_ForgottenTopic.__new__(FetchRequest_ForgottenTopic)
+    else:
+        obj = _new(FetchRequest_ForgottenTopic)
     obj.topic = f_topic
     obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
@@ -2893,7 +3099,10 @@ def _dec_FetchRequest_ForgottenTopic_v12(buf, cur, end):
             if f_topic is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
-            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+            try:
+                f_topic = buf[pos:pos + n_topic].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 1, False)
@@ -2913,6 +3122,8 @@ def _dec_FetchRequest_ForgottenTopic_v12(buf, cur, end):
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 4, 1)
     if cython.compiled:
         f_partitions = [_read_i(buf, pos + 4 * i) for i in range(n_partitions)]
+    elif n_partitions < _w.SMALL_ARRAY_MAX:
+        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
     else:
         f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
     pos += n_partitions * 4
@@ -2921,7 +3132,10 @@ def _dec_FetchRequest_ForgottenTopic_v12(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FetchRequest_ForgottenTopic.__new__(FetchRequest_ForgottenTopic)
+    if cython.compiled:
+        obj = FetchRequest_ForgottenTopic.__new__(FetchRequest_ForgottenTopic)
+    else:
+        obj = _new(FetchRequest_ForgottenTopic)
     obj.topic = f_topic
     obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
@@ -2996,6 +3210,8 @@ def _dec_FetchRequest_ForgottenTopic_v13(buf, cur, end):
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 4, 1)
     if cython.compiled:
         f_partitions = [_read_i(buf, pos + 4 * i) for i in range(n_partitions)]
+    elif n_partitions < _w.SMALL_ARRAY_MAX:
+        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
     else:
         f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
     pos += n_partitions * 4
@@ -3004,7 +3220,10 @@ def _dec_FetchRequest_ForgottenTopic_v13(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FetchRequest_ForgottenTopic.__new__(FetchRequest_ForgottenTopic)
+    if cython.compiled:
+        obj = FetchRequest_ForgottenTopic.__new__(FetchRequest_ForgottenTopic)
+    else:
+        obj = _new(FetchRequest_ForgottenTopic)
     obj.topic = ''
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
@@ -3062,7 +3281,10 @@ def _dec_FetchResponse_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("responses[%d]" % i)
     pos = cur.pos
-    obj = FetchResponse.__new__(FetchResponse)
+    if cython.compiled:
+        obj = FetchResponse.__new__(FetchResponse)
+    else:
+        obj = _new(FetchResponse)
     obj.throttle_time_ms = 0
     obj.error_code = 0
     obj.session_id = 0
@@ -3117,7 +3339,10 @@ def _dec_FetchResponse_v1(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("responses[%d]" % i)
     pos = cur.pos
-    obj = FetchResponse.__new__(FetchResponse)
+    if cython.compiled:
+        obj = FetchResponse.__new__(FetchResponse)
+    else:
+        obj = _new(FetchResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = 0
     obj.session_id = 0
@@ -3173,7 +3398,10 @@ def _dec_FetchResponse_v4(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("responses[%d]" % i)
     pos = cur.pos
-    obj = FetchResponse.__new__(FetchResponse)
+    if cython.compiled:
+        obj = FetchResponse.__new__(FetchResponse)
+    else:
+        obj = _new(FetchResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = 0
     obj.session_id = 0
@@ -3229,7 +3457,10 @@ def _dec_FetchResponse_v5(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("responses[%d]" % i)
     pos = cur.pos
-    obj = FetchResponse.__new__(FetchResponse)
+    if cython.compiled:
+        obj = FetchResponse.__new__(FetchResponse)
+    else:
+        obj = _new(FetchResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = 0
     obj.session_id = 0
@@ -3287,7 +3518,10 @@ def _dec_FetchResponse_v7(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("responses[%d]" % i)
     pos = cur.pos
-    obj = FetchResponse.__new__(FetchResponse)
+    if cython.compiled:
+        obj = FetchResponse.__new__(FetchResponse)
+    else:
+        obj = _new(FetchResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.session_id = f_session_id
@@ -3345,7 +3579,10 @@ def _dec_FetchResponse_v11(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("responses[%d]" % i)
     pos = cur.pos
-    obj = FetchResponse.__new__(FetchResponse)
+    if cython.compiled:
+        obj = FetchResponse.__new__(FetchResponse)
+    else:
+        obj = _new(FetchResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.session_id = f_session_id
@@ -3419,7 +3656,10 @@ def _dec_FetchResponse_v12(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FetchResponse.__new__(FetchResponse)
+    if cython.compiled:
+        obj = FetchResponse.__new__(FetchResponse)
+    else:
+        obj = _new(FetchResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.session_id = f_session_id
@@ -3502,7 +3742,10 @@ def _dec_FetchResponse_v13(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FetchResponse.__new__(FetchResponse)
+    if cython.compiled:
+        obj = FetchResponse.__new__(FetchResponse)
+    else:
+        obj = _new(FetchResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.session_id = f_session_id
@@ -3614,7 +3857,10 @@ def _dec_FetchResponse_v16(buf, cur, end):
                 if pos != t_end:
                     raise _w.tag_size_mismatch('node_endpoints', 0, pos, t_end)
         pos = after
-    obj = FetchResponse.__new__(FetchResponse)
+    if cython.compiled:
+        obj = FetchResponse.__new__(FetchResponse)
+    else:
+        obj = _new(FetchResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.session_id = f_session_id
@@ -3688,7 +3934,10 @@ def _dec_FetchResponse_FetchableTopicResponse_v0(buf, cur, end):
             if f_topic is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
-            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+            try:
+                f_topic = buf[pos:pos + n_topic].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
@@ -3710,7 +3959,10 @@ def _dec_FetchResponse_FetchableTopicResponse_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("partitions[%d]" % i)
     pos = cur.pos
-    obj = FetchResponse_FetchableTopicResponse.__new__(FetchResponse_FetchableTopicResponse)
+    if cython.compiled:
+        obj = FetchResponse_FetchableTopicResponse.__new__(FetchResponse_FetchableTopicResponse)
+    else:
+        obj = _new(FetchResponse_FetchableTopicResponse)
     obj.topic = f_topic
     obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
@@ -3768,7 +4020,10 @@ def _dec_FetchResponse_FetchableTopicResponse_v4(buf, cur, end):
             if f_topic is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
-            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+            try:
+                f_topic = buf[pos:pos + n_topic].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
@@ -3790,7 +4045,10 @@ def _dec_FetchResponse_FetchableTopicResponse_v4(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("partitions[%d]" % i)
     pos = cur.pos
-    obj = FetchResponse_FetchableTopicResponse.__new__(FetchResponse_FetchableTopicResponse)
+    if cython.compiled:
+        obj = FetchResponse_FetchableTopicResponse.__new__(FetchResponse_FetchableTopicResponse)
+    else:
+        obj = _new(FetchResponse_FetchableTopicResponse)
     obj.topic = f_topic
     obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
@@ -3848,7 +4106,10 @@ def _dec_FetchResponse_FetchableTopicResponse_v5(buf, cur, end):
             if f_topic is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
-            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+            try:
+                f_topic = buf[pos:pos + n_topic].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
@@ -3870,7 +4131,10 @@ def _dec_FetchResponse_FetchableTopicResponse_v5(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("partitions[%d]" % i)
     pos = cur.pos
-    obj = FetchResponse_FetchableTopicResponse.__new__(FetchResponse_FetchableTopicResponse)
+    if cython.compiled:
+        obj = FetchResponse_FetchableTopicResponse.__new__(FetchResponse_FetchableTopicResponse)
+    else:
+        obj = _new(FetchResponse_FetchableTopicResponse)
     obj.topic = f_topic
     obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
@@ -3928,7 +4192,10 @@ def _dec_FetchResponse_FetchableTopicResponse_v11(buf, cur, end):
             if f_topic is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
-            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+            try:
+                f_topic = buf[pos:pos + n_topic].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
@@ -3950,7 +4217,10 @@ def _dec_FetchResponse_FetchableTopicResponse_v11(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("partitions[%d]" % i)
     pos = cur.pos
-    obj = FetchResponse_FetchableTopicResponse.__new__(FetchResponse_FetchableTopicResponse)
+    if cython.compiled:
+        obj = FetchResponse_FetchableTopicResponse.__new__(FetchResponse_FetchableTopicResponse)
+    else:
+        obj = _new(FetchResponse_FetchableTopicResponse)
     obj.topic = f_topic
     obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
@@ -4013,7 +4283,10 @@ def _dec_FetchResponse_FetchableTopicResponse_v12(buf, cur, end):
             if f_topic is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
-            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+            try:
+                f_topic = buf[pos:pos + n_topic].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 1, False)
@@ -4045,7 +4318,10 @@ def _dec_FetchResponse_FetchableTopicResponse_v12(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FetchResponse_FetchableTopicResponse.__new__(FetchResponse_FetchableTopicResponse)
+    if cython.compiled:
+        obj = FetchResponse_FetchableTopicResponse.__new__(FetchResponse_FetchableTopicResponse)
+    else:
+        obj = _new(FetchResponse_FetchableTopicResponse)
     obj.topic = f_topic
     obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
@@ -4128,7 +4404,10 @@ def _dec_FetchResponse_FetchableTopicResponse_v13(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FetchResponse_FetchableTopicResponse.__new__(FetchResponse_FetchableTopicResponse)
+    if cython.compiled:
+        obj = FetchResponse_FetchableTopicResponse.__new__(FetchResponse_FetchableTopicResponse)
+    else:
+        obj = _new(FetchResponse_FetchableTopicResponse)
     obj.topic = ''
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
@@ -4181,15 +4460,27 @@ def _dec_FetchResponse_PartitionData_v0(buf, cur, end):
         f_records = None
     else:
         raise _w.bad_sized('records', pos, n_records, end, 4, True)
-    obj = FetchResponse_PartitionData.__new__(FetchResponse_PartitionData)
+    if cython.compiled:
+        obj = FetchResponse_PartitionData.__new__(FetchResponse_PartitionData)
+    else:
+        obj = _new(FetchResponse_PartitionData)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.high_watermark = f_high_watermark
     obj.last_stable_offset = -1
     obj.log_start_offset = -1
-    obj.diverging_epoch = FetchResponse_EpochEndOffset()
-    obj.current_leader = FetchResponse_LeaderIdAndEpoch()
-    obj.snapshot_id = FetchResponse_SnapshotId()
+    if cython.compiled:
+        obj.diverging_epoch = FetchResponse_EpochEndOffset()
+    else:
+        obj.diverging_epoch = _default_FetchResponse_EpochEndOffset()
+    if cython.compiled:
+        obj.current_leader = FetchResponse_LeaderIdAndEpoch()
+    else:
+        obj.current_leader = _default_FetchResponse_LeaderIdAndEpoch()
+    if cython.compiled:
+        obj.snapshot_id = FetchResponse_SnapshotId()
+    else:
+        obj.snapshot_id = _default_FetchResponse_SnapshotId()
     obj.aborted_transactions = []
     obj.preferred_read_replica = -1
     obj.records = f_records
@@ -4270,15 +4561,27 @@ def _dec_FetchResponse_PartitionData_v4(buf, cur, end):
         f_records = None
     else:
         raise _w.bad_sized('records', pos, n_records, end, 4, True)
-    obj = FetchResponse_PartitionData.__new__(FetchResponse_PartitionData)
+    if cython.compiled:
+        obj = FetchResponse_PartitionData.__new__(FetchResponse_PartitionData)
+    else:
+        obj = _new(FetchResponse_PartitionData)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.high_watermark = f_high_watermark
     obj.last_stable_offset = f_last_stable_offset
     obj.log_start_offset = -1
-    obj.diverging_epoch = FetchResponse_EpochEndOffset()
-    obj.current_leader = FetchResponse_LeaderIdAndEpoch()
-    obj.snapshot_id = FetchResponse_SnapshotId()
+    if cython.compiled:
+        obj.diverging_epoch = FetchResponse_EpochEndOffset()
+    else:
+        obj.diverging_epoch = _default_FetchResponse_EpochEndOffset()
+    if cython.compiled:
+        obj.current_leader = FetchResponse_LeaderIdAndEpoch()
+    else:
+        obj.current_leader = _default_FetchResponse_LeaderIdAndEpoch()
+    if cython.compiled:
+        obj.snapshot_id = FetchResponse_SnapshotId()
+    else:
+        obj.snapshot_id = _default_FetchResponse_SnapshotId()
     obj.aborted_transactions = f_aborted_transactions
     obj.preferred_read_replica = -1
     obj.records = f_records
@@ -4374,15 +4677,27 @@ def _dec_FetchResponse_PartitionData_v5(buf, cur, end):
         f_records = None
     else:
         raise _w.bad_sized('records', pos, n_records, end, 4, True)
-    obj = FetchResponse_PartitionData.__new__(FetchResponse_PartitionData)
+    if cython.compiled:
+        obj = FetchResponse_PartitionData.__new__(FetchResponse_PartitionData)
+    else:
+        obj = _new(FetchResponse_PartitionData)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.high_watermark = f_high_watermark
     obj.last_stable_offset = f_last_stable_offset
     obj.log_start_offset = f_log_start_offset
-    obj.diverging_epoch = FetchResponse_EpochEndOffset()
-    obj.current_leader = FetchResponse_LeaderIdAndEpoch()
-    obj.snapshot_id = FetchResponse_SnapshotId()
+    if cython.compiled:
+        obj.diverging_epoch = FetchResponse_EpochEndOffset()
+    else:
+        obj.diverging_epoch = _default_FetchResponse_EpochEndOffset()
+    if cython.compiled:
+        obj.current_leader = FetchResponse_LeaderIdAndEpoch()
+    else:
+        obj.current_leader = _default_FetchResponse_LeaderIdAndEpoch()
+    if cython.compiled:
+        obj.snapshot_id = FetchResponse_SnapshotId()
+    else:
+        obj.snapshot_id = _default_FetchResponse_SnapshotId()
     obj.aborted_transactions = f_aborted_transactions
     obj.preferred_read_replica = -1
     obj.records = f_records
@@ -4480,15 +4795,27 @@ def _dec_FetchResponse_PartitionData_v11(buf, cur, end):
         f_records = None
     else:
         raise _w.bad_sized('records', pos, n_records, end, 4, True)
-    obj = FetchResponse_PartitionData.__new__(FetchResponse_PartitionData)
+    if cython.compiled:
+        obj = FetchResponse_PartitionData.__new__(FetchResponse_PartitionData)
+    else:
+        obj = _new(FetchResponse_PartitionData)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.high_watermark = f_high_watermark
     obj.last_stable_offset = f_last_stable_offset
     obj.log_start_offset = f_log_start_offset
-    obj.diverging_epoch = FetchResponse_EpochEndOffset()
-    obj.current_leader = FetchResponse_LeaderIdAndEpoch()
-    obj.snapshot_id = FetchResponse_SnapshotId()
+    if cython.compiled:
+        obj.diverging_epoch = FetchResponse_EpochEndOffset()
+    else:
+        obj.diverging_epoch = _default_FetchResponse_EpochEndOffset()
+    if cython.compiled:
+        obj.current_leader = FetchResponse_LeaderIdAndEpoch()
+    else:
+        obj.current_leader = _default_FetchResponse_LeaderIdAndEpoch()
+    if cython.compiled:
+        obj.snapshot_id = FetchResponse_SnapshotId()
+    else:
+        obj.snapshot_id = _default_FetchResponse_SnapshotId()
     obj.aborted_transactions = f_aborted_transactions
     obj.preferred_read_replica = f_preferred_read_replica
     obj.records = f_records
@@ -4607,9 +4934,18 @@ def _dec_FetchResponse_PartitionData_v12(buf, cur, end):
         f_records = None
     else:
         raise _w.bad_sized('records', pos, n_records, end, 1, True)
-    f_diverging_epoch = FetchResponse_EpochEndOffset()
-    f_current_leader = FetchResponse_LeaderIdAndEpoch()
-    f_snapshot_id = FetchResponse_SnapshotId()
+    if cython.compiled:
+        f_diverging_epoch = FetchResponse_EpochEndOffset()
+    else:
+        f_diverging_epoch = _default_FetchResponse_EpochEndOffset()
+    if cython.compiled:
+        f_current_leader = FetchResponse_LeaderIdAndEpoch()
+    else:
+        f_current_leader = _default_FetchResponse_LeaderIdAndEpoch()
+    if cython.compiled:
+        f_snapshot_id = FetchResponse_SnapshotId()
+    else:
+        f_snapshot_id = _default_FetchResponse_SnapshotId()
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -4644,7 +4980,10 @@ def _dec_FetchResponse_PartitionData_v12(buf, cur, end):
                 if pos != t_end:
                     raise _w.tag_size_mismatch('snapshot_id', 2, pos, t_end)
         pos = after
-    obj = FetchResponse_PartitionData.__new__(FetchResponse_PartitionData)
+    if cython.compiled:
+        obj = FetchResponse_PartitionData.__new__(FetchResponse_PartitionData)
+    else:
+        obj = _new(FetchResponse_PartitionData)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.high_watermark = f_high_watermark
@@ -4745,7 +5084,10 @@ def _dec_FetchResponse_EpochEndOffset_v12(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FetchResponse_EpochEndOffset.__new__(FetchResponse_EpochEndOffset)
+    if cython.compiled:
+        obj = FetchResponse_EpochEndOffset.__new__(FetchResponse_EpochEndOffset)
+    else:
+        obj = _new(FetchResponse_EpochEndOffset)
     obj.epoch = f_epoch
     obj.end_offset = f_end_offset
     obj.unknown_tagged_fields = unknown
@@ -4785,7 +5127,10 @@ def _dec_FetchResponse_LeaderIdAndEpoch_v12(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FetchResponse_LeaderIdAndEpoch.__new__(FetchResponse_LeaderIdAndEpoch)
+    if cython.compiled:
+        obj = FetchResponse_LeaderIdAndEpoch.__new__(FetchResponse_LeaderIdAndEpoch)
+    else:
+        obj = _new(FetchResponse_LeaderIdAndEpoch)
     obj.leader_id = f_leader_id
     obj.leader_epoch = f_leader_epoch
     obj.unknown_tagged_fields = unknown
@@ -4825,7 +5170,10 @@ def _dec_FetchResponse_SnapshotId_v12(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FetchResponse_SnapshotId.__new__(FetchResponse_SnapshotId)
+    if cython.compiled:
+        obj = FetchResponse_SnapshotId.__new__(FetchResponse_SnapshotId)
+    else:
+        obj = _new(FetchResponse_SnapshotId)
     obj.end_offset = f_end_offset
     obj.epoch = f_epoch
     obj.unknown_tagged_fields = unknown
@@ -4860,7 +5208,10 @@ def _dec_FetchResponse_AbortedTransaction_v4(buf, cur, end):
     else:
         f_producer_id, f_first_offset = _S_qq.unpack_from(buf, pos)
     pos += 16
-    obj = FetchResponse_AbortedTransaction.__new__(FetchResponse_AbortedTransaction)
+    if cython.compiled:
+        obj = FetchResponse_AbortedTransaction.__new__(FetchResponse_AbortedTransaction)
+    else:
+        obj = _new(FetchResponse_AbortedTransaction)
     obj.producer_id = f_producer_id
     obj.first_offset = f_first_offset
     obj.unknown_tagged_fields = []
@@ -4896,7 +5247,10 @@ def _dec_FetchResponse_AbortedTransaction_v12(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FetchResponse_AbortedTransaction.__new__(FetchResponse_AbortedTransaction)
+    if cython.compiled:
+        obj = FetchResponse_AbortedTransaction.__new__(FetchResponse_AbortedTransaction)
+    else:
+        obj = _new(FetchResponse_AbortedTransaction)
     obj.producer_id = f_producer_id
     obj.first_offset = f_first_offset
     obj.unknown_tagged_fields = unknown
@@ -4948,7 +5302,10 @@ def _dec_FetchResponse_NodeEndpoint_v16(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -4977,7 +5334,10 @@ def _dec_FetchResponse_NodeEndpoint_v16(buf, cur, end):
             if f_rack is None:
                 raise _w.bad_utf8_at(buf, pos, n_rack, 'rack')
         else:
-            f_rack = _w.utf8(buf, pos, n_rack, 'rack')
+            try:
+                f_rack = buf[pos:pos + n_rack].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack', pos, exc) from None
         pos += n_rack
     elif n_rack == -1:
         f_rack = None
@@ -4988,7 +5348,10 @@ def _dec_FetchResponse_NodeEndpoint_v16(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FetchResponse_NodeEndpoint.__new__(FetchResponse_NodeEndpoint)
+    if cython.compiled:
+        obj = FetchResponse_NodeEndpoint.__new__(FetchResponse_NodeEndpoint)
+    else:
+        obj = _new(FetchResponse_NodeEndpoint)
     obj.node_id = f_node_id
     obj.host = f_host
     obj.port = f_port

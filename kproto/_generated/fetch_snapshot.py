@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -58,6 +60,21 @@ _RUN_position = (('position', 0, 8),)
 _RUN_replica_id__max_bytes = (('replica_id', 0, 4), ('max_bytes', 4, 4))
 _RUN_size__position = (('size', 0, 8), ('position', 8, 8))
 _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 4, 2))
+
+
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+    # A struct at its defaults, as an absent (tagged) field decodes: the fields stored straight
+    # into a bare instance, which costs half the keyword constructor.
+
+    def _default_FetchSnapshotResponse_LeaderIdAndEpoch() -> FetchSnapshotResponse_LeaderIdAndEpoch:
+        obj = _new(FetchSnapshotResponse_LeaderIdAndEpoch)
+        obj.leader_id = 0
+        obj.leader_epoch = 0
+        obj.unknown_tagged_fields = []
+        return obj
 
 
 def _dec_FetchSnapshotRequest_v0(buf, cur, end):
@@ -120,7 +137,10 @@ def _dec_FetchSnapshotRequest_v0(buf, cur, end):
                         if f_cluster_id is None:
                             raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
                     else:
-                        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+                        try:
+                            f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('cluster_id', pos, exc) from None
                     pos += n_cluster_id
                 elif n_cluster_id == -1:
                     f_cluster_id = None
@@ -129,7 +149,10 @@ def _dec_FetchSnapshotRequest_v0(buf, cur, end):
                 if pos != t_end:
                     raise _w.tag_size_mismatch('cluster_id', 0, pos, t_end)
         pos = after
-    obj = FetchSnapshotRequest.__new__(FetchSnapshotRequest)
+    if cython.compiled:
+        obj = FetchSnapshotRequest.__new__(FetchSnapshotRequest)
+    else:
+        obj = _new(FetchSnapshotRequest)
     obj.cluster_id = f_cluster_id
     obj.replica_id = f_replica_id
     obj.max_bytes = f_max_bytes
@@ -248,7 +271,10 @@ def _dec_FetchSnapshotRequest_v1(buf, cur, end):
                         if f_cluster_id is None:
                             raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
                     else:
-                        f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+                        try:
+                            f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+                        except UnicodeDecodeError as exc:
+                            raise _w.bad_utf8('cluster_id', pos, exc) from None
                     pos += n_cluster_id
                 elif n_cluster_id == -1:
                     f_cluster_id = None
@@ -257,7 +283,10 @@ def _dec_FetchSnapshotRequest_v1(buf, cur, end):
                 if pos != t_end:
                     raise _w.tag_size_mismatch('cluster_id', 0, pos, t_end)
         pos = after
-    obj = FetchSnapshotRequest.__new__(FetchSnapshotRequest)
+    if cython.compiled:
+        obj = FetchSnapshotRequest.__new__(FetchSnapshotRequest)
+    else:
+        obj = _new(FetchSnapshotRequest)
     obj.cluster_id = f_cluster_id
     obj.replica_id = f_replica_id
     obj.max_bytes = f_max_bytes
@@ -337,7 +366,10 @@ def _dec_FetchSnapshotRequest_TopicSnapshot_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -369,7 +401,10 @@ def _dec_FetchSnapshotRequest_TopicSnapshot_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FetchSnapshotRequest_TopicSnapshot.__new__(FetchSnapshotRequest_TopicSnapshot)
+    if cython.compiled:
+        obj = FetchSnapshotRequest_TopicSnapshot.__new__(FetchSnapshotRequest_TopicSnapshot)
+    else:
+        obj = _new(FetchSnapshotRequest_TopicSnapshot)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -437,7 +472,10 @@ def _dec_FetchSnapshotRequest_TopicSnapshot_v1(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -469,7 +507,10 @@ def _dec_FetchSnapshotRequest_TopicSnapshot_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FetchSnapshotRequest_TopicSnapshot.__new__(FetchSnapshotRequest_TopicSnapshot)
+    if cython.compiled:
+        obj = FetchSnapshotRequest_TopicSnapshot.__new__(FetchSnapshotRequest_TopicSnapshot)
+    else:
+        obj = _new(FetchSnapshotRequest_TopicSnapshot)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -545,7 +586,10 @@ def _dec_FetchSnapshotRequest_PartitionSnapshot_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FetchSnapshotRequest_PartitionSnapshot.__new__(FetchSnapshotRequest_PartitionSnapshot)
+    if cython.compiled:
+        obj = FetchSnapshotRequest_PartitionSnapshot.__new__(FetchSnapshotRequest_PartitionSnapshot)
+    else:
+        obj = _new(FetchSnapshotRequest_PartitionSnapshot)
     obj.partition = f_partition
     obj.current_leader_epoch = f_current_leader_epoch
     obj.snapshot_id = f_snapshot_id
@@ -618,7 +662,10 @@ def _dec_FetchSnapshotRequest_PartitionSnapshot_v1(buf, cur, end):
                 if pos != t_end:
                     raise _w.tag_size_mismatch('replica_directory_id', 0, pos, t_end)
         pos = after
-    obj = FetchSnapshotRequest_PartitionSnapshot.__new__(FetchSnapshotRequest_PartitionSnapshot)
+    if cython.compiled:
+        obj = FetchSnapshotRequest_PartitionSnapshot.__new__(FetchSnapshotRequest_PartitionSnapshot)
+    else:
+        obj = _new(FetchSnapshotRequest_PartitionSnapshot)
     obj.partition = f_partition
     obj.current_leader_epoch = f_current_leader_epoch
     obj.snapshot_id = f_snapshot_id
@@ -673,7 +720,10 @@ def _dec_FetchSnapshotRequest_SnapshotId_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FetchSnapshotRequest_SnapshotId.__new__(FetchSnapshotRequest_SnapshotId)
+    if cython.compiled:
+        obj = FetchSnapshotRequest_SnapshotId.__new__(FetchSnapshotRequest_SnapshotId)
+    else:
+        obj = _new(FetchSnapshotRequest_SnapshotId)
     obj.end_offset = f_end_offset
     obj.epoch = f_epoch
     obj.unknown_tagged_fields = unknown
@@ -736,7 +786,10 @@ def _dec_FetchSnapshotResponse_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FetchSnapshotResponse.__new__(FetchSnapshotResponse)
+    if cython.compiled:
+        obj = FetchSnapshotResponse.__new__(FetchSnapshotResponse)
+    else:
+        obj = _new(FetchSnapshotResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.topics = f_topics
@@ -845,7 +898,10 @@ def _dec_FetchSnapshotResponse_v1(buf, cur, end):
                 if pos != t_end:
                     raise _w.tag_size_mismatch('node_endpoints', 0, pos, t_end)
         pos = after
-    obj = FetchSnapshotResponse.__new__(FetchSnapshotResponse)
+    if cython.compiled:
+        obj = FetchSnapshotResponse.__new__(FetchSnapshotResponse)
+    else:
+        obj = _new(FetchSnapshotResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.topics = f_topics
@@ -922,7 +978,10 @@ def _dec_FetchSnapshotResponse_TopicSnapshot_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -954,7 +1013,10 @@ def _dec_FetchSnapshotResponse_TopicSnapshot_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FetchSnapshotResponse_TopicSnapshot.__new__(FetchSnapshotResponse_TopicSnapshot)
+    if cython.compiled:
+        obj = FetchSnapshotResponse_TopicSnapshot.__new__(FetchSnapshotResponse_TopicSnapshot)
+    else:
+        obj = _new(FetchSnapshotResponse_TopicSnapshot)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -1043,7 +1105,10 @@ def _dec_FetchSnapshotResponse_PartitionSnapshot_v0(buf, cur, end):
         pos += n_unaligned_records
     else:
         raise _w.bad_sized('unaligned_records', pos, n_unaligned_records, end, 1, False)
-    f_current_leader = FetchSnapshotResponse_LeaderIdAndEpoch()
+    if cython.compiled:
+        f_current_leader = FetchSnapshotResponse_LeaderIdAndEpoch()
+    else:
+        f_current_leader = _default_FetchSnapshotResponse_LeaderIdAndEpoch()
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1060,7 +1125,10 @@ def _dec_FetchSnapshotResponse_PartitionSnapshot_v0(buf, cur, end):
                 if pos != t_end:
                     raise _w.tag_size_mismatch('current_leader', 0, pos, t_end)
         pos = after
-    obj = FetchSnapshotResponse_PartitionSnapshot.__new__(FetchSnapshotResponse_PartitionSnapshot)
+    if cython.compiled:
+        obj = FetchSnapshotResponse_PartitionSnapshot.__new__(FetchSnapshotResponse_PartitionSnapshot)
+    else:
+        obj = _new(FetchSnapshotResponse_PartitionSnapshot)
     obj.index = f_index
     obj.error_code = f_error_code
     obj.snapshot_id = f_snapshot_id
@@ -1133,7 +1201,10 @@ def _dec_FetchSnapshotResponse_SnapshotId_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FetchSnapshotResponse_SnapshotId.__new__(FetchSnapshotResponse_SnapshotId)
+    if cython.compiled:
+        obj = FetchSnapshotResponse_SnapshotId.__new__(FetchSnapshotResponse_SnapshotId)
+    else:
+        obj = _new(FetchSnapshotResponse_SnapshotId)
     obj.end_offset = f_end_offset
     obj.epoch = f_epoch
     obj.unknown_tagged_fields = unknown
@@ -1173,7 +1244,10 @@ def _dec_FetchSnapshotResponse_LeaderIdAndEpoch_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FetchSnapshotResponse_LeaderIdAndEpoch.__new__(FetchSnapshotResponse_LeaderIdAndEpoch)
+    if cython.compiled:
+        obj = FetchSnapshotResponse_LeaderIdAndEpoch.__new__(FetchSnapshotResponse_LeaderIdAndEpoch)
+    else:
+        obj = _new(FetchSnapshotResponse_LeaderIdAndEpoch)
     obj.leader_id = f_leader_id
     obj.leader_epoch = f_leader_epoch
     obj.unknown_tagged_fields = unknown
@@ -1225,7 +1299,10 @@ def _dec_FetchSnapshotResponse_NodeEndpoint_v1(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -1241,7 +1318,10 @@ def _dec_FetchSnapshotResponse_NodeEndpoint_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FetchSnapshotResponse_NodeEndpoint.__new__(FetchSnapshotResponse_NodeEndpoint)
+    if cython.compiled:
+        obj = FetchSnapshotResponse_NodeEndpoint.__new__(FetchSnapshotResponse_NodeEndpoint)
+    else:
+        obj = _new(FetchSnapshotResponse_NodeEndpoint)
     obj.node_id = f_node_id
     obj.host = f_host
     obj.port = f_port

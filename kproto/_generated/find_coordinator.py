@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -59,6 +61,11 @@ _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 
 _RUN_throttle_time_ms__error_message = (('throttle_time_ms', 0, 4), ('error_code', 4, 2), ('error_message', 6, 2))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_FindCoordinatorRequest_v0(buf, cur, end):
     """Decode FindCoordinatorRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -75,11 +82,17 @@ def _dec_FindCoordinatorRequest_v0(buf, cur, end):
             if f_key is None:
                 raise _w.bad_utf8_at(buf, pos, n_key, 'key')
         else:
-            f_key = _w.utf8(buf, pos, n_key, 'key')
+            try:
+                f_key = buf[pos:pos + n_key].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('key', pos, exc) from None
         pos += n_key
     else:
         raise _w.bad_sized('key', pos, n_key, end, 2, False)
-    obj = FindCoordinatorRequest.__new__(FindCoordinatorRequest)
+    if cython.compiled:
+        obj = FindCoordinatorRequest.__new__(FindCoordinatorRequest)
+    else:
+        obj = _new(FindCoordinatorRequest)
     obj.key = f_key
     obj.key_type = 0
     obj.coordinator_keys = []
@@ -129,7 +142,10 @@ def _dec_FindCoordinatorRequest_v1(buf, cur, end):
             if f_key is None:
                 raise _w.bad_utf8_at(buf, pos, n_key, 'key')
         else:
-            f_key = _w.utf8(buf, pos, n_key, 'key')
+            try:
+                f_key = buf[pos:pos + n_key].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('key', pos, exc) from None
         pos += n_key
     else:
         raise _w.bad_sized('key', pos, n_key, end, 2, False)
@@ -140,7 +156,10 @@ def _dec_FindCoordinatorRequest_v1(buf, cur, end):
     else:
         f_key_type = _S_b.unpack_from(buf, pos)[0]
     pos += 1
-    obj = FindCoordinatorRequest.__new__(FindCoordinatorRequest)
+    if cython.compiled:
+        obj = FindCoordinatorRequest.__new__(FindCoordinatorRequest)
+    else:
+        obj = _new(FindCoordinatorRequest)
     obj.key = f_key
     obj.key_type = f_key_type
     obj.coordinator_keys = []
@@ -198,7 +217,10 @@ def _dec_FindCoordinatorRequest_v3(buf, cur, end):
             if f_key is None:
                 raise _w.bad_utf8_at(buf, pos, n_key, 'key')
         else:
-            f_key = _w.utf8(buf, pos, n_key, 'key')
+            try:
+                f_key = buf[pos:pos + n_key].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('key', pos, exc) from None
         pos += n_key
     else:
         raise _w.bad_sized('key', pos, n_key, end, 1, False)
@@ -214,7 +236,10 @@ def _dec_FindCoordinatorRequest_v3(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FindCoordinatorRequest.__new__(FindCoordinatorRequest)
+    if cython.compiled:
+        obj = FindCoordinatorRequest.__new__(FindCoordinatorRequest)
+    else:
+        obj = _new(FindCoordinatorRequest)
     obj.key = f_key
     obj.key_type = f_key_type
     obj.coordinator_keys = []
@@ -301,7 +326,10 @@ def _dec_FindCoordinatorRequest_v4(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "coordinator_keys[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "coordinator_keys[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("coordinator_keys[%d]" % i, pos, exc) from None
         f_coordinator_keys.append(s)
         pos += m
     if pos < end and buf[pos] == 0:
@@ -309,7 +337,10 @@ def _dec_FindCoordinatorRequest_v4(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FindCoordinatorRequest.__new__(FindCoordinatorRequest)
+    if cython.compiled:
+        obj = FindCoordinatorRequest.__new__(FindCoordinatorRequest)
+    else:
+        obj = _new(FindCoordinatorRequest)
     obj.key = ''
     obj.key_type = f_key_type
     obj.coordinator_keys = f_coordinator_keys
@@ -376,7 +407,10 @@ def _dec_FindCoordinatorResponse_v0(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 2, False)
@@ -387,7 +421,10 @@ def _dec_FindCoordinatorResponse_v0(buf, cur, end):
     else:
         f_port = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = FindCoordinatorResponse.__new__(FindCoordinatorResponse)
+    if cython.compiled:
+        obj = FindCoordinatorResponse.__new__(FindCoordinatorResponse)
+    else:
+        obj = _new(FindCoordinatorResponse)
     obj.throttle_time_ms = 0
     obj.error_code = f_error_code
     obj.error_message = ''
@@ -448,7 +485,10 @@ def _dec_FindCoordinatorResponse_v1(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -468,7 +508,10 @@ def _dec_FindCoordinatorResponse_v1(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 2, False)
@@ -479,7 +522,10 @@ def _dec_FindCoordinatorResponse_v1(buf, cur, end):
     else:
         f_port = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = FindCoordinatorResponse.__new__(FindCoordinatorResponse)
+    if cython.compiled:
+        obj = FindCoordinatorResponse.__new__(FindCoordinatorResponse)
+    else:
+        obj = _new(FindCoordinatorResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -567,7 +613,10 @@ def _dec_FindCoordinatorResponse_v3(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -598,7 +647,10 @@ def _dec_FindCoordinatorResponse_v3(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -614,7 +666,10 @@ def _dec_FindCoordinatorResponse_v3(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FindCoordinatorResponse.__new__(FindCoordinatorResponse)
+    if cython.compiled:
+        obj = FindCoordinatorResponse.__new__(FindCoordinatorResponse)
+    else:
+        obj = _new(FindCoordinatorResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -725,7 +780,10 @@ def _dec_FindCoordinatorResponse_v4(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FindCoordinatorResponse.__new__(FindCoordinatorResponse)
+    if cython.compiled:
+        obj = FindCoordinatorResponse.__new__(FindCoordinatorResponse)
+    else:
+        obj = _new(FindCoordinatorResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = 0
     obj.error_message = ''
@@ -795,7 +853,10 @@ def _dec_FindCoordinatorResponse_Coordinator_v4(buf, cur, end):
             if f_key is None:
                 raise _w.bad_utf8_at(buf, pos, n_key, 'key')
         else:
-            f_key = _w.utf8(buf, pos, n_key, 'key')
+            try:
+                f_key = buf[pos:pos + n_key].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('key', pos, exc) from None
         pos += n_key
     else:
         raise _w.bad_sized('key', pos, n_key, end, 1, False)
@@ -824,7 +885,10 @@ def _dec_FindCoordinatorResponse_Coordinator_v4(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -854,7 +918,10 @@ def _dec_FindCoordinatorResponse_Coordinator_v4(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -865,7 +932,10 @@ def _dec_FindCoordinatorResponse_Coordinator_v4(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = FindCoordinatorResponse_Coordinator.__new__(FindCoordinatorResponse_Coordinator)
+    if cython.compiled:
+        obj = FindCoordinatorResponse_Coordinator.__new__(FindCoordinatorResponse_Coordinator)
+    else:
+        obj = _new(FindCoordinatorResponse_Coordinator)
     obj.key = f_key
     obj.node_id = f_node_id
     obj.host = f_host

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -50,6 +52,12 @@ _RUN_subscription_id = (('subscription_id', 0, 4),)
 _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 4, 2))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_b = _w.SMALL_ARRAYS["b"]
+
+
 def _dec_GetTelemetrySubscriptionsRequest_v0(buf, cur, end):
     """Decode GetTelemetrySubscriptionsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -62,7 +70,10 @@ def _dec_GetTelemetrySubscriptionsRequest_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = GetTelemetrySubscriptionsRequest.__new__(GetTelemetrySubscriptionsRequest)
+    if cython.compiled:
+        obj = GetTelemetrySubscriptionsRequest.__new__(GetTelemetrySubscriptionsRequest)
+    else:
+        obj = _new(GetTelemetrySubscriptionsRequest)
     obj.client_instance_id = f_client_instance_id
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -118,6 +129,8 @@ def _dec_GetTelemetrySubscriptionsResponse_v0(buf, cur, end):
         raise _w.bad_count('accepted_compression_types', pos - 1, n_accepted_compression_types, end, 1, 1)
     if cython.compiled:
         f_accepted_compression_types = [_read_b(buf, pos + 1 * i) for i in range(n_accepted_compression_types)]
+    elif n_accepted_compression_types < _w.SMALL_ARRAY_MAX:
+        f_accepted_compression_types = list(_A_b[n_accepted_compression_types].unpack_from(buf, pos))
     else:
         f_accepted_compression_types = list(_unpack_from(">%db" % n_accepted_compression_types, buf, pos))
     pos += n_accepted_compression_types * 1
@@ -168,7 +181,10 @@ def _dec_GetTelemetrySubscriptionsResponse_v0(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "requested_metrics[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "requested_metrics[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("requested_metrics[%d]" % i, pos, exc) from None
         f_requested_metrics.append(s)
         pos += m
     if pos < end and buf[pos] == 0:
@@ -176,7 +192,10 @@ def _dec_GetTelemetrySubscriptionsResponse_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = GetTelemetrySubscriptionsResponse.__new__(GetTelemetrySubscriptionsResponse)
+    if cython.compiled:
+        obj = GetTelemetrySubscriptionsResponse.__new__(GetTelemetrySubscriptionsResponse)
+    else:
+        obj = _new(GetTelemetrySubscriptionsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.client_instance_id = f_client_instance_id

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -62,6 +64,11 @@ _RUN_throttle_time_ms__responses = (('throttle_time_ms', 0, 4), ('responses', 4,
 _RUN_validate_only = (('validate_only', 0, 1),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_IncrementalAlterConfigsRequest_v0(buf, cur, end):
     """Decode IncrementalAlterConfigsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -93,7 +100,10 @@ def _dec_IncrementalAlterConfigsRequest_v0(buf, cur, end):
     if f_validate_only != 0 and f_validate_only != 1:
         raise _w.bad_bool('validate_only', pos - 1, f_validate_only)
     b_validate_only = f_validate_only == 1
-    obj = IncrementalAlterConfigsRequest.__new__(IncrementalAlterConfigsRequest)
+    if cython.compiled:
+        obj = IncrementalAlterConfigsRequest.__new__(IncrementalAlterConfigsRequest)
+    else:
+        obj = _new(IncrementalAlterConfigsRequest)
     obj.resources = f_resources
     obj.validate_only = b_validate_only
     obj.unknown_tagged_fields = []
@@ -165,7 +175,10 @@ def _dec_IncrementalAlterConfigsRequest_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = IncrementalAlterConfigsRequest.__new__(IncrementalAlterConfigsRequest)
+    if cython.compiled:
+        obj = IncrementalAlterConfigsRequest.__new__(IncrementalAlterConfigsRequest)
+    else:
+        obj = _new(IncrementalAlterConfigsRequest)
     obj.resources = f_resources
     obj.validate_only = b_validate_only
     obj.unknown_tagged_fields = unknown
@@ -218,7 +231,10 @@ def _dec_IncrementalAlterConfigsRequest_AlterConfigsResource_v0(buf, cur, end):
             if f_resource_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
-            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+            try:
+                f_resource_name = buf[pos:pos + n_resource_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 2, False)
@@ -240,7 +256,10 @@ def _dec_IncrementalAlterConfigsRequest_AlterConfigsResource_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("configs[%d]" % i)
     pos = cur.pos
-    obj = IncrementalAlterConfigsRequest_AlterConfigsResource.__new__(IncrementalAlterConfigsRequest_AlterConfigsResource)
+    if cython.compiled:
+        obj = IncrementalAlterConfigsRequest_AlterConfigsResource.__new__(IncrementalAlterConfigsRequest_AlterConfigsResource)
+    else:
+        obj = _new(IncrementalAlterConfigsRequest_AlterConfigsResource)
     obj.resource_type = f_resource_type
     obj.resource_name = f_resource_name
     obj.configs = f_configs
@@ -311,7 +330,10 @@ def _dec_IncrementalAlterConfigsRequest_AlterConfigsResource_v1(buf, cur, end):
             if f_resource_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
-            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+            try:
+                f_resource_name = buf[pos:pos + n_resource_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 1, False)
@@ -343,7 +365,10 @@ def _dec_IncrementalAlterConfigsRequest_AlterConfigsResource_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = IncrementalAlterConfigsRequest_AlterConfigsResource.__new__(IncrementalAlterConfigsRequest_AlterConfigsResource)
+    if cython.compiled:
+        obj = IncrementalAlterConfigsRequest_AlterConfigsResource.__new__(IncrementalAlterConfigsRequest_AlterConfigsResource)
+    else:
+        obj = _new(IncrementalAlterConfigsRequest_AlterConfigsResource)
     obj.resource_type = f_resource_type
     obj.resource_name = f_resource_name
     obj.configs = f_configs
@@ -412,7 +437,10 @@ def _dec_IncrementalAlterConfigsRequest_AlterableConfig_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -430,13 +458,19 @@ def _dec_IncrementalAlterConfigsRequest_AlterableConfig_v0(buf, cur, end):
             if f_value is None:
                 raise _w.bad_utf8_at(buf, pos, n_value, 'value')
         else:
-            f_value = _w.utf8(buf, pos, n_value, 'value')
+            try:
+                f_value = buf[pos:pos + n_value].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('value', pos, exc) from None
         pos += n_value
     elif n_value == -1:
         f_value = None
     else:
         raise _w.bad_sized('value', pos, n_value, end, 2, True)
-    obj = IncrementalAlterConfigsRequest_AlterableConfig.__new__(IncrementalAlterConfigsRequest_AlterableConfig)
+    if cython.compiled:
+        obj = IncrementalAlterConfigsRequest_AlterableConfig.__new__(IncrementalAlterConfigsRequest_AlterableConfig)
+    else:
+        obj = _new(IncrementalAlterConfigsRequest_AlterableConfig)
     obj.name = f_name
     obj.config_operation = f_config_operation
     obj.value = f_value
@@ -503,7 +537,10 @@ def _dec_IncrementalAlterConfigsRequest_AlterableConfig_v1(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -532,7 +569,10 @@ def _dec_IncrementalAlterConfigsRequest_AlterableConfig_v1(buf, cur, end):
             if f_value is None:
                 raise _w.bad_utf8_at(buf, pos, n_value, 'value')
         else:
-            f_value = _w.utf8(buf, pos, n_value, 'value')
+            try:
+                f_value = buf[pos:pos + n_value].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('value', pos, exc) from None
         pos += n_value
     elif n_value == -1:
         f_value = None
@@ -543,7 +583,10 @@ def _dec_IncrementalAlterConfigsRequest_AlterableConfig_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = IncrementalAlterConfigsRequest_AlterableConfig.__new__(IncrementalAlterConfigsRequest_AlterableConfig)
+    if cython.compiled:
+        obj = IncrementalAlterConfigsRequest_AlterableConfig.__new__(IncrementalAlterConfigsRequest_AlterableConfig)
+    else:
+        obj = _new(IncrementalAlterConfigsRequest_AlterableConfig)
     obj.name = f_name
     obj.config_operation = f_config_operation
     obj.value = f_value
@@ -621,7 +664,10 @@ def _dec_IncrementalAlterConfigsResponse_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("responses[%d]" % i)
     pos = cur.pos
-    obj = IncrementalAlterConfigsResponse.__new__(IncrementalAlterConfigsResponse)
+    if cython.compiled:
+        obj = IncrementalAlterConfigsResponse.__new__(IncrementalAlterConfigsResponse)
+    else:
+        obj = _new(IncrementalAlterConfigsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.responses = f_responses
     obj.unknown_tagged_fields = []
@@ -686,7 +732,10 @@ def _dec_IncrementalAlterConfigsResponse_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = IncrementalAlterConfigsResponse.__new__(IncrementalAlterConfigsResponse)
+    if cython.compiled:
+        obj = IncrementalAlterConfigsResponse.__new__(IncrementalAlterConfigsResponse)
+    else:
+        obj = _new(IncrementalAlterConfigsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.responses = f_responses
     obj.unknown_tagged_fields = unknown
@@ -739,7 +788,10 @@ def _dec_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v0(buf, cu
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -759,11 +811,17 @@ def _dec_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v0(buf, cu
             if f_resource_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
-            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+            try:
+                f_resource_name = buf[pos:pos + n_resource_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 2, False)
-    obj = IncrementalAlterConfigsResponse_AlterConfigsResourceResponse.__new__(IncrementalAlterConfigsResponse_AlterConfigsResourceResponse)
+    if cython.compiled:
+        obj = IncrementalAlterConfigsResponse_AlterConfigsResourceResponse.__new__(IncrementalAlterConfigsResponse_AlterConfigsResourceResponse)
+    else:
+        obj = _new(IncrementalAlterConfigsResponse_AlterConfigsResourceResponse)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.resource_type = f_resource_type
@@ -839,7 +897,10 @@ def _dec_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1(buf, cu
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -870,7 +931,10 @@ def _dec_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1(buf, cu
             if f_resource_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
-            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+            try:
+                f_resource_name = buf[pos:pos + n_resource_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 1, False)
@@ -879,7 +943,10 @@ def _dec_IncrementalAlterConfigsResponse_AlterConfigsResourceResponse_v1(buf, cu
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = IncrementalAlterConfigsResponse_AlterConfigsResourceResponse.__new__(IncrementalAlterConfigsResponse_AlterConfigsResourceResponse)
+    if cython.compiled:
+        obj = IncrementalAlterConfigsResponse_AlterConfigsResourceResponse.__new__(IncrementalAlterConfigsResponse_AlterConfigsResourceResponse)
+    else:
+        obj = _new(IncrementalAlterConfigsResponse_AlterConfigsResourceResponse)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.resource_type = f_resource_type

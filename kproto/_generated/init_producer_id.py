@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -56,6 +58,11 @@ _RUN_transaction_timeout_ms__producer_epoch = (('transaction_timeout_ms', 0, 4),
 _RUN_transactional_id = (('transactional_id', 0, 2),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_InitProducerIdRequest_v0(buf, cur, end):
     """Decode InitProducerIdRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -72,7 +79,10 @@ def _dec_InitProducerIdRequest_v0(buf, cur, end):
             if f_transactional_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
         else:
-            f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
+            try:
+                f_transactional_id = buf[pos:pos + n_transactional_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('transactional_id', pos, exc) from None
         pos += n_transactional_id
     elif n_transactional_id == -1:
         f_transactional_id = None
@@ -85,7 +95,10 @@ def _dec_InitProducerIdRequest_v0(buf, cur, end):
     else:
         f_transaction_timeout_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = InitProducerIdRequest.__new__(InitProducerIdRequest)
+    if cython.compiled:
+        obj = InitProducerIdRequest.__new__(InitProducerIdRequest)
+    else:
+        obj = _new(InitProducerIdRequest)
     obj.transactional_id = f_transactional_id
     obj.transaction_timeout_ms = f_transaction_timeout_ms
     obj.producer_id = -1
@@ -152,7 +165,10 @@ def _dec_InitProducerIdRequest_v2(buf, cur, end):
             if f_transactional_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
         else:
-            f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
+            try:
+                f_transactional_id = buf[pos:pos + n_transactional_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('transactional_id', pos, exc) from None
         pos += n_transactional_id
     elif n_transactional_id == -1:
         f_transactional_id = None
@@ -170,7 +186,10 @@ def _dec_InitProducerIdRequest_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = InitProducerIdRequest.__new__(InitProducerIdRequest)
+    if cython.compiled:
+        obj = InitProducerIdRequest.__new__(InitProducerIdRequest)
+    else:
+        obj = _new(InitProducerIdRequest)
     obj.transactional_id = f_transactional_id
     obj.transaction_timeout_ms = f_transaction_timeout_ms
     obj.producer_id = -1
@@ -242,7 +261,10 @@ def _dec_InitProducerIdRequest_v3(buf, cur, end):
             if f_transactional_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
         else:
-            f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
+            try:
+                f_transactional_id = buf[pos:pos + n_transactional_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('transactional_id', pos, exc) from None
         pos += n_transactional_id
     elif n_transactional_id == -1:
         f_transactional_id = None
@@ -262,7 +284,10 @@ def _dec_InitProducerIdRequest_v3(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = InitProducerIdRequest.__new__(InitProducerIdRequest)
+    if cython.compiled:
+        obj = InitProducerIdRequest.__new__(InitProducerIdRequest)
+    else:
+        obj = _new(InitProducerIdRequest)
     obj.transactional_id = f_transactional_id
     obj.transaction_timeout_ms = f_transaction_timeout_ms
     obj.producer_id = f_producer_id
@@ -332,7 +357,10 @@ def _dec_InitProducerIdRequest_v6(buf, cur, end):
             if f_transactional_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
         else:
-            f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
+            try:
+                f_transactional_id = buf[pos:pos + n_transactional_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('transactional_id', pos, exc) from None
         pos += n_transactional_id
     elif n_transactional_id == -1:
         f_transactional_id = None
@@ -360,7 +388,10 @@ def _dec_InitProducerIdRequest_v6(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = InitProducerIdRequest.__new__(InitProducerIdRequest)
+    if cython.compiled:
+        obj = InitProducerIdRequest.__new__(InitProducerIdRequest)
+    else:
+        obj = _new(InitProducerIdRequest)
     obj.transactional_id = f_transactional_id
     obj.transaction_timeout_ms = f_transaction_timeout_ms
     obj.producer_id = f_producer_id
@@ -420,7 +451,10 @@ def _dec_InitProducerIdResponse_v0(buf, cur, end):
     else:
         f_throttle_time_ms, f_error_code, f_producer_id, f_producer_epoch = _S_ihqh.unpack_from(buf, pos)
     pos += 16
-    obj = InitProducerIdResponse.__new__(InitProducerIdResponse)
+    if cython.compiled:
+        obj = InitProducerIdResponse.__new__(InitProducerIdResponse)
+    else:
+        obj = _new(InitProducerIdResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.producer_id = f_producer_id
@@ -468,7 +502,10 @@ def _dec_InitProducerIdResponse_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = InitProducerIdResponse.__new__(InitProducerIdResponse)
+    if cython.compiled:
+        obj = InitProducerIdResponse.__new__(InitProducerIdResponse)
+    else:
+        obj = _new(InitProducerIdResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.producer_id = f_producer_id
@@ -522,7 +559,10 @@ def _dec_InitProducerIdResponse_v6(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = InitProducerIdResponse.__new__(InitProducerIdResponse)
+    if cython.compiled:
+        obj = InitProducerIdResponse.__new__(InitProducerIdResponse)
+    else:
+        obj = _new(InitProducerIdResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.producer_id = f_producer_id

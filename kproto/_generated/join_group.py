@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -69,6 +71,11 @@ _RUN_throttle_time_ms__generation_id = (('throttle_time_ms', 0, 4), ('error_code
 _RUN_throttle_time_ms__protocol_name = (('throttle_time_ms', 0, 4), ('error_code', 4, 2), ('generation_id', 6, 4), ('protocol_name', 10, 2))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_JoinGroupRequest_v0(buf, cur, end):
     """Decode JoinGroupRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -85,7 +92,10 @@ def _dec_JoinGroupRequest_v0(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -103,7 +113,10 @@ def _dec_JoinGroupRequest_v0(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -120,7 +133,10 @@ def _dec_JoinGroupRequest_v0(buf, cur, end):
             if f_protocol_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
         else:
-            f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
+            try:
+                f_protocol_type = buf[pos:pos + n_protocol_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_type', pos, exc) from None
         pos += n_protocol_type
     else:
         raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 2, False)
@@ -142,7 +158,10 @@ def _dec_JoinGroupRequest_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("protocols[%d]" % i)
     pos = cur.pos
-    obj = JoinGroupRequest.__new__(JoinGroupRequest)
+    if cython.compiled:
+        obj = JoinGroupRequest.__new__(JoinGroupRequest)
+    else:
+        obj = _new(JoinGroupRequest)
     obj.group_id = f_group_id
     obj.session_timeout_ms = f_session_timeout_ms
     obj.rebalance_timeout_ms = -1
@@ -238,7 +257,10 @@ def _dec_JoinGroupRequest_v1(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -257,7 +279,10 @@ def _dec_JoinGroupRequest_v1(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -274,7 +299,10 @@ def _dec_JoinGroupRequest_v1(buf, cur, end):
             if f_protocol_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
         else:
-            f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
+            try:
+                f_protocol_type = buf[pos:pos + n_protocol_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_type', pos, exc) from None
         pos += n_protocol_type
     else:
         raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 2, False)
@@ -296,7 +324,10 @@ def _dec_JoinGroupRequest_v1(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("protocols[%d]" % i)
     pos = cur.pos
-    obj = JoinGroupRequest.__new__(JoinGroupRequest)
+    if cython.compiled:
+        obj = JoinGroupRequest.__new__(JoinGroupRequest)
+    else:
+        obj = _new(JoinGroupRequest)
     obj.group_id = f_group_id
     obj.session_timeout_ms = f_session_timeout_ms
     obj.rebalance_timeout_ms = f_rebalance_timeout_ms
@@ -393,7 +424,10 @@ def _dec_JoinGroupRequest_v5(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -412,7 +446,10 @@ def _dec_JoinGroupRequest_v5(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -429,7 +466,10 @@ def _dec_JoinGroupRequest_v5(buf, cur, end):
             if f_group_instance_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
         else:
-            f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
+            try:
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_instance_id', pos, exc) from None
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
@@ -448,7 +488,10 @@ def _dec_JoinGroupRequest_v5(buf, cur, end):
             if f_protocol_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
         else:
-            f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
+            try:
+                f_protocol_type = buf[pos:pos + n_protocol_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_type', pos, exc) from None
         pos += n_protocol_type
     else:
         raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 2, False)
@@ -470,7 +513,10 @@ def _dec_JoinGroupRequest_v5(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("protocols[%d]" % i)
     pos = cur.pos
-    obj = JoinGroupRequest.__new__(JoinGroupRequest)
+    if cython.compiled:
+        obj = JoinGroupRequest.__new__(JoinGroupRequest)
+    else:
+        obj = _new(JoinGroupRequest)
     obj.group_id = f_group_id
     obj.session_timeout_ms = f_session_timeout_ms
     obj.rebalance_timeout_ms = f_rebalance_timeout_ms
@@ -585,7 +631,10 @@ def _dec_JoinGroupRequest_v6(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -615,7 +664,10 @@ def _dec_JoinGroupRequest_v6(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -637,7 +689,10 @@ def _dec_JoinGroupRequest_v6(buf, cur, end):
             if f_group_instance_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
         else:
-            f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
+            try:
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_instance_id', pos, exc) from None
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
@@ -661,7 +716,10 @@ def _dec_JoinGroupRequest_v6(buf, cur, end):
             if f_protocol_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
         else:
-            f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
+            try:
+                f_protocol_type = buf[pos:pos + n_protocol_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_type', pos, exc) from None
         pos += n_protocol_type
     else:
         raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 1, False)
@@ -693,7 +751,10 @@ def _dec_JoinGroupRequest_v6(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = JoinGroupRequest.__new__(JoinGroupRequest)
+    if cython.compiled:
+        obj = JoinGroupRequest.__new__(JoinGroupRequest)
+    else:
+        obj = _new(JoinGroupRequest)
     obj.group_id = f_group_id
     obj.session_timeout_ms = f_session_timeout_ms
     obj.rebalance_timeout_ms = f_rebalance_timeout_ms
@@ -821,7 +882,10 @@ def _dec_JoinGroupRequest_v8(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -851,7 +915,10 @@ def _dec_JoinGroupRequest_v8(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -873,7 +940,10 @@ def _dec_JoinGroupRequest_v8(buf, cur, end):
             if f_group_instance_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
         else:
-            f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
+            try:
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_instance_id', pos, exc) from None
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
@@ -897,7 +967,10 @@ def _dec_JoinGroupRequest_v8(buf, cur, end):
             if f_protocol_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
         else:
-            f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
+            try:
+                f_protocol_type = buf[pos:pos + n_protocol_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_type', pos, exc) from None
         pos += n_protocol_type
     else:
         raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 1, False)
@@ -942,7 +1015,10 @@ def _dec_JoinGroupRequest_v8(buf, cur, end):
             if f_reason is None:
                 raise _w.bad_utf8_at(buf, pos, n_reason, 'reason')
         else:
-            f_reason = _w.utf8(buf, pos, n_reason, 'reason')
+            try:
+                f_reason = buf[pos:pos + n_reason].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('reason', pos, exc) from None
         pos += n_reason
     elif n_reason == -1:
         f_reason = None
@@ -953,7 +1029,10 @@ def _dec_JoinGroupRequest_v8(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = JoinGroupRequest.__new__(JoinGroupRequest)
+    if cython.compiled:
+        obj = JoinGroupRequest.__new__(JoinGroupRequest)
+    else:
+        obj = _new(JoinGroupRequest)
     obj.group_id = f_group_id
     obj.session_timeout_ms = f_session_timeout_ms
     obj.rebalance_timeout_ms = f_rebalance_timeout_ms
@@ -1092,7 +1171,10 @@ def _dec_JoinGroupRequest_JoinGroupRequestProtocol_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -1108,7 +1190,10 @@ def _dec_JoinGroupRequest_JoinGroupRequestProtocol_v0(buf, cur, end):
         pos += n_metadata
     else:
         raise _w.bad_sized('metadata', pos, n_metadata, end, 4, False)
-    obj = JoinGroupRequest_JoinGroupRequestProtocol.__new__(JoinGroupRequest_JoinGroupRequestProtocol)
+    if cython.compiled:
+        obj = JoinGroupRequest_JoinGroupRequestProtocol.__new__(JoinGroupRequest_JoinGroupRequestProtocol)
+    else:
+        obj = _new(JoinGroupRequest_JoinGroupRequestProtocol)
     obj.name = f_name
     obj.metadata = f_metadata
     obj.unknown_tagged_fields = []
@@ -1170,7 +1255,10 @@ def _dec_JoinGroupRequest_JoinGroupRequestProtocol_v6(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -1196,7 +1284,10 @@ def _dec_JoinGroupRequest_JoinGroupRequestProtocol_v6(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = JoinGroupRequest_JoinGroupRequestProtocol.__new__(JoinGroupRequest_JoinGroupRequestProtocol)
+    if cython.compiled:
+        obj = JoinGroupRequest_JoinGroupRequestProtocol.__new__(JoinGroupRequest_JoinGroupRequestProtocol)
+    else:
+        obj = _new(JoinGroupRequest_JoinGroupRequestProtocol)
     obj.name = f_name
     obj.metadata = f_metadata
     obj.unknown_tagged_fields = unknown
@@ -1261,7 +1352,10 @@ def _dec_JoinGroupResponse_v0(buf, cur, end):
             if f_protocol_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_name, 'protocol_name')
         else:
-            f_protocol_name = _w.utf8(buf, pos, n_protocol_name, 'protocol_name')
+            try:
+                f_protocol_name = buf[pos:pos + n_protocol_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_name', pos, exc) from None
         pos += n_protocol_name
     else:
         raise _w.bad_sized('protocol_name', pos, n_protocol_name, end, 2, False)
@@ -1278,7 +1372,10 @@ def _dec_JoinGroupResponse_v0(buf, cur, end):
             if f_leader is None:
                 raise _w.bad_utf8_at(buf, pos, n_leader, 'leader')
         else:
-            f_leader = _w.utf8(buf, pos, n_leader, 'leader')
+            try:
+                f_leader = buf[pos:pos + n_leader].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('leader', pos, exc) from None
         pos += n_leader
     else:
         raise _w.bad_sized('leader', pos, n_leader, end, 2, False)
@@ -1295,7 +1392,10 @@ def _dec_JoinGroupResponse_v0(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -1317,7 +1417,10 @@ def _dec_JoinGroupResponse_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("members[%d]" % i)
     pos = cur.pos
-    obj = JoinGroupResponse.__new__(JoinGroupResponse)
+    if cython.compiled:
+        obj = JoinGroupResponse.__new__(JoinGroupResponse)
+    else:
+        obj = _new(JoinGroupResponse)
     obj.throttle_time_ms = 0
     obj.error_code = f_error_code
     obj.generation_id = f_generation_id
@@ -1418,7 +1521,10 @@ def _dec_JoinGroupResponse_v2(buf, cur, end):
             if f_protocol_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_name, 'protocol_name')
         else:
-            f_protocol_name = _w.utf8(buf, pos, n_protocol_name, 'protocol_name')
+            try:
+                f_protocol_name = buf[pos:pos + n_protocol_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_name', pos, exc) from None
         pos += n_protocol_name
     else:
         raise _w.bad_sized('protocol_name', pos, n_protocol_name, end, 2, False)
@@ -1435,7 +1541,10 @@ def _dec_JoinGroupResponse_v2(buf, cur, end):
             if f_leader is None:
                 raise _w.bad_utf8_at(buf, pos, n_leader, 'leader')
         else:
-            f_leader = _w.utf8(buf, pos, n_leader, 'leader')
+            try:
+                f_leader = buf[pos:pos + n_leader].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('leader', pos, exc) from None
         pos += n_leader
     else:
         raise _w.bad_sized('leader', pos, n_leader, end, 2, False)
@@ -1452,7 +1561,10 @@ def _dec_JoinGroupResponse_v2(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -1474,7 +1586,10 @@ def _dec_JoinGroupResponse_v2(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("members[%d]" % i)
     pos = cur.pos
-    obj = JoinGroupResponse.__new__(JoinGroupResponse)
+    if cython.compiled:
+        obj = JoinGroupResponse.__new__(JoinGroupResponse)
+    else:
+        obj = _new(JoinGroupResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.generation_id = f_generation_id
@@ -1576,7 +1691,10 @@ def _dec_JoinGroupResponse_v5(buf, cur, end):
             if f_protocol_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_name, 'protocol_name')
         else:
-            f_protocol_name = _w.utf8(buf, pos, n_protocol_name, 'protocol_name')
+            try:
+                f_protocol_name = buf[pos:pos + n_protocol_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_name', pos, exc) from None
         pos += n_protocol_name
     else:
         raise _w.bad_sized('protocol_name', pos, n_protocol_name, end, 2, False)
@@ -1593,7 +1711,10 @@ def _dec_JoinGroupResponse_v5(buf, cur, end):
             if f_leader is None:
                 raise _w.bad_utf8_at(buf, pos, n_leader, 'leader')
         else:
-            f_leader = _w.utf8(buf, pos, n_leader, 'leader')
+            try:
+                f_leader = buf[pos:pos + n_leader].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('leader', pos, exc) from None
         pos += n_leader
     else:
         raise _w.bad_sized('leader', pos, n_leader, end, 2, False)
@@ -1610,7 +1731,10 @@ def _dec_JoinGroupResponse_v5(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -1632,7 +1756,10 @@ def _dec_JoinGroupResponse_v5(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("members[%d]" % i)
     pos = cur.pos
-    obj = JoinGroupResponse.__new__(JoinGroupResponse)
+    if cython.compiled:
+        obj = JoinGroupResponse.__new__(JoinGroupResponse)
+    else:
+        obj = _new(JoinGroupResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.generation_id = f_generation_id
@@ -1745,7 +1872,10 @@ def _dec_JoinGroupResponse_v6(buf, cur, end):
             if f_protocol_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_name, 'protocol_name')
         else:
-            f_protocol_name = _w.utf8(buf, pos, n_protocol_name, 'protocol_name')
+            try:
+                f_protocol_name = buf[pos:pos + n_protocol_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_name', pos, exc) from None
         pos += n_protocol_name
     else:
         raise _w.bad_sized('protocol_name', pos, n_protocol_name, end, 1, False)
@@ -1767,7 +1897,10 @@ def _dec_JoinGroupResponse_v6(buf, cur, end):
             if f_leader is None:
                 raise _w.bad_utf8_at(buf, pos, n_leader, 'leader')
         else:
-            f_leader = _w.utf8(buf, pos, n_leader, 'leader')
+            try:
+                f_leader = buf[pos:pos + n_leader].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('leader', pos, exc) from None
         pos += n_leader
     else:
         raise _w.bad_sized('leader', pos, n_leader, end, 1, False)
@@ -1789,7 +1922,10 @@ def _dec_JoinGroupResponse_v6(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -1821,7 +1957,10 @@ def _dec_JoinGroupResponse_v6(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = JoinGroupResponse.__new__(JoinGroupResponse)
+    if cython.compiled:
+        obj = JoinGroupResponse.__new__(JoinGroupResponse)
+    else:
+        obj = _new(JoinGroupResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.generation_id = f_generation_id
@@ -1946,7 +2085,10 @@ def _dec_JoinGroupResponse_v7(buf, cur, end):
             if f_protocol_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
         else:
-            f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
+            try:
+                f_protocol_type = buf[pos:pos + n_protocol_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_type', pos, exc) from None
         pos += n_protocol_type
     elif n_protocol_type == -1:
         f_protocol_type = None
@@ -1970,7 +2112,10 @@ def _dec_JoinGroupResponse_v7(buf, cur, end):
             if f_protocol_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_name, 'protocol_name')
         else:
-            f_protocol_name = _w.utf8(buf, pos, n_protocol_name, 'protocol_name')
+            try:
+                f_protocol_name = buf[pos:pos + n_protocol_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_name', pos, exc) from None
         pos += n_protocol_name
     elif n_protocol_name == -1:
         f_protocol_name = None
@@ -1994,7 +2139,10 @@ def _dec_JoinGroupResponse_v7(buf, cur, end):
             if f_leader is None:
                 raise _w.bad_utf8_at(buf, pos, n_leader, 'leader')
         else:
-            f_leader = _w.utf8(buf, pos, n_leader, 'leader')
+            try:
+                f_leader = buf[pos:pos + n_leader].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('leader', pos, exc) from None
         pos += n_leader
     else:
         raise _w.bad_sized('leader', pos, n_leader, end, 1, False)
@@ -2016,7 +2164,10 @@ def _dec_JoinGroupResponse_v7(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -2048,7 +2199,10 @@ def _dec_JoinGroupResponse_v7(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = JoinGroupResponse.__new__(JoinGroupResponse)
+    if cython.compiled:
+        obj = JoinGroupResponse.__new__(JoinGroupResponse)
+    else:
+        obj = _new(JoinGroupResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.generation_id = f_generation_id
@@ -2189,7 +2343,10 @@ def _dec_JoinGroupResponse_v9(buf, cur, end):
             if f_protocol_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
         else:
-            f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
+            try:
+                f_protocol_type = buf[pos:pos + n_protocol_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_type', pos, exc) from None
         pos += n_protocol_type
     elif n_protocol_type == -1:
         f_protocol_type = None
@@ -2213,7 +2370,10 @@ def _dec_JoinGroupResponse_v9(buf, cur, end):
             if f_protocol_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_name, 'protocol_name')
         else:
-            f_protocol_name = _w.utf8(buf, pos, n_protocol_name, 'protocol_name')
+            try:
+                f_protocol_name = buf[pos:pos + n_protocol_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_name', pos, exc) from None
         pos += n_protocol_name
     elif n_protocol_name == -1:
         f_protocol_name = None
@@ -2237,7 +2397,10 @@ def _dec_JoinGroupResponse_v9(buf, cur, end):
             if f_leader is None:
                 raise _w.bad_utf8_at(buf, pos, n_leader, 'leader')
         else:
-            f_leader = _w.utf8(buf, pos, n_leader, 'leader')
+            try:
+                f_leader = buf[pos:pos + n_leader].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('leader', pos, exc) from None
         pos += n_leader
     else:
         raise _w.bad_sized('leader', pos, n_leader, end, 1, False)
@@ -2269,7 +2432,10 @@ def _dec_JoinGroupResponse_v9(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -2301,7 +2467,10 @@ def _dec_JoinGroupResponse_v9(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = JoinGroupResponse.__new__(JoinGroupResponse)
+    if cython.compiled:
+        obj = JoinGroupResponse.__new__(JoinGroupResponse)
+    else:
+        obj = _new(JoinGroupResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.generation_id = f_generation_id
@@ -2431,7 +2600,10 @@ def _dec_JoinGroupResponse_JoinGroupResponseMember_v0(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -2447,7 +2619,10 @@ def _dec_JoinGroupResponse_JoinGroupResponseMember_v0(buf, cur, end):
         pos += n_metadata
     else:
         raise _w.bad_sized('metadata', pos, n_metadata, end, 4, False)
-    obj = JoinGroupResponse_JoinGroupResponseMember.__new__(JoinGroupResponse_JoinGroupResponseMember)
+    if cython.compiled:
+        obj = JoinGroupResponse_JoinGroupResponseMember.__new__(JoinGroupResponse_JoinGroupResponseMember)
+    else:
+        obj = _new(JoinGroupResponse_JoinGroupResponseMember)
     obj.member_id = f_member_id
     obj.group_instance_id = None
     obj.metadata = f_metadata
@@ -2505,7 +2680,10 @@ def _dec_JoinGroupResponse_JoinGroupResponseMember_v5(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -2522,7 +2700,10 @@ def _dec_JoinGroupResponse_JoinGroupResponseMember_v5(buf, cur, end):
             if f_group_instance_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
         else:
-            f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
+            try:
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_instance_id', pos, exc) from None
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
@@ -2540,7 +2721,10 @@ def _dec_JoinGroupResponse_JoinGroupResponseMember_v5(buf, cur, end):
         pos += n_metadata
     else:
         raise _w.bad_sized('metadata', pos, n_metadata, end, 4, False)
-    obj = JoinGroupResponse_JoinGroupResponseMember.__new__(JoinGroupResponse_JoinGroupResponseMember)
+    if cython.compiled:
+        obj = JoinGroupResponse_JoinGroupResponseMember.__new__(JoinGroupResponse_JoinGroupResponseMember)
+    else:
+        obj = _new(JoinGroupResponse_JoinGroupResponseMember)
     obj.member_id = f_member_id
     obj.group_instance_id = f_group_instance_id
     obj.metadata = f_metadata
@@ -2618,7 +2802,10 @@ def _dec_JoinGroupResponse_JoinGroupResponseMember_v6(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -2640,7 +2827,10 @@ def _dec_JoinGroupResponse_JoinGroupResponseMember_v6(buf, cur, end):
             if f_group_instance_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
         else:
-            f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
+            try:
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_instance_id', pos, exc) from None
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
@@ -2668,7 +2858,10 @@ def _dec_JoinGroupResponse_JoinGroupResponseMember_v6(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = JoinGroupResponse_JoinGroupResponseMember.__new__(JoinGroupResponse_JoinGroupResponseMember)
+    if cython.compiled:
+        obj = JoinGroupResponse_JoinGroupResponseMember.__new__(JoinGroupResponse_JoinGroupResponseMember)
+    else:
+        obj = _new(JoinGroupResponse_JoinGroupResponseMember)
     obj.member_id = f_member_id
     obj.group_instance_id = f_group_instance_id
     obj.metadata = f_metadata

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -82,6 +84,12 @@ _RUN_removing_replicas = (('removing_replicas', 0, 4),)
 _RUN_topic_name = (('topic_name', 0, 2),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_i = _w.SMALL_ARRAYS["i"]
+
+
 def _dec_LeaderAndIsrRequest_v0(buf, cur, end):
     """Decode LeaderAndIsrRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -123,7 +131,10 @@ def _dec_LeaderAndIsrRequest_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("live_leaders[%d]" % i)
     pos = cur.pos
-    obj = LeaderAndIsrRequest.__new__(LeaderAndIsrRequest)
+    if cython.compiled:
+        obj = LeaderAndIsrRequest.__new__(LeaderAndIsrRequest)
+    else:
+        obj = _new(LeaderAndIsrRequest)
     obj.controller_id = f_controller_id
     obj.is_k_raft_controller = False
     obj.controller_epoch = f_controller_epoch
@@ -216,7 +227,10 @@ def _dec_LeaderAndIsrRequest_v1(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("live_leaders[%d]" % i)
     pos = cur.pos
-    obj = LeaderAndIsrRequest.__new__(LeaderAndIsrRequest)
+    if cython.compiled:
+        obj = LeaderAndIsrRequest.__new__(LeaderAndIsrRequest)
+    else:
+        obj = _new(LeaderAndIsrRequest)
     obj.controller_id = f_controller_id
     obj.is_k_raft_controller = False
     obj.controller_epoch = f_controller_epoch
@@ -310,7 +324,10 @@ def _dec_LeaderAndIsrRequest_v2(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("live_leaders[%d]" % i)
     pos = cur.pos
-    obj = LeaderAndIsrRequest.__new__(LeaderAndIsrRequest)
+    if cython.compiled:
+        obj = LeaderAndIsrRequest.__new__(LeaderAndIsrRequest)
+    else:
+        obj = _new(LeaderAndIsrRequest)
     obj.controller_id = f_controller_id
     obj.is_k_raft_controller = False
     obj.controller_epoch = f_controller_epoch
@@ -405,7 +422,10 @@ def _dec_LeaderAndIsrRequest_v3(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("live_leaders[%d]" % i)
     pos = cur.pos
-    obj = LeaderAndIsrRequest.__new__(LeaderAndIsrRequest)
+    if cython.compiled:
+        obj = LeaderAndIsrRequest.__new__(LeaderAndIsrRequest)
+    else:
+        obj = _new(LeaderAndIsrRequest)
     obj.controller_id = f_controller_id
     obj.is_k_raft_controller = False
     obj.controller_epoch = f_controller_epoch
@@ -521,7 +541,10 @@ def _dec_LeaderAndIsrRequest_v4(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = LeaderAndIsrRequest.__new__(LeaderAndIsrRequest)
+    if cython.compiled:
+        obj = LeaderAndIsrRequest.__new__(LeaderAndIsrRequest)
+    else:
+        obj = _new(LeaderAndIsrRequest)
     obj.controller_id = f_controller_id
     obj.is_k_raft_controller = False
     obj.controller_epoch = f_controller_epoch
@@ -648,7 +671,10 @@ def _dec_LeaderAndIsrRequest_v5(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = LeaderAndIsrRequest.__new__(LeaderAndIsrRequest)
+    if cython.compiled:
+        obj = LeaderAndIsrRequest.__new__(LeaderAndIsrRequest)
+    else:
+        obj = _new(LeaderAndIsrRequest)
     obj.controller_id = f_controller_id
     obj.is_k_raft_controller = False
     obj.controller_epoch = f_controller_epoch
@@ -774,7 +800,10 @@ def _dec_LeaderAndIsrRequest_v6(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = LeaderAndIsrRequest.__new__(LeaderAndIsrRequest)
+    if cython.compiled:
+        obj = LeaderAndIsrRequest.__new__(LeaderAndIsrRequest)
+    else:
+        obj = _new(LeaderAndIsrRequest)
     obj.controller_id = f_controller_id
     obj.is_k_raft_controller = False
     obj.controller_epoch = f_controller_epoch
@@ -904,7 +933,10 @@ def _dec_LeaderAndIsrRequest_v7(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = LeaderAndIsrRequest.__new__(LeaderAndIsrRequest)
+    if cython.compiled:
+        obj = LeaderAndIsrRequest.__new__(LeaderAndIsrRequest)
+    else:
+        obj = _new(LeaderAndIsrRequest)
     obj.controller_id = f_controller_id
     obj.is_k_raft_controller = b_is_k_raft_controller
     obj.controller_epoch = f_controller_epoch
@@ -981,7 +1013,10 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 2, False)
@@ -1000,6 +1035,8 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(buf, cur, end):
         raise _w.bad_count('isr', pos - 4, n_isr, end, 4, 4)
     if cython.compiled:
         f_isr = [_read_i(buf, pos + 4 * i) for i in range(n_isr)]
+    elif n_isr < _w.SMALL_ARRAY_MAX:
+        f_isr = list(_A_i[n_isr].unpack_from(buf, pos))
     else:
         f_isr = list(_unpack_from(">%di" % n_isr, buf, pos))
     pos += n_isr * 4
@@ -1015,10 +1052,15 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(buf, cur, end):
         raise _w.bad_count('replicas', pos - 4, n_replicas, end, 4, 4)
     if cython.compiled:
         f_replicas = [_read_i(buf, pos + 4 * i) for i in range(n_replicas)]
+    elif n_replicas < _w.SMALL_ARRAY_MAX:
+        f_replicas = list(_A_i[n_replicas].unpack_from(buf, pos))
     else:
         f_replicas = list(_unpack_from(">%di" % n_replicas, buf, pos))
     pos += n_replicas * 4
-    obj = LeaderAndIsrRequest_LeaderAndIsrPartitionState.__new__(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
+    if cython.compiled:
+        obj = LeaderAndIsrRequest_LeaderAndIsrPartitionState.__new__(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
+    else:
+        obj = _new(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
     obj.topic_name = f_topic_name
     obj.partition_index = f_partition_index
     obj.controller_epoch = f_controller_epoch
@@ -1112,7 +1154,10 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v1(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 2, False)
@@ -1131,6 +1176,8 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v1(buf, cur, end):
         raise _w.bad_count('isr', pos - 4, n_isr, end, 4, 4)
     if cython.compiled:
         f_isr = [_read_i(buf, pos + 4 * i) for i in range(n_isr)]
+    elif n_isr < _w.SMALL_ARRAY_MAX:
+        f_isr = list(_A_i[n_isr].unpack_from(buf, pos))
     else:
         f_isr = list(_unpack_from(">%di" % n_isr, buf, pos))
     pos += n_isr * 4
@@ -1146,6 +1193,8 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v1(buf, cur, end):
         raise _w.bad_count('replicas', pos - 4, n_replicas, end, 4, 4)
     if cython.compiled:
         f_replicas = [_read_i(buf, pos + 4 * i) for i in range(n_replicas)]
+    elif n_replicas < _w.SMALL_ARRAY_MAX:
+        f_replicas = list(_A_i[n_replicas].unpack_from(buf, pos))
     else:
         f_replicas = list(_unpack_from(">%di" % n_replicas, buf, pos))
     pos += n_replicas * 4
@@ -1159,7 +1208,10 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v1(buf, cur, end):
     if f_is_new != 0 and f_is_new != 1:
         raise _w.bad_bool('is_new', pos - 1, f_is_new)
     b_is_new = f_is_new == 1
-    obj = LeaderAndIsrRequest_LeaderAndIsrPartitionState.__new__(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
+    if cython.compiled:
+        obj = LeaderAndIsrRequest_LeaderAndIsrPartitionState.__new__(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
+    else:
+        obj = _new(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
     obj.topic_name = f_topic_name
     obj.partition_index = f_partition_index
     obj.controller_epoch = f_controller_epoch
@@ -1260,6 +1312,8 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v2(buf, cur, end):
         raise _w.bad_count('isr', pos - 4, n_isr, end, 4, 4)
     if cython.compiled:
         f_isr = [_read_i(buf, pos + 4 * i) for i in range(n_isr)]
+    elif n_isr < _w.SMALL_ARRAY_MAX:
+        f_isr = list(_A_i[n_isr].unpack_from(buf, pos))
     else:
         f_isr = list(_unpack_from(">%di" % n_isr, buf, pos))
     pos += n_isr * 4
@@ -1275,6 +1329,8 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v2(buf, cur, end):
         raise _w.bad_count('replicas', pos - 4, n_replicas, end, 4, 4)
     if cython.compiled:
         f_replicas = [_read_i(buf, pos + 4 * i) for i in range(n_replicas)]
+    elif n_replicas < _w.SMALL_ARRAY_MAX:
+        f_replicas = list(_A_i[n_replicas].unpack_from(buf, pos))
     else:
         f_replicas = list(_unpack_from(">%di" % n_replicas, buf, pos))
     pos += n_replicas * 4
@@ -1288,7 +1344,10 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v2(buf, cur, end):
     if f_is_new != 0 and f_is_new != 1:
         raise _w.bad_bool('is_new', pos - 1, f_is_new)
     b_is_new = f_is_new == 1
-    obj = LeaderAndIsrRequest_LeaderAndIsrPartitionState.__new__(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
+    if cython.compiled:
+        obj = LeaderAndIsrRequest_LeaderAndIsrPartitionState.__new__(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
+    else:
+        obj = _new(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
     obj.topic_name = ''
     obj.partition_index = f_partition_index
     obj.controller_epoch = f_controller_epoch
@@ -1374,6 +1433,8 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v3(buf, cur, end):
         raise _w.bad_count('isr', pos - 4, n_isr, end, 4, 4)
     if cython.compiled:
         f_isr = [_read_i(buf, pos + 4 * i) for i in range(n_isr)]
+    elif n_isr < _w.SMALL_ARRAY_MAX:
+        f_isr = list(_A_i[n_isr].unpack_from(buf, pos))
     else:
         f_isr = list(_unpack_from(">%di" % n_isr, buf, pos))
     pos += n_isr * 4
@@ -1389,6 +1450,8 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v3(buf, cur, end):
         raise _w.bad_count('replicas', pos - 4, n_replicas, end, 4, 4)
     if cython.compiled:
         f_replicas = [_read_i(buf, pos + 4 * i) for i in range(n_replicas)]
+    elif n_replicas < _w.SMALL_ARRAY_MAX:
+        f_replicas = list(_A_i[n_replicas].unpack_from(buf, pos))
     else:
         f_replicas = list(_unpack_from(">%di" % n_replicas, buf, pos))
     pos += n_replicas * 4
@@ -1403,6 +1466,8 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v3(buf, cur, end):
         raise _w.bad_count('adding_replicas', pos - 4, n_adding_replicas, end, 4, 4)
     if cython.compiled:
         f_adding_replicas = [_read_i(buf, pos + 4 * i) for i in range(n_adding_replicas)]
+    elif n_adding_replicas < _w.SMALL_ARRAY_MAX:
+        f_adding_replicas = list(_A_i[n_adding_replicas].unpack_from(buf, pos))
     else:
         f_adding_replicas = list(_unpack_from(">%di" % n_adding_replicas, buf, pos))
     pos += n_adding_replicas * 4
@@ -1417,6 +1482,8 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v3(buf, cur, end):
         raise _w.bad_count('removing_replicas', pos - 4, n_removing_replicas, end, 4, 4)
     if cython.compiled:
         f_removing_replicas = [_read_i(buf, pos + 4 * i) for i in range(n_removing_replicas)]
+    elif n_removing_replicas < _w.SMALL_ARRAY_MAX:
+        f_removing_replicas = list(_A_i[n_removing_replicas].unpack_from(buf, pos))
     else:
         f_removing_replicas = list(_unpack_from(">%di" % n_removing_replicas, buf, pos))
     pos += n_removing_replicas * 4
@@ -1430,7 +1497,10 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v3(buf, cur, end):
     if f_is_new != 0 and f_is_new != 1:
         raise _w.bad_bool('is_new', pos - 1, f_is_new)
     b_is_new = f_is_new == 1
-    obj = LeaderAndIsrRequest_LeaderAndIsrPartitionState.__new__(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
+    if cython.compiled:
+        obj = LeaderAndIsrRequest_LeaderAndIsrPartitionState.__new__(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
+    else:
+        obj = _new(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
     obj.topic_name = ''
     obj.partition_index = f_partition_index
     obj.controller_epoch = f_controller_epoch
@@ -1559,6 +1629,8 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(buf, cur, end):
         raise _w.bad_count('isr', pos - 1, n_isr, end, 4, 1)
     if cython.compiled:
         f_isr = [_read_i(buf, pos + 4 * i) for i in range(n_isr)]
+    elif n_isr < _w.SMALL_ARRAY_MAX:
+        f_isr = list(_A_i[n_isr].unpack_from(buf, pos))
     else:
         f_isr = list(_unpack_from(">%di" % n_isr, buf, pos))
     pos += n_isr * 4
@@ -1585,6 +1657,8 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(buf, cur, end):
         raise _w.bad_count('replicas', pos - 1, n_replicas, end, 4, 1)
     if cython.compiled:
         f_replicas = [_read_i(buf, pos + 4 * i) for i in range(n_replicas)]
+    elif n_replicas < _w.SMALL_ARRAY_MAX:
+        f_replicas = list(_A_i[n_replicas].unpack_from(buf, pos))
     else:
         f_replicas = list(_unpack_from(">%di" % n_replicas, buf, pos))
     pos += n_replicas * 4
@@ -1604,6 +1678,8 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(buf, cur, end):
         raise _w.bad_count('adding_replicas', pos - 1, n_adding_replicas, end, 4, 1)
     if cython.compiled:
         f_adding_replicas = [_read_i(buf, pos + 4 * i) for i in range(n_adding_replicas)]
+    elif n_adding_replicas < _w.SMALL_ARRAY_MAX:
+        f_adding_replicas = list(_A_i[n_adding_replicas].unpack_from(buf, pos))
     else:
         f_adding_replicas = list(_unpack_from(">%di" % n_adding_replicas, buf, pos))
     pos += n_adding_replicas * 4
@@ -1623,6 +1699,8 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(buf, cur, end):
         raise _w.bad_count('removing_replicas', pos - 1, n_removing_replicas, end, 4, 1)
     if cython.compiled:
         f_removing_replicas = [_read_i(buf, pos + 4 * i) for i in range(n_removing_replicas)]
+    elif n_removing_replicas < _w.SMALL_ARRAY_MAX:
+        f_removing_replicas = list(_A_i[n_removing_replicas].unpack_from(buf, pos))
     else:
         f_removing_replicas = list(_unpack_from(">%di" % n_removing_replicas, buf, pos))
     pos += n_removing_replicas * 4
@@ -1641,7 +1719,10 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = LeaderAndIsrRequest_LeaderAndIsrPartitionState.__new__(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
+    if cython.compiled:
+        obj = LeaderAndIsrRequest_LeaderAndIsrPartitionState.__new__(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
+    else:
+        obj = _new(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
     obj.topic_name = ''
     obj.partition_index = f_partition_index
     obj.controller_epoch = f_controller_epoch
@@ -1786,6 +1867,8 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6(buf, cur, end):
         raise _w.bad_count('isr', pos - 1, n_isr, end, 4, 1)
     if cython.compiled:
         f_isr = [_read_i(buf, pos + 4 * i) for i in range(n_isr)]
+    elif n_isr < _w.SMALL_ARRAY_MAX:
+        f_isr = list(_A_i[n_isr].unpack_from(buf, pos))
     else:
         f_isr = list(_unpack_from(">%di" % n_isr, buf, pos))
     pos += n_isr * 4
@@ -1812,6 +1895,8 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6(buf, cur, end):
         raise _w.bad_count('replicas', pos - 1, n_replicas, end, 4, 1)
     if cython.compiled:
         f_replicas = [_read_i(buf, pos + 4 * i) for i in range(n_replicas)]
+    elif n_replicas < _w.SMALL_ARRAY_MAX:
+        f_replicas = list(_A_i[n_replicas].unpack_from(buf, pos))
     else:
         f_replicas = list(_unpack_from(">%di" % n_replicas, buf, pos))
     pos += n_replicas * 4
@@ -1831,6 +1916,8 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6(buf, cur, end):
         raise _w.bad_count('adding_replicas', pos - 1, n_adding_replicas, end, 4, 1)
     if cython.compiled:
         f_adding_replicas = [_read_i(buf, pos + 4 * i) for i in range(n_adding_replicas)]
+    elif n_adding_replicas < _w.SMALL_ARRAY_MAX:
+        f_adding_replicas = list(_A_i[n_adding_replicas].unpack_from(buf, pos))
     else:
         f_adding_replicas = list(_unpack_from(">%di" % n_adding_replicas, buf, pos))
     pos += n_adding_replicas * 4
@@ -1850,6 +1937,8 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6(buf, cur, end):
         raise _w.bad_count('removing_replicas', pos - 1, n_removing_replicas, end, 4, 1)
     if cython.compiled:
         f_removing_replicas = [_read_i(buf, pos + 4 * i) for i in range(n_removing_replicas)]
+    elif n_removing_replicas < _w.SMALL_ARRAY_MAX:
+        f_removing_replicas = list(_A_i[n_removing_replicas].unpack_from(buf, pos))
     else:
         f_removing_replicas = list(_unpack_from(">%di" % n_removing_replicas, buf, pos))
     pos += n_removing_replicas * 4
@@ -1869,7 +1958,10 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = LeaderAndIsrRequest_LeaderAndIsrPartitionState.__new__(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
+    if cython.compiled:
+        obj = LeaderAndIsrRequest_LeaderAndIsrPartitionState.__new__(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
+    else:
+        obj = _new(LeaderAndIsrRequest_LeaderAndIsrPartitionState)
     obj.topic_name = ''
     obj.partition_index = f_partition_index
     obj.controller_epoch = f_controller_epoch
@@ -2000,7 +2092,10 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v2(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 2, False)
@@ -2022,7 +2117,10 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v2(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("partition_states[%d]" % i)
     pos = cur.pos
-    obj = LeaderAndIsrRequest_LeaderAndIsrTopicState.__new__(LeaderAndIsrRequest_LeaderAndIsrTopicState)
+    if cython.compiled:
+        obj = LeaderAndIsrRequest_LeaderAndIsrTopicState.__new__(LeaderAndIsrRequest_LeaderAndIsrTopicState)
+    else:
+        obj = _new(LeaderAndIsrRequest_LeaderAndIsrTopicState)
     obj.topic_name = f_topic_name
     obj.topic_id = _w.ZERO_UUID
     obj.partition_states = f_partition_states
@@ -2080,7 +2178,10 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v3(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 2, False)
@@ -2102,7 +2203,10 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v3(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("partition_states[%d]" % i)
     pos = cur.pos
-    obj = LeaderAndIsrRequest_LeaderAndIsrTopicState.__new__(LeaderAndIsrRequest_LeaderAndIsrTopicState)
+    if cython.compiled:
+        obj = LeaderAndIsrRequest_LeaderAndIsrTopicState.__new__(LeaderAndIsrRequest_LeaderAndIsrTopicState)
+    else:
+        obj = _new(LeaderAndIsrRequest_LeaderAndIsrTopicState)
     obj.topic_name = f_topic_name
     obj.topic_id = _w.ZERO_UUID
     obj.partition_states = f_partition_states
@@ -2165,7 +2269,10 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -2197,7 +2304,10 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = LeaderAndIsrRequest_LeaderAndIsrTopicState.__new__(LeaderAndIsrRequest_LeaderAndIsrTopicState)
+    if cython.compiled:
+        obj = LeaderAndIsrRequest_LeaderAndIsrTopicState.__new__(LeaderAndIsrRequest_LeaderAndIsrTopicState)
+    else:
+        obj = _new(LeaderAndIsrRequest_LeaderAndIsrTopicState)
     obj.topic_name = f_topic_name
     obj.topic_id = _w.ZERO_UUID
     obj.partition_states = f_partition_states
@@ -2266,7 +2376,10 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -2302,7 +2415,10 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = LeaderAndIsrRequest_LeaderAndIsrTopicState.__new__(LeaderAndIsrRequest_LeaderAndIsrTopicState)
+    if cython.compiled:
+        obj = LeaderAndIsrRequest_LeaderAndIsrTopicState.__new__(LeaderAndIsrRequest_LeaderAndIsrTopicState)
+    else:
+        obj = _new(LeaderAndIsrRequest_LeaderAndIsrTopicState)
     obj.topic_name = f_topic_name
     obj.topic_id = f_topic_id
     obj.partition_states = f_partition_states
@@ -2372,7 +2488,10 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -2408,7 +2527,10 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = LeaderAndIsrRequest_LeaderAndIsrTopicState.__new__(LeaderAndIsrRequest_LeaderAndIsrTopicState)
+    if cython.compiled:
+        obj = LeaderAndIsrRequest_LeaderAndIsrTopicState.__new__(LeaderAndIsrRequest_LeaderAndIsrTopicState)
+    else:
+        obj = _new(LeaderAndIsrRequest_LeaderAndIsrTopicState)
     obj.topic_name = f_topic_name
     obj.topic_id = f_topic_id
     obj.partition_states = f_partition_states
@@ -2474,7 +2596,10 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(buf, cur, end):
             if f_host_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_host_name, 'host_name')
         else:
-            f_host_name = _w.utf8(buf, pos, n_host_name, 'host_name')
+            try:
+                f_host_name = buf[pos:pos + n_host_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host_name', pos, exc) from None
         pos += n_host_name
     else:
         raise _w.bad_sized('host_name', pos, n_host_name, end, 2, False)
@@ -2485,7 +2610,10 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(buf, cur, end):
     else:
         f_port = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = LeaderAndIsrRequest_LeaderAndIsrLiveLeader.__new__(LeaderAndIsrRequest_LeaderAndIsrLiveLeader)
+    if cython.compiled:
+        obj = LeaderAndIsrRequest_LeaderAndIsrLiveLeader.__new__(LeaderAndIsrRequest_LeaderAndIsrLiveLeader)
+    else:
+        obj = _new(LeaderAndIsrRequest_LeaderAndIsrLiveLeader)
     obj.broker_id = f_broker_id
     obj.host_name = f_host_name
     obj.port = f_port
@@ -2549,7 +2677,10 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(buf, cur, end):
             if f_host_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_host_name, 'host_name')
         else:
-            f_host_name = _w.utf8(buf, pos, n_host_name, 'host_name')
+            try:
+                f_host_name = buf[pos:pos + n_host_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host_name', pos, exc) from None
         pos += n_host_name
     else:
         raise _w.bad_sized('host_name', pos, n_host_name, end, 1, False)
@@ -2565,7 +2696,10 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = LeaderAndIsrRequest_LeaderAndIsrLiveLeader.__new__(LeaderAndIsrRequest_LeaderAndIsrLiveLeader)
+    if cython.compiled:
+        obj = LeaderAndIsrRequest_LeaderAndIsrLiveLeader.__new__(LeaderAndIsrRequest_LeaderAndIsrLiveLeader)
+    else:
+        obj = _new(LeaderAndIsrRequest_LeaderAndIsrLiveLeader)
     obj.broker_id = f_broker_id
     obj.host_name = f_host_name
     obj.port = f_port
@@ -2632,7 +2766,10 @@ def _dec_LeaderAndIsrResponse_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("partition_errors[%d]" % i)
     pos = cur.pos
-    obj = LeaderAndIsrResponse.__new__(LeaderAndIsrResponse)
+    if cython.compiled:
+        obj = LeaderAndIsrResponse.__new__(LeaderAndIsrResponse)
+    else:
+        obj = _new(LeaderAndIsrResponse)
     obj.error_code = f_error_code
     obj.partition_errors = f_partition_errors
     obj.topics = []
@@ -2700,7 +2837,10 @@ def _dec_LeaderAndIsrResponse_v4(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = LeaderAndIsrResponse.__new__(LeaderAndIsrResponse)
+    if cython.compiled:
+        obj = LeaderAndIsrResponse.__new__(LeaderAndIsrResponse)
+    else:
+        obj = _new(LeaderAndIsrResponse)
     obj.error_code = f_error_code
     obj.partition_errors = f_partition_errors
     obj.topics = []
@@ -2777,7 +2917,10 @@ def _dec_LeaderAndIsrResponse_v5(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = LeaderAndIsrResponse.__new__(LeaderAndIsrResponse)
+    if cython.compiled:
+        obj = LeaderAndIsrResponse.__new__(LeaderAndIsrResponse)
+    else:
+        obj = _new(LeaderAndIsrResponse)
     obj.error_code = f_error_code
     obj.partition_errors = []
     obj.topics = f_topics
@@ -2832,7 +2975,10 @@ def _dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 2, False)
@@ -2844,7 +2990,10 @@ def _dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(buf, cur, end):
     else:
         f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    obj = LeaderAndIsrResponse_LeaderAndIsrPartitionError.__new__(LeaderAndIsrResponse_LeaderAndIsrPartitionError)
+    if cython.compiled:
+        obj = LeaderAndIsrResponse_LeaderAndIsrPartitionError.__new__(LeaderAndIsrResponse_LeaderAndIsrPartitionError)
+    else:
+        obj = _new(LeaderAndIsrResponse_LeaderAndIsrPartitionError)
     obj.topic_name = f_topic_name
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
@@ -2901,7 +3050,10 @@ def _dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v4(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -2918,7 +3070,10 @@ def _dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v4(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = LeaderAndIsrResponse_LeaderAndIsrPartitionError.__new__(LeaderAndIsrResponse_LeaderAndIsrPartitionError)
+    if cython.compiled:
+        obj = LeaderAndIsrResponse_LeaderAndIsrPartitionError.__new__(LeaderAndIsrResponse_LeaderAndIsrPartitionError)
+    else:
+        obj = _new(LeaderAndIsrResponse_LeaderAndIsrPartitionError)
     obj.topic_name = f_topic_name
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
@@ -2975,7 +3130,10 @@ def _dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v5(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = LeaderAndIsrResponse_LeaderAndIsrPartitionError.__new__(LeaderAndIsrResponse_LeaderAndIsrPartitionError)
+    if cython.compiled:
+        obj = LeaderAndIsrResponse_LeaderAndIsrPartitionError.__new__(LeaderAndIsrResponse_LeaderAndIsrPartitionError)
+    else:
+        obj = _new(LeaderAndIsrResponse_LeaderAndIsrPartitionError)
     obj.topic_name = ''
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
@@ -3035,7 +3193,10 @@ def _dec_LeaderAndIsrResponse_LeaderAndIsrTopicError_v5(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = LeaderAndIsrResponse_LeaderAndIsrTopicError.__new__(LeaderAndIsrResponse_LeaderAndIsrTopicError)
+    if cython.compiled:
+        obj = LeaderAndIsrResponse_LeaderAndIsrTopicError.__new__(LeaderAndIsrResponse_LeaderAndIsrTopicError)
+    else:
+        obj = _new(LeaderAndIsrResponse_LeaderAndIsrTopicError)
     obj.topic_id = f_topic_id
     obj.partition_errors = f_partition_errors
     obj.unknown_tagged_fields = unknown

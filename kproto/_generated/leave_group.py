@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -54,6 +56,11 @@ _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 
 _RUN_throttle_time_ms__members = (('throttle_time_ms', 0, 4), ('error_code', 4, 2), ('members', 6, 4))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_LeaveGroupRequest_v0(buf, cur, end):
     """Decode LeaveGroupRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -70,7 +77,10 @@ def _dec_LeaveGroupRequest_v0(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -87,11 +97,17 @@ def _dec_LeaveGroupRequest_v0(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
-    obj = LeaveGroupRequest.__new__(LeaveGroupRequest)
+    if cython.compiled:
+        obj = LeaveGroupRequest.__new__(LeaveGroupRequest)
+    else:
+        obj = _new(LeaveGroupRequest)
     obj.group_id = f_group_id
     obj.member_id = f_member_id
     obj.members = []
@@ -154,7 +170,10 @@ def _dec_LeaveGroupRequest_v3(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -176,7 +195,10 @@ def _dec_LeaveGroupRequest_v3(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("members[%d]" % i)
     pos = cur.pos
-    obj = LeaveGroupRequest.__new__(LeaveGroupRequest)
+    if cython.compiled:
+        obj = LeaveGroupRequest.__new__(LeaveGroupRequest)
+    else:
+        obj = _new(LeaveGroupRequest)
     obj.group_id = f_group_id
     obj.member_id = ''
     obj.members = f_members
@@ -241,7 +263,10 @@ def _dec_LeaveGroupRequest_v4(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -273,7 +298,10 @@ def _dec_LeaveGroupRequest_v4(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = LeaveGroupRequest.__new__(LeaveGroupRequest)
+    if cython.compiled:
+        obj = LeaveGroupRequest.__new__(LeaveGroupRequest)
+    else:
+        obj = _new(LeaveGroupRequest)
     obj.group_id = f_group_id
     obj.member_id = ''
     obj.members = f_members
@@ -344,7 +372,10 @@ def _dec_LeaveGroupRequest_v5(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -376,7 +407,10 @@ def _dec_LeaveGroupRequest_v5(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = LeaveGroupRequest.__new__(LeaveGroupRequest)
+    if cython.compiled:
+        obj = LeaveGroupRequest.__new__(LeaveGroupRequest)
+    else:
+        obj = _new(LeaveGroupRequest)
     obj.group_id = f_group_id
     obj.member_id = ''
     obj.members = f_members
@@ -442,7 +476,10 @@ def _dec_LeaveGroupRequest_MemberIdentity_v3(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -459,13 +496,19 @@ def _dec_LeaveGroupRequest_MemberIdentity_v3(buf, cur, end):
             if f_group_instance_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
         else:
-            f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
+            try:
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_instance_id', pos, exc) from None
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
     else:
         raise _w.bad_sized('group_instance_id', pos, n_group_instance_id, end, 2, True)
-    obj = LeaveGroupRequest_MemberIdentity.__new__(LeaveGroupRequest_MemberIdentity)
+    if cython.compiled:
+        obj = LeaveGroupRequest_MemberIdentity.__new__(LeaveGroupRequest_MemberIdentity)
+    else:
+        obj = _new(LeaveGroupRequest_MemberIdentity)
     obj.member_id = f_member_id
     obj.group_instance_id = f_group_instance_id
     obj.reason = None
@@ -531,7 +574,10 @@ def _dec_LeaveGroupRequest_MemberIdentity_v4(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -553,7 +599,10 @@ def _dec_LeaveGroupRequest_MemberIdentity_v4(buf, cur, end):
             if f_group_instance_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
         else:
-            f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
+            try:
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_instance_id', pos, exc) from None
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
@@ -564,7 +613,10 @@ def _dec_LeaveGroupRequest_MemberIdentity_v4(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = LeaveGroupRequest_MemberIdentity.__new__(LeaveGroupRequest_MemberIdentity)
+    if cython.compiled:
+        obj = LeaveGroupRequest_MemberIdentity.__new__(LeaveGroupRequest_MemberIdentity)
+    else:
+        obj = _new(LeaveGroupRequest_MemberIdentity)
     obj.member_id = f_member_id
     obj.group_instance_id = f_group_instance_id
     obj.reason = None
@@ -636,7 +688,10 @@ def _dec_LeaveGroupRequest_MemberIdentity_v5(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -658,7 +713,10 @@ def _dec_LeaveGroupRequest_MemberIdentity_v5(buf, cur, end):
             if f_group_instance_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
         else:
-            f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
+            try:
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_instance_id', pos, exc) from None
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
@@ -682,7 +740,10 @@ def _dec_LeaveGroupRequest_MemberIdentity_v5(buf, cur, end):
             if f_reason is None:
                 raise _w.bad_utf8_at(buf, pos, n_reason, 'reason')
         else:
-            f_reason = _w.utf8(buf, pos, n_reason, 'reason')
+            try:
+                f_reason = buf[pos:pos + n_reason].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('reason', pos, exc) from None
         pos += n_reason
     elif n_reason == -1:
         f_reason = None
@@ -693,7 +754,10 @@ def _dec_LeaveGroupRequest_MemberIdentity_v5(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = LeaveGroupRequest_MemberIdentity.__new__(LeaveGroupRequest_MemberIdentity)
+    if cython.compiled:
+        obj = LeaveGroupRequest_MemberIdentity.__new__(LeaveGroupRequest_MemberIdentity)
+    else:
+        obj = _new(LeaveGroupRequest_MemberIdentity)
     obj.member_id = f_member_id
     obj.group_instance_id = f_group_instance_id
     obj.reason = f_reason
@@ -770,7 +834,10 @@ def _dec_LeaveGroupResponse_v0(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    obj = LeaveGroupResponse.__new__(LeaveGroupResponse)
+    if cython.compiled:
+        obj = LeaveGroupResponse.__new__(LeaveGroupResponse)
+    else:
+        obj = _new(LeaveGroupResponse)
     obj.throttle_time_ms = 0
     obj.error_code = f_error_code
     obj.members = []
@@ -803,7 +870,10 @@ def _dec_LeaveGroupResponse_v1(buf, cur, end):
     else:
         f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    obj = LeaveGroupResponse.__new__(LeaveGroupResponse)
+    if cython.compiled:
+        obj = LeaveGroupResponse.__new__(LeaveGroupResponse)
+    else:
+        obj = _new(LeaveGroupResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.members = []
@@ -849,7 +919,10 @@ def _dec_LeaveGroupResponse_v3(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("members[%d]" % i)
     pos = cur.pos
-    obj = LeaveGroupResponse.__new__(LeaveGroupResponse)
+    if cython.compiled:
+        obj = LeaveGroupResponse.__new__(LeaveGroupResponse)
+    else:
+        obj = _new(LeaveGroupResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.members = f_members
@@ -917,7 +990,10 @@ def _dec_LeaveGroupResponse_v4(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = LeaveGroupResponse.__new__(LeaveGroupResponse)
+    if cython.compiled:
+        obj = LeaveGroupResponse.__new__(LeaveGroupResponse)
+    else:
+        obj = _new(LeaveGroupResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.members = f_members
@@ -971,7 +1047,10 @@ def _dec_LeaveGroupResponse_MemberResponse_v3(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -988,7 +1067,10 @@ def _dec_LeaveGroupResponse_MemberResponse_v3(buf, cur, end):
             if f_group_instance_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
         else:
-            f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
+            try:
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_instance_id', pos, exc) from None
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
@@ -1001,7 +1083,10 @@ def _dec_LeaveGroupResponse_MemberResponse_v3(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    obj = LeaveGroupResponse_MemberResponse.__new__(LeaveGroupResponse_MemberResponse)
+    if cython.compiled:
+        obj = LeaveGroupResponse_MemberResponse.__new__(LeaveGroupResponse_MemberResponse)
+    else:
+        obj = _new(LeaveGroupResponse_MemberResponse)
     obj.member_id = f_member_id
     obj.group_instance_id = f_group_instance_id
     obj.error_code = f_error_code
@@ -1072,7 +1157,10 @@ def _dec_LeaveGroupResponse_MemberResponse_v4(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -1094,7 +1182,10 @@ def _dec_LeaveGroupResponse_MemberResponse_v4(buf, cur, end):
             if f_group_instance_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
         else:
-            f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
+            try:
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_instance_id', pos, exc) from None
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
@@ -1112,7 +1203,10 @@ def _dec_LeaveGroupResponse_MemberResponse_v4(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = LeaveGroupResponse_MemberResponse.__new__(LeaveGroupResponse_MemberResponse)
+    if cython.compiled:
+        obj = LeaveGroupResponse_MemberResponse.__new__(LeaveGroupResponse_MemberResponse)
+    else:
+        obj = _new(LeaveGroupResponse_MemberResponse)
     obj.member_id = f_member_id
     obj.group_instance_id = f_group_instance_id
     obj.error_code = f_error_code

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -47,6 +49,12 @@ _RUN_resource_type = (('resource_type', 0, 1),)
 _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 4, 2))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_b = _w.SMALL_ARRAYS["b"]
+
+
 def _dec_ListConfigResourcesRequest_v0(buf, cur, end):
     """Decode ListConfigResourcesRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -55,7 +63,10 @@ def _dec_ListConfigResourcesRequest_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListConfigResourcesRequest.__new__(ListConfigResourcesRequest)
+    if cython.compiled:
+        obj = ListConfigResourcesRequest.__new__(ListConfigResourcesRequest)
+    else:
+        obj = _new(ListConfigResourcesRequest)
     obj.resource_types = []
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -93,6 +104,8 @@ def _dec_ListConfigResourcesRequest_v1(buf, cur, end):
         raise _w.bad_count('resource_types', pos - 1, n_resource_types, end, 1, 1)
     if cython.compiled:
         f_resource_types = [_read_b(buf, pos + 1 * i) for i in range(n_resource_types)]
+    elif n_resource_types < _w.SMALL_ARRAY_MAX:
+        f_resource_types = list(_A_b[n_resource_types].unpack_from(buf, pos))
     else:
         f_resource_types = list(_unpack_from(">%db" % n_resource_types, buf, pos))
     pos += n_resource_types * 1
@@ -101,7 +114,10 @@ def _dec_ListConfigResourcesRequest_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListConfigResourcesRequest.__new__(ListConfigResourcesRequest)
+    if cython.compiled:
+        obj = ListConfigResourcesRequest.__new__(ListConfigResourcesRequest)
+    else:
+        obj = _new(ListConfigResourcesRequest)
     obj.resource_types = f_resource_types
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -174,7 +190,10 @@ def _dec_ListConfigResourcesResponse_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListConfigResourcesResponse.__new__(ListConfigResourcesResponse)
+    if cython.compiled:
+        obj = ListConfigResourcesResponse.__new__(ListConfigResourcesResponse)
+    else:
+        obj = _new(ListConfigResourcesResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.config_resources = f_config_resources
@@ -251,7 +270,10 @@ def _dec_ListConfigResourcesResponse_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListConfigResourcesResponse.__new__(ListConfigResourcesResponse)
+    if cython.compiled:
+        obj = ListConfigResourcesResponse.__new__(ListConfigResourcesResponse)
+    else:
+        obj = _new(ListConfigResourcesResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.config_resources = f_config_resources
@@ -310,7 +332,10 @@ def _dec_ListConfigResourcesResponse_ConfigResource_v0(buf, cur, end):
             if f_resource_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
-            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+            try:
+                f_resource_name = buf[pos:pos + n_resource_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 1, False)
@@ -319,7 +344,10 @@ def _dec_ListConfigResourcesResponse_ConfigResource_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListConfigResourcesResponse_ConfigResource.__new__(ListConfigResourcesResponse_ConfigResource)
+    if cython.compiled:
+        obj = ListConfigResourcesResponse_ConfigResource.__new__(ListConfigResourcesResponse_ConfigResource)
+    else:
+        obj = _new(ListConfigResourcesResponse_ConfigResource)
     obj.resource_name = f_resource_name
     obj.resource_type = 16
     obj.unknown_tagged_fields = unknown
@@ -374,7 +402,10 @@ def _dec_ListConfigResourcesResponse_ConfigResource_v1(buf, cur, end):
             if f_resource_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_resource_name, 'resource_name')
         else:
-            f_resource_name = _w.utf8(buf, pos, n_resource_name, 'resource_name')
+            try:
+                f_resource_name = buf[pos:pos + n_resource_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('resource_name', pos, exc) from None
         pos += n_resource_name
     else:
         raise _w.bad_sized('resource_name', pos, n_resource_name, end, 1, False)
@@ -390,7 +421,10 @@ def _dec_ListConfigResourcesResponse_ConfigResource_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListConfigResourcesResponse_ConfigResource.__new__(ListConfigResourcesResponse_ConfigResource)
+    if cython.compiled:
+        obj = ListConfigResourcesResponse_ConfigResource.__new__(ListConfigResourcesResponse_ConfigResource)
+    else:
+        obj = _new(ListConfigResourcesResponse_ConfigResource)
     obj.resource_name = f_resource_name
     obj.resource_type = f_resource_type
     obj.unknown_tagged_fields = unknown

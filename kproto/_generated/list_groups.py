@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -52,10 +54,18 @@ _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 
 _RUN_throttle_time_ms__groups = (('throttle_time_ms', 0, 4), ('error_code', 4, 2), ('groups', 6, 4))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_ListGroupsRequest_v0(buf, cur, end):
     """Decode ListGroupsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
-    obj = ListGroupsRequest.__new__(ListGroupsRequest)
+    if cython.compiled:
+        obj = ListGroupsRequest.__new__(ListGroupsRequest)
+    else:
+        obj = _new(ListGroupsRequest)
     obj.states_filter = []
     obj.types_filter = []
     obj.unknown_tagged_fields = []
@@ -82,7 +92,10 @@ def _dec_ListGroupsRequest_v3(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListGroupsRequest.__new__(ListGroupsRequest)
+    if cython.compiled:
+        obj = ListGroupsRequest.__new__(ListGroupsRequest)
+    else:
+        obj = _new(ListGroupsRequest)
     obj.states_filter = []
     obj.types_filter = []
     obj.unknown_tagged_fields = unknown
@@ -142,7 +155,10 @@ def _dec_ListGroupsRequest_v4(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "states_filter[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "states_filter[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("states_filter[%d]" % i, pos, exc) from None
         f_states_filter.append(s)
         pos += m
     if pos < end and buf[pos] == 0:
@@ -150,7 +166,10 @@ def _dec_ListGroupsRequest_v4(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListGroupsRequest.__new__(ListGroupsRequest)
+    if cython.compiled:
+        obj = ListGroupsRequest.__new__(ListGroupsRequest)
+    else:
+        obj = _new(ListGroupsRequest)
     obj.states_filter = f_states_filter
     obj.types_filter = []
     obj.unknown_tagged_fields = unknown
@@ -231,7 +250,10 @@ def _dec_ListGroupsRequest_v5(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "states_filter[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "states_filter[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("states_filter[%d]" % i, pos, exc) from None
         f_states_filter.append(s)
         pos += m
     if pos < end and buf[pos] < 128:
@@ -269,7 +291,10 @@ def _dec_ListGroupsRequest_v5(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "types_filter[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "types_filter[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("types_filter[%d]" % i, pos, exc) from None
         f_types_filter.append(s)
         pos += m
     if pos < end and buf[pos] == 0:
@@ -277,7 +302,10 @@ def _dec_ListGroupsRequest_v5(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListGroupsRequest.__new__(ListGroupsRequest)
+    if cython.compiled:
+        obj = ListGroupsRequest.__new__(ListGroupsRequest)
+    else:
+        obj = _new(ListGroupsRequest)
     obj.states_filter = f_states_filter
     obj.types_filter = f_types_filter
     obj.unknown_tagged_fields = unknown
@@ -363,7 +391,10 @@ def _dec_ListGroupsResponse_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("groups[%d]" % i)
     pos = cur.pos
-    obj = ListGroupsResponse.__new__(ListGroupsResponse)
+    if cython.compiled:
+        obj = ListGroupsResponse.__new__(ListGroupsResponse)
+    else:
+        obj = _new(ListGroupsResponse)
     obj.throttle_time_ms = 0
     obj.error_code = f_error_code
     obj.groups = f_groups
@@ -414,7 +445,10 @@ def _dec_ListGroupsResponse_v1(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("groups[%d]" % i)
     pos = cur.pos
-    obj = ListGroupsResponse.__new__(ListGroupsResponse)
+    if cython.compiled:
+        obj = ListGroupsResponse.__new__(ListGroupsResponse)
+    else:
+        obj = _new(ListGroupsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.groups = f_groups
@@ -482,7 +516,10 @@ def _dec_ListGroupsResponse_v3(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListGroupsResponse.__new__(ListGroupsResponse)
+    if cython.compiled:
+        obj = ListGroupsResponse.__new__(ListGroupsResponse)
+    else:
+        obj = _new(ListGroupsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.groups = f_groups
@@ -559,7 +596,10 @@ def _dec_ListGroupsResponse_v4(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListGroupsResponse.__new__(ListGroupsResponse)
+    if cython.compiled:
+        obj = ListGroupsResponse.__new__(ListGroupsResponse)
+    else:
+        obj = _new(ListGroupsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.groups = f_groups
@@ -636,7 +676,10 @@ def _dec_ListGroupsResponse_v5(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListGroupsResponse.__new__(ListGroupsResponse)
+    if cython.compiled:
+        obj = ListGroupsResponse.__new__(ListGroupsResponse)
+    else:
+        obj = _new(ListGroupsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.groups = f_groups
@@ -690,7 +733,10 @@ def _dec_ListGroupsResponse_ListedGroup_v0(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -707,11 +753,17 @@ def _dec_ListGroupsResponse_ListedGroup_v0(buf, cur, end):
             if f_protocol_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
         else:
-            f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
+            try:
+                f_protocol_type = buf[pos:pos + n_protocol_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_type', pos, exc) from None
         pos += n_protocol_type
     else:
         raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 2, False)
-    obj = ListGroupsResponse_ListedGroup.__new__(ListGroupsResponse_ListedGroup)
+    if cython.compiled:
+        obj = ListGroupsResponse_ListedGroup.__new__(ListGroupsResponse_ListedGroup)
+    else:
+        obj = _new(ListGroupsResponse_ListedGroup)
     obj.group_id = f_group_id
     obj.protocol_type = f_protocol_type
     obj.group_state = ''
@@ -778,7 +830,10 @@ def _dec_ListGroupsResponse_ListedGroup_v3(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -800,7 +855,10 @@ def _dec_ListGroupsResponse_ListedGroup_v3(buf, cur, end):
             if f_protocol_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
         else:
-            f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
+            try:
+                f_protocol_type = buf[pos:pos + n_protocol_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_type', pos, exc) from None
         pos += n_protocol_type
     else:
         raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 1, False)
@@ -809,7 +867,10 @@ def _dec_ListGroupsResponse_ListedGroup_v3(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListGroupsResponse_ListedGroup.__new__(ListGroupsResponse_ListedGroup)
+    if cython.compiled:
+        obj = ListGroupsResponse_ListedGroup.__new__(ListGroupsResponse_ListedGroup)
+    else:
+        obj = _new(ListGroupsResponse_ListedGroup)
     obj.group_id = f_group_id
     obj.protocol_type = f_protocol_type
     obj.group_state = ''
@@ -882,7 +943,10 @@ def _dec_ListGroupsResponse_ListedGroup_v4(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -904,7 +968,10 @@ def _dec_ListGroupsResponse_ListedGroup_v4(buf, cur, end):
             if f_protocol_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
         else:
-            f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
+            try:
+                f_protocol_type = buf[pos:pos + n_protocol_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_type', pos, exc) from None
         pos += n_protocol_type
     else:
         raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 1, False)
@@ -926,7 +993,10 @@ def _dec_ListGroupsResponse_ListedGroup_v4(buf, cur, end):
             if f_group_state is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_state, 'group_state')
         else:
-            f_group_state = _w.utf8(buf, pos, n_group_state, 'group_state')
+            try:
+                f_group_state = buf[pos:pos + n_group_state].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_state', pos, exc) from None
         pos += n_group_state
     else:
         raise _w.bad_sized('group_state', pos, n_group_state, end, 1, False)
@@ -935,7 +1005,10 @@ def _dec_ListGroupsResponse_ListedGroup_v4(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListGroupsResponse_ListedGroup.__new__(ListGroupsResponse_ListedGroup)
+    if cython.compiled:
+        obj = ListGroupsResponse_ListedGroup.__new__(ListGroupsResponse_ListedGroup)
+    else:
+        obj = _new(ListGroupsResponse_ListedGroup)
     obj.group_id = f_group_id
     obj.protocol_type = f_protocol_type
     obj.group_state = f_group_state
@@ -1024,7 +1097,10 @@ def _dec_ListGroupsResponse_ListedGroup_v5(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -1046,7 +1122,10 @@ def _dec_ListGroupsResponse_ListedGroup_v5(buf, cur, end):
             if f_protocol_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
         else:
-            f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
+            try:
+                f_protocol_type = buf[pos:pos + n_protocol_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_type', pos, exc) from None
         pos += n_protocol_type
     else:
         raise _w.bad_sized('protocol_type', pos, n_protocol_type, end, 1, False)
@@ -1068,7 +1147,10 @@ def _dec_ListGroupsResponse_ListedGroup_v5(buf, cur, end):
             if f_group_state is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_state, 'group_state')
         else:
-            f_group_state = _w.utf8(buf, pos, n_group_state, 'group_state')
+            try:
+                f_group_state = buf[pos:pos + n_group_state].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_state', pos, exc) from None
         pos += n_group_state
     else:
         raise _w.bad_sized('group_state', pos, n_group_state, end, 1, False)
@@ -1090,7 +1172,10 @@ def _dec_ListGroupsResponse_ListedGroup_v5(buf, cur, end):
             if f_group_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_type, 'group_type')
         else:
-            f_group_type = _w.utf8(buf, pos, n_group_type, 'group_type')
+            try:
+                f_group_type = buf[pos:pos + n_group_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_type', pos, exc) from None
         pos += n_group_type
     else:
         raise _w.bad_sized('group_type', pos, n_group_type, end, 1, False)
@@ -1099,7 +1184,10 @@ def _dec_ListGroupsResponse_ListedGroup_v5(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListGroupsResponse_ListedGroup.__new__(ListGroupsResponse_ListedGroup)
+    if cython.compiled:
+        obj = ListGroupsResponse_ListedGroup.__new__(ListGroupsResponse_ListedGroup)
+    else:
+        obj = _new(ListGroupsResponse_ListedGroup)
     obj.group_id = f_group_id
     obj.protocol_type = f_protocol_type
     obj.group_state = f_group_state

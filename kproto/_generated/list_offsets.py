@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -69,6 +71,12 @@ _RUN_timeout_ms = (('timeout_ms', 0, 4),)
 _RUN_topics = (('topics', 0, 4),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_q = _w.SMALL_ARRAYS["q"]
+
+
 def _dec_ListOffsetsRequest_v0(buf, cur, end):
     """Decode ListOffsetsRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -91,7 +99,10 @@ def _dec_ListOffsetsRequest_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    obj = ListOffsetsRequest.__new__(ListOffsetsRequest)
+    if cython.compiled:
+        obj = ListOffsetsRequest.__new__(ListOffsetsRequest)
+    else:
+        obj = _new(ListOffsetsRequest)
     obj.replica_id = f_replica_id
     obj.isolation_level = 0
     obj.topics = f_topics
@@ -144,7 +155,10 @@ def _dec_ListOffsetsRequest_v1(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    obj = ListOffsetsRequest.__new__(ListOffsetsRequest)
+    if cython.compiled:
+        obj = ListOffsetsRequest.__new__(ListOffsetsRequest)
+    else:
+        obj = _new(ListOffsetsRequest)
     obj.replica_id = f_replica_id
     obj.isolation_level = 0
     obj.topics = f_topics
@@ -198,7 +212,10 @@ def _dec_ListOffsetsRequest_v2(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    obj = ListOffsetsRequest.__new__(ListOffsetsRequest)
+    if cython.compiled:
+        obj = ListOffsetsRequest.__new__(ListOffsetsRequest)
+    else:
+        obj = _new(ListOffsetsRequest)
     obj.replica_id = f_replica_id
     obj.isolation_level = f_isolation_level
     obj.topics = f_topics
@@ -251,7 +268,10 @@ def _dec_ListOffsetsRequest_v4(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    obj = ListOffsetsRequest.__new__(ListOffsetsRequest)
+    if cython.compiled:
+        obj = ListOffsetsRequest.__new__(ListOffsetsRequest)
+    else:
+        obj = _new(ListOffsetsRequest)
     obj.replica_id = f_replica_id
     obj.isolation_level = f_isolation_level
     obj.topics = f_topics
@@ -320,7 +340,10 @@ def _dec_ListOffsetsRequest_v6(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListOffsetsRequest.__new__(ListOffsetsRequest)
+    if cython.compiled:
+        obj = ListOffsetsRequest.__new__(ListOffsetsRequest)
+    else:
+        obj = _new(ListOffsetsRequest)
     obj.replica_id = f_replica_id
     obj.isolation_level = f_isolation_level
     obj.topics = f_topics
@@ -405,7 +428,10 @@ def _dec_ListOffsetsRequest_v10(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListOffsetsRequest.__new__(ListOffsetsRequest)
+    if cython.compiled:
+        obj = ListOffsetsRequest.__new__(ListOffsetsRequest)
+    else:
+        obj = _new(ListOffsetsRequest)
     obj.replica_id = f_replica_id
     obj.isolation_level = f_isolation_level
     obj.topics = f_topics
@@ -465,7 +491,10 @@ def _dec_ListOffsetsRequest_ListOffsetsTopic_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -487,7 +516,10 @@ def _dec_ListOffsetsRequest_ListOffsetsTopic_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("partitions[%d]" % i)
     pos = cur.pos
-    obj = ListOffsetsRequest_ListOffsetsTopic.__new__(ListOffsetsRequest_ListOffsetsTopic)
+    if cython.compiled:
+        obj = ListOffsetsRequest_ListOffsetsTopic.__new__(ListOffsetsRequest_ListOffsetsTopic)
+    else:
+        obj = _new(ListOffsetsRequest_ListOffsetsTopic)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
@@ -544,7 +576,10 @@ def _dec_ListOffsetsRequest_ListOffsetsTopic_v1(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -566,7 +601,10 @@ def _dec_ListOffsetsRequest_ListOffsetsTopic_v1(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("partitions[%d]" % i)
     pos = cur.pos
-    obj = ListOffsetsRequest_ListOffsetsTopic.__new__(ListOffsetsRequest_ListOffsetsTopic)
+    if cython.compiled:
+        obj = ListOffsetsRequest_ListOffsetsTopic.__new__(ListOffsetsRequest_ListOffsetsTopic)
+    else:
+        obj = _new(ListOffsetsRequest_ListOffsetsTopic)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
@@ -623,7 +661,10 @@ def _dec_ListOffsetsRequest_ListOffsetsTopic_v4(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -645,7 +686,10 @@ def _dec_ListOffsetsRequest_ListOffsetsTopic_v4(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("partitions[%d]" % i)
     pos = cur.pos
-    obj = ListOffsetsRequest_ListOffsetsTopic.__new__(ListOffsetsRequest_ListOffsetsTopic)
+    if cython.compiled:
+        obj = ListOffsetsRequest_ListOffsetsTopic.__new__(ListOffsetsRequest_ListOffsetsTopic)
+    else:
+        obj = _new(ListOffsetsRequest_ListOffsetsTopic)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
@@ -707,7 +751,10 @@ def _dec_ListOffsetsRequest_ListOffsetsTopic_v6(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -739,7 +786,10 @@ def _dec_ListOffsetsRequest_ListOffsetsTopic_v6(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListOffsetsRequest_ListOffsetsTopic.__new__(ListOffsetsRequest_ListOffsetsTopic)
+    if cython.compiled:
+        obj = ListOffsetsRequest_ListOffsetsTopic.__new__(ListOffsetsRequest_ListOffsetsTopic)
+    else:
+        obj = _new(ListOffsetsRequest_ListOffsetsTopic)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -798,7 +848,10 @@ def _dec_ListOffsetsRequest_ListOffsetsPartition_v0(buf, cur, end):
     else:
         f_partition_index, f_timestamp, f_max_num_offsets = _S_iqi.unpack_from(buf, pos)
     pos += 16
-    obj = ListOffsetsRequest_ListOffsetsPartition.__new__(ListOffsetsRequest_ListOffsetsPartition)
+    if cython.compiled:
+        obj = ListOffsetsRequest_ListOffsetsPartition.__new__(ListOffsetsRequest_ListOffsetsPartition)
+    else:
+        obj = _new(ListOffsetsRequest_ListOffsetsPartition)
     obj.partition_index = f_partition_index
     obj.current_leader_epoch = -1
     obj.timestamp = f_timestamp
@@ -832,7 +885,10 @@ def _dec_ListOffsetsRequest_ListOffsetsPartition_v1(buf, cur, end):
     else:
         f_partition_index, f_timestamp = _S_iq.unpack_from(buf, pos)
     pos += 12
-    obj = ListOffsetsRequest_ListOffsetsPartition.__new__(ListOffsetsRequest_ListOffsetsPartition)
+    if cython.compiled:
+        obj = ListOffsetsRequest_ListOffsetsPartition.__new__(ListOffsetsRequest_ListOffsetsPartition)
+    else:
+        obj = _new(ListOffsetsRequest_ListOffsetsPartition)
     obj.partition_index = f_partition_index
     obj.current_leader_epoch = -1
     obj.timestamp = f_timestamp
@@ -868,7 +924,10 @@ def _dec_ListOffsetsRequest_ListOffsetsPartition_v4(buf, cur, end):
     else:
         f_partition_index, f_current_leader_epoch, f_timestamp = _S_iiq.unpack_from(buf, pos)
     pos += 16
-    obj = ListOffsetsRequest_ListOffsetsPartition.__new__(ListOffsetsRequest_ListOffsetsPartition)
+    if cython.compiled:
+        obj = ListOffsetsRequest_ListOffsetsPartition.__new__(ListOffsetsRequest_ListOffsetsPartition)
+    else:
+        obj = _new(ListOffsetsRequest_ListOffsetsPartition)
     obj.partition_index = f_partition_index
     obj.current_leader_epoch = f_current_leader_epoch
     obj.timestamp = f_timestamp
@@ -910,7 +969,10 @@ def _dec_ListOffsetsRequest_ListOffsetsPartition_v6(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListOffsetsRequest_ListOffsetsPartition.__new__(ListOffsetsRequest_ListOffsetsPartition)
+    if cython.compiled:
+        obj = ListOffsetsRequest_ListOffsetsPartition.__new__(ListOffsetsRequest_ListOffsetsPartition)
+    else:
+        obj = _new(ListOffsetsRequest_ListOffsetsPartition)
     obj.partition_index = f_partition_index
     obj.current_leader_epoch = f_current_leader_epoch
     obj.timestamp = f_timestamp
@@ -960,7 +1022,10 @@ def _dec_ListOffsetsResponse_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    obj = ListOffsetsResponse.__new__(ListOffsetsResponse)
+    if cython.compiled:
+        obj = ListOffsetsResponse.__new__(ListOffsetsResponse)
+    else:
+        obj = _new(ListOffsetsResponse)
     obj.throttle_time_ms = 0
     obj.topics = f_topics
     obj.unknown_tagged_fields = []
@@ -1007,7 +1072,10 @@ def _dec_ListOffsetsResponse_v1(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    obj = ListOffsetsResponse.__new__(ListOffsetsResponse)
+    if cython.compiled:
+        obj = ListOffsetsResponse.__new__(ListOffsetsResponse)
+    else:
+        obj = _new(ListOffsetsResponse)
     obj.throttle_time_ms = 0
     obj.topics = f_topics
     obj.unknown_tagged_fields = []
@@ -1055,7 +1123,10 @@ def _dec_ListOffsetsResponse_v2(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    obj = ListOffsetsResponse.__new__(ListOffsetsResponse)
+    if cython.compiled:
+        obj = ListOffsetsResponse.__new__(ListOffsetsResponse)
+    else:
+        obj = _new(ListOffsetsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.topics = f_topics
     obj.unknown_tagged_fields = []
@@ -1104,7 +1175,10 @@ def _dec_ListOffsetsResponse_v4(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    obj = ListOffsetsResponse.__new__(ListOffsetsResponse)
+    if cython.compiled:
+        obj = ListOffsetsResponse.__new__(ListOffsetsResponse)
+    else:
+        obj = _new(ListOffsetsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.topics = f_topics
     obj.unknown_tagged_fields = []
@@ -1169,7 +1243,10 @@ def _dec_ListOffsetsResponse_v6(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListOffsetsResponse.__new__(ListOffsetsResponse)
+    if cython.compiled:
+        obj = ListOffsetsResponse.__new__(ListOffsetsResponse)
+    else:
+        obj = _new(ListOffsetsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.topics = f_topics
     obj.unknown_tagged_fields = unknown
@@ -1221,7 +1298,10 @@ def _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -1243,7 +1323,10 @@ def _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("partitions[%d]" % i)
     pos = cur.pos
-    obj = ListOffsetsResponse_ListOffsetsTopicResponse.__new__(ListOffsetsResponse_ListOffsetsTopicResponse)
+    if cython.compiled:
+        obj = ListOffsetsResponse_ListOffsetsTopicResponse.__new__(ListOffsetsResponse_ListOffsetsTopicResponse)
+    else:
+        obj = _new(ListOffsetsResponse_ListOffsetsTopicResponse)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
@@ -1300,7 +1383,10 @@ def _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v1(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -1322,7 +1408,10 @@ def _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v1(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("partitions[%d]" % i)
     pos = cur.pos
-    obj = ListOffsetsResponse_ListOffsetsTopicResponse.__new__(ListOffsetsResponse_ListOffsetsTopicResponse)
+    if cython.compiled:
+        obj = ListOffsetsResponse_ListOffsetsTopicResponse.__new__(ListOffsetsResponse_ListOffsetsTopicResponse)
+    else:
+        obj = _new(ListOffsetsResponse_ListOffsetsTopicResponse)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
@@ -1379,7 +1468,10 @@ def _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v4(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -1401,7 +1493,10 @@ def _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v4(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("partitions[%d]" % i)
     pos = cur.pos
-    obj = ListOffsetsResponse_ListOffsetsTopicResponse.__new__(ListOffsetsResponse_ListOffsetsTopicResponse)
+    if cython.compiled:
+        obj = ListOffsetsResponse_ListOffsetsTopicResponse.__new__(ListOffsetsResponse_ListOffsetsTopicResponse)
+    else:
+        obj = _new(ListOffsetsResponse_ListOffsetsTopicResponse)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
@@ -1463,7 +1558,10 @@ def _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v6(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -1495,7 +1593,10 @@ def _dec_ListOffsetsResponse_ListOffsetsTopicResponse_v6(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListOffsetsResponse_ListOffsetsTopicResponse.__new__(ListOffsetsResponse_ListOffsetsTopicResponse)
+    if cython.compiled:
+        obj = ListOffsetsResponse_ListOffsetsTopicResponse.__new__(ListOffsetsResponse_ListOffsetsTopicResponse)
+    else:
+        obj = _new(ListOffsetsResponse_ListOffsetsTopicResponse)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -1558,10 +1659,15 @@ def _dec_ListOffsetsResponse_ListOffsetsPartitionResponse_v0(buf, cur, end):
         raise _w.bad_count('old_style_offsets', pos - 4, n_old_style_offsets, end, 8, 4)
     if cython.compiled:
         f_old_style_offsets = [_read_q(buf, pos + 8 * i) for i in range(n_old_style_offsets)]
+    elif n_old_style_offsets < _w.SMALL_ARRAY_MAX:
+        f_old_style_offsets = list(_A_q[n_old_style_offsets].unpack_from(buf, pos))
     else:
         f_old_style_offsets = list(_unpack_from(">%dq" % n_old_style_offsets, buf, pos))
     pos += n_old_style_offsets * 8
-    obj = ListOffsetsResponse_ListOffsetsPartitionResponse.__new__(ListOffsetsResponse_ListOffsetsPartitionResponse)
+    if cython.compiled:
+        obj = ListOffsetsResponse_ListOffsetsPartitionResponse.__new__(ListOffsetsResponse_ListOffsetsPartitionResponse)
+    else:
+        obj = _new(ListOffsetsResponse_ListOffsetsPartitionResponse)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.old_style_offsets = f_old_style_offsets
@@ -1616,7 +1722,10 @@ def _dec_ListOffsetsResponse_ListOffsetsPartitionResponse_v1(buf, cur, end):
     else:
         f_partition_index, f_error_code, f_timestamp, f_offset = _S_ihqq.unpack_from(buf, pos)
     pos += 22
-    obj = ListOffsetsResponse_ListOffsetsPartitionResponse.__new__(ListOffsetsResponse_ListOffsetsPartitionResponse)
+    if cython.compiled:
+        obj = ListOffsetsResponse_ListOffsetsPartitionResponse.__new__(ListOffsetsResponse_ListOffsetsPartitionResponse)
+    else:
+        obj = _new(ListOffsetsResponse_ListOffsetsPartitionResponse)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.old_style_offsets = []
@@ -1660,7 +1769,10 @@ def _dec_ListOffsetsResponse_ListOffsetsPartitionResponse_v4(buf, cur, end):
     else:
         f_partition_index, f_error_code, f_timestamp, f_offset, f_leader_epoch = _S_ihqqi.unpack_from(buf, pos)
     pos += 26
-    obj = ListOffsetsResponse_ListOffsetsPartitionResponse.__new__(ListOffsetsResponse_ListOffsetsPartitionResponse)
+    if cython.compiled:
+        obj = ListOffsetsResponse_ListOffsetsPartitionResponse.__new__(ListOffsetsResponse_ListOffsetsPartitionResponse)
+    else:
+        obj = _new(ListOffsetsResponse_ListOffsetsPartitionResponse)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.old_style_offsets = []
@@ -1708,7 +1820,10 @@ def _dec_ListOffsetsResponse_ListOffsetsPartitionResponse_v6(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListOffsetsResponse_ListOffsetsPartitionResponse.__new__(ListOffsetsResponse_ListOffsetsPartitionResponse)
+    if cython.compiled:
+        obj = ListOffsetsResponse_ListOffsetsPartitionResponse.__new__(ListOffsetsResponse_ListOffsetsPartitionResponse)
+    else:
+        obj = _new(ListOffsetsResponse_ListOffsetsPartitionResponse)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.old_style_offsets = []

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -46,6 +48,12 @@ _S_ih = _struct.Struct(">ih")
 _RUN_partition_index = (('partition_index', 0, 4),)
 _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 4, 2))
 _RUN_timeout_ms = (('timeout_ms', 0, 4),)
+
+
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_i = _w.SMALL_ARRAYS["i"]
 
 
 def _dec_ListPartitionReassignmentsRequest_v0(buf, cur, end):
@@ -89,7 +97,10 @@ def _dec_ListPartitionReassignmentsRequest_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListPartitionReassignmentsRequest.__new__(ListPartitionReassignmentsRequest)
+    if cython.compiled:
+        obj = ListPartitionReassignmentsRequest.__new__(ListPartitionReassignmentsRequest)
+    else:
+        obj = _new(ListPartitionReassignmentsRequest)
     obj.timeout_ms = f_timeout_ms
     obj.topics = f_topics
     obj.unknown_tagged_fields = unknown
@@ -147,7 +158,10 @@ def _dec_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_v0(b
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -167,6 +181,8 @@ def _dec_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_v0(b
         raise _w.bad_count('partition_indexes', pos - 1, n_partition_indexes, end, 4, 1)
     if cython.compiled:
         f_partition_indexes = [_read_i(buf, pos + 4 * i) for i in range(n_partition_indexes)]
+    elif n_partition_indexes < _w.SMALL_ARRAY_MAX:
+        f_partition_indexes = list(_A_i[n_partition_indexes].unpack_from(buf, pos))
     else:
         f_partition_indexes = list(_unpack_from(">%di" % n_partition_indexes, buf, pos))
     pos += n_partition_indexes * 4
@@ -175,7 +191,10 @@ def _dec_ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics_v0(b
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics.__new__(ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics)
+    if cython.compiled:
+        obj = ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics.__new__(ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics)
+    else:
+        obj = _new(ListPartitionReassignmentsRequest_ListPartitionReassignmentsTopics)
     obj.name = f_name
     obj.partition_indexes = f_partition_indexes
     obj.unknown_tagged_fields = unknown
@@ -255,7 +274,10 @@ def _dec_ListPartitionReassignmentsResponse_v0(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -289,7 +311,10 @@ def _dec_ListPartitionReassignmentsResponse_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListPartitionReassignmentsResponse.__new__(ListPartitionReassignmentsResponse)
+    if cython.compiled:
+        obj = ListPartitionReassignmentsResponse.__new__(ListPartitionReassignmentsResponse)
+    else:
+        obj = _new(ListPartitionReassignmentsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -365,7 +390,10 @@ def _dec_ListPartitionReassignmentsResponse_OngoingTopicReassignment_v0(buf, cur
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -397,7 +425,10 @@ def _dec_ListPartitionReassignmentsResponse_OngoingTopicReassignment_v0(buf, cur
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListPartitionReassignmentsResponse_OngoingTopicReassignment.__new__(ListPartitionReassignmentsResponse_OngoingTopicReassignment)
+    if cython.compiled:
+        obj = ListPartitionReassignmentsResponse_OngoingTopicReassignment.__new__(ListPartitionReassignmentsResponse_OngoingTopicReassignment)
+    else:
+        obj = _new(ListPartitionReassignmentsResponse_OngoingTopicReassignment)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -470,6 +501,8 @@ def _dec_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_v0(buf,
         raise _w.bad_count('replicas', pos - 1, n_replicas, end, 4, 1)
     if cython.compiled:
         f_replicas = [_read_i(buf, pos + 4 * i) for i in range(n_replicas)]
+    elif n_replicas < _w.SMALL_ARRAY_MAX:
+        f_replicas = list(_A_i[n_replicas].unpack_from(buf, pos))
     else:
         f_replicas = list(_unpack_from(">%di" % n_replicas, buf, pos))
     pos += n_replicas * 4
@@ -489,6 +522,8 @@ def _dec_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_v0(buf,
         raise _w.bad_count('adding_replicas', pos - 1, n_adding_replicas, end, 4, 1)
     if cython.compiled:
         f_adding_replicas = [_read_i(buf, pos + 4 * i) for i in range(n_adding_replicas)]
+    elif n_adding_replicas < _w.SMALL_ARRAY_MAX:
+        f_adding_replicas = list(_A_i[n_adding_replicas].unpack_from(buf, pos))
     else:
         f_adding_replicas = list(_unpack_from(">%di" % n_adding_replicas, buf, pos))
     pos += n_adding_replicas * 4
@@ -508,6 +543,8 @@ def _dec_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_v0(buf,
         raise _w.bad_count('removing_replicas', pos - 1, n_removing_replicas, end, 4, 1)
     if cython.compiled:
         f_removing_replicas = [_read_i(buf, pos + 4 * i) for i in range(n_removing_replicas)]
+    elif n_removing_replicas < _w.SMALL_ARRAY_MAX:
+        f_removing_replicas = list(_A_i[n_removing_replicas].unpack_from(buf, pos))
     else:
         f_removing_replicas = list(_unpack_from(">%di" % n_removing_replicas, buf, pos))
     pos += n_removing_replicas * 4
@@ -516,7 +553,10 @@ def _dec_ListPartitionReassignmentsResponse_OngoingPartitionReassignment_v0(buf,
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListPartitionReassignmentsResponse_OngoingPartitionReassignment.__new__(ListPartitionReassignmentsResponse_OngoingPartitionReassignment)
+    if cython.compiled:
+        obj = ListPartitionReassignmentsResponse_OngoingPartitionReassignment.__new__(ListPartitionReassignmentsResponse_OngoingPartitionReassignment)
+    else:
+        obj = _new(ListPartitionReassignmentsResponse_OngoingPartitionReassignment)
     obj.partition_index = f_partition_index
     obj.replicas = f_replicas
     obj.adding_replicas = f_adding_replicas

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -46,6 +48,12 @@ _S_q = _struct.Struct(">q")
 _RUN_duration_filter = (('duration_filter', 0, 8),)
 _RUN_producer_id = (('producer_id', 0, 8),)
 _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 4, 2))
+
+
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_q = _w.SMALL_ARRAYS["q"]
 
 
 def _dec_ListTransactionsRequest_v0(buf, cur, end):
@@ -86,7 +94,10 @@ def _dec_ListTransactionsRequest_v0(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "state_filters[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "state_filters[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("state_filters[%d]" % i, pos, exc) from None
         f_state_filters.append(s)
         pos += m
     if pos < end and buf[pos] < 128:
@@ -105,6 +116,8 @@ def _dec_ListTransactionsRequest_v0(buf, cur, end):
         raise _w.bad_count('producer_id_filters', pos - 1, n_producer_id_filters, end, 8, 1)
     if cython.compiled:
         f_producer_id_filters = [_read_q(buf, pos + 8 * i) for i in range(n_producer_id_filters)]
+    elif n_producer_id_filters < _w.SMALL_ARRAY_MAX:
+        f_producer_id_filters = list(_A_q[n_producer_id_filters].unpack_from(buf, pos))
     else:
         f_producer_id_filters = list(_unpack_from(">%dq" % n_producer_id_filters, buf, pos))
     pos += n_producer_id_filters * 8
@@ -113,7 +126,10 @@ def _dec_ListTransactionsRequest_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListTransactionsRequest.__new__(ListTransactionsRequest)
+    if cython.compiled:
+        obj = ListTransactionsRequest.__new__(ListTransactionsRequest)
+    else:
+        obj = _new(ListTransactionsRequest)
     obj.state_filters = f_state_filters
     obj.producer_id_filters = f_producer_id_filters
     obj.duration_filter = -1
@@ -215,7 +231,10 @@ def _dec_ListTransactionsRequest_v1(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "state_filters[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "state_filters[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("state_filters[%d]" % i, pos, exc) from None
         f_state_filters.append(s)
         pos += m
     if pos < end and buf[pos] < 128:
@@ -234,6 +253,8 @@ def _dec_ListTransactionsRequest_v1(buf, cur, end):
         raise _w.bad_count('producer_id_filters', pos - 1, n_producer_id_filters, end, 8, 1)
     if cython.compiled:
         f_producer_id_filters = [_read_q(buf, pos + 8 * i) for i in range(n_producer_id_filters)]
+    elif n_producer_id_filters < _w.SMALL_ARRAY_MAX:
+        f_producer_id_filters = list(_A_q[n_producer_id_filters].unpack_from(buf, pos))
     else:
         f_producer_id_filters = list(_unpack_from(">%dq" % n_producer_id_filters, buf, pos))
     pos += n_producer_id_filters * 8
@@ -249,7 +270,10 @@ def _dec_ListTransactionsRequest_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListTransactionsRequest.__new__(ListTransactionsRequest)
+    if cython.compiled:
+        obj = ListTransactionsRequest.__new__(ListTransactionsRequest)
+    else:
+        obj = _new(ListTransactionsRequest)
     obj.state_filters = f_state_filters
     obj.producer_id_filters = f_producer_id_filters
     obj.duration_filter = f_duration_filter
@@ -354,7 +378,10 @@ def _dec_ListTransactionsRequest_v2(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "state_filters[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "state_filters[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("state_filters[%d]" % i, pos, exc) from None
         f_state_filters.append(s)
         pos += m
     if pos < end and buf[pos] < 128:
@@ -373,6 +400,8 @@ def _dec_ListTransactionsRequest_v2(buf, cur, end):
         raise _w.bad_count('producer_id_filters', pos - 1, n_producer_id_filters, end, 8, 1)
     if cython.compiled:
         f_producer_id_filters = [_read_q(buf, pos + 8 * i) for i in range(n_producer_id_filters)]
+    elif n_producer_id_filters < _w.SMALL_ARRAY_MAX:
+        f_producer_id_filters = list(_A_q[n_producer_id_filters].unpack_from(buf, pos))
     else:
         f_producer_id_filters = list(_unpack_from(">%dq" % n_producer_id_filters, buf, pos))
     pos += n_producer_id_filters * 8
@@ -401,7 +430,10 @@ def _dec_ListTransactionsRequest_v2(buf, cur, end):
             if f_transactional_id_pattern is None:
                 raise _w.bad_utf8_at(buf, pos, n_transactional_id_pattern, 'transactional_id_pattern')
         else:
-            f_transactional_id_pattern = _w.utf8(buf, pos, n_transactional_id_pattern, 'transactional_id_pattern')
+            try:
+                f_transactional_id_pattern = buf[pos:pos + n_transactional_id_pattern].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('transactional_id_pattern', pos, exc) from None
         pos += n_transactional_id_pattern
     elif n_transactional_id_pattern == -1:
         f_transactional_id_pattern = None
@@ -412,7 +444,10 @@ def _dec_ListTransactionsRequest_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListTransactionsRequest.__new__(ListTransactionsRequest)
+    if cython.compiled:
+        obj = ListTransactionsRequest.__new__(ListTransactionsRequest)
+    else:
+        obj = _new(ListTransactionsRequest)
     obj.state_filters = f_state_filters
     obj.producer_id_filters = f_producer_id_filters
     obj.duration_filter = f_duration_filter
@@ -539,7 +574,10 @@ def _dec_ListTransactionsResponse_v0(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "unknown_state_filters[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "unknown_state_filters[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("unknown_state_filters[%d]" % i, pos, exc) from None
         f_unknown_state_filters.append(s)
         pos += m
     if pos < end and buf[pos] < 128:
@@ -570,7 +608,10 @@ def _dec_ListTransactionsResponse_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListTransactionsResponse.__new__(ListTransactionsResponse)
+    if cython.compiled:
+        obj = ListTransactionsResponse.__new__(ListTransactionsResponse)
+    else:
+        obj = _new(ListTransactionsResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.unknown_state_filters = f_unknown_state_filters
@@ -653,7 +694,10 @@ def _dec_ListTransactionsResponse_TransactionState_v0(buf, cur, end):
             if f_transactional_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
         else:
-            f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
+            try:
+                f_transactional_id = buf[pos:pos + n_transactional_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('transactional_id', pos, exc) from None
         pos += n_transactional_id
     else:
         raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 1, False)
@@ -682,7 +726,10 @@ def _dec_ListTransactionsResponse_TransactionState_v0(buf, cur, end):
             if f_transaction_state is None:
                 raise _w.bad_utf8_at(buf, pos, n_transaction_state, 'transaction_state')
         else:
-            f_transaction_state = _w.utf8(buf, pos, n_transaction_state, 'transaction_state')
+            try:
+                f_transaction_state = buf[pos:pos + n_transaction_state].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('transaction_state', pos, exc) from None
         pos += n_transaction_state
     else:
         raise _w.bad_sized('transaction_state', pos, n_transaction_state, end, 1, False)
@@ -691,7 +738,10 @@ def _dec_ListTransactionsResponse_TransactionState_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ListTransactionsResponse_TransactionState.__new__(ListTransactionsResponse_TransactionState)
+    if cython.compiled:
+        obj = ListTransactionsResponse_TransactionState.__new__(ListTransactionsResponse_TransactionState)
+    else:
+        obj = _new(ListTransactionsResponse_TransactionState)
     obj.transactional_id = f_transactional_id
     obj.producer_id = f_producer_id
     obj.transaction_state = f_transaction_state

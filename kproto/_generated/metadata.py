@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -85,6 +87,12 @@ _RUN_topic_authorized_operations = (('topic_authorized_operations', 0, 4),)
 _RUN_topics = (('topics', 0, 4),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_i = _w.SMALL_ARRAYS["i"]
+
+
 def _dec_MetadataRequest_v0(buf, cur, end):
     """Decode MetadataRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -106,7 +114,10 @@ def _dec_MetadataRequest_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    obj = MetadataRequest.__new__(MetadataRequest)
+    if cython.compiled:
+        obj = MetadataRequest.__new__(MetadataRequest)
+    else:
+        obj = _new(MetadataRequest)
     obj.topics = f_topics
     obj.allow_auto_topic_creation = True
     obj.include_cluster_authorized_operations = False
@@ -164,7 +175,10 @@ def _dec_MetadataRequest_v1(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
-    obj = MetadataRequest.__new__(MetadataRequest)
+    if cython.compiled:
+        obj = MetadataRequest.__new__(MetadataRequest)
+    else:
+        obj = _new(MetadataRequest)
     obj.topics = f_topics
     obj.allow_auto_topic_creation = True
     obj.include_cluster_authorized_operations = False
@@ -233,7 +247,10 @@ def _dec_MetadataRequest_v4(buf, cur, end):
     if f_allow_auto_topic_creation != 0 and f_allow_auto_topic_creation != 1:
         raise _w.bad_bool('allow_auto_topic_creation', pos - 1, f_allow_auto_topic_creation)
     b_allow_auto_topic_creation = f_allow_auto_topic_creation == 1
-    obj = MetadataRequest.__new__(MetadataRequest)
+    if cython.compiled:
+        obj = MetadataRequest.__new__(MetadataRequest)
+    else:
+        obj = _new(MetadataRequest)
     obj.topics = f_topics
     obj.allow_auto_topic_creation = b_allow_auto_topic_creation
     obj.include_cluster_authorized_operations = False
@@ -313,7 +330,10 @@ def _dec_MetadataRequest_v8(buf, cur, end):
     if f_include_topic_authorized_operations != 0 and f_include_topic_authorized_operations != 1:
         raise _w.bad_bool('include_topic_authorized_operations', pos - 1, f_include_topic_authorized_operations)
     b_include_topic_authorized_operations = f_include_topic_authorized_operations == 1
-    obj = MetadataRequest.__new__(MetadataRequest)
+    if cython.compiled:
+        obj = MetadataRequest.__new__(MetadataRequest)
+    else:
+        obj = _new(MetadataRequest)
     obj.topics = f_topics
     obj.allow_auto_topic_creation = b_allow_auto_topic_creation
     obj.include_cluster_authorized_operations = b_include_cluster_authorized_operations
@@ -401,7 +421,10 @@ def _dec_MetadataRequest_v9(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = MetadataRequest.__new__(MetadataRequest)
+    if cython.compiled:
+        obj = MetadataRequest.__new__(MetadataRequest)
+    else:
+        obj = _new(MetadataRequest)
     obj.topics = f_topics
     obj.allow_auto_topic_creation = b_allow_auto_topic_creation
     obj.include_cluster_authorized_operations = b_include_cluster_authorized_operations
@@ -494,7 +517,10 @@ def _dec_MetadataRequest_v10(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = MetadataRequest.__new__(MetadataRequest)
+    if cython.compiled:
+        obj = MetadataRequest.__new__(MetadataRequest)
+    else:
+        obj = _new(MetadataRequest)
     obj.topics = f_topics
     obj.allow_auto_topic_creation = b_allow_auto_topic_creation
     obj.include_cluster_authorized_operations = b_include_cluster_authorized_operations
@@ -583,7 +609,10 @@ def _dec_MetadataRequest_v11(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = MetadataRequest.__new__(MetadataRequest)
+    if cython.compiled:
+        obj = MetadataRequest.__new__(MetadataRequest)
+    else:
+        obj = _new(MetadataRequest)
     obj.topics = f_topics
     obj.allow_auto_topic_creation = b_allow_auto_topic_creation
     obj.include_cluster_authorized_operations = False
@@ -641,11 +670,17 @@ def _dec_MetadataRequest_MetadataRequestTopic_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
-    obj = MetadataRequest_MetadataRequestTopic.__new__(MetadataRequest_MetadataRequestTopic)
+    if cython.compiled:
+        obj = MetadataRequest_MetadataRequestTopic.__new__(MetadataRequest_MetadataRequestTopic)
+    else:
+        obj = _new(MetadataRequest_MetadataRequestTopic)
     obj.topic_id = _w.ZERO_UUID
     obj.name = f_name
     obj.unknown_tagged_fields = []
@@ -695,7 +730,10 @@ def _dec_MetadataRequest_MetadataRequestTopic_v9(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -704,7 +742,10 @@ def _dec_MetadataRequest_MetadataRequestTopic_v9(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = MetadataRequest_MetadataRequestTopic.__new__(MetadataRequest_MetadataRequestTopic)
+    if cython.compiled:
+        obj = MetadataRequest_MetadataRequestTopic.__new__(MetadataRequest_MetadataRequestTopic)
+    else:
+        obj = _new(MetadataRequest_MetadataRequestTopic)
     obj.topic_id = _w.ZERO_UUID
     obj.name = f_name
     obj.unknown_tagged_fields = unknown
@@ -763,7 +804,10 @@ def _dec_MetadataRequest_MetadataRequestTopic_v10(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     elif n_name == -1:
         f_name = None
@@ -774,7 +818,10 @@ def _dec_MetadataRequest_MetadataRequestTopic_v10(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = MetadataRequest_MetadataRequestTopic.__new__(MetadataRequest_MetadataRequestTopic)
+    if cython.compiled:
+        obj = MetadataRequest_MetadataRequestTopic.__new__(MetadataRequest_MetadataRequestTopic)
+    else:
+        obj = _new(MetadataRequest_MetadataRequestTopic)
     obj.topic_id = f_topic_id
     obj.name = f_name
     obj.unknown_tagged_fields = unknown
@@ -848,7 +895,10 @@ def _dec_MetadataResponse_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    obj = MetadataResponse.__new__(MetadataResponse)
+    if cython.compiled:
+        obj = MetadataResponse.__new__(MetadataResponse)
+    else:
+        obj = _new(MetadataResponse)
     obj.throttle_time_ms = 0
     obj.brokers = f_brokers
     obj.cluster_id = None
@@ -933,7 +983,10 @@ def _dec_MetadataResponse_v1(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    obj = MetadataResponse.__new__(MetadataResponse)
+    if cython.compiled:
+        obj = MetadataResponse.__new__(MetadataResponse)
+    else:
+        obj = _new(MetadataResponse)
     obj.throttle_time_ms = 0
     obj.brokers = f_brokers
     obj.cluster_id = None
@@ -1013,7 +1066,10 @@ def _dec_MetadataResponse_v2(buf, cur, end):
             if f_cluster_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
-            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+            try:
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
@@ -1038,7 +1094,10 @@ def _dec_MetadataResponse_v2(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    obj = MetadataResponse.__new__(MetadataResponse)
+    if cython.compiled:
+        obj = MetadataResponse.__new__(MetadataResponse)
+    else:
+        obj = _new(MetadataResponse)
     obj.throttle_time_ms = 0
     obj.brokers = f_brokers
     obj.cluster_id = f_cluster_id
@@ -1134,7 +1193,10 @@ def _dec_MetadataResponse_v3(buf, cur, end):
             if f_cluster_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
-            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+            try:
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
@@ -1159,7 +1221,10 @@ def _dec_MetadataResponse_v3(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    obj = MetadataResponse.__new__(MetadataResponse)
+    if cython.compiled:
+        obj = MetadataResponse.__new__(MetadataResponse)
+    else:
+        obj = _new(MetadataResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.brokers = f_brokers
     obj.cluster_id = f_cluster_id
@@ -1256,7 +1321,10 @@ def _dec_MetadataResponse_v5(buf, cur, end):
             if f_cluster_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
-            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+            try:
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
@@ -1281,7 +1349,10 @@ def _dec_MetadataResponse_v5(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    obj = MetadataResponse.__new__(MetadataResponse)
+    if cython.compiled:
+        obj = MetadataResponse.__new__(MetadataResponse)
+    else:
+        obj = _new(MetadataResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.brokers = f_brokers
     obj.cluster_id = f_cluster_id
@@ -1378,7 +1449,10 @@ def _dec_MetadataResponse_v7(buf, cur, end):
             if f_cluster_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
-            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+            try:
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
@@ -1403,7 +1477,10 @@ def _dec_MetadataResponse_v7(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    obj = MetadataResponse.__new__(MetadataResponse)
+    if cython.compiled:
+        obj = MetadataResponse.__new__(MetadataResponse)
+    else:
+        obj = _new(MetadataResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.brokers = f_brokers
     obj.cluster_id = f_cluster_id
@@ -1500,7 +1577,10 @@ def _dec_MetadataResponse_v8(buf, cur, end):
             if f_cluster_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
-            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+            try:
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
@@ -1532,7 +1612,10 @@ def _dec_MetadataResponse_v8(buf, cur, end):
     else:
         f_cluster_authorized_operations = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = MetadataResponse.__new__(MetadataResponse)
+    if cython.compiled:
+        obj = MetadataResponse.__new__(MetadataResponse)
+    else:
+        obj = _new(MetadataResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.brokers = f_brokers
     obj.cluster_id = f_cluster_id
@@ -1648,7 +1731,10 @@ def _dec_MetadataResponse_v9(buf, cur, end):
             if f_cluster_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
-            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+            try:
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
@@ -1696,7 +1782,10 @@ def _dec_MetadataResponse_v9(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = MetadataResponse.__new__(MetadataResponse)
+    if cython.compiled:
+        obj = MetadataResponse.__new__(MetadataResponse)
+    else:
+        obj = _new(MetadataResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.brokers = f_brokers
     obj.cluster_id = f_cluster_id
@@ -1827,7 +1916,10 @@ def _dec_MetadataResponse_v10(buf, cur, end):
             if f_cluster_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
-            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+            try:
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
@@ -1875,7 +1967,10 @@ def _dec_MetadataResponse_v10(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = MetadataResponse.__new__(MetadataResponse)
+    if cython.compiled:
+        obj = MetadataResponse.__new__(MetadataResponse)
+    else:
+        obj = _new(MetadataResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.brokers = f_brokers
     obj.cluster_id = f_cluster_id
@@ -2006,7 +2101,10 @@ def _dec_MetadataResponse_v11(buf, cur, end):
             if f_cluster_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
-            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+            try:
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
@@ -2047,7 +2145,10 @@ def _dec_MetadataResponse_v11(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = MetadataResponse.__new__(MetadataResponse)
+    if cython.compiled:
+        obj = MetadataResponse.__new__(MetadataResponse)
+    else:
+        obj = _new(MetadataResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.brokers = f_brokers
     obj.cluster_id = f_cluster_id
@@ -2175,7 +2276,10 @@ def _dec_MetadataResponse_v12(buf, cur, end):
             if f_cluster_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
-            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+            try:
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
@@ -2216,7 +2320,10 @@ def _dec_MetadataResponse_v12(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = MetadataResponse.__new__(MetadataResponse)
+    if cython.compiled:
+        obj = MetadataResponse.__new__(MetadataResponse)
+    else:
+        obj = _new(MetadataResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.brokers = f_brokers
     obj.cluster_id = f_cluster_id
@@ -2344,7 +2451,10 @@ def _dec_MetadataResponse_v13(buf, cur, end):
             if f_cluster_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
-            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+            try:
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
@@ -2392,7 +2502,10 @@ def _dec_MetadataResponse_v13(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = MetadataResponse.__new__(MetadataResponse)
+    if cython.compiled:
+        obj = MetadataResponse.__new__(MetadataResponse)
+    else:
+        obj = _new(MetadataResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.brokers = f_brokers
     obj.cluster_id = f_cluster_id
@@ -2491,7 +2604,10 @@ def _dec_MetadataResponse_MetadataResponseBroker_v0(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 2, False)
@@ -2502,7 +2618,10 @@ def _dec_MetadataResponse_MetadataResponseBroker_v0(buf, cur, end):
     else:
         f_port = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = MetadataResponse_MetadataResponseBroker.__new__(MetadataResponse_MetadataResponseBroker)
+    if cython.compiled:
+        obj = MetadataResponse_MetadataResponseBroker.__new__(MetadataResponse_MetadataResponseBroker)
+    else:
+        obj = _new(MetadataResponse_MetadataResponseBroker)
     obj.node_id = f_node_id
     obj.host = f_host
     obj.port = f_port
@@ -2556,7 +2675,10 @@ def _dec_MetadataResponse_MetadataResponseBroker_v1(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 2, False)
@@ -2574,13 +2696,19 @@ def _dec_MetadataResponse_MetadataResponseBroker_v1(buf, cur, end):
             if f_rack is None:
                 raise _w.bad_utf8_at(buf, pos, n_rack, 'rack')
         else:
-            f_rack = _w.utf8(buf, pos, n_rack, 'rack')
+            try:
+                f_rack = buf[pos:pos + n_rack].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack', pos, exc) from None
         pos += n_rack
     elif n_rack == -1:
         f_rack = None
     else:
         raise _w.bad_sized('rack', pos, n_rack, end, 2, True)
-    obj = MetadataResponse_MetadataResponseBroker.__new__(MetadataResponse_MetadataResponseBroker)
+    if cython.compiled:
+        obj = MetadataResponse_MetadataResponseBroker.__new__(MetadataResponse_MetadataResponseBroker)
+    else:
+        obj = _new(MetadataResponse_MetadataResponseBroker)
     obj.node_id = f_node_id
     obj.host = f_host
     obj.port = f_port
@@ -2656,7 +2784,10 @@ def _dec_MetadataResponse_MetadataResponseBroker_v9(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -2685,7 +2816,10 @@ def _dec_MetadataResponse_MetadataResponseBroker_v9(buf, cur, end):
             if f_rack is None:
                 raise _w.bad_utf8_at(buf, pos, n_rack, 'rack')
         else:
-            f_rack = _w.utf8(buf, pos, n_rack, 'rack')
+            try:
+                f_rack = buf[pos:pos + n_rack].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack', pos, exc) from None
         pos += n_rack
     elif n_rack == -1:
         f_rack = None
@@ -2696,7 +2830,10 @@ def _dec_MetadataResponse_MetadataResponseBroker_v9(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = MetadataResponse_MetadataResponseBroker.__new__(MetadataResponse_MetadataResponseBroker)
+    if cython.compiled:
+        obj = MetadataResponse_MetadataResponseBroker.__new__(MetadataResponse_MetadataResponseBroker)
+    else:
+        obj = _new(MetadataResponse_MetadataResponseBroker)
     obj.node_id = f_node_id
     obj.host = f_host
     obj.port = f_port
@@ -2775,7 +2912,10 @@ def _dec_MetadataResponse_MetadataResponseTopic_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -2797,7 +2937,10 @@ def _dec_MetadataResponse_MetadataResponseTopic_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("partitions[%d]" % i)
     pos = cur.pos
-    obj = MetadataResponse_MetadataResponseTopic.__new__(MetadataResponse_MetadataResponseTopic)
+    if cython.compiled:
+        obj = MetadataResponse_MetadataResponseTopic.__new__(MetadataResponse_MetadataResponseTopic)
+    else:
+        obj = _new(MetadataResponse_MetadataResponseTopic)
     obj.error_code = f_error_code
     obj.name = f_name
     obj.topic_id = _w.ZERO_UUID
@@ -2862,7 +3005,10 @@ def _dec_MetadataResponse_MetadataResponseTopic_v1(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -2888,7 +3034,10 @@ def _dec_MetadataResponse_MetadataResponseTopic_v1(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("partitions[%d]" % i)
     pos = cur.pos
-    obj = MetadataResponse_MetadataResponseTopic.__new__(MetadataResponse_MetadataResponseTopic)
+    if cython.compiled:
+        obj = MetadataResponse_MetadataResponseTopic.__new__(MetadataResponse_MetadataResponseTopic)
+    else:
+        obj = _new(MetadataResponse_MetadataResponseTopic)
     obj.error_code = f_error_code
     obj.name = f_name
     obj.topic_id = _w.ZERO_UUID
@@ -2954,7 +3103,10 @@ def _dec_MetadataResponse_MetadataResponseTopic_v5(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -2980,7 +3132,10 @@ def _dec_MetadataResponse_MetadataResponseTopic_v5(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("partitions[%d]" % i)
     pos = cur.pos
-    obj = MetadataResponse_MetadataResponseTopic.__new__(MetadataResponse_MetadataResponseTopic)
+    if cython.compiled:
+        obj = MetadataResponse_MetadataResponseTopic.__new__(MetadataResponse_MetadataResponseTopic)
+    else:
+        obj = _new(MetadataResponse_MetadataResponseTopic)
     obj.error_code = f_error_code
     obj.name = f_name
     obj.topic_id = _w.ZERO_UUID
@@ -3046,7 +3201,10 @@ def _dec_MetadataResponse_MetadataResponseTopic_v7(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -3072,7 +3230,10 @@ def _dec_MetadataResponse_MetadataResponseTopic_v7(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("partitions[%d]" % i)
     pos = cur.pos
-    obj = MetadataResponse_MetadataResponseTopic.__new__(MetadataResponse_MetadataResponseTopic)
+    if cython.compiled:
+        obj = MetadataResponse_MetadataResponseTopic.__new__(MetadataResponse_MetadataResponseTopic)
+    else:
+        obj = _new(MetadataResponse_MetadataResponseTopic)
     obj.error_code = f_error_code
     obj.name = f_name
     obj.topic_id = _w.ZERO_UUID
@@ -3138,7 +3299,10 @@ def _dec_MetadataResponse_MetadataResponseTopic_v8(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -3171,7 +3335,10 @@ def _dec_MetadataResponse_MetadataResponseTopic_v8(buf, cur, end):
     else:
         f_topic_authorized_operations = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = MetadataResponse_MetadataResponseTopic.__new__(MetadataResponse_MetadataResponseTopic)
+    if cython.compiled:
+        obj = MetadataResponse_MetadataResponseTopic.__new__(MetadataResponse_MetadataResponseTopic)
+    else:
+        obj = _new(MetadataResponse_MetadataResponseTopic)
     obj.error_code = f_error_code
     obj.name = f_name
     obj.topic_id = _w.ZERO_UUID
@@ -3251,7 +3418,10 @@ def _dec_MetadataResponse_MetadataResponseTopic_v9(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -3300,7 +3470,10 @@ def _dec_MetadataResponse_MetadataResponseTopic_v9(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = MetadataResponse_MetadataResponseTopic.__new__(MetadataResponse_MetadataResponseTopic)
+    if cython.compiled:
+        obj = MetadataResponse_MetadataResponseTopic.__new__(MetadataResponse_MetadataResponseTopic)
+    else:
+        obj = _new(MetadataResponse_MetadataResponseTopic)
     obj.error_code = f_error_code
     obj.name = f_name
     obj.topic_id = _w.ZERO_UUID
@@ -3394,7 +3567,10 @@ def _dec_MetadataResponse_MetadataResponseTopic_v10(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -3447,7 +3623,10 @@ def _dec_MetadataResponse_MetadataResponseTopic_v10(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = MetadataResponse_MetadataResponseTopic.__new__(MetadataResponse_MetadataResponseTopic)
+    if cython.compiled:
+        obj = MetadataResponse_MetadataResponseTopic.__new__(MetadataResponse_MetadataResponseTopic)
+    else:
+        obj = _new(MetadataResponse_MetadataResponseTopic)
     obj.error_code = f_error_code
     obj.name = f_name
     obj.topic_id = f_topic_id
@@ -3542,7 +3721,10 @@ def _dec_MetadataResponse_MetadataResponseTopic_v12(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     elif n_name == -1:
         f_name = None
@@ -3597,7 +3779,10 @@ def _dec_MetadataResponse_MetadataResponseTopic_v12(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = MetadataResponse_MetadataResponseTopic.__new__(MetadataResponse_MetadataResponseTopic)
+    if cython.compiled:
+        obj = MetadataResponse_MetadataResponseTopic.__new__(MetadataResponse_MetadataResponseTopic)
+    else:
+        obj = _new(MetadataResponse_MetadataResponseTopic)
     obj.error_code = f_error_code
     obj.name = f_name
     obj.topic_id = f_topic_id
@@ -3681,6 +3866,8 @@ def _dec_MetadataResponse_MetadataResponsePartition_v0(buf, cur, end):
         raise _w.bad_count('replica_nodes', pos - 4, n_replica_nodes, end, 4, 4)
     if cython.compiled:
         f_replica_nodes = [_read_i(buf, pos + 4 * i) for i in range(n_replica_nodes)]
+    elif n_replica_nodes < _w.SMALL_ARRAY_MAX:
+        f_replica_nodes = list(_A_i[n_replica_nodes].unpack_from(buf, pos))
     else:
         f_replica_nodes = list(_unpack_from(">%di" % n_replica_nodes, buf, pos))
     pos += n_replica_nodes * 4
@@ -3695,10 +3882,15 @@ def _dec_MetadataResponse_MetadataResponsePartition_v0(buf, cur, end):
         raise _w.bad_count('isr_nodes', pos - 4, n_isr_nodes, end, 4, 4)
     if cython.compiled:
         f_isr_nodes = [_read_i(buf, pos + 4 * i) for i in range(n_isr_nodes)]
+    elif n_isr_nodes < _w.SMALL_ARRAY_MAX:
+        f_isr_nodes = list(_A_i[n_isr_nodes].unpack_from(buf, pos))
     else:
         f_isr_nodes = list(_unpack_from(">%di" % n_isr_nodes, buf, pos))
     pos += n_isr_nodes * 4
-    obj = MetadataResponse_MetadataResponsePartition.__new__(MetadataResponse_MetadataResponsePartition)
+    if cython.compiled:
+        obj = MetadataResponse_MetadataResponsePartition.__new__(MetadataResponse_MetadataResponsePartition)
+    else:
+        obj = _new(MetadataResponse_MetadataResponsePartition)
     obj.error_code = f_error_code
     obj.partition_index = f_partition_index
     obj.leader_id = f_leader_id
@@ -3769,6 +3961,8 @@ def _dec_MetadataResponse_MetadataResponsePartition_v5(buf, cur, end):
         raise _w.bad_count('replica_nodes', pos - 4, n_replica_nodes, end, 4, 4)
     if cython.compiled:
         f_replica_nodes = [_read_i(buf, pos + 4 * i) for i in range(n_replica_nodes)]
+    elif n_replica_nodes < _w.SMALL_ARRAY_MAX:
+        f_replica_nodes = list(_A_i[n_replica_nodes].unpack_from(buf, pos))
     else:
         f_replica_nodes = list(_unpack_from(">%di" % n_replica_nodes, buf, pos))
     pos += n_replica_nodes * 4
@@ -3783,6 +3977,8 @@ def _dec_MetadataResponse_MetadataResponsePartition_v5(buf, cur, end):
         raise _w.bad_count('isr_nodes', pos - 4, n_isr_nodes, end, 4, 4)
     if cython.compiled:
         f_isr_nodes = [_read_i(buf, pos + 4 * i) for i in range(n_isr_nodes)]
+    elif n_isr_nodes < _w.SMALL_ARRAY_MAX:
+        f_isr_nodes = list(_A_i[n_isr_nodes].unpack_from(buf, pos))
     else:
         f_isr_nodes = list(_unpack_from(">%di" % n_isr_nodes, buf, pos))
     pos += n_isr_nodes * 4
@@ -3797,10 +3993,15 @@ def _dec_MetadataResponse_MetadataResponsePartition_v5(buf, cur, end):
         raise _w.bad_count('offline_replicas', pos - 4, n_offline_replicas, end, 4, 4)
     if cython.compiled:
         f_offline_replicas = [_read_i(buf, pos + 4 * i) for i in range(n_offline_replicas)]
+    elif n_offline_replicas < _w.SMALL_ARRAY_MAX:
+        f_offline_replicas = list(_A_i[n_offline_replicas].unpack_from(buf, pos))
     else:
         f_offline_replicas = list(_unpack_from(">%di" % n_offline_replicas, buf, pos))
     pos += n_offline_replicas * 4
-    obj = MetadataResponse_MetadataResponsePartition.__new__(MetadataResponse_MetadataResponsePartition)
+    if cython.compiled:
+        obj = MetadataResponse_MetadataResponsePartition.__new__(MetadataResponse_MetadataResponsePartition)
+    else:
+        obj = _new(MetadataResponse_MetadataResponsePartition)
     obj.error_code = f_error_code
     obj.partition_index = f_partition_index
     obj.leader_id = f_leader_id
@@ -3888,6 +4089,8 @@ def _dec_MetadataResponse_MetadataResponsePartition_v7(buf, cur, end):
         raise _w.bad_count('replica_nodes', pos - 4, n_replica_nodes, end, 4, 4)
     if cython.compiled:
         f_replica_nodes = [_read_i(buf, pos + 4 * i) for i in range(n_replica_nodes)]
+    elif n_replica_nodes < _w.SMALL_ARRAY_MAX:
+        f_replica_nodes = list(_A_i[n_replica_nodes].unpack_from(buf, pos))
     else:
         f_replica_nodes = list(_unpack_from(">%di" % n_replica_nodes, buf, pos))
     pos += n_replica_nodes * 4
@@ -3902,6 +4105,8 @@ def _dec_MetadataResponse_MetadataResponsePartition_v7(buf, cur, end):
         raise _w.bad_count('isr_nodes', pos - 4, n_isr_nodes, end, 4, 4)
     if cython.compiled:
         f_isr_nodes = [_read_i(buf, pos + 4 * i) for i in range(n_isr_nodes)]
+    elif n_isr_nodes < _w.SMALL_ARRAY_MAX:
+        f_isr_nodes = list(_A_i[n_isr_nodes].unpack_from(buf, pos))
     else:
         f_isr_nodes = list(_unpack_from(">%di" % n_isr_nodes, buf, pos))
     pos += n_isr_nodes * 4
@@ -3916,10 +4121,15 @@ def _dec_MetadataResponse_MetadataResponsePartition_v7(buf, cur, end):
         raise _w.bad_count('offline_replicas', pos - 4, n_offline_replicas, end, 4, 4)
     if cython.compiled:
         f_offline_replicas = [_read_i(buf, pos + 4 * i) for i in range(n_offline_replicas)]
+    elif n_offline_replicas < _w.SMALL_ARRAY_MAX:
+        f_offline_replicas = list(_A_i[n_offline_replicas].unpack_from(buf, pos))
     else:
         f_offline_replicas = list(_unpack_from(">%di" % n_offline_replicas, buf, pos))
     pos += n_offline_replicas * 4
-    obj = MetadataResponse_MetadataResponsePartition.__new__(MetadataResponse_MetadataResponsePartition)
+    if cython.compiled:
+        obj = MetadataResponse_MetadataResponsePartition.__new__(MetadataResponse_MetadataResponsePartition)
+    else:
+        obj = _new(MetadataResponse_MetadataResponsePartition)
     obj.error_code = f_error_code
     obj.partition_index = f_partition_index
     obj.leader_id = f_leader_id
@@ -4019,6 +4229,8 @@ def _dec_MetadataResponse_MetadataResponsePartition_v9(buf, cur, end):
         raise _w.bad_count('replica_nodes', pos - 1, n_replica_nodes, end, 4, 1)
     if cython.compiled:
         f_replica_nodes = [_read_i(buf, pos + 4 * i) for i in range(n_replica_nodes)]
+    elif n_replica_nodes < _w.SMALL_ARRAY_MAX:
+        f_replica_nodes = list(_A_i[n_replica_nodes].unpack_from(buf, pos))
     else:
         f_replica_nodes = list(_unpack_from(">%di" % n_replica_nodes, buf, pos))
     pos += n_replica_nodes * 4
@@ -4038,6 +4250,8 @@ def _dec_MetadataResponse_MetadataResponsePartition_v9(buf, cur, end):
         raise _w.bad_count('isr_nodes', pos - 1, n_isr_nodes, end, 4, 1)
     if cython.compiled:
         f_isr_nodes = [_read_i(buf, pos + 4 * i) for i in range(n_isr_nodes)]
+    elif n_isr_nodes < _w.SMALL_ARRAY_MAX:
+        f_isr_nodes = list(_A_i[n_isr_nodes].unpack_from(buf, pos))
     else:
         f_isr_nodes = list(_unpack_from(">%di" % n_isr_nodes, buf, pos))
     pos += n_isr_nodes * 4
@@ -4057,6 +4271,8 @@ def _dec_MetadataResponse_MetadataResponsePartition_v9(buf, cur, end):
         raise _w.bad_count('offline_replicas', pos - 1, n_offline_replicas, end, 4, 1)
     if cython.compiled:
         f_offline_replicas = [_read_i(buf, pos + 4 * i) for i in range(n_offline_replicas)]
+    elif n_offline_replicas < _w.SMALL_ARRAY_MAX:
+        f_offline_replicas = list(_A_i[n_offline_replicas].unpack_from(buf, pos))
     else:
         f_offline_replicas = list(_unpack_from(">%di" % n_offline_replicas, buf, pos))
     pos += n_offline_replicas * 4
@@ -4065,7 +4281,10 @@ def _dec_MetadataResponse_MetadataResponsePartition_v9(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = MetadataResponse_MetadataResponsePartition.__new__(MetadataResponse_MetadataResponsePartition)
+    if cython.compiled:
+        obj = MetadataResponse_MetadataResponsePartition.__new__(MetadataResponse_MetadataResponsePartition)
+    else:
+        obj = _new(MetadataResponse_MetadataResponsePartition)
     obj.error_code = f_error_code
     obj.partition_index = f_partition_index
     obj.leader_id = f_leader_id

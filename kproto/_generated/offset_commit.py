@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -67,6 +69,11 @@ _RUN_throttle_time_ms__topics = (('throttle_time_ms', 0, 4), ('topics', 4, 4))
 _RUN_topics = (('topics', 0, 4),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_OffsetCommitRequest_v0(buf, cur, end):
     """Decode OffsetCommitRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -83,7 +90,10 @@ def _dec_OffsetCommitRequest_v0(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -105,7 +115,10 @@ def _dec_OffsetCommitRequest_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    obj = OffsetCommitRequest.__new__(OffsetCommitRequest)
+    if cython.compiled:
+        obj = OffsetCommitRequest.__new__(OffsetCommitRequest)
+    else:
+        obj = _new(OffsetCommitRequest)
     obj.group_id = f_group_id
     obj.generation_id_or_member_epoch = -1
     obj.member_id = ''
@@ -168,7 +181,10 @@ def _dec_OffsetCommitRequest_v1(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -186,7 +202,10 @@ def _dec_OffsetCommitRequest_v1(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -208,7 +227,10 @@ def _dec_OffsetCommitRequest_v1(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    obj = OffsetCommitRequest.__new__(OffsetCommitRequest)
+    if cython.compiled:
+        obj = OffsetCommitRequest.__new__(OffsetCommitRequest)
+    else:
+        obj = _new(OffsetCommitRequest)
     obj.group_id = f_group_id
     obj.generation_id_or_member_epoch = f_generation_id_or_member_epoch
     obj.member_id = f_member_id
@@ -287,7 +309,10 @@ def _dec_OffsetCommitRequest_v2(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -305,7 +330,10 @@ def _dec_OffsetCommitRequest_v2(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -328,7 +356,10 @@ def _dec_OffsetCommitRequest_v2(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    obj = OffsetCommitRequest.__new__(OffsetCommitRequest)
+    if cython.compiled:
+        obj = OffsetCommitRequest.__new__(OffsetCommitRequest)
+    else:
+        obj = _new(OffsetCommitRequest)
     obj.group_id = f_group_id
     obj.generation_id_or_member_epoch = f_generation_id_or_member_epoch
     obj.member_id = f_member_id
@@ -408,7 +439,10 @@ def _dec_OffsetCommitRequest_v5(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -426,7 +460,10 @@ def _dec_OffsetCommitRequest_v5(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -448,7 +485,10 @@ def _dec_OffsetCommitRequest_v5(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    obj = OffsetCommitRequest.__new__(OffsetCommitRequest)
+    if cython.compiled:
+        obj = OffsetCommitRequest.__new__(OffsetCommitRequest)
+    else:
+        obj = _new(OffsetCommitRequest)
     obj.group_id = f_group_id
     obj.generation_id_or_member_epoch = f_generation_id_or_member_epoch
     obj.member_id = f_member_id
@@ -527,7 +567,10 @@ def _dec_OffsetCommitRequest_v6(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -545,7 +588,10 @@ def _dec_OffsetCommitRequest_v6(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -567,7 +613,10 @@ def _dec_OffsetCommitRequest_v6(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    obj = OffsetCommitRequest.__new__(OffsetCommitRequest)
+    if cython.compiled:
+        obj = OffsetCommitRequest.__new__(OffsetCommitRequest)
+    else:
+        obj = _new(OffsetCommitRequest)
     obj.group_id = f_group_id
     obj.generation_id_or_member_epoch = f_generation_id_or_member_epoch
     obj.member_id = f_member_id
@@ -646,7 +695,10 @@ def _dec_OffsetCommitRequest_v7(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -664,7 +716,10 @@ def _dec_OffsetCommitRequest_v7(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -681,7 +736,10 @@ def _dec_OffsetCommitRequest_v7(buf, cur, end):
             if f_group_instance_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
         else:
-            f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
+            try:
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_instance_id', pos, exc) from None
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
@@ -705,7 +763,10 @@ def _dec_OffsetCommitRequest_v7(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    obj = OffsetCommitRequest.__new__(OffsetCommitRequest)
+    if cython.compiled:
+        obj = OffsetCommitRequest.__new__(OffsetCommitRequest)
+    else:
+        obj = _new(OffsetCommitRequest)
     obj.group_id = f_group_id
     obj.generation_id_or_member_epoch = f_generation_id_or_member_epoch
     obj.member_id = f_member_id
@@ -802,7 +863,10 @@ def _dec_OffsetCommitRequest_v8(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -831,7 +895,10 @@ def _dec_OffsetCommitRequest_v8(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -853,7 +920,10 @@ def _dec_OffsetCommitRequest_v8(buf, cur, end):
             if f_group_instance_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
         else:
-            f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
+            try:
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_instance_id', pos, exc) from None
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
@@ -887,7 +957,10 @@ def _dec_OffsetCommitRequest_v8(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetCommitRequest.__new__(OffsetCommitRequest)
+    if cython.compiled:
+        obj = OffsetCommitRequest.__new__(OffsetCommitRequest)
+    else:
+        obj = _new(OffsetCommitRequest)
     obj.group_id = f_group_id
     obj.generation_id_or_member_epoch = f_generation_id_or_member_epoch
     obj.member_id = f_member_id
@@ -996,7 +1069,10 @@ def _dec_OffsetCommitRequest_v10(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -1025,7 +1101,10 @@ def _dec_OffsetCommitRequest_v10(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -1047,7 +1126,10 @@ def _dec_OffsetCommitRequest_v10(buf, cur, end):
             if f_group_instance_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
         else:
-            f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
+            try:
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_instance_id', pos, exc) from None
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
@@ -1081,7 +1163,10 @@ def _dec_OffsetCommitRequest_v10(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetCommitRequest.__new__(OffsetCommitRequest)
+    if cython.compiled:
+        obj = OffsetCommitRequest.__new__(OffsetCommitRequest)
+    else:
+        obj = _new(OffsetCommitRequest)
     obj.group_id = f_group_id
     obj.generation_id_or_member_epoch = f_generation_id_or_member_epoch
     obj.member_id = f_member_id
@@ -1185,7 +1270,10 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -1207,7 +1295,10 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("partitions[%d]" % i)
     pos = cur.pos
-    obj = OffsetCommitRequest_OffsetCommitRequestTopic.__new__(OffsetCommitRequest_OffsetCommitRequestTopic)
+    if cython.compiled:
+        obj = OffsetCommitRequest_OffsetCommitRequestTopic.__new__(OffsetCommitRequest_OffsetCommitRequestTopic)
+    else:
+        obj = _new(OffsetCommitRequest_OffsetCommitRequestTopic)
     obj.name = f_name
     obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
@@ -1265,7 +1356,10 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v1(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -1287,7 +1381,10 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v1(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("partitions[%d]" % i)
     pos = cur.pos
-    obj = OffsetCommitRequest_OffsetCommitRequestTopic.__new__(OffsetCommitRequest_OffsetCommitRequestTopic)
+    if cython.compiled:
+        obj = OffsetCommitRequest_OffsetCommitRequestTopic.__new__(OffsetCommitRequest_OffsetCommitRequestTopic)
+    else:
+        obj = _new(OffsetCommitRequest_OffsetCommitRequestTopic)
     obj.name = f_name
     obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
@@ -1345,7 +1442,10 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v6(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -1367,7 +1467,10 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v6(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("partitions[%d]" % i)
     pos = cur.pos
-    obj = OffsetCommitRequest_OffsetCommitRequestTopic.__new__(OffsetCommitRequest_OffsetCommitRequestTopic)
+    if cython.compiled:
+        obj = OffsetCommitRequest_OffsetCommitRequestTopic.__new__(OffsetCommitRequest_OffsetCommitRequestTopic)
+    else:
+        obj = _new(OffsetCommitRequest_OffsetCommitRequestTopic)
     obj.name = f_name
     obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
@@ -1430,7 +1533,10 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v8(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -1462,7 +1568,10 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v8(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetCommitRequest_OffsetCommitRequestTopic.__new__(OffsetCommitRequest_OffsetCommitRequestTopic)
+    if cython.compiled:
+        obj = OffsetCommitRequest_OffsetCommitRequestTopic.__new__(OffsetCommitRequest_OffsetCommitRequestTopic)
+    else:
+        obj = _new(OffsetCommitRequest_OffsetCommitRequestTopic)
     obj.name = f_name
     obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
@@ -1545,7 +1654,10 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestTopic_v10(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetCommitRequest_OffsetCommitRequestTopic.__new__(OffsetCommitRequest_OffsetCommitRequestTopic)
+    if cython.compiled:
+        obj = OffsetCommitRequest_OffsetCommitRequestTopic.__new__(OffsetCommitRequest_OffsetCommitRequestTopic)
+    else:
+        obj = _new(OffsetCommitRequest_OffsetCommitRequestTopic)
     obj.name = ''
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
@@ -1596,13 +1708,19 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v0(buf, cur, end):
             if f_committed_metadata is None:
                 raise _w.bad_utf8_at(buf, pos, n_committed_metadata, 'committed_metadata')
         else:
-            f_committed_metadata = _w.utf8(buf, pos, n_committed_metadata, 'committed_metadata')
+            try:
+                f_committed_metadata = buf[pos:pos + n_committed_metadata].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('committed_metadata', pos, exc) from None
         pos += n_committed_metadata
     elif n_committed_metadata == -1:
         f_committed_metadata = None
     else:
         raise _w.bad_sized('committed_metadata', pos, n_committed_metadata, end, 2, True)
-    obj = OffsetCommitRequest_OffsetCommitRequestPartition.__new__(OffsetCommitRequest_OffsetCommitRequestPartition)
+    if cython.compiled:
+        obj = OffsetCommitRequest_OffsetCommitRequestPartition.__new__(OffsetCommitRequest_OffsetCommitRequestPartition)
+    else:
+        obj = _new(OffsetCommitRequest_OffsetCommitRequestPartition)
     obj.partition_index = f_partition_index
     obj.committed_offset = f_committed_offset
     obj.committed_leader_epoch = -1
@@ -1657,13 +1775,19 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v1(buf, cur, end):
             if f_committed_metadata is None:
                 raise _w.bad_utf8_at(buf, pos, n_committed_metadata, 'committed_metadata')
         else:
-            f_committed_metadata = _w.utf8(buf, pos, n_committed_metadata, 'committed_metadata')
+            try:
+                f_committed_metadata = buf[pos:pos + n_committed_metadata].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('committed_metadata', pos, exc) from None
         pos += n_committed_metadata
     elif n_committed_metadata == -1:
         f_committed_metadata = None
     else:
         raise _w.bad_sized('committed_metadata', pos, n_committed_metadata, end, 2, True)
-    obj = OffsetCommitRequest_OffsetCommitRequestPartition.__new__(OffsetCommitRequest_OffsetCommitRequestPartition)
+    if cython.compiled:
+        obj = OffsetCommitRequest_OffsetCommitRequestPartition.__new__(OffsetCommitRequest_OffsetCommitRequestPartition)
+    else:
+        obj = _new(OffsetCommitRequest_OffsetCommitRequestPartition)
     obj.partition_index = f_partition_index
     obj.committed_offset = f_committed_offset
     obj.committed_leader_epoch = -1
@@ -1717,13 +1841,19 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v6(buf, cur, end):
             if f_committed_metadata is None:
                 raise _w.bad_utf8_at(buf, pos, n_committed_metadata, 'committed_metadata')
         else:
-            f_committed_metadata = _w.utf8(buf, pos, n_committed_metadata, 'committed_metadata')
+            try:
+                f_committed_metadata = buf[pos:pos + n_committed_metadata].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('committed_metadata', pos, exc) from None
         pos += n_committed_metadata
     elif n_committed_metadata == -1:
         f_committed_metadata = None
     else:
         raise _w.bad_sized('committed_metadata', pos, n_committed_metadata, end, 2, True)
-    obj = OffsetCommitRequest_OffsetCommitRequestPartition.__new__(OffsetCommitRequest_OffsetCommitRequestPartition)
+    if cython.compiled:
+        obj = OffsetCommitRequest_OffsetCommitRequestPartition.__new__(OffsetCommitRequest_OffsetCommitRequestPartition)
+    else:
+        obj = _new(OffsetCommitRequest_OffsetCommitRequestPartition)
     obj.partition_index = f_partition_index
     obj.committed_offset = f_committed_offset
     obj.committed_leader_epoch = f_committed_leader_epoch
@@ -1790,7 +1920,10 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v8(buf, cur, end):
             if f_committed_metadata is None:
                 raise _w.bad_utf8_at(buf, pos, n_committed_metadata, 'committed_metadata')
         else:
-            f_committed_metadata = _w.utf8(buf, pos, n_committed_metadata, 'committed_metadata')
+            try:
+                f_committed_metadata = buf[pos:pos + n_committed_metadata].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('committed_metadata', pos, exc) from None
         pos += n_committed_metadata
     elif n_committed_metadata == -1:
         f_committed_metadata = None
@@ -1801,7 +1934,10 @@ def _dec_OffsetCommitRequest_OffsetCommitRequestPartition_v8(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetCommitRequest_OffsetCommitRequestPartition.__new__(OffsetCommitRequest_OffsetCommitRequestPartition)
+    if cython.compiled:
+        obj = OffsetCommitRequest_OffsetCommitRequestPartition.__new__(OffsetCommitRequest_OffsetCommitRequestPartition)
+    else:
+        obj = _new(OffsetCommitRequest_OffsetCommitRequestPartition)
     obj.partition_index = f_partition_index
     obj.committed_offset = f_committed_offset
     obj.committed_leader_epoch = f_committed_leader_epoch
@@ -1868,7 +2004,10 @@ def _dec_OffsetCommitResponse_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    obj = OffsetCommitResponse.__new__(OffsetCommitResponse)
+    if cython.compiled:
+        obj = OffsetCommitResponse.__new__(OffsetCommitResponse)
+    else:
+        obj = _new(OffsetCommitResponse)
     obj.throttle_time_ms = 0
     obj.topics = f_topics
     obj.unknown_tagged_fields = []
@@ -1916,7 +2055,10 @@ def _dec_OffsetCommitResponse_v3(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    obj = OffsetCommitResponse.__new__(OffsetCommitResponse)
+    if cython.compiled:
+        obj = OffsetCommitResponse.__new__(OffsetCommitResponse)
+    else:
+        obj = _new(OffsetCommitResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.topics = f_topics
     obj.unknown_tagged_fields = []
@@ -1981,7 +2123,10 @@ def _dec_OffsetCommitResponse_v8(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetCommitResponse.__new__(OffsetCommitResponse)
+    if cython.compiled:
+        obj = OffsetCommitResponse.__new__(OffsetCommitResponse)
+    else:
+        obj = _new(OffsetCommitResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.topics = f_topics
     obj.unknown_tagged_fields = unknown
@@ -2055,7 +2200,10 @@ def _dec_OffsetCommitResponse_v10(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetCommitResponse.__new__(OffsetCommitResponse)
+    if cython.compiled:
+        obj = OffsetCommitResponse.__new__(OffsetCommitResponse)
+    else:
+        obj = _new(OffsetCommitResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.topics = f_topics
     obj.unknown_tagged_fields = unknown
@@ -2107,7 +2255,10 @@ def _dec_OffsetCommitResponse_OffsetCommitResponseTopic_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -2129,7 +2280,10 @@ def _dec_OffsetCommitResponse_OffsetCommitResponseTopic_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("partitions[%d]" % i)
     pos = cur.pos
-    obj = OffsetCommitResponse_OffsetCommitResponseTopic.__new__(OffsetCommitResponse_OffsetCommitResponseTopic)
+    if cython.compiled:
+        obj = OffsetCommitResponse_OffsetCommitResponseTopic.__new__(OffsetCommitResponse_OffsetCommitResponseTopic)
+    else:
+        obj = _new(OffsetCommitResponse_OffsetCommitResponseTopic)
     obj.name = f_name
     obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
@@ -2192,7 +2346,10 @@ def _dec_OffsetCommitResponse_OffsetCommitResponseTopic_v8(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -2224,7 +2381,10 @@ def _dec_OffsetCommitResponse_OffsetCommitResponseTopic_v8(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetCommitResponse_OffsetCommitResponseTopic.__new__(OffsetCommitResponse_OffsetCommitResponseTopic)
+    if cython.compiled:
+        obj = OffsetCommitResponse_OffsetCommitResponseTopic.__new__(OffsetCommitResponse_OffsetCommitResponseTopic)
+    else:
+        obj = _new(OffsetCommitResponse_OffsetCommitResponseTopic)
     obj.name = f_name
     obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
@@ -2307,7 +2467,10 @@ def _dec_OffsetCommitResponse_OffsetCommitResponseTopic_v10(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetCommitResponse_OffsetCommitResponseTopic.__new__(OffsetCommitResponse_OffsetCommitResponseTopic)
+    if cython.compiled:
+        obj = OffsetCommitResponse_OffsetCommitResponseTopic.__new__(OffsetCommitResponse_OffsetCommitResponseTopic)
+    else:
+        obj = _new(OffsetCommitResponse_OffsetCommitResponseTopic)
     obj.name = ''
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
@@ -2351,7 +2514,10 @@ def _dec_OffsetCommitResponse_OffsetCommitResponsePartition_v0(buf, cur, end):
     else:
         f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    obj = OffsetCommitResponse_OffsetCommitResponsePartition.__new__(OffsetCommitResponse_OffsetCommitResponsePartition)
+    if cython.compiled:
+        obj = OffsetCommitResponse_OffsetCommitResponsePartition.__new__(OffsetCommitResponse_OffsetCommitResponsePartition)
+    else:
+        obj = _new(OffsetCommitResponse_OffsetCommitResponsePartition)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.unknown_tagged_fields = []
@@ -2387,7 +2553,10 @@ def _dec_OffsetCommitResponse_OffsetCommitResponsePartition_v8(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetCommitResponse_OffsetCommitResponsePartition.__new__(OffsetCommitResponse_OffsetCommitResponsePartition)
+    if cython.compiled:
+        obj = OffsetCommitResponse_OffsetCommitResponsePartition.__new__(OffsetCommitResponse_OffsetCommitResponsePartition)
+    else:
+        obj = _new(OffsetCommitResponse_OffsetCommitResponsePartition)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.unknown_tagged_fields = unknown

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -54,6 +56,11 @@ _RUN_partitions = (('partitions', 0, 4),)
 _RUN_topics = (('topics', 0, 4),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_OffsetDeleteRequest_v0(buf, cur, end):
     """Decode OffsetDeleteRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -70,7 +77,10 @@ def _dec_OffsetDeleteRequest_v0(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -92,7 +102,10 @@ def _dec_OffsetDeleteRequest_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    obj = OffsetDeleteRequest.__new__(OffsetDeleteRequest)
+    if cython.compiled:
+        obj = OffsetDeleteRequest.__new__(OffsetDeleteRequest)
+    else:
+        obj = _new(OffsetDeleteRequest)
     obj.group_id = f_group_id
     obj.topics = f_topics
     cur.pos = pos
@@ -148,7 +161,10 @@ def _dec_OffsetDeleteRequest_OffsetDeleteRequestTopic_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -170,7 +186,10 @@ def _dec_OffsetDeleteRequest_OffsetDeleteRequestTopic_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("partitions[%d]" % i)
     pos = cur.pos
-    obj = OffsetDeleteRequest_OffsetDeleteRequestTopic.__new__(OffsetDeleteRequest_OffsetDeleteRequestTopic)
+    if cython.compiled:
+        obj = OffsetDeleteRequest_OffsetDeleteRequestTopic.__new__(OffsetDeleteRequest_OffsetDeleteRequestTopic)
+    else:
+        obj = _new(OffsetDeleteRequest_OffsetDeleteRequestTopic)
     obj.name = f_name
     obj.partitions = f_partitions
     cur.pos = pos
@@ -220,7 +239,10 @@ def _dec_OffsetDeleteRequest_OffsetDeleteRequestPartition_v0(buf, cur, end):
     else:
         f_partition_index = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = OffsetDeleteRequest_OffsetDeleteRequestPartition.__new__(OffsetDeleteRequest_OffsetDeleteRequestPartition)
+    if cython.compiled:
+        obj = OffsetDeleteRequest_OffsetDeleteRequestPartition.__new__(OffsetDeleteRequest_OffsetDeleteRequestPartition)
+    else:
+        obj = _new(OffsetDeleteRequest_OffsetDeleteRequestPartition)
     obj.partition_index = f_partition_index
     cur.pos = pos
     return obj
@@ -260,7 +282,10 @@ def _dec_OffsetDeleteResponse_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    obj = OffsetDeleteResponse.__new__(OffsetDeleteResponse)
+    if cython.compiled:
+        obj = OffsetDeleteResponse.__new__(OffsetDeleteResponse)
+    else:
+        obj = _new(OffsetDeleteResponse)
     obj.error_code = f_error_code
     obj.throttle_time_ms = f_throttle_time_ms
     obj.topics = f_topics
@@ -304,7 +329,10 @@ def _dec_OffsetDeleteResponse_OffsetDeleteResponseTopic_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -326,7 +354,10 @@ def _dec_OffsetDeleteResponse_OffsetDeleteResponseTopic_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("partitions[%d]" % i)
     pos = cur.pos
-    obj = OffsetDeleteResponse_OffsetDeleteResponseTopic.__new__(OffsetDeleteResponse_OffsetDeleteResponseTopic)
+    if cython.compiled:
+        obj = OffsetDeleteResponse_OffsetDeleteResponseTopic.__new__(OffsetDeleteResponse_OffsetDeleteResponseTopic)
+    else:
+        obj = _new(OffsetDeleteResponse_OffsetDeleteResponseTopic)
     obj.name = f_name
     obj.partitions = f_partitions
     cur.pos = pos
@@ -377,7 +408,10 @@ def _dec_OffsetDeleteResponse_OffsetDeleteResponsePartition_v0(buf, cur, end):
     else:
         f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    obj = OffsetDeleteResponse_OffsetDeleteResponsePartition.__new__(OffsetDeleteResponse_OffsetDeleteResponsePartition)
+    if cython.compiled:
+        obj = OffsetDeleteResponse_OffsetDeleteResponsePartition.__new__(OffsetDeleteResponse_OffsetDeleteResponsePartition)
+    else:
+        obj = _new(OffsetDeleteResponse_OffsetDeleteResponsePartition)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     cur.pos = pos

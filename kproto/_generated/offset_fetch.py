@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -64,6 +66,12 @@ _RUN_throttle_time_ms__topics = (('throttle_time_ms', 0, 4), ('topics', 4, 4))
 _RUN_topics = (('topics', 0, 4),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_i = _w.SMALL_ARRAYS["i"]
+
+
 def _dec_OffsetFetchRequest_v0(buf, cur, end):
     """Decode OffsetFetchRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -80,7 +88,10 @@ def _dec_OffsetFetchRequest_v0(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -102,7 +113,10 @@ def _dec_OffsetFetchRequest_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    obj = OffsetFetchRequest.__new__(OffsetFetchRequest)
+    if cython.compiled:
+        obj = OffsetFetchRequest.__new__(OffsetFetchRequest)
+    else:
+        obj = _new(OffsetFetchRequest)
     obj.group_id = f_group_id
     obj.topics = f_topics
     obj.groups = []
@@ -165,7 +179,10 @@ def _dec_OffsetFetchRequest_v2(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -190,7 +207,10 @@ def _dec_OffsetFetchRequest_v2(buf, cur, end):
         except DecodeError as exc:
             raise exc.within("topics[%d]" % i)
         pos = cur.pos
-    obj = OffsetFetchRequest.__new__(OffsetFetchRequest)
+    if cython.compiled:
+        obj = OffsetFetchRequest.__new__(OffsetFetchRequest)
+    else:
+        obj = _new(OffsetFetchRequest)
     obj.group_id = f_group_id
     obj.topics = f_topics
     obj.groups = []
@@ -259,7 +279,10 @@ def _dec_OffsetFetchRequest_v6(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -294,7 +317,10 @@ def _dec_OffsetFetchRequest_v6(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetFetchRequest.__new__(OffsetFetchRequest)
+    if cython.compiled:
+        obj = OffsetFetchRequest.__new__(OffsetFetchRequest)
+    else:
+        obj = _new(OffsetFetchRequest)
     obj.group_id = f_group_id
     obj.topics = f_topics
     obj.groups = []
@@ -369,7 +395,10 @@ def _dec_OffsetFetchRequest_v7(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -414,7 +443,10 @@ def _dec_OffsetFetchRequest_v7(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetFetchRequest.__new__(OffsetFetchRequest)
+    if cython.compiled:
+        obj = OffsetFetchRequest.__new__(OffsetFetchRequest)
+    else:
+        obj = _new(OffsetFetchRequest)
     obj.group_id = f_group_id
     obj.topics = f_topics
     obj.groups = []
@@ -512,7 +544,10 @@ def _dec_OffsetFetchRequest_v8(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetFetchRequest.__new__(OffsetFetchRequest)
+    if cython.compiled:
+        obj = OffsetFetchRequest.__new__(OffsetFetchRequest)
+    else:
+        obj = _new(OffsetFetchRequest)
     obj.group_id = ''
     obj.topics = []
     obj.groups = f_groups
@@ -595,7 +630,10 @@ def _dec_OffsetFetchRequest_v9(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetFetchRequest.__new__(OffsetFetchRequest)
+    if cython.compiled:
+        obj = OffsetFetchRequest.__new__(OffsetFetchRequest)
+    else:
+        obj = _new(OffsetFetchRequest)
     obj.group_id = ''
     obj.topics = []
     obj.groups = f_groups
@@ -678,7 +716,10 @@ def _dec_OffsetFetchRequest_v10(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetFetchRequest.__new__(OffsetFetchRequest)
+    if cython.compiled:
+        obj = OffsetFetchRequest.__new__(OffsetFetchRequest)
+    else:
+        obj = _new(OffsetFetchRequest)
     obj.group_id = ''
     obj.topics = []
     obj.groups = f_groups
@@ -736,7 +777,10 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestTopic_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -751,10 +795,15 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestTopic_v0(buf, cur, end):
         raise _w.bad_count('partition_indexes', pos - 4, n_partition_indexes, end, 4, 4)
     if cython.compiled:
         f_partition_indexes = [_read_i(buf, pos + 4 * i) for i in range(n_partition_indexes)]
+    elif n_partition_indexes < _w.SMALL_ARRAY_MAX:
+        f_partition_indexes = list(_A_i[n_partition_indexes].unpack_from(buf, pos))
     else:
         f_partition_indexes = list(_unpack_from(">%di" % n_partition_indexes, buf, pos))
     pos += n_partition_indexes * 4
-    obj = OffsetFetchRequest_OffsetFetchRequestTopic.__new__(OffsetFetchRequest_OffsetFetchRequestTopic)
+    if cython.compiled:
+        obj = OffsetFetchRequest_OffsetFetchRequestTopic.__new__(OffsetFetchRequest_OffsetFetchRequestTopic)
+    else:
+        obj = _new(OffsetFetchRequest_OffsetFetchRequestTopic)
     obj.name = f_name
     obj.partition_indexes = f_partition_indexes
     obj.unknown_tagged_fields = []
@@ -820,7 +869,10 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestTopic_v6(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -840,6 +892,8 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestTopic_v6(buf, cur, end):
         raise _w.bad_count('partition_indexes', pos - 1, n_partition_indexes, end, 4, 1)
     if cython.compiled:
         f_partition_indexes = [_read_i(buf, pos + 4 * i) for i in range(n_partition_indexes)]
+    elif n_partition_indexes < _w.SMALL_ARRAY_MAX:
+        f_partition_indexes = list(_A_i[n_partition_indexes].unpack_from(buf, pos))
     else:
         f_partition_indexes = list(_unpack_from(">%di" % n_partition_indexes, buf, pos))
     pos += n_partition_indexes * 4
@@ -848,7 +902,10 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestTopic_v6(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetFetchRequest_OffsetFetchRequestTopic.__new__(OffsetFetchRequest_OffsetFetchRequestTopic)
+    if cython.compiled:
+        obj = OffsetFetchRequest_OffsetFetchRequestTopic.__new__(OffsetFetchRequest_OffsetFetchRequestTopic)
+    else:
+        obj = _new(OffsetFetchRequest_OffsetFetchRequestTopic)
     obj.name = f_name
     obj.partition_indexes = f_partition_indexes
     obj.unknown_tagged_fields = unknown
@@ -920,7 +977,10 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v8(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -955,7 +1015,10 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v8(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetFetchRequest_OffsetFetchRequestGroup.__new__(OffsetFetchRequest_OffsetFetchRequestGroup)
+    if cython.compiled:
+        obj = OffsetFetchRequest_OffsetFetchRequestGroup.__new__(OffsetFetchRequest_OffsetFetchRequestGroup)
+    else:
+        obj = _new(OffsetFetchRequest_OffsetFetchRequestGroup)
     obj.group_id = f_group_id
     obj.member_id = None
     obj.member_epoch = -1
@@ -1026,7 +1089,10 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v9(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -1048,7 +1114,10 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v9(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     elif n_member_id == -1:
         f_member_id = None
@@ -1092,7 +1161,10 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v9(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetFetchRequest_OffsetFetchRequestGroup.__new__(OffsetFetchRequest_OffsetFetchRequestGroup)
+    if cython.compiled:
+        obj = OffsetFetchRequest_OffsetFetchRequestGroup.__new__(OffsetFetchRequest_OffsetFetchRequestGroup)
+    else:
+        obj = _new(OffsetFetchRequest_OffsetFetchRequestGroup)
     obj.group_id = f_group_id
     obj.member_id = f_member_id
     obj.member_epoch = f_member_epoch
@@ -1184,7 +1256,10 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v10(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -1206,7 +1281,10 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v10(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     elif n_member_id == -1:
         f_member_id = None
@@ -1250,7 +1328,10 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestGroup_v10(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetFetchRequest_OffsetFetchRequestGroup.__new__(OffsetFetchRequest_OffsetFetchRequestGroup)
+    if cython.compiled:
+        obj = OffsetFetchRequest_OffsetFetchRequestGroup.__new__(OffsetFetchRequest_OffsetFetchRequestGroup)
+    else:
+        obj = _new(OffsetFetchRequest_OffsetFetchRequestGroup)
     obj.group_id = f_group_id
     obj.member_id = f_member_id
     obj.member_epoch = f_member_epoch
@@ -1342,7 +1423,10 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestTopics_v8(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -1362,6 +1446,8 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestTopics_v8(buf, cur, end):
         raise _w.bad_count('partition_indexes', pos - 1, n_partition_indexes, end, 4, 1)
     if cython.compiled:
         f_partition_indexes = [_read_i(buf, pos + 4 * i) for i in range(n_partition_indexes)]
+    elif n_partition_indexes < _w.SMALL_ARRAY_MAX:
+        f_partition_indexes = list(_A_i[n_partition_indexes].unpack_from(buf, pos))
     else:
         f_partition_indexes = list(_unpack_from(">%di" % n_partition_indexes, buf, pos))
     pos += n_partition_indexes * 4
@@ -1370,7 +1456,10 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestTopics_v8(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetFetchRequest_OffsetFetchRequestTopics.__new__(OffsetFetchRequest_OffsetFetchRequestTopics)
+    if cython.compiled:
+        obj = OffsetFetchRequest_OffsetFetchRequestTopics.__new__(OffsetFetchRequest_OffsetFetchRequestTopics)
+    else:
+        obj = _new(OffsetFetchRequest_OffsetFetchRequestTopics)
     obj.name = f_name
     obj.topic_id = _w.ZERO_UUID
     obj.partition_indexes = f_partition_indexes
@@ -1445,6 +1534,8 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestTopics_v10(buf, cur, end):
         raise _w.bad_count('partition_indexes', pos - 1, n_partition_indexes, end, 4, 1)
     if cython.compiled:
         f_partition_indexes = [_read_i(buf, pos + 4 * i) for i in range(n_partition_indexes)]
+    elif n_partition_indexes < _w.SMALL_ARRAY_MAX:
+        f_partition_indexes = list(_A_i[n_partition_indexes].unpack_from(buf, pos))
     else:
         f_partition_indexes = list(_unpack_from(">%di" % n_partition_indexes, buf, pos))
     pos += n_partition_indexes * 4
@@ -1453,7 +1544,10 @@ def _dec_OffsetFetchRequest_OffsetFetchRequestTopics_v10(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetFetchRequest_OffsetFetchRequestTopics.__new__(OffsetFetchRequest_OffsetFetchRequestTopics)
+    if cython.compiled:
+        obj = OffsetFetchRequest_OffsetFetchRequestTopics.__new__(OffsetFetchRequest_OffsetFetchRequestTopics)
+    else:
+        obj = _new(OffsetFetchRequest_OffsetFetchRequestTopics)
     obj.name = ''
     obj.topic_id = f_topic_id
     obj.partition_indexes = f_partition_indexes
@@ -1511,7 +1605,10 @@ def _dec_OffsetFetchResponse_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    obj = OffsetFetchResponse.__new__(OffsetFetchResponse)
+    if cython.compiled:
+        obj = OffsetFetchResponse.__new__(OffsetFetchResponse)
+    else:
+        obj = _new(OffsetFetchResponse)
     obj.throttle_time_ms = 0
     obj.topics = f_topics
     obj.error_code = 0
@@ -1569,7 +1666,10 @@ def _dec_OffsetFetchResponse_v2(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    obj = OffsetFetchResponse.__new__(OffsetFetchResponse)
+    if cython.compiled:
+        obj = OffsetFetchResponse.__new__(OffsetFetchResponse)
+    else:
+        obj = _new(OffsetFetchResponse)
     obj.throttle_time_ms = 0
     obj.topics = f_topics
     obj.error_code = f_error_code
@@ -1633,7 +1733,10 @@ def _dec_OffsetFetchResponse_v3(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    obj = OffsetFetchResponse.__new__(OffsetFetchResponse)
+    if cython.compiled:
+        obj = OffsetFetchResponse.__new__(OffsetFetchResponse)
+    else:
+        obj = _new(OffsetFetchResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.topics = f_topics
     obj.error_code = f_error_code
@@ -1698,7 +1801,10 @@ def _dec_OffsetFetchResponse_v5(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    obj = OffsetFetchResponse.__new__(OffsetFetchResponse)
+    if cython.compiled:
+        obj = OffsetFetchResponse.__new__(OffsetFetchResponse)
+    else:
+        obj = _new(OffsetFetchResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.topics = f_topics
     obj.error_code = f_error_code
@@ -1779,7 +1885,10 @@ def _dec_OffsetFetchResponse_v6(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetFetchResponse.__new__(OffsetFetchResponse)
+    if cython.compiled:
+        obj = OffsetFetchResponse.__new__(OffsetFetchResponse)
+    else:
+        obj = _new(OffsetFetchResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.topics = f_topics
     obj.error_code = f_error_code
@@ -1862,7 +1971,10 @@ def _dec_OffsetFetchResponse_v8(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetFetchResponse.__new__(OffsetFetchResponse)
+    if cython.compiled:
+        obj = OffsetFetchResponse.__new__(OffsetFetchResponse)
+    else:
+        obj = _new(OffsetFetchResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.topics = []
     obj.error_code = 0
@@ -1940,7 +2052,10 @@ def _dec_OffsetFetchResponse_v10(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetFetchResponse.__new__(OffsetFetchResponse)
+    if cython.compiled:
+        obj = OffsetFetchResponse.__new__(OffsetFetchResponse)
+    else:
+        obj = _new(OffsetFetchResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.topics = []
     obj.error_code = 0
@@ -1996,7 +2111,10 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseTopic_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -2018,7 +2136,10 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseTopic_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("partitions[%d]" % i)
     pos = cur.pos
-    obj = OffsetFetchResponse_OffsetFetchResponseTopic.__new__(OffsetFetchResponse_OffsetFetchResponseTopic)
+    if cython.compiled:
+        obj = OffsetFetchResponse_OffsetFetchResponseTopic.__new__(OffsetFetchResponse_OffsetFetchResponseTopic)
+    else:
+        obj = _new(OffsetFetchResponse_OffsetFetchResponseTopic)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
@@ -2075,7 +2196,10 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseTopic_v5(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -2097,7 +2221,10 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseTopic_v5(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("partitions[%d]" % i)
     pos = cur.pos
-    obj = OffsetFetchResponse_OffsetFetchResponseTopic.__new__(OffsetFetchResponse_OffsetFetchResponseTopic)
+    if cython.compiled:
+        obj = OffsetFetchResponse_OffsetFetchResponseTopic.__new__(OffsetFetchResponse_OffsetFetchResponseTopic)
+    else:
+        obj = _new(OffsetFetchResponse_OffsetFetchResponseTopic)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
@@ -2159,7 +2286,10 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseTopic_v6(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -2191,7 +2321,10 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseTopic_v6(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetFetchResponse_OffsetFetchResponseTopic.__new__(OffsetFetchResponse_OffsetFetchResponseTopic)
+    if cython.compiled:
+        obj = OffsetFetchResponse_OffsetFetchResponseTopic.__new__(OffsetFetchResponse_OffsetFetchResponseTopic)
+    else:
+        obj = _new(OffsetFetchResponse_OffsetFetchResponseTopic)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -2256,7 +2389,10 @@ def _dec_OffsetFetchResponse_OffsetFetchResponsePartition_v0(buf, cur, end):
             if f_metadata is None:
                 raise _w.bad_utf8_at(buf, pos, n_metadata, 'metadata')
         else:
-            f_metadata = _w.utf8(buf, pos, n_metadata, 'metadata')
+            try:
+                f_metadata = buf[pos:pos + n_metadata].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('metadata', pos, exc) from None
         pos += n_metadata
     elif n_metadata == -1:
         f_metadata = None
@@ -2269,7 +2405,10 @@ def _dec_OffsetFetchResponse_OffsetFetchResponsePartition_v0(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    obj = OffsetFetchResponse_OffsetFetchResponsePartition.__new__(OffsetFetchResponse_OffsetFetchResponsePartition)
+    if cython.compiled:
+        obj = OffsetFetchResponse_OffsetFetchResponsePartition.__new__(OffsetFetchResponse_OffsetFetchResponsePartition)
+    else:
+        obj = _new(OffsetFetchResponse_OffsetFetchResponsePartition)
     obj.partition_index = f_partition_index
     obj.committed_offset = f_committed_offset
     obj.committed_leader_epoch = -1
@@ -2327,7 +2466,10 @@ def _dec_OffsetFetchResponse_OffsetFetchResponsePartition_v5(buf, cur, end):
             if f_metadata is None:
                 raise _w.bad_utf8_at(buf, pos, n_metadata, 'metadata')
         else:
-            f_metadata = _w.utf8(buf, pos, n_metadata, 'metadata')
+            try:
+                f_metadata = buf[pos:pos + n_metadata].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('metadata', pos, exc) from None
         pos += n_metadata
     elif n_metadata == -1:
         f_metadata = None
@@ -2340,7 +2482,10 @@ def _dec_OffsetFetchResponse_OffsetFetchResponsePartition_v5(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    obj = OffsetFetchResponse_OffsetFetchResponsePartition.__new__(OffsetFetchResponse_OffsetFetchResponsePartition)
+    if cython.compiled:
+        obj = OffsetFetchResponse_OffsetFetchResponsePartition.__new__(OffsetFetchResponse_OffsetFetchResponsePartition)
+    else:
+        obj = _new(OffsetFetchResponse_OffsetFetchResponsePartition)
     obj.partition_index = f_partition_index
     obj.committed_offset = f_committed_offset
     obj.committed_leader_epoch = f_committed_leader_epoch
@@ -2410,7 +2555,10 @@ def _dec_OffsetFetchResponse_OffsetFetchResponsePartition_v6(buf, cur, end):
             if f_metadata is None:
                 raise _w.bad_utf8_at(buf, pos, n_metadata, 'metadata')
         else:
-            f_metadata = _w.utf8(buf, pos, n_metadata, 'metadata')
+            try:
+                f_metadata = buf[pos:pos + n_metadata].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('metadata', pos, exc) from None
         pos += n_metadata
     elif n_metadata == -1:
         f_metadata = None
@@ -2428,7 +2576,10 @@ def _dec_OffsetFetchResponse_OffsetFetchResponsePartition_v6(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetFetchResponse_OffsetFetchResponsePartition.__new__(OffsetFetchResponse_OffsetFetchResponsePartition)
+    if cython.compiled:
+        obj = OffsetFetchResponse_OffsetFetchResponsePartition.__new__(OffsetFetchResponse_OffsetFetchResponsePartition)
+    else:
+        obj = _new(OffsetFetchResponse_OffsetFetchResponsePartition)
     obj.partition_index = f_partition_index
     obj.committed_offset = f_committed_offset
     obj.committed_leader_epoch = f_committed_leader_epoch
@@ -2498,7 +2649,10 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseGroup_v8(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -2537,7 +2691,10 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseGroup_v8(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetFetchResponse_OffsetFetchResponseGroup.__new__(OffsetFetchResponse_OffsetFetchResponseGroup)
+    if cython.compiled:
+        obj = OffsetFetchResponse_OffsetFetchResponseGroup.__new__(OffsetFetchResponse_OffsetFetchResponseGroup)
+    else:
+        obj = _new(OffsetFetchResponse_OffsetFetchResponseGroup)
     obj.group_id = f_group_id
     obj.topics = f_topics
     obj.error_code = f_error_code
@@ -2611,7 +2768,10 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseGroup_v10(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -2650,7 +2810,10 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseGroup_v10(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetFetchResponse_OffsetFetchResponseGroup.__new__(OffsetFetchResponse_OffsetFetchResponseGroup)
+    if cython.compiled:
+        obj = OffsetFetchResponse_OffsetFetchResponseGroup.__new__(OffsetFetchResponse_OffsetFetchResponseGroup)
+    else:
+        obj = _new(OffsetFetchResponse_OffsetFetchResponseGroup)
     obj.group_id = f_group_id
     obj.topics = f_topics
     obj.error_code = f_error_code
@@ -2724,7 +2887,10 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseTopics_v8(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -2756,7 +2922,10 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseTopics_v8(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetFetchResponse_OffsetFetchResponseTopics.__new__(OffsetFetchResponse_OffsetFetchResponseTopics)
+    if cython.compiled:
+        obj = OffsetFetchResponse_OffsetFetchResponseTopics.__new__(OffsetFetchResponse_OffsetFetchResponseTopics)
+    else:
+        obj = _new(OffsetFetchResponse_OffsetFetchResponseTopics)
     obj.name = f_name
     obj.topic_id = _w.ZERO_UUID
     obj.partitions = f_partitions
@@ -2839,7 +3008,10 @@ def _dec_OffsetFetchResponse_OffsetFetchResponseTopics_v10(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetFetchResponse_OffsetFetchResponseTopics.__new__(OffsetFetchResponse_OffsetFetchResponseTopics)
+    if cython.compiled:
+        obj = OffsetFetchResponse_OffsetFetchResponseTopics.__new__(OffsetFetchResponse_OffsetFetchResponseTopics)
+    else:
+        obj = _new(OffsetFetchResponse_OffsetFetchResponseTopics)
     obj.name = ''
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
@@ -2902,7 +3074,10 @@ def _dec_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(buf, cur, end):
             if f_metadata is None:
                 raise _w.bad_utf8_at(buf, pos, n_metadata, 'metadata')
         else:
-            f_metadata = _w.utf8(buf, pos, n_metadata, 'metadata')
+            try:
+                f_metadata = buf[pos:pos + n_metadata].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('metadata', pos, exc) from None
         pos += n_metadata
     elif n_metadata == -1:
         f_metadata = None
@@ -2920,7 +3095,10 @@ def _dec_OffsetFetchResponse_OffsetFetchResponsePartitions_v8(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetFetchResponse_OffsetFetchResponsePartitions.__new__(OffsetFetchResponse_OffsetFetchResponsePartitions)
+    if cython.compiled:
+        obj = OffsetFetchResponse_OffsetFetchResponsePartitions.__new__(OffsetFetchResponse_OffsetFetchResponsePartitions)
+    else:
+        obj = _new(OffsetFetchResponse_OffsetFetchResponsePartitions)
     obj.partition_index = f_partition_index
     obj.committed_offset = f_committed_offset
     obj.committed_leader_epoch = f_committed_leader_epoch

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -60,6 +62,11 @@ _RUN_topic = (('topic', 0, 2),)
 _RUN_topics = (('topics', 0, 4),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_OffsetForLeaderEpochRequest_v0(buf, cur, end):
     """Decode OffsetForLeaderEpochRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -81,7 +88,10 @@ def _dec_OffsetForLeaderEpochRequest_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    obj = OffsetForLeaderEpochRequest.__new__(OffsetForLeaderEpochRequest)
+    if cython.compiled:
+        obj = OffsetForLeaderEpochRequest.__new__(OffsetForLeaderEpochRequest)
+    else:
+        obj = _new(OffsetForLeaderEpochRequest)
     obj.replica_id = -2
     obj.topics = f_topics
     obj.unknown_tagged_fields = []
@@ -128,7 +138,10 @@ def _dec_OffsetForLeaderEpochRequest_v2(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    obj = OffsetForLeaderEpochRequest.__new__(OffsetForLeaderEpochRequest)
+    if cython.compiled:
+        obj = OffsetForLeaderEpochRequest.__new__(OffsetForLeaderEpochRequest)
+    else:
+        obj = _new(OffsetForLeaderEpochRequest)
     obj.replica_id = -2
     obj.topics = f_topics
     obj.unknown_tagged_fields = []
@@ -176,7 +189,10 @@ def _dec_OffsetForLeaderEpochRequest_v3(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    obj = OffsetForLeaderEpochRequest.__new__(OffsetForLeaderEpochRequest)
+    if cython.compiled:
+        obj = OffsetForLeaderEpochRequest.__new__(OffsetForLeaderEpochRequest)
+    else:
+        obj = _new(OffsetForLeaderEpochRequest)
     obj.replica_id = f_replica_id
     obj.topics = f_topics
     obj.unknown_tagged_fields = []
@@ -241,7 +257,10 @@ def _dec_OffsetForLeaderEpochRequest_v4(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetForLeaderEpochRequest.__new__(OffsetForLeaderEpochRequest)
+    if cython.compiled:
+        obj = OffsetForLeaderEpochRequest.__new__(OffsetForLeaderEpochRequest)
+    else:
+        obj = _new(OffsetForLeaderEpochRequest)
     obj.replica_id = f_replica_id
     obj.topics = f_topics
     obj.unknown_tagged_fields = unknown
@@ -293,7 +312,10 @@ def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v0(buf, cur, end):
             if f_topic is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
-            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+            try:
+                f_topic = buf[pos:pos + n_topic].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
@@ -315,7 +337,10 @@ def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("partitions[%d]" % i)
     pos = cur.pos
-    obj = OffsetForLeaderEpochRequest_OffsetForLeaderTopic.__new__(OffsetForLeaderEpochRequest_OffsetForLeaderTopic)
+    if cython.compiled:
+        obj = OffsetForLeaderEpochRequest_OffsetForLeaderTopic.__new__(OffsetForLeaderEpochRequest_OffsetForLeaderTopic)
+    else:
+        obj = _new(OffsetForLeaderEpochRequest_OffsetForLeaderTopic)
     obj.topic = f_topic
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
@@ -372,7 +397,10 @@ def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2(buf, cur, end):
             if f_topic is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
-            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+            try:
+                f_topic = buf[pos:pos + n_topic].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
@@ -394,7 +422,10 @@ def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v2(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("partitions[%d]" % i)
     pos = cur.pos
-    obj = OffsetForLeaderEpochRequest_OffsetForLeaderTopic.__new__(OffsetForLeaderEpochRequest_OffsetForLeaderTopic)
+    if cython.compiled:
+        obj = OffsetForLeaderEpochRequest_OffsetForLeaderTopic.__new__(OffsetForLeaderEpochRequest_OffsetForLeaderTopic)
+    else:
+        obj = _new(OffsetForLeaderEpochRequest_OffsetForLeaderTopic)
     obj.topic = f_topic
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
@@ -456,7 +487,10 @@ def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4(buf, cur, end):
             if f_topic is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
-            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+            try:
+                f_topic = buf[pos:pos + n_topic].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 1, False)
@@ -488,7 +522,10 @@ def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderTopic_v4(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetForLeaderEpochRequest_OffsetForLeaderTopic.__new__(OffsetForLeaderEpochRequest_OffsetForLeaderTopic)
+    if cython.compiled:
+        obj = OffsetForLeaderEpochRequest_OffsetForLeaderTopic.__new__(OffsetForLeaderEpochRequest_OffsetForLeaderTopic)
+    else:
+        obj = _new(OffsetForLeaderEpochRequest_OffsetForLeaderTopic)
     obj.topic = f_topic
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -546,7 +583,10 @@ def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v0(buf, cur, end):
     else:
         f_partition, f_leader_epoch = _S_ii.unpack_from(buf, pos)
     pos += 8
-    obj = OffsetForLeaderEpochRequest_OffsetForLeaderPartition.__new__(OffsetForLeaderEpochRequest_OffsetForLeaderPartition)
+    if cython.compiled:
+        obj = OffsetForLeaderEpochRequest_OffsetForLeaderPartition.__new__(OffsetForLeaderEpochRequest_OffsetForLeaderPartition)
+    else:
+        obj = _new(OffsetForLeaderEpochRequest_OffsetForLeaderPartition)
     obj.partition = f_partition
     obj.current_leader_epoch = -1
     obj.leader_epoch = f_leader_epoch
@@ -579,7 +619,10 @@ def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v2(buf, cur, end):
     else:
         f_partition, f_current_leader_epoch, f_leader_epoch = _S_iii.unpack_from(buf, pos)
     pos += 12
-    obj = OffsetForLeaderEpochRequest_OffsetForLeaderPartition.__new__(OffsetForLeaderEpochRequest_OffsetForLeaderPartition)
+    if cython.compiled:
+        obj = OffsetForLeaderEpochRequest_OffsetForLeaderPartition.__new__(OffsetForLeaderEpochRequest_OffsetForLeaderPartition)
+    else:
+        obj = _new(OffsetForLeaderEpochRequest_OffsetForLeaderPartition)
     obj.partition = f_partition
     obj.current_leader_epoch = f_current_leader_epoch
     obj.leader_epoch = f_leader_epoch
@@ -618,7 +661,10 @@ def _dec_OffsetForLeaderEpochRequest_OffsetForLeaderPartition_v4(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetForLeaderEpochRequest_OffsetForLeaderPartition.__new__(OffsetForLeaderEpochRequest_OffsetForLeaderPartition)
+    if cython.compiled:
+        obj = OffsetForLeaderEpochRequest_OffsetForLeaderPartition.__new__(OffsetForLeaderEpochRequest_OffsetForLeaderPartition)
+    else:
+        obj = _new(OffsetForLeaderEpochRequest_OffsetForLeaderPartition)
     obj.partition = f_partition
     obj.current_leader_epoch = f_current_leader_epoch
     obj.leader_epoch = f_leader_epoch
@@ -665,7 +711,10 @@ def _dec_OffsetForLeaderEpochResponse_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    obj = OffsetForLeaderEpochResponse.__new__(OffsetForLeaderEpochResponse)
+    if cython.compiled:
+        obj = OffsetForLeaderEpochResponse.__new__(OffsetForLeaderEpochResponse)
+    else:
+        obj = _new(OffsetForLeaderEpochResponse)
     obj.throttle_time_ms = 0
     obj.topics = f_topics
     obj.unknown_tagged_fields = []
@@ -712,7 +761,10 @@ def _dec_OffsetForLeaderEpochResponse_v1(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    obj = OffsetForLeaderEpochResponse.__new__(OffsetForLeaderEpochResponse)
+    if cython.compiled:
+        obj = OffsetForLeaderEpochResponse.__new__(OffsetForLeaderEpochResponse)
+    else:
+        obj = _new(OffsetForLeaderEpochResponse)
     obj.throttle_time_ms = 0
     obj.topics = f_topics
     obj.unknown_tagged_fields = []
@@ -760,7 +812,10 @@ def _dec_OffsetForLeaderEpochResponse_v2(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    obj = OffsetForLeaderEpochResponse.__new__(OffsetForLeaderEpochResponse)
+    if cython.compiled:
+        obj = OffsetForLeaderEpochResponse.__new__(OffsetForLeaderEpochResponse)
+    else:
+        obj = _new(OffsetForLeaderEpochResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.topics = f_topics
     obj.unknown_tagged_fields = []
@@ -825,7 +880,10 @@ def _dec_OffsetForLeaderEpochResponse_v4(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetForLeaderEpochResponse.__new__(OffsetForLeaderEpochResponse)
+    if cython.compiled:
+        obj = OffsetForLeaderEpochResponse.__new__(OffsetForLeaderEpochResponse)
+    else:
+        obj = _new(OffsetForLeaderEpochResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.topics = f_topics
     obj.unknown_tagged_fields = unknown
@@ -877,7 +935,10 @@ def _dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v0(buf, cur, en
             if f_topic is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
-            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+            try:
+                f_topic = buf[pos:pos + n_topic].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
@@ -899,7 +960,10 @@ def _dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v0(buf, cur, en
     except DecodeError as exc:
         raise exc.within("partitions[%d]" % i)
     pos = cur.pos
-    obj = OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult.__new__(OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult)
+    if cython.compiled:
+        obj = OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult.__new__(OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult)
+    else:
+        obj = _new(OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult)
     obj.topic = f_topic
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
@@ -956,7 +1020,10 @@ def _dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1(buf, cur, en
             if f_topic is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
-            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+            try:
+                f_topic = buf[pos:pos + n_topic].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 2, False)
@@ -978,7 +1045,10 @@ def _dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v1(buf, cur, en
     except DecodeError as exc:
         raise exc.within("partitions[%d]" % i)
     pos = cur.pos
-    obj = OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult.__new__(OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult)
+    if cython.compiled:
+        obj = OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult.__new__(OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult)
+    else:
+        obj = _new(OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult)
     obj.topic = f_topic
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
@@ -1040,7 +1110,10 @@ def _dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4(buf, cur, en
             if f_topic is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
-            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+            try:
+                f_topic = buf[pos:pos + n_topic].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 1, False)
@@ -1072,7 +1145,10 @@ def _dec_OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult_v4(buf, cur, en
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult.__new__(OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult)
+    if cython.compiled:
+        obj = OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult.__new__(OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult)
+    else:
+        obj = _new(OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult)
     obj.topic = f_topic
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -1131,7 +1207,10 @@ def _dec_OffsetForLeaderEpochResponse_EpochEndOffset_v0(buf, cur, end):
     else:
         f_error_code, f_partition, f_end_offset = _S_hiq.unpack_from(buf, pos)
     pos += 14
-    obj = OffsetForLeaderEpochResponse_EpochEndOffset.__new__(OffsetForLeaderEpochResponse_EpochEndOffset)
+    if cython.compiled:
+        obj = OffsetForLeaderEpochResponse_EpochEndOffset.__new__(OffsetForLeaderEpochResponse_EpochEndOffset)
+    else:
+        obj = _new(OffsetForLeaderEpochResponse_EpochEndOffset)
     obj.error_code = f_error_code
     obj.partition = f_partition
     obj.leader_epoch = -1
@@ -1167,7 +1246,10 @@ def _dec_OffsetForLeaderEpochResponse_EpochEndOffset_v1(buf, cur, end):
     else:
         f_error_code, f_partition, f_leader_epoch, f_end_offset = _S_hiiq.unpack_from(buf, pos)
     pos += 18
-    obj = OffsetForLeaderEpochResponse_EpochEndOffset.__new__(OffsetForLeaderEpochResponse_EpochEndOffset)
+    if cython.compiled:
+        obj = OffsetForLeaderEpochResponse_EpochEndOffset.__new__(OffsetForLeaderEpochResponse_EpochEndOffset)
+    else:
+        obj = _new(OffsetForLeaderEpochResponse_EpochEndOffset)
     obj.error_code = f_error_code
     obj.partition = f_partition
     obj.leader_epoch = f_leader_epoch
@@ -1209,7 +1291,10 @@ def _dec_OffsetForLeaderEpochResponse_EpochEndOffset_v4(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = OffsetForLeaderEpochResponse_EpochEndOffset.__new__(OffsetForLeaderEpochResponse_EpochEndOffset)
+    if cython.compiled:
+        obj = OffsetForLeaderEpochResponse_EpochEndOffset.__new__(OffsetForLeaderEpochResponse_EpochEndOffset)
+    else:
+        obj = _new(OffsetForLeaderEpochResponse_EpochEndOffset)
     obj.error_code = f_error_code
     obj.partition = f_partition
     obj.leader_epoch = f_leader_epoch

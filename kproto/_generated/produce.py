@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -73,6 +75,21 @@ _RUN_throttle_time_ms = (('throttle_time_ms', 0, 4),)
 _RUN_transactional_id = (('transactional_id', 0, 2),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+    # A struct at its defaults, as an absent (tagged) field decodes: the fields stored straight
+    # into a bare instance, which costs half the keyword constructor.
+
+    def _default_ProduceResponse_LeaderIdAndEpoch() -> ProduceResponse_LeaderIdAndEpoch:
+        obj = _new(ProduceResponse_LeaderIdAndEpoch)
+        obj.leader_id = -1
+        obj.leader_epoch = -1
+        obj.unknown_tagged_fields = []
+        return obj
+
+
 def _dec_ProduceRequest_v0(buf, cur, end):
     """Decode ProduceRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -96,7 +113,10 @@ def _dec_ProduceRequest_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topic_data[%d]" % i)
     pos = cur.pos
-    obj = ProduceRequest.__new__(ProduceRequest)
+    if cython.compiled:
+        obj = ProduceRequest.__new__(ProduceRequest)
+    else:
+        obj = _new(ProduceRequest)
     obj.transactional_id = None
     obj.acks = f_acks
     obj.timeout_ms = f_timeout_ms
@@ -144,7 +164,10 @@ def _dec_ProduceRequest_v3(buf, cur, end):
             if f_transactional_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
         else:
-            f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
+            try:
+                f_transactional_id = buf[pos:pos + n_transactional_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('transactional_id', pos, exc) from None
         pos += n_transactional_id
     elif n_transactional_id == -1:
         f_transactional_id = None
@@ -170,7 +193,10 @@ def _dec_ProduceRequest_v3(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topic_data[%d]" % i)
     pos = cur.pos
-    obj = ProduceRequest.__new__(ProduceRequest)
+    if cython.compiled:
+        obj = ProduceRequest.__new__(ProduceRequest)
+    else:
+        obj = _new(ProduceRequest)
     obj.transactional_id = f_transactional_id
     obj.acks = f_acks
     obj.timeout_ms = f_timeout_ms
@@ -236,7 +262,10 @@ def _dec_ProduceRequest_v9(buf, cur, end):
             if f_transactional_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
         else:
-            f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
+            try:
+                f_transactional_id = buf[pos:pos + n_transactional_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('transactional_id', pos, exc) from None
         pos += n_transactional_id
     elif n_transactional_id == -1:
         f_transactional_id = None
@@ -278,7 +307,10 @@ def _dec_ProduceRequest_v9(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ProduceRequest.__new__(ProduceRequest)
+    if cython.compiled:
+        obj = ProduceRequest.__new__(ProduceRequest)
+    else:
+        obj = _new(ProduceRequest)
     obj.transactional_id = f_transactional_id
     obj.acks = f_acks
     obj.timeout_ms = f_timeout_ms
@@ -354,7 +386,10 @@ def _dec_ProduceRequest_v13(buf, cur, end):
             if f_transactional_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
         else:
-            f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
+            try:
+                f_transactional_id = buf[pos:pos + n_transactional_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('transactional_id', pos, exc) from None
         pos += n_transactional_id
     elif n_transactional_id == -1:
         f_transactional_id = None
@@ -396,7 +431,10 @@ def _dec_ProduceRequest_v13(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ProduceRequest.__new__(ProduceRequest)
+    if cython.compiled:
+        obj = ProduceRequest.__new__(ProduceRequest)
+    else:
+        obj = _new(ProduceRequest)
     obj.transactional_id = f_transactional_id
     obj.acks = f_acks
     obj.timeout_ms = f_timeout_ms
@@ -467,7 +505,10 @@ def _dec_ProduceRequest_TopicProduceData_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -489,7 +530,10 @@ def _dec_ProduceRequest_TopicProduceData_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("partition_data[%d]" % i)
     pos = cur.pos
-    obj = ProduceRequest_TopicProduceData.__new__(ProduceRequest_TopicProduceData)
+    if cython.compiled:
+        obj = ProduceRequest_TopicProduceData.__new__(ProduceRequest_TopicProduceData)
+    else:
+        obj = _new(ProduceRequest_TopicProduceData)
     obj.name = f_name
     obj.topic_id = _w.ZERO_UUID
     obj.partition_data = f_partition_data
@@ -552,7 +596,10 @@ def _dec_ProduceRequest_TopicProduceData_v9(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -584,7 +631,10 @@ def _dec_ProduceRequest_TopicProduceData_v9(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ProduceRequest_TopicProduceData.__new__(ProduceRequest_TopicProduceData)
+    if cython.compiled:
+        obj = ProduceRequest_TopicProduceData.__new__(ProduceRequest_TopicProduceData)
+    else:
+        obj = _new(ProduceRequest_TopicProduceData)
     obj.name = f_name
     obj.topic_id = _w.ZERO_UUID
     obj.partition_data = f_partition_data
@@ -667,7 +717,10 @@ def _dec_ProduceRequest_TopicProduceData_v13(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ProduceRequest_TopicProduceData.__new__(ProduceRequest_TopicProduceData)
+    if cython.compiled:
+        obj = ProduceRequest_TopicProduceData.__new__(ProduceRequest_TopicProduceData)
+    else:
+        obj = _new(ProduceRequest_TopicProduceData)
     obj.name = ''
     obj.topic_id = f_topic_id
     obj.partition_data = f_partition_data
@@ -718,7 +771,10 @@ def _dec_ProduceRequest_PartitionProduceData_v0(buf, cur, end):
         f_records = None
     else:
         raise _w.bad_sized('records', pos, n_records, end, 4, True)
-    obj = ProduceRequest_PartitionProduceData.__new__(ProduceRequest_PartitionProduceData)
+    if cython.compiled:
+        obj = ProduceRequest_PartitionProduceData.__new__(ProduceRequest_PartitionProduceData)
+    else:
+        obj = _new(ProduceRequest_PartitionProduceData)
     obj.index = f_index
     obj.records = f_records
     obj.unknown_tagged_fields = []
@@ -780,7 +836,10 @@ def _dec_ProduceRequest_PartitionProduceData_v9(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ProduceRequest_PartitionProduceData.__new__(ProduceRequest_PartitionProduceData)
+    if cython.compiled:
+        obj = ProduceRequest_PartitionProduceData.__new__(ProduceRequest_PartitionProduceData)
+    else:
+        obj = _new(ProduceRequest_PartitionProduceData)
     obj.index = f_index
     obj.records = f_records
     obj.unknown_tagged_fields = unknown
@@ -838,7 +897,10 @@ def _dec_ProduceResponse_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("responses[%d]" % i)
     pos = cur.pos
-    obj = ProduceResponse.__new__(ProduceResponse)
+    if cython.compiled:
+        obj = ProduceResponse.__new__(ProduceResponse)
+    else:
+        obj = _new(ProduceResponse)
     obj.responses = f_responses
     obj.throttle_time_ms = 0
     obj.node_endpoints = []
@@ -895,7 +957,10 @@ def _dec_ProduceResponse_v1(buf, cur, end):
     else:
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = ProduceResponse.__new__(ProduceResponse)
+    if cython.compiled:
+        obj = ProduceResponse.__new__(ProduceResponse)
+    else:
+        obj = _new(ProduceResponse)
     obj.responses = f_responses
     obj.throttle_time_ms = f_throttle_time_ms
     obj.node_endpoints = []
@@ -957,7 +1022,10 @@ def _dec_ProduceResponse_v2(buf, cur, end):
     else:
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = ProduceResponse.__new__(ProduceResponse)
+    if cython.compiled:
+        obj = ProduceResponse.__new__(ProduceResponse)
+    else:
+        obj = _new(ProduceResponse)
     obj.responses = f_responses
     obj.throttle_time_ms = f_throttle_time_ms
     obj.node_endpoints = []
@@ -1019,7 +1087,10 @@ def _dec_ProduceResponse_v5(buf, cur, end):
     else:
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = ProduceResponse.__new__(ProduceResponse)
+    if cython.compiled:
+        obj = ProduceResponse.__new__(ProduceResponse)
+    else:
+        obj = _new(ProduceResponse)
     obj.responses = f_responses
     obj.throttle_time_ms = f_throttle_time_ms
     obj.node_endpoints = []
@@ -1081,7 +1152,10 @@ def _dec_ProduceResponse_v8(buf, cur, end):
     else:
         f_throttle_time_ms = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = ProduceResponse.__new__(ProduceResponse)
+    if cython.compiled:
+        obj = ProduceResponse.__new__(ProduceResponse)
+    else:
+        obj = _new(ProduceResponse)
     obj.responses = f_responses
     obj.throttle_time_ms = f_throttle_time_ms
     obj.node_endpoints = []
@@ -1153,7 +1227,10 @@ def _dec_ProduceResponse_v9(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ProduceResponse.__new__(ProduceResponse)
+    if cython.compiled:
+        obj = ProduceResponse.__new__(ProduceResponse)
+    else:
+        obj = _new(ProduceResponse)
     obj.responses = f_responses
     obj.throttle_time_ms = f_throttle_time_ms
     obj.node_endpoints = []
@@ -1259,7 +1336,10 @@ def _dec_ProduceResponse_v10(buf, cur, end):
                 if pos != t_end:
                     raise _w.tag_size_mismatch('node_endpoints', 0, pos, t_end)
         pos = after
-    obj = ProduceResponse.__new__(ProduceResponse)
+    if cython.compiled:
+        obj = ProduceResponse.__new__(ProduceResponse)
+    else:
+        obj = _new(ProduceResponse)
     obj.responses = f_responses
     obj.throttle_time_ms = f_throttle_time_ms
     obj.node_endpoints = f_node_endpoints
@@ -1380,7 +1460,10 @@ def _dec_ProduceResponse_v13(buf, cur, end):
                 if pos != t_end:
                     raise _w.tag_size_mismatch('node_endpoints', 0, pos, t_end)
         pos = after
-    obj = ProduceResponse.__new__(ProduceResponse)
+    if cython.compiled:
+        obj = ProduceResponse.__new__(ProduceResponse)
+    else:
+        obj = _new(ProduceResponse)
     obj.responses = f_responses
     obj.throttle_time_ms = f_throttle_time_ms
     obj.node_endpoints = f_node_endpoints
@@ -1450,7 +1533,10 @@ def _dec_ProduceResponse_TopicProduceResponse_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -1472,7 +1558,10 @@ def _dec_ProduceResponse_TopicProduceResponse_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("partition_responses[%d]" % i)
     pos = cur.pos
-    obj = ProduceResponse_TopicProduceResponse.__new__(ProduceResponse_TopicProduceResponse)
+    if cython.compiled:
+        obj = ProduceResponse_TopicProduceResponse.__new__(ProduceResponse_TopicProduceResponse)
+    else:
+        obj = _new(ProduceResponse_TopicProduceResponse)
     obj.name = f_name
     obj.topic_id = _w.ZERO_UUID
     obj.partition_responses = f_partition_responses
@@ -1530,7 +1619,10 @@ def _dec_ProduceResponse_TopicProduceResponse_v2(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -1552,7 +1644,10 @@ def _dec_ProduceResponse_TopicProduceResponse_v2(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("partition_responses[%d]" % i)
     pos = cur.pos
-    obj = ProduceResponse_TopicProduceResponse.__new__(ProduceResponse_TopicProduceResponse)
+    if cython.compiled:
+        obj = ProduceResponse_TopicProduceResponse.__new__(ProduceResponse_TopicProduceResponse)
+    else:
+        obj = _new(ProduceResponse_TopicProduceResponse)
     obj.name = f_name
     obj.topic_id = _w.ZERO_UUID
     obj.partition_responses = f_partition_responses
@@ -1610,7 +1705,10 @@ def _dec_ProduceResponse_TopicProduceResponse_v5(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -1632,7 +1730,10 @@ def _dec_ProduceResponse_TopicProduceResponse_v5(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("partition_responses[%d]" % i)
     pos = cur.pos
-    obj = ProduceResponse_TopicProduceResponse.__new__(ProduceResponse_TopicProduceResponse)
+    if cython.compiled:
+        obj = ProduceResponse_TopicProduceResponse.__new__(ProduceResponse_TopicProduceResponse)
+    else:
+        obj = _new(ProduceResponse_TopicProduceResponse)
     obj.name = f_name
     obj.topic_id = _w.ZERO_UUID
     obj.partition_responses = f_partition_responses
@@ -1690,7 +1791,10 @@ def _dec_ProduceResponse_TopicProduceResponse_v8(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -1712,7 +1816,10 @@ def _dec_ProduceResponse_TopicProduceResponse_v8(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("partition_responses[%d]" % i)
     pos = cur.pos
-    obj = ProduceResponse_TopicProduceResponse.__new__(ProduceResponse_TopicProduceResponse)
+    if cython.compiled:
+        obj = ProduceResponse_TopicProduceResponse.__new__(ProduceResponse_TopicProduceResponse)
+    else:
+        obj = _new(ProduceResponse_TopicProduceResponse)
     obj.name = f_name
     obj.topic_id = _w.ZERO_UUID
     obj.partition_responses = f_partition_responses
@@ -1775,7 +1882,10 @@ def _dec_ProduceResponse_TopicProduceResponse_v9(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -1807,7 +1917,10 @@ def _dec_ProduceResponse_TopicProduceResponse_v9(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ProduceResponse_TopicProduceResponse.__new__(ProduceResponse_TopicProduceResponse)
+    if cython.compiled:
+        obj = ProduceResponse_TopicProduceResponse.__new__(ProduceResponse_TopicProduceResponse)
+    else:
+        obj = _new(ProduceResponse_TopicProduceResponse)
     obj.name = f_name
     obj.topic_id = _w.ZERO_UUID
     obj.partition_responses = f_partition_responses
@@ -1876,7 +1989,10 @@ def _dec_ProduceResponse_TopicProduceResponse_v10(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -1908,7 +2024,10 @@ def _dec_ProduceResponse_TopicProduceResponse_v10(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ProduceResponse_TopicProduceResponse.__new__(ProduceResponse_TopicProduceResponse)
+    if cython.compiled:
+        obj = ProduceResponse_TopicProduceResponse.__new__(ProduceResponse_TopicProduceResponse)
+    else:
+        obj = _new(ProduceResponse_TopicProduceResponse)
     obj.name = f_name
     obj.topic_id = _w.ZERO_UUID
     obj.partition_responses = f_partition_responses
@@ -1991,7 +2110,10 @@ def _dec_ProduceResponse_TopicProduceResponse_v13(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ProduceResponse_TopicProduceResponse.__new__(ProduceResponse_TopicProduceResponse)
+    if cython.compiled:
+        obj = ProduceResponse_TopicProduceResponse.__new__(ProduceResponse_TopicProduceResponse)
+    else:
+        obj = _new(ProduceResponse_TopicProduceResponse)
     obj.name = ''
     obj.topic_id = f_topic_id
     obj.partition_responses = f_partition_responses
@@ -2036,7 +2158,10 @@ def _dec_ProduceResponse_PartitionProduceResponse_v0(buf, cur, end):
     else:
         f_index, f_error_code, f_base_offset = _S_ihq.unpack_from(buf, pos)
     pos += 14
-    obj = ProduceResponse_PartitionProduceResponse.__new__(ProduceResponse_PartitionProduceResponse)
+    if cython.compiled:
+        obj = ProduceResponse_PartitionProduceResponse.__new__(ProduceResponse_PartitionProduceResponse)
+    else:
+        obj = _new(ProduceResponse_PartitionProduceResponse)
     obj.index = f_index
     obj.error_code = f_error_code
     obj.base_offset = f_base_offset
@@ -2044,7 +2169,10 @@ def _dec_ProduceResponse_PartitionProduceResponse_v0(buf, cur, end):
     obj.log_start_offset = -1
     obj.record_errors = []
     obj.error_message = None
-    obj.current_leader = ProduceResponse_LeaderIdAndEpoch()
+    if cython.compiled:
+        obj.current_leader = ProduceResponse_LeaderIdAndEpoch()
+    else:
+        obj.current_leader = _default_ProduceResponse_LeaderIdAndEpoch()
     obj.unknown_tagged_fields = []
     cur.pos = pos
     return obj
@@ -2078,7 +2206,10 @@ def _dec_ProduceResponse_PartitionProduceResponse_v2(buf, cur, end):
     else:
         f_index, f_error_code, f_base_offset, f_log_append_time_ms = _S_ihqq.unpack_from(buf, pos)
     pos += 22
-    obj = ProduceResponse_PartitionProduceResponse.__new__(ProduceResponse_PartitionProduceResponse)
+    if cython.compiled:
+        obj = ProduceResponse_PartitionProduceResponse.__new__(ProduceResponse_PartitionProduceResponse)
+    else:
+        obj = _new(ProduceResponse_PartitionProduceResponse)
     obj.index = f_index
     obj.error_code = f_error_code
     obj.base_offset = f_base_offset
@@ -2086,7 +2217,10 @@ def _dec_ProduceResponse_PartitionProduceResponse_v2(buf, cur, end):
     obj.log_start_offset = -1
     obj.record_errors = []
     obj.error_message = None
-    obj.current_leader = ProduceResponse_LeaderIdAndEpoch()
+    if cython.compiled:
+        obj.current_leader = ProduceResponse_LeaderIdAndEpoch()
+    else:
+        obj.current_leader = _default_ProduceResponse_LeaderIdAndEpoch()
     obj.unknown_tagged_fields = []
     cur.pos = pos
     return obj
@@ -2122,7 +2256,10 @@ def _dec_ProduceResponse_PartitionProduceResponse_v5(buf, cur, end):
     else:
         f_index, f_error_code, f_base_offset, f_log_append_time_ms, f_log_start_offset = _S_ihqqq.unpack_from(buf, pos)
     pos += 30
-    obj = ProduceResponse_PartitionProduceResponse.__new__(ProduceResponse_PartitionProduceResponse)
+    if cython.compiled:
+        obj = ProduceResponse_PartitionProduceResponse.__new__(ProduceResponse_PartitionProduceResponse)
+    else:
+        obj = _new(ProduceResponse_PartitionProduceResponse)
     obj.index = f_index
     obj.error_code = f_error_code
     obj.base_offset = f_base_offset
@@ -2130,7 +2267,10 @@ def _dec_ProduceResponse_PartitionProduceResponse_v5(buf, cur, end):
     obj.log_start_offset = f_log_start_offset
     obj.record_errors = []
     obj.error_message = None
-    obj.current_leader = ProduceResponse_LeaderIdAndEpoch()
+    if cython.compiled:
+        obj.current_leader = ProduceResponse_LeaderIdAndEpoch()
+    else:
+        obj.current_leader = _default_ProduceResponse_LeaderIdAndEpoch()
     obj.unknown_tagged_fields = []
     cur.pos = pos
     return obj
@@ -2192,13 +2332,19 @@ def _dec_ProduceResponse_PartitionProduceResponse_v8(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
         raise _w.bad_sized('error_message', pos, n_error_message, end, 2, True)
-    obj = ProduceResponse_PartitionProduceResponse.__new__(ProduceResponse_PartitionProduceResponse)
+    if cython.compiled:
+        obj = ProduceResponse_PartitionProduceResponse.__new__(ProduceResponse_PartitionProduceResponse)
+    else:
+        obj = _new(ProduceResponse_PartitionProduceResponse)
     obj.index = f_index
     obj.error_code = f_error_code
     obj.base_offset = f_base_offset
@@ -2206,7 +2352,10 @@ def _dec_ProduceResponse_PartitionProduceResponse_v8(buf, cur, end):
     obj.log_start_offset = f_log_start_offset
     obj.record_errors = f_record_errors
     obj.error_message = f_error_message
-    obj.current_leader = ProduceResponse_LeaderIdAndEpoch()
+    if cython.compiled:
+        obj.current_leader = ProduceResponse_LeaderIdAndEpoch()
+    else:
+        obj.current_leader = _default_ProduceResponse_LeaderIdAndEpoch()
     obj.unknown_tagged_fields = []
     cur.pos = pos
     return obj
@@ -2307,7 +2456,10 @@ def _dec_ProduceResponse_PartitionProduceResponse_v9(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -2318,7 +2470,10 @@ def _dec_ProduceResponse_PartitionProduceResponse_v9(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ProduceResponse_PartitionProduceResponse.__new__(ProduceResponse_PartitionProduceResponse)
+    if cython.compiled:
+        obj = ProduceResponse_PartitionProduceResponse.__new__(ProduceResponse_PartitionProduceResponse)
+    else:
+        obj = _new(ProduceResponse_PartitionProduceResponse)
     obj.index = f_index
     obj.error_code = f_error_code
     obj.base_offset = f_base_offset
@@ -2326,7 +2481,10 @@ def _dec_ProduceResponse_PartitionProduceResponse_v9(buf, cur, end):
     obj.log_start_offset = f_log_start_offset
     obj.record_errors = f_record_errors
     obj.error_message = f_error_message
-    obj.current_leader = ProduceResponse_LeaderIdAndEpoch()
+    if cython.compiled:
+        obj.current_leader = ProduceResponse_LeaderIdAndEpoch()
+    else:
+        obj.current_leader = _default_ProduceResponse_LeaderIdAndEpoch()
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
@@ -2437,13 +2595,19 @@ def _dec_ProduceResponse_PartitionProduceResponse_v10(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
     else:
         raise _w.bad_sized('error_message', pos, n_error_message, end, 1, True)
-    f_current_leader = ProduceResponse_LeaderIdAndEpoch()
+    if cython.compiled:
+        f_current_leader = ProduceResponse_LeaderIdAndEpoch()
+    else:
+        f_current_leader = _default_ProduceResponse_LeaderIdAndEpoch()
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -2460,7 +2624,10 @@ def _dec_ProduceResponse_PartitionProduceResponse_v10(buf, cur, end):
                 if pos != t_end:
                     raise _w.tag_size_mismatch('current_leader', 0, pos, t_end)
         pos = after
-    obj = ProduceResponse_PartitionProduceResponse.__new__(ProduceResponse_PartitionProduceResponse)
+    if cython.compiled:
+        obj = ProduceResponse_PartitionProduceResponse.__new__(ProduceResponse_PartitionProduceResponse)
+    else:
+        obj = _new(ProduceResponse_PartitionProduceResponse)
     obj.index = f_index
     obj.error_code = f_error_code
     obj.base_offset = f_base_offset
@@ -2545,13 +2712,19 @@ def _dec_ProduceResponse_BatchIndexAndErrorMessage_v8(buf, cur, end):
             if f_batch_index_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_batch_index_error_message, 'batch_index_error_message')
         else:
-            f_batch_index_error_message = _w.utf8(buf, pos, n_batch_index_error_message, 'batch_index_error_message')
+            try:
+                f_batch_index_error_message = buf[pos:pos + n_batch_index_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('batch_index_error_message', pos, exc) from None
         pos += n_batch_index_error_message
     elif n_batch_index_error_message == -1:
         f_batch_index_error_message = None
     else:
         raise _w.bad_sized('batch_index_error_message', pos, n_batch_index_error_message, end, 2, True)
-    obj = ProduceResponse_BatchIndexAndErrorMessage.__new__(ProduceResponse_BatchIndexAndErrorMessage)
+    if cython.compiled:
+        obj = ProduceResponse_BatchIndexAndErrorMessage.__new__(ProduceResponse_BatchIndexAndErrorMessage)
+    else:
+        obj = _new(ProduceResponse_BatchIndexAndErrorMessage)
     obj.batch_index = f_batch_index
     obj.batch_index_error_message = f_batch_index_error_message
     obj.unknown_tagged_fields = []
@@ -2609,7 +2782,10 @@ def _dec_ProduceResponse_BatchIndexAndErrorMessage_v9(buf, cur, end):
             if f_batch_index_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_batch_index_error_message, 'batch_index_error_message')
         else:
-            f_batch_index_error_message = _w.utf8(buf, pos, n_batch_index_error_message, 'batch_index_error_message')
+            try:
+                f_batch_index_error_message = buf[pos:pos + n_batch_index_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('batch_index_error_message', pos, exc) from None
         pos += n_batch_index_error_message
     elif n_batch_index_error_message == -1:
         f_batch_index_error_message = None
@@ -2620,7 +2796,10 @@ def _dec_ProduceResponse_BatchIndexAndErrorMessage_v9(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ProduceResponse_BatchIndexAndErrorMessage.__new__(ProduceResponse_BatchIndexAndErrorMessage)
+    if cython.compiled:
+        obj = ProduceResponse_BatchIndexAndErrorMessage.__new__(ProduceResponse_BatchIndexAndErrorMessage)
+    else:
+        obj = _new(ProduceResponse_BatchIndexAndErrorMessage)
     obj.batch_index = f_batch_index
     obj.batch_index_error_message = f_batch_index_error_message
     obj.unknown_tagged_fields = unknown
@@ -2675,7 +2854,10 @@ def _dec_ProduceResponse_LeaderIdAndEpoch_v10(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ProduceResponse_LeaderIdAndEpoch.__new__(ProduceResponse_LeaderIdAndEpoch)
+    if cython.compiled:
+        obj = ProduceResponse_LeaderIdAndEpoch.__new__(ProduceResponse_LeaderIdAndEpoch)
+    else:
+        obj = _new(ProduceResponse_LeaderIdAndEpoch)
     obj.leader_id = f_leader_id
     obj.leader_epoch = f_leader_epoch
     obj.unknown_tagged_fields = unknown
@@ -2727,7 +2909,10 @@ def _dec_ProduceResponse_NodeEndpoint_v10(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -2756,7 +2941,10 @@ def _dec_ProduceResponse_NodeEndpoint_v10(buf, cur, end):
             if f_rack is None:
                 raise _w.bad_utf8_at(buf, pos, n_rack, 'rack')
         else:
-            f_rack = _w.utf8(buf, pos, n_rack, 'rack')
+            try:
+                f_rack = buf[pos:pos + n_rack].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack', pos, exc) from None
         pos += n_rack
     elif n_rack == -1:
         f_rack = None
@@ -2767,7 +2955,10 @@ def _dec_ProduceResponse_NodeEndpoint_v10(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ProduceResponse_NodeEndpoint.__new__(ProduceResponse_NodeEndpoint)
+    if cython.compiled:
+        obj = ProduceResponse_NodeEndpoint.__new__(ProduceResponse_NodeEndpoint)
+    else:
+        obj = _new(ProduceResponse_NodeEndpoint)
     obj.node_id = f_node_id
     obj.host = f_host
     obj.port = f_port

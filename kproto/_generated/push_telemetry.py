@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -46,6 +48,11 @@ _S_ibb = _struct.Struct(">ibb")
 _S_ih = _struct.Struct(">ih")
 _RUN_subscription_id__compression_type = (('subscription_id', 0, 4), ('terminating', 4, 1), ('compression_type', 5, 1))
 _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 4, 2))
+
+
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
 
 
 def _dec_PushTelemetryRequest_v0(buf, cur, end):
@@ -89,7 +96,10 @@ def _dec_PushTelemetryRequest_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = PushTelemetryRequest.__new__(PushTelemetryRequest)
+    if cython.compiled:
+        obj = PushTelemetryRequest.__new__(PushTelemetryRequest)
+    else:
+        obj = _new(PushTelemetryRequest)
     obj.client_instance_id = f_client_instance_id
     obj.subscription_id = f_subscription_id
     obj.terminating = b_terminating
@@ -147,7 +157,10 @@ def _dec_PushTelemetryResponse_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = PushTelemetryResponse.__new__(PushTelemetryResponse)
+    if cython.compiled:
+        obj = PushTelemetryResponse.__new__(PushTelemetryResponse)
+    else:
+        obj = _new(PushTelemetryResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.unknown_tagged_fields = unknown

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -51,6 +53,11 @@ _RUN_partition__leader_epoch = (('partition', 0, 4), ('leader_epoch', 4, 4))
 _RUN_state_epoch__start_offset = (('state_epoch', 0, 4), ('start_offset', 4, 8))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_ReadShareGroupStateRequest_v0(buf, cur, end):
     """Decode ReadShareGroupStateRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -72,7 +79,10 @@ def _dec_ReadShareGroupStateRequest_v0(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -104,7 +114,10 @@ def _dec_ReadShareGroupStateRequest_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ReadShareGroupStateRequest.__new__(ReadShareGroupStateRequest)
+    if cython.compiled:
+        obj = ReadShareGroupStateRequest.__new__(ReadShareGroupStateRequest)
+    else:
+        obj = _new(ReadShareGroupStateRequest)
     obj.group_id = f_group_id
     obj.topics = f_topics
     obj.unknown_tagged_fields = unknown
@@ -186,7 +199,10 @@ def _dec_ReadShareGroupStateRequest_ReadStateData_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ReadShareGroupStateRequest_ReadStateData.__new__(ReadShareGroupStateRequest_ReadStateData)
+    if cython.compiled:
+        obj = ReadShareGroupStateRequest_ReadStateData.__new__(ReadShareGroupStateRequest_ReadStateData)
+    else:
+        obj = _new(ReadShareGroupStateRequest_ReadStateData)
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -234,7 +250,10 @@ def _dec_ReadShareGroupStateRequest_PartitionData_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ReadShareGroupStateRequest_PartitionData.__new__(ReadShareGroupStateRequest_PartitionData)
+    if cython.compiled:
+        obj = ReadShareGroupStateRequest_PartitionData.__new__(ReadShareGroupStateRequest_PartitionData)
+    else:
+        obj = _new(ReadShareGroupStateRequest_PartitionData)
     obj.partition = f_partition
     obj.leader_epoch = f_leader_epoch
     obj.unknown_tagged_fields = unknown
@@ -289,7 +308,10 @@ def _dec_ReadShareGroupStateResponse_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ReadShareGroupStateResponse.__new__(ReadShareGroupStateResponse)
+    if cython.compiled:
+        obj = ReadShareGroupStateResponse.__new__(ReadShareGroupStateResponse)
+    else:
+        obj = _new(ReadShareGroupStateResponse)
     obj.results = f_results
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -354,7 +376,10 @@ def _dec_ReadShareGroupStateResponse_ReadStateResult_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ReadShareGroupStateResponse_ReadStateResult.__new__(ReadShareGroupStateResponse_ReadStateResult)
+    if cython.compiled:
+        obj = ReadShareGroupStateResponse_ReadStateResult.__new__(ReadShareGroupStateResponse_ReadStateResult)
+    else:
+        obj = _new(ReadShareGroupStateResponse_ReadStateResult)
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -415,7 +440,10 @@ def _dec_ReadShareGroupStateResponse_PartitionResult_v0(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -457,7 +485,10 @@ def _dec_ReadShareGroupStateResponse_PartitionResult_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ReadShareGroupStateResponse_PartitionResult.__new__(ReadShareGroupStateResponse_PartitionResult)
+    if cython.compiled:
+        obj = ReadShareGroupStateResponse_PartitionResult.__new__(ReadShareGroupStateResponse_PartitionResult)
+    else:
+        obj = _new(ReadShareGroupStateResponse_PartitionResult)
     obj.partition = f_partition
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -538,7 +569,10 @@ def _dec_ReadShareGroupStateResponse_StateBatch_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ReadShareGroupStateResponse_StateBatch.__new__(ReadShareGroupStateResponse_StateBatch)
+    if cython.compiled:
+        obj = ReadShareGroupStateResponse_StateBatch.__new__(ReadShareGroupStateResponse_StateBatch)
+    else:
+        obj = _new(ReadShareGroupStateResponse_StateBatch)
     obj.first_offset = f_first_offset
     obj.last_offset = f_last_offset
     obj.delivery_state = f_delivery_state

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -51,6 +53,11 @@ _RUN_state_epoch__delivery_complete_count = (('state_epoch', 0, 4), ('leader_epo
 _RUN_state_epoch__start_offset = (('state_epoch', 0, 4), ('leader_epoch', 4, 4), ('start_offset', 8, 8))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_ReadShareGroupStateSummaryRequest_v0(buf, cur, end):
     """Decode ReadShareGroupStateSummaryRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -72,7 +79,10 @@ def _dec_ReadShareGroupStateSummaryRequest_v0(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -104,7 +114,10 @@ def _dec_ReadShareGroupStateSummaryRequest_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ReadShareGroupStateSummaryRequest.__new__(ReadShareGroupStateSummaryRequest)
+    if cython.compiled:
+        obj = ReadShareGroupStateSummaryRequest.__new__(ReadShareGroupStateSummaryRequest)
+    else:
+        obj = _new(ReadShareGroupStateSummaryRequest)
     obj.group_id = f_group_id
     obj.topics = f_topics
     obj.unknown_tagged_fields = unknown
@@ -186,7 +199,10 @@ def _dec_ReadShareGroupStateSummaryRequest_ReadStateSummaryData_v0(buf, cur, end
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ReadShareGroupStateSummaryRequest_ReadStateSummaryData.__new__(ReadShareGroupStateSummaryRequest_ReadStateSummaryData)
+    if cython.compiled:
+        obj = ReadShareGroupStateSummaryRequest_ReadStateSummaryData.__new__(ReadShareGroupStateSummaryRequest_ReadStateSummaryData)
+    else:
+        obj = _new(ReadShareGroupStateSummaryRequest_ReadStateSummaryData)
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -234,7 +250,10 @@ def _dec_ReadShareGroupStateSummaryRequest_PartitionData_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ReadShareGroupStateSummaryRequest_PartitionData.__new__(ReadShareGroupStateSummaryRequest_PartitionData)
+    if cython.compiled:
+        obj = ReadShareGroupStateSummaryRequest_PartitionData.__new__(ReadShareGroupStateSummaryRequest_PartitionData)
+    else:
+        obj = _new(ReadShareGroupStateSummaryRequest_PartitionData)
     obj.partition = f_partition
     obj.leader_epoch = f_leader_epoch
     obj.unknown_tagged_fields = unknown
@@ -289,7 +308,10 @@ def _dec_ReadShareGroupStateSummaryResponse_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ReadShareGroupStateSummaryResponse.__new__(ReadShareGroupStateSummaryResponse)
+    if cython.compiled:
+        obj = ReadShareGroupStateSummaryResponse.__new__(ReadShareGroupStateSummaryResponse)
+    else:
+        obj = _new(ReadShareGroupStateSummaryResponse)
     obj.results = f_results
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -350,7 +372,10 @@ def _dec_ReadShareGroupStateSummaryResponse_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ReadShareGroupStateSummaryResponse.__new__(ReadShareGroupStateSummaryResponse)
+    if cython.compiled:
+        obj = ReadShareGroupStateSummaryResponse.__new__(ReadShareGroupStateSummaryResponse)
+    else:
+        obj = _new(ReadShareGroupStateSummaryResponse)
     obj.results = f_results
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -415,7 +440,10 @@ def _dec_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v0(buf, cur, 
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ReadShareGroupStateSummaryResponse_ReadStateSummaryResult.__new__(ReadShareGroupStateSummaryResponse_ReadStateSummaryResult)
+    if cython.compiled:
+        obj = ReadShareGroupStateSummaryResponse_ReadStateSummaryResult.__new__(ReadShareGroupStateSummaryResponse_ReadStateSummaryResult)
+    else:
+        obj = _new(ReadShareGroupStateSummaryResponse_ReadStateSummaryResult)
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -482,7 +510,10 @@ def _dec_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v1(buf, cur, 
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ReadShareGroupStateSummaryResponse_ReadStateSummaryResult.__new__(ReadShareGroupStateSummaryResponse_ReadStateSummaryResult)
+    if cython.compiled:
+        obj = ReadShareGroupStateSummaryResponse_ReadStateSummaryResult.__new__(ReadShareGroupStateSummaryResponse_ReadStateSummaryResult)
+    else:
+        obj = _new(ReadShareGroupStateSummaryResponse_ReadStateSummaryResult)
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -543,7 +574,10 @@ def _dec_ReadShareGroupStateSummaryResponse_PartitionResult_v0(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -563,7 +597,10 @@ def _dec_ReadShareGroupStateSummaryResponse_PartitionResult_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ReadShareGroupStateSummaryResponse_PartitionResult.__new__(ReadShareGroupStateSummaryResponse_PartitionResult)
+    if cython.compiled:
+        obj = ReadShareGroupStateSummaryResponse_PartitionResult.__new__(ReadShareGroupStateSummaryResponse_PartitionResult)
+    else:
+        obj = _new(ReadShareGroupStateSummaryResponse_PartitionResult)
     obj.partition = f_partition
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -646,7 +683,10 @@ def _dec_ReadShareGroupStateSummaryResponse_PartitionResult_v1(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -667,7 +707,10 @@ def _dec_ReadShareGroupStateSummaryResponse_PartitionResult_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ReadShareGroupStateSummaryResponse_PartitionResult.__new__(ReadShareGroupStateSummaryResponse_PartitionResult)
+    if cython.compiled:
+        obj = ReadShareGroupStateSummaryResponse_PartitionResult.__new__(ReadShareGroupStateSummaryResponse_PartitionResult)
+    else:
+        obj = _new(ReadShareGroupStateSummaryResponse_PartitionResult)
     obj.partition = f_partition
     obj.error_code = f_error_code
     obj.error_message = f_error_message

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -49,6 +51,11 @@ _RUN_hmac = (('hmac', 0, 4),)
 _RUN_renew_period_ms = (('renew_period_ms', 0, 8),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_RenewDelegationTokenRequest_v0(buf, cur, end):
     """Decode RenewDelegationTokenRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -71,7 +78,10 @@ def _dec_RenewDelegationTokenRequest_v0(buf, cur, end):
     else:
         f_renew_period_ms = _S_q.unpack_from(buf, pos)[0]
     pos += 8
-    obj = RenewDelegationTokenRequest.__new__(RenewDelegationTokenRequest)
+    if cython.compiled:
+        obj = RenewDelegationTokenRequest.__new__(RenewDelegationTokenRequest)
+    else:
+        obj = _new(RenewDelegationTokenRequest)
     obj.hmac = f_hmac
     obj.renew_period_ms = f_renew_period_ms
     obj.unknown_tagged_fields = []
@@ -134,7 +144,10 @@ def _dec_RenewDelegationTokenRequest_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = RenewDelegationTokenRequest.__new__(RenewDelegationTokenRequest)
+    if cython.compiled:
+        obj = RenewDelegationTokenRequest.__new__(RenewDelegationTokenRequest)
+    else:
+        obj = _new(RenewDelegationTokenRequest)
     obj.hmac = f_hmac
     obj.renew_period_ms = f_renew_period_ms
     obj.unknown_tagged_fields = unknown
@@ -182,7 +195,10 @@ def _dec_RenewDelegationTokenResponse_v0(buf, cur, end):
     else:
         f_error_code, f_expiry_timestamp_ms, f_throttle_time_ms = _S_hqi.unpack_from(buf, pos)
     pos += 14
-    obj = RenewDelegationTokenResponse.__new__(RenewDelegationTokenResponse)
+    if cython.compiled:
+        obj = RenewDelegationTokenResponse.__new__(RenewDelegationTokenResponse)
+    else:
+        obj = _new(RenewDelegationTokenResponse)
     obj.error_code = f_error_code
     obj.expiry_timestamp_ms = f_expiry_timestamp_ms
     obj.throttle_time_ms = f_throttle_time_ms
@@ -221,7 +237,10 @@ def _dec_RenewDelegationTokenResponse_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = RenewDelegationTokenResponse.__new__(RenewDelegationTokenResponse)
+    if cython.compiled:
+        obj = RenewDelegationTokenResponse.__new__(RenewDelegationTokenResponse)
+    else:
+        obj = _new(RenewDelegationTokenResponse)
     obj.error_code = f_error_code
     obj.expiry_timestamp_ms = f_expiry_timestamp_ms
     obj.throttle_time_ms = f_throttle_time_ms

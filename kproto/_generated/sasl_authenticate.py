@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -51,6 +53,11 @@ _RUN_error_code__error_message = (('error_code', 0, 2), ('error_message', 2, 2))
 _RUN_session_lifetime_ms = (('session_lifetime_ms', 0, 8),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_SaslAuthenticateRequest_v0(buf, cur, end):
     """Decode SaslAuthenticateRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -66,7 +73,10 @@ def _dec_SaslAuthenticateRequest_v0(buf, cur, end):
         pos += n_auth_bytes
     else:
         raise _w.bad_sized('auth_bytes', pos, n_auth_bytes, end, 4, False)
-    obj = SaslAuthenticateRequest.__new__(SaslAuthenticateRequest)
+    if cython.compiled:
+        obj = SaslAuthenticateRequest.__new__(SaslAuthenticateRequest)
+    else:
+        obj = _new(SaslAuthenticateRequest)
     obj.auth_bytes = f_auth_bytes
     obj.unknown_tagged_fields = []
     cur.pos = pos
@@ -116,7 +126,10 @@ def _dec_SaslAuthenticateRequest_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = SaslAuthenticateRequest.__new__(SaslAuthenticateRequest)
+    if cython.compiled:
+        obj = SaslAuthenticateRequest.__new__(SaslAuthenticateRequest)
+    else:
+        obj = _new(SaslAuthenticateRequest)
     obj.auth_bytes = f_auth_bytes
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -163,7 +176,10 @@ def _dec_SaslAuthenticateResponse_v0(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -181,7 +197,10 @@ def _dec_SaslAuthenticateResponse_v0(buf, cur, end):
         pos += n_auth_bytes
     else:
         raise _w.bad_sized('auth_bytes', pos, n_auth_bytes, end, 4, False)
-    obj = SaslAuthenticateResponse.__new__(SaslAuthenticateResponse)
+    if cython.compiled:
+        obj = SaslAuthenticateResponse.__new__(SaslAuthenticateResponse)
+    else:
+        obj = _new(SaslAuthenticateResponse)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.auth_bytes = f_auth_bytes
@@ -242,7 +261,10 @@ def _dec_SaslAuthenticateResponse_v1(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -267,7 +289,10 @@ def _dec_SaslAuthenticateResponse_v1(buf, cur, end):
     else:
         f_session_lifetime_ms = _S_q.unpack_from(buf, pos)[0]
     pos += 8
-    obj = SaslAuthenticateResponse.__new__(SaslAuthenticateResponse)
+    if cython.compiled:
+        obj = SaslAuthenticateResponse.__new__(SaslAuthenticateResponse)
+    else:
+        obj = _new(SaslAuthenticateResponse)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.auth_bytes = f_auth_bytes
@@ -344,7 +369,10 @@ def _dec_SaslAuthenticateResponse_v2(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -379,7 +407,10 @@ def _dec_SaslAuthenticateResponse_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = SaslAuthenticateResponse.__new__(SaslAuthenticateResponse)
+    if cython.compiled:
+        obj = SaslAuthenticateResponse.__new__(SaslAuthenticateResponse)
+    else:
+        obj = _new(SaslAuthenticateResponse)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.auth_bytes = f_auth_bytes

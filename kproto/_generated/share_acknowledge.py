@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -59,6 +61,12 @@ _RUN_share_session_epoch__is_renew_ack = (('share_session_epoch', 0, 4), ('is_re
 _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 4, 2))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_b = _w.SMALL_ARRAYS["b"]
+
+
 def _dec_ShareAcknowledgeRequest_v1(buf, cur, end):
     """Decode ShareAcknowledgeRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -80,7 +88,10 @@ def _dec_ShareAcknowledgeRequest_v1(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     elif n_group_id == -1:
         f_group_id = None
@@ -104,7 +115,10 @@ def _dec_ShareAcknowledgeRequest_v1(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     elif n_member_id == -1:
         f_member_id = None
@@ -145,7 +159,10 @@ def _dec_ShareAcknowledgeRequest_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareAcknowledgeRequest.__new__(ShareAcknowledgeRequest)
+    if cython.compiled:
+        obj = ShareAcknowledgeRequest.__new__(ShareAcknowledgeRequest)
+    else:
+        obj = _new(ShareAcknowledgeRequest)
     obj.group_id = f_group_id
     obj.member_id = f_member_id
     obj.share_session_epoch = f_share_session_epoch
@@ -239,7 +256,10 @@ def _dec_ShareAcknowledgeRequest_v2(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     elif n_group_id == -1:
         f_group_id = None
@@ -263,7 +283,10 @@ def _dec_ShareAcknowledgeRequest_v2(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     elif n_member_id == -1:
         f_member_id = None
@@ -308,7 +331,10 @@ def _dec_ShareAcknowledgeRequest_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareAcknowledgeRequest.__new__(ShareAcknowledgeRequest)
+    if cython.compiled:
+        obj = ShareAcknowledgeRequest.__new__(ShareAcknowledgeRequest)
+    else:
+        obj = _new(ShareAcknowledgeRequest)
     obj.group_id = f_group_id
     obj.member_id = f_member_id
     obj.share_session_epoch = f_share_session_epoch
@@ -415,7 +441,10 @@ def _dec_ShareAcknowledgeRequest_AcknowledgeTopic_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareAcknowledgeRequest_AcknowledgeTopic.__new__(ShareAcknowledgeRequest_AcknowledgeTopic)
+    if cython.compiled:
+        obj = ShareAcknowledgeRequest_AcknowledgeTopic.__new__(ShareAcknowledgeRequest_AcknowledgeTopic)
+    else:
+        obj = _new(ShareAcknowledgeRequest_AcknowledgeTopic)
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -485,7 +514,10 @@ def _dec_ShareAcknowledgeRequest_AcknowledgePartition_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareAcknowledgeRequest_AcknowledgePartition.__new__(ShareAcknowledgeRequest_AcknowledgePartition)
+    if cython.compiled:
+        obj = ShareAcknowledgeRequest_AcknowledgePartition.__new__(ShareAcknowledgeRequest_AcknowledgePartition)
+    else:
+        obj = _new(ShareAcknowledgeRequest_AcknowledgePartition)
     obj.partition_index = f_partition_index
     obj.acknowledgement_batches = f_acknowledgement_batches
     obj.unknown_tagged_fields = unknown
@@ -548,6 +580,8 @@ def _dec_ShareAcknowledgeRequest_AcknowledgementBatch_v1(buf, cur, end):
         raise _w.bad_count('acknowledge_types', pos - 1, n_acknowledge_types, end, 1, 1)
     if cython.compiled:
         f_acknowledge_types = [_read_b(buf, pos + 1 * i) for i in range(n_acknowledge_types)]
+    elif n_acknowledge_types < _w.SMALL_ARRAY_MAX:
+        f_acknowledge_types = list(_A_b[n_acknowledge_types].unpack_from(buf, pos))
     else:
         f_acknowledge_types = list(_unpack_from(">%db" % n_acknowledge_types, buf, pos))
     pos += n_acknowledge_types * 1
@@ -556,7 +590,10 @@ def _dec_ShareAcknowledgeRequest_AcknowledgementBatch_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareAcknowledgeRequest_AcknowledgementBatch.__new__(ShareAcknowledgeRequest_AcknowledgementBatch)
+    if cython.compiled:
+        obj = ShareAcknowledgeRequest_AcknowledgementBatch.__new__(ShareAcknowledgeRequest_AcknowledgementBatch)
+    else:
+        obj = _new(ShareAcknowledgeRequest_AcknowledgementBatch)
     obj.first_offset = f_first_offset
     obj.last_offset = f_last_offset
     obj.acknowledge_types = f_acknowledge_types
@@ -627,7 +664,10 @@ def _dec_ShareAcknowledgeResponse_v1(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -684,7 +724,10 @@ def _dec_ShareAcknowledgeResponse_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareAcknowledgeResponse.__new__(ShareAcknowledgeResponse)
+    if cython.compiled:
+        obj = ShareAcknowledgeResponse.__new__(ShareAcknowledgeResponse)
+    else:
+        obj = _new(ShareAcknowledgeResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -785,7 +828,10 @@ def _dec_ShareAcknowledgeResponse_v2(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -849,7 +895,10 @@ def _dec_ShareAcknowledgeResponse_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareAcknowledgeResponse.__new__(ShareAcknowledgeResponse)
+    if cython.compiled:
+        obj = ShareAcknowledgeResponse.__new__(ShareAcknowledgeResponse)
+    else:
+        obj = _new(ShareAcknowledgeResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -959,7 +1008,10 @@ def _dec_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v1(buf, cur, end
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse.__new__(ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse)
+    if cython.compiled:
+        obj = ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse.__new__(ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse)
+    else:
+        obj = _new(ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse)
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -1020,7 +1072,10 @@ def _dec_ShareAcknowledgeResponse_PartitionData_v1(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -1037,7 +1092,10 @@ def _dec_ShareAcknowledgeResponse_PartitionData_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareAcknowledgeResponse_PartitionData.__new__(ShareAcknowledgeResponse_PartitionData)
+    if cython.compiled:
+        obj = ShareAcknowledgeResponse_PartitionData.__new__(ShareAcknowledgeResponse_PartitionData)
+    else:
+        obj = _new(ShareAcknowledgeResponse_PartitionData)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -1097,7 +1155,10 @@ def _dec_ShareAcknowledgeResponse_LeaderIdAndEpoch_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareAcknowledgeResponse_LeaderIdAndEpoch.__new__(ShareAcknowledgeResponse_LeaderIdAndEpoch)
+    if cython.compiled:
+        obj = ShareAcknowledgeResponse_LeaderIdAndEpoch.__new__(ShareAcknowledgeResponse_LeaderIdAndEpoch)
+    else:
+        obj = _new(ShareAcknowledgeResponse_LeaderIdAndEpoch)
     obj.leader_id = f_leader_id
     obj.leader_epoch = f_leader_epoch
     obj.unknown_tagged_fields = unknown
@@ -1149,7 +1210,10 @@ def _dec_ShareAcknowledgeResponse_NodeEndpoint_v1(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -1178,7 +1242,10 @@ def _dec_ShareAcknowledgeResponse_NodeEndpoint_v1(buf, cur, end):
             if f_rack is None:
                 raise _w.bad_utf8_at(buf, pos, n_rack, 'rack')
         else:
-            f_rack = _w.utf8(buf, pos, n_rack, 'rack')
+            try:
+                f_rack = buf[pos:pos + n_rack].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack', pos, exc) from None
         pos += n_rack
     elif n_rack == -1:
         f_rack = None
@@ -1189,7 +1256,10 @@ def _dec_ShareAcknowledgeResponse_NodeEndpoint_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareAcknowledgeResponse_NodeEndpoint.__new__(ShareAcknowledgeResponse_NodeEndpoint)
+    if cython.compiled:
+        obj = ShareAcknowledgeResponse_NodeEndpoint.__new__(ShareAcknowledgeResponse_NodeEndpoint)
+    else:
+        obj = _new(ShareAcknowledgeResponse_NodeEndpoint)
     obj.node_id = f_node_id
     obj.host = f_host
     obj.port = f_port

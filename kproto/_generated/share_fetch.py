@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -64,6 +66,13 @@ _RUN_share_session_epoch__is_renew_ack = (('share_session_epoch', 0, 4), ('max_w
 _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 4, 2))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_b = _w.SMALL_ARRAYS["b"]
+    _A_i = _w.SMALL_ARRAYS["i"]
+
+
 def _dec_ShareFetchRequest_v1(buf, cur, end):
     """Decode ShareFetchRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -85,7 +94,10 @@ def _dec_ShareFetchRequest_v1(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     elif n_group_id == -1:
         f_group_id = None
@@ -109,7 +121,10 @@ def _dec_ShareFetchRequest_v1(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     elif n_member_id == -1:
         f_member_id = None
@@ -178,7 +193,10 @@ def _dec_ShareFetchRequest_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareFetchRequest.__new__(ShareFetchRequest)
+    if cython.compiled:
+        obj = ShareFetchRequest.__new__(ShareFetchRequest)
+    else:
+        obj = _new(ShareFetchRequest)
     obj.group_id = f_group_id
     obj.member_id = f_member_id
     obj.share_session_epoch = f_share_session_epoch
@@ -299,7 +317,10 @@ def _dec_ShareFetchRequest_v2(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     elif n_group_id == -1:
         f_group_id = None
@@ -323,7 +344,10 @@ def _dec_ShareFetchRequest_v2(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     elif n_member_id == -1:
         f_member_id = None
@@ -397,7 +421,10 @@ def _dec_ShareFetchRequest_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareFetchRequest.__new__(ShareFetchRequest)
+    if cython.compiled:
+        obj = ShareFetchRequest.__new__(ShareFetchRequest)
+    else:
+        obj = _new(ShareFetchRequest)
     obj.group_id = f_group_id
     obj.member_id = f_member_id
     obj.share_session_epoch = f_share_session_epoch
@@ -530,7 +557,10 @@ def _dec_ShareFetchRequest_FetchTopic_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareFetchRequest_FetchTopic.__new__(ShareFetchRequest_FetchTopic)
+    if cython.compiled:
+        obj = ShareFetchRequest_FetchTopic.__new__(ShareFetchRequest_FetchTopic)
+    else:
+        obj = _new(ShareFetchRequest_FetchTopic)
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -600,7 +630,10 @@ def _dec_ShareFetchRequest_FetchPartition_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareFetchRequest_FetchPartition.__new__(ShareFetchRequest_FetchPartition)
+    if cython.compiled:
+        obj = ShareFetchRequest_FetchPartition.__new__(ShareFetchRequest_FetchPartition)
+    else:
+        obj = _new(ShareFetchRequest_FetchPartition)
     obj.partition_index = f_partition_index
     obj.acknowledgement_batches = f_acknowledgement_batches
     obj.unknown_tagged_fields = unknown
@@ -663,6 +696,8 @@ def _dec_ShareFetchRequest_AcknowledgementBatch_v1(buf, cur, end):
         raise _w.bad_count('acknowledge_types', pos - 1, n_acknowledge_types, end, 1, 1)
     if cython.compiled:
         f_acknowledge_types = [_read_b(buf, pos + 1 * i) for i in range(n_acknowledge_types)]
+    elif n_acknowledge_types < _w.SMALL_ARRAY_MAX:
+        f_acknowledge_types = list(_A_b[n_acknowledge_types].unpack_from(buf, pos))
     else:
         f_acknowledge_types = list(_unpack_from(">%db" % n_acknowledge_types, buf, pos))
     pos += n_acknowledge_types * 1
@@ -671,7 +706,10 @@ def _dec_ShareFetchRequest_AcknowledgementBatch_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareFetchRequest_AcknowledgementBatch.__new__(ShareFetchRequest_AcknowledgementBatch)
+    if cython.compiled:
+        obj = ShareFetchRequest_AcknowledgementBatch.__new__(ShareFetchRequest_AcknowledgementBatch)
+    else:
+        obj = _new(ShareFetchRequest_AcknowledgementBatch)
     obj.first_offset = f_first_offset
     obj.last_offset = f_last_offset
     obj.acknowledge_types = f_acknowledge_types
@@ -736,6 +774,8 @@ def _dec_ShareFetchRequest_ForgottenTopic_v1(buf, cur, end):
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 4, 1)
     if cython.compiled:
         f_partitions = [_read_i(buf, pos + 4 * i) for i in range(n_partitions)]
+    elif n_partitions < _w.SMALL_ARRAY_MAX:
+        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
     else:
         f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
     pos += n_partitions * 4
@@ -744,7 +784,10 @@ def _dec_ShareFetchRequest_ForgottenTopic_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareFetchRequest_ForgottenTopic.__new__(ShareFetchRequest_ForgottenTopic)
+    if cython.compiled:
+        obj = ShareFetchRequest_ForgottenTopic.__new__(ShareFetchRequest_ForgottenTopic)
+    else:
+        obj = _new(ShareFetchRequest_ForgottenTopic)
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -809,7 +852,10 @@ def _dec_ShareFetchResponse_v1(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -873,7 +919,10 @@ def _dec_ShareFetchResponse_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareFetchResponse.__new__(ShareFetchResponse)
+    if cython.compiled:
+        obj = ShareFetchResponse.__new__(ShareFetchResponse)
+    else:
+        obj = _new(ShareFetchResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -983,7 +1032,10 @@ def _dec_ShareFetchResponse_ShareFetchableTopicResponse_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareFetchResponse_ShareFetchableTopicResponse.__new__(ShareFetchResponse_ShareFetchableTopicResponse)
+    if cython.compiled:
+        obj = ShareFetchResponse_ShareFetchableTopicResponse.__new__(ShareFetchResponse_ShareFetchableTopicResponse)
+    else:
+        obj = _new(ShareFetchResponse_ShareFetchableTopicResponse)
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -1044,7 +1096,10 @@ def _dec_ShareFetchResponse_PartitionData_v1(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -1075,7 +1130,10 @@ def _dec_ShareFetchResponse_PartitionData_v1(buf, cur, end):
             if f_acknowledge_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_acknowledge_error_message, 'acknowledge_error_message')
         else:
-            f_acknowledge_error_message = _w.utf8(buf, pos, n_acknowledge_error_message, 'acknowledge_error_message')
+            try:
+                f_acknowledge_error_message = buf[pos:pos + n_acknowledge_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('acknowledge_error_message', pos, exc) from None
         pos += n_acknowledge_error_message
     elif n_acknowledge_error_message == -1:
         f_acknowledge_error_message = None
@@ -1132,7 +1190,10 @@ def _dec_ShareFetchResponse_PartitionData_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareFetchResponse_PartitionData.__new__(ShareFetchResponse_PartitionData)
+    if cython.compiled:
+        obj = ShareFetchResponse_PartitionData.__new__(ShareFetchResponse_PartitionData)
+    else:
+        obj = _new(ShareFetchResponse_PartitionData)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -1244,7 +1305,10 @@ def _dec_ShareFetchResponse_LeaderIdAndEpoch_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareFetchResponse_LeaderIdAndEpoch.__new__(ShareFetchResponse_LeaderIdAndEpoch)
+    if cython.compiled:
+        obj = ShareFetchResponse_LeaderIdAndEpoch.__new__(ShareFetchResponse_LeaderIdAndEpoch)
+    else:
+        obj = _new(ShareFetchResponse_LeaderIdAndEpoch)
     obj.leader_id = f_leader_id
     obj.leader_epoch = f_leader_epoch
     obj.unknown_tagged_fields = unknown
@@ -1285,7 +1349,10 @@ def _dec_ShareFetchResponse_AcquiredRecords_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareFetchResponse_AcquiredRecords.__new__(ShareFetchResponse_AcquiredRecords)
+    if cython.compiled:
+        obj = ShareFetchResponse_AcquiredRecords.__new__(ShareFetchResponse_AcquiredRecords)
+    else:
+        obj = _new(ShareFetchResponse_AcquiredRecords)
     obj.first_offset = f_first_offset
     obj.last_offset = f_last_offset
     obj.delivery_count = f_delivery_count
@@ -1339,7 +1406,10 @@ def _dec_ShareFetchResponse_NodeEndpoint_v1(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -1368,7 +1438,10 @@ def _dec_ShareFetchResponse_NodeEndpoint_v1(buf, cur, end):
             if f_rack is None:
                 raise _w.bad_utf8_at(buf, pos, n_rack, 'rack')
         else:
-            f_rack = _w.utf8(buf, pos, n_rack, 'rack')
+            try:
+                f_rack = buf[pos:pos + n_rack].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack', pos, exc) from None
         pos += n_rack
     elif n_rack == -1:
         f_rack = None
@@ -1379,7 +1452,10 @@ def _dec_ShareFetchResponse_NodeEndpoint_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareFetchResponse_NodeEndpoint.__new__(ShareFetchResponse_NodeEndpoint)
+    if cython.compiled:
+        obj = ShareFetchResponse_NodeEndpoint.__new__(ShareFetchResponse_NodeEndpoint)
+    else:
+        obj = _new(ShareFetchResponse_NodeEndpoint)
     obj.node_id = f_node_id
     obj.host = f_host
     obj.port = f_port

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -54,6 +56,12 @@ _RUN_member_epoch = (('member_epoch', 0, 4),)
 _RUN_throttle_time_ms = (('throttle_time_ms', 0, 4),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_i = _w.SMALL_ARRAYS["i"]
+
+
 def _dec_ShareGroupDescribeRequest_v1(buf, cur, end):
     """Decode ShareGroupDescribeRequest (v1 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -92,7 +100,10 @@ def _dec_ShareGroupDescribeRequest_v1(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "group_ids[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "group_ids[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("group_ids[%d]" % i, pos, exc) from None
         f_group_ids.append(s)
         pos += m
     if end - pos < 1:
@@ -110,7 +121,10 @@ def _dec_ShareGroupDescribeRequest_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareGroupDescribeRequest.__new__(ShareGroupDescribeRequest)
+    if cython.compiled:
+        obj = ShareGroupDescribeRequest.__new__(ShareGroupDescribeRequest)
+    else:
+        obj = _new(ShareGroupDescribeRequest)
     obj.group_ids = f_group_ids
     obj.include_authorized_operations = b_include_authorized_operations
     obj.unknown_tagged_fields = unknown
@@ -194,7 +208,10 @@ def _dec_ShareGroupDescribeResponse_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareGroupDescribeResponse.__new__(ShareGroupDescribeResponse)
+    if cython.compiled:
+        obj = ShareGroupDescribeResponse.__new__(ShareGroupDescribeResponse)
+    else:
+        obj = _new(ShareGroupDescribeResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.groups = f_groups
     obj.unknown_tagged_fields = unknown
@@ -258,7 +275,10 @@ def _dec_ShareGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -282,7 +302,10 @@ def _dec_ShareGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -304,7 +327,10 @@ def _dec_ShareGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
             if f_group_state is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_state, 'group_state')
         else:
-            f_group_state = _w.utf8(buf, pos, n_group_state, 'group_state')
+            try:
+                f_group_state = buf[pos:pos + n_group_state].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_state', pos, exc) from None
         pos += n_group_state
     else:
         raise _w.bad_sized('group_state', pos, n_group_state, end, 1, False)
@@ -334,7 +360,10 @@ def _dec_ShareGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
             if f_assignor_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_assignor_name, 'assignor_name')
         else:
-            f_assignor_name = _w.utf8(buf, pos, n_assignor_name, 'assignor_name')
+            try:
+                f_assignor_name = buf[pos:pos + n_assignor_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('assignor_name', pos, exc) from None
         pos += n_assignor_name
     else:
         raise _w.bad_sized('assignor_name', pos, n_assignor_name, end, 1, False)
@@ -373,7 +402,10 @@ def _dec_ShareGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareGroupDescribeResponse_DescribedGroup.__new__(ShareGroupDescribeResponse_DescribedGroup)
+    if cython.compiled:
+        obj = ShareGroupDescribeResponse_DescribedGroup.__new__(ShareGroupDescribeResponse_DescribedGroup)
+    else:
+        obj = _new(ShareGroupDescribeResponse_DescribedGroup)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.group_id = f_group_id
@@ -512,7 +544,10 @@ def _dec_ShareGroupDescribeResponse_Member_v1(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -534,7 +569,10 @@ def _dec_ShareGroupDescribeResponse_Member_v1(buf, cur, end):
             if f_rack_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_rack_id, 'rack_id')
         else:
-            f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
+            try:
+                f_rack_id = buf[pos:pos + n_rack_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack_id', pos, exc) from None
         pos += n_rack_id
     elif n_rack_id == -1:
         f_rack_id = None
@@ -565,7 +603,10 @@ def _dec_ShareGroupDescribeResponse_Member_v1(buf, cur, end):
             if f_client_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_client_id, 'client_id')
         else:
-            f_client_id = _w.utf8(buf, pos, n_client_id, 'client_id')
+            try:
+                f_client_id = buf[pos:pos + n_client_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('client_id', pos, exc) from None
         pos += n_client_id
     else:
         raise _w.bad_sized('client_id', pos, n_client_id, end, 1, False)
@@ -587,7 +628,10 @@ def _dec_ShareGroupDescribeResponse_Member_v1(buf, cur, end):
             if f_client_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_client_host, 'client_host')
         else:
-            f_client_host = _w.utf8(buf, pos, n_client_host, 'client_host')
+            try:
+                f_client_host = buf[pos:pos + n_client_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('client_host', pos, exc) from None
         pos += n_client_host
     else:
         raise _w.bad_sized('client_host', pos, n_client_host, end, 1, False)
@@ -626,7 +670,10 @@ def _dec_ShareGroupDescribeResponse_Member_v1(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "subscribed_topic_names[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "subscribed_topic_names[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("subscribed_topic_names[%d]" % i, pos, exc) from None
         f_subscribed_topic_names.append(s)
         pos += m
     cur.pos = pos
@@ -640,7 +687,10 @@ def _dec_ShareGroupDescribeResponse_Member_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareGroupDescribeResponse_Member.__new__(ShareGroupDescribeResponse_Member)
+    if cython.compiled:
+        obj = ShareGroupDescribeResponse_Member.__new__(ShareGroupDescribeResponse_Member)
+    else:
+        obj = _new(ShareGroupDescribeResponse_Member)
     obj.member_id = f_member_id
     obj.rack_id = f_rack_id
     obj.member_epoch = f_member_epoch
@@ -788,7 +838,10 @@ def _dec_ShareGroupDescribeResponse_Assignment_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareGroupDescribeResponse_Assignment.__new__(ShareGroupDescribeResponse_Assignment)
+    if cython.compiled:
+        obj = ShareGroupDescribeResponse_Assignment.__new__(ShareGroupDescribeResponse_Assignment)
+    else:
+        obj = _new(ShareGroupDescribeResponse_Assignment)
     obj.topic_partitions = f_topic_partitions
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -843,7 +896,10 @@ def _dec_ShareGroupDescribeResponse_TopicPartitions_v1(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -863,6 +919,8 @@ def _dec_ShareGroupDescribeResponse_TopicPartitions_v1(buf, cur, end):
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 4, 1)
     if cython.compiled:
         f_partitions = [_read_i(buf, pos + 4 * i) for i in range(n_partitions)]
+    elif n_partitions < _w.SMALL_ARRAY_MAX:
+        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
     else:
         f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
     pos += n_partitions * 4
@@ -871,7 +929,10 @@ def _dec_ShareGroupDescribeResponse_TopicPartitions_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = ShareGroupDescribeResponse_TopicPartitions.__new__(ShareGroupDescribeResponse_TopicPartitions)
+    if cython.compiled:
+        obj = ShareGroupDescribeResponse_TopicPartitions.__new__(ShareGroupDescribeResponse_TopicPartitions)
+    else:
+        obj = _new(ShareGroupDescribeResponse_TopicPartitions)
     obj.topic_id = f_topic_id
     obj.topic_name = f_topic_name
     obj.partitions = f_partitions

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -71,6 +73,12 @@ _RUN_partition_indexes = (('partition_indexes', 0, 4),)
 _RUN_topic_name = (('topic_name', 0, 2),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_i = _w.SMALL_ARRAYS["i"]
+
+
 def _dec_StopReplicaRequest_v0(buf, cur, end):
     """Decode StopReplicaRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -98,7 +106,10 @@ def _dec_StopReplicaRequest_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("ungrouped_partitions[%d]" % i)
     pos = cur.pos
-    obj = StopReplicaRequest.__new__(StopReplicaRequest)
+    if cython.compiled:
+        obj = StopReplicaRequest.__new__(StopReplicaRequest)
+    else:
+        obj = _new(StopReplicaRequest)
     obj.controller_id = f_controller_id
     obj.is_k_raft_controller = False
     obj.controller_epoch = f_controller_epoch
@@ -167,7 +178,10 @@ def _dec_StopReplicaRequest_v1(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    obj = StopReplicaRequest.__new__(StopReplicaRequest)
+    if cython.compiled:
+        obj = StopReplicaRequest.__new__(StopReplicaRequest)
+    else:
+        obj = _new(StopReplicaRequest)
     obj.controller_id = f_controller_id
     obj.is_k_raft_controller = False
     obj.controller_epoch = f_controller_epoch
@@ -253,7 +267,10 @@ def _dec_StopReplicaRequest_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StopReplicaRequest.__new__(StopReplicaRequest)
+    if cython.compiled:
+        obj = StopReplicaRequest.__new__(StopReplicaRequest)
+    else:
+        obj = _new(StopReplicaRequest)
     obj.controller_id = f_controller_id
     obj.is_k_raft_controller = False
     obj.controller_epoch = f_controller_epoch
@@ -344,7 +361,10 @@ def _dec_StopReplicaRequest_v3(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StopReplicaRequest.__new__(StopReplicaRequest)
+    if cython.compiled:
+        obj = StopReplicaRequest.__new__(StopReplicaRequest)
+    else:
+        obj = _new(StopReplicaRequest)
     obj.controller_id = f_controller_id
     obj.is_k_raft_controller = False
     obj.controller_epoch = f_controller_epoch
@@ -440,7 +460,10 @@ def _dec_StopReplicaRequest_v4(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StopReplicaRequest.__new__(StopReplicaRequest)
+    if cython.compiled:
+        obj = StopReplicaRequest.__new__(StopReplicaRequest)
+    else:
+        obj = _new(StopReplicaRequest)
     obj.controller_id = f_controller_id
     obj.is_k_raft_controller = b_is_k_raft_controller
     obj.controller_epoch = f_controller_epoch
@@ -507,7 +530,10 @@ def _dec_StopReplicaRequest_StopReplicaPartitionV0_v0(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 2, False)
@@ -518,7 +544,10 @@ def _dec_StopReplicaRequest_StopReplicaPartitionV0_v0(buf, cur, end):
     else:
         f_partition_index = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = StopReplicaRequest_StopReplicaPartitionV0.__new__(StopReplicaRequest_StopReplicaPartitionV0)
+    if cython.compiled:
+        obj = StopReplicaRequest_StopReplicaPartitionV0.__new__(StopReplicaRequest_StopReplicaPartitionV0)
+    else:
+        obj = _new(StopReplicaRequest_StopReplicaPartitionV0)
     obj.topic_name = f_topic_name
     obj.partition_index = f_partition_index
     obj.unknown_tagged_fields = []
@@ -568,7 +597,10 @@ def _dec_StopReplicaRequest_StopReplicaTopicV1_v1(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -583,10 +615,15 @@ def _dec_StopReplicaRequest_StopReplicaTopicV1_v1(buf, cur, end):
         raise _w.bad_count('partition_indexes', pos - 4, n_partition_indexes, end, 4, 4)
     if cython.compiled:
         f_partition_indexes = [_read_i(buf, pos + 4 * i) for i in range(n_partition_indexes)]
+    elif n_partition_indexes < _w.SMALL_ARRAY_MAX:
+        f_partition_indexes = list(_A_i[n_partition_indexes].unpack_from(buf, pos))
     else:
         f_partition_indexes = list(_unpack_from(">%di" % n_partition_indexes, buf, pos))
     pos += n_partition_indexes * 4
-    obj = StopReplicaRequest_StopReplicaTopicV1.__new__(StopReplicaRequest_StopReplicaTopicV1)
+    if cython.compiled:
+        obj = StopReplicaRequest_StopReplicaTopicV1.__new__(StopReplicaRequest_StopReplicaTopicV1)
+    else:
+        obj = _new(StopReplicaRequest_StopReplicaTopicV1)
     obj.name = f_name
     obj.partition_indexes = f_partition_indexes
     obj.unknown_tagged_fields = []
@@ -652,7 +689,10 @@ def _dec_StopReplicaRequest_StopReplicaTopicV1_v2(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -672,6 +712,8 @@ def _dec_StopReplicaRequest_StopReplicaTopicV1_v2(buf, cur, end):
         raise _w.bad_count('partition_indexes', pos - 1, n_partition_indexes, end, 4, 1)
     if cython.compiled:
         f_partition_indexes = [_read_i(buf, pos + 4 * i) for i in range(n_partition_indexes)]
+    elif n_partition_indexes < _w.SMALL_ARRAY_MAX:
+        f_partition_indexes = list(_A_i[n_partition_indexes].unpack_from(buf, pos))
     else:
         f_partition_indexes = list(_unpack_from(">%di" % n_partition_indexes, buf, pos))
     pos += n_partition_indexes * 4
@@ -680,7 +722,10 @@ def _dec_StopReplicaRequest_StopReplicaTopicV1_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StopReplicaRequest_StopReplicaTopicV1.__new__(StopReplicaRequest_StopReplicaTopicV1)
+    if cython.compiled:
+        obj = StopReplicaRequest_StopReplicaTopicV1.__new__(StopReplicaRequest_StopReplicaTopicV1)
+    else:
+        obj = _new(StopReplicaRequest_StopReplicaTopicV1)
     obj.name = f_name
     obj.partition_indexes = f_partition_indexes
     obj.unknown_tagged_fields = unknown
@@ -752,7 +797,10 @@ def _dec_StopReplicaRequest_StopReplicaTopicState_v3(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -784,7 +832,10 @@ def _dec_StopReplicaRequest_StopReplicaTopicState_v3(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StopReplicaRequest_StopReplicaTopicState.__new__(StopReplicaRequest_StopReplicaTopicState)
+    if cython.compiled:
+        obj = StopReplicaRequest_StopReplicaTopicState.__new__(StopReplicaRequest_StopReplicaTopicState)
+    else:
+        obj = _new(StopReplicaRequest_StopReplicaTopicState)
     obj.topic_name = f_topic_name
     obj.partition_states = f_partition_states
     obj.unknown_tagged_fields = unknown
@@ -851,7 +902,10 @@ def _dec_StopReplicaRequest_StopReplicaPartitionState_v3(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StopReplicaRequest_StopReplicaPartitionState.__new__(StopReplicaRequest_StopReplicaPartitionState)
+    if cython.compiled:
+        obj = StopReplicaRequest_StopReplicaPartitionState.__new__(StopReplicaRequest_StopReplicaPartitionState)
+    else:
+        obj = _new(StopReplicaRequest_StopReplicaPartitionState)
     obj.partition_index = f_partition_index
     obj.leader_epoch = f_leader_epoch
     obj.delete_partition = b_delete_partition
@@ -899,7 +953,10 @@ def _dec_StopReplicaResponse_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("partition_errors[%d]" % i)
     pos = cur.pos
-    obj = StopReplicaResponse.__new__(StopReplicaResponse)
+    if cython.compiled:
+        obj = StopReplicaResponse.__new__(StopReplicaResponse)
+    else:
+        obj = _new(StopReplicaResponse)
     obj.error_code = f_error_code
     obj.partition_errors = f_partition_errors
     obj.unknown_tagged_fields = []
@@ -964,7 +1021,10 @@ def _dec_StopReplicaResponse_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StopReplicaResponse.__new__(StopReplicaResponse)
+    if cython.compiled:
+        obj = StopReplicaResponse.__new__(StopReplicaResponse)
+    else:
+        obj = _new(StopReplicaResponse)
     obj.error_code = f_error_code
     obj.partition_errors = f_partition_errors
     obj.unknown_tagged_fields = unknown
@@ -1016,7 +1076,10 @@ def _dec_StopReplicaResponse_StopReplicaPartitionError_v0(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 2, False)
@@ -1028,7 +1091,10 @@ def _dec_StopReplicaResponse_StopReplicaPartitionError_v0(buf, cur, end):
     else:
         f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    obj = StopReplicaResponse_StopReplicaPartitionError.__new__(StopReplicaResponse_StopReplicaPartitionError)
+    if cython.compiled:
+        obj = StopReplicaResponse_StopReplicaPartitionError.__new__(StopReplicaResponse_StopReplicaPartitionError)
+    else:
+        obj = _new(StopReplicaResponse_StopReplicaPartitionError)
     obj.topic_name = f_topic_name
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
@@ -1085,7 +1151,10 @@ def _dec_StopReplicaResponse_StopReplicaPartitionError_v2(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -1102,7 +1171,10 @@ def _dec_StopReplicaResponse_StopReplicaPartitionError_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StopReplicaResponse_StopReplicaPartitionError.__new__(StopReplicaResponse_StopReplicaPartitionError)
+    if cython.compiled:
+        obj = StopReplicaResponse_StopReplicaPartitionError.__new__(StopReplicaResponse_StopReplicaPartitionError)
+    else:
+        obj = _new(StopReplicaResponse_StopReplicaPartitionError)
     obj.topic_name = f_topic_name
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code

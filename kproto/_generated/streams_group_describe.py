@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -64,6 +66,12 @@ _RUN_topology_epoch = (('topology_epoch', 0, 4),)
 _RUN_user_endpoint = (('user_endpoint', 0, 1),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_i = _w.SMALL_ARRAYS["i"]
+
+
 def _dec_StreamsGroupDescribeRequest_v0(buf, cur, end):
     """Decode StreamsGroupDescribeRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -102,7 +110,10 @@ def _dec_StreamsGroupDescribeRequest_v0(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "group_ids[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "group_ids[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("group_ids[%d]" % i, pos, exc) from None
         f_group_ids.append(s)
         pos += m
     if end - pos < 1:
@@ -120,7 +131,10 @@ def _dec_StreamsGroupDescribeRequest_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StreamsGroupDescribeRequest.__new__(StreamsGroupDescribeRequest)
+    if cython.compiled:
+        obj = StreamsGroupDescribeRequest.__new__(StreamsGroupDescribeRequest)
+    else:
+        obj = _new(StreamsGroupDescribeRequest)
     obj.group_ids = f_group_ids
     obj.include_authorized_operations = b_include_authorized_operations
     obj.unknown_tagged_fields = unknown
@@ -204,7 +218,10 @@ def _dec_StreamsGroupDescribeResponse_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StreamsGroupDescribeResponse.__new__(StreamsGroupDescribeResponse)
+    if cython.compiled:
+        obj = StreamsGroupDescribeResponse.__new__(StreamsGroupDescribeResponse)
+    else:
+        obj = _new(StreamsGroupDescribeResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.groups = f_groups
     obj.unknown_tagged_fields = unknown
@@ -268,7 +285,10 @@ def _dec_StreamsGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -292,7 +312,10 @@ def _dec_StreamsGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -314,7 +337,10 @@ def _dec_StreamsGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
             if f_group_state is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_state, 'group_state')
         else:
-            f_group_state = _w.utf8(buf, pos, n_group_state, 'group_state')
+            try:
+                f_group_state = buf[pos:pos + n_group_state].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_state', pos, exc) from None
         pos += n_group_state
     else:
         raise _w.bad_sized('group_state', pos, n_group_state, end, 1, False)
@@ -373,7 +399,10 @@ def _dec_StreamsGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StreamsGroupDescribeResponse_DescribedGroup.__new__(StreamsGroupDescribeResponse_DescribedGroup)
+    if cython.compiled:
+        obj = StreamsGroupDescribeResponse_DescribedGroup.__new__(StreamsGroupDescribeResponse_DescribedGroup)
+    else:
+        obj = _new(StreamsGroupDescribeResponse_DescribedGroup)
     obj.error_code = f_error_code
     obj.error_message = f_error_message
     obj.group_id = f_group_id
@@ -521,7 +550,10 @@ def _dec_StreamsGroupDescribeResponse_Topology_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StreamsGroupDescribeResponse_Topology.__new__(StreamsGroupDescribeResponse_Topology)
+    if cython.compiled:
+        obj = StreamsGroupDescribeResponse_Topology.__new__(StreamsGroupDescribeResponse_Topology)
+    else:
+        obj = _new(StreamsGroupDescribeResponse_Topology)
     obj.epoch = f_epoch
     obj.subtopologies = f_subtopologies
     obj.unknown_tagged_fields = unknown
@@ -579,7 +611,10 @@ def _dec_StreamsGroupDescribeResponse_Subtopology_v0(buf, cur, end):
             if f_subtopology_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_subtopology_id, 'subtopology_id')
         else:
-            f_subtopology_id = _w.utf8(buf, pos, n_subtopology_id, 'subtopology_id')
+            try:
+                f_subtopology_id = buf[pos:pos + n_subtopology_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('subtopology_id', pos, exc) from None
         pos += n_subtopology_id
     else:
         raise _w.bad_sized('subtopology_id', pos, n_subtopology_id, end, 1, False)
@@ -618,7 +653,10 @@ def _dec_StreamsGroupDescribeResponse_Subtopology_v0(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "source_topics[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "source_topics[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("source_topics[%d]" % i, pos, exc) from None
         f_source_topics.append(s)
         pos += m
     if pos < end and buf[pos] < 128:
@@ -656,7 +694,10 @@ def _dec_StreamsGroupDescribeResponse_Subtopology_v0(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "repartition_sink_topics[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "repartition_sink_topics[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("repartition_sink_topics[%d]" % i, pos, exc) from None
         f_repartition_sink_topics.append(s)
         pos += m
     if pos < end and buf[pos] < 128:
@@ -710,7 +751,10 @@ def _dec_StreamsGroupDescribeResponse_Subtopology_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StreamsGroupDescribeResponse_Subtopology.__new__(StreamsGroupDescribeResponse_Subtopology)
+    if cython.compiled:
+        obj = StreamsGroupDescribeResponse_Subtopology.__new__(StreamsGroupDescribeResponse_Subtopology)
+    else:
+        obj = _new(StreamsGroupDescribeResponse_Subtopology)
     obj.subtopology_id = f_subtopology_id
     obj.source_topics = f_source_topics
     obj.repartition_sink_topics = f_repartition_sink_topics
@@ -840,7 +884,10 @@ def _dec_StreamsGroupDescribeResponse_TopicInfo_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -880,7 +927,10 @@ def _dec_StreamsGroupDescribeResponse_TopicInfo_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StreamsGroupDescribeResponse_TopicInfo.__new__(StreamsGroupDescribeResponse_TopicInfo)
+    if cython.compiled:
+        obj = StreamsGroupDescribeResponse_TopicInfo.__new__(StreamsGroupDescribeResponse_TopicInfo)
+    else:
+        obj = _new(StreamsGroupDescribeResponse_TopicInfo)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.replication_factor = f_replication_factor
@@ -956,7 +1006,10 @@ def _dec_StreamsGroupDescribeResponse_KeyValue_v0(buf, cur, end):
             if f_key is None:
                 raise _w.bad_utf8_at(buf, pos, n_key, 'key')
         else:
-            f_key = _w.utf8(buf, pos, n_key, 'key')
+            try:
+                f_key = buf[pos:pos + n_key].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('key', pos, exc) from None
         pos += n_key
     else:
         raise _w.bad_sized('key', pos, n_key, end, 1, False)
@@ -978,7 +1031,10 @@ def _dec_StreamsGroupDescribeResponse_KeyValue_v0(buf, cur, end):
             if f_value is None:
                 raise _w.bad_utf8_at(buf, pos, n_value, 'value')
         else:
-            f_value = _w.utf8(buf, pos, n_value, 'value')
+            try:
+                f_value = buf[pos:pos + n_value].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('value', pos, exc) from None
         pos += n_value
     else:
         raise _w.bad_sized('value', pos, n_value, end, 1, False)
@@ -987,7 +1043,10 @@ def _dec_StreamsGroupDescribeResponse_KeyValue_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StreamsGroupDescribeResponse_KeyValue.__new__(StreamsGroupDescribeResponse_KeyValue)
+    if cython.compiled:
+        obj = StreamsGroupDescribeResponse_KeyValue.__new__(StreamsGroupDescribeResponse_KeyValue)
+    else:
+        obj = _new(StreamsGroupDescribeResponse_KeyValue)
     obj.key = f_key
     obj.value = f_value
     obj.unknown_tagged_fields = unknown
@@ -1058,7 +1117,10 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -1087,7 +1149,10 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
             if f_instance_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_instance_id, 'instance_id')
         else:
-            f_instance_id = _w.utf8(buf, pos, n_instance_id, 'instance_id')
+            try:
+                f_instance_id = buf[pos:pos + n_instance_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('instance_id', pos, exc) from None
         pos += n_instance_id
     elif n_instance_id == -1:
         f_instance_id = None
@@ -1111,7 +1176,10 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
             if f_rack_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_rack_id, 'rack_id')
         else:
-            f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
+            try:
+                f_rack_id = buf[pos:pos + n_rack_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack_id', pos, exc) from None
         pos += n_rack_id
     elif n_rack_id == -1:
         f_rack_id = None
@@ -1135,7 +1203,10 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
             if f_client_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_client_id, 'client_id')
         else:
-            f_client_id = _w.utf8(buf, pos, n_client_id, 'client_id')
+            try:
+                f_client_id = buf[pos:pos + n_client_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('client_id', pos, exc) from None
         pos += n_client_id
     else:
         raise _w.bad_sized('client_id', pos, n_client_id, end, 1, False)
@@ -1157,7 +1228,10 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
             if f_client_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_client_host, 'client_host')
         else:
-            f_client_host = _w.utf8(buf, pos, n_client_host, 'client_host')
+            try:
+                f_client_host = buf[pos:pos + n_client_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('client_host', pos, exc) from None
         pos += n_client_host
     else:
         raise _w.bad_sized('client_host', pos, n_client_host, end, 1, False)
@@ -1186,7 +1260,10 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
             if f_process_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_process_id, 'process_id')
         else:
-            f_process_id = _w.utf8(buf, pos, n_process_id, 'process_id')
+            try:
+                f_process_id = buf[pos:pos + n_process_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('process_id', pos, exc) from None
         pos += n_process_id
     else:
         raise _w.bad_sized('process_id', pos, n_process_id, end, 1, False)
@@ -1304,7 +1381,10 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StreamsGroupDescribeResponse_Member.__new__(StreamsGroupDescribeResponse_Member)
+    if cython.compiled:
+        obj = StreamsGroupDescribeResponse_Member.__new__(StreamsGroupDescribeResponse_Member)
+    else:
+        obj = _new(StreamsGroupDescribeResponse_Member)
     obj.member_id = f_member_id
     obj.member_epoch = f_member_epoch
     obj.instance_id = f_instance_id
@@ -1519,7 +1599,10 @@ def _dec_StreamsGroupDescribeResponse_Endpoint_v0(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -1535,7 +1618,10 @@ def _dec_StreamsGroupDescribeResponse_Endpoint_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StreamsGroupDescribeResponse_Endpoint.__new__(StreamsGroupDescribeResponse_Endpoint)
+    if cython.compiled:
+        obj = StreamsGroupDescribeResponse_Endpoint.__new__(StreamsGroupDescribeResponse_Endpoint)
+    else:
+        obj = _new(StreamsGroupDescribeResponse_Endpoint)
     obj.host = f_host
     obj.port = f_port
     obj.unknown_tagged_fields = unknown
@@ -1595,7 +1681,10 @@ def _dec_StreamsGroupDescribeResponse_TaskOffset_v0(buf, cur, end):
             if f_subtopology_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_subtopology_id, 'subtopology_id')
         else:
-            f_subtopology_id = _w.utf8(buf, pos, n_subtopology_id, 'subtopology_id')
+            try:
+                f_subtopology_id = buf[pos:pos + n_subtopology_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('subtopology_id', pos, exc) from None
         pos += n_subtopology_id
     else:
         raise _w.bad_sized('subtopology_id', pos, n_subtopology_id, end, 1, False)
@@ -1612,7 +1701,10 @@ def _dec_StreamsGroupDescribeResponse_TaskOffset_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StreamsGroupDescribeResponse_TaskOffset.__new__(StreamsGroupDescribeResponse_TaskOffset)
+    if cython.compiled:
+        obj = StreamsGroupDescribeResponse_TaskOffset.__new__(StreamsGroupDescribeResponse_TaskOffset)
+    else:
+        obj = _new(StreamsGroupDescribeResponse_TaskOffset)
     obj.subtopology_id = f_subtopology_id
     obj.partition = f_partition
     obj.offset = f_offset
@@ -1730,7 +1822,10 @@ def _dec_StreamsGroupDescribeResponse_Assignment_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StreamsGroupDescribeResponse_Assignment.__new__(StreamsGroupDescribeResponse_Assignment)
+    if cython.compiled:
+        obj = StreamsGroupDescribeResponse_Assignment.__new__(StreamsGroupDescribeResponse_Assignment)
+    else:
+        obj = _new(StreamsGroupDescribeResponse_Assignment)
     obj.active_tasks = f_active_tasks
     obj.standby_tasks = f_standby_tasks
     obj.warmup_tasks = f_warmup_tasks
@@ -1809,7 +1904,10 @@ def _dec_StreamsGroupDescribeResponse_TaskIds_v0(buf, cur, end):
             if f_subtopology_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_subtopology_id, 'subtopology_id')
         else:
-            f_subtopology_id = _w.utf8(buf, pos, n_subtopology_id, 'subtopology_id')
+            try:
+                f_subtopology_id = buf[pos:pos + n_subtopology_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('subtopology_id', pos, exc) from None
         pos += n_subtopology_id
     else:
         raise _w.bad_sized('subtopology_id', pos, n_subtopology_id, end, 1, False)
@@ -1829,6 +1927,8 @@ def _dec_StreamsGroupDescribeResponse_TaskIds_v0(buf, cur, end):
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 4, 1)
     if cython.compiled:
         f_partitions = [_read_i(buf, pos + 4 * i) for i in range(n_partitions)]
+    elif n_partitions < _w.SMALL_ARRAY_MAX:
+        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
     else:
         f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
     pos += n_partitions * 4
@@ -1837,7 +1937,10 @@ def _dec_StreamsGroupDescribeResponse_TaskIds_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StreamsGroupDescribeResponse_TaskIds.__new__(StreamsGroupDescribeResponse_TaskIds)
+    if cython.compiled:
+        obj = StreamsGroupDescribeResponse_TaskIds.__new__(StreamsGroupDescribeResponse_TaskIds)
+    else:
+        obj = _new(StreamsGroupDescribeResponse_TaskIds)
     obj.subtopology_id = f_subtopology_id
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -64,6 +66,13 @@ _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 
 _RUN_user_endpoint = (('user_endpoint', 0, 1),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_h = _w.SMALL_ARRAYS["h"]
+    _A_i = _w.SMALL_ARRAYS["i"]
+
+
 def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
     """Decode StreamsGroupHeartbeatRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -85,7 +94,10 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -107,7 +119,10 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -137,7 +152,10 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
             if f_instance_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_instance_id, 'instance_id')
         else:
-            f_instance_id = _w.utf8(buf, pos, n_instance_id, 'instance_id')
+            try:
+                f_instance_id = buf[pos:pos + n_instance_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('instance_id', pos, exc) from None
         pos += n_instance_id
     elif n_instance_id == -1:
         f_instance_id = None
@@ -161,7 +179,10 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
             if f_rack_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_rack_id, 'rack_id')
         else:
-            f_rack_id = _w.utf8(buf, pos, n_rack_id, 'rack_id')
+            try:
+                f_rack_id = buf[pos:pos + n_rack_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack_id', pos, exc) from None
         pos += n_rack_id
     elif n_rack_id == -1:
         f_rack_id = None
@@ -282,7 +303,10 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
             if f_process_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_process_id, 'process_id')
         else:
-            f_process_id = _w.utf8(buf, pos, n_process_id, 'process_id')
+            try:
+                f_process_id = buf[pos:pos + n_process_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('process_id', pos, exc) from None
         pos += n_process_id
     elif n_process_id == -1:
         f_process_id = None
@@ -399,7 +423,10 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StreamsGroupHeartbeatRequest.__new__(StreamsGroupHeartbeatRequest)
+    if cython.compiled:
+        obj = StreamsGroupHeartbeatRequest.__new__(StreamsGroupHeartbeatRequest)
+    else:
+        obj = _new(StreamsGroupHeartbeatRequest)
     obj.group_id = f_group_id
     obj.member_id = f_member_id
     obj.member_epoch = f_member_epoch
@@ -664,7 +691,10 @@ def _dec_StreamsGroupHeartbeatRequest_Topology_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StreamsGroupHeartbeatRequest_Topology.__new__(StreamsGroupHeartbeatRequest_Topology)
+    if cython.compiled:
+        obj = StreamsGroupHeartbeatRequest_Topology.__new__(StreamsGroupHeartbeatRequest_Topology)
+    else:
+        obj = _new(StreamsGroupHeartbeatRequest_Topology)
     obj.epoch = f_epoch
     obj.subtopologies = f_subtopologies
     obj.unknown_tagged_fields = unknown
@@ -721,7 +751,10 @@ def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
             if f_subtopology_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_subtopology_id, 'subtopology_id')
         else:
-            f_subtopology_id = _w.utf8(buf, pos, n_subtopology_id, 'subtopology_id')
+            try:
+                f_subtopology_id = buf[pos:pos + n_subtopology_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('subtopology_id', pos, exc) from None
         pos += n_subtopology_id
     else:
         raise _w.bad_sized('subtopology_id', pos, n_subtopology_id, end, 1, False)
@@ -760,7 +793,10 @@ def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "source_topics[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "source_topics[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("source_topics[%d]" % i, pos, exc) from None
         f_source_topics.append(s)
         pos += m
     if pos < end and buf[pos] < 128:
@@ -798,7 +834,10 @@ def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "source_topic_regex[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "source_topic_regex[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("source_topic_regex[%d]" % i, pos, exc) from None
         f_source_topic_regex.append(s)
         pos += m
     if pos < end and buf[pos] < 128:
@@ -859,7 +898,10 @@ def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
             if s is None:
                 raise _w.bad_utf8_at(buf, pos, m, "repartition_sink_topics[%d]" % i)
         else:
-            s = _w.utf8(buf, pos, m, "repartition_sink_topics[%d]" % i)
+            try:
+                s = buf[pos:pos + m].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8("repartition_sink_topics[%d]" % i, pos, exc) from None
         f_repartition_sink_topics.append(s)
         pos += m
     if pos < end and buf[pos] < 128:
@@ -913,7 +955,10 @@ def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StreamsGroupHeartbeatRequest_Subtopology.__new__(StreamsGroupHeartbeatRequest_Subtopology)
+    if cython.compiled:
+        obj = StreamsGroupHeartbeatRequest_Subtopology.__new__(StreamsGroupHeartbeatRequest_Subtopology)
+    else:
+        obj = _new(StreamsGroupHeartbeatRequest_Subtopology)
     obj.subtopology_id = f_subtopology_id
     obj.source_topics = f_source_topics
     obj.source_topic_regex = f_source_topic_regex
@@ -1081,7 +1126,10 @@ def _dec_StreamsGroupHeartbeatRequest_TopicInfo_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -1121,7 +1169,10 @@ def _dec_StreamsGroupHeartbeatRequest_TopicInfo_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StreamsGroupHeartbeatRequest_TopicInfo.__new__(StreamsGroupHeartbeatRequest_TopicInfo)
+    if cython.compiled:
+        obj = StreamsGroupHeartbeatRequest_TopicInfo.__new__(StreamsGroupHeartbeatRequest_TopicInfo)
+    else:
+        obj = _new(StreamsGroupHeartbeatRequest_TopicInfo)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.replication_factor = f_replication_factor
@@ -1197,7 +1248,10 @@ def _dec_StreamsGroupHeartbeatRequest_KeyValue_v0(buf, cur, end):
             if f_key is None:
                 raise _w.bad_utf8_at(buf, pos, n_key, 'key')
         else:
-            f_key = _w.utf8(buf, pos, n_key, 'key')
+            try:
+                f_key = buf[pos:pos + n_key].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('key', pos, exc) from None
         pos += n_key
     else:
         raise _w.bad_sized('key', pos, n_key, end, 1, False)
@@ -1219,7 +1273,10 @@ def _dec_StreamsGroupHeartbeatRequest_KeyValue_v0(buf, cur, end):
             if f_value is None:
                 raise _w.bad_utf8_at(buf, pos, n_value, 'value')
         else:
-            f_value = _w.utf8(buf, pos, n_value, 'value')
+            try:
+                f_value = buf[pos:pos + n_value].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('value', pos, exc) from None
         pos += n_value
     else:
         raise _w.bad_sized('value', pos, n_value, end, 1, False)
@@ -1228,7 +1285,10 @@ def _dec_StreamsGroupHeartbeatRequest_KeyValue_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StreamsGroupHeartbeatRequest_KeyValue.__new__(StreamsGroupHeartbeatRequest_KeyValue)
+    if cython.compiled:
+        obj = StreamsGroupHeartbeatRequest_KeyValue.__new__(StreamsGroupHeartbeatRequest_KeyValue)
+    else:
+        obj = _new(StreamsGroupHeartbeatRequest_KeyValue)
     obj.key = f_key
     obj.value = f_value
     obj.unknown_tagged_fields = unknown
@@ -1297,6 +1357,8 @@ def _dec_StreamsGroupHeartbeatRequest_CopartitionGroup_v0(buf, cur, end):
         raise _w.bad_count('source_topics', pos - 1, n_source_topics, end, 2, 1)
     if cython.compiled:
         f_source_topics = [_read_h(buf, pos + 2 * i) for i in range(n_source_topics)]
+    elif n_source_topics < _w.SMALL_ARRAY_MAX:
+        f_source_topics = list(_A_h[n_source_topics].unpack_from(buf, pos))
     else:
         f_source_topics = list(_unpack_from(">%dh" % n_source_topics, buf, pos))
     pos += n_source_topics * 2
@@ -1316,6 +1378,8 @@ def _dec_StreamsGroupHeartbeatRequest_CopartitionGroup_v0(buf, cur, end):
         raise _w.bad_count('source_topic_regex', pos - 1, n_source_topic_regex, end, 2, 1)
     if cython.compiled:
         f_source_topic_regex = [_read_h(buf, pos + 2 * i) for i in range(n_source_topic_regex)]
+    elif n_source_topic_regex < _w.SMALL_ARRAY_MAX:
+        f_source_topic_regex = list(_A_h[n_source_topic_regex].unpack_from(buf, pos))
     else:
         f_source_topic_regex = list(_unpack_from(">%dh" % n_source_topic_regex, buf, pos))
     pos += n_source_topic_regex * 2
@@ -1335,6 +1399,8 @@ def _dec_StreamsGroupHeartbeatRequest_CopartitionGroup_v0(buf, cur, end):
         raise _w.bad_count('repartition_source_topics', pos - 1, n_repartition_source_topics, end, 2, 1)
     if cython.compiled:
         f_repartition_source_topics = [_read_h(buf, pos + 2 * i) for i in range(n_repartition_source_topics)]
+    elif n_repartition_source_topics < _w.SMALL_ARRAY_MAX:
+        f_repartition_source_topics = list(_A_h[n_repartition_source_topics].unpack_from(buf, pos))
     else:
         f_repartition_source_topics = list(_unpack_from(">%dh" % n_repartition_source_topics, buf, pos))
     pos += n_repartition_source_topics * 2
@@ -1343,7 +1409,10 @@ def _dec_StreamsGroupHeartbeatRequest_CopartitionGroup_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StreamsGroupHeartbeatRequest_CopartitionGroup.__new__(StreamsGroupHeartbeatRequest_CopartitionGroup)
+    if cython.compiled:
+        obj = StreamsGroupHeartbeatRequest_CopartitionGroup.__new__(StreamsGroupHeartbeatRequest_CopartitionGroup)
+    else:
+        obj = _new(StreamsGroupHeartbeatRequest_CopartitionGroup)
     obj.source_topics = f_source_topics
     obj.source_topic_regex = f_source_topic_regex
     obj.repartition_source_topics = f_repartition_source_topics
@@ -1434,7 +1503,10 @@ def _dec_StreamsGroupHeartbeatRequest_TaskIds_v0(buf, cur, end):
             if f_subtopology_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_subtopology_id, 'subtopology_id')
         else:
-            f_subtopology_id = _w.utf8(buf, pos, n_subtopology_id, 'subtopology_id')
+            try:
+                f_subtopology_id = buf[pos:pos + n_subtopology_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('subtopology_id', pos, exc) from None
         pos += n_subtopology_id
     else:
         raise _w.bad_sized('subtopology_id', pos, n_subtopology_id, end, 1, False)
@@ -1454,6 +1526,8 @@ def _dec_StreamsGroupHeartbeatRequest_TaskIds_v0(buf, cur, end):
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 4, 1)
     if cython.compiled:
         f_partitions = [_read_i(buf, pos + 4 * i) for i in range(n_partitions)]
+    elif n_partitions < _w.SMALL_ARRAY_MAX:
+        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
     else:
         f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
     pos += n_partitions * 4
@@ -1462,7 +1536,10 @@ def _dec_StreamsGroupHeartbeatRequest_TaskIds_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StreamsGroupHeartbeatRequest_TaskIds.__new__(StreamsGroupHeartbeatRequest_TaskIds)
+    if cython.compiled:
+        obj = StreamsGroupHeartbeatRequest_TaskIds.__new__(StreamsGroupHeartbeatRequest_TaskIds)
+    else:
+        obj = _new(StreamsGroupHeartbeatRequest_TaskIds)
     obj.subtopology_id = f_subtopology_id
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -1534,7 +1611,10 @@ def _dec_StreamsGroupHeartbeatRequest_Endpoint_v0(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -1550,7 +1630,10 @@ def _dec_StreamsGroupHeartbeatRequest_Endpoint_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StreamsGroupHeartbeatRequest_Endpoint.__new__(StreamsGroupHeartbeatRequest_Endpoint)
+    if cython.compiled:
+        obj = StreamsGroupHeartbeatRequest_Endpoint.__new__(StreamsGroupHeartbeatRequest_Endpoint)
+    else:
+        obj = _new(StreamsGroupHeartbeatRequest_Endpoint)
     obj.host = f_host
     obj.port = f_port
     obj.unknown_tagged_fields = unknown
@@ -1610,7 +1693,10 @@ def _dec_StreamsGroupHeartbeatRequest_TaskOffset_v0(buf, cur, end):
             if f_subtopology_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_subtopology_id, 'subtopology_id')
         else:
-            f_subtopology_id = _w.utf8(buf, pos, n_subtopology_id, 'subtopology_id')
+            try:
+                f_subtopology_id = buf[pos:pos + n_subtopology_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('subtopology_id', pos, exc) from None
         pos += n_subtopology_id
     else:
         raise _w.bad_sized('subtopology_id', pos, n_subtopology_id, end, 1, False)
@@ -1627,7 +1713,10 @@ def _dec_StreamsGroupHeartbeatRequest_TaskOffset_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StreamsGroupHeartbeatRequest_TaskOffset.__new__(StreamsGroupHeartbeatRequest_TaskOffset)
+    if cython.compiled:
+        obj = StreamsGroupHeartbeatRequest_TaskOffset.__new__(StreamsGroupHeartbeatRequest_TaskOffset)
+    else:
+        obj = _new(StreamsGroupHeartbeatRequest_TaskOffset)
     obj.subtopology_id = f_subtopology_id
     obj.partition = f_partition
     obj.offset = f_offset
@@ -1697,7 +1786,10 @@ def _dec_StreamsGroupHeartbeatResponse_v0(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -1721,7 +1813,10 @@ def _dec_StreamsGroupHeartbeatResponse_v0(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -1877,7 +1972,10 @@ def _dec_StreamsGroupHeartbeatResponse_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StreamsGroupHeartbeatResponse.__new__(StreamsGroupHeartbeatResponse)
+    if cython.compiled:
+        obj = StreamsGroupHeartbeatResponse.__new__(StreamsGroupHeartbeatResponse)
+    else:
+        obj = _new(StreamsGroupHeartbeatResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -2056,7 +2154,10 @@ def _dec_StreamsGroupHeartbeatResponse_Status_v0(buf, cur, end):
             if f_status_detail is None:
                 raise _w.bad_utf8_at(buf, pos, n_status_detail, 'status_detail')
         else:
-            f_status_detail = _w.utf8(buf, pos, n_status_detail, 'status_detail')
+            try:
+                f_status_detail = buf[pos:pos + n_status_detail].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('status_detail', pos, exc) from None
         pos += n_status_detail
     else:
         raise _w.bad_sized('status_detail', pos, n_status_detail, end, 1, False)
@@ -2065,7 +2166,10 @@ def _dec_StreamsGroupHeartbeatResponse_Status_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StreamsGroupHeartbeatResponse_Status.__new__(StreamsGroupHeartbeatResponse_Status)
+    if cython.compiled:
+        obj = StreamsGroupHeartbeatResponse_Status.__new__(StreamsGroupHeartbeatResponse_Status)
+    else:
+        obj = _new(StreamsGroupHeartbeatResponse_Status)
     obj.status_code = f_status_code
     obj.status_detail = f_status_detail
     obj.unknown_tagged_fields = unknown
@@ -2125,7 +2229,10 @@ def _dec_StreamsGroupHeartbeatResponse_TaskIds_v0(buf, cur, end):
             if f_subtopology_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_subtopology_id, 'subtopology_id')
         else:
-            f_subtopology_id = _w.utf8(buf, pos, n_subtopology_id, 'subtopology_id')
+            try:
+                f_subtopology_id = buf[pos:pos + n_subtopology_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('subtopology_id', pos, exc) from None
         pos += n_subtopology_id
     else:
         raise _w.bad_sized('subtopology_id', pos, n_subtopology_id, end, 1, False)
@@ -2145,6 +2252,8 @@ def _dec_StreamsGroupHeartbeatResponse_TaskIds_v0(buf, cur, end):
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 4, 1)
     if cython.compiled:
         f_partitions = [_read_i(buf, pos + 4 * i) for i in range(n_partitions)]
+    elif n_partitions < _w.SMALL_ARRAY_MAX:
+        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
     else:
         f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
     pos += n_partitions * 4
@@ -2153,7 +2262,10 @@ def _dec_StreamsGroupHeartbeatResponse_TaskIds_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StreamsGroupHeartbeatResponse_TaskIds.__new__(StreamsGroupHeartbeatResponse_TaskIds)
+    if cython.compiled:
+        obj = StreamsGroupHeartbeatResponse_TaskIds.__new__(StreamsGroupHeartbeatResponse_TaskIds)
+    else:
+        obj = _new(StreamsGroupHeartbeatResponse_TaskIds)
     obj.subtopology_id = f_subtopology_id
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -2264,7 +2376,10 @@ def _dec_StreamsGroupHeartbeatResponse_EndpointToPartitions_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StreamsGroupHeartbeatResponse_EndpointToPartitions.__new__(StreamsGroupHeartbeatResponse_EndpointToPartitions)
+    if cython.compiled:
+        obj = StreamsGroupHeartbeatResponse_EndpointToPartitions.__new__(StreamsGroupHeartbeatResponse_EndpointToPartitions)
+    else:
+        obj = _new(StreamsGroupHeartbeatResponse_EndpointToPartitions)
     obj.user_endpoint = f_user_endpoint
     obj.active_partitions = f_active_partitions
     obj.standby_partitions = f_standby_partitions
@@ -2332,7 +2447,10 @@ def _dec_StreamsGroupHeartbeatResponse_Endpoint_v0(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -2348,7 +2466,10 @@ def _dec_StreamsGroupHeartbeatResponse_Endpoint_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StreamsGroupHeartbeatResponse_Endpoint.__new__(StreamsGroupHeartbeatResponse_Endpoint)
+    if cython.compiled:
+        obj = StreamsGroupHeartbeatResponse_Endpoint.__new__(StreamsGroupHeartbeatResponse_Endpoint)
+    else:
+        obj = _new(StreamsGroupHeartbeatResponse_Endpoint)
     obj.host = f_host
     obj.port = f_port
     obj.unknown_tagged_fields = unknown
@@ -2408,7 +2529,10 @@ def _dec_StreamsGroupHeartbeatResponse_TopicPartition_v0(buf, cur, end):
             if f_topic is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic, 'topic')
         else:
-            f_topic = _w.utf8(buf, pos, n_topic, 'topic')
+            try:
+                f_topic = buf[pos:pos + n_topic].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic', pos, exc) from None
         pos += n_topic
     else:
         raise _w.bad_sized('topic', pos, n_topic, end, 1, False)
@@ -2428,6 +2552,8 @@ def _dec_StreamsGroupHeartbeatResponse_TopicPartition_v0(buf, cur, end):
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 4, 1)
     if cython.compiled:
         f_partitions = [_read_i(buf, pos + 4 * i) for i in range(n_partitions)]
+    elif n_partitions < _w.SMALL_ARRAY_MAX:
+        f_partitions = list(_A_i[n_partitions].unpack_from(buf, pos))
     else:
         f_partitions = list(_unpack_from(">%di" % n_partitions, buf, pos))
     pos += n_partitions * 4
@@ -2436,7 +2562,10 @@ def _dec_StreamsGroupHeartbeatResponse_TopicPartition_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = StreamsGroupHeartbeatResponse_TopicPartition.__new__(StreamsGroupHeartbeatResponse_TopicPartition)
+    if cython.compiled:
+        obj = StreamsGroupHeartbeatResponse_TopicPartition.__new__(StreamsGroupHeartbeatResponse_TopicPartition)
+    else:
+        obj = _new(StreamsGroupHeartbeatResponse_TopicPartition)
     obj.topic = f_topic
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown

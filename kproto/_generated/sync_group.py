@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -58,6 +60,11 @@ _RUN_throttle_time_ms__assignment = (('throttle_time_ms', 0, 4), ('error_code', 
 _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 4, 2))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_SyncGroupRequest_v0(buf, cur, end):
     """Decode SyncGroupRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -74,7 +81,10 @@ def _dec_SyncGroupRequest_v0(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -92,7 +102,10 @@ def _dec_SyncGroupRequest_v0(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -114,7 +127,10 @@ def _dec_SyncGroupRequest_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("assignments[%d]" % i)
     pos = cur.pos
-    obj = SyncGroupRequest.__new__(SyncGroupRequest)
+    if cython.compiled:
+        obj = SyncGroupRequest.__new__(SyncGroupRequest)
+    else:
+        obj = _new(SyncGroupRequest)
     obj.group_id = f_group_id
     obj.generation_id = f_generation_id
     obj.member_id = f_member_id
@@ -194,7 +210,10 @@ def _dec_SyncGroupRequest_v3(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -212,7 +231,10 @@ def _dec_SyncGroupRequest_v3(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -229,7 +251,10 @@ def _dec_SyncGroupRequest_v3(buf, cur, end):
             if f_group_instance_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
         else:
-            f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
+            try:
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_instance_id', pos, exc) from None
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
@@ -253,7 +278,10 @@ def _dec_SyncGroupRequest_v3(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("assignments[%d]" % i)
     pos = cur.pos
-    obj = SyncGroupRequest.__new__(SyncGroupRequest)
+    if cython.compiled:
+        obj = SyncGroupRequest.__new__(SyncGroupRequest)
+    else:
+        obj = _new(SyncGroupRequest)
     obj.group_id = f_group_id
     obj.generation_id = f_generation_id
     obj.member_id = f_member_id
@@ -351,7 +379,10 @@ def _dec_SyncGroupRequest_v4(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -380,7 +411,10 @@ def _dec_SyncGroupRequest_v4(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -402,7 +436,10 @@ def _dec_SyncGroupRequest_v4(buf, cur, end):
             if f_group_instance_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
         else:
-            f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
+            try:
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_instance_id', pos, exc) from None
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
@@ -436,7 +473,10 @@ def _dec_SyncGroupRequest_v4(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = SyncGroupRequest.__new__(SyncGroupRequest)
+    if cython.compiled:
+        obj = SyncGroupRequest.__new__(SyncGroupRequest)
+    else:
+        obj = _new(SyncGroupRequest)
     obj.group_id = f_group_id
     obj.generation_id = f_generation_id
     obj.member_id = f_member_id
@@ -546,7 +586,10 @@ def _dec_SyncGroupRequest_v5(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -575,7 +618,10 @@ def _dec_SyncGroupRequest_v5(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -597,7 +643,10 @@ def _dec_SyncGroupRequest_v5(buf, cur, end):
             if f_group_instance_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
         else:
-            f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
+            try:
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_instance_id', pos, exc) from None
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
@@ -621,7 +670,10 @@ def _dec_SyncGroupRequest_v5(buf, cur, end):
             if f_protocol_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
         else:
-            f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
+            try:
+                f_protocol_type = buf[pos:pos + n_protocol_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_type', pos, exc) from None
         pos += n_protocol_type
     elif n_protocol_type == -1:
         f_protocol_type = None
@@ -645,7 +697,10 @@ def _dec_SyncGroupRequest_v5(buf, cur, end):
             if f_protocol_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_name, 'protocol_name')
         else:
-            f_protocol_name = _w.utf8(buf, pos, n_protocol_name, 'protocol_name')
+            try:
+                f_protocol_name = buf[pos:pos + n_protocol_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_name', pos, exc) from None
         pos += n_protocol_name
     elif n_protocol_name == -1:
         f_protocol_name = None
@@ -679,7 +734,10 @@ def _dec_SyncGroupRequest_v5(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = SyncGroupRequest.__new__(SyncGroupRequest)
+    if cython.compiled:
+        obj = SyncGroupRequest.__new__(SyncGroupRequest)
+    else:
+        obj = _new(SyncGroupRequest)
     obj.group_id = f_group_id
     obj.generation_id = f_generation_id
     obj.member_id = f_member_id
@@ -816,7 +874,10 @@ def _dec_SyncGroupRequest_SyncGroupRequestAssignment_v0(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 2, False)
@@ -832,7 +893,10 @@ def _dec_SyncGroupRequest_SyncGroupRequestAssignment_v0(buf, cur, end):
         pos += n_assignment
     else:
         raise _w.bad_sized('assignment', pos, n_assignment, end, 4, False)
-    obj = SyncGroupRequest_SyncGroupRequestAssignment.__new__(SyncGroupRequest_SyncGroupRequestAssignment)
+    if cython.compiled:
+        obj = SyncGroupRequest_SyncGroupRequestAssignment.__new__(SyncGroupRequest_SyncGroupRequestAssignment)
+    else:
+        obj = _new(SyncGroupRequest_SyncGroupRequestAssignment)
     obj.member_id = f_member_id
     obj.assignment = f_assignment
     obj.unknown_tagged_fields = []
@@ -894,7 +958,10 @@ def _dec_SyncGroupRequest_SyncGroupRequestAssignment_v4(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -920,7 +987,10 @@ def _dec_SyncGroupRequest_SyncGroupRequestAssignment_v4(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = SyncGroupRequest_SyncGroupRequestAssignment.__new__(SyncGroupRequest_SyncGroupRequestAssignment)
+    if cython.compiled:
+        obj = SyncGroupRequest_SyncGroupRequestAssignment.__new__(SyncGroupRequest_SyncGroupRequestAssignment)
+    else:
+        obj = _new(SyncGroupRequest_SyncGroupRequestAssignment)
     obj.member_id = f_member_id
     obj.assignment = f_assignment
     obj.unknown_tagged_fields = unknown
@@ -983,7 +1053,10 @@ def _dec_SyncGroupResponse_v0(buf, cur, end):
         pos += n_assignment
     else:
         raise _w.bad_sized('assignment', pos, n_assignment, end, 4, False)
-    obj = SyncGroupResponse.__new__(SyncGroupResponse)
+    if cython.compiled:
+        obj = SyncGroupResponse.__new__(SyncGroupResponse)
+    else:
+        obj = _new(SyncGroupResponse)
     obj.throttle_time_ms = 0
     obj.error_code = f_error_code
     obj.protocol_type = None
@@ -1030,7 +1103,10 @@ def _dec_SyncGroupResponse_v1(buf, cur, end):
         pos += n_assignment
     else:
         raise _w.bad_sized('assignment', pos, n_assignment, end, 4, False)
-    obj = SyncGroupResponse.__new__(SyncGroupResponse)
+    if cython.compiled:
+        obj = SyncGroupResponse.__new__(SyncGroupResponse)
+    else:
+        obj = _new(SyncGroupResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.protocol_type = None
@@ -1094,7 +1170,10 @@ def _dec_SyncGroupResponse_v4(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = SyncGroupResponse.__new__(SyncGroupResponse)
+    if cython.compiled:
+        obj = SyncGroupResponse.__new__(SyncGroupResponse)
+    else:
+        obj = _new(SyncGroupResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.protocol_type = None
@@ -1163,7 +1242,10 @@ def _dec_SyncGroupResponse_v5(buf, cur, end):
             if f_protocol_type is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_type, 'protocol_type')
         else:
-            f_protocol_type = _w.utf8(buf, pos, n_protocol_type, 'protocol_type')
+            try:
+                f_protocol_type = buf[pos:pos + n_protocol_type].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_type', pos, exc) from None
         pos += n_protocol_type
     elif n_protocol_type == -1:
         f_protocol_type = None
@@ -1187,7 +1269,10 @@ def _dec_SyncGroupResponse_v5(buf, cur, end):
             if f_protocol_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_protocol_name, 'protocol_name')
         else:
-            f_protocol_name = _w.utf8(buf, pos, n_protocol_name, 'protocol_name')
+            try:
+                f_protocol_name = buf[pos:pos + n_protocol_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('protocol_name', pos, exc) from None
         pos += n_protocol_name
     elif n_protocol_name == -1:
         f_protocol_name = None
@@ -1215,7 +1300,10 @@ def _dec_SyncGroupResponse_v5(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = SyncGroupResponse.__new__(SyncGroupResponse)
+    if cython.compiled:
+        obj = SyncGroupResponse.__new__(SyncGroupResponse)
+    else:
+        obj = _new(SyncGroupResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.protocol_type = f_protocol_type

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -63,6 +65,11 @@ _RUN_throttle_time_ms__topics = (('throttle_time_ms', 0, 4), ('topics', 4, 4))
 _RUN_transactional_id = (('transactional_id', 0, 2),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_TxnOffsetCommitRequest_v0(buf, cur, end):
     """Decode TxnOffsetCommitRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -79,7 +86,10 @@ def _dec_TxnOffsetCommitRequest_v0(buf, cur, end):
             if f_transactional_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
         else:
-            f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
+            try:
+                f_transactional_id = buf[pos:pos + n_transactional_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('transactional_id', pos, exc) from None
         pos += n_transactional_id
     else:
         raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 2, False)
@@ -96,7 +106,10 @@ def _dec_TxnOffsetCommitRequest_v0(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -120,7 +133,10 @@ def _dec_TxnOffsetCommitRequest_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    obj = TxnOffsetCommitRequest.__new__(TxnOffsetCommitRequest)
+    if cython.compiled:
+        obj = TxnOffsetCommitRequest.__new__(TxnOffsetCommitRequest)
+    else:
+        obj = _new(TxnOffsetCommitRequest)
     obj.transactional_id = f_transactional_id
     obj.group_id = f_group_id
     obj.producer_id = f_producer_id
@@ -206,7 +222,10 @@ def _dec_TxnOffsetCommitRequest_v2(buf, cur, end):
             if f_transactional_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
         else:
-            f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
+            try:
+                f_transactional_id = buf[pos:pos + n_transactional_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('transactional_id', pos, exc) from None
         pos += n_transactional_id
     else:
         raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 2, False)
@@ -223,7 +242,10 @@ def _dec_TxnOffsetCommitRequest_v2(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 2, False)
@@ -247,7 +269,10 @@ def _dec_TxnOffsetCommitRequest_v2(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    obj = TxnOffsetCommitRequest.__new__(TxnOffsetCommitRequest)
+    if cython.compiled:
+        obj = TxnOffsetCommitRequest.__new__(TxnOffsetCommitRequest)
+    else:
+        obj = _new(TxnOffsetCommitRequest)
     obj.transactional_id = f_transactional_id
     obj.group_id = f_group_id
     obj.producer_id = f_producer_id
@@ -338,7 +363,10 @@ def _dec_TxnOffsetCommitRequest_v3(buf, cur, end):
             if f_transactional_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_transactional_id, 'transactional_id')
         else:
-            f_transactional_id = _w.utf8(buf, pos, n_transactional_id, 'transactional_id')
+            try:
+                f_transactional_id = buf[pos:pos + n_transactional_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('transactional_id', pos, exc) from None
         pos += n_transactional_id
     else:
         raise _w.bad_sized('transactional_id', pos, n_transactional_id, end, 1, False)
@@ -360,7 +388,10 @@ def _dec_TxnOffsetCommitRequest_v3(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -391,7 +422,10 @@ def _dec_TxnOffsetCommitRequest_v3(buf, cur, end):
             if f_member_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_member_id, 'member_id')
         else:
-            f_member_id = _w.utf8(buf, pos, n_member_id, 'member_id')
+            try:
+                f_member_id = buf[pos:pos + n_member_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('member_id', pos, exc) from None
         pos += n_member_id
     else:
         raise _w.bad_sized('member_id', pos, n_member_id, end, 1, False)
@@ -413,7 +447,10 @@ def _dec_TxnOffsetCommitRequest_v3(buf, cur, end):
             if f_group_instance_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_instance_id, 'group_instance_id')
         else:
-            f_group_instance_id = _w.utf8(buf, pos, n_group_instance_id, 'group_instance_id')
+            try:
+                f_group_instance_id = buf[pos:pos + n_group_instance_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_instance_id', pos, exc) from None
         pos += n_group_instance_id
     elif n_group_instance_id == -1:
         f_group_instance_id = None
@@ -447,7 +484,10 @@ def _dec_TxnOffsetCommitRequest_v3(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = TxnOffsetCommitRequest.__new__(TxnOffsetCommitRequest)
+    if cython.compiled:
+        obj = TxnOffsetCommitRequest.__new__(TxnOffsetCommitRequest)
+    else:
+        obj = _new(TxnOffsetCommitRequest)
     obj.transactional_id = f_transactional_id
     obj.group_id = f_group_id
     obj.producer_id = f_producer_id
@@ -571,7 +611,10 @@ def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -593,7 +636,10 @@ def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("partitions[%d]" % i)
     pos = cur.pos
-    obj = TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic.__new__(TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic)
+    if cython.compiled:
+        obj = TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic.__new__(TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic)
+    else:
+        obj = _new(TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
@@ -650,7 +696,10 @@ def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v2(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -672,7 +721,10 @@ def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v2(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("partitions[%d]" % i)
     pos = cur.pos
-    obj = TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic.__new__(TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic)
+    if cython.compiled:
+        obj = TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic.__new__(TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic)
+    else:
+        obj = _new(TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
@@ -734,7 +786,10 @@ def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -766,7 +821,10 @@ def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_v3(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic.__new__(TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic)
+    if cython.compiled:
+        obj = TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic.__new__(TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic)
+    else:
+        obj = _new(TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -831,13 +889,19 @@ def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v0(buf, cur, end
             if f_committed_metadata is None:
                 raise _w.bad_utf8_at(buf, pos, n_committed_metadata, 'committed_metadata')
         else:
-            f_committed_metadata = _w.utf8(buf, pos, n_committed_metadata, 'committed_metadata')
+            try:
+                f_committed_metadata = buf[pos:pos + n_committed_metadata].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('committed_metadata', pos, exc) from None
         pos += n_committed_metadata
     elif n_committed_metadata == -1:
         f_committed_metadata = None
     else:
         raise _w.bad_sized('committed_metadata', pos, n_committed_metadata, end, 2, True)
-    obj = TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition.__new__(TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition)
+    if cython.compiled:
+        obj = TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition.__new__(TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition)
+    else:
+        obj = _new(TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition)
     obj.partition_index = f_partition_index
     obj.committed_offset = f_committed_offset
     obj.committed_leader_epoch = -1
@@ -889,13 +953,19 @@ def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v2(buf, cur, end
             if f_committed_metadata is None:
                 raise _w.bad_utf8_at(buf, pos, n_committed_metadata, 'committed_metadata')
         else:
-            f_committed_metadata = _w.utf8(buf, pos, n_committed_metadata, 'committed_metadata')
+            try:
+                f_committed_metadata = buf[pos:pos + n_committed_metadata].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('committed_metadata', pos, exc) from None
         pos += n_committed_metadata
     elif n_committed_metadata == -1:
         f_committed_metadata = None
     else:
         raise _w.bad_sized('committed_metadata', pos, n_committed_metadata, end, 2, True)
-    obj = TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition.__new__(TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition)
+    if cython.compiled:
+        obj = TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition.__new__(TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition)
+    else:
+        obj = _new(TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition)
     obj.partition_index = f_partition_index
     obj.committed_offset = f_committed_offset
     obj.committed_leader_epoch = f_committed_leader_epoch
@@ -959,7 +1029,10 @@ def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3(buf, cur, end
             if f_committed_metadata is None:
                 raise _w.bad_utf8_at(buf, pos, n_committed_metadata, 'committed_metadata')
         else:
-            f_committed_metadata = _w.utf8(buf, pos, n_committed_metadata, 'committed_metadata')
+            try:
+                f_committed_metadata = buf[pos:pos + n_committed_metadata].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('committed_metadata', pos, exc) from None
         pos += n_committed_metadata
     elif n_committed_metadata == -1:
         f_committed_metadata = None
@@ -970,7 +1043,10 @@ def _dec_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_v3(buf, cur, end
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition.__new__(TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition)
+    if cython.compiled:
+        obj = TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition.__new__(TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition)
+    else:
+        obj = _new(TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition)
     obj.partition_index = f_partition_index
     obj.committed_offset = f_committed_offset
     obj.committed_leader_epoch = f_committed_leader_epoch
@@ -1035,7 +1111,10 @@ def _dec_TxnOffsetCommitResponse_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    obj = TxnOffsetCommitResponse.__new__(TxnOffsetCommitResponse)
+    if cython.compiled:
+        obj = TxnOffsetCommitResponse.__new__(TxnOffsetCommitResponse)
+    else:
+        obj = _new(TxnOffsetCommitResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.topics = f_topics
     obj.unknown_tagged_fields = []
@@ -1100,7 +1179,10 @@ def _dec_TxnOffsetCommitResponse_v3(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = TxnOffsetCommitResponse.__new__(TxnOffsetCommitResponse)
+    if cython.compiled:
+        obj = TxnOffsetCommitResponse.__new__(TxnOffsetCommitResponse)
+    else:
+        obj = _new(TxnOffsetCommitResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.topics = f_topics
     obj.unknown_tagged_fields = unknown
@@ -1152,7 +1234,10 @@ def _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -1174,7 +1259,10 @@ def _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("partitions[%d]" % i)
     pos = cur.pos
-    obj = TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic.__new__(TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic)
+    if cython.compiled:
+        obj = TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic.__new__(TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic)
+    else:
+        obj = _new(TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
@@ -1236,7 +1324,10 @@ def _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -1268,7 +1359,10 @@ def _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_v3(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic.__new__(TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic)
+    if cython.compiled:
+        obj = TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic.__new__(TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic)
+    else:
+        obj = _new(TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -1326,7 +1420,10 @@ def _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v0(buf, cur, e
     else:
         f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    obj = TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition.__new__(TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition)
+    if cython.compiled:
+        obj = TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition.__new__(TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition)
+    else:
+        obj = _new(TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.unknown_tagged_fields = []
@@ -1362,7 +1459,10 @@ def _dec_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_v3(buf, cur, e
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition.__new__(TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition)
+    if cython.compiled:
+        obj = TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition.__new__(TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition)
+    else:
+        obj = _new(TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.unknown_tagged_fields = unknown

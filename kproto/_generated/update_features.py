@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -56,6 +58,11 @@ _RUN_timeout_ms = (('timeout_ms', 0, 4),)
 _RUN_validate_only = (('validate_only', 0, 1),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_UpdateFeaturesRequest_v0(buf, cur, end):
     """Decode UpdateFeaturesRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -94,7 +101,10 @@ def _dec_UpdateFeaturesRequest_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = UpdateFeaturesRequest.__new__(UpdateFeaturesRequest)
+    if cython.compiled:
+        obj = UpdateFeaturesRequest.__new__(UpdateFeaturesRequest)
+    else:
+        obj = _new(UpdateFeaturesRequest)
     obj.timeout_ms = f_timeout_ms
     obj.feature_updates = f_feature_updates
     obj.validate_only = False
@@ -181,7 +191,10 @@ def _dec_UpdateFeaturesRequest_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = UpdateFeaturesRequest.__new__(UpdateFeaturesRequest)
+    if cython.compiled:
+        obj = UpdateFeaturesRequest.__new__(UpdateFeaturesRequest)
+    else:
+        obj = _new(UpdateFeaturesRequest)
     obj.timeout_ms = f_timeout_ms
     obj.feature_updates = f_feature_updates
     obj.validate_only = b_validate_only
@@ -244,7 +257,10 @@ def _dec_UpdateFeaturesRequest_FeatureUpdateKey_v0(buf, cur, end):
             if f_feature is None:
                 raise _w.bad_utf8_at(buf, pos, n_feature, 'feature')
         else:
-            f_feature = _w.utf8(buf, pos, n_feature, 'feature')
+            try:
+                f_feature = buf[pos:pos + n_feature].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('feature', pos, exc) from None
         pos += n_feature
     else:
         raise _w.bad_sized('feature', pos, n_feature, end, 1, False)
@@ -264,7 +280,10 @@ def _dec_UpdateFeaturesRequest_FeatureUpdateKey_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = UpdateFeaturesRequest_FeatureUpdateKey.__new__(UpdateFeaturesRequest_FeatureUpdateKey)
+    if cython.compiled:
+        obj = UpdateFeaturesRequest_FeatureUpdateKey.__new__(UpdateFeaturesRequest_FeatureUpdateKey)
+    else:
+        obj = _new(UpdateFeaturesRequest_FeatureUpdateKey)
     obj.feature = f_feature
     obj.max_version_level = f_max_version_level
     obj.allow_downgrade = b_allow_downgrade
@@ -329,7 +348,10 @@ def _dec_UpdateFeaturesRequest_FeatureUpdateKey_v1(buf, cur, end):
             if f_feature is None:
                 raise _w.bad_utf8_at(buf, pos, n_feature, 'feature')
         else:
-            f_feature = _w.utf8(buf, pos, n_feature, 'feature')
+            try:
+                f_feature = buf[pos:pos + n_feature].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('feature', pos, exc) from None
         pos += n_feature
     else:
         raise _w.bad_sized('feature', pos, n_feature, end, 1, False)
@@ -346,7 +368,10 @@ def _dec_UpdateFeaturesRequest_FeatureUpdateKey_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = UpdateFeaturesRequest_FeatureUpdateKey.__new__(UpdateFeaturesRequest_FeatureUpdateKey)
+    if cython.compiled:
+        obj = UpdateFeaturesRequest_FeatureUpdateKey.__new__(UpdateFeaturesRequest_FeatureUpdateKey)
+    else:
+        obj = _new(UpdateFeaturesRequest_FeatureUpdateKey)
     obj.feature = f_feature
     obj.max_version_level = f_max_version_level
     obj.allow_downgrade = False
@@ -419,7 +444,10 @@ def _dec_UpdateFeaturesResponse_v0(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -453,7 +481,10 @@ def _dec_UpdateFeaturesResponse_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = UpdateFeaturesResponse.__new__(UpdateFeaturesResponse)
+    if cython.compiled:
+        obj = UpdateFeaturesResponse.__new__(UpdateFeaturesResponse)
+    else:
+        obj = _new(UpdateFeaturesResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -537,7 +568,10 @@ def _dec_UpdateFeaturesResponse_v2(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -548,7 +582,10 @@ def _dec_UpdateFeaturesResponse_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = UpdateFeaturesResponse.__new__(UpdateFeaturesResponse)
+    if cython.compiled:
+        obj = UpdateFeaturesResponse.__new__(UpdateFeaturesResponse)
+    else:
+        obj = _new(UpdateFeaturesResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.error_message = f_error_message
@@ -611,7 +648,10 @@ def _dec_UpdateFeaturesResponse_UpdatableFeatureResult_v0(buf, cur, end):
             if f_feature is None:
                 raise _w.bad_utf8_at(buf, pos, n_feature, 'feature')
         else:
-            f_feature = _w.utf8(buf, pos, n_feature, 'feature')
+            try:
+                f_feature = buf[pos:pos + n_feature].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('feature', pos, exc) from None
         pos += n_feature
     else:
         raise _w.bad_sized('feature', pos, n_feature, end, 1, False)
@@ -640,7 +680,10 @@ def _dec_UpdateFeaturesResponse_UpdatableFeatureResult_v0(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -651,7 +694,10 @@ def _dec_UpdateFeaturesResponse_UpdatableFeatureResult_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = UpdateFeaturesResponse_UpdatableFeatureResult.__new__(UpdateFeaturesResponse_UpdatableFeatureResult)
+    if cython.compiled:
+        obj = UpdateFeaturesResponse_UpdatableFeatureResult.__new__(UpdateFeaturesResponse_UpdatableFeatureResult)
+    else:
+        obj = _new(UpdateFeaturesResponse_UpdatableFeatureResult)
     obj.feature = f_feature
     obj.error_code = f_error_code
     obj.error_message = f_error_message

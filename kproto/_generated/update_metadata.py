@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -78,6 +80,12 @@ _RUN_zk_version = (('zk_version', 0, 4),)
 _RUN_zk_version__replicas = (('zk_version', 0, 4), ('replicas', 4, 4))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_i = _w.SMALL_ARRAYS["i"]
+
+
 def _dec_UpdateMetadataRequest_v0(buf, cur, end):
     """Decode UpdateMetadataRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -119,7 +127,10 @@ def _dec_UpdateMetadataRequest_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("live_brokers[%d]" % i)
     pos = cur.pos
-    obj = UpdateMetadataRequest.__new__(UpdateMetadataRequest)
+    if cython.compiled:
+        obj = UpdateMetadataRequest.__new__(UpdateMetadataRequest)
+    else:
+        obj = _new(UpdateMetadataRequest)
     obj.controller_id = f_controller_id
     obj.is_k_raft_controller = False
     obj.type = 0
@@ -212,7 +223,10 @@ def _dec_UpdateMetadataRequest_v1(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("live_brokers[%d]" % i)
     pos = cur.pos
-    obj = UpdateMetadataRequest.__new__(UpdateMetadataRequest)
+    if cython.compiled:
+        obj = UpdateMetadataRequest.__new__(UpdateMetadataRequest)
+    else:
+        obj = _new(UpdateMetadataRequest)
     obj.controller_id = f_controller_id
     obj.is_k_raft_controller = False
     obj.type = 0
@@ -305,7 +319,10 @@ def _dec_UpdateMetadataRequest_v2(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("live_brokers[%d]" % i)
     pos = cur.pos
-    obj = UpdateMetadataRequest.__new__(UpdateMetadataRequest)
+    if cython.compiled:
+        obj = UpdateMetadataRequest.__new__(UpdateMetadataRequest)
+    else:
+        obj = _new(UpdateMetadataRequest)
     obj.controller_id = f_controller_id
     obj.is_k_raft_controller = False
     obj.type = 0
@@ -398,7 +415,10 @@ def _dec_UpdateMetadataRequest_v3(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("live_brokers[%d]" % i)
     pos = cur.pos
-    obj = UpdateMetadataRequest.__new__(UpdateMetadataRequest)
+    if cython.compiled:
+        obj = UpdateMetadataRequest.__new__(UpdateMetadataRequest)
+    else:
+        obj = _new(UpdateMetadataRequest)
     obj.controller_id = f_controller_id
     obj.is_k_raft_controller = False
     obj.type = 0
@@ -491,7 +511,10 @@ def _dec_UpdateMetadataRequest_v4(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("live_brokers[%d]" % i)
     pos = cur.pos
-    obj = UpdateMetadataRequest.__new__(UpdateMetadataRequest)
+    if cython.compiled:
+        obj = UpdateMetadataRequest.__new__(UpdateMetadataRequest)
+    else:
+        obj = _new(UpdateMetadataRequest)
     obj.controller_id = f_controller_id
     obj.is_k_raft_controller = False
     obj.type = 0
@@ -585,7 +608,10 @@ def _dec_UpdateMetadataRequest_v5(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("live_brokers[%d]" % i)
     pos = cur.pos
-    obj = UpdateMetadataRequest.__new__(UpdateMetadataRequest)
+    if cython.compiled:
+        obj = UpdateMetadataRequest.__new__(UpdateMetadataRequest)
+    else:
+        obj = _new(UpdateMetadataRequest)
     obj.controller_id = f_controller_id
     obj.is_k_raft_controller = False
     obj.type = 0
@@ -701,7 +727,10 @@ def _dec_UpdateMetadataRequest_v6(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = UpdateMetadataRequest.__new__(UpdateMetadataRequest)
+    if cython.compiled:
+        obj = UpdateMetadataRequest.__new__(UpdateMetadataRequest)
+    else:
+        obj = _new(UpdateMetadataRequest)
     obj.controller_id = f_controller_id
     obj.is_k_raft_controller = False
     obj.type = 0
@@ -827,7 +856,10 @@ def _dec_UpdateMetadataRequest_v7(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = UpdateMetadataRequest.__new__(UpdateMetadataRequest)
+    if cython.compiled:
+        obj = UpdateMetadataRequest.__new__(UpdateMetadataRequest)
+    else:
+        obj = _new(UpdateMetadataRequest)
     obj.controller_id = f_controller_id
     obj.is_k_raft_controller = False
     obj.type = 0
@@ -970,7 +1002,10 @@ def _dec_UpdateMetadataRequest_v8(buf, cur, end):
                 if pos != t_end:
                     raise _w.tag_size_mismatch('type', 0, pos, t_end)
         pos = after
-    obj = UpdateMetadataRequest.__new__(UpdateMetadataRequest)
+    if cython.compiled:
+        obj = UpdateMetadataRequest.__new__(UpdateMetadataRequest)
+    else:
+        obj = _new(UpdateMetadataRequest)
     obj.controller_id = f_controller_id
     obj.is_k_raft_controller = b_is_k_raft_controller
     obj.type = f_type
@@ -1055,7 +1090,10 @@ def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 2, False)
@@ -1074,6 +1112,8 @@ def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(buf, cur, end):
         raise _w.bad_count('isr', pos - 4, n_isr, end, 4, 4)
     if cython.compiled:
         f_isr = [_read_i(buf, pos + 4 * i) for i in range(n_isr)]
+    elif n_isr < _w.SMALL_ARRAY_MAX:
+        f_isr = list(_A_i[n_isr].unpack_from(buf, pos))
     else:
         f_isr = list(_unpack_from(">%di" % n_isr, buf, pos))
     pos += n_isr * 4
@@ -1089,10 +1129,15 @@ def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(buf, cur, end):
         raise _w.bad_count('replicas', pos - 4, n_replicas, end, 4, 4)
     if cython.compiled:
         f_replicas = [_read_i(buf, pos + 4 * i) for i in range(n_replicas)]
+    elif n_replicas < _w.SMALL_ARRAY_MAX:
+        f_replicas = list(_A_i[n_replicas].unpack_from(buf, pos))
     else:
         f_replicas = list(_unpack_from(">%di" % n_replicas, buf, pos))
     pos += n_replicas * 4
-    obj = UpdateMetadataRequest_UpdateMetadataPartitionState.__new__(UpdateMetadataRequest_UpdateMetadataPartitionState)
+    if cython.compiled:
+        obj = UpdateMetadataRequest_UpdateMetadataPartitionState.__new__(UpdateMetadataRequest_UpdateMetadataPartitionState)
+    else:
+        obj = _new(UpdateMetadataRequest_UpdateMetadataPartitionState)
     obj.topic_name = f_topic_name
     obj.partition_index = f_partition_index
     obj.controller_epoch = f_controller_epoch
@@ -1181,7 +1226,10 @@ def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v4(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 2, False)
@@ -1200,6 +1248,8 @@ def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v4(buf, cur, end):
         raise _w.bad_count('isr', pos - 4, n_isr, end, 4, 4)
     if cython.compiled:
         f_isr = [_read_i(buf, pos + 4 * i) for i in range(n_isr)]
+    elif n_isr < _w.SMALL_ARRAY_MAX:
+        f_isr = list(_A_i[n_isr].unpack_from(buf, pos))
     else:
         f_isr = list(_unpack_from(">%di" % n_isr, buf, pos))
     pos += n_isr * 4
@@ -1215,6 +1265,8 @@ def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v4(buf, cur, end):
         raise _w.bad_count('replicas', pos - 4, n_replicas, end, 4, 4)
     if cython.compiled:
         f_replicas = [_read_i(buf, pos + 4 * i) for i in range(n_replicas)]
+    elif n_replicas < _w.SMALL_ARRAY_MAX:
+        f_replicas = list(_A_i[n_replicas].unpack_from(buf, pos))
     else:
         f_replicas = list(_unpack_from(">%di" % n_replicas, buf, pos))
     pos += n_replicas * 4
@@ -1229,10 +1281,15 @@ def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v4(buf, cur, end):
         raise _w.bad_count('offline_replicas', pos - 4, n_offline_replicas, end, 4, 4)
     if cython.compiled:
         f_offline_replicas = [_read_i(buf, pos + 4 * i) for i in range(n_offline_replicas)]
+    elif n_offline_replicas < _w.SMALL_ARRAY_MAX:
+        f_offline_replicas = list(_A_i[n_offline_replicas].unpack_from(buf, pos))
     else:
         f_offline_replicas = list(_unpack_from(">%di" % n_offline_replicas, buf, pos))
     pos += n_offline_replicas * 4
-    obj = UpdateMetadataRequest_UpdateMetadataPartitionState.__new__(UpdateMetadataRequest_UpdateMetadataPartitionState)
+    if cython.compiled:
+        obj = UpdateMetadataRequest_UpdateMetadataPartitionState.__new__(UpdateMetadataRequest_UpdateMetadataPartitionState)
+    else:
+        obj = _new(UpdateMetadataRequest_UpdateMetadataPartitionState)
     obj.topic_name = f_topic_name
     obj.partition_index = f_partition_index
     obj.controller_epoch = f_controller_epoch
@@ -1339,6 +1396,8 @@ def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v5(buf, cur, end):
         raise _w.bad_count('isr', pos - 4, n_isr, end, 4, 4)
     if cython.compiled:
         f_isr = [_read_i(buf, pos + 4 * i) for i in range(n_isr)]
+    elif n_isr < _w.SMALL_ARRAY_MAX:
+        f_isr = list(_A_i[n_isr].unpack_from(buf, pos))
     else:
         f_isr = list(_unpack_from(">%di" % n_isr, buf, pos))
     pos += n_isr * 4
@@ -1354,6 +1413,8 @@ def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v5(buf, cur, end):
         raise _w.bad_count('replicas', pos - 4, n_replicas, end, 4, 4)
     if cython.compiled:
         f_replicas = [_read_i(buf, pos + 4 * i) for i in range(n_replicas)]
+    elif n_replicas < _w.SMALL_ARRAY_MAX:
+        f_replicas = list(_A_i[n_replicas].unpack_from(buf, pos))
     else:
         f_replicas = list(_unpack_from(">%di" % n_replicas, buf, pos))
     pos += n_replicas * 4
@@ -1368,10 +1429,15 @@ def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v5(buf, cur, end):
         raise _w.bad_count('offline_replicas', pos - 4, n_offline_replicas, end, 4, 4)
     if cython.compiled:
         f_offline_replicas = [_read_i(buf, pos + 4 * i) for i in range(n_offline_replicas)]
+    elif n_offline_replicas < _w.SMALL_ARRAY_MAX:
+        f_offline_replicas = list(_A_i[n_offline_replicas].unpack_from(buf, pos))
     else:
         f_offline_replicas = list(_unpack_from(">%di" % n_offline_replicas, buf, pos))
     pos += n_offline_replicas * 4
-    obj = UpdateMetadataRequest_UpdateMetadataPartitionState.__new__(UpdateMetadataRequest_UpdateMetadataPartitionState)
+    if cython.compiled:
+        obj = UpdateMetadataRequest_UpdateMetadataPartitionState.__new__(UpdateMetadataRequest_UpdateMetadataPartitionState)
+    else:
+        obj = _new(UpdateMetadataRequest_UpdateMetadataPartitionState)
     obj.topic_name = ''
     obj.partition_index = f_partition_index
     obj.controller_epoch = f_controller_epoch
@@ -1474,6 +1540,8 @@ def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(buf, cur, end):
         raise _w.bad_count('isr', pos - 1, n_isr, end, 4, 1)
     if cython.compiled:
         f_isr = [_read_i(buf, pos + 4 * i) for i in range(n_isr)]
+    elif n_isr < _w.SMALL_ARRAY_MAX:
+        f_isr = list(_A_i[n_isr].unpack_from(buf, pos))
     else:
         f_isr = list(_unpack_from(">%di" % n_isr, buf, pos))
     pos += n_isr * 4
@@ -1500,6 +1568,8 @@ def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(buf, cur, end):
         raise _w.bad_count('replicas', pos - 1, n_replicas, end, 4, 1)
     if cython.compiled:
         f_replicas = [_read_i(buf, pos + 4 * i) for i in range(n_replicas)]
+    elif n_replicas < _w.SMALL_ARRAY_MAX:
+        f_replicas = list(_A_i[n_replicas].unpack_from(buf, pos))
     else:
         f_replicas = list(_unpack_from(">%di" % n_replicas, buf, pos))
     pos += n_replicas * 4
@@ -1519,6 +1589,8 @@ def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(buf, cur, end):
         raise _w.bad_count('offline_replicas', pos - 1, n_offline_replicas, end, 4, 1)
     if cython.compiled:
         f_offline_replicas = [_read_i(buf, pos + 4 * i) for i in range(n_offline_replicas)]
+    elif n_offline_replicas < _w.SMALL_ARRAY_MAX:
+        f_offline_replicas = list(_A_i[n_offline_replicas].unpack_from(buf, pos))
     else:
         f_offline_replicas = list(_unpack_from(">%di" % n_offline_replicas, buf, pos))
     pos += n_offline_replicas * 4
@@ -1527,7 +1599,10 @@ def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = UpdateMetadataRequest_UpdateMetadataPartitionState.__new__(UpdateMetadataRequest_UpdateMetadataPartitionState)
+    if cython.compiled:
+        obj = UpdateMetadataRequest_UpdateMetadataPartitionState.__new__(UpdateMetadataRequest_UpdateMetadataPartitionState)
+    else:
+        obj = _new(UpdateMetadataRequest_UpdateMetadataPartitionState)
     obj.topic_name = ''
     obj.partition_index = f_partition_index
     obj.controller_epoch = f_controller_epoch
@@ -1632,7 +1707,10 @@ def _dec_UpdateMetadataRequest_UpdateMetadataTopicState_v5(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 2, False)
@@ -1654,7 +1732,10 @@ def _dec_UpdateMetadataRequest_UpdateMetadataTopicState_v5(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("partition_states[%d]" % i)
     pos = cur.pos
-    obj = UpdateMetadataRequest_UpdateMetadataTopicState.__new__(UpdateMetadataRequest_UpdateMetadataTopicState)
+    if cython.compiled:
+        obj = UpdateMetadataRequest_UpdateMetadataTopicState.__new__(UpdateMetadataRequest_UpdateMetadataTopicState)
+    else:
+        obj = _new(UpdateMetadataRequest_UpdateMetadataTopicState)
     obj.topic_name = f_topic_name
     obj.topic_id = _w.ZERO_UUID
     obj.partition_states = f_partition_states
@@ -1717,7 +1798,10 @@ def _dec_UpdateMetadataRequest_UpdateMetadataTopicState_v6(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -1749,7 +1833,10 @@ def _dec_UpdateMetadataRequest_UpdateMetadataTopicState_v6(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = UpdateMetadataRequest_UpdateMetadataTopicState.__new__(UpdateMetadataRequest_UpdateMetadataTopicState)
+    if cython.compiled:
+        obj = UpdateMetadataRequest_UpdateMetadataTopicState.__new__(UpdateMetadataRequest_UpdateMetadataTopicState)
+    else:
+        obj = _new(UpdateMetadataRequest_UpdateMetadataTopicState)
     obj.topic_name = f_topic_name
     obj.topic_id = _w.ZERO_UUID
     obj.partition_states = f_partition_states
@@ -1818,7 +1905,10 @@ def _dec_UpdateMetadataRequest_UpdateMetadataTopicState_v7(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -1854,7 +1944,10 @@ def _dec_UpdateMetadataRequest_UpdateMetadataTopicState_v7(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = UpdateMetadataRequest_UpdateMetadataTopicState.__new__(UpdateMetadataRequest_UpdateMetadataTopicState)
+    if cython.compiled:
+        obj = UpdateMetadataRequest_UpdateMetadataTopicState.__new__(UpdateMetadataRequest_UpdateMetadataTopicState)
+    else:
+        obj = _new(UpdateMetadataRequest_UpdateMetadataTopicState)
     obj.topic_name = f_topic_name
     obj.topic_id = f_topic_id
     obj.partition_states = f_partition_states
@@ -1920,7 +2013,10 @@ def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v0(buf, cur, end):
             if f_v0_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_v0_host, 'v0_host')
         else:
-            f_v0_host = _w.utf8(buf, pos, n_v0_host, 'v0_host')
+            try:
+                f_v0_host = buf[pos:pos + n_v0_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('v0_host', pos, exc) from None
         pos += n_v0_host
     else:
         raise _w.bad_sized('v0_host', pos, n_v0_host, end, 2, False)
@@ -1931,7 +2027,10 @@ def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v0(buf, cur, end):
     else:
         f_v0_port = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = UpdateMetadataRequest_UpdateMetadataBroker.__new__(UpdateMetadataRequest_UpdateMetadataBroker)
+    if cython.compiled:
+        obj = UpdateMetadataRequest_UpdateMetadataBroker.__new__(UpdateMetadataRequest_UpdateMetadataBroker)
+    else:
+        obj = _new(UpdateMetadataRequest_UpdateMetadataBroker)
     obj.id = f_id
     obj.v0_host = f_v0_host
     obj.v0_port = f_v0_port
@@ -1991,7 +2090,10 @@ def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v1(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("endpoints[%d]" % i)
     pos = cur.pos
-    obj = UpdateMetadataRequest_UpdateMetadataBroker.__new__(UpdateMetadataRequest_UpdateMetadataBroker)
+    if cython.compiled:
+        obj = UpdateMetadataRequest_UpdateMetadataBroker.__new__(UpdateMetadataRequest_UpdateMetadataBroker)
+    else:
+        obj = _new(UpdateMetadataRequest_UpdateMetadataBroker)
     obj.id = f_id
     obj.v0_host = ''
     obj.v0_port = 0
@@ -2056,13 +2158,19 @@ def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v2(buf, cur, end):
             if f_rack is None:
                 raise _w.bad_utf8_at(buf, pos, n_rack, 'rack')
         else:
-            f_rack = _w.utf8(buf, pos, n_rack, 'rack')
+            try:
+                f_rack = buf[pos:pos + n_rack].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack', pos, exc) from None
         pos += n_rack
     elif n_rack == -1:
         f_rack = None
     else:
         raise _w.bad_sized('rack', pos, n_rack, end, 2, True)
-    obj = UpdateMetadataRequest_UpdateMetadataBroker.__new__(UpdateMetadataRequest_UpdateMetadataBroker)
+    if cython.compiled:
+        obj = UpdateMetadataRequest_UpdateMetadataBroker.__new__(UpdateMetadataRequest_UpdateMetadataBroker)
+    else:
+        obj = _new(UpdateMetadataRequest_UpdateMetadataBroker)
     obj.id = f_id
     obj.v0_host = ''
     obj.v0_port = 0
@@ -2142,13 +2250,19 @@ def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v3(buf, cur, end):
             if f_rack is None:
                 raise _w.bad_utf8_at(buf, pos, n_rack, 'rack')
         else:
-            f_rack = _w.utf8(buf, pos, n_rack, 'rack')
+            try:
+                f_rack = buf[pos:pos + n_rack].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack', pos, exc) from None
         pos += n_rack
     elif n_rack == -1:
         f_rack = None
     else:
         raise _w.bad_sized('rack', pos, n_rack, end, 2, True)
-    obj = UpdateMetadataRequest_UpdateMetadataBroker.__new__(UpdateMetadataRequest_UpdateMetadataBroker)
+    if cython.compiled:
+        obj = UpdateMetadataRequest_UpdateMetadataBroker.__new__(UpdateMetadataRequest_UpdateMetadataBroker)
+    else:
+        obj = _new(UpdateMetadataRequest_UpdateMetadataBroker)
     obj.id = f_id
     obj.v0_host = ''
     obj.v0_port = 0
@@ -2244,7 +2358,10 @@ def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v6(buf, cur, end):
             if f_rack is None:
                 raise _w.bad_utf8_at(buf, pos, n_rack, 'rack')
         else:
-            f_rack = _w.utf8(buf, pos, n_rack, 'rack')
+            try:
+                f_rack = buf[pos:pos + n_rack].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('rack', pos, exc) from None
         pos += n_rack
     elif n_rack == -1:
         f_rack = None
@@ -2255,7 +2372,10 @@ def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v6(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = UpdateMetadataRequest_UpdateMetadataBroker.__new__(UpdateMetadataRequest_UpdateMetadataBroker)
+    if cython.compiled:
+        obj = UpdateMetadataRequest_UpdateMetadataBroker.__new__(UpdateMetadataRequest_UpdateMetadataBroker)
+    else:
+        obj = _new(UpdateMetadataRequest_UpdateMetadataBroker)
     obj.id = f_id
     obj.v0_host = ''
     obj.v0_port = 0
@@ -2327,7 +2447,10 @@ def _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 2, False)
@@ -2338,7 +2461,10 @@ def _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(buf, cur, end):
     else:
         f_security_protocol = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    obj = UpdateMetadataRequest_UpdateMetadataEndpoint.__new__(UpdateMetadataRequest_UpdateMetadataEndpoint)
+    if cython.compiled:
+        obj = UpdateMetadataRequest_UpdateMetadataEndpoint.__new__(UpdateMetadataRequest_UpdateMetadataEndpoint)
+    else:
+        obj = _new(UpdateMetadataRequest_UpdateMetadataEndpoint)
     obj.port = f_port
     obj.host = f_host
     obj.listener = ''
@@ -2392,7 +2518,10 @@ def _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v3(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 2, False)
@@ -2409,7 +2538,10 @@ def _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v3(buf, cur, end):
             if f_listener is None:
                 raise _w.bad_utf8_at(buf, pos, n_listener, 'listener')
         else:
-            f_listener = _w.utf8(buf, pos, n_listener, 'listener')
+            try:
+                f_listener = buf[pos:pos + n_listener].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('listener', pos, exc) from None
         pos += n_listener
     else:
         raise _w.bad_sized('listener', pos, n_listener, end, 2, False)
@@ -2420,7 +2552,10 @@ def _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v3(buf, cur, end):
     else:
         f_security_protocol = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    obj = UpdateMetadataRequest_UpdateMetadataEndpoint.__new__(UpdateMetadataRequest_UpdateMetadataEndpoint)
+    if cython.compiled:
+        obj = UpdateMetadataRequest_UpdateMetadataEndpoint.__new__(UpdateMetadataRequest_UpdateMetadataEndpoint)
+    else:
+        obj = _new(UpdateMetadataRequest_UpdateMetadataEndpoint)
     obj.port = f_port
     obj.host = f_host
     obj.listener = f_listener
@@ -2500,7 +2635,10 @@ def _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v6(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -2522,7 +2660,10 @@ def _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v6(buf, cur, end):
             if f_listener is None:
                 raise _w.bad_utf8_at(buf, pos, n_listener, 'listener')
         else:
-            f_listener = _w.utf8(buf, pos, n_listener, 'listener')
+            try:
+                f_listener = buf[pos:pos + n_listener].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('listener', pos, exc) from None
         pos += n_listener
     else:
         raise _w.bad_sized('listener', pos, n_listener, end, 1, False)
@@ -2538,7 +2679,10 @@ def _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v6(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = UpdateMetadataRequest_UpdateMetadataEndpoint.__new__(UpdateMetadataRequest_UpdateMetadataEndpoint)
+    if cython.compiled:
+        obj = UpdateMetadataRequest_UpdateMetadataEndpoint.__new__(UpdateMetadataRequest_UpdateMetadataEndpoint)
+    else:
+        obj = _new(UpdateMetadataRequest_UpdateMetadataEndpoint)
     obj.port = f_port
     obj.host = f_host
     obj.listener = f_listener
@@ -2610,7 +2754,10 @@ def _dec_UpdateMetadataResponse_v0(buf, cur, end):
     else:
         f_error_code = _S_h.unpack_from(buf, pos)[0]
     pos += 2
-    obj = UpdateMetadataResponse.__new__(UpdateMetadataResponse)
+    if cython.compiled:
+        obj = UpdateMetadataResponse.__new__(UpdateMetadataResponse)
+    else:
+        obj = _new(UpdateMetadataResponse)
     obj.error_code = f_error_code
     obj.unknown_tagged_fields = []
     cur.pos = pos
@@ -2643,7 +2790,10 @@ def _dec_UpdateMetadataResponse_v6(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = UpdateMetadataResponse.__new__(UpdateMetadataResponse)
+    if cython.compiled:
+        obj = UpdateMetadataResponse.__new__(UpdateMetadataResponse)
+    else:
+        obj = _new(UpdateMetadataResponse)
     obj.error_code = f_error_code
     obj.unknown_tagged_fields = unknown
     cur.pos = pos

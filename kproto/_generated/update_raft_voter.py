@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -54,6 +56,23 @@ _RUN_port_2 = (('port', 0, 4),)
 _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 4, 2))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+    # A struct at its defaults, as an absent (tagged) field decodes: the fields stored straight
+    # into a bare instance, which costs half the keyword constructor.
+
+    def _default_UpdateRaftVoterResponse_CurrentLeader() -> UpdateRaftVoterResponse_CurrentLeader:
+        obj = _new(UpdateRaftVoterResponse_CurrentLeader)
+        obj.leader_id = -1
+        obj.leader_epoch = -1
+        obj.host = ''
+        obj.port = 0
+        obj.unknown_tagged_fields = []
+        return obj
+
+
 def _dec_UpdateRaftVoterRequest_v0(buf, cur, end):
     """Decode UpdateRaftVoterRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -75,7 +94,10 @@ def _dec_UpdateRaftVoterRequest_v0(buf, cur, end):
             if f_cluster_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
-            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+            try:
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
@@ -127,7 +149,10 @@ def _dec_UpdateRaftVoterRequest_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = UpdateRaftVoterRequest.__new__(UpdateRaftVoterRequest)
+    if cython.compiled:
+        obj = UpdateRaftVoterRequest.__new__(UpdateRaftVoterRequest)
+    else:
+        obj = _new(UpdateRaftVoterRequest)
     obj.cluster_id = f_cluster_id
     obj.current_leader_epoch = f_current_leader_epoch
     obj.voter_id = f_voter_id
@@ -208,7 +233,10 @@ def _dec_UpdateRaftVoterRequest_Listener_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -230,7 +258,10 @@ def _dec_UpdateRaftVoterRequest_Listener_v0(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -246,7 +277,10 @@ def _dec_UpdateRaftVoterRequest_Listener_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = UpdateRaftVoterRequest_Listener.__new__(UpdateRaftVoterRequest_Listener)
+    if cython.compiled:
+        obj = UpdateRaftVoterRequest_Listener.__new__(UpdateRaftVoterRequest_Listener)
+    else:
+        obj = _new(UpdateRaftVoterRequest_Listener)
     obj.name = f_name
     obj.host = f_host
     obj.port = f_port
@@ -318,7 +352,10 @@ def _dec_UpdateRaftVoterRequest_KRaftVersionFeature_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = UpdateRaftVoterRequest_KRaftVersionFeature.__new__(UpdateRaftVoterRequest_KRaftVersionFeature)
+    if cython.compiled:
+        obj = UpdateRaftVoterRequest_KRaftVersionFeature.__new__(UpdateRaftVoterRequest_KRaftVersionFeature)
+    else:
+        obj = _new(UpdateRaftVoterRequest_KRaftVersionFeature)
     obj.min_supported_version = f_min_supported_version
     obj.max_supported_version = f_max_supported_version
     obj.unknown_tagged_fields = unknown
@@ -353,7 +390,10 @@ def _dec_UpdateRaftVoterResponse_v0(buf, cur, end):
     else:
         f_throttle_time_ms, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    f_current_leader = UpdateRaftVoterResponse_CurrentLeader()
+    if cython.compiled:
+        f_current_leader = UpdateRaftVoterResponse_CurrentLeader()
+    else:
+        f_current_leader = _default_UpdateRaftVoterResponse_CurrentLeader()
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -370,7 +410,10 @@ def _dec_UpdateRaftVoterResponse_v0(buf, cur, end):
                 if pos != t_end:
                     raise _w.tag_size_mismatch('current_leader', 0, pos, t_end)
         pos = after
-    obj = UpdateRaftVoterResponse.__new__(UpdateRaftVoterResponse)
+    if cython.compiled:
+        obj = UpdateRaftVoterResponse.__new__(UpdateRaftVoterResponse)
+    else:
+        obj = _new(UpdateRaftVoterResponse)
     obj.throttle_time_ms = f_throttle_time_ms
     obj.error_code = f_error_code
     obj.current_leader = f_current_leader
@@ -430,7 +473,10 @@ def _dec_UpdateRaftVoterResponse_CurrentLeader_v0(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -446,7 +492,10 @@ def _dec_UpdateRaftVoterResponse_CurrentLeader_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = UpdateRaftVoterResponse_CurrentLeader.__new__(UpdateRaftVoterResponse_CurrentLeader)
+    if cython.compiled:
+        obj = UpdateRaftVoterResponse_CurrentLeader.__new__(UpdateRaftVoterResponse_CurrentLeader)
+    else:
+        obj = _new(UpdateRaftVoterResponse_CurrentLeader)
     obj.leader_id = f_leader_id
     obj.leader_epoch = f_leader_epoch
     obj.host = f_host

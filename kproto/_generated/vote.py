@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -62,6 +64,11 @@ _RUN_port = (('port', 0, 2),)
 _RUN_voter_id = (('voter_id', 0, 4),)
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_VoteRequest_v0(buf, cur, end):
     """Decode VoteRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -83,7 +90,10 @@ def _dec_VoteRequest_v0(buf, cur, end):
             if f_cluster_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
-            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+            try:
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
@@ -117,7 +127,10 @@ def _dec_VoteRequest_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = VoteRequest.__new__(VoteRequest)
+    if cython.compiled:
+        obj = VoteRequest.__new__(VoteRequest)
+    else:
+        obj = _new(VoteRequest)
     obj.cluster_id = f_cluster_id
     obj.voter_id = -1
     obj.topics = f_topics
@@ -186,7 +199,10 @@ def _dec_VoteRequest_v1(buf, cur, end):
             if f_cluster_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
-            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+            try:
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
@@ -227,7 +243,10 @@ def _dec_VoteRequest_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = VoteRequest.__new__(VoteRequest)
+    if cython.compiled:
+        obj = VoteRequest.__new__(VoteRequest)
+    else:
+        obj = _new(VoteRequest)
     obj.cluster_id = f_cluster_id
     obj.voter_id = f_voter_id
     obj.topics = f_topics
@@ -301,7 +320,10 @@ def _dec_VoteRequest_v2(buf, cur, end):
             if f_cluster_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_cluster_id, 'cluster_id')
         else:
-            f_cluster_id = _w.utf8(buf, pos, n_cluster_id, 'cluster_id')
+            try:
+                f_cluster_id = buf[pos:pos + n_cluster_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('cluster_id', pos, exc) from None
         pos += n_cluster_id
     elif n_cluster_id == -1:
         f_cluster_id = None
@@ -342,7 +364,10 @@ def _dec_VoteRequest_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = VoteRequest.__new__(VoteRequest)
+    if cython.compiled:
+        obj = VoteRequest.__new__(VoteRequest)
+    else:
+        obj = _new(VoteRequest)
     obj.cluster_id = f_cluster_id
     obj.voter_id = f_voter_id
     obj.topics = f_topics
@@ -416,7 +441,10 @@ def _dec_VoteRequest_TopicData_v0(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -448,7 +476,10 @@ def _dec_VoteRequest_TopicData_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = VoteRequest_TopicData.__new__(VoteRequest_TopicData)
+    if cython.compiled:
+        obj = VoteRequest_TopicData.__new__(VoteRequest_TopicData)
+    else:
+        obj = _new(VoteRequest_TopicData)
     obj.topic_name = f_topic_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -516,7 +547,10 @@ def _dec_VoteRequest_TopicData_v1(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -548,7 +582,10 @@ def _dec_VoteRequest_TopicData_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = VoteRequest_TopicData.__new__(VoteRequest_TopicData)
+    if cython.compiled:
+        obj = VoteRequest_TopicData.__new__(VoteRequest_TopicData)
+    else:
+        obj = _new(VoteRequest_TopicData)
     obj.topic_name = f_topic_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -616,7 +653,10 @@ def _dec_VoteRequest_TopicData_v2(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -648,7 +688,10 @@ def _dec_VoteRequest_TopicData_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = VoteRequest_TopicData.__new__(VoteRequest_TopicData)
+    if cython.compiled:
+        obj = VoteRequest_TopicData.__new__(VoteRequest_TopicData)
+    else:
+        obj = _new(VoteRequest_TopicData)
     obj.topic_name = f_topic_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -714,7 +757,10 @@ def _dec_VoteRequest_PartitionData_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = VoteRequest_PartitionData.__new__(VoteRequest_PartitionData)
+    if cython.compiled:
+        obj = VoteRequest_PartitionData.__new__(VoteRequest_PartitionData)
+    else:
+        obj = _new(VoteRequest_PartitionData)
     obj.partition_index = f_partition_index
     obj.replica_epoch = f_replica_epoch
     obj.replica_id = f_replica_id
@@ -784,7 +830,10 @@ def _dec_VoteRequest_PartitionData_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = VoteRequest_PartitionData.__new__(VoteRequest_PartitionData)
+    if cython.compiled:
+        obj = VoteRequest_PartitionData.__new__(VoteRequest_PartitionData)
+    else:
+        obj = _new(VoteRequest_PartitionData)
     obj.partition_index = f_partition_index
     obj.replica_epoch = f_replica_epoch
     obj.replica_id = f_replica_id
@@ -862,7 +911,10 @@ def _dec_VoteRequest_PartitionData_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = VoteRequest_PartitionData.__new__(VoteRequest_PartitionData)
+    if cython.compiled:
+        obj = VoteRequest_PartitionData.__new__(VoteRequest_PartitionData)
+    else:
+        obj = _new(VoteRequest_PartitionData)
     obj.partition_index = f_partition_index
     obj.replica_epoch = f_replica_epoch
     obj.replica_id = f_replica_id
@@ -940,7 +992,10 @@ def _dec_VoteResponse_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = VoteResponse.__new__(VoteResponse)
+    if cython.compiled:
+        obj = VoteResponse.__new__(VoteResponse)
+    else:
+        obj = _new(VoteResponse)
     obj.error_code = f_error_code
     obj.topics = f_topics
     obj.node_endpoints = []
@@ -1046,7 +1101,10 @@ def _dec_VoteResponse_v1(buf, cur, end):
                 if pos != t_end:
                     raise _w.tag_size_mismatch('node_endpoints', 0, pos, t_end)
         pos = after
-    obj = VoteResponse.__new__(VoteResponse)
+    if cython.compiled:
+        obj = VoteResponse.__new__(VoteResponse)
+    else:
+        obj = _new(VoteResponse)
     obj.error_code = f_error_code
     obj.topics = f_topics
     obj.node_endpoints = f_node_endpoints
@@ -1121,7 +1179,10 @@ def _dec_VoteResponse_TopicData_v0(buf, cur, end):
             if f_topic_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_topic_name, 'topic_name')
         else:
-            f_topic_name = _w.utf8(buf, pos, n_topic_name, 'topic_name')
+            try:
+                f_topic_name = buf[pos:pos + n_topic_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('topic_name', pos, exc) from None
         pos += n_topic_name
     else:
         raise _w.bad_sized('topic_name', pos, n_topic_name, end, 1, False)
@@ -1153,7 +1214,10 @@ def _dec_VoteResponse_TopicData_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = VoteResponse_TopicData.__new__(VoteResponse_TopicData)
+    if cython.compiled:
+        obj = VoteResponse_TopicData.__new__(VoteResponse_TopicData)
+    else:
+        obj = _new(VoteResponse_TopicData)
     obj.topic_name = f_topic_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -1222,7 +1286,10 @@ def _dec_VoteResponse_PartitionData_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = VoteResponse_PartitionData.__new__(VoteResponse_PartitionData)
+    if cython.compiled:
+        obj = VoteResponse_PartitionData.__new__(VoteResponse_PartitionData)
+    else:
+        obj = _new(VoteResponse_PartitionData)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.leader_id = f_leader_id
@@ -1280,7 +1347,10 @@ def _dec_VoteResponse_NodeEndpoint_v1(buf, cur, end):
             if f_host is None:
                 raise _w.bad_utf8_at(buf, pos, n_host, 'host')
         else:
-            f_host = _w.utf8(buf, pos, n_host, 'host')
+            try:
+                f_host = buf[pos:pos + n_host].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('host', pos, exc) from None
         pos += n_host
     else:
         raise _w.bad_sized('host', pos, n_host, end, 1, False)
@@ -1296,7 +1366,10 @@ def _dec_VoteResponse_NodeEndpoint_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = VoteResponse_NodeEndpoint.__new__(VoteResponse_NodeEndpoint)
+    if cython.compiled:
+        obj = VoteResponse_NodeEndpoint.__new__(VoteResponse_NodeEndpoint)
+    else:
+        obj = _new(VoteResponse_NodeEndpoint)
     obj.node_id = f_node_id
     obj.host = f_host
     obj.port = f_port

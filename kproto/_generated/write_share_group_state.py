@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -51,6 +53,11 @@ _RUN_partition__error_code = (('partition', 0, 4), ('error_code', 4, 2))
 _RUN_partition__start_offset = (('partition', 0, 4), ('state_epoch', 4, 4), ('leader_epoch', 8, 4), ('start_offset', 12, 8))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+
+
 def _dec_WriteShareGroupStateRequest_v0(buf, cur, end):
     """Decode WriteShareGroupStateRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -72,7 +79,10 @@ def _dec_WriteShareGroupStateRequest_v0(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -104,7 +114,10 @@ def _dec_WriteShareGroupStateRequest_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = WriteShareGroupStateRequest.__new__(WriteShareGroupStateRequest)
+    if cython.compiled:
+        obj = WriteShareGroupStateRequest.__new__(WriteShareGroupStateRequest)
+    else:
+        obj = _new(WriteShareGroupStateRequest)
     obj.group_id = f_group_id
     obj.topics = f_topics
     obj.unknown_tagged_fields = unknown
@@ -172,7 +185,10 @@ def _dec_WriteShareGroupStateRequest_v1(buf, cur, end):
             if f_group_id is None:
                 raise _w.bad_utf8_at(buf, pos, n_group_id, 'group_id')
         else:
-            f_group_id = _w.utf8(buf, pos, n_group_id, 'group_id')
+            try:
+                f_group_id = buf[pos:pos + n_group_id].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('group_id', pos, exc) from None
         pos += n_group_id
     else:
         raise _w.bad_sized('group_id', pos, n_group_id, end, 1, False)
@@ -204,7 +220,10 @@ def _dec_WriteShareGroupStateRequest_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = WriteShareGroupStateRequest.__new__(WriteShareGroupStateRequest)
+    if cython.compiled:
+        obj = WriteShareGroupStateRequest.__new__(WriteShareGroupStateRequest)
+    else:
+        obj = _new(WriteShareGroupStateRequest)
     obj.group_id = f_group_id
     obj.topics = f_topics
     obj.unknown_tagged_fields = unknown
@@ -286,7 +305,10 @@ def _dec_WriteShareGroupStateRequest_WriteStateData_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = WriteShareGroupStateRequest_WriteStateData.__new__(WriteShareGroupStateRequest_WriteStateData)
+    if cython.compiled:
+        obj = WriteShareGroupStateRequest_WriteStateData.__new__(WriteShareGroupStateRequest_WriteStateData)
+    else:
+        obj = _new(WriteShareGroupStateRequest_WriteStateData)
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -353,7 +375,10 @@ def _dec_WriteShareGroupStateRequest_WriteStateData_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = WriteShareGroupStateRequest_WriteStateData.__new__(WriteShareGroupStateRequest_WriteStateData)
+    if cython.compiled:
+        obj = WriteShareGroupStateRequest_WriteStateData.__new__(WriteShareGroupStateRequest_WriteStateData)
+    else:
+        obj = _new(WriteShareGroupStateRequest_WriteStateData)
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -426,7 +451,10 @@ def _dec_WriteShareGroupStateRequest_PartitionData_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = WriteShareGroupStateRequest_PartitionData.__new__(WriteShareGroupStateRequest_PartitionData)
+    if cython.compiled:
+        obj = WriteShareGroupStateRequest_PartitionData.__new__(WriteShareGroupStateRequest_PartitionData)
+    else:
+        obj = _new(WriteShareGroupStateRequest_PartitionData)
     obj.partition = f_partition
     obj.state_epoch = f_state_epoch
     obj.leader_epoch = f_leader_epoch
@@ -513,7 +541,10 @@ def _dec_WriteShareGroupStateRequest_PartitionData_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = WriteShareGroupStateRequest_PartitionData.__new__(WriteShareGroupStateRequest_PartitionData)
+    if cython.compiled:
+        obj = WriteShareGroupStateRequest_PartitionData.__new__(WriteShareGroupStateRequest_PartitionData)
+    else:
+        obj = _new(WriteShareGroupStateRequest_PartitionData)
     obj.partition = f_partition
     obj.state_epoch = f_state_epoch
     obj.leader_epoch = f_leader_epoch
@@ -575,7 +606,10 @@ def _dec_WriteShareGroupStateRequest_StateBatch_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = WriteShareGroupStateRequest_StateBatch.__new__(WriteShareGroupStateRequest_StateBatch)
+    if cython.compiled:
+        obj = WriteShareGroupStateRequest_StateBatch.__new__(WriteShareGroupStateRequest_StateBatch)
+    else:
+        obj = _new(WriteShareGroupStateRequest_StateBatch)
     obj.first_offset = f_first_offset
     obj.last_offset = f_last_offset
     obj.delivery_state = f_delivery_state
@@ -634,7 +668,10 @@ def _dec_WriteShareGroupStateResponse_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = WriteShareGroupStateResponse.__new__(WriteShareGroupStateResponse)
+    if cython.compiled:
+        obj = WriteShareGroupStateResponse.__new__(WriteShareGroupStateResponse)
+    else:
+        obj = _new(WriteShareGroupStateResponse)
     obj.results = f_results
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -699,7 +736,10 @@ def _dec_WriteShareGroupStateResponse_WriteStateResult_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = WriteShareGroupStateResponse_WriteStateResult.__new__(WriteShareGroupStateResponse_WriteStateResult)
+    if cython.compiled:
+        obj = WriteShareGroupStateResponse_WriteStateResult.__new__(WriteShareGroupStateResponse_WriteStateResult)
+    else:
+        obj = _new(WriteShareGroupStateResponse_WriteStateResult)
     obj.topic_id = f_topic_id
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -760,7 +800,10 @@ def _dec_WriteShareGroupStateResponse_PartitionResult_v0(buf, cur, end):
             if f_error_message is None:
                 raise _w.bad_utf8_at(buf, pos, n_error_message, 'error_message')
         else:
-            f_error_message = _w.utf8(buf, pos, n_error_message, 'error_message')
+            try:
+                f_error_message = buf[pos:pos + n_error_message].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('error_message', pos, exc) from None
         pos += n_error_message
     elif n_error_message == -1:
         f_error_message = None
@@ -771,7 +814,10 @@ def _dec_WriteShareGroupStateResponse_PartitionResult_v0(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = WriteShareGroupStateResponse_PartitionResult.__new__(WriteShareGroupStateResponse_PartitionResult)
+    if cython.compiled:
+        obj = WriteShareGroupStateResponse_PartitionResult.__new__(WriteShareGroupStateResponse_PartitionResult)
+    else:
+        obj = _new(WriteShareGroupStateResponse_PartitionResult)
     obj.partition = f_partition
     obj.error_code = f_error_code
     obj.error_message = f_error_message

@@ -8,7 +8,9 @@
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -64,6 +66,12 @@ _RUN_producer_id__topics_2 = (('producer_id', 0, 8), ('topics', 8, 4))
 _RUN_producer_id__transaction_result = (('producer_id', 0, 8), ('producer_epoch', 8, 2), ('transaction_result', 10, 1))
 
 
+if not cython.compiled:
+    # Only the pure-Python branches use these (the compiled build leaves them out).
+    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
+    _A_i = _w.SMALL_ARRAYS["i"]
+
+
 def _dec_WriteTxnMarkersRequest_v0(buf, cur, end):
     """Decode WriteTxnMarkersRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
     pos = cur.pos
@@ -85,7 +93,10 @@ def _dec_WriteTxnMarkersRequest_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("markers[%d]" % i)
     pos = cur.pos
-    obj = WriteTxnMarkersRequest.__new__(WriteTxnMarkersRequest)
+    if cython.compiled:
+        obj = WriteTxnMarkersRequest.__new__(WriteTxnMarkersRequest)
+    else:
+        obj = _new(WriteTxnMarkersRequest)
     obj.markers = f_markers
     obj.unknown_tagged_fields = []
     cur.pos = pos
@@ -141,7 +152,10 @@ def _dec_WriteTxnMarkersRequest_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = WriteTxnMarkersRequest.__new__(WriteTxnMarkersRequest)
+    if cython.compiled:
+        obj = WriteTxnMarkersRequest.__new__(WriteTxnMarkersRequest)
+    else:
+        obj = _new(WriteTxnMarkersRequest)
     obj.markers = f_markers
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -202,7 +216,10 @@ def _dec_WriteTxnMarkersRequest_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = WriteTxnMarkersRequest.__new__(WriteTxnMarkersRequest)
+    if cython.compiled:
+        obj = WriteTxnMarkersRequest.__new__(WriteTxnMarkersRequest)
+    else:
+        obj = _new(WriteTxnMarkersRequest)
     obj.markers = f_markers
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -266,7 +283,10 @@ def _dec_WriteTxnMarkersRequest_WritableTxnMarker_v0(buf, cur, end):
     else:
         f_coordinator_epoch = _S_i.unpack_from(buf, pos)[0]
     pos += 4
-    obj = WriteTxnMarkersRequest_WritableTxnMarker.__new__(WriteTxnMarkersRequest_WritableTxnMarker)
+    if cython.compiled:
+        obj = WriteTxnMarkersRequest_WritableTxnMarker.__new__(WriteTxnMarkersRequest_WritableTxnMarker)
+    else:
+        obj = _new(WriteTxnMarkersRequest_WritableTxnMarker)
     obj.producer_id = f_producer_id
     obj.producer_epoch = f_producer_epoch
     obj.transaction_result = b_transaction_result
@@ -354,7 +374,10 @@ def _dec_WriteTxnMarkersRequest_WritableTxnMarker_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = WriteTxnMarkersRequest_WritableTxnMarker.__new__(WriteTxnMarkersRequest_WritableTxnMarker)
+    if cython.compiled:
+        obj = WriteTxnMarkersRequest_WritableTxnMarker.__new__(WriteTxnMarkersRequest_WritableTxnMarker)
+    else:
+        obj = _new(WriteTxnMarkersRequest_WritableTxnMarker)
     obj.producer_id = f_producer_id
     obj.producer_epoch = f_producer_epoch
     obj.transaction_result = b_transaction_result
@@ -452,7 +475,10 @@ def _dec_WriteTxnMarkersRequest_WritableTxnMarker_v2(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = WriteTxnMarkersRequest_WritableTxnMarker.__new__(WriteTxnMarkersRequest_WritableTxnMarker)
+    if cython.compiled:
+        obj = WriteTxnMarkersRequest_WritableTxnMarker.__new__(WriteTxnMarkersRequest_WritableTxnMarker)
+    else:
+        obj = _new(WriteTxnMarkersRequest_WritableTxnMarker)
     obj.producer_id = f_producer_id
     obj.producer_epoch = f_producer_epoch
     obj.transaction_result = b_transaction_result
@@ -516,7 +542,10 @@ def _dec_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -531,10 +560,15 @@ def _dec_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v0(buf, cur, end):
         raise _w.bad_count('partition_indexes', pos - 4, n_partition_indexes, end, 4, 4)
     if cython.compiled:
         f_partition_indexes = [_read_i(buf, pos + 4 * i) for i in range(n_partition_indexes)]
+    elif n_partition_indexes < _w.SMALL_ARRAY_MAX:
+        f_partition_indexes = list(_A_i[n_partition_indexes].unpack_from(buf, pos))
     else:
         f_partition_indexes = list(_unpack_from(">%di" % n_partition_indexes, buf, pos))
     pos += n_partition_indexes * 4
-    obj = WriteTxnMarkersRequest_WritableTxnMarkerTopic.__new__(WriteTxnMarkersRequest_WritableTxnMarkerTopic)
+    if cython.compiled:
+        obj = WriteTxnMarkersRequest_WritableTxnMarkerTopic.__new__(WriteTxnMarkersRequest_WritableTxnMarkerTopic)
+    else:
+        obj = _new(WriteTxnMarkersRequest_WritableTxnMarkerTopic)
     obj.name = f_name
     obj.partition_indexes = f_partition_indexes
     obj.unknown_tagged_fields = []
@@ -600,7 +634,10 @@ def _dec_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -620,6 +657,8 @@ def _dec_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(buf, cur, end):
         raise _w.bad_count('partition_indexes', pos - 1, n_partition_indexes, end, 4, 1)
     if cython.compiled:
         f_partition_indexes = [_read_i(buf, pos + 4 * i) for i in range(n_partition_indexes)]
+    elif n_partition_indexes < _w.SMALL_ARRAY_MAX:
+        f_partition_indexes = list(_A_i[n_partition_indexes].unpack_from(buf, pos))
     else:
         f_partition_indexes = list(_unpack_from(">%di" % n_partition_indexes, buf, pos))
     pos += n_partition_indexes * 4
@@ -628,7 +667,10 @@ def _dec_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = WriteTxnMarkersRequest_WritableTxnMarkerTopic.__new__(WriteTxnMarkersRequest_WritableTxnMarkerTopic)
+    if cython.compiled:
+        obj = WriteTxnMarkersRequest_WritableTxnMarkerTopic.__new__(WriteTxnMarkersRequest_WritableTxnMarkerTopic)
+    else:
+        obj = _new(WriteTxnMarkersRequest_WritableTxnMarkerTopic)
     obj.name = f_name
     obj.partition_indexes = f_partition_indexes
     obj.unknown_tagged_fields = unknown
@@ -700,7 +742,10 @@ def _dec_WriteTxnMarkersResponse_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("markers[%d]" % i)
     pos = cur.pos
-    obj = WriteTxnMarkersResponse.__new__(WriteTxnMarkersResponse)
+    if cython.compiled:
+        obj = WriteTxnMarkersResponse.__new__(WriteTxnMarkersResponse)
+    else:
+        obj = _new(WriteTxnMarkersResponse)
     obj.markers = f_markers
     obj.unknown_tagged_fields = []
     cur.pos = pos
@@ -756,7 +801,10 @@ def _dec_WriteTxnMarkersResponse_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = WriteTxnMarkersResponse.__new__(WriteTxnMarkersResponse)
+    if cython.compiled:
+        obj = WriteTxnMarkersResponse.__new__(WriteTxnMarkersResponse)
+    else:
+        obj = _new(WriteTxnMarkersResponse)
     obj.markers = f_markers
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
@@ -808,7 +856,10 @@ def _dec_WriteTxnMarkersResponse_WritableTxnMarkerResult_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("topics[%d]" % i)
     pos = cur.pos
-    obj = WriteTxnMarkersResponse_WritableTxnMarkerResult.__new__(WriteTxnMarkersResponse_WritableTxnMarkerResult)
+    if cython.compiled:
+        obj = WriteTxnMarkersResponse_WritableTxnMarkerResult.__new__(WriteTxnMarkersResponse_WritableTxnMarkerResult)
+    else:
+        obj = _new(WriteTxnMarkersResponse_WritableTxnMarkerResult)
     obj.producer_id = f_producer_id
     obj.topics = f_topics
     obj.unknown_tagged_fields = []
@@ -873,7 +924,10 @@ def _dec_WriteTxnMarkersResponse_WritableTxnMarkerResult_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = WriteTxnMarkersResponse_WritableTxnMarkerResult.__new__(WriteTxnMarkersResponse_WritableTxnMarkerResult)
+    if cython.compiled:
+        obj = WriteTxnMarkersResponse_WritableTxnMarkerResult.__new__(WriteTxnMarkersResponse_WritableTxnMarkerResult)
+    else:
+        obj = _new(WriteTxnMarkersResponse_WritableTxnMarkerResult)
     obj.producer_id = f_producer_id
     obj.topics = f_topics
     obj.unknown_tagged_fields = unknown
@@ -925,7 +979,10 @@ def _dec_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v0(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 2, False)
@@ -947,7 +1004,10 @@ def _dec_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v0(buf, cur, end):
     except DecodeError as exc:
         raise exc.within("partitions[%d]" % i)
     pos = cur.pos
-    obj = WriteTxnMarkersResponse_WritableTxnMarkerTopicResult.__new__(WriteTxnMarkersResponse_WritableTxnMarkerTopicResult)
+    if cython.compiled:
+        obj = WriteTxnMarkersResponse_WritableTxnMarkerTopicResult.__new__(WriteTxnMarkersResponse_WritableTxnMarkerTopicResult)
+    else:
+        obj = _new(WriteTxnMarkersResponse_WritableTxnMarkerTopicResult)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = []
@@ -1009,7 +1069,10 @@ def _dec_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1(buf, cur, end):
             if f_name is None:
                 raise _w.bad_utf8_at(buf, pos, n_name, 'name')
         else:
-            f_name = _w.utf8(buf, pos, n_name, 'name')
+            try:
+                f_name = buf[pos:pos + n_name].decode()
+            except UnicodeDecodeError as exc:
+                raise _w.bad_utf8('name', pos, exc) from None
         pos += n_name
     else:
         raise _w.bad_sized('name', pos, n_name, end, 1, False)
@@ -1041,7 +1104,10 @@ def _dec_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1(buf, cur, end):
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = WriteTxnMarkersResponse_WritableTxnMarkerTopicResult.__new__(WriteTxnMarkersResponse_WritableTxnMarkerTopicResult)
+    if cython.compiled:
+        obj = WriteTxnMarkersResponse_WritableTxnMarkerTopicResult.__new__(WriteTxnMarkersResponse_WritableTxnMarkerTopicResult)
+    else:
+        obj = _new(WriteTxnMarkersResponse_WritableTxnMarkerTopicResult)
     obj.name = f_name
     obj.partitions = f_partitions
     obj.unknown_tagged_fields = unknown
@@ -1099,7 +1165,10 @@ def _dec_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v0(buf, cur, e
     else:
         f_partition_index, f_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    obj = WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult.__new__(WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult)
+    if cython.compiled:
+        obj = WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult.__new__(WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult)
+    else:
+        obj = _new(WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.unknown_tagged_fields = []
@@ -1135,7 +1204,10 @@ def _dec_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v1(buf, cur, e
         unknown = []
     else:
         unknown, spans, pos = _w.read_tag_section(buf, pos, end, ())
-    obj = WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult.__new__(WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult)
+    if cython.compiled:
+        obj = WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult.__new__(WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult)
+    else:
+        obj = _new(WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult)
     obj.partition_index = f_partition_index
     obj.error_code = f_error_code
     obj.unknown_tagged_fields = unknown

@@ -44,7 +44,9 @@ MODULE_PREAMBLE = '''#
 #   the declarations of the `.pxd` beside it). There `_read_*`, `_put_*`, `_grow`, `_read_uvarint` and
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
-#   the varint helpers of `kproto.wire`.
+#   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
+#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
+#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -232,6 +234,8 @@ class _Emitter:
     layouts: Dict[str, str] = field(default_factory=dict)  # repr(layout) -> constant name
     pxd: List[str] = field(default_factory=list)
     pxd_classes: List[str] = field(default_factory=list)  # declared before the functions that type locals with them
+    array_chars: set = field(default_factory=set)  # formats of fixed-width arrays read through _w.SMALL_ARRAYS
+    pure_defaults: Dict[str, List[str]] = field(default_factory=dict)  # class -> its _default_<class> function
 
     def struct_const(self, fmt: str) -> str:
         if fmt not in self.structs:
@@ -374,6 +378,18 @@ class ModuleGenerator:
             head.append(f'{name} = _struct.Struct(">{fmt}")')
         for text, name in sorted(self.out.layouts.items(), key=lambda kv: kv[1]):
             head.append(f"{name} = {text}")
+        head += ["", "",
+                 "if not cython.compiled:",
+                 "    # Only the pure-Python branches use these (the compiled build leaves them out).",
+                 "    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call"]
+        for ch in sorted(self.out.array_chars):
+            head.append(f'    _A_{ch} = _w.SMALL_ARRAYS["{ch}"]')
+        if self.out.pure_defaults:
+            head += ["",
+                     "    # A struct at its defaults, as an absent (tagged) field decodes: the fields stored straight",
+                     "    # into a bare instance, which costs half the keyword constructor."]
+            for name in sorted(self.out.pure_defaults):
+                head += [""] + ["    " + line if line else "" for line in self.out.pure_defaults[name]]
         return "\n".join(head) + "\n\n\n" + "\n".join(body.lines).rstrip() + "\n"
 
     def _assemble_pxd(self, body: _Emitter) -> str:
@@ -585,18 +601,20 @@ class ModuleGenerator:
         for run in _runs(items):
             self._decode_run(run, version, message, 1)
         tagged = struct.tagged_fields(version) if flexible else []
-        for f in tagged:
-            e.add(f"{'f_' + f.attr} = {self._default_expr(message, f)}", 1)
+        self._defaults([("f_" + f.attr, f) for f in tagged], message)
         if flexible:
             self._decode_tag_section(message, struct, version, tagged)
-        e.add(f"obj = {cls}.__new__({cls})", 1)
+        e.add("if cython.compiled:", 1)
+        e.add(f"obj = {cls}.__new__({cls})", 2)
+        e.add("else:", 1)
+        e.add(f"obj = _new({cls})", 2)
         present = {f.attr for f in struct.fields_for(version)}
         for f in struct.fields:
             if f.attr in present:
                 prefix = "b_" if f.type.kind == "bool" and not f.tagged_in(version) else "f_"
                 e.add(f"obj.{f.attr} = {prefix}{f.attr}", 1)
             else:
-                e.add(f"obj.{f.attr} = {self._default_expr(message, f)}", 1)
+                self._defaults([("obj." + f.attr, f)], message)
         if self._has_tags(message):
             e.add(f"obj.unknown_tagged_fields = {'unknown' if flexible else '[]'}", 1)
         e.add("cur.pos = pos", 1)
@@ -613,6 +631,38 @@ class ModuleGenerator:
         if t.kind == "records":
             return "None" if f.default is None else 'RecordSet(b"")'
         return _literal(f.default)
+
+    def _defaults(self, targets: List[Tuple[str, FieldSpec]], message: MessageSpec) -> None:
+        """Assign each target its field's default; struct defaults built by the constructor when compiled
+        and by the module's ``_default_<class>`` in pure Python."""
+        e = self.out
+        for target, f in targets:
+            if f.type.is_struct and not _nullable_default(f):
+                e.add("if cython.compiled:", 1)
+                e.add(f"{target} = {self._default_expr(message, f)}", 2)
+                e.add("else:", 1)
+                e.add(f"{target} = {self._pure_default(message, f.type.struct)}()", 2)
+            else:
+                e.add(f"{target} = {self._default_expr(message, f)}", 1)
+
+    def _pure_default(self, message: MessageSpec, struct: StructSpec) -> str:
+        """The name of the pure-Python ``_default_<class>`` function of a struct (emitted once per module)."""
+        cls = class_name(message, struct)
+        name = f"_default_{cls}"
+        if cls not in self.out.pure_defaults:
+            self.out.pure_defaults[cls] = []  # reserved first: a struct's fields may default to structs
+            lines = [f"def {name}() -> {cls}:", f"    obj = _new({cls})"]
+            for f in struct.fields:
+                if f.type.is_struct and not _nullable_default(f):
+                    value = f"{self._pure_default(message, f.type.struct)}()"
+                else:
+                    value = self._default_expr(message, f)
+                lines.append(f"    obj.{f.attr} = {value}")
+            if self._has_tags(message):
+                lines.append("    obj.unknown_tagged_fields = []")
+            lines.append("    return obj")
+            self.out.pure_defaults[cls] = lines
+        return name
 
     def _read_varint(self, name: str, what: str, ind: int, minus_one: bool) -> None:
         """Read an unsigned varint at ``pos`` into ``name`` (minus one: a compact length or count)."""
@@ -743,7 +793,11 @@ class ModuleGenerator:
         e.add(f"if {var} is None:", ind + 1)
         e.add(f"raise _w.bad_utf8_at(buf, pos, {n}, {what})", ind + 2)
         e.add("else:", ind)
-        e.add(f"{var} = _w.utf8(buf, pos, {n}, {what})", ind + 1)
+        # Inline, not through ``_w.utf8``: a try costs nothing until it catches, a call does.
+        e.add("try:", ind + 1)
+        e.add(f"{var} = buf[pos:pos + {n}].decode()", ind + 2)
+        e.add("except UnicodeDecodeError as exc:", ind + 1)
+        e.add(f"raise _w.bad_utf8({what}, pos, exc) from None", ind + 2)
 
     def _decode_elements(self, it: _Item, inner: TypeRef, version: int, message: MessageSpec, ind: int) -> None:
         e, end = self.out, self.end
@@ -765,8 +819,12 @@ class ModuleGenerator:
             ch = _ARRAY_FMT.get(inner.kind, "b")
             e.add("if cython.compiled:", ind)
             e.add(f"{var} = [{_c_read(ch, f'{_WIDTH[ch]} * i')} for i in range({n})]", ind + 1)
+            # Pure Python: short arrays (nearly all: replica lists, ...) through precompiled formats.
+            e.add(f"elif {n} < _w.SMALL_ARRAY_MAX:", ind)
+            e.add(f"{var} = list(_A_{ch}[{n}].unpack_from(buf, pos))", ind + 1)
             e.add("else:", ind)
             e.add(f'{var} = list(_unpack_from(">%d{ch}" % {n}, buf, pos))', ind + 1)
+            e.array_chars.add(ch)
             if inner.kind == "bool":
                 e.add(f"{var} = _w.bools({attr!r}, {var}, pos)", ind)
             e.add(f"pos += {n} * {_WIDTH[ch]}", ind)
