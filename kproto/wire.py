@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import struct
 from typing import Any, List, Sequence, Tuple
-from uuid import UUID
+from uuid import UUID, SafeUUID
 
 from kproto.errors import DecodeError, EncodeError, LengthMismatchError, UnsupportedVersionError
 
@@ -62,7 +62,19 @@ _ZERO_16 = bytes(16)
 def uuid_at(buf: Any, pos: int) -> UUID:
     """The uuid in ``buf[pos:pos + 16]`` (the caller checked the bytes are there)."""
     raw = bytes(buf[pos:pos + 16])
-    return ZERO_UUID if raw == _ZERO_16 else UUID(bytes=raw)
+    if raw == _ZERO_16:
+        return ZERO_UUID
+    # UUID(bytes=...) checks its arguments in Python code (1.6 us); its two slots stored directly, as
+    # UUID's own constructor ends by doing, cost a third of that.
+    value = _new_uuid(UUID)
+    _set_slot(value, "int", int.from_bytes(raw, "big"))
+    _set_slot(value, "is_safe", _UUID_SAFETY_UNKNOWN)
+    return value
+
+
+_new_uuid = object.__new__
+_set_slot = object.__setattr__
+_UUID_SAFETY_UNKNOWN = SafeUUID.unknown
 
 
 def short_read(field: str, pos: int, need: int, end: int) -> DecodeError:

@@ -176,6 +176,9 @@ def _dec_AddPartitionsToTxnRequest_v3(buf, cur, end):
             raise _w.bad_uvarint('v3_and_below_transactional_id', buf, pos, end)
         n_v3_and_below_transactional_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_v3_and_below_transactional_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_v3_and_below_transactional_id, pos = _w.read_uvarint(buf, pos, end, 'v3_and_below_transactional_id')
         n_v3_and_below_transactional_id -= 1
@@ -209,6 +212,9 @@ def _dec_AddPartitionsToTxnRequest_v3(buf, cur, end):
             raise _w.bad_uvarint('v3_and_below_topics', buf, pos, end)
         n_v3_and_below_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_v3_and_below_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_v3_and_below_topics, pos = _w.read_uvarint(buf, pos, end, 'v3_and_below_topics')
         n_v3_and_below_topics -= 1
@@ -301,6 +307,9 @@ def _dec_AddPartitionsToTxnRequest_v4(buf, cur, end):
             raise _w.bad_uvarint('transactions', buf, pos, end)
         n_transactions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_transactions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_transactions, pos = _w.read_uvarint(buf, pos, end, 'transactions')
         n_transactions -= 1
@@ -377,6 +386,9 @@ def _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(buf, cur, en
             raise _w.bad_uvarint('transactional_id', buf, pos, end)
         n_transactional_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_transactional_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_transactional_id, pos = _w.read_uvarint(buf, pos, end, 'transactional_id')
         n_transactional_id -= 1
@@ -414,6 +426,9 @@ def _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(buf, cur, en
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
@@ -592,6 +607,9 @@ def _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -617,6 +635,9 @@ def _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
@@ -763,6 +784,9 @@ def _dec_AddPartitionsToTxnResponse_v3(buf, cur, end):
             raise _w.bad_uvarint('results_by_topic_v3_and_below', buf, pos, end)
         n_results_by_topic_v3_and_below = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_results_by_topic_v3_and_below = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_results_by_topic_v3_and_below, pos = _w.read_uvarint(buf, pos, end, 'results_by_topic_v3_and_below')
         n_results_by_topic_v3_and_below -= 1
@@ -845,6 +869,9 @@ def _dec_AddPartitionsToTxnResponse_v4(buf, cur, end):
             raise _w.bad_uvarint('results_by_transaction', buf, pos, end)
         n_results_by_transaction = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_results_by_transaction = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_results_by_transaction, pos = _w.read_uvarint(buf, pos, end, 'results_by_transaction')
         n_results_by_transaction -= 1
@@ -920,6 +947,9 @@ def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4(buf, cur, end):
             raise _w.bad_uvarint('transactional_id', buf, pos, end)
         n_transactional_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_transactional_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_transactional_id, pos = _w.read_uvarint(buf, pos, end, 'transactional_id')
         n_transactional_id -= 1
@@ -945,6 +975,9 @@ def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4(buf, cur, end):
             raise _w.bad_uvarint('topic_results', buf, pos, end)
         n_topic_results = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_results = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_results, pos = _w.read_uvarint(buf, pos, end, 'topic_results')
         n_topic_results -= 1
@@ -1111,6 +1144,9 @@ def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(buf, cur, e
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -1136,6 +1172,9 @@ def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(buf, cur, e
             raise _w.bad_uvarint('results_by_partition', buf, pos, end)
         n_results_by_partition = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_results_by_partition = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_results_by_partition, pos = _w.read_uvarint(buf, pos, end, 'results_by_partition')
         n_results_by_partition -= 1

@@ -147,6 +147,9 @@ def _dec_AlterClientQuotasRequest_v1(buf, cur, end):
             raise _w.bad_uvarint('entries', buf, pos, end)
         n_entries = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_entries = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_entries, pos = _w.read_uvarint(buf, pos, end, 'entries')
         n_entries -= 1
@@ -307,6 +310,9 @@ def _dec_AlterClientQuotasRequest_EntryData_v1(buf, cur, end):
             raise _w.bad_uvarint('entity', buf, pos, end)
         n_entity = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_entity = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_entity, pos = _w.read_uvarint(buf, pos, end, 'entity')
         n_entity -= 1
@@ -330,6 +336,9 @@ def _dec_AlterClientQuotasRequest_EntryData_v1(buf, cur, end):
             raise _w.bad_uvarint('ops', buf, pos, end)
         n_ops = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_ops = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_ops, pos = _w.read_uvarint(buf, pos, end, 'ops')
         n_ops -= 1
@@ -500,6 +509,9 @@ def _dec_AlterClientQuotasRequest_EntityData_v1(buf, cur, end):
             raise _w.bad_uvarint('entity_type', buf, pos, end)
         n_entity_type = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_entity_type = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_entity_type, pos = _w.read_uvarint(buf, pos, end, 'entity_type')
         n_entity_type -= 1
@@ -525,6 +537,9 @@ def _dec_AlterClientQuotasRequest_EntityData_v1(buf, cur, end):
             raise _w.bad_uvarint('entity_name', buf, pos, end)
         n_entity_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_entity_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_entity_name, pos = _w.read_uvarint(buf, pos, end, 'entity_name')
         n_entity_name -= 1
@@ -686,6 +701,9 @@ def _dec_AlterClientQuotasRequest_OpData_v1(buf, cur, end):
             raise _w.bad_uvarint('key', buf, pos, end)
         n_key = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_key = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_key, pos = _w.read_uvarint(buf, pos, end, 'key')
         n_key -= 1
@@ -833,6 +851,9 @@ def _dec_AlterClientQuotasResponse_v1(buf, cur, end):
             raise _w.bad_uvarint('entries', buf, pos, end)
         n_entries = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_entries = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_entries, pos = _w.read_uvarint(buf, pos, end, 'entries')
         n_entries -= 1
@@ -1000,6 +1021,9 @@ def _dec_AlterClientQuotasResponse_EntryData_v1(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -1027,6 +1051,9 @@ def _dec_AlterClientQuotasResponse_EntryData_v1(buf, cur, end):
             raise _w.bad_uvarint('entity', buf, pos, end)
         n_entity = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_entity = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_entity, pos = _w.read_uvarint(buf, pos, end, 'entity')
         n_entity -= 1
@@ -1206,6 +1233,9 @@ def _dec_AlterClientQuotasResponse_EntityData_v1(buf, cur, end):
             raise _w.bad_uvarint('entity_type', buf, pos, end)
         n_entity_type = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_entity_type = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_entity_type, pos = _w.read_uvarint(buf, pos, end, 'entity_type')
         n_entity_type -= 1
@@ -1231,6 +1261,9 @@ def _dec_AlterClientQuotasResponse_EntityData_v1(buf, cur, end):
             raise _w.bad_uvarint('entity_name', buf, pos, end)
         n_entity_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_entity_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_entity_name, pos = _w.read_uvarint(buf, pos, end, 'entity_name')
         n_entity_name -= 1

@@ -70,6 +70,9 @@ def _dec_AlterUserScramCredentialsRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('deletions', buf, pos, end)
         n_deletions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_deletions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_deletions, pos = _w.read_uvarint(buf, pos, end, 'deletions')
         n_deletions -= 1
@@ -93,6 +96,9 @@ def _dec_AlterUserScramCredentialsRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('upsertions', buf, pos, end)
         n_upsertions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_upsertions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_upsertions, pos = _w.read_uvarint(buf, pos, end, 'upsertions')
         n_upsertions -= 1
@@ -171,6 +177,9 @@ def _dec_AlterUserScramCredentialsRequest_ScramCredentialDeletion_v0(buf, cur, e
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -253,6 +262,9 @@ def _dec_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(buf, cur, 
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -286,6 +298,9 @@ def _dec_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(buf, cur, 
             raise _w.bad_uvarint('salt', buf, pos, end)
         n_salt = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_salt = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_salt, pos = _w.read_uvarint(buf, pos, end, 'salt')
         n_salt -= 1
@@ -303,6 +318,9 @@ def _dec_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(buf, cur, 
             raise _w.bad_uvarint('salted_password', buf, pos, end)
         n_salted_password = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_salted_password = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_salted_password, pos = _w.read_uvarint(buf, pos, end, 'salted_password')
         n_salted_password -= 1
@@ -407,6 +425,9 @@ def _dec_AlterUserScramCredentialsResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('results', buf, pos, end)
         n_results = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_results = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_results, pos = _w.read_uvarint(buf, pos, end, 'results')
         n_results -= 1
@@ -477,6 +498,9 @@ def _dec_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_v0(bu
             raise _w.bad_uvarint('user', buf, pos, end)
         n_user = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_user = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_user, pos = _w.read_uvarint(buf, pos, end, 'user')
         n_user -= 1
@@ -509,6 +533,9 @@ def _dec_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_v0(bu
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1

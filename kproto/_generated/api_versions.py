@@ -99,6 +99,9 @@ def _dec_ApiVersionsRequest_v3(buf, cur, end):
             raise _w.bad_uvarint('client_software_name', buf, pos, end)
         n_client_software_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_client_software_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_client_software_name, pos = _w.read_uvarint(buf, pos, end, 'client_software_name')
         n_client_software_name -= 1
@@ -124,6 +127,9 @@ def _dec_ApiVersionsRequest_v3(buf, cur, end):
             raise _w.bad_uvarint('client_software_version', buf, pos, end)
         n_client_software_version = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_client_software_version = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_client_software_version, pos = _w.read_uvarint(buf, pos, end, 'client_software_version')
         n_client_software_version -= 1
@@ -343,6 +349,9 @@ def _dec_ApiVersionsResponse_v3(buf, cur, end):
             raise _w.bad_uvarint('api_keys', buf, pos, end)
         n_api_keys = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_api_keys = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_api_keys, pos = _w.read_uvarint(buf, pos, end, 'api_keys')
         n_api_keys -= 1
@@ -384,6 +393,9 @@ def _dec_ApiVersionsResponse_v3(buf, cur, end):
                         raise _w.bad_uvarint('supported_features', buf, pos, t_end)
                     n_supported_features = (v >> 4) - 1
                     pos += v & 15
+                elif pos + 1 < t_end and 0 < buf[pos + 1] < 128:
+                    n_supported_features = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
                 else:
                     n_supported_features, pos = _w.read_uvarint(buf, pos, t_end, 'supported_features')
                     n_supported_features -= 1
@@ -420,6 +432,9 @@ def _dec_ApiVersionsResponse_v3(buf, cur, end):
                         raise _w.bad_uvarint('finalized_features', buf, pos, t_end)
                     n_finalized_features = (v >> 4) - 1
                     pos += v & 15
+                elif pos + 1 < t_end and 0 < buf[pos + 1] < 128:
+                    n_finalized_features = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
                 else:
                     n_finalized_features, pos = _w.read_uvarint(buf, pos, t_end, 'finalized_features')
                     n_finalized_features -= 1
@@ -644,6 +659,9 @@ def _dec_ApiVersionsResponse_SupportedFeatureKey_v3(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -729,6 +747,9 @@ def _dec_ApiVersionsResponse_FinalizedFeatureKey_v3(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1

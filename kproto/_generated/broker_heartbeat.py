@@ -157,6 +157,9 @@ def _dec_BrokerHeartbeatRequest_v1(buf, cur, end):
                         raise _w.bad_uvarint('offline_log_dirs', buf, pos, t_end)
                     n_offline_log_dirs = (v >> 4) - 1
                     pos += v & 15
+                elif pos + 1 < t_end and 0 < buf[pos + 1] < 128:
+                    n_offline_log_dirs = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
                 else:
                     n_offline_log_dirs, pos = _w.read_uvarint(buf, pos, t_end, 'offline_log_dirs')
                     n_offline_log_dirs -= 1
@@ -259,6 +262,9 @@ def _dec_BrokerHeartbeatRequest_v2(buf, cur, end):
                         raise _w.bad_uvarint('offline_log_dirs', buf, pos, t_end)
                     n_offline_log_dirs = (v >> 4) - 1
                     pos += v & 15
+                elif pos + 1 < t_end and 0 < buf[pos + 1] < 128:
+                    n_offline_log_dirs = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
                 else:
                     n_offline_log_dirs, pos = _w.read_uvarint(buf, pos, t_end, 'offline_log_dirs')
                     n_offline_log_dirs -= 1
@@ -278,6 +284,9 @@ def _dec_BrokerHeartbeatRequest_v2(buf, cur, end):
                         raise _w.bad_uvarint('cordoned_log_dirs', buf, pos, t_end)
                     n_cordoned_log_dirs = (v >> 4) - 1
                     pos += v & 15
+                elif pos + 1 < t_end and 0 < buf[pos + 1] < 128:
+                    n_cordoned_log_dirs = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
                 else:
                     n_cordoned_log_dirs, pos = _w.read_uvarint(buf, pos, t_end, 'cordoned_log_dirs')
                     n_cordoned_log_dirs -= 1

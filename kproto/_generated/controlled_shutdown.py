@@ -240,6 +240,9 @@ def _dec_ControlledShutdownResponse_v3(buf, cur, end):
             raise _w.bad_uvarint('remaining_partitions', buf, pos, end)
         n_remaining_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_remaining_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_remaining_partitions, pos = _w.read_uvarint(buf, pos, end, 'remaining_partitions')
         n_remaining_partitions -= 1
@@ -377,6 +380,9 @@ def _dec_ControlledShutdownResponse_RemainingPartition_v3(buf, cur, end):
             raise _w.bad_uvarint('topic_name', buf, pos, end)
         n_topic_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1

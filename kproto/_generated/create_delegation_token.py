@@ -146,6 +146,9 @@ def _dec_CreateDelegationTokenRequest_v2(buf, cur, end):
             raise _w.bad_uvarint('renewers', buf, pos, end)
         n_renewers = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_renewers = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_renewers, pos = _w.read_uvarint(buf, pos, end, 'renewers')
         n_renewers -= 1
@@ -229,6 +232,9 @@ def _dec_CreateDelegationTokenRequest_v3(buf, cur, end):
             raise _w.bad_uvarint('owner_principal_type', buf, pos, end)
         n_owner_principal_type = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_owner_principal_type = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_owner_principal_type, pos = _w.read_uvarint(buf, pos, end, 'owner_principal_type')
         n_owner_principal_type -= 1
@@ -256,6 +262,9 @@ def _dec_CreateDelegationTokenRequest_v3(buf, cur, end):
             raise _w.bad_uvarint('owner_principal_name', buf, pos, end)
         n_owner_principal_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_owner_principal_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_owner_principal_name, pos = _w.read_uvarint(buf, pos, end, 'owner_principal_name')
         n_owner_principal_name -= 1
@@ -283,6 +292,9 @@ def _dec_CreateDelegationTokenRequest_v3(buf, cur, end):
             raise _w.bad_uvarint('renewers', buf, pos, end)
         n_renewers = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_renewers = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_renewers, pos = _w.read_uvarint(buf, pos, end, 'renewers')
         n_renewers -= 1
@@ -484,6 +496,9 @@ def _dec_CreateDelegationTokenRequest_CreatableRenewers_v2(buf, cur, end):
             raise _w.bad_uvarint('principal_type', buf, pos, end)
         n_principal_type = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_principal_type = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_principal_type, pos = _w.read_uvarint(buf, pos, end, 'principal_type')
         n_principal_type -= 1
@@ -509,6 +524,9 @@ def _dec_CreateDelegationTokenRequest_CreatableRenewers_v2(buf, cur, end):
             raise _w.bad_uvarint('principal_name', buf, pos, end)
         n_principal_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_principal_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_principal_name, pos = _w.read_uvarint(buf, pos, end, 'principal_name')
         n_principal_name -= 1
@@ -784,6 +802,9 @@ def _dec_CreateDelegationTokenResponse_v2(buf, cur, end):
             raise _w.bad_uvarint('principal_type', buf, pos, end)
         n_principal_type = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_principal_type = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_principal_type, pos = _w.read_uvarint(buf, pos, end, 'principal_type')
         n_principal_type -= 1
@@ -809,6 +830,9 @@ def _dec_CreateDelegationTokenResponse_v2(buf, cur, end):
             raise _w.bad_uvarint('principal_name', buf, pos, end)
         n_principal_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_principal_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_principal_name, pos = _w.read_uvarint(buf, pos, end, 'principal_name')
         n_principal_name -= 1
@@ -843,6 +867,9 @@ def _dec_CreateDelegationTokenResponse_v2(buf, cur, end):
             raise _w.bad_uvarint('token_id', buf, pos, end)
         n_token_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_token_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_token_id, pos = _w.read_uvarint(buf, pos, end, 'token_id')
         n_token_id -= 1
@@ -868,6 +895,9 @@ def _dec_CreateDelegationTokenResponse_v2(buf, cur, end):
             raise _w.bad_uvarint('hmac', buf, pos, end)
         n_hmac = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_hmac = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_hmac, pos = _w.read_uvarint(buf, pos, end, 'hmac')
         n_hmac -= 1
@@ -1019,6 +1049,9 @@ def _dec_CreateDelegationTokenResponse_v3(buf, cur, end):
             raise _w.bad_uvarint('principal_type', buf, pos, end)
         n_principal_type = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_principal_type = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_principal_type, pos = _w.read_uvarint(buf, pos, end, 'principal_type')
         n_principal_type -= 1
@@ -1044,6 +1077,9 @@ def _dec_CreateDelegationTokenResponse_v3(buf, cur, end):
             raise _w.bad_uvarint('principal_name', buf, pos, end)
         n_principal_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_principal_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_principal_name, pos = _w.read_uvarint(buf, pos, end, 'principal_name')
         n_principal_name -= 1
@@ -1069,6 +1105,9 @@ def _dec_CreateDelegationTokenResponse_v3(buf, cur, end):
             raise _w.bad_uvarint('token_requester_principal_type', buf, pos, end)
         n_token_requester_principal_type = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_token_requester_principal_type = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_token_requester_principal_type, pos = _w.read_uvarint(buf, pos, end, 'token_requester_principal_type')
         n_token_requester_principal_type -= 1
@@ -1094,6 +1133,9 @@ def _dec_CreateDelegationTokenResponse_v3(buf, cur, end):
             raise _w.bad_uvarint('token_requester_principal_name', buf, pos, end)
         n_token_requester_principal_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_token_requester_principal_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_token_requester_principal_name, pos = _w.read_uvarint(buf, pos, end, 'token_requester_principal_name')
         n_token_requester_principal_name -= 1
@@ -1128,6 +1170,9 @@ def _dec_CreateDelegationTokenResponse_v3(buf, cur, end):
             raise _w.bad_uvarint('token_id', buf, pos, end)
         n_token_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_token_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_token_id, pos = _w.read_uvarint(buf, pos, end, 'token_id')
         n_token_id -= 1
@@ -1153,6 +1198,9 @@ def _dec_CreateDelegationTokenResponse_v3(buf, cur, end):
             raise _w.bad_uvarint('hmac', buf, pos, end)
         n_hmac = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_hmac = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_hmac, pos = _w.read_uvarint(buf, pos, end, 'hmac')
         n_hmac -= 1

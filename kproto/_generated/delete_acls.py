@@ -186,6 +186,9 @@ def _dec_DeleteAclsRequest_v2(buf, cur, end):
             raise _w.bad_uvarint('filters', buf, pos, end)
         n_filters = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_filters = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_filters, pos = _w.read_uvarint(buf, pos, end, 'filters')
         n_filters -= 1
@@ -565,6 +568,9 @@ def _dec_DeleteAclsRequest_DeleteAclsFilter_v2(buf, cur, end):
             raise _w.bad_uvarint('resource_name_filter', buf, pos, end)
         n_resource_name_filter = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_resource_name_filter = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_resource_name_filter, pos = _w.read_uvarint(buf, pos, end, 'resource_name_filter')
         n_resource_name_filter -= 1
@@ -599,6 +605,9 @@ def _dec_DeleteAclsRequest_DeleteAclsFilter_v2(buf, cur, end):
             raise _w.bad_uvarint('principal_filter', buf, pos, end)
         n_principal_filter = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_principal_filter = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_principal_filter, pos = _w.read_uvarint(buf, pos, end, 'principal_filter')
         n_principal_filter -= 1
@@ -626,6 +635,9 @@ def _dec_DeleteAclsRequest_DeleteAclsFilter_v2(buf, cur, end):
             raise _w.bad_uvarint('host_filter', buf, pos, end)
         n_host_filter = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_host_filter = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_host_filter, pos = _w.read_uvarint(buf, pos, end, 'host_filter')
         n_host_filter -= 1
@@ -870,6 +882,9 @@ def _dec_DeleteAclsResponse_v2(buf, cur, end):
             raise _w.bad_uvarint('filter_results', buf, pos, end)
         n_filter_results = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_filter_results = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_filter_results, pos = _w.read_uvarint(buf, pos, end, 'filter_results')
         n_filter_results -= 1
@@ -1127,6 +1142,9 @@ def _dec_DeleteAclsResponse_DeleteAclsFilterResult_v2(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -1154,6 +1172,9 @@ def _dec_DeleteAclsResponse_DeleteAclsFilterResult_v2(buf, cur, end):
             raise _w.bad_uvarint('matching_acls', buf, pos, end)
         n_matching_acls = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_matching_acls = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_matching_acls, pos = _w.read_uvarint(buf, pos, end, 'matching_acls')
         n_matching_acls -= 1
@@ -1626,6 +1647,9 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -1660,6 +1684,9 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(buf, cur, end):
             raise _w.bad_uvarint('resource_name', buf, pos, end)
         n_resource_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_resource_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_resource_name, pos = _w.read_uvarint(buf, pos, end, 'resource_name')
         n_resource_name -= 1
@@ -1692,6 +1719,9 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(buf, cur, end):
             raise _w.bad_uvarint('principal', buf, pos, end)
         n_principal = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_principal = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_principal, pos = _w.read_uvarint(buf, pos, end, 'principal')
         n_principal -= 1
@@ -1717,6 +1747,9 @@ def _dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(buf, cur, end):
             raise _w.bad_uvarint('host', buf, pos, end)
         n_host = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_host = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1

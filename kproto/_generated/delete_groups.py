@@ -134,6 +134,9 @@ def _dec_DeleteGroupsRequest_v2(buf, cur, end):
             raise _w.bad_uvarint('groups_names', buf, pos, end)
         n_groups_names = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_groups_names = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_groups_names, pos = _w.read_uvarint(buf, pos, end, 'groups_names')
         n_groups_names -= 1
@@ -150,6 +153,9 @@ def _dec_DeleteGroupsRequest_v2(buf, cur, end):
                 raise _w.bad_uvarint("groups_names[%d]" % i, buf, pos, end)
             m = (v >> 4) - 1
             pos += v & 15
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
         else:
             m, pos = _w.read_uvarint(buf, pos, end, "groups_names[%d]" % i)
             m -= 1
@@ -285,6 +291,9 @@ def _dec_DeleteGroupsResponse_v2(buf, cur, end):
             raise _w.bad_uvarint('results', buf, pos, end)
         n_results = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_results = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_results, pos = _w.read_uvarint(buf, pos, end, 'results')
         n_results -= 1
@@ -422,6 +431,9 @@ def _dec_DeleteGroupsResponse_DeletableGroupResult_v2(buf, cur, end):
             raise _w.bad_uvarint('group_id', buf, pos, end)
         n_group_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1

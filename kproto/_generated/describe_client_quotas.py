@@ -148,6 +148,9 @@ def _dec_DescribeClientQuotasRequest_v1(buf, cur, end):
             raise _w.bad_uvarint('components', buf, pos, end)
         n_components = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_components = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_components, pos = _w.read_uvarint(buf, pos, end, 'components')
         n_components -= 1
@@ -323,6 +326,9 @@ def _dec_DescribeClientQuotasRequest_ComponentData_v1(buf, cur, end):
             raise _w.bad_uvarint('entity_type', buf, pos, end)
         n_entity_type = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_entity_type = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_entity_type, pos = _w.read_uvarint(buf, pos, end, 'entity_type')
         n_entity_type -= 1
@@ -355,6 +361,9 @@ def _dec_DescribeClientQuotasRequest_ComponentData_v1(buf, cur, end):
             raise _w.bad_uvarint('match', buf, pos, end)
         n_match = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_match = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_match, pos = _w.read_uvarint(buf, pos, end, 'match')
         n_match -= 1
@@ -554,6 +563,9 @@ def _dec_DescribeClientQuotasResponse_v1(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -581,6 +593,9 @@ def _dec_DescribeClientQuotasResponse_v1(buf, cur, end):
             raise _w.bad_uvarint('entries', buf, pos, end)
         n_entries = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_entries = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_entries, pos = _w.read_uvarint(buf, pos, end, 'entries')
         n_entries -= 1
@@ -754,6 +769,9 @@ def _dec_DescribeClientQuotasResponse_EntryData_v1(buf, cur, end):
             raise _w.bad_uvarint('entity', buf, pos, end)
         n_entity = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_entity = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_entity, pos = _w.read_uvarint(buf, pos, end, 'entity')
         n_entity -= 1
@@ -777,6 +795,9 @@ def _dec_DescribeClientQuotasResponse_EntryData_v1(buf, cur, end):
             raise _w.bad_uvarint('values', buf, pos, end)
         n_values = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_values = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_values, pos = _w.read_uvarint(buf, pos, end, 'values')
         n_values -= 1
@@ -947,6 +968,9 @@ def _dec_DescribeClientQuotasResponse_EntityData_v1(buf, cur, end):
             raise _w.bad_uvarint('entity_type', buf, pos, end)
         n_entity_type = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_entity_type = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_entity_type, pos = _w.read_uvarint(buf, pos, end, 'entity_type')
         n_entity_type -= 1
@@ -972,6 +996,9 @@ def _dec_DescribeClientQuotasResponse_EntityData_v1(buf, cur, end):
             raise _w.bad_uvarint('entity_name', buf, pos, end)
         n_entity_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_entity_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_entity_name, pos = _w.read_uvarint(buf, pos, end, 'entity_name')
         n_entity_name -= 1
@@ -1127,6 +1154,9 @@ def _dec_DescribeClientQuotasResponse_ValueData_v1(buf, cur, end):
             raise _w.bad_uvarint('key', buf, pos, end)
         n_key = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_key = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_key, pos = _w.read_uvarint(buf, pos, end, 'key')
         n_key -= 1

@@ -289,6 +289,9 @@ def _dec_DescribeConfigsRequest_v4(buf, cur, end):
             raise _w.bad_uvarint('resources', buf, pos, end)
         n_resources = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_resources = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_resources, pos = _w.read_uvarint(buf, pos, end, 'resources')
         n_resources -= 1
@@ -489,6 +492,9 @@ def _dec_DescribeConfigsRequest_DescribeConfigsResource_v4(buf, cur, end):
             raise _w.bad_uvarint('resource_name', buf, pos, end)
         n_resource_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_resource_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_resource_name, pos = _w.read_uvarint(buf, pos, end, 'resource_name')
         n_resource_name -= 1
@@ -514,6 +520,9 @@ def _dec_DescribeConfigsRequest_DescribeConfigsResource_v4(buf, cur, end):
             raise _w.bad_uvarint('configuration_keys', buf, pos, end)
         n_configuration_keys = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_configuration_keys = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_configuration_keys, pos = _w.read_uvarint(buf, pos, end, 'configuration_keys')
         n_configuration_keys -= 1
@@ -533,6 +542,9 @@ def _dec_DescribeConfigsRequest_DescribeConfigsResource_v4(buf, cur, end):
                     raise _w.bad_uvarint("configuration_keys[%d]" % i, buf, pos, end)
                 m = (v >> 4) - 1
                 pos += v & 15
+            elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+                m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                pos += 2
             else:
                 m, pos = _w.read_uvarint(buf, pos, end, "configuration_keys[%d]" % i)
                 m -= 1
@@ -796,6 +808,9 @@ def _dec_DescribeConfigsResponse_v4(buf, cur, end):
             raise _w.bad_uvarint('results', buf, pos, end)
         n_results = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_results = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_results, pos = _w.read_uvarint(buf, pos, end, 'results')
         n_results -= 1
@@ -1260,6 +1275,9 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v4(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -1294,6 +1312,9 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v4(buf, cur, end):
             raise _w.bad_uvarint('resource_name', buf, pos, end)
         n_resource_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_resource_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_resource_name, pos = _w.read_uvarint(buf, pos, end, 'resource_name')
         n_resource_name -= 1
@@ -1319,6 +1340,9 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v4(buf, cur, end):
             raise _w.bad_uvarint('configs', buf, pos, end)
         n_configs = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_configs = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_configs, pos = _w.read_uvarint(buf, pos, end, 'configs')
         n_configs -= 1
@@ -1878,6 +1902,9 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(buf, cur, end)
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -1903,6 +1930,9 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(buf, cur, end)
             raise _w.bad_uvarint('value', buf, pos, end)
         n_value = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_value = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_value, pos = _w.read_uvarint(buf, pos, end, 'value')
         n_value -= 1
@@ -1945,6 +1975,9 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(buf, cur, end)
             raise _w.bad_uvarint('synonyms', buf, pos, end)
         n_synonyms = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_synonyms = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_synonyms, pos = _w.read_uvarint(buf, pos, end, 'synonyms')
         n_synonyms -= 1
@@ -1975,6 +2008,9 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(buf, cur, end)
             raise _w.bad_uvarint('documentation', buf, pos, end)
         n_documentation = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_documentation = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_documentation, pos = _w.read_uvarint(buf, pos, end, 'documentation')
         n_documentation -= 1
@@ -2218,6 +2254,9 @@ def _dec_DescribeConfigsResponse_DescribeConfigsSynonym_v4(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -2243,6 +2282,9 @@ def _dec_DescribeConfigsResponse_DescribeConfigsSynonym_v4(buf, cur, end):
             raise _w.bad_uvarint('value', buf, pos, end)
         n_value = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_value = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_value, pos = _w.read_uvarint(buf, pos, end, 'value')
         n_value -= 1

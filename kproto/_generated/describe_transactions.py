@@ -69,6 +69,9 @@ def _dec_DescribeTransactionsRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('transactional_ids', buf, pos, end)
         n_transactional_ids = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_transactional_ids = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_transactional_ids, pos = _w.read_uvarint(buf, pos, end, 'transactional_ids')
         n_transactional_ids -= 1
@@ -85,6 +88,9 @@ def _dec_DescribeTransactionsRequest_v0(buf, cur, end):
                 raise _w.bad_uvarint("transactional_ids[%d]" % i, buf, pos, end)
             m = (v >> 4) - 1
             pos += v & 15
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
         else:
             m, pos = _w.read_uvarint(buf, pos, end, "transactional_ids[%d]" % i)
             m -= 1
@@ -168,6 +174,9 @@ def _dec_DescribeTransactionsResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('transaction_states', buf, pos, end)
         n_transaction_states = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_transaction_states = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_transaction_states, pos = _w.read_uvarint(buf, pos, end, 'transaction_states')
         n_transaction_states -= 1
@@ -245,6 +254,9 @@ def _dec_DescribeTransactionsResponse_TransactionState_v0(buf, cur, end):
             raise _w.bad_uvarint('transactional_id', buf, pos, end)
         n_transactional_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_transactional_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_transactional_id, pos = _w.read_uvarint(buf, pos, end, 'transactional_id')
         n_transactional_id -= 1
@@ -270,6 +282,9 @@ def _dec_DescribeTransactionsResponse_TransactionState_v0(buf, cur, end):
             raise _w.bad_uvarint('transaction_state', buf, pos, end)
         n_transaction_state = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_transaction_state = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_transaction_state, pos = _w.read_uvarint(buf, pos, end, 'transaction_state')
         n_transaction_state -= 1
@@ -305,6 +320,9 @@ def _dec_DescribeTransactionsResponse_TransactionState_v0(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
@@ -421,6 +439,9 @@ def _dec_DescribeTransactionsResponse_TopicData_v0(buf, cur, end):
             raise _w.bad_uvarint('topic', buf, pos, end)
         n_topic = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic, pos = _w.read_uvarint(buf, pos, end, 'topic')
         n_topic -= 1
@@ -446,6 +467,9 @@ def _dec_DescribeTransactionsResponse_TopicData_v0(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1

@@ -68,6 +68,9 @@ def _dec_DescribeUserScramCredentialsRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('users', buf, pos, end)
         n_users = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_users = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_users, pos = _w.read_uvarint(buf, pos, end, 'users')
         n_users -= 1
@@ -136,6 +139,9 @@ def _dec_DescribeUserScramCredentialsRequest_UserName_v0(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -213,6 +219,9 @@ def _dec_DescribeUserScramCredentialsResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -240,6 +249,9 @@ def _dec_DescribeUserScramCredentialsResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('results', buf, pos, end)
         n_results = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_results = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_results, pos = _w.read_uvarint(buf, pos, end, 'results')
         n_results -= 1
@@ -329,6 +341,9 @@ def _dec_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult
             raise _w.bad_uvarint('user', buf, pos, end)
         n_user = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_user = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_user, pos = _w.read_uvarint(buf, pos, end, 'user')
         n_user -= 1
@@ -361,6 +376,9 @@ def _dec_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -388,6 +406,9 @@ def _dec_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult
             raise _w.bad_uvarint('credential_infos', buf, pos, end)
         n_credential_infos = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_credential_infos = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_credential_infos, pos = _w.read_uvarint(buf, pos, end, 'credential_infos')
         n_credential_infos -= 1

@@ -64,6 +64,9 @@ def _dec_EnvelopeRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('request_data', buf, pos, end)
         n_request_data = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_request_data = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_request_data, pos = _w.read_uvarint(buf, pos, end, 'request_data')
         n_request_data -= 1
@@ -81,6 +84,9 @@ def _dec_EnvelopeRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('request_principal', buf, pos, end)
         n_request_principal = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_request_principal = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_request_principal, pos = _w.read_uvarint(buf, pos, end, 'request_principal')
         n_request_principal -= 1
@@ -100,6 +106,9 @@ def _dec_EnvelopeRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('client_host_address', buf, pos, end)
         n_client_host_address = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_client_host_address = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_client_host_address, pos = _w.read_uvarint(buf, pos, end, 'client_host_address')
         n_client_host_address -= 1
@@ -186,6 +195,9 @@ def _dec_EnvelopeResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('response_data', buf, pos, end)
         n_response_data = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_response_data = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_response_data, pos = _w.read_uvarint(buf, pos, end, 'response_data')
         n_response_data -= 1

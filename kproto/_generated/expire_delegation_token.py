@@ -124,6 +124,9 @@ def _dec_ExpireDelegationTokenRequest_v2(buf, cur, end):
             raise _w.bad_uvarint('hmac', buf, pos, end)
         n_hmac = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_hmac = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_hmac, pos = _w.read_uvarint(buf, pos, end, 'hmac')
         n_hmac -= 1

@@ -122,6 +122,9 @@ def _dec_GetTelemetrySubscriptionsResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('accepted_compression_types', buf, pos, end)
         n_accepted_compression_types = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_accepted_compression_types = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_accepted_compression_types, pos = _w.read_uvarint(buf, pos, end, 'accepted_compression_types')
         n_accepted_compression_types -= 1
@@ -155,6 +158,9 @@ def _dec_GetTelemetrySubscriptionsResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('requested_metrics', buf, pos, end)
         n_requested_metrics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_requested_metrics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_requested_metrics, pos = _w.read_uvarint(buf, pos, end, 'requested_metrics')
         n_requested_metrics -= 1
@@ -171,6 +177,9 @@ def _dec_GetTelemetrySubscriptionsResponse_v0(buf, cur, end):
                 raise _w.bad_uvarint("requested_metrics[%d]" % i, buf, pos, end)
             m = (v >> 4) - 1
             pos += v & 15
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
         else:
             m, pos = _w.read_uvarint(buf, pos, end, "requested_metrics[%d]" % i)
             m -= 1

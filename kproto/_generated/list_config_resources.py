@@ -97,6 +97,9 @@ def _dec_ListConfigResourcesRequest_v1(buf, cur, end):
             raise _w.bad_uvarint('resource_types', buf, pos, end)
         n_resource_types = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_resource_types = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_resource_types, pos = _w.read_uvarint(buf, pos, end, 'resource_types')
         n_resource_types -= 1
@@ -171,6 +174,9 @@ def _dec_ListConfigResourcesResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('config_resources', buf, pos, end)
         n_config_resources = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_config_resources = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_config_resources, pos = _w.read_uvarint(buf, pos, end, 'config_resources')
         n_config_resources -= 1
@@ -251,6 +257,9 @@ def _dec_ListConfigResourcesResponse_v1(buf, cur, end):
             raise _w.bad_uvarint('config_resources', buf, pos, end)
         n_config_resources = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_config_resources = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_config_resources, pos = _w.read_uvarint(buf, pos, end, 'config_resources')
         n_config_resources -= 1
@@ -323,6 +332,9 @@ def _dec_ListConfigResourcesResponse_ConfigResource_v0(buf, cur, end):
             raise _w.bad_uvarint('resource_name', buf, pos, end)
         n_resource_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_resource_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_resource_name, pos = _w.read_uvarint(buf, pos, end, 'resource_name')
         n_resource_name -= 1
@@ -393,6 +405,9 @@ def _dec_ListConfigResourcesResponse_ConfigResource_v1(buf, cur, end):
             raise _w.bad_uvarint('resource_name', buf, pos, end)
         n_resource_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_resource_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_resource_name, pos = _w.read_uvarint(buf, pos, end, 'resource_name')
         n_resource_name -= 1

@@ -68,6 +68,9 @@ def _dec_ListTransactionsRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('state_filters', buf, pos, end)
         n_state_filters = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_state_filters = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_state_filters, pos = _w.read_uvarint(buf, pos, end, 'state_filters')
         n_state_filters -= 1
@@ -84,6 +87,9 @@ def _dec_ListTransactionsRequest_v0(buf, cur, end):
                 raise _w.bad_uvarint("state_filters[%d]" % i, buf, pos, end)
             m = (v >> 4) - 1
             pos += v & 15
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
         else:
             m, pos = _w.read_uvarint(buf, pos, end, "state_filters[%d]" % i)
             m -= 1
@@ -109,6 +115,9 @@ def _dec_ListTransactionsRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('producer_id_filters', buf, pos, end)
         n_producer_id_filters = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_producer_id_filters = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_producer_id_filters, pos = _w.read_uvarint(buf, pos, end, 'producer_id_filters')
         n_producer_id_filters -= 1
@@ -205,6 +214,9 @@ def _dec_ListTransactionsRequest_v1(buf, cur, end):
             raise _w.bad_uvarint('state_filters', buf, pos, end)
         n_state_filters = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_state_filters = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_state_filters, pos = _w.read_uvarint(buf, pos, end, 'state_filters')
         n_state_filters -= 1
@@ -221,6 +233,9 @@ def _dec_ListTransactionsRequest_v1(buf, cur, end):
                 raise _w.bad_uvarint("state_filters[%d]" % i, buf, pos, end)
             m = (v >> 4) - 1
             pos += v & 15
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
         else:
             m, pos = _w.read_uvarint(buf, pos, end, "state_filters[%d]" % i)
             m -= 1
@@ -246,6 +261,9 @@ def _dec_ListTransactionsRequest_v1(buf, cur, end):
             raise _w.bad_uvarint('producer_id_filters', buf, pos, end)
         n_producer_id_filters = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_producer_id_filters = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_producer_id_filters, pos = _w.read_uvarint(buf, pos, end, 'producer_id_filters')
         n_producer_id_filters -= 1
@@ -352,6 +370,9 @@ def _dec_ListTransactionsRequest_v2(buf, cur, end):
             raise _w.bad_uvarint('state_filters', buf, pos, end)
         n_state_filters = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_state_filters = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_state_filters, pos = _w.read_uvarint(buf, pos, end, 'state_filters')
         n_state_filters -= 1
@@ -368,6 +389,9 @@ def _dec_ListTransactionsRequest_v2(buf, cur, end):
                 raise _w.bad_uvarint("state_filters[%d]" % i, buf, pos, end)
             m = (v >> 4) - 1
             pos += v & 15
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
         else:
             m, pos = _w.read_uvarint(buf, pos, end, "state_filters[%d]" % i)
             m -= 1
@@ -393,6 +417,9 @@ def _dec_ListTransactionsRequest_v2(buf, cur, end):
             raise _w.bad_uvarint('producer_id_filters', buf, pos, end)
         n_producer_id_filters = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_producer_id_filters = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_producer_id_filters, pos = _w.read_uvarint(buf, pos, end, 'producer_id_filters')
         n_producer_id_filters -= 1
@@ -421,6 +448,9 @@ def _dec_ListTransactionsRequest_v2(buf, cur, end):
             raise _w.bad_uvarint('transactional_id_pattern', buf, pos, end)
         n_transactional_id_pattern = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_transactional_id_pattern = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_transactional_id_pattern, pos = _w.read_uvarint(buf, pos, end, 'transactional_id_pattern')
         n_transactional_id_pattern -= 1
@@ -548,6 +578,9 @@ def _dec_ListTransactionsResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('unknown_state_filters', buf, pos, end)
         n_unknown_state_filters = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_unknown_state_filters = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_unknown_state_filters, pos = _w.read_uvarint(buf, pos, end, 'unknown_state_filters')
         n_unknown_state_filters -= 1
@@ -564,6 +597,9 @@ def _dec_ListTransactionsResponse_v0(buf, cur, end):
                 raise _w.bad_uvarint("unknown_state_filters[%d]" % i, buf, pos, end)
             m = (v >> 4) - 1
             pos += v & 15
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
         else:
             m, pos = _w.read_uvarint(buf, pos, end, "unknown_state_filters[%d]" % i)
             m -= 1
@@ -589,6 +625,9 @@ def _dec_ListTransactionsResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('transaction_states', buf, pos, end)
         n_transaction_states = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_transaction_states = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_transaction_states, pos = _w.read_uvarint(buf, pos, end, 'transaction_states')
         n_transaction_states -= 1
@@ -685,6 +724,9 @@ def _dec_ListTransactionsResponse_TransactionState_v0(buf, cur, end):
             raise _w.bad_uvarint('transactional_id', buf, pos, end)
         n_transactional_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_transactional_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_transactional_id, pos = _w.read_uvarint(buf, pos, end, 'transactional_id')
         n_transactional_id -= 1
@@ -717,6 +759,9 @@ def _dec_ListTransactionsResponse_TransactionState_v0(buf, cur, end):
             raise _w.bad_uvarint('transaction_state', buf, pos, end)
         n_transaction_state = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_transaction_state = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_transaction_state, pos = _w.read_uvarint(buf, pos, end, 'transaction_state')
         n_transaction_state -= 1

@@ -253,6 +253,9 @@ def _dec_ProduceRequest_v9(buf, cur, end):
             raise _w.bad_uvarint('transactional_id', buf, pos, end)
         n_transactional_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_transactional_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_transactional_id, pos = _w.read_uvarint(buf, pos, end, 'transactional_id')
         n_transactional_id -= 1
@@ -288,6 +291,9 @@ def _dec_ProduceRequest_v9(buf, cur, end):
             raise _w.bad_uvarint('topic_data', buf, pos, end)
         n_topic_data = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_data = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_data, pos = _w.read_uvarint(buf, pos, end, 'topic_data')
         n_topic_data -= 1
@@ -377,6 +383,9 @@ def _dec_ProduceRequest_v13(buf, cur, end):
             raise _w.bad_uvarint('transactional_id', buf, pos, end)
         n_transactional_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_transactional_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_transactional_id, pos = _w.read_uvarint(buf, pos, end, 'transactional_id')
         n_transactional_id -= 1
@@ -412,6 +421,9 @@ def _dec_ProduceRequest_v13(buf, cur, end):
             raise _w.bad_uvarint('topic_data', buf, pos, end)
         n_topic_data = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_data = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_data, pos = _w.read_uvarint(buf, pos, end, 'topic_data')
         n_topic_data -= 1
@@ -587,6 +599,9 @@ def _dec_ProduceRequest_TopicProduceData_v9(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -612,6 +627,9 @@ def _dec_ProduceRequest_TopicProduceData_v9(buf, cur, end):
             raise _w.bad_uvarint('partition_data', buf, pos, end)
         n_partition_data = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partition_data = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partition_data, pos = _w.read_uvarint(buf, pos, end, 'partition_data')
         n_partition_data -= 1
@@ -698,6 +716,9 @@ def _dec_ProduceRequest_TopicProduceData_v13(buf, cur, end):
             raise _w.bad_uvarint('partition_data', buf, pos, end)
         n_partition_data = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partition_data = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partition_data, pos = _w.read_uvarint(buf, pos, end, 'partition_data')
         n_partition_data -= 1
@@ -821,6 +842,9 @@ def _dec_ProduceRequest_PartitionProduceData_v9(buf, cur, end):
             raise _w.bad_uvarint('records', buf, pos, end)
         n_records = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_records = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_records, pos = _w.read_uvarint(buf, pos, end, 'records')
         n_records -= 1
@@ -1201,6 +1225,9 @@ def _dec_ProduceResponse_v9(buf, cur, end):
             raise _w.bad_uvarint('responses', buf, pos, end)
         n_responses = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_responses = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_responses, pos = _w.read_uvarint(buf, pos, end, 'responses')
         n_responses -= 1
@@ -1281,6 +1308,9 @@ def _dec_ProduceResponse_v10(buf, cur, end):
             raise _w.bad_uvarint('responses', buf, pos, end)
         n_responses = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_responses = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_responses, pos = _w.read_uvarint(buf, pos, end, 'responses')
         n_responses -= 1
@@ -1319,6 +1349,9 @@ def _dec_ProduceResponse_v10(buf, cur, end):
                         raise _w.bad_uvarint('node_endpoints', buf, pos, t_end)
                     n_node_endpoints = (v >> 4) - 1
                     pos += v & 15
+                elif pos + 1 < t_end and 0 < buf[pos + 1] < 128:
+                    n_node_endpoints = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
                 else:
                     n_node_endpoints, pos = _w.read_uvarint(buf, pos, t_end, 'node_endpoints')
                     n_node_endpoints -= 1
@@ -1405,6 +1438,9 @@ def _dec_ProduceResponse_v13(buf, cur, end):
             raise _w.bad_uvarint('responses', buf, pos, end)
         n_responses = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_responses = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_responses, pos = _w.read_uvarint(buf, pos, end, 'responses')
         n_responses -= 1
@@ -1443,6 +1479,9 @@ def _dec_ProduceResponse_v13(buf, cur, end):
                         raise _w.bad_uvarint('node_endpoints', buf, pos, t_end)
                     n_node_endpoints = (v >> 4) - 1
                     pos += v & 15
+                elif pos + 1 < t_end and 0 < buf[pos + 1] < 128:
+                    n_node_endpoints = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+                    pos += 2
                 else:
                     n_node_endpoints, pos = _w.read_uvarint(buf, pos, t_end, 'node_endpoints')
                     n_node_endpoints -= 1
@@ -1873,6 +1912,9 @@ def _dec_ProduceResponse_TopicProduceResponse_v9(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -1898,6 +1940,9 @@ def _dec_ProduceResponse_TopicProduceResponse_v9(buf, cur, end):
             raise _w.bad_uvarint('partition_responses', buf, pos, end)
         n_partition_responses = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partition_responses = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partition_responses, pos = _w.read_uvarint(buf, pos, end, 'partition_responses')
         n_partition_responses -= 1
@@ -1980,6 +2025,9 @@ def _dec_ProduceResponse_TopicProduceResponse_v10(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -2005,6 +2053,9 @@ def _dec_ProduceResponse_TopicProduceResponse_v10(buf, cur, end):
             raise _w.bad_uvarint('partition_responses', buf, pos, end)
         n_partition_responses = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partition_responses = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partition_responses, pos = _w.read_uvarint(buf, pos, end, 'partition_responses')
         n_partition_responses -= 1
@@ -2091,6 +2142,9 @@ def _dec_ProduceResponse_TopicProduceResponse_v13(buf, cur, end):
             raise _w.bad_uvarint('partition_responses', buf, pos, end)
         n_partition_responses = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partition_responses = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partition_responses, pos = _w.read_uvarint(buf, pos, end, 'partition_responses')
         n_partition_responses -= 1
@@ -2424,6 +2478,9 @@ def _dec_ProduceResponse_PartitionProduceResponse_v9(buf, cur, end):
             raise _w.bad_uvarint('record_errors', buf, pos, end)
         n_record_errors = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_record_errors = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_record_errors, pos = _w.read_uvarint(buf, pos, end, 'record_errors')
         n_record_errors -= 1
@@ -2447,6 +2504,9 @@ def _dec_ProduceResponse_PartitionProduceResponse_v9(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -2563,6 +2623,9 @@ def _dec_ProduceResponse_PartitionProduceResponse_v10(buf, cur, end):
             raise _w.bad_uvarint('record_errors', buf, pos, end)
         n_record_errors = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_record_errors = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_record_errors, pos = _w.read_uvarint(buf, pos, end, 'record_errors')
         n_record_errors -= 1
@@ -2586,6 +2649,9 @@ def _dec_ProduceResponse_PartitionProduceResponse_v10(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -2773,6 +2839,9 @@ def _dec_ProduceResponse_BatchIndexAndErrorMessage_v9(buf, cur, end):
             raise _w.bad_uvarint('batch_index_error_message', buf, pos, end)
         n_batch_index_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_batch_index_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_batch_index_error_message, pos = _w.read_uvarint(buf, pos, end, 'batch_index_error_message')
         n_batch_index_error_message -= 1
@@ -2900,6 +2969,9 @@ def _dec_ProduceResponse_NodeEndpoint_v10(buf, cur, end):
             raise _w.bad_uvarint('host', buf, pos, end)
         n_host = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_host = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
@@ -2932,6 +3004,9 @@ def _dec_ProduceResponse_NodeEndpoint_v10(buf, cur, end):
             raise _w.bad_uvarint('rack', buf, pos, end)
         n_rack = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_rack = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_rack, pos = _w.read_uvarint(buf, pos, end, 'rack')
         n_rack -= 1

@@ -83,6 +83,9 @@ def _dec_PushTelemetryRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('metrics', buf, pos, end)
         n_metrics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_metrics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_metrics, pos = _w.read_uvarint(buf, pos, end, 'metrics')
         n_metrics -= 1

@@ -113,6 +113,9 @@ def _dec_SaslAuthenticateRequest_v2(buf, cur, end):
             raise _w.bad_uvarint('auth_bytes', buf, pos, end)
         n_auth_bytes = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_auth_bytes = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_auth_bytes, pos = _w.read_uvarint(buf, pos, end, 'auth_bytes')
         n_auth_bytes -= 1
@@ -360,6 +363,9 @@ def _dec_SaslAuthenticateResponse_v2(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -387,6 +393,9 @@ def _dec_SaslAuthenticateResponse_v2(buf, cur, end):
             raise _w.bad_uvarint('auth_bytes', buf, pos, end)
         n_auth_bytes = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_auth_bytes = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_auth_bytes, pos = _w.read_uvarint(buf, pos, end, 'auth_bytes')
         n_auth_bytes -= 1

@@ -248,6 +248,9 @@ def _dec_StopReplicaRequest_v2(buf, cur, end):
             raise _w.bad_uvarint('topics', buf, pos, end)
         n_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topics, pos = _w.read_uvarint(buf, pos, end, 'topics')
         n_topics -= 1
@@ -342,6 +345,9 @@ def _dec_StopReplicaRequest_v3(buf, cur, end):
             raise _w.bad_uvarint('topic_states', buf, pos, end)
         n_topic_states = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_states = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_states, pos = _w.read_uvarint(buf, pos, end, 'topic_states')
         n_topic_states -= 1
@@ -441,6 +447,9 @@ def _dec_StopReplicaRequest_v4(buf, cur, end):
             raise _w.bad_uvarint('topic_states', buf, pos, end)
         n_topic_states = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_states = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_states, pos = _w.read_uvarint(buf, pos, end, 'topic_states')
         n_topic_states -= 1
@@ -680,6 +689,9 @@ def _dec_StopReplicaRequest_StopReplicaTopicV1_v2(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -705,6 +717,9 @@ def _dec_StopReplicaRequest_StopReplicaTopicV1_v2(buf, cur, end):
             raise _w.bad_uvarint('partition_indexes', buf, pos, end)
         n_partition_indexes = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partition_indexes = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partition_indexes, pos = _w.read_uvarint(buf, pos, end, 'partition_indexes')
         n_partition_indexes -= 1
@@ -788,6 +803,9 @@ def _dec_StopReplicaRequest_StopReplicaTopicState_v3(buf, cur, end):
             raise _w.bad_uvarint('topic_name', buf, pos, end)
         n_topic_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
@@ -813,6 +831,9 @@ def _dec_StopReplicaRequest_StopReplicaTopicState_v3(buf, cur, end):
             raise _w.bad_uvarint('partition_states', buf, pos, end)
         n_partition_states = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partition_states = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partition_states, pos = _w.read_uvarint(buf, pos, end, 'partition_states')
         n_partition_states -= 1
@@ -1002,6 +1023,9 @@ def _dec_StopReplicaResponse_v2(buf, cur, end):
             raise _w.bad_uvarint('partition_errors', buf, pos, end)
         n_partition_errors = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partition_errors = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partition_errors, pos = _w.read_uvarint(buf, pos, end, 'partition_errors')
         n_partition_errors -= 1
@@ -1142,6 +1166,9 @@ def _dec_StopReplicaResponse_StopReplicaPartitionError_v2(buf, cur, end):
             raise _w.bad_uvarint('topic_name', buf, pos, end)
         n_topic_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1

@@ -84,6 +84,9 @@ def _dec_StreamsGroupDescribeRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('group_ids', buf, pos, end)
         n_group_ids = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_ids = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_ids, pos = _w.read_uvarint(buf, pos, end, 'group_ids')
         n_group_ids -= 1
@@ -100,6 +103,9 @@ def _dec_StreamsGroupDescribeRequest_v0(buf, cur, end):
                 raise _w.bad_uvarint("group_ids[%d]" % i, buf, pos, end)
             m = (v >> 4) - 1
             pos += v & 15
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
         else:
             m, pos = _w.read_uvarint(buf, pos, end, "group_ids[%d]" % i)
             m -= 1
@@ -199,6 +205,9 @@ def _dec_StreamsGroupDescribeResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('groups', buf, pos, end)
         n_groups = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_groups = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_groups, pos = _w.read_uvarint(buf, pos, end, 'groups')
         n_groups -= 1
@@ -276,6 +285,9 @@ def _dec_StreamsGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -303,6 +315,9 @@ def _dec_StreamsGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
             raise _w.bad_uvarint('group_id', buf, pos, end)
         n_group_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
@@ -328,6 +343,9 @@ def _dec_StreamsGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
             raise _w.bad_uvarint('group_state', buf, pos, end)
         n_group_state = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_state = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_state, pos = _w.read_uvarint(buf, pos, end, 'group_state')
         n_group_state -= 1
@@ -373,6 +391,9 @@ def _dec_StreamsGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
             raise _w.bad_uvarint('members', buf, pos, end)
         n_members = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_members = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_members, pos = _w.read_uvarint(buf, pos, end, 'members')
         n_members -= 1
@@ -528,6 +549,9 @@ def _dec_StreamsGroupDescribeResponse_Topology_v0(buf, cur, end):
             raise _w.bad_uvarint('subtopologies', buf, pos, end)
         n_subtopologies = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_subtopologies = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_subtopologies, pos = _w.read_uvarint(buf, pos, end, 'subtopologies')
         n_subtopologies -= 1
@@ -602,6 +626,9 @@ def _dec_StreamsGroupDescribeResponse_Subtopology_v0(buf, cur, end):
             raise _w.bad_uvarint('subtopology_id', buf, pos, end)
         n_subtopology_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_subtopology_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_subtopology_id, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
         n_subtopology_id -= 1
@@ -627,6 +654,9 @@ def _dec_StreamsGroupDescribeResponse_Subtopology_v0(buf, cur, end):
             raise _w.bad_uvarint('source_topics', buf, pos, end)
         n_source_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_source_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_source_topics, pos = _w.read_uvarint(buf, pos, end, 'source_topics')
         n_source_topics -= 1
@@ -643,6 +673,9 @@ def _dec_StreamsGroupDescribeResponse_Subtopology_v0(buf, cur, end):
                 raise _w.bad_uvarint("source_topics[%d]" % i, buf, pos, end)
             m = (v >> 4) - 1
             pos += v & 15
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
         else:
             m, pos = _w.read_uvarint(buf, pos, end, "source_topics[%d]" % i)
             m -= 1
@@ -668,6 +701,9 @@ def _dec_StreamsGroupDescribeResponse_Subtopology_v0(buf, cur, end):
             raise _w.bad_uvarint('repartition_sink_topics', buf, pos, end)
         n_repartition_sink_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_repartition_sink_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_repartition_sink_topics, pos = _w.read_uvarint(buf, pos, end, 'repartition_sink_topics')
         n_repartition_sink_topics -= 1
@@ -684,6 +720,9 @@ def _dec_StreamsGroupDescribeResponse_Subtopology_v0(buf, cur, end):
                 raise _w.bad_uvarint("repartition_sink_topics[%d]" % i, buf, pos, end)
             m = (v >> 4) - 1
             pos += v & 15
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
         else:
             m, pos = _w.read_uvarint(buf, pos, end, "repartition_sink_topics[%d]" % i)
             m -= 1
@@ -709,6 +748,9 @@ def _dec_StreamsGroupDescribeResponse_Subtopology_v0(buf, cur, end):
             raise _w.bad_uvarint('state_changelog_topics', buf, pos, end)
         n_state_changelog_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_state_changelog_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_state_changelog_topics, pos = _w.read_uvarint(buf, pos, end, 'state_changelog_topics')
         n_state_changelog_topics -= 1
@@ -732,6 +774,9 @@ def _dec_StreamsGroupDescribeResponse_Subtopology_v0(buf, cur, end):
             raise _w.bad_uvarint('repartition_source_topics', buf, pos, end)
         n_repartition_source_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_repartition_source_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_repartition_source_topics, pos = _w.read_uvarint(buf, pos, end, 'repartition_source_topics')
         n_repartition_source_topics -= 1
@@ -875,6 +920,9 @@ def _dec_StreamsGroupDescribeResponse_TopicInfo_v0(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -908,6 +956,9 @@ def _dec_StreamsGroupDescribeResponse_TopicInfo_v0(buf, cur, end):
             raise _w.bad_uvarint('topic_configs', buf, pos, end)
         n_topic_configs = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_configs = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_configs, pos = _w.read_uvarint(buf, pos, end, 'topic_configs')
         n_topic_configs -= 1
@@ -997,6 +1048,9 @@ def _dec_StreamsGroupDescribeResponse_KeyValue_v0(buf, cur, end):
             raise _w.bad_uvarint('key', buf, pos, end)
         n_key = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_key = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_key, pos = _w.read_uvarint(buf, pos, end, 'key')
         n_key -= 1
@@ -1022,6 +1076,9 @@ def _dec_StreamsGroupDescribeResponse_KeyValue_v0(buf, cur, end):
             raise _w.bad_uvarint('value', buf, pos, end)
         n_value = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_value = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_value, pos = _w.read_uvarint(buf, pos, end, 'value')
         n_value -= 1
@@ -1108,6 +1165,9 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
             raise _w.bad_uvarint('member_id', buf, pos, end)
         n_member_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
@@ -1140,6 +1200,9 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
             raise _w.bad_uvarint('instance_id', buf, pos, end)
         n_instance_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_instance_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_instance_id, pos = _w.read_uvarint(buf, pos, end, 'instance_id')
         n_instance_id -= 1
@@ -1167,6 +1230,9 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
             raise _w.bad_uvarint('rack_id', buf, pos, end)
         n_rack_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_rack_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_rack_id, pos = _w.read_uvarint(buf, pos, end, 'rack_id')
         n_rack_id -= 1
@@ -1194,6 +1260,9 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
             raise _w.bad_uvarint('client_id', buf, pos, end)
         n_client_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_client_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_client_id, pos = _w.read_uvarint(buf, pos, end, 'client_id')
         n_client_id -= 1
@@ -1219,6 +1288,9 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
             raise _w.bad_uvarint('client_host', buf, pos, end)
         n_client_host = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_client_host = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_client_host, pos = _w.read_uvarint(buf, pos, end, 'client_host')
         n_client_host -= 1
@@ -1251,6 +1323,9 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
             raise _w.bad_uvarint('process_id', buf, pos, end)
         n_process_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_process_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_process_id, pos = _w.read_uvarint(buf, pos, end, 'process_id')
         n_process_id -= 1
@@ -1294,6 +1369,9 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
             raise _w.bad_uvarint('client_tags', buf, pos, end)
         n_client_tags = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_client_tags = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_client_tags, pos = _w.read_uvarint(buf, pos, end, 'client_tags')
         n_client_tags -= 1
@@ -1317,6 +1395,9 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
             raise _w.bad_uvarint('task_offsets', buf, pos, end)
         n_task_offsets = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_task_offsets = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_task_offsets, pos = _w.read_uvarint(buf, pos, end, 'task_offsets')
         n_task_offsets -= 1
@@ -1340,6 +1421,9 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
             raise _w.bad_uvarint('task_end_offsets', buf, pos, end)
         n_task_end_offsets = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_task_end_offsets = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_task_end_offsets, pos = _w.read_uvarint(buf, pos, end, 'task_end_offsets')
         n_task_end_offsets -= 1
@@ -1590,6 +1674,9 @@ def _dec_StreamsGroupDescribeResponse_Endpoint_v0(buf, cur, end):
             raise _w.bad_uvarint('host', buf, pos, end)
         n_host = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_host = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
@@ -1672,6 +1759,9 @@ def _dec_StreamsGroupDescribeResponse_TaskOffset_v0(buf, cur, end):
             raise _w.bad_uvarint('subtopology_id', buf, pos, end)
         n_subtopology_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_subtopology_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_subtopology_id, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
         n_subtopology_id -= 1
@@ -1757,6 +1847,9 @@ def _dec_StreamsGroupDescribeResponse_Assignment_v0(buf, cur, end):
             raise _w.bad_uvarint('active_tasks', buf, pos, end)
         n_active_tasks = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_active_tasks = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_active_tasks, pos = _w.read_uvarint(buf, pos, end, 'active_tasks')
         n_active_tasks -= 1
@@ -1780,6 +1873,9 @@ def _dec_StreamsGroupDescribeResponse_Assignment_v0(buf, cur, end):
             raise _w.bad_uvarint('standby_tasks', buf, pos, end)
         n_standby_tasks = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_standby_tasks = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_standby_tasks, pos = _w.read_uvarint(buf, pos, end, 'standby_tasks')
         n_standby_tasks -= 1
@@ -1803,6 +1899,9 @@ def _dec_StreamsGroupDescribeResponse_Assignment_v0(buf, cur, end):
             raise _w.bad_uvarint('warmup_tasks', buf, pos, end)
         n_warmup_tasks = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_warmup_tasks = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_warmup_tasks, pos = _w.read_uvarint(buf, pos, end, 'warmup_tasks')
         n_warmup_tasks -= 1
@@ -1895,6 +1994,9 @@ def _dec_StreamsGroupDescribeResponse_TaskIds_v0(buf, cur, end):
             raise _w.bad_uvarint('subtopology_id', buf, pos, end)
         n_subtopology_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_subtopology_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_subtopology_id, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
         n_subtopology_id -= 1
@@ -1920,6 +2022,9 @@ def _dec_StreamsGroupDescribeResponse_TaskIds_v0(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1

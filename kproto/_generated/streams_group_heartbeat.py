@@ -85,6 +85,9 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('group_id', buf, pos, end)
         n_group_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
@@ -110,6 +113,9 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('member_id', buf, pos, end)
         n_member_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
@@ -143,6 +149,9 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('instance_id', buf, pos, end)
         n_instance_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_instance_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_instance_id, pos = _w.read_uvarint(buf, pos, end, 'instance_id')
         n_instance_id -= 1
@@ -170,6 +179,9 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('rack_id', buf, pos, end)
         n_rack_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_rack_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_rack_id, pos = _w.read_uvarint(buf, pos, end, 'rack_id')
         n_rack_id -= 1
@@ -216,6 +228,9 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('active_tasks', buf, pos, end)
         n_active_tasks = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_active_tasks = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_active_tasks, pos = _w.read_uvarint(buf, pos, end, 'active_tasks')
         n_active_tasks -= 1
@@ -242,6 +257,9 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('standby_tasks', buf, pos, end)
         n_standby_tasks = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_standby_tasks = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_standby_tasks, pos = _w.read_uvarint(buf, pos, end, 'standby_tasks')
         n_standby_tasks -= 1
@@ -268,6 +286,9 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('warmup_tasks', buf, pos, end)
         n_warmup_tasks = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_warmup_tasks = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_warmup_tasks, pos = _w.read_uvarint(buf, pos, end, 'warmup_tasks')
         n_warmup_tasks -= 1
@@ -294,6 +315,9 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('process_id', buf, pos, end)
         n_process_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_process_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_process_id, pos = _w.read_uvarint(buf, pos, end, 'process_id')
         n_process_id -= 1
@@ -339,6 +363,9 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('client_tags', buf, pos, end)
         n_client_tags = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_client_tags = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_client_tags, pos = _w.read_uvarint(buf, pos, end, 'client_tags')
         n_client_tags -= 1
@@ -365,6 +392,9 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('task_offsets', buf, pos, end)
         n_task_offsets = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_task_offsets = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_task_offsets, pos = _w.read_uvarint(buf, pos, end, 'task_offsets')
         n_task_offsets -= 1
@@ -391,6 +421,9 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('task_end_offsets', buf, pos, end)
         n_task_end_offsets = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_task_end_offsets = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_task_end_offsets, pos = _w.read_uvarint(buf, pos, end, 'task_end_offsets')
         n_task_end_offsets -= 1
@@ -672,6 +705,9 @@ def _dec_StreamsGroupHeartbeatRequest_Topology_v0(buf, cur, end):
             raise _w.bad_uvarint('subtopologies', buf, pos, end)
         n_subtopologies = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_subtopologies = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_subtopologies, pos = _w.read_uvarint(buf, pos, end, 'subtopologies')
         n_subtopologies -= 1
@@ -742,6 +778,9 @@ def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
             raise _w.bad_uvarint('subtopology_id', buf, pos, end)
         n_subtopology_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_subtopology_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_subtopology_id, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
         n_subtopology_id -= 1
@@ -767,6 +806,9 @@ def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
             raise _w.bad_uvarint('source_topics', buf, pos, end)
         n_source_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_source_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_source_topics, pos = _w.read_uvarint(buf, pos, end, 'source_topics')
         n_source_topics -= 1
@@ -783,6 +825,9 @@ def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
                 raise _w.bad_uvarint("source_topics[%d]" % i, buf, pos, end)
             m = (v >> 4) - 1
             pos += v & 15
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
         else:
             m, pos = _w.read_uvarint(buf, pos, end, "source_topics[%d]" % i)
             m -= 1
@@ -808,6 +853,9 @@ def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
             raise _w.bad_uvarint('source_topic_regex', buf, pos, end)
         n_source_topic_regex = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_source_topic_regex = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_source_topic_regex, pos = _w.read_uvarint(buf, pos, end, 'source_topic_regex')
         n_source_topic_regex -= 1
@@ -824,6 +872,9 @@ def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
                 raise _w.bad_uvarint("source_topic_regex[%d]" % i, buf, pos, end)
             m = (v >> 4) - 1
             pos += v & 15
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
         else:
             m, pos = _w.read_uvarint(buf, pos, end, "source_topic_regex[%d]" % i)
             m -= 1
@@ -849,6 +900,9 @@ def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
             raise _w.bad_uvarint('state_changelog_topics', buf, pos, end)
         n_state_changelog_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_state_changelog_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_state_changelog_topics, pos = _w.read_uvarint(buf, pos, end, 'state_changelog_topics')
         n_state_changelog_topics -= 1
@@ -872,6 +926,9 @@ def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
             raise _w.bad_uvarint('repartition_sink_topics', buf, pos, end)
         n_repartition_sink_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_repartition_sink_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_repartition_sink_topics, pos = _w.read_uvarint(buf, pos, end, 'repartition_sink_topics')
         n_repartition_sink_topics -= 1
@@ -888,6 +945,9 @@ def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
                 raise _w.bad_uvarint("repartition_sink_topics[%d]" % i, buf, pos, end)
             m = (v >> 4) - 1
             pos += v & 15
+        elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+            m = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+            pos += 2
         else:
             m, pos = _w.read_uvarint(buf, pos, end, "repartition_sink_topics[%d]" % i)
             m -= 1
@@ -913,6 +973,9 @@ def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
             raise _w.bad_uvarint('repartition_source_topics', buf, pos, end)
         n_repartition_source_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_repartition_source_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_repartition_source_topics, pos = _w.read_uvarint(buf, pos, end, 'repartition_source_topics')
         n_repartition_source_topics -= 1
@@ -936,6 +999,9 @@ def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
             raise _w.bad_uvarint('copartition_groups', buf, pos, end)
         n_copartition_groups = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_copartition_groups = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_copartition_groups, pos = _w.read_uvarint(buf, pos, end, 'copartition_groups')
         n_copartition_groups -= 1
@@ -1117,6 +1183,9 @@ def _dec_StreamsGroupHeartbeatRequest_TopicInfo_v0(buf, cur, end):
             raise _w.bad_uvarint('name', buf, pos, end)
         n_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_name, pos = _w.read_uvarint(buf, pos, end, 'name')
         n_name -= 1
@@ -1150,6 +1219,9 @@ def _dec_StreamsGroupHeartbeatRequest_TopicInfo_v0(buf, cur, end):
             raise _w.bad_uvarint('topic_configs', buf, pos, end)
         n_topic_configs = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_configs = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_configs, pos = _w.read_uvarint(buf, pos, end, 'topic_configs')
         n_topic_configs -= 1
@@ -1239,6 +1311,9 @@ def _dec_StreamsGroupHeartbeatRequest_KeyValue_v0(buf, cur, end):
             raise _w.bad_uvarint('key', buf, pos, end)
         n_key = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_key = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_key, pos = _w.read_uvarint(buf, pos, end, 'key')
         n_key -= 1
@@ -1264,6 +1339,9 @@ def _dec_StreamsGroupHeartbeatRequest_KeyValue_v0(buf, cur, end):
             raise _w.bad_uvarint('value', buf, pos, end)
         n_value = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_value = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_value, pos = _w.read_uvarint(buf, pos, end, 'value')
         n_value -= 1
@@ -1350,6 +1428,9 @@ def _dec_StreamsGroupHeartbeatRequest_CopartitionGroup_v0(buf, cur, end):
             raise _w.bad_uvarint('source_topics', buf, pos, end)
         n_source_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_source_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_source_topics, pos = _w.read_uvarint(buf, pos, end, 'source_topics')
         n_source_topics -= 1
@@ -1371,6 +1452,9 @@ def _dec_StreamsGroupHeartbeatRequest_CopartitionGroup_v0(buf, cur, end):
             raise _w.bad_uvarint('source_topic_regex', buf, pos, end)
         n_source_topic_regex = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_source_topic_regex = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_source_topic_regex, pos = _w.read_uvarint(buf, pos, end, 'source_topic_regex')
         n_source_topic_regex -= 1
@@ -1392,6 +1476,9 @@ def _dec_StreamsGroupHeartbeatRequest_CopartitionGroup_v0(buf, cur, end):
             raise _w.bad_uvarint('repartition_source_topics', buf, pos, end)
         n_repartition_source_topics = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_repartition_source_topics = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_repartition_source_topics, pos = _w.read_uvarint(buf, pos, end, 'repartition_source_topics')
         n_repartition_source_topics -= 1
@@ -1494,6 +1581,9 @@ def _dec_StreamsGroupHeartbeatRequest_TaskIds_v0(buf, cur, end):
             raise _w.bad_uvarint('subtopology_id', buf, pos, end)
         n_subtopology_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_subtopology_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_subtopology_id, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
         n_subtopology_id -= 1
@@ -1519,6 +1609,9 @@ def _dec_StreamsGroupHeartbeatRequest_TaskIds_v0(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
@@ -1602,6 +1695,9 @@ def _dec_StreamsGroupHeartbeatRequest_Endpoint_v0(buf, cur, end):
             raise _w.bad_uvarint('host', buf, pos, end)
         n_host = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_host = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
@@ -1684,6 +1780,9 @@ def _dec_StreamsGroupHeartbeatRequest_TaskOffset_v0(buf, cur, end):
             raise _w.bad_uvarint('subtopology_id', buf, pos, end)
         n_subtopology_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_subtopology_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_subtopology_id, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
         n_subtopology_id -= 1
@@ -1777,6 +1876,9 @@ def _dec_StreamsGroupHeartbeatResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -1804,6 +1906,9 @@ def _dec_StreamsGroupHeartbeatResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('member_id', buf, pos, end)
         n_member_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
@@ -1839,6 +1944,9 @@ def _dec_StreamsGroupHeartbeatResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('status', buf, pos, end)
         n_status = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_status = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_status, pos = _w.read_uvarint(buf, pos, end, 'status')
         n_status -= 1
@@ -1865,6 +1973,9 @@ def _dec_StreamsGroupHeartbeatResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('active_tasks', buf, pos, end)
         n_active_tasks = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_active_tasks = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_active_tasks, pos = _w.read_uvarint(buf, pos, end, 'active_tasks')
         n_active_tasks -= 1
@@ -1891,6 +2002,9 @@ def _dec_StreamsGroupHeartbeatResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('standby_tasks', buf, pos, end)
         n_standby_tasks = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_standby_tasks = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_standby_tasks, pos = _w.read_uvarint(buf, pos, end, 'standby_tasks')
         n_standby_tasks -= 1
@@ -1917,6 +2031,9 @@ def _dec_StreamsGroupHeartbeatResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('warmup_tasks', buf, pos, end)
         n_warmup_tasks = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_warmup_tasks = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_warmup_tasks, pos = _w.read_uvarint(buf, pos, end, 'warmup_tasks')
         n_warmup_tasks -= 1
@@ -1950,6 +2067,9 @@ def _dec_StreamsGroupHeartbeatResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('partitions_by_user_endpoint', buf, pos, end)
         n_partitions_by_user_endpoint = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions_by_user_endpoint = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions_by_user_endpoint, pos = _w.read_uvarint(buf, pos, end, 'partitions_by_user_endpoint')
         n_partitions_by_user_endpoint -= 1
@@ -2145,6 +2265,9 @@ def _dec_StreamsGroupHeartbeatResponse_Status_v0(buf, cur, end):
             raise _w.bad_uvarint('status_detail', buf, pos, end)
         n_status_detail = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_status_detail = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_status_detail, pos = _w.read_uvarint(buf, pos, end, 'status_detail')
         n_status_detail -= 1
@@ -2220,6 +2343,9 @@ def _dec_StreamsGroupHeartbeatResponse_TaskIds_v0(buf, cur, end):
             raise _w.bad_uvarint('subtopology_id', buf, pos, end)
         n_subtopology_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_subtopology_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_subtopology_id, pos = _w.read_uvarint(buf, pos, end, 'subtopology_id')
         n_subtopology_id -= 1
@@ -2245,6 +2371,9 @@ def _dec_StreamsGroupHeartbeatResponse_TaskIds_v0(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1
@@ -2334,6 +2463,9 @@ def _dec_StreamsGroupHeartbeatResponse_EndpointToPartitions_v0(buf, cur, end):
             raise _w.bad_uvarint('active_partitions', buf, pos, end)
         n_active_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_active_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_active_partitions, pos = _w.read_uvarint(buf, pos, end, 'active_partitions')
         n_active_partitions -= 1
@@ -2357,6 +2489,9 @@ def _dec_StreamsGroupHeartbeatResponse_EndpointToPartitions_v0(buf, cur, end):
             raise _w.bad_uvarint('standby_partitions', buf, pos, end)
         n_standby_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_standby_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_standby_partitions, pos = _w.read_uvarint(buf, pos, end, 'standby_partitions')
         n_standby_partitions -= 1
@@ -2438,6 +2573,9 @@ def _dec_StreamsGroupHeartbeatResponse_Endpoint_v0(buf, cur, end):
             raise _w.bad_uvarint('host', buf, pos, end)
         n_host = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_host = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
@@ -2520,6 +2658,9 @@ def _dec_StreamsGroupHeartbeatResponse_TopicPartition_v0(buf, cur, end):
             raise _w.bad_uvarint('topic', buf, pos, end)
         n_topic = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic, pos = _w.read_uvarint(buf, pos, end, 'topic')
         n_topic -= 1
@@ -2545,6 +2686,9 @@ def _dec_StreamsGroupHeartbeatResponse_TopicPartition_v0(buf, cur, end):
             raise _w.bad_uvarint('partitions', buf, pos, end)
         n_partitions = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partitions = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partitions, pos = _w.read_uvarint(buf, pos, end, 'partitions')
         n_partitions -= 1

@@ -370,6 +370,9 @@ def _dec_SyncGroupRequest_v4(buf, cur, end):
             raise _w.bad_uvarint('group_id', buf, pos, end)
         n_group_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
@@ -402,6 +405,9 @@ def _dec_SyncGroupRequest_v4(buf, cur, end):
             raise _w.bad_uvarint('member_id', buf, pos, end)
         n_member_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
@@ -427,6 +433,9 @@ def _dec_SyncGroupRequest_v4(buf, cur, end):
             raise _w.bad_uvarint('group_instance_id', buf, pos, end)
         n_group_instance_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_instance_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_instance_id, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
         n_group_instance_id -= 1
@@ -454,6 +463,9 @@ def _dec_SyncGroupRequest_v4(buf, cur, end):
             raise _w.bad_uvarint('assignments', buf, pos, end)
         n_assignments = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_assignments = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_assignments, pos = _w.read_uvarint(buf, pos, end, 'assignments')
         n_assignments -= 1
@@ -577,6 +589,9 @@ def _dec_SyncGroupRequest_v5(buf, cur, end):
             raise _w.bad_uvarint('group_id', buf, pos, end)
         n_group_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_id, pos = _w.read_uvarint(buf, pos, end, 'group_id')
         n_group_id -= 1
@@ -609,6 +624,9 @@ def _dec_SyncGroupRequest_v5(buf, cur, end):
             raise _w.bad_uvarint('member_id', buf, pos, end)
         n_member_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
@@ -634,6 +652,9 @@ def _dec_SyncGroupRequest_v5(buf, cur, end):
             raise _w.bad_uvarint('group_instance_id', buf, pos, end)
         n_group_instance_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_group_instance_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_group_instance_id, pos = _w.read_uvarint(buf, pos, end, 'group_instance_id')
         n_group_instance_id -= 1
@@ -661,6 +682,9 @@ def _dec_SyncGroupRequest_v5(buf, cur, end):
             raise _w.bad_uvarint('protocol_type', buf, pos, end)
         n_protocol_type = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_protocol_type = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_protocol_type, pos = _w.read_uvarint(buf, pos, end, 'protocol_type')
         n_protocol_type -= 1
@@ -688,6 +712,9 @@ def _dec_SyncGroupRequest_v5(buf, cur, end):
             raise _w.bad_uvarint('protocol_name', buf, pos, end)
         n_protocol_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_protocol_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_protocol_name, pos = _w.read_uvarint(buf, pos, end, 'protocol_name')
         n_protocol_name -= 1
@@ -715,6 +742,9 @@ def _dec_SyncGroupRequest_v5(buf, cur, end):
             raise _w.bad_uvarint('assignments', buf, pos, end)
         n_assignments = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_assignments = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_assignments, pos = _w.read_uvarint(buf, pos, end, 'assignments')
         n_assignments -= 1
@@ -949,6 +979,9 @@ def _dec_SyncGroupRequest_SyncGroupRequestAssignment_v4(buf, cur, end):
             raise _w.bad_uvarint('member_id', buf, pos, end)
         n_member_id = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_member_id = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_member_id, pos = _w.read_uvarint(buf, pos, end, 'member_id')
         n_member_id -= 1
@@ -974,6 +1007,9 @@ def _dec_SyncGroupRequest_SyncGroupRequestAssignment_v4(buf, cur, end):
             raise _w.bad_uvarint('assignment', buf, pos, end)
         n_assignment = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_assignment = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_assignment, pos = _w.read_uvarint(buf, pos, end, 'assignment')
         n_assignment -= 1
@@ -1157,6 +1193,9 @@ def _dec_SyncGroupResponse_v4(buf, cur, end):
             raise _w.bad_uvarint('assignment', buf, pos, end)
         n_assignment = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_assignment = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_assignment, pos = _w.read_uvarint(buf, pos, end, 'assignment')
         n_assignment -= 1
@@ -1233,6 +1272,9 @@ def _dec_SyncGroupResponse_v5(buf, cur, end):
             raise _w.bad_uvarint('protocol_type', buf, pos, end)
         n_protocol_type = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_protocol_type = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_protocol_type, pos = _w.read_uvarint(buf, pos, end, 'protocol_type')
         n_protocol_type -= 1
@@ -1260,6 +1302,9 @@ def _dec_SyncGroupResponse_v5(buf, cur, end):
             raise _w.bad_uvarint('protocol_name', buf, pos, end)
         n_protocol_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_protocol_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_protocol_name, pos = _w.read_uvarint(buf, pos, end, 'protocol_name')
         n_protocol_name -= 1
@@ -1287,6 +1332,9 @@ def _dec_SyncGroupResponse_v5(buf, cur, end):
             raise _w.bad_uvarint('assignment', buf, pos, end)
         n_assignment = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_assignment = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_assignment, pos = _w.read_uvarint(buf, pos, end, 'assignment')
         n_assignment -= 1

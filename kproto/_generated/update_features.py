@@ -82,6 +82,9 @@ def _dec_UpdateFeaturesRequest_v0(buf, cur, end):
             raise _w.bad_uvarint('feature_updates', buf, pos, end)
         n_feature_updates = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_feature_updates = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_feature_updates, pos = _w.read_uvarint(buf, pos, end, 'feature_updates')
         n_feature_updates -= 1
@@ -162,6 +165,9 @@ def _dec_UpdateFeaturesRequest_v1(buf, cur, end):
             raise _w.bad_uvarint('feature_updates', buf, pos, end)
         n_feature_updates = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_feature_updates = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_feature_updates, pos = _w.read_uvarint(buf, pos, end, 'feature_updates')
         n_feature_updates -= 1
@@ -248,6 +254,9 @@ def _dec_UpdateFeaturesRequest_FeatureUpdateKey_v0(buf, cur, end):
             raise _w.bad_uvarint('feature', buf, pos, end)
         n_feature = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_feature = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_feature, pos = _w.read_uvarint(buf, pos, end, 'feature')
         n_feature -= 1
@@ -339,6 +348,9 @@ def _dec_UpdateFeaturesRequest_FeatureUpdateKey_v1(buf, cur, end):
             raise _w.bad_uvarint('feature', buf, pos, end)
         n_feature = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_feature = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_feature, pos = _w.read_uvarint(buf, pos, end, 'feature')
         n_feature -= 1
@@ -435,6 +447,9 @@ def _dec_UpdateFeaturesResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -462,6 +477,9 @@ def _dec_UpdateFeaturesResponse_v0(buf, cur, end):
             raise _w.bad_uvarint('results', buf, pos, end)
         n_results = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_results = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_results, pos = _w.read_uvarint(buf, pos, end, 'results')
         n_results -= 1
@@ -559,6 +577,9 @@ def _dec_UpdateFeaturesResponse_v2(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1
@@ -639,6 +660,9 @@ def _dec_UpdateFeaturesResponse_UpdatableFeatureResult_v0(buf, cur, end):
             raise _w.bad_uvarint('feature', buf, pos, end)
         n_feature = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_feature = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_feature, pos = _w.read_uvarint(buf, pos, end, 'feature')
         n_feature -= 1
@@ -671,6 +695,9 @@ def _dec_UpdateFeaturesResponse_UpdatableFeatureResult_v0(buf, cur, end):
             raise _w.bad_uvarint('error_message', buf, pos, end)
         n_error_message = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_error_message = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_error_message, pos = _w.read_uvarint(buf, pos, end, 'error_message')
         n_error_message -= 1

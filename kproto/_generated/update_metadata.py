@@ -685,6 +685,9 @@ def _dec_UpdateMetadataRequest_v6(buf, cur, end):
             raise _w.bad_uvarint('topic_states', buf, pos, end)
         n_topic_states = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_states = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_states, pos = _w.read_uvarint(buf, pos, end, 'topic_states')
         n_topic_states -= 1
@@ -708,6 +711,9 @@ def _dec_UpdateMetadataRequest_v6(buf, cur, end):
             raise _w.bad_uvarint('live_brokers', buf, pos, end)
         n_live_brokers = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_live_brokers = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_live_brokers, pos = _w.read_uvarint(buf, pos, end, 'live_brokers')
         n_live_brokers -= 1
@@ -814,6 +820,9 @@ def _dec_UpdateMetadataRequest_v7(buf, cur, end):
             raise _w.bad_uvarint('topic_states', buf, pos, end)
         n_topic_states = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_states = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_states, pos = _w.read_uvarint(buf, pos, end, 'topic_states')
         n_topic_states -= 1
@@ -837,6 +846,9 @@ def _dec_UpdateMetadataRequest_v7(buf, cur, end):
             raise _w.bad_uvarint('live_brokers', buf, pos, end)
         n_live_brokers = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_live_brokers = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_live_brokers, pos = _w.read_uvarint(buf, pos, end, 'live_brokers')
         n_live_brokers -= 1
@@ -947,6 +959,9 @@ def _dec_UpdateMetadataRequest_v8(buf, cur, end):
             raise _w.bad_uvarint('topic_states', buf, pos, end)
         n_topic_states = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_states = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_states, pos = _w.read_uvarint(buf, pos, end, 'topic_states')
         n_topic_states -= 1
@@ -970,6 +985,9 @@ def _dec_UpdateMetadataRequest_v8(buf, cur, end):
             raise _w.bad_uvarint('live_brokers', buf, pos, end)
         n_live_brokers = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_live_brokers = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_live_brokers, pos = _w.read_uvarint(buf, pos, end, 'live_brokers')
         n_live_brokers -= 1
@@ -1533,6 +1551,9 @@ def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(buf, cur, end):
             raise _w.bad_uvarint('isr', buf, pos, end)
         n_isr = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_isr = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_isr, pos = _w.read_uvarint(buf, pos, end, 'isr')
         n_isr -= 1
@@ -1561,6 +1582,9 @@ def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(buf, cur, end):
             raise _w.bad_uvarint('replicas', buf, pos, end)
         n_replicas = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_replicas = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_replicas, pos = _w.read_uvarint(buf, pos, end, 'replicas')
         n_replicas -= 1
@@ -1582,6 +1606,9 @@ def _dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(buf, cur, end):
             raise _w.bad_uvarint('offline_replicas', buf, pos, end)
         n_offline_replicas = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_offline_replicas = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_offline_replicas, pos = _w.read_uvarint(buf, pos, end, 'offline_replicas')
         n_offline_replicas -= 1
@@ -1789,6 +1816,9 @@ def _dec_UpdateMetadataRequest_UpdateMetadataTopicState_v6(buf, cur, end):
             raise _w.bad_uvarint('topic_name', buf, pos, end)
         n_topic_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
@@ -1814,6 +1844,9 @@ def _dec_UpdateMetadataRequest_UpdateMetadataTopicState_v6(buf, cur, end):
             raise _w.bad_uvarint('partition_states', buf, pos, end)
         n_partition_states = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partition_states = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partition_states, pos = _w.read_uvarint(buf, pos, end, 'partition_states')
         n_partition_states -= 1
@@ -1896,6 +1929,9 @@ def _dec_UpdateMetadataRequest_UpdateMetadataTopicState_v7(buf, cur, end):
             raise _w.bad_uvarint('topic_name', buf, pos, end)
         n_topic_name = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_topic_name = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_topic_name, pos = _w.read_uvarint(buf, pos, end, 'topic_name')
         n_topic_name -= 1
@@ -1925,6 +1961,9 @@ def _dec_UpdateMetadataRequest_UpdateMetadataTopicState_v7(buf, cur, end):
             raise _w.bad_uvarint('partition_states', buf, pos, end)
         n_partition_states = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_partition_states = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_partition_states, pos = _w.read_uvarint(buf, pos, end, 'partition_states')
         n_partition_states -= 1
@@ -2326,6 +2365,9 @@ def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v6(buf, cur, end):
             raise _w.bad_uvarint('endpoints', buf, pos, end)
         n_endpoints = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_endpoints = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_endpoints, pos = _w.read_uvarint(buf, pos, end, 'endpoints')
         n_endpoints -= 1
@@ -2349,6 +2391,9 @@ def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v6(buf, cur, end):
             raise _w.bad_uvarint('rack', buf, pos, end)
         n_rack = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_rack = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_rack, pos = _w.read_uvarint(buf, pos, end, 'rack')
         n_rack -= 1
@@ -2626,6 +2671,9 @@ def _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v6(buf, cur, end):
             raise _w.bad_uvarint('host', buf, pos, end)
         n_host = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_host = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_host, pos = _w.read_uvarint(buf, pos, end, 'host')
         n_host -= 1
@@ -2651,6 +2699,9 @@ def _dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v6(buf, cur, end):
             raise _w.bad_uvarint('listener', buf, pos, end)
         n_listener = (v >> 4) - 1
         pos += v & 15
+    elif pos + 1 < end and 0 < buf[pos + 1] < 128:
+        n_listener = (buf[pos] & 127 | buf[pos + 1] << 7) - 1
+        pos += 2
     else:
         n_listener, pos = _w.read_uvarint(buf, pos, end, 'listener')
         n_listener -= 1

@@ -678,6 +678,11 @@ class ModuleGenerator:
         e.add(f"raise _w.bad_uvarint({what}, buf, pos, {end})", ind + 2)
         e.add(f"{name} = (v >> 4){less}", ind + 1)
         e.add("pos += v & 15", ind + 1)
+        # Pure Python: two bytes (lengths up to 16383: record sets, metadata) inline too; a second byte
+        # of 0 (a padded varint) or above 127 goes to the helper, which says what is wrong.
+        e.add(f"elif pos + 1 < {end} and 0 < buf[pos + 1] < 128:", ind)
+        e.add(f"{name} = (buf[pos] & 127 | buf[pos + 1] << 7){less}", ind + 1)
+        e.add("pos += 2", ind + 1)
         e.add("else:", ind)
         e.add(f"{name}, pos = _w.read_uvarint(buf, pos, {end}, {what})", ind + 1)
         if minus_one:
