@@ -105,14 +105,15 @@ def _dec_AddPartitionsToTxnRequest_v0(buf, cur, end):
     if n_v3_and_below_topics < 0 or n_v3_and_below_topics > (end - pos) // 6:
         raise _w.bad_count('v3_and_below_topics', pos - 4, n_v3_and_below_topics, end, 6, 4)
     f_v3_and_below_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_v3_and_below_topics):
-            f_v3_and_below_topics.append(_dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("v3_and_below_topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_v3_and_below_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_v3_and_below_topics):
+                f_v3_and_below_topics.append(_dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("v3_and_below_topics[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = AddPartitionsToTxnRequest.__new__(AddPartitionsToTxnRequest)
     else:
@@ -221,14 +222,15 @@ def _dec_AddPartitionsToTxnRequest_v3(buf, cur, end):
     if n_v3_and_below_topics < 0 or n_v3_and_below_topics > (end - pos) // 3:
         raise _w.bad_count('v3_and_below_topics', pos - 1, n_v3_and_below_topics, end, 3, 1)
     f_v3_and_below_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_v3_and_below_topics):
-            f_v3_and_below_topics.append(_dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("v3_and_below_topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_v3_and_below_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_v3_and_below_topics):
+                f_v3_and_below_topics.append(_dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("v3_and_below_topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -316,14 +318,15 @@ def _dec_AddPartitionsToTxnRequest_v4(buf, cur, end):
     if n_transactions < 0 or n_transactions > (end - pos) // 14:
         raise _w.bad_count('transactions', pos - 1, n_transactions, end, 14, 1)
     f_transactions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_transactions):
-            f_transactions.append(_dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("transactions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_transactions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_transactions):
+                f_transactions.append(_dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("transactions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -435,14 +438,15 @@ def _dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTransaction_v4(buf, cur, en
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_AddPartitionsToTxnRequest_AddPartitionsToTxnTopic_v3(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -723,14 +727,15 @@ def _dec_AddPartitionsToTxnResponse_v0(buf, cur, end):
     if n_results_by_topic_v3_and_below < 0 or n_results_by_topic_v3_and_below > (end - pos) // 6:
         raise _w.bad_count('results_by_topic_v3_and_below', pos - 4, n_results_by_topic_v3_and_below, end, 6, 4)
     f_results_by_topic_v3_and_below = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_results_by_topic_v3_and_below):
-            f_results_by_topic_v3_and_below.append(_dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("results_by_topic_v3_and_below[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_results_by_topic_v3_and_below:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_results_by_topic_v3_and_below):
+                f_results_by_topic_v3_and_below.append(_dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("results_by_topic_v3_and_below[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = AddPartitionsToTxnResponse.__new__(AddPartitionsToTxnResponse)
     else:
@@ -793,14 +798,15 @@ def _dec_AddPartitionsToTxnResponse_v3(buf, cur, end):
     if n_results_by_topic_v3_and_below < 0 or n_results_by_topic_v3_and_below > (end - pos) // 3:
         raise _w.bad_count('results_by_topic_v3_and_below', pos - 1, n_results_by_topic_v3_and_below, end, 3, 1)
     f_results_by_topic_v3_and_below = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_results_by_topic_v3_and_below):
-            f_results_by_topic_v3_and_below.append(_dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("results_by_topic_v3_and_below[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_results_by_topic_v3_and_below:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_results_by_topic_v3_and_below):
+                f_results_by_topic_v3_and_below.append(_dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("results_by_topic_v3_and_below[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -878,14 +884,15 @@ def _dec_AddPartitionsToTxnResponse_v4(buf, cur, end):
     if n_results_by_transaction < 0 or n_results_by_transaction > (end - pos) // 3:
         raise _w.bad_count('results_by_transaction', pos - 1, n_results_by_transaction, end, 3, 1)
     f_results_by_transaction = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_results_by_transaction):
-            f_results_by_transaction.append(_dec_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("results_by_transaction[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_results_by_transaction:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_results_by_transaction):
+                f_results_by_transaction.append(_dec_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("results_by_transaction[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -984,14 +991,15 @@ def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnResult_v4(buf, cur, end):
     if n_topic_results < 0 or n_topic_results > (end - pos) // 3:
         raise _w.bad_count('topic_results', pos - 1, n_topic_results, end, 3, 1)
     f_topic_results = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topic_results):
-            f_topic_results.append(_dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topic_results[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topic_results:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topic_results):
+                f_topic_results.append(_dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topic_results[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1080,14 +1088,15 @@ def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v0(buf, cur, e
     if n_results_by_partition < 0 or n_results_by_partition > (end - pos) // 6:
         raise _w.bad_count('results_by_partition', pos - 4, n_results_by_partition, end, 6, 4)
     f_results_by_partition = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_results_by_partition):
-            f_results_by_partition.append(_dec_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("results_by_partition[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_results_by_partition:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_results_by_partition):
+                f_results_by_partition.append(_dec_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("results_by_partition[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult.__new__(AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult)
     else:
@@ -1181,14 +1190,15 @@ def _dec_AddPartitionsToTxnResponse_AddPartitionsToTxnTopicResult_v3(buf, cur, e
     if n_results_by_partition < 0 or n_results_by_partition > (end - pos) // 7:
         raise _w.bad_count('results_by_partition', pos - 1, n_results_by_partition, end, 7, 1)
     f_results_by_partition = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_results_by_partition):
-            f_results_by_partition.append(_dec_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v3(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("results_by_partition[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_results_by_partition:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_results_by_partition):
+                f_results_by_partition.append(_dec_AddPartitionsToTxnResponse_AddPartitionsToTxnPartitionResult_v3(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("results_by_partition[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

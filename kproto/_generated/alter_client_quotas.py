@@ -83,14 +83,15 @@ def _dec_AlterClientQuotasRequest_v0(buf, cur, end):
     if n_entries < 0 or n_entries > (end - pos) // 8:
         raise _w.bad_count('entries', pos - 4, n_entries, end, 8, 4)
     f_entries = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_entries):
-            f_entries.append(_dec_AlterClientQuotasRequest_EntryData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("entries[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_entries:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_entries):
+                f_entries.append(_dec_AlterClientQuotasRequest_EntryData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("entries[%d]" % i)
+        pos = cur.pos
     if end - pos < 1:
         raise _w.short_run(_RUN_validate_only, pos, end)
     if cython.compiled:
@@ -156,14 +157,15 @@ def _dec_AlterClientQuotasRequest_v1(buf, cur, end):
     if n_entries < 0 or n_entries > (end - pos) // 3:
         raise _w.bad_count('entries', pos - 1, n_entries, end, 3, 1)
     f_entries = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_entries):
-            f_entries.append(_dec_AlterClientQuotasRequest_EntryData_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("entries[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_entries:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_entries):
+                f_entries.append(_dec_AlterClientQuotasRequest_EntryData_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("entries[%d]" % i)
+        pos = cur.pos
     if end - pos < 1:
         raise _w.short_run(_RUN_validate_only, pos, end)
     if cython.compiled:
@@ -231,14 +233,15 @@ def _dec_AlterClientQuotasRequest_EntryData_v0(buf, cur, end):
     if n_entity < 0 or n_entity > (end - pos) // 4:
         raise _w.bad_count('entity', pos - 4, n_entity, end, 4, 4)
     f_entity = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_entity):
-            f_entity.append(_dec_AlterClientQuotasRequest_EntityData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("entity[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_entity:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_entity):
+                f_entity.append(_dec_AlterClientQuotasRequest_EntityData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("entity[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_ops, pos, end)
     if cython.compiled:
@@ -249,14 +252,15 @@ def _dec_AlterClientQuotasRequest_EntryData_v0(buf, cur, end):
     if n_ops < 0 or n_ops > (end - pos) // 11:
         raise _w.bad_count('ops', pos - 4, n_ops, end, 11, 4)
     f_ops = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_ops):
-            f_ops.append(_dec_AlterClientQuotasRequest_OpData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("ops[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_ops:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_ops):
+                f_ops.append(_dec_AlterClientQuotasRequest_OpData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("ops[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = AlterClientQuotasRequest_EntryData.__new__(AlterClientQuotasRequest_EntryData)
     else:
@@ -319,14 +323,15 @@ def _dec_AlterClientQuotasRequest_EntryData_v1(buf, cur, end):
     if n_entity < 0 or n_entity > (end - pos) // 3:
         raise _w.bad_count('entity', pos - 1, n_entity, end, 3, 1)
     f_entity = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_entity):
-            f_entity.append(_dec_AlterClientQuotasRequest_EntityData_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("entity[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_entity:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_entity):
+                f_entity.append(_dec_AlterClientQuotasRequest_EntityData_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("entity[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_ops = buf[pos] - 1
         pos += 1
@@ -345,14 +350,15 @@ def _dec_AlterClientQuotasRequest_EntryData_v1(buf, cur, end):
     if n_ops < 0 or n_ops > (end - pos) // 11:
         raise _w.bad_count('ops', pos - 1, n_ops, end, 11, 1)
     f_ops = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_ops):
-            f_ops.append(_dec_AlterClientQuotasRequest_OpData_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("ops[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_ops:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_ops):
+                f_ops.append(_dec_AlterClientQuotasRequest_OpData_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("ops[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -794,14 +800,15 @@ def _dec_AlterClientQuotasResponse_v0(buf, cur, end):
     if n_entries < 0 or n_entries > (end - pos) // 8:
         raise _w.bad_count('entries', pos - 4, n_entries, end, 8, 4)
     f_entries = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_entries):
-            f_entries.append(_dec_AlterClientQuotasResponse_EntryData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("entries[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_entries:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_entries):
+                f_entries.append(_dec_AlterClientQuotasResponse_EntryData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("entries[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = AlterClientQuotasResponse.__new__(AlterClientQuotasResponse)
     else:
@@ -860,14 +867,15 @@ def _dec_AlterClientQuotasResponse_v1(buf, cur, end):
     if n_entries < 0 or n_entries > (end - pos) // 5:
         raise _w.bad_count('entries', pos - 1, n_entries, end, 5, 1)
     f_entries = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_entries):
-            f_entries.append(_dec_AlterClientQuotasResponse_EntryData_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("entries[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_entries:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_entries):
+                f_entries.append(_dec_AlterClientQuotasResponse_EntryData_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("entries[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -948,14 +956,15 @@ def _dec_AlterClientQuotasResponse_EntryData_v0(buf, cur, end):
     if n_entity < 0 or n_entity > (end - pos) // 4:
         raise _w.bad_count('entity', pos - 4, n_entity, end, 4, 4)
     f_entity = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_entity):
-            f_entity.append(_dec_AlterClientQuotasResponse_EntityData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("entity[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_entity:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_entity):
+                f_entity.append(_dec_AlterClientQuotasResponse_EntityData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("entity[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = AlterClientQuotasResponse_EntryData.__new__(AlterClientQuotasResponse_EntryData)
     else:
@@ -1060,14 +1069,15 @@ def _dec_AlterClientQuotasResponse_EntryData_v1(buf, cur, end):
     if n_entity < 0 or n_entity > (end - pos) // 3:
         raise _w.bad_count('entity', pos - 1, n_entity, end, 3, 1)
     f_entity = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_entity):
-            f_entity.append(_dec_AlterClientQuotasResponse_EntityData_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("entity[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_entity:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_entity):
+                f_entity.append(_dec_AlterClientQuotasResponse_EntityData_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("entity[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

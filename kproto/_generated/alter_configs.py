@@ -81,14 +81,15 @@ def _dec_AlterConfigsRequest_v0(buf, cur, end):
     if n_resources < 0 or n_resources > (end - pos) // 7:
         raise _w.bad_count('resources', pos - 4, n_resources, end, 7, 4)
     f_resources = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_resources):
-            f_resources.append(_dec_AlterConfigsRequest_AlterConfigsResource_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("resources[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_resources:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_resources):
+                f_resources.append(_dec_AlterConfigsRequest_AlterConfigsResource_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("resources[%d]" % i)
+        pos = cur.pos
     if end - pos < 1:
         raise _w.short_run(_RUN_validate_only, pos, end)
     if cython.compiled:
@@ -154,14 +155,15 @@ def _dec_AlterConfigsRequest_v2(buf, cur, end):
     if n_resources < 0 or n_resources > (end - pos) // 4:
         raise _w.bad_count('resources', pos - 1, n_resources, end, 4, 1)
     f_resources = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_resources):
-            f_resources.append(_dec_AlterConfigsRequest_AlterConfigsResource_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("resources[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_resources:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_resources):
+                f_resources.append(_dec_AlterConfigsRequest_AlterConfigsResource_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("resources[%d]" % i)
+        pos = cur.pos
     if end - pos < 1:
         raise _w.short_run(_RUN_validate_only, pos, end)
     if cython.compiled:
@@ -250,14 +252,15 @@ def _dec_AlterConfigsRequest_AlterConfigsResource_v0(buf, cur, end):
     if n_configs < 0 or n_configs > (end - pos) // 4:
         raise _w.bad_count('configs', pos - 4, n_configs, end, 4, 4)
     f_configs = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_configs):
-            f_configs.append(_dec_AlterConfigsRequest_AlterableConfig_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("configs[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_configs:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_configs):
+                f_configs.append(_dec_AlterConfigsRequest_AlterableConfig_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("configs[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = AlterConfigsRequest_AlterConfigsResource.__new__(AlterConfigsRequest_AlterConfigsResource)
     else:
@@ -360,14 +363,15 @@ def _dec_AlterConfigsRequest_AlterConfigsResource_v2(buf, cur, end):
     if n_configs < 0 or n_configs > (end - pos) // 3:
         raise _w.bad_count('configs', pos - 1, n_configs, end, 3, 1)
     f_configs = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_configs):
-            f_configs.append(_dec_AlterConfigsRequest_AlterableConfig_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("configs[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_configs:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_configs):
+                f_configs.append(_dec_AlterConfigsRequest_AlterableConfig_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("configs[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -654,14 +658,15 @@ def _dec_AlterConfigsResponse_v0(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 7:
         raise _w.bad_count('responses', pos - 4, n_responses, end, 7, 4)
     f_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_responses):
-            f_responses.append(_dec_AlterConfigsResponse_AlterConfigsResourceResponse_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("responses[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_AlterConfigsResponse_AlterConfigsResourceResponse_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = AlterConfigsResponse.__new__(AlterConfigsResponse)
     else:
@@ -720,14 +725,15 @@ def _dec_AlterConfigsResponse_v2(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 6:
         raise _w.bad_count('responses', pos - 1, n_responses, end, 6, 1)
     f_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_responses):
-            f_responses.append(_dec_AlterConfigsResponse_AlterConfigsResourceResponse_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("responses[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_AlterConfigsResponse_AlterConfigsResourceResponse_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

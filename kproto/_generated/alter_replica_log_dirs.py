@@ -77,14 +77,15 @@ def _dec_AlterReplicaLogDirsRequest_v0(buf, cur, end):
     if n_dirs < 0 or n_dirs > (end - pos) // 6:
         raise _w.bad_count('dirs', pos - 4, n_dirs, end, 6, 4)
     f_dirs = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_dirs):
-            f_dirs.append(_dec_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("dirs[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_dirs:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_dirs):
+                f_dirs.append(_dec_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("dirs[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = AlterReplicaLogDirsRequest.__new__(AlterReplicaLogDirsRequest)
     else:
@@ -134,14 +135,15 @@ def _dec_AlterReplicaLogDirsRequest_v2(buf, cur, end):
     if n_dirs < 0 or n_dirs > (end - pos) // 3:
         raise _w.bad_count('dirs', pos - 1, n_dirs, end, 3, 1)
     f_dirs = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_dirs):
-            f_dirs.append(_dec_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("dirs[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_dirs:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_dirs):
+                f_dirs.append(_dec_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("dirs[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -213,14 +215,15 @@ def _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = AlterReplicaLogDirsRequest_AlterReplicaLogDir.__new__(AlterReplicaLogDirsRequest_AlterReplicaLogDir)
     else:
@@ -314,14 +317,15 @@ def _dec_AlterReplicaLogDirsRequest_AlterReplicaLogDir_v2(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_AlterReplicaLogDirsRequest_AlterReplicaLogDirTopic_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -592,14 +596,15 @@ def _dec_AlterReplicaLogDirsResponse_v0(buf, cur, end):
     if n_results < 0 or n_results > (end - pos) // 6:
         raise _w.bad_count('results', pos - 4, n_results, end, 6, 4)
     f_results = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_results):
-            f_results.append(_dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("results[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_results:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_results):
+                f_results.append(_dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = AlterReplicaLogDirsResponse.__new__(AlterReplicaLogDirsResponse)
     else:
@@ -658,14 +663,15 @@ def _dec_AlterReplicaLogDirsResponse_v2(buf, cur, end):
     if n_results < 0 or n_results > (end - pos) // 3:
         raise _w.bad_count('results', pos - 1, n_results, end, 3, 1)
     f_results = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_results):
-            f_results.append(_dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("results[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_results:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_results):
+                f_results.append(_dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -743,14 +749,15 @@ def _dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v0(buf, cur, 
     if n_partitions < 0 or n_partitions > (end - pos) // 6:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 6, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult.__new__(AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult)
     else:
@@ -844,14 +851,15 @@ def _dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirTopicResult_v2(buf, cur, 
     if n_partitions < 0 or n_partitions > (end - pos) // 7:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 7, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_AlterReplicaLogDirsResponse_AlterReplicaLogDirPartitionResult_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

@@ -79,14 +79,15 @@ def _dec_AlterUserScramCredentialsRequest_v0(buf, cur, end):
     if n_deletions < 0 or n_deletions > (end - pos) // 3:
         raise _w.bad_count('deletions', pos - 1, n_deletions, end, 3, 1)
     f_deletions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_deletions):
-            f_deletions.append(_dec_AlterUserScramCredentialsRequest_ScramCredentialDeletion_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("deletions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_deletions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_deletions):
+                f_deletions.append(_dec_AlterUserScramCredentialsRequest_ScramCredentialDeletion_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("deletions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_upsertions = buf[pos] - 1
         pos += 1
@@ -105,14 +106,15 @@ def _dec_AlterUserScramCredentialsRequest_v0(buf, cur, end):
     if n_upsertions < 0 or n_upsertions > (end - pos) // 9:
         raise _w.bad_count('upsertions', pos - 1, n_upsertions, end, 9, 1)
     f_upsertions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_upsertions):
-            f_upsertions.append(_dec_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("upsertions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_upsertions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_upsertions):
+                f_upsertions.append(_dec_AlterUserScramCredentialsRequest_ScramCredentialUpsertion_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("upsertions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -434,14 +436,15 @@ def _dec_AlterUserScramCredentialsResponse_v0(buf, cur, end):
     if n_results < 0 or n_results > (end - pos) // 5:
         raise _w.bad_count('results', pos - 1, n_results, end, 5, 1)
     f_results = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_results):
-            f_results.append(_dec_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("results[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_results:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_results):
+                f_results.append(_dec_AlterUserScramCredentialsResponse_AlterUserScramCredentialsResult_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

@@ -218,14 +218,15 @@ def _dec_ApiVersionsResponse_v0(buf, cur, end):
     if n_api_keys < 0 or n_api_keys > (end - pos) // 6:
         raise _w.bad_count('api_keys', pos - 4, n_api_keys, end, 6, 4)
     f_api_keys = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_api_keys):
-            f_api_keys.append(_dec_ApiVersionsResponse_ApiVersion_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("api_keys[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_api_keys:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_api_keys):
+                f_api_keys.append(_dec_ApiVersionsResponse_ApiVersion_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("api_keys[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = ApiVersionsResponse.__new__(ApiVersionsResponse)
     else:
@@ -275,14 +276,15 @@ def _dec_ApiVersionsResponse_v1(buf, cur, end):
     if n_api_keys < 0 or n_api_keys > (end - pos) // 6:
         raise _w.bad_count('api_keys', pos - 4, n_api_keys, end, 6, 4)
     f_api_keys = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_api_keys):
-            f_api_keys.append(_dec_ApiVersionsResponse_ApiVersion_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("api_keys[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_api_keys:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_api_keys):
+                f_api_keys.append(_dec_ApiVersionsResponse_ApiVersion_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("api_keys[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -358,14 +360,15 @@ def _dec_ApiVersionsResponse_v3(buf, cur, end):
     if n_api_keys < 0 or n_api_keys > (end - pos) // 7:
         raise _w.bad_count('api_keys', pos - 1, n_api_keys, end, 7, 1)
     f_api_keys = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_api_keys):
-            f_api_keys.append(_dec_ApiVersionsResponse_ApiVersion_v3(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("api_keys[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_api_keys:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_api_keys):
+                f_api_keys.append(_dec_ApiVersionsResponse_ApiVersion_v3(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("api_keys[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -402,14 +405,15 @@ def _dec_ApiVersionsResponse_v3(buf, cur, end):
                 if n_supported_features < 0 or n_supported_features > (t_end - pos) // 6:
                     raise _w.bad_count('supported_features', pos - 1, n_supported_features, t_end, 6, 1)
                 f_supported_features = []
-                i = 0
-                cur.pos = pos
-                try:
-                    for i in range(n_supported_features):
-                        f_supported_features.append(_dec_ApiVersionsResponse_SupportedFeatureKey_v3(buf, cur, t_end))
-                except DecodeError as exc:
-                    raise exc.within("supported_features[%d]" % i)
-                pos = cur.pos
+                if cython.compiled or n_supported_features:
+                    i = 0
+                    cur.pos = pos
+                    try:
+                        for i in range(n_supported_features):
+                            f_supported_features.append(_dec_ApiVersionsResponse_SupportedFeatureKey_v3(buf, cur, t_end))
+                    except DecodeError as exc:
+                        raise exc.within("supported_features[%d]" % i)
+                    pos = cur.pos
                 if pos != t_end:
                     raise _w.tag_size_mismatch('supported_features', 0, pos, t_end)
             elif tag == 1:
@@ -441,14 +445,15 @@ def _dec_ApiVersionsResponse_v3(buf, cur, end):
                 if n_finalized_features < 0 or n_finalized_features > (t_end - pos) // 6:
                     raise _w.bad_count('finalized_features', pos - 1, n_finalized_features, t_end, 6, 1)
                 f_finalized_features = []
-                i = 0
-                cur.pos = pos
-                try:
-                    for i in range(n_finalized_features):
-                        f_finalized_features.append(_dec_ApiVersionsResponse_FinalizedFeatureKey_v3(buf, cur, t_end))
-                except DecodeError as exc:
-                    raise exc.within("finalized_features[%d]" % i)
-                pos = cur.pos
+                if cython.compiled or n_finalized_features:
+                    i = 0
+                    cur.pos = pos
+                    try:
+                        for i in range(n_finalized_features):
+                            f_finalized_features.append(_dec_ApiVersionsResponse_FinalizedFeatureKey_v3(buf, cur, t_end))
+                    except DecodeError as exc:
+                        raise exc.within("finalized_features[%d]" % i)
+                    pos = cur.pos
                 if pos != t_end:
                     raise _w.tag_size_mismatch('finalized_features', 2, pos, t_end)
             elif tag == 3:

@@ -86,14 +86,15 @@ def _dec_AssignReplicasToDirsRequest_v0(buf, cur, end):
     if n_directories < 0 or n_directories > (end - pos) // 18:
         raise _w.bad_count('directories', pos - 1, n_directories, end, 18, 1)
     f_directories = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_directories):
-            f_directories.append(_dec_AssignReplicasToDirsRequest_DirectoryData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("directories[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_directories:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_directories):
+                f_directories.append(_dec_AssignReplicasToDirsRequest_DirectoryData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("directories[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -165,14 +166,15 @@ def _dec_AssignReplicasToDirsRequest_DirectoryData_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 18:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_AssignReplicasToDirsRequest_TopicData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_AssignReplicasToDirsRequest_TopicData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -238,14 +240,15 @@ def _dec_AssignReplicasToDirsRequest_TopicData_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 5:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 5, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_AssignReplicasToDirsRequest_PartitionData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_AssignReplicasToDirsRequest_PartitionData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -355,14 +358,15 @@ def _dec_AssignReplicasToDirsResponse_v0(buf, cur, end):
     if n_directories < 0 or n_directories > (end - pos) // 18:
         raise _w.bad_count('directories', pos - 1, n_directories, end, 18, 1)
     f_directories = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_directories):
-            f_directories.append(_dec_AssignReplicasToDirsResponse_DirectoryData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("directories[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_directories:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_directories):
+                f_directories.append(_dec_AssignReplicasToDirsResponse_DirectoryData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("directories[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -434,14 +438,15 @@ def _dec_AssignReplicasToDirsResponse_DirectoryData_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 18:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_AssignReplicasToDirsResponse_TopicData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_AssignReplicasToDirsResponse_TopicData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -507,14 +512,15 @@ def _dec_AssignReplicasToDirsResponse_TopicData_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 7:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 7, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_AssignReplicasToDirsResponse_PartitionData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_AssignReplicasToDirsResponse_PartitionData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

@@ -205,14 +205,15 @@ def _dec_ConsumerGroupDescribeResponse_v0(buf, cur, end):
     if n_groups < 0 or n_groups > (end - pos) // 20:
         raise _w.bad_count('groups', pos - 1, n_groups, end, 20, 1)
     f_groups = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_groups):
-            f_groups.append(_dec_ConsumerGroupDescribeResponse_DescribedGroup_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("groups[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_groups:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_groups):
+                f_groups.append(_dec_ConsumerGroupDescribeResponse_DescribedGroup_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -285,14 +286,15 @@ def _dec_ConsumerGroupDescribeResponse_v1(buf, cur, end):
     if n_groups < 0 or n_groups > (end - pos) // 20:
         raise _w.bad_count('groups', pos - 1, n_groups, end, 20, 1)
     f_groups = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_groups):
-            f_groups.append(_dec_ConsumerGroupDescribeResponse_DescribedGroup_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("groups[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_groups:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_groups):
+                f_groups.append(_dec_ConsumerGroupDescribeResponse_DescribedGroup_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -487,14 +489,15 @@ def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
     if n_members < 0 or n_members > (end - pos) // 16:
         raise _w.bad_count('members', pos - 1, n_members, end, 16, 1)
     f_members = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_members):
-            f_members.append(_dec_ConsumerGroupDescribeResponse_Member_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("members[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_members:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_members):
+                f_members.append(_dec_ConsumerGroupDescribeResponse_Member_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("members[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_authorized_operations, pos, end)
     if cython.compiled:
@@ -778,14 +781,15 @@ def _dec_ConsumerGroupDescribeResponse_DescribedGroup_v1(buf, cur, end):
     if n_members < 0 or n_members > (end - pos) // 17:
         raise _w.bad_count('members', pos - 1, n_members, end, 17, 1)
     f_members = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_members):
-            f_members.append(_dec_ConsumerGroupDescribeResponse_Member_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("members[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_members:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_members):
+                f_members.append(_dec_ConsumerGroupDescribeResponse_Member_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("members[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_authorized_operations, pos, end)
     if cython.compiled:
@@ -1766,14 +1770,15 @@ def _dec_ConsumerGroupDescribeResponse_Assignment_v0(buf, cur, end):
     if n_topic_partitions < 0 or n_topic_partitions > (end - pos) // 19:
         raise _w.bad_count('topic_partitions', pos - 1, n_topic_partitions, end, 19, 1)
     f_topic_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topic_partitions):
-            f_topic_partitions.append(_dec_ConsumerGroupDescribeResponse_TopicPartitions_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topic_partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topic_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topic_partitions):
+                f_topic_partitions.append(_dec_ConsumerGroupDescribeResponse_TopicPartitions_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topic_partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

@@ -75,14 +75,15 @@ def _dec_ConsumerProtocolAssignment_v0(buf, cur, end):
     if n_assigned_partitions < 0 or n_assigned_partitions > (end - pos) // 6:
         raise _w.bad_count('assigned_partitions', pos - 4, n_assigned_partitions, end, 6, 4)
     f_assigned_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_assigned_partitions):
-            f_assigned_partitions.append(_dec_ConsumerProtocolAssignment_TopicPartition_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("assigned_partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_assigned_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_assigned_partitions):
+                f_assigned_partitions.append(_dec_ConsumerProtocolAssignment_TopicPartition_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("assigned_partitions[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_user_data, pos, end)
     if cython.compiled:
@@ -371,14 +372,15 @@ def _dec_ConsumerProtocolSubscription_v1(buf, cur, end):
     if n_owned_partitions < 0 or n_owned_partitions > (end - pos) // 6:
         raise _w.bad_count('owned_partitions', pos - 4, n_owned_partitions, end, 6, 4)
     f_owned_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_owned_partitions):
-            f_owned_partitions.append(_dec_ConsumerProtocolSubscription_TopicPartition_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("owned_partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_owned_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_owned_partitions):
+                f_owned_partitions.append(_dec_ConsumerProtocolSubscription_TopicPartition_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("owned_partitions[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = ConsumerProtocolSubscription.__new__(ConsumerProtocolSubscription)
     else:
@@ -494,14 +496,15 @@ def _dec_ConsumerProtocolSubscription_v2(buf, cur, end):
     if n_owned_partitions < 0 or n_owned_partitions > (end - pos) // 6:
         raise _w.bad_count('owned_partitions', pos - 4, n_owned_partitions, end, 6, 4)
     f_owned_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_owned_partitions):
-            f_owned_partitions.append(_dec_ConsumerProtocolSubscription_TopicPartition_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("owned_partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_owned_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_owned_partitions):
+                f_owned_partitions.append(_dec_ConsumerProtocolSubscription_TopicPartition_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("owned_partitions[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_generation_id, pos, end)
     if cython.compiled:
@@ -629,14 +632,15 @@ def _dec_ConsumerProtocolSubscription_v3(buf, cur, end):
     if n_owned_partitions < 0 or n_owned_partitions > (end - pos) // 6:
         raise _w.bad_count('owned_partitions', pos - 4, n_owned_partitions, end, 6, 4)
     f_owned_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_owned_partitions):
-            f_owned_partitions.append(_dec_ConsumerProtocolSubscription_TopicPartition_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("owned_partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_owned_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_owned_partitions):
+                f_owned_partitions.append(_dec_ConsumerProtocolSubscription_TopicPartition_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("owned_partitions[%d]" % i)
+        pos = cur.pos
     if end - pos < 6:
         raise _w.short_run(_RUN_generation_id__rack_id, pos, end)
     if cython.compiled:

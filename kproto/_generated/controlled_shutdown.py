@@ -183,14 +183,15 @@ def _dec_ControlledShutdownResponse_v0(buf, cur, end):
     if n_remaining_partitions < 0 or n_remaining_partitions > (end - pos) // 6:
         raise _w.bad_count('remaining_partitions', pos - 4, n_remaining_partitions, end, 6, 4)
     f_remaining_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_remaining_partitions):
-            f_remaining_partitions.append(_dec_ControlledShutdownResponse_RemainingPartition_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("remaining_partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_remaining_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_remaining_partitions):
+                f_remaining_partitions.append(_dec_ControlledShutdownResponse_RemainingPartition_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("remaining_partitions[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = ControlledShutdownResponse.__new__(ControlledShutdownResponse)
     else:
@@ -249,14 +250,15 @@ def _dec_ControlledShutdownResponse_v3(buf, cur, end):
     if n_remaining_partitions < 0 or n_remaining_partitions > (end - pos) // 6:
         raise _w.bad_count('remaining_partitions', pos - 1, n_remaining_partitions, end, 6, 1)
     f_remaining_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_remaining_partitions):
-            f_remaining_partitions.append(_dec_ControlledShutdownResponse_RemainingPartition_v3(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("remaining_partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_remaining_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_remaining_partitions):
+                f_remaining_partitions.append(_dec_ControlledShutdownResponse_RemainingPartition_v3(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("remaining_partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

@@ -103,14 +103,15 @@ def _dec_ControllerRegistrationRequest_v0(buf, cur, end):
     if n_listeners < 0 or n_listeners > (end - pos) // 7:
         raise _w.bad_count('listeners', pos - 1, n_listeners, end, 7, 1)
     f_listeners = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_listeners):
-            f_listeners.append(_dec_ControllerRegistrationRequest_Listener_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("listeners[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_listeners:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_listeners):
+                f_listeners.append(_dec_ControllerRegistrationRequest_Listener_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("listeners[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_features = buf[pos] - 1
         pos += 1
@@ -129,14 +130,15 @@ def _dec_ControllerRegistrationRequest_v0(buf, cur, end):
     if n_features < 0 or n_features > (end - pos) // 6:
         raise _w.bad_count('features', pos - 1, n_features, end, 6, 1)
     f_features = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_features):
-            f_features.append(_dec_ControllerRegistrationRequest_Feature_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("features[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_features:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_features):
+                f_features.append(_dec_ControllerRegistrationRequest_Feature_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("features[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

@@ -82,14 +82,15 @@ def _dec_CreateAclsRequest_v0(buf, cur, end):
     if n_creations < 0 or n_creations > (end - pos) // 9:
         raise _w.bad_count('creations', pos - 4, n_creations, end, 9, 4)
     f_creations = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_creations):
-            f_creations.append(_dec_CreateAclsRequest_AclCreation_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("creations[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_creations:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_creations):
+                f_creations.append(_dec_CreateAclsRequest_AclCreation_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("creations[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = CreateAclsRequest.__new__(CreateAclsRequest)
     else:
@@ -131,14 +132,15 @@ def _dec_CreateAclsRequest_v1(buf, cur, end):
     if n_creations < 0 or n_creations > (end - pos) // 10:
         raise _w.bad_count('creations', pos - 4, n_creations, end, 10, 4)
     f_creations = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_creations):
-            f_creations.append(_dec_CreateAclsRequest_AclCreation_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("creations[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_creations:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_creations):
+                f_creations.append(_dec_CreateAclsRequest_AclCreation_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("creations[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = CreateAclsRequest.__new__(CreateAclsRequest)
     else:
@@ -188,14 +190,15 @@ def _dec_CreateAclsRequest_v2(buf, cur, end):
     if n_creations < 0 or n_creations > (end - pos) // 8:
         raise _w.bad_count('creations', pos - 1, n_creations, end, 8, 1)
     f_creations = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_creations):
-            f_creations.append(_dec_CreateAclsRequest_AclCreation_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("creations[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_creations:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_creations):
+                f_creations.append(_dec_CreateAclsRequest_AclCreation_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("creations[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -748,14 +751,15 @@ def _dec_CreateAclsResponse_v0(buf, cur, end):
     if n_results < 0 or n_results > (end - pos) // 4:
         raise _w.bad_count('results', pos - 4, n_results, end, 4, 4)
     f_results = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_results):
-            f_results.append(_dec_CreateAclsResponse_AclCreationResult_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("results[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_results:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_results):
+                f_results.append(_dec_CreateAclsResponse_AclCreationResult_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = CreateAclsResponse.__new__(CreateAclsResponse)
     else:
@@ -814,14 +818,15 @@ def _dec_CreateAclsResponse_v2(buf, cur, end):
     if n_results < 0 or n_results > (end - pos) // 4:
         raise _w.bad_count('results', pos - 1, n_results, end, 4, 1)
     f_results = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_results):
-            f_results.append(_dec_CreateAclsResponse_AclCreationResult_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("results[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_results:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_results):
+                f_results.append(_dec_CreateAclsResponse_AclCreationResult_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

@@ -79,14 +79,15 @@ def _dec_CreateDelegationTokenRequest_v0(buf, cur, end):
     if n_renewers < 0 or n_renewers > (end - pos) // 4:
         raise _w.bad_count('renewers', pos - 4, n_renewers, end, 4, 4)
     f_renewers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_renewers):
-            f_renewers.append(_dec_CreateDelegationTokenRequest_CreatableRenewers_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("renewers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_renewers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_renewers):
+                f_renewers.append(_dec_CreateDelegationTokenRequest_CreatableRenewers_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("renewers[%d]" % i)
+        pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_max_lifetime_ms, pos, end)
     if cython.compiled:
@@ -155,14 +156,15 @@ def _dec_CreateDelegationTokenRequest_v2(buf, cur, end):
     if n_renewers < 0 or n_renewers > (end - pos) // 3:
         raise _w.bad_count('renewers', pos - 1, n_renewers, end, 3, 1)
     f_renewers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_renewers):
-            f_renewers.append(_dec_CreateDelegationTokenRequest_CreatableRenewers_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("renewers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_renewers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_renewers):
+                f_renewers.append(_dec_CreateDelegationTokenRequest_CreatableRenewers_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("renewers[%d]" % i)
+        pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_max_lifetime_ms, pos, end)
     if cython.compiled:
@@ -301,14 +303,15 @@ def _dec_CreateDelegationTokenRequest_v3(buf, cur, end):
     if n_renewers < 0 or n_renewers > (end - pos) // 3:
         raise _w.bad_count('renewers', pos - 1, n_renewers, end, 3, 1)
     f_renewers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_renewers):
-            f_renewers.append(_dec_CreateDelegationTokenRequest_CreatableRenewers_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("renewers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_renewers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_renewers):
+                f_renewers.append(_dec_CreateDelegationTokenRequest_CreatableRenewers_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("renewers[%d]" % i)
+        pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_max_lifetime_ms, pos, end)
     if cython.compiled:

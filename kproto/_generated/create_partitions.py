@@ -80,14 +80,15 @@ def _dec_CreatePartitionsRequest_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 10:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 10, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_CreatePartitionsRequest_CreatePartitionsTopic_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_CreatePartitionsRequest_CreatePartitionsTopic_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if end - pos < 5:
         raise _w.short_run(_RUN_timeout_ms__validate_only, pos, end)
     if cython.compiled:
@@ -156,14 +157,15 @@ def _dec_CreatePartitionsRequest_v2(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 7:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 7, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_CreatePartitionsRequest_CreatePartitionsTopic_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_CreatePartitionsRequest_CreatePartitionsTopic_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if end - pos < 5:
         raise _w.short_run(_RUN_timeout_ms__validate_only, pos, end)
     if cython.compiled:
@@ -258,14 +260,15 @@ def _dec_CreatePartitionsRequest_CreatePartitionsTopic_v0(buf, cur, end):
         raise _w.bad_count('assignments', pos - 4, n_assignments, end, 4, 4)
     else:
         f_assignments = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_assignments):
-                f_assignments.append(_dec_CreatePartitionsRequest_CreatePartitionsAssignment_v0(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("assignments[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_assignments:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_assignments):
+                    f_assignments.append(_dec_CreatePartitionsRequest_CreatePartitionsAssignment_v0(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("assignments[%d]" % i)
+            pos = cur.pos
     if cython.compiled:
         obj = CreatePartitionsRequest_CreatePartitionsTopic.__new__(CreatePartitionsRequest_CreatePartitionsTopic)
     else:
@@ -372,14 +375,15 @@ def _dec_CreatePartitionsRequest_CreatePartitionsTopic_v2(buf, cur, end):
         raise _w.bad_count('assignments', pos - 1, n_assignments, end, 2, 1)
     else:
         f_assignments = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_assignments):
-                f_assignments.append(_dec_CreatePartitionsRequest_CreatePartitionsAssignment_v2(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("assignments[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_assignments:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_assignments):
+                    f_assignments.append(_dec_CreatePartitionsRequest_CreatePartitionsAssignment_v2(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("assignments[%d]" % i)
+            pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -576,14 +580,15 @@ def _dec_CreatePartitionsResponse_v0(buf, cur, end):
     if n_results < 0 or n_results > (end - pos) // 6:
         raise _w.bad_count('results', pos - 4, n_results, end, 6, 4)
     f_results = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_results):
-            f_results.append(_dec_CreatePartitionsResponse_CreatePartitionsTopicResult_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("results[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_results:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_results):
+                f_results.append(_dec_CreatePartitionsResponse_CreatePartitionsTopicResult_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = CreatePartitionsResponse.__new__(CreatePartitionsResponse)
     else:
@@ -642,14 +647,15 @@ def _dec_CreatePartitionsResponse_v2(buf, cur, end):
     if n_results < 0 or n_results > (end - pos) // 5:
         raise _w.bad_count('results', pos - 1, n_results, end, 5, 1)
     f_results = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_results):
-            f_results.append(_dec_CreatePartitionsResponse_CreatePartitionsTopicResult_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("results[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_results:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_results):
+                f_results.append(_dec_CreatePartitionsResponse_CreatePartitionsTopicResult_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

@@ -90,14 +90,15 @@ def _dec_CreateTopicsRequest_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 16:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 16, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_CreateTopicsRequest_CreatableTopic_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_CreateTopicsRequest_CreatableTopic_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_timeout_ms, pos, end)
     if cython.compiled:
@@ -155,14 +156,15 @@ def _dec_CreateTopicsRequest_v1(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 16:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 16, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_CreateTopicsRequest_CreatableTopic_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_CreateTopicsRequest_CreatableTopic_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if end - pos < 5:
         raise _w.short_run(_RUN_timeout_ms__validate_only, pos, end)
     if cython.compiled:
@@ -231,14 +233,15 @@ def _dec_CreateTopicsRequest_v5(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 10:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 10, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_CreateTopicsRequest_CreatableTopic_v5(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_CreateTopicsRequest_CreatableTopic_v5(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if end - pos < 5:
         raise _w.short_run(_RUN_timeout_ms__validate_only, pos, end)
     if cython.compiled:
@@ -331,14 +334,15 @@ def _dec_CreateTopicsRequest_CreatableTopic_v0(buf, cur, end):
     if n_assignments < 0 or n_assignments > (end - pos) // 8:
         raise _w.bad_count('assignments', pos - 4, n_assignments, end, 8, 4)
     f_assignments = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_assignments):
-            f_assignments.append(_dec_CreateTopicsRequest_CreatableReplicaAssignment_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("assignments[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_assignments:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_assignments):
+                f_assignments.append(_dec_CreateTopicsRequest_CreatableReplicaAssignment_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("assignments[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_configs, pos, end)
     if cython.compiled:
@@ -349,14 +353,15 @@ def _dec_CreateTopicsRequest_CreatableTopic_v0(buf, cur, end):
     if n_configs < 0 or n_configs > (end - pos) // 4:
         raise _w.bad_count('configs', pos - 4, n_configs, end, 4, 4)
     f_configs = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_configs):
-            f_configs.append(_dec_CreateTopicsRequest_CreatableTopicConfig_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("configs[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_configs:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_configs):
+                f_configs.append(_dec_CreateTopicsRequest_CreatableTopicConfig_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("configs[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = CreateTopicsRequest_CreatableTopic.__new__(CreateTopicsRequest_CreatableTopic)
     else:
@@ -475,14 +480,15 @@ def _dec_CreateTopicsRequest_CreatableTopic_v5(buf, cur, end):
     if n_assignments < 0 or n_assignments > (end - pos) // 6:
         raise _w.bad_count('assignments', pos - 1, n_assignments, end, 6, 1)
     f_assignments = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_assignments):
-            f_assignments.append(_dec_CreateTopicsRequest_CreatableReplicaAssignment_v5(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("assignments[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_assignments:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_assignments):
+                f_assignments.append(_dec_CreateTopicsRequest_CreatableReplicaAssignment_v5(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("assignments[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_configs = buf[pos] - 1
         pos += 1
@@ -501,14 +507,15 @@ def _dec_CreateTopicsRequest_CreatableTopic_v5(buf, cur, end):
     if n_configs < 0 or n_configs > (end - pos) // 3:
         raise _w.bad_count('configs', pos - 1, n_configs, end, 3, 1)
     f_configs = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_configs):
-            f_configs.append(_dec_CreateTopicsRequest_CreatableTopicConfig_v5(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("configs[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_configs:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_configs):
+                f_configs.append(_dec_CreateTopicsRequest_CreatableTopicConfig_v5(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("configs[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -946,14 +953,15 @@ def _dec_CreateTopicsResponse_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 4:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 4, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_CreateTopicsResponse_CreatableTopicResult_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_CreateTopicsResponse_CreatableTopicResult_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = CreateTopicsResponse.__new__(CreateTopicsResponse)
     else:
@@ -996,14 +1004,15 @@ def _dec_CreateTopicsResponse_v1(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_CreateTopicsResponse_CreatableTopicResult_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_CreateTopicsResponse_CreatableTopicResult_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = CreateTopicsResponse.__new__(CreateTopicsResponse)
     else:
@@ -1047,14 +1056,15 @@ def _dec_CreateTopicsResponse_v2(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_CreateTopicsResponse_CreatableTopicResult_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_CreateTopicsResponse_CreatableTopicResult_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = CreateTopicsResponse.__new__(CreateTopicsResponse)
     else:
@@ -1113,14 +1123,15 @@ def _dec_CreateTopicsResponse_v5(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 12:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 12, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_CreateTopicsResponse_CreatableTopicResult_v5(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_CreateTopicsResponse_CreatableTopicResult_v5(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1193,14 +1204,15 @@ def _dec_CreateTopicsResponse_v7(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 28:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 28, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_CreateTopicsResponse_CreatableTopicResult_v7(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_CreateTopicsResponse_CreatableTopicResult_v7(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1515,14 +1527,15 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v5(buf, cur, end):
         raise _w.bad_count('configs', pos - 1, n_configs, end, 6, 1)
     else:
         f_configs = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_configs):
-                f_configs.append(_dec_CreateTopicsResponse_CreatableTopicConfigs_v5(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("configs[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_configs:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_configs):
+                    f_configs.append(_dec_CreateTopicsResponse_CreatableTopicConfigs_v5(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("configs[%d]" % i)
+            pos = cur.pos
     f_topic_config_error_code = 0
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -1735,14 +1748,15 @@ def _dec_CreateTopicsResponse_CreatableTopicResult_v7(buf, cur, end):
         raise _w.bad_count('configs', pos - 1, n_configs, end, 6, 1)
     else:
         f_configs = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_configs):
-                f_configs.append(_dec_CreateTopicsResponse_CreatableTopicConfigs_v5(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("configs[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_configs:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_configs):
+                    f_configs.append(_dec_CreateTopicsResponse_CreatableTopicConfigs_v5(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("configs[%d]" % i)
+            pos = cur.pos
     f_topic_config_error_code = 0
     if pos < end and buf[pos] == 0:
         pos += 1

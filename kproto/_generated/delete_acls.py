@@ -89,14 +89,15 @@ def _dec_DeleteAclsRequest_v0(buf, cur, end):
     if n_filters < 0 or n_filters > (end - pos) // 9:
         raise _w.bad_count('filters', pos - 4, n_filters, end, 9, 4)
     f_filters = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_filters):
-            f_filters.append(_dec_DeleteAclsRequest_DeleteAclsFilter_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("filters[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_filters:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_filters):
+                f_filters.append(_dec_DeleteAclsRequest_DeleteAclsFilter_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("filters[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = DeleteAclsRequest.__new__(DeleteAclsRequest)
     else:
@@ -138,14 +139,15 @@ def _dec_DeleteAclsRequest_v1(buf, cur, end):
     if n_filters < 0 or n_filters > (end - pos) // 10:
         raise _w.bad_count('filters', pos - 4, n_filters, end, 10, 4)
     f_filters = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_filters):
-            f_filters.append(_dec_DeleteAclsRequest_DeleteAclsFilter_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("filters[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_filters:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_filters):
+                f_filters.append(_dec_DeleteAclsRequest_DeleteAclsFilter_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("filters[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = DeleteAclsRequest.__new__(DeleteAclsRequest)
     else:
@@ -195,14 +197,15 @@ def _dec_DeleteAclsRequest_v2(buf, cur, end):
     if n_filters < 0 or n_filters > (end - pos) // 8:
         raise _w.bad_count('filters', pos - 1, n_filters, end, 8, 1)
     f_filters = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_filters):
-            f_filters.append(_dec_DeleteAclsRequest_DeleteAclsFilter_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("filters[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_filters:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_filters):
+                f_filters.append(_dec_DeleteAclsRequest_DeleteAclsFilter_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("filters[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -773,14 +776,15 @@ def _dec_DeleteAclsResponse_v0(buf, cur, end):
     if n_filter_results < 0 or n_filter_results > (end - pos) // 8:
         raise _w.bad_count('filter_results', pos - 4, n_filter_results, end, 8, 4)
     f_filter_results = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_filter_results):
-            f_filter_results.append(_dec_DeleteAclsResponse_DeleteAclsFilterResult_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("filter_results[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_filter_results:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_filter_results):
+                f_filter_results.append(_dec_DeleteAclsResponse_DeleteAclsFilterResult_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("filter_results[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = DeleteAclsResponse.__new__(DeleteAclsResponse)
     else:
@@ -825,14 +829,15 @@ def _dec_DeleteAclsResponse_v1(buf, cur, end):
     if n_filter_results < 0 or n_filter_results > (end - pos) // 8:
         raise _w.bad_count('filter_results', pos - 4, n_filter_results, end, 8, 4)
     f_filter_results = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_filter_results):
-            f_filter_results.append(_dec_DeleteAclsResponse_DeleteAclsFilterResult_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("filter_results[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_filter_results:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_filter_results):
+                f_filter_results.append(_dec_DeleteAclsResponse_DeleteAclsFilterResult_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("filter_results[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = DeleteAclsResponse.__new__(DeleteAclsResponse)
     else:
@@ -891,14 +896,15 @@ def _dec_DeleteAclsResponse_v2(buf, cur, end):
     if n_filter_results < 0 or n_filter_results > (end - pos) // 5:
         raise _w.bad_count('filter_results', pos - 1, n_filter_results, end, 5, 1)
     f_filter_results = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_filter_results):
-            f_filter_results.append(_dec_DeleteAclsResponse_DeleteAclsFilterResult_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("filter_results[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_filter_results:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_filter_results):
+                f_filter_results.append(_dec_DeleteAclsResponse_DeleteAclsFilterResult_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("filter_results[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -979,14 +985,15 @@ def _dec_DeleteAclsResponse_DeleteAclsFilterResult_v0(buf, cur, end):
     if n_matching_acls < 0 or n_matching_acls > (end - pos) // 13:
         raise _w.bad_count('matching_acls', pos - 4, n_matching_acls, end, 13, 4)
     f_matching_acls = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_matching_acls):
-            f_matching_acls.append(_dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("matching_acls[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_matching_acls:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_matching_acls):
+                f_matching_acls.append(_dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("matching_acls[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = DeleteAclsResponse_DeleteAclsFilterResult.__new__(DeleteAclsResponse_DeleteAclsFilterResult)
     else:
@@ -1069,14 +1076,15 @@ def _dec_DeleteAclsResponse_DeleteAclsFilterResult_v1(buf, cur, end):
     if n_matching_acls < 0 or n_matching_acls > (end - pos) // 14:
         raise _w.bad_count('matching_acls', pos - 4, n_matching_acls, end, 14, 4)
     f_matching_acls = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_matching_acls):
-            f_matching_acls.append(_dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("matching_acls[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_matching_acls:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_matching_acls):
+                f_matching_acls.append(_dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("matching_acls[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = DeleteAclsResponse_DeleteAclsFilterResult.__new__(DeleteAclsResponse_DeleteAclsFilterResult)
     else:
@@ -1181,14 +1189,15 @@ def _dec_DeleteAclsResponse_DeleteAclsFilterResult_v2(buf, cur, end):
     if n_matching_acls < 0 or n_matching_acls > (end - pos) // 11:
         raise _w.bad_count('matching_acls', pos - 1, n_matching_acls, end, 11, 1)
     f_matching_acls = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_matching_acls):
-            f_matching_acls.append(_dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("matching_acls[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_matching_acls:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_matching_acls):
+                f_matching_acls.append(_dec_DeleteAclsResponse_DeleteAclsMatchingAcl_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("matching_acls[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

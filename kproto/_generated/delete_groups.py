@@ -234,14 +234,15 @@ def _dec_DeleteGroupsResponse_v0(buf, cur, end):
     if n_results < 0 or n_results > (end - pos) // 4:
         raise _w.bad_count('results', pos - 4, n_results, end, 4, 4)
     f_results = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_results):
-            f_results.append(_dec_DeleteGroupsResponse_DeletableGroupResult_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("results[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_results:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_results):
+                f_results.append(_dec_DeleteGroupsResponse_DeletableGroupResult_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = DeleteGroupsResponse.__new__(DeleteGroupsResponse)
     else:
@@ -300,14 +301,15 @@ def _dec_DeleteGroupsResponse_v2(buf, cur, end):
     if n_results < 0 or n_results > (end - pos) // 4:
         raise _w.bad_count('results', pos - 1, n_results, end, 4, 1)
     f_results = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_results):
-            f_results.append(_dec_DeleteGroupsResponse_DeletableGroupResult_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("results[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_results:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_results):
+                f_results.append(_dec_DeleteGroupsResponse_DeletableGroupResult_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

@@ -275,14 +275,15 @@ def _dec_DeleteTopicsRequest_v6(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 18:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_DeleteTopicsRequest_DeleteTopicState_v6(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_DeleteTopicsRequest_DeleteTopicState_v6(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_timeout_ms, pos, end)
     if cython.compiled:
@@ -428,14 +429,15 @@ def _dec_DeleteTopicsResponse_v0(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 4:
         raise _w.bad_count('responses', pos - 4, n_responses, end, 4, 4)
     f_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_responses):
-            f_responses.append(_dec_DeleteTopicsResponse_DeletableTopicResult_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("responses[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_DeleteTopicsResponse_DeletableTopicResult_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = DeleteTopicsResponse.__new__(DeleteTopicsResponse)
     else:
@@ -479,14 +481,15 @@ def _dec_DeleteTopicsResponse_v1(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 4:
         raise _w.bad_count('responses', pos - 4, n_responses, end, 4, 4)
     f_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_responses):
-            f_responses.append(_dec_DeleteTopicsResponse_DeletableTopicResult_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("responses[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_DeleteTopicsResponse_DeletableTopicResult_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = DeleteTopicsResponse.__new__(DeleteTopicsResponse)
     else:
@@ -545,14 +548,15 @@ def _dec_DeleteTopicsResponse_v4(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 4:
         raise _w.bad_count('responses', pos - 1, n_responses, end, 4, 1)
     f_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_responses):
-            f_responses.append(_dec_DeleteTopicsResponse_DeletableTopicResult_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("responses[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_DeleteTopicsResponse_DeletableTopicResult_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -625,14 +629,15 @@ def _dec_DeleteTopicsResponse_v5(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 5:
         raise _w.bad_count('responses', pos - 1, n_responses, end, 5, 1)
     f_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_responses):
-            f_responses.append(_dec_DeleteTopicsResponse_DeletableTopicResult_v5(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("responses[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_DeleteTopicsResponse_DeletableTopicResult_v5(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -705,14 +710,15 @@ def _dec_DeleteTopicsResponse_v6(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 21:
         raise _w.bad_count('responses', pos - 1, n_responses, end, 21, 1)
     f_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_responses):
-            f_responses.append(_dec_DeleteTopicsResponse_DeletableTopicResult_v6(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("responses[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_DeleteTopicsResponse_DeletableTopicResult_v6(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

@@ -630,14 +630,15 @@ def _dec_DescribeAclsResponse_v0(buf, cur, end):
     if n_resources < 0 or n_resources > (end - pos) // 7:
         raise _w.bad_count('resources', pos - 4, n_resources, end, 7, 4)
     f_resources = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_resources):
-            f_resources.append(_dec_DescribeAclsResponse_DescribeAclsResource_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("resources[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_resources:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_resources):
+                f_resources.append(_dec_DescribeAclsResponse_DescribeAclsResource_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("resources[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = DescribeAclsResponse.__new__(DescribeAclsResponse)
     else:
@@ -723,14 +724,15 @@ def _dec_DescribeAclsResponse_v1(buf, cur, end):
     if n_resources < 0 or n_resources > (end - pos) // 8:
         raise _w.bad_count('resources', pos - 4, n_resources, end, 8, 4)
     f_resources = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_resources):
-            f_resources.append(_dec_DescribeAclsResponse_DescribeAclsResource_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("resources[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_resources:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_resources):
+                f_resources.append(_dec_DescribeAclsResponse_DescribeAclsResource_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("resources[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = DescribeAclsResponse.__new__(DescribeAclsResponse)
     else:
@@ -838,14 +840,15 @@ def _dec_DescribeAclsResponse_v2(buf, cur, end):
     if n_resources < 0 or n_resources > (end - pos) // 5:
         raise _w.bad_count('resources', pos - 1, n_resources, end, 5, 1)
     f_resources = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_resources):
-            f_resources.append(_dec_DescribeAclsResponse_DescribeAclsResource_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("resources[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_resources:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_resources):
+                f_resources.append(_dec_DescribeAclsResponse_DescribeAclsResource_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("resources[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -943,14 +946,15 @@ def _dec_DescribeAclsResponse_DescribeAclsResource_v0(buf, cur, end):
     if n_acls < 0 or n_acls > (end - pos) // 6:
         raise _w.bad_count('acls', pos - 4, n_acls, end, 6, 4)
     f_acls = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_acls):
-            f_acls.append(_dec_DescribeAclsResponse_AclDescription_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("acls[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_acls:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_acls):
+                f_acls.append(_dec_DescribeAclsResponse_AclDescription_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("acls[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = DescribeAclsResponse_DescribeAclsResource.__new__(DescribeAclsResponse_DescribeAclsResource)
     else:
@@ -1035,14 +1039,15 @@ def _dec_DescribeAclsResponse_DescribeAclsResource_v1(buf, cur, end):
     if n_acls < 0 or n_acls > (end - pos) // 6:
         raise _w.bad_count('acls', pos - 4, n_acls, end, 6, 4)
     f_acls = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_acls):
-            f_acls.append(_dec_DescribeAclsResponse_AclDescription_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("acls[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_acls:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_acls):
+                f_acls.append(_dec_DescribeAclsResponse_AclDescription_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("acls[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = DescribeAclsResponse_DescribeAclsResource.__new__(DescribeAclsResponse_DescribeAclsResource)
     else:
@@ -1154,14 +1159,15 @@ def _dec_DescribeAclsResponse_DescribeAclsResource_v2(buf, cur, end):
     if n_acls < 0 or n_acls > (end - pos) // 5:
         raise _w.bad_count('acls', pos - 1, n_acls, end, 5, 1)
     f_acls = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_acls):
-            f_acls.append(_dec_DescribeAclsResponse_AclDescription_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("acls[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_acls:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_acls):
+                f_acls.append(_dec_DescribeAclsResponse_AclDescription_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("acls[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

@@ -84,14 +84,15 @@ def _dec_DescribeClientQuotasRequest_v0(buf, cur, end):
     if n_components < 0 or n_components > (end - pos) // 5:
         raise _w.bad_count('components', pos - 4, n_components, end, 5, 4)
     f_components = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_components):
-            f_components.append(_dec_DescribeClientQuotasRequest_ComponentData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("components[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_components:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_components):
+                f_components.append(_dec_DescribeClientQuotasRequest_ComponentData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("components[%d]" % i)
+        pos = cur.pos
     if end - pos < 1:
         raise _w.short_run(_RUN_strict, pos, end)
     if cython.compiled:
@@ -157,14 +158,15 @@ def _dec_DescribeClientQuotasRequest_v1(buf, cur, end):
     if n_components < 0 or n_components > (end - pos) // 4:
         raise _w.bad_count('components', pos - 1, n_components, end, 4, 1)
     f_components = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_components):
-            f_components.append(_dec_DescribeClientQuotasRequest_ComponentData_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("components[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_components:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_components):
+                f_components.append(_dec_DescribeClientQuotasRequest_ComponentData_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("components[%d]" % i)
+        pos = cur.pos
     if end - pos < 1:
         raise _w.short_run(_RUN_strict, pos, end)
     if cython.compiled:
@@ -486,14 +488,15 @@ def _dec_DescribeClientQuotasResponse_v0(buf, cur, end):
         raise _w.bad_count('entries', pos - 4, n_entries, end, 8, 4)
     else:
         f_entries = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_entries):
-                f_entries.append(_dec_DescribeClientQuotasResponse_EntryData_v0(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("entries[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_entries:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_entries):
+                    f_entries.append(_dec_DescribeClientQuotasResponse_EntryData_v0(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("entries[%d]" % i)
+            pos = cur.pos
     if cython.compiled:
         obj = DescribeClientQuotasResponse.__new__(DescribeClientQuotasResponse)
     else:
@@ -605,14 +608,15 @@ def _dec_DescribeClientQuotasResponse_v1(buf, cur, end):
         raise _w.bad_count('entries', pos - 1, n_entries, end, 3, 1)
     else:
         f_entries = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_entries):
-                f_entries.append(_dec_DescribeClientQuotasResponse_EntryData_v1(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("entries[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_entries:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_entries):
+                    f_entries.append(_dec_DescribeClientQuotasResponse_EntryData_v1(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("entries[%d]" % i)
+            pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -690,14 +694,15 @@ def _dec_DescribeClientQuotasResponse_EntryData_v0(buf, cur, end):
     if n_entity < 0 or n_entity > (end - pos) // 4:
         raise _w.bad_count('entity', pos - 4, n_entity, end, 4, 4)
     f_entity = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_entity):
-            f_entity.append(_dec_DescribeClientQuotasResponse_EntityData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("entity[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_entity:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_entity):
+                f_entity.append(_dec_DescribeClientQuotasResponse_EntityData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("entity[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_values, pos, end)
     if cython.compiled:
@@ -708,14 +713,15 @@ def _dec_DescribeClientQuotasResponse_EntryData_v0(buf, cur, end):
     if n_values < 0 or n_values > (end - pos) // 10:
         raise _w.bad_count('values', pos - 4, n_values, end, 10, 4)
     f_values = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_values):
-            f_values.append(_dec_DescribeClientQuotasResponse_ValueData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("values[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_values:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_values):
+                f_values.append(_dec_DescribeClientQuotasResponse_ValueData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("values[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = DescribeClientQuotasResponse_EntryData.__new__(DescribeClientQuotasResponse_EntryData)
     else:
@@ -778,14 +784,15 @@ def _dec_DescribeClientQuotasResponse_EntryData_v1(buf, cur, end):
     if n_entity < 0 or n_entity > (end - pos) // 3:
         raise _w.bad_count('entity', pos - 1, n_entity, end, 3, 1)
     f_entity = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_entity):
-            f_entity.append(_dec_DescribeClientQuotasResponse_EntityData_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("entity[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_entity:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_entity):
+                f_entity.append(_dec_DescribeClientQuotasResponse_EntityData_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("entity[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_values = buf[pos] - 1
         pos += 1
@@ -804,14 +811,15 @@ def _dec_DescribeClientQuotasResponse_EntryData_v1(buf, cur, end):
     if n_values < 0 or n_values > (end - pos) // 10:
         raise _w.bad_count('values', pos - 1, n_values, end, 10, 1)
     f_values = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_values):
-            f_values.append(_dec_DescribeClientQuotasResponse_ValueData_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("values[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_values:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_values):
+                f_values.append(_dec_DescribeClientQuotasResponse_ValueData_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("values[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

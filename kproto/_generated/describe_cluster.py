@@ -312,14 +312,15 @@ def _dec_DescribeClusterResponse_v0(buf, cur, end):
     if n_brokers < 0 or n_brokers > (end - pos) // 11:
         raise _w.bad_count('brokers', pos - 1, n_brokers, end, 11, 1)
     f_brokers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_brokers):
-            f_brokers.append(_dec_DescribeClusterResponse_DescribeClusterBroker_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("brokers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_brokers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_brokers):
+                f_brokers.append(_dec_DescribeClusterResponse_DescribeClusterBroker_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("brokers[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_cluster_authorized_operations, pos, end)
     if cython.compiled:
@@ -523,14 +524,15 @@ def _dec_DescribeClusterResponse_v1(buf, cur, end):
     if n_brokers < 0 or n_brokers > (end - pos) // 11:
         raise _w.bad_count('brokers', pos - 1, n_brokers, end, 11, 1)
     f_brokers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_brokers):
-            f_brokers.append(_dec_DescribeClusterResponse_DescribeClusterBroker_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("brokers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_brokers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_brokers):
+                f_brokers.append(_dec_DescribeClusterResponse_DescribeClusterBroker_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("brokers[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_cluster_authorized_operations, pos, end)
     if cython.compiled:
@@ -737,14 +739,15 @@ def _dec_DescribeClusterResponse_v2(buf, cur, end):
     if n_brokers < 0 or n_brokers > (end - pos) // 12:
         raise _w.bad_count('brokers', pos - 1, n_brokers, end, 12, 1)
     f_brokers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_brokers):
-            f_brokers.append(_dec_DescribeClusterResponse_DescribeClusterBroker_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("brokers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_brokers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_brokers):
+                f_brokers.append(_dec_DescribeClusterResponse_DescribeClusterBroker_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("brokers[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_cluster_authorized_operations, pos, end)
     if cython.compiled:

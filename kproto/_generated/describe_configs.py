@@ -96,14 +96,15 @@ def _dec_DescribeConfigsRequest_v0(buf, cur, end):
     if n_resources < 0 or n_resources > (end - pos) // 7:
         raise _w.bad_count('resources', pos - 4, n_resources, end, 7, 4)
     f_resources = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_resources):
-            f_resources.append(_dec_DescribeConfigsRequest_DescribeConfigsResource_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("resources[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_resources:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_resources):
+                f_resources.append(_dec_DescribeConfigsRequest_DescribeConfigsResource_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("resources[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = DescribeConfigsRequest.__new__(DescribeConfigsRequest)
     else:
@@ -151,14 +152,15 @@ def _dec_DescribeConfigsRequest_v1(buf, cur, end):
     if n_resources < 0 or n_resources > (end - pos) // 7:
         raise _w.bad_count('resources', pos - 4, n_resources, end, 7, 4)
     f_resources = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_resources):
-            f_resources.append(_dec_DescribeConfigsRequest_DescribeConfigsResource_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("resources[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_resources:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_resources):
+                f_resources.append(_dec_DescribeConfigsRequest_DescribeConfigsResource_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("resources[%d]" % i)
+        pos = cur.pos
     if end - pos < 1:
         raise _w.short_run(_RUN_include_synonyms, pos, end)
     if cython.compiled:
@@ -219,14 +221,15 @@ def _dec_DescribeConfigsRequest_v3(buf, cur, end):
     if n_resources < 0 or n_resources > (end - pos) // 7:
         raise _w.bad_count('resources', pos - 4, n_resources, end, 7, 4)
     f_resources = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_resources):
-            f_resources.append(_dec_DescribeConfigsRequest_DescribeConfigsResource_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("resources[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_resources:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_resources):
+                f_resources.append(_dec_DescribeConfigsRequest_DescribeConfigsResource_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("resources[%d]" % i)
+        pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_include_synonyms__include_documentation, pos, end)
     if cython.compiled:
@@ -298,14 +301,15 @@ def _dec_DescribeConfigsRequest_v4(buf, cur, end):
     if n_resources < 0 or n_resources > (end - pos) // 4:
         raise _w.bad_count('resources', pos - 1, n_resources, end, 4, 1)
     f_resources = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_resources):
-            f_resources.append(_dec_DescribeConfigsRequest_DescribeConfigsResource_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("resources[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_resources:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_resources):
+                f_resources.append(_dec_DescribeConfigsRequest_DescribeConfigsResource_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("resources[%d]" % i)
+        pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_include_synonyms__include_documentation, pos, end)
     if cython.compiled:
@@ -647,14 +651,15 @@ def _dec_DescribeConfigsResponse_v0(buf, cur, end):
     if n_results < 0 or n_results > (end - pos) // 11:
         raise _w.bad_count('results', pos - 4, n_results, end, 11, 4)
     f_results = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_results):
-            f_results.append(_dec_DescribeConfigsResponse_DescribeConfigsResult_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("results[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_results:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_results):
+                f_results.append(_dec_DescribeConfigsResponse_DescribeConfigsResult_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = DescribeConfigsResponse.__new__(DescribeConfigsResponse)
     else:
@@ -699,14 +704,15 @@ def _dec_DescribeConfigsResponse_v1(buf, cur, end):
     if n_results < 0 or n_results > (end - pos) // 11:
         raise _w.bad_count('results', pos - 4, n_results, end, 11, 4)
     f_results = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_results):
-            f_results.append(_dec_DescribeConfigsResponse_DescribeConfigsResult_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("results[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_results:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_results):
+                f_results.append(_dec_DescribeConfigsResponse_DescribeConfigsResult_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = DescribeConfigsResponse.__new__(DescribeConfigsResponse)
     else:
@@ -751,14 +757,15 @@ def _dec_DescribeConfigsResponse_v3(buf, cur, end):
     if n_results < 0 or n_results > (end - pos) // 11:
         raise _w.bad_count('results', pos - 4, n_results, end, 11, 4)
     f_results = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_results):
-            f_results.append(_dec_DescribeConfigsResponse_DescribeConfigsResult_v3(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("results[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_results:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_results):
+                f_results.append(_dec_DescribeConfigsResponse_DescribeConfigsResult_v3(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = DescribeConfigsResponse.__new__(DescribeConfigsResponse)
     else:
@@ -817,14 +824,15 @@ def _dec_DescribeConfigsResponse_v4(buf, cur, end):
     if n_results < 0 or n_results > (end - pos) // 7:
         raise _w.bad_count('results', pos - 1, n_results, end, 7, 1)
     f_results = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_results):
-            f_results.append(_dec_DescribeConfigsResponse_DescribeConfigsResult_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("results[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_results:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_results):
+                f_results.append(_dec_DescribeConfigsResponse_DescribeConfigsResult_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -926,14 +934,15 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v0(buf, cur, end):
     if n_configs < 0 or n_configs > (end - pos) // 7:
         raise _w.bad_count('configs', pos - 4, n_configs, end, 7, 4)
     f_configs = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_configs):
-            f_configs.append(_dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("configs[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_configs:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_configs):
+                f_configs.append(_dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("configs[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = DescribeConfigsResponse_DescribeConfigsResult.__new__(DescribeConfigsResponse_DescribeConfigsResult)
     else:
@@ -1055,14 +1064,15 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v1(buf, cur, end):
     if n_configs < 0 or n_configs > (end - pos) // 11:
         raise _w.bad_count('configs', pos - 4, n_configs, end, 11, 4)
     f_configs = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_configs):
-            f_configs.append(_dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("configs[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_configs:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_configs):
+                f_configs.append(_dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("configs[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = DescribeConfigsResponse_DescribeConfigsResult.__new__(DescribeConfigsResponse_DescribeConfigsResult)
     else:
@@ -1184,14 +1194,15 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v3(buf, cur, end):
     if n_configs < 0 or n_configs > (end - pos) // 14:
         raise _w.bad_count('configs', pos - 4, n_configs, end, 14, 4)
     f_configs = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_configs):
-            f_configs.append(_dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("configs[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_configs:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_configs):
+                f_configs.append(_dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("configs[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = DescribeConfigsResponse_DescribeConfigsResult.__new__(DescribeConfigsResponse_DescribeConfigsResult)
     else:
@@ -1349,14 +1360,15 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResult_v4(buf, cur, end):
     if n_configs < 0 or n_configs > (end - pos) // 9:
         raise _w.bad_count('configs', pos - 1, n_configs, end, 9, 1)
     f_configs = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_configs):
-            f_configs.append(_dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("configs[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_configs:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_configs):
+                f_configs.append(_dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("configs[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1629,14 +1641,15 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v1(buf, cur, end)
     if n_synonyms < 0 or n_synonyms > (end - pos) // 5:
         raise _w.bad_count('synonyms', pos - 4, n_synonyms, end, 5, 4)
     f_synonyms = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_synonyms):
-            f_synonyms.append(_dec_DescribeConfigsResponse_DescribeConfigsSynonym_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("synonyms[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_synonyms:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_synonyms):
+                f_synonyms.append(_dec_DescribeConfigsResponse_DescribeConfigsSynonym_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("synonyms[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = DescribeConfigsResponse_DescribeConfigsResourceResult.__new__(DescribeConfigsResponse_DescribeConfigsResourceResult)
     else:
@@ -1772,14 +1785,15 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v3(buf, cur, end)
     if n_synonyms < 0 or n_synonyms > (end - pos) // 5:
         raise _w.bad_count('synonyms', pos - 4, n_synonyms, end, 5, 4)
     f_synonyms = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_synonyms):
-            f_synonyms.append(_dec_DescribeConfigsResponse_DescribeConfigsSynonym_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("synonyms[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_synonyms:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_synonyms):
+                f_synonyms.append(_dec_DescribeConfigsResponse_DescribeConfigsSynonym_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("synonyms[%d]" % i)
+        pos = cur.pos
     if end - pos < 3:
         raise _w.short_run(_RUN_config_type__documentation, pos, end)
     if cython.compiled:
@@ -1984,14 +1998,15 @@ def _dec_DescribeConfigsResponse_DescribeConfigsResourceResult_v4(buf, cur, end)
     if n_synonyms < 0 or n_synonyms > (end - pos) // 4:
         raise _w.bad_count('synonyms', pos - 1, n_synonyms, end, 4, 1)
     f_synonyms = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_synonyms):
-            f_synonyms.append(_dec_DescribeConfigsResponse_DescribeConfigsSynonym_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("synonyms[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_synonyms:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_synonyms):
+                f_synonyms.append(_dec_DescribeConfigsResponse_DescribeConfigsSynonym_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("synonyms[%d]" % i)
+        pos = cur.pos
     if end - pos < 1:
         raise _w.short_run(_RUN_config_type, pos, end)
     if cython.compiled:

@@ -81,14 +81,15 @@ def _dec_DescribeDelegationTokenRequest_v0(buf, cur, end):
         raise _w.bad_count('owners', pos - 4, n_owners, end, 4, 4)
     else:
         f_owners = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_owners):
-                f_owners.append(_dec_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v0(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("owners[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_owners:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_owners):
+                    f_owners.append(_dec_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v0(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("owners[%d]" % i)
+            pos = cur.pos
     if cython.compiled:
         obj = DescribeDelegationTokenRequest.__new__(DescribeDelegationTokenRequest)
     else:
@@ -142,14 +143,15 @@ def _dec_DescribeDelegationTokenRequest_v2(buf, cur, end):
         raise _w.bad_count('owners', pos - 1, n_owners, end, 3, 1)
     else:
         f_owners = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_owners):
-                f_owners.append(_dec_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("owners[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_owners:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_owners):
+                    f_owners.append(_dec_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_v2(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("owners[%d]" % i)
+            pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -410,14 +412,15 @@ def _dec_DescribeDelegationTokenResponse_v0(buf, cur, end):
     if n_tokens < 0 or n_tokens > (end - pos) // 38:
         raise _w.bad_count('tokens', pos - 4, n_tokens, end, 38, 4)
     f_tokens = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_tokens):
-            f_tokens.append(_dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("tokens[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_tokens:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_tokens):
+                f_tokens.append(_dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("tokens[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -489,14 +492,15 @@ def _dec_DescribeDelegationTokenResponse_v2(buf, cur, end):
     if n_tokens < 0 or n_tokens > (end - pos) // 30:
         raise _w.bad_count('tokens', pos - 1, n_tokens, end, 30, 1)
     f_tokens = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_tokens):
-            f_tokens.append(_dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("tokens[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_tokens:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_tokens):
+                f_tokens.append(_dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("tokens[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -582,14 +586,15 @@ def _dec_DescribeDelegationTokenResponse_v3(buf, cur, end):
     if n_tokens < 0 or n_tokens > (end - pos) // 32:
         raise _w.bad_count('tokens', pos - 1, n_tokens, end, 32, 1)
     f_tokens = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_tokens):
-            f_tokens.append(_dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("tokens[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_tokens:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_tokens):
+                f_tokens.append(_dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("tokens[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -735,14 +740,15 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v0(buf, cur, e
     if n_renewers < 0 or n_renewers > (end - pos) // 4:
         raise _w.bad_count('renewers', pos - 4, n_renewers, end, 4, 4)
     f_renewers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_renewers):
-            f_renewers.append(_dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("renewers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_renewers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_renewers):
+                f_renewers.append(_dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("renewers[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = DescribeDelegationTokenResponse_DescribedDelegationToken.__new__(DescribeDelegationTokenResponse_DescribedDelegationToken)
     else:
@@ -978,14 +984,15 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v2(buf, cur, e
     if n_renewers < 0 or n_renewers > (end - pos) // 3:
         raise _w.bad_count('renewers', pos - 1, n_renewers, end, 3, 1)
     f_renewers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_renewers):
-            f_renewers.append(_dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("renewers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_renewers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_renewers):
+                f_renewers.append(_dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("renewers[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1295,14 +1302,15 @@ def _dec_DescribeDelegationTokenResponse_DescribedDelegationToken_v3(buf, cur, e
     if n_renewers < 0 or n_renewers > (end - pos) // 3:
         raise _w.bad_count('renewers', pos - 1, n_renewers, end, 3, 1)
     f_renewers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_renewers):
-            f_renewers.append(_dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("renewers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_renewers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_renewers):
+                f_renewers.append(_dec_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("renewers[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

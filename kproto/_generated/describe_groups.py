@@ -347,14 +347,15 @@ def _dec_DescribeGroupsResponse_v0(buf, cur, end):
     if n_groups < 0 or n_groups > (end - pos) // 14:
         raise _w.bad_count('groups', pos - 4, n_groups, end, 14, 4)
     f_groups = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_groups):
-            f_groups.append(_dec_DescribeGroupsResponse_DescribedGroup_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("groups[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_groups:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_groups):
+                f_groups.append(_dec_DescribeGroupsResponse_DescribedGroup_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = DescribeGroupsResponse.__new__(DescribeGroupsResponse)
     else:
@@ -398,14 +399,15 @@ def _dec_DescribeGroupsResponse_v1(buf, cur, end):
     if n_groups < 0 or n_groups > (end - pos) // 14:
         raise _w.bad_count('groups', pos - 4, n_groups, end, 14, 4)
     f_groups = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_groups):
-            f_groups.append(_dec_DescribeGroupsResponse_DescribedGroup_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("groups[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_groups:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_groups):
+                f_groups.append(_dec_DescribeGroupsResponse_DescribedGroup_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = DescribeGroupsResponse.__new__(DescribeGroupsResponse)
     else:
@@ -450,14 +452,15 @@ def _dec_DescribeGroupsResponse_v3(buf, cur, end):
     if n_groups < 0 or n_groups > (end - pos) // 18:
         raise _w.bad_count('groups', pos - 4, n_groups, end, 18, 4)
     f_groups = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_groups):
-            f_groups.append(_dec_DescribeGroupsResponse_DescribedGroup_v3(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("groups[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_groups:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_groups):
+                f_groups.append(_dec_DescribeGroupsResponse_DescribedGroup_v3(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = DescribeGroupsResponse.__new__(DescribeGroupsResponse)
     else:
@@ -502,14 +505,15 @@ def _dec_DescribeGroupsResponse_v4(buf, cur, end):
     if n_groups < 0 or n_groups > (end - pos) // 18:
         raise _w.bad_count('groups', pos - 4, n_groups, end, 18, 4)
     f_groups = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_groups):
-            f_groups.append(_dec_DescribeGroupsResponse_DescribedGroup_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("groups[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_groups:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_groups):
+                f_groups.append(_dec_DescribeGroupsResponse_DescribedGroup_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = DescribeGroupsResponse.__new__(DescribeGroupsResponse)
     else:
@@ -568,14 +572,15 @@ def _dec_DescribeGroupsResponse_v5(buf, cur, end):
     if n_groups < 0 or n_groups > (end - pos) // 12:
         raise _w.bad_count('groups', pos - 1, n_groups, end, 12, 1)
     f_groups = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_groups):
-            f_groups.append(_dec_DescribeGroupsResponse_DescribedGroup_v5(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("groups[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_groups:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_groups):
+                f_groups.append(_dec_DescribeGroupsResponse_DescribedGroup_v5(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -648,14 +653,15 @@ def _dec_DescribeGroupsResponse_v6(buf, cur, end):
     if n_groups < 0 or n_groups > (end - pos) // 13:
         raise _w.bad_count('groups', pos - 1, n_groups, end, 13, 1)
     f_groups = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_groups):
-            f_groups.append(_dec_DescribeGroupsResponse_DescribedGroup_v6(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("groups[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_groups:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_groups):
+                f_groups.append(_dec_DescribeGroupsResponse_DescribedGroup_v6(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -794,14 +800,15 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v0(buf, cur, end):
     if n_members < 0 or n_members > (end - pos) // 14:
         raise _w.bad_count('members', pos - 4, n_members, end, 14, 4)
     f_members = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_members):
-            f_members.append(_dec_DescribeGroupsResponse_DescribedGroupMember_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("members[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_members:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_members):
+                f_members.append(_dec_DescribeGroupsResponse_DescribedGroupMember_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("members[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = DescribeGroupsResponse_DescribedGroup.__new__(DescribeGroupsResponse_DescribedGroup)
     else:
@@ -996,14 +1003,15 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v3(buf, cur, end):
     if n_members < 0 or n_members > (end - pos) // 14:
         raise _w.bad_count('members', pos - 4, n_members, end, 14, 4)
     f_members = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_members):
-            f_members.append(_dec_DescribeGroupsResponse_DescribedGroupMember_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("members[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_members:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_members):
+                f_members.append(_dec_DescribeGroupsResponse_DescribedGroupMember_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("members[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_authorized_operations, pos, end)
     if cython.compiled:
@@ -1208,14 +1216,15 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v4(buf, cur, end):
     if n_members < 0 or n_members > (end - pos) // 16:
         raise _w.bad_count('members', pos - 4, n_members, end, 16, 4)
     f_members = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_members):
-            f_members.append(_dec_DescribeGroupsResponse_DescribedGroupMember_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("members[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_members:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_members):
+                f_members.append(_dec_DescribeGroupsResponse_DescribedGroupMember_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("members[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_authorized_operations, pos, end)
     if cython.compiled:
@@ -1466,14 +1475,15 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v5(buf, cur, end):
     if n_members < 0 or n_members > (end - pos) // 7:
         raise _w.bad_count('members', pos - 1, n_members, end, 7, 1)
     f_members = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_members):
-            f_members.append(_dec_DescribeGroupsResponse_DescribedGroupMember_v5(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("members[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_members:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_members):
+                f_members.append(_dec_DescribeGroupsResponse_DescribedGroupMember_v5(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("members[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_authorized_operations, pos, end)
     if cython.compiled:
@@ -1772,14 +1782,15 @@ def _dec_DescribeGroupsResponse_DescribedGroup_v6(buf, cur, end):
     if n_members < 0 or n_members > (end - pos) // 7:
         raise _w.bad_count('members', pos - 1, n_members, end, 7, 1)
     f_members = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_members):
-            f_members.append(_dec_DescribeGroupsResponse_DescribedGroupMember_v5(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("members[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_members:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_members):
+                f_members.append(_dec_DescribeGroupsResponse_DescribedGroupMember_v5(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("members[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_authorized_operations, pos, end)
     if cython.compiled:

@@ -89,14 +89,15 @@ def _dec_DescribeLogDirsRequest_v0(buf, cur, end):
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     else:
         f_topics = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_topics):
-                f_topics.append(_dec_DescribeLogDirsRequest_DescribableLogDirTopic_v0(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_topics:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_topics):
+                    f_topics.append(_dec_DescribeLogDirsRequest_DescribableLogDirTopic_v0(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("topics[%d]" % i)
+            pos = cur.pos
     if cython.compiled:
         obj = DescribeLogDirsRequest.__new__(DescribeLogDirsRequest)
     else:
@@ -150,14 +151,15 @@ def _dec_DescribeLogDirsRequest_v2(buf, cur, end):
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     else:
         f_topics = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_topics):
-                f_topics.append(_dec_DescribeLogDirsRequest_DescribableLogDirTopic_v2(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_topics:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_topics):
+                    f_topics.append(_dec_DescribeLogDirsRequest_DescribableLogDirTopic_v2(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("topics[%d]" % i)
+            pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -412,14 +414,15 @@ def _dec_DescribeLogDirsResponse_v0(buf, cur, end):
     if n_results < 0 or n_results > (end - pos) // 8:
         raise _w.bad_count('results', pos - 4, n_results, end, 8, 4)
     f_results = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_results):
-            f_results.append(_dec_DescribeLogDirsResponse_DescribeLogDirsResult_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("results[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_results:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_results):
+                f_results.append(_dec_DescribeLogDirsResponse_DescribeLogDirsResult_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = DescribeLogDirsResponse.__new__(DescribeLogDirsResponse)
     else:
@@ -479,14 +482,15 @@ def _dec_DescribeLogDirsResponse_v2(buf, cur, end):
     if n_results < 0 or n_results > (end - pos) // 5:
         raise _w.bad_count('results', pos - 1, n_results, end, 5, 1)
     f_results = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_results):
-            f_results.append(_dec_DescribeLogDirsResponse_DescribeLogDirsResult_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("results[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_results:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_results):
+                f_results.append(_dec_DescribeLogDirsResponse_DescribeLogDirsResult_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -561,14 +565,15 @@ def _dec_DescribeLogDirsResponse_v3(buf, cur, end):
     if n_results < 0 or n_results > (end - pos) // 5:
         raise _w.bad_count('results', pos - 1, n_results, end, 5, 1)
     f_results = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_results):
-            f_results.append(_dec_DescribeLogDirsResponse_DescribeLogDirsResult_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("results[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_results:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_results):
+                f_results.append(_dec_DescribeLogDirsResponse_DescribeLogDirsResult_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -644,14 +649,15 @@ def _dec_DescribeLogDirsResponse_v4(buf, cur, end):
     if n_results < 0 or n_results > (end - pos) // 21:
         raise _w.bad_count('results', pos - 1, n_results, end, 21, 1)
     f_results = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_results):
-            f_results.append(_dec_DescribeLogDirsResponse_DescribeLogDirsResult_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("results[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_results:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_results):
+                f_results.append(_dec_DescribeLogDirsResponse_DescribeLogDirsResult_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -727,14 +733,15 @@ def _dec_DescribeLogDirsResponse_v5(buf, cur, end):
     if n_results < 0 or n_results > (end - pos) // 22:
         raise _w.bad_count('results', pos - 1, n_results, end, 22, 1)
     f_results = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_results):
-            f_results.append(_dec_DescribeLogDirsResponse_DescribeLogDirsResult_v5(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("results[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_results:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_results):
+                f_results.append(_dec_DescribeLogDirsResponse_DescribeLogDirsResult_v5(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -815,14 +822,15 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = DescribeLogDirsResponse_DescribeLogDirsResult.__new__(DescribeLogDirsResponse_DescribeLogDirsResult)
     else:
@@ -928,14 +936,15 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v2(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1056,14 +1065,15 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v4(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if end - pos < 16:
         raise _w.short_run(_RUN_total_bytes__usable_bytes, pos, end)
     if cython.compiled:
@@ -1198,14 +1208,15 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsResult_v5(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if end - pos < 17:
         raise _w.short_run(_RUN_total_bytes__is_cordoned, pos, end)
     if cython.compiled:
@@ -1322,14 +1333,15 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 21:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 21, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_DescribeLogDirsResponse_DescribeLogDirsPartition_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_DescribeLogDirsResponse_DescribeLogDirsPartition_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = DescribeLogDirsResponse_DescribeLogDirsTopic.__new__(DescribeLogDirsResponse_DescribeLogDirsTopic)
     else:
@@ -1423,14 +1435,15 @@ def _dec_DescribeLogDirsResponse_DescribeLogDirsTopic_v2(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 22:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 22, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_DescribeLogDirsResponse_DescribeLogDirsPartition_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_DescribeLogDirsResponse_DescribeLogDirsPartition_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

@@ -78,14 +78,15 @@ def _dec_DescribeProducersRequest_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_DescribeProducersRequest_TopicRequest_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_DescribeProducersRequest_TopicRequest_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -266,14 +267,15 @@ def _dec_DescribeProducersResponse_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_DescribeProducersResponse_TopicResponse_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_DescribeProducersResponse_TopicResponse_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -367,14 +369,15 @@ def _dec_DescribeProducersResponse_TopicResponse_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 9:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 9, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_DescribeProducersResponse_PartitionResponse_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_DescribeProducersResponse_PartitionResponse_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -489,14 +492,15 @@ def _dec_DescribeProducersResponse_PartitionResponse_v0(buf, cur, end):
     if n_active_producers < 0 or n_active_producers > (end - pos) // 37:
         raise _w.bad_count('active_producers', pos - 1, n_active_producers, end, 37, 1)
     f_active_producers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_active_producers):
-            f_active_producers.append(_dec_DescribeProducersResponse_ProducerState_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("active_producers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_active_producers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_active_producers):
+                f_active_producers.append(_dec_DescribeProducersResponse_ProducerState_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("active_producers[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

@@ -91,14 +91,15 @@ def _dec_DescribeQuorumRequest_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_DescribeQuorumRequest_TopicData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_DescribeQuorumRequest_TopicData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -186,14 +187,15 @@ def _dec_DescribeQuorumRequest_TopicData_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 5:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 5, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_DescribeQuorumRequest_PartitionData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_DescribeQuorumRequest_PartitionData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -317,14 +319,15 @@ def _dec_DescribeQuorumResponse_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_DescribeQuorumResponse_TopicData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_DescribeQuorumResponse_TopicData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -401,14 +404,15 @@ def _dec_DescribeQuorumResponse_v1(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_DescribeQuorumResponse_TopicData_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_DescribeQuorumResponse_TopicData_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -515,14 +519,15 @@ def _dec_DescribeQuorumResponse_v2(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_DescribeQuorumResponse_TopicData_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_DescribeQuorumResponse_TopicData_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_nodes = buf[pos] - 1
         pos += 1
@@ -541,14 +546,15 @@ def _dec_DescribeQuorumResponse_v2(buf, cur, end):
     if n_nodes < 0 or n_nodes > (end - pos) // 6:
         raise _w.bad_count('nodes', pos - 1, n_nodes, end, 6, 1)
     f_nodes = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_nodes):
-            f_nodes.append(_dec_DescribeQuorumResponse_Node_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("nodes[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_nodes:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_nodes):
+                f_nodes.append(_dec_DescribeQuorumResponse_Node_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("nodes[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -673,14 +679,15 @@ def _dec_DescribeQuorumResponse_TopicData_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 25:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 25, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_DescribeQuorumResponse_PartitionData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_DescribeQuorumResponse_PartitionData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -785,14 +792,15 @@ def _dec_DescribeQuorumResponse_TopicData_v1(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 25:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 25, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_DescribeQuorumResponse_PartitionData_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_DescribeQuorumResponse_PartitionData_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -897,14 +905,15 @@ def _dec_DescribeQuorumResponse_TopicData_v2(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 26:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 26, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_DescribeQuorumResponse_PartitionData_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_DescribeQuorumResponse_PartitionData_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -992,14 +1001,15 @@ def _dec_DescribeQuorumResponse_PartitionData_v0(buf, cur, end):
     if n_current_voters < 0 or n_current_voters > (end - pos) // 13:
         raise _w.bad_count('current_voters', pos - 1, n_current_voters, end, 13, 1)
     f_current_voters = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_current_voters):
-            f_current_voters.append(_dec_DescribeQuorumResponse_ReplicaState_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("current_voters[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_current_voters:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_current_voters):
+                f_current_voters.append(_dec_DescribeQuorumResponse_ReplicaState_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("current_voters[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_observers = buf[pos] - 1
         pos += 1
@@ -1018,14 +1028,15 @@ def _dec_DescribeQuorumResponse_PartitionData_v0(buf, cur, end):
     if n_observers < 0 or n_observers > (end - pos) // 13:
         raise _w.bad_count('observers', pos - 1, n_observers, end, 13, 1)
     f_observers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_observers):
-            f_observers.append(_dec_DescribeQuorumResponse_ReplicaState_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("observers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_observers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_observers):
+                f_observers.append(_dec_DescribeQuorumResponse_ReplicaState_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("observers[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1125,14 +1136,15 @@ def _dec_DescribeQuorumResponse_PartitionData_v1(buf, cur, end):
     if n_current_voters < 0 or n_current_voters > (end - pos) // 29:
         raise _w.bad_count('current_voters', pos - 1, n_current_voters, end, 29, 1)
     f_current_voters = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_current_voters):
-            f_current_voters.append(_dec_DescribeQuorumResponse_ReplicaState_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("current_voters[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_current_voters:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_current_voters):
+                f_current_voters.append(_dec_DescribeQuorumResponse_ReplicaState_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("current_voters[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_observers = buf[pos] - 1
         pos += 1
@@ -1151,14 +1163,15 @@ def _dec_DescribeQuorumResponse_PartitionData_v1(buf, cur, end):
     if n_observers < 0 or n_observers > (end - pos) // 29:
         raise _w.bad_count('observers', pos - 1, n_observers, end, 29, 1)
     f_observers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_observers):
-            f_observers.append(_dec_DescribeQuorumResponse_ReplicaState_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("observers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_observers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_observers):
+                f_observers.append(_dec_DescribeQuorumResponse_ReplicaState_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("observers[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1294,14 +1307,15 @@ def _dec_DescribeQuorumResponse_PartitionData_v2(buf, cur, end):
     if n_current_voters < 0 or n_current_voters > (end - pos) // 45:
         raise _w.bad_count('current_voters', pos - 1, n_current_voters, end, 45, 1)
     f_current_voters = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_current_voters):
-            f_current_voters.append(_dec_DescribeQuorumResponse_ReplicaState_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("current_voters[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_current_voters:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_current_voters):
+                f_current_voters.append(_dec_DescribeQuorumResponse_ReplicaState_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("current_voters[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_observers = buf[pos] - 1
         pos += 1
@@ -1320,14 +1334,15 @@ def _dec_DescribeQuorumResponse_PartitionData_v2(buf, cur, end):
     if n_observers < 0 or n_observers > (end - pos) // 45:
         raise _w.bad_count('observers', pos - 1, n_observers, end, 45, 1)
     f_observers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_observers):
-            f_observers.append(_dec_DescribeQuorumResponse_ReplicaState_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("observers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_observers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_observers):
+                f_observers.append(_dec_DescribeQuorumResponse_ReplicaState_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("observers[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1608,14 +1623,15 @@ def _dec_DescribeQuorumResponse_Node_v2(buf, cur, end):
     if n_listeners < 0 or n_listeners > (end - pos) // 5:
         raise _w.bad_count('listeners', pos - 1, n_listeners, end, 5, 1)
     f_listeners = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_listeners):
-            f_listeners.append(_dec_DescribeQuorumResponse_Listener_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("listeners[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_listeners:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_listeners):
+                f_listeners.append(_dec_DescribeQuorumResponse_Listener_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("listeners[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

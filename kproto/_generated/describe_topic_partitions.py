@@ -86,14 +86,15 @@ def _dec_DescribeTopicPartitionsRequest_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 2:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 2, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_DescribeTopicPartitionsRequest_TopicRequest_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_DescribeTopicPartitionsRequest_TopicRequest_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if end - pos < 5:
         raise _w.short_run(_RUN_response_partition_limit__cursor, pos, end)
     if cython.compiled:
@@ -348,14 +349,15 @@ def _dec_DescribeTopicPartitionsResponse_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 26:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 26, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if end - pos < 1:
         raise _w.short_run(_RUN_next_cursor, pos, end)
     if cython.compiled:
@@ -500,14 +502,15 @@ def _dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponseTopic_v0
     if n_partitions < 0 or n_partitions > (end - pos) // 20:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 20, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_DescribeTopicPartitionsResponse_DescribeTopicPartitionsResponsePartition_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topic_authorized_operations, pos, end)
     if cython.compiled:

@@ -183,14 +183,15 @@ def _dec_DescribeTransactionsResponse_v0(buf, cur, end):
     if n_transaction_states < 0 or n_transaction_states > (end - pos) // 28:
         raise _w.bad_count('transaction_states', pos - 1, n_transaction_states, end, 28, 1)
     f_transaction_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_transaction_states):
-            f_transaction_states.append(_dec_DescribeTransactionsResponse_TransactionState_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("transaction_states[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_transaction_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_transaction_states):
+                f_transaction_states.append(_dec_DescribeTransactionsResponse_TransactionState_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("transaction_states[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -329,14 +330,15 @@ def _dec_DescribeTransactionsResponse_TransactionState_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_DescribeTransactionsResponse_TopicData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_DescribeTransactionsResponse_TopicData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

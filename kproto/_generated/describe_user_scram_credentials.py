@@ -80,14 +80,15 @@ def _dec_DescribeUserScramCredentialsRequest_v0(buf, cur, end):
         raise _w.bad_count('users', pos - 1, n_users, end, 2, 1)
     else:
         f_users = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_users):
-                f_users.append(_dec_DescribeUserScramCredentialsRequest_UserName_v0(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("users[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_users:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_users):
+                    f_users.append(_dec_DescribeUserScramCredentialsRequest_UserName_v0(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("users[%d]" % i)
+            pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -258,14 +259,15 @@ def _dec_DescribeUserScramCredentialsResponse_v0(buf, cur, end):
     if n_results < 0 or n_results > (end - pos) // 6:
         raise _w.bad_count('results', pos - 1, n_results, end, 6, 1)
     f_results = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_results):
-            f_results.append(_dec_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("results[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_results:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_results):
+                f_results.append(_dec_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -415,14 +417,15 @@ def _dec_DescribeUserScramCredentialsResponse_DescribeUserScramCredentialsResult
     if n_credential_infos < 0 or n_credential_infos > (end - pos) // 6:
         raise _w.bad_count('credential_infos', pos - 1, n_credential_infos, end, 6, 1)
     f_credential_infos = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_credential_infos):
-            f_credential_infos.append(_dec_DescribeUserScramCredentialsResponse_CredentialInfo_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("credential_infos[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_credential_infos:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_credential_infos):
+                f_credential_infos.append(_dec_DescribeUserScramCredentialsResponse_CredentialInfo_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("credential_infos[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

@@ -87,14 +87,15 @@ def _dec_ElectLeadersRequest_v0(buf, cur, end):
         raise _w.bad_count('topic_partitions', pos - 4, n_topic_partitions, end, 6, 4)
     else:
         f_topic_partitions = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_topic_partitions):
-                f_topic_partitions.append(_dec_ElectLeadersRequest_TopicPartitions_v0(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("topic_partitions[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_topic_partitions:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_topic_partitions):
+                    f_topic_partitions.append(_dec_ElectLeadersRequest_TopicPartitions_v0(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("topic_partitions[%d]" % i)
+            pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_timeout_ms, pos, end)
     if cython.compiled:
@@ -157,14 +158,15 @@ def _dec_ElectLeadersRequest_v1(buf, cur, end):
         raise _w.bad_count('topic_partitions', pos - 4, n_topic_partitions, end, 6, 4)
     else:
         f_topic_partitions = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_topic_partitions):
-                f_topic_partitions.append(_dec_ElectLeadersRequest_TopicPartitions_v0(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("topic_partitions[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_topic_partitions:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_topic_partitions):
+                    f_topic_partitions.append(_dec_ElectLeadersRequest_TopicPartitions_v0(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("topic_partitions[%d]" % i)
+            pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_timeout_ms, pos, end)
     if cython.compiled:
@@ -240,14 +242,15 @@ def _dec_ElectLeadersRequest_v2(buf, cur, end):
         raise _w.bad_count('topic_partitions', pos - 1, n_topic_partitions, end, 3, 1)
     else:
         f_topic_partitions = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_topic_partitions):
-                f_topic_partitions.append(_dec_ElectLeadersRequest_TopicPartitions_v2(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("topic_partitions[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_topic_partitions:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_topic_partitions):
+                    f_topic_partitions.append(_dec_ElectLeadersRequest_TopicPartitions_v2(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("topic_partitions[%d]" % i)
+            pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_timeout_ms, pos, end)
     if cython.compiled:
@@ -521,14 +524,15 @@ def _dec_ElectLeadersResponse_v0(buf, cur, end):
     if n_replica_election_results < 0 or n_replica_election_results > (end - pos) // 6:
         raise _w.bad_count('replica_election_results', pos - 4, n_replica_election_results, end, 6, 4)
     f_replica_election_results = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_replica_election_results):
-            f_replica_election_results.append(_dec_ElectLeadersResponse_ReplicaElectionResult_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("replica_election_results[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_replica_election_results:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_replica_election_results):
+                f_replica_election_results.append(_dec_ElectLeadersResponse_ReplicaElectionResult_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("replica_election_results[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = ElectLeadersResponse.__new__(ElectLeadersResponse)
     else:
@@ -577,14 +581,15 @@ def _dec_ElectLeadersResponse_v1(buf, cur, end):
     if n_replica_election_results < 0 or n_replica_election_results > (end - pos) // 6:
         raise _w.bad_count('replica_election_results', pos - 4, n_replica_election_results, end, 6, 4)
     f_replica_election_results = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_replica_election_results):
-            f_replica_election_results.append(_dec_ElectLeadersResponse_ReplicaElectionResult_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("replica_election_results[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_replica_election_results:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_replica_election_results):
+                f_replica_election_results.append(_dec_ElectLeadersResponse_ReplicaElectionResult_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("replica_election_results[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = ElectLeadersResponse.__new__(ElectLeadersResponse)
     else:
@@ -646,14 +651,15 @@ def _dec_ElectLeadersResponse_v2(buf, cur, end):
     if n_replica_election_results < 0 or n_replica_election_results > (end - pos) // 3:
         raise _w.bad_count('replica_election_results', pos - 1, n_replica_election_results, end, 3, 1)
     f_replica_election_results = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_replica_election_results):
-            f_replica_election_results.append(_dec_ElectLeadersResponse_ReplicaElectionResult_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("replica_election_results[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_replica_election_results:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_replica_election_results):
+                f_replica_election_results.append(_dec_ElectLeadersResponse_ReplicaElectionResult_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("replica_election_results[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -733,14 +739,15 @@ def _dec_ElectLeadersResponse_ReplicaElectionResult_v0(buf, cur, end):
     if n_partition_result < 0 or n_partition_result > (end - pos) // 8:
         raise _w.bad_count('partition_result', pos - 4, n_partition_result, end, 8, 4)
     f_partition_result = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partition_result):
-            f_partition_result.append(_dec_ElectLeadersResponse_PartitionResult_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partition_result[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partition_result:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partition_result):
+                f_partition_result.append(_dec_ElectLeadersResponse_PartitionResult_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partition_result[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = ElectLeadersResponse_ReplicaElectionResult.__new__(ElectLeadersResponse_ReplicaElectionResult)
     else:
@@ -834,14 +841,15 @@ def _dec_ElectLeadersResponse_ReplicaElectionResult_v2(buf, cur, end):
     if n_partition_result < 0 or n_partition_result > (end - pos) // 8:
         raise _w.bad_count('partition_result', pos - 1, n_partition_result, end, 8, 1)
     f_partition_result = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partition_result):
-            f_partition_result.append(_dec_ElectLeadersResponse_PartitionResult_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partition_result[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partition_result:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partition_result):
+                f_partition_result.append(_dec_ElectLeadersResponse_PartitionResult_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partition_result[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

@@ -105,14 +105,15 @@ def _dec_EndQuorumEpochRequest_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_EndQuorumEpochRequest_TopicData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_EndQuorumEpochRequest_TopicData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = EndQuorumEpochRequest.__new__(EndQuorumEpochRequest)
     else:
@@ -209,14 +210,15 @@ def _dec_EndQuorumEpochRequest_v1(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_EndQuorumEpochRequest_TopicData_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_EndQuorumEpochRequest_TopicData_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_leader_endpoints = buf[pos] - 1
         pos += 1
@@ -235,14 +237,15 @@ def _dec_EndQuorumEpochRequest_v1(buf, cur, end):
     if n_leader_endpoints < 0 or n_leader_endpoints > (end - pos) // 5:
         raise _w.bad_count('leader_endpoints', pos - 1, n_leader_endpoints, end, 5, 1)
     f_leader_endpoints = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_leader_endpoints):
-            f_leader_endpoints.append(_dec_EndQuorumEpochRequest_LeaderEndpoint_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("leader_endpoints[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_leader_endpoints:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_leader_endpoints):
+                f_leader_endpoints.append(_dec_EndQuorumEpochRequest_LeaderEndpoint_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("leader_endpoints[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -345,14 +348,15 @@ def _dec_EndQuorumEpochRequest_TopicData_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 16:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 16, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_EndQuorumEpochRequest_PartitionData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_EndQuorumEpochRequest_PartitionData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = EndQuorumEpochRequest_TopicData.__new__(EndQuorumEpochRequest_TopicData)
     else:
@@ -446,14 +450,15 @@ def _dec_EndQuorumEpochRequest_TopicData_v1(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 14:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 14, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_EndQuorumEpochRequest_PartitionData_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_EndQuorumEpochRequest_PartitionData_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -600,14 +605,15 @@ def _dec_EndQuorumEpochRequest_PartitionData_v1(buf, cur, end):
     if n_preferred_candidates < 0 or n_preferred_candidates > (end - pos) // 21:
         raise _w.bad_count('preferred_candidates', pos - 1, n_preferred_candidates, end, 21, 1)
     f_preferred_candidates = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_preferred_candidates):
-            f_preferred_candidates.append(_dec_EndQuorumEpochRequest_ReplicaInfo_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("preferred_candidates[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_preferred_candidates:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_preferred_candidates):
+                f_preferred_candidates.append(_dec_EndQuorumEpochRequest_ReplicaInfo_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("preferred_candidates[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -847,14 +853,15 @@ def _dec_EndQuorumEpochResponse_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_EndQuorumEpochResponse_TopicData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_EndQuorumEpochResponse_TopicData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = EndQuorumEpochResponse.__new__(EndQuorumEpochResponse)
     else:
@@ -916,14 +923,15 @@ def _dec_EndQuorumEpochResponse_v1(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_EndQuorumEpochResponse_TopicData_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_EndQuorumEpochResponse_TopicData_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     f_node_endpoints = []
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -950,14 +958,15 @@ def _dec_EndQuorumEpochResponse_v1(buf, cur, end):
                 if n_node_endpoints < 0 or n_node_endpoints > (t_end - pos) // 8:
                     raise _w.bad_count('node_endpoints', pos - 1, n_node_endpoints, t_end, 8, 1)
                 f_node_endpoints = []
-                i = 0
-                cur.pos = pos
-                try:
-                    for i in range(n_node_endpoints):
-                        f_node_endpoints.append(_dec_EndQuorumEpochResponse_NodeEndpoint_v1(buf, cur, t_end))
-                except DecodeError as exc:
-                    raise exc.within("node_endpoints[%d]" % i)
-                pos = cur.pos
+                if cython.compiled or n_node_endpoints:
+                    i = 0
+                    cur.pos = pos
+                    try:
+                        for i in range(n_node_endpoints):
+                            f_node_endpoints.append(_dec_EndQuorumEpochResponse_NodeEndpoint_v1(buf, cur, t_end))
+                    except DecodeError as exc:
+                        raise exc.within("node_endpoints[%d]" % i)
+                    pos = cur.pos
                 if pos != t_end:
                     raise _w.tag_size_mismatch('node_endpoints', 0, pos, t_end)
         pos = after
@@ -1051,14 +1060,15 @@ def _dec_EndQuorumEpochResponse_TopicData_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 14:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 14, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_EndQuorumEpochResponse_PartitionData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_EndQuorumEpochResponse_PartitionData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = EndQuorumEpochResponse_TopicData.__new__(EndQuorumEpochResponse_TopicData)
     else:
@@ -1152,14 +1162,15 @@ def _dec_EndQuorumEpochResponse_TopicData_v1(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 15:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 15, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_EndQuorumEpochResponse_PartitionData_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_EndQuorumEpochResponse_PartitionData_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

@@ -154,14 +154,15 @@ def _dec_FetchRequest_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_FetchRequest_FetchTopic_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_FetchRequest_FetchTopic_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = FetchRequest.__new__(FetchRequest)
     else:
@@ -228,14 +229,15 @@ def _dec_FetchRequest_v3(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_FetchRequest_FetchTopic_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_FetchRequest_FetchTopic_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = FetchRequest.__new__(FetchRequest)
     else:
@@ -304,14 +306,15 @@ def _dec_FetchRequest_v4(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_FetchRequest_FetchTopic_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_FetchRequest_FetchTopic_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = FetchRequest.__new__(FetchRequest)
     else:
@@ -381,14 +384,15 @@ def _dec_FetchRequest_v5(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_FetchRequest_FetchTopic_v5(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_FetchRequest_FetchTopic_v5(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = FetchRequest.__new__(FetchRequest)
     else:
@@ -460,14 +464,15 @@ def _dec_FetchRequest_v7(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_FetchRequest_FetchTopic_v5(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_FetchRequest_FetchTopic_v5(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_forgotten_topics_data, pos, end)
     if cython.compiled:
@@ -478,14 +483,15 @@ def _dec_FetchRequest_v7(buf, cur, end):
     if n_forgotten_topics_data < 0 or n_forgotten_topics_data > (end - pos) // 6:
         raise _w.bad_count('forgotten_topics_data', pos - 4, n_forgotten_topics_data, end, 6, 4)
     f_forgotten_topics_data = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_forgotten_topics_data):
-            f_forgotten_topics_data.append(_dec_FetchRequest_ForgottenTopic_v7(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("forgotten_topics_data[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_forgotten_topics_data:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_forgotten_topics_data):
+                f_forgotten_topics_data.append(_dec_FetchRequest_ForgottenTopic_v7(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("forgotten_topics_data[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = FetchRequest.__new__(FetchRequest)
     else:
@@ -569,14 +575,15 @@ def _dec_FetchRequest_v9(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_FetchRequest_FetchTopic_v9(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_FetchRequest_FetchTopic_v9(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_forgotten_topics_data, pos, end)
     if cython.compiled:
@@ -587,14 +594,15 @@ def _dec_FetchRequest_v9(buf, cur, end):
     if n_forgotten_topics_data < 0 or n_forgotten_topics_data > (end - pos) // 6:
         raise _w.bad_count('forgotten_topics_data', pos - 4, n_forgotten_topics_data, end, 6, 4)
     f_forgotten_topics_data = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_forgotten_topics_data):
-            f_forgotten_topics_data.append(_dec_FetchRequest_ForgottenTopic_v7(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("forgotten_topics_data[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_forgotten_topics_data:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_forgotten_topics_data):
+                f_forgotten_topics_data.append(_dec_FetchRequest_ForgottenTopic_v7(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("forgotten_topics_data[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = FetchRequest.__new__(FetchRequest)
     else:
@@ -678,14 +686,15 @@ def _dec_FetchRequest_v11(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_FetchRequest_FetchTopic_v9(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_FetchRequest_FetchTopic_v9(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_forgotten_topics_data, pos, end)
     if cython.compiled:
@@ -696,14 +705,15 @@ def _dec_FetchRequest_v11(buf, cur, end):
     if n_forgotten_topics_data < 0 or n_forgotten_topics_data > (end - pos) // 6:
         raise _w.bad_count('forgotten_topics_data', pos - 4, n_forgotten_topics_data, end, 6, 4)
     f_forgotten_topics_data = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_forgotten_topics_data):
-            f_forgotten_topics_data.append(_dec_FetchRequest_ForgottenTopic_v7(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("forgotten_topics_data[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_forgotten_topics_data:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_forgotten_topics_data):
+                f_forgotten_topics_data.append(_dec_FetchRequest_ForgottenTopic_v7(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("forgotten_topics_data[%d]" % i)
+        pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_rack_id, pos, end)
     if cython.compiled:
@@ -836,14 +846,15 @@ def _dec_FetchRequest_v12(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_FetchRequest_FetchTopic_v12(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_FetchRequest_FetchTopic_v12(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_forgotten_topics_data = buf[pos] - 1
         pos += 1
@@ -862,14 +873,15 @@ def _dec_FetchRequest_v12(buf, cur, end):
     if n_forgotten_topics_data < 0 or n_forgotten_topics_data > (end - pos) // 3:
         raise _w.bad_count('forgotten_topics_data', pos - 1, n_forgotten_topics_data, end, 3, 1)
     f_forgotten_topics_data = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_forgotten_topics_data):
-            f_forgotten_topics_data.append(_dec_FetchRequest_ForgottenTopic_v12(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("forgotten_topics_data[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_forgotten_topics_data:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_forgotten_topics_data):
+                f_forgotten_topics_data.append(_dec_FetchRequest_ForgottenTopic_v12(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("forgotten_topics_data[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_rack_id = buf[pos] - 1
         pos += 1
@@ -1082,14 +1094,15 @@ def _dec_FetchRequest_v13(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 18:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_FetchRequest_FetchTopic_v13(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_FetchRequest_FetchTopic_v13(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_forgotten_topics_data = buf[pos] - 1
         pos += 1
@@ -1108,14 +1121,15 @@ def _dec_FetchRequest_v13(buf, cur, end):
     if n_forgotten_topics_data < 0 or n_forgotten_topics_data > (end - pos) // 18:
         raise _w.bad_count('forgotten_topics_data', pos - 1, n_forgotten_topics_data, end, 18, 1)
     f_forgotten_topics_data = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_forgotten_topics_data):
-            f_forgotten_topics_data.append(_dec_FetchRequest_ForgottenTopic_v13(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("forgotten_topics_data[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_forgotten_topics_data:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_forgotten_topics_data):
+                f_forgotten_topics_data.append(_dec_FetchRequest_ForgottenTopic_v13(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("forgotten_topics_data[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_rack_id = buf[pos] - 1
         pos += 1
@@ -1327,14 +1341,15 @@ def _dec_FetchRequest_v15(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 18:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_FetchRequest_FetchTopic_v13(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_FetchRequest_FetchTopic_v13(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_forgotten_topics_data = buf[pos] - 1
         pos += 1
@@ -1353,14 +1368,15 @@ def _dec_FetchRequest_v15(buf, cur, end):
     if n_forgotten_topics_data < 0 or n_forgotten_topics_data > (end - pos) // 18:
         raise _w.bad_count('forgotten_topics_data', pos - 1, n_forgotten_topics_data, end, 18, 1)
     f_forgotten_topics_data = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_forgotten_topics_data):
-            f_forgotten_topics_data.append(_dec_FetchRequest_ForgottenTopic_v13(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("forgotten_topics_data[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_forgotten_topics_data:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_forgotten_topics_data):
+                f_forgotten_topics_data.append(_dec_FetchRequest_ForgottenTopic_v13(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("forgotten_topics_data[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_rack_id = buf[pos] - 1
         pos += 1
@@ -1586,14 +1602,15 @@ def _dec_FetchRequest_v17(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 18:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_FetchRequest_FetchTopic_v17(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_FetchRequest_FetchTopic_v17(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_forgotten_topics_data = buf[pos] - 1
         pos += 1
@@ -1612,14 +1629,15 @@ def _dec_FetchRequest_v17(buf, cur, end):
     if n_forgotten_topics_data < 0 or n_forgotten_topics_data > (end - pos) // 18:
         raise _w.bad_count('forgotten_topics_data', pos - 1, n_forgotten_topics_data, end, 18, 1)
     f_forgotten_topics_data = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_forgotten_topics_data):
-            f_forgotten_topics_data.append(_dec_FetchRequest_ForgottenTopic_v13(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("forgotten_topics_data[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_forgotten_topics_data:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_forgotten_topics_data):
+                f_forgotten_topics_data.append(_dec_FetchRequest_ForgottenTopic_v13(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("forgotten_topics_data[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_rack_id = buf[pos] - 1
         pos += 1
@@ -1845,14 +1863,15 @@ def _dec_FetchRequest_v18(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 18:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_FetchRequest_FetchTopic_v18(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_FetchRequest_FetchTopic_v18(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_forgotten_topics_data = buf[pos] - 1
         pos += 1
@@ -1871,14 +1890,15 @@ def _dec_FetchRequest_v18(buf, cur, end):
     if n_forgotten_topics_data < 0 or n_forgotten_topics_data > (end - pos) // 18:
         raise _w.bad_count('forgotten_topics_data', pos - 1, n_forgotten_topics_data, end, 18, 1)
     f_forgotten_topics_data = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_forgotten_topics_data):
-            f_forgotten_topics_data.append(_dec_FetchRequest_ForgottenTopic_v13(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("forgotten_topics_data[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_forgotten_topics_data:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_forgotten_topics_data):
+                f_forgotten_topics_data.append(_dec_FetchRequest_ForgottenTopic_v13(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("forgotten_topics_data[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_rack_id = buf[pos] - 1
         pos += 1
@@ -2147,14 +2167,15 @@ def _dec_FetchRequest_FetchTopic_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 16:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 16, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_FetchRequest_FetchPartition_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_FetchRequest_FetchPartition_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = FetchRequest_FetchTopic.__new__(FetchRequest_FetchTopic)
     else:
@@ -2233,14 +2254,15 @@ def _dec_FetchRequest_FetchTopic_v5(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 24:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 24, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_FetchRequest_FetchPartition_v5(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_FetchRequest_FetchPartition_v5(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = FetchRequest_FetchTopic.__new__(FetchRequest_FetchTopic)
     else:
@@ -2319,14 +2341,15 @@ def _dec_FetchRequest_FetchTopic_v9(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 28:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 28, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_FetchRequest_FetchPartition_v9(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_FetchRequest_FetchPartition_v9(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = FetchRequest_FetchTopic.__new__(FetchRequest_FetchTopic)
     else:
@@ -2421,14 +2444,15 @@ def _dec_FetchRequest_FetchTopic_v12(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 33:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 33, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_FetchRequest_FetchPartition_v12(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_FetchRequest_FetchPartition_v12(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -2510,14 +2534,15 @@ def _dec_FetchRequest_FetchTopic_v13(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 33:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 33, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_FetchRequest_FetchPartition_v12(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_FetchRequest_FetchPartition_v12(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -2584,14 +2609,15 @@ def _dec_FetchRequest_FetchTopic_v17(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 33:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 33, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_FetchRequest_FetchPartition_v17(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_FetchRequest_FetchPartition_v17(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -2658,14 +2684,15 @@ def _dec_FetchRequest_FetchTopic_v18(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 33:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 33, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_FetchRequest_FetchPartition_v18(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_FetchRequest_FetchPartition_v18(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -3357,14 +3384,15 @@ def _dec_FetchResponse_v0(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 6:
         raise _w.bad_count('responses', pos - 4, n_responses, end, 6, 4)
     f_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_responses):
-            f_responses.append(_dec_FetchResponse_FetchableTopicResponse_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("responses[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_FetchResponse_FetchableTopicResponse_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = FetchResponse.__new__(FetchResponse)
     else:
@@ -3415,14 +3443,15 @@ def _dec_FetchResponse_v1(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 6:
         raise _w.bad_count('responses', pos - 4, n_responses, end, 6, 4)
     f_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_responses):
-            f_responses.append(_dec_FetchResponse_FetchableTopicResponse_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("responses[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_FetchResponse_FetchableTopicResponse_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = FetchResponse.__new__(FetchResponse)
     else:
@@ -3474,14 +3503,15 @@ def _dec_FetchResponse_v4(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 6:
         raise _w.bad_count('responses', pos - 4, n_responses, end, 6, 4)
     f_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_responses):
-            f_responses.append(_dec_FetchResponse_FetchableTopicResponse_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("responses[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_FetchResponse_FetchableTopicResponse_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = FetchResponse.__new__(FetchResponse)
     else:
@@ -3533,14 +3563,15 @@ def _dec_FetchResponse_v5(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 6:
         raise _w.bad_count('responses', pos - 4, n_responses, end, 6, 4)
     f_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_responses):
-            f_responses.append(_dec_FetchResponse_FetchableTopicResponse_v5(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("responses[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_FetchResponse_FetchableTopicResponse_v5(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = FetchResponse.__new__(FetchResponse)
     else:
@@ -3594,14 +3625,15 @@ def _dec_FetchResponse_v7(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 6:
         raise _w.bad_count('responses', pos - 4, n_responses, end, 6, 4)
     f_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_responses):
-            f_responses.append(_dec_FetchResponse_FetchableTopicResponse_v5(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("responses[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_FetchResponse_FetchableTopicResponse_v5(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = FetchResponse.__new__(FetchResponse)
     else:
@@ -3655,14 +3687,15 @@ def _dec_FetchResponse_v11(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 6:
         raise _w.bad_count('responses', pos - 4, n_responses, end, 6, 4)
     f_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_responses):
-            f_responses.append(_dec_FetchResponse_FetchableTopicResponse_v11(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("responses[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_FetchResponse_FetchableTopicResponse_v11(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = FetchResponse.__new__(FetchResponse)
     else:
@@ -3730,14 +3763,15 @@ def _dec_FetchResponse_v12(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 3:
         raise _w.bad_count('responses', pos - 1, n_responses, end, 3, 1)
     f_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_responses):
-            f_responses.append(_dec_FetchResponse_FetchableTopicResponse_v12(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("responses[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_FetchResponse_FetchableTopicResponse_v12(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -3819,14 +3853,15 @@ def _dec_FetchResponse_v13(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 18:
         raise _w.bad_count('responses', pos - 1, n_responses, end, 18, 1)
     f_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_responses):
-            f_responses.append(_dec_FetchResponse_FetchableTopicResponse_v13(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("responses[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_FetchResponse_FetchableTopicResponse_v13(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -3908,14 +3943,15 @@ def _dec_FetchResponse_v16(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 18:
         raise _w.bad_count('responses', pos - 1, n_responses, end, 18, 1)
     f_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_responses):
-            f_responses.append(_dec_FetchResponse_FetchableTopicResponse_v13(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("responses[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_FetchResponse_FetchableTopicResponse_v13(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
     f_node_endpoints = []
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -3942,14 +3978,15 @@ def _dec_FetchResponse_v16(buf, cur, end):
                 if n_node_endpoints < 0 or n_node_endpoints > (t_end - pos) // 11:
                     raise _w.bad_count('node_endpoints', pos - 1, n_node_endpoints, t_end, 11, 1)
                 f_node_endpoints = []
-                i = 0
-                cur.pos = pos
-                try:
-                    for i in range(n_node_endpoints):
-                        f_node_endpoints.append(_dec_FetchResponse_NodeEndpoint_v16(buf, cur, t_end))
-                except DecodeError as exc:
-                    raise exc.within("node_endpoints[%d]" % i)
-                pos = cur.pos
+                if cython.compiled or n_node_endpoints:
+                    i = 0
+                    cur.pos = pos
+                    try:
+                        for i in range(n_node_endpoints):
+                            f_node_endpoints.append(_dec_FetchResponse_NodeEndpoint_v16(buf, cur, t_end))
+                    except DecodeError as exc:
+                        raise exc.within("node_endpoints[%d]" % i)
+                    pos = cur.pos
                 if pos != t_end:
                     raise _w.tag_size_mismatch('node_endpoints', 0, pos, t_end)
         pos = after
@@ -4047,14 +4084,15 @@ def _dec_FetchResponse_FetchableTopicResponse_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 18:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 18, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_FetchResponse_PartitionData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_FetchResponse_PartitionData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = FetchResponse_FetchableTopicResponse.__new__(FetchResponse_FetchableTopicResponse)
     else:
@@ -4133,14 +4171,15 @@ def _dec_FetchResponse_FetchableTopicResponse_v4(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 30:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 30, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_FetchResponse_PartitionData_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_FetchResponse_PartitionData_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = FetchResponse_FetchableTopicResponse.__new__(FetchResponse_FetchableTopicResponse)
     else:
@@ -4219,14 +4258,15 @@ def _dec_FetchResponse_FetchableTopicResponse_v5(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 38:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 38, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_FetchResponse_PartitionData_v5(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_FetchResponse_PartitionData_v5(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = FetchResponse_FetchableTopicResponse.__new__(FetchResponse_FetchableTopicResponse)
     else:
@@ -4305,14 +4345,15 @@ def _dec_FetchResponse_FetchableTopicResponse_v11(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 42:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 42, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_FetchResponse_PartitionData_v11(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_FetchResponse_PartitionData_v11(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = FetchResponse_FetchableTopicResponse.__new__(FetchResponse_FetchableTopicResponse)
     else:
@@ -4407,14 +4448,15 @@ def _dec_FetchResponse_FetchableTopicResponse_v12(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 37:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 37, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_FetchResponse_PartitionData_v12(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_FetchResponse_PartitionData_v12(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -4496,14 +4538,15 @@ def _dec_FetchResponse_FetchableTopicResponse_v13(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 37:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 37, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_FetchResponse_PartitionData_v12(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_FetchResponse_PartitionData_v12(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -4559,7 +4602,11 @@ def _dec_FetchResponse_PartitionData_v0(buf, cur, end):
         f_partition_index, f_error_code, f_high_watermark, n_records = _S_ihqi.unpack_from(buf, pos)
     pos += 18
     if 0 <= n_records <= end - pos:
-        f_records = RecordSet(buf[pos:pos + n_records])
+        if cython.compiled:
+            f_records = RecordSet(buf[pos:pos + n_records])
+        else:
+            f_records = _new(RecordSet)
+            f_records._raw = buf[pos:pos + n_records]
         pos += n_records
     elif n_records == -1:
         f_records = None
@@ -4644,14 +4691,15 @@ def _dec_FetchResponse_PartitionData_v4(buf, cur, end):
         raise _w.bad_count('aborted_transactions', pos - 4, n_aborted_transactions, end, 16, 4)
     else:
         f_aborted_transactions = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_aborted_transactions):
-                f_aborted_transactions.append(_dec_FetchResponse_AbortedTransaction_v4(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("aborted_transactions[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_aborted_transactions:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_aborted_transactions):
+                    f_aborted_transactions.append(_dec_FetchResponse_AbortedTransaction_v4(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("aborted_transactions[%d]" % i)
+            pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_records, pos, end)
     if cython.compiled:
@@ -4660,7 +4708,11 @@ def _dec_FetchResponse_PartitionData_v4(buf, cur, end):
         n_records = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     if 0 <= n_records <= end - pos:
-        f_records = RecordSet(buf[pos:pos + n_records])
+        if cython.compiled:
+            f_records = RecordSet(buf[pos:pos + n_records])
+        else:
+            f_records = _new(RecordSet)
+            f_records._raw = buf[pos:pos + n_records]
         pos += n_records
     elif n_records == -1:
         f_records = None
@@ -4760,14 +4812,15 @@ def _dec_FetchResponse_PartitionData_v5(buf, cur, end):
         raise _w.bad_count('aborted_transactions', pos - 4, n_aborted_transactions, end, 16, 4)
     else:
         f_aborted_transactions = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_aborted_transactions):
-                f_aborted_transactions.append(_dec_FetchResponse_AbortedTransaction_v4(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("aborted_transactions[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_aborted_transactions:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_aborted_transactions):
+                    f_aborted_transactions.append(_dec_FetchResponse_AbortedTransaction_v4(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("aborted_transactions[%d]" % i)
+            pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_records, pos, end)
     if cython.compiled:
@@ -4776,7 +4829,11 @@ def _dec_FetchResponse_PartitionData_v5(buf, cur, end):
         n_records = _S_i.unpack_from(buf, pos)[0]
     pos += 4
     if 0 <= n_records <= end - pos:
-        f_records = RecordSet(buf[pos:pos + n_records])
+        if cython.compiled:
+            f_records = RecordSet(buf[pos:pos + n_records])
+        else:
+            f_records = _new(RecordSet)
+            f_records._raw = buf[pos:pos + n_records]
         pos += n_records
     elif n_records == -1:
         f_records = None
@@ -4877,14 +4934,15 @@ def _dec_FetchResponse_PartitionData_v11(buf, cur, end):
         raise _w.bad_count('aborted_transactions', pos - 4, n_aborted_transactions, end, 16, 4)
     else:
         f_aborted_transactions = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_aborted_transactions):
-                f_aborted_transactions.append(_dec_FetchResponse_AbortedTransaction_v4(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("aborted_transactions[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_aborted_transactions:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_aborted_transactions):
+                    f_aborted_transactions.append(_dec_FetchResponse_AbortedTransaction_v4(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("aborted_transactions[%d]" % i)
+            pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_preferred_read_replica__records, pos, end)
     if cython.compiled:
@@ -4894,7 +4952,11 @@ def _dec_FetchResponse_PartitionData_v11(buf, cur, end):
         f_preferred_read_replica, n_records = _S_ii.unpack_from(buf, pos)
     pos += 8
     if 0 <= n_records <= end - pos:
-        f_records = RecordSet(buf[pos:pos + n_records])
+        if cython.compiled:
+            f_records = RecordSet(buf[pos:pos + n_records])
+        else:
+            f_records = _new(RecordSet)
+            f_records._raw = buf[pos:pos + n_records]
         pos += n_records
     elif n_records == -1:
         f_records = None
@@ -5008,14 +5070,15 @@ def _dec_FetchResponse_PartitionData_v12(buf, cur, end):
         raise _w.bad_count('aborted_transactions', pos - 1, n_aborted_transactions, end, 17, 1)
     else:
         f_aborted_transactions = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_aborted_transactions):
-                f_aborted_transactions.append(_dec_FetchResponse_AbortedTransaction_v12(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("aborted_transactions[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_aborted_transactions:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_aborted_transactions):
+                    f_aborted_transactions.append(_dec_FetchResponse_AbortedTransaction_v12(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("aborted_transactions[%d]" % i)
+            pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_preferred_read_replica, pos, end)
     if cython.compiled:
@@ -5039,7 +5102,11 @@ def _dec_FetchResponse_PartitionData_v12(buf, cur, end):
         n_records, pos = _w.read_uvarint(buf, pos, end, 'records')
         n_records -= 1
     if 0 <= n_records <= end - pos:
-        f_records = RecordSet(buf[pos:pos + n_records])
+        if cython.compiled:
+            f_records = RecordSet(buf[pos:pos + n_records])
+        else:
+            f_records = _new(RecordSet)
+            f_records._raw = buf[pos:pos + n_records]
         pos += n_records
     elif n_records == -1:
         f_records = None

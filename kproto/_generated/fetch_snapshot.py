@@ -106,14 +106,15 @@ def _dec_FetchSnapshotRequest_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_FetchSnapshotRequest_TopicSnapshot_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_FetchSnapshotRequest_TopicSnapshot_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     f_cluster_id = None
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -246,14 +247,15 @@ def _dec_FetchSnapshotRequest_v1(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_FetchSnapshotRequest_TopicSnapshot_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_FetchSnapshotRequest_TopicSnapshot_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     f_cluster_id = None
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -406,14 +408,15 @@ def _dec_FetchSnapshotRequest_TopicSnapshot_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 30:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 30, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_FetchSnapshotRequest_PartitionSnapshot_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_FetchSnapshotRequest_PartitionSnapshot_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -518,14 +521,15 @@ def _dec_FetchSnapshotRequest_TopicSnapshot_v1(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 30:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 30, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_FetchSnapshotRequest_PartitionSnapshot_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_FetchSnapshotRequest_PartitionSnapshot_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -800,14 +804,15 @@ def _dec_FetchSnapshotResponse_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_FetchSnapshotResponse_TopicSnapshot_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_FetchSnapshotResponse_TopicSnapshot_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -886,14 +891,15 @@ def _dec_FetchSnapshotResponse_v1(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_FetchSnapshotResponse_TopicSnapshot_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_FetchSnapshotResponse_TopicSnapshot_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     f_node_endpoints = []
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -920,14 +926,15 @@ def _dec_FetchSnapshotResponse_v1(buf, cur, end):
                 if n_node_endpoints < 0 or n_node_endpoints > (t_end - pos) // 8:
                     raise _w.bad_count('node_endpoints', pos - 1, n_node_endpoints, t_end, 8, 1)
                 f_node_endpoints = []
-                i = 0
-                cur.pos = pos
-                try:
-                    for i in range(n_node_endpoints):
-                        f_node_endpoints.append(_dec_FetchSnapshotResponse_NodeEndpoint_v1(buf, cur, t_end))
-                except DecodeError as exc:
-                    raise exc.within("node_endpoints[%d]" % i)
-                pos = cur.pos
+                if cython.compiled or n_node_endpoints:
+                    i = 0
+                    cur.pos = pos
+                    try:
+                        for i in range(n_node_endpoints):
+                            f_node_endpoints.append(_dec_FetchSnapshotResponse_NodeEndpoint_v1(buf, cur, t_end))
+                    except DecodeError as exc:
+                        raise exc.within("node_endpoints[%d]" % i)
+                    pos = cur.pos
                 if pos != t_end:
                     raise _w.tag_size_mismatch('node_endpoints', 0, pos, t_end)
         pos = after
@@ -1039,14 +1046,15 @@ def _dec_FetchSnapshotResponse_TopicSnapshot_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 37:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 37, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_FetchSnapshotResponse_PartitionSnapshot_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_FetchSnapshotResponse_PartitionSnapshot_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1143,7 +1151,11 @@ def _dec_FetchSnapshotResponse_PartitionSnapshot_v0(buf, cur, end):
         n_unaligned_records, pos = _w.read_uvarint(buf, pos, end, 'unaligned_records')
         n_unaligned_records -= 1
     if 0 <= n_unaligned_records <= end - pos:
-        f_unaligned_records = RecordSet(buf[pos:pos + n_unaligned_records])
+        if cython.compiled:
+            f_unaligned_records = RecordSet(buf[pos:pos + n_unaligned_records])
+        else:
+            f_unaligned_records = _new(RecordSet)
+            f_unaligned_records._raw = buf[pos:pos + n_unaligned_records]
         pos += n_unaligned_records
     else:
         raise _w.bad_sized('unaligned_records', pos, n_unaligned_records, end, 1, False)

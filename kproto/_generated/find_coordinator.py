@@ -785,14 +785,15 @@ def _dec_FindCoordinatorResponse_v4(buf, cur, end):
     if n_coordinators < 0 or n_coordinators > (end - pos) // 14:
         raise _w.bad_count('coordinators', pos - 1, n_coordinators, end, 14, 1)
     f_coordinators = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_coordinators):
-            f_coordinators.append(_dec_FindCoordinatorResponse_Coordinator_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("coordinators[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_coordinators:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_coordinators):
+                f_coordinators.append(_dec_FindCoordinatorResponse_Coordinator_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("coordinators[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

@@ -150,14 +150,15 @@ def _dec_JoinGroupRequest_v0(buf, cur, end):
     if n_protocols < 0 or n_protocols > (end - pos) // 6:
         raise _w.bad_count('protocols', pos - 4, n_protocols, end, 6, 4)
     f_protocols = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_protocols):
-            f_protocols.append(_dec_JoinGroupRequest_JoinGroupRequestProtocol_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("protocols[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_protocols:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_protocols):
+                f_protocols.append(_dec_JoinGroupRequest_JoinGroupRequestProtocol_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("protocols[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = JoinGroupRequest.__new__(JoinGroupRequest)
     else:
@@ -316,14 +317,15 @@ def _dec_JoinGroupRequest_v1(buf, cur, end):
     if n_protocols < 0 or n_protocols > (end - pos) // 6:
         raise _w.bad_count('protocols', pos - 4, n_protocols, end, 6, 4)
     f_protocols = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_protocols):
-            f_protocols.append(_dec_JoinGroupRequest_JoinGroupRequestProtocol_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("protocols[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_protocols:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_protocols):
+                f_protocols.append(_dec_JoinGroupRequest_JoinGroupRequestProtocol_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("protocols[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = JoinGroupRequest.__new__(JoinGroupRequest)
     else:
@@ -505,14 +507,15 @@ def _dec_JoinGroupRequest_v5(buf, cur, end):
     if n_protocols < 0 or n_protocols > (end - pos) // 6:
         raise _w.bad_count('protocols', pos - 4, n_protocols, end, 6, 4)
     f_protocols = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_protocols):
-            f_protocols.append(_dec_JoinGroupRequest_JoinGroupRequestProtocol_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("protocols[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_protocols:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_protocols):
+                f_protocols.append(_dec_JoinGroupRequest_JoinGroupRequestProtocol_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("protocols[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = JoinGroupRequest.__new__(JoinGroupRequest)
     else:
@@ -753,14 +756,15 @@ def _dec_JoinGroupRequest_v6(buf, cur, end):
     if n_protocols < 0 or n_protocols > (end - pos) // 3:
         raise _w.bad_count('protocols', pos - 1, n_protocols, end, 3, 1)
     f_protocols = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_protocols):
-            f_protocols.append(_dec_JoinGroupRequest_JoinGroupRequestProtocol_v6(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("protocols[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_protocols:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_protocols):
+                f_protocols.append(_dec_JoinGroupRequest_JoinGroupRequestProtocol_v6(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("protocols[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1019,14 +1023,15 @@ def _dec_JoinGroupRequest_v8(buf, cur, end):
     if n_protocols < 0 or n_protocols > (end - pos) // 3:
         raise _w.bad_count('protocols', pos - 1, n_protocols, end, 3, 1)
     f_protocols = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_protocols):
-            f_protocols.append(_dec_JoinGroupRequest_JoinGroupRequestProtocol_v6(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("protocols[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_protocols:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_protocols):
+                f_protocols.append(_dec_JoinGroupRequest_JoinGroupRequestProtocol_v6(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("protocols[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_reason = buf[pos] - 1
         pos += 1
@@ -1448,14 +1453,15 @@ def _dec_JoinGroupResponse_v0(buf, cur, end):
     if n_members < 0 or n_members > (end - pos) // 6:
         raise _w.bad_count('members', pos - 4, n_members, end, 6, 4)
     f_members = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_members):
-            f_members.append(_dec_JoinGroupResponse_JoinGroupResponseMember_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("members[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_members:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_members):
+                f_members.append(_dec_JoinGroupResponse_JoinGroupResponseMember_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("members[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = JoinGroupResponse.__new__(JoinGroupResponse)
     else:
@@ -1617,14 +1623,15 @@ def _dec_JoinGroupResponse_v2(buf, cur, end):
     if n_members < 0 or n_members > (end - pos) // 6:
         raise _w.bad_count('members', pos - 4, n_members, end, 6, 4)
     f_members = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_members):
-            f_members.append(_dec_JoinGroupResponse_JoinGroupResponseMember_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("members[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_members:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_members):
+                f_members.append(_dec_JoinGroupResponse_JoinGroupResponseMember_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("members[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = JoinGroupResponse.__new__(JoinGroupResponse)
     else:
@@ -1787,14 +1794,15 @@ def _dec_JoinGroupResponse_v5(buf, cur, end):
     if n_members < 0 or n_members > (end - pos) // 8:
         raise _w.bad_count('members', pos - 4, n_members, end, 8, 4)
     f_members = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_members):
-            f_members.append(_dec_JoinGroupResponse_JoinGroupResponseMember_v5(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("members[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_members:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_members):
+                f_members.append(_dec_JoinGroupResponse_JoinGroupResponseMember_v5(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("members[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = JoinGroupResponse.__new__(JoinGroupResponse)
     else:
@@ -1995,14 +2003,15 @@ def _dec_JoinGroupResponse_v6(buf, cur, end):
     if n_members < 0 or n_members > (end - pos) // 4:
         raise _w.bad_count('members', pos - 1, n_members, end, 4, 1)
     f_members = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_members):
-            f_members.append(_dec_JoinGroupResponse_JoinGroupResponseMember_v6(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("members[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_members:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_members):
+                f_members.append(_dec_JoinGroupResponse_JoinGroupResponseMember_v6(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("members[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -2252,14 +2261,15 @@ def _dec_JoinGroupResponse_v7(buf, cur, end):
     if n_members < 0 or n_members > (end - pos) // 4:
         raise _w.bad_count('members', pos - 1, n_members, end, 4, 1)
     f_members = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_members):
-            f_members.append(_dec_JoinGroupResponse_JoinGroupResponseMember_v6(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("members[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_members:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_members):
+                f_members.append(_dec_JoinGroupResponse_JoinGroupResponseMember_v6(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("members[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -2535,14 +2545,15 @@ def _dec_JoinGroupResponse_v9(buf, cur, end):
     if n_members < 0 or n_members > (end - pos) // 4:
         raise _w.bad_count('members', pos - 1, n_members, end, 4, 1)
     f_members = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_members):
-            f_members.append(_dec_JoinGroupResponse_JoinGroupResponseMember_v6(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("members[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_members:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_members):
+                f_members.append(_dec_JoinGroupResponse_JoinGroupResponseMember_v6(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("members[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

@@ -105,14 +105,15 @@ def _dec_LeaderAndIsrRequest_v0(buf, cur, end):
     if n_ungrouped_partition_states < 0 or n_ungrouped_partition_states > (end - pos) // 30:
         raise _w.bad_count('ungrouped_partition_states', pos - 4, n_ungrouped_partition_states, end, 30, 4)
     f_ungrouped_partition_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_ungrouped_partition_states):
-            f_ungrouped_partition_states.append(_dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("ungrouped_partition_states[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_ungrouped_partition_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_ungrouped_partition_states):
+                f_ungrouped_partition_states.append(_dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("ungrouped_partition_states[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_live_leaders, pos, end)
     if cython.compiled:
@@ -123,14 +124,15 @@ def _dec_LeaderAndIsrRequest_v0(buf, cur, end):
     if n_live_leaders < 0 or n_live_leaders > (end - pos) // 10:
         raise _w.bad_count('live_leaders', pos - 4, n_live_leaders, end, 10, 4)
     f_live_leaders = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_live_leaders):
-            f_live_leaders.append(_dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("live_leaders[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_live_leaders:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_live_leaders):
+                f_live_leaders.append(_dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("live_leaders[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = LeaderAndIsrRequest.__new__(LeaderAndIsrRequest)
     else:
@@ -201,14 +203,15 @@ def _dec_LeaderAndIsrRequest_v1(buf, cur, end):
     if n_ungrouped_partition_states < 0 or n_ungrouped_partition_states > (end - pos) // 31:
         raise _w.bad_count('ungrouped_partition_states', pos - 4, n_ungrouped_partition_states, end, 31, 4)
     f_ungrouped_partition_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_ungrouped_partition_states):
-            f_ungrouped_partition_states.append(_dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("ungrouped_partition_states[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_ungrouped_partition_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_ungrouped_partition_states):
+                f_ungrouped_partition_states.append(_dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("ungrouped_partition_states[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_live_leaders, pos, end)
     if cython.compiled:
@@ -219,14 +222,15 @@ def _dec_LeaderAndIsrRequest_v1(buf, cur, end):
     if n_live_leaders < 0 or n_live_leaders > (end - pos) // 10:
         raise _w.bad_count('live_leaders', pos - 4, n_live_leaders, end, 10, 4)
     f_live_leaders = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_live_leaders):
-            f_live_leaders.append(_dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("live_leaders[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_live_leaders:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_live_leaders):
+                f_live_leaders.append(_dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("live_leaders[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = LeaderAndIsrRequest.__new__(LeaderAndIsrRequest)
     else:
@@ -298,14 +302,15 @@ def _dec_LeaderAndIsrRequest_v2(buf, cur, end):
     if n_topic_states < 0 or n_topic_states > (end - pos) // 6:
         raise _w.bad_count('topic_states', pos - 4, n_topic_states, end, 6, 4)
     f_topic_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topic_states):
-            f_topic_states.append(_dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topic_states[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topic_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topic_states):
+                f_topic_states.append(_dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topic_states[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_live_leaders, pos, end)
     if cython.compiled:
@@ -316,14 +321,15 @@ def _dec_LeaderAndIsrRequest_v2(buf, cur, end):
     if n_live_leaders < 0 or n_live_leaders > (end - pos) // 10:
         raise _w.bad_count('live_leaders', pos - 4, n_live_leaders, end, 10, 4)
     f_live_leaders = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_live_leaders):
-            f_live_leaders.append(_dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("live_leaders[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_live_leaders:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_live_leaders):
+                f_live_leaders.append(_dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("live_leaders[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = LeaderAndIsrRequest.__new__(LeaderAndIsrRequest)
     else:
@@ -396,14 +402,15 @@ def _dec_LeaderAndIsrRequest_v3(buf, cur, end):
     if n_topic_states < 0 or n_topic_states > (end - pos) // 6:
         raise _w.bad_count('topic_states', pos - 4, n_topic_states, end, 6, 4)
     f_topic_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topic_states):
-            f_topic_states.append(_dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v3(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topic_states[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topic_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topic_states):
+                f_topic_states.append(_dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v3(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topic_states[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_live_leaders, pos, end)
     if cython.compiled:
@@ -414,14 +421,15 @@ def _dec_LeaderAndIsrRequest_v3(buf, cur, end):
     if n_live_leaders < 0 or n_live_leaders > (end - pos) // 10:
         raise _w.bad_count('live_leaders', pos - 4, n_live_leaders, end, 10, 4)
     f_live_leaders = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_live_leaders):
-            f_live_leaders.append(_dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("live_leaders[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_live_leaders:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_live_leaders):
+                f_live_leaders.append(_dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("live_leaders[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = LeaderAndIsrRequest.__new__(LeaderAndIsrRequest)
     else:
@@ -508,14 +516,15 @@ def _dec_LeaderAndIsrRequest_v4(buf, cur, end):
     if n_topic_states < 0 or n_topic_states > (end - pos) // 3:
         raise _w.bad_count('topic_states', pos - 1, n_topic_states, end, 3, 1)
     f_topic_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topic_states):
-            f_topic_states.append(_dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topic_states[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topic_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topic_states):
+                f_topic_states.append(_dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topic_states[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_live_leaders = buf[pos] - 1
         pos += 1
@@ -534,14 +543,15 @@ def _dec_LeaderAndIsrRequest_v4(buf, cur, end):
     if n_live_leaders < 0 or n_live_leaders > (end - pos) // 10:
         raise _w.bad_count('live_leaders', pos - 1, n_live_leaders, end, 10, 1)
     f_live_leaders = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_live_leaders):
-            f_live_leaders.append(_dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("live_leaders[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_live_leaders:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_live_leaders):
+                f_live_leaders.append(_dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("live_leaders[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -644,14 +654,15 @@ def _dec_LeaderAndIsrRequest_v5(buf, cur, end):
     if n_topic_states < 0 or n_topic_states > (end - pos) // 19:
         raise _w.bad_count('topic_states', pos - 1, n_topic_states, end, 19, 1)
     f_topic_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topic_states):
-            f_topic_states.append(_dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topic_states[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topic_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topic_states):
+                f_topic_states.append(_dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topic_states[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_live_leaders = buf[pos] - 1
         pos += 1
@@ -670,14 +681,15 @@ def _dec_LeaderAndIsrRequest_v5(buf, cur, end):
     if n_live_leaders < 0 or n_live_leaders > (end - pos) // 10:
         raise _w.bad_count('live_leaders', pos - 1, n_live_leaders, end, 10, 1)
     f_live_leaders = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_live_leaders):
-            f_live_leaders.append(_dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("live_leaders[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_live_leaders:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_live_leaders):
+                f_live_leaders.append(_dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("live_leaders[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -779,14 +791,15 @@ def _dec_LeaderAndIsrRequest_v6(buf, cur, end):
     if n_topic_states < 0 or n_topic_states > (end - pos) // 19:
         raise _w.bad_count('topic_states', pos - 1, n_topic_states, end, 19, 1)
     f_topic_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topic_states):
-            f_topic_states.append(_dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topic_states[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topic_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topic_states):
+                f_topic_states.append(_dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topic_states[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_live_leaders = buf[pos] - 1
         pos += 1
@@ -805,14 +818,15 @@ def _dec_LeaderAndIsrRequest_v6(buf, cur, end):
     if n_live_leaders < 0 or n_live_leaders > (end - pos) // 10:
         raise _w.bad_count('live_leaders', pos - 1, n_live_leaders, end, 10, 1)
     f_live_leaders = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_live_leaders):
-            f_live_leaders.append(_dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("live_leaders[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_live_leaders:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_live_leaders):
+                f_live_leaders.append(_dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("live_leaders[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -918,14 +932,15 @@ def _dec_LeaderAndIsrRequest_v7(buf, cur, end):
     if n_topic_states < 0 or n_topic_states > (end - pos) // 19:
         raise _w.bad_count('topic_states', pos - 1, n_topic_states, end, 19, 1)
     f_topic_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topic_states):
-            f_topic_states.append(_dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topic_states[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topic_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topic_states):
+                f_topic_states.append(_dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topic_states[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_live_leaders = buf[pos] - 1
         pos += 1
@@ -944,14 +959,15 @@ def _dec_LeaderAndIsrRequest_v7(buf, cur, end):
     if n_live_leaders < 0 or n_live_leaders > (end - pos) // 10:
         raise _w.bad_count('live_leaders', pos - 1, n_live_leaders, end, 10, 1)
     f_live_leaders = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_live_leaders):
-            f_live_leaders.append(_dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("live_leaders[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_live_leaders:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_live_leaders):
+                f_live_leaders.append(_dec_LeaderAndIsrRequest_LeaderAndIsrLiveLeader_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("live_leaders[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -2157,14 +2173,15 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v2(buf, cur, end):
     if n_partition_states < 0 or n_partition_states > (end - pos) // 29:
         raise _w.bad_count('partition_states', pos - 4, n_partition_states, end, 29, 4)
     f_partition_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partition_states):
-            f_partition_states.append(_dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partition_states[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partition_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partition_states):
+                f_partition_states.append(_dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partition_states[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = LeaderAndIsrRequest_LeaderAndIsrTopicState.__new__(LeaderAndIsrRequest_LeaderAndIsrTopicState)
     else:
@@ -2243,14 +2260,15 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v3(buf, cur, end):
     if n_partition_states < 0 or n_partition_states > (end - pos) // 37:
         raise _w.bad_count('partition_states', pos - 4, n_partition_states, end, 37, 4)
     f_partition_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partition_states):
-            f_partition_states.append(_dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v3(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partition_states[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partition_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partition_states):
+                f_partition_states.append(_dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v3(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partition_states[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = LeaderAndIsrRequest_LeaderAndIsrTopicState.__new__(LeaderAndIsrRequest_LeaderAndIsrTopicState)
     else:
@@ -2345,14 +2363,15 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v4(buf, cur, end):
     if n_partition_states < 0 or n_partition_states > (end - pos) // 26:
         raise _w.bad_count('partition_states', pos - 1, n_partition_states, end, 26, 1)
     f_partition_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partition_states):
-            f_partition_states.append(_dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partition_states[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partition_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partition_states):
+                f_partition_states.append(_dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partition_states[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -2462,14 +2481,15 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v5(buf, cur, end):
     if n_partition_states < 0 or n_partition_states > (end - pos) // 26:
         raise _w.bad_count('partition_states', pos - 1, n_partition_states, end, 26, 1)
     f_partition_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partition_states):
-            f_partition_states.append(_dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partition_states[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partition_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partition_states):
+                f_partition_states.append(_dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partition_states[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -2580,14 +2600,15 @@ def _dec_LeaderAndIsrRequest_LeaderAndIsrTopicState_v6(buf, cur, end):
     if n_partition_states < 0 or n_partition_states > (end - pos) // 27:
         raise _w.bad_count('partition_states', pos - 1, n_partition_states, end, 27, 1)
     f_partition_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partition_states):
-            f_partition_states.append(_dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partition_states[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partition_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partition_states):
+                f_partition_states.append(_dec_LeaderAndIsrRequest_LeaderAndIsrPartitionState_v6(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partition_states[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -2827,14 +2848,15 @@ def _dec_LeaderAndIsrResponse_v0(buf, cur, end):
     if n_partition_errors < 0 or n_partition_errors > (end - pos) // 8:
         raise _w.bad_count('partition_errors', pos - 4, n_partition_errors, end, 8, 4)
     f_partition_errors = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partition_errors):
-            f_partition_errors.append(_dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partition_errors[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partition_errors:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partition_errors):
+                f_partition_errors.append(_dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partition_errors[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = LeaderAndIsrResponse.__new__(LeaderAndIsrResponse)
     else:
@@ -2896,14 +2918,15 @@ def _dec_LeaderAndIsrResponse_v4(buf, cur, end):
     if n_partition_errors < 0 or n_partition_errors > (end - pos) // 8:
         raise _w.bad_count('partition_errors', pos - 1, n_partition_errors, end, 8, 1)
     f_partition_errors = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partition_errors):
-            f_partition_errors.append(_dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partition_errors[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partition_errors:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partition_errors):
+                f_partition_errors.append(_dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partition_errors[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -2979,14 +3002,15 @@ def _dec_LeaderAndIsrResponse_v5(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 18:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_LeaderAndIsrResponse_LeaderAndIsrTopicError_v5(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_LeaderAndIsrResponse_LeaderAndIsrTopicError_v5(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -3261,14 +3285,15 @@ def _dec_LeaderAndIsrResponse_LeaderAndIsrTopicError_v5(buf, cur, end):
     if n_partition_errors < 0 or n_partition_errors > (end - pos) // 7:
         raise _w.bad_count('partition_errors', pos - 1, n_partition_errors, end, 7, 1)
     f_partition_errors = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partition_errors):
-            f_partition_errors.append(_dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v5(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partition_errors[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partition_errors:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partition_errors):
+                f_partition_errors.append(_dec_LeaderAndIsrResponse_LeaderAndIsrPartitionError_v5(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partition_errors[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

@@ -187,14 +187,15 @@ def _dec_LeaveGroupRequest_v3(buf, cur, end):
     if n_members < 0 or n_members > (end - pos) // 4:
         raise _w.bad_count('members', pos - 4, n_members, end, 4, 4)
     f_members = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_members):
-            f_members.append(_dec_LeaveGroupRequest_MemberIdentity_v3(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("members[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_members:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_members):
+                f_members.append(_dec_LeaveGroupRequest_MemberIdentity_v3(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("members[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = LeaveGroupRequest.__new__(LeaveGroupRequest)
     else:
@@ -291,14 +292,15 @@ def _dec_LeaveGroupRequest_v4(buf, cur, end):
     if n_members < 0 or n_members > (end - pos) // 3:
         raise _w.bad_count('members', pos - 1, n_members, end, 3, 1)
     f_members = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_members):
-            f_members.append(_dec_LeaveGroupRequest_MemberIdentity_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("members[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_members:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_members):
+                f_members.append(_dec_LeaveGroupRequest_MemberIdentity_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("members[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -406,14 +408,15 @@ def _dec_LeaveGroupRequest_v5(buf, cur, end):
     if n_members < 0 or n_members > (end - pos) // 4:
         raise _w.bad_count('members', pos - 1, n_members, end, 4, 1)
     f_members = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_members):
-            f_members.append(_dec_LeaveGroupRequest_MemberIdentity_v5(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("members[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_members:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_members):
+                f_members.append(_dec_LeaveGroupRequest_MemberIdentity_v5(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("members[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -938,14 +941,15 @@ def _dec_LeaveGroupResponse_v3(buf, cur, end):
     if n_members < 0 or n_members > (end - pos) // 6:
         raise _w.bad_count('members', pos - 4, n_members, end, 6, 4)
     f_members = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_members):
-            f_members.append(_dec_LeaveGroupResponse_MemberResponse_v3(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("members[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_members:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_members):
+                f_members.append(_dec_LeaveGroupResponse_MemberResponse_v3(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("members[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = LeaveGroupResponse.__new__(LeaveGroupResponse)
     else:
@@ -1007,14 +1011,15 @@ def _dec_LeaveGroupResponse_v4(buf, cur, end):
     if n_members < 0 or n_members > (end - pos) // 5:
         raise _w.bad_count('members', pos - 1, n_members, end, 5, 1)
     f_members = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_members):
-            f_members.append(_dec_LeaveGroupResponse_MemberResponse_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("members[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_members:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_members):
+                f_members.append(_dec_LeaveGroupResponse_MemberResponse_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("members[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

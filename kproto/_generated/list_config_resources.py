@@ -183,14 +183,15 @@ def _dec_ListConfigResourcesResponse_v0(buf, cur, end):
     if n_config_resources < 0 or n_config_resources > (end - pos) // 2:
         raise _w.bad_count('config_resources', pos - 1, n_config_resources, end, 2, 1)
     f_config_resources = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_config_resources):
-            f_config_resources.append(_dec_ListConfigResourcesResponse_ConfigResource_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("config_resources[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_config_resources:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_config_resources):
+                f_config_resources.append(_dec_ListConfigResourcesResponse_ConfigResource_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("config_resources[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -266,14 +267,15 @@ def _dec_ListConfigResourcesResponse_v1(buf, cur, end):
     if n_config_resources < 0 or n_config_resources > (end - pos) // 3:
         raise _w.bad_count('config_resources', pos - 1, n_config_resources, end, 3, 1)
     f_config_resources = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_config_resources):
-            f_config_resources.append(_dec_ListConfigResourcesResponse_ConfigResource_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("config_resources[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_config_resources:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_config_resources):
+                f_config_resources.append(_dec_ListConfigResourcesResponse_ConfigResource_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("config_resources[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

@@ -401,14 +401,15 @@ def _dec_ListGroupsResponse_v0(buf, cur, end):
     if n_groups < 0 or n_groups > (end - pos) // 4:
         raise _w.bad_count('groups', pos - 4, n_groups, end, 4, 4)
     f_groups = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_groups):
-            f_groups.append(_dec_ListGroupsResponse_ListedGroup_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("groups[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_groups:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_groups):
+                f_groups.append(_dec_ListGroupsResponse_ListedGroup_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = ListGroupsResponse.__new__(ListGroupsResponse)
     else:
@@ -455,14 +456,15 @@ def _dec_ListGroupsResponse_v1(buf, cur, end):
     if n_groups < 0 or n_groups > (end - pos) // 4:
         raise _w.bad_count('groups', pos - 4, n_groups, end, 4, 4)
     f_groups = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_groups):
-            f_groups.append(_dec_ListGroupsResponse_ListedGroup_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("groups[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_groups:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_groups):
+                f_groups.append(_dec_ListGroupsResponse_ListedGroup_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = ListGroupsResponse.__new__(ListGroupsResponse)
     else:
@@ -524,14 +526,15 @@ def _dec_ListGroupsResponse_v3(buf, cur, end):
     if n_groups < 0 or n_groups > (end - pos) // 3:
         raise _w.bad_count('groups', pos - 1, n_groups, end, 3, 1)
     f_groups = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_groups):
-            f_groups.append(_dec_ListGroupsResponse_ListedGroup_v3(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("groups[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_groups:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_groups):
+                f_groups.append(_dec_ListGroupsResponse_ListedGroup_v3(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -607,14 +610,15 @@ def _dec_ListGroupsResponse_v4(buf, cur, end):
     if n_groups < 0 or n_groups > (end - pos) // 4:
         raise _w.bad_count('groups', pos - 1, n_groups, end, 4, 1)
     f_groups = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_groups):
-            f_groups.append(_dec_ListGroupsResponse_ListedGroup_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("groups[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_groups:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_groups):
+                f_groups.append(_dec_ListGroupsResponse_ListedGroup_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -690,14 +694,15 @@ def _dec_ListGroupsResponse_v5(buf, cur, end):
     if n_groups < 0 or n_groups > (end - pos) // 5:
         raise _w.bad_count('groups', pos - 1, n_groups, end, 5, 1)
     f_groups = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_groups):
-            f_groups.append(_dec_ListGroupsResponse_ListedGroup_v5(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("groups[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_groups:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_groups):
+                f_groups.append(_dec_ListGroupsResponse_ListedGroup_v5(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

@@ -634,14 +634,15 @@ def _dec_ListTransactionsResponse_v0(buf, cur, end):
     if n_transaction_states < 0 or n_transaction_states > (end - pos) // 11:
         raise _w.bad_count('transaction_states', pos - 1, n_transaction_states, end, 11, 1)
     f_transaction_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_transaction_states):
-            f_transaction_states.append(_dec_ListTransactionsResponse_TransactionState_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("transaction_states[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_transaction_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_transaction_states):
+                f_transaction_states.append(_dec_ListTransactionsResponse_TransactionState_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("transaction_states[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

@@ -106,14 +106,15 @@ def _dec_MetadataRequest_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 2:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 2, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_MetadataRequest_MetadataRequestTopic_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_MetadataRequest_MetadataRequestTopic_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = MetadataRequest.__new__(MetadataRequest)
     else:
@@ -167,14 +168,15 @@ def _dec_MetadataRequest_v1(buf, cur, end):
         raise _w.bad_count('topics', pos - 4, n_topics, end, 2, 4)
     else:
         f_topics = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_topics):
-                f_topics.append(_dec_MetadataRequest_MetadataRequestTopic_v0(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_topics:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_topics):
+                    f_topics.append(_dec_MetadataRequest_MetadataRequestTopic_v0(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("topics[%d]" % i)
+            pos = cur.pos
     if cython.compiled:
         obj = MetadataRequest.__new__(MetadataRequest)
     else:
@@ -229,14 +231,15 @@ def _dec_MetadataRequest_v4(buf, cur, end):
         raise _w.bad_count('topics', pos - 4, n_topics, end, 2, 4)
     else:
         f_topics = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_topics):
-                f_topics.append(_dec_MetadataRequest_MetadataRequestTopic_v0(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_topics:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_topics):
+                    f_topics.append(_dec_MetadataRequest_MetadataRequestTopic_v0(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("topics[%d]" % i)
+            pos = cur.pos
     if end - pos < 1:
         raise _w.short_run(_RUN_allow_auto_topic_creation, pos, end)
     if cython.compiled:
@@ -304,14 +307,15 @@ def _dec_MetadataRequest_v8(buf, cur, end):
         raise _w.bad_count('topics', pos - 4, n_topics, end, 2, 4)
     else:
         f_topics = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_topics):
-                f_topics.append(_dec_MetadataRequest_MetadataRequestTopic_v0(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_topics:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_topics):
+                    f_topics.append(_dec_MetadataRequest_MetadataRequestTopic_v0(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("topics[%d]" % i)
+            pos = cur.pos
     if end - pos < 3:
         raise _w.short_run(_RUN_allow_auto_topic_creation__include_topic_authorized_operations, pos, end)
     if cython.compiled:
@@ -393,14 +397,15 @@ def _dec_MetadataRequest_v9(buf, cur, end):
         raise _w.bad_count('topics', pos - 1, n_topics, end, 2, 1)
     else:
         f_topics = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_topics):
-                f_topics.append(_dec_MetadataRequest_MetadataRequestTopic_v9(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_topics:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_topics):
+                    f_topics.append(_dec_MetadataRequest_MetadataRequestTopic_v9(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("topics[%d]" % i)
+            pos = cur.pos
     if end - pos < 3:
         raise _w.short_run(_RUN_allow_auto_topic_creation__include_topic_authorized_operations, pos, end)
     if cython.compiled:
@@ -492,14 +497,15 @@ def _dec_MetadataRequest_v10(buf, cur, end):
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     else:
         f_topics = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_topics):
-                f_topics.append(_dec_MetadataRequest_MetadataRequestTopic_v10(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_topics:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_topics):
+                    f_topics.append(_dec_MetadataRequest_MetadataRequestTopic_v10(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("topics[%d]" % i)
+            pos = cur.pos
     if end - pos < 3:
         raise _w.short_run(_RUN_allow_auto_topic_creation__include_topic_authorized_operations, pos, end)
     if cython.compiled:
@@ -591,14 +597,15 @@ def _dec_MetadataRequest_v11(buf, cur, end):
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     else:
         f_topics = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_topics):
-                f_topics.append(_dec_MetadataRequest_MetadataRequestTopic_v10(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("topics[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_topics:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_topics):
+                    f_topics.append(_dec_MetadataRequest_MetadataRequestTopic_v10(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("topics[%d]" % i)
+            pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_allow_auto_topic_creation__include_topic_authorized_operations_2, pos, end)
     if cython.compiled:
@@ -884,14 +891,15 @@ def _dec_MetadataResponse_v0(buf, cur, end):
     if n_brokers < 0 or n_brokers > (end - pos) // 10:
         raise _w.bad_count('brokers', pos - 4, n_brokers, end, 10, 4)
     f_brokers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_brokers):
-            f_brokers.append(_dec_MetadataResponse_MetadataResponseBroker_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("brokers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_brokers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_brokers):
+                f_brokers.append(_dec_MetadataResponse_MetadataResponseBroker_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("brokers[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topics, pos, end)
     if cython.compiled:
@@ -902,14 +910,15 @@ def _dec_MetadataResponse_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 8:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 8, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_MetadataResponse_MetadataResponseTopic_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_MetadataResponse_MetadataResponseTopic_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = MetadataResponse.__new__(MetadataResponse)
     else:
@@ -971,14 +980,15 @@ def _dec_MetadataResponse_v1(buf, cur, end):
     if n_brokers < 0 or n_brokers > (end - pos) // 12:
         raise _w.bad_count('brokers', pos - 4, n_brokers, end, 12, 4)
     f_brokers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_brokers):
-            f_brokers.append(_dec_MetadataResponse_MetadataResponseBroker_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("brokers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_brokers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_brokers):
+                f_brokers.append(_dec_MetadataResponse_MetadataResponseBroker_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("brokers[%d]" % i)
+        pos = cur.pos
     if end - pos < 8:
         raise _w.short_run(_RUN_controller_id__topics, pos, end)
     if cython.compiled:
@@ -990,14 +1000,15 @@ def _dec_MetadataResponse_v1(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 9:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 9, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_MetadataResponse_MetadataResponseTopic_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_MetadataResponse_MetadataResponseTopic_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = MetadataResponse.__new__(MetadataResponse)
     else:
@@ -1060,14 +1071,15 @@ def _dec_MetadataResponse_v2(buf, cur, end):
     if n_brokers < 0 or n_brokers > (end - pos) // 12:
         raise _w.bad_count('brokers', pos - 4, n_brokers, end, 12, 4)
     f_brokers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_brokers):
-            f_brokers.append(_dec_MetadataResponse_MetadataResponseBroker_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("brokers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_brokers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_brokers):
+                f_brokers.append(_dec_MetadataResponse_MetadataResponseBroker_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("brokers[%d]" % i)
+        pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_cluster_id, pos, end)
     if cython.compiled:
@@ -1101,14 +1113,15 @@ def _dec_MetadataResponse_v2(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 9:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 9, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_MetadataResponse_MetadataResponseTopic_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_MetadataResponse_MetadataResponseTopic_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = MetadataResponse.__new__(MetadataResponse)
     else:
@@ -1187,14 +1200,15 @@ def _dec_MetadataResponse_v3(buf, cur, end):
     if n_brokers < 0 or n_brokers > (end - pos) // 12:
         raise _w.bad_count('brokers', pos - 4, n_brokers, end, 12, 4)
     f_brokers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_brokers):
-            f_brokers.append(_dec_MetadataResponse_MetadataResponseBroker_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("brokers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_brokers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_brokers):
+                f_brokers.append(_dec_MetadataResponse_MetadataResponseBroker_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("brokers[%d]" % i)
+        pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_cluster_id, pos, end)
     if cython.compiled:
@@ -1228,14 +1242,15 @@ def _dec_MetadataResponse_v3(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 9:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 9, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_MetadataResponse_MetadataResponseTopic_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_MetadataResponse_MetadataResponseTopic_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = MetadataResponse.__new__(MetadataResponse)
     else:
@@ -1315,14 +1330,15 @@ def _dec_MetadataResponse_v5(buf, cur, end):
     if n_brokers < 0 or n_brokers > (end - pos) // 12:
         raise _w.bad_count('brokers', pos - 4, n_brokers, end, 12, 4)
     f_brokers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_brokers):
-            f_brokers.append(_dec_MetadataResponse_MetadataResponseBroker_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("brokers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_brokers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_brokers):
+                f_brokers.append(_dec_MetadataResponse_MetadataResponseBroker_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("brokers[%d]" % i)
+        pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_cluster_id, pos, end)
     if cython.compiled:
@@ -1356,14 +1372,15 @@ def _dec_MetadataResponse_v5(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 9:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 9, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_MetadataResponse_MetadataResponseTopic_v5(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_MetadataResponse_MetadataResponseTopic_v5(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = MetadataResponse.__new__(MetadataResponse)
     else:
@@ -1443,14 +1460,15 @@ def _dec_MetadataResponse_v7(buf, cur, end):
     if n_brokers < 0 or n_brokers > (end - pos) // 12:
         raise _w.bad_count('brokers', pos - 4, n_brokers, end, 12, 4)
     f_brokers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_brokers):
-            f_brokers.append(_dec_MetadataResponse_MetadataResponseBroker_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("brokers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_brokers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_brokers):
+                f_brokers.append(_dec_MetadataResponse_MetadataResponseBroker_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("brokers[%d]" % i)
+        pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_cluster_id, pos, end)
     if cython.compiled:
@@ -1484,14 +1502,15 @@ def _dec_MetadataResponse_v7(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 9:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 9, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_MetadataResponse_MetadataResponseTopic_v7(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_MetadataResponse_MetadataResponseTopic_v7(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = MetadataResponse.__new__(MetadataResponse)
     else:
@@ -1571,14 +1590,15 @@ def _dec_MetadataResponse_v8(buf, cur, end):
     if n_brokers < 0 or n_brokers > (end - pos) // 12:
         raise _w.bad_count('brokers', pos - 4, n_brokers, end, 12, 4)
     f_brokers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_brokers):
-            f_brokers.append(_dec_MetadataResponse_MetadataResponseBroker_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("brokers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_brokers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_brokers):
+                f_brokers.append(_dec_MetadataResponse_MetadataResponseBroker_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("brokers[%d]" % i)
+        pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_cluster_id, pos, end)
     if cython.compiled:
@@ -1612,14 +1632,15 @@ def _dec_MetadataResponse_v8(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 13:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 13, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_MetadataResponse_MetadataResponseTopic_v8(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_MetadataResponse_MetadataResponseTopic_v8(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_cluster_authorized_operations, pos, end)
     if cython.compiled:
@@ -1723,14 +1744,15 @@ def _dec_MetadataResponse_v9(buf, cur, end):
     if n_brokers < 0 or n_brokers > (end - pos) // 11:
         raise _w.bad_count('brokers', pos - 1, n_brokers, end, 11, 1)
     f_brokers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_brokers):
-            f_brokers.append(_dec_MetadataResponse_MetadataResponseBroker_v9(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("brokers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_brokers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_brokers):
+                f_brokers.append(_dec_MetadataResponse_MetadataResponseBroker_v9(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("brokers[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_cluster_id = buf[pos] - 1
         pos += 1
@@ -1786,14 +1808,15 @@ def _dec_MetadataResponse_v9(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 10:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 10, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_MetadataResponse_MetadataResponseTopic_v9(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_MetadataResponse_MetadataResponseTopic_v9(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_cluster_authorized_operations, pos, end)
     if cython.compiled:
@@ -1917,14 +1940,15 @@ def _dec_MetadataResponse_v10(buf, cur, end):
     if n_brokers < 0 or n_brokers > (end - pos) // 11:
         raise _w.bad_count('brokers', pos - 1, n_brokers, end, 11, 1)
     f_brokers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_brokers):
-            f_brokers.append(_dec_MetadataResponse_MetadataResponseBroker_v9(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("brokers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_brokers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_brokers):
+                f_brokers.append(_dec_MetadataResponse_MetadataResponseBroker_v9(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("brokers[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_cluster_id = buf[pos] - 1
         pos += 1
@@ -1980,14 +2004,15 @@ def _dec_MetadataResponse_v10(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 26:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 26, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_MetadataResponse_MetadataResponseTopic_v10(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_MetadataResponse_MetadataResponseTopic_v10(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_cluster_authorized_operations, pos, end)
     if cython.compiled:
@@ -2111,14 +2136,15 @@ def _dec_MetadataResponse_v11(buf, cur, end):
     if n_brokers < 0 or n_brokers > (end - pos) // 11:
         raise _w.bad_count('brokers', pos - 1, n_brokers, end, 11, 1)
     f_brokers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_brokers):
-            f_brokers.append(_dec_MetadataResponse_MetadataResponseBroker_v9(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("brokers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_brokers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_brokers):
+                f_brokers.append(_dec_MetadataResponse_MetadataResponseBroker_v9(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("brokers[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_cluster_id = buf[pos] - 1
         pos += 1
@@ -2174,14 +2200,15 @@ def _dec_MetadataResponse_v11(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 26:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 26, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_MetadataResponse_MetadataResponseTopic_v10(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_MetadataResponse_MetadataResponseTopic_v10(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -2295,14 +2322,15 @@ def _dec_MetadataResponse_v12(buf, cur, end):
     if n_brokers < 0 or n_brokers > (end - pos) // 11:
         raise _w.bad_count('brokers', pos - 1, n_brokers, end, 11, 1)
     f_brokers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_brokers):
-            f_brokers.append(_dec_MetadataResponse_MetadataResponseBroker_v9(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("brokers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_brokers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_brokers):
+                f_brokers.append(_dec_MetadataResponse_MetadataResponseBroker_v9(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("brokers[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_cluster_id = buf[pos] - 1
         pos += 1
@@ -2358,14 +2386,15 @@ def _dec_MetadataResponse_v12(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 26:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 26, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_MetadataResponse_MetadataResponseTopic_v12(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_MetadataResponse_MetadataResponseTopic_v12(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -2479,14 +2508,15 @@ def _dec_MetadataResponse_v13(buf, cur, end):
     if n_brokers < 0 or n_brokers > (end - pos) // 11:
         raise _w.bad_count('brokers', pos - 1, n_brokers, end, 11, 1)
     f_brokers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_brokers):
-            f_brokers.append(_dec_MetadataResponse_MetadataResponseBroker_v9(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("brokers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_brokers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_brokers):
+                f_brokers.append(_dec_MetadataResponse_MetadataResponseBroker_v9(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("brokers[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_cluster_id = buf[pos] - 1
         pos += 1
@@ -2542,14 +2572,15 @@ def _dec_MetadataResponse_v13(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 26:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 26, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_MetadataResponse_MetadataResponseTopic_v12(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_MetadataResponse_MetadataResponseTopic_v12(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_code, pos, end)
     if cython.compiled:
@@ -2995,14 +3026,15 @@ def _dec_MetadataResponse_MetadataResponseTopic_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 18:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 18, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_MetadataResponse_MetadataResponsePartition_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_MetadataResponse_MetadataResponsePartition_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = MetadataResponse_MetadataResponseTopic.__new__(MetadataResponse_MetadataResponseTopic)
     else:
@@ -3092,14 +3124,15 @@ def _dec_MetadataResponse_MetadataResponseTopic_v1(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 18:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 18, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_MetadataResponse_MetadataResponsePartition_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_MetadataResponse_MetadataResponsePartition_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = MetadataResponse_MetadataResponseTopic.__new__(MetadataResponse_MetadataResponseTopic)
     else:
@@ -3190,14 +3223,15 @@ def _dec_MetadataResponse_MetadataResponseTopic_v5(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 22:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 22, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_MetadataResponse_MetadataResponsePartition_v5(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_MetadataResponse_MetadataResponsePartition_v5(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = MetadataResponse_MetadataResponseTopic.__new__(MetadataResponse_MetadataResponseTopic)
     else:
@@ -3288,14 +3322,15 @@ def _dec_MetadataResponse_MetadataResponseTopic_v7(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 26:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 26, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_MetadataResponse_MetadataResponsePartition_v7(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_MetadataResponse_MetadataResponsePartition_v7(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = MetadataResponse_MetadataResponseTopic.__new__(MetadataResponse_MetadataResponseTopic)
     else:
@@ -3386,14 +3421,15 @@ def _dec_MetadataResponse_MetadataResponseTopic_v8(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 26:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 26, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_MetadataResponse_MetadataResponsePartition_v7(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_MetadataResponse_MetadataResponsePartition_v7(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topic_authorized_operations, pos, end)
     if cython.compiled:
@@ -3522,14 +3558,15 @@ def _dec_MetadataResponse_MetadataResponseTopic_v9(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 18:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 18, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_MetadataResponse_MetadataResponsePartition_v9(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_MetadataResponse_MetadataResponsePartition_v9(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topic_authorized_operations, pos, end)
     if cython.compiled:
@@ -3681,14 +3718,15 @@ def _dec_MetadataResponse_MetadataResponseTopic_v10(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 18:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 18, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_MetadataResponse_MetadataResponsePartition_v9(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_MetadataResponse_MetadataResponsePartition_v9(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topic_authorized_operations, pos, end)
     if cython.compiled:
@@ -3843,14 +3881,15 @@ def _dec_MetadataResponse_MetadataResponseTopic_v12(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 18:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 18, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_MetadataResponse_MetadataResponsePartition_v9(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_MetadataResponse_MetadataResponsePartition_v9(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_topic_authorized_operations, pos, end)
     if cython.compiled:

@@ -94,14 +94,15 @@ def _dec_OffsetDeleteRequest_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_OffsetDeleteRequest_OffsetDeleteRequestTopic_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_OffsetDeleteRequest_OffsetDeleteRequestTopic_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = OffsetDeleteRequest.__new__(OffsetDeleteRequest)
     else:
@@ -178,14 +179,15 @@ def _dec_OffsetDeleteRequest_OffsetDeleteRequestTopic_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 4:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 4, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_OffsetDeleteRequest_OffsetDeleteRequestPartition_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_OffsetDeleteRequest_OffsetDeleteRequestPartition_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = OffsetDeleteRequest_OffsetDeleteRequestTopic.__new__(OffsetDeleteRequest_OffsetDeleteRequestTopic)
     else:
@@ -274,14 +276,15 @@ def _dec_OffsetDeleteResponse_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_OffsetDeleteResponse_OffsetDeleteResponseTopic_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_OffsetDeleteResponse_OffsetDeleteResponseTopic_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = OffsetDeleteResponse.__new__(OffsetDeleteResponse)
     else:
@@ -346,14 +349,15 @@ def _dec_OffsetDeleteResponse_OffsetDeleteResponseTopic_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 6:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 6, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_OffsetDeleteResponse_OffsetDeleteResponsePartition_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_OffsetDeleteResponse_OffsetDeleteResponsePartition_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = OffsetDeleteResponse_OffsetDeleteResponseTopic.__new__(OffsetDeleteResponse_OffsetDeleteResponseTopic)
     else:

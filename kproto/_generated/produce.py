@@ -105,14 +105,15 @@ def _dec_ProduceRequest_v0(buf, cur, end):
     if n_topic_data < 0 or n_topic_data > (end - pos) // 6:
         raise _w.bad_count('topic_data', pos - 4, n_topic_data, end, 6, 4)
     f_topic_data = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topic_data):
-            f_topic_data.append(_dec_ProduceRequest_TopicProduceData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topic_data[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topic_data:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topic_data):
+                f_topic_data.append(_dec_ProduceRequest_TopicProduceData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topic_data[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = ProduceRequest.__new__(ProduceRequest)
     else:
@@ -185,14 +186,15 @@ def _dec_ProduceRequest_v3(buf, cur, end):
     if n_topic_data < 0 or n_topic_data > (end - pos) // 6:
         raise _w.bad_count('topic_data', pos - 4, n_topic_data, end, 6, 4)
     f_topic_data = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topic_data):
-            f_topic_data.append(_dec_ProduceRequest_TopicProduceData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topic_data[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topic_data:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topic_data):
+                f_topic_data.append(_dec_ProduceRequest_TopicProduceData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topic_data[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = ProduceRequest.__new__(ProduceRequest)
     else:
@@ -300,14 +302,15 @@ def _dec_ProduceRequest_v9(buf, cur, end):
     if n_topic_data < 0 or n_topic_data > (end - pos) // 3:
         raise _w.bad_count('topic_data', pos - 1, n_topic_data, end, 3, 1)
     f_topic_data = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topic_data):
-            f_topic_data.append(_dec_ProduceRequest_TopicProduceData_v9(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topic_data[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topic_data:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topic_data):
+                f_topic_data.append(_dec_ProduceRequest_TopicProduceData_v9(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topic_data[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -430,14 +433,15 @@ def _dec_ProduceRequest_v13(buf, cur, end):
     if n_topic_data < 0 or n_topic_data > (end - pos) // 18:
         raise _w.bad_count('topic_data', pos - 1, n_topic_data, end, 18, 1)
     f_topic_data = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topic_data):
-            f_topic_data.append(_dec_ProduceRequest_TopicProduceData_v13(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topic_data[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topic_data:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topic_data):
+                f_topic_data.append(_dec_ProduceRequest_TopicProduceData_v13(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topic_data[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -534,14 +538,15 @@ def _dec_ProduceRequest_TopicProduceData_v0(buf, cur, end):
     if n_partition_data < 0 or n_partition_data > (end - pos) // 8:
         raise _w.bad_count('partition_data', pos - 4, n_partition_data, end, 8, 4)
     f_partition_data = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partition_data):
-            f_partition_data.append(_dec_ProduceRequest_PartitionProduceData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partition_data[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partition_data:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partition_data):
+                f_partition_data.append(_dec_ProduceRequest_PartitionProduceData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partition_data[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = ProduceRequest_TopicProduceData.__new__(ProduceRequest_TopicProduceData)
     else:
@@ -636,14 +641,15 @@ def _dec_ProduceRequest_TopicProduceData_v9(buf, cur, end):
     if n_partition_data < 0 or n_partition_data > (end - pos) // 6:
         raise _w.bad_count('partition_data', pos - 1, n_partition_data, end, 6, 1)
     f_partition_data = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partition_data):
-            f_partition_data.append(_dec_ProduceRequest_PartitionProduceData_v9(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partition_data[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partition_data:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partition_data):
+                f_partition_data.append(_dec_ProduceRequest_PartitionProduceData_v9(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partition_data[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -725,14 +731,15 @@ def _dec_ProduceRequest_TopicProduceData_v13(buf, cur, end):
     if n_partition_data < 0 or n_partition_data > (end - pos) // 6:
         raise _w.bad_count('partition_data', pos - 1, n_partition_data, end, 6, 1)
     f_partition_data = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partition_data):
-            f_partition_data.append(_dec_ProduceRequest_PartitionProduceData_v9(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partition_data[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partition_data:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partition_data):
+                f_partition_data.append(_dec_ProduceRequest_PartitionProduceData_v9(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partition_data[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -786,7 +793,11 @@ def _dec_ProduceRequest_PartitionProduceData_v0(buf, cur, end):
         f_index, n_records = _S_ii.unpack_from(buf, pos)
     pos += 8
     if 0 <= n_records <= end - pos:
-        f_records = RecordSet(buf[pos:pos + n_records])
+        if cython.compiled:
+            f_records = RecordSet(buf[pos:pos + n_records])
+        else:
+            f_records = _new(RecordSet)
+            f_records._raw = buf[pos:pos + n_records]
         pos += n_records
     elif n_records == -1:
         f_records = None
@@ -849,7 +860,11 @@ def _dec_ProduceRequest_PartitionProduceData_v9(buf, cur, end):
         n_records, pos = _w.read_uvarint(buf, pos, end, 'records')
         n_records -= 1
     if 0 <= n_records <= end - pos:
-        f_records = RecordSet(buf[pos:pos + n_records])
+        if cython.compiled:
+            f_records = RecordSet(buf[pos:pos + n_records])
+        else:
+            f_records = _new(RecordSet)
+            f_records._raw = buf[pos:pos + n_records]
         pos += n_records
     elif n_records == -1:
         f_records = None
@@ -913,14 +928,15 @@ def _dec_ProduceResponse_v0(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 6:
         raise _w.bad_count('responses', pos - 4, n_responses, end, 6, 4)
     f_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_responses):
-            f_responses.append(_dec_ProduceResponse_TopicProduceResponse_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("responses[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_ProduceResponse_TopicProduceResponse_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = ProduceResponse.__new__(ProduceResponse)
     else:
@@ -966,14 +982,15 @@ def _dec_ProduceResponse_v1(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 6:
         raise _w.bad_count('responses', pos - 4, n_responses, end, 6, 4)
     f_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_responses):
-            f_responses.append(_dec_ProduceResponse_TopicProduceResponse_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("responses[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_ProduceResponse_TopicProduceResponse_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -1031,14 +1048,15 @@ def _dec_ProduceResponse_v2(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 6:
         raise _w.bad_count('responses', pos - 4, n_responses, end, 6, 4)
     f_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_responses):
-            f_responses.append(_dec_ProduceResponse_TopicProduceResponse_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("responses[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_ProduceResponse_TopicProduceResponse_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -1096,14 +1114,15 @@ def _dec_ProduceResponse_v5(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 6:
         raise _w.bad_count('responses', pos - 4, n_responses, end, 6, 4)
     f_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_responses):
-            f_responses.append(_dec_ProduceResponse_TopicProduceResponse_v5(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("responses[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_ProduceResponse_TopicProduceResponse_v5(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -1161,14 +1180,15 @@ def _dec_ProduceResponse_v8(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 6:
         raise _w.bad_count('responses', pos - 4, n_responses, end, 6, 4)
     f_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_responses):
-            f_responses.append(_dec_ProduceResponse_TopicProduceResponse_v8(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("responses[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_ProduceResponse_TopicProduceResponse_v8(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -1234,14 +1254,15 @@ def _dec_ProduceResponse_v9(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 3:
         raise _w.bad_count('responses', pos - 1, n_responses, end, 3, 1)
     f_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_responses):
-            f_responses.append(_dec_ProduceResponse_TopicProduceResponse_v9(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("responses[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_ProduceResponse_TopicProduceResponse_v9(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -1317,14 +1338,15 @@ def _dec_ProduceResponse_v10(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 3:
         raise _w.bad_count('responses', pos - 1, n_responses, end, 3, 1)
     f_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_responses):
-            f_responses.append(_dec_ProduceResponse_TopicProduceResponse_v10(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("responses[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_ProduceResponse_TopicProduceResponse_v10(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -1358,14 +1380,15 @@ def _dec_ProduceResponse_v10(buf, cur, end):
                 if n_node_endpoints < 0 or n_node_endpoints > (t_end - pos) // 11:
                     raise _w.bad_count('node_endpoints', pos - 1, n_node_endpoints, t_end, 11, 1)
                 f_node_endpoints = []
-                i = 0
-                cur.pos = pos
-                try:
-                    for i in range(n_node_endpoints):
-                        f_node_endpoints.append(_dec_ProduceResponse_NodeEndpoint_v10(buf, cur, t_end))
-                except DecodeError as exc:
-                    raise exc.within("node_endpoints[%d]" % i)
-                pos = cur.pos
+                if cython.compiled or n_node_endpoints:
+                    i = 0
+                    cur.pos = pos
+                    try:
+                        for i in range(n_node_endpoints):
+                            f_node_endpoints.append(_dec_ProduceResponse_NodeEndpoint_v10(buf, cur, t_end))
+                    except DecodeError as exc:
+                        raise exc.within("node_endpoints[%d]" % i)
+                    pos = cur.pos
                 if pos != t_end:
                     raise _w.tag_size_mismatch('node_endpoints', 0, pos, t_end)
         pos = after
@@ -1447,14 +1470,15 @@ def _dec_ProduceResponse_v13(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 18:
         raise _w.bad_count('responses', pos - 1, n_responses, end, 18, 1)
     f_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_responses):
-            f_responses.append(_dec_ProduceResponse_TopicProduceResponse_v13(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("responses[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_ProduceResponse_TopicProduceResponse_v13(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_throttle_time_ms, pos, end)
     if cython.compiled:
@@ -1488,14 +1512,15 @@ def _dec_ProduceResponse_v13(buf, cur, end):
                 if n_node_endpoints < 0 or n_node_endpoints > (t_end - pos) // 11:
                     raise _w.bad_count('node_endpoints', pos - 1, n_node_endpoints, t_end, 11, 1)
                 f_node_endpoints = []
-                i = 0
-                cur.pos = pos
-                try:
-                    for i in range(n_node_endpoints):
-                        f_node_endpoints.append(_dec_ProduceResponse_NodeEndpoint_v10(buf, cur, t_end))
-                except DecodeError as exc:
-                    raise exc.within("node_endpoints[%d]" % i)
-                pos = cur.pos
+                if cython.compiled or n_node_endpoints:
+                    i = 0
+                    cur.pos = pos
+                    try:
+                        for i in range(n_node_endpoints):
+                            f_node_endpoints.append(_dec_ProduceResponse_NodeEndpoint_v10(buf, cur, t_end))
+                    except DecodeError as exc:
+                        raise exc.within("node_endpoints[%d]" % i)
+                    pos = cur.pos
                 if pos != t_end:
                     raise _w.tag_size_mismatch('node_endpoints', 0, pos, t_end)
         pos = after
@@ -1589,14 +1614,15 @@ def _dec_ProduceResponse_TopicProduceResponse_v0(buf, cur, end):
     if n_partition_responses < 0 or n_partition_responses > (end - pos) // 14:
         raise _w.bad_count('partition_responses', pos - 4, n_partition_responses, end, 14, 4)
     f_partition_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partition_responses):
-            f_partition_responses.append(_dec_ProduceResponse_PartitionProduceResponse_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partition_responses[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partition_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partition_responses):
+                f_partition_responses.append(_dec_ProduceResponse_PartitionProduceResponse_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partition_responses[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = ProduceResponse_TopicProduceResponse.__new__(ProduceResponse_TopicProduceResponse)
     else:
@@ -1675,14 +1701,15 @@ def _dec_ProduceResponse_TopicProduceResponse_v2(buf, cur, end):
     if n_partition_responses < 0 or n_partition_responses > (end - pos) // 22:
         raise _w.bad_count('partition_responses', pos - 4, n_partition_responses, end, 22, 4)
     f_partition_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partition_responses):
-            f_partition_responses.append(_dec_ProduceResponse_PartitionProduceResponse_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partition_responses[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partition_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partition_responses):
+                f_partition_responses.append(_dec_ProduceResponse_PartitionProduceResponse_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partition_responses[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = ProduceResponse_TopicProduceResponse.__new__(ProduceResponse_TopicProduceResponse)
     else:
@@ -1761,14 +1788,15 @@ def _dec_ProduceResponse_TopicProduceResponse_v5(buf, cur, end):
     if n_partition_responses < 0 or n_partition_responses > (end - pos) // 30:
         raise _w.bad_count('partition_responses', pos - 4, n_partition_responses, end, 30, 4)
     f_partition_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partition_responses):
-            f_partition_responses.append(_dec_ProduceResponse_PartitionProduceResponse_v5(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partition_responses[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partition_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partition_responses):
+                f_partition_responses.append(_dec_ProduceResponse_PartitionProduceResponse_v5(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partition_responses[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = ProduceResponse_TopicProduceResponse.__new__(ProduceResponse_TopicProduceResponse)
     else:
@@ -1847,14 +1875,15 @@ def _dec_ProduceResponse_TopicProduceResponse_v8(buf, cur, end):
     if n_partition_responses < 0 or n_partition_responses > (end - pos) // 36:
         raise _w.bad_count('partition_responses', pos - 4, n_partition_responses, end, 36, 4)
     f_partition_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partition_responses):
-            f_partition_responses.append(_dec_ProduceResponse_PartitionProduceResponse_v8(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partition_responses[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partition_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partition_responses):
+                f_partition_responses.append(_dec_ProduceResponse_PartitionProduceResponse_v8(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partition_responses[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = ProduceResponse_TopicProduceResponse.__new__(ProduceResponse_TopicProduceResponse)
     else:
@@ -1949,14 +1978,15 @@ def _dec_ProduceResponse_TopicProduceResponse_v9(buf, cur, end):
     if n_partition_responses < 0 or n_partition_responses > (end - pos) // 33:
         raise _w.bad_count('partition_responses', pos - 1, n_partition_responses, end, 33, 1)
     f_partition_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partition_responses):
-            f_partition_responses.append(_dec_ProduceResponse_PartitionProduceResponse_v9(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partition_responses[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partition_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partition_responses):
+                f_partition_responses.append(_dec_ProduceResponse_PartitionProduceResponse_v9(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partition_responses[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -2062,14 +2092,15 @@ def _dec_ProduceResponse_TopicProduceResponse_v10(buf, cur, end):
     if n_partition_responses < 0 or n_partition_responses > (end - pos) // 33:
         raise _w.bad_count('partition_responses', pos - 1, n_partition_responses, end, 33, 1)
     f_partition_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partition_responses):
-            f_partition_responses.append(_dec_ProduceResponse_PartitionProduceResponse_v10(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partition_responses[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partition_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partition_responses):
+                f_partition_responses.append(_dec_ProduceResponse_PartitionProduceResponse_v10(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partition_responses[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -2151,14 +2182,15 @@ def _dec_ProduceResponse_TopicProduceResponse_v13(buf, cur, end):
     if n_partition_responses < 0 or n_partition_responses > (end - pos) // 33:
         raise _w.bad_count('partition_responses', pos - 1, n_partition_responses, end, 33, 1)
     f_partition_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partition_responses):
-            f_partition_responses.append(_dec_ProduceResponse_PartitionProduceResponse_v10(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partition_responses[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partition_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partition_responses):
+                f_partition_responses.append(_dec_ProduceResponse_PartitionProduceResponse_v10(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partition_responses[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -2365,14 +2397,15 @@ def _dec_ProduceResponse_PartitionProduceResponse_v8(buf, cur, end):
     if n_record_errors < 0 or n_record_errors > (end - pos) // 6:
         raise _w.bad_count('record_errors', pos - 4, n_record_errors, end, 6, 4)
     f_record_errors = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_record_errors):
-            f_record_errors.append(_dec_ProduceResponse_BatchIndexAndErrorMessage_v8(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("record_errors[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_record_errors:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_record_errors):
+                f_record_errors.append(_dec_ProduceResponse_BatchIndexAndErrorMessage_v8(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("record_errors[%d]" % i)
+        pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_error_message, pos, end)
     if cython.compiled:
@@ -2487,14 +2520,15 @@ def _dec_ProduceResponse_PartitionProduceResponse_v9(buf, cur, end):
     if n_record_errors < 0 or n_record_errors > (end - pos) // 6:
         raise _w.bad_count('record_errors', pos - 1, n_record_errors, end, 6, 1)
     f_record_errors = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_record_errors):
-            f_record_errors.append(_dec_ProduceResponse_BatchIndexAndErrorMessage_v9(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("record_errors[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_record_errors:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_record_errors):
+                f_record_errors.append(_dec_ProduceResponse_BatchIndexAndErrorMessage_v9(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("record_errors[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_error_message = buf[pos] - 1
         pos += 1
@@ -2632,14 +2666,15 @@ def _dec_ProduceResponse_PartitionProduceResponse_v10(buf, cur, end):
     if n_record_errors < 0 or n_record_errors > (end - pos) // 6:
         raise _w.bad_count('record_errors', pos - 1, n_record_errors, end, 6, 1)
     f_record_errors = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_record_errors):
-            f_record_errors.append(_dec_ProduceResponse_BatchIndexAndErrorMessage_v9(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("record_errors[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_record_errors:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_record_errors):
+                f_record_errors.append(_dec_ProduceResponse_BatchIndexAndErrorMessage_v9(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("record_errors[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_error_message = buf[pos] - 1
         pos += 1

@@ -107,14 +107,15 @@ def _dec_ReadShareGroupStateSummaryRequest_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 18:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_ReadShareGroupStateSummaryRequest_ReadStateSummaryData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_ReadShareGroupStateSummaryRequest_ReadStateSummaryData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -195,14 +196,15 @@ def _dec_ReadShareGroupStateSummaryRequest_ReadStateSummaryData_v0(buf, cur, end
     if n_partitions < 0 or n_partitions > (end - pos) // 9:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 9, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_ReadShareGroupStateSummaryRequest_PartitionData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_ReadShareGroupStateSummaryRequest_PartitionData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -307,14 +309,15 @@ def _dec_ReadShareGroupStateSummaryResponse_v0(buf, cur, end):
     if n_results < 0 or n_results > (end - pos) // 18:
         raise _w.bad_count('results', pos - 1, n_results, end, 18, 1)
     f_results = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_results):
-            f_results.append(_dec_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("results[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_results:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_results):
+                f_results.append(_dec_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -374,14 +377,15 @@ def _dec_ReadShareGroupStateSummaryResponse_v1(buf, cur, end):
     if n_results < 0 or n_results > (end - pos) // 18:
         raise _w.bad_count('results', pos - 1, n_results, end, 18, 1)
     f_results = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_results):
-            f_results.append(_dec_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("results[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_results:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_results):
+                f_results.append(_dec_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -445,14 +449,15 @@ def _dec_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v0(buf, cur, 
     if n_partitions < 0 or n_partitions > (end - pos) // 24:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 24, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_ReadShareGroupStateSummaryResponse_PartitionResult_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_ReadShareGroupStateSummaryResponse_PartitionResult_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -518,14 +523,15 @@ def _dec_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_v1(buf, cur, 
     if n_partitions < 0 or n_partitions > (end - pos) // 28:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 28, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_ReadShareGroupStateSummaryResponse_PartitionResult_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_ReadShareGroupStateSummaryResponse_PartitionResult_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

@@ -155,14 +155,15 @@ def _dec_ShareAcknowledgeRequest_v1(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 18:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_ShareAcknowledgeRequest_AcknowledgeTopic_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_ShareAcknowledgeRequest_AcknowledgeTopic_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -336,14 +337,15 @@ def _dec_ShareAcknowledgeRequest_v2(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 18:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_ShareAcknowledgeRequest_AcknowledgeTopic_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_ShareAcknowledgeRequest_AcknowledgeTopic_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -449,14 +451,15 @@ def _dec_ShareAcknowledgeRequest_AcknowledgeTopic_v1(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 6:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 6, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_ShareAcknowledgeRequest_AcknowledgePartition_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_ShareAcknowledgeRequest_AcknowledgePartition_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -525,14 +528,15 @@ def _dec_ShareAcknowledgeRequest_AcknowledgePartition_v1(buf, cur, end):
     if n_acknowledgement_batches < 0 or n_acknowledgement_batches > (end - pos) // 18:
         raise _w.bad_count('acknowledgement_batches', pos - 1, n_acknowledgement_batches, end, 18, 1)
     f_acknowledgement_batches = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_acknowledgement_batches):
-            f_acknowledgement_batches.append(_dec_ShareAcknowledgeRequest_AcknowledgementBatch_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("acknowledgement_batches[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_acknowledgement_batches:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_acknowledgement_batches):
+                f_acknowledgement_batches.append(_dec_ShareAcknowledgeRequest_AcknowledgementBatch_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("acknowledgement_batches[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -721,14 +725,15 @@ def _dec_ShareAcknowledgeResponse_v1(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 18:
         raise _w.bad_count('responses', pos - 1, n_responses, end, 18, 1)
     f_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_responses):
-            f_responses.append(_dec_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("responses[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_node_endpoints = buf[pos] - 1
         pos += 1
@@ -747,14 +752,15 @@ def _dec_ShareAcknowledgeResponse_v1(buf, cur, end):
     if n_node_endpoints < 0 or n_node_endpoints > (end - pos) // 11:
         raise _w.bad_count('node_endpoints', pos - 1, n_node_endpoints, end, 11, 1)
     f_node_endpoints = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_node_endpoints):
-            f_node_endpoints.append(_dec_ShareAcknowledgeResponse_NodeEndpoint_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("node_endpoints[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_node_endpoints:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_node_endpoints):
+                f_node_endpoints.append(_dec_ShareAcknowledgeResponse_NodeEndpoint_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("node_endpoints[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -901,14 +907,15 @@ def _dec_ShareAcknowledgeResponse_v2(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 18:
         raise _w.bad_count('responses', pos - 1, n_responses, end, 18, 1)
     f_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_responses):
-            f_responses.append(_dec_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("responses[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_node_endpoints = buf[pos] - 1
         pos += 1
@@ -927,14 +934,15 @@ def _dec_ShareAcknowledgeResponse_v2(buf, cur, end):
     if n_node_endpoints < 0 or n_node_endpoints > (end - pos) // 11:
         raise _w.bad_count('node_endpoints', pos - 1, n_node_endpoints, end, 11, 1)
     f_node_endpoints = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_node_endpoints):
-            f_node_endpoints.append(_dec_ShareAcknowledgeResponse_NodeEndpoint_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("node_endpoints[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_node_endpoints:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_node_endpoints):
+                f_node_endpoints.append(_dec_ShareAcknowledgeResponse_NodeEndpoint_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("node_endpoints[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1043,14 +1051,15 @@ def _dec_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_v1(buf, cur, end
     if n_partitions < 0 or n_partitions > (end - pos) // 17:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 17, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_ShareAcknowledgeResponse_PartitionData_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_ShareAcknowledgeResponse_PartitionData_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

@@ -166,14 +166,15 @@ def _dec_ShareFetchRequest_v1(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 18:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_ShareFetchRequest_FetchTopic_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_ShareFetchRequest_FetchTopic_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_forgotten_topics_data = buf[pos] - 1
         pos += 1
@@ -192,14 +193,15 @@ def _dec_ShareFetchRequest_v1(buf, cur, end):
     if n_forgotten_topics_data < 0 or n_forgotten_topics_data > (end - pos) // 18:
         raise _w.bad_count('forgotten_topics_data', pos - 1, n_forgotten_topics_data, end, 18, 1)
     f_forgotten_topics_data = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_forgotten_topics_data):
-            f_forgotten_topics_data.append(_dec_ShareFetchRequest_ForgottenTopic_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("forgotten_topics_data[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_forgotten_topics_data:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_forgotten_topics_data):
+                f_forgotten_topics_data.append(_dec_ShareFetchRequest_ForgottenTopic_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("forgotten_topics_data[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -406,14 +408,15 @@ def _dec_ShareFetchRequest_v2(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 18:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_ShareFetchRequest_FetchTopic_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_ShareFetchRequest_FetchTopic_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_forgotten_topics_data = buf[pos] - 1
         pos += 1
@@ -432,14 +435,15 @@ def _dec_ShareFetchRequest_v2(buf, cur, end):
     if n_forgotten_topics_data < 0 or n_forgotten_topics_data > (end - pos) // 18:
         raise _w.bad_count('forgotten_topics_data', pos - 1, n_forgotten_topics_data, end, 18, 1)
     f_forgotten_topics_data = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_forgotten_topics_data):
-            f_forgotten_topics_data.append(_dec_ShareFetchRequest_ForgottenTopic_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("forgotten_topics_data[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_forgotten_topics_data:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_forgotten_topics_data):
+                f_forgotten_topics_data.append(_dec_ShareFetchRequest_ForgottenTopic_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("forgotten_topics_data[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -571,14 +575,15 @@ def _dec_ShareFetchRequest_FetchTopic_v1(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 6:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 6, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_ShareFetchRequest_FetchPartition_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_ShareFetchRequest_FetchPartition_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -647,14 +652,15 @@ def _dec_ShareFetchRequest_FetchPartition_v1(buf, cur, end):
     if n_acknowledgement_batches < 0 or n_acknowledgement_batches > (end - pos) // 18:
         raise _w.bad_count('acknowledgement_batches', pos - 1, n_acknowledgement_batches, end, 18, 1)
     f_acknowledgement_batches = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_acknowledgement_batches):
-            f_acknowledgement_batches.append(_dec_ShareFetchRequest_AcknowledgementBatch_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("acknowledgement_batches[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_acknowledgement_batches:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_acknowledgement_batches):
+                f_acknowledgement_batches.append(_dec_ShareFetchRequest_AcknowledgementBatch_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("acknowledgement_batches[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -925,14 +931,15 @@ def _dec_ShareFetchResponse_v1(buf, cur, end):
     if n_responses < 0 or n_responses > (end - pos) // 18:
         raise _w.bad_count('responses', pos - 1, n_responses, end, 18, 1)
     f_responses = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_responses):
-            f_responses.append(_dec_ShareFetchResponse_ShareFetchableTopicResponse_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("responses[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_responses:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_responses):
+                f_responses.append(_dec_ShareFetchResponse_ShareFetchableTopicResponse_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("responses[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_node_endpoints = buf[pos] - 1
         pos += 1
@@ -951,14 +958,15 @@ def _dec_ShareFetchResponse_v1(buf, cur, end):
     if n_node_endpoints < 0 or n_node_endpoints > (end - pos) // 11:
         raise _w.bad_count('node_endpoints', pos - 1, n_node_endpoints, end, 11, 1)
     f_node_endpoints = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_node_endpoints):
-            f_node_endpoints.append(_dec_ShareFetchResponse_NodeEndpoint_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("node_endpoints[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_node_endpoints:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_node_endpoints):
+                f_node_endpoints.append(_dec_ShareFetchResponse_NodeEndpoint_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("node_endpoints[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1067,14 +1075,15 @@ def _dec_ShareFetchResponse_ShareFetchableTopicResponse_v1(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 22:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 22, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_ShareFetchResponse_PartitionData_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_ShareFetchResponse_PartitionData_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1215,7 +1224,11 @@ def _dec_ShareFetchResponse_PartitionData_v1(buf, cur, end):
         n_records, pos = _w.read_uvarint(buf, pos, end, 'records')
         n_records -= 1
     if 0 <= n_records <= end - pos:
-        f_records = RecordSet(buf[pos:pos + n_records])
+        if cython.compiled:
+            f_records = RecordSet(buf[pos:pos + n_records])
+        else:
+            f_records = _new(RecordSet)
+            f_records._raw = buf[pos:pos + n_records]
         pos += n_records
     else:
         raise _w.bad_sized('records', pos, n_records, end, 1, False)
@@ -1237,14 +1250,15 @@ def _dec_ShareFetchResponse_PartitionData_v1(buf, cur, end):
     if n_acquired_records < 0 or n_acquired_records > (end - pos) // 19:
         raise _w.bad_count('acquired_records', pos - 1, n_acquired_records, end, 19, 1)
     f_acquired_records = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_acquired_records):
-            f_acquired_records.append(_dec_ShareFetchResponse_AcquiredRecords_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("acquired_records[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_acquired_records:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_acquired_records):
+                f_acquired_records.append(_dec_ShareFetchResponse_AcquiredRecords_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("acquired_records[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

@@ -501,14 +501,15 @@ def _dec_ShareGroupHeartbeatResponse_Assignment_v1(buf, cur, end):
     if n_topic_partitions < 0 or n_topic_partitions > (end - pos) // 18:
         raise _w.bad_count('topic_partitions', pos - 1, n_topic_partitions, end, 18, 1)
     f_topic_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topic_partitions):
-            f_topic_partitions.append(_dec_ShareGroupHeartbeatResponse_TopicPartitions_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topic_partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topic_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topic_partitions):
+                f_topic_partitions.append(_dec_ShareGroupHeartbeatResponse_TopicPartitions_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topic_partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

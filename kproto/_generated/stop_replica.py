@@ -98,14 +98,15 @@ def _dec_StopReplicaRequest_v0(buf, cur, end):
     if n_ungrouped_partitions < 0 or n_ungrouped_partitions > (end - pos) // 6:
         raise _w.bad_count('ungrouped_partitions', pos - 4, n_ungrouped_partitions, end, 6, 4)
     f_ungrouped_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_ungrouped_partitions):
-            f_ungrouped_partitions.append(_dec_StopReplicaRequest_StopReplicaPartitionV0_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("ungrouped_partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_ungrouped_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_ungrouped_partitions):
+                f_ungrouped_partitions.append(_dec_StopReplicaRequest_StopReplicaPartitionV0_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("ungrouped_partitions[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = StopReplicaRequest.__new__(StopReplicaRequest)
     else:
@@ -170,14 +171,15 @@ def _dec_StopReplicaRequest_v1(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_StopReplicaRequest_StopReplicaTopicV1_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_StopReplicaRequest_StopReplicaTopicV1_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = StopReplicaRequest.__new__(StopReplicaRequest)
     else:
@@ -257,14 +259,15 @@ def _dec_StopReplicaRequest_v2(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_StopReplicaRequest_StopReplicaTopicV1_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_StopReplicaRequest_StopReplicaTopicV1_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -354,14 +357,15 @@ def _dec_StopReplicaRequest_v3(buf, cur, end):
     if n_topic_states < 0 or n_topic_states > (end - pos) // 3:
         raise _w.bad_count('topic_states', pos - 1, n_topic_states, end, 3, 1)
     f_topic_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topic_states):
-            f_topic_states.append(_dec_StopReplicaRequest_StopReplicaTopicState_v3(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topic_states[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topic_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topic_states):
+                f_topic_states.append(_dec_StopReplicaRequest_StopReplicaTopicState_v3(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topic_states[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -456,14 +460,15 @@ def _dec_StopReplicaRequest_v4(buf, cur, end):
     if n_topic_states < 0 or n_topic_states > (end - pos) // 3:
         raise _w.bad_count('topic_states', pos - 1, n_topic_states, end, 3, 1)
     f_topic_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topic_states):
-            f_topic_states.append(_dec_StopReplicaRequest_StopReplicaTopicState_v3(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topic_states[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topic_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topic_states):
+                f_topic_states.append(_dec_StopReplicaRequest_StopReplicaTopicState_v3(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topic_states[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -840,14 +845,15 @@ def _dec_StopReplicaRequest_StopReplicaTopicState_v3(buf, cur, end):
     if n_partition_states < 0 or n_partition_states > (end - pos) // 10:
         raise _w.bad_count('partition_states', pos - 1, n_partition_states, end, 10, 1)
     f_partition_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partition_states):
-            f_partition_states.append(_dec_StopReplicaRequest_StopReplicaPartitionState_v3(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partition_states[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partition_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partition_states):
+                f_partition_states.append(_dec_StopReplicaRequest_StopReplicaPartitionState_v3(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partition_states[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -966,14 +972,15 @@ def _dec_StopReplicaResponse_v0(buf, cur, end):
     if n_partition_errors < 0 or n_partition_errors > (end - pos) // 8:
         raise _w.bad_count('partition_errors', pos - 4, n_partition_errors, end, 8, 4)
     f_partition_errors = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partition_errors):
-            f_partition_errors.append(_dec_StopReplicaResponse_StopReplicaPartitionError_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partition_errors[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partition_errors:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partition_errors):
+                f_partition_errors.append(_dec_StopReplicaResponse_StopReplicaPartitionError_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partition_errors[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = StopReplicaResponse.__new__(StopReplicaResponse)
     else:
@@ -1032,14 +1039,15 @@ def _dec_StopReplicaResponse_v2(buf, cur, end):
     if n_partition_errors < 0 or n_partition_errors > (end - pos) // 8:
         raise _w.bad_count('partition_errors', pos - 1, n_partition_errors, end, 8, 1)
     f_partition_errors = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partition_errors):
-            f_partition_errors.append(_dec_StopReplicaResponse_StopReplicaPartitionError_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partition_errors[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partition_errors:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partition_errors):
+                f_partition_errors.append(_dec_StopReplicaResponse_StopReplicaPartitionError_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partition_errors[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

@@ -214,14 +214,15 @@ def _dec_StreamsGroupDescribeResponse_v0(buf, cur, end):
     if n_groups < 0 or n_groups > (end - pos) // 20:
         raise _w.bad_count('groups', pos - 1, n_groups, end, 20, 1)
     f_groups = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_groups):
-            f_groups.append(_dec_StreamsGroupDescribeResponse_DescribedGroup_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("groups[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_groups:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_groups):
+                f_groups.append(_dec_StreamsGroupDescribeResponse_DescribedGroup_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("groups[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -400,14 +401,15 @@ def _dec_StreamsGroupDescribeResponse_DescribedGroup_v0(buf, cur, end):
     if n_members < 0 or n_members > (end - pos) // 28:
         raise _w.bad_count('members', pos - 1, n_members, end, 28, 1)
     f_members = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_members):
-            f_members.append(_dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("members[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_members:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_members):
+                f_members.append(_dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("members[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_authorized_operations, pos, end)
     if cython.compiled:
@@ -561,14 +563,15 @@ def _dec_StreamsGroupDescribeResponse_Topology_v0(buf, cur, end):
         raise _w.bad_count('subtopologies', pos - 1, n_subtopologies, end, 6, 1)
     else:
         f_subtopologies = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_subtopologies):
-                f_subtopologies.append(_dec_StreamsGroupDescribeResponse_Subtopology_v0(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("subtopologies[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_subtopologies:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_subtopologies):
+                    f_subtopologies.append(_dec_StreamsGroupDescribeResponse_Subtopology_v0(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("subtopologies[%d]" % i)
+            pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -757,14 +760,15 @@ def _dec_StreamsGroupDescribeResponse_Subtopology_v0(buf, cur, end):
     if n_state_changelog_topics < 0 or n_state_changelog_topics > (end - pos) // 9:
         raise _w.bad_count('state_changelog_topics', pos - 1, n_state_changelog_topics, end, 9, 1)
     f_state_changelog_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_state_changelog_topics):
-            f_state_changelog_topics.append(_dec_StreamsGroupDescribeResponse_TopicInfo_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("state_changelog_topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_state_changelog_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_state_changelog_topics):
+                f_state_changelog_topics.append(_dec_StreamsGroupDescribeResponse_TopicInfo_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("state_changelog_topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_repartition_source_topics = buf[pos] - 1
         pos += 1
@@ -783,14 +787,15 @@ def _dec_StreamsGroupDescribeResponse_Subtopology_v0(buf, cur, end):
     if n_repartition_source_topics < 0 or n_repartition_source_topics > (end - pos) // 9:
         raise _w.bad_count('repartition_source_topics', pos - 1, n_repartition_source_topics, end, 9, 1)
     f_repartition_source_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_repartition_source_topics):
-            f_repartition_source_topics.append(_dec_StreamsGroupDescribeResponse_TopicInfo_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("repartition_source_topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_repartition_source_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_repartition_source_topics):
+                f_repartition_source_topics.append(_dec_StreamsGroupDescribeResponse_TopicInfo_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("repartition_source_topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -965,14 +970,15 @@ def _dec_StreamsGroupDescribeResponse_TopicInfo_v0(buf, cur, end):
     if n_topic_configs < 0 or n_topic_configs > (end - pos) // 3:
         raise _w.bad_count('topic_configs', pos - 1, n_topic_configs, end, 3, 1)
     f_topic_configs = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topic_configs):
-            f_topic_configs.append(_dec_StreamsGroupDescribeResponse_KeyValue_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topic_configs[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topic_configs:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topic_configs):
+                f_topic_configs.append(_dec_StreamsGroupDescribeResponse_KeyValue_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topic_configs[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1378,14 +1384,15 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
     if n_client_tags < 0 or n_client_tags > (end - pos) // 3:
         raise _w.bad_count('client_tags', pos - 1, n_client_tags, end, 3, 1)
     f_client_tags = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_client_tags):
-            f_client_tags.append(_dec_StreamsGroupDescribeResponse_KeyValue_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("client_tags[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_client_tags:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_client_tags):
+                f_client_tags.append(_dec_StreamsGroupDescribeResponse_KeyValue_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("client_tags[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_task_offsets = buf[pos] - 1
         pos += 1
@@ -1404,14 +1411,15 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
     if n_task_offsets < 0 or n_task_offsets > (end - pos) // 14:
         raise _w.bad_count('task_offsets', pos - 1, n_task_offsets, end, 14, 1)
     f_task_offsets = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_task_offsets):
-            f_task_offsets.append(_dec_StreamsGroupDescribeResponse_TaskOffset_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("task_offsets[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_task_offsets:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_task_offsets):
+                f_task_offsets.append(_dec_StreamsGroupDescribeResponse_TaskOffset_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("task_offsets[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_task_end_offsets = buf[pos] - 1
         pos += 1
@@ -1430,14 +1438,15 @@ def _dec_StreamsGroupDescribeResponse_Member_v0(buf, cur, end):
     if n_task_end_offsets < 0 or n_task_end_offsets > (end - pos) // 14:
         raise _w.bad_count('task_end_offsets', pos - 1, n_task_end_offsets, end, 14, 1)
     f_task_end_offsets = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_task_end_offsets):
-            f_task_end_offsets.append(_dec_StreamsGroupDescribeResponse_TaskOffset_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("task_end_offsets[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_task_end_offsets:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_task_end_offsets):
+                f_task_end_offsets.append(_dec_StreamsGroupDescribeResponse_TaskOffset_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("task_end_offsets[%d]" % i)
+        pos = cur.pos
     cur.pos = pos
     try:
         f_assignment = _dec_StreamsGroupDescribeResponse_Assignment_v0(buf, cur, end)
@@ -1856,14 +1865,15 @@ def _dec_StreamsGroupDescribeResponse_Assignment_v0(buf, cur, end):
     if n_active_tasks < 0 or n_active_tasks > (end - pos) // 3:
         raise _w.bad_count('active_tasks', pos - 1, n_active_tasks, end, 3, 1)
     f_active_tasks = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_active_tasks):
-            f_active_tasks.append(_dec_StreamsGroupDescribeResponse_TaskIds_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("active_tasks[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_active_tasks:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_active_tasks):
+                f_active_tasks.append(_dec_StreamsGroupDescribeResponse_TaskIds_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("active_tasks[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_standby_tasks = buf[pos] - 1
         pos += 1
@@ -1882,14 +1892,15 @@ def _dec_StreamsGroupDescribeResponse_Assignment_v0(buf, cur, end):
     if n_standby_tasks < 0 or n_standby_tasks > (end - pos) // 3:
         raise _w.bad_count('standby_tasks', pos - 1, n_standby_tasks, end, 3, 1)
     f_standby_tasks = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_standby_tasks):
-            f_standby_tasks.append(_dec_StreamsGroupDescribeResponse_TaskIds_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("standby_tasks[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_standby_tasks:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_standby_tasks):
+                f_standby_tasks.append(_dec_StreamsGroupDescribeResponse_TaskIds_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("standby_tasks[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_warmup_tasks = buf[pos] - 1
         pos += 1
@@ -1908,14 +1919,15 @@ def _dec_StreamsGroupDescribeResponse_Assignment_v0(buf, cur, end):
     if n_warmup_tasks < 0 or n_warmup_tasks > (end - pos) // 3:
         raise _w.bad_count('warmup_tasks', pos - 1, n_warmup_tasks, end, 3, 1)
     f_warmup_tasks = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_warmup_tasks):
-            f_warmup_tasks.append(_dec_StreamsGroupDescribeResponse_TaskIds_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("warmup_tasks[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_warmup_tasks:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_warmup_tasks):
+                f_warmup_tasks.append(_dec_StreamsGroupDescribeResponse_TaskIds_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("warmup_tasks[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

@@ -240,14 +240,15 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
         raise _w.bad_count('active_tasks', pos - 1, n_active_tasks, end, 3, 1)
     else:
         f_active_tasks = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_active_tasks):
-                f_active_tasks.append(_dec_StreamsGroupHeartbeatRequest_TaskIds_v0(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("active_tasks[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_active_tasks:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_active_tasks):
+                    f_active_tasks.append(_dec_StreamsGroupHeartbeatRequest_TaskIds_v0(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("active_tasks[%d]" % i)
+            pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_standby_tasks = buf[pos] - 1
         pos += 1
@@ -269,14 +270,15 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
         raise _w.bad_count('standby_tasks', pos - 1, n_standby_tasks, end, 3, 1)
     else:
         f_standby_tasks = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_standby_tasks):
-                f_standby_tasks.append(_dec_StreamsGroupHeartbeatRequest_TaskIds_v0(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("standby_tasks[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_standby_tasks:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_standby_tasks):
+                    f_standby_tasks.append(_dec_StreamsGroupHeartbeatRequest_TaskIds_v0(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("standby_tasks[%d]" % i)
+            pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_warmup_tasks = buf[pos] - 1
         pos += 1
@@ -298,14 +300,15 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
         raise _w.bad_count('warmup_tasks', pos - 1, n_warmup_tasks, end, 3, 1)
     else:
         f_warmup_tasks = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_warmup_tasks):
-                f_warmup_tasks.append(_dec_StreamsGroupHeartbeatRequest_TaskIds_v0(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("warmup_tasks[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_warmup_tasks:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_warmup_tasks):
+                    f_warmup_tasks.append(_dec_StreamsGroupHeartbeatRequest_TaskIds_v0(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("warmup_tasks[%d]" % i)
+            pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_process_id = buf[pos] - 1
         pos += 1
@@ -375,14 +378,15 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
         raise _w.bad_count('client_tags', pos - 1, n_client_tags, end, 3, 1)
     else:
         f_client_tags = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_client_tags):
-                f_client_tags.append(_dec_StreamsGroupHeartbeatRequest_KeyValue_v0(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("client_tags[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_client_tags:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_client_tags):
+                    f_client_tags.append(_dec_StreamsGroupHeartbeatRequest_KeyValue_v0(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("client_tags[%d]" % i)
+            pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_task_offsets = buf[pos] - 1
         pos += 1
@@ -404,14 +408,15 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
         raise _w.bad_count('task_offsets', pos - 1, n_task_offsets, end, 14, 1)
     else:
         f_task_offsets = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_task_offsets):
-                f_task_offsets.append(_dec_StreamsGroupHeartbeatRequest_TaskOffset_v0(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("task_offsets[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_task_offsets:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_task_offsets):
+                    f_task_offsets.append(_dec_StreamsGroupHeartbeatRequest_TaskOffset_v0(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("task_offsets[%d]" % i)
+            pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_task_end_offsets = buf[pos] - 1
         pos += 1
@@ -433,14 +438,15 @@ def _dec_StreamsGroupHeartbeatRequest_v0(buf, cur, end):
         raise _w.bad_count('task_end_offsets', pos - 1, n_task_end_offsets, end, 14, 1)
     else:
         f_task_end_offsets = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_task_end_offsets):
-                f_task_end_offsets.append(_dec_StreamsGroupHeartbeatRequest_TaskOffset_v0(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("task_end_offsets[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_task_end_offsets:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_task_end_offsets):
+                    f_task_end_offsets.append(_dec_StreamsGroupHeartbeatRequest_TaskOffset_v0(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("task_end_offsets[%d]" % i)
+            pos = cur.pos
     if end - pos < 1:
         raise _w.short_run(_RUN_shutdown_application, pos, end)
     if cython.compiled:
@@ -714,14 +720,15 @@ def _dec_StreamsGroupHeartbeatRequest_Topology_v0(buf, cur, end):
     if n_subtopologies < 0 or n_subtopologies > (end - pos) // 8:
         raise _w.bad_count('subtopologies', pos - 1, n_subtopologies, end, 8, 1)
     f_subtopologies = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_subtopologies):
-            f_subtopologies.append(_dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("subtopologies[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_subtopologies:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_subtopologies):
+                f_subtopologies.append(_dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("subtopologies[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -909,14 +916,15 @@ def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
     if n_state_changelog_topics < 0 or n_state_changelog_topics > (end - pos) // 9:
         raise _w.bad_count('state_changelog_topics', pos - 1, n_state_changelog_topics, end, 9, 1)
     f_state_changelog_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_state_changelog_topics):
-            f_state_changelog_topics.append(_dec_StreamsGroupHeartbeatRequest_TopicInfo_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("state_changelog_topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_state_changelog_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_state_changelog_topics):
+                f_state_changelog_topics.append(_dec_StreamsGroupHeartbeatRequest_TopicInfo_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("state_changelog_topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_repartition_sink_topics = buf[pos] - 1
         pos += 1
@@ -982,14 +990,15 @@ def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
     if n_repartition_source_topics < 0 or n_repartition_source_topics > (end - pos) // 9:
         raise _w.bad_count('repartition_source_topics', pos - 1, n_repartition_source_topics, end, 9, 1)
     f_repartition_source_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_repartition_source_topics):
-            f_repartition_source_topics.append(_dec_StreamsGroupHeartbeatRequest_TopicInfo_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("repartition_source_topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_repartition_source_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_repartition_source_topics):
+                f_repartition_source_topics.append(_dec_StreamsGroupHeartbeatRequest_TopicInfo_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("repartition_source_topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_copartition_groups = buf[pos] - 1
         pos += 1
@@ -1008,14 +1017,15 @@ def _dec_StreamsGroupHeartbeatRequest_Subtopology_v0(buf, cur, end):
     if n_copartition_groups < 0 or n_copartition_groups > (end - pos) // 4:
         raise _w.bad_count('copartition_groups', pos - 1, n_copartition_groups, end, 4, 1)
     f_copartition_groups = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_copartition_groups):
-            f_copartition_groups.append(_dec_StreamsGroupHeartbeatRequest_CopartitionGroup_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("copartition_groups[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_copartition_groups:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_copartition_groups):
+                f_copartition_groups.append(_dec_StreamsGroupHeartbeatRequest_CopartitionGroup_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("copartition_groups[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1228,14 +1238,15 @@ def _dec_StreamsGroupHeartbeatRequest_TopicInfo_v0(buf, cur, end):
     if n_topic_configs < 0 or n_topic_configs > (end - pos) // 3:
         raise _w.bad_count('topic_configs', pos - 1, n_topic_configs, end, 3, 1)
     f_topic_configs = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topic_configs):
-            f_topic_configs.append(_dec_StreamsGroupHeartbeatRequest_KeyValue_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topic_configs[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topic_configs:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topic_configs):
+                f_topic_configs.append(_dec_StreamsGroupHeartbeatRequest_KeyValue_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topic_configs[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1956,14 +1967,15 @@ def _dec_StreamsGroupHeartbeatResponse_v0(buf, cur, end):
         raise _w.bad_count('status', pos - 1, n_status, end, 3, 1)
     else:
         f_status = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_status):
-                f_status.append(_dec_StreamsGroupHeartbeatResponse_Status_v0(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("status[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_status:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_status):
+                    f_status.append(_dec_StreamsGroupHeartbeatResponse_Status_v0(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("status[%d]" % i)
+            pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_active_tasks = buf[pos] - 1
         pos += 1
@@ -1985,14 +1997,15 @@ def _dec_StreamsGroupHeartbeatResponse_v0(buf, cur, end):
         raise _w.bad_count('active_tasks', pos - 1, n_active_tasks, end, 3, 1)
     else:
         f_active_tasks = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_active_tasks):
-                f_active_tasks.append(_dec_StreamsGroupHeartbeatResponse_TaskIds_v0(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("active_tasks[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_active_tasks:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_active_tasks):
+                    f_active_tasks.append(_dec_StreamsGroupHeartbeatResponse_TaskIds_v0(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("active_tasks[%d]" % i)
+            pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_standby_tasks = buf[pos] - 1
         pos += 1
@@ -2014,14 +2027,15 @@ def _dec_StreamsGroupHeartbeatResponse_v0(buf, cur, end):
         raise _w.bad_count('standby_tasks', pos - 1, n_standby_tasks, end, 3, 1)
     else:
         f_standby_tasks = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_standby_tasks):
-                f_standby_tasks.append(_dec_StreamsGroupHeartbeatResponse_TaskIds_v0(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("standby_tasks[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_standby_tasks:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_standby_tasks):
+                    f_standby_tasks.append(_dec_StreamsGroupHeartbeatResponse_TaskIds_v0(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("standby_tasks[%d]" % i)
+            pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_warmup_tasks = buf[pos] - 1
         pos += 1
@@ -2043,14 +2057,15 @@ def _dec_StreamsGroupHeartbeatResponse_v0(buf, cur, end):
         raise _w.bad_count('warmup_tasks', pos - 1, n_warmup_tasks, end, 3, 1)
     else:
         f_warmup_tasks = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_warmup_tasks):
-                f_warmup_tasks.append(_dec_StreamsGroupHeartbeatResponse_TaskIds_v0(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("warmup_tasks[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_warmup_tasks:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_warmup_tasks):
+                    f_warmup_tasks.append(_dec_StreamsGroupHeartbeatResponse_TaskIds_v0(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("warmup_tasks[%d]" % i)
+            pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_endpoint_information_epoch, pos, end)
     if cython.compiled:
@@ -2079,14 +2094,15 @@ def _dec_StreamsGroupHeartbeatResponse_v0(buf, cur, end):
         raise _w.bad_count('partitions_by_user_endpoint', pos - 1, n_partitions_by_user_endpoint, end, 7, 1)
     else:
         f_partitions_by_user_endpoint = []
-        i = 0
-        cur.pos = pos
-        try:
-            for i in range(n_partitions_by_user_endpoint):
-                f_partitions_by_user_endpoint.append(_dec_StreamsGroupHeartbeatResponse_EndpointToPartitions_v0(buf, cur, end))
-        except DecodeError as exc:
-            raise exc.within("partitions_by_user_endpoint[%d]" % i)
-        pos = cur.pos
+        if cython.compiled or n_partitions_by_user_endpoint:
+            i = 0
+            cur.pos = pos
+            try:
+                for i in range(n_partitions_by_user_endpoint):
+                    f_partitions_by_user_endpoint.append(_dec_StreamsGroupHeartbeatResponse_EndpointToPartitions_v0(buf, cur, end))
+            except DecodeError as exc:
+                raise exc.within("partitions_by_user_endpoint[%d]" % i)
+            pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -2472,14 +2488,15 @@ def _dec_StreamsGroupHeartbeatResponse_EndpointToPartitions_v0(buf, cur, end):
     if n_active_partitions < 0 or n_active_partitions > (end - pos) // 3:
         raise _w.bad_count('active_partitions', pos - 1, n_active_partitions, end, 3, 1)
     f_active_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_active_partitions):
-            f_active_partitions.append(_dec_StreamsGroupHeartbeatResponse_TopicPartition_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("active_partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_active_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_active_partitions):
+                f_active_partitions.append(_dec_StreamsGroupHeartbeatResponse_TopicPartition_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("active_partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_standby_partitions = buf[pos] - 1
         pos += 1
@@ -2498,14 +2515,15 @@ def _dec_StreamsGroupHeartbeatResponse_EndpointToPartitions_v0(buf, cur, end):
     if n_standby_partitions < 0 or n_standby_partitions > (end - pos) // 3:
         raise _w.bad_count('standby_partitions', pos - 1, n_standby_partitions, end, 3, 1)
     f_standby_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_standby_partitions):
-            f_standby_partitions.append(_dec_StreamsGroupHeartbeatResponse_TopicPartition_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("standby_partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_standby_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_standby_partitions):
+                f_standby_partitions.append(_dec_StreamsGroupHeartbeatResponse_TopicPartition_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("standby_partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

@@ -119,14 +119,15 @@ def _dec_SyncGroupRequest_v0(buf, cur, end):
     if n_assignments < 0 or n_assignments > (end - pos) // 6:
         raise _w.bad_count('assignments', pos - 4, n_assignments, end, 6, 4)
     f_assignments = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_assignments):
-            f_assignments.append(_dec_SyncGroupRequest_SyncGroupRequestAssignment_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("assignments[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_assignments:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_assignments):
+                f_assignments.append(_dec_SyncGroupRequest_SyncGroupRequestAssignment_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("assignments[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = SyncGroupRequest.__new__(SyncGroupRequest)
     else:
@@ -270,14 +271,15 @@ def _dec_SyncGroupRequest_v3(buf, cur, end):
     if n_assignments < 0 or n_assignments > (end - pos) // 6:
         raise _w.bad_count('assignments', pos - 4, n_assignments, end, 6, 4)
     f_assignments = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_assignments):
-            f_assignments.append(_dec_SyncGroupRequest_SyncGroupRequestAssignment_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("assignments[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_assignments:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_assignments):
+                f_assignments.append(_dec_SyncGroupRequest_SyncGroupRequestAssignment_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("assignments[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = SyncGroupRequest.__new__(SyncGroupRequest)
     else:
@@ -472,14 +474,15 @@ def _dec_SyncGroupRequest_v4(buf, cur, end):
     if n_assignments < 0 or n_assignments > (end - pos) // 3:
         raise _w.bad_count('assignments', pos - 1, n_assignments, end, 3, 1)
     f_assignments = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_assignments):
-            f_assignments.append(_dec_SyncGroupRequest_SyncGroupRequestAssignment_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("assignments[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_assignments:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_assignments):
+                f_assignments.append(_dec_SyncGroupRequest_SyncGroupRequestAssignment_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("assignments[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -751,14 +754,15 @@ def _dec_SyncGroupRequest_v5(buf, cur, end):
     if n_assignments < 0 or n_assignments > (end - pos) // 3:
         raise _w.bad_count('assignments', pos - 1, n_assignments, end, 3, 1)
     f_assignments = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_assignments):
-            f_assignments.append(_dec_SyncGroupRequest_SyncGroupRequestAssignment_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("assignments[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_assignments:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_assignments):
+                f_assignments.append(_dec_SyncGroupRequest_SyncGroupRequestAssignment_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("assignments[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

@@ -91,14 +91,15 @@ def _dec_UpdateFeaturesRequest_v0(buf, cur, end):
     if n_feature_updates < 0 or n_feature_updates > (end - pos) // 5:
         raise _w.bad_count('feature_updates', pos - 1, n_feature_updates, end, 5, 1)
     f_feature_updates = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_feature_updates):
-            f_feature_updates.append(_dec_UpdateFeaturesRequest_FeatureUpdateKey_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("feature_updates[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_feature_updates:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_feature_updates):
+                f_feature_updates.append(_dec_UpdateFeaturesRequest_FeatureUpdateKey_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("feature_updates[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -174,14 +175,15 @@ def _dec_UpdateFeaturesRequest_v1(buf, cur, end):
     if n_feature_updates < 0 or n_feature_updates > (end - pos) // 5:
         raise _w.bad_count('feature_updates', pos - 1, n_feature_updates, end, 5, 1)
     f_feature_updates = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_feature_updates):
-            f_feature_updates.append(_dec_UpdateFeaturesRequest_FeatureUpdateKey_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("feature_updates[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_feature_updates:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_feature_updates):
+                f_feature_updates.append(_dec_UpdateFeaturesRequest_FeatureUpdateKey_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("feature_updates[%d]" % i)
+        pos = cur.pos
     if end - pos < 1:
         raise _w.short_run(_RUN_validate_only, pos, end)
     if cython.compiled:
@@ -486,14 +488,15 @@ def _dec_UpdateFeaturesResponse_v0(buf, cur, end):
     if n_results < 0 or n_results > (end - pos) // 5:
         raise _w.bad_count('results', pos - 1, n_results, end, 5, 1)
     f_results = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_results):
-            f_results.append(_dec_UpdateFeaturesResponse_UpdatableFeatureResult_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("results[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_results:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_results):
+                f_results.append(_dec_UpdateFeaturesResponse_UpdatableFeatureResult_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

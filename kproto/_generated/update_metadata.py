@@ -101,14 +101,15 @@ def _dec_UpdateMetadataRequest_v0(buf, cur, end):
     if n_ungrouped_partition_states < 0 or n_ungrouped_partition_states > (end - pos) // 30:
         raise _w.bad_count('ungrouped_partition_states', pos - 4, n_ungrouped_partition_states, end, 30, 4)
     f_ungrouped_partition_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_ungrouped_partition_states):
-            f_ungrouped_partition_states.append(_dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("ungrouped_partition_states[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_ungrouped_partition_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_ungrouped_partition_states):
+                f_ungrouped_partition_states.append(_dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("ungrouped_partition_states[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_live_brokers, pos, end)
     if cython.compiled:
@@ -119,14 +120,15 @@ def _dec_UpdateMetadataRequest_v0(buf, cur, end):
     if n_live_brokers < 0 or n_live_brokers > (end - pos) // 10:
         raise _w.bad_count('live_brokers', pos - 4, n_live_brokers, end, 10, 4)
     f_live_brokers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_live_brokers):
-            f_live_brokers.append(_dec_UpdateMetadataRequest_UpdateMetadataBroker_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("live_brokers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_live_brokers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_live_brokers):
+                f_live_brokers.append(_dec_UpdateMetadataRequest_UpdateMetadataBroker_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("live_brokers[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = UpdateMetadataRequest.__new__(UpdateMetadataRequest)
     else:
@@ -197,14 +199,15 @@ def _dec_UpdateMetadataRequest_v1(buf, cur, end):
     if n_ungrouped_partition_states < 0 or n_ungrouped_partition_states > (end - pos) // 30:
         raise _w.bad_count('ungrouped_partition_states', pos - 4, n_ungrouped_partition_states, end, 30, 4)
     f_ungrouped_partition_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_ungrouped_partition_states):
-            f_ungrouped_partition_states.append(_dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("ungrouped_partition_states[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_ungrouped_partition_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_ungrouped_partition_states):
+                f_ungrouped_partition_states.append(_dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("ungrouped_partition_states[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_live_brokers, pos, end)
     if cython.compiled:
@@ -215,14 +218,15 @@ def _dec_UpdateMetadataRequest_v1(buf, cur, end):
     if n_live_brokers < 0 or n_live_brokers > (end - pos) // 8:
         raise _w.bad_count('live_brokers', pos - 4, n_live_brokers, end, 8, 4)
     f_live_brokers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_live_brokers):
-            f_live_brokers.append(_dec_UpdateMetadataRequest_UpdateMetadataBroker_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("live_brokers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_live_brokers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_live_brokers):
+                f_live_brokers.append(_dec_UpdateMetadataRequest_UpdateMetadataBroker_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("live_brokers[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = UpdateMetadataRequest.__new__(UpdateMetadataRequest)
     else:
@@ -293,14 +297,15 @@ def _dec_UpdateMetadataRequest_v2(buf, cur, end):
     if n_ungrouped_partition_states < 0 or n_ungrouped_partition_states > (end - pos) // 30:
         raise _w.bad_count('ungrouped_partition_states', pos - 4, n_ungrouped_partition_states, end, 30, 4)
     f_ungrouped_partition_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_ungrouped_partition_states):
-            f_ungrouped_partition_states.append(_dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("ungrouped_partition_states[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_ungrouped_partition_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_ungrouped_partition_states):
+                f_ungrouped_partition_states.append(_dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("ungrouped_partition_states[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_live_brokers, pos, end)
     if cython.compiled:
@@ -311,14 +316,15 @@ def _dec_UpdateMetadataRequest_v2(buf, cur, end):
     if n_live_brokers < 0 or n_live_brokers > (end - pos) // 10:
         raise _w.bad_count('live_brokers', pos - 4, n_live_brokers, end, 10, 4)
     f_live_brokers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_live_brokers):
-            f_live_brokers.append(_dec_UpdateMetadataRequest_UpdateMetadataBroker_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("live_brokers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_live_brokers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_live_brokers):
+                f_live_brokers.append(_dec_UpdateMetadataRequest_UpdateMetadataBroker_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("live_brokers[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = UpdateMetadataRequest.__new__(UpdateMetadataRequest)
     else:
@@ -389,14 +395,15 @@ def _dec_UpdateMetadataRequest_v3(buf, cur, end):
     if n_ungrouped_partition_states < 0 or n_ungrouped_partition_states > (end - pos) // 30:
         raise _w.bad_count('ungrouped_partition_states', pos - 4, n_ungrouped_partition_states, end, 30, 4)
     f_ungrouped_partition_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_ungrouped_partition_states):
-            f_ungrouped_partition_states.append(_dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("ungrouped_partition_states[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_ungrouped_partition_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_ungrouped_partition_states):
+                f_ungrouped_partition_states.append(_dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("ungrouped_partition_states[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_live_brokers, pos, end)
     if cython.compiled:
@@ -407,14 +414,15 @@ def _dec_UpdateMetadataRequest_v3(buf, cur, end):
     if n_live_brokers < 0 or n_live_brokers > (end - pos) // 10:
         raise _w.bad_count('live_brokers', pos - 4, n_live_brokers, end, 10, 4)
     f_live_brokers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_live_brokers):
-            f_live_brokers.append(_dec_UpdateMetadataRequest_UpdateMetadataBroker_v3(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("live_brokers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_live_brokers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_live_brokers):
+                f_live_brokers.append(_dec_UpdateMetadataRequest_UpdateMetadataBroker_v3(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("live_brokers[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = UpdateMetadataRequest.__new__(UpdateMetadataRequest)
     else:
@@ -485,14 +493,15 @@ def _dec_UpdateMetadataRequest_v4(buf, cur, end):
     if n_ungrouped_partition_states < 0 or n_ungrouped_partition_states > (end - pos) // 34:
         raise _w.bad_count('ungrouped_partition_states', pos - 4, n_ungrouped_partition_states, end, 34, 4)
     f_ungrouped_partition_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_ungrouped_partition_states):
-            f_ungrouped_partition_states.append(_dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v4(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("ungrouped_partition_states[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_ungrouped_partition_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_ungrouped_partition_states):
+                f_ungrouped_partition_states.append(_dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v4(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("ungrouped_partition_states[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_live_brokers, pos, end)
     if cython.compiled:
@@ -503,14 +512,15 @@ def _dec_UpdateMetadataRequest_v4(buf, cur, end):
     if n_live_brokers < 0 or n_live_brokers > (end - pos) // 10:
         raise _w.bad_count('live_brokers', pos - 4, n_live_brokers, end, 10, 4)
     f_live_brokers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_live_brokers):
-            f_live_brokers.append(_dec_UpdateMetadataRequest_UpdateMetadataBroker_v3(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("live_brokers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_live_brokers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_live_brokers):
+                f_live_brokers.append(_dec_UpdateMetadataRequest_UpdateMetadataBroker_v3(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("live_brokers[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = UpdateMetadataRequest.__new__(UpdateMetadataRequest)
     else:
@@ -582,14 +592,15 @@ def _dec_UpdateMetadataRequest_v5(buf, cur, end):
     if n_topic_states < 0 or n_topic_states > (end - pos) // 6:
         raise _w.bad_count('topic_states', pos - 4, n_topic_states, end, 6, 4)
     f_topic_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topic_states):
-            f_topic_states.append(_dec_UpdateMetadataRequest_UpdateMetadataTopicState_v5(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topic_states[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topic_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topic_states):
+                f_topic_states.append(_dec_UpdateMetadataRequest_UpdateMetadataTopicState_v5(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topic_states[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_live_brokers, pos, end)
     if cython.compiled:
@@ -600,14 +611,15 @@ def _dec_UpdateMetadataRequest_v5(buf, cur, end):
     if n_live_brokers < 0 or n_live_brokers > (end - pos) // 10:
         raise _w.bad_count('live_brokers', pos - 4, n_live_brokers, end, 10, 4)
     f_live_brokers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_live_brokers):
-            f_live_brokers.append(_dec_UpdateMetadataRequest_UpdateMetadataBroker_v3(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("live_brokers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_live_brokers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_live_brokers):
+                f_live_brokers.append(_dec_UpdateMetadataRequest_UpdateMetadataBroker_v3(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("live_brokers[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = UpdateMetadataRequest.__new__(UpdateMetadataRequest)
     else:
@@ -694,14 +706,15 @@ def _dec_UpdateMetadataRequest_v6(buf, cur, end):
     if n_topic_states < 0 or n_topic_states > (end - pos) // 3:
         raise _w.bad_count('topic_states', pos - 1, n_topic_states, end, 3, 1)
     f_topic_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topic_states):
-            f_topic_states.append(_dec_UpdateMetadataRequest_UpdateMetadataTopicState_v6(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topic_states[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topic_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topic_states):
+                f_topic_states.append(_dec_UpdateMetadataRequest_UpdateMetadataTopicState_v6(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topic_states[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_live_brokers = buf[pos] - 1
         pos += 1
@@ -720,14 +733,15 @@ def _dec_UpdateMetadataRequest_v6(buf, cur, end):
     if n_live_brokers < 0 or n_live_brokers > (end - pos) // 7:
         raise _w.bad_count('live_brokers', pos - 1, n_live_brokers, end, 7, 1)
     f_live_brokers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_live_brokers):
-            f_live_brokers.append(_dec_UpdateMetadataRequest_UpdateMetadataBroker_v6(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("live_brokers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_live_brokers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_live_brokers):
+                f_live_brokers.append(_dec_UpdateMetadataRequest_UpdateMetadataBroker_v6(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("live_brokers[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -829,14 +843,15 @@ def _dec_UpdateMetadataRequest_v7(buf, cur, end):
     if n_topic_states < 0 or n_topic_states > (end - pos) // 19:
         raise _w.bad_count('topic_states', pos - 1, n_topic_states, end, 19, 1)
     f_topic_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topic_states):
-            f_topic_states.append(_dec_UpdateMetadataRequest_UpdateMetadataTopicState_v7(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topic_states[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topic_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topic_states):
+                f_topic_states.append(_dec_UpdateMetadataRequest_UpdateMetadataTopicState_v7(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topic_states[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_live_brokers = buf[pos] - 1
         pos += 1
@@ -855,14 +870,15 @@ def _dec_UpdateMetadataRequest_v7(buf, cur, end):
     if n_live_brokers < 0 or n_live_brokers > (end - pos) // 7:
         raise _w.bad_count('live_brokers', pos - 1, n_live_brokers, end, 7, 1)
     f_live_brokers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_live_brokers):
-            f_live_brokers.append(_dec_UpdateMetadataRequest_UpdateMetadataBroker_v6(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("live_brokers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_live_brokers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_live_brokers):
+                f_live_brokers.append(_dec_UpdateMetadataRequest_UpdateMetadataBroker_v6(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("live_brokers[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -968,14 +984,15 @@ def _dec_UpdateMetadataRequest_v8(buf, cur, end):
     if n_topic_states < 0 or n_topic_states > (end - pos) // 19:
         raise _w.bad_count('topic_states', pos - 1, n_topic_states, end, 19, 1)
     f_topic_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topic_states):
-            f_topic_states.append(_dec_UpdateMetadataRequest_UpdateMetadataTopicState_v7(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topic_states[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topic_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topic_states):
+                f_topic_states.append(_dec_UpdateMetadataRequest_UpdateMetadataTopicState_v7(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topic_states[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_live_brokers = buf[pos] - 1
         pos += 1
@@ -994,14 +1011,15 @@ def _dec_UpdateMetadataRequest_v8(buf, cur, end):
     if n_live_brokers < 0 or n_live_brokers > (end - pos) // 7:
         raise _w.bad_count('live_brokers', pos - 1, n_live_brokers, end, 7, 1)
     f_live_brokers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_live_brokers):
-            f_live_brokers.append(_dec_UpdateMetadataRequest_UpdateMetadataBroker_v6(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("live_brokers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_live_brokers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_live_brokers):
+                f_live_brokers.append(_dec_UpdateMetadataRequest_UpdateMetadataBroker_v6(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("live_brokers[%d]" % i)
+        pos = cur.pos
     f_type = 0
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -1751,14 +1769,15 @@ def _dec_UpdateMetadataRequest_UpdateMetadataTopicState_v5(buf, cur, end):
     if n_partition_states < 0 or n_partition_states > (end - pos) // 32:
         raise _w.bad_count('partition_states', pos - 4, n_partition_states, end, 32, 4)
     f_partition_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partition_states):
-            f_partition_states.append(_dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v5(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partition_states[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partition_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partition_states):
+                f_partition_states.append(_dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v5(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partition_states[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = UpdateMetadataRequest_UpdateMetadataTopicState.__new__(UpdateMetadataRequest_UpdateMetadataTopicState)
     else:
@@ -1853,14 +1872,15 @@ def _dec_UpdateMetadataRequest_UpdateMetadataTopicState_v6(buf, cur, end):
     if n_partition_states < 0 or n_partition_states > (end - pos) // 24:
         raise _w.bad_count('partition_states', pos - 1, n_partition_states, end, 24, 1)
     f_partition_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partition_states):
-            f_partition_states.append(_dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partition_states[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partition_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partition_states):
+                f_partition_states.append(_dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partition_states[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1970,14 +1990,15 @@ def _dec_UpdateMetadataRequest_UpdateMetadataTopicState_v7(buf, cur, end):
     if n_partition_states < 0 or n_partition_states > (end - pos) // 24:
         raise _w.bad_count('partition_states', pos - 1, n_partition_states, end, 24, 1)
     f_partition_states = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partition_states):
-            f_partition_states.append(_dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partition_states[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partition_states:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partition_states):
+                f_partition_states.append(_dec_UpdateMetadataRequest_UpdateMetadataPartitionState_v6(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partition_states[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -2121,14 +2142,15 @@ def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v1(buf, cur, end):
     if n_endpoints < 0 or n_endpoints > (end - pos) // 8:
         raise _w.bad_count('endpoints', pos - 4, n_endpoints, end, 8, 4)
     f_endpoints = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_endpoints):
-            f_endpoints.append(_dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("endpoints[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_endpoints:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_endpoints):
+                f_endpoints.append(_dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("endpoints[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = UpdateMetadataRequest_UpdateMetadataBroker.__new__(UpdateMetadataRequest_UpdateMetadataBroker)
     else:
@@ -2176,14 +2198,15 @@ def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v2(buf, cur, end):
     if n_endpoints < 0 or n_endpoints > (end - pos) // 8:
         raise _w.bad_count('endpoints', pos - 4, n_endpoints, end, 8, 4)
     f_endpoints = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_endpoints):
-            f_endpoints.append(_dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("endpoints[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_endpoints:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_endpoints):
+                f_endpoints.append(_dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("endpoints[%d]" % i)
+        pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_rack, pos, end)
     if cython.compiled:
@@ -2268,14 +2291,15 @@ def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v3(buf, cur, end):
     if n_endpoints < 0 or n_endpoints > (end - pos) // 10:
         raise _w.bad_count('endpoints', pos - 4, n_endpoints, end, 10, 4)
     f_endpoints = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_endpoints):
-            f_endpoints.append(_dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v3(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("endpoints[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_endpoints:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_endpoints):
+                f_endpoints.append(_dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v3(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("endpoints[%d]" % i)
+        pos = cur.pos
     if end - pos < 2:
         raise _w.short_run(_RUN_rack, pos, end)
     if cython.compiled:
@@ -2374,14 +2398,15 @@ def _dec_UpdateMetadataRequest_UpdateMetadataBroker_v6(buf, cur, end):
     if n_endpoints < 0 or n_endpoints > (end - pos) // 9:
         raise _w.bad_count('endpoints', pos - 1, n_endpoints, end, 9, 1)
     f_endpoints = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_endpoints):
-            f_endpoints.append(_dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v6(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("endpoints[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_endpoints:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_endpoints):
+                f_endpoints.append(_dec_UpdateMetadataRequest_UpdateMetadataEndpoint_v6(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("endpoints[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] < 128:
         n_rack = buf[pos] - 1
         pos += 1

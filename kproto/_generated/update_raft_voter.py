@@ -136,14 +136,15 @@ def _dec_UpdateRaftVoterRequest_v0(buf, cur, end):
     if n_listeners < 0 or n_listeners > (end - pos) // 5:
         raise _w.bad_count('listeners', pos - 1, n_listeners, end, 5, 1)
     f_listeners = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_listeners):
-            f_listeners.append(_dec_UpdateRaftVoterRequest_Listener_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("listeners[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_listeners:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_listeners):
+                f_listeners.append(_dec_UpdateRaftVoterRequest_Listener_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("listeners[%d]" % i)
+        pos = cur.pos
     cur.pos = pos
     try:
         f_k_raft_version_feature = _dec_UpdateRaftVoterRequest_KRaftVersionFeature_v0(buf, cur, end)

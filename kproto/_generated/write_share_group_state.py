@@ -107,14 +107,15 @@ def _dec_WriteShareGroupStateRequest_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 18:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_WriteShareGroupStateRequest_WriteStateData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_WriteShareGroupStateRequest_WriteStateData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -219,14 +220,15 @@ def _dec_WriteShareGroupStateRequest_v1(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 18:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 18, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_WriteShareGroupStateRequest_WriteStateData_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_WriteShareGroupStateRequest_WriteStateData_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -307,14 +309,15 @@ def _dec_WriteShareGroupStateRequest_WriteStateData_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 22:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 22, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_WriteShareGroupStateRequest_PartitionData_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_WriteShareGroupStateRequest_PartitionData_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -380,14 +383,15 @@ def _dec_WriteShareGroupStateRequest_WriteStateData_v1(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 26:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 26, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_WriteShareGroupStateRequest_PartitionData_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_WriteShareGroupStateRequest_PartitionData_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -459,14 +463,15 @@ def _dec_WriteShareGroupStateRequest_PartitionData_v0(buf, cur, end):
     if n_state_batches < 0 or n_state_batches > (end - pos) // 20:
         raise _w.bad_count('state_batches', pos - 1, n_state_batches, end, 20, 1)
     f_state_batches = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_state_batches):
-            f_state_batches.append(_dec_WriteShareGroupStateRequest_StateBatch_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("state_batches[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_state_batches:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_state_batches):
+                f_state_batches.append(_dec_WriteShareGroupStateRequest_StateBatch_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("state_batches[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -552,14 +557,15 @@ def _dec_WriteShareGroupStateRequest_PartitionData_v1(buf, cur, end):
     if n_state_batches < 0 or n_state_batches > (end - pos) // 20:
         raise _w.bad_count('state_batches', pos - 1, n_state_batches, end, 20, 1)
     f_state_batches = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_state_batches):
-            f_state_batches.append(_dec_WriteShareGroupStateRequest_StateBatch_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("state_batches[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_state_batches:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_state_batches):
+                f_state_batches.append(_dec_WriteShareGroupStateRequest_StateBatch_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("state_batches[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -682,14 +688,15 @@ def _dec_WriteShareGroupStateResponse_v0(buf, cur, end):
     if n_results < 0 or n_results > (end - pos) // 18:
         raise _w.bad_count('results', pos - 1, n_results, end, 18, 1)
     f_results = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_results):
-            f_results.append(_dec_WriteShareGroupStateResponse_WriteStateResult_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("results[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_results:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_results):
+                f_results.append(_dec_WriteShareGroupStateResponse_WriteStateResult_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("results[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -753,14 +760,15 @@ def _dec_WriteShareGroupStateResponse_WriteStateResult_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 8:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 8, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_WriteShareGroupStateResponse_PartitionResult_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_WriteShareGroupStateResponse_PartitionResult_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

@@ -85,14 +85,15 @@ def _dec_WriteTxnMarkersRequest_v0(buf, cur, end):
     if n_markers < 0 or n_markers > (end - pos) // 19:
         raise _w.bad_count('markers', pos - 4, n_markers, end, 19, 4)
     f_markers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_markers):
-            f_markers.append(_dec_WriteTxnMarkersRequest_WritableTxnMarker_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("markers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_markers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_markers):
+                f_markers.append(_dec_WriteTxnMarkersRequest_WritableTxnMarker_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("markers[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = WriteTxnMarkersRequest.__new__(WriteTxnMarkersRequest)
     else:
@@ -142,14 +143,15 @@ def _dec_WriteTxnMarkersRequest_v1(buf, cur, end):
     if n_markers < 0 or n_markers > (end - pos) // 17:
         raise _w.bad_count('markers', pos - 1, n_markers, end, 17, 1)
     f_markers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_markers):
-            f_markers.append(_dec_WriteTxnMarkersRequest_WritableTxnMarker_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("markers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_markers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_markers):
+                f_markers.append(_dec_WriteTxnMarkersRequest_WritableTxnMarker_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("markers[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -209,14 +211,15 @@ def _dec_WriteTxnMarkersRequest_v2(buf, cur, end):
     if n_markers < 0 or n_markers > (end - pos) // 18:
         raise _w.bad_count('markers', pos - 1, n_markers, end, 18, 1)
     f_markers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_markers):
-            f_markers.append(_dec_WriteTxnMarkersRequest_WritableTxnMarker_v2(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("markers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_markers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_markers):
+                f_markers.append(_dec_WriteTxnMarkersRequest_WritableTxnMarker_v2(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("markers[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -274,14 +277,15 @@ def _dec_WriteTxnMarkersRequest_WritableTxnMarker_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_coordinator_epoch, pos, end)
     if cython.compiled:
@@ -363,14 +367,15 @@ def _dec_WriteTxnMarkersRequest_WritableTxnMarker_v1(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if end - pos < 4:
         raise _w.short_run(_RUN_coordinator_epoch, pos, end)
     if cython.compiled:
@@ -466,14 +471,15 @@ def _dec_WriteTxnMarkersRequest_WritableTxnMarker_v2(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_WriteTxnMarkersRequest_WritableTxnMarkerTopic_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if end - pos < 5:
         raise _w.short_run(_RUN_coordinator_epoch__transaction_version, pos, end)
     if cython.compiled:
@@ -752,14 +758,15 @@ def _dec_WriteTxnMarkersResponse_v0(buf, cur, end):
     if n_markers < 0 or n_markers > (end - pos) // 12:
         raise _w.bad_count('markers', pos - 4, n_markers, end, 12, 4)
     f_markers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_markers):
-            f_markers.append(_dec_WriteTxnMarkersResponse_WritableTxnMarkerResult_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("markers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_markers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_markers):
+                f_markers.append(_dec_WriteTxnMarkersResponse_WritableTxnMarkerResult_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("markers[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = WriteTxnMarkersResponse.__new__(WriteTxnMarkersResponse)
     else:
@@ -809,14 +816,15 @@ def _dec_WriteTxnMarkersResponse_v1(buf, cur, end):
     if n_markers < 0 or n_markers > (end - pos) // 10:
         raise _w.bad_count('markers', pos - 1, n_markers, end, 10, 1)
     f_markers = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_markers):
-            f_markers.append(_dec_WriteTxnMarkersResponse_WritableTxnMarkerResult_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("markers[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_markers:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_markers):
+                f_markers.append(_dec_WriteTxnMarkersResponse_WritableTxnMarkerResult_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("markers[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -869,14 +877,15 @@ def _dec_WriteTxnMarkersResponse_WritableTxnMarkerResult_v0(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 6:
         raise _w.bad_count('topics', pos - 4, n_topics, end, 6, 4)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = WriteTxnMarkersResponse_WritableTxnMarkerResult.__new__(WriteTxnMarkersResponse_WritableTxnMarkerResult)
     else:
@@ -935,14 +944,15 @@ def _dec_WriteTxnMarkersResponse_WritableTxnMarkerResult_v1(buf, cur, end):
     if n_topics < 0 or n_topics > (end - pos) // 3:
         raise _w.bad_count('topics', pos - 1, n_topics, end, 3, 1)
     f_topics = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_topics):
-            f_topics.append(_dec_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("topics[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_topics:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_topics):
+                f_topics.append(_dec_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("topics[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1020,14 +1030,15 @@ def _dec_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v0(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 6:
         raise _w.bad_count('partitions', pos - 4, n_partitions, end, 6, 4)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v0(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v0(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if cython.compiled:
         obj = WriteTxnMarkersResponse_WritableTxnMarkerTopicResult.__new__(WriteTxnMarkersResponse_WritableTxnMarkerTopicResult)
     else:
@@ -1121,14 +1132,15 @@ def _dec_WriteTxnMarkersResponse_WritableTxnMarkerTopicResult_v1(buf, cur, end):
     if n_partitions < 0 or n_partitions > (end - pos) // 7:
         raise _w.bad_count('partitions', pos - 1, n_partitions, end, 7, 1)
     f_partitions = []
-    i = 0
-    cur.pos = pos
-    try:
-        for i in range(n_partitions):
-            f_partitions.append(_dec_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v1(buf, cur, end))
-    except DecodeError as exc:
-        raise exc.within("partitions[%d]" % i)
-    pos = cur.pos
+    if cython.compiled or n_partitions:
+        i = 0
+        cur.pos = pos
+        try:
+            for i in range(n_partitions):
+                f_partitions.append(_dec_WriteTxnMarkersResponse_WritableTxnMarkerPartitionResult_v1(buf, cur, end))
+        except DecodeError as exc:
+            raise exc.within("partitions[%d]" % i)
+        pos = cur.pos
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

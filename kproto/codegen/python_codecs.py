@@ -781,7 +781,12 @@ class ModuleGenerator:
         elif kind == "bytes":
             e.add(f"{var} = buf[pos:pos + {n}]", ind + 1)
         else:  # records
-            e.add(f"{var} = RecordSet(buf[pos:pos + {n}])", ind + 1)
+            e.add("if cython.compiled:", ind + 1)
+            e.add(f"{var} = RecordSet(buf[pos:pos + {n}])", ind + 2)
+            e.add("else:", ind + 1)
+            # What RecordSet's constructor does with bytes, without the call (a slice of bytes is bytes).
+            e.add(f"{var} = _new(RecordSet)", ind + 2)
+            e.add(f"{var}._raw = buf[pos:pos + {n}]", ind + 2)
         e.add(f"pos += {n}", ind + 1)
         if it.nullable:
             e.add(f"elif {n} == -1:", ind)
@@ -812,6 +817,9 @@ class ModuleGenerator:
             # One try around the loop, not one per element: entering a try costs in compiled code.
             # Elements move the shared cursor, so no (object, position) tuple is built per element.
             e.add(f"{var} = []", ind)
+            # Pure Python: an empty array skips the loop's set-up (compiled, the test folds away).
+            e.add(f"if cython.compiled or {n}:", ind)
+            ind += 1
             e.add("i = 0", ind)
             e.add("cur.pos = pos", ind)
             e.add("try:", ind)
