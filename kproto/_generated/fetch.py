@@ -9,8 +9,8 @@
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
-#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
-#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -106,37 +106,6 @@ if not cython.compiled:
     _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
     _A_i = _w.SMALL_ARRAYS["i"]
 
-    # A struct at its defaults, as an absent (tagged) field decodes: the fields stored straight
-    # into a bare instance, which costs half the keyword constructor.
-
-    def _default_FetchRequest_ReplicaState() -> FetchRequest_ReplicaState:
-        obj = _new(FetchRequest_ReplicaState)
-        obj.replica_id = -1
-        obj.replica_epoch = -1
-        obj.unknown_tagged_fields = []
-        return obj
-
-    def _default_FetchResponse_EpochEndOffset() -> FetchResponse_EpochEndOffset:
-        obj = _new(FetchResponse_EpochEndOffset)
-        obj.epoch = -1
-        obj.end_offset = -1
-        obj.unknown_tagged_fields = []
-        return obj
-
-    def _default_FetchResponse_LeaderIdAndEpoch() -> FetchResponse_LeaderIdAndEpoch:
-        obj = _new(FetchResponse_LeaderIdAndEpoch)
-        obj.leader_id = -1
-        obj.leader_epoch = -1
-        obj.unknown_tagged_fields = []
-        return obj
-
-    def _default_FetchResponse_SnapshotId() -> FetchResponse_SnapshotId:
-        obj = _new(FetchResponse_SnapshotId)
-        obj.end_offset = -1
-        obj.epoch = -1
-        obj.unknown_tagged_fields = []
-        return obj
-
 
 def _dec_FetchRequest_v0(buf, cur, end):
     """Decode FetchRequest (v0 layout) from buf[cur.pos:end]; move cur.pos past it."""
@@ -172,7 +141,11 @@ def _dec_FetchRequest_v0(buf, cur, end):
     if cython.compiled:
         obj.replica_state = FetchRequest_ReplicaState()
     else:
-        obj.replica_state = _default_FetchRequest_ReplicaState()
+        d = _new(FetchRequest_ReplicaState)
+        d.replica_id = -1
+        d.replica_epoch = -1
+        d.unknown_tagged_fields = []
+        obj.replica_state = d
     obj.max_wait_ms = f_max_wait_ms
     obj.min_bytes = f_min_bytes
     obj.max_bytes = 2147483647
@@ -247,7 +220,11 @@ def _dec_FetchRequest_v3(buf, cur, end):
     if cython.compiled:
         obj.replica_state = FetchRequest_ReplicaState()
     else:
-        obj.replica_state = _default_FetchRequest_ReplicaState()
+        d = _new(FetchRequest_ReplicaState)
+        d.replica_id = -1
+        d.replica_epoch = -1
+        d.unknown_tagged_fields = []
+        obj.replica_state = d
     obj.max_wait_ms = f_max_wait_ms
     obj.min_bytes = f_min_bytes
     obj.max_bytes = f_max_bytes
@@ -324,7 +301,11 @@ def _dec_FetchRequest_v4(buf, cur, end):
     if cython.compiled:
         obj.replica_state = FetchRequest_ReplicaState()
     else:
-        obj.replica_state = _default_FetchRequest_ReplicaState()
+        d = _new(FetchRequest_ReplicaState)
+        d.replica_id = -1
+        d.replica_epoch = -1
+        d.unknown_tagged_fields = []
+        obj.replica_state = d
     obj.max_wait_ms = f_max_wait_ms
     obj.min_bytes = f_min_bytes
     obj.max_bytes = f_max_bytes
@@ -402,7 +383,11 @@ def _dec_FetchRequest_v5(buf, cur, end):
     if cython.compiled:
         obj.replica_state = FetchRequest_ReplicaState()
     else:
-        obj.replica_state = _default_FetchRequest_ReplicaState()
+        d = _new(FetchRequest_ReplicaState)
+        d.replica_id = -1
+        d.replica_epoch = -1
+        d.unknown_tagged_fields = []
+        obj.replica_state = d
     obj.max_wait_ms = f_max_wait_ms
     obj.min_bytes = f_min_bytes
     obj.max_bytes = f_max_bytes
@@ -501,7 +486,11 @@ def _dec_FetchRequest_v7(buf, cur, end):
     if cython.compiled:
         obj.replica_state = FetchRequest_ReplicaState()
     else:
-        obj.replica_state = _default_FetchRequest_ReplicaState()
+        d = _new(FetchRequest_ReplicaState)
+        d.replica_id = -1
+        d.replica_epoch = -1
+        d.unknown_tagged_fields = []
+        obj.replica_state = d
     obj.max_wait_ms = f_max_wait_ms
     obj.min_bytes = f_min_bytes
     obj.max_bytes = f_max_bytes
@@ -612,7 +601,11 @@ def _dec_FetchRequest_v9(buf, cur, end):
     if cython.compiled:
         obj.replica_state = FetchRequest_ReplicaState()
     else:
-        obj.replica_state = _default_FetchRequest_ReplicaState()
+        d = _new(FetchRequest_ReplicaState)
+        d.replica_id = -1
+        d.replica_epoch = -1
+        d.unknown_tagged_fields = []
+        obj.replica_state = d
     obj.max_wait_ms = f_max_wait_ms
     obj.min_bytes = f_min_bytes
     obj.max_bytes = f_max_bytes
@@ -743,7 +736,11 @@ def _dec_FetchRequest_v11(buf, cur, end):
     if cython.compiled:
         obj.replica_state = FetchRequest_ReplicaState()
     else:
-        obj.replica_state = _default_FetchRequest_ReplicaState()
+        d = _new(FetchRequest_ReplicaState)
+        d.replica_id = -1
+        d.replica_epoch = -1
+        d.unknown_tagged_fields = []
+        obj.replica_state = d
     obj.max_wait_ms = f_max_wait_ms
     obj.min_bytes = f_min_bytes
     obj.max_bytes = f_max_bytes
@@ -960,7 +957,11 @@ def _dec_FetchRequest_v12(buf, cur, end):
     if cython.compiled:
         obj.replica_state = FetchRequest_ReplicaState()
     else:
-        obj.replica_state = _default_FetchRequest_ReplicaState()
+        d = _new(FetchRequest_ReplicaState)
+        d.replica_id = -1
+        d.replica_epoch = -1
+        d.unknown_tagged_fields = []
+        obj.replica_state = d
     obj.max_wait_ms = f_max_wait_ms
     obj.min_bytes = f_min_bytes
     obj.max_bytes = f_max_bytes
@@ -1208,7 +1209,11 @@ def _dec_FetchRequest_v13(buf, cur, end):
     if cython.compiled:
         obj.replica_state = FetchRequest_ReplicaState()
     else:
-        obj.replica_state = _default_FetchRequest_ReplicaState()
+        d = _new(FetchRequest_ReplicaState)
+        d.replica_id = -1
+        d.replica_epoch = -1
+        d.unknown_tagged_fields = []
+        obj.replica_state = d
     obj.max_wait_ms = f_max_wait_ms
     obj.min_bytes = f_min_bytes
     obj.max_bytes = f_max_bytes
@@ -1409,7 +1414,11 @@ def _dec_FetchRequest_v15(buf, cur, end):
     if cython.compiled:
         f_replica_state = FetchRequest_ReplicaState()
     else:
-        f_replica_state = _default_FetchRequest_ReplicaState()
+        d = _new(FetchRequest_ReplicaState)
+        d.replica_id = -1
+        d.replica_epoch = -1
+        d.unknown_tagged_fields = []
+        f_replica_state = d
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1670,7 +1679,11 @@ def _dec_FetchRequest_v17(buf, cur, end):
     if cython.compiled:
         f_replica_state = FetchRequest_ReplicaState()
     else:
-        f_replica_state = _default_FetchRequest_ReplicaState()
+        d = _new(FetchRequest_ReplicaState)
+        d.replica_id = -1
+        d.replica_epoch = -1
+        d.unknown_tagged_fields = []
+        f_replica_state = d
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -1931,7 +1944,11 @@ def _dec_FetchRequest_v18(buf, cur, end):
     if cython.compiled:
         f_replica_state = FetchRequest_ReplicaState()
     else:
-        f_replica_state = _default_FetchRequest_ReplicaState()
+        d = _new(FetchRequest_ReplicaState)
+        d.replica_id = -1
+        d.replica_epoch = -1
+        d.unknown_tagged_fields = []
+        f_replica_state = d
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []
@@ -4624,15 +4641,27 @@ def _dec_FetchResponse_PartitionData_v0(buf, cur, end):
     if cython.compiled:
         obj.diverging_epoch = FetchResponse_EpochEndOffset()
     else:
-        obj.diverging_epoch = _default_FetchResponse_EpochEndOffset()
+        d = _new(FetchResponse_EpochEndOffset)
+        d.epoch = -1
+        d.end_offset = -1
+        d.unknown_tagged_fields = []
+        obj.diverging_epoch = d
     if cython.compiled:
         obj.current_leader = FetchResponse_LeaderIdAndEpoch()
     else:
-        obj.current_leader = _default_FetchResponse_LeaderIdAndEpoch()
+        d = _new(FetchResponse_LeaderIdAndEpoch)
+        d.leader_id = -1
+        d.leader_epoch = -1
+        d.unknown_tagged_fields = []
+        obj.current_leader = d
     if cython.compiled:
         obj.snapshot_id = FetchResponse_SnapshotId()
     else:
-        obj.snapshot_id = _default_FetchResponse_SnapshotId()
+        d = _new(FetchResponse_SnapshotId)
+        d.end_offset = -1
+        d.epoch = -1
+        d.unknown_tagged_fields = []
+        obj.snapshot_id = d
     obj.aborted_transactions = []
     obj.preferred_read_replica = -1
     obj.records = f_records
@@ -4730,15 +4759,27 @@ def _dec_FetchResponse_PartitionData_v4(buf, cur, end):
     if cython.compiled:
         obj.diverging_epoch = FetchResponse_EpochEndOffset()
     else:
-        obj.diverging_epoch = _default_FetchResponse_EpochEndOffset()
+        d = _new(FetchResponse_EpochEndOffset)
+        d.epoch = -1
+        d.end_offset = -1
+        d.unknown_tagged_fields = []
+        obj.diverging_epoch = d
     if cython.compiled:
         obj.current_leader = FetchResponse_LeaderIdAndEpoch()
     else:
-        obj.current_leader = _default_FetchResponse_LeaderIdAndEpoch()
+        d = _new(FetchResponse_LeaderIdAndEpoch)
+        d.leader_id = -1
+        d.leader_epoch = -1
+        d.unknown_tagged_fields = []
+        obj.current_leader = d
     if cython.compiled:
         obj.snapshot_id = FetchResponse_SnapshotId()
     else:
-        obj.snapshot_id = _default_FetchResponse_SnapshotId()
+        d = _new(FetchResponse_SnapshotId)
+        d.end_offset = -1
+        d.epoch = -1
+        d.unknown_tagged_fields = []
+        obj.snapshot_id = d
     obj.aborted_transactions = f_aborted_transactions
     obj.preferred_read_replica = -1
     obj.records = f_records
@@ -4851,15 +4892,27 @@ def _dec_FetchResponse_PartitionData_v5(buf, cur, end):
     if cython.compiled:
         obj.diverging_epoch = FetchResponse_EpochEndOffset()
     else:
-        obj.diverging_epoch = _default_FetchResponse_EpochEndOffset()
+        d = _new(FetchResponse_EpochEndOffset)
+        d.epoch = -1
+        d.end_offset = -1
+        d.unknown_tagged_fields = []
+        obj.diverging_epoch = d
     if cython.compiled:
         obj.current_leader = FetchResponse_LeaderIdAndEpoch()
     else:
-        obj.current_leader = _default_FetchResponse_LeaderIdAndEpoch()
+        d = _new(FetchResponse_LeaderIdAndEpoch)
+        d.leader_id = -1
+        d.leader_epoch = -1
+        d.unknown_tagged_fields = []
+        obj.current_leader = d
     if cython.compiled:
         obj.snapshot_id = FetchResponse_SnapshotId()
     else:
-        obj.snapshot_id = _default_FetchResponse_SnapshotId()
+        d = _new(FetchResponse_SnapshotId)
+        d.end_offset = -1
+        d.epoch = -1
+        d.unknown_tagged_fields = []
+        obj.snapshot_id = d
     obj.aborted_transactions = f_aborted_transactions
     obj.preferred_read_replica = -1
     obj.records = f_records
@@ -4974,15 +5027,27 @@ def _dec_FetchResponse_PartitionData_v11(buf, cur, end):
     if cython.compiled:
         obj.diverging_epoch = FetchResponse_EpochEndOffset()
     else:
-        obj.diverging_epoch = _default_FetchResponse_EpochEndOffset()
+        d = _new(FetchResponse_EpochEndOffset)
+        d.epoch = -1
+        d.end_offset = -1
+        d.unknown_tagged_fields = []
+        obj.diverging_epoch = d
     if cython.compiled:
         obj.current_leader = FetchResponse_LeaderIdAndEpoch()
     else:
-        obj.current_leader = _default_FetchResponse_LeaderIdAndEpoch()
+        d = _new(FetchResponse_LeaderIdAndEpoch)
+        d.leader_id = -1
+        d.leader_epoch = -1
+        d.unknown_tagged_fields = []
+        obj.current_leader = d
     if cython.compiled:
         obj.snapshot_id = FetchResponse_SnapshotId()
     else:
-        obj.snapshot_id = _default_FetchResponse_SnapshotId()
+        d = _new(FetchResponse_SnapshotId)
+        d.end_offset = -1
+        d.epoch = -1
+        d.unknown_tagged_fields = []
+        obj.snapshot_id = d
     obj.aborted_transactions = f_aborted_transactions
     obj.preferred_read_replica = f_preferred_read_replica
     obj.records = f_records
@@ -5115,15 +5180,27 @@ def _dec_FetchResponse_PartitionData_v12(buf, cur, end):
     if cython.compiled:
         f_diverging_epoch = FetchResponse_EpochEndOffset()
     else:
-        f_diverging_epoch = _default_FetchResponse_EpochEndOffset()
+        d = _new(FetchResponse_EpochEndOffset)
+        d.epoch = -1
+        d.end_offset = -1
+        d.unknown_tagged_fields = []
+        f_diverging_epoch = d
     if cython.compiled:
         f_current_leader = FetchResponse_LeaderIdAndEpoch()
     else:
-        f_current_leader = _default_FetchResponse_LeaderIdAndEpoch()
+        d = _new(FetchResponse_LeaderIdAndEpoch)
+        d.leader_id = -1
+        d.leader_epoch = -1
+        d.unknown_tagged_fields = []
+        f_current_leader = d
     if cython.compiled:
         f_snapshot_id = FetchResponse_SnapshotId()
     else:
-        f_snapshot_id = _default_FetchResponse_SnapshotId()
+        d = _new(FetchResponse_SnapshotId)
+        d.end_offset = -1
+        d.epoch = -1
+        d.unknown_tagged_fields = []
+        f_snapshot_id = d
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

@@ -9,8 +9,8 @@
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
-#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
-#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.

@@ -9,8 +9,8 @@
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
-#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
-#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -78,16 +78,6 @@ _RUN_transactional_id = (('transactional_id', 0, 2),)
 if not cython.compiled:
     # Only the pure-Python branches use these (the compiled build leaves them out).
     _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
-
-    # A struct at its defaults, as an absent (tagged) field decodes: the fields stored straight
-    # into a bare instance, which costs half the keyword constructor.
-
-    def _default_ProduceResponse_LeaderIdAndEpoch() -> ProduceResponse_LeaderIdAndEpoch:
-        obj = _new(ProduceResponse_LeaderIdAndEpoch)
-        obj.leader_id = -1
-        obj.leader_epoch = -1
-        obj.unknown_tagged_fields = []
-        return obj
 
 
 def _dec_ProduceRequest_v0(buf, cur, end):
@@ -2258,7 +2248,11 @@ def _dec_ProduceResponse_PartitionProduceResponse_v0(buf, cur, end):
     if cython.compiled:
         obj.current_leader = ProduceResponse_LeaderIdAndEpoch()
     else:
-        obj.current_leader = _default_ProduceResponse_LeaderIdAndEpoch()
+        d = _new(ProduceResponse_LeaderIdAndEpoch)
+        d.leader_id = -1
+        d.leader_epoch = -1
+        d.unknown_tagged_fields = []
+        obj.current_leader = d
     obj.unknown_tagged_fields = []
     cur.pos = pos
     return obj
@@ -2306,7 +2300,11 @@ def _dec_ProduceResponse_PartitionProduceResponse_v2(buf, cur, end):
     if cython.compiled:
         obj.current_leader = ProduceResponse_LeaderIdAndEpoch()
     else:
-        obj.current_leader = _default_ProduceResponse_LeaderIdAndEpoch()
+        d = _new(ProduceResponse_LeaderIdAndEpoch)
+        d.leader_id = -1
+        d.leader_epoch = -1
+        d.unknown_tagged_fields = []
+        obj.current_leader = d
     obj.unknown_tagged_fields = []
     cur.pos = pos
     return obj
@@ -2356,7 +2354,11 @@ def _dec_ProduceResponse_PartitionProduceResponse_v5(buf, cur, end):
     if cython.compiled:
         obj.current_leader = ProduceResponse_LeaderIdAndEpoch()
     else:
-        obj.current_leader = _default_ProduceResponse_LeaderIdAndEpoch()
+        d = _new(ProduceResponse_LeaderIdAndEpoch)
+        d.leader_id = -1
+        d.leader_epoch = -1
+        d.unknown_tagged_fields = []
+        obj.current_leader = d
     obj.unknown_tagged_fields = []
     cur.pos = pos
     return obj
@@ -2442,7 +2444,11 @@ def _dec_ProduceResponse_PartitionProduceResponse_v8(buf, cur, end):
     if cython.compiled:
         obj.current_leader = ProduceResponse_LeaderIdAndEpoch()
     else:
-        obj.current_leader = _default_ProduceResponse_LeaderIdAndEpoch()
+        d = _new(ProduceResponse_LeaderIdAndEpoch)
+        d.leader_id = -1
+        d.leader_epoch = -1
+        d.unknown_tagged_fields = []
+        obj.current_leader = d
     obj.unknown_tagged_fields = []
     cur.pos = pos
     return obj
@@ -2578,7 +2584,11 @@ def _dec_ProduceResponse_PartitionProduceResponse_v9(buf, cur, end):
     if cython.compiled:
         obj.current_leader = ProduceResponse_LeaderIdAndEpoch()
     else:
-        obj.current_leader = _default_ProduceResponse_LeaderIdAndEpoch()
+        d = _new(ProduceResponse_LeaderIdAndEpoch)
+        d.leader_id = -1
+        d.leader_epoch = -1
+        d.unknown_tagged_fields = []
+        obj.current_leader = d
     obj.unknown_tagged_fields = unknown
     cur.pos = pos
     return obj
@@ -2708,7 +2718,11 @@ def _dec_ProduceResponse_PartitionProduceResponse_v10(buf, cur, end):
     if cython.compiled:
         f_current_leader = ProduceResponse_LeaderIdAndEpoch()
     else:
-        f_current_leader = _default_ProduceResponse_LeaderIdAndEpoch()
+        d = _new(ProduceResponse_LeaderIdAndEpoch)
+        d.leader_id = -1
+        d.leader_epoch = -1
+        d.unknown_tagged_fields = []
+        f_current_leader = d
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

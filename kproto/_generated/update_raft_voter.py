@@ -9,8 +9,8 @@
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
-#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
-#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -59,18 +59,6 @@ _RUN_throttle_time_ms__error_code = (('throttle_time_ms', 0, 4), ('error_code', 
 if not cython.compiled:
     # Only the pure-Python branches use these (the compiled build leaves them out).
     _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call
-
-    # A struct at its defaults, as an absent (tagged) field decodes: the fields stored straight
-    # into a bare instance, which costs half the keyword constructor.
-
-    def _default_UpdateRaftVoterResponse_CurrentLeader() -> UpdateRaftVoterResponse_CurrentLeader:
-        obj = _new(UpdateRaftVoterResponse_CurrentLeader)
-        obj.leader_id = -1
-        obj.leader_epoch = -1
-        obj.host = ''
-        obj.port = 0
-        obj.unknown_tagged_fields = []
-        return obj
 
 
 def _dec_UpdateRaftVoterRequest_v0(buf, cur, end):
@@ -406,7 +394,13 @@ def _dec_UpdateRaftVoterResponse_v0(buf, cur, end):
     if cython.compiled:
         f_current_leader = UpdateRaftVoterResponse_CurrentLeader()
     else:
-        f_current_leader = _default_UpdateRaftVoterResponse_CurrentLeader()
+        d = _new(UpdateRaftVoterResponse_CurrentLeader)
+        d.leader_id = -1
+        d.leader_epoch = -1
+        d.host = ''
+        d.port = 0
+        d.unknown_tagged_fields = []
+        f_current_leader = d
     if pos < end and buf[pos] == 0:
         pos += 1
         unknown = []

@@ -45,8 +45,8 @@ MODULE_PREAMBLE = '''#
 #   `_put_uvarint` are inline C functions cimported from `kproto/_generated/_c_wire.pxd`. In the pure
 #   Python build those names do not exist and the `else:` branches run instead: `struct` unpacking and
 #   the varint helpers of `kproto.wire`. The `if not cython.compiled:` block after the constants holds
-#   what only those pure branches use: `_new` (an instance without `__init__`), `_A_<format>` (precompiled
-#   formats for short fixed-width arrays) and `_default_<Class>()` (a struct at its defaults).
+#   what only those pure branches use: `_new` (an instance without `__init__`) and `_A_<format>`
+#   (precompiled formats for short fixed-width arrays).
 # * `_S_<format>` constants are precompiled `struct.Struct`s; `_RUN_<first>__<last>` constants describe a
 #   run of fixed-width fields read in one unpack ((field, offset in run, width) each), used only to name
 #   the field that does not fit when the input is short.
@@ -235,7 +235,6 @@ class _Emitter:
     pxd: List[str] = field(default_factory=list)
     pxd_classes: List[str] = field(default_factory=list)  # declared before the functions that type locals with them
     array_chars: set = field(default_factory=set)  # formats of fixed-width arrays read through _w.SMALL_ARRAYS
-    pure_defaults: Dict[str, List[str]] = field(default_factory=dict)  # class -> its _default_<class> function
 
     def struct_const(self, fmt: str) -> str:
         if fmt not in self.structs:
@@ -384,12 +383,6 @@ class ModuleGenerator:
                  "    _new = object.__new__  # a decoder's instance, its fields stored without an __init__ call"]
         for ch in sorted(self.out.array_chars):
             head.append(f'    _A_{ch} = _w.SMALL_ARRAYS["{ch}"]')
-        if self.out.pure_defaults:
-            head += ["",
-                     "    # A struct at its defaults, as an absent (tagged) field decodes: the fields stored straight",
-                     "    # into a bare instance, which costs half the keyword constructor."]
-            for name in sorted(self.out.pure_defaults):
-                head += [""] + ["    " + line if line else "" for line in self.out.pure_defaults[name]]
         return "\n".join(head) + "\n\n\n" + "\n".join(body.lines).rstrip() + "\n"
 
     def _assemble_pxd(self, body: _Emitter) -> str:
@@ -633,36 +626,28 @@ class ModuleGenerator:
         return _literal(f.default)
 
     def _defaults(self, targets: List[Tuple[str, FieldSpec]], message: MessageSpec) -> None:
-        """Assign each target its field's default; struct defaults built by the constructor when compiled
-        and by the module's ``_default_<class>`` in pure Python."""
+        """Assign each target its field's default; a struct default is built by the constructor when
+        compiled and by stores into a bare instance in pure Python (half the keyword constructor's cost)."""
         e = self.out
         for target, f in targets:
             if f.type.is_struct and not _nullable_default(f):
                 e.add("if cython.compiled:", 1)
                 e.add(f"{target} = {self._default_expr(message, f)}", 2)
                 e.add("else:", 1)
-                e.add(f"{target} = {self._pure_default(message, f.type.struct)}()", 2)
+                # Inline: a call per absent field costs as much as the stores themselves.
+                self._pure_default_stores(target, message, f.type.struct, 2)
             else:
                 e.add(f"{target} = {self._default_expr(message, f)}", 1)
 
-    def _pure_default(self, message: MessageSpec, struct: StructSpec) -> str:
-        """The name of the pure-Python ``_default_<class>`` function of a struct (emitted once per module)."""
-        cls = class_name(message, struct)
-        name = f"_default_{cls}"
-        if cls not in self.out.pure_defaults:
-            self.out.pure_defaults[cls] = []  # reserved first: a struct's fields may default to structs
-            lines = [f"def {name}() -> {cls}:", f"    obj = _new({cls})"]
-            for f in struct.fields:
-                if f.type.is_struct and not _nullable_default(f):
-                    value = f"{self._pure_default(message, f.type.struct)}()"
-                else:
-                    value = self._default_expr(message, f)
-                lines.append(f"    obj.{f.attr} = {value}")
-            if self._has_tags(message):
-                lines.append("    obj.unknown_tagged_fields = []")
-            lines.append("    return obj")
-            self.out.pure_defaults[cls] = lines
-        return name
+    def _pure_default_stores(self, target: str, message: MessageSpec, struct: StructSpec, ind: int) -> None:
+        """Pure Python: ``target`` = a bare instance of ``struct`` with its fields stored at their defaults."""
+        e = self.out
+        e.add(f"d = _new({class_name(message, struct)})", ind)
+        for f in struct.fields:  # a struct inside (no spec has one today) comes from its constructor
+            e.add(f"d.{f.attr} = {self._default_expr(message, f)}", ind)
+        if self._has_tags(message):
+            e.add("d.unknown_tagged_fields = []", ind)
+        e.add(f"{target} = d", ind)
 
     def _read_varint(self, name: str, what: str, ind: int, minus_one: bool) -> None:
         """Read an unsigned varint at ``pos`` into ``name`` (minus one: a compact length or count)."""
