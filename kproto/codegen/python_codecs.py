@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import keyword
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from kproto.schema.model import FIXED_TYPES, FieldSpec, MessageSpec, StructSpec, TypeRef
 from kproto.schema.versions import Versions
@@ -234,7 +234,7 @@ class _Emitter:
     layouts: Dict[str, str] = field(default_factory=dict)  # repr(layout) -> constant name
     pxd: List[str] = field(default_factory=list)
     pxd_classes: List[str] = field(default_factory=list)  # declared before the functions that type locals with them
-    array_chars: set = field(default_factory=set)  # formats of fixed-width arrays read through _w.SMALL_ARRAYS
+    array_chars: Set[str] = field(default_factory=set)  # formats of fixed-width arrays read through _w.SMALL_ARRAYS
 
     def struct_const(self, fmt: str) -> str:
         if fmt not in self.structs:
@@ -635,6 +635,7 @@ class ModuleGenerator:
                 e.add(f"{target} = {self._default_expr(message, f)}", 2)
                 e.add("else:", 1)
                 # Inline: a call per absent field costs as much as the stores themselves.
+                assert f.type.struct is not None
                 self._pure_default_stores(target, message, f.type.struct, 2)
             else:
                 e.add(f"{target} = {self._default_expr(message, f)}", 1)
